@@ -1,0 +1,128 @@
+"""Scoring rules: turn the logits (or log-probabilities) of a few candidate answer tokens into a score.
+
+All functions take tensors whose last axis holds the K candidates (usually ``[B, K]``), compute in float32
+whatever the input dtype, and return a float32 tensor with the last axis removed (``[B]``).
+
+- :func:`expected_value` -- SA-IQA / Q-Align: softmax over the K level words, then sum p_k * v_k.
+- :func:`good_poor_softmax` -- Q-Bench+ eq. 1: softmax of the ``good`` logit against the ``poor`` logit.
+- :func:`synonym_ensemble` -- Q-Bench+ eq. 2: the same with the logits summed over synonym sets.
+- :func:`argmax_score` -- the value of the most likely candidate (the "argmax" baseline for ablations).
+
+Logits and log-probabilities give identical results in every rule that normalises over the same candidates
+(softmax is shift-invariant); the one exception is noted in :func:`synonym_ensemble`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "LEVEL_VALUES",
+    "LEVEL_WORDS",
+    "QBENCH_NEGATIVE_WORDS",
+    "QBENCH_POSITIVE_WORDS",
+    "argmax_score",
+    "expected_value",
+    "good_poor_softmax",
+    "synonym_ensemble",
+]
+
+LEVEL_WORDS: tuple[str, ...] = ("excellent", "good", "fair", "poor", "bad")  # rating words, best first
+LEVEL_VALUES: tuple[float, ...] = (5.0, 4.0, 3.0, 2.0, 1.0)  # score of each rating word
+QBENCH_POSITIVE_WORDS: tuple[str, ...] = ("good", "high", "fine")  # Q-Bench+ synonym set P
+QBENCH_NEGATIVE_WORDS: tuple[str, ...] = ("poor", "low", "bad")  # Q-Bench+ synonym set N
+
+
+def _as_float32(x: torch.Tensor, name: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(x)
+    if x.ndim == 0:
+        raise ValueError(f"{name} must have a candidate axis (shape [B, K] or [K]), got a scalar.")
+    x = x.to(torch.float32)
+    if torch.isnan(x).any():
+        raise ValueError(f"{name} contains NaN; check the model outputs (e.g. a bf16 overflow) before scoring.")
+    return x
+
+
+def _values_like(values: Sequence[float] | torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor:
+    v = torch.as_tensor(LEVEL_VALUES if values is None else values, dtype=torch.float32, device=logits.device)
+    if v.ndim != 1 or v.shape[0] != logits.shape[-1]:
+        raise ValueError(
+            f"values has shape {tuple(v.shape)} but logits have {logits.shape[-1]} candidates on the last axis; "
+            "pass one value per candidate token, in the same order."
+        )
+    return v
+
+
+def expected_value(
+    logits: torch.Tensor, values: Sequence[float] | torch.Tensor | None = None, temperature: float = 1.0
+) -> torch.Tensor:
+    """Expected value of the candidates' values under the softmax of their logits: sum_k softmax(z/T)_k * v_k.
+
+    The softmax runs over the K candidates only, in float32. ``values`` defaults to :data:`LEVEL_VALUES`
+    (for logits ordered as :data:`LEVEL_WORDS`), giving a score in [1, 5].
+
+    >>> import math
+    >>> expected_value(torch.tensor([[0.0, math.log(3.0)]]), [1.0, 2.0])  # p = [1/4, 3/4] -> 1/4 + 6/4
+    tensor([1.7500])
+    >>> expected_value(torch.zeros(1, 5))  # uniform over the five level words -> mean of 5..1
+    tensor([3.])
+    """
+    z = _as_float32(logits, "logits")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}.")
+    probs = torch.softmax(z / temperature, dim=-1)
+    return (probs * _values_like(values, z)).sum(dim=-1)
+
+
+def good_poor_softmax(logit_good: torch.Tensor, logit_poor: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Q-Bench+ eq. 1: ``e^(g/T) / (e^(g/T) + e^(p/T))``, computed stably as ``sigmoid((g - p) / T)``.
+
+    Returns a score in [0, 1] with the broadcast shape of the two inputs.
+
+    >>> import math
+    >>> good_poor_softmax(torch.tensor([math.log(3.0), 0.0]), torch.tensor([0.0, 0.0]))  # 3/(3+1), 1/2
+    tensor([0.7500, 0.5000])
+    >>> good_poor_softmax(torch.tensor([1000.0]), torch.tensor([-1000.0]))  # no overflow
+    tensor([1.])
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}.")
+    g = torch.as_tensor(logit_good).to(torch.float32)
+    p = torch.as_tensor(logit_poor).to(torch.float32)
+    if torch.isnan(g).any() or torch.isnan(p).any():
+        raise ValueError("logit_good or logit_poor contains NaN; check the model outputs before scoring.")
+    return torch.sigmoid((g - p) / temperature)
+
+
+def synonym_ensemble(pos_logits: torch.Tensor, neg_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Q-Bench+ eq. 2: ``e^(sum_P x_t) / (e^(sum_P x_t) + e^(sum_N x_t))`` with the sums divided by T.
+
+    As the paper writes it, the logits of each synonym set (``P`` e.g. good/high/fine, ``N`` e.g.
+    poor/low/bad) are *summed* inside the exponent -- not averaged, and not a sum of probabilities.
+    ``pos_logits`` is ``[B, P]`` and ``neg_logits`` is ``[B, N]``. Log-probabilities give the same result as
+    logits only when ``P == N`` (the per-row normaliser then cancels); with unequal set sizes pass raw logits.
+
+    >>> # sums: 1 + 0.5 + 0.5 = 2 and 0 + 1 + 0 = 1 -> sigmoid(2 - 1) = e / (e + 1) = 0.7311
+    >>> synonym_ensemble(torch.tensor([[1.0, 0.5, 0.5]]), torch.tensor([[0.0, 1.0, 0.0]]))
+    tensor([0.7311])
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}.")
+    pos = _as_float32(pos_logits, "pos_logits")
+    neg = _as_float32(neg_logits, "neg_logits")
+    if pos.shape[-1] == 0 or neg.shape[-1] == 0:
+        raise ValueError("pos_logits and neg_logits each need at least one word on the last axis.")
+    return torch.sigmoid((pos.sum(dim=-1) - neg.sum(dim=-1)) / temperature)
+
+
+def argmax_score(logits: torch.Tensor, values: Sequence[float] | torch.Tensor | None = None) -> torch.Tensor:
+    """Value of the most likely candidate (first one on ties); ``values`` defaults to :data:`LEVEL_VALUES`.
+
+    >>> argmax_score(torch.tensor([[0.1, 2.0, 0.3, 0.0, -1.0], [3.0, 3.0, 0.0, 0.0, 0.0]]))
+    tensor([4., 5.])
+    """
+    z = _as_float32(logits, "logits")
+    return _values_like(values, z)[z.argmax(dim=-1)]
