@@ -1,0 +1,266 @@
+"""Agreement metrics between predicted scores and human opinion (MOS): PLCC, SRCC, KRCC, HOR, pair accuracy.
+
+Inputs are 1-D sequences, numpy arrays or (CPU or GPU) tensors. Degenerate inputs (constant arrays, fewer
+than two items, no low-MOS images for HOR) never raise: the metric is ``nan`` and a ``RuntimeWarning`` says
+why. Mismatched lengths, NaN/inf values and bad labels are caller errors and raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from scipy import optimize, special, stats
+
+__all__ = [
+    "bootstrap_ci",
+    "hor",
+    "krcc",
+    "logistic_4",
+    "pairwise_accuracy",
+    "plcc",
+    "plcc_logistic",
+    "srcc",
+    "summarize",
+]
+
+
+def _as_array(x: Any, name: str) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch tensor, possibly on GPU
+        x = x.detach().float().cpu().numpy()
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim > 1 and arr.size == max(arr.shape):
+        arr = arr.reshape(-1)  # accept [N, 1] / [1, N]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one score per image), got shape {arr.shape}.")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or inf at index {int(np.flatnonzero(~np.isfinite(arr))[0])}.")
+    return arr
+
+
+def _pair(pred: Any, mos: Any) -> tuple[np.ndarray, np.ndarray]:
+    p, m = _as_array(pred, "pred"), _as_array(mos, "mos")
+    if p.shape != m.shape:
+        raise ValueError(f"pred has {p.size} scores but mos has {m.size}; pass one prediction per rated image.")
+    return p, m
+
+
+def _degenerate(p: np.ndarray, m: np.ndarray, metric: str) -> bool:
+    """Warn and return True when a correlation is undefined (fewer than 2 items or a constant array)."""
+    if p.size < 2:
+        warnings.warn(f"{metric}: needs at least 2 items, got {p.size}; returning nan.", RuntimeWarning, stacklevel=3)
+        return True
+    for arr, name in ((p, "pred"), (m, "mos")):
+        if np.ptp(arr) == 0:
+            warnings.warn(
+                f"{metric}: {name} is constant (all {arr[0]:g}), correlation is undefined; returning nan.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return True
+    return False
+
+
+def plcc(pred: Any, mos: Any) -> float:
+    """Pearson linear correlation coefficient.
+
+    >>> round(plcc([1, 2, 3], [1, 3, 2]), 6)  # deviations [-1, 0, 1] and [-1, 1, 0]: 1 / sqrt(2 * 2)
+    0.5
+    """
+    p, m = _pair(pred, mos)
+    if _degenerate(p, m, "plcc"):
+        return math.nan
+    return float(stats.pearsonr(p, m)[0])
+
+
+def srcc(pred: Any, mos: Any) -> float:
+    """Spearman rank correlation coefficient.
+
+    >>> srcc([0.1, 0.5, 0.2, 0.9], [1, 3, 2, 4])
+    1.0
+    """
+    p, m = _pair(pred, mos)
+    if _degenerate(p, m, "srcc"):
+        return math.nan
+    return float(stats.spearmanr(p, m)[0])
+
+
+def krcc(pred: Any, mos: Any) -> float:
+    """Kendall rank correlation coefficient (tau-b, which accounts for ties).
+
+    >>> round(krcc([1, 2, 3, 4], [1, 3, 2, 4]), 6)  # 5 concordant, 1 discordant pair -> (5 - 1) / 6
+    0.666667
+    """
+    p, m = _pair(pred, mos)
+    if _degenerate(p, m, "krcc"):
+        return math.nan
+    return float(stats.kendalltau(p, m)[0])
+
+
+def logistic_4(x: np.ndarray, b1: float, b2: float, b3: float, b4: float) -> np.ndarray:
+    """VQEG 4-parameter logistic ``(b1 - b2) / (1 + exp(-(x - b3) / |b4|)) + b2`` (computed without overflow)."""
+    scale = max(abs(b4), 1e-12)
+    return (b1 - b2) * special.expit((np.asarray(x) - b3) / scale) + b2
+
+
+def plcc_logistic(pred: Any, mos: Any) -> float:
+    """PLCC after mapping ``pred`` onto the MOS scale with the VQEG 4-parameter logistic (:func:`logistic_4`).
+
+    The fit starts from ``b1 = max(mos)``, ``b2 = min(mos)`` (swapped for a decreasing relation),
+    ``b3 = mean(pred)``, ``b4 = std(pred)``. If the fit fails (also with fewer than 4 points), a warning is
+    issued and the raw PLCC returned. The result keeps the sign of the fitted curve's slope, so predictions
+    that run against the MOS give a negative value (as raw PLCC would) instead of a flattering positive one.
+
+    >>> x = [1, 2, 3, 4, 5, 6]
+    >>> plcc_logistic(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0]) > plcc(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0])
+    True
+    """
+    p, m = _pair(pred, mos)
+    if _degenerate(p, m, "plcc_logistic"):
+        return math.nan
+    raw = float(stats.pearsonr(p, m)[0])
+    hi, lo = (m.max(), m.min()) if raw >= 0 else (m.min(), m.max())
+    p0 = [hi, lo, float(p.mean()), float(p.std())]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optimize.OptimizeWarning)  # "covariance not estimated": fit is fine
+            beta, _ = optimize.curve_fit(logistic_4, p, m, p0=p0, maxfev=10_000)
+        fitted = logistic_4(p, *beta)
+        if not np.isfinite(fitted).all() or np.ptp(fitted) == 0:
+            raise RuntimeError("the fitted curve is flat or not finite")
+    except (RuntimeError, TypeError, ValueError) as err:  # TypeError: fewer points than parameters
+        warnings.warn(f"plcc_logistic: logistic fit failed ({err}); returning the raw PLCC.", RuntimeWarning, 2)
+        return raw
+    direction = 1.0 if beta[0] >= beta[1] else -1.0  # b1 > b2: increasing curve
+    return direction * float(stats.pearsonr(fitted, m)[0])
+
+
+def hor(
+    pred: Any,
+    mos: Any,
+    *,
+    tau_low: float = 3.0,
+    tau_high: float = 4.0,
+    pred_range: tuple[float, float] = (1.0, 5.0),
+    mos_range: tuple[float, float] = (1.0, 5.0),
+) -> float:
+    """Holistic Override Rate (PACE eq. 1): ``#(y_i <= tau_low and yhat_i >= tau_high) / #(y_i <= tau_low)``.
+
+    Predictions are first mapped linearly from ``pred_range`` onto ``mos_range``; thresholds are on the MOS
+    scale. Returns a fraction in [0, 1] (lower is better), or ``nan`` -- with a warning -- only when no image
+    has ``mos <= tau_low``. Comparisons allow a 1e-9 tolerance so that mapped values hit the thresholds exactly.
+
+    >>> hor([0.9, 0.8, 0.2, 0.9], [2.0, 3.0, 1.0, 5.0], pred_range=(0, 1))  # mapped 4.6, 4.2, 1.8, 4.6 -> 2/3
+    0.6666666666666666
+    """
+    p, m = _pair(pred, mos)
+    (p_lo, p_hi), (m_lo, m_hi) = pred_range, mos_range
+    if not p_hi > p_lo or not m_hi > m_lo:
+        raise ValueError(
+            f"pred_range {pred_range} and mos_range {mos_range} must each be (low, high) with low < high."
+        )
+    mapped = (p - p_lo) / (p_hi - p_lo) * (m_hi - m_lo) + m_lo
+    low = m <= tau_low + 1e-9
+    if not low.any():
+        warnings.warn(
+            f"hor: no image has mos <= tau_low={tau_low}; HOR is undefined, returning nan.", RuntimeWarning, 2
+        )
+        return math.nan
+    return float((mapped[low] >= tau_high - 1e-9).sum() / low.sum())
+
+
+def pairwise_accuracy(
+    pred_a: Any,
+    pred_b: Any,
+    labels: Sequence[str],
+    *,
+    ties: Literal["exclude", "margin"] = "exclude",
+    tie_margin: float = 0.0,
+) -> float:
+    """Fraction of pairs whose preferred image (label ``"a"`` or ``"b"``) the scores agree with.
+
+    A pair labelled ``"a"``/``"b"`` counts 1 if the scores prefer that image by more than ``tie_margin``,
+    0.5 if ``|pred_a - pred_b| <= tie_margin`` (the scores call it a tie) and 0 otherwise. Pairs labelled
+    ``"tie"`` are left out with ``ties="exclude"``; with ``ties="margin"`` they count 1 when
+    ``|pred_a - pred_b| <= tie_margin``, else 0. Returns ``nan`` with a warning when no pair is counted.
+
+    >>> pairwise_accuracy([3, 1, 2, 5], [2, 2, 2, 1], ["a", "a", "b", "tie"])  # 1 + 0 + 0.5 over 3 pairs
+    0.5
+    """
+    a, b = _pair(pred_a, pred_b)
+    labs = [str(x).strip().lower() for x in labels]
+    if len(labs) != a.size:
+        raise ValueError(f"labels has {len(labs)} entries but there are {a.size} score pairs.")
+    bad = [(i, x) for i, x in enumerate(labs) if x not in ("a", "b", "tie")]
+    if bad:
+        raise ValueError(f"label {bad[0][1]!r} at index {bad[0][0]} is not one of 'a', 'b', 'tie'.")
+    if ties not in ("exclude", "margin"):
+        raise ValueError(f"ties must be 'exclude' or 'margin', got {ties!r}.")
+    lab = np.array(labs)
+    diff = a - b
+    close = np.abs(diff) <= tie_margin
+    credit = np.where(close, 0.5, np.where(lab == "a", diff > 0, diff < 0).astype(float))
+    credit = np.where(lab == "tie", close.astype(float), credit)
+    keep = lab != "tie" if ties == "exclude" else np.ones_like(close)
+    if not keep.any():
+        warnings.warn("pairwise_accuracy: no pair left to count; returning nan.", RuntimeWarning, 2)
+        return math.nan
+    return float(credit[keep].mean())
+
+
+def bootstrap_ci(
+    metric_fn: Callable[..., float], *arrays: Any, n: int = 1000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap ``(low, high)`` confidence interval of ``metric_fn(*arrays)`` at level ``1 - alpha``.
+
+    The arrays are resampled jointly (same indices), ``n`` times, with a seeded generator; resamples where the
+    metric is nan (e.g. constant) are ignored, and warnings inside the resamples are silenced. Use
+    ``functools.partial`` to pass keyword arguments such as HOR's thresholds.
+
+    >>> lo, hi = bootstrap_ci(plcc, [1, 2, 3, 4, 5, 6], [1.2, 1.9, 3.4, 3.8, 5.1, 6.3], n=200)
+    >>> lo <= plcc([1, 2, 3, 4, 5, 6], [1.2, 1.9, 3.4, 3.8, 5.1, 6.3]) <= hi
+    True
+    """
+    if not arrays:
+        raise ValueError("bootstrap_ci needs at least one array to resample.")
+    if n < 1 or not 0 < alpha < 1:
+        raise ValueError(f"need n >= 1 and 0 < alpha < 1, got n={n}, alpha={alpha}.")
+    data = [np.asarray(x.detach().cpu() if hasattr(x, "detach") else x) for x in arrays]
+    size = len(data[0])
+    if any(len(x) != size for x in data):
+        raise ValueError(f"all arrays must have the same length, got {[len(x) for x in data]}.")
+    rng = np.random.default_rng(seed)
+    values = np.empty(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(n):
+            idx = rng.integers(0, size, size)
+            values[i] = metric_fn(*(x[idx] for x in data))
+    if np.isnan(values).all():
+        warnings.warn("bootstrap_ci: the metric is nan on every resample; returning (nan, nan).", RuntimeWarning, 2)
+        return math.nan, math.nan
+    low, high = np.nanpercentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return float(low), float(high)
+
+
+def summarize(pred: Any, mos: Any, **hor_kwargs: Any) -> dict[str, float | int]:
+    """All correlation metrics and HOR in one dict: keys plcc, plcc_logistic, srcc, krcc, hor, n.
+
+    ``hor_kwargs`` go to :func:`hor` (``tau_low``, ``tau_high``, ``pred_range``, ``mos_range``).
+
+    >>> s = summarize([1, 2, 3, 4.5], [1, 2, 3, 4])
+    >>> sorted(s), s["n"], s["srcc"], s["hor"]
+    (['hor', 'krcc', 'n', 'plcc', 'plcc_logistic', 'srcc'], 4, 1.0, 0.0)
+    """
+    p, m = _pair(pred, mos)
+    return {
+        "plcc": plcc(p, m),
+        "plcc_logistic": plcc_logistic(p, m),
+        "srcc": srcc(p, m),
+        "krcc": krcc(p, m),
+        "hor": hor(p, m, **hor_kwargs),
+        "n": int(p.size),
+    }
