@@ -10,11 +10,45 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["ManifestError", "read_jsonl", "resolve_image_path"]
+__all__ = ["ManifestError", "iter_jsonl", "read_jsonl", "resolve_image_path"]
 
 
 class ManifestError(ValueError):
     """A manifest (or one of its rows) is malformed; the message names the file, the line and the fix."""
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
+    """Like :func:`read_jsonl`, but a bad line yields ``(line_number, ManifestError)`` instead of raising.
+
+    Lets callers skip bad lines and carry on; a missing file still raises ``FileNotFoundError``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"Manifest {str(path)!r} does not exist or is not a file; pass the path of a JSONL manifest "
+            "(one JSON object per line)."
+        )
+    with path.open("r", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.strip()
+            if text:
+                yield number, _parse_line(path, number, text)
+
+
+def _parse_line(path: Path, number: int, text: str) -> dict | ManifestError:
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as err:
+        return ManifestError(
+            f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); each line must be one "
+            'complete JSON object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
+        )
+    if not isinstance(row, dict):
+        return ManifestError(
+            f"{path}:{number}: expected a JSON object, got {type(row).__name__}; write each row as "
+            '{"key": value, ...} on its own line.'
+        )
+    return row
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
@@ -30,30 +64,10 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     ...     list(read_jsonl(p))
     [(1, {'image': 'a.png', 'mos': 3}), (3, {'image': 'b.png', 'mos': 4})]
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"Manifest {str(path)!r} does not exist or is not a file; pass the path of a JSONL manifest "
-            "(one JSON object per line)."
-        )
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise ManifestError(
-                    f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); each line must be one "
-                    'complete JSON object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
-                ) from err
-            if not isinstance(row, dict):
-                raise ManifestError(
-                    f"{path}:{number}: expected a JSON object, got {type(row).__name__}; write each row as "
-                    '{"key": value, ...} on its own line.'
-                )
-            yield number, row
+    for number, row in iter_jsonl(path):
+        if isinstance(row, ManifestError):
+            raise row
+        yield number, row
 
 
 def resolve_image_path(manifest_dir: Path, rel: str, *, where: str) -> Path:
