@@ -1,0 +1,31 @@
+"""The contract every reward meets: ``Reward.score(images, prompts=None) -> RewardOutput``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+from PIL import Image
+
+
+@dataclass
+class RewardOutput:
+    """``scores``: float tensor [B]; ``dimensions``: name -> float tensor [B] (empty when the reward has none)."""
+
+    scores: torch.Tensor
+    dimensions: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = self.scores.shape[0]
+        for name, values in self.dimensions.items():
+            if values.shape != (n,):
+                raise ValueError(f"dimension {name!r} has shape {tuple(values.shape)}, expected ({n},)")
+
+
+@runtime_checkable
+class Reward(Protocol):
+    """Scores a batch of images (optionally with the prompts that generated them)."""
+
+    def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput: ...
