@@ -8,3 +8,42 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen2-VL checkpoint built offline once per test session."""
+    from reward.testing import make_tiny_vlm
+
+    return make_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2-vl"), family="qwen2_vl")
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm25_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen2.5-VL checkpoint."""
+    from reward.testing import make_tiny_vlm
+
+    return make_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen2.5-vl"), family="qwen2_5_vl")
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm(tiny_vlm_path: Path):
+    """The tiny Qwen2-VL loaded for scoring (shared: tests must not modify its weights)."""
+    from reward.vlm import load_vlm
+
+    return load_vlm(tiny_vlm_path, batch_size=8)
+
+
+def random_images(n: int, seed: int = 0, sizes: tuple[int, ...] = (56,)) -> list[Image.Image]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        s = sizes[i % len(sizes)]
+        out.append(Image.fromarray(rng.integers(0, 256, (s, s + 8 * (i % 2), 3), dtype=np.uint8)))
+    return out
