@@ -82,9 +82,7 @@ def test_good_poor_softmax_hand_computed():
 
 def test_good_poor_softmax_temperature():
     # T = 2: e^(ln9/2) / (e^(ln9/2) + 1) = 3 / 4
-    assert good_poor_softmax(torch.tensor([math.log(9.0)]), torch.tensor([0.0]), 2.0).tolist() == pytest.approx(
-        [0.75]
-    )
+    assert good_poor_softmax(torch.tensor([math.log(9.0)]), torch.tensor([0.0]), 2.0).tolist() == pytest.approx([0.75])
 
 
 def test_good_poor_softmax_is_stable_for_huge_logits():

@@ -1,0 +1,354 @@
+"""Manifests of rated images, preference pairs and inpainting tasks, from JSONL files or Hugging Face datasets.
+
+Row formats (DESIGN.md, "Contracts"); image paths are relative to the manifest's folder:
+
+- ratings: ``{"image", "dimension", "mos"}`` or ``{"image", "dimension", "ratings": [...]}`` (MOS = mean);
+- pairs: ``{"a", "b", "label": "a" | "b" | "tie"}``;
+- inpainting: ``{"image", "mask", "prompt"}``.
+
+A source is a JSONL path, a folder written by ``datasets.Dataset.save_to_disk`` (paths in it are relative to
+that folder) or a ``datasets.Dataset`` (paths used as given). Image columns may hold paths or PIL images;
+PIL images are returned converted to RGB, paths as resolved ``Path`` objects. Other keys go to ``extra``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import numbers
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from PIL import Image
+
+from reward.images import DEFAULT_MAX_PIXELS, ImageError, check_pixels, load_image, to_rgb
+from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
+
+__all__ = [
+    "InpaintRow",
+    "ManifestResult",
+    "PairRow",
+    "RatingRow",
+    "SkippedRow",
+    "load_inpainting",
+    "load_pairs",
+    "load_ratings",
+]
+
+logger = logging.getLogger(__name__)
+
+ImageRef = Path | Image.Image
+RATING_EXAMPLE = '{"image": "img/001.png", "dimension": "overall", "mos": 3.5}'
+PAIR_EXAMPLE = '{"a": "img/001.png", "b": "img/002.png", "label": "a"}'
+INPAINT_EXAMPLE = '{"image": "img/001.png", "mask": "mask/001.png", "prompt": "a red door"}'
+
+
+@dataclass(frozen=True)
+class RatingRow:
+    """One rated image: ``mos`` on the manifest's scale for ``dimension``; unknown keys in ``extra``."""
+
+    image: ImageRef
+    dimension: str
+    mos: float
+    line: int  # 1-based line of the JSONL file (row number for datasets)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PairRow:
+    """One preference pair: ``label`` is ``"a"``, ``"b"`` (the preferred image) or ``"tie"``."""
+
+    a: ImageRef
+    b: ImageRef
+    label: str  # "a", "b" or "tie"
+    line: int
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InpaintRow:
+    """One inpainting task: the image, its mask (same size) and the prompt."""
+
+    image: ImageRef
+    mask: ImageRef
+    prompt: str
+    line: int
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A row left out with ``skip_bad=True``: its line (row number) and the error message."""
+
+    line: int
+    reason: str
+
+
+RowT = TypeVar("RowT", RatingRow, PairRow, InpaintRow)
+
+
+@dataclass
+class ManifestResult(Generic[RowT]):
+    """The usable rows of a manifest, the skipped ones, and where they came from."""
+
+    rows: list[RowT]
+    skipped: list[SkippedRow] = field(default_factory=list)
+    source: str = ""  # file or dataset the rows came from
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[RowT]:
+        return iter(self.rows)
+
+
+@dataclass(frozen=True)
+class _Context:
+    name: str  # file or dataset, used in messages
+    base_dir: Path | None  # folder image paths are relative to; None: paths used as given
+    jsonl: bool
+    check_images: bool
+    max_pixels: int | None
+
+    def where(self, line: int) -> str:
+        return f"{self.name}:{line}" if self.jsonl else f"{self.name} row {line}"
+
+
+# ---------------------------------------------------------------------------------------------- sources
+
+_Item = tuple[int, dict | ManifestError]  # (line, row or the reason it could not be read)
+
+
+def _open_source(source: Any, check_images: bool, max_pixels: int | None) -> tuple[_Context, Iterable[_Item]]:
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if path.is_dir():
+            ctx = _Context(str(path), path, False, check_images, max_pixels)
+            return ctx, _iter_dataset(_load_from_disk(path), ctx)
+        return _Context(str(path), path.parent, True, check_images, max_pixels), iter_jsonl(path)
+    import datasets
+
+    if isinstance(source, datasets.DatasetDict):
+        raise ManifestError(f"got a DatasetDict with splits {list(source)}; pass one split, e.g. dataset['test'].")
+    if not isinstance(source, datasets.Dataset):
+        raise TypeError(
+            f"cannot read a manifest from {type(source).__name__}; pass a JSONL path, a folder saved with "
+            "datasets' save_to_disk, or a datasets.Dataset."
+        )
+    ctx = _Context(f"dataset {source.info.dataset_name or '<in memory>'}", None, False, check_images, max_pixels)
+    return ctx, _iter_dataset(source, ctx)
+
+
+def _load_from_disk(path: Path) -> Any:
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except FileNotFoundError as err:
+        raise ManifestError(
+            f"{path} is a folder but not a dataset saved with save_to_disk ({err}); pass a JSONL manifest file."
+        ) from err
+    if isinstance(ds, datasets.DatasetDict):
+        raise ManifestError(f"{path} holds splits {list(ds)}; pass one split's folder, e.g. {path / next(iter(ds))}.")
+    return ds
+
+
+def _iter_dataset(ds: Any, ctx: _Context) -> Iterator[_Item]:
+    for line in range(1, len(ds) + 1):
+        try:
+            row = dict(ds[line - 1])
+        except (OSError, SyntaxError, ValueError) as err:  # an image column that fails to decode
+            row = ManifestError(f"{ctx.where(line)}: cannot decode the row ({err}); fix or drop the image.")
+        yield line, row
+
+
+# ---------------------------------------------------------------------------------------------- fields
+
+
+def _require(row: dict, fields: tuple[str, ...], where: str, example: str) -> None:
+    missing = [f for f in fields if row.get(f) is None]
+    if missing:
+        raise ManifestError(f"{where}: missing field(s) {', '.join(map(repr, missing))}; a row looks like {example}.")
+
+
+def _number(value: Any, what: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ManifestError(f"{where}: {what} must be a finite number, got {value!r}; write it unquoted, e.g. 3.5.")
+    return float(value)
+
+
+def _in_range(value: float, what: str, where: str, mos_range: tuple[float, float] | None) -> float:
+    if mos_range is not None and not mos_range[0] <= value <= mos_range[1]:
+        raise ManifestError(
+            f"{where}: {what} {value:g} is outside mos_range {tuple(mos_range)}; fix the value or the range."
+        )
+    return value
+
+
+def _text(row: dict, key: str, where: str, *, allow_empty: bool = False) -> str:
+    value = row[key]
+    if not isinstance(value, str) or not (allow_empty or value.strip()):
+        kind = "a string" if allow_empty else "a non-empty string"
+        raise ManifestError(f"{where}: {key!r} must be {kind}, got {value!r}.")
+    return value
+
+
+def _image(value: Any, key: str, ctx: _Context, where: str) -> tuple[ImageRef, tuple[int, int] | None]:
+    """Resolve one image field to a Path (or RGB PIL image) and, when it was decoded, its size."""
+    if isinstance(value, dict):  # datasets Image(decode=False): {"bytes": ..., "path": ...}
+        value = io.BytesIO(value["bytes"]) if value.get("bytes") else value.get("path")
+    if isinstance(value, Image.Image | io.BytesIO):
+        try:
+            if isinstance(value, io.BytesIO):
+                image = load_image(value, max_pixels=ctx.max_pixels)
+            else:
+                check_pixels(value.size, ctx.max_pixels, "in-memory image")
+                image = to_rgb(value)
+        except ImageError as err:
+            raise ManifestError(f"{where}: {key!r} image unusable: {err}") from err
+        return image, image.size
+    if not isinstance(value, str | Path):
+        raise ManifestError(f"{where}: {key!r} must be an image path (string), got {type(value).__name__}.")
+    path = Path(value) if ctx.base_dir is None else resolve_image_path(ctx.base_dir, str(value), where=where)
+    if not ctx.check_images:
+        return path, None
+    try:
+        return path, load_image(path, max_pixels=ctx.max_pixels).size
+    except FileNotFoundError as err:
+        hint = f"relative to the manifest's folder {ctx.base_dir}" if ctx.base_dir else "as given"
+        raise ManifestError(
+            f"{where}: {key!r} image {str(value)!r} not found at {path} (paths are read {hint}); "
+            "fix the path or add the file."
+        ) from err
+    except ImageError as err:
+        raise ManifestError(f"{where}: {key!r} image unusable: {err} Replace the file or drop the row.") from err
+
+
+def _extra(row: dict, used: tuple[str, ...]) -> dict:
+    return {k: v for k, v in row.items() if k not in used}
+
+
+# ---------------------------------------------------------------------------------------------- rows
+
+
+def _rating(row: dict, ctx: _Context, line: int, mos_range: tuple[float, float] | None) -> RatingRow:
+    where = ctx.where(line)
+    _require(row, ("image", "dimension"), where, RATING_EXAMPLE)
+    if row.get("mos") is not None:
+        mos = _in_range(_number(row["mos"], "'mos'", where), "mos", where, mos_range)
+        used: tuple[str, ...] = ("image", "dimension", "mos")
+    elif row.get("ratings") is not None:
+        ratings = row["ratings"]
+        if not isinstance(ratings, list | tuple) or not ratings:
+            raise ManifestError(f"{where}: 'ratings' must be a non-empty list of numbers, got {ratings!r}.")
+        values = [_in_range(_number(r, "each rating", where), "rating", where, mos_range) for r in ratings]
+        mos, used = sum(values) / len(values), ("image", "dimension")
+    else:
+        raise ManifestError(f"{where}: missing field 'mos' (or 'ratings'); a row looks like {RATING_EXAMPLE}.")
+    image, _ = _image(row["image"], "image", ctx, where)
+    return RatingRow(image, _text(row, "dimension", where), mos, line, _extra(row, used))
+
+
+def _pair(row: dict, ctx: _Context, line: int) -> PairRow:
+    where = ctx.where(line)
+    _require(row, ("a", "b", "label"), where, PAIR_EXAMPLE)
+    label = str(row["label"]).strip().lower()
+    if label not in ("a", "b", "tie"):
+        raise ManifestError(f"{where}: 'label' must be 'a', 'b' or 'tie', got {row['label']!r}.")
+    a, _ = _image(row["a"], "a", ctx, where)
+    b, _ = _image(row["b"], "b", ctx, where)
+    return PairRow(a, b, label, line, _extra(row, ("a", "b", "label")))
+
+
+def _inpaint(row: dict, ctx: _Context, line: int) -> InpaintRow:
+    where = ctx.where(line)
+    _require(row, ("image", "mask", "prompt"), where, INPAINT_EXAMPLE)
+    prompt = _text(row, "prompt", where, allow_empty=True)
+    image, image_size = _image(row["image"], "image", ctx, where)
+    mask, mask_size = _image(row["mask"], "mask", ctx, where)
+    if image_size and mask_size and image_size != mask_size:
+        raise ManifestError(f"{where}: mask is {mask_size} but image is {image_size}; masks must match their image.")
+    return InpaintRow(image, mask, prompt, line, _extra(row, ("image", "mask", "prompt")))
+
+
+# ---------------------------------------------------------------------------------------------- loaders
+
+
+def _load(
+    source: Any,
+    parse: Callable[[dict, _Context, int], RowT],
+    *,
+    skip_bad: bool,
+    check_images: bool,
+    max_pixels: int | None,
+    example: str,
+) -> ManifestResult[RowT]:
+    ctx, items = _open_source(source, check_images, max_pixels)
+    name = ctx.name
+    rows: list[RowT] = []
+    skipped: list[SkippedRow] = []
+    total = 0
+    for line, item in items:
+        total += 1
+        try:
+            if isinstance(item, ManifestError):
+                raise item
+            rows.append(parse(item, ctx, line))
+        except ManifestError as err:
+            if not skip_bad:
+                raise
+            logger.warning("skipping bad row: %s", err)
+            skipped.append(SkippedRow(line, str(err)))
+    if total == 0:
+        raise ManifestError(f"{name}: empty manifest (no rows); write one JSON object per line, e.g. {example}.")
+    if not rows:
+        raise ManifestError(f"{name}: all {total} rows are bad, nothing to use; first problem: {skipped[0].reason}")
+    if skipped:
+        logger.warning("%s: skipped %d of %d rows (skip_bad=True)", name, len(skipped), total)
+    return ManifestResult(rows, skipped, name)
+
+
+def load_ratings(
+    source: Any,
+    *,
+    skip_bad: bool = False,
+    check_images: bool = True,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    mos_range: tuple[float, float] | None = None,
+) -> ManifestResult[RatingRow]:
+    """Read a ratings manifest: each row an image, a dimension name and a MOS (or raw ratings, averaged).
+
+    Bad rows raise ``ManifestError`` naming the file and line, or with ``skip_bad=True`` are logged and listed
+    in ``skipped``. ``check_images`` decodes every image once to catch missing or corrupt files early;
+    ``mos_range=(low, high)`` rejects MOS values (and raw ratings) outside it. An empty manifest, or one whose
+    rows are all bad, always raises.
+    """
+    return _load(
+        source,
+        lambda row, ctx, line: _rating(row, ctx, line, mos_range),
+        skip_bad=skip_bad,
+        check_images=check_images,
+        max_pixels=max_pixels,
+        example=RATING_EXAMPLE,
+    )
+
+
+def load_pairs(
+    source: Any, *, skip_bad: bool = False, check_images: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> ManifestResult[PairRow]:
+    """Read a preference-pair manifest (``a``, ``b``, ``label`` in a/b/tie, case-insensitive); see load_ratings."""
+    return _load(
+        source, _pair, skip_bad=skip_bad, check_images=check_images, max_pixels=max_pixels, example=PAIR_EXAMPLE
+    )
+
+
+def load_inpainting(
+    source: Any, *, skip_bad: bool = False, check_images: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> ManifestResult[InpaintRow]:
+    """Read an inpainting-task manifest (``image``, ``mask`` of the same size, ``prompt``); see load_ratings."""
+    return _load(
+        source, _inpaint, skip_bad=skip_bad, check_images=check_images, max_pixels=max_pixels, example=INPAINT_EXAMPLE
+    )
