@@ -27,12 +27,14 @@ from PIL import Image
 from reward.images import DEFAULT_MAX_PIXELS, ImageError, check_pixels, load_image, to_rgb
 from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
 
-__all__ = [
+__all__ = [  # load_image and ImageError live in reward.images and are re-exported here
+    "ImageError",
     "InpaintRow",
     "ManifestResult",
     "PairRow",
     "RatingRow",
     "SkippedRow",
+    "load_image",
     "load_inpainting",
     "load_pairs",
     "load_ratings",
