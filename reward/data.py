@@ -30,6 +30,7 @@ from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
 __all__ = [  # load_image and ImageError live in reward.images and are re-exported here
     "ImageError",
     "InpaintRow",
+    "ManifestError",
     "ManifestResult",
     "PairRow",
     "RatingRow",
