@@ -28,12 +28,21 @@ def to_plain(cfg: Any) -> dict[str, Any]:
         from omegaconf import DictConfig, OmegaConf
 
         if isinstance(cfg, DictConfig):
-            return dict(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+            return _drop_missing(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False))
     except ImportError:  # pragma: no cover - hydra-core is a dependency
         pass
     if not isinstance(cfg, Mapping):
         raise TypeError(f"expected a mapping of config keys, got {type(cfg).__name__}")
     return dict(cfg)
+
+
+def _drop_missing(node: Any) -> Any:
+    """Hydra's mandatory marker ``???`` removed at every level, so a missing key reads as absent."""
+    if isinstance(node, dict):
+        return {k: _drop_missing(v) for k, v in node.items() if v != "???"}
+    if isinstance(node, list):
+        return [_drop_missing(v) for v in node]
+    return node
 
 
 def from_mapping(cls: type[T], cfg: Any, *, where: str, ignore: tuple[str, ...] = ("name",)) -> T:

@@ -1,0 +1,183 @@
+"""Score every row of a ratings manifest with a reward and compare with the human MOS.
+
+Used by ``reward/evaluate.py`` and by the SFT trainer's final evaluation. Each image is scored once, whatever
+the number of dimensions it is rated on; a reward with per-dimension scores is compared dimension by
+dimension, one without against every dimension.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from reward.base import Reward
+from reward.data import ImageError, RatingRow, SkippedRow, load_image
+from reward.files import atomic_write_json, atomic_write_jsonl
+from reward.metrics import bootstrap_ci, hor, srcc, summarize
+from reward.plots import scatter_vs_mos
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalSettings:
+    batch_size: int = 16  # images per reward call
+    skip_bad: bool = False  # skip (and count) rows whose image cannot be used instead of failing
+    max_pixels: int | None = 36_000_000  # larger images are refused before decoding
+    mos_range: tuple[float, float] = (1.0, 5.0)  # the MOS scale of the manifest
+    tau_low: float = 3.0  # HOR: MOS at or below this is "low quality" (on the MOS scale)
+    tau_high: float = 4.0  # HOR: predictions at or above this (mapped to the MOS scale) are "high"
+    bootstrap: int = 0  # resamples for 95% confidence intervals of SRCC and HOR (0: none)
+    seed: int = 0
+
+
+@dataclass
+class EvalResult:
+    metrics: dict[str, dict[str, Any]]
+    scores: list[dict[str, Any]]  # one row per image: image, score, each dimension's score
+    predictions: dict[str, tuple[np.ndarray, np.ndarray]]  # dimension -> (prediction, mos)
+    skipped: list[SkippedRow] = field(default_factory=list)
+
+
+def _image_key(row: RatingRow, base: Path | None) -> str:
+    if isinstance(row.image, Image.Image):
+        return f"row{row.line}"
+    if base is not None:
+        try:
+            return row.image.relative_to(base).as_posix()
+        except ValueError:
+            pass
+    return str(row.image)
+
+
+def score_rows(
+    reward: Reward, rows: Sequence[RatingRow], settings: EvalSettings, *, base: Path | None = None, desc: str = ""
+) -> tuple[dict[str, dict[str, float]], list[SkippedRow]]:
+    """Score each distinct image of ``rows`` once: ``{image key: {"score": s, dim: s_dim, ...}}``."""
+    unique: dict[str, RatingRow] = {}
+    for row in rows:
+        unique.setdefault(_image_key(row, base), row)
+    keys = list(unique)
+    out: dict[str, dict[str, float]] = {}
+    skipped: list[SkippedRow] = []
+    bar = tqdm(total=len(keys), desc=desc or "scoring", unit="img", disable=None)
+    for start in range(0, len(keys), settings.batch_size):
+        batch_keys, images = [], []
+        for key in keys[start : start + settings.batch_size]:
+            row = unique[key]
+            try:
+                img = row.image if isinstance(row.image, Image.Image) else load_image(row.image, max_pixels=settings.max_pixels)
+            except ImageError as err:
+                if not settings.skip_bad:
+                    raise ImageError(f"row at line {row.line}: {err} (skip_bad=true skips such rows)") from err
+                logger.warning("skipping line %d: %s", row.line, err)
+                skipped.append(SkippedRow(row.line, str(err)))
+                continue
+            batch_keys.append(key)
+            images.append(img)
+        if images:
+            result = reward.score(images)
+            for i, key in enumerate(batch_keys):
+                entry = {"score": float(result.scores[i])}
+                entry.update({d: float(v[i]) for d, v in result.dimensions.items()})
+                out[key] = entry
+        bar.update(min(settings.batch_size, len(keys) - start))
+    bar.close()
+    return out, skipped
+
+
+def evaluate_rows(
+    reward: Reward,
+    rows: Sequence[RatingRow],
+    settings: EvalSettings,
+    *,
+    score_range: tuple[float, float],
+    base: Path | None = None,
+) -> EvalResult:
+    """Score ``rows`` and compute PLCC/SRCC/KRCC/HOR per dimension and overall."""
+    scored, skipped = score_rows(reward, rows, settings, base=base)
+    skipped_lines = {s.line for s in skipped}
+    by_dim: dict[str, tuple[list[float], list[float]]] = {}
+    for row in rows:
+        key = _image_key(row, base)
+        if key not in scored:
+            if row.line not in skipped_lines:  # another row of the same image was the bad one
+                skipped.append(SkippedRow(row.line, f"image {key} could not be scored"))
+            continue
+        entry = scored[key]
+        pred = entry.get(row.dimension, entry["score"])
+        preds, moses = by_dim.setdefault(row.dimension, ([], []))
+        preds.append(pred)
+        moses.append(row.mos)
+    if not by_dim:
+        raise ValueError("no row could be scored: every image was bad (see the skipped rows above)")
+    predictions = {d: (np.asarray(p, float), np.asarray(m, float)) for d, (p, m) in by_dim.items()}
+    all_p = np.concatenate([p for p, _ in predictions.values()])
+    all_m = np.concatenate([m for _, m in predictions.values()])
+    metrics = {d: _metrics(p, m, settings, score_range) for d, (p, m) in sorted(predictions.items())}
+    metrics["overall"] = _metrics(all_p, all_m, settings, score_range)
+    scores = [{"image": k, **v} for k, v in scored.items()]
+    return EvalResult(metrics, scores, predictions, sorted(skipped, key=lambda s: s.line))
+
+
+def _metrics(p: np.ndarray, m: np.ndarray, s: EvalSettings, score_range: tuple[float, float]) -> dict[str, Any]:
+    hor_kwargs = {"tau_low": s.tau_low, "tau_high": s.tau_high, "pred_range": score_range, "mos_range": s.mos_range}
+    out: dict[str, Any] = summarize(p, m, **hor_kwargs)
+    if s.bootstrap > 0 and len(p) > 2:
+        out["srcc_ci"] = list(bootstrap_ci(srcc, p, m, n=s.bootstrap, seed=s.seed))
+        out["hor_ci"] = list(bootstrap_ci(functools.partial(hor, **hor_kwargs), p, m, n=s.bootstrap, seed=s.seed))
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+def to_mos_scale(pred: np.ndarray, score_range: tuple[float, float], mos_range: tuple[float, float]) -> np.ndarray:
+    (p_lo, p_hi), (m_lo, m_hi) = score_range, mos_range
+    return (pred - p_lo) / (p_hi - p_lo) * (m_hi - m_lo) + m_lo
+
+
+def write_results(
+    out_dir: str | Path, result: EvalResult, settings: EvalSettings, score_range: tuple[float, float], title: str
+) -> dict[str, Path]:
+    """``metrics.json``, ``scores.jsonl`` and one scatter plot per dimension in ``out_dir``."""
+    out = Path(out_dir)
+    metrics = dict(result.metrics)
+    metrics["skipped"] = len(result.skipped)
+    paths = {"metrics": atomic_write_json(out / "metrics.json", metrics)}
+    paths["scores"] = atomic_write_jsonl(out / "scores.jsonl", result.scores)
+    if result.skipped:
+        paths["skipped"] = atomic_write_jsonl(out / "skipped.jsonl", [vars(s) for s in result.skipped])
+    for dim, (pred, mos) in result.predictions.items():
+        paths[f"plot_{dim}"] = scatter_vs_mos(
+            to_mos_scale(pred, score_range, settings.mos_range), mos, out / f"scatter_{dim}.png",
+            title=f"{title}: {dim}", tau_low=settings.tau_low, tau_high=settings.tau_high,
+            mos_range=settings.mos_range, hor=result.metrics[dim].get("hor") or math.nan,
+        )  # fmt: skip
+    return paths
+
+
+def format_table(metrics: dict[str, dict[str, Any]]) -> str:
+    """A fixed-width table of the per-dimension metrics."""
+    cols = ["plcc", "plcc_logistic", "srcc", "krcc", "hor", "n"]
+    lines = [f"{'dimension':<14}" + "".join(f"{c:>14}" for c in cols)]
+    for dim, m in metrics.items():
+        if not isinstance(m, dict):
+            continue
+        cells = []
+        for c in cols:
+            v = m.get(c)
+            cells.append(f"{'n/a':>14}" if v is None else f"{v:>14d}" if c == "n" else f"{v:>14.4f}")
+        lines.append(f"{dim:<14}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def scores_tensor(entries: Sequence[dict[str, float]], key: str = "score") -> torch.Tensor:
+    return torch.tensor([e[key] for e in entries], dtype=torch.float32)
