@@ -76,7 +76,9 @@ def score_rows(
         for key in keys[start : start + settings.batch_size]:
             row = unique[key]
             try:
-                img = row.image if isinstance(row.image, Image.Image) else load_image(row.image, max_pixels=settings.max_pixels)
+                img = row.image
+                if not isinstance(img, Image.Image):
+                    img = load_image(img, max_pixels=settings.max_pixels)
             except ImageError as err:
                 if not settings.skip_bad:
                     raise ImageError(f"row at line {row.line}: {err} (skip_bad=true skips such rows)") from err

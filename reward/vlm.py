@@ -222,9 +222,9 @@ class VLM:
         """Each (group, query) as one full sequence; rows are group-major. Returns [R, V] log-probs."""
         flat_texts = [t for row in texts for t in row]
         flat_images = [img for g, row in zip(images, texts, strict=True) for _ in row for img in g]
-        inputs = self.processor(
-            text=flat_texts, images=flat_images or None, padding=True, return_tensors="pt"
-        ).to(self.device)
+        inputs = self.processor(text=flat_texts, images=flat_images or None, padding=True, return_tensors="pt").to(
+            self.device
+        )
         logits = self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
         return torch.log_softmax(logits.float(), dim=-1).cpu()
 
