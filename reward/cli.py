@@ -47,7 +47,9 @@ def run_evaluate(cfg: Any) -> dict[str, Any]:
     spec = reward_info(name)
     reward = get_reward(name, reward_cfg)
     base = Path(c["data"]).resolve().parent if Path(str(c["data"])).is_file() else None
-    result = evaluate_rows(reward, manifest.rows, settings, score_range=spec.score_range, base=base)
+    result = evaluate_rows(
+        reward, manifest.rows, settings, score_range=spec.score_range, base=base, source=manifest.source
+    )
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
     paths = write_results(c["out"], result, settings, spec.score_range, title=name)
     logger.info("reward %s on %s (%d rows, %d skipped)\n%s", name, c["data"], len(manifest.rows),

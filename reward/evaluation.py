@@ -61,7 +61,12 @@ def _image_key(row: RatingRow, base: Path | None) -> str:
 
 
 def score_rows(
-    reward: Reward, rows: Sequence[RatingRow], settings: EvalSettings, *, base: Path | None = None, desc: str = ""
+    reward: Reward,
+    rows: Sequence[RatingRow],
+    settings: EvalSettings,
+    *,
+    base: Path | None = None,
+    source: str = "manifest",
 ) -> tuple[dict[str, dict[str, float]], list[SkippedRow]]:
     """Score each distinct image of ``rows`` once: ``{image key: {"score": s, dim: s_dim, ...}}``."""
     unique: dict[str, RatingRow] = {}
@@ -70,7 +75,7 @@ def score_rows(
     keys = list(unique)
     out: dict[str, dict[str, float]] = {}
     skipped: list[SkippedRow] = []
-    bar = tqdm(total=len(keys), desc=desc or "scoring", unit="img", disable=None)
+    bar = tqdm(total=len(keys), desc="scoring", unit="img", disable=None)
     for start in range(0, len(keys), settings.batch_size):
         batch_keys, images = [], []
         for key in keys[start : start + settings.batch_size]:
@@ -79,9 +84,9 @@ def score_rows(
                 img = row.image
                 if not isinstance(img, Image.Image):
                     img = load_image(img, max_pixels=settings.max_pixels)
-            except ImageError as err:
+            except (ImageError, OSError) as err:
                 if not settings.skip_bad:
-                    raise ImageError(f"row at line {row.line}: {err} (skip_bad=true skips such rows)") from err
+                    raise ImageError(f"{source}:{row.line}: {err} (skip_bad=true skips such rows)") from err
                 logger.warning("skipping line %d: %s", row.line, err)
                 skipped.append(SkippedRow(row.line, str(err)))
                 continue
@@ -105,9 +110,10 @@ def evaluate_rows(
     *,
     score_range: tuple[float, float],
     base: Path | None = None,
+    source: str = "manifest",
 ) -> EvalResult:
     """Score ``rows`` and compute PLCC/SRCC/KRCC/HOR per dimension and overall."""
-    scored, skipped = score_rows(reward, rows, settings, base=base)
+    scored, skipped = score_rows(reward, rows, settings, base=base, source=source)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
     for row in rows:
@@ -138,7 +144,14 @@ def _metrics(p: np.ndarray, m: np.ndarray, s: EvalSettings, score_range: tuple[f
     if s.bootstrap > 0 and len(p) > 2:
         out["srcc_ci"] = list(bootstrap_ci(srcc, p, m, n=s.bootstrap, seed=s.seed))
         out["hor_ci"] = list(bootstrap_ci(functools.partial(hor, **hor_kwargs), p, m, n=s.bootstrap, seed=s.seed))
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+    return {k: _json_safe(v) for k, v in out.items()}
+
+
+def _json_safe(v: Any) -> Any:
+    """NaN (an undefined metric) as JSON null."""
+    if isinstance(v, list):
+        return [_json_safe(x) for x in v]
+    return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def to_mos_scale(pred: np.ndarray, score_range: tuple[float, float], mos_range: tuple[float, float]) -> np.ndarray:

@@ -1,0 +1,31 @@
+# Every target builds or updates .venv by itself (torch pinned to the CPU wheel by constraints.txt).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast bench lint clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## the main job on the embedded default: tiny offline VLM, sample images, report in demo_out/
+	HF_HUB_OFFLINE=1 $(PY) demo.py
+
+test: $(STAMP)  ## the whole suite, slow end-to-end tests included (one pytest process)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)  ## speed ratios (not part of the tests)
+	HF_HUB_OFFLINE=1 $(PY) bench/prefix_reuse.py
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) bench/fusion_bench.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf demo_out .pytest_cache .ruff_cache

@@ -1,0 +1,117 @@
+"""reward/evaluate.py end to end on the tiny model, and its handling of bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from PIL import Image
+
+from reward.cli import run_evaluate
+from reward.data import ImageError, ManifestError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def _manifest(tmp: Path, n: int = 8, extra_rows: list[dict] | None = None) -> Path:
+    (tmp / "img").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i in range(n):
+        Image.fromarray(np.full((56, 56, 3), 30 * i, np.uint8)).save(tmp / f"img/{i}.png")
+        rows.append({"image": f"img/{i}.png", "dimension": "lighting", "mos": 1 + 4 * i / (n - 1)})
+        rows.append({"image": f"img/{i}.png", "dimension": "noise", "ratings": [5, 4, 5 - i % 3]})
+    rows += extra_rows or []
+    path = tmp / "ratings.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _cfg(**overrides):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()])
+
+
+def test_evaluate_writes_metrics_scores_and_plots(tmp_path, tiny_vlm_path):
+    data = _manifest(tmp_path / "data")
+    out = tmp_path / "out"
+    metrics = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "bootstrap": 20}))
+    written = json.loads((out / "metrics.json").read_text())
+    assert set(written) == {"lighting", "noise", "overall", "skipped"}
+    for dim in ("lighting", "noise"):
+        assert written[dim]["n"] == 8 and -1 <= written[dim]["srcc"] <= 1
+        assert {"plcc", "srcc", "krcc", "hor", "n"} <= set(written[dim])
+        assert (out / f"scatter_{dim}.png").stat().st_size > 1000
+    assert written["overall"]["n"] == 16 and metrics["skipped"] == 0
+    scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert [s["image"] for s in scores] == [f"img/{i}.png" for i in range(8)]  # each image scored once
+    assert all(0 <= s["score"] <= 1 for s in scores)
+    # the metrics are those of the written scores against the MOS
+    from reward.metrics import srcc
+
+    mos = [1 + 4 * i / 7 for i in range(8)]
+    assert written["lighting"]["srcc"] == pytest.approx(srcc([s["score"] for s in scores], mos))
+
+
+def test_entry_script_runs_from_the_command_line(tmp_path, tiny_vlm_path):
+    import subprocess
+    import sys
+
+    data = _manifest(tmp_path / "data", n=4)
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "reward/evaluate.py"), "reward=qbench", f"reward.model={tiny_vlm_path}",
+         f"data={data}", f"out={tmp_path / 'out'}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "lighting" in proc.stdout + proc.stderr and (tmp_path / "out/metrics.json").exists()
+    assert not (tmp_path / "outputs").exists()  # Hydra leaves no output folders behind
+
+
+def test_corrupt_image_fails_with_file_and_line_unless_skip_bad(tmp_path, tiny_vlm_path):
+    data_dir = tmp_path / "data"
+    bad = {"image": "img/broken.png", "dimension": "lighting", "mos": 2.0}
+    data = _manifest(data_dir, n=4, extra_rows=[bad])
+    (data_dir / "img/broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really a png")
+    with pytest.raises(ImageError, match=r"ratings\.jsonl:9: .*broken\.png"):
+        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o1"}))
+    metrics = run_evaluate(
+        _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o2", "skip_bad": True})
+    )
+    assert metrics["skipped"] == 1 and metrics["lighting"]["n"] == 4
+    skipped = [json.loads(x) for x in (tmp_path / "o2/skipped.jsonl").read_text().splitlines()]
+    assert skipped[0]["line"] == 9
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"image": "../outside.png", "dimension": "lighting", "mos": 2.0}, "outside"),
+        ({"image": "img/0.png", "mos": 2.0}, "dimension"),
+        ({"image": "img/0.png", "dimension": "lighting", "mos": 9.0}, "range"),
+        ({"image": "img/missing.png", "dimension": "lighting", "mos": 2.0}, "missing.png"),
+    ],
+)
+def test_bad_rows_name_file_and_line_and_are_skipped_and_counted(tmp_path, tiny_vlm_path, row, message):
+    data = _manifest(tmp_path / "data", n=4, extra_rows=[row])
+    with pytest.raises((ManifestError, ImageError, FileNotFoundError), match=message) as err:
+        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o1"}))
+    assert "ratings.jsonl:9" in str(err.value) or "line 9" in str(err.value)
+    metrics = run_evaluate(
+        _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o2", "skip_bad": True})
+    )
+    assert metrics["skipped"] == 1
+
+
+def test_empty_manifest_is_refused(tmp_path, tiny_vlm_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ManifestError, match="empty manifest"):
+        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": tmp_path / "empty.jsonl", "out": tmp_path}))
+
+
+def test_missing_data_and_model_are_named(tmp_path):
+    with pytest.raises(ValueError, match="no data given"):
+        run_evaluate(_cfg(**{"reward.model": "m", "out": tmp_path}))

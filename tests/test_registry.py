@@ -1,0 +1,67 @@
+"""The reward registry: names, metadata, errors, and every registered reward builds and scores."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import random_images
+
+import reward
+from reward import RewardOutput, get_reward, list_rewards, register_reward, reward_info
+
+
+def test_unknown_reward_lists_known_names_and_a_close_match():
+    with pytest.raises(ValueError, match=r"unknown reward 'qbnch'\. Did you mean 'qbench'\? Known rewards: .*qbench"):
+        get_reward("qbnch")
+
+
+def test_unknown_and_missing_config_keys_are_reported_together():
+    with pytest.raises(ValueError) as err:
+        get_reward("qbench", {"modle": "x", "temprature": 2.0})
+    msg = str(err.value)
+    assert "unknown key reward.modle (did you mean 'model'?)" in msg
+    assert "unknown key reward.temprature (did you mean 'temperature'?)" in msg
+    assert "missing required key reward.model" in msg
+
+
+def test_registration_requires_kebab_case_and_a_valid_range():
+    with pytest.raises(ValueError, match="kebab-case"):
+        register_reward("My_Reward", "x:y", higher_is_better=True, score_range=(0, 1), description="")
+    with pytest.raises(ValueError, match="low < high"):
+        register_reward("backwards", "x:y", higher_is_better=True, score_range=(1, 0), description="")
+    with pytest.raises(ValueError, match="already registered"):
+        register_reward("qbench", "x:y", higher_is_better=True, score_range=(0, 1), description="")
+
+
+def test_metadata_is_data():
+    spec = reward_info("qbench")
+    assert spec.higher_is_better is True and spec.score_range == (0.0, 1.0)
+
+
+def test_dotted_import_path_builds_a_custom_reward(tiny_vlm_path):
+    r = get_reward("reward.qbench:build", {"model": str(tiny_vlm_path)})
+    out = r.score(random_images(2))
+    assert isinstance(out, RewardOutput) and out.scores.shape == (2,)
+
+
+def test_bad_import_path_is_a_clear_error():
+    with pytest.raises(ValueError, match="cannot import reward factory module 'no_such_mod'"):
+        get_reward("no_such_mod:build")
+
+
+@pytest.mark.parametrize("name", list_rewards())
+def test_every_registered_reward_scores_within_its_range(name, tiny_vlm_path, request):
+    builders = getattr(request.module, "BUILD_CONFIGS", {})
+    cfg = builders.get(name, lambda: {"model": str(tiny_vlm_path)})()
+    r = get_reward(name, cfg)
+    out = r.score(random_images(3, seed=7))
+    low, high = reward_info(name).score_range
+    assert out.scores.dtype == torch.float32 and out.scores.shape == (3,)
+    assert ((out.scores >= low) & (out.scores <= high)).all()
+    for values in out.dimensions.values():
+        assert values.shape == (3,)
+
+
+def test_public_api_is_small():
+    assert set(reward.__all__) == {"Reward", "RewardOutput", "get_reward", "list_rewards", "register_reward",
+                                   "reward_info"}  # fmt: skip
