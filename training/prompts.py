@@ -1,0 +1,132 @@
+"""The SA-IQA queries and response template (SA-IQA paper, App. B.1), verbatim, for any set of dimensions.
+
+Four prompt types (the paper's ablation, Table 4; type 4 is the one SA-IQA uses):
+
+1. concise: ``Please evaluate the spatial aesthetic {dimension} quality level of this image.``
+2. concise with special characters: the same, preceded by the tag ``<{dimension}>`` (no space after it);
+3. detailed, general description: type 1 followed by the dimension's general definition;
+4. detailed, expert-aware description: type 1 followed by the dimension's expert-aware definition.
+
+Response: ``The spatial aesthetic {dimension} quality level of this image is {rating_word}.`` The scorer reads
+the rating word's logits right after :func:`response_prefix`, which ends with ``is`` (no trailing space: the
+word is tokenised with its leading space, e.g. ``" good"``).
+
+Definitions are plain ``{name: text}`` dicts; pass your own for other dimensions (types 3 and 4 need one, types
+1 and 2 work with any name). §3.2.1 of the paper also mentions a dimension tag in the type-4 query while the
+App. B.1 text has none; ``tag=True`` adds it to any type.
+
+>>> response("lighting", "good")
+'The spatial aesthetic lighting quality level of this image is good.'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = [
+    "EXPERT_DEFINITIONS",
+    "GENERAL_DEFINITIONS",
+    "PROMPT_TYPES",
+    "build_prompt",
+    "response",
+    "response_prefix",
+]
+
+PROMPT_TYPES: Mapping[int, str] = MappingProxyType(
+    {
+        1: "concise",
+        2: "concise with special characters",
+        3: "detailed, general description",
+        4: "detailed, expert-aware description",
+    }
+)
+
+GENERAL_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 3
+    {
+        "layout": "The layout dimension describes the spatial distribution and positional relationships of major "
+        "elements within a composition. Assess how the layout contributes to the overall organization, structure, "
+        "and balance of the image.",
+        "harmony": "The harmony dimension emphasizes stylistic consistency, color matching, and overall visual "
+        "coordination. Consider how well the elements come together to create a unified and pleasing appearance.",
+        "lighting": "The lighting dimension focuses on the interaction between light and shadow, including the "
+        "quality of lighting effects and the sense of three-dimensionality. Assess how lighting enhances or affects "
+        "the depth and overall atmosphere of an image.",
+        "distortion": "The distortion dimension describes the degree of distortion in shapes or the fidelity of "
+        "background details. Assess how the distortion impacts the perceived realism and visual quality of the "
+        "image.",
+    }
+)
+
+EXPERT_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 4
+    {
+        "layout": "The layout dimension describes the spatial distribution, positional relationships, and quantity "
+        "of major elements within the space. Consider how the layout supports the overall visual order, maintains "
+        "balance, and enhances the functional aesthetics of the image.",
+        "harmony": "The harmony dimension focuses on stylistic consistency, color coordination, and overall visual "
+        "cohesion. Examine how well the combination of elements creates a balanced and visually pleasant "
+        "composition, avoiding clashes or imbalances in style and color.",
+        "lighting": "The lighting dimension examines the quality of light effects, shadow interactions, and the "
+        "realism of light sources. Assess how well lighting contributes to the overall depth, mood, and "
+        "authenticity of the image, emphasizing both natural and artificial lighting scenarios.",
+        "distortion": "The distortion dimension assesses whether soft furnishings (e.g., cabinets, carpets) or fixed "
+        "structures (e.g., floors, walls) appear deformed or misaligned. Additionally, evaluate the realism and "
+        "material accuracy of textures, and judge whether any distortion negatively impacts the overall aesthetic "
+        "quality of the image.",
+    }
+)
+
+
+def _check_dimension(dimension: str) -> str:
+    if not isinstance(dimension, str) or not dimension.strip() or any(c in dimension for c in "\n<>{}"):
+        raise ValueError(f"dimension must be a non-empty name without newlines, '<>' or '{{}}', got {dimension!r}")
+    return dimension
+
+
+def build_prompt(
+    dimension: str, prompt_type: int = 4, definitions: Mapping[str, str] | None = None, *, tag: bool = False
+) -> str:
+    """The query of SA-IQA prompt type ``prompt_type`` (1-4) for ``dimension``.
+
+    ``definitions`` replaces the paper's definitions (general for type 3, expert-aware for type 4).
+
+    >>> build_prompt("layout", 2)
+    '<layout>Please evaluate the spatial aesthetic layout quality level of this image.'
+    """
+    _check_dimension(dimension)
+    if prompt_type not in PROMPT_TYPES:
+        raise ValueError(
+            f"prompt_type must be one of {sorted(PROMPT_TYPES)} ({dict(PROMPT_TYPES)}), got {prompt_type!r}"
+        )
+    query = f"Please evaluate the spatial aesthetic {dimension} quality level of this image."
+    if prompt_type in (3, 4):
+        table = (
+            definitions
+            if definitions is not None
+            else (GENERAL_DEFINITIONS if prompt_type == 3 else EXPERT_DEFINITIONS)
+        )
+        if dimension not in table:
+            raise ValueError(
+                f"no definition for dimension {dimension!r} (prompt type {prompt_type} needs one); known: "
+                f"{sorted(table)}. Pass definitions={{{dimension!r}: '...'}} or use prompt type 1 or 2."
+            )
+        query = f"{query} {table[dimension].strip()}"
+    if prompt_type == 2 or tag:
+        query = f"<{dimension}>{query}"
+    return query
+
+
+def response_prefix(dimension: str) -> str:
+    """The response up to the rating word, without the space before it: the word's logits are read next.
+
+    >>> response_prefix("harmony")
+    'The spatial aesthetic harmony quality level of this image is'
+    """
+    return f"The spatial aesthetic {_check_dimension(dimension)} quality level of this image is"
+
+
+def response(dimension: str, word: str) -> str:
+    """The full target response: ``response_prefix(dimension) + " " + word + "."``."""
+    if not isinstance(word, str) or not word.strip() or word != word.strip():
+        raise ValueError(f"rating word must be a non-empty word without surrounding spaces, got {word!r}")
+    return f"{response_prefix(dimension)} {word}."
