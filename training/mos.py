@@ -1,0 +1,358 @@
+"""Raw ratings -> MOS manifest, as in SA-BENCH (SA-IQA paper §3.1.4 and App. D.1).
+
+Steps, each a function so tests reach it:
+
+1. :func:`read_raw_ratings`: rows ``{"image", "dimension", "annotator", "rating"[, "scene"]}`` (one per annotator),
+   or grouped rows ``{"image", "dimension", "ratings": [...]}`` (anonymous) / ``"ratings": {annotator: rating}``.
+2. :func:`clean_group` / :func:`aggregate`: per image and dimension, the mean rating; ratings whose z-score
+   ``(x - mean) / std`` within that image's ratings exceeds ``z_threshold`` (2) in absolute value are replaced
+   by that mean and the MOS is recomputed (one pass). ``std`` is the population std (``ddof=0``) by default.
+   Note: with ``n`` ratings no z-score can exceed ``sqrt((n - 1) (n - ddof) / n)`` (Samuelson's inequality):
+   ``sqrt(n - 1)`` = 2 for five ratings, so with SA-BENCH's usual five raters the rule never fires. The report
+   counts such groups (``groups_that_cannot_fire``) instead of hiding it.
+3. :func:`annotator_reliability`: each annotator's SRCC between their raw ratings and the final MOS, per
+   dimension and pooled; below 0.6 (or undefined) the annotator is *flagged for review*, never dropped.
+4. :func:`split_scenes`: a deterministic scene-level split (default 4:1): scenes are ordered by a seeded hash and
+   the first share goes to test, so all images of a scene stay on one side. Rows without ``scene`` are their
+   own scene.
+
+:func:`write_mos` runs them all and writes ``train.jsonl``, ``test.jsonl`` and ``annotators.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import numbers
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from reward.manifest import ManifestError, iter_jsonl
+
+__all__ = [
+    "MosPaths",
+    "MosRow",
+    "RawRating",
+    "aggregate",
+    "annotator_reliability",
+    "clean_group",
+    "max_abs_z",
+    "read_raw_ratings",
+    "split_rows",
+    "split_scenes",
+    "write_mos",
+]
+
+logger = logging.getLogger(__name__)
+RAW_EXAMPLE = '{"image": "images/a.png", "dimension": "lighting", "annotator": "a0", "rating": 4}'
+
+
+@dataclass(frozen=True)
+class RawRating:
+    """One rating; ``annotator`` is None for anonymous ratings, ``scene`` None when the row named none."""
+
+    image: str
+    dimension: str
+    annotator: str | None
+    rating: float
+    scene: str | None = None
+
+
+@dataclass(frozen=True)
+class MosRow:
+    """The cleaned MOS of one image and dimension (``std`` of the cleaned ratings, population std)."""
+
+    image: str
+    dimension: str
+    mos: float
+    std: float
+    n_ratings: int
+    n_outliers: int
+    scene: str
+
+
+def max_abs_z(n: int, ddof: int = 0) -> float:
+    """The largest |z-score| any of ``n`` ratings can reach: ``sqrt((n - 1) (n - ddof) / n)``.
+
+    >>> max_abs_z(5), round(max_abs_z(7), 4)
+    (2.0, 2.4495)
+    """
+    return math.sqrt((n - 1) * (n - ddof) / n) if n > ddof else 0.0
+
+
+def clean_group(ratings: Sequence[float], *, z_threshold: float = 2.0, ddof: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Replace ratings with ``|x - mean| / std > z_threshold`` by the group mean; return (ratings, outlier mask).
+
+    The MOS is then the mean of the returned ratings. A constant group (std 0) has no outliers, and a z-score
+    equal to the threshold up to rounding (``[1, 1, 1, 1, 5]`` has z = 2 exactly) is not above it.
+
+    >>> cleaned, outlier = clean_group([3, 3, 3, 3, 3, 3, 5])  # mean 23/7, std 0.6999, z(5) = 2.449
+    >>> outlier.tolist(), round(float(cleaned.mean()), 4)  # (6 * 3 + 23/7) / 7
+    ([False, False, False, False, False, False, True], 3.0408)
+    """
+    x = np.asarray(ratings, dtype=np.float64)
+    mean = x.mean()
+    std = x.std(ddof=ddof) if x.size > ddof else 0.0
+    if std == 0.0:
+        return x.copy(), np.zeros(x.shape, dtype=bool)
+    outlier = np.abs(x - mean) / std > z_threshold * (1 + 1e-9)  # |z| exactly 2, as in [1, 1, 1, 1, 5], stays
+    return np.where(outlier, mean, x), outlier
+
+
+def aggregate(ratings: Iterable[RawRating], *, z_threshold: float = 2.0, ddof: int = 0) -> list[MosRow]:
+    """One :class:`MosRow` per (image, dimension), sorted by image then dimension."""
+    groups: dict[tuple[str, str], list[RawRating]] = defaultdict(list)
+    for r in ratings:
+        groups[(r.image, r.dimension)].append(r)
+    rows = []
+    for (image, dimension), group in sorted(groups.items()):
+        cleaned, outlier = clean_group([r.rating for r in group], z_threshold=z_threshold, ddof=ddof)
+        scene = next((r.scene for r in group if r.scene is not None), None) or image
+        rows.append(
+            MosRow(
+                image, dimension, float(cleaned.mean()), float(cleaned.std()), len(group), int(outlier.sum()), scene
+            )
+        )
+    return rows
+
+
+def _srcc(x: Sequence[float], y: Sequence[float]) -> float | None:
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return float(stats.spearmanr(x, y)[0])
+
+
+def annotator_reliability(
+    ratings: Iterable[RawRating], mos: Iterable[MosRow], *, threshold: float = 0.6
+) -> dict[str, dict[str, Any]]:
+    """Per annotator: ``{"n", "srcc", "per_dimension", "flagged", "flagged_dimensions"}``.
+
+    ``srcc`` pools all the annotator's (rating, MOS) pairs across dimensions; None when undefined (fewer than 3
+    items or constant ratings), which also flags the annotator. Anonymous ratings are not assessed.
+    """
+    table = {(m.image, m.dimension): m.mos for m in mos}
+    pairs: dict[str, dict[str, tuple[list[float], list[float]]]] = defaultdict(lambda: defaultdict(lambda: ([], [])))
+    for r in ratings:
+        if r.annotator is None:
+            continue
+        xs, ys = pairs[r.annotator][r.dimension]
+        xs.append(r.rating)
+        ys.append(table[(r.image, r.dimension)])
+    report = {}
+    for name in sorted(pairs):
+        per_dim = {d: _srcc(xs, ys) for d, (xs, ys) in sorted(pairs[name].items())}
+        all_x = [x for xs, _ in pairs[name].values() for x in xs]
+        all_y = [y for _, ys in pairs[name].values() for y in ys]
+        pooled = _srcc(all_x, all_y)
+        report[name] = {
+            "n": len(all_x),
+            "srcc": pooled,
+            "per_dimension": per_dim,
+            "flagged": pooled is None or pooled < threshold,
+            "flagged_dimensions": [d for d, s in per_dim.items() if s is None or s < threshold],
+        }
+    return report
+
+
+def split_scenes(
+    scenes: Iterable[str], *, ratio: tuple[int, int] = (4, 1), seed: int = 0
+) -> tuple[set[str], set[str]]:
+    """Split scene ids into (train, test) in the ratio ``train:test``, deterministically for a seed.
+
+    Scenes are ordered by ``sha256(f"{seed}:{scene}")`` and the first ``round(n * test / (train + test))`` go to
+    test (at least one on each side when there are two or more scenes).
+
+    >>> train, test = split_scenes([f"s{i}" for i in range(10)])
+    >>> len(train), len(test), train & test
+    (8, 2, set())
+    """
+    if len(ratio) != 2 or min(ratio) < 0 or sum(ratio) <= 0:
+        raise ValueError(f"ratio must be two non-negative numbers (train, test) such as (4, 1), got {ratio}")
+    unique = sorted(set(scenes), key=lambda s: hashlib.sha256(f"{seed}:{s}".encode()).hexdigest())
+    n_test = round(len(unique) * ratio[1] / sum(ratio))
+    if len(unique) >= 2 and min(ratio) > 0:
+        n_test = min(max(n_test, 1), len(unique) - 1)
+    return set(unique[n_test:]), set(unique[:n_test])
+
+
+def split_rows(
+    rows: Sequence[MosRow], *, ratio: tuple[int, int] = (4, 1), seed: int = 0
+) -> tuple[list[MosRow], list[MosRow]]:
+    """Scene-level split of MOS rows (see :func:`split_scenes`)."""
+    _, test = split_scenes((r.scene for r in rows), ratio=ratio, seed=seed)
+    return [r for r in rows if r.scene not in test], [r for r in rows if r.scene in test]
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def _number(value: Any, where: str, scale: tuple[float, float]) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ManifestError(f"{where}: rating must be a finite number, got {value!r}; write it unquoted, e.g. 4.")
+    if not scale[0] <= float(value) <= scale[1]:
+        raise ManifestError(f"{where}: rating {value!r} is outside the scale {scale}; fix the row or pass scale=.")
+    return float(value)
+
+
+def _parse(row: dict, where: str, scale: tuple[float, float]) -> list[RawRating]:
+    missing = [k for k in ("image", "dimension") if not isinstance(row.get(k), str) or not row[k].strip()]
+    if "rating" not in row and "ratings" not in row:
+        missing.append("rating")
+    if missing:
+        raise ManifestError(f"{where}: missing or empty field(s) {missing}; a row looks like {RAW_EXAMPLE}.")
+    scene = row.get("scene")
+    if scene is not None and not isinstance(scene, str):
+        raise ManifestError(f"{where}: 'scene' must be a string, got {scene!r}.")
+    image, dimension = row["image"], row["dimension"]
+    if "rating" in row:
+        annotator = row.get("annotator")
+        if annotator is not None and not isinstance(annotator, str | int):
+            raise ManifestError(f"{where}: 'annotator' must be a string, got {annotator!r}.")
+        name = None if annotator is None else str(annotator)
+        return [RawRating(image, dimension, name, _number(row["rating"], where, scale), scene)]
+    ratings = row["ratings"]
+    if isinstance(ratings, dict):
+        return [RawRating(image, dimension, str(k), _number(v, where, scale), scene) for k, v in ratings.items()]
+    if isinstance(ratings, list) and ratings:
+        return [RawRating(image, dimension, None, _number(v, where, scale), scene) for v in ratings]
+    raise ManifestError(f"{where}: 'ratings' must be a non-empty list or an {{annotator: rating}} object.")
+
+
+def read_raw_ratings(
+    path: str | Path, *, scale: tuple[float, float] = (1.0, 5.0), skip_bad: bool = False
+) -> tuple[list[RawRating], list[dict[str, Any]]]:
+    """Read raw ratings; return (ratings, skipped) where skipped lists ``{"line", "reason"}`` of bad rows.
+
+    A bad row (invalid JSON, missing field, rating not a number or outside ``scale``, an annotator rating the
+    same image and dimension twice) raises :class:`reward.manifest.ManifestError` (a ``ValueError``) naming the
+    file and line, or is skipped and reported with ``skip_bad=True``.
+    """
+    ratings: list[RawRating] = []
+    skipped: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for line, row in iter_jsonl(path):
+        where = f"{path}:{line}"
+        try:
+            if isinstance(row, ManifestError):
+                raise row
+            parsed = _parse(row, where, scale)
+            for r in parsed:
+                key = (r.image, r.dimension, r.annotator)
+                if r.annotator is not None and key in seen:
+                    raise ManifestError(
+                        f"{where}: annotator {r.annotator!r} already rated {r.image!r} ({r.dimension}) on line "
+                        f"{seen[key]}; keep one rating per annotator, image and dimension."
+                    )
+            for r in parsed:
+                if r.annotator is not None:
+                    seen[(r.image, r.dimension, r.annotator)] = line
+        except ManifestError as err:
+            if not skip_bad:
+                raise
+            skipped.append({"line": line, "reason": str(err)})
+            continue
+        ratings.extend(parsed)
+    if skipped:
+        logger.warning("%s: skipped %d bad row(s), first: %s", path, len(skipped), skipped[0]["reason"])
+    return ratings, skipped
+
+
+@dataclass(frozen=True)
+class MosPaths:
+    """Files written by :func:`write_mos` and the report it also wrote to ``report_path``."""
+
+    train: Path
+    test: Path
+    report_path: Path
+    report: dict[str, Any] = field(repr=False)
+
+
+def _rebase(image: str, src: Path, dst: Path, where: str) -> str:
+    absolute = (src / image).resolve()
+    try:
+        return absolute.relative_to(dst.resolve()).as_posix()
+    except ValueError:
+        raise ValueError(
+            f"{where}: image {image!r} ({absolute}) is outside the output folder {dst}; manifests keep their images "
+            "inside their own folder, so write the MOS files next to the raw ratings (out_dir=None) or above them."
+        ) from None
+
+
+def write_mos(
+    raw_path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    scale: tuple[float, float] = (1.0, 5.0),
+    z_threshold: float = 2.0,
+    ddof: int = 0,
+    srcc_threshold: float = 0.6,
+    ratio: tuple[int, int] = (4, 1),
+    seed: int = 0,
+    skip_bad: bool = False,
+) -> MosPaths:
+    """Raw ratings -> ``train.jsonl``, ``test.jsonl`` (``{"image", "dimension", "mos", "std", "n_ratings",
+    "n_outliers", "scene"}``) and ``annotators.json`` in ``out_dir`` (default: the raw file's folder).
+
+    Image paths are rewritten relative to ``out_dir``, which must contain the images.
+    """
+    raw_path = Path(raw_path)
+    out = Path(out_dir) if out_dir is not None else raw_path.parent
+    ratings, skipped = read_raw_ratings(raw_path, scale=scale, skip_bad=skip_bad)
+    if not ratings:
+        raise ValueError(f"{raw_path}: no usable ratings (skipped {len(skipped)} bad rows); see {RAW_EXAMPLE}")
+    rows = aggregate(ratings, z_threshold=z_threshold, ddof=ddof)
+    reliability = annotator_reliability(ratings, rows, threshold=srcc_threshold)
+    train, test = split_rows(rows, ratio=ratio, seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"train": out / "train.jsonl", "test": out / "test.jsonl"}
+    for name, part in (("train", train), ("test", test)):
+        with paths[name].open("w", encoding="utf-8") as handle:
+            for r in part:
+                row = asdict(r) | {"image": _rebase(r.image, raw_path.parent, out, str(raw_path))}
+                row["mos"], row["std"] = round(row["mos"], 6), round(row["std"], 6)
+                handle.write(json.dumps(row) + "\n")
+    cannot_fire = sum(max_abs_z(r.n_ratings, ddof) <= z_threshold for r in rows)
+    if cannot_fire == len(rows):
+        logger.warning(
+            "%s: every image has too few ratings for |z| > %g (5 ratings reach at most 2.0); no outlier can be "
+            "replaced",
+            raw_path,
+            z_threshold,
+        )
+    report = {
+        "source": str(raw_path),
+        "n_ratings": len(ratings),
+        "n_items": len(rows),
+        "skipped_rows": skipped,
+        "srcc_threshold": srcc_threshold,
+        "annotators": reliability,
+        "flagged": [name for name, a in reliability.items() if a["flagged"]],
+        "outliers": {
+            "z_threshold": z_threshold,
+            "ddof": ddof,
+            "replaced": sum(r.n_outliers for r in rows),
+            "items_with_outliers": sum(r.n_outliers > 0 for r in rows),
+            "groups_that_cannot_fire": cannot_fire,
+        },
+        "split": {
+            "ratio": list(ratio),
+            "seed": seed,
+            "train_items": len(train),
+            "test_items": len(test),
+            "train_scenes": len({r.scene for r in train}),
+            "test_scenes": len({r.scene for r in test}),
+        },
+    }
+    report_path = out / "annotators.json"
+    report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if report["flagged"]:
+        logger.warning("annotators flagged for review (SRCC < %g): %s", srcc_threshold, report["flagged"])
+    return MosPaths(paths["train"], paths["test"], report_path, report)
