@@ -109,3 +109,10 @@ register_reward(
     score_range=(0.0, 1.0),
     description="Q-Bench+ zero-shot: softmax of good vs poor at the answer position (optionally synonym sets)",
 )
+register_reward(
+    "sa-iqa",
+    "reward.sa_iqa:build",
+    higher_is_better=True,
+    score_range=(1.0, 5.0),
+    description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
+)

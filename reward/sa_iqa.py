@@ -1,0 +1,133 @@
+"""The ``sa-iqa`` reward: a fine-tuned SA-IQA scorer directory, every dimension of an image in one call.
+
+Each dimension's score is the expected value over the level words' probabilities after the dimension's
+response prefix (SA-IQA eq. 1); all dimensions of one image share one encoded image prefix. The fused score is
+S = sum_d w_d x_d / sum_d w_d with the Bradley-Terry weights of ``fusion_weights.json`` (normalised so that
+the fused score stays on the 1-5 scale), or the mean of the dimensions when there are none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from reward.base import RewardOutput
+from reward.config import from_mapping
+from reward.scoring import expected_value
+from reward.vlm import VLM, OptionQuery, load_processor, resolve_device, resolve_dtype
+
+logger = logging.getLogger(__name__)
+
+METADATA = "sa_iqa.json"
+FUSION_FILE = "fusion_weights.json"
+
+
+@dataclass
+class SaIqaConfig:
+    path: str  # scorer directory written by training/sft.py (model or adapter, processor, sa_iqa.json)
+    fusion: str | None = None  # fusion weights JSON; default: fusion_weights.json in the scorer directory
+    dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
+    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    device: str | None = None  # null: cuda if available
+    batch_size: int = 32  # (image, dimension) queries per forward pass
+    reuse_prefix: bool = True  # encode each image once for all its dimensions
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    meta_path = Path(path) / METADATA
+    if not meta_path.is_file():
+        raise FileNotFoundError(
+            f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.path at the "
+            "scorer/ folder that training/sft.py writes in its output_dir."
+        )
+    meta = json.loads(meta_path.read_text())
+    missing = [k for k in ("queries", "level_words", "level_values") if k not in meta]
+    if missing:
+        raise ValueError(f"{meta_path}: missing keys {missing}; rewrite it with training/sft.py")
+    return meta
+
+
+def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor | None:
+    """Weights ordered as ``dimensions`` from a fusion weights file, or ``None`` when there is no file."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    names, weights = data.get("dimensions"), data.get("weights")
+    if not isinstance(names, list) or not isinstance(weights, list) or len(names) != len(weights):
+        raise ValueError(f"{path}: expected 'dimensions' and 'weights' lists of equal length (fusion/fit.py format)")
+    table = dict(zip(names, weights, strict=True))
+    missing = [d for d in dimensions if d not in table]
+    if missing:
+        raise ValueError(f"{path}: no weight for dimensions {missing}; refit with fusion/fit.py on all dimensions")
+    w = torch.tensor([float(table[d]) for d in dimensions])
+    if w.sum() <= 0:
+        raise ValueError(f"{path}: the weights sum to {w.sum().item():.4g}; the fused score needs a positive sum")
+    if (w < 0).any():
+        logger.warning("%s has negative weights: the fused score may leave the 1-5 scale", path)
+    return w
+
+
+class SaIqaReward:
+    """Per-dimension SA-IQA scores and their fusion, in [1, 5]."""
+
+    def __init__(self, vlm: VLM, meta: dict[str, Any], *, weights: torch.Tensor | None = None,
+                 dimensions: Sequence[str] | None = None, reuse_prefix: bool = True) -> None:  # fmt: skip
+        known = list(meta["queries"])
+        self.dimensions = list(dimensions or known)
+        unknown = [d for d in self.dimensions if d not in known]
+        if unknown:
+            raise ValueError(f"reward.dimensions {unknown} are not in this scorer; it knows {known}")
+        words = tuple(meta["level_words"])
+        self.values = torch.tensor(meta["level_values"], dtype=torch.float32)
+        self.queries = [OptionQuery(meta["queries"][d]["question"], words, meta["queries"][d]["response_prefix"])
+                        for d in self.dimensions]  # fmt: skip
+        self.vlm = vlm
+        self.weights = weights
+        self.reuse_prefix = reuse_prefix
+        for q in self.queries:
+            vlm.candidate_ids(q)  # multi-token level words fail here, before any scoring
+
+    def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
+        logp = self.vlm.option_logprobs([[im] for im in images], self.queries, reuse_prefix=self.reuse_prefix)
+        per_dim = expected_value(logp.logprobs, self.values)  # [B, D]
+        dims = {d: per_dim[:, i].contiguous() for i, d in enumerate(self.dimensions)}
+        if self.weights is None:
+            fused = per_dim.mean(dim=1)
+        else:
+            fused = per_dim @ self.weights / self.weights.sum()
+        return RewardOutput(scores=fused.float(), dimensions=dims)
+
+
+def load_scorer_model(path: str | Path, meta: dict[str, Any], dtype: torch.dtype, device: torch.device) -> Any:
+    """The scorer's model: a full checkpoint, or the base model named in the metadata plus this LoRA adapter."""
+    from transformers import AutoModelForImageTextToText
+
+    if meta.get("base_model"):
+        from peft import PeftModel
+
+        base = AutoModelForImageTextToText.from_pretrained(meta["base_model"], dtype=dtype)
+        model = PeftModel.from_pretrained(base, str(path)).merge_and_unload()
+    else:
+        model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+    return model.to(device).eval()
+
+
+def build(cfg: dict[str, Any]) -> SaIqaReward:
+    config = from_mapping(SaIqaConfig, cfg, where="reward")
+    meta = read_metadata(config.path)
+    device = resolve_device(config.device)
+    model = load_scorer_model(config.path, meta, resolve_dtype(config.dtype, device), device)
+    vlm = VLM(model, load_processor(config.path), batch_size=config.batch_size)
+    fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / FUSION_FILE
+    if config.fusion and not fusion_path.is_file():
+        raise FileNotFoundError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
+    dims = config.dimensions or list(meta["queries"])
+    weights = read_fusion_weights(fusion_path, dims)
+    return SaIqaReward(vlm, meta, weights=weights, dimensions=dims, reuse_prefix=config.reuse_prefix)

@@ -1,0 +1,57 @@
+"""What a trained SA-IQA scorer directory holds besides the model: ``sa_iqa.json``.
+
+``reward=sa-iqa reward.path=DIR`` needs nothing else: the queries are stored rendered, so the reward does not
+depend on the prompt code that made them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from training.prompts import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, build_prompt, response_prefix
+
+FORMAT = "sa-iqa-scorer/1"
+DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
+LEVEL_WORDS_BEST_FIRST = ("excellent", "good", "fair", "poor", "bad")
+LEVEL_VALUES_BEST_FIRST = (5.0, 4.0, 3.0, 2.0, 1.0)
+
+
+def resolve_definitions(
+    dimensions: Sequence[str], prompt_type: int, definitions: Mapping[str, str] | None
+) -> dict[str, str]:
+    """The definition of each dimension: the config's, else the paper's (expert-aware for type 4)."""
+    table = GENERAL_DEFINITIONS if prompt_type == 3 else EXPERT_DEFINITIONS
+    merged = {**table, **(definitions or {})}
+    return {d: merged.get(d, "") for d in dimensions}
+
+
+def scorer_metadata(
+    dimensions: Sequence[str],
+    *,
+    prompt_type: int,
+    definitions: Mapping[str, str],
+    tag: bool = False,
+    level_words: Sequence[str] = LEVEL_WORDS_BEST_FIRST,
+    level_values: Sequence[float] = LEVEL_VALUES_BEST_FIRST,
+    base_model: str | None = None,
+    trained_from: str | None = None,
+) -> dict[str, Any]:
+    """The ``sa_iqa.json`` content: rendered queries per dimension, level words/values, provenance."""
+    defs = {d: definitions[d] for d in dimensions if definitions.get(d)}
+    queries = {
+        d: {"question": build_prompt(d, prompt_type, defs or None, tag=tag), "response_prefix": response_prefix(d)}
+        for d in dimensions
+    }
+    return {
+        "format": FORMAT,
+        "prompt_type": prompt_type,
+        "tag": tag,
+        "dimensions": {d: definitions.get(d, "") for d in dimensions},
+        "queries": queries,
+        "level_words": list(level_words),
+        "level_values": [float(v) for v in level_values],
+        "base_model": base_model,  # set when the directory holds a LoRA adapter instead of a full model
+        "trained_from": trained_from,
+        "fusion_weights": None,  # filled by fusion/fit.py (fusion_weights.json beside this file)
+    }

@@ -1,0 +1,128 @@
+"""SFT examples for SA-IQA: (image, dimension query) -> "The spatial aesthetic {dimension} ... is {word}."
+
+Examples are trl prompt-completion conversations with an ``images`` column, from a MOS manifest (images
+decoded lazily by ``datasets``) or streamed fresh from the procedural benchmark (``data.train=synthetic``):
+a fixed small set is memorised by a small model, fresh images every step are not (ENVIRONMENT.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reward.data import RatingRow, load_ratings
+from training.targets import mos_to_word
+
+logger = logging.getLogger(__name__)
+
+
+def conversation(question: str, answer: str) -> dict[str, list[dict[str, Any]]]:
+    """The prompt (user turn: the image, then the question) and completion (assistant turn) of one example."""
+    return {
+        "prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}],
+        "completion": [{"role": "assistant", "content": [{"type": "text", "text": answer}]}],
+    }
+
+
+def answer(queries: Mapping[str, Mapping[str, str]], dimension: str, mos: float, words_worst_first: Sequence[str],
+           mos_range: tuple[float, float]) -> str:  # fmt: skip
+    """The target response: the dimension's response prefix, its rating word (equal-width MOS bins), a full stop."""
+    word = mos_to_word(mos, words_worst_first, mos_range)
+    return f"{queries[dimension]['response_prefix']} {word}."
+
+
+def manifest_dataset(
+    source: str | Path,
+    queries: Mapping[str, Mapping[str, str]],
+    words_worst_first: Sequence[str],
+    *,
+    mos_range: tuple[float, float] = (1.0, 5.0),
+    skip_bad: bool = True,
+    max_pixels: int | None = 36_000_000,
+) -> tuple[Any, int]:
+    """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
+
+    Rows whose dimension the scorer does not know, whose MOS is outside ``mos_range`` or whose image is missing
+    or corrupt are reported with file and line and skipped (counted), never trained on.
+    """
+    import datasets
+
+    result = load_ratings(source, skip_bad=skip_bad, check_images=True, max_pixels=max_pixels, mos_range=mos_range)
+    rows: list[RatingRow] = []
+    skipped = len(result.skipped)
+    for row in result.rows:
+        if row.dimension not in queries:
+            msg = f"{result.source}:{row.line}: dimension {row.dimension!r} is not one of {sorted(queries)}"
+            if not skip_bad:
+                raise ValueError(msg + "; add it to prompt.dimensions or remove the row")
+            logger.warning("skipping %s", msg)
+            skipped += 1
+            continue
+        rows.append(row)
+    records = {"images": [], "prompt": [], "completion": []}
+    for row in rows:
+        conv = conversation(queries[row.dimension]["question"],
+                            answer(queries, row.dimension, row.mos, words_worst_first, mos_range))  # fmt: skip
+        records["images"].append([row.image if not isinstance(row.image, Path) else str(row.image)])
+        records["prompt"].append(conv["prompt"])
+        records["completion"].append(conv["completion"])
+    ds = datasets.Dataset.from_dict(records)
+    ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))
+    logger.info("SFT data: %d examples from %s (%d rows skipped)", len(ds), result.source, skipped)
+    return ds, skipped
+
+
+def synthetic_stream(
+    queries: Mapping[str, Mapping[str, str]],
+    words_worst_first: Sequence[str],
+    *,
+    seed: int = 0,
+    size: int = 64,
+    mos_range: tuple[float, float] = (1.0, 5.0),
+) -> Any:
+    """An endless ``datasets.IterableDataset`` of fresh procedural scenes, one random dimension each.
+
+    (gen_kwargs hold tuples: ``datasets`` would shard a list across workers.)
+    """
+    import datasets
+
+    features = datasets.Features(
+        {
+            "images": datasets.Sequence(datasets.Image()),
+            "prompt": [{"role": datasets.Value("string"),
+                        "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}],
+            "completion": [{"role": datasets.Value("string"),
+                            "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}],
+        }
+    )  # fmt: skip
+    return datasets.IterableDataset.from_generator(
+        _synthetic_rows,
+        gen_kwargs={"queries": dict(queries), "words": tuple(words_worst_first), "seed": seed, "size": size,
+                    "mos_range": mos_range},
+        features=features,
+    )  # fmt: skip
+
+
+def _synthetic_rows(
+    queries: dict, words: tuple[str, ...], seed: int, size: int, mos_range: tuple[float, float]
+) -> Iterator[dict[str, Any]]:
+    from training.synthetic import example_at
+
+    dims = [d for d in queries]
+    index = 0
+    while True:
+        ex = example_at(seed, index, size)
+        known = [d for d in dims if d in ex.mos]
+        if not known:
+            raise ValueError(f"data.train=synthetic renders {sorted(ex.mos)}; prompt.dimensions {dims} has none")
+        dim = known[int(np.random.default_rng([seed, index, 7]).integers(len(known)))]
+        conv = conversation(queries[dim]["question"], answer(queries, dim, ex.mos[dim], words, mos_range))
+        text_parts = conv["prompt"][0]["content"]
+        conv["prompt"][0]["content"] = [{"type": p["type"], "text": p.get("text")} for p in text_parts]
+        conv["completion"][0]["content"] = [{"type": "text", "text": conv["completion"][0]["content"][0]["text"]}]
+        yield {"images": [ex.image], **conv}
+        index += 1

@@ -1,0 +1,281 @@
+"""What ``training/sft.py`` does, as a function of its config: SA-IQA supervised fine-tuning with trl.
+
+Validate everything first (all problems at once), check a resumed run is the same run, train with
+``trl.SFTTrainer`` (loss on the completion only), write ``output_dir/scorer/`` and evaluate it on the test split.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from reward.config import from_mapping, to_plain
+from reward.evaluation import EvalSettings, evaluate_rows, format_table, write_results
+from reward.files import atomic_write_json
+from reward.tokens import resolve_candidates
+from training.scorer_format import DEFAULT_DIMENSIONS, LEVEL_VALUES_BEST_FIRST, LEVEL_WORDS_BEST_FIRST
+from training.scorer_format import resolve_definitions, scorer_metadata
+from training.sft_model import LoraSettings, freeze_vision, lora_config, load_for_training
+
+logger = logging.getLogger(__name__)
+
+RUN_CONFIG = "run_config.json"
+COMPAT_KEYS = ("model", "lora", "prompt", "levels", "data.train")  # a resumed run must match on these
+
+
+@dataclass
+class ModelSettings:
+    path: str  # VLM checkpoint directory
+    dtype: str = "auto"  # weights dtype when loading (training precision is trainer.bf16)
+    freeze_vision: bool = True  # SA-IQA: the ViT is frozen
+    freeze_aligner: bool = True  # SA-IQA: the vision-language aligner (merger) is frozen
+
+
+@dataclass
+class PromptSettings:
+    type: int = 4  # SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions
+    tag: bool = False  # prepend the <dimension> tag to any type
+    dimensions: list[str] = field(default_factory=lambda: list(DEFAULT_DIMENSIONS))
+    definitions: dict[str, str] = field(default_factory=dict)  # name -> definition; default: the paper's
+
+
+@dataclass
+class LevelSettings:
+    words: list[str] = field(default_factory=lambda: list(LEVEL_WORDS_BEST_FIRST))  # best first
+    values: list[float] = field(default_factory=lambda: list(LEVEL_VALUES_BEST_FIRST))
+
+
+@dataclass
+class DataSettings:
+    train: str  # ratings manifest, datasets folder, or "synthetic" (fresh procedural scenes every step)
+    test: str | None = None  # ratings manifest evaluated at the end (metrics.json)
+    mos_range: list[float] = field(default_factory=lambda: [1.0, 5.0])
+    skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
+    max_pixels: int = 36_000_000
+    synthetic_seed: int = 0  # data.train=synthetic: stream seed
+    synthetic_size: int = 64  # data.train=synthetic: image size in pixels
+
+
+@dataclass
+class SftSettings:
+    output_dir: str
+    model: ModelSettings = None  # type: ignore[assignment]  # filled by parse_settings
+    data: DataSettings = None  # type: ignore[assignment]
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    prompt: PromptSettings = field(default_factory=PromptSettings)
+    levels: LevelSettings = field(default_factory=LevelSettings)
+    resume: str = "auto"  # auto: continue from output_dir's last checkpoint; never: start over
+    merge_lora: bool = True  # scorer/ holds the merged model (false: the adapter plus base_model)
+    eval_before: bool = False  # also evaluate the untrained model (metrics_before.json), for comparison
+    eval_batch_size: int = 16
+    trainer: dict[str, Any] = field(default_factory=dict)  # passed to trl.SFTConfig
+
+
+def parse_settings(cfg: Any) -> SftSettings:
+    """Typed settings from the Hydra config; unknown or missing keys in any section fail together."""
+    c = to_plain(cfg)
+    problems: list[str] = []
+    sections = {"model": ModelSettings, "data": DataSettings, "lora": LoraSettings, "prompt": PromptSettings,
+                "levels": LevelSettings}  # fmt: skip
+    parsed: dict[str, Any] = {}
+    for name, cls in sections.items():
+        try:
+            parsed[name] = from_mapping(cls, c.pop(name, {}) or {}, where=name, ignore=())
+        except ValueError as err:
+            problems.append(str(err))
+    try:
+        top = from_mapping(SftSettings, c, where="sft", ignore=())
+    except ValueError as err:
+        problems.append(str(err))
+    if problems:
+        raise ValueError("\n".join(problems))
+    settings = SftSettings(**{**vars(top), **parsed})
+    _validate(settings)
+    return settings
+
+
+def _validate(s: SftSettings) -> None:
+    problems = []
+    if len(s.levels.words) != len(s.levels.values) or len(s.levels.words) < 2:
+        problems.append(f"levels.words {s.levels.words} and levels.values {s.levels.values} need the same length >= 2")
+    if s.resume not in ("auto", "never"):
+        problems.append(f"resume={s.resume!r}: use auto (continue from the last checkpoint) or never")
+    if s.prompt.type not in (1, 2, 3, 4):
+        problems.append(f"prompt.type={s.prompt.type}: SA-IQA has prompt types 1-4")
+    if s.data.train == "synthetic" and int(s.trainer.get("max_steps", -1)) <= 0:
+        problems.append("data.train=synthetic streams without end: set trainer.max_steps=N")
+    if problems:
+        raise ValueError("invalid sft config:\n  - " + "\n  - ".join(problems))
+
+
+def _compat_view(s: SftSettings) -> dict[str, Any]:
+    d = asdict(s)
+    return {"model": d["model"], "lora": d["lora"], "prompt": d["prompt"], "levels": d["levels"],
+            "data.train": d["data"]["train"]}  # fmt: skip
+
+
+def check_resume(out: Path, s: SftSettings) -> str | None:
+    """The checkpoint to resume from (``None``: fresh start); a different earlier run in ``out`` is an error."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    current = _compat_view(s)
+    saved_path = out / RUN_CONFIG
+    if last and s.resume == "auto":
+        if saved_path.is_file():
+            saved = json.loads(saved_path.read_text())
+            diff = [f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in COMPAT_KEYS if saved.get(k) != current[k]]
+            if diff:
+                raise ValueError(
+                    f"cannot resume in {out}: its checkpoints come from a different config:\n  - "
+                    + "\n  - ".join(diff)
+                    + "\nUse a new output_dir, or resume=never to start over there."
+                )
+        logger.info("resuming from %s", last)
+        return last
+    return None
+
+
+def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list[str]) -> None:
+    """Every level word must be one token after every dimension's response prefix: fail before training."""
+    for q in queries.values():
+        resolve_candidates(tokenizer, q["response_prefix"], words)
+
+
+def _trainer_args(s: SftSettings, out: Path) -> Any:
+    from trl import SFTConfig
+
+    args = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True, **s.trainer}
+    if args.get("bf16") is None:
+        args["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if not torch.cuda.is_available():
+        args.setdefault("use_cpu", True)
+    args.setdefault("max_length", None)  # never cut the image tokens
+    try:
+        return SFTConfig(output_dir=str(out), **args)
+    except TypeError as err:
+        raise ValueError(f"invalid trainer.* option: {err}. Any trl.SFTConfig field is accepted") from err
+
+
+def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
+    """Train, write ``output_dir/scorer``, evaluate; returns paths, final step and metrics."""
+    from trl import SFTTrainer
+
+    from reward.vlm import VLM, load_processor, resolve_dtype
+
+    s = parse_settings(cfg)
+    out = Path(s.output_dir)
+    definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
+    meta = scorer_metadata(
+        s.prompt.dimensions, prompt_type=s.prompt.type, definitions=definitions, tag=s.prompt.tag,
+        level_words=s.levels.words, level_values=s.levels.values, trained_from=s.model.path,
+    )  # fmt: skip
+    processor = load_processor(s.model.path)
+    _level_check(processor.tokenizer, meta["queries"], s.levels.words)
+    resume_from = check_resume(out, s)
+    train_ds, skipped = _train_dataset(s, meta["queries"])
+    args = _trainer_args(s, out)
+    model = load_for_training(s.model.path, resolve_dtype(s.model.dtype))
+    if s.model.freeze_vision or s.model.freeze_aligner:
+        freeze_vision(model, vision=s.model.freeze_vision, aligner=s.model.freeze_aligner)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / RUN_CONFIG, _compat_view(s))
+    result: dict[str, Any] = {"skipped_train_rows": skipped, "output_dir": str(out)}
+    if s.eval_before and s.data.test:
+        from reward.sa_iqa import SaIqaReward
+
+        vlm = VLM(model.eval(), processor, batch_size=s.eval_batch_size)
+        result["metrics_before"] = _evaluate(SaIqaReward(vlm, meta), s, out / "before")
+        model.train()
+    trainer = SFTTrainer(
+        model=model, args=args, train_dataset=train_ds, processing_class=processor,
+        peft_config=lora_config(s.lora) if s.lora.enabled else None, callbacks=callbacks,
+    )  # fmt: skip
+    train_out = trainer.train(resume_from_checkpoint=resume_from)
+    result["global_step"] = train_out.global_step
+    result["train_loss"] = train_out.training_loss
+    if trainer.is_world_process_zero():
+        scorer_dir = save_scorer(trainer.model, processor, out / "scorer", meta, s)
+        result["scorer"] = str(scorer_dir)
+        if s.data.test:  # through the saved directory, exactly as reward=sa-iqa will load it
+            from reward.sa_iqa import build
+
+            reward = build({"path": str(scorer_dir), "batch_size": s.eval_batch_size})
+            result["metrics"] = _evaluate(reward, s, out)
+    atomic_write_json(out / "sft_result.json", result)
+    return result
+
+
+def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
+    from training.sft_data import manifest_dataset, synthetic_stream
+
+    worst_first = list(reversed(_sorted_words(s)))
+    mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
+    if s.data.train == "synthetic":
+        ds = synthetic_stream(queries, worst_first, seed=s.data.synthetic_seed, size=s.data.synthetic_size,
+                              mos_range=mos_range)  # fmt: skip
+        return ds, 0
+    return manifest_dataset(s.data.train, queries, worst_first, mos_range=mos_range, skip_bad=s.data.skip_bad,
+                            max_pixels=s.data.max_pixels)  # fmt: skip
+
+
+def _sorted_words(s: SftSettings) -> list[str]:
+    """Level words ordered best first by their values (the MOS bins map onto them in that order)."""
+    pairs = sorted(zip(s.levels.values, s.levels.words, strict=True), reverse=True)
+    return [w for _, w in pairs]
+
+
+def save_scorer(model: Any, processor: Any, scorer_dir: Path, meta: dict[str, Any], s: SftSettings) -> Path:
+    """Model (merged, or the LoRA adapter plus ``base_model``), processor files and ``sa_iqa.json``."""
+    from reward.sa_iqa import METADATA
+
+    scorer_dir.mkdir(parents=True, exist_ok=True)
+    meta = dict(meta)
+    if s.lora.enabled and s.merge_lora:
+        model = model.merge_and_unload()
+    elif s.lora.enabled:
+        meta["base_model"] = str(Path(s.model.path).resolve())
+    model.save_pretrained(scorer_dir)
+    save_processor(processor, scorer_dir, Path(s.model.path))
+    atomic_write_json(scorer_dir / METADATA, meta)
+    logger.info("scorer written to %s", scorer_dir)
+    return scorer_dir
+
+
+def save_processor(processor: Any, out: Path, source: Path) -> None:
+    """Save tokenizer, image processor and chat template; keep the source's processor class name (a processor
+    built without torchvision must still load as the real class where torchvision exists)."""
+    import shutil
+
+    processor.tokenizer.save_pretrained(out)
+    processor.image_processor.save_pretrained(out)
+    for name in (
+        "processor_config.json",
+        "chat_template.jinja",
+        "chat_template.json",
+        "video_preprocessor_config.json",
+    ):
+        if (source / name).is_file():
+            shutil.copy2(source / name, out / name)
+    if not (out / "processor_config.json").exists():
+        (out / "processor_config.json").write_text(
+            json.dumps({"processor_class": type(processor).__mro__[1].__name__})
+        )
+
+
+def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
+    from reward.data import load_ratings
+
+    mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
+    settings = EvalSettings(batch_size=s.eval_batch_size, skip_bad=s.data.skip_bad, mos_range=mos_range)
+    rows = load_ratings(s.data.test, skip_bad=s.data.skip_bad, check_images=False, mos_range=mos_range)
+    base = Path(s.data.test).resolve().parent
+    result = evaluate_rows(reward, rows.rows, settings, score_range=(1.0, 5.0), base=base, source=rows.source)
+    write_results(out, result, settings, (1.0, 5.0), title="sa-iqa")
+    logger.info("SA-IQA on %s\n%s", s.data.test, format_table(result.metrics))
+    return result.metrics
