@@ -18,9 +18,14 @@ from reward.config import from_mapping, to_plain
 from reward.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.files import atomic_write_json
 from reward.tokens import resolve_candidates
-from training.scorer_format import DEFAULT_DIMENSIONS, LEVEL_VALUES_BEST_FIRST, LEVEL_WORDS_BEST_FIRST
-from training.scorer_format import resolve_definitions, scorer_metadata
-from training.sft_model import LoraSettings, freeze_vision, lora_config, load_for_training
+from training.scorer_format import (
+    DEFAULT_DIMENSIONS,
+    LEVEL_VALUES_BEST_FIRST,
+    LEVEL_WORDS_BEST_FIRST,
+    resolve_definitions,
+    scorer_metadata,
+)
+from training.sft_model import LoraSettings, freeze_vision, load_for_training, lora_config
 
 logger = logging.getLogger(__name__)
 
