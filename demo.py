@@ -39,7 +39,8 @@ def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
     metrics = run_evaluate(cfg)
     text = (
         "## 1. Zero-shot Q-Bench+ scores of the bundled samples (`reward=qbench`)\n\n"
-        f"`python reward/evaluate.py reward=qbench reward.model={model} data={SAMPLES.relative_to(ROOT)} out={out}`\n\n"
+        f"`python reward/evaluate.py reward=qbench reward.model={model} data={SAMPLES.relative_to(ROOT)} "
+        f"out={out}`\n\n"
         "A random tiny model knows nothing about quality: these numbers show the pipeline, not a result.\n\n"
         f"```\n{format_table(metrics)}\n```\n\n![lighting]({out.name}/scatter_lighting.png)\n"
     )
@@ -66,7 +67,8 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
             rows.append(f"| {dim} | {before[dim]['srcc']:.3f} | {after[dim]['srcc']:.3f} | {after[dim]['plcc']:.3f} |")
     text = (
         "## 2. SA-IQA fine-tuning of the tiny VLM on procedural interiors (`training/sft.py`)\n\n"
-        f"Fresh scenes every step, {cfg.sft.steps} steps of 16; held-out benchmark of {cfg.sft.test_scenes} scenes.\n\n"
+        f"Fresh scenes every step, {cfg.sft.steps} steps of 16; "
+        f"held-out benchmark of {cfg.sft.test_scenes} scenes.\n\n"
         + "\n".join(rows)
         + f"\n\n![lighting after](sft/scatter_lighting.png)\n\nScorer: `{result['scorer']}` "
         "(load it with `reward=sa-iqa reward.path=...`).\n"
