@@ -213,9 +213,20 @@ def pair_log_likelihood(s: np.ndarray, codes: np.ndarray, tie_model: str, nu: fl
     return y * s - np.logaddexp(0.0, s)
 
 
+def _matvec(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``a @ v`` with einsum, not BLAS: single-threaded, so bit-for-bit reproducible whatever the BLAS thread
+    count, and free of BLAS thread start-up in the many small fits of the bootstrap (slow on a loaded machine)."""
+    return np.einsum("ij,j->i", a, v)
+
+
+def _rmatvec(a: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``a.T @ r`` with einsum (see :func:`_matvec`)."""
+    return np.einsum("ij,i->j", a, r)
+
+
 def _bt_objective(v, dx, y, c, n_total, l2_scaled):
     """Mean BT NLL (eq. 2, targets y in {0, 0.5, 1}) + penalty, and its gradient, in scaled coordinates."""
-    s = dx @ v
+    s = _matvec(dx, v)
     e = np.exp(-np.abs(s))
     log1pe = np.log1p(e)
     ll = y * s - np.maximum(s, 0.0) - log1pe
@@ -224,14 +235,14 @@ def _bt_objective(v, dx, y, c, n_total, l2_scaled):
     if c is not None:
         ll, r = ll * c, r * c
     loss = -ll.sum() / n_total + 0.5 * np.dot(l2_scaled * v, v)
-    grad = -(dx.T @ r) / n_total + l2_scaled * v
+    grad = -_rmatvec(dx, r) / n_total + l2_scaled * v
     return loss, grad
 
 
 def _davidson_objective(params, dx, sgn, tie, c, n_total, l2_scaled):
     """Mean Davidson NLL + penalty and gradient; ``params = [v..., θ]``, ``sgn`` is +1/-1/0 for A/B/tie."""
     v, theta = params[:-1], params[-1]
-    h = 0.5 * (dx @ v)
+    h = 0.5 * _matvec(dx, v)
     a = np.abs(h)
     small = np.exp(-2.0 * a)
     tie_term = np.exp(theta - a)
@@ -245,7 +256,7 @@ def _davidson_objective(params, dx, sgn, tie, c, n_total, l2_scaled):
         ll, d_s, d_theta = ll * c, d_s * c, d_theta * c
     loss = -ll.sum() / n_total + 0.5 * np.dot(l2_scaled * v, v)
     grad = np.empty_like(params)
-    grad[:-1] = -(dx.T @ d_s) / n_total + l2_scaled * v
+    grad[:-1] = -_rmatvec(dx, d_s) / n_total + l2_scaled * v
     grad[-1] = -d_theta.sum() / n_total
     return loss, grad
 
@@ -275,7 +286,7 @@ def fit_differences(
     n, d = dx.shape
     scale = np.sqrt(np.mean(dx * dx, axis=0))
     scale[~(scale > 0)] = 1.0  # constant dimensions keep weight 0 (zero gradient)
-    dxs = dx / scale
+    dxs = np.divide(dx, scale, order="F")  # column-major: the einsum products run along contiguous columns
     l2_scaled = options.l2 / scale**2
     c = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     n_total = float(n if c is None else c.sum())
