@@ -1,0 +1,298 @@
+"""Read preference pairs and dimension scores into the arrays the Bradley–Terry fit takes.
+
+- Pairs file (JSONL): ``{"a": image, "b": image, "label": "a" | "b" | "tie"}``, image paths relative to the
+  pairs file's folder.
+- Scores file (JSONL): ``{"image": image, "<dimension>": score, ...}``, image paths relative to the scores
+  file's folder. The dimensions are the numeric keys other than :data:`METADATA_KEYS` (``mos``, ``score``,
+  ``dimension``, ...), in order of first appearance, unless given explicitly. Several rows for one image are
+  merged (a conflicting value is an error).
+- Or no scores file: a registered reward (e.g. ``sa-iqa``) scores the images named in the pairs.
+
+A bad row (missing key, unknown label, an image without scores, a dimension missing for an image) raises
+``ValueError`` naming the file and line and how to fix it; with ``skip_bad=True`` it is skipped, counted and
+logged instead (malformed JSON lines too). Image paths must stay inside their file's folder
+(``reward.manifest.resolve_image_path``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from fusion.bradley_terry import LABEL_NAMES, LABEL_TIE
+from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
+
+__all__ = ["METADATA_KEYS", "BadRows", "PairData", "ScoreTable", "load_pair_data", "read_pairs", "read_scores"]
+
+logger = logging.getLogger(__name__)
+
+# keys of a scores row that are never dimensions
+METADATA_KEYS = frozenset(
+    ("image", "id", "path", "mos", "score", "std", "ratings", "n_ratings", "dimension", "prompt", "label", "split")
+    + ("mask", "source", "model", "seed", "width", "height")
+)
+_SCORE_EXAMPLE = '{"image": "img1.png", "layout": 3.2, "lighting": 4.1}'
+_SKIP_HINT = "or pass skip_bad=true to skip such rows"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One pairs-file row: where it is (``file:line``), the two resolved image paths and the label code."""
+
+    where: str
+    a: Path
+    b: Path
+    code: int
+
+
+@dataclass
+class ScoreTable:
+    """Dimension scores per resolved image path: ``rows[path] = (where, {dimension: value or None})``."""
+
+    dimensions: tuple[str, ...]
+    rows: dict[Path, tuple[str, dict[str, float | None]]]
+    source: str
+
+
+@dataclass(frozen=True, eq=False)
+class PairData:
+    """Pairs ready to fit: ``x_a``, ``x_b`` [n, d], label codes [n], and what was skipped."""
+
+    dimensions: tuple[str, ...]
+    x_a: np.ndarray
+    x_b: np.ndarray
+    labels: np.ndarray
+    skipped: tuple[str, ...] = field(default=())
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.labels)
+
+    @property
+    def n_ties(self) -> int:
+        return int(np.sum(self.labels == LABEL_TIE))
+
+
+class BadRows:
+    """Where bad rows go: raise ``ManifestError`` (a ``ValueError``) at the first, or collect them (``skip_bad``)."""
+
+    def __init__(self, skip_bad: bool) -> None:
+        self.skip_bad = skip_bad
+        self.skipped: list[str] = []
+
+    def __call__(self, message: str) -> None:
+        if not self.skip_bad:
+            raise ManifestError(f"{message}; {_SKIP_HINT}.")
+        self.skipped.append(message)
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or ``None`` for anything else (strings, null, booleans, NaN, infinities)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def read_pairs(path: str | Path, problems: BadRows | None = None) -> list[Pair]:
+    """Parse a pairs file with ``reward.data.load_pairs`` (labels a/b/tie, paths kept inside its folder)."""
+    from reward.data import load_pairs
+
+    problems = problems or BadRows(skip_bad=False)
+    try:
+        manifest = load_pairs(path, skip_bad=problems.skip_bad, check_images=False)
+    except ManifestError as err:
+        if problems.skip_bad:
+            raise
+        raise ManifestError(f"{str(err).rstrip('.')}; {_SKIP_HINT}.") from err
+    problems.skipped.extend(s.reason for s in manifest.skipped)
+    pairs = []
+    for row in manifest.rows:
+        where = f"{manifest.source}:{row.line}"
+        if not (isinstance(row.a, Path) and isinstance(row.b, Path)):
+            problems(f"{where}: 'a' and 'b' must be image paths to match them with the scores")
+            continue
+        pairs.append(Pair(where, row.a, row.b, LABEL_NAMES[row.label]))
+    return pairs
+
+
+def read_scores(
+    path: str | Path, dimensions: Sequence[str] | None = None, problems: BadRows | None = None
+) -> ScoreTable:
+    """Parse a scores file into a :class:`ScoreTable` (dimensions chosen as described in the module docstring)."""
+    path = Path(path)
+    problems = problems or BadRows(skip_bad=False)
+    folder = path.resolve().parent
+    rows: dict[Path, tuple[str, dict[str, float | None]]] = {}
+    seen: dict[str, None] = {}  # numeric non-metadata keys in order of first appearance
+    for line, row in iter_jsonl(path):
+        where = f"{path}:{line}"
+        if isinstance(row, ManifestError):
+            problems(str(row).rstrip("."))
+            continue
+        image = row.get("image")
+        if not (isinstance(image, str) and image.strip()):
+            problems(f'{where}: score row has no "image" path (got {image!r}); write rows like {_SCORE_EXAMPLE}')
+            continue
+        try:
+            image_path = resolve_image_path(folder, image, where=where)
+        except ManifestError as err:
+            problems(str(err).rstrip("."))
+            continue
+        values = {k: _number(v) for k, v in row.items() if k not in METADATA_KEYS}
+        for key, value in row.items():
+            if key not in METADATA_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
+                seen.setdefault(key)
+        if image_path in rows:
+            first_where, old = rows[image_path]
+            clash = [k for k, v in values.items() if k in old and old[k] != v]
+            if clash:
+                problems(
+                    f"{where}: image {image!r} already has {clash} with other values at {first_where}; "
+                    "keep one score per image and dimension"
+                )
+                continue
+            old.update(values)
+        else:
+            rows[image_path] = (where, values)
+    if dimensions is None:
+        dims = tuple(seen)
+        if not dims:
+            raise ValueError(
+                f"{path}: no dimension columns found (numeric keys other than {sorted(METADATA_KEYS)}); write rows "
+                f"like {_SCORE_EXAMPLE} or name them with dimensions=[...]."
+            )
+    else:
+        dims = tuple(dimensions)
+        absent = [d for d in dims if all(d not in values for _, values in rows.values())]
+        if absent:
+            raise ValueError(
+                f"{path}: dimension(s) {absent} requested with dimensions=[...] appear in no row; the file has "
+                f"{list(seen)}. Fix the names in dimensions=[...] or add those scores."
+            )
+    return ScoreTable(dims, rows, str(path))
+
+
+def _to_numpy(values: Any) -> np.ndarray:
+    if hasattr(values, "detach"):  # a torch tensor
+        values = values.detach().float().cpu().numpy()
+    return np.asarray(values, dtype=np.float64).reshape(-1)
+
+
+def score_images_with_reward(
+    images: Sequence[Path],
+    name: str,
+    reward_cfg: Mapping[str, Any] | None = None,
+    *,
+    dimensions: Sequence[str] | None = None,
+    batch_size: int = 8,
+) -> ScoreTable:
+    """Score ``images`` with the registered reward ``name`` (``reward.get_reward``) and keep its dimensions."""
+    from reward import get_reward  # lazy: only this path needs the reward models
+    from reward.images import load_image
+
+    model = get_reward(name, dict(reward_cfg or {}))
+    rows: dict[Path, tuple[str, dict[str, float | None]]] = {}
+    found: tuple[str, ...] = ()
+    for start in tqdm(range(0, len(images), batch_size), desc=f"scoring images with {name}", unit="batch"):
+        batch = list(images[start : start + batch_size])
+        out = model.score([load_image(p) for p in batch])
+        dims = getattr(out, "dimensions", None)
+        if not dims:
+            raise ValueError(
+                f"reward={name!r} returned no per-dimension scores (RewardOutput.dimensions is empty); fusion needs "
+                "one score per dimension. Use a reward with dimensions (e.g. sa-iqa) or pass scores=SCORES.jsonl."
+            )
+        found = found or tuple(dims)
+        columns = {d: _to_numpy(v) for d, v in dims.items()}
+        bad = {d: c.shape for d, c in columns.items() if c.shape != (len(batch),)}
+        if bad:
+            raise ValueError(f"reward={name!r} returned dimension scores of shapes {bad} for {len(batch)} images.")
+        for i, image in enumerate(batch):
+            rows[image] = (f"reward {name}", {d: _number(float(c[i])) for d, c in columns.items()})
+    dims_out = tuple(dimensions) if dimensions is not None else found
+    absent = [d for d in dims_out if d not in found]
+    if absent:
+        raise ValueError(f"dimension(s) {absent} are not produced by reward={name!r}, which gives {list(found)}.")
+    return ScoreTable(dims_out, rows, f"reward {name}")
+
+
+def assemble(pairs: Sequence[Pair], table: ScoreTable, problems: BadRows) -> PairData:
+    """Look up both images of every pair in ``table``; pairs with unscored images go to ``problems``."""
+    dims = table.dimensions
+    x_a, x_b, codes = [], [], []
+    for pair in pairs:
+        vectors = []
+        for key, path in (("a", pair.a), ("b", pair.b)):
+            entry = table.rows.get(path)
+            if entry is None:
+                problems(
+                    f"{pair.where}: image {key!r} ({path}) has no scores in {table.source}; "
+                    f'add a row {{"image": ..., {", ".join(f"{d!r}: ..." for d in dims)}}} for it'
+                )
+                break
+            where, values = entry
+            missing = [d for d in dims if values.get(d) is None]
+            if missing:
+                problems(
+                    f"{pair.where}: image {key!r} ({path}) lacks dimension(s) {missing} or they are not "
+                    f"finite numbers (its scores: {where}); add them or choose dimensions=[...] every image has"
+                )
+                break
+            vectors.append([values[d] for d in dims])
+        else:
+            x_a.append(vectors[0])
+            x_b.append(vectors[1])
+            codes.append(pair.code)
+    shape = (len(codes), len(dims))
+    return PairData(
+        dimensions=dims,
+        x_a=np.asarray(x_a, dtype=np.float64).reshape(shape),
+        x_b=np.asarray(x_b, dtype=np.float64).reshape(shape),
+        labels=np.asarray(codes, dtype=np.int8),
+        skipped=tuple(problems.skipped),
+    )
+
+
+def load_pair_data(
+    pairs: str | Path,
+    scores: str | Path | None = None,
+    *,
+    reward: str | None = None,
+    reward_cfg: Mapping[str, Any] | None = None,
+    dimensions: Sequence[str] | None = None,
+    skip_bad: bool = False,
+    batch_size: int = 8,
+) -> PairData:
+    """Pairs plus their dimension scores, from a scores file or (``reward=name``) scored by a reward model."""
+    if (scores is None) == (reward is None):
+        raise ValueError("Give exactly one source of dimension scores: scores=SCORES.jsonl or reward=NAME.")
+    problems = BadRows(skip_bad)
+    rows = read_pairs(pairs, problems)
+    if scores is not None:
+        table = read_scores(scores, dimensions, problems)
+    else:
+        kept = []
+        for row in rows:
+            absent = [str(p) for p in (row.a, row.b) if not p.is_file()]
+            if absent:
+                problems(f"{row.where}: image file(s) {absent} not found (paths are relative to the pairs file)")
+            else:
+                kept.append(row)
+        rows = kept
+        images = list(dict.fromkeys(p for row in rows for p in (row.a, row.b)))
+        table = score_images_with_reward(images, reward, reward_cfg, dimensions=dimensions, batch_size=batch_size)
+    data = assemble(rows, table, problems)
+    if data.skipped:
+        logger.warning(
+            "Skipped %d bad row(s) (skip_bad=true); the first: %s", len(data.skipped), "; ".join(data.skipped[:3])
+        )
+    if data.n_pairs == 0:
+        raise ValueError(f"{pairs}: no usable pairs ({len(data.skipped)} skipped); see the messages above.")
+    return data

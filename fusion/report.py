@@ -1,0 +1,80 @@
+"""Human-readable output of a fusion fit: text tables (for the log) and a bar chart of the weights.
+
+>>> from fusion.uncertainty import ComparisonRow
+>>> print(format_comparison_table([ComparisonRow("bradley-terry", 0.75, -0.5123, 40)]))
+fusion         held-out acc  held-out LL/pair
+-------------  ------------  ----------------
+bradley-terry         0.750           -0.5123
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from fusion.uncertainty import ComparisonRow
+from fusion.weights import FusionWeights
+
+__all__ = ["format_comparison_table", "format_weights_table", "plot_weights"]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True))
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
+
+
+def format_weights_table(weights: FusionWeights) -> str:
+    """One line per dimension: weight and (when present) its bootstrap interval.
+
+    >>> print(format_weights_table(FusionWeights(("layout",), (0.8,), (0.6,), (1.1,))))
+    dimension  weight  ci_low  ci_high
+    ---------  ------  ------  -------
+    layout     0.8000  0.6000   1.1000
+    """
+    header = ["dimension", "weight"] + (["ci_low", "ci_high"] if weights.ci_low is not None else [])
+    rows = []
+    for j, name in enumerate(weights.dimensions):
+        cells = [name, f"{weights.weights[j]:.4f}"]
+        if weights.ci_low is not None and weights.ci_high is not None:
+            cells += [f"{weights.ci_low[j]:.4f}", f"{weights.ci_high[j]:.4f}"]
+        rows.append(cells)
+    return _table(header, rows, [False] + [True] * (len(header) - 1))
+
+
+def format_comparison_table(rows: Sequence[ComparisonRow]) -> str:
+    """One line per fusion: held-out pairwise accuracy (non-tie pairs) and mean log-likelihood per pair."""
+    cells = [[r.name, f"{r.accuracy:.3f}", f"{r.log_likelihood:.4f}"] for r in rows]
+    return _table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])
+
+
+def plot_weights(weights: FusionWeights, path: str | Path, title: str = "Bradley–Terry fusion weights") -> Path:
+    """Bar chart of the weights with their intervals as error bars, saved as PNG (Agg canvas, no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    d = len(weights.dimensions)
+    fig = Figure(figsize=(max(4.0, 1.0 + 1.1 * d), 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    yerr = None
+    if weights.ci_low is not None and weights.ci_high is not None:
+        yerr = [
+            [max(w - lo, 0.0) for w, lo in zip(weights.weights, weights.ci_low, strict=True)],
+            [max(hi - w, 0.0) for w, hi in zip(weights.weights, weights.ci_high, strict=True)],
+        ]
+        level = weights.meta.get("ci_level")
+        title += f" ({level:.0%} bootstrap CI)" if isinstance(level, float) else " (bootstrap CI)"
+    ax.bar(range(d), weights.weights, yerr=yerr, capsize=5, color="#4c72b0", ecolor="#222222")
+    ax.axhline(0.0, color="#555555", linewidth=0.8)
+    ax.set_xticks(range(d), weights.dimensions, rotation=20 if d > 5 else 0)
+    ax.set_ylabel("weight w")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path

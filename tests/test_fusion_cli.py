@@ -1,0 +1,274 @@
+"""fusion/fit.py end to end: Hydra config, pairs/scores files, bad input, the reward path, JSON + PNG outputs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+import reward
+from fusion.bradley_terry import outcome_probabilities
+from fusion.cli import FusionSettings, run
+from fusion.fit import main
+from fusion.weights import load_weights
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+DIMS = ["layout", "harmony", "lighting", "distortion"]
+TRUE_W = np.array([1.0, 0.6, 0.3, 0.0])
+
+
+def compose_cfg(*overrides: str, config_dir: Path = CONFIGS):
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        return compose(config_name="fusion", overrides=list(overrides))
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> SimpleNamespace:
+    """120 images with 4 dimension scores (plus metadata keys) and 600 pairs labelled by a Davidson model."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 5, (120, 4)).round(4)
+    scores = [
+        {
+            "image": f"img/{i:03d}.png",
+            **dict(zip(DIMS, x[i].tolist(), strict=True)),
+            "mos": 3.0,
+            "dimension": "overall",
+        }
+        for i in range(120)
+    ]
+    pairs = []
+    for _ in range(600):
+        i, j = rng.choice(120, 2, replace=False)
+        p_a, p_b, _ = outcome_probabilities(np.array([(x[i] - x[j]) @ TRUE_W]), 0.3)
+        u = rng.random()
+        label = "a" if u < p_a[0] else "b" if u < p_a[0] + p_b[0] else "tie"
+        pairs.append({"a": f"img/{i:03d}.png", "b": f"img/{j:03d}.png", "label": label})
+    root = tmp_path / "data"
+    return SimpleNamespace(
+        root=root,
+        x=x,
+        pairs_rows=pairs,
+        scores_rows=scores,
+        pairs=write_jsonl(root / "pairs.jsonl", pairs),
+        scores=write_jsonl(root / "scores.jsonl", scores),
+        out=tmp_path / "out" / "weights.json",
+    )
+
+
+def test_fit_writes_weights_json_and_bar_chart(data, caplog):
+    cfg = compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=20")
+    with caplog.at_level(logging.INFO, logger="fusion"):
+        written = main(cfg)  # the Hydra entry point, given its config
+    assert written == data.out
+    fw = load_weights(data.out)
+    assert fw.dimensions == tuple(DIMS)  # mos/dimension are metadata, not dimensions
+    w = np.array(fw.weights)
+    assert w[0] > w[1] > w[2] > -0.2 and abs(w[3]) < 0.25
+    assert np.all(np.array(fw.ci_low) <= w) and np.all(w <= np.array(fw.ci_high))
+    meta = fw.meta
+    assert meta["n_pairs"] == 600 and 0 < meta["n_ties"] < 600 and meta["n_skipped"] == 0
+    assert meta["tie_model"] == "davidson" and meta["l2"] == 1e-4 and meta["bootstrap"] == 20
+    assert 0.6 < meta["heldout_accuracy"] <= 1.0
+    assert set(meta["heldout_baselines"]) == {"uniform", *DIMS}
+    assert meta["heldout_log_likelihood_per_pair"] > meta["heldout_baselines"]["distortion"]["log_likelihood_per_pair"]
+    datetime.fromisoformat(meta["date"])
+    png = data.out.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "ci_low" in logged and re.search(r"^uniform\s+0\.\d{3}", logged, re.M)
+
+
+def test_entry_script_runs_from_any_folder_and_creates_no_hydra_folders(data, tmp_path):
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    cmd = [
+        sys.executable,
+        str(REPO / "fusion" / "fit.py"),
+        "pairs=../data/pairs.jsonl",
+        "scores=../data/scores.jsonl",
+        "out=w.json",
+        "bootstrap=0",
+        "holdout=0.25",
+    ]
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in cwd.iterdir()) == ["w.json", "w.png"]  # no outputs/, no .hydra/
+    assert "dimension" in done.stdout and "held-out acc" in done.stdout
+    assert load_weights(cwd / "w.json").meta["heldout_fraction"] == 0.25
+
+
+def test_config_starts_with_the_command_and_matches_the_settings_defaults():
+    lines = (CONFIGS / "fusion.yaml").read_text().splitlines()
+    assert lines[0] == "# python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json"
+    keys = [line for line in lines if re.match(r"^\w+:", line) and not line.startswith(("defaults", "hydra"))]
+    assert all("#" in line for line in keys), "every default has a one-line comment"
+    cfg = compose_cfg("pairs=p.jsonl", "scores=s.jsonl")
+    assert FusionSettings.from_config(cfg) == FusionSettings(pairs="p.jsonl", scores="s.jsonl")
+    assert {k.split(":")[0] for k in keys} == set(FusionSettings.__dataclass_fields__)
+
+
+def test_unknown_and_invalid_settings_are_errors_reported_together():
+    with pytest.raises(ConfigCompositionException):
+        compose_cfg("pairs=p.jsonl", "scores=s.jsonl", "l3=1")
+    bad = {
+        "pairs": "p.jsonl",
+        "scores": "s.jsonl",
+        "tie_model": "bt",
+        "l2": -1,
+        "bootstrap": 1,
+        "out": "w.png",
+        "colour": "red",
+    }
+    with pytest.raises(ValueError) as info:
+        FusionSettings.from_config(bad)
+    for part in ("unknown key 'colour'", "tie_model='bt'", "l2=-1", "bootstrap=1", "out='w.png'"):
+        assert part in str(info.value)
+    with pytest.raises(ValueError, match="exactly one of scores=SCORES.jsonl or reward=NAME"):
+        FusionSettings.from_config({"pairs": "p.jsonl"})
+    with pytest.raises(ValueError, match="pairs=PAIRS.jsonl is required"):
+        run(compose_cfg("scores=s.jsonl"))
+
+
+def _run(data, *overrides: str):
+    return run(
+        compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0", *overrides)
+    )
+
+
+def test_unknown_label_is_reported_with_file_and_line(data):
+    data.pairs_rows[2]["label"] = "draw"
+    write_jsonl(data.pairs, data.pairs_rows)
+    with pytest.raises(ValueError, match=r"pairs\.jsonl:3: 'label' must be 'a', 'b' or 'tie', got 'draw'.*skip_bad"):
+        _run(data)
+
+
+def test_image_without_scores_is_reported_with_file_and_line(data):
+    data.pairs_rows[1]["b"] = "img/unscored.png"
+    write_jsonl(data.pairs, data.pairs_rows)
+    with pytest.raises(ValueError, match=r"pairs\.jsonl:2: image 'b' \(.*unscored\.png\) has no scores in .*scores"):
+        _run(data)
+
+
+def test_missing_dimension_names_the_pair_line_and_the_scores_line(data):
+    image = data.pairs_rows[4]["a"]
+    index = next(i for i, r in enumerate(data.scores_rows) if r["image"] == image)
+    del data.scores_rows[index]["lighting"]
+    write_jsonl(data.scores, data.scores_rows)
+    first_use = next(i for i, r in enumerate(data.pairs_rows) if image in (r["a"], r["b"])) + 1
+    pattern = rf"pairs\.jsonl:{first_use}: image '.' .*lacks dimension\(s\) \['lighting'\].*scores\.jsonl:{index + 1}"
+    with pytest.raises(ValueError, match=pattern):
+        _run(data)
+
+
+def test_malformed_scores_json_is_reported_with_file_and_line(data):
+    write_jsonl(data.scores, [data.scores_rows[0], '{"image": "img/001.png", "layout": ', *data.scores_rows[2:]])
+    with pytest.raises(ValueError, match=r"scores\.jsonl:2: invalid JSON"):
+        _run(data)
+
+
+def test_skip_bad_skips_and_counts_every_kind_of_bad_row(data, caplog):
+    data.pairs_rows[0]["label"] = "draw"  # unknown label
+    data.pairs_rows[1]["b"] = "img/unscored.png"  # no scores
+    del data.pairs_rows[2]["label"]  # missing key
+    image = data.pairs_rows[3]["a"]
+    for row in data.scores_rows:
+        if row["image"] == image:
+            del row["harmony"]  # a dimension missing: every pair using this image is skipped
+    uses = sum(image in (r["a"], r["b"]) for r in data.pairs_rows[3:])
+    write_jsonl(data.pairs, data.pairs_rows)
+    write_jsonl(data.scores, data.scores_rows)
+    with caplog.at_level(logging.WARNING):
+        fw = _run(data, "skip_bad=true")
+    assert fw.meta["n_skipped"] == 3 + uses
+    assert fw.meta["n_pairs"] == 600 - 3 - uses
+    assert any("Skipped" in r.getMessage() and "(skip_bad=true)" in r.getMessage() for r in caplog.records)
+
+
+def test_explicit_dimensions_choose_and_order_the_columns(data):
+    fw = _run(data, "dimensions=[lighting,layout]", "holdout=0")
+    assert fw.dimensions == ("lighting", "layout") and fw.weights[1] > fw.weights[0] > 0
+    assert fw.meta["heldout_accuracy"] is None
+    with pytest.raises(ValueError, match=r"dimension\(s\) \['lightning'\] requested .* appear in no row"):
+        _run(data, "dimensions=[lightning]")
+
+
+class FakeDimensionReward:
+    """Stands in for a registered reward with dimensions: scores come from the test's table, looked up by path."""
+
+    def __init__(self, table: dict[str, np.ndarray]):
+        self.table = table
+        self.scored: list[str] = []
+
+    def score(self, images, prompts=None):
+        self.scored.extend(images)
+        rows = np.stack([self.table[Path(p).name] for p in images])
+        dims = {d: torch.tensor(rows[:, j], dtype=torch.float32) for j, d in enumerate(DIMS)}
+        return SimpleNamespace(scores=sum(dims.values()), dimensions=dims)
+
+
+@pytest.fixture
+def fake_reward(data, monkeypatch):
+    for row in data.scores_rows:  # the images must exist for the reward path
+        (data.root / row["image"]).parent.mkdir(parents=True, exist_ok=True)
+        (data.root / row["image"]).touch()
+    model = FakeDimensionReward({Path(r["image"]).name: np.array([r[d] for d in DIMS]) for r in data.scores_rows})
+    calls = []
+
+    def get_reward(name, cfg=None, **overrides):
+        calls.append((name, dict(cfg or {})))
+        return model
+
+    monkeypatch.setattr(reward, "get_reward", get_reward)
+    monkeypatch.setattr("reward.images.load_image", lambda path, **kw: str(path))
+    return SimpleNamespace(model=model, calls=calls)
+
+
+def test_reward_group_scores_the_pair_images_like_a_scores_file(data, fake_reward, tmp_path):
+    configs = tmp_path / "configs"  # the real fusion.yaml plus a reward group option of our own
+    shutil.copytree(CONFIGS, configs, ignore=shutil.ignore_patterns("reward"))
+    (configs / "reward").mkdir()
+    (configs / "reward" / "fake-dims.yaml").write_text("name: fake-dims\npath: ???\nbatch: 4\n")
+    cfg = compose_cfg(
+        f"pairs={data.pairs}",
+        "reward=fake-dims",
+        "reward.path=/scorer",
+        f"out={data.out}",
+        "bootstrap=0",
+        "batch_size=7",
+        config_dir=configs,
+    )
+    fw = run(cfg)
+    assert fake_reward.calls == [("fake-dims", {"path": "/scorer", "batch": 4})]
+    used = {p for r in data.pairs_rows for p in (r["a"], r["b"])}
+    assert len(fake_reward.model.scored) == len(used)  # each image scored once
+    assert fw.dimensions == tuple(DIMS) and fw.meta["reward"] == "fake-dims" and fw.meta["scores"] is None
+    from_file = _run(data)  # same numbers from the scores file (float32 round trip aside)
+    np.testing.assert_allclose(fw.weights, from_file.weights, atol=1e-5)
+
+
+def test_reward_path_reports_missing_image_files_with_file_and_line(data, fake_reward):
+    image = data.pairs_rows[5]["b"]
+    (data.root / image).unlink()
+    first_use = next(i for i, r in enumerate(data.pairs_rows) if image in (r["a"], r["b"])) + 1
+    cfg = {"pairs": str(data.pairs), "reward": "fake-dims", "out": str(data.out), "bootstrap": 0}
+    with pytest.raises(ValueError, match=rf"pairs\.jsonl:{first_use}: image file\(s\) .* not found"):
+        run(cfg)
