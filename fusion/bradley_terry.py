@@ -30,6 +30,7 @@ analytic gradients; every weight is boxed to ``[-max_abs_weight, max_abs_weight]
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -205,10 +206,12 @@ def pairwise_accuracy(s: np.ndarray, codes: np.ndarray) -> float:
 
 def pair_log_likelihood(s: np.ndarray, codes: np.ndarray, tie_model: str, nu: float) -> np.ndarray:
     """Per-pair log-likelihood of ``codes`` given score differences ``s`` (the optimiser has a fused version)."""
-    if tie_model == "davidson" and nu > 0:
-        p_a, p_b, p_t = outcome_probabilities(s, nu)
-        p = np.choose(codes, [p_a, p_b, p_t])
-        return np.log(np.maximum(p, np.finfo(np.float64).tiny))
+    s = np.asarray(s, dtype=np.float64)
+    if tie_model == "davidson" and nu > 0:  # log P = (+h | -h | log ν) - log(e^h + e^-h + ν), h = s/2, stably
+        h = 0.5 * s
+        a = np.abs(h)
+        log_z = a + np.log1p(np.exp(-2.0 * a) + nu * np.exp(-a))
+        return np.choose(codes, [h, -h, np.full_like(h, np.log(nu))]) - log_z
     y = np.choose(codes, [1.0, 0.0, 0.5])
     return y * s - np.logaddexp(0.0, s)
 
@@ -347,16 +350,18 @@ def _degeneracy_warnings(dx: np.ndarray, codes: np.ndarray, dimensions: tuple[st
             "identified and stays at 0; drop it with dimensions=[...] or add pairs where it varies"
         )
     live = np.flatnonzero(~constant)
+    identical = False
     if len(live) > 1:
         gram = (dx[:, live].T @ dx[:, live]) / np.outer(rms[live], rms[live]) / len(dx)
         for i, j in zip(*np.triu_indices(len(live), k=1), strict=True):
             if abs(gram[i, j]) > 1.0 - 1e-9:
+                identical = True
                 found.append(
                     f"dimensions {dimensions[live[i]]!r} and {dimensions[live[j]]!r} are identical (or exactly "
                     "proportional) across pairs: only their combination is identified, the L2 penalty splits it; "
                     "drop one with dimensions=[...]"
                 )
-        if not any("identical" in f for f in found) and np.linalg.matrix_rank(gram, tol=1e-9) < len(live):
+        if not identical and np.linalg.matrix_rank(gram, tol=1e-9) < len(live):
             found.append(
                 "the dimension differences are linearly dependent: some weight combinations are not identified "
                 "and are set by the L2 penalty"
@@ -382,7 +387,7 @@ def fit_bradley_terry(
     finite weights and reported with ``logging.warning`` (also kept in ``BTFit.warnings``). See the module
     docstring for an example.
     """
-    options = FitOptions(**{**(options or FitOptions()).__dict__, **option_overrides})
+    options = dataclasses.replace(options or FitOptions(), **option_overrides)
     x_a = np.asarray(x_a, dtype=np.float64)
     x_b = np.asarray(x_b, dtype=np.float64)
     if x_a.ndim != 2 or x_a.shape != x_b.shape:

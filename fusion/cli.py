@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from fusion.bradley_terry import TIE_MODELS, FitOptions, fit_bradley_terry
-from fusion.inputs import load_pair_data
+from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terry
+from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
-from fusion.uncertainty import bootstrap_intervals, heldout_comparison
+from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
 from fusion.weights import FusionWeights, save_weights
 
 __all__ = ["FusionSettings", "run"]
@@ -109,59 +109,16 @@ class FusionSettings:
         return cls(**values)
 
 
-def run(cfg: Mapping[str, Any]) -> FusionWeights:
-    """Fit fusion weights as configured, log the tables, write ``out`` (JSON) and its ``.png`` bar chart."""
-    settings = FusionSettings.from_config(cfg)
-    reward_cfg = dict(settings.reward or {})
-    reward_name = reward_cfg.pop("name", None)
-    data = load_pair_data(
-        settings.pairs,
-        settings.scores,
-        reward=reward_name,
-        reward_cfg=reward_cfg,
-        dimensions=settings.dimensions,
-        skip_bad=settings.skip_bad,
-        batch_size=settings.batch_size,
-    )
-    logger.info(
-        "Fitting %d dimension(s) %s on %d pairs (%d ties, %d bad rows skipped), tie_model=%s, l2=%g.",
-        len(data.dimensions),
-        list(data.dimensions),
-        data.n_pairs,
-        data.n_ties,
-        len(data.skipped),
-        settings.tie_model,
-        settings.l2,
-    )
-    options = FitOptions(
-        tie_model=settings.tie_model, l2=settings.l2, nonneg=settings.nonneg, max_abs_weight=settings.max_abs_weight
-    )
-    fit = fit_bradley_terry(data.x_a, data.x_b, data.labels, dimensions=data.dimensions, options=options)
-    ci = None
-    if settings.bootstrap:
-        ci = bootstrap_intervals(
-            data.x_a,
-            data.x_b,
-            data.labels,
-            n_resamples=settings.bootstrap,
-            level=settings.ci_level,
-            seed=settings.seed,
-            fit=fit,
-        )
-    rows = []
-    if settings.holdout > 0 and data.n_pairs >= 2:
-        rows = heldout_comparison(
-            data.x_a,
-            data.x_b,
-            data.labels,
-            dimensions=data.dimensions,
-            options=options,
-            fraction=settings.holdout,
-            seed=settings.seed,
-        )
-    elif settings.holdout > 0:
-        logger.warning("Only %d pair(s): no held-out comparison.", data.n_pairs)
-    meta = {
+def _meta(
+    settings: FusionSettings,
+    data: PairData,
+    fit: BTFit,
+    ci: BootstrapIntervals | None,
+    rows: list[ComparisonRow],
+    reward_name: str | None,
+) -> dict[str, Any]:
+    """The ``meta`` block of the weights file: the data, the model, the held-out check, provenance."""
+    return {
         "n_pairs": data.n_pairs,
         "n_ties": data.n_ties,
         "n_skipped": len(data.skipped),
@@ -188,21 +145,58 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
         "reward": reward_name,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+
+
+def run(cfg: Mapping[str, Any]) -> FusionWeights:
+    """Fit fusion weights as configured, log the tables, write ``out`` (JSON) and its ``.png`` bar chart."""
+    settings = FusionSettings.from_config(cfg)
+    reward_cfg = dict(settings.reward or {})
+    reward_name = reward_cfg.pop("name", None)
+    data = load_pair_data(
+        settings.pairs,
+        settings.scores,
+        reward=reward_name,
+        reward_cfg=reward_cfg,
+        dimensions=settings.dimensions,
+        skip_bad=settings.skip_bad,
+        batch_size=settings.batch_size,
+    )
+    summary = f"{data.n_pairs} pairs ({data.n_ties} ties, {len(data.skipped)} bad rows skipped)"
+    logger.info(
+        "Fitting %s on %s, tie_model=%s, l2=%g.", list(data.dimensions), summary, settings.tie_model, settings.l2
+    )
+    options = FitOptions(settings.tie_model, settings.l2, settings.nonneg, settings.max_abs_weight)
+    x_a, x_b, labels = data.x_a, data.x_b, data.labels
+    fit = fit_bradley_terry(x_a, x_b, labels, dimensions=data.dimensions, options=options)
+    ci = None
+    if settings.bootstrap:
+        ci = bootstrap_intervals(
+            x_a, x_b, labels, n_resamples=settings.bootstrap, level=settings.ci_level, seed=settings.seed, fit=fit
+        )
+    rows = []
+    if settings.holdout > 0 and data.n_pairs >= 2:
+        rows = heldout_comparison(
+            x_a,
+            x_b,
+            labels,
+            dimensions=data.dimensions,
+            options=options,
+            fraction=settings.holdout,
+            seed=settings.seed,
+        )
+    elif settings.holdout > 0:
+        logger.warning("Only %d pair(s): no held-out comparison.", data.n_pairs)
     weights = FusionWeights(
         dimensions=data.dimensions,
         weights=fit.weights,
         ci_low=None if ci is None else ci.low,
         ci_high=None if ci is None else ci.high,
-        meta=meta,
+        meta=_meta(settings, data, fit, ci, rows, reward_name),
     )
     logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", fit.nu, format_weights_table(weights))
     if rows:
-        logger.info(
-            "Held-out comparison (%d pairs, seed %d):\n%s",
-            rows[0].n_heldout,
-            settings.seed,
-            format_comparison_table(rows),
-        )
+        table = format_comparison_table(rows)
+        logger.info("Held-out comparison (%d pairs, seed %d):\n%s", rows[0].n_heldout, settings.seed, table)
     out = save_weights(settings.out, weights)
     logger.info("Wrote %s", out)
     if settings.plot:
