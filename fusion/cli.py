@@ -19,7 +19,7 @@ from fusion.report import format_comparison_table, format_weights_table, plot_we
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
 from fusion.weights import FusionWeights, save_weights
 
-__all__ = ["FusionSettings", "run"]
+__all__ = ["FusionSettings", "run_fit"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def _meta(
     }
 
 
-def run(cfg: Mapping[str, Any]) -> FusionWeights:
+def run_fit(cfg: Mapping[str, Any]) -> FusionWeights:
     """Fit fusion weights as configured, log the tables, write ``out`` (JSON) and its ``.png`` bar chart."""
     settings = FusionSettings.from_config(cfg)
     reward_cfg = dict(settings.reward or {})

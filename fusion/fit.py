@@ -4,7 +4,7 @@
     python fusion/fit.py pairs=PAIRS.jsonl reward=sa-iqa reward.path=SCORER_DIR out=SCORER_DIR/fusion_weights.json
 
 Every setting, with its default and a one-line comment, is in configs/fusion.yaml; the work is done by
-:func:`fusion.cli.run`, which tests call directly.
+:func:`fusion.cli.run_fit`, which tests call directly.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pathlib import Path  # noqa: E402
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from fusion.cli import run  # noqa: E402
+from fusion.cli import run_fit  # noqa: E402
 
 
 @hydra.main(config_path="../configs", config_name="fusion", version_base="1.3")
 def main(cfg: DictConfig) -> Path:
     """Hydra entry point; returns the path of the weights file written."""
-    run(cfg)
+    run_fit(cfg)
     return Path(cfg.out)
 
 

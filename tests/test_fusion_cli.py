@@ -20,7 +20,7 @@ from hydra.errors import ConfigCompositionException
 
 import reward
 from fusion.bradley_terry import outcome_probabilities
-from fusion.cli import FusionSettings, run
+from fusion.cli import FusionSettings, run_fit
 from fusion.fit import main
 from fusion.weights import load_weights
 
@@ -145,11 +145,11 @@ def test_unknown_and_invalid_settings_are_errors_reported_together():
     with pytest.raises(ValueError, match="exactly one of scores=SCORES.jsonl or reward=NAME"):
         FusionSettings.from_config({"pairs": "p.jsonl"})
     with pytest.raises(ValueError, match="pairs=PAIRS.jsonl is required"):
-        run(compose_cfg("scores=s.jsonl"))
+        run_fit(compose_cfg("scores=s.jsonl"))
 
 
 def _run(data, *overrides: str):
-    return run(
+    return run_fit(
         compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0", *overrides)
     )
 
@@ -256,7 +256,7 @@ def test_reward_group_scores_the_pair_images_like_a_scores_file(data, fake_rewar
         "batch_size=7",
         config_dir=configs,
     )
-    fw = run(cfg)
+    fw = run_fit(cfg)
     assert fake_reward.calls == [("fake-dims", {"path": "/scorer", "batch": 4})]
     used = {p for r in data.pairs_rows for p in (r["a"], r["b"])}
     assert len(fake_reward.model.scored) == len(used)  # each image scored once
@@ -271,4 +271,4 @@ def test_reward_path_reports_missing_image_files_with_file_and_line(data, fake_r
     first_use = next(i for i, r in enumerate(data.pairs_rows) if image in (r["a"], r["b"])) + 1
     cfg = {"pairs": str(data.pairs), "reward": "fake-dims", "out": str(data.out), "bootstrap": 0}
     with pytest.raises(ValueError, match=rf"pairs\.jsonl:{first_use}: image file\(s\) .* not found"):
-        run(cfg)
+        run_fit(cfg)
