@@ -31,6 +31,7 @@ class FusionSettings:
     Inputs:
         pairs: JSONL of ``{"a", "b", "label"}`` rows (image paths relative to its folder).
         scores: JSONL of ``{"image", "<dimension>": score, ...}`` rows; or, instead:
+        scores_root: the folder the scores file's image paths are relative to (default: its own folder).
         reward: the config of a reward with dimensions that scores the pairs' images: a mapping with its
             registered ``name`` and the settings ``get_reward`` gets (the ``reward`` config group:
             ``reward=sa-iqa reward.path=DIR``), or just a name,
@@ -44,6 +45,7 @@ class FusionSettings:
 
     pairs: str
     scores: str | None = None
+    scores_root: str | None = None
     reward: dict[str, Any] | None = None
     batch_size: int = 8
     dimensions: list[str] | None = None
@@ -160,6 +162,7 @@ def run_fit(cfg: Mapping[str, Any]) -> FusionWeights:
         dimensions=settings.dimensions,
         skip_bad=settings.skip_bad,
         batch_size=settings.batch_size,
+        scores_root=settings.scores_root,
     )
     summary = f"{data.n_pairs} pairs ({data.n_ties} ties, {len(data.skipped)} bad rows skipped)"
     logger.info(

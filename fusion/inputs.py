@@ -3,15 +3,16 @@
 - Pairs file (JSONL): ``{"a": image, "b": image, "label": "a" | "b" | "tie"}``, image paths relative to the
   pairs file's folder.
 - Scores file (JSONL): ``{"image": image, "<dimension>": score, ...}``, image paths relative to the scores
-  file's folder. The dimensions are the numeric keys other than :data:`METADATA_KEYS` (``mos``, ``score``,
-  ``dimension``, ...), in order of first appearance, unless given explicitly. Several rows for one image are
-  merged (a conflicting value is an error).
+  file's folder, or to ``scores_root`` (``reward/evaluate.py`` writes ``scores.jsonl`` with paths relative to
+  the evaluated manifest's folder), or absolute. The dimensions are the numeric keys other than
+  :data:`METADATA_KEYS` (``mos``, ``score``, ``dimension``, ...), in order of first appearance, unless given
+  explicitly. Several rows for one image are merged (a conflicting value is an error).
 - Or no scores file: a registered reward (e.g. ``sa-iqa``) scores the images named in the pairs.
 
 A bad row (missing key, unknown label, an image without scores, a dimension missing for an image) raises
 ``ValueError`` naming the file and line and how to fix it; with ``skip_bad=True`` it is skipped, counted and
-logged instead (malformed JSON lines too). Image paths must stay inside their file's folder
-(``reward.manifest.resolve_image_path``).
+logged instead (malformed JSON lines too). Image paths in the pairs file must stay inside its folder
+(``reward.data.load_pairs``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from fusion.bradley_terry import LABEL_NAMES, LABEL_TIE
-from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
+from reward.manifest import ManifestError, iter_jsonl
 
 __all__ = ["METADATA_KEYS", "BadRows", "PairData", "ScoreTable", "load_pair_data", "read_pairs", "read_scores"]
 
@@ -59,6 +60,7 @@ class ScoreTable:
     dimensions: tuple[str, ...]
     rows: dict[Path, tuple[str, dict[str, float | None]]]
     source: str
+    written: frozenset[str] = frozenset()  # the image paths as written in the file (for error hints)
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,14 +125,22 @@ def read_pairs(path: str | Path, problems: BadRows | None = None) -> list[Pair]:
 
 
 def read_scores(
-    path: str | Path, dimensions: Sequence[str] | None = None, problems: BadRows | None = None
+    path: str | Path,
+    dimensions: Sequence[str] | None = None,
+    problems: BadRows | None = None,
+    root: str | Path | None = None,
 ) -> ScoreTable:
-    """Parse a scores file into a :class:`ScoreTable` (dimensions chosen as described in the module docstring)."""
+    """Parse a scores file into a :class:`ScoreTable` (dimensions chosen as described in the module docstring).
+
+    Relative image paths are resolved against ``root`` (default: the scores file's folder); absolute ones are
+    kept. Only keys are matched here, no image is read, so a path may point anywhere.
+    """
     path = Path(path)
     problems = problems or BadRows(skip_bad=False)
-    folder = path.resolve().parent
+    folder = Path(root).resolve() if root is not None else path.resolve().parent
     rows: dict[Path, tuple[str, dict[str, float | None]]] = {}
     seen: dict[str, None] = {}  # numeric non-metadata keys in order of first appearance
+    written: set[str] = set()
     for line, row in iter_jsonl(path):
         where = f"{path}:{line}"
         if isinstance(row, ManifestError):
@@ -140,11 +150,8 @@ def read_scores(
         if not (isinstance(image, str) and image.strip()):
             problems(f'{where}: score row has no "image" path (got {image!r}); write rows like {_SCORE_EXAMPLE}')
             continue
-        try:
-            image_path = resolve_image_path(folder, image, where=where)
-        except ManifestError as err:
-            problems(str(err).rstrip("."))
-            continue
+        image_path = (folder / image).resolve()
+        written.add(Path(image).as_posix())
         values = {k: _number(v) for k, v in row.items() if k not in METADATA_KEYS}
         for key, value in row.items():
             if key not in METADATA_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
@@ -176,7 +183,7 @@ def read_scores(
                 f"{path}: dimension(s) {absent} requested with dimensions=[...] appear in no row; the file has "
                 f"{list(seen)}. Fix the names in dimensions=[...] or add those scores."
             )
-    return ScoreTable(dims, rows, str(path))
+    return ScoreTable(dims, rows, str(path), frozenset(written))
 
 
 def _to_numpy(values: Any) -> np.ndarray:
@@ -223,7 +230,21 @@ def score_images_with_reward(
     return ScoreTable(dims_out, rows, f"reward {name}")
 
 
-def assemble(pairs: Sequence[Pair], table: ScoreTable, problems: BadRows) -> PairData:
+def _root_hint(path: Path, pairs_root: Path | None, table: ScoreTable) -> str:
+    """A hint when the scores file names this image relative to the pairs file's folder instead of its own."""
+    if pairs_root is None or not path.is_relative_to(pairs_root):
+        return ""
+    rel = path.relative_to(pairs_root).as_posix()
+    if rel not in table.written:
+        return ""
+    return (
+        f". The scores file has a row for {rel!r} but resolves it against another folder: if its paths are "
+        f"relative to {pairs_root} (reward/evaluate.py writes them relative to the evaluated manifest's folder), "
+        f"pass scores_root={pairs_root}"
+    )
+
+
+def assemble(pairs: Sequence[Pair], table: ScoreTable, problems: BadRows, pairs_root: Path | None = None) -> PairData:
     """Look up both images of every pair in ``table``; pairs with unscored images go to ``problems``."""
     dims = table.dimensions
     x_a, x_b, codes = [], [], []
@@ -235,6 +256,7 @@ def assemble(pairs: Sequence[Pair], table: ScoreTable, problems: BadRows) -> Pai
                 problems(
                     f"{pair.where}: image {key!r} ({path}) has no scores in {table.source}; "
                     f'add a row {{"image": ..., {", ".join(f"{d!r}: ..." for d in dims)}}} for it'
+                    + _root_hint(path, pairs_root, table)
                 )
                 break
             where, values = entry
@@ -269,6 +291,7 @@ def load_pair_data(
     dimensions: Sequence[str] | None = None,
     skip_bad: bool = False,
     batch_size: int = 8,
+    scores_root: str | Path | None = None,
 ) -> PairData:
     """Pairs plus their dimension scores, from a scores file or (``reward=name``) scored by a reward model."""
     if (scores is None) == (reward is None):
@@ -276,7 +299,7 @@ def load_pair_data(
     problems = BadRows(skip_bad)
     rows = read_pairs(pairs, problems)
     if scores is not None:
-        table = read_scores(scores, dimensions, problems)
+        table = read_scores(scores, dimensions, problems, root=scores_root)
     else:
         kept = []
         for row in rows:
@@ -288,7 +311,7 @@ def load_pair_data(
         rows = kept
         images = list(dict.fromkeys(p for row in rows for p in (row.a, row.b)))
         table = score_images_with_reward(images, reward, reward_cfg, dimensions=dimensions, batch_size=batch_size)
-    data = assemble(rows, table, problems)
+    data = assemble(rows, table, problems, pairs_root=Path(pairs).resolve().parent)
     if data.skipped:
         logger.warning(
             "Skipped %d bad row(s) (skip_bad=true); the first: %s", len(data.skipped), "; ".join(data.skipped[:3])

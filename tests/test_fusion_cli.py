@@ -211,6 +211,18 @@ def test_explicit_dimensions_choose_and_order_the_columns(data):
         _run(data, "dimensions=[lightning]")
 
 
+def test_scores_written_elsewhere_resolve_against_scores_root(data, tmp_path):
+    # reward/evaluate.py writes scores.jsonl in its out folder with paths relative to the evaluated manifest
+    moved = write_jsonl(tmp_path / "eval" / "scores.jsonl", data.scores_rows)
+    base = [f"pairs={data.pairs}", f"scores={moved}", f"out={data.out}", "bootstrap=0"]
+    with pytest.raises(
+        ValueError, match=rf"pairs\.jsonl:1: .*has no scores.*pass scores_root={re.escape(str(data.root))}"
+    ):
+        run_fit(compose_cfg(*base))
+    fw = run_fit(compose_cfg(*base, f"scores_root={data.root}"))
+    np.testing.assert_allclose(fw.weights, _run(data).weights)
+
+
 class FakeDimensionReward:
     """Stands in for a registered reward with dimensions: scores come from the test's table, looked up by path."""
 
