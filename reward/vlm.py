@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -104,12 +105,15 @@ def _processor_without_video(path: str | Path) -> Any:
     from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
-    config = AutoConfig.from_pretrained(path)
-    name = PROCESSOR_MAPPING_NAMES.get(config.model_type)
+    proc_cfg = Path(path) / "processor_config.json"
+    name = json.loads(proc_cfg.read_text()).get("processor_class") if proc_cfg.is_file() else None
     if name is None:
+        model_type = AutoConfig.from_pretrained(path).model_type
+        name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    if name is None or not hasattr(transformers, name):
         raise ValueError(
-            f"{path}: no processor is known for model type {config.model_type!r} without torchvision; "
-            "install torchvision or use a Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoint"
+            f"{path}: no processor is known for this checkpoint without torchvision ({name or 'no processor_class'});"
+            " install torchvision or use a Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoint"
         )
     base = getattr(transformers, name)
 

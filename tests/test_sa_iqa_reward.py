@@ -1,0 +1,76 @@
+"""The sa-iqa reward on a scorer directory: expected value per dimension, shared prefix, fusion weights."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+from conftest import random_images
+
+from reward import get_reward
+from reward.vlm import OptionQuery
+from training.scorer_format import scorer_metadata
+
+
+@pytest.fixture(scope="module")
+def scorer_dir(tiny_vlm_path, tmp_path_factory):
+    """An (untrained) scorer directory: the tiny model plus sa_iqa.json for two dimensions."""
+    d = tmp_path_factory.mktemp("scorer")
+    for f in tiny_vlm_path.iterdir():
+        shutil.copy2(f, d / f.name)
+    meta = scorer_metadata(["lighting", "harmony"], prompt_type=1, definitions={})
+    (d / "sa_iqa.json").write_text(json.dumps(meta))
+    return d
+
+
+def test_dimension_scores_are_expected_values_over_the_level_words(scorer_dir, tiny_vlm):
+    images = random_images(3, seed=21)
+    out = get_reward("sa-iqa", {"path": str(scorer_dir)}).score(images)
+    assert set(out.dimensions) == {"lighting", "harmony"}
+    meta = json.loads((scorer_dir / "sa_iqa.json").read_text())
+    q = meta["queries"]["lighting"]
+    query = OptionQuery(q["question"], ("excellent", "good", "fair", "poor", "bad"), q["response_prefix"])
+    logp = tiny_vlm.option_logprobs([[im] for im in images], [query], reuse_prefix=False).logprobs[:, 0]
+    p = torch.softmax(logp, -1)
+    expected = p @ torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0])
+    assert torch.allclose(out.dimensions["lighting"], expected, atol=1e-4)
+    assert ((out.scores >= 1) & (out.scores <= 5)).all()
+    # no fusion weights: the fused score is the mean of the dimensions
+    assert torch.allclose(out.scores, (out.dimensions["lighting"] + out.dimensions["harmony"]) / 2, atol=1e-6)
+
+
+def test_shared_prefix_and_plain_scoring_agree(scorer_dir):
+    images = random_images(4, seed=22)
+    cached = get_reward("sa-iqa", {"path": str(scorer_dir)}).score(images)
+    plain = get_reward("sa-iqa", {"path": str(scorer_dir), "reuse_prefix": False}).score(images)
+    for d in cached.dimensions:
+        assert torch.allclose(cached.dimensions[d], plain.dimensions[d], atol=1e-4)
+
+
+def test_fusion_weights_from_the_directory_or_a_path(scorer_dir, tmp_path):
+    images = random_images(2, seed=23)
+    plain = get_reward("sa-iqa", {"path": str(scorer_dir)}).score(images)
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"dimensions": ["harmony", "lighting"], "weights": [1.0, 3.0]}))
+    fused = get_reward("sa-iqa", {"path": str(scorer_dir), "fusion": str(weights)}).score(images)
+    expected = (3.0 * plain.dimensions["lighting"] + 1.0 * plain.dimensions["harmony"]) / 4.0
+    assert torch.allclose(fused.scores, expected, atol=1e-5)
+
+
+def test_weights_missing_a_dimension_are_refused(scorer_dir, tmp_path):
+    weights = tmp_path / "w.json"
+    weights.write_text(json.dumps({"dimensions": ["lighting"], "weights": [1.0]}))
+    with pytest.raises(ValueError, match=r"no weight for dimensions \['harmony'\]"):
+        get_reward("sa-iqa", {"path": str(scorer_dir), "fusion": str(weights)})
+
+
+def test_a_directory_without_metadata_is_a_clear_error(tiny_vlm_path):
+    with pytest.raises(FileNotFoundError, match="not an SA-IQA scorer directory: sa_iqa.json is missing"):
+        get_reward("sa-iqa", {"path": str(tiny_vlm_path)})
+
+
+def test_unknown_dimension_is_named(scorer_dir):
+    with pytest.raises(ValueError, match=r"\['layout'\] are not in this scorer"):
+        get_reward("sa-iqa", {"path": str(scorer_dir), "dimensions": ["layout"]})
