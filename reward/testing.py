@@ -20,8 +20,9 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-Family = Literal["qwen2_vl", "qwen2_5_vl"]
-FAMILIES: tuple[str, ...] = ("qwen2_vl", "qwen2_5_vl")
+Family = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+FAMILIES: tuple[str, ...] = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+PATCH = {"qwen2_vl": 14, "qwen2_5_vl": 14, "qwen3_vl": 16}  # vision patch size of each family
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -157,7 +158,7 @@ def _mrope_section(head_dim: int) -> list[int]:
 
 
 def _vlm_config(family: str, tokenizer, hidden: int, layers: int, vision_embed: int):
-    from transformers import Qwen2_5_VLConfig, Qwen2VLConfig
+    from transformers import Qwen2_5_VLConfig, Qwen2VLConfig, Qwen3VLConfig
 
     ids = {
         "image_token_id": tokenizer.convert_tokens_to_ids("<|image_pad|>"),
@@ -175,6 +176,13 @@ def _vlm_config(family: str, tokenizer, hidden: int, layers: int, vision_embed: 
                   "out_hidden_size": hidden, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
                   "window_size": 56, "fullatt_block_indexes": [1]}  # fmt: skip
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
+    if family == "qwen3_vl":
+        text["head_dim"] = hidden // 4
+        text["rope_parameters"]["mrope_interleaved"] = True
+        vision = {"depth": 2, "hidden_size": vision_embed, "intermediate_size": vision_embed * 2, "num_heads": 2,
+                  "out_hidden_size": hidden, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                  "num_position_embeddings": 64, "deepstack_visual_indexes": [0]}  # fmt: skip
+        return Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
     raise ValueError(f"unknown tiny VLM family {family!r}; choose one of {', '.join(FAMILIES)}")
 
 
@@ -186,12 +194,12 @@ def make_tiny_vlm(
     hidden: int = 64,
     layers: int = 2,
     vision_embed: int = 32,
-    image_pixels: int = 56 * 56,
+    image_pixels: int | None = None,
 ) -> Path:
     """Build a tiny random Qwen-VL checkpoint in ``out_dir`` (reused if it already holds one) and return it.
 
-    ``image_pixels`` bounds the image processor (56*56 -> 4 image tokens). Larger ``hidden``/``layers``/
-    ``image_pixels`` give the bigger random configs used by ``bench/``.
+    ``image_pixels`` bounds the image processor (default: 4 patches a side -> 4 image tokens). Larger
+    ``hidden``/``layers``/``image_pixels`` give the bigger random configs used by ``bench/``.
     """
     from transformers import AutoModelForImageTextToText
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
@@ -206,9 +214,11 @@ def make_tiny_vlm(
     model = AutoModelForImageTextToText.from_config(config)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    image_processor = Qwen2VLImageProcessorPil(min_pixels=image_pixels, max_pixels=image_pixels)
+    pixels = image_pixels or (4 * PATCH[family]) ** 2
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=pixels, max_pixels=pixels, patch_size=PATCH[family])
     image_processor.save_pretrained(out)
-    processor_cls = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor"}[family]
+    processor_cls = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor",
+                     "qwen3_vl": "Qwen3VLProcessor"}[family]  # fmt: skip
     (out / "processor_config.json").write_text(json.dumps({"processor_class": processor_cls}, indent=2))
     (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
     logger.info("built tiny %s (%d params) in %s", family, sum(p.numel() for p in model.parameters()), out)

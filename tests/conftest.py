@@ -33,6 +33,14 @@ def tiny_vlm25_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_vlm3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen3-VL checkpoint (patch 16, deepstack, interleaved M-RoPE)."""
+    from reward.testing import make_tiny_vlm
+
+    return make_tiny_vlm(tmp_path_factory.mktemp("tiny-qwen3-vl"), family="qwen3_vl")
+
+
+@pytest.fixture(scope="session")
 def tiny_vlm(tiny_vlm_path: Path):
     """The tiny Qwen2-VL loaded for scoring (shared: tests must not modify its weights)."""
     from reward.vlm import load_vlm

@@ -91,8 +91,9 @@ def test_per_group_queries_and_vocab_distribution(tiny_vlm):
     assert result.logprobs[0, 0, 0] == pytest.approx(result.vocab[0, 0, good].item(), abs=1e-6)
 
 
-def test_qwen2_5_vl_shared_prefix_equals_plain(tiny_vlm25_path):
-    vlm = load_vlm(tiny_vlm25_path)
+@pytest.mark.parametrize("family", ["tiny_vlm25_path", "tiny_vlm3_path"])
+def test_qwen2_5_vl_and_qwen3_vl_shared_prefix_equals_plain(family, request):
+    vlm = load_vlm(request.getfixturevalue(family))
     images = [[im] for im in random_images(2, seed=4, sizes=(56, 84))]
     plain = vlm.option_logprobs(images, QUERIES, reuse_prefix=False).logprobs
     cached = vlm.option_logprobs(images, QUERIES, reuse_prefix=True).logprobs
