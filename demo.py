@@ -81,7 +81,7 @@ def fusion_section(out: Path, scorer: str, bench: str) -> str:
 
     cfg = _compose(
         "fusion",
-        [f"pairs={Path(bench) / 'pairs.jsonl'}", f"scores={out / 'sft' / 'scores.jsonl'}",
+        [f"pairs={Path(bench) / 'pairs.jsonl'}", f"scores={out / 'sft' / 'scores.jsonl'}", f"scores_root={bench}",
          f"out={out / 'fusion' / 'fusion_weights.json'}"],
     )  # fmt: skip
     run_fit(cfg)

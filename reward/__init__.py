@@ -1,6 +1,27 @@
-"""perceptual-rewards: the common language of the toolkit (VLM option scoring, rewards, metrics, data)."""
+"""perceptual-rewards: the common language of the toolkit (VLM option scoring, rewards, metrics, data).
 
-from reward.base import Reward, RewardOutput
-from reward.registry import get_reward, list_rewards, register_reward, reward_info
+The public API is imported lazily so that light modules (``reward.manifest``, ``reward.metrics``) load
+without torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["Reward", "RewardOutput", "get_reward", "list_rewards", "register_reward", "reward_info"]
+
+_HOME = {
+    "Reward": "reward.base",
+    "RewardOutput": "reward.base",
+    "get_reward": "reward.registry",
+    "list_rewards": "reward.registry",
+    "register_reward": "reward.registry",
+    "reward_info": "reward.registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'reward' has no attribute {name!r}")

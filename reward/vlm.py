@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -157,6 +158,7 @@ class VLM:
         self.tokenizer = processor.tokenizer
         self.batch_size = batch_size
         self.prefix = PrefixEncoder(model, processor)
+        self._render_cached = functools.lru_cache(maxsize=4096)(self.render)  # same prompts recur every batch
 
     @property
     def device(self) -> torch.device:
@@ -176,7 +178,7 @@ class VLM:
         return text + response_prefix
 
     def candidate_ids(self, query: OptionQuery, system: str | None = None) -> list[int]:
-        context = self.render(0, query.question, query.response_prefix, system)
+        context = self._render_cached(0, query.question, query.response_prefix, system)
         return resolve_candidates(self.tokenizer, context, query.options, query.separator)
 
     # -- option log-probabilities ----------------------------------------------------------------------
@@ -204,7 +206,7 @@ class VLM:
         groups_per_batch = max(1, self.batch_size // max(n_q, 1)) if reuse_prefix else max(1, self.batch_size)
         for start in range(0, len(images), groups_per_batch):
             chunk = range(start, min(len(images), start + groups_per_batch))
-            texts = [[self.render(len(images[g]), q.question, q.response_prefix, system) for q in per_group[g]]
+            texts = [[self._render_cached(len(images[g]), q.question, q.response_prefix, system) for q in per_group[g]]
                      for g in chunk]  # fmt: skip
             imgs = [list(images[g]) for g in chunk]
             if reuse_prefix:

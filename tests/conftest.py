@@ -8,6 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # scipy's tiny fits slow down 20-50x with BLAS threads
 
 from pathlib import Path  # noqa: E402
 
