@@ -127,3 +127,24 @@ def test_config_problems_are_reported_together(tmp_path):
     with pytest.raises(ValueError) as err:
         parse_settings(_cfg(["model.path=m", "data.train=synthetic", f"output_dir={tmp_path}", "resume=maybe"]))
     assert "resume='maybe'" in str(err.value) and "trainer.max_steps" in str(err.value)
+
+
+def test_soft_targets_draw_words_whose_mean_value_is_the_mos(tiny_vlm_path):
+    """Unit check of the data path (no training): mean drawn level over many reads = the MOS."""
+    import numpy as np
+
+    from training.sft_data import answer
+
+    queries = {"lighting": {"question": "q", "response_prefix": "The level is"}}
+    words = ["bad", "poor", "fair", "good", "excellent"]
+    rng = np.random.default_rng(0)
+    drawn = [answer(queries, "lighting", 3.3, words, (1.0, 5.0), 0.5, rng).split()[-1][:-1] for _ in range(4000)]
+    mean_level = np.mean([words.index(w) + 1 for w in drawn])
+    assert mean_level == pytest.approx(3.3, abs=0.05)
+    assert answer(queries, "lighting", 3.3, words, (1.0, 5.0)) == "The level is fair."  # hard target: the bin
+
+
+def test_soft_target_training_runs_from_a_manifest(tiny_vlm_path, bench, tmp_path):
+    extra = ("data.soft_targets=true", "data.test=null")
+    result = run_sft(_cfg(_base(tiny_vlm_path, bench, tmp_path / "run", steps=2, extra=extra)))
+    assert result["global_step"] == 2 and (tmp_path / "run" / "scorer" / "sa_iqa.json").exists()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from reward.data import RatingRow, load_ratings
-from training.targets import mos_to_word
+from training.targets import mos_to_word, soft_target
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +28,26 @@ def conversation(question: str, answer: str) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def answer(queries: Mapping[str, Mapping[str, str]], dimension: str, mos: float, words_worst_first: Sequence[str],
-           mos_range: tuple[float, float]) -> str:  # fmt: skip
-    """The target response: the dimension's response prefix, its rating word (equal-width MOS bins), a full stop."""
-    word = mos_to_word(mos, words_worst_first, mos_range)
+def answer(
+    queries: Mapping[str, Mapping[str, str]],
+    dimension: str,
+    mos: float,
+    words_worst_first: Sequence[str],
+    mos_range: tuple[float, float],
+    soft_std: float | None = None,
+    rng: np.random.Generator | None = None,
+) -> str:
+    """The target response: the dimension's response prefix, its rating word, a full stop.
+
+    Hard targets (``soft_std=None``): the word of the MOS's equal-width bin. Soft targets: the word is drawn
+    from :func:`training.targets.soft_target` (a distribution over the levels whose expectation is the MOS), so
+    the expected cross-entropy equals the cross-entropy against that soft distribution (DeQA-Score's target).
+    """
+    if soft_std is None:
+        word = mos_to_word(mos, words_worst_first, mos_range)
+    else:
+        probs = soft_target(mos, soft_std, n_levels=len(words_worst_first), scale=mos_range)
+        word = words_worst_first[int((rng or np.random.default_rng()).choice(len(probs), p=probs))]
     return f"{queries[dimension]['response_prefix']} {word}."
 
 
@@ -43,6 +59,8 @@ def manifest_dataset(
     mos_range: tuple[float, float] = (1.0, 5.0),
     skip_bad: bool = True,
     max_pixels: int | None = 36_000_000,
+    soft_std: float | None = None,
+    seed: int = 0,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
@@ -63,17 +81,45 @@ def manifest_dataset(
             skipped += 1
             continue
         rows.append(row)
-    records = {"images": [], "prompt": [], "completion": []}
+    records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": [], "dimension": [], "mos": []}
     for row in rows:
         conv = conversation(queries[row.dimension]["question"],
                             answer(queries, row.dimension, row.mos, words_worst_first, mos_range))  # fmt: skip
         records["images"].append([row.image if not isinstance(row.image, Path) else str(row.image)])
         records["prompt"].append(conv["prompt"])
         records["completion"].append(conv["completion"])
+        records["dimension"].append(row.dimension)
+        records["mos"].append(row.mos)
     ds = datasets.Dataset.from_dict(records)
     ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))
+    if soft_std is not None:  # a new rating word is drawn each time an example is read
+        ds.set_transform(_SoftTargets(queries, words_worst_first, mos_range, soft_std, seed))
+    else:
+        ds = ds.remove_columns(["dimension", "mos"])
     logger.info("SFT data: %d examples from %s (%d rows skipped)", len(ds), result.source, skipped)
     return ds, skipped
+
+
+class _SoftTargets:
+    """``datasets`` transform: decode the images, draw each example's rating word from its soft target."""
+
+    def __init__(self, queries: Mapping[str, Mapping[str, str]], words: Sequence[str],
+                 mos_range: tuple[float, float], soft_std: float, seed: int) -> None:  # fmt: skip
+        self.queries, self.words, self.mos_range, self.soft_std = queries, list(words), mos_range, soft_std
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        import datasets
+
+        feature = datasets.Image()
+        images = [[feature.decode_example(im) for im in ims] for ims in batch["images"]]
+        completions = [
+            conversation("", answer(self.queries, d, m, self.words, self.mos_range, self.soft_std, self.rng))[
+                "completion"
+            ]
+            for d, m in zip(batch["dimension"], batch["mos"], strict=True)
+        ]
+        return {"images": images, "prompt": batch["prompt"], "completion": completions}
 
 
 def synthetic_stream(
@@ -83,6 +129,7 @@ def synthetic_stream(
     seed: int = 0,
     size: int = 64,
     mos_range: tuple[float, float] = (1.0, 5.0),
+    soft_std: float | None = None,
 ) -> Any:
     """An endless ``datasets.IterableDataset`` of fresh procedural scenes, one random dimension each.
 
@@ -102,13 +149,18 @@ def synthetic_stream(
     return datasets.IterableDataset.from_generator(
         _synthetic_rows,
         gen_kwargs={"queries": dict(queries), "words": tuple(words_worst_first), "seed": seed, "size": size,
-                    "mos_range": mos_range},
+                    "mos_range": mos_range, "soft_std": soft_std},
         features=features,
     )  # fmt: skip
 
 
 def _synthetic_rows(
-    queries: dict, words: tuple[str, ...], seed: int, size: int, mos_range: tuple[float, float]
+    queries: dict,
+    words: tuple[str, ...],
+    seed: int,
+    size: int,
+    mos_range: tuple[float, float],
+    soft_std: float | None = None,
 ) -> Iterator[dict[str, Any]]:
     from training.synthetic import example_at
 
@@ -120,7 +172,10 @@ def _synthetic_rows(
         if not known:
             raise ValueError(f"data.train=synthetic renders {sorted(ex.mos)}; prompt.dimensions {dims} has none")
         dim = known[int(np.random.default_rng([seed, index, 7]).integers(len(known)))]
-        conv = conversation(queries[dim]["question"], answer(queries, dim, ex.mos[dim], words, mos_range))
+        rng = np.random.default_rng([seed, index, 11])
+        conv = conversation(
+            queries[dim]["question"], answer(queries, dim, ex.mos[dim], words, mos_range, soft_std, rng)
+        )
         text_parts = conv["prompt"][0]["content"]
         conv["prompt"][0]["content"] = [{"type": p["type"], "text": p.get("text")} for p in text_parts]
         conv["completion"][0]["content"] = [{"type": "text", "text": conv["completion"][0]["content"][0]["text"]}]

@@ -64,6 +64,8 @@ class DataSettings:
     max_pixels: int = 36_000_000
     synthetic_seed: int = 0  # data.train=synthetic: stream seed
     synthetic_size: int = 64  # data.train=synthetic: image size in pixels
+    soft_targets: bool = False  # draw the rating word from a distribution with expectation = MOS (DeQA-Score)
+    soft_std: float = 0.5  # std (MOS units) of that distribution
 
 
 @dataclass
@@ -161,6 +163,7 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
     args.setdefault("max_length", None)  # never cut the image tokens
+    args.setdefault("remove_unused_columns", False)  # the soft-target transform reads dimension and mos
     try:
         return SFTConfig(output_dir=str(out), **args)
     except TypeError as err:
@@ -221,12 +224,14 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
 
     worst_first = list(reversed(_sorted_words(s)))
     mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
+    soft = s.data.soft_std if s.data.soft_targets else None
     if s.data.train == "synthetic":
         ds = synthetic_stream(queries, worst_first, seed=s.data.synthetic_seed, size=s.data.synthetic_size,
-                              mos_range=mos_range)  # fmt: skip
+                              mos_range=mos_range, soft_std=soft)  # fmt: skip
         return ds, 0
+    seed = int(s.trainer.get("seed", 42))
     return manifest_dataset(s.data.train, queries, worst_first, mos_range=mos_range, skip_bad=s.data.skip_bad,
-                            max_pixels=s.data.max_pixels)  # fmt: skip
+                            max_pixels=s.data.max_pixels, soft_std=soft, seed=seed)  # fmt: skip
 
 
 def _sorted_words(s: SftSettings) -> list[str]:
