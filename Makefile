@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	DS_BUILD_OPS=0 $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,deepspeed]'
 	touch $(STAMP)
 
 demo: $(STAMP)  ## the main job on the embedded default: tiny offline VLM, sample images, report in demo_out/
