@@ -195,7 +195,8 @@ class VLM:
         """Log-probabilities of each query's options for each image group, one forward pass per batch.
 
         ``queries`` is either one list asked about every group, or one list per group (same length for all).
-        With ``reuse_prefix`` the images are encoded once per group and their KV cache serves all queries.
+        With ``reuse_prefix`` the images are encoded once per group and their KV cache serves all queries (used
+        when there are several queries and every group has images; otherwise the plain path is as fast).
         """
         per_group = _per_group_queries(images, queries)
         n_q = len(per_group[0]) if per_group else 0
@@ -203,7 +204,8 @@ class VLM:
         k_max = max((len(i) for row in ids for i in row), default=0)
         out = torch.full((len(images), n_q, k_max), -math.inf)
         vocab_out: list[torch.Tensor] = []
-        groups_per_batch = max(1, self.batch_size // max(n_q, 1)) if reuse_prefix else max(1, self.batch_size)
+        reuse_prefix = reuse_prefix and n_q > 1 and all(len(g) > 0 for g in images)
+        groups_per_batch = max(1, self.batch_size // max(n_q, 1))
         for start in range(0, len(images), groups_per_batch):
             chunk = range(start, min(len(images), start + groups_per_batch))
             texts = [[self._render_cached(len(images[g]), q.question, q.response_prefix, system) for q in per_group[g]]

@@ -113,3 +113,8 @@ def test_generate_is_deterministic_greedy_and_batched(tiny_vlm):
 def test_missing_model_path_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_vlm(tmp_path / "nope")
+
+
+def test_text_only_queries_use_the_plain_path(tiny_vlm):
+    out = tiny_vlm.option_logprobs([[], []], QUERIES[:2]).logprobs
+    assert out.shape == (2, 2, 5) and torch.allclose(out[0], out[1])  # no image: both groups are the same prompt
