@@ -112,7 +112,11 @@ def evaluate_rows(
     base: Path | None = None,
     source: str = "manifest",
 ) -> EvalResult:
-    """Score ``rows`` and compute PLCC/SRCC/KRCC/HOR per dimension and overall."""
+    """Score ``rows`` and compute PLCC/SRCC/KRCC/HOR per dimension and overall.
+
+    A reward without dimensions is compared with every row; one with dimensions only with the rows of its own
+    dimensions (the others are skipped and counted, never compared with the fused score).
+    """
     scored, skipped = score_rows(reward, rows, settings, base=base, source=source)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
@@ -123,6 +127,10 @@ def evaluate_rows(
                 skipped.append(SkippedRow(row.line, f"image {key} could not be scored"))
             continue
         entry = scored[key]
+        has_dims = len(entry) > 1
+        if has_dims and row.dimension not in entry:  # a per-dimension reward that does not score this one
+            skipped.append(SkippedRow(row.line, f"the reward has no dimension {row.dimension!r}"))
+            continue
         pred = entry.get(row.dimension, entry["score"])
         preds, moses = by_dim.setdefault(row.dimension, ([], []))
         preds.append(pred)

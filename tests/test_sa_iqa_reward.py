@@ -74,3 +74,16 @@ def test_a_directory_without_metadata_is_a_clear_error(tiny_vlm_path):
 def test_unknown_dimension_is_named(scorer_dir):
     with pytest.raises(ValueError, match=r"\['layout'\] are not in this scorer"):
         get_reward("sa-iqa", {"path": str(scorer_dir), "dimensions": ["layout"]})
+
+
+def test_evaluation_skips_rows_of_dimensions_the_scorer_does_not_have(scorer_dir, tmp_path):
+    from reward.data import load_ratings
+    from reward.evaluation import EvalSettings, evaluate_rows
+    from training.synthetic import write_benchmark
+
+    bench = write_benchmark(tmp_path / "b", 4, size=56, seed=1)  # rows for layout, harmony, lighting, distortion
+    rows = load_ratings(bench.ratings).rows
+    reward = get_reward("sa-iqa", {"path": str(scorer_dir)})  # lighting and harmony only
+    result = evaluate_rows(reward, rows, EvalSettings(), score_range=(1.0, 5.0), base=bench.root)
+    assert set(result.predictions) == {"lighting", "harmony"}
+    assert len(result.skipped) == 8 and "no dimension 'layout'" in " ".join(s.reason for s in result.skipped)
