@@ -63,6 +63,18 @@ def run_case(vlm, n_images: int, n_queries: int, size: int, repeats: int) -> dic
     return {"plain_s": t_plain, "cached_s": t_cached, "ratio": t_plain / t_cached, "max_abs_diff": err}
 
 
+def run_batching_case(vlm, n_images: int, size: int, repeats: int) -> dict[str, float]:
+    """One query per image: all images in one batched forward vs one forward per image."""
+    rng = np.random.default_rng(1)
+    images = [[Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))] for _ in range(n_images)]
+    query = _queries(1)
+    t_single, t_batched = _time_alternating(
+        [lambda: [vlm.option_logprobs([g], query) for g in images], lambda: vlm.option_logprobs(images, query)],
+        repeats,
+    )
+    return {"single_s": t_single, "batched_s": t_batched, "ratio": t_single / t_batched}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny model only")
@@ -77,7 +89,7 @@ def main() -> None:
              {"hidden": 512, "layers": 8, "vision_embed": 128, "image_pixels": 448 * 448}, 448)
         )  # fmt: skip
     cases = [(1, 4), (1, 16), (4, 4)]
-    rows = []
+    rows, batching = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for label, kwargs, size in configs:
             vlm = load_vlm(make_tiny_vlm(Path(tmp) / label.split()[0], **kwargs), batch_size=64)
@@ -85,11 +97,17 @@ def main() -> None:
             for n_images, n_queries in cases:
                 r = run_case(vlm, n_images, n_queries, size, args.repeats)
                 rows.append((f"{label}, {n_params / 1e6:.1f}M", n_images, n_queries, r))
+            b = run_batching_case(vlm, 8, size, args.repeats)
+            batching.append((f"{label}, {n_params / 1e6:.1f}M", b))
     logger.info("%-48s %6s %7s %9s %9s %7s %9s", "model", "images", "queries", "plain s", "cached s", "ratio",
                 "max|diff|")  # fmt: skip
     for label, n_images, n_queries, r in rows:
         logger.info("%-48s %6d %7d %9.4f %9.4f %6.2fx %9.1e", label, n_images, n_queries, r["plain_s"],
                     r["cached_s"], r["ratio"], r["max_abs_diff"])  # fmt: skip
+    logger.info("")
+    logger.info("%-48s %12s %10s %7s", "model (8 images x 1 query)", "one-by-one s", "batched s", "ratio")
+    for label, b in batching:
+        logger.info("%-48s %12.4f %10.4f %6.2fx", label, b["single_s"], b["batched_s"], b["ratio"])
 
 
 if __name__ == "__main__":
