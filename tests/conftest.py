@@ -49,6 +49,22 @@ def tiny_vlm(tiny_vlm_path: Path):
     return load_vlm(tiny_vlm_path, batch_size=8)
 
 
+@pytest.fixture(scope="session")
+def tiny_scorer_path(tiny_vlm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained SA-IQA scorer directory: the tiny model plus sa_iqa.json for lighting and harmony."""
+    import json
+    import shutil
+
+    from training.scorer_format import scorer_metadata
+
+    d = tmp_path_factory.mktemp("scorer")
+    for f in tiny_vlm_path.iterdir():
+        shutil.copy2(f, d / f.name)
+    meta = scorer_metadata(["lighting", "harmony"], prompt_type=1, definitions={})
+    (d / "sa_iqa.json").write_text(json.dumps(meta))
+    return d
+
+
 def random_images(n: int, seed: int = 0, sizes: tuple[int, ...] = (56,)) -> list[Image.Image]:
     rng = np.random.default_rng(seed)
     out = []

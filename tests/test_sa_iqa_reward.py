@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import torch
@@ -11,18 +10,11 @@ from conftest import random_images
 
 from reward import get_reward
 from reward.vlm import OptionQuery
-from training.scorer_format import scorer_metadata
 
 
-@pytest.fixture(scope="module")
-def scorer_dir(tiny_vlm_path, tmp_path_factory):
-    """An (untrained) scorer directory: the tiny model plus sa_iqa.json for two dimensions."""
-    d = tmp_path_factory.mktemp("scorer")
-    for f in tiny_vlm_path.iterdir():
-        shutil.copy2(f, d / f.name)
-    meta = scorer_metadata(["lighting", "harmony"], prompt_type=1, definitions={})
-    (d / "sa_iqa.json").write_text(json.dumps(meta))
-    return d
+@pytest.fixture
+def scorer_dir(tiny_scorer_path):
+    return tiny_scorer_path
 
 
 def test_dimension_scores_are_expected_values_over_the_level_words(scorer_dir, tiny_vlm):
