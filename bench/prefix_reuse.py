@@ -85,8 +85,8 @@ def main() -> None:
     configs = [("tiny (hidden 64, 2 layers, 56 px)", {}, 56)]
     if not args.quick:
         configs.append(
-            ("large (hidden 512, 8 layers, 448 px)",
-             {"hidden": 512, "layers": 8, "vision_embed": 128, "image_pixels": 448 * 448}, 448)
+            ("large (hidden 512, 8 layers, ViT 4x256, 448 px)",
+             {"hidden": 512, "layers": 8, "vision_embed": 256, "vision_depth": 4, "image_pixels": 448 * 448}, 448)
         )  # fmt: skip
     cases = [(1, 4), (1, 16), (4, 4)]
     rows, batching = [], []

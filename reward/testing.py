@@ -157,7 +157,7 @@ def _mrope_section(head_dim: int) -> list[int]:
     return [t, h, half - t - h]
 
 
-def _vlm_config(family: str, tokenizer, hidden: int, layers: int, vision_embed: int):
+def _vlm_config(family: str, tokenizer, hidden: int, layers: int, vision_embed: int, vision_depth: int = 2):
     from transformers import Qwen2_5_VLConfig, Qwen2VLConfig, Qwen3VLConfig
 
     ids = {
@@ -168,20 +168,21 @@ def _vlm_config(family: str, tokenizer, hidden: int, layers: int, vision_embed: 
     }
     text = _text_config(tokenizer, 0, hidden, layers)
     if family == "qwen2_vl":
-        vision = {"depth": 2, "embed_dim": vision_embed, "hidden_size": hidden, "num_heads": 2,
+        vision = {"depth": vision_depth, "embed_dim": vision_embed, "hidden_size": hidden, "num_heads": 2,
                   "mlp_ratio": 2, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}  # fmt: skip
         return Qwen2VLConfig(text_config=text, vision_config=vision, **ids)
     if family == "qwen2_5_vl":
-        vision = {"depth": 2, "hidden_size": vision_embed, "intermediate_size": vision_embed * 2, "num_heads": 2,
-                  "out_hidden_size": hidden, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                  "window_size": 56, "fullatt_block_indexes": [1]}  # fmt: skip
+        vision = {"depth": vision_depth, "hidden_size": vision_embed, "intermediate_size": vision_embed * 2,
+                  "num_heads": 2, "out_hidden_size": hidden, "patch_size": 14, "spatial_merge_size": 2,
+                  "temporal_patch_size": 2, "window_size": 56, "fullatt_block_indexes": [1]}  # fmt: skip
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
     if family == "qwen3_vl":
         text["head_dim"] = hidden // 4
         text["rope_parameters"]["mrope_interleaved"] = True
-        vision = {"depth": 2, "hidden_size": vision_embed, "intermediate_size": vision_embed * 2, "num_heads": 2,
-                  "out_hidden_size": hidden, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                  "num_position_embeddings": 64, "deepstack_visual_indexes": [0]}  # fmt: skip
+        vision = {"depth": vision_depth, "hidden_size": vision_embed, "intermediate_size": vision_embed * 2,
+                  "num_heads": 2, "out_hidden_size": hidden, "patch_size": 16, "spatial_merge_size": 2,
+                  "temporal_patch_size": 2, "num_position_embeddings": 64,
+                  "deepstack_visual_indexes": [0]}  # fmt: skip
         return Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
     raise ValueError(f"unknown tiny VLM family {family!r}; choose one of {', '.join(FAMILIES)}")
 
@@ -194,6 +195,7 @@ def make_tiny_vlm(
     hidden: int = 64,
     layers: int = 2,
     vision_embed: int = 32,
+    vision_depth: int = 2,
     image_pixels: int | None = None,
 ) -> Path:
     """Build a tiny random Qwen-VL checkpoint in ``out_dir`` (reused if it already holds one) and return it.
@@ -209,7 +211,7 @@ def make_tiny_vlm(
         return out
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = make_tokenizer()
-    config = _vlm_config(family, tokenizer, hidden, layers, vision_embed)
+    config = _vlm_config(family, tokenizer, hidden, layers, vision_embed, vision_depth)
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
     model.save_pretrained(out)
