@@ -243,3 +243,18 @@ def test_object_mask_covers_the_box_and_refuses_boxes_not_drawn():
 def test_annotator_panel_needs_a_reliable_annotator():
     with pytest.raises(ValueError, match="unreliable"):
         AnnotatorPanel(n_annotators=2, unreliable=2)
+
+
+def test_clashing_palettes_shift_the_mean_colour_towards_the_clash_hue():
+    # the first-order cue that lets a tiny VLM learn harmony: the mean chroma leans to CLASH_HUE at low levels
+    from training.scenes import CLASH_HUE
+
+    clash = make_colour(0.5, CLASH_HUE, 0.3) - 0.5
+    rng = np.random.default_rng(11)
+    for _ in range(8):
+        spec, others = sample_scene(rng), {**sample_levels(rng), "lighting": 5}
+        lean = []
+        for level in (1, 5):
+            rgb = np.asarray(render(spec, {**others, "harmony": level}, 56), dtype=np.float64) / 255
+            lean.append(float((rgb.reshape(-1, 3).mean(0) - rgb.mean()) @ clash))
+        assert lean[0] > lean[1] + 0.01, lean
