@@ -31,7 +31,9 @@ lighting (a global, first-order luminance change; held-out SRCC 0.97 after 300 s
 (SRCC 0.85 after 800 steps) because clashing palettes lean towards :data:`CLASH_HUE`, which moves the mean
 colour; a harmony built from random hues alone (no mean shift) was not learned in 2000 steps. Material noise
 (distortion) and clutter (layout) are second-order effects masked by the scene content: not learned in 500
-steps, although the same noise on a plain grey image is.
+steps, although the same noise on a plain grey image is. One model trained on lighting and harmony together
+learned both with prompt type 2 (``<harmony>`` tag first: SRCC 0.98 and 0.80 after 1500 steps) but only lighting
+with type 1 (the dimension word mid-sentence; harmony 0.02 after 2500 steps).
 
 Example:
     >>> import numpy as np
