@@ -54,7 +54,7 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
     bench = write_benchmark(out / "benchmark", cfg.sft.test_scenes, size=64, seed=cfg.seed + 1)
     overrides = [
         f"model.path={model}", "data.train=synthetic", f"data.test={bench.ratings}", f"output_dir={out / 'sft'}",
-        "eval_before=true", "prompt.type=1", f"trainer.max_steps={cfg.sft.steps}", "trainer.learning_rate=1e-3",
+        "eval_before=true", "prompt.type=2", f"trainer.max_steps={cfg.sft.steps}", "trainer.learning_rate=1e-3",
         "trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1",
         "trainer.lr_scheduler_type=constant", f"trainer.save_steps={cfg.sft.steps // 2}", "trainer.logging_steps=25",
         f"trainer.seed={cfg.seed}", f"data.synthetic_seed={cfg.seed}",
@@ -67,7 +67,8 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
             rows.append(f"| {dim} | {before[dim]['srcc']:.3f} | {after[dim]['srcc']:.3f} | {after[dim]['plcc']:.3f} |")
     text = (
         "## 2. SA-IQA fine-tuning of the tiny VLM on procedural interiors (`training/sft.py`)\n\n"
-        f"Fresh scenes every step, {cfg.sft.steps} steps of 16; "
+        f"Fresh scenes every step, {cfg.sft.steps} steps of 16, prompt type 2 (the `<dimension>` tag first lets "
+        "the tiny model tell the dimensions apart); "
         f"held-out benchmark of {cfg.sft.test_scenes} scenes.\n\n"
         + "\n".join(rows)
         + f"\n\n![lighting after](sft/scatter_lighting.png)\n\nScorer: `{result['scorer']}` "
