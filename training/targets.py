@@ -33,9 +33,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from reward.scoring import LEVEL_WORDS as _BEST_FIRST
+
 __all__ = ["LEVEL_WORDS", "bin_edges", "mos_to_level", "mos_to_word", "soft_target", "two_point_target"]
 
-LEVEL_WORDS: tuple[str, ...] = ("bad", "poor", "fair", "good", "excellent")  # level 1 .. 5
+LEVEL_WORDS: tuple[str, ...] = tuple(reversed(_BEST_FIRST))  # level 1 .. 5 (bad ... excellent)
 
 
 def bin_edges(n_levels: int = 5, scale: tuple[float, float] = (1.0, 5.0)) -> tuple[float, ...]:
