@@ -88,11 +88,14 @@ def fusion_section(out: Path, scorer: str, bench: str) -> str:
     run_fit(cfg)
     weights = json.loads((out / "fusion" / "fusion_weights.json").read_text())
     table = "\n".join(f"| {d} | {w:.3f} |" for d, w in zip(weights["dimensions"], weights["weights"], strict=True))
-    truth = json.loads((Path(bench) / "benchmark.json").read_text()).get("preference_weights", {})
+    pref = json.loads((Path(bench) / "benchmark.json").read_text()).get("preference", {})
+    truth = {d: round(w, 3) for d, w in pref.get("bradley_terry_weights", {}).items()}
     return (
         "## 3. Bradley-Terry fusion of the four dimensions (`fusion/fit.py`)\n\n"
-        f"Fitted on the benchmark's preference pairs with the fine-tuned scorer's dimension scores "
-        f"(true generating weights: {truth}).\n\n| dimension | weight |\n|---|---|\n{table}\n\n"
+        f"Fitted on the benchmark's preference pairs with the fine-tuned scorer's dimension scores. The pairs were "
+        f"drawn from true levels with Bradley-Terry weights {truth}; the fitted weights can only recover them as far "
+        f"as the scorer's dimension scores track the true levels (table above).\n\n"
+        f"| dimension | weight |\n|---|---|\n{table}\n\n"
         "![weights](fusion/fusion_weights.png)\n"
     )
 
