@@ -79,3 +79,15 @@ def test_evaluation_skips_rows_of_dimensions_the_scorer_does_not_have(scorer_dir
     result = evaluate_rows(reward, rows, EvalSettings(), score_range=(1.0, 5.0), base=bench.root)
     assert set(result.predictions) == {"lighting", "harmony"}
     assert len(result.skipped) == 8 and "no dimension 'layout'" in " ".join(s.reason for s in result.skipped)
+
+
+def test_saved_processor_names_the_real_processor_class(tiny_vlm, tmp_path):
+    from reward.vlm import load_processor
+    from training.sft_run import save_processor
+
+    (tmp_path / "source").mkdir()  # a source checkpoint without processor_config.json
+    save_processor(tiny_vlm.processor, tmp_path / "out", tmp_path / "source")
+    assert json.loads((tmp_path / "out" / "processor_config.json").read_text()) == {
+        "processor_class": "Qwen2VLProcessor"
+    }
+    assert load_processor(tmp_path / "out").tokenizer.padding_side == "left"

@@ -273,9 +273,9 @@ def save_processor(processor: Any, out: Path, source: Path) -> None:
         if (source / name).is_file():
             shutil.copy2(source / name, out / name)
     if not (out / "processor_config.json").exists():
-        (out / "processor_config.json").write_text(
-            json.dumps({"processor_class": type(processor).__mro__[1].__name__})
-        )
+        cls = type(processor)
+        name = cls.__mro__[1].__name__ if cls.__name__.startswith("_NoVideo") else cls.__name__
+        (out / "processor_config.json").write_text(json.dumps({"processor_class": name}))
 
 
 def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
