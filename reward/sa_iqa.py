@@ -20,13 +20,13 @@ from PIL import Image
 
 from reward.base import RewardOutput
 from reward.config import from_mapping
+from reward.fusion_weights import WEIGHTS_FILENAME, load_weights
 from reward.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_processor, resolve_device, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
 METADATA = "sa_iqa.json"
-FUSION_FILE = "fusion_weights.json"
 
 
 @dataclass
@@ -58,11 +58,8 @@ def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor |
     """Weights ordered as ``dimensions`` from a fusion weights file, or ``None`` when there is no file."""
     if not path.is_file():
         return None
-    data = json.loads(path.read_text())
-    names, weights = data.get("dimensions"), data.get("weights")
-    if not isinstance(names, list) or not isinstance(weights, list) or len(names) != len(weights):
-        raise ValueError(f"{path}: expected 'dimensions' and 'weights' lists of equal length (fusion/fit.py format)")
-    table = dict(zip(names, weights, strict=True))
+    fw = load_weights(path)
+    table = dict(zip(fw.dimensions, fw.weights, strict=True))
     missing = [d for d in dimensions if d not in table]
     if missing:
         raise ValueError(f"{path}: no weight for dimensions {missing}; refit with fusion/fit.py on all dimensions")
@@ -125,7 +122,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     device = resolve_device(config.device)
     model = load_scorer_model(config.path, meta, resolve_dtype(config.dtype, device), device)
     vlm = VLM(model, load_processor(config.path), batch_size=config.batch_size)
-    fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / FUSION_FILE
+    fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise FileNotFoundError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
     dims = config.dimensions or list(meta["queries"])

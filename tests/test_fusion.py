@@ -25,7 +25,7 @@ from fusion.bradley_terry import (
     pairwise_accuracy,
 )
 from fusion.uncertainty import bootstrap_intervals, heldout_comparison, heldout_split
-from fusion.weights import WEIGHTS_FILENAME, FusionWeights, load_weights, save_weights
+from reward.fusion_weights import WEIGHTS_FILENAME, FusionWeights, load_weights, save_weights
 
 TRUE_W = np.array([1.2, 0.8, 0.5, 0.2])
 
@@ -311,7 +311,7 @@ def test_save_weights_is_atomic_when_the_write_fails(tmp_path, monkeypatch):
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr("fusion.weights.os.replace", broken_replace)
+    monkeypatch.setattr("reward.fusion_weights.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         save_weights(path, FusionWeights(("layout",), (5.0,)))
     assert path.read_text() == before
@@ -371,10 +371,12 @@ def test_fuse_names_missing_dimensions_and_shape_mismatches():
         fw.fuse({"layout": np.ones(2), "lighting": np.ones(3)})
 
 
-@pytest.mark.parametrize("module", ["bradley_terry", "uncertainty", "weights", "report", "cli"])
+@pytest.mark.parametrize(
+    "module", ["fusion.bradley_terry", "fusion.uncertainty", "reward.fusion_weights", "fusion.report", "fusion.cli"]
+)
 def test_docstring_examples_run(module):
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module(f"fusion.{module}"))
+    result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0

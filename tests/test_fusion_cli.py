@@ -22,7 +22,7 @@ import reward
 from fusion.bradley_terry import outcome_probabilities
 from fusion.cli import FusionSettings, run_fit
 from fusion.fit import main
-from fusion.weights import load_weights
+from reward.fusion_weights import load_weights
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"

@@ -1,5 +1,8 @@
 """The fusion weights file: what ``fusion/fit.py`` writes and what ``reward=sa-iqa`` reads from a scorer directory.
 
+It lives in ``reward`` because both sides of that contract use it (``fusion`` may import ``reward``, not the
+reverse).
+
 Format (JSON)::
 
     {"dimensions": ["layout", "harmony", ...], "weights": [...], "ci_low": [...] | null, "ci_high": [...] | null,
