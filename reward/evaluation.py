@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
 from reward.base import Reward
 from reward.data import ImageError, RatingRow, SkippedRow, load_image
 from reward.files import atomic_write_json, atomic_write_jsonl
-from reward.metrics import bootstrap_ci, hor, srcc, summarize
+from reward.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
 from reward.plots import scatter_vs_mos
 
 logger = logging.getLogger(__name__)
@@ -162,11 +161,6 @@ def _json_safe(v: Any) -> Any:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def to_mos_scale(pred: np.ndarray, score_range: tuple[float, float], mos_range: tuple[float, float]) -> np.ndarray:
-    (p_lo, p_hi), (m_lo, m_hi) = score_range, mos_range
-    return (pred - p_lo) / (p_hi - p_lo) * (m_hi - m_lo) + m_lo
-
-
 def write_results(
     out_dir: str | Path, result: EvalResult, settings: EvalSettings, score_range: tuple[float, float], title: str
 ) -> dict[str, Path]:
@@ -200,7 +194,3 @@ def format_table(metrics: dict[str, dict[str, Any]]) -> str:
             cells.append(f"{'n/a':>14}" if v is None else f"{v:>14d}" if c == "n" else f"{v:>14.4f}")
         lines.append(f"{dim:<14}" + "".join(cells))
     return "\n".join(lines)
-
-
-def scores_tensor(entries: Sequence[dict[str, float]], key: str = "score") -> torch.Tensor:
-    return torch.tensor([e[key] for e in entries], dtype=torch.float32)

@@ -138,6 +138,16 @@ def plcc_logistic(pred: Any, mos: Any) -> float:
     return direction * float(stats.pearsonr(fitted, m)[0])
 
 
+def to_mos_scale(pred: np.ndarray, pred_range: tuple[float, float], mos_range: tuple[float, float]) -> np.ndarray:
+    """Map predictions linearly from ``pred_range`` onto ``mos_range``.
+
+    >>> to_mos_scale(np.array([0.0, 0.5, 1.0]), (0, 1), (1, 5)).tolist()
+    [1.0, 3.0, 5.0]
+    """
+    (p_lo, p_hi), (m_lo, m_hi) = pred_range, mos_range
+    return (np.asarray(pred, dtype=float) - p_lo) / (p_hi - p_lo) * (m_hi - m_lo) + m_lo
+
+
 def hor(
     pred: Any,
     mos: Any,
@@ -162,7 +172,7 @@ def hor(
         raise ValueError(
             f"pred_range {pred_range} and mos_range {mos_range} must each be (low, high) with low < high."
         )
-    mapped = (p - p_lo) / (p_hi - p_lo) * (m_hi - m_lo) + m_lo
+    mapped = to_mos_scale(p, pred_range, mos_range)
     low = m <= tau_low + 1e-9
     if not low.any():
         warnings.warn(
