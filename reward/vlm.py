@@ -200,7 +200,8 @@ class VLM:
         """
         per_group = _per_group_queries(images, queries)
         n_q = len(per_group[0]) if per_group else 0
-        ids = [[self.candidate_ids(q, system) for q in qs] for qs in per_group]
+        resolved = {q: self.candidate_ids(q, system) for q in dict.fromkeys(q for qs in per_group for q in qs)}
+        ids = [[resolved[q] for q in qs] for qs in per_group]  # each distinct query resolved once per call
         k_max = max((len(i) for row in ids for i in row), default=0)
         out = torch.full((len(images), n_q, k_max), -math.inf)
         vocab_out: list[torch.Tensor] = []
