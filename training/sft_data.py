@@ -21,9 +21,12 @@ logger = logging.getLogger(__name__)
 
 
 def conversation(question: str, answer: str) -> dict[str, list[dict[str, Any]]]:
-    """The prompt (user turn: the image, then the question) and completion (assistant turn) of one example."""
+    """The prompt (user turn: the image, then the question) and completion (assistant turn) of one example.
+
+    Every content part has both keys (``text`` is ``None`` for the image) so that all rows share one Arrow schema.
+    """
     return {
-        "prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}],
+        "prompt": [{"role": "user", "content": [{"type": "image", "text": None}, {"type": "text", "text": question}]}],
         "completion": [{"role": "assistant", "content": [{"type": "text", "text": answer}]}],
     }
 
@@ -164,20 +167,17 @@ def _synthetic_rows(
 ) -> Iterator[dict[str, Any]]:
     from training.synthetic import example_at
 
-    dims = [d for d in queries]
+    dims = list(queries)
     index = 0
     while True:
         ex = example_at(seed, index, size)
         known = [d for d in dims if d in ex.mos]
         if not known:
             raise ValueError(f"data.train=synthetic renders {sorted(ex.mos)}; prompt.dimensions {dims} has none")
-        dim = known[int(np.random.default_rng([seed, index, 7]).integers(len(known)))]
-        rng = np.random.default_rng([seed, index, 11])
+        rng = np.random.default_rng([seed, index, 7])  # which dimension, and the soft-target draw
+        dim = known[int(rng.integers(len(known)))]
         conv = conversation(
             queries[dim]["question"], answer(queries, dim, ex.mos[dim], words, mos_range, soft_std, rng)
         )
-        text_parts = conv["prompt"][0]["content"]
-        conv["prompt"][0]["content"] = [{"type": p["type"], "text": p.get("text")} for p in text_parts]
-        conv["completion"][0]["content"] = [{"type": "text", "text": conv["completion"][0]["content"][0]["text"]}]
         yield {"images": [ex.image], **conv}
         index += 1
