@@ -22,7 +22,7 @@ from reward.base import RewardOutput
 from reward.config import from_mapping
 from reward.fusion_weights import WEIGHTS_FILENAME, load_weights
 from reward.scoring import expected_value
-from reward.vlm import VLM, OptionQuery, load_processor, resolve_device, resolve_dtype
+from reward.vlm import VLM, OptionQuery, load_vlm
 
 logger = logging.getLogger(__name__)
 
@@ -102,26 +102,12 @@ class SaIqaReward:
         return RewardOutput(scores=fused.float(), dimensions=dims)
 
 
-def load_scorer_model(path: str | Path, meta: dict[str, Any], dtype: torch.dtype, device: torch.device) -> Any:
-    """The scorer's model: a full checkpoint, or the base model named in the metadata plus this LoRA adapter."""
-    from transformers import AutoModelForImageTextToText
-
-    if meta.get("base_model"):
-        from peft import PeftModel
-
-        base = AutoModelForImageTextToText.from_pretrained(meta["base_model"], dtype=dtype)
-        model = PeftModel.from_pretrained(base, str(path)).merge_and_unload()
-    else:
-        model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
-    return model.to(device).eval()
-
-
 def build(cfg: dict[str, Any]) -> SaIqaReward:
     config = from_mapping(SaIqaConfig, cfg, where="reward")
     meta = read_metadata(config.path)
-    device = resolve_device(config.device)
-    model = load_scorer_model(config.path, meta, resolve_dtype(config.dtype, device), device)
-    vlm = VLM(model, load_processor(config.path), batch_size=config.batch_size)
+    base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
+    vlm = load_vlm(base or config.path, dtype=config.dtype, device=config.device, batch_size=config.batch_size,
+                   adapter=config.path if base else None)  # fmt: skip
     fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise FileNotFoundError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")

@@ -134,8 +134,12 @@ def load_vlm(
     device: str | None = None,
     attn_implementation: str | None = "sdpa",
     batch_size: int = 16,
+    adapter: str | Path | None = None,
 ) -> VLM:
-    """Load a Hugging Face VLM checkpoint directory (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring."""
+    """Load a Hugging Face VLM checkpoint directory (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
+
+    ``adapter``: a peft (LoRA) adapter directory trained on ``path``; it is merged into the weights.
+    """
     from transformers import AutoModelForImageTextToText
 
     if not Path(path).exists() and not str(path).count("/") == 1:
@@ -145,8 +149,12 @@ def load_vlm(
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
-    model = AutoModelForImageTextToText.from_pretrained(path, **kwargs).to(dev).eval()
-    return VLM(model, load_processor(path), batch_size=batch_size)
+    model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    return VLM(model.to(dev).eval(), load_processor(path), batch_size=batch_size)
 
 
 class VLM:
