@@ -19,7 +19,7 @@ def settings_from(cfg: Any) -> EvalSettings:
     return EvalSettings(
         batch_size=int(c.get("batch_size", 16)),
         skip_bad=bool(c.get("skip_bad", False)),
-        max_pixels=c.get("max_pixels", 36_000_000),
+        max_decode_pixels=c.get("max_decode_pixels", 36_000_000),
         mos_range=tuple(c.get("mos_range", (1.0, 5.0))),  # type: ignore[arg-type]
         tau_low=float(c.get("hor", {}).get("tau_low", 3.0)),
         tau_high=float(c.get("hor", {}).get("tau_high", 4.0)),
@@ -41,7 +41,7 @@ def run_evaluate(cfg: Any) -> dict[str, Any]:
         raise ValueError("no output folder given: pass out=DIR")
     settings = settings_from(c)
     manifest = load_ratings(
-        c["data"], skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_pixels,
+        c["data"], skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_decode_pixels,
         mos_range=settings.mos_range,
     )  # fmt: skip
     spec = reward_info(name)

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 class EvalSettings:
     batch_size: int = 16  # images per reward call
     skip_bad: bool = False  # skip (and count) rows whose image cannot be used instead of failing
-    max_pixels: int | None = 36_000_000  # larger images are refused before decoding
+    max_decode_pixels: int | None = 36_000_000  # decode guard: larger images are refused unread
     mos_range: tuple[float, float] = (1.0, 5.0)  # the MOS scale of the manifest
     tau_low: float = 3.0  # HOR: MOS at or below this is "low quality" (on the MOS scale)
     tau_high: float = 4.0  # HOR: predictions at or above this (mapped to the MOS scale) are "high"
@@ -82,7 +82,7 @@ def score_rows(
             try:
                 img = row.image
                 if not isinstance(img, Image.Image):
-                    img = load_image(img, max_pixels=settings.max_pixels)
+                    img = load_image(img, max_pixels=settings.max_decode_pixels)
             except (ImageError, OSError) as err:
                 if not settings.skip_bad:
                     raise ImageError(f"{source}:{row.line}: {err} (skip_bad=true skips such rows)") from err

@@ -14,6 +14,7 @@ from PIL import Image
 
 from reward.base import RewardOutput
 from reward.config import from_mapping
+from reward.loading import ModelLoading, split_loading
 from reward.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
 
@@ -28,15 +29,14 @@ class QBenchConfig:
     ensemble: bool = False  # use Q-Bench+'s synonym sets (good/high/fine vs poor/low/bad) unless words given
     temperature: float = 1.0  # softmax temperature T
     system: str | None = None  # optional system prompt
-    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
-    device: str | None = None  # auto: cuda if available
     batch_size: int = 16  # images per forward pass
+    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.loading.ModelLoading
 
 
 class QBenchReward:
     """Zero-shot good/poor quality in [0, 1] from any chat VLM."""
 
-    def __init__(self, cfg: QBenchConfig, vlm: VLM | None = None) -> None:
+    def __init__(self, cfg: QBenchConfig, vlm: VLM | None = None, loading: ModelLoading | None = None) -> None:
         if cfg.ensemble and cfg.positive == ("good",) and cfg.negative == ("poor",):
             cfg.positive, cfg.negative = QBENCH_POSITIVE_WORDS, QBENCH_NEGATIVE_WORDS
         if not cfg.positive or not cfg.negative:
@@ -47,7 +47,7 @@ class QBenchReward:
                 "per set, so give the same number of words on each side"
             )
         self.cfg = cfg
-        self.vlm = vlm or load_vlm(cfg.model, dtype=cfg.dtype, device=cfg.device, batch_size=cfg.batch_size)
+        self.vlm = vlm or load_vlm(cfg.model, loading, batch_size=cfg.batch_size)
         self.query = OptionQuery(cfg.prompt, tuple(cfg.positive) + tuple(cfg.negative), cfg.response_prefix)
         self.vlm.candidate_ids(self.query, cfg.system)  # fail now, not mid-run, on multi-token words
 
@@ -60,6 +60,7 @@ class QBenchReward:
 
 
 def build(cfg: dict[str, Any]) -> QBenchReward:
-    config = from_mapping(QBenchConfig, cfg, where="reward")
+    loading, rest = split_loading(dict(cfg))
+    config = from_mapping(QBenchConfig, rest, where="reward")
     config.positive, config.negative = tuple(config.positive), tuple(config.negative)
-    return QBenchReward(config)
+    return QBenchReward(config, loading=loading)

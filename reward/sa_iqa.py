@@ -21,6 +21,7 @@ from PIL import Image
 from reward.base import RewardOutput
 from reward.config import from_mapping
 from reward.fusion_weights import WEIGHTS_FILENAME, load_weights
+from reward.loading import split_loading
 from reward.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
 
@@ -34,10 +35,9 @@ class SaIqaConfig:
     path: str  # scorer directory written by training/sft.py (model or adapter, processor, sa_iqa.json)
     fusion: str | None = None  # fusion weights JSON; default: fusion_weights.json in the scorer directory
     dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
-    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
-    device: str | None = None  # null: cuda if available
     batch_size: int = 32  # (image, dimension) queries per forward pass
     reuse_prefix: bool = True  # encode each image once for all its dimensions
+    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.loading.ModelLoading
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -103,11 +103,11 @@ class SaIqaReward:
 
 
 def build(cfg: dict[str, Any]) -> SaIqaReward:
-    config = from_mapping(SaIqaConfig, cfg, where="reward")
+    loading, rest = split_loading(dict(cfg))
+    config = from_mapping(SaIqaConfig, rest, where="reward")
     meta = read_metadata(config.path)
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
-    vlm = load_vlm(base or config.path, dtype=config.dtype, device=config.device, batch_size=config.batch_size,
-                   adapter=config.path if base else None)  # fmt: skip
+    vlm = load_vlm(base or config.path, loading, batch_size=config.batch_size, adapter=config.path if base else None)
     fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise FileNotFoundError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")

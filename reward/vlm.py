@@ -14,11 +14,13 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from reward.loading import ModelLoading
 from reward.prefix import PrefixEncoder, split_at_images
 from reward.tokens import default_separator, resolve_candidates
 
@@ -87,20 +90,36 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None
         raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32") from None
 
 
-def load_processor(path: str | Path) -> Any:
-    """The checkpoint's processor, also on machines without torchvision (no video processor there)."""
+def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
+    """The checkpoint's processor, also on machines without torchvision (no video processor there).
+
+    ``min_pixels``/``max_pixels`` set the image processor's pixel budget (visual tokens per image = pixels /
+    (patch * merge)^2, e.g. 28^2 for Qwen2.5-VL); ``None`` keeps the checkpoint's.
+    """
     from transformers import AutoProcessor
     from transformers.utils import is_torchvision_available
 
+    budget = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
     if is_torchvision_available():
-        processor = AutoProcessor.from_pretrained(path)
+        processor = AutoProcessor.from_pretrained(path, **budget)
     else:
-        processor = _processor_without_video(path)
+        processor = _processor_without_video(path, budget)
+    if budget:
+        _check_budget(processor.image_processor, budget, path)
     processor.tokenizer.padding_side = "left"
     return processor
 
 
-def _processor_without_video(path: str | Path) -> Any:
+def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path) -> None:
+    size = getattr(image_processor, "size", None)
+    got = {"min_pixels": getattr(size, "shortest_edge", None), "max_pixels": getattr(size, "longest_edge", None)}
+    wrong = {k: got[k] for k, v in budget.items() if got[k] != v}
+    if wrong:
+        raise ValueError(f"{path}: the image processor did not take {budget} (it has {got}); this processor "
+                         "class has no pixel budget, leave min_pixels/max_pixels unset")  # fmt: skip
+
+
+def _processor_without_video(path: str | Path, budget: dict[str, int] | None = None) -> Any:
     """Build the model's processor with ``video_processor=None``: its video processor needs torchvision."""
     import transformers
     from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
@@ -123,38 +142,46 @@ def _processor_without_video(path: str | Path) -> Any:
             super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
 
     tokenizer = AutoTokenizer.from_pretrained(path)
-    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
+    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **(budget or {}))
     return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template)
 
 
 def load_vlm(
     path: str | Path,
+    loading: ModelLoading | None = None,
     *,
-    dtype: str | torch.dtype = "auto",
-    device: str | None = None,
-    attn_implementation: str | None = "sdpa",
     batch_size: int = 16,
     adapter: str | Path | None = None,
+    **overrides: Any,
 ) -> VLM:
-    """Load a Hugging Face VLM checkpoint directory (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
+    """Load a Hugging Face VLM checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
 
+    ``loading`` holds the knobs (dtype, device or device_map, attn_implementation, the processor's min/max
+    pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).
     ``adapter``: a peft (LoRA) adapter directory trained on ``path``; it is merged into the weights.
     """
     from transformers import AutoModelForImageTextToText
 
+    if overrides:
+        loading = dataclasses.replace(loading or ModelLoading(), **overrides)
+    loading = loading or ModelLoading()
     if not Path(path).exists() and not str(path).count("/") == 1:
         raise FileNotFoundError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
-    dev = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, dev)
-    kwargs: dict[str, Any] = {"dtype": torch_dtype}
-    if attn_implementation:
-        kwargs["attn_implementation"] = attn_implementation
+    dev = resolve_device(loading.device)
+    kwargs: dict[str, Any] = {"dtype": resolve_dtype(loading.dtype, dev)}
+    if loading.attn_implementation:
+        kwargs["attn_implementation"] = loading.attn_implementation
+    if loading.device_map is not None:
+        kwargs["device_map"] = loading.device_map
     model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
     if adapter is not None:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
-    return VLM(model.to(dev).eval(), load_processor(path), batch_size=batch_size)
+    if loading.device_map is None:
+        model = model.to(dev)
+    processor = load_processor(path, min_pixels=loading.min_pixels, max_pixels=loading.max_pixels)
+    return VLM(model.eval(), processor, batch_size=batch_size)
 
 
 class VLM:
@@ -166,6 +193,9 @@ class VLM:
         self.tokenizer = processor.tokenizer
         self.batch_size = batch_size
         self.prefix = PrefixEncoder(model, processor)
+        template = getattr(processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None) or ""
+        # thinking templates (Qwen3-VL): switched off so that the answer position is the rating word
+        self._template_kwargs = {"enable_thinking": False} if "enable_thinking" in str(template) else {}
         self._render_cached = functools.lru_cache(maxsize=4096)(self.render)  # same prompts recur every batch
 
     @property
@@ -182,7 +212,9 @@ class VLM:
         if system:
             messages.append({"role": "system", "content": [{"type": "text", "text": system}]})
         messages.append({"role": "user", "content": content})
-        text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        text = self.processor.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **self._template_kwargs
+        )
         return text + response_prefix
 
     def candidate_ids(self, query: OptionQuery, system: str | None = None) -> list[int]:
@@ -220,30 +252,29 @@ class VLM:
             texts = [[self._render_cached(len(images[g]), q.question, q.response_prefix, system) for q in per_group[g]]
                      for g in chunk]  # fmt: skip
             imgs = [list(images[g]) for g in chunk]
-            if reuse_prefix:
-                logp = self._logprobs_shared_prefix(imgs, texts)
-            else:
-                logp = self._logprobs_plain(imgs, texts)
-            logp = logp.view(len(chunk), n_q, -1)
-            for i, g in enumerate(chunk):
-                for q in range(n_q):
-                    cand = ids[g][q]
-                    out[g, q, : len(cand)] = logp[i, q, cand]
+            with fp32_answer_head(self.model):
+                if reuse_prefix:
+                    logp = self._logprobs_shared_prefix(imgs, texts)
+                else:
+                    logp = self._logprobs_plain(imgs, texts)
+            out[start : start + len(chunk)] = _gather_candidates(logp, [ids[g] for g in chunk], k_max).view(
+                len(chunk), n_q, k_max
+            )
             if return_vocab:
-                vocab_out.append(logp)
+                vocab_out.append(logp.view(len(chunk), n_q, -1).cpu())
         options = [[q.options for q in qs] for qs in per_group]
         vocab = torch.cat(vocab_out) if return_vocab and vocab_out else None
         return OptionLogProbs(out, options, vocab)
 
     def _logprobs_plain(self, images: list[list[Image.Image]], texts: list[list[str]]) -> torch.Tensor:
-        """Each (group, query) as one full sequence; rows are group-major. Returns [R, V] log-probs."""
+        """Each (group, query) as one full sequence; rows are group-major. Returns [R, V] fp32 log-probs (device)."""
         flat_texts = [t for row in texts for t in row]
         flat_images = [img for g, row in zip(images, texts, strict=True) for _ in row for img in g]
         inputs = self.processor(text=flat_texts, images=flat_images or None, padding=True, return_tensors="pt").to(
             self.device
         )
         logits = self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
-        return torch.log_softmax(logits.float(), dim=-1).cpu()
+        return torch.log_softmax(logits.float(), dim=-1)
 
     def _logprobs_shared_prefix(self, images: list[list[Image.Image]], texts: list[list[str]]) -> torch.Tensor:
         prefixes, suffixes = [], []
@@ -254,7 +285,7 @@ class VLM:
             if any(p != parts[0][0] for p, _ in parts):
                 raise ValueError("queries about one image group must share the text before the images")
         logits = self.prefix.suffix_logits(prefixes, images, suffixes)
-        return torch.log_softmax(logits.float(), dim=-1).cpu()
+        return torch.log_softmax(logits.float(), dim=-1)
 
     # -- generation ------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -288,6 +319,56 @@ class VLM:
             new = out[:, inputs["input_ids"].shape[1] :]
             answers.extend(self.tokenizer.batch_decode(new, skip_special_tokens=True))
         return answers
+
+
+def _gather_candidates(logp: torch.Tensor, ids: list[list[list[int]]], k_max: int) -> torch.Tensor:
+    """``[R, k_max]`` candidate log-probs gathered on ``logp``'s device (rows group-major); padding is -inf.
+
+    Only these few numbers go to the host, never the [R, vocab] log-probs.
+    """
+    rows = [cand for group in ids for cand in group]
+    index = torch.zeros(len(rows), max(k_max, 1), dtype=torch.long)
+    valid = torch.zeros(len(rows), max(k_max, 1), dtype=torch.bool)
+    for r, cand in enumerate(rows):
+        index[r, : len(cand)] = torch.tensor(cand, dtype=torch.long)
+        valid[r, : len(cand)] = True
+    picked = logp.gather(1, index.to(logp.device)).masked_fill(~valid.to(logp.device), -math.inf)
+    return picked[:, :k_max].cpu()
+
+
+class _Fp32Head(torch.nn.Module):
+    """The output projection computed in fp32 from a low-precision one, a slice of the vocabulary at a time.
+
+    bf16 logits are spaced 0.125 apart at |logit| 16-32: enough to move an expected value over rating words.
+    """
+
+    def __init__(self, head: torch.nn.Linear, chunk: int = 32768) -> None:
+        super().__init__()
+        self.head = head
+        self.chunk = chunk
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        weight, bias = self.head.weight, self.head.bias
+        h = hidden.to(weight.device, torch.float32)
+        parts = [torch.nn.functional.linear(h, weight[i : i + self.chunk].float()) for i in
+                 range(0, weight.shape[0], self.chunk)]  # fmt: skip
+        logits = torch.cat(parts, dim=-1)
+        return logits if bias is None else logits + bias.float()
+
+
+@contextmanager
+def fp32_answer_head(model: Any) -> Iterator[None]:
+    """Within the block, ``model``'s output projection yields fp32 logits (the weights stay as they are)."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    name = next((n for n, m in model.named_children() if m is head), None)
+    if not isinstance(head, torch.nn.Linear) or name is None or head.weight.dtype == torch.float32:
+        yield
+        return
+    setattr(model, name, _Fp32Head(head))
+    try:
+        yield
+    finally:
+        setattr(model, name, head)
 
 
 def _per_group_queries(

@@ -61,7 +61,7 @@ class DataSettings:
     test: str | None = None  # ratings manifest evaluated at the end (metrics.json)
     mos_range: list[float] = field(default_factory=lambda: [1.0, 5.0])
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
-    max_pixels: int = 36_000_000
+    max_decode_pixels: int = 36_000_000  # decode guard (not the processor budget: model.max_pixels)
     synthetic_seed: int = 0  # data.train=synthetic: stream seed
     synthetic_size: int = 64  # data.train=synthetic: image size in pixels
     soft_targets: bool = False  # draw the rating word from a distribution with expectation = MOS (DeQA-Score)
@@ -231,7 +231,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         return ds, 0
     seed = int(s.trainer.get("seed", 42))
     return manifest_dataset(s.data.train, queries, worst_first, mos_range=mos_range, skip_bad=s.data.skip_bad,
-                            max_pixels=s.data.max_pixels, soft_std=soft, seed=seed)  # fmt: skip
+                            max_pixels=s.data.max_decode_pixels, soft_std=soft, seed=seed)  # fmt: skip
 
 
 def _sorted_words(s: SftSettings) -> list[str]:
