@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from reward.loading import ModelLoading
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +80,68 @@ def lora_config(settings: LoraSettings) -> Any:
     )
 
 
-def load_for_training(path: str, dtype: torch.dtype) -> Any:
+def uses_deepspeed(args: Any) -> bool:
+    """Whether training runs under DeepSpeed (``accelerate launch`` with a DeepSpeed config, or ``deepspeed=``)."""
+    if getattr(args, "deepspeed", None):
+        return True
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "true")
+
+
+def load_dtype(dtype: str, *, lora: bool, bf16: bool, deepspeed: bool) -> torch.dtype:
+    """The dtype to load the weights in for training.
+
+    ``auto``: full fine-tuning without DeepSpeed keeps fp32 master weights and lets the trainer's bf16 autocast
+    do mixed precision (as trl does given a model name): pure-bf16 AdamW at lr 2e-5 rounds most updates away.
+    LoRA (frozen base) and DeepSpeed (its own fp32 master copy) load in bf16 where training runs in bf16.
+    """
+    from reward.vlm import resolve_dtype
+
+    if dtype != "auto":
+        chosen = resolve_dtype(dtype)
+        if chosen != torch.float32 and not lora and not deepspeed:
+            logger.warning("model.dtype=%s with full fine-tuning and no DeepSpeed: the optimizer updates %s weights "
+                           "directly and small updates round away; model.dtype=auto keeps fp32 master weights",
+                           dtype, chosen)  # fmt: skip
+        return chosen
+    if bf16 and (lora or deepspeed):
+        return torch.bfloat16
+    return torch.float32
+
+
+def load_for_training(path: str, dtype: torch.dtype, loading: ModelLoading | None = None) -> Any:
+    """The model for training: ``dtype`` weights, attention implementation and device_map from ``loading``."""
     from transformers import AutoModelForImageTextToText
 
-    return AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if loading is not None and loading.attn_implementation:
+        kwargs["attn_implementation"] = loading.attn_implementation
+    if loading is not None and loading.device_map is not None:
+        kwargs["device_map"] = loading.device_map
+    return AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+
+
+@contextmanager
+def zero3_init_off() -> Iterator[None]:
+    """Within the block, ``from_pretrained`` builds a whole model, not ZeRO-3 partitions (for the final save)."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    saved = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = saved
+
+
+def gathered_state_dict(trainer: Any) -> dict[str, torch.Tensor] | None:
+    """Under DeepSpeed ZeRO-3, the full (16-bit) weights gathered from every process; ``None`` otherwise.
+
+    A collective call: every process must make it. ``model.save_pretrained`` on a ZeRO-3 model would write
+    empty placeholders instead of the weights.
+    """
+    accelerator = getattr(trainer, "accelerator", None)
+    ds_config = getattr(accelerator, "deepspeed_config", None) if accelerator is not None else None
+    if not ds_config or int(ds_config.get("zero_optimization", {}).get("stage", 0)) != 3:
+        return None
+    state = accelerator.get_state_dict(trainer.model_wrapped)
+    return {k: v.float() for k, v in state.items()} if state else state

@@ -17,6 +17,7 @@ import torch
 from reward.config import from_mapping, to_plain
 from reward.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.files import atomic_write_json
+from reward.loading import ModelLoading
 from reward.tokens import resolve_candidates
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -25,7 +26,16 @@ from training.scorer_format import (
     resolve_definitions,
     scorer_metadata,
 )
-from training.sft_model import LoraSettings, freeze_vision, load_for_training, lora_config
+from training.sft_model import (
+    LoraSettings,
+    freeze_vision,
+    gathered_state_dict,
+    load_dtype,
+    load_for_training,
+    lora_config,
+    uses_deepspeed,
+    zero3_init_off,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +45,18 @@ COMPAT_KEYS = ("model", "lora", "prompt", "levels", "data.train")  # a resumed r
 
 @dataclass
 class ModelSettings:
-    path: str  # VLM checkpoint directory
-    dtype: str = "auto"  # weights dtype when loading (training precision is trainer.bf16)
+    path: str  # VLM checkpoint directory or hub id
+    dtype: str = "auto"  # load dtype; auto: fp32 master weights for full fine-tuning (bf16 autocast), see load_dtype
     freeze_vision: bool = True  # SA-IQA: the ViT is frozen
     freeze_aligner: bool = True  # SA-IQA: the vision-language aligner (merger) is frozen
+    attn_implementation: str | None = "sdpa"  # sdpa | flash_attention_2 | eager
+    device_map: str | None = None  # auto: one process spreads a model too large for one GPU over all GPUs
+    min_pixels: int | None = None  # processor pixel budget (visual tokens); saved with the scorer
+    max_pixels: int | None = None
+
+    def loading(self) -> ModelLoading:
+        return ModelLoading(dtype=self.dtype, device_map=self.device_map, attn_implementation=self.attn_implementation,
+                            min_pixels=self.min_pixels, max_pixels=self.max_pixels)  # fmt: skip
 
 
 @dataclass
@@ -116,8 +134,29 @@ def _validate(s: SftSettings) -> None:
         problems.append(f"prompt.type={s.prompt.type}: SA-IQA has prompt types 1-4")
     if s.data.train == "synthetic" and int(s.trainer.get("max_steps", -1)) <= 0:
         problems.append("data.train=synthetic streams without end: set trainer.max_steps=N")
+    try:
+        s.model.loading()
+    except ValueError as err:
+        problems.append(f"model: {err}".replace("\n  - ", "; "))
+    problems.extend(_prompt_problems(s))
     if problems:
         raise ValueError("invalid sft config:\n  - " + "\n  - ".join(problems))
+
+
+def _prompt_problems(s: SftSettings) -> list[str]:
+    """Types 3-4 need a definition of every dimension: say so now, not after training (when the scorer is written)."""
+    dims = s.prompt.dimensions
+    if not dims or len(set(dims)) != len(dims):
+        return [f"prompt.dimensions={dims}: give one or more distinct dimension names"]
+    if s.prompt.type not in (3, 4):
+        return []
+    defs = resolve_definitions(dims, s.prompt.type, s.prompt.definitions)
+    missing = [d for d in dims if not defs.get(d)]
+    if not missing:
+        return []
+    example = " ".join(f"+prompt.definitions.{d}='...'" for d in missing)
+    return [f"prompt.type={s.prompt.type} needs a definition of each dimension; none for {missing}: set "
+            f"prompt.definitions ({example}) or use prompt.type=1 or 2"]  # fmt: skip
 
 
 def _compat_view(s: SftSettings) -> dict[str, Any]:
@@ -174,7 +213,7 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train, write ``output_dir/scorer``, evaluate; returns paths, final step and metrics."""
     from trl import SFTTrainer
 
-    from reward.vlm import VLM, load_processor, resolve_dtype
+    from reward.vlm import VLM, load_processor
 
     s = parse_settings(cfg)
     out = Path(s.output_dir)
@@ -183,12 +222,14 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         s.prompt.dimensions, prompt_type=s.prompt.type, definitions=definitions, tag=s.prompt.tag,
         level_words=s.levels.words, level_values=s.levels.values, trained_from=s.model.path,
     )  # fmt: skip
-    processor = load_processor(s.model.path)
+    processor = load_processor(s.model.path, min_pixels=s.model.min_pixels, max_pixels=s.model.max_pixels)
     _level_check(processor.tokenizer, meta["queries"], s.levels.words)
     resume_from = check_resume(out, s)
     train_ds, skipped = _train_dataset(s, meta["queries"])
     args = _trainer_args(s, out)
-    model = load_for_training(s.model.path, resolve_dtype(s.model.dtype))
+    log_effective_batch(args)
+    dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
+    model = load_for_training(s.model.path, dtype, s.model.loading())
     if s.model.freeze_vision or s.model.freeze_aligner:
         freeze_vision(model, vision=s.model.freeze_vision, aligner=s.model.freeze_aligner)
     out.mkdir(parents=True, exist_ok=True)
@@ -197,6 +238,8 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     if s.eval_before and s.data.test:
         from reward.sa_iqa import SaIqaReward
 
+        if s.model.device_map is None and not uses_deepspeed(args):
+            model.to(args.device)  # score on the training device, not on the CPU the weights were loaded to
         vlm = VLM(model.eval(), processor, batch_size=s.eval_batch_size)
         result["metrics_before"] = _evaluate(SaIqaReward(vlm, meta), s, out / "before")
         model.train()
@@ -207,8 +250,9 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     result["global_step"] = train_out.global_step
     result["train_loss"] = train_out.training_loss
+    full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     if trainer.is_world_process_zero():
-        scorer_dir = save_scorer(trainer.model, processor, out / "scorer", meta, s)
+        scorer_dir = save_scorer(trainer.model, processor, out / "scorer", meta, s, state_dict=full_state)
         result["scorer"] = str(scorer_dir)
         if s.data.test:  # through the saved directory, exactly as reward=sa-iqa will load it
             from reward.sa_iqa import build
@@ -240,21 +284,60 @@ def _sorted_words(s: SftSettings) -> list[str]:
     return [w for _, w in pairs]
 
 
-def save_scorer(model: Any, processor: Any, scorer_dir: Path, meta: dict[str, Any], s: SftSettings) -> Path:
-    """Model (merged, or the LoRA adapter plus ``base_model``), processor files and ``sa_iqa.json``."""
+def save_scorer(
+    model: Any,
+    processor: Any,
+    scorer_dir: Path,
+    meta: dict[str, Any],
+    s: SftSettings,
+    *,
+    state_dict: dict[str, torch.Tensor] | None = None,
+) -> Path:
+    """Model (merged, or the LoRA adapter plus ``base_model``), processor files and ``sa_iqa.json``.
+
+    ``state_dict``: the full weights gathered from a ZeRO-3 run (``model``'s own parameters are placeholders
+    there); they are loaded into a fresh copy on the CPU before merging and saving.
+    """
     from reward.sa_iqa import METADATA
 
     scorer_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta)
+    if state_dict is not None:
+        model = rebuild_from_state(s, state_dict)
     if s.lora.enabled and s.merge_lora:
         model = model.merge_and_unload()
     elif s.lora.enabled:
-        meta["base_model"] = str(Path(s.model.path).resolve())
+        local = Path(s.model.path)
+        meta["base_model"] = str(local.resolve()) if local.exists() else s.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
     save_processor(processor, scorer_dir, Path(s.model.path))
     atomic_write_json(scorer_dir / METADATA, meta)
     logger.info("scorer written to %s", scorer_dir)
     return scorer_dir
+
+
+def rebuild_from_state(s: SftSettings, state_dict: dict[str, torch.Tensor]) -> Any:
+    """A CPU copy of the trained model (with its LoRA adapter when there is one) holding ``state_dict``."""
+    with zero3_init_off():
+        model = load_for_training(s.model.path, torch.float32, ModelLoading(attn_implementation=None))
+    if s.lora.enabled:
+        from peft import get_peft_model
+
+        model = get_peft_model(model, lora_config(s.lora))
+    missing, unexpected = model.load_state_dict(state_dict, strict=False)
+    if unexpected or [k for k in missing if "lora_" in k]:
+        raise RuntimeError(f"the gathered weights do not fit the model: missing {missing[:5]}, unexpected "
+                           f"{unexpected[:5]}")  # fmt: skip
+    return model
+
+
+def log_effective_batch(args: Any) -> int:
+    """Log (and return) the effective batch: per device x gradient accumulation x processes."""
+    per_device, accum, world = args.per_device_train_batch_size, args.gradient_accumulation_steps, args.world_size
+    effective = per_device * accum * world
+    logger.info("effective batch %d = %d per device x %d accumulation x %d processes (SA-IQA used 256)",
+                effective, per_device, accum, world)  # fmt: skip
+    return effective
 
 
 def save_processor(processor: Any, out: Path, source: Path) -> None:
