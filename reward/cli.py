@@ -10,6 +10,7 @@ from reward.config import to_plain
 from reward.data import load_ratings
 from reward.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.registry import get_reward, reward_info
+from reward.score_images import process_state
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ def settings_from(cfg: Any) -> EvalSettings:
         tau_high=float(c.get("hor", {}).get("tau_high", 4.0)),
         bootstrap=int(c.get("bootstrap", 0)),
         seed=int(c.get("seed", 0)),
+        num_workers=int(c.get("num_workers", 2)),
     )
 
 
@@ -42,17 +44,23 @@ def run_evaluate(cfg: Any) -> dict[str, Any]:
     settings = settings_from(c)
     manifest = load_ratings(
         c["data"], skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_decode_pixels,
-        mos_range=settings.mos_range,
+        mos_range=settings.mos_range, lazy_images=True,
     )  # fmt: skip
     spec = reward_info(name)
+    state = process_state()
+    if reward_cfg.get("device") is None and reward_cfg.get("device_map") is None:
+        reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
     reward = get_reward(name, reward_cfg)
     base = Path(c["data"]).resolve().parent if Path(str(c["data"])).is_file() else None
     result = evaluate_rows(
-        reward, manifest.rows, settings, score_range=spec.score_range, base=base, source=manifest.source
-    )
+        reward, manifest.rows, settings, score_range=spec.score_range, base=base, source=manifest.source,
+        out_dir=c["out"], resume=bool(c.get("resume", False)), distributed=True,
+    )  # fmt: skip
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
-    paths = write_results(c["out"], result, settings, spec.score_range, title=name)
-    logger.info("reward %s on %s (%d rows, %d skipped)\n%s", name, c["data"], len(manifest.rows),
-                len(result.skipped), format_table(result.metrics))  # fmt: skip
-    logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
-    return {**result.metrics, "skipped": len(result.skipped)}
+    if state.is_main_process:
+        paths = write_results(c["out"], result, settings, spec.score_range, title=name)
+        logger.info("reward %s on %s (%d rows, %d skipped, %d processes)\n%s", name, c["data"], len(manifest.rows),
+                    len(result.skipped), state.num_processes, format_table(result.metrics))  # fmt: skip
+        logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+    state.wait_for_everyone()
+    return {**result.metrics, "skipped": len(result.skipped), "meta": result.meta}

@@ -13,6 +13,7 @@ PIL images are returned converted to RGB, paths as resolved ``Path`` objects. Ot
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import math
@@ -28,6 +29,7 @@ from reward.images import DEFAULT_MAX_PIXELS, ImageError, check_pixels, load_ima
 from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
 
 __all__ = [  # load_image and ImageError live in reward.images and are re-exported here
+    "DatasetImage",
     "ImageError",
     "InpaintRow",
     "ManifestError",
@@ -43,7 +45,32 @@ __all__ = [  # load_image and ImageError live in reward.images and are re-export
 
 logger = logging.getLogger(__name__)
 
-ImageRef = Path | Image.Image
+
+@dataclass(frozen=True)
+class DatasetImage:
+    """An image cell of a ``datasets`` table, decoded only when :meth:`load` is called (streamed input).
+
+    ``key`` names the image (its stored path, else a hash of its bytes), so that rows of one image on several
+    dimensions are scored once. The table is memory-mapped; pickling this (to DataLoader workers) is cheap for a
+    dataset loaded from disk.
+    """
+
+    dataset: Any = field(repr=False, compare=False)
+    index: int
+    column: str
+    key: str
+
+    def load(self, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Image.Image:
+        value = self.dataset[self.index][self.column]
+        if isinstance(value, Image.Image):
+            check_pixels(value.size, max_pixels, self.key)
+            return to_rgb(value)
+        if isinstance(value, dict) and value.get("bytes"):
+            return load_image(io.BytesIO(value["bytes"]), max_pixels=max_pixels)
+        return load_image(value.get("path") if isinstance(value, dict) else value, max_pixels=max_pixels)
+
+
+ImageRef = Path | Image.Image | DatasetImage
 RATING_EXAMPLE = '{"image": "img/001.png", "dimension": "overall", "mos": 3.5}'
 PAIR_EXAMPLE = '{"a": "img/001.png", "b": "img/002.png", "label": "a"}'
 INPAINT_EXAMPLE = '{"image": "img/001.png", "mask": "mask/001.png", "prompt": "a red door"}'
@@ -115,6 +142,7 @@ class _Context:
     jsonl: bool
     check_images: bool
     max_pixels: int | None
+    dataset: Any = None  # the datasets table when images stay encoded (lazy_images)
 
     def where(self, line: int) -> str:
         return f"{self.name}:{line}" if self.jsonl else f"{self.name} row {line}"
@@ -125,12 +153,15 @@ class _Context:
 _Item = tuple[int, dict | ManifestError]  # (line, row or the reason it could not be read)
 
 
-def _open_source(source: Any, check_images: bool, max_pixels: int | None) -> tuple[_Context, Iterable[_Item]]:
+def _open_source(
+    source: Any, check_images: bool, max_pixels: int | None, lazy_images: bool = False
+) -> tuple[_Context, Iterable[_Item]]:
     if isinstance(source, str | Path):
         path = Path(source)
         if path.is_dir():
-            ctx = _Context(str(path), path, False, check_images, max_pixels)
-            return ctx, _iter_dataset(_load_from_disk(path), ctx)
+            ds = _encoded(_load_from_disk(path)) if lazy_images else _load_from_disk(path)
+            ctx = _Context(str(path), path, False, check_images, max_pixels, ds if lazy_images else None)
+            return ctx, _iter_dataset(ds, ctx)
         return _Context(str(path), path.parent, True, check_images, max_pixels), iter_jsonl(path)
     import datasets
 
@@ -141,8 +172,20 @@ def _open_source(source: Any, check_images: bool, max_pixels: int | None) -> tup
             f"cannot read a manifest from {type(source).__name__}; pass a JSONL path, a folder saved with "
             "datasets' save_to_disk, or a datasets.Dataset."
         )
-    ctx = _Context(f"dataset {source.info.dataset_name or '<in memory>'}", None, False, check_images, max_pixels)
-    return ctx, _iter_dataset(source, ctx)
+    ds = _encoded(source) if lazy_images else source
+    name = f"dataset {source.info.dataset_name or '<in memory>'}"
+    ctx = _Context(name, None, False, check_images, max_pixels, ds if lazy_images else None)
+    return ctx, _iter_dataset(ds, ctx)
+
+
+def _encoded(ds: Any) -> Any:
+    """The dataset with its image columns left encoded (``Image(decode=False)``): rows are read undecoded."""
+    import datasets
+
+    for name, feature in ds.features.items():
+        if isinstance(feature, datasets.Image) and feature.decode:
+            ds = ds.cast_column(name, datasets.Image(decode=False))
+    return ds
 
 
 def _load_from_disk(path: Path) -> Any:
@@ -199,8 +242,11 @@ def _text(row: dict, key: str, where: str, *, allow_empty: bool = False) -> str:
     return value
 
 
-def _image(value: Any, key: str, ctx: _Context, where: str) -> tuple[ImageRef, tuple[int, int] | None]:
-    """Resolve one image field to a Path (or RGB PIL image) and, when it was decoded, its size."""
+def _image(value: Any, key: str, ctx: _Context, where: str, line: int = 0) -> tuple[ImageRef, tuple[int, int] | None]:
+    """Resolve one image field to a Path (or RGB PIL image, or a lazy DatasetImage) and, if decoded, its size."""
+    if ctx.dataset is not None and isinstance(value, dict) and (value.get("bytes") or value.get("path")):
+        name = value.get("path") or "sha1:" + hashlib.sha1(value["bytes"]).hexdigest()[:20]
+        return DatasetImage(ctx.dataset, line - 1, key, f"{key}:{name}"), None
     if isinstance(value, dict):  # datasets Image(decode=False): {"bytes": ..., "path": ...}
         value = io.BytesIO(value["bytes"]) if value.get("bytes") else value.get("path")
     if isinstance(value, Image.Image | io.BytesIO):
@@ -251,7 +297,7 @@ def _rating(row: dict, ctx: _Context, line: int, mos_range: tuple[float, float] 
         mos, used = sum(values) / len(values), ("image", "dimension")
     else:
         raise ManifestError(f"{where}: missing field 'mos' (or 'ratings'); a row looks like {RATING_EXAMPLE}.")
-    image, _ = _image(row["image"], "image", ctx, where)
+    image, _ = _image(row["image"], "image", ctx, where, line)
     return RatingRow(image, _text(row, "dimension", where), mos, line, _extra(row, used))
 
 
@@ -288,8 +334,9 @@ def _load(
     check_images: bool,
     max_pixels: int | None,
     example: str,
+    lazy_images: bool = False,
 ) -> ManifestResult[RowT]:
-    ctx, items = _open_source(source, check_images, max_pixels)
+    ctx, items = _open_source(source, check_images, max_pixels, lazy_images)
     name = ctx.name
     rows: list[RowT] = []
     skipped: list[SkippedRow] = []
@@ -321,13 +368,15 @@ def load_ratings(
     check_images: bool = True,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     mos_range: tuple[float, float] | None = None,
+    lazy_images: bool = False,
 ) -> ManifestResult[RatingRow]:
     """Read a ratings manifest: each row an image, a dimension name and a MOS (or raw ratings, averaged).
 
     Bad rows raise ``ManifestError`` naming the file and line, or with ``skip_bad=True`` are logged and listed
     in ``skipped``. ``check_images`` decodes every image once to catch missing or corrupt files early;
     ``mos_range=(low, high)`` rejects MOS values (and raw ratings) outside it. An empty manifest, or one whose
-    rows are all bad, always raises.
+    rows are all bad, always raises. ``lazy_images`` (with ``check_images=False``) leaves the images of a
+    ``datasets`` source encoded in the memory-mapped table (:class:`DatasetImage`), decoded only when scored.
     """
     return _load(
         source,
@@ -336,6 +385,7 @@ def load_ratings(
         check_images=check_images,
         max_pixels=max_pixels,
         example=RATING_EXAMPLE,
+        lazy_images=lazy_images and not check_images,
     )
 
 

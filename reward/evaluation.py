@@ -1,8 +1,8 @@
 """Score every row of a ratings manifest with a reward and compare with the human MOS.
 
-Used by ``reward/evaluate.py`` and by the SFT trainer's final evaluation. Each image is scored once, whatever
-the number of dimensions it is rated on; a reward with per-dimension scores is compared dimension by
-dimension, one without against every dimension.
+Used by ``reward/evaluate.py`` (data-parallel under ``accelerate launch``) and by the SFT trainer's final
+evaluation. Each image is scored once, whatever the number of dimensions it is rated on; a reward with
+per-dimension scores is compared dimension by dimension, one without against every dimension.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
-from tqdm.auto import tqdm
 
 from reward.base import Reward
-from reward.data import ImageError, RatingRow, SkippedRow, load_image
+from reward.data import RatingRow, SkippedRow
 from reward.files import atomic_write_json, atomic_write_jsonl
 from reward.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
 from reward.plots import scatter_vs_mos
+from reward.score_images import SCORES, image_key, score_images
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +37,7 @@ class EvalSettings:
     tau_high: float = 4.0  # HOR: predictions at or above this (mapped to the MOS scale) are "high"
     bootstrap: int = 0  # resamples for 95% confidence intervals of SRCC and HOR (0: none)
     seed: int = 0
+    num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
 
 
 @dataclass
@@ -46,60 +46,7 @@ class EvalResult:
     scores: list[dict[str, Any]]  # one row per image: image, score, each dimension's score
     predictions: dict[str, tuple[np.ndarray, np.ndarray]]  # dimension -> (prediction, mos)
     skipped: list[SkippedRow] = field(default_factory=list)
-
-
-def _image_key(row: RatingRow, base: Path | None) -> str:
-    if isinstance(row.image, Image.Image):
-        return f"row{row.line}"
-    if base is not None:
-        try:
-            return row.image.relative_to(base).as_posix()
-        except ValueError:
-            pass
-    return str(row.image)
-
-
-def score_rows(
-    reward: Reward,
-    rows: Sequence[RatingRow],
-    settings: EvalSettings,
-    *,
-    base: Path | None = None,
-    source: str = "manifest",
-) -> tuple[dict[str, dict[str, float]], list[SkippedRow]]:
-    """Score each distinct image of ``rows`` once: ``{image key: {"score": s, dim: s_dim, ...}}``."""
-    unique: dict[str, RatingRow] = {}
-    for row in rows:
-        unique.setdefault(_image_key(row, base), row)
-    keys = list(unique)
-    out: dict[str, dict[str, float]] = {}
-    skipped: list[SkippedRow] = []
-    bar = tqdm(total=len(keys), desc="scoring", unit="img", disable=None)
-    for start in range(0, len(keys), settings.batch_size):
-        batch_keys, images = [], []
-        for key in keys[start : start + settings.batch_size]:
-            row = unique[key]
-            try:
-                img = row.image
-                if not isinstance(img, Image.Image):
-                    img = load_image(img, max_pixels=settings.max_decode_pixels)
-            except (ImageError, OSError) as err:
-                if not settings.skip_bad:
-                    raise ImageError(f"{source}:{row.line}: {err} (skip_bad=true skips such rows)") from err
-                logger.warning("skipping line %d: %s", row.line, err)
-                skipped.append(SkippedRow(row.line, str(err)))
-                continue
-            batch_keys.append(key)
-            images.append(img)
-        if images:
-            result = reward.score(images)
-            for i, key in enumerate(batch_keys):
-                entry = {"score": float(result.scores[i])}
-                entry.update({d: float(v[i]) for d, v in result.dimensions.items()})
-                out[key] = entry
-        bar.update(min(settings.batch_size, len(keys) - start))
-    bar.close()
-    return out, skipped
+    meta: dict[str, Any] = field(default_factory=dict)  # processes, images_per_process, resumed
 
 
 def evaluate_rows(
@@ -110,17 +57,30 @@ def evaluate_rows(
     score_range: tuple[float, float],
     base: Path | None = None,
     source: str = "manifest",
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    distributed: bool = False,
 ) -> EvalResult:
     """Score ``rows`` and compute PLCC/SRCC/KRCC/HOR per dimension and overall.
 
     A reward without dimensions is compared with every row; one with dimensions only with the rows of its own
-    dimensions (the others are skipped and counted, never compared with the fused score).
+    dimensions (the others are skipped and counted, never compared with the fused score). With ``out_dir`` the
+    scores are written there as they come (``resume``: only missing images are scored); ``distributed`` splits
+    the images across the processes of ``accelerate launch`` (see :mod:`reward.score_images`).
     """
-    scored, skipped = score_rows(reward, rows, settings, base=base, source=source)
+    unique: dict[str, RatingRow] = {}
+    for row in rows:
+        unique.setdefault(image_key(row, base), row)
+    done = score_images(
+        reward, [(k, r.image, r.line) for k, r in unique.items()], batch_size=settings.batch_size,
+        num_workers=settings.num_workers, max_pixels=settings.max_decode_pixels, skip_bad=settings.skip_bad,
+        source=source, out_dir=out_dir, resume=resume, distributed=distributed,
+    )  # fmt: skip
+    scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
     for row in rows:
-        key = _image_key(row, base)
+        key = image_key(row, base)
         if key not in scored:
             if row.line not in skipped_lines:  # another row of the same image was the bad one
                 skipped.append(SkippedRow(row.line, f"image {key} could not be scored"))
@@ -141,8 +101,8 @@ def evaluate_rows(
     all_m = np.concatenate([m for _, m in predictions.values()])
     metrics = {d: _metrics(p, m, settings, score_range) for d, (p, m) in sorted(predictions.items())}
     metrics["overall"] = _metrics(all_p, all_m, settings, score_range)
-    scores = [{"image": k, **v} for k, v in scored.items()]
-    return EvalResult(metrics, scores, predictions, sorted(skipped, key=lambda s: s.line))
+    scores = [{"image": k, **scored[k]} for k in unique if k in scored]  # manifest order, whatever the split
+    return EvalResult(metrics, scores, predictions, sorted(skipped, key=lambda s: s.line), done.meta)
 
 
 def _metrics(p: np.ndarray, m: np.ndarray, s: EvalSettings, score_range: tuple[float, float]) -> dict[str, Any]:
@@ -168,8 +128,12 @@ def write_results(
     out = Path(out_dir)
     metrics = dict(result.metrics)
     metrics["skipped"] = len(result.skipped)
+    if result.meta:
+        metrics["meta"] = result.meta
     paths = {"metrics": atomic_write_json(out / "metrics.json", metrics)}
-    paths["scores"] = atomic_write_jsonl(out / "scores.jsonl", result.scores)
+    paths["scores"] = atomic_write_jsonl(out / SCORES, result.scores)  # complete: replaces the partial files
+    for part in out.glob("scores.rank*.jsonl"):
+        part.unlink()
     if result.skipped:
         paths["skipped"] = atomic_write_jsonl(out / "skipped.jsonl", [vars(s) for s in result.skipped])
     for dim, (pred, mos) in result.predictions.items():

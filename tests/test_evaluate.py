@@ -39,7 +39,10 @@ def test_evaluate_writes_metrics_scores_and_plots(tmp_path, tiny_vlm_path):
     out = tmp_path / "out"
     metrics = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "bootstrap": 20}))
     written = json.loads((out / "metrics.json").read_text())
-    assert set(written) == {"lighting", "noise", "overall", "skipped"}
+    assert set(written) == {"lighting", "noise", "overall", "skipped", "meta"}
+    n_images = len((out / "scores.jsonl").read_text().splitlines())  # each image once, rated on two dimensions
+    assert written["meta"] == {"processes": 1, "images_per_process": [n_images], "resumed": 0}
+    assert 2 * n_images == written["overall"]["n"]
     for dim in ("lighting", "noise"):
         assert written[dim]["n"] == 8 and -1 <= written[dim]["srcc"] <= 1
         assert {"plcc", "srcc", "krcc", "hor", "n"} <= set(written[dim])

@@ -1,0 +1,214 @@
+"""Score the distinct images of a manifest once each: data-parallel, decoded by DataLoader workers, written as it goes.
+
+Under ``accelerate launch --num_processes N reward/evaluate.py ...`` the images still to score are split into N
+contiguous shards; each process scores its shard and appends each batch's scores to its own file in the output
+folder (process 0: ``scores.jsonl``, process r: ``scores.rank{r}.jsonl``), so a crash loses at most one batch.
+The scores are gathered to every process at the end. ``resume=True`` reads those files first and scores only the
+images that are missing. Image decoding runs in ``num_workers`` DataLoader workers, so the model does not wait on
+PIL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from reward.base import Reward
+from reward.data import DatasetImage, ImageError, ImageRef, RatingRow, SkippedRow, load_image
+
+logger = logging.getLogger(__name__)
+
+SCORES = "scores.jsonl"
+
+
+@dataclass
+class ScoredImages:
+    """``scores[key] = {"score": s, dim: s_dim, ...}`` for every image scored (now or before a resume)."""
+
+    scores: dict[str, dict[str, float]]
+    skipped: list[SkippedRow] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)  # processes, images_per_process, resumed
+
+
+def image_key(row: RatingRow, base: Path | None) -> str:
+    """The name an image is scored under: its path relative to the manifest, or its dataset name."""
+    if isinstance(row.image, DatasetImage):
+        return row.image.key
+    if isinstance(row.image, Image.Image):
+        return f"row{row.line}"
+    if base is not None:
+        try:
+            return row.image.relative_to(base).as_posix()
+        except ValueError:
+            pass
+    return str(row.image)
+
+
+def process_state() -> Any:
+    """accelerate's process state; on a machine without a GPU, processes started by ``accelerate launch
+    --multi_gpu`` (torchrun) join a CPU (gloo) group instead of each running alone."""
+    import os
+
+    from accelerate import PartialState
+
+    cpu = os.environ.get("ACCELERATE_USE_CPU", "false").lower() in ("1", "true") or not torch.cuda.is_available()
+    return PartialState(cpu=cpu)
+
+
+def part_file(out_dir: Path, rank: int) -> Path:
+    return out_dir / (SCORES if rank == 0 else f"scores.rank{rank}.jsonl")
+
+
+def read_partial(out_dir: Path) -> dict[str, dict[str, float]]:
+    """Scores already written in ``out_dir`` (``scores.jsonl`` and every process's file); a torn last line of a
+    crashed run is ignored."""
+    done: dict[str, dict[str, float]] = {}
+    for path in [out_dir / SCORES, *sorted(out_dir.glob("scores.rank*.jsonl"))]:
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and "image" in entry and "score" in entry:
+                done[entry.pop("image")] = entry
+    return done
+
+
+class _Decode(torch.utils.data.Dataset):
+    """``(key, image or None, line, error)`` per distinct image; runs in the DataLoader's workers."""
+
+    def __init__(self, items: Sequence[tuple[str, ImageRef, int]], max_pixels: int | None) -> None:
+        self.items, self.max_pixels = list(items), max_pixels
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[str, Image.Image | None, int, str | None]:
+        key, ref, line = self.items[i]
+        try:
+            if isinstance(ref, DatasetImage):
+                img = ref.load(self.max_pixels)
+            elif isinstance(ref, Image.Image):
+                img = ref
+            else:
+                img = load_image(ref, max_pixels=self.max_pixels)
+        except (ImageError, OSError, ValueError) as err:
+            return key, None, line, str(err)
+        return key, img, line, None
+
+
+def _collate(batch: list[Any]) -> list[Any]:
+    return batch
+
+
+def score_images(
+    reward: Reward,
+    items: Sequence[tuple[str, ImageRef, int]],
+    *,
+    batch_size: int,
+    num_workers: int = 0,
+    max_pixels: int | None = None,
+    skip_bad: bool = False,
+    source: str = "manifest",
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    distributed: bool = False,
+) -> ScoredImages:
+    """Score each ``(key, image, line)`` once (keys distinct); see the module docstring.
+
+    ``distributed``: split across the processes of ``accelerate launch`` and gather (every process must call).
+    """
+    from accelerate.utils import gather_object
+
+    state = process_state() if distributed else None
+    n_proc, rank = (state.num_processes, state.process_index) if state else (1, 0)
+    out = Path(out_dir) if out_dir is not None else None
+    done = read_partial(out) if out is not None and resume else {}
+    if state:
+        state.wait_for_everyone()  # everyone has read the old files before anyone writes
+    if out is not None and rank == 0 and not resume:
+        for stale in [out / SCORES, *out.glob("scores.rank*.jsonl")]:
+            stale.unlink(missing_ok=True)
+    if state:
+        state.wait_for_everyone()
+    todo = [it for it in items if it[0] not in done]
+    if done:
+        logger.info("resume: %d of %d images already scored in %s; scoring %d", len(items) - len(todo), len(items),
+                    out, len(todo))  # fmt: skip
+    per = -(-len(todo) // n_proc) if todo else 0
+    shard = todo[rank * per : (rank + 1) * per]
+    mine, skipped = _score_shard(reward, shard, batch_size, num_workers, max_pixels, skip_bad, source,
+                                 part_file(out, rank) if out is not None else None, rank == 0)  # fmt: skip
+    if state and n_proc > 1:
+        gathered = gather_object([(rank, mine, skipped)])
+    else:
+        gathered = [(rank, mine, skipped)]
+    scores = dict(done)
+    all_skipped: list[SkippedRow] = []
+    counts = [0] * n_proc
+    for r, part, skip in sorted(gathered, key=lambda g: g[0]):
+        scores.update(part)
+        all_skipped.extend(skip)
+        counts[r] = len(part)
+    meta = {"processes": n_proc, "images_per_process": counts, "resumed": len(items) - len(todo)}
+    return ScoredImages(scores, sorted(all_skipped, key=lambda s: s.line), meta)
+
+
+def _score_shard(
+    reward: Reward,
+    shard: list[tuple[str, ImageRef, int]],
+    batch_size: int,
+    num_workers: int,
+    max_pixels: int | None,
+    skip_bad: bool,
+    source: str,
+    log_path: Path | None,
+    main: bool,
+) -> tuple[dict[str, dict[str, float]], list[SkippedRow]]:
+    scores: dict[str, dict[str, float]] = {}
+    skipped: list[SkippedRow] = []
+    if not shard:
+        return scores, skipped
+    loader = torch.utils.data.DataLoader(_Decode(shard, max_pixels), batch_size=batch_size, shuffle=False,
+                                         num_workers=num_workers, collate_fn=_collate)  # fmt: skip
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("a") if log_path is not None else None
+    try:
+        with tqdm(total=len(shard), desc="scoring", unit="img", disable=None if main else True) as bar:
+            for batch in loader:
+                keys, images = [], []
+                for key, img, line, err in batch:
+                    if img is None:
+                        if not skip_bad:
+                            raise ImageError(f"{source}:{line}: {err} (skip_bad=true skips such rows)")
+                        logger.warning("skipping line %d: %s", line, err)
+                        skipped.append(SkippedRow(line, str(err)))
+                        continue
+                    keys.append(key)
+                    images.append(img)
+                if images:
+                    result = reward.score(images)
+                    for i, key in enumerate(keys):
+                        entry = {"score": float(result.scores[i])}
+                        entry.update({d: float(v[i]) for d, v in result.dimensions.items()})
+                        scores[key] = entry
+                        if log is not None:
+                            log.write(json.dumps({"image": key, **entry}) + "\n")
+                    if log is not None:
+                        log.flush()
+                bar.update(len(batch))
+    finally:
+        if log is not None:
+            log.close()
+    return scores, skipped
