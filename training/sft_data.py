@@ -8,13 +8,14 @@ a fixed small set is memorised by a small model, fresh images every step are not
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reward.data import RatingRow, load_ratings
+from reward.data import load_ratings
 from training.targets import mos_to_word, soft_target
 
 logger = logging.getLogger(__name__)
@@ -73,17 +74,19 @@ def manifest_dataset(
     import datasets
 
     result = load_ratings(source, skip_bad=skip_bad, check_images=True, max_pixels=max_pixels, mos_range=mos_range)
-    rows: list[RatingRow] = []
-    skipped = len(result.skipped)
-    for row in result.rows:
-        if row.dimension not in queries:
-            msg = f"{result.source}:{row.line}: dimension {row.dimension!r} is not one of {sorted(queries)}"
-            if not skip_bad:
-                raise ValueError(msg + "; add it to prompt.dimensions or remove the row")
-            logger.warning("skipping %s", msg)
-            skipped += 1
-            continue
-        rows.append(row)
+    rows = [row for row in result.rows if row.dimension in queries]
+    skipped = len(result.skipped) + len(result.rows) - len(rows)
+    unknown = Counter(row.dimension for row in result.rows if row.dimension not in queries)
+    if unknown:  # one line for all such rows, not one per row
+        first = next(row.line for row in result.rows if row.dimension not in queries)
+        msg = (f"{result.source}: {sum(unknown.values())} rows (first: line {first}) are rated on dimensions "
+               f"{dict(unknown)} that are not in prompt.dimensions {sorted(queries)}")  # fmt: skip
+        if not skip_bad or not rows:
+            more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
+            head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
+            raise ValueError(f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
+                             f"the rows" + (f"\nother rows skipped: {more}" if more else ""))  # fmt: skip
+        logger.warning("skipping %s", msg)
     records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": [], "dimension": [], "mos": []}
     for row in rows:
         conv = conversation(queries[row.dimension]["question"],

@@ -1,0 +1,119 @@
+"""Loading knobs (device_map, attention, the processor's pixel budget), thinking off, and scoring precision."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from reward.loading import ModelLoading, split_loading
+from reward.scoring import expected_value
+from reward.vlm import OptionQuery, fp32_answer_head, load_vlm
+from tests.conftest import random_images
+
+WORDS = ("excellent", "good", "fair", "poor", "bad")
+LEVELS = OptionQuery("How would you rate the lighting of this image?", WORDS,
+                     "The spatial aesthetic lighting quality level of this image is")  # fmt: skip
+BF16_TOLERANCE = 0.02  # max |score difference| on the 1-5 scale, bf16 copy vs fp32 (measured: see the report)
+
+
+def _scores(vlm, images):
+    return expected_value(vlm.option_logprobs([[im] for im in images], [LEVELS]).logprobs, torch.arange(5.0, 0, -1))
+
+
+def test_a_bf16_copy_scores_within_tolerance_of_fp32(tiny_vlm_path):
+    images = random_images(8, seed=4, sizes=(56, 84))
+    fp32 = _scores(load_vlm(tiny_vlm_path, dtype="float32", batch_size=4), images)
+    bf16_vlm = load_vlm(tiny_vlm_path, dtype="bfloat16", batch_size=4)
+    assert next(bf16_vlm.model.parameters()).dtype == torch.bfloat16
+    bf16 = _scores(bf16_vlm, images)
+    diff = (bf16 - fp32).abs().max().item()
+    print(f"bf16 vs fp32: max |score diff| {diff:.4g} (score spread {(fp32.max() - fp32.min()).item():.4g})")
+    assert diff < BF16_TOLERANCE
+    assert bf16.dtype == torch.float32
+
+
+def test_answer_logits_of_a_bf16_model_are_computed_in_fp32():
+    torch.manual_seed(0)
+    head = torch.nn.Linear(64, 50_000, bias=False).to(torch.bfloat16)
+    head.weight.data.mul_(20)  # |logit| 16-32, where bf16 logits are 0.125 apart
+    model = torch.nn.Module()
+    model.lm_head = head
+    model.get_output_embeddings = lambda: model.lm_head
+    hidden = torch.randn(3, 1, 64).to(torch.bfloat16)
+    exact = hidden.double() @ head.weight.double().T
+    with fp32_answer_head(model):
+        logits = model.lm_head(hidden)
+    assert model.lm_head is head  # restored after the block
+    assert logits.dtype == torch.float32
+    assert (logits.double() - exact).abs().max() < 1e-3
+    assert (head(hidden).double() - exact).abs().max() > 1e-2  # what bf16 logits would have been
+
+
+def test_candidate_log_probs_are_gathered_from_the_full_distribution(tiny_vlm):
+    images = [[im] for im in random_images(3, seed=2)]
+    result = tiny_vlm.option_logprobs(images, [LEVELS], return_vocab=True)
+    ids = tiny_vlm.candidate_ids(LEVELS)
+    assert torch.allclose(result.logprobs[:, 0], result.vocab[:, 0, ids])
+
+
+def test_processor_pixel_budget_sets_the_number_of_visual_tokens(tiny_vlm25_path):
+    small = load_vlm(tiny_vlm25_path, batch_size=2)
+    large = load_vlm(tiny_vlm25_path, batch_size=2, min_pixels=112 * 112, max_pixels=112 * 112)
+    image = random_images(1, sizes=(200,))[0]
+
+    def n_image_tokens(vlm):
+        text = vlm.render(1, "Rate the quality of the image.")
+        ids = vlm.processor(text=[text], images=[image], return_tensors="pt")["input_ids"][0]
+        return int((ids == vlm.tokenizer.convert_tokens_to_ids("<|image_pad|>")).sum())
+
+    assert (n_image_tokens(small), n_image_tokens(large)) == (4, 16)  # 56^2 -> 4 tokens, 112^2 -> 16 tokens
+    assert large.option_logprobs([[image]], [LEVELS]).logprobs.shape == (1, 1, 5)
+
+
+def test_loading_settings_are_validated_and_split_from_a_reward_config():
+    loading, rest = split_loading({"model": "m", "device_map": "auto", "attn_implementation": "eager"})
+    assert (loading.device_map, loading.attn_implementation, rest) == ("auto", "eager", {"model": "m"})
+    with pytest.raises(ValueError) as info:
+        ModelLoading(attn_implementation="flash", min_pixels=4000, max_pixels=1000, device="cuda:1", device_map="auto")
+    message = str(info.value)
+    for part in ("attn_implementation='flash'", "min_pixels=4000 is above max_pixels=1000", "set only one of them"):
+        assert part in message
+
+
+def test_qbench_and_sa_iqa_configs_pass_the_loading_knobs(tiny_vlm_path, tiny_scorer_path):
+    from reward import get_reward
+
+    knobs = {"attn_implementation": "eager", "min_pixels": 112 * 112, "max_pixels": 112 * 112, "dtype": "float32"}
+    qbench = get_reward("qbench", {"model": str(tiny_vlm_path), **knobs})
+    sa_iqa = get_reward("sa-iqa", {"path": str(tiny_scorer_path), **knobs})
+    for reward in (qbench, sa_iqa):
+        assert reward.vlm.model.config._attn_implementation == "eager"
+        assert reward.vlm.processor.image_processor.size.longest_edge == 112 * 112
+    with pytest.raises(ValueError, match="attn_implementation='flash'"):
+        get_reward("qbench", {"model": str(tiny_vlm_path), "attn_implementation": "flash"})
+
+
+THINKING_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% else %}{{ part['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% else %}<think>\n{% endif %}{% endif %}"
+)  # Qwen3-style: thinking unless enable_thinking=false
+
+
+def test_qwen3_vl_thinking_is_switched_off_so_the_answer_follows_the_prefix(tiny_vlm3_path, tmp_path):
+    ckpt = tmp_path / "thinking"
+    shutil.copytree(tiny_vlm3_path, ckpt)
+    (ckpt / "chat_template.jinja").write_text(THINKING_TEMPLATE)
+    tok_cfg = ckpt / "tokenizer_config.json"
+    tok_cfg.write_text(tok_cfg.read_text().replace('"chat_template"', '"_unused_chat_template"'))
+    vlm = load_vlm(ckpt, batch_size=2)
+    text = vlm.render(1, LEVELS.question, LEVELS.response_prefix)
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n" + LEVELS.response_prefix)
+    plain = vlm.option_logprobs([[im] for im in random_images(2)], [LEVELS, LEVELS], reuse_prefix=False).logprobs
+    cached = vlm.option_logprobs([[im] for im in random_images(2)], [LEVELS, LEVELS], reuse_prefix=True).logprobs
+    assert torch.allclose(plain, cached, atol=1e-4)

@@ -1,0 +1,105 @@
+"""SFT at scale: training precision, saving, the effective batch, any dimension, and fail-at-start validation."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from training.sft_model import load_dtype
+from training.sft_run import parse_settings, run_sft
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def _cfg(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("sft", overrides=overrides)
+
+
+def _quality_manifest(tmp: Path, n: int = 8, dimension: str = "quality") -> Path:
+    """KADID-style rows: brightness levels rated on a dimension SA-BENCH does not have."""
+    import numpy as np
+    from PIL import Image
+
+    (tmp / "img").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i in range(n):
+        Image.fromarray(np.full((56, 56, 3), 25 * i, np.uint8)).save(tmp / f"img/{i}.png")
+        rows.append({"image": f"img/{i}.png", "dimension": dimension, "mos": 1 + 4 * i / (n - 1)})
+    path = tmp / "ratings.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _base(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        f"model.path={model}", f"data.train={train}", f"output_dir={out}", "trainer.max_steps=2",
+        "trainer.save_steps=100", "trainer.per_device_train_batch_size=4", "trainer.gradient_accumulation_steps=1",
+        "trainer.learning_rate=1e-3", "eval_batch_size=8", *extra,
+    ]  # fmt: skip
+
+
+def test_full_fine_tuning_keeps_fp32_master_weights_unless_deepspeed_or_lora():
+    assert load_dtype("auto", lora=False, bf16=True, deepspeed=False) == torch.float32  # bf16 autocast does the rest
+    assert load_dtype("auto", lora=True, bf16=True, deepspeed=False) == torch.bfloat16  # frozen base
+    assert load_dtype("auto", lora=False, bf16=True, deepspeed=True) == torch.bfloat16  # DeepSpeed keeps fp32 itself
+    assert load_dtype("auto", lora=False, bf16=False, deepspeed=False) == torch.float32
+    assert load_dtype("bfloat16", lora=False, bf16=True, deepspeed=False) == torch.bfloat16  # explicit: obeyed
+
+
+def test_a_prompt_type_that_needs_definitions_fails_before_anything_is_loaded(tmp_path):
+    cfg = _cfg(_base(Path("/does/not/matter"), tmp_path / "m.jsonl", tmp_path / "out", "prompt.dimensions=[quality]"))
+    with pytest.raises(ValueError, match=r"prompt.type=4 needs a definition .*\['quality'\].*prompt.definitions"):
+        parse_settings(cfg)
+    ok = _cfg(_base(Path("m"), tmp_path / "m.jsonl", tmp_path / "out", "prompt.dimensions=[quality]",
+                    "+prompt.definitions.quality='How clean and sharp the photo is.'"))  # fmt: skip
+    assert parse_settings(ok).prompt.definitions == {"quality": "How clean and sharp the photo is."}
+
+
+@pytest.mark.slow
+def test_a_new_dimension_trains_and_unknown_dimensions_fail_in_one_line(tiny_vlm_path, tmp_path, caplog):
+    train = _quality_manifest(tmp_path / "data")
+    with pytest.raises(ValueError) as info:  # every row skipped: one clear error before the trainer starts
+        run_sft(_cfg(_base(tiny_vlm_path, train, tmp_path / "bad", "prompt.type=1")))
+    message = str(info.value)
+    assert "all 8 training rows were skipped" in message and "{'quality': 8}" in message
+    assert "prompt.dimensions=['quality']" in message and "\n" not in message.split("set prompt")[0]
+    assert not (tmp_path / "bad" / "scorer").exists()
+
+    mixed = tmp_path / "mixed.jsonl"  # 8 quality rows + 8 lighting rows: the quality rows in one warning
+    rows = train.read_text() + train.read_text().replace('"quality"', '"lighting"')
+    mixed.write_text(rows.replace('"img/', '"data/img/'))
+    with caplog.at_level(logging.WARNING, logger="training.sft_data"):
+        run_sft(_cfg(_base(tiny_vlm_path, mixed, tmp_path / "mixed", "prompt.type=1", "trainer.max_steps=1")))
+    lines = [r.getMessage() for r in caplog.records if "not in prompt.dimensions" in r.getMessage()]
+    assert len(lines) == 1 and "8 rows (first: line 1)" in lines[0]
+
+    out = tmp_path / "quality"
+    result = run_sft(_cfg(_base(tiny_vlm_path, train, out, "prompt.type=1", "prompt.dimensions=[quality]",
+                                f"data.test={train}")))  # fmt: skip
+    meta = json.loads((out / "scorer" / "sa_iqa.json").read_text())
+    assert list(meta["queries"]) == ["quality"]
+    assert result["metrics"]["quality"]["n"] == 8
+
+
+def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, tmp_path):
+    from peft import get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    from reward.vlm import load_processor
+    from training.scorer_format import scorer_metadata
+    from training.sft_model import LoraSettings, lora_config
+    from training.sft_run import save_scorer
+
+    model = get_peft_model(AutoModelForImageTextToText.from_pretrained(tiny_vlm_path), lora_config(LoraSettings()))
+    settings = parse_settings(_cfg(_base(Path("Qwen/Qwen2.5-VL-7B-Instruct"), tmp_path / "m.jsonl", tmp_path / "o",
+                                         "lora.enabled=true", "merge_lora=false", "prompt.type=1")))  # fmt: skip
+    meta = scorer_metadata(["lighting"], prompt_type=1, definitions={})
+    scorer = save_scorer(model, load_processor(tiny_vlm_path), tmp_path / "scorer", meta, settings)
+    assert json.loads((scorer / "sa_iqa.json").read_text())["base_model"] == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert (scorer / "adapter_model.safetensors").is_file()
