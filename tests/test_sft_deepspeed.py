@@ -1,4 +1,5 @@
-"""training/sft.py under `accelerate launch` with DeepSpeed ZeRO-2 (one CPU process): DeepSpeed really runs."""
+"""training/sft.py under `accelerate launch` with DeepSpeed ZeRO-2 and ZeRO-3 (one CPU process): DeepSpeed really
+runs, and a ZeRO-3 run writes a scorer with the gathered weights."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [
@@ -33,21 +35,51 @@ use_cpu: false
 """
 
 
-def test_sft_runs_under_deepspeed_zero2(tiny_vlm_path, tmp_path):
+def _launch_sft(config: str, model: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """training/sft.py under ``accelerate launch --config_file`` (one CPU process) on a tiny benchmark."""
     from training.synthetic import write_benchmark
 
     bench = write_benchmark(tmp_path / "bench", 6, size=56, seed=3)
-    (tmp_path / "zero2.yaml").write_text(CPU_ZERO2)
+    (tmp_path / "accelerate.yaml").write_text(config)
     out = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(tmp_path / "zero2.yaml"),
-        str(ROOT / "training/sft.py"), f"model.path={tiny_vlm_path}", f"data.train={bench.ratings}",
-        f"output_dir={out}", "trainer.max_steps=2", "trainer.save_steps=2", "trainer.per_device_train_batch_size=4",
-        "trainer.gradient_accumulation_steps=1", "prompt.type=1",
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(tmp_path / "accelerate.yaml"),
+        str(ROOT / "training/sft.py"), f"model.path={model}", f"data.train={bench.ratings}",
+        f"output_dir={out}", "trainer.max_steps=2", "trainer.per_device_train_batch_size=4",
+        "trainer.gradient_accumulation_steps=1", "prompt.type=1", *extra,
     ]  # fmt: skip
     env = {**os.environ, "DS_BUILD_OPS": "0"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, out
+
+
+def test_sft_runs_under_deepspeed_zero2(tiny_vlm_path, tmp_path):
+    _, out = _launch_sft(CPU_ZERO2, tiny_vlm_path, tmp_path, "trainer.save_steps=2")
     # DeepSpeed's own checkpoint layout proves it was not silently dropped
     assert list((out / "checkpoint-2").glob("global_step2/*optim_states.pt"))
     assert (out / "scorer" / "sa_iqa.json").exists()
+
+
+def test_zero3_scorer_holds_the_gathered_trained_weights(tiny_vlm_path, tmp_path):
+    """ZeRO-3 partitions the weights: the scorer must hold the gathered ones (not empty placeholders) and load."""
+    from safetensors.torch import load_file
+
+    from bench.gpu_check import ZERO3
+    from reward.sa_iqa import build
+    from tests.conftest import random_images
+
+    proc, out = _launch_sft(ZERO3.format(mp="no"), tiny_vlm_path, tmp_path, "trainer.save_steps=100",
+                            "trainer.learning_rate=1e-2")  # fmt: skip
+    assert "effective batch 4 = 4 per device x 1 accumulation x 1 processes" in proc.stdout + proc.stderr
+    scorer = out / "scorer"
+    trained = load_file(scorer / "model.safetensors")
+    initial = load_file(tiny_vlm_path / "model.safetensors")
+    assert set(trained) == set(initial)
+    assert all(trained[k].shape == initial[k].shape for k in initial)  # ZeRO-3 placeholders have shape [0]
+    name = next(k for k in initial if k.endswith("lm_head.weight"))
+    assert not torch.equal(trained[name], initial[name])  # the LLM was trained ...
+    vit = next(k for k in initial if "visual" in k and k.endswith("weight"))
+    assert torch.equal(trained[vit], initial[vit])  # ... the frozen ViT was not
+    scores = build({"path": str(scorer), "batch_size": 4}).score(random_images(2)).scores
+    assert scores.shape == (2,) and bool(((scores >= 1) & (scores <= 5)).all())
