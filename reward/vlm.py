@@ -110,6 +110,22 @@ def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixel
     return processor
 
 
+THINKING_OFF = "{%- set enable_thinking = false -%}"
+
+
+def thinking_off(processor: Any) -> bool:
+    """Make ``processor``'s chat template render with thinking switched off, where it has that switch
+    (Qwen3-VL thinking templates); returns whether it had. Used for training, so that prompts are rendered as
+    scoring renders them (``enable_thinking=False``)."""
+    changed = False
+    for owner in (processor, getattr(processor, "tokenizer", None)):
+        template = getattr(owner, "chat_template", None)
+        if isinstance(template, str) and "enable_thinking" in template and not template.startswith(THINKING_OFF):
+            owner.chat_template = THINKING_OFF + template
+            changed = True
+    return changed
+
+
 def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path) -> None:
     size = getattr(image_processor, "size", None)
     got = {"min_pixels": getattr(size, "shortest_edge", None), "max_pixels": getattr(size, "longest_edge", None)}

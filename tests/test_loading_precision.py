@@ -117,3 +117,14 @@ def test_qwen3_vl_thinking_is_switched_off_so_the_answer_follows_the_prefix(tiny
     plain = vlm.option_logprobs([[im] for im in random_images(2)], [LEVELS, LEVELS], reuse_prefix=False).logprobs
     cached = vlm.option_logprobs([[im] for im in random_images(2)], [LEVELS, LEVELS], reuse_prefix=True).logprobs
     assert torch.allclose(plain, cached, atol=1e-4)
+
+
+def test_training_renders_a_thinking_template_with_thinking_off(tiny_vlm3_path):
+    from reward.vlm import load_processor, thinking_off
+
+    processor = load_processor(tiny_vlm3_path)
+    processor.chat_template = processor.tokenizer.chat_template = THINKING_TEMPLATE
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Rate it."}]}]
+    assert processor.apply_chat_template(messages, add_generation_prompt=True).endswith("<think>\n")
+    assert thinking_off(processor) and not thinking_off(processor)  # applied once
+    assert processor.apply_chat_template(messages, add_generation_prompt=True).endswith("<think>\n\n</think>\n\n")

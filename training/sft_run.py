@@ -213,7 +213,7 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train, write ``output_dir/scorer``, evaluate; returns paths, final step and metrics."""
     from trl import SFTTrainer
 
-    from reward.vlm import VLM, load_processor
+    from reward.vlm import VLM, load_processor, thinking_off
 
     s = parse_settings(cfg)
     out = Path(s.output_dir)
@@ -223,6 +223,8 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         level_words=s.levels.words, level_values=s.levels.values, trained_from=s.model.path,
     )  # fmt: skip
     processor = load_processor(s.model.path, min_pixels=s.model.min_pixels, max_pixels=s.model.max_pixels)
+    if thinking_off(processor):
+        logger.info("chat template: thinking switched off for training (the answer follows the prompt directly)")
     _level_check(processor.tokenizer, meta["queries"], s.levels.words)
     resume_from = check_resume(out, s)
     train_ds, skipped = _train_dataset(s, meta["queries"])
