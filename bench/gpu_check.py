@@ -175,7 +175,7 @@ def expected(logp: torch.Tensor) -> torch.Tensor:
 def scoring_sections(table: Table, ckpt: Path, side: int, n_batch: int, peak: float | None) -> None:
     from reward.vlm import OptionQuery, load_vlm
 
-    vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16)
+    vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map="cuda" if torch.cuda.is_available() else None)
     q_one = [OptionQuery("Rate the quality of the image.", WORDS, "The quality of the image is")]
     q_dims = [
         OptionQuery(f"Please evaluate the spatial aesthetic {d} quality level of this image.", WORDS,
@@ -356,10 +356,10 @@ def main(argv: list[str] | None = None) -> Table:
     for name in ("transformers", "accelerate", "deepspeed", "datasets", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    cuda = torch.cuda.is_available() and not args.dry_run
+    if args.dry_run:  # before CUDA is first asked about: this process, the trainer and the launch stay on the CPU
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    if args.dry_run:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the trainer and the ZeRO-3 launch stay on the CPU too
     table = Table()
     import transformers
 

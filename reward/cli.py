@@ -48,7 +48,7 @@ def run_evaluate(cfg: Any) -> dict[str, Any]:
     )  # fmt: skip
     spec = reward_info(name)
     state = process_state()
-    if reward_cfg.get("device") is None and reward_cfg.get("device_map") is None:
+    if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
         reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
     reward = get_reward(name, reward_cfg)
     base = Path(c["data"]).resolve().parent if Path(str(c["data"])).is_file() else None
