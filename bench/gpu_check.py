@@ -175,7 +175,7 @@ def expected(logp: torch.Tensor) -> torch.Tensor:
 def scoring_sections(table: Table, ckpt: Path, side: int, n_batch: int, peak: float | None) -> None:
     from reward.vlm import OptionQuery, load_vlm
 
-    vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map="cuda" if torch.cuda.is_available() else None)
+    vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map={"": 0} if torch.cuda.is_available() else None)
     q_one = [OptionQuery("Rate the quality of the image.", WORDS, "The quality of the image is")]
     q_dims = [
         OptionQuery(f"Please evaluate the spatial aesthetic {d} quality level of this image.", WORDS,
