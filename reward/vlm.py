@@ -19,8 +19,7 @@ import functools
 import json
 import logging
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from reward.answer_head import fp32_answer_head, gather_candidates
 from reward.loading import ModelLoading
 from reward.prefix import PrefixEncoder, split_at_images
 from reward.tokens import default_separator, resolve_candidates
@@ -273,7 +273,7 @@ class VLM:
                     logp = self._logprobs_shared_prefix(imgs, texts)
                 else:
                     logp = self._logprobs_plain(imgs, texts)
-            out[start : start + len(chunk)] = _gather_candidates(logp, [ids[g] for g in chunk], k_max).view(
+            out[start : start + len(chunk)] = gather_candidates(logp, [ids[g] for g in chunk], k_max).view(
                 len(chunk), n_q, k_max
             )
             if return_vocab:
@@ -335,56 +335,6 @@ class VLM:
             new = out[:, inputs["input_ids"].shape[1] :]
             answers.extend(self.tokenizer.batch_decode(new, skip_special_tokens=True))
         return answers
-
-
-def _gather_candidates(logp: torch.Tensor, ids: list[list[list[int]]], k_max: int) -> torch.Tensor:
-    """``[R, k_max]`` candidate log-probs gathered on ``logp``'s device (rows group-major); padding is -inf.
-
-    Only these few numbers go to the host, never the [R, vocab] log-probs.
-    """
-    rows = [cand for group in ids for cand in group]
-    index = torch.zeros(len(rows), max(k_max, 1), dtype=torch.long)
-    valid = torch.zeros(len(rows), max(k_max, 1), dtype=torch.bool)
-    for r, cand in enumerate(rows):
-        index[r, : len(cand)] = torch.tensor(cand, dtype=torch.long)
-        valid[r, : len(cand)] = True
-    picked = logp.gather(1, index.to(logp.device)).masked_fill(~valid.to(logp.device), -math.inf)
-    return picked[:, :k_max].cpu()
-
-
-class _Fp32Head(torch.nn.Module):
-    """The output projection computed in fp32 from a low-precision one, a slice of the vocabulary at a time.
-
-    bf16 logits are spaced 0.125 apart at |logit| 16-32: enough to move an expected value over rating words.
-    """
-
-    def __init__(self, head: torch.nn.Linear, chunk: int = 32768) -> None:
-        super().__init__()
-        self.head = head
-        self.chunk = chunk
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight, bias = self.head.weight, self.head.bias
-        h = hidden.to(weight.device, torch.float32)
-        parts = [torch.nn.functional.linear(h, weight[i : i + self.chunk].float()) for i in
-                 range(0, weight.shape[0], self.chunk)]  # fmt: skip
-        logits = torch.cat(parts, dim=-1)
-        return logits if bias is None else logits + bias.float()
-
-
-@contextmanager
-def fp32_answer_head(model: Any) -> Iterator[None]:
-    """Within the block, ``model``'s output projection yields fp32 logits (the weights stay as they are)."""
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    name = next((n for n, m in model.named_children() if m is head), None)
-    if not isinstance(head, torch.nn.Linear) or name is None or head.weight.dtype == torch.float32:
-        yield
-        return
-    setattr(model, name, _Fp32Head(head))
-    try:
-        yield
-    finally:
-        setattr(model, name, head)
 
 
 def _per_group_queries(
