@@ -96,8 +96,8 @@ class PaceReward:
             from pace_judge.protocol import load_protocol
 
             self.use_protocol(load_protocol(cfg.protocol), {"path": "protocol", "file": cfg.protocol})
-        elif cfg.example_image or not self._needs_example():
-            self._resolve(None)
+        else:
+            self._resolve(None, defer=True)  # the slow path waits for an example image (the first one scored)
 
     def use_protocol(self, protocol: Any, route: dict[str, Any]) -> None:
         omega = (float(self.cfg.omega[0]), float(self.cfg.omega[1]))
@@ -108,24 +108,19 @@ class PaceReward:
                            "calibrate it with pace_judge/calibrate.py", protocol.dimension,
                            *protocol.score_bounds)  # fmt: skip
 
-    def _needs_example(self) -> bool:
-        from pace_judge.route import needs_agents
-
-        return needs_agents(self.cfg)
-
-    def _resolve(self, example: Image.Image | None) -> None:
+    def _resolve(self, example: Image.Image | None, *, defer: bool = False) -> None:
         from pace_judge.route import resolve
 
-        resolve(self, example)
+        resolve(self, example, defer=defer)
 
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         """Scores with explanations (per-probe option probabilities, sub-dimension scores, alpha1, alpha2)."""
         if self.scorer is None and self.expert is None:
             self._resolve(images[0] if images else None)
-        if self.expert is not None:
-            return self.expert.judge(images)
-        assert self.scorer is not None
-        self.last_judgement = self.scorer.judge(images)
+            self.route["example"] = "first image scored"
+        judge = self.expert if self.expert is not None else self.scorer
+        assert judge is not None
+        self.last_judgement = judge.judge(list(images))
         return self.last_judgement
 
     def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:

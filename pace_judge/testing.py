@@ -1,13 +1,16 @@
-"""A small calibrated protocol with anchor images, written offline for tests, the bench and the README."""
+"""Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from pace_judge.backends import Backend, ProbeResult
 from pace_judge.protocol import Anchor, Option, Probe, Protocol, SubDimension, save_protocol
+from reward.vlm import OptionQuery
 
 
 def example_protocol(dimension: str = "sharpness") -> Protocol:
@@ -42,3 +45,29 @@ def write_example_protocol(folder: str | Path, *, seed: int = 0, anchors: bool =
         Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(folder / "anchors" / "low.png")
         protocol.anchors = {"high": Anchor("anchors/high.png", 4.6), "low": Anchor("anchors/low.png", 1.4)}
     return save_protocol(protocol, folder / "protocol.json")
+
+
+class ScriptedBackend:
+    """A test double for the agents' chat (a tiny random VLM cannot reason): ``script(prompt, n_images) -> str``.
+
+    Probability calls go to a real backend when one is given (so a scripted build can be scored for real).
+    ``calls`` records every (prompt, n_images) asked.
+    """
+
+    def __init__(self, script: Callable[[str, int], str], probes: Backend | None = None) -> None:
+        self.script = script
+        self.probes = probes
+        self.calls: list[tuple[str, int]] = []
+
+    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
+             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+        out = []
+        for prompt, group in zip(prompts, images, strict=True):
+            self.calls.append((prompt, len(group)))
+            out.append(self.script(prompt, len(group)))
+        return out
+
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery]) -> ProbeResult:
+        if self.probes is None:
+            raise RuntimeError("this scripted backend has no model for option log-probabilities")
+        return self.probes.option_logprobs(images, queries)
