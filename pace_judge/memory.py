@@ -109,10 +109,12 @@ class MemoryBank:
     def entries(self) -> dict[str, dict[str, Any]]:
         return self.index()["entries"]
 
-    def add(self, protocol: Protocol, *, replace: bool = False) -> str:
-        """Store ``protocol`` (anchors copied beside it); returns its slug."""
+    def add(self, protocol: Protocol, *, replace: bool = False, embedding: list[float] | None = None) -> str:
+        """Store ``protocol`` (anchors copied beside it); returns its slug. ``embedding``: the dimension's embedding
+        when already computed by this bank's embedder (e.g. copied from another bank)."""
         slug = slugify(protocol.dimension)
-        embedding = self.embedder.encode([protocol.dimension])[0].tolist()  # outside the lock: it is slow
+        if embedding is None:
+            embedding = self.embedder.encode([protocol.dimension])[0].tolist()  # outside the lock: it is slow
         with self._lock():
             index = self.index()
             if slug in index["entries"] and not replace:
