@@ -71,3 +71,43 @@ class ScriptedBackend:
         if self.probes is None:
             raise RuntimeError("this scripted backend has no model for option log-probabilities")
         return self.probes.option_logprobs(images, queries)
+
+
+def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0) -> Path:
+    """A tiny random Stable Diffusion (v1.5 architecture) text-to-image pipeline, saved with ``save_pretrained``."""
+    import json
+
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    out = Path(out_dir)
+    if (out / "model_index.json").is_file():
+        return out
+    torch.manual_seed(seed)
+    tok_dir = out / "tokenizer"
+    tok_dir.mkdir(parents=True, exist_ok=True)
+    chars = [chr(c) for c in range(33, 127)]  # single printable characters, no merges
+    vocab = {t: i for i, t in enumerate(chars + [c + "</w>" for c in chars])}
+    vocab.update({"<|startoftext|>": len(vocab), "<|endoftext|>": len(vocab) + 1})
+    (tok_dir / "vocab.json").write_text(json.dumps(vocab))
+    (tok_dir / "merges.txt").write_text("#version: 0.2\n")
+    tok = CLIPTokenizer(str(tok_dir / "vocab.json"), str(tok_dir / "merges.txt"), model_max_length=32)
+    n = len(tok)
+    text = CLIPTextModel(CLIPTextConfig(vocab_size=n, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                        num_attention_heads=4, max_position_embeddings=32, bos_token_id=n - 2,
+                                        eos_token_id=n - 1, pad_token_id=n - 1))  # fmt: skip
+    unet = UNet2DConditionModel(
+        block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32, attention_head_dim=4, norm_num_groups=32,
+    )  # fmt: skip
+    vae = AutoencoderKL(block_out_channels=(32, 64), in_channels=3, out_channels=3, latent_channels=4,
+                        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                        norm_num_groups=32, sample_size=64)  # fmt: skip
+    scheduler = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
+                              set_alpha_to_one=False, steps_offset=1)  # fmt: skip
+    parts = {"unet": unet, "vae": vae, "text_encoder": text, "tokenizer": tok, "scheduler": scheduler}
+    pipe = StableDiffusionPipeline(**parts, safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    pipe.save_pretrained(out)
+    return out
