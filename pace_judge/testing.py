@@ -1,9 +1,12 @@
-"""Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend."""
+"""Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend, a tiny
+text-to-image pipeline, and a loopback OpenAI-compatible server for a local VLM."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -111,3 +114,62 @@ def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0) -> Path:
     pipe = StableDiffusionPipeline(**parts, safety_checker=None, feature_extractor=None, requires_safety_checker=False)
     pipe.save_pretrained(out)
     return out
+
+
+@contextmanager
+def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
+    """Serve ``vlm`` on 127.0.0.1 (a free port) through the chat-completions subset PACE uses (text, images as data
+    URLs, ``logprobs``/``top_logprobs`` of a one-token answer); yields the base URL and stops the server after."""
+    import base64
+    import io
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    def decode(url: str) -> Image.Image:
+        return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")
+
+    @app.post("/v1/chat/completions")
+    def completions(body: dict[str, Any]) -> dict[str, Any]:
+        system = next((m["content"] for m in body["messages"] if m["role"] == "system"), None)
+        user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        parts = user if isinstance(user, list) else [{"type": "text", "text": user}]
+        images = [decode(p["image_url"]["url"]) for p in parts if p["type"] == "image_url"]
+        text = "".join(p["text"] for p in parts if p["type"] == "text")
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+        if body.get("logprobs"):
+            out = vlm.option_logprobs([images], [OptionQuery(text, ("A",), "")], system=system, return_vocab=True)
+            lp = out.vocab.reshape(-1)
+            top = lp.topk(int(body.get("top_logprobs") or 1))
+            tokens = [vlm.tokenizer.decode([int(i)]) for i in top.indices]
+            listed = [
+                {"token": t, "logprob": float(v), "bytes": None} for t, v in zip(tokens, top.values, strict=True)
+            ]
+            choice["message"] = {"role": "assistant", "content": tokens[0]}
+            choice["logprobs"] = {"content": [{**listed[0], "top_logprobs": listed}]}
+        else:
+            answer = vlm.generate([images], [text], system=system, max_new_tokens=int(body.get("max_tokens") or 64))
+            choice["message"] = {"role": "assistant", "content": answer[0]}
+        return {"id": "chatcmpl-local", "object": "chat.completion", "created": 0, "model": model_name,
+                "choices": [choice]}  # fmt: skip
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:  # readiness, not a delay: uvicorn sets this once the socket listens
+        if not thread.is_alive():
+            raise RuntimeError(f"the loopback server did not start on port {port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
