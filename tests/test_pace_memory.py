@@ -115,3 +115,17 @@ def test_slow_path_builds_and_stores_then_a_near_synonym_reuses_it(tmp_path, tin
     again = PaceReward(PaceConfig(**{**cfg, "dimension": "satisfaction of tactile feel"}), backend=fast)
     assert again.route["path"] == "fast" and again.route["matched"] == "tactile satisfaction" and fast.calls == []
     assert again.score(images).scores.tolist() == pytest.approx(scores.tolist(), abs=1e-5)
+
+
+def test_dimensions_close_to_a_configured_expert_route_to_that_reward(tiny_vlm_path, embedder):
+    from reward import get_reward
+
+    images = random_images(3, seed=8)
+    experts = {"blur": {"name": "qbench", "model": str(tiny_vlm_path)}}
+    pace = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "image blur", "experts": experts})
+    assert pace.route["path"] == "expert qbench" and pace.route["matched"] == "blur"  # cosine 0.82 > 0.8
+    qbench = get_reward("qbench", {"model": str(tiny_vlm_path)}).score(images).scores
+    assert pace.score(images).scores.tolist() == pytest.approx((1 + 4 * qbench).tolist(), abs=1e-5)
+    unrelated = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "tactile satisfaction",
+                                    "experts": experts})  # fmt: skip
+    assert unrelated.expert is None and unrelated.scorer is None  # slow path, waiting for an example image
