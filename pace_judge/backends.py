@@ -34,7 +34,8 @@ class ProbeResult:
 
 
 class Backend(Protocol):
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery]) -> ProbeResult:
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
+                        system: str | None = None) -> ProbeResult:  # fmt: skip
         """Every query asked about every image group, in as few forward passes as the backend allows."""
         ...
 
@@ -55,8 +56,9 @@ class LocalBackend:
     def __init__(self, vlm: VLM) -> None:
         self.vlm = vlm
 
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery]) -> ProbeResult:
-        out = self.vlm.option_logprobs(images, list(queries))
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
+                        system: str | None = None) -> ProbeResult:  # fmt: skip
+        out = self.vlm.option_logprobs(images, list(queries), system=system)
         return ProbeResult(out.logprobs, torch.zeros(out.logprobs.shape[:2]))
 
     def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,

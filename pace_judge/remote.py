@@ -114,7 +114,8 @@ class OpenAIBackend:
 
         return self._map(one, list(zip(prompts, images, strict=True)))
 
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery]) -> ProbeResult:
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
+                        system: str | None = None) -> ProbeResult:  # fmt: skip
         items = [(g, q) for g in range(len(images)) for q in range(len(queries))]
         k_max = max(len(q.options) for q in queries)
 
@@ -122,7 +123,7 @@ class OpenAIBackend:
             group, query = images[item[0]], queries[item[1]]
             extra = {"continue_final_message": True, "add_generation_prompt": False} if query.response_prefix else {}
             resp = self.client.chat.completions.create(
-                model=self.cfg.model, messages=messages(query.question, group, None, query.response_prefix),
+                model=self.cfg.model, messages=messages(query.question, group, system, query.response_prefix),
                 temperature=0.0, max_tokens=1, logprobs=True, top_logprobs=self.cfg.top_logprobs,
                 extra_body=extra or None,
             )  # fmt: skip

@@ -76,7 +76,7 @@ class DualTrackScorer:
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         images = [to_rgb(im) for im in images]
         b, per = len(images), 1 + self.n_crops
-        res = self.backend.option_logprobs(self.track1_groups(images), self.queries)
+        res = self.backend.option_logprobs(self.track1_groups(images), self.queries, system=tracks.SYSTEM)
         e_all, probs = tracks.expected_scores(res.logprobs, self.protocol.probes)  # [B*per, Q]
         e_all = e_all.view(b, per, -1)
         e = tracks.combine_crops(e_all[:, 0], e_all[:, 1:], self.zoom, self.crops.combine)
@@ -85,7 +85,7 @@ class DualTrackScorer:
         a2 = None
         rank_probs = None
         if self.rank is not None:
-            r2 = self.backend.option_logprobs(self.track2_groups(images), [self.rank])
+            r2 = self.backend.option_logprobs(self.track2_groups(images), [self.rank], system=tracks.SYSTEM)
             a2 = tracks.alpha2_from_logits(r2.logprobs[:, 0])
             rank_probs = torch.softmax(r2.logprobs[:, 0].float(), dim=-1)
         if self.protocol.anchors:

@@ -70,10 +70,11 @@ class ScriptedBackend:
             out.append(self.script(prompt, len(group)))
         return out
 
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery]) -> ProbeResult:
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
+                        system: str | None = None) -> ProbeResult:  # fmt: skip
         if self.probes is None:
             raise RuntimeError("this scripted backend has no model for option log-probabilities")
-        return self.probes.option_logprobs(images, queries)
+        return self.probes.option_logprobs(images, queries, system=system)
 
 
 def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0) -> Path:

@@ -27,6 +27,9 @@ from pace_judge.protocol import Probe
 from reward.vlm import OptionQuery
 
 LETTERS = string.ascii_uppercase
+# The system turn is part of every image group's shared prefix: what is said once here is not repeated per probe.
+SYSTEM = ("You inspect images for visual quality. Each question lists lettered options; reply with the letter of "
+          "exactly one option and nothing else.")  # fmt: skip
 RANK_VALUES = (1.0, 0.75, 0.5, 0.25, 0.0)  # Track 2: identical to high ... identical to low (PACE eq. 8)
 RANK_LABELS = (
     "Identical in {dim} to the high-quality anchor",
@@ -47,8 +50,7 @@ def probe_query(probe: Probe) -> OptionQuery:
     """Track 1's question for one probe: options lettered in score order, highest first."""
     opts = probe.lettered
     lines = [f"{LETTERS[i]}. {o.text}" for i, o in enumerate(opts)]
-    answer = f"Answer with the option's letter ({letter_list(len(opts))}) from the given choices directly."
-    text = "\n".join([probe.question, *lines, answer])
+    text = "\n".join([probe.question, *lines, f"Answer with {letter_list(len(opts))}."])
     return OptionQuery(text, tuple(LETTERS[: len(opts)]), "")
 
 
@@ -60,7 +62,7 @@ def rank_query(dimension: str, high_score: float, low_score: float) -> OptionQue
         f"high-quality anchor (human {dimension} score {high_score:g} of 5); the third image is the low-quality "
         f"anchor (human score {low_score:g} of 5). Comparing only their {dimension}, where does the target stand?\n"
         + "\n".join(labels)
-        + f"\nAnswer with the option's letter ({letter_list(len(labels))}) from the given choices directly."
+        + f"\nAnswer with {letter_list(len(labels))}."
     )
     return OptionQuery(text, tuple(LETTERS[: len(labels)]), "")
 

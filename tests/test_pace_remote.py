@@ -12,7 +12,7 @@ from pace_judge.backends import LocalBackend
 from pace_judge.pace import PaceConfig, PaceReward
 from pace_judge.remote import OpenAIBackend, ServerConfig
 from pace_judge.testing import serve_openai
-from pace_judge.tracks import probe_query
+from pace_judge.tracks import SYSTEM, probe_query
 from reward.vlm import OptionQuery
 
 
@@ -30,8 +30,8 @@ def test_remote_backend_scores_like_the_local_model_and_reports_missing_top_k_ma
 
         query = probe_query(local.scorer.protocol.probes[0])  # three letters
         short = OpenAIBackend(ServerConfig(base_url=url, model="tiny", top_logprobs=3))
-        got = short.option_logprobs([[images[0]]], [query])
-        dist = tiny_vlm.option_logprobs([[images[0]]], [OptionQuery(query.question, ("A",), "")],
+        got = short.option_logprobs([[images[0]]], [query], system=SYSTEM)
+        dist = tiny_vlm.option_logprobs([[images[0]]], [OptionQuery(query.question, ("A",), "")], system=SYSTEM,
                                         return_vocab=True).vocab.reshape(-1).exp()  # fmt: skip
         top3 = dist.topk(3)
         ids = tiny_vlm.candidate_ids(query)

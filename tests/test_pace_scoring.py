@@ -12,21 +12,18 @@ from PIL import Image
 
 from pace_judge.pace import PaceConfig, PaceReward
 from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict
-from pace_judge.tracks import final_score
+from pace_judge.tracks import SYSTEM, final_score
 from reward.vlm import OptionQuery
 
-EDGES = ("Are object edges crisp?\nA. Yes\nB. Somewhat\nC. No\n"
-         "Answer with the option's letter (A, B or C) from the given choices directly.")  # fmt: skip
-GRAIN = ("Is there visible grain in flat regions?\nA. No\nB. Yes\n"
-         "Answer with the option's letter (A or B) from the given choices directly.")  # fmt: skip
-OUTLINES = ("Are the outlines of small objects clearly defined?\nA. Yes\nB. Somewhat\nC. No\n"
-            "Answer with the option's letter (A, B or C) from the given choices directly.")  # fmt: skip
+EDGES = "Are object edges crisp?\nA. Yes\nB. Somewhat\nC. No\nAnswer with A, B or C."
+GRAIN = "Is there visible grain in flat regions?\nA. No\nB. Yes\nAnswer with A or B."  # lettered in score order
+OUTLINES = "Are the outlines of small objects clearly defined?\nA. Yes\nB. Somewhat\nC. No\nAnswer with A, B or C."
 
 
 def _plain(vlm, group, text, n):
     """log p of the first n letters for one question about one image group, without the shared prefix."""
     q = OptionQuery(text, tuple("ABCDE"[:n]), "")
-    return vlm.option_logprobs([group], [q], reuse_prefix=False).logprobs[0, 0, :n]
+    return vlm.option_logprobs([group], [q], system=SYSTEM, reuse_prefix=False).logprobs[0, 0, :n]
 
 
 def _expected(vlm, image, text, scores):
