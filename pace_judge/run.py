@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from pace_judge.pace import PaceConfig, PaceReward
 from reward.config import from_mapping, to_plain
-from reward.files import atomic_write_jsonl
+from reward.files import atomic_write_json, atomic_write_jsonl
 from reward.images import load_image
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,12 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _record_failures(out: Path, err: Any) -> str:
+    """Write the agents' failed answers (with their raw text) to ``out/agent_failures.json``; the message to show."""
+    path = atomic_write_json(out / "agent_failures.json", err.failures)
+    return f"{err}\nThe agents' unusable answers are in {path}."
+
+
 def run_judge(cfg: Any) -> list[dict[str, Any]]:
     """Score every image of ``images`` and write ``out/scores.jsonl``; returns its rows."""
     from pace_judge.agents import ProtocolBuildError
@@ -59,9 +65,12 @@ def run_judge(cfg: Any) -> list[dict[str, Any]]:
         if not c.get(key):
             raise PaceUserError(f"missing {key}: pass {key}=DIR")
     files = list_images(c["images"])
+    out = Path(c["out"])
     try:
         reward = PaceReward(pace_config(c))
-    except (ProtocolBuildError, ProtocolError, FileNotFoundError, ValueError) as err:
+    except ProtocolBuildError as err:
+        raise PaceUserError(_record_failures(out, err)) from None
+    except (ProtocolError, FileNotFoundError, ValueError) as err:
         raise PaceUserError(str(err)) from None
     rows: list[dict[str, Any]] = []
     per_call = max(1, int(c.get("images_per_call", 8)))
@@ -79,12 +88,12 @@ def run_judge(cfg: Any) -> list[dict[str, Any]]:
         if images:
             try:
                 judged = reward.judge(images)
-            except (ProtocolBuildError, ProtocolError) as err:
-                raise PaceUserError(str(err)) from None
+            except ProtocolBuildError as err:
+                raise PaceUserError(_record_failures(out, err)) from None
             rows.extend({"image": n, **e} for n, e in zip(names, judged.explanations, strict=True))
         bar.update(len(files[start : start + per_call]))
     bar.close()
-    path = atomic_write_jsonl(Path(c["out"]) / "scores.jsonl", rows)
+    path = atomic_write_jsonl(out / "scores.jsonl", rows)
     logger.info("PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""),
                 format_table(rows))  # fmt: skip
     logger.info("wrote %s", path)

@@ -140,3 +140,5 @@ def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny
     assert proc.returncode == 2, text[-3000:]
     assert "could not build a protocol for 'tactile satisfaction'" in text and "use a stronger backbone" in text
     assert "Traceback" not in text and not (tmp_path / "out" / "scores.jsonl").exists()
+    failures = json.loads((tmp_path / "out" / "agent_failures.json").read_text())
+    assert failures[0]["agent"] == "planner" and len(failures[0]["raw"]) == 2  # the raw answers, 1 + 1 retry
