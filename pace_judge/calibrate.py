@@ -232,11 +232,10 @@ def run_calibrate(cfg: dict[str, Any], backend: Backend | None = None) -> Protoc
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     from pace_judge.agents import ProtocolBuildError
-    from pace_judge.protocol import ProtocolError
 
     try:
         run_calibrate(load_config(list(sys.argv[1:] if argv is None else argv)))
-    except (CalibrationError, ProtocolError, ProtocolBuildError, FileNotFoundError) as err:
+    except (ValueError, ProtocolBuildError, OSError) as err:  # CalibrationError, ProtocolError, bad manifests ...
         logger.error("error: %s", err)
         return 2
     return 0

@@ -95,7 +95,10 @@ class PaceReward:
         if cfg.protocol:
             from pace_judge.protocol import load_protocol
 
-            self.use_protocol(load_protocol(cfg.protocol), {"path": "protocol", "file": cfg.protocol})
+            protocol = load_protocol(cfg.protocol)
+            self.use_protocol(
+                protocol, {"dimension": protocol.dimension, "path": "protocol file", "file": cfg.protocol}
+            )
         else:
             self._resolve(None, defer=True)  # the slow path waits for an example image (the first one scored)
 
