@@ -93,11 +93,16 @@ class DualTrackScorer:
             scores = tracks.final_score(a1, a2, self.omega, y_low=y_low, y_high=y_high)
         else:
             scores = tracks.final_score(a1, None, self.omega, y_low=bounds[0], y_high=bounds[1])
+        judged = Judgement(scores.float(), a1.float(), None if a2 is None else a2.float(), [])
         missing = res.missing_mass.view(b, per, -1)
-        expl = [self._explain(i, e, e_all, probs, missing, a1, a2, rank_probs, scores, per) for i in range(b)]
-        return Judgement(scores.float(), a1.float(), None if a2 is None else a2.float(), expl)
+        judged.explanations = [self._explain(i, judged, e, e_all, probs, missing, rank_probs) for i in range(b)]
+        return judged
 
-    def _explain(self, i, e, e_all, probs, missing, a1, a2, rank_probs, scores, per) -> dict[str, Any]:  # noqa: ANN001
+    def _explain(self, i: int, judged: Judgement, e: torch.Tensor, e_all: torch.Tensor, probs: list[torch.Tensor],
+                 missing: torch.Tensor, rank_probs: torch.Tensor | None) -> dict[str, Any]:  # fmt: skip
+        """Image ``i``: option probabilities of each probe (whole image), its expected score (after crops), the
+        crops' expected scores, sub-dimension scores, alpha1, alpha2 and the rank probabilities of Track 2."""
+        per = e_all.shape[1]
         probes = []
         for q, p in enumerate(self.protocol.probes):
             row = i * per
@@ -115,9 +120,9 @@ class DualTrackScorer:
                 entry["missing_mass"] = round(float(missing[i, :, q].max()), 6)
             probes.append(entry)
         out: dict[str, Any] = {
-            "score": float(scores[i]),
-            "alpha1": float(a1[i]),
-            "alpha2": None if a2 is None else float(a2[i]),
+            "score": float(judged.scores[i]),
+            "alpha1": float(judged.alpha1[i]),
+            "alpha2": None if judged.alpha2 is None else float(judged.alpha2[i]),
             "calibrated": self.protocol.calibrated,
             "dimension": self.protocol.dimension,
             "sub_dimensions": self._sub_scores(e[i]),
