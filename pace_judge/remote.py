@@ -65,7 +65,7 @@ def letter_logprobs(
 
     >>> lp, missing = letter_logprobs([("A", math.log(0.6)), ("B", math.log(0.3))], ["A", "B", "C"])
     >>> [round(math.exp(v), 3) for v in lp], round(missing, 3)
-    [0.6, 0.3, 0.1]
+    ([0.6, 0.3, 0.1], 0.1)
     """
     wanted = {sep + c: c for c in letters}
     found: dict[str, float] = {wanted[t]: lp for t, lp in top if t in wanted}

@@ -12,7 +12,7 @@ Example:
     >>> alpha2_from_logits(torch.zeros(1, 5))  # uniform over the five ranks -> the middle
     tensor([0.5000])
     >>> final_score(torch.tensor([1.0]), torch.tensor([0.0]), (0.5, 0.5), y_low=1.4, y_high=4.6)
-    tensor([3.0000])
+    tensor([3.])
 """
 
 from __future__ import annotations
