@@ -65,7 +65,7 @@ def token_ideal(vlm, pace: PaceReward, qbench: QBenchReward, image: Image.Image)
     suffixes = [tokens(vlm, [], q.question) + 4 for q in scorer.queries]  # question + end of turn + assistant start
     groups = 1 + scorer.n_crops
     rank_text = vlm.render(3, scorer.rank.question, "")
-    track2 = tokens(vlm, [image, *scorer.anchor_images], rank_text)
+    track2 = tokens(vlm, [*scorer.anchor_images, image], rank_text)
     q_text = vlm.render(1, qbench.query.question, qbench.query.response_prefix)
     return (groups * (prefix + sum(suffixes)) + track2) / tokens(vlm, [image], q_text)
 

@@ -2,7 +2,7 @@
 
 All probes about a batch of images and their crops go through one ``option_logprobs`` call (each image and each
 crop is an image group whose prefix is encoded once and shared by every probe); Track 2 is a second call with
-[target, high anchor, low anchor] groups.
+[high anchor, low anchor, target] groups.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class DualTrackScorer:
 
     def track2_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
         assert self.anchor_images is not None
-        return [[img, *self.anchor_images] for img in images]
+        return [[*self.anchor_images, img] for img in images]  # anchors first: a shared prefix across targets
 
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         images = [to_rgb(im) for im in images]

@@ -55,12 +55,16 @@ def probe_query(probe: Probe) -> OptionQuery:
 
 
 def rank_query(dimension: str, high_score: float, low_score: float) -> OptionQuery:
-    """Track 2's question; the images are [target, high anchor, low anchor] in this order."""
+    """Track 2's question; the images are [high anchor, low anchor, target] in this order.
+
+    The anchors come first so that the text before the target is the same for every image: a server with prefix
+    caching (vLLM's automatic prefix caching) encodes the anchors once for all targets.
+    """
     labels = [f"{LETTERS[i]}. {lab.format(dim=dimension)}" for i, lab in enumerate(RANK_LABELS)]
     text = (
-        f"We are judging the {dimension} of images. The first image is the target. The second image is the "
-        f"high-quality anchor (human {dimension} score {high_score:g} of 5); the third image is the low-quality "
-        f"anchor (human score {low_score:g} of 5). Comparing only their {dimension}, where does the target stand?\n"
+        f"We are judging the {dimension} of images. The first image is the high-quality anchor (human {dimension} "
+        f"score {high_score:g} of 5); the second image is the low-quality anchor (human score {low_score:g} of 5); "
+        f"the third image is the target. Comparing only their {dimension}, where does the target stand?\n"
         + "\n".join(labels)
         + f"\nAnswer with {letter_list(len(labels))}."
     )

@@ -59,7 +59,7 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
     assert "sharpness" in rank_text and "A, B, C, D or E" in rank_text  # Track 2 names the dimension
     for i, img in enumerate(images):
         a1, e = _hand_alpha1(tiny_vlm, img, "mean")
-        ranks = torch.softmax(_plain(tiny_vlm, [img, high, low.convert("RGB")], rank_text, 5), -1)
+        ranks = torch.softmax(_plain(tiny_vlm, [high, low.convert("RGB"), img], rank_text, 5), -1)
         a2 = float((ranks * torch.tensor([1.0, 0.75, 0.5, 0.25, 0.0])).sum())
         score = min(4.6, max(1.4, 1.4 + 3.2 * (0.5 * a1 + 0.5 * a2)))
         assert judged.alpha1[i].item() == pytest.approx(a1, abs=2e-5)
