@@ -61,6 +61,15 @@ class LocalBackend:
         out = self.vlm.option_logprobs(images, list(queries), system=system)
         return ProbeResult(out.logprobs, torch.zeros(out.logprobs.shape[:2]))
 
+    def anchored_logprobs(self, anchors: Sequence[Image.Image], targets: Sequence[Image.Image], query: OptionQuery,
+                          *, system: str | None = None) -> ProbeResult:  # fmt: skip
+        """``query`` about each [*anchors, target] group; the anchors are encoded once (pace_judge.anchored)."""
+        from pace_judge.anchored import anchored_logprobs, supports_anchor_prefix
+
+        if supports_anchor_prefix(self.vlm) and len(targets) > 1:
+            return anchored_logprobs(self.vlm, anchors, targets, query, system=system)
+        return self.option_logprobs([[*anchors, t] for t in targets], [query], system=system)
+
     def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
              max_new_tokens: int = 512) -> list[str]:  # fmt: skip
         return self.vlm.generate(images, prompts, system=system, max_new_tokens=max_new_tokens, do_sample=False)

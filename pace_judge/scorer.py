@@ -2,7 +2,8 @@
 
 All probes about a batch of images and their crops go through one ``option_logprobs`` call (each image and each
 crop is an image group whose prefix is encoded once and shared by every probe); Track 2 is a second call with
-[high anchor, low anchor, target] groups.
+[high anchor, low anchor, target] groups, where the local model encodes the two anchors once for the whole batch
+(pace_judge.anchored).
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ class DualTrackScorer:
         assert self.anchor_images is not None
         return [[*self.anchor_images, img] for img in images]  # anchors first: a shared prefix across targets
 
+    def track2(self, images: Sequence[Image.Image]) -> Any:
+        """Track 2's rank log-probs; the anchors are encoded once per batch where the backend can do that."""
+        assert self.rank is not None and self.anchor_images is not None
+        anchored = getattr(self.backend, "anchored_logprobs", None)
+        if anchored is not None:
+            return anchored(list(self.anchor_images), list(images), self.rank, system=tracks.SYSTEM)
+        return self.backend.option_logprobs(self.track2_groups(images), [self.rank], system=tracks.SYSTEM)
+
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         images = [to_rgb(im) for im in images]
         b, per = len(images), 1 + self.n_crops
@@ -85,7 +94,7 @@ class DualTrackScorer:
         a2 = None
         rank_probs = None
         if self.rank is not None:
-            r2 = self.backend.option_logprobs(self.track2_groups(images), [self.rank], system=tracks.SYSTEM)
+            r2 = self.track2(images)
             a2 = tracks.alpha2_from_logits(r2.logprobs[:, 0])
             rank_probs = torch.softmax(r2.logprobs[:, 0].float(), dim=-1)
         if self.protocol.anchors:

@@ -139,3 +139,27 @@ def test_pace_config_errors_are_reported_together():
     msg = str(err.value)
     assert "exactly one of protocol=FILE" in msg and "omega must be two non-negative weights summing to 1" in msg
     assert "theta is a cosine threshold" in msg and "backend must be local or openai" in msg
+
+
+def test_anchors_encoded_once_equal_the_plain_path_for_targets_of_different_sizes(tiny_vlm_path, tmp_path):
+    import shutil
+
+    from pace_judge.anchored import anchored_logprobs
+    from pace_judge.tracks import rank_query
+    from reward.vlm import load_vlm
+
+    folder = tmp_path / "vlm"
+    shutil.copytree(tiny_vlm_path, folder)  # a variable-resolution processor: targets get 4 to 12 image tokens
+    pre = json.loads((folder / "preprocessor_config.json").read_text())
+    pre["size"] = {"shortest_edge": 28 * 28 * 2, "longest_edge": 28 * 28 * 16}
+    (folder / "preprocessor_config.json").write_text(json.dumps(pre))
+    vlm = load_vlm(folder, batch_size=2)  # 3 targets: two batches, the prefix rebuilt for each
+    anchors = random_images(2, seed=1, sizes=(64,))
+    sizes = [(56, 56), (90, 70), (60, 40)]
+    targets = [img.resize(size) for img, size in zip(random_images(3, seed=2), sizes, strict=True)]
+    q = rank_query("sharpness", 4.6, 1.4)
+    got = anchored_logprobs(vlm, anchors, targets, q, system=SYSTEM).logprobs[:, 0]
+    plain = vlm.option_logprobs([[*anchors, t] for t in targets], [q], system=SYSTEM, reuse_prefix=False)
+    grids = [vlm.processor.image_processor(images=[t])["image_grid_thw"].prod().item() for t in targets]
+    assert len(set(grids)) == 3  # three different image-token counts: the suffixes are padded
+    assert torch.allclose(got, plain.logprobs[:, 0], atol=2e-5)
