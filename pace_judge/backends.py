@@ -61,6 +61,11 @@ class LocalBackend:
         out = self.vlm.option_logprobs(images, list(queries), system=system)
         return ProbeResult(out.logprobs, torch.zeros(out.logprobs.shape[:2]))
 
+    def check(self, queries: Sequence[OptionQuery], *, system: str | None = None) -> None:
+        """Fail before any scoring when an option letter is not one token for this tokenizer."""
+        for q in queries:
+            self.vlm.candidate_ids(q, system)
+
     def anchored_logprobs(self, anchors: Sequence[Image.Image], targets: Sequence[Image.Image], query: OptionQuery,
                           *, system: str | None = None) -> ProbeResult:  # fmt: skip
         """``query`` about each [*anchors, target] group; the anchors are encoded once (pace_judge.anchored)."""

@@ -60,6 +60,9 @@ class DualTrackScorer:
             self.anchor_images = (high, low)
             self.rank = tracks.rank_query(protocol.dimension, protocol.anchors["high"].score,
                                           protocol.anchors["low"].score)  # fmt: skip
+        check = getattr(backend, "check", None)
+        if check is not None:  # letters that are not single tokens fail here, not mid-run
+            check(self.queries + ([self.rank] if self.rank else []), system=tracks.SYSTEM)
 
     def track1_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
         """Image groups of the Track 1 call: each image, then its crops (image-major)."""
