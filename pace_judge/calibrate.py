@@ -71,16 +71,16 @@ def ask_scores(n: int, sheet: Path) -> list[float]:
     logger.info("Look at %s and rate each candidate from 1 (worst) to 5 (best) on this dimension.", sheet)
     scores = []
     for i in range(1, n + 1):
+        question = f"score for candidate {i} (1-5): "
         while True:
-            answer = input(f"score for candidate {i} (1-5): ").strip()
             try:
-                value = float(answer)
+                value = float(input(question).strip())
             except ValueError:
                 value = math.nan
             if 1.0 <= value <= 5.0:
                 scores.append(value)
                 break
-            print("please type a number from 1 to 5")  # noqa: T201 - interactive prompt
+            question = f"please type a number from 1 to 5 for candidate {i}: "
     return scores
 
 

@@ -76,3 +76,15 @@ def test_benchmark_mode_takes_extreme_mos_images_and_requires_disjoint_splits(tm
     assert (p.anchors["high"].score, p.anchors["low"].score) == (4.8, 1.2)
     assert np.asarray(Image.open(p.anchor_path("high")))[0, 0, 0] == 50  # img/1.png
     assert np.asarray(Image.open(p.anchor_path("low")))[0, 0, 0] == 100  # img/2.png
+
+
+def test_interactive_scores_are_asked_until_valid(monkeypatch, tmp_path):
+    from pace_judge import calibrate
+
+    answers = iter(["great", "6", "2", "4.5", "1", "5"])
+    monkeypatch.setattr(calibrate.sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    assert calibrate.ask_scores(4, tmp_path / "sheet.png") == [2.0, 4.5, 1.0, 5.0]  # "great" and 6 asked again
+    monkeypatch.setattr(calibrate.sys.stdin, "isatty", lambda: False, raising=False)
+    with pytest.raises(CalibrationError, match="no terminal to ask on: look at .*sheet.png and pass scores="):
+        calibrate.ask_scores(4, tmp_path / "sheet.png")
