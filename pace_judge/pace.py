@@ -87,15 +87,17 @@ class PaceReward:
         validate(cfg)
         self.cfg = cfg
         self.crops = crop_config(cfg.crops)
+        protocol = None
+        if cfg.protocol:  # a bad protocol file fails before a model is loaded
+            from pace_judge.protocol import load_protocol
+
+            protocol = load_protocol(cfg.protocol)
         self.backend = backend or make_backend(cfg.backend, model_config(cfg.model, cfg), cfg.server)
         self.scorer: DualTrackScorer | None = None
         self.expert: Any = None
         self.route: dict[str, Any] = {}
         self.last_judgement: Judgement | None = None
-        if cfg.protocol:
-            from pace_judge.protocol import load_protocol
-
-            protocol = load_protocol(cfg.protocol)
+        if protocol is not None:
             self.use_protocol(
                 protocol, {"dimension": protocol.dimension, "path": "protocol file", "file": cfg.protocol}
             )
