@@ -116,3 +116,10 @@ register_reward(
     score_range=(1.0, 5.0),
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
 )
+register_reward(
+    "pace",
+    "pace_judge.pace:build",
+    higher_is_better=True,
+    score_range=(1.0, 5.0),
+    description="PACE training-free judge of any dimension named in words: protocol probes + anchor comparison",
+)

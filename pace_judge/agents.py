@@ -1,0 +1,314 @@
+"""PACE's agents (§4.3, appendix A.1): Planner, Visualizer, Critic and Generator build a protocol from a dimension.
+
+The prompts are the paper's (A.1.2) as editable defaults (``agents.prompts=FILE``, a JSON or YAML mapping of
+role -> template). Decoding is deterministic. Every answer is parsed robustly and validated; an answer that stays
+unusable after ``retries`` re-asks is a recorded failure with its raw text -- never a crash and never a silently
+empty protocol: when no probe survives, :class:`ProtocolBuildError` says why and carries every failure.
+
+Example (a scripted backend stands in for the VLM; see tests/test_pace_agents.py):
+    >>> build_protocol(backend, "tactile satisfaction", image)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from pace_judge.backends import Backend
+from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
+from pace_judge.protocol import Probe, Protocol, ProtocolError, SubDimension, protocol_from_dict
+from reward.config import from_mapping
+
+logger = logging.getLogger(__name__)
+
+PROMPTS: dict[str, str] = {
+    "planner": (
+        "[Planning Agent] I need to evaluate the visual quality dimension: '{dimension}'. Please decompose this "
+        "abstract concept into {min_sub} to {max_sub} distinct, visually observable sub-dimensions or low-level "
+        "features. They must overlap as little as possible and together cover '{dimension}'.\n"
+        'Output JSON format: {{"subdimensions": [{{"name": "...", "description": "..."}}, ...]}}'
+    ),
+    "visualizer": (
+        "[Visualizer Agent] You are an expert in Visual Quality Assessment and VQA Logic Design. Your task is to "
+        "create CONTEXT-AWARE and REUSABLE VQA rules for evaluating '{dimension}' with the provided image as visual "
+        "grounding. Identify visual elements, artifacts, or strengths related to {sub_dimension} ({description}). "
+        "Your questions should focus on concrete details visible in the image.\n"
+        'Critical feedback from previous round: "{feedback}"\n'
+        "REQUIREMENTS:\n1. Generate {max_rules} distinct VQA rules in JSON.\n"
+        "2. Each rule must have a specific Question and a Scoring Mapping (option_scores) from 1 (worst) to 5 "
+        "(best), monotone in the order of the options.\n"
+        "3. Questions must be objective and focus on concrete visual evidence.\n"
+        '4. Do NOT ask abstract questions like "Is it good?". Ask "Is the edge sharp?" or "Are the colors '
+        'natural?".\n5. Set "zoom": true when the rule is about micro-features (texture, noise, edges, blur).\n'
+        'OUTPUT FORMAT (Strict JSON): {{"rules": [{{"sub_dimension": "{sub_dimension}", "question": "The VQA '
+        'question", "option_scores": {{"Yes": 5, "Medium": 3, "No": 1}}, "weight": 1.0, "zoom": false, '
+        '"rationale": "Why this question is included"}}]}}'
+    ),
+    "critic": (
+        "[Critic Agent] You are a meta-evaluator for Visual Question Answering (VQA). Please review the following "
+        'proposed evaluation rule for \'{dimension}\':\nQuestion: "{question}"\nScoring mapping: "{option_scores}"\n'
+        "Task: Is this a valid, visually grounded question that a Vision-Language Model can reasonably answer by "
+        "observing an image?\n- VALID: evaluates physical features (sharpness, noise) or visual semantics (style, "
+        "realism).\n- INVALID: purely emotional or subjective, requires invisible context, or its scoring mapping is "
+        "inverted (a higher score for worse '{dimension}') or not monotone in the order of the options.\n"
+        "CRITICAL: Evaluate both the question and its scoring mapping. Do not reject just because the image is low "
+        "quality.\nReply STRICTLY in this format: Yes. (or No.) Reason: [short reason]"
+    ),
+    "generator": (
+        "[Generator Agent] These VQA rules define '{dimension}':\n{rules}\nWrite text-to-image prompts for "
+        "calibration: {n} prompts whose images would score HIGH on every rule, and {n} whose images would score "
+        "LOW, with the same subject so that only '{dimension}' differs.\n"
+        'Output JSON format: {{"positive": ["..."], "negative": ["..."]}}'
+    ),
+}
+RETRY_NOTE = "\n\nYour previous answer could not be used ({error}). Reply again with the requested format only."
+
+
+class ProtocolBuildError(RuntimeError):
+    """The agents could not build a valid protocol; ``failures`` holds each failed answer with its raw text."""
+
+    def __init__(self, message: str, failures: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
+@dataclass
+class AgentConfig:
+    max_rounds: int = 3  # Visualizer <-> Critic rounds per sub-dimension (paper: at most three)
+    retries: int = 2  # re-asks of an agent whose answer cannot be parsed or validated
+    rules_per_sub: int = 1  # probes asked of the Visualizer per sub-dimension
+    min_sub: int = 3  # the Planner's sub-dimensions: between min_sub and max_sub
+    max_sub: int = 5
+    max_new_tokens: int = 512
+    prompts: str | None = None  # JSON/YAML file overriding some of PROMPTS (role -> template)
+
+
+def agent_config(raw: dict[str, Any] | None) -> AgentConfig:
+    cfg = from_mapping(AgentConfig, raw or {}, where="agents")
+    if cfg.max_rounds < 1 or cfg.retries < 0 or cfg.rules_per_sub < 1 or not 1 <= cfg.min_sub <= cfg.max_sub:
+        raise ValueError(f"agents: need max_rounds >= 1, retries >= 0, rules_per_sub >= 1, 1 <= min_sub <= max_sub; "
+                         f"got {cfg}")  # fmt: skip
+    return cfg
+
+
+def load_prompts(path: str | None) -> dict[str, str]:
+    prompts = dict(PROMPTS)
+    if path:
+        text = Path(path).read_text(encoding="utf-8")
+        if Path(path).suffix in (".yaml", ".yml"):
+            from omegaconf import OmegaConf
+
+            custom = OmegaConf.to_container(OmegaConf.create(text))
+        else:
+            custom = json.loads(text)
+        unknown = set(custom) - set(PROMPTS)  # type: ignore[arg-type]
+        if unknown:
+            raise ValueError(f"{path}: unknown agent roles {sorted(unknown)}; use {sorted(PROMPTS)}")
+        prompts.update(custom)  # type: ignore[arg-type]
+    return prompts
+
+
+@dataclass
+class Agents:
+    """The four agents sharing one backend (the paper uses one backbone with different prompts)."""
+
+    backend: Backend
+    cfg: AgentConfig = field(default_factory=AgentConfig)
+    prompts: dict[str, str] = field(default_factory=lambda: dict(PROMPTS))
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def ask(self, role: str, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], parse: Any,
+            context: Sequence[dict[str, Any]]) -> list[Any]:  # fmt: skip
+        """Ask ``prompts`` in one batch, parse each answer (``parse``: one function, or one per prompt); re-ask the
+        unusable ones; ``None`` where every try failed."""
+        parsers = parse if isinstance(parse, list) else [parse] * len(prompts)
+        results: list[Any] = [None] * len(prompts)
+        pending = list(range(len(prompts)))
+        errors: dict[int, str] = {}
+        raws: dict[int, list[str]] = {i: [] for i in pending}
+        for _ in range(self.cfg.retries + 1):
+            if not pending:
+                break
+            asked = [prompts[i] + (RETRY_NOTE.format(error=errors[i]) if i in errors else "") for i in pending]
+            answers = self.backend.chat(asked, [images[i] for i in pending], max_new_tokens=self.cfg.max_new_tokens)
+            still = []
+            for i, answer in zip(pending, answers, strict=True):
+                raws[i].append(answer)
+                try:
+                    results[i] = parsers[i](answer)
+                except (AnswerFormatError, ProtocolError, ValueError, TypeError, KeyError) as err:
+                    errors[i] = " ".join(str(err).split())[:400]
+                    still.append(i)
+            pending = still
+        for i in pending:
+            self.failures.append({"agent": role, **context[i], "error": errors[i], "raw": raws[i]})
+            logger.warning("%s agent: unusable answer after %d tries (%s)", role, self.cfg.retries + 1, errors[i])
+        return results
+
+    # -- Planner ----------------------------------------------------------------------------------------
+    def plan(self, dimension: str) -> list[SubDimension]:
+        c = self.cfg
+        prompt = self.prompts["planner"].format(dimension=dimension, min_sub=c.min_sub, max_sub=c.max_sub)
+        return self.ask("planner", [prompt], [[]], self._parse_plan, [{"dimension": dimension}])[0] or []
+
+    def _parse_plan(self, answer: str) -> list[SubDimension]:
+        obj = parse_json(answer)
+        items = obj.get("subdimensions", obj.get("sub_dimensions")) if isinstance(obj, dict) else obj
+        if not isinstance(items, list):
+            raise ValueError('expected {"subdimensions": [...]}')
+        subs = []
+        for it in items:
+            name = it.get("name") if isinstance(it, dict) else it
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"sub-dimension {it!r} has no name")
+            desc = str(it.get("description", "")) if isinstance(it, dict) else ""
+            subs.append(SubDimension(name.strip(), desc.strip()))
+        if len({s.name.lower() for s in subs}) != len(subs):
+            raise ValueError("sub-dimensions repeat a name")
+        if not self.cfg.min_sub <= len(subs) <= self.cfg.max_sub:
+            raise ValueError(f"{len(subs)} sub-dimensions; give {self.cfg.min_sub} to {self.cfg.max_sub}")
+        return subs
+
+    # -- Visualizer -------------------------------------------------------------------------------------
+    def visualize(self, dimension: str, subs: Sequence[SubDimension], image: Image.Image | None,
+                  feedback: Sequence[str], round_: int) -> list[list[Probe] | None]:  # fmt: skip
+        prompts = [self.prompts["visualizer"].format(dimension=dimension, sub_dimension=s.name,
+                                                     description=s.description or s.name, feedback=f,
+                                                     max_rules=self.cfg.rules_per_sub)
+                   for s, f in zip(subs, feedback, strict=True)]  # fmt: skip
+        images = [[image] if image is not None else [] for _ in subs]
+        parsers = [self._rules_parser(s) for s in subs]
+        ctx = [{"sub_dimension": s.name, "round": round_} for s in subs]
+        return self.ask("visualizer", prompts, images, parsers, ctx)
+
+    def _rules_parser(self, sub: SubDimension) -> Any:
+        def parse(answer: str) -> list[Probe]:
+            obj = parse_json(answer)
+            rules = obj.get("rules") if isinstance(obj, dict) else obj
+            if not isinstance(rules, list) or not rules:
+                raise ValueError('expected {"rules": [...]} with at least one rule')
+            return [rule_to_probe(r, sub.name, where=f"rules[{i}]") for i, r in enumerate(rules)]
+
+        return parse
+
+    # -- Critic -----------------------------------------------------------------------------------------
+    def criticize(self, dimension: str, probes: Sequence[Probe], round_: int) -> list[tuple[bool, str]]:
+        prompts = [self.prompts["critic"].format(dimension=dimension, question=p.question,
+                                                 option_scores=", ".join(f"{o.text}: {o.score:g}" for o in p.options))
+                   for p in probes]  # fmt: skip
+        ctx = [{"question": p.question, "round": round_} for p in probes]
+        verdicts = self.ask("critic", prompts, [[] for _ in probes], parse_verdict, ctx)
+        return [v if v is not None else (False, "the critic's answer could not be read") for v in verdicts]
+
+    # -- Generator --------------------------------------------------------------------------------------
+    def calibration_prompts(self, protocol: Protocol, n: int = 2) -> tuple[list[str], list[str]]:
+        rules = "\n".join(f"- {p.question}" for p in protocol.probes)
+        prompt = self.prompts["generator"].format(dimension=protocol.dimension, rules=rules, n=n)
+
+        def parse(answer: str) -> tuple[list[str], list[str]]:
+            obj = parse_json(answer)
+            pos, neg = obj.get("positive"), obj.get("negative")
+            if not all(isinstance(x, list) and x and all(isinstance(s, str) and s.strip() for s in x)
+                       for x in (pos, neg)):  # fmt: skip
+                raise ValueError('expected {"positive": ["..."], "negative": ["..."]} with non-empty prompts')
+            return [s.strip() for s in pos], [s.strip() for s in neg]
+
+        out = self.ask("generator", [prompt], [[]], parse, [{"dimension": protocol.dimension}])[0]
+        if out is None:
+            msg = f"the Generator agent gave no usable calibration prompts for {protocol.dimension!r}"
+            raise ProtocolBuildError(f"{msg}: {self.failures[-1]['error']}", self.failures)
+        return out
+
+
+def rule_to_probe(rule: Any, sub_dimension: str, *, where: str = "rule") -> Probe:
+    """A Visualizer rule ({question, option_scores, weight, zoom}) as a validated probe.
+
+    The option order is the Visualizer's; its scores must be monotone in that order (a non-monotone map is refused
+    here, before the Critic sees it).
+    """
+    if not isinstance(rule, dict):
+        raise ValueError(f"{where} must be an object")
+    scores = rule.get("option_scores", rule.get("options"))
+    if isinstance(scores, dict):
+        options = [{"text": str(k).split("/")[-1].strip(), "score": v} for k, v in scores.items()]
+    elif isinstance(scores, list):
+        options = scores
+    else:
+        raise ValueError(f"{where}.option_scores must map option text to score")
+    probe_raw = {"question": rule.get("question"), "options": options, "weight": rule.get("weight", 1.0),
+                 "sub_dimension": sub_dimension}  # fmt: skip
+    if isinstance(rule.get("zoom"), bool):
+        probe_raw["zoom"] = rule["zoom"]
+    raw = {"schema": "pace-protocol/1", "dimension": "x", "probes": [probe_raw]}
+    probe = protocol_from_dict(raw, source=where).probes[0]
+    values = [o.score for o in probe.options]
+    diffs = [b - a for a, b in zip(values, values[1:], strict=False)]
+    if not (all(d > 0 for d in diffs) or all(d < 0 for d in diffs)):
+        raise ValueError(f"{where}: scores {values} are not monotone in the order of the options")
+    return probe
+
+
+def build_protocol(backend: Backend, dimension: str, image: Image.Image | None, cfg: AgentConfig | None = None,
+                   *, backbone: str = "unknown") -> Protocol:  # fmt: skip
+    """The slow path: plan, then up to ``max_rounds`` Visualizer <-> Critic rounds per sub-dimension."""
+    cfg = cfg or AgentConfig()
+    agents = Agents(backend, cfg, load_prompts(cfg.prompts))
+    subs = agents.plan(dimension)
+    if not subs:
+        raise ProtocolBuildError(_failure_message(dimension, "the Planner gave no usable sub-dimensions",
+                                                  agents.failures), agents.failures)  # fmt: skip
+    accepted: dict[str, list[Probe]] = {}
+    critic_log: list[dict[str, Any]] = []
+    feedback = {s.name: "None. This is the first iteration." for s in subs}
+    pending = list(subs)
+    rounds = 0
+    for round_ in range(1, cfg.max_rounds + 1):
+        if not pending:
+            break
+        rounds = round_
+        proposals = agents.visualize(dimension, pending, image, [feedback[s.name] for s in pending], round_)
+        flat = [(s, p) for s, probes in zip(pending, proposals, strict=True) for p in (probes or [])]
+        verdicts = agents.criticize(dimension, [p for _, p in flat], round_) if flat else []
+        reasons: dict[str, list[str]] = {}
+        for (sub, probe), (ok, reason) in zip(flat, verdicts, strict=True):
+            critic_log.append({"round": round_, "sub_dimension": sub.name, "question": probe.question,
+                               "valid": ok, "reason": reason})  # fmt: skip
+            if ok:
+                accepted.setdefault(sub.name, []).append(probe)
+            else:
+                reasons.setdefault(sub.name, []).append(f"{probe.question!r} was rejected: {reason}")
+        for s, probes in zip(pending, proposals, strict=True):
+            if probes is None:
+                reasons.setdefault(s.name, []).append("your answer was not valid JSON rules")
+            feedback[s.name] = " ".join(reasons.get(s.name, [])) or feedback[s.name]
+        pending = [s for s in pending if s.name not in accepted]
+    probes = [p for s in subs for p in accepted.get(s.name, [])]
+    if not probes:
+        raise ProtocolBuildError(_failure_message(dimension, f"no probe was accepted in {rounds} round(s)",
+                                                  agents.failures, critic_log), agents.failures)  # fmt: skip
+    dropped = [s.name for s in pending]
+    if dropped:
+        logger.warning("sub-dimensions without an accepted probe after %d rounds (dropped): %s", rounds, dropped)
+    kept = [s for s in subs if s.name in accepted]
+    provenance = {"backbone": backbone, "rounds": rounds, "critic": critic_log, "failures": agents.failures,
+                  "dropped_sub_dimensions": dropped}  # fmt: skip
+    return Protocol(dimension, probes, kept, None, provenance)
+
+
+def _failure_message(dimension: str, what: str, failures: list[dict[str, Any]],
+                     critic: list[dict[str, Any]] | None = None) -> str:  # fmt: skip
+    lines = [f"the agents could not build a protocol for {dimension!r}: {what}."]
+    for f in failures[:3]:
+        raw = (f["raw"][-1] if f.get("raw") else "")[:160].replace("\n", " ")
+        lines.append(f"  {f['agent']}: {f['error']} (last answer: {raw!r})")
+    for c in (critic or [])[-3:]:
+        lines.append(f"  critic rejected {c['question']!r}: {c['reason']}")
+    lines.append("The model may be too weak to write protocols: use a stronger backbone (e.g. Qwen2.5-VL-7B), "
+                 "or pass protocol=FILE (a hand-written pace-protocol JSON).")  # fmt: skip
+    return "\n".join(lines)

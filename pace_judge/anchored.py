@@ -1,0 +1,64 @@
+"""Track 2 with the anchors encoded once: [high anchor, low anchor] is a prefix shared by every target image.
+
+The prompt is rendered as [anchor, anchor, target] + question; everything up to the second image's end is the same
+for all targets, so it runs once per batch and its KV cache is expanded to the targets; each target's image and the
+question then run as a suffix with pixel values. Qwen-VL's 3-D multimodal RoPE positions of the suffix are taken from
+``get_rope_index`` over the whole sequence (prefix + padded suffix), so the result equals the plain path (tested
+against it, also with targets of different sizes). Models without ``get_rope_index`` use the plain path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from PIL import Image
+
+from pace_judge.backends import ProbeResult
+from reward.vlm import VLM, OptionQuery
+
+
+def supports_anchor_prefix(vlm: VLM) -> bool:
+    return getattr(getattr(vlm.model, "model", None), "get_rope_index", None) is not None
+
+
+@torch.inference_mode()
+def anchored_logprobs(vlm: VLM, anchors: Sequence[Image.Image], targets: Sequence[Image.Image], query: OptionQuery,
+                      *, system: str | None = None) -> ProbeResult:  # fmt: skip
+    """``query``'s option log-probs for each [*anchors, target] group, the anchors encoded once per batch."""
+    ids = vlm.candidate_ids(query, system)
+    out = torch.full((len(targets), 1, len(ids)), -math.inf)
+    text = vlm.render(len(anchors) + 1, query.question, query.response_prefix, system)
+    cut = 0
+    for _ in anchors:
+        cut = text.index(vlm.prefix.vision_end, cut) + len(vlm.prefix.vision_end)
+    prefix, suffix = text[:cut], text[cut:]
+    step = max(1, vlm.batch_size)
+    for start in range(0, len(targets), step):
+        chunk = list(targets[start : start + step])
+        logp = _chunk_logprobs(vlm, prefix, list(anchors), suffix, chunk)
+        out[start : start + len(chunk), 0] = logp[:, ids]
+    return ProbeResult(out, torch.zeros(len(targets), 1))
+
+
+def _chunk_logprobs(vlm: VLM, prefix: str, anchors: list[Image.Image], suffix: str,
+                    targets: list[Image.Image]) -> torch.Tensor:  # fmt: skip
+    model, dev, n = vlm.model, vlm.device, len(targets)
+    pin = vlm.processor(text=[prefix], images=anchors, return_tensors="pt").to(dev)
+    cache_out = model(**pin, use_cache=True, logits_to_keep=1)
+    cache = cache_out.cache if getattr(cache_out, "cache", None) is not None else cache_out.past_key_values
+    if n > 1:
+        cache.batch_repeat_interleave(n)
+    sin = vlm.processor(text=[suffix] * n, images=targets, padding=True, return_tensors="pt").to(dev)
+    mask = torch.cat([pin["attention_mask"].expand(n, -1), sin["attention_mask"]], dim=1)
+    grids = torch.cat([torch.cat([pin["image_grid_thw"], sin["image_grid_thw"][b : b + 1]]) for b in range(n)])
+    extra = {}
+    if "mm_token_type_ids" in sin:
+        extra["mm_token_type_ids"] = torch.cat([pin["mm_token_type_ids"].expand(n, -1), sin["mm_token_type_ids"]], 1)
+    full_ids = torch.cat([pin["input_ids"].expand(n, -1), sin["input_ids"]], dim=1)
+    pos, _ = model.model.get_rope_index(input_ids=full_ids, image_grid_thw=grids, attention_mask=mask, **extra)
+    suffix_inputs = {k: v for k, v in sin.items() if k != "attention_mask"}
+    logits = model(**suffix_inputs, attention_mask=mask, position_ids=pos[:, :, pin["input_ids"].shape[1] :],
+                   cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1]  # fmt: skip
+    return torch.log_softmax(logits.float(), dim=-1).cpu()

@@ -1,0 +1,93 @@
+"""Where PACE's model calls go: the local transformers VLM, or an OpenAI-compatible server (pace_judge.remote).
+
+Two capabilities: ``option_logprobs`` (Track 1 and 2: log-probabilities of the option letters at the answer
+position) and ``chat`` (the agents: free text, deterministic by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from PIL import Image
+
+from reward.vlm import VLM, OptionQuery, load_vlm
+
+
+@dataclass
+class ModelConfig:
+    path: str  # VLM checkpoint directory (Qwen2-VL, Qwen2.5-VL, Qwen3-VL ...)
+    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    device: str | None = None  # null: cuda if available
+    batch_size: int = 32  # (image group, probe) queries per forward pass
+
+
+@dataclass
+class ProbeResult:
+    """``logprobs[g, q, k]``: log p(letter k) for image group g and query q (-inf pads short option lists);
+    ``missing_mass[g, q]``: letter probability a remote top-k list did not report (0 for the local model)."""
+
+    logprobs: torch.Tensor
+    missing_mass: torch.Tensor
+
+
+class Backend(Protocol):
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
+                        system: str | None = None) -> ProbeResult:  # fmt: skip
+        """Every query asked about every image group, in as few forward passes as the backend allows."""
+        ...
+
+    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
+             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+        """One deterministic answer per (prompt, image group)."""
+        ...
+
+
+def load_local_vlm(cfg: ModelConfig) -> VLM:
+    """The one place PACE loads a local VLM from its config (loading knobs are wired here)."""
+    return load_vlm(cfg.path, dtype=cfg.dtype, device=cfg.device, batch_size=cfg.batch_size)
+
+
+class LocalBackend:
+    """The transformers VLM: all queries about one image group share its encoded image prefix."""
+
+    def __init__(self, vlm: VLM) -> None:
+        self.vlm = vlm
+
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
+                        system: str | None = None) -> ProbeResult:  # fmt: skip
+        out = self.vlm.option_logprobs(images, list(queries), system=system)
+        return ProbeResult(out.logprobs, torch.zeros(out.logprobs.shape[:2]))
+
+    def check(self, queries: Sequence[OptionQuery], *, system: str | None = None) -> None:
+        """Fail before any scoring when an option letter is not one token for this tokenizer."""
+        for q in queries:
+            self.vlm.candidate_ids(q, system)
+
+    def anchored_logprobs(self, anchors: Sequence[Image.Image], targets: Sequence[Image.Image], query: OptionQuery,
+                          *, system: str | None = None) -> ProbeResult:  # fmt: skip
+        """``query`` about each [*anchors, target] group; the anchors are encoded once (pace_judge.anchored)."""
+        from pace_judge.anchored import anchored_logprobs, supports_anchor_prefix
+
+        if supports_anchor_prefix(self.vlm) and len(targets) > 1:
+            return anchored_logprobs(self.vlm, anchors, targets, query, system=system)
+        return self.option_logprobs([[*anchors, t] for t in targets], [query], system=system)
+
+    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
+             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+        return self.vlm.generate(images, prompts, system=system, max_new_tokens=max_new_tokens, do_sample=False)
+
+
+def make_backend(kind: str, model: ModelConfig | None, server: dict[str, Any] | None = None) -> Backend:
+    """``local`` (needs ``model``) or ``openai`` (an OpenAI-compatible server such as vLLM; needs ``server``)."""
+    if kind == "local":
+        if model is None:
+            raise ValueError("backend=local needs a model: pass model=PATH (a VLM checkpoint directory)")
+        return LocalBackend(load_local_vlm(model))
+    if kind == "openai":
+        from pace_judge.remote import OpenAIBackend
+
+        return OpenAIBackend.from_config(server or {})
+    raise ValueError(f"unknown backend {kind!r}; choose local (transformers) or openai (an OpenAI-compatible server)")

@@ -1,0 +1,109 @@
+"""Fast and slow paths for a dimension named in words (PACE §4.2, A.1.3).
+
+Order: a configured expert reward (exact name, or cosine > theta to its name); a stored protocol of the memory
+bank (cosine > theta); else the agents build a protocol from an example image (slow path) and it is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import torch
+from PIL import Image
+
+from pace_judge.scorer import Judgement
+from reward.images import load_image, to_rgb
+
+if TYPE_CHECKING:
+    from pace_judge.pace import PaceReward
+
+logger = logging.getLogger(__name__)
+
+
+class ExpertJudge:
+    """A registered reward standing in for a protocol; its scores are mapped linearly onto 1-5."""
+
+    def __init__(self, dimension: str, cfg: dict[str, Any]) -> None:
+        from reward.registry import get_reward, reward_info
+
+        cfg = dict(cfg)
+        name = cfg.pop("name", None)
+        if not name:
+            raise ValueError(f"experts.{dimension} needs name: a registered reward (e.g. qbench, sa-iqa)")
+        if name == "pace":
+            raise ValueError(f"experts.{dimension}: an expert cannot be pace itself")
+        spec = reward_info(name)
+        low, high = spec.score_range
+        if not (torch.isfinite(torch.tensor([low, high])).all()):
+            raise ValueError(f"experts.{dimension}: reward {name!r} has no finite score_range to map onto 1-5")
+        self.name, self.dimension, self.range = name, dimension, (low, high)
+        self.reward = get_reward(name, cfg)
+
+    def judge(self, images: list[Image.Image]) -> Judgement:
+        raw = self.reward.score(images).scores.float()
+        low, high = self.range
+        unit = ((raw - low) / (high - low)).clamp(0, 1)
+        scores = 1.0 + 4.0 * unit
+        expl = [
+            {"score": float(s), "alpha1": float(u), "alpha2": None, "expert": self.name, "raw": float(r),
+             "dimension": self.dimension, "probes": []}
+            for s, u, r in zip(scores, unit, raw, strict=True)
+        ]  # fmt: skip
+        return Judgement(scores, unit, None, expl)
+
+
+def _expert_for(reward: PaceReward, dimension: str) -> str | None:
+    experts = reward.cfg.experts
+    if not experts:
+        return None
+    for name in experts:
+        if name.lower() == dimension.lower():
+            return name
+    from pace_judge.memory import Embedder
+
+    emb = Embedder(reward.cfg.embedder)
+    names = list(experts)
+    cos = emb.encode(names) @ emb.encode([dimension])[0]
+    best = int(cos.argmax())
+    return names[best] if float(cos[best]) > reward.cfg.theta else None
+
+
+def resolve(reward: PaceReward, example: Image.Image | None, *, defer: bool = False) -> bool:
+    """Route ``reward.cfg.dimension``; returns False (nothing done) when the slow path needs an image not yet seen."""
+    cfg = reward.cfg
+    dimension = cfg.dimension or ""
+    expert = _expert_for(reward, dimension)
+    if expert is not None:
+        reward.expert = ExpertJudge(dimension, cfg.experts[expert])
+        reward.route = {"dimension": dimension, "path": f"expert {reward.expert.name}", "matched": expert}
+        logger.info("%r -> expert reward %s (fast path)", dimension, reward.expert.name)
+        return True
+    bank = None
+    if cfg.memory:
+        from pace_judge.memory import Embedder, MemoryBank
+
+        bank = MemoryBank(cfg.memory, Embedder(cfg.embedder))
+        hit = bank.route(dimension, cfg.theta)
+        if hit.fast and hit.slug is not None:
+            logger.info("%r -> stored protocol %r (cosine %.3f > %.2f, fast path)", dimension, hit.dimension,
+                        hit.cosine, cfg.theta)  # fmt: skip
+            reward.use_protocol(bank.load(hit.slug), {"dimension": dimension, "path": "fast",
+                                                      "matched": hit.dimension, "cosine": hit.cosine})  # fmt: skip
+            return True
+        if hit.dimension is not None:
+            logger.info("%r: closest stored %r has cosine %.3f <= %.2f: slow path", dimension, hit.dimension,
+                        hit.cosine, cfg.theta)  # fmt: skip
+    if example is None and cfg.example_image:
+        example = to_rgb(load_image(cfg.example_image))
+    if example is None and defer:
+        return False
+    from pace_judge.agents import agent_config, build_protocol
+
+    model = cfg.model.get("path") if isinstance(cfg.model, dict) else cfg.model
+    backbone = str(model or cfg.server.get("model") or "unknown")
+    protocol = build_protocol(reward.backend, dimension, example, agent_config(cfg.agents), backbone=backbone)
+    if bank is not None:
+        bank.add(protocol)
+    reward.use_protocol(protocol, {"dimension": dimension, "path": "slow", "stored": bank is not None})
+    return True

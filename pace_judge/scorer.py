@@ -1,0 +1,151 @@
+"""Score images with one PACE protocol: Track 1 (probes, crops), Track 2 (anchors), the fused score, explanations.
+
+All probes about a batch of images and their crops go through one ``option_logprobs`` call (each image and each
+crop is an image group whose prefix is encoded once and shared by every probe); Track 2 is a second call with
+[high anchor, low anchor, target] groups, where the local model encodes the two anchors once for the whole batch
+(pace_judge.anchored).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from PIL import Image
+
+from pace_judge import tracks
+from pace_judge.backends import Backend
+from pace_judge.protocol import Protocol
+from reward.images import load_image, to_rgb
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CropConfig:
+    grid: tuple[int, int] = (2, 2)  # rows x cols of enlarged crops for zoom probes
+    combine: str = "mean"  # mean | min: how a zoom probe merges the whole image with its crops
+    enabled: bool = True  # false: zoom probes are asked on the whole image only
+
+
+@dataclass
+class Judgement:
+    """One image's scores (tensors [B]) and per-image explanations."""
+
+    scores: torch.Tensor
+    alpha1: torch.Tensor
+    alpha2: torch.Tensor | None
+    explanations: list[dict[str, Any]]
+
+
+class DualTrackScorer:
+    """PACE's dual-track score of images under one protocol."""
+
+    def __init__(self, protocol: Protocol, backend: Backend, *, omega: tuple[float, float] = (0.5, 0.5),
+                 crops: CropConfig | None = None) -> None:  # fmt: skip
+        self.protocol = protocol
+        self.backend = backend
+        self.omega = omega
+        self.crops = crops or CropConfig()
+        self.queries = [tracks.probe_query(p) for p in protocol.probes]
+        self.zoom = [p.zoom for p in protocol.probes]
+        self.n_crops = self.crops.grid[0] * self.crops.grid[1] if self.crops.enabled and any(self.zoom) else 0
+        self.anchor_images: tuple[Image.Image, Image.Image] | None = None
+        self.rank = None
+        if protocol.anchors:
+            high, low = (to_rgb(load_image(protocol.anchor_path(w))) for w in ("high", "low"))
+            self.anchor_images = (high, low)
+            self.rank = tracks.rank_query(protocol.dimension, protocol.anchors["high"].score,
+                                          protocol.anchors["low"].score)  # fmt: skip
+        check = getattr(backend, "check", None)
+        if check is not None:  # letters that are not single tokens fail here, not mid-run
+            check(self.queries + ([self.rank] if self.rank else []), system=tracks.SYSTEM)
+
+    def track1_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
+        """Image groups of the Track 1 call: each image, then its crops (image-major)."""
+        groups = []
+        for img in images:
+            groups.append([img])
+            if self.n_crops:
+                groups.extend([c] for c in tracks.crop_grid(img, self.crops.grid))
+        return groups
+
+    def track2_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
+        assert self.anchor_images is not None
+        return [[*self.anchor_images, img] for img in images]  # anchors first: a shared prefix across targets
+
+    def track2(self, images: Sequence[Image.Image]) -> Any:
+        """Track 2's rank log-probs; the anchors are encoded once per batch where the backend can do that."""
+        assert self.rank is not None and self.anchor_images is not None
+        anchored = getattr(self.backend, "anchored_logprobs", None)
+        if anchored is not None:
+            return anchored(list(self.anchor_images), list(images), self.rank, system=tracks.SYSTEM)
+        return self.backend.option_logprobs(self.track2_groups(images), [self.rank], system=tracks.SYSTEM)
+
+    def judge(self, images: Sequence[Image.Image]) -> Judgement:
+        images = [to_rgb(im) for im in images]
+        b, per = len(images), 1 + self.n_crops
+        res = self.backend.option_logprobs(self.track1_groups(images), self.queries, system=tracks.SYSTEM)
+        e_all, probs = tracks.expected_scores(res.logprobs, self.protocol.probes)  # [B*per, Q]
+        e_all = e_all.view(b, per, -1)
+        e = tracks.combine_crops(e_all[:, 0], e_all[:, 1:], self.zoom, self.crops.combine)
+        bounds = self.protocol.score_bounds
+        a1 = tracks.alpha1(e, [p.weight for p in self.protocol.probes], bounds)
+        a2 = None
+        rank_probs = None
+        if self.rank is not None:
+            r2 = self.track2(images)
+            a2 = tracks.alpha2_from_logits(r2.logprobs[:, 0])
+            rank_probs = torch.softmax(r2.logprobs[:, 0].float(), dim=-1)
+        if self.protocol.anchors:
+            y_low, y_high = self.protocol.anchors["low"].score, self.protocol.anchors["high"].score
+            scores = tracks.final_score(a1, a2, self.omega, y_low=y_low, y_high=y_high)
+        else:
+            scores = tracks.final_score(a1, None, self.omega, y_low=bounds[0], y_high=bounds[1])
+        judged = Judgement(scores.float(), a1.float(), None if a2 is None else a2.float(), [])
+        missing = res.missing_mass.view(b, per, -1)
+        judged.explanations = [self._explain(i, judged, e, e_all, probs, missing, rank_probs) for i in range(b)]
+        return judged
+
+    def _explain(self, i: int, judged: Judgement, e: torch.Tensor, e_all: torch.Tensor, probs: list[torch.Tensor],
+                 missing: torch.Tensor, rank_probs: torch.Tensor | None) -> dict[str, Any]:  # fmt: skip
+        """Image ``i``: option probabilities of each probe (whole image), its expected score (after crops), the
+        crops' expected scores, sub-dimension scores, alpha1, alpha2 and the rank probabilities of Track 2."""
+        per = e_all.shape[1]
+        probes = []
+        for q, p in enumerate(self.protocol.probes):
+            row = i * per
+            entry: dict[str, Any] = {
+                "question": p.question,
+                "sub_dimension": p.sub_dimension,
+                "weight": p.weight,
+                "options": {o.text: round(float(probs[q][row, k]), 6) for k, o in enumerate(p.lettered)},
+                "expected": round(float(e[i, q]), 6),
+            }
+            if p.zoom and per > 1:
+                entry["whole_image"] = round(float(e_all[i, 0, q]), 6)
+                entry["crops"] = [round(float(v), 6) for v in e_all[i, 1:, q]]
+            if float(missing[i, :, q].max()) > 0:
+                entry["missing_mass"] = round(float(missing[i, :, q].max()), 6)
+            probes.append(entry)
+        out: dict[str, Any] = {
+            "score": float(judged.scores[i]),
+            "alpha1": float(judged.alpha1[i]),
+            "alpha2": None if judged.alpha2 is None else float(judged.alpha2[i]),
+            "calibrated": self.protocol.calibrated,
+            "dimension": self.protocol.dimension,
+            "sub_dimensions": self._sub_scores(e[i]),
+            "probes": probes,
+        }
+        if rank_probs is not None:
+            out["ranks"] = [round(float(v), 6) for v in rank_probs[i]]
+        return out
+
+    def _sub_scores(self, e: torch.Tensor) -> dict[str, float]:
+        acc: dict[str, list[tuple[float, float]]] = {}
+        for q, p in enumerate(self.protocol.probes):
+            acc.setdefault(p.sub_dimension or self.protocol.dimension, []).append((p.weight, float(e[q])))
+        return {k: sum(w * v for w, v in pairs) / sum(w for w, _ in pairs) for k, pairs in acc.items()}

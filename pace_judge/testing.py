@@ -1,0 +1,176 @@
+"""Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend, a tiny
+text-to-image pipeline, and a loopback OpenAI-compatible server for a local VLM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from pace_judge.backends import Backend, ProbeResult
+from pace_judge.protocol import Anchor, Option, Probe, Protocol, SubDimension, save_protocol
+from reward.vlm import OptionQuery
+
+
+def example_protocol(dimension: str = "sharpness") -> Protocol:
+    """Three probes over two sub-dimensions: unequal weights, a zoom probe, a two-option probe, scores 1-5."""
+    yes_some_no = (Option("Yes", 5.0), Option("Somewhat", 3.0), Option("No", 1.0))
+    return Protocol(
+        dimension=dimension,
+        sub_dimensions=[
+            SubDimension("edge crispness", "object edges are crisp, not smeared"),
+            SubDimension("noise", "flat regions are free of grain"),
+        ],  # fmt: skip
+        probes=[
+            Probe("Are object edges crisp?", yes_some_no, 1.0, "edge crispness", True),
+            Probe(
+                "Is there visible grain in flat regions?", (Option("No", 4.0), Option("Yes", 2.0)), 2.0, "noise", False
+            ),  # fmt: skip
+            Probe("Are the outlines of small objects clearly defined?", yes_some_no, 0.5, "edge crispness", False),
+        ],
+        provenance={"backbone": "hand-written", "rounds": 0, "critic": []},
+    )
+
+
+def write_example_protocol(folder: str | Path, *, seed: int = 0, anchors: bool = True) -> Path:
+    """``folder/protocol.json`` (+ ``anchors/high.png`` and ``anchors/low.png`` when ``anchors``)."""
+    folder = Path(folder)
+    protocol = example_protocol()
+    if anchors:
+        rng = np.random.default_rng(seed)
+        (folder / "anchors").mkdir(parents=True, exist_ok=True)
+        smooth = np.linspace(0, 255, 64 * 64 * 3).reshape(64, 64, 3).astype(np.uint8)
+        Image.fromarray(smooth).save(folder / "anchors" / "high.png")
+        Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(folder / "anchors" / "low.png")
+        protocol.anchors = {"high": Anchor("anchors/high.png", 4.6), "low": Anchor("anchors/low.png", 1.4)}
+    return save_protocol(protocol, folder / "protocol.json")
+
+
+class ScriptedBackend:
+    """A test double for the agents' chat (a tiny random VLM cannot reason): ``script(prompt, n_images) -> str``.
+
+    Probability calls go to a real backend when one is given (so a scripted build can be scored for real).
+    ``calls`` records every (prompt, n_images) asked.
+    """
+
+    def __init__(self, script: Callable[[str, int], str], probes: Backend | None = None) -> None:
+        self.script = script
+        self.probes = probes
+        self.calls: list[tuple[str, int]] = []
+
+    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
+             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+        out = []
+        for prompt, group in zip(prompts, images, strict=True):
+            self.calls.append((prompt, len(group)))
+            out.append(self.script(prompt, len(group)))
+        return out
+
+    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
+                        system: str | None = None) -> ProbeResult:  # fmt: skip
+        if self.probes is None:
+            raise RuntimeError("this scripted backend has no model for option log-probabilities")
+        return self.probes.option_logprobs(images, queries, system=system)
+
+
+def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0) -> Path:
+    """A tiny random Stable Diffusion (v1.5 architecture) text-to-image pipeline, saved with ``save_pretrained``."""
+    import json
+
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    out = Path(out_dir)
+    if (out / "model_index.json").is_file():
+        return out
+    torch.manual_seed(seed)
+    tok_dir = out / "tokenizer"
+    tok_dir.mkdir(parents=True, exist_ok=True)
+    chars = [chr(c) for c in range(33, 127)]  # single printable characters, no merges
+    vocab = {t: i for i, t in enumerate(chars + [c + "</w>" for c in chars])}
+    vocab.update({"<|startoftext|>": len(vocab), "<|endoftext|>": len(vocab) + 1})
+    (tok_dir / "vocab.json").write_text(json.dumps(vocab))
+    (tok_dir / "merges.txt").write_text("#version: 0.2\n")
+    tok = CLIPTokenizer(str(tok_dir / "vocab.json"), str(tok_dir / "merges.txt"), model_max_length=32)
+    n = len(tok)
+    text = CLIPTextModel(CLIPTextConfig(vocab_size=n, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                        num_attention_heads=4, max_position_embeddings=32, bos_token_id=n - 2,
+                                        eos_token_id=n - 1, pad_token_id=n - 1))  # fmt: skip
+    unet = UNet2DConditionModel(
+        block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32, attention_head_dim=4, norm_num_groups=32,
+    )  # fmt: skip
+    vae = AutoencoderKL(block_out_channels=(32, 64), in_channels=3, out_channels=3, latent_channels=4,
+                        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                        norm_num_groups=32, sample_size=64)  # fmt: skip
+    scheduler = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
+                              set_alpha_to_one=False, steps_offset=1)  # fmt: skip
+    parts = {"unet": unet, "vae": vae, "text_encoder": text, "tokenizer": tok, "scheduler": scheduler}
+    pipe = StableDiffusionPipeline(**parts, safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    pipe.save_pretrained(out)
+    return out
+
+
+@contextmanager
+def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
+    """Serve ``vlm`` on 127.0.0.1 (a free port) through the chat-completions subset PACE uses (text, images as data
+    URLs, ``logprobs``/``top_logprobs`` of a one-token answer); yields the base URL and stops the server after."""
+    import base64
+    import io
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    def decode(url: str) -> Image.Image:
+        return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")
+
+    @app.post("/v1/chat/completions")
+    def completions(body: dict[str, Any]) -> dict[str, Any]:
+        system = next((m["content"] for m in body["messages"] if m["role"] == "system"), None)
+        user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        parts = user if isinstance(user, list) else [{"type": "text", "text": user}]
+        images = [decode(p["image_url"]["url"]) for p in parts if p["type"] == "image_url"]
+        text = "".join(p["text"] for p in parts if p["type"] == "text")
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+        if body.get("logprobs"):
+            out = vlm.option_logprobs([images], [OptionQuery(text, ("A",), "")], system=system, return_vocab=True)
+            lp = out.vocab.reshape(-1)
+            top = lp.topk(int(body.get("top_logprobs") or 1))
+            tokens = [vlm.tokenizer.decode([int(i)]) for i in top.indices]
+            listed = [
+                {"token": t, "logprob": float(v), "bytes": None} for t, v in zip(tokens, top.values, strict=True)
+            ]
+            choice["message"] = {"role": "assistant", "content": tokens[0]}
+            choice["logprobs"] = {"content": [{**listed[0], "top_logprobs": listed}]}
+        else:
+            answer = vlm.generate([images], [text], system=system, max_new_tokens=int(body.get("max_tokens") or 64))
+            choice["message"] = {"role": "assistant", "content": answer[0]}
+        return {"id": "chatcmpl-local", "object": "chat.completion", "created": 0, "model": model_name,
+                "choices": [choice]}  # fmt: skip
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:  # readiness, not a delay: uvicorn sets this once the socket listens
+        if not thread.is_alive():
+            raise RuntimeError(f"the loopback server did not start on port {port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

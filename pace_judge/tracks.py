@@ -1,0 +1,132 @@
+"""PACE dual-track scoring (§4.5): the queries it asks and the formulas that turn answer log-probs into a score.
+
+Track 1 asks every probe with its options lettered in score order (A = highest score) and reads the softmax over
+exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5); alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min)
+with the protocol's own bounds (eq. 6). Probes flagged ``zoom`` are also asked on enlarged crops and combined by
+mean or min. Track 2 shows the target with the high and low anchors and reads five rank letters with
+V = (1, .75, .5, .25, 0): alpha2 = sum_k P(k) V_k (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2)
+clamped to the anchors' range (eq. 9-10); without anchors, alpha1 is mapped onto [S_min, S_max] and flagged.
+
+Example:
+    >>> import torch
+    >>> alpha2_from_logits(torch.zeros(1, 5))  # uniform over the five ranks -> the middle
+    tensor([0.5000])
+    >>> final_score(torch.tensor([1.0]), torch.tensor([0.0]), (0.5, 0.5), y_low=1.4, y_high=4.6)
+    tensor([3.])
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+
+import torch
+from PIL import Image
+
+from pace_judge.protocol import Probe
+from reward.vlm import OptionQuery
+
+LETTERS = string.ascii_uppercase
+# The system turn is part of every image group's shared prefix: what is said once here is not repeated per probe.
+SYSTEM = ("You inspect images for visual quality. Each question lists lettered options; reply with the letter of "
+          "exactly one option and nothing else.")  # fmt: skip
+RANK_VALUES = (1.0, 0.75, 0.5, 0.25, 0.0)  # Track 2: identical to high ... identical to low (PACE eq. 8)
+RANK_LABELS = (
+    "Identical in {dim} to the high-quality anchor",
+    "Closer in {dim} to the high-quality anchor",
+    "Halfway between the two anchors in {dim}",
+    "Closer in {dim} to the low-quality anchor",
+    "Identical in {dim} to the low-quality anchor",
+)
+
+
+def letter_list(n: int) -> str:
+    """'A or B', 'A, B or C' ...: the prompt names exactly the letters present."""
+    letters = list(LETTERS[:n])
+    return letters[0] if n == 1 else ", ".join(letters[:-1]) + f" or {letters[-1]}"
+
+
+def probe_query(probe: Probe) -> OptionQuery:
+    """Track 1's question for one probe: options lettered in score order, highest first."""
+    opts = probe.lettered
+    lines = [f"{LETTERS[i]}. {o.text}" for i, o in enumerate(opts)]
+    text = "\n".join([probe.question, *lines, f"Answer with {letter_list(len(opts))}."])
+    return OptionQuery(text, tuple(LETTERS[: len(opts)]), "")
+
+
+def rank_query(dimension: str, high_score: float, low_score: float) -> OptionQuery:
+    """Track 2's question; the images are [high anchor, low anchor, target] in this order.
+
+    The anchors come first so that the text before the target is the same for every image: a server with prefix
+    caching (vLLM's automatic prefix caching) encodes the anchors once for all targets.
+    """
+    labels = [f"{LETTERS[i]}. {lab.format(dim=dimension)}" for i, lab in enumerate(RANK_LABELS)]
+    text = (
+        f"We are judging the {dimension} of images. The first image is the high-quality anchor (human {dimension} "
+        f"score {high_score:g} of 5); the second image is the low-quality anchor (human score {low_score:g} of 5); "
+        f"the third image is the target. Comparing only their {dimension}, where does the target stand?\n"
+        + "\n".join(labels)
+        + f"\nAnswer with {letter_list(len(labels))}."
+    )
+    return OptionQuery(text, tuple(LETTERS[: len(labels)]), "")
+
+
+def crop_grid(image: Image.Image, grid: tuple[int, int] = (2, 2)) -> list[Image.Image]:
+    """The image cut into ``rows x cols`` tiles, each enlarged back to the image's size (Crop & Zoom)."""
+    rows, cols = grid
+    w, h = image.size
+    tiles = []
+    for r in range(rows):
+        for c in range(cols):
+            box = (c * w // cols, r * h // rows, (c + 1) * w // cols, (r + 1) * h // rows)
+            tiles.append(image.crop(box).resize((w, h), Image.Resampling.BICUBIC))
+    return tiles
+
+
+def option_probs(logprobs: torch.Tensor, n_options: Sequence[int]) -> list[torch.Tensor]:
+    """Softmax over each probe's own letters: ``logprobs[..., q, :n_q]`` -> probabilities (float32)."""
+    return [torch.softmax(logprobs[..., q, :n].float(), dim=-1) for q, n in enumerate(n_options)]
+
+
+def expected_scores(logprobs: torch.Tensor, probes: Sequence[Probe]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """E_r (eq. 5) for every probe: ``[..., Q]``, and the per-probe option probabilities (lettered order)."""
+    probs = option_probs(logprobs, [len(p.options) for p in probes])
+    values = [torch.tensor([o.score for o in p.lettered]) for p in probes]
+    e = torch.stack([(pr * v).sum(-1) for pr, v in zip(probs, values, strict=True)], dim=-1)
+    return e, probs
+
+
+def combine_crops(full: torch.Tensor, crops: torch.Tensor, zoom: Sequence[bool], how: str = "mean") -> torch.Tensor:
+    """Zoom probes combine the whole image's E_r ``[B, Q]`` with its crops' ``[B, G, Q]`` by mean or min."""
+    if crops.shape[1] == 0 or not any(zoom):
+        return full
+    stacked = torch.cat([full[:, None], crops], dim=1)
+    if how == "mean":
+        merged = stacked.mean(1)
+    elif how == "min":
+        merged = stacked.min(1).values
+    else:
+        raise ValueError(f"crops.combine must be 'mean' or 'min', got {how!r}")
+    mask = torch.tensor(list(zoom))
+    return torch.where(mask, merged, full)
+
+
+def alpha1(e: torch.Tensor, weights: Sequence[float], bounds: tuple[float, float]) -> torch.Tensor:
+    """alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min) (eq. 6)."""
+    w = torch.tensor(list(weights), dtype=torch.float32)
+    s_min, s_max = bounds
+    return ((e * w).sum(-1) / w.sum() - s_min) / (s_max - s_min)
+
+
+def alpha2_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """alpha2 = sum_k softmax(L)_k V_k over the five rank letters (eq. 7-8)."""
+    return (torch.softmax(logits.float(), dim=-1) * torch.tensor(RANK_VALUES)).sum(-1)
+
+
+def final_score(
+    a1: torch.Tensor, a2: torch.Tensor | None, omega: tuple[float, float], *, y_low: float, y_high: float
+) -> torch.Tensor:
+    """Y_low + (Y_high - Y_low)(w1 a1 + w2 a2), clamped to [Y_low, Y_high] (eq. 9-10); Track 1 alone if no a2."""
+    w1, w2 = omega
+    alpha = a1 if a2 is None else w1 * a1 + w2 * a2
+    return (y_low + (y_high - y_low) * alpha).clamp(min(y_low, y_high), max(y_low, y_high))

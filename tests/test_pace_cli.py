@@ -1,0 +1,84 @@
+"""PACE's entry points end to end on the tiny VLM: pace_judge/judge.py and reward/evaluate.py reward=pace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from PIL import Image
+
+from pace_judge.run import PaceUserError, run_judge
+from reward.cli import run_evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _images(folder: Path, n: int = 5) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(5)
+    paths = []
+    for i in range(n):
+        arr = (rng.random((48 + 8 * i, 64, 3)) * 40 * (i + 1)).clip(0, 255).astype(np.uint8)
+        paths.append(folder / f"img{i}.png")
+        Image.fromarray(arr).save(paths[-1])
+    return paths
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_judge_script_writes_the_scores_the_reward_gives(tmp_path, tiny_vlm_path, pace_protocol_path):
+    from reward import get_reward
+
+    paths = _images(tmp_path / "imgs")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "pace_judge/judge.py", f"protocol={pace_protocol_path}", f"images={tmp_path / 'imgs'}",
+           f"out={out}", f"model.path={tiny_vlm_path}", "images_per_call=2"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert [r["image"] for r in rows] == [p.name for p in paths]
+    assert {"score", "alpha1", "alpha2", "probes", "sub_dimensions", "ranks"} <= set(rows[0])
+    assert "img0.png" in proc.stdout and "alpha1" in proc.stdout  # the table
+    reward = get_reward("pace", {"model": str(tiny_vlm_path), "protocol": str(pace_protocol_path)})
+    direct = reward.score([Image.open(p).convert("RGB") for p in paths]).scores
+    assert [r["score"] for r in rows] == pytest.approx(direct.tolist(), abs=1e-4)  # batched 2 by 2 vs all 5
+
+
+@pytest.mark.slow
+def test_evaluate_with_reward_pace_gives_metrics_and_the_bias_zone_plot(tmp_path, tiny_vlm_path, pace_protocol_path):
+    paths = _images(tmp_path / "data" / "img", n=6)
+    rows = [{"image": f"img/{p.name}", "dimension": "sharpness", "mos": 1.0 + 0.8 * i} for i, p in enumerate(paths)]
+    manifest = tmp_path / "data" / "ratings.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = ["reward=pace", f"reward.model={tiny_vlm_path}", f"reward.protocol={pace_protocol_path}",
+                 f"data={manifest}", f"out={tmp_path / 'out'}"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        metrics = run_evaluate(compose("evaluate", overrides=overrides))
+    assert metrics["sharpness"]["n"] == 6 and "hor" in metrics["sharpness"]
+    assert (tmp_path / "out" / "scatter_sharpness.png").stat().st_size > 1000
+    scores = [json.loads(line)["score"] for line in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
+    assert all(1.4 <= s <= 4.6 for s in scores)  # clamped to the anchors' range
+
+
+def test_judge_reports_user_errors_without_a_traceback(tmp_path, tiny_vlm_path, pace_protocol_path):
+    (tmp_path / "empty").mkdir()
+    base = {"out": str(tmp_path / "o"), "model": {"path": str(tiny_vlm_path)}, "protocol": str(pace_protocol_path)}
+    with pytest.raises(PaceUserError, match="holds no image files"):
+        run_judge({**base, "images": str(tmp_path / "empty")})
+    _images(tmp_path / "imgs", n=1)
+    (tmp_path / "imgs" / "broken.png").write_bytes(b"not a png")
+    with pytest.raises(PaceUserError, match=r"broken.png: .*skip_bad=true"):
+        run_judge({**base, "images": str(tmp_path / "imgs")})
+    rows = run_judge({**base, "images": str(tmp_path / "imgs"), "skip_bad": True})
+    assert [r["image"] for r in rows] == ["img0.png"]
+    with pytest.raises(PaceUserError, match="protocol file .* does not exist"):
+        run_judge({**base, "images": str(tmp_path / "imgs"), "protocol": str(tmp_path / "nope.json")})

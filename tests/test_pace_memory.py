@@ -1,0 +1,131 @@
+"""PACE's memory bank: routing with the real all-MiniLM-L6-v2 embeddings, two concurrent writers, the CLI, and a
+scripted slow-path build that is stored and then reused on the fast path."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import random_images
+
+from pace_judge.memory import Embedder, MemoryBank, main
+from pace_judge.protocol import load_protocol, protocol_to_dict
+from pace_judge.testing import ScriptedBackend, example_protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder()
+
+
+def test_near_synonyms_route_fast_and_unrelated_dimensions_slow(tmp_path, embedder):
+    bank = MemoryBank(tmp_path / "mem", embedder)
+    for dim in ("tactile satisfaction", "text legibility", "lighting harmony"):
+        bank.add(example_protocol(dim))
+    pairs = [("satisfaction of tactile feel", "tactile satisfaction"), ("legibility of text", "text legibility"),
+             ("harmony of the lighting", "lighting harmony")]  # fmt: skip
+    for query, stored in pairs:
+        r = bank.route(query, theta=0.8)
+        assert r.fast and r.dimension == stored and r.cosine > 0.8
+    for query in ("human vitality", "cinematic narrative"):
+        r = bank.route(query, theta=0.8)
+        assert not r.fast and r.cosine < 0.5
+    assert not bank.route("text readability", theta=0.8).fast and bank.route("text readability", theta=0.7).fast
+
+
+def test_two_writer_processes_lose_nothing(tmp_path, embedder):
+    folder = tmp_path / "mem"
+    dims = {w: [f"{w} dimension {i}" for i in range(6)] for w in ("alpha", "beta")}
+    vectors = {d: v.tolist() for ds in dims.values() for d, v in zip(ds, embedder.encode(ds), strict=True)}
+    template = protocol_to_dict(example_protocol())
+    writer = (  # a light process (no torch): a protocol from JSON, the embeddings computed above
+        "import json, sys\nfrom pace_judge.memory import MemoryBank\n"
+        "from pace_judge.protocol import protocol_from_dict\n"
+        "dims, vectors, raw = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[4])\n"
+        "bank = MemoryBank(sys.argv[3])\n"
+        "for d in dims:\n    bank.add(protocol_from_dict({**raw, 'dimension': d}), embedding=vectors[d])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", writer, json.dumps(ds), json.dumps(vectors), str(folder),
+                               json.dumps(template)],
+                              env=env, stderr=subprocess.PIPE, text=True) for ds in dims.values()]  # fmt: skip
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    bank = MemoryBank(folder, embedder)
+    entries = bank.entries()
+    assert sorted(e["dimension"] for e in entries.values()) == sorted(vectors)
+    for e in entries.values():
+        assert load_protocol(folder / e["protocol"]).dimension == e["dimension"]
+    assert not list(folder.rglob("*.tmp"))
+
+
+def test_memory_cli_imports_lists_shows_and_deletes(tmp_path, pace_protocol_path, embedder, caplog):
+    caplog.set_level(logging.INFO, logger="pace_judge.memory")
+    folder = tmp_path / "mem"
+    assert main(["import", f"memory={folder}", f"protocol={pace_protocol_path}"]) == 0
+    assert main(["import", f"memory={folder}", f"protocol={pace_protocol_path}"]) == 2  # stored already
+    assert "stored already (replace=true overwrites it" in caplog.text
+    stored = MemoryBank(folder, embedder).load("sharpness")
+    assert stored.calibrated and stored.anchor_path("high").is_file()  # anchors copied beside the protocol
+    assert stored.anchor_path("high").parent == folder / "sharpness" / "anchors"
+    caplog.clear()
+    assert main(["list", f"memory={folder}"]) == 0 and "sharpness" in caplog.text and "3 probes" in caplog.text
+    assert main(["show", f"memory={folder}", "dimension=Sharpness"]) == 0 and '"pace-protocol/1"' in caplog.text
+    assert main(["route", f"memory={folder}", "dimension=sharpness of the image"]) == 0
+    assert "fast path" in caplog.text
+    assert main(["delete", f"memory={folder}", "dimension=sharpness"]) == 0
+    assert MemoryBank(folder).entries() == {} and not (folder / "sharpness").exists()
+    assert main(["show", f"memory={folder}", "dimension=sharpness"]) == 2
+    with pytest.raises(SystemExit, match="show needs dimension="):
+        main(["show", f"memory={folder}"])
+
+
+def _script(prompt: str, n_images: int) -> str:
+    if prompt.startswith("[Planning Agent]"):
+        return '{"subdimensions": ["surface texture", "material softness", "fabric detail"]}'
+    if prompt.startswith("[Critic Agent]"):
+        return "Yes. Reason: observable"
+    sub = prompt.split("related to ")[1].split(" (")[0]
+    return json.dumps({"rules": [{"question": f"Is the {sub} clearly visible?",
+                                  "option_scores": {"Yes": 5, "Medium": 3, "No": 1}, "weight": 1.0}]})  # fmt: skip
+
+
+def test_slow_path_builds_and_stores_then_a_near_synonym_reuses_it(tmp_path, tiny_vlm, embedder):
+    from pace_judge.backends import LocalBackend
+    from pace_judge.pace import PaceConfig, PaceReward
+
+    images = random_images(2, seed=4)
+    cfg = {"model": "unused", "dimension": "tactile satisfaction", "memory": str(tmp_path / "mem")}
+    slow = ScriptedBackend(_script, LocalBackend(tiny_vlm))
+    first = PaceReward(PaceConfig(**cfg), backend=slow)
+    assert first.scorer is None  # the Visualizer waits for an example image: the first one scored
+    scores = first.score(images).scores
+    assert first.route["path"] == "slow" and any(n == 1 for _, n in slow.calls)
+    assert [e["dimension"] for e in MemoryBank(tmp_path / "mem", embedder).entries().values()] == [
+        "tactile satisfaction"
+    ]
+    fast = ScriptedBackend(_script, LocalBackend(tiny_vlm))
+    again = PaceReward(PaceConfig(**{**cfg, "dimension": "satisfaction of tactile feel"}), backend=fast)
+    assert again.route["path"] == "fast" and again.route["matched"] == "tactile satisfaction" and fast.calls == []
+    assert again.score(images).scores.tolist() == pytest.approx(scores.tolist(), abs=1e-5)
+
+
+def test_dimensions_close_to_a_configured_expert_route_to_that_reward(tiny_vlm_path, embedder):
+    from reward import get_reward
+
+    images = random_images(3, seed=8)
+    experts = {"blur": {"name": "qbench", "model": str(tiny_vlm_path)}}
+    pace = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "image blur", "experts": experts})
+    assert pace.route["path"] == "expert qbench" and pace.route["matched"] == "blur"  # cosine 0.82 > 0.8
+    qbench = get_reward("qbench", {"model": str(tiny_vlm_path)}).score(images).scores
+    assert pace.score(images).scores.tolist() == pytest.approx((1 + 4 * qbench).tolist(), abs=1e-5)
+    unrelated = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "tactile satisfaction",
+                                    "experts": experts})  # fmt: skip
+    assert unrelated.expert is None and unrelated.scorer is None  # slow path, waiting for an example image

@@ -1,0 +1,55 @@
+"""The OpenAI-compatible backend against a loopback server (fastapi/uvicorn) serving the tiny VLM."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import random_images
+
+from pace_judge.backends import LocalBackend
+from pace_judge.pace import PaceConfig, PaceReward
+from pace_judge.remote import OpenAIBackend, ServerConfig
+from pace_judge.testing import serve_openai
+from pace_judge.tracks import SYSTEM, probe_query
+from reward.vlm import OptionQuery
+
+
+@pytest.mark.slow
+def test_remote_backend_scores_like_the_local_model_and_reports_missing_top_k_mass(tiny_vlm, pace_protocol_path):
+    images = random_images(2, seed=21)
+    local = PaceReward(PaceConfig(model="x", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
+    expected = local.judge(images)
+    with serve_openai(tiny_vlm) as url:
+        full = OpenAIBackend(ServerConfig(base_url=url, model="tiny", top_logprobs=len(tiny_vlm.tokenizer)))
+        remote = PaceReward(PaceConfig(protocol=str(pace_protocol_path), backend="openai"), backend=full).judge(images)
+        assert remote.scores.tolist() == pytest.approx(expected.scores.tolist(), abs=1e-4)
+        assert remote.alpha2.tolist() == pytest.approx(expected.alpha2.tolist(), abs=1e-5)
+        assert all("missing_mass" not in p for e in remote.explanations for p in e["probes"])
+
+        query = probe_query(local.scorer.protocol.probes[0])  # three letters
+        short = OpenAIBackend(ServerConfig(base_url=url, model="tiny", top_logprobs=3))
+        got = short.option_logprobs([[images[0]]], [query], system=SYSTEM)
+        dist = tiny_vlm.option_logprobs([[images[0]]], [OptionQuery(query.question, ("A",), "")], system=SYSTEM,
+                                        return_vocab=True).vocab.reshape(-1).exp()  # fmt: skip
+        top3 = dist.topk(3)
+        ids = tiny_vlm.candidate_ids(query)
+        absent = [i for i in ids if i not in top3.indices.tolist()]
+        share = min(float(top3.values[-1]), (1 - float(top3.values.sum())) / max(len(absent), 1))
+        assert float(got.missing_mass[0, 0]) == pytest.approx(share * len(absent), rel=1e-4)
+        for k, i in enumerate(ids):
+            want = math.log(share) if i in absent else math.log(float(dist[i]))
+            assert float(got.logprobs[0, 0, k]) == pytest.approx(want, abs=1e-4)
+        assert absent, "the tiny model should leave some letter outside its top 3 (else this test proves little)"
+
+        answer = full.chat(["Describe the image."], [[images[1]]], max_new_tokens=6)
+        assert answer == tiny_vlm.generate([[images[1]]], ["Describe the image."], max_new_tokens=6)
+    assert torch.isfinite(remote.scores).all()
+
+
+def test_remote_backend_config_errors_are_clear():
+    with pytest.raises(ValueError, match="backend=openai needs server.base_url"):
+        OpenAIBackend(ServerConfig(model="m"))
+    with pytest.raises(ValueError, match="unknown key server.top_k"):
+        OpenAIBackend.from_config({"base_url": "http://127.0.0.1:9/v1", "model": "m", "top_k": 5})
