@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import torch
 from PIL import Image
 
+from reward.loading import LOADING_KEYS, ModelLoading
 from reward.vlm import VLM, OptionQuery, load_vlm
 
 
@@ -22,6 +23,10 @@ class ModelConfig:
     dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
     device: str | None = None  # null: cuda if available
     batch_size: int = 32  # (image group, probe) queries per forward pass
+    device_map: Any = None  # auto: spread a model too large for one GPU over all GPUs (reward.loading)
+    attn_implementation: str | None = "sdpa"  # sdpa | flash_attention_2 | eager
+    min_pixels: int | None = None  # processor pixel budget per image (null: the checkpoint's)
+    max_pixels: int | None = None  # e.g. 401408 = 512 visual tokens: the main cost knob
 
 
 @dataclass
@@ -47,7 +52,8 @@ class Backend(Protocol):
 
 def load_local_vlm(cfg: ModelConfig) -> VLM:
     """The one place PACE loads a local VLM from its config (loading knobs are wired here)."""
-    return load_vlm(cfg.path, dtype=cfg.dtype, device=cfg.device, batch_size=cfg.batch_size)
+    loading = ModelLoading(**{k: getattr(cfg, k) for k in LOADING_KEYS})
+    return load_vlm(cfg.path, loading, batch_size=cfg.batch_size)
 
 
 class LocalBackend:

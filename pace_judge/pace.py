@@ -21,6 +21,7 @@ from pace_judge.backends import Backend, ModelConfig, make_backend
 from pace_judge.scorer import CropConfig, DualTrackScorer, Judgement
 from reward.base import RewardOutput
 from reward.config import from_mapping
+from reward.loading import LOADING_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -40,16 +41,21 @@ class PaceConfig:
     embedder: str | None = None  # sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)
     agents: dict[str, Any] = field(default_factory=dict)  # agent settings (pace_judge.agents.AgentConfig)
     example_image: str | None = None  # the Visualizer's grounding image (default: the first image scored)
-    dtype: str = "auto"  # used when model is a plain path
+    dtype: str = "auto"  # used when model is a plain path (so are the loading knobs below, see reward.loading)
     device: str | None = None
     batch_size: int = 32  # (image group, probe) queries per forward pass
+    device_map: Any = None
+    attn_implementation: str | None = "sdpa"
+    min_pixels: int | None = None
+    max_pixels: int | None = None
 
 
 def model_config(model: Any, cfg: PaceConfig) -> ModelConfig | None:
     if model is None:
         return None
     if isinstance(model, str):
-        return ModelConfig(model, cfg.dtype, cfg.device, cfg.batch_size)
+        knobs = {k: getattr(cfg, k) for k in LOADING_KEYS}
+        return ModelConfig(model, batch_size=cfg.batch_size, **knobs)
     return from_mapping(ModelConfig, model, where="reward.model")
 
 

@@ -83,15 +83,16 @@ def test_loading_settings_are_validated_and_split_from_a_reward_config():
         assert part in message
 
 
-def test_qbench_and_sa_iqa_configs_pass_the_loading_knobs(tiny_vlm_path, tiny_scorer_path):
+def test_every_vlm_reward_config_passes_the_loading_knobs(tiny_vlm_path, tiny_scorer_path, pace_protocol_path):
     from reward import get_reward
 
     knobs = {"attn_implementation": "eager", "min_pixels": 112 * 112, "max_pixels": 112 * 112, "dtype": "float32"}
     qbench = get_reward("qbench", {"model": str(tiny_vlm_path), **knobs})
     sa_iqa = get_reward("sa-iqa", {"path": str(tiny_scorer_path), **knobs})
-    for reward in (qbench, sa_iqa):
-        assert reward.vlm.model.config._attn_implementation == "eager"
-        assert reward.vlm.processor.image_processor.size.longest_edge == 112 * 112
+    pace = get_reward("pace", {"model": str(tiny_vlm_path), "protocol": str(pace_protocol_path), **knobs})
+    for vlm in (qbench.vlm, sa_iqa.vlm, pace.backend.vlm):
+        assert vlm.model.config._attn_implementation == "eager"
+        assert vlm.processor.image_processor.size.longest_edge == 112 * 112
     with pytest.raises(ValueError, match="attn_implementation='flash'"):
         get_reward("qbench", {"model": str(tiny_vlm_path), "attn_implementation": "flash"})
 
