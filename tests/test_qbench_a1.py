@@ -1,4 +1,4 @@
-"""Q-Bench A1 perception: seeded lettered choices, letter log-probs from one pass, pairs, both file formats, bad rows."""
+"""Q-Bench A1: seeded lettered choices, letter log-probs from one pass, pairs, both file formats, bad rows."""
 
 from __future__ import annotations
 
