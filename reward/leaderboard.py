@@ -82,7 +82,8 @@ def dataset_names(data: Any) -> dict[str, str]:
 def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings) -> dict[str, Any]:
     """``{"datasets": {name: {variant: {srcc, plcc, n}}}, "mean": {variant: {srcc, plcc}}, "skipped": {...}}``.
 
-    A reward without dimensions gives the single variant ``score``; :class:`SynonymTable` gives all of Table VIII.
+    A reward gives the row ``score`` and one row per dimension it scores (e.g. sa-iqa's); :class:`SynonymTable`
+    gives the six rows of Table VIII.
     """
     table: dict[str, dict[str, dict[str, float]]] = {}
     skipped: dict[str, int] = {}
@@ -93,7 +94,8 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
         skipped[name] = len(manifest.skipped) + len(bad)
         rows = [r for r in manifest.rows if _image_key(r, base) in scored]
         mos = np.asarray([r.mos for r in rows], float)
-        variants = [k for k in scored[_image_key(rows[0], base)] if k != "score"] or ["score"]
+        first = scored[_image_key(rows[0], base)]  # "score" (fused) first, then any per-dimension scores
+        variants = [k for k in first if k != "score"] if isinstance(reward, SynonymTable) else list(first)
         table[name] = {}
         for v in variants:
             pred = np.asarray([scored[_image_key(r, base)][v] for r in rows], float)
