@@ -28,10 +28,12 @@ ANSWER_FORMATS = ("letter", "letter_text")
 
 def perception_example(
     n_images: int, question: str, candidates: Sequence[str], correct: str, *, seed: int, index: int,
-    answer: str = "letter",
+    answer: str = "letter", shuffle: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """The trl prompt-completion conversation of one question (same content-part schema as the rating data)."""
-    prompt, letters, order = lettered_prompt(question, candidates, n_images=n_images, seed=seed, index=index)
+    prompt, letters, order = lettered_prompt(
+        question, candidates, n_images=n_images, seed=seed, index=index, shuffle=shuffle
+    )
     letter = letters[order.index(list(candidates).index(correct))]
     reply = letter if answer == "letter" else f"{letter}. {correct}"
     content = [{"type": "image", "text": None} for _ in range(n_images)] + [{"type": "text", "text": prompt}]
@@ -49,20 +51,21 @@ def _features() -> Any:
     return datasets.Features({"images": datasets.Sequence(datasets.Image()), "prompt": turn, "completion": turn})
 
 
-def _generated(seed: int, size: int, families: tuple[str, ...] | None, answer: str) -> Iterator[dict[str, Any]]:
+def _generated(seed: int, size: int, families: tuple[str, ...] | None, answer: str,
+               shuffle: bool) -> Iterator[dict[str, Any]]:  # fmt: skip
     from training.perception_questions import question_at
 
     index = 0
     while True:
         q = question_at(seed, index, size, families, photos="train")
         ex = perception_example(len(q["images"]), q["question"], q["candidates"], q["correct_ans"], seed=seed,
-                                index=index, answer=answer)  # fmt: skip
+                                index=index, answer=answer, shuffle=shuffle)  # fmt: skip
         yield {"images": q["images"], **ex}
         index += 1
 
 
 def perception_stream(seed: int = 0, size: int = 64, families: Sequence[str] | None = None,
-                      answer: str = "letter") -> Any:  # fmt: skip
+                      answer: str = "letter", shuffle: bool = True) -> Any:  # fmt: skip
     """An endless ``datasets.IterableDataset`` of fresh generated questions (training photos only)."""
     import datasets
 
@@ -70,11 +73,14 @@ def perception_stream(seed: int = 0, size: int = 64, families: Sequence[str] | N
 
     fams = check_families(families)
     return datasets.IterableDataset.from_generator(
-        _generated, gen_kwargs={"seed": seed, "size": size, "families": fams, "answer": answer}, features=_features()
+        _generated,
+        gen_kwargs={"seed": seed, "size": size, "families": fams, "answer": answer, "shuffle": shuffle},
+        features=_features(),
     )
 
 
-def perception_file_dataset(path: str, *, seed: int = 0, skip_bad: bool = True, answer: str = "letter") -> Any:
+def perception_file_dataset(path: str, *, seed: int = 0, skip_bad: bool = True, answer: str = "letter",
+                            shuffle: bool = True) -> Any:  # fmt: skip
     """A ``datasets.Dataset`` from an LLVisionQA file (bad rows named by file:line, skipped with ``skip_bad``)."""
     import datasets
 
@@ -82,7 +88,7 @@ def perception_file_dataset(path: str, *, seed: int = 0, skip_bad: bool = True, 
     records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": []}
     for index, q in enumerate(questions):
         ex = perception_example(len(q.images), q.question, q.candidates, q.correct, seed=seed, index=index,
-                                answer=answer)  # fmt: skip
+                                answer=answer, shuffle=shuffle)  # fmt: skip
         records["images"].append([str(p) for p in q.images])
         records["prompt"].append(ex["prompt"])
         records["completion"].append(ex["completion"])
@@ -108,16 +114,21 @@ def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[
     seed = int(s.trainer.get("seed", 42))
     skipped = 0
     if d.perception == "synthetic":
-        perception = perception_stream(d.synthetic_seed, d.synthetic_size, d.perception_families, d.perception_answer)
+        perception = perception_stream(d.synthetic_seed, d.synthetic_size, d.perception_families, d.perception_answer,
+                                       d.perception_shuffle)  # fmt: skip
     else:
-        perception, skipped = perception_file_dataset(d.perception, seed=d.synthetic_seed, skip_bad=d.skip_bad,
-                                                      answer=d.perception_answer)  # fmt: skip
+        perception, skipped = perception_file_dataset(
+            d.perception, seed=d.synthetic_seed, skip_bad=d.skip_bad, answer=d.perception_answer,
+            shuffle=d.perception_shuffle,
+        )  # fmt: skip
     if d.perception_fraction >= 1.0:
         return perception, skipped
     ratings, rating_skipped = rating_data()
     ratings = ratings.cast(_features()) if "dimension" not in ratings.column_names else ratings
     if isinstance(perception, datasets.IterableDataset) != isinstance(ratings, datasets.IterableDataset):
-        perception = perception if isinstance(perception, datasets.IterableDataset) else perception.to_iterable_dataset()
+        perception = (
+            perception if isinstance(perception, datasets.IterableDataset) else perception.to_iterable_dataset()
+        )
         ratings = ratings if isinstance(ratings, datasets.IterableDataset) else ratings.to_iterable_dataset()
     mixed = datasets.interleave_datasets(
         [ratings, perception], probabilities=[1.0 - d.perception_fraction, d.perception_fraction], seed=seed,
