@@ -124,7 +124,7 @@ def parse_score(text: str) -> int | None:
     m = re.search(r"score\s*[:=]?\s*\**\s*([012])\b", text, flags=re.IGNORECASE)
     if m:
         return int(m.group(1))
-    found = re.findall(r"(?<![\d.])([012])(?![\d.])", text)
+    found = re.findall(r"(?<!\d)(?<!\d\.)([012])(?!\.?\d)", text)
     return int(found[-1]) if found else None
 
 
