@@ -87,8 +87,16 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
     """
     table: dict[str, dict[str, dict[str, float]]] = {}
     skipped: dict[str, int] = {}
+    manifests = {name: load_ratings(path, skip_bad=settings.skip_bad, check_images=False,
+                                    max_pixels=settings.max_pixels) for name, path in datasets.items()}  # fmt: skip
+    if not settings.skip_bad:  # a missing image fails now, not after the other datasets were scored
+        for m in manifests.values():
+            for r in m.rows:
+                if isinstance(r.image, Path) and not r.image.is_file():
+                    raise FileNotFoundError(f"{m.source}:{r.line}: image {r.image} not found; fix the path or pass "
+                                            "skip_bad=true to skip and count such rows")  # fmt: skip
     for name, path in datasets.items():
-        manifest = load_ratings(path, skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_pixels)
+        manifest = manifests[name]
         base = Path(path).resolve().parent
         scored, bad = score_rows(reward, manifest.rows, settings, base=base, source=manifest.source)
         skipped[name] = len(manifest.skipped) + len(bad)

@@ -91,8 +91,8 @@ def run_a2(c: dict[str, Any]) -> dict[str, Any]:
     outputs = describe(vlm, rows, max_new_tokens=int(a2.get("max_new_tokens", 256)), system=a2.get("system"),
                        batch_size=int(c.get("batch_size", 16)))  # fmt: skip
     out = Path(c["out"])
-    records = [{"line": r.line, "img_path": [str(p) for p in r.images], "description": o, "golden": r.golden}
-               for r, o in zip(rows, outputs, strict=True)]  # fmt: skip
+    records = [{"row": i, "line": r.line, "img_path": [str(p) for p in r.images], "description": o,
+                "golden": r.golden} for i, (r, o) in enumerate(zip(rows, outputs, strict=True))]  # fmt: skip
     if not js.base_url:
         atomic_write_jsonl(out / "descriptions.jsonl", records)
         logger.warning("no judge configured (a2.judge.base_url is null): wrote %d descriptions to %s and skipped "

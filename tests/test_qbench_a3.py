@@ -96,6 +96,11 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
                     "out": str(tmp_path / "s")})  # fmt: skip
     assert list(r["datasets"]["koniq"]) == ["score", "lighting", "harmony"]
     assert -1.0 <= r["mean"]["lighting"]["srcc"] <= 1.0
+    with (tmp_path / "agiqa" / "agiqa.jsonl").open("a") as f:
+        f.write(json.dumps({"image": "gone.png", "dimension": "overall", "mos": 2}) + "\n")
+    with pytest.raises(FileNotFoundError, match=r"agiqa.jsonl:6: image .*gone.png not found"):
+        run_qbench({"task": "a3", "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)}, "data": data,
+                    "out": str(tmp_path / "s")})  # fmt: skip
     with pytest.raises(ValueError, match="a3.ensemble=true reads the good/poor synonyms of reward=qbench"):
         run_qbench({"task": "a3", "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
                     "data": [str(tmp_path / "koniq" / "koniq.jsonl")], "out": str(tmp_path / "o"),
