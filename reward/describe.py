@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from reward.data import SkippedRow
 from reward.images import load_image
 from reward.manifest import ManifestError
-from reward.questions import image_path, iter_rows
+from reward.questions import image_paths, load_rows
 from reward.vlm import VLM
 
 __all__ = ["DIMENSIONS", "PROMPTS", "Description", "JudgeSettings", "describe", "judge", "load_descriptions",
@@ -82,30 +82,14 @@ class JudgeSettings:
 
 def load_descriptions(path: str | Path, *, skip_bad: bool = False) -> tuple[list[Description], list[SkippedRow]]:
     """Read a golden-description file; bad rows named by ``file:line`` (or skipped and counted)."""
-    path = Path(path)
-    base = path.resolve().parent
-    rows: list[Description] = []
-    skipped: list[SkippedRow] = []
-    for line, item in iter_rows(path):
-        where = f"{path}:{line}"
-        try:
-            if isinstance(item, ManifestError):
-                raise item
-            golden = next((item[k] for k in GOLDEN_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
-            if golden is None or item.get("img_path") is None:
-                raise ManifestError(f"{where}: a row needs 'img_path' and a non-empty 'golden_description'.")
-            paths = item["img_path"] if isinstance(item["img_path"], list) else [item["img_path"]]
-            if len(paths) not in (1, 2):
-                raise ManifestError(f"{where}: 'img_path' must be one path or a list of two, got {len(paths)}.")
-            rows.append(Description(tuple(image_path(base, p, where, True) for p in paths), golden, line))
-        except ManifestError as err:
-            if not skip_bad:
-                raise ManifestError(f"{err} (skip_bad=true skips and counts such rows)") from err
-            logger.warning("skipping bad row: %s", err)
-            skipped.append(SkippedRow(line, str(err)))
-    if not rows:
-        raise ManifestError(f"{path}: no usable row")
-    return rows, skipped
+
+    def parse(item: dict, base: Path, where: str, line: int) -> Description:
+        golden = next((item[k] for k in GOLDEN_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
+        if golden is None or item.get("img_path") is None:
+            raise ManifestError(f"{where}: a row needs 'img_path' and a non-empty 'golden_description'.")
+        return Description(image_paths(base, item["img_path"], where, True), golden, line)
+
+    return load_rows(path, parse, skip_bad=skip_bad, what="description")
 
 
 def describe(vlm: VLM, rows: Sequence[Description], *, max_new_tokens: int = 256, system: str | None = None,

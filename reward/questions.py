@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from reward.data import SkippedRow
 from reward.images import ImageError, load_image
@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TYPES: dict[int, str] = {0: "yes-or-no", 1: "what", 2: "how"}
 CONCERNS: dict[str, dict[int, str]] = {
@@ -124,14 +125,19 @@ def image_path(base: Path, value: Any, where: str, check: bool) -> Path:
     return path
 
 
+def image_paths(base: Path, value: Any, where: str, check: bool) -> tuple[Path, ...]:
+    """``img_path``: one path, or a list of two for a pair."""
+    paths = value if isinstance(value, list) else [value]
+    if len(paths) not in (1, 2):
+        raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(paths)}.")
+    return tuple(image_path(base, p, where, check) for p in paths)
+
+
 def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Question:
     missing = [k for k in ("img_path", "question", "candidates", "correct_ans") if row.get(k) is None]
     if missing:
         raise ManifestError(f"{where}: missing field(s) {', '.join(map(repr, missing))}; a row looks like "
                             f"{QUESTION_EXAMPLE}.")  # fmt: skip
-    paths = row["img_path"] if isinstance(row["img_path"], list) else [row["img_path"]]
-    if len(paths) not in (1, 2):
-        raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(paths)}.")
     cands = row["candidates"]
     if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) and c.strip() for c in cands):
         raise ManifestError(f"{where}: 'candidates' must be a list of at least two answer texts, got {cands!r}.")
@@ -149,10 +155,38 @@ def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Questio
         raise ManifestError(f"{where}: unknown 'concern' {concern!r}; use 0-3 (the four quadrants).")
     if not isinstance(row["question"], str) or not row["question"].strip():
         raise ManifestError(f"{where}: 'question' must be a non-empty string.")
-    images = tuple(image_path(base, p, where, check) for p in paths)
+    images = image_paths(base, row["img_path"], where, check)
     used = {"img_path", "question", "candidates", "correct_ans", "type", "concern"}
     extra = {k: v for k, v in row.items() if k not in used}
     return Question(images, row["question"], tuple(cands), row["correct_ans"], int(qtype), int(concern), line, extra)
+
+
+def load_rows(
+    path: str | Path, parse: Callable[[dict, Path, str, int], T], *, skip_bad: bool = False, what: str = "row"
+) -> tuple[list[T], list[SkippedRow]]:
+    """Parse every row of a JSON-list or JSONL file with ``parse(row, base_dir, "file:line", line)``. Bad rows
+    raise ``ManifestError`` naming ``file:line``, or with ``skip_bad=True`` are logged, skipped and returned."""
+    path = Path(path)
+    base = path.resolve().parent
+    rows: list[T] = []
+    skipped: list[SkippedRow] = []
+    for line, item in iter_rows(path):
+        where = f"{path}:{line}"
+        try:
+            if isinstance(item, ManifestError):
+                raise item
+            rows.append(parse(item, base, where, line))
+        except ManifestError as err:
+            if not skip_bad:
+                raise ManifestError(f"{err} (skip_bad=true skips and counts such rows)") from err
+            logger.warning("skipping bad %s: %s", what, err)
+            skipped.append(SkippedRow(line, str(err)))
+    if not rows:
+        first = f"; first problem: {skipped[0].reason}" if skipped else ""
+        raise ManifestError(f"{path}: no usable {what}{first}")
+    if skipped:
+        logger.warning("%s: skipped %d of %d %ss", path, len(skipped), len(skipped) + len(rows), what)
+    return rows, skipped
 
 
 def load_questions(
@@ -160,24 +194,5 @@ def load_questions(
 ) -> tuple[list[Question], list[SkippedRow]]:
     """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
     ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`."""
-    path = Path(path)
-    base = path.resolve().parent
-    questions: list[Question] = []
-    skipped: list[SkippedRow] = []
-    for line, item in iter_rows(path):
-        where = f"{path}:{line}"
-        try:
-            if isinstance(item, ManifestError):
-                raise item
-            questions.append(_parse(item, base, where, line, check_images))
-        except ManifestError as err:
-            if not skip_bad:
-                raise ManifestError(f"{err} (skip_bad=true skips and counts such rows)") from err
-            logger.warning("skipping bad question: %s", err)
-            skipped.append(SkippedRow(line, str(err)))
-    if not questions:
-        first = f"; first problem: {skipped[0].reason}" if skipped else ""
-        raise ManifestError(f"{path}: no usable question{first}")
-    if skipped:
-        logger.warning("%s: skipped %d of %d questions", path, len(skipped), len(skipped) + len(questions))
-    return questions, skipped
+    return load_rows(path, lambda row, base, where, line: _parse(row, base, where, line, check_images),
+                     skip_bad=skip_bad, what="question")  # fmt: skip
