@@ -24,7 +24,7 @@ def test_perception_sft_lifts_heldout_a1_accuracy_for_singles_and_pairs(tiny_vlm
     overrides = [
         f"model.path={tiny_vlm_path}", "data.train=synthetic", "data.perception=synthetic",
         "data.perception_fraction=1.0", f"data.perception_families=[{','.join(FAMILIES)}]",
-        "data.perception_shuffle=false", f"output_dir={tmp_path / 'run'}", "trainer.max_steps=200",
+        "data.perception_shuffle=0", f"output_dir={tmp_path / 'run'}", "trainer.max_steps=200",
         "trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1",
         "trainer.learning_rate=1e-3", "trainer.lr_scheduler_type=constant", "trainer.warmup_steps=0",
         "trainer.save_steps=1000", "trainer.logging_steps=50",

@@ -16,6 +16,8 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from reward.perception import lettered_prompt
 from reward.questions import load_questions
 
@@ -28,11 +30,15 @@ ANSWER_FORMATS = ("letter", "letter_text")
 
 def perception_example(
     n_images: int, question: str, candidates: Sequence[str], correct: str, *, seed: int, index: int,
-    answer: str = "letter", shuffle: bool = True,
+    answer: str = "letter", shuffle: float = 1.0,
 ) -> dict[str, Any]:  # fmt: skip
-    """The trl prompt-completion conversation of one question (same content-part schema as the rating data)."""
+    """The trl prompt-completion conversation of one question (same content-part schema as the rating data).
+
+    ``shuffle``: the share of questions whose options are shuffled (1: all, as task=a1 asks; 0: the given order).
+    """
+    shuffled = shuffle >= 1.0 or (shuffle > 0.0 and np.random.default_rng([seed, index, 3]).random() < shuffle)
     prompt, letters, order = lettered_prompt(
-        question, candidates, n_images=n_images, seed=seed, index=index, shuffle=shuffle
+        question, candidates, n_images=n_images, seed=seed, index=index, shuffle=bool(shuffled)
     )
     letter = letters[order.index(list(candidates).index(correct))]
     reply = letter if answer == "letter" else f"{letter}. {correct}"
@@ -52,7 +58,7 @@ def _features() -> Any:
 
 
 def _generated(seed: int, size: int, families: tuple[str, ...] | None, answer: str,
-               shuffle: bool) -> Iterator[dict[str, Any]]:  # fmt: skip
+               shuffle: float) -> Iterator[dict[str, Any]]:  # fmt: skip
     from training.perception_questions import question_at
 
     index = 0
@@ -65,7 +71,7 @@ def _generated(seed: int, size: int, families: tuple[str, ...] | None, answer: s
 
 
 def perception_stream(seed: int = 0, size: int = 64, families: Sequence[str] | None = None,
-                      answer: str = "letter", shuffle: bool = True) -> Any:  # fmt: skip
+                      answer: str = "letter", shuffle: float = 1.0) -> Any:  # fmt: skip
     """An endless ``datasets.IterableDataset`` of fresh generated questions (training photos only)."""
     import datasets
 
@@ -80,7 +86,7 @@ def perception_stream(seed: int = 0, size: int = 64, families: Sequence[str] | N
 
 
 def perception_file_dataset(path: str, *, seed: int = 0, skip_bad: bool = True, answer: str = "letter",
-                            shuffle: bool = True) -> Any:  # fmt: skip
+                            shuffle: float = 1.0) -> Any:  # fmt: skip
     """A ``datasets.Dataset`` from an LLVisionQA file (bad rows named by file:line, skipped with ``skip_bad``)."""
     import datasets
 
@@ -105,6 +111,8 @@ def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[
     problems = []
     if not 0.0 < d.perception_fraction <= 1.0:
         problems.append(f"data.perception_fraction={d.perception_fraction}: use a share in (0, 1]")
+    if not 0.0 <= float(d.perception_shuffle) <= 1.0:
+        problems.append(f"data.perception_shuffle={d.perception_shuffle}: use a share in [0, 1]")
     if d.perception_answer not in ANSWER_FORMATS:
         problems.append(f"data.perception_answer={d.perception_answer!r}: use one of {', '.join(ANSWER_FORMATS)}")
     if d.perception == "synthetic" and int(s.trainer.get("max_steps", -1)) <= 0:

@@ -70,7 +70,7 @@ class DataSettings:
     perception_fraction: float = 0.5  # share of perception examples (1.0: perception only, data.train not read)
     perception_families: list[str] | None = None  # data.perception=synthetic: question families (default all)
     perception_answer: str = "letter"  # completion: "letter" (B) or "letter_text" (B. The second image)
-    perception_shuffle: bool = True  # shuffle the options as task=a1 does (false: the file's / generator's order)
+    perception_shuffle: float = 1.0  # share of questions with options shuffled as task=a1 does (0: given order)
 
 
 @dataclass
