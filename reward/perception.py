@@ -66,6 +66,7 @@ class Answer:
     order: list[int]
     probs: list[float]  # over the letters shown, renormalised
     chosen: int  # index into letters
+    letter_mass: float = 1.0  # probability the model puts on the shown letters at all (full vocabulary)
 
     @property
     def correct_letter(self) -> str:
@@ -83,7 +84,8 @@ class Answer:
                                                                                             strict=True)},
             "correct": self.correct_letter, "chosen": self.letters[self.chosen],
             "answer": q.candidates[self.order[self.chosen]], "probability": self.probs[self.chosen],
-            "is_correct": self.is_correct, **({"id": q.extra["id"]} if "id" in q.extra else {}),
+            "is_correct": self.is_correct, "letter_mass": self.letter_mass,
+            **({"id": q.extra["id"]} if "id" in q.extra else {}),
         }  # fmt: skip
 
 
@@ -115,8 +117,10 @@ def answer_questions(
             shown.append((letters, order))
         logp = vlm.option_logprobs(groups, queries, system=system).logprobs[:, 0]
         for (_, q), (letters, order), row in zip(chunk, shown, logp, strict=True):
-            probs = torch.softmax(row[: len(letters)].float(), dim=-1)
-            answers.append(Answer(q, letters, order, probs.tolist(), int(probs.argmax())))
+            logp_letters = row[: len(letters)].float()
+            probs = torch.softmax(logp_letters, dim=-1)
+            mass = float(logp_letters.exp().sum())
+            answers.append(Answer(q, letters, order, probs.tolist(), int(probs.argmax()), mass))
         bar.update(len(chunk))
     bar.close()
     return answers
@@ -129,6 +133,7 @@ def _acc(items: Sequence[Answer]) -> dict[str, Any]:
 def perception_metrics(answers: Sequence[Answer]) -> dict[str, Any]:
     """``{"accuracy": overall, "n": N, "single"|"pair": {"accuracy", "n", "by_type", "by_concern"}}``."""
     out: dict[str, Any] = _acc(answers)
+    out["letter_mass"] = float(np.mean([a.letter_mass for a in answers])) if answers else None  # format following
     for part in ("single", "pair"):
         items = [a for a in answers if a.question.part == part]
         if not items:

@@ -70,6 +70,7 @@ def test_answers_are_the_letters_softmax_from_one_forward_pass_with_both_pair_im
         lp = tiny_vlm.option_logprobs([group], [OptionQuery(prompt, letters)]).logprobs[0, 0]
         assert a.probs == pytest.approx(torch.softmax(lp, -1).tolist(), abs=1e-5)
         assert a.chosen == int(lp.argmax())
+        assert a.letter_mass == pytest.approx(float(lp.exp().sum()), rel=1e-5) and 0 < a.letter_mass < 1
     pair = answers[3]
     swapped = Question((pair.question.images[0], questions[1].images[0]), *list(vars(pair.question).values())[1:])
     other = answer_questions(tiny_vlm, [*questions[:3], swapped], seed=1)[3]
