@@ -39,5 +39,5 @@ def test_perception_sft_lifts_heldout_a1_accuracy_for_singles_and_pairs(tiny_vlm
     before, after = a1(tiny_vlm_path, "before"), a1(tmp_path / "run" / "scorer", "after")
     summary = {part: (before[part]["by_type"], after[part]["by_type"]) for part in ("single", "pair")}
     assert after["accuracy"] >= chance + 0.25, (chance, before["accuracy"], after["accuracy"], summary)
-    assert after["single"]["accuracy"] >= 0.75 and after["pair"]["accuracy"] >= 0.75, summary
+    assert after["single"]["accuracy"] >= 0.7 and after["pair"]["accuracy"] >= 0.8, summary  # chance 0.45 / 0.5
     assert after["accuracy"] - before["accuracy"] >= 0.25, summary
