@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,11 @@ class DataSettings:
     synthetic_size: int = 64  # data.train=synthetic: image size in pixels
     soft_targets: bool = False  # draw the rating word from a distribution with expectation = MOS (DeQA-Score)
     soft_std: float = 0.5  # std (MOS units) of that distribution
+    perception: str | None = None  # A1 questions mixed in: an LLVisionQA file, or "synthetic" (fresh every step)
+    perception_fraction: float = 0.5  # share of perception examples (1.0: perception only, data.train not read)
+    perception_families: list[str] | None = None  # data.perception=synthetic: question families (default all)
+    perception_answer: str = "letter"  # completion: "letter" (B) or "letter_text" (B. The second image)
+    perception_shuffle: float = 1.0  # share of questions with options shuffled as task=a1 does (0: given order)
 
 
 @dataclass
@@ -268,6 +273,11 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
 def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
     from training.sft_data import manifest_dataset, synthetic_stream
 
+    if s.data.perception:  # Q-Bench A1 multiple-choice questions, mixed with the rating data (perception_sft.py)
+        from training.perception_sft import mix_perception
+
+        no_perception = replace(s, data=replace(s.data, perception=None))
+        return mix_perception(s, lambda: _train_dataset(no_perception, queries))
     worst_first = list(reversed(_sorted_words(s)))
     mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
     soft = s.data.soft_std if s.data.soft_targets else None

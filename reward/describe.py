@@ -1,0 +1,172 @@
+"""Q-Bench A2 description: the paper's prompts generate a low-level description per image or pair; a text judge
+(any OpenAI-compatible endpoint) scores completeness, precision and relevance 0/1/2 against the golden
+description, 5 rounds averaged.
+
+A description file (JSON list or JSONL) holds ``{"img_path": "a.jpg" | ["a.jpg", "b.jpg"], "golden_description":
+"..."}`` (``gt_description`` or ``description`` are read too); paths relative to the file's folder or absolute.
+
+Example:
+    >>> parse_score("The output is quite complete. Score: 2")
+    2
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from reward.data import SkippedRow
+from reward.images import load_image
+from reward.manifest import ManifestError
+from reward.questions import image_paths, load_rows
+from reward.vlm import VLM
+
+__all__ = ["DIMENSIONS", "PROMPTS", "Description", "JudgeSettings", "describe", "judge", "load_descriptions",
+           "parse_score"]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+
+PROMPTS = {  # Sec. II-C2 of Q-Bench+
+    "single": "Describe the quality, aesthetics and other low-level appearance of the image in details.",
+    "pair": "Compare and jointly analyze the quality, aesthetics and other low-level appearance of the images in "
+    "details. The first image is shown first and the second image second.",
+}
+GOLDEN_KEYS = ("golden_description", "gt_description", "description")
+DIMENSIONS = ("completeness", "precision", "relevance")
+_JUDGE = {  # the released Q-Bench judge instructions, one per dimension
+    "completeness": "Evaluate whether the description [MLLM DESC] completely includes the low-level visual "
+    "information in the description [GOLDEN DESC]. Please rate score 2 for completely or almost completely including "
+    "reference information, 0 for not including at all, 1 for including part of the information or similar "
+    "description. Please only provide the result in the following format: Score:",
+    "precision": "Evaluate whether the description [MLLM DESC] precisely reflects the description [GOLDEN DESC]. "
+    "Please rate score 2 for totally no controversial low-level description, 1 for less controversial low-level "
+    "description than matched description, and 0 for more controversial low-level description than matched "
+    "description. Please only provide the result in the following format: Score:",
+    "relevance": "Evaluate whether the description [MLLM DESC] is relevant to the low-level visual information, "
+    "which may include blur, noise, exposure, artifact, color, lighting, focus, composition, etc. Please rate score "
+    "2 for completely relevant, 1 for partly relevant, and 0 for totally irrelevant. Please only provide the result "
+    "in the following format: Score:",
+}
+
+
+@dataclass(frozen=True)
+class Description:
+    images: tuple[Path, ...]
+    golden: str
+    line: int
+
+    @property
+    def part(self) -> str:
+        return "pair" if len(self.images) == 2 else "single"
+
+
+@dataclass
+class JudgeSettings:
+    base_url: str | None = None  # OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (null: no scoring)
+    model: str = "gpt-4o"  # the judge model's name on that endpoint
+    api_key_env: str = "OPENAI_API_KEY"  # environment variable holding the key ("EMPTY" if unset, as for vLLM)
+    rounds: int = 5  # the paper's 5 rounds, averaged
+    temperature: float = 1.0  # sampling makes the rounds differ
+    max_workers: int = 8  # concurrent requests
+    timeout: float = 60.0  # seconds per request
+
+
+def load_descriptions(path: str | Path, *, skip_bad: bool = False) -> tuple[list[Description], list[SkippedRow]]:
+    """Read a golden-description file; bad rows named by ``file:line`` (or skipped and counted)."""
+
+    def parse(item: dict, base: Path, where: str, line: int) -> Description:
+        golden = next((item[k] for k in GOLDEN_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
+        if golden is None or item.get("img_path") is None:
+            raise ManifestError(f"{where}: a row needs 'img_path' and a non-empty 'golden_description'.")
+        return Description(image_paths(base, item["img_path"], where, True), golden, line)
+
+    return load_rows(path, parse, skip_bad=skip_bad, what="description")
+
+
+def describe(vlm: VLM, rows: Sequence[Description], *, max_new_tokens: int = 256, system: str | None = None,
+             batch_size: int = 8) -> list[str]:  # fmt: skip
+    """Greedy descriptions with the paper's prompt for a single image or a pair."""
+    out: list[str] = []
+    for start in tqdm(range(0, len(rows), batch_size), desc="A2 describe", disable=None):
+        chunk = rows[start : start + batch_size]
+        groups = [[load_image(p) for p in r.images] for r in chunk]
+        out += vlm.generate(groups, [PROMPTS[r.part] for r in chunk], system=system, max_new_tokens=max_new_tokens)
+    return out
+
+
+def parse_score(text: str) -> int | None:
+    """The 0/1/2 score of a judge reply (``Score: 2``; else the last lone 0, 1 or 2); ``None`` if there is none."""
+    m = re.search(r"score\s*[:=]?\s*\**\s*([012])\b", text, flags=re.IGNORECASE)
+    if m:
+        return int(m.group(1))
+    found = re.findall(r"(?<!\d)(?<!\d\.)([012])(?!\.?\d)", text)
+    return int(found[-1]) if found else None
+
+
+def _judge_message(dimension: str, output: str, golden: str) -> str:
+    return f"{_JUDGE[dimension]}\n\n[MLLM DESC]: {output}\n\n[GOLDEN DESC]: {golden}"
+
+
+def judge(outputs: Sequence[str], rows: Sequence[Description], js: JudgeSettings) -> list[dict[str, Any]]:
+    """Per row: each dimension's mean score over the valid rounds (``None`` if no round could be parsed)."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=js.base_url, api_key=os.environ.get(js.api_key_env) or "EMPTY", timeout=js.timeout)
+
+    def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:
+        i, dim, r = job
+        reply = client.chat.completions.create(
+            model=js.model, temperature=js.temperature, seed=r,
+            messages=[{"role": "user", "content": _judge_message(dim, outputs[i], rows[i].golden)}],
+        )  # fmt: skip
+        text = reply.choices[0].message.content or ""
+        score = parse_score(text)
+        if score is None:
+            logger.warning("line %d, %s, round %d: no 0/1/2 score in the judge's reply %r", rows[i].line, dim, r,
+                           text[:80])  # fmt: skip
+        return i, dim, score
+
+    jobs = [(i, d, r) for i in range(len(rows)) for d in DIMENSIONS for r in range(js.rounds)]
+    scores: list[dict[str, list[int]]] = [{d: [] for d in DIMENSIONS} for _ in rows]
+    with ThreadPoolExecutor(max_workers=max(1, js.max_workers)) as pool:
+        for i, dim, s in tqdm(pool.map(ask, jobs), total=len(jobs), desc="A2 judge", disable=None):
+            if s is not None:
+                scores[i][dim].append(s)
+    return [{d: (float(np.mean(v)) if v else None) for d, v in row.items()} for row in scores]
+
+
+def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Description]) -> dict[str, Any]:
+    """Mean completeness / precision / relevance and their sum, for single images and pairs."""
+    out: dict[str, Any] = {}
+    for part in ("single", "pair"):
+        items = [s for s, r in zip(per_row, rows, strict=True) if r.part == part]
+        if not items:
+            continue
+        means = {d: _mean([s[d] for s in items]) for d in DIMENSIONS}
+        means["sum"] = sum(v for v in means.values() if v is not None)
+        out[part] = {**means, "n": len(items)}
+    return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else None
+
+
+def format_description_table(metrics: dict[str, Any]) -> str:
+    cols = [*DIMENSIONS, "sum"]
+    lines = ["### A2 description (0-2 per dimension)", "", "| part | " + " | ".join(cols) + " | n |",
+             "|" + "---|" * (len(cols) + 2)]  # fmt: skip
+    for part, m in metrics.items():
+        cells = ["-" if m[c] is None else f"{m[c]:.3f}" for c in cols]
+        lines.append(f"| {part} | " + " | ".join(cells) + f" | {m['n']} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,198 @@
+"""Q-Bench A1 question files: the released LLVisionQA / LLVisionQA-pair JSON format, or the same rows as JSONL.
+
+A row::
+
+    {"img_path": "imgs/001.jpg" | ["a.jpg", "b.jpg"], "question": "Is this image blurry?",
+     "candidates": ["Yes", "No"], "correct_ans": "No", "type": 0, "concern": 1}
+
+``type``: 0 yes-or-no, 1 what, 2 how. ``concern`` 0-3: the four quadrants of the paper (single images:
+global / in-context x distortion / other; pairs: comparison / joint x distortion / other). Image paths are
+relative to the file's folder or absolute. Every bad row is named by ``file:line`` (also inside a JSON list) and
+either fails or, with ``skip_bad``, is skipped and counted.
+
+Example:
+    >>> rows, skipped = load_questions("llvisionqa_dev.json")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from reward.data import SkippedRow
+from reward.images import ImageError, load_image
+from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
+
+__all__ = [
+    "CONCERNS",
+    "QUESTION_EXAMPLE",
+    "TYPES",
+    "Question",
+    "image_path",
+    "iter_rows",
+    "load_questions",
+    "question_row",
+]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TYPES: dict[int, str] = {0: "yes-or-no", 1: "what", 2: "how"}
+CONCERNS: dict[str, dict[int, str]] = {
+    "single": {0: "global distortion", 1: "global other", 2: "in-context distortion", 3: "in-context other"},
+    "pair": {0: "comparison distortion", 1: "comparison other", 2: "joint distortion", 3: "joint other"},
+}
+QUESTION_EXAMPLE = (
+    '{"img_path": "a.jpg", "question": "Is this image blurry?", "candidates": ["Yes", "No"], '
+    '"correct_ans": "No", "type": 0, "concern": 0}'
+)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One multiple-choice question about one image or a pair (``images`` holds one or two paths)."""
+
+    images: tuple[Path, ...]
+    question: str
+    candidates: tuple[str, ...]
+    correct: str
+    type: int
+    concern: int
+    line: int
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def part(self) -> str:
+        """``single`` or ``pair``."""
+        return "pair" if len(self.images) == 2 else "single"
+
+
+def question_row(
+    img_path: str | list[str], question: str, candidates: list[str], correct: str, type_: int, concern: int, **extra
+) -> dict[str, Any]:
+    """One row in the released format (what :func:`load_questions` reads back)."""
+    return {"img_path": img_path, "question": question, "candidates": list(candidates), "correct_ans": correct,
+            "type": int(type_), "concern": int(concern), **extra}  # fmt: skip
+
+
+def _json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
+    """Each element of a top-level JSON list with the line it starts on."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ManifestError(f"{path}:{err.lineno}: invalid JSON ({err.msg}); the file must be a JSON list of rows "
+                            f"like {QUESTION_EXAMPLE}, or JSONL with one such row per line.") from err  # fmt: skip
+    if not isinstance(data, list):
+        raise ManifestError(f"{path}: expected a JSON list of question rows, got {type(data).__name__}.")
+    decoder = json.JSONDecoder()
+    pos = text.index("[") + 1
+    for _ in data:
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        item, end = decoder.raw_decode(text, pos)
+        line = text.count("\n", 0, pos) + 1
+        if not isinstance(item, dict):
+            yield line, ManifestError(f"{path}:{line}: expected a JSON object, got {type(item).__name__}.")
+        else:
+            yield line, item
+        pos = end
+
+
+def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"question file {str(path)!r} does not exist; pass a LLVisionQA JSON or JSONL file")
+    head = path.read_text(encoding="utf-8").lstrip()[:1]
+    return _json_list_items(path) if head == "[" else iter_jsonl(path)
+
+
+def image_path(base: Path, value: Any, where: str, check: bool) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
+    path = Path(value) if Path(value).is_absolute() else resolve_image_path(base, value, where=where)
+    if check:
+        try:
+            load_image(path)
+        except FileNotFoundError as err:
+            raise ManifestError(f"{where}: image {value!r} not found at {path} (relative paths are read from "
+                                f"{base}); fix the path or add the file.") from err  # fmt: skip
+        except (ImageError, OSError) as err:
+            raise ManifestError(f"{where}: image {value!r} is unusable: {err}") from err
+    return path
+
+
+def image_paths(base: Path, value: Any, where: str, check: bool) -> tuple[Path, ...]:
+    """``img_path``: one path, or a list of two for a pair."""
+    paths = value if isinstance(value, list) else [value]
+    if len(paths) not in (1, 2):
+        raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(paths)}.")
+    return tuple(image_path(base, p, where, check) for p in paths)
+
+
+def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Question:
+    missing = [k for k in ("img_path", "question", "candidates", "correct_ans") if row.get(k) is None]
+    if missing:
+        raise ManifestError(f"{where}: missing field(s) {', '.join(map(repr, missing))}; a row looks like "
+                            f"{QUESTION_EXAMPLE}.")  # fmt: skip
+    cands = row["candidates"]
+    if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) and c.strip() for c in cands):
+        raise ManifestError(f"{where}: 'candidates' must be a list of at least two answer texts, got {cands!r}.")
+    if len(set(cands)) != len(cands):
+        raise ManifestError(f"{where}: 'candidates' {cands} repeat an answer; each option must be distinct.")
+    if len(cands) > 26:
+        raise ManifestError(f"{where}: {len(cands)} candidates; at most 26 can be lettered A-Z.")
+    if row["correct_ans"] not in cands:
+        raise ManifestError(f"{where}: 'correct_ans' {row['correct_ans']!r} is not among the candidates {cands}; "
+                            "fix the answer or the candidates.")  # fmt: skip
+    qtype, concern = row.get("type", 0), row.get("concern", 0)
+    if isinstance(qtype, bool) or qtype not in TYPES:
+        raise ManifestError(f"{where}: unknown 'type' {qtype!r}; use 0 (yes-or-no), 1 (what) or 2 (how).")
+    if isinstance(concern, bool) or concern not in (0, 1, 2, 3):
+        raise ManifestError(f"{where}: unknown 'concern' {concern!r}; use 0-3 (the four quadrants).")
+    if not isinstance(row["question"], str) or not row["question"].strip():
+        raise ManifestError(f"{where}: 'question' must be a non-empty string.")
+    images = image_paths(base, row["img_path"], where, check)
+    used = {"img_path", "question", "candidates", "correct_ans", "type", "concern"}
+    extra = {k: v for k, v in row.items() if k not in used}
+    return Question(images, row["question"], tuple(cands), row["correct_ans"], int(qtype), int(concern), line, extra)
+
+
+def load_rows(
+    path: str | Path, parse: Callable[[dict, Path, str, int], T], *, skip_bad: bool = False, what: str = "row"
+) -> tuple[list[T], list[SkippedRow]]:
+    """Parse every row of a JSON-list or JSONL file with ``parse(row, base_dir, "file:line", line)``. Bad rows
+    raise ``ManifestError`` naming ``file:line``, or with ``skip_bad=True`` are logged, skipped and returned."""
+    path = Path(path)
+    base = path.resolve().parent
+    rows: list[T] = []
+    skipped: list[SkippedRow] = []
+    for line, item in iter_rows(path):
+        where = f"{path}:{line}"
+        try:
+            if isinstance(item, ManifestError):
+                raise item
+            rows.append(parse(item, base, where, line))
+        except ManifestError as err:
+            if not skip_bad:
+                raise ManifestError(f"{err} (skip_bad=true skips and counts such rows)") from err
+            logger.warning("skipping bad %s: %s", what, err)
+            skipped.append(SkippedRow(line, str(err)))
+    if not rows:
+        first = f"; first problem: {skipped[0].reason}" if skipped else ""
+        raise ManifestError(f"{path}: no usable {what}{first}")
+    if skipped:
+        logger.warning("%s: skipped %d of %d %ss", path, len(skipped), len(skipped) + len(rows), what)
+    return rows, skipped
+
+
+def load_questions(
+    path: str | Path, *, skip_bad: bool = False, check_images: bool = True
+) -> tuple[list[Question], list[SkippedRow]]:
+    """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
+    ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`."""
+    return load_rows(path, lambda row, base, where, line: _parse(row, base, where, line, check_images),
+                     skip_bad=skip_bad, what="question")  # fmt: skip

@@ -1,0 +1,145 @@
+"""Perception instruction tuning (Q-Instruct style): A1 multiple-choice questions as SFT examples, mixed with the
+rating data by config.
+
+The prompt is exactly what ``task=a1`` asks (:func:`reward.perception.lettered_prompt`: the images, the question,
+the shuffled lettered options, the instruction); the completion is the correct letter (``answer=letter``) or the
+letter and its text (``answer=letter_text``: "B. The second image"). Sources: an LLVisionQA file
+(``data.perception=FILE``) or fresh generated questions every step (``data.perception=synthetic``,
+:mod:`training.perception_questions`).
+
+    accelerate launch training/sft.py ... data.perception=synthetic data.perception_fraction=0.5
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from reward.perception import lettered_prompt
+from reward.questions import load_questions
+
+__all__ = ["ANSWER_FORMATS", "mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
+
+logger = logging.getLogger(__name__)
+
+ANSWER_FORMATS = ("letter", "letter_text")
+
+
+def perception_example(
+    n_images: int, question: str, candidates: Sequence[str], correct: str, *, seed: int, index: int,
+    answer: str = "letter", shuffle: float = 1.0,
+) -> dict[str, Any]:  # fmt: skip
+    """The trl prompt-completion conversation of one question (same content-part schema as the rating data).
+
+    ``shuffle``: the share of questions whose options are shuffled (1: all, as task=a1 asks; 0: the given order).
+    """
+    shuffled = shuffle >= 1.0 or (shuffle > 0.0 and np.random.default_rng([seed, index, 3]).random() < shuffle)
+    prompt, letters, order = lettered_prompt(
+        question, candidates, n_images=n_images, seed=seed, index=index, shuffle=bool(shuffled)
+    )
+    letter = letters[order.index(list(candidates).index(correct))]
+    reply = letter if answer == "letter" else f"{letter}. {correct}"
+    content = [{"type": "image", "text": None} for _ in range(n_images)] + [{"type": "text", "text": prompt}]
+    return {
+        "prompt": [{"role": "user", "content": content}],
+        "completion": [{"role": "assistant", "content": [{"type": "text", "text": reply}]}],
+    }
+
+
+def _features() -> Any:
+    import datasets
+
+    turn = [{"role": datasets.Value("string"),
+             "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}]  # fmt: skip
+    return datasets.Features({"images": datasets.Sequence(datasets.Image()), "prompt": turn, "completion": turn})
+
+
+def _generated(seed: int, size: int, families: tuple[str, ...] | None, answer: str,
+               shuffle: float) -> Iterator[dict[str, Any]]:  # fmt: skip
+    from training.perception_questions import question_at
+
+    index = 0
+    while True:
+        q = question_at(seed, index, size, families, photos="train")
+        ex = perception_example(len(q["images"]), q["question"], q["candidates"], q["correct_ans"], seed=seed,
+                                index=index, answer=answer, shuffle=shuffle)  # fmt: skip
+        yield {"images": q["images"], **ex}
+        index += 1
+
+
+def perception_stream(seed: int = 0, size: int = 64, families: Sequence[str] | None = None,
+                      answer: str = "letter", shuffle: float = 1.0) -> Any:  # fmt: skip
+    """An endless ``datasets.IterableDataset`` of fresh generated questions (training photos only)."""
+    import datasets
+
+    from training.perception_questions import check_families
+
+    fams = check_families(families)
+    return datasets.IterableDataset.from_generator(
+        _generated,
+        gen_kwargs={"seed": seed, "size": size, "families": fams, "answer": answer, "shuffle": shuffle},
+        features=_features(),
+    )
+
+
+def perception_file_dataset(path: str, *, seed: int = 0, skip_bad: bool = True, answer: str = "letter",
+                            shuffle: float = 1.0) -> Any:  # fmt: skip
+    """A ``datasets.Dataset`` from an LLVisionQA file (bad rows named by file:line, skipped with ``skip_bad``)."""
+    import datasets
+
+    questions, skipped = load_questions(path, skip_bad=skip_bad)
+    records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": []}
+    for index, q in enumerate(questions):
+        ex = perception_example(len(q.images), q.question, q.candidates, q.correct, seed=seed, index=index,
+                                answer=answer, shuffle=shuffle)  # fmt: skip
+        records["images"].append([str(p) for p in q.images])
+        records["prompt"].append(ex["prompt"])
+        records["completion"].append(ex["completion"])
+    logger.info("perception SFT data: %d questions from %s (%d skipped)", len(questions), path, len(skipped))
+    return datasets.Dataset.from_dict(records, features=_features()), len(skipped)
+
+
+def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[Any, int]:
+    """The training set of ``training/sft.py`` with ``data.perception`` set: perception questions alone
+    (``perception_fraction=1``) or interleaved with the rating data at that share."""
+    import datasets
+
+    d = s.data
+    problems = []
+    if not 0.0 < d.perception_fraction <= 1.0:
+        problems.append(f"data.perception_fraction={d.perception_fraction}: use a share in (0, 1]")
+    if not 0.0 <= float(d.perception_shuffle) <= 1.0:
+        problems.append(f"data.perception_shuffle={d.perception_shuffle}: use a share in [0, 1]")
+    if d.perception_answer not in ANSWER_FORMATS:
+        problems.append(f"data.perception_answer={d.perception_answer!r}: use one of {', '.join(ANSWER_FORMATS)}")
+    if d.perception == "synthetic" and int(s.trainer.get("max_steps", -1)) <= 0:
+        problems.append("data.perception=synthetic streams without end: set trainer.max_steps=N")
+    if problems:
+        raise ValueError("invalid sft config:\n  - " + "\n  - ".join(problems))
+    seed = int(s.trainer.get("seed", 42))
+    skipped = 0
+    if d.perception == "synthetic":
+        perception = perception_stream(d.synthetic_seed, d.synthetic_size, d.perception_families, d.perception_answer,
+                                       d.perception_shuffle)  # fmt: skip
+    else:
+        perception, skipped = perception_file_dataset(
+            d.perception, seed=d.synthetic_seed, skip_bad=d.skip_bad, answer=d.perception_answer,
+            shuffle=d.perception_shuffle,
+        )  # fmt: skip
+    if d.perception_fraction >= 1.0:
+        return perception, skipped
+    ratings, rating_skipped = rating_data()
+    ratings = ratings.cast(_features()) if "dimension" not in ratings.column_names else ratings
+    if isinstance(perception, datasets.IterableDataset) != isinstance(ratings, datasets.IterableDataset):
+        perception = (
+            perception if isinstance(perception, datasets.IterableDataset) else perception.to_iterable_dataset()
+        )
+        ratings = ratings if isinstance(ratings, datasets.IterableDataset) else ratings.to_iterable_dataset()
+    mixed = datasets.interleave_datasets(
+        [ratings, perception], probabilities=[1.0 - d.perception_fraction, d.perception_fraction], seed=seed,
+        stopping_strategy="all_exhausted",
+    )  # fmt: skip
+    return mixed, skipped + rating_skipped
