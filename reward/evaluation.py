@@ -22,7 +22,7 @@ from reward.data import RatingRow, SkippedRow
 from reward.files import atomic_write_json, atomic_write_jsonl
 from reward.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
 from reward.plots import scatter_vs_mos
-from reward.score_images import SCORES, image_key, score_images
+from reward.score_images import SCORES, ScoredImages, image_key, score_images
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,29 @@ class EvalResult:
     meta: dict[str, Any] = field(default_factory=dict)  # processes, images_per_process, resumed
 
 
+def score_rating_rows(
+    reward: Reward,
+    rows: Sequence[RatingRow],
+    settings: EvalSettings,
+    *,
+    base: Path | None = None,
+    source: str = "manifest",
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    distributed: bool = False,
+) -> ScoredImages:
+    """Score every distinct image of ``rows`` once (an image rated on several dimensions is one call), keyed by
+    :func:`reward.score_images.image_key`."""
+    unique: dict[str, RatingRow] = {}
+    for row in rows:
+        unique.setdefault(image_key(row, base), row)
+    return score_images(
+        reward, [(k, r.image, r.line) for k, r in unique.items()], batch_size=settings.batch_size,
+        num_workers=settings.num_workers, max_pixels=settings.max_decode_pixels, skip_bad=settings.skip_bad,
+        source=source, out_dir=out_dir, resume=resume, distributed=distributed,
+    )  # fmt: skip
+
+
 def evaluate_rows(
     reward: Reward,
     rows: Sequence[RatingRow],
@@ -68,14 +91,8 @@ def evaluate_rows(
     scores are written there as they come (``resume``: only missing images are scored); ``distributed`` splits
     the images across the processes of ``accelerate launch`` (see :mod:`reward.score_images`).
     """
-    unique: dict[str, RatingRow] = {}
-    for row in rows:
-        unique.setdefault(image_key(row, base), row)
-    done = score_images(
-        reward, [(k, r.image, r.line) for k, r in unique.items()], batch_size=settings.batch_size,
-        num_workers=settings.num_workers, max_pixels=settings.max_decode_pixels, skip_bad=settings.skip_bad,
-        source=source, out_dir=out_dir, resume=resume, distributed=distributed,
-    )  # fmt: skip
+    done = score_rating_rows(reward, rows, settings, base=base, source=source, out_dir=out_dir, resume=resume,
+                             distributed=distributed)  # fmt: skip
     scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
@@ -101,7 +118,8 @@ def evaluate_rows(
     all_m = np.concatenate([m for _, m in predictions.values()])
     metrics = {d: _metrics(p, m, settings, score_range) for d, (p, m) in sorted(predictions.items())}
     metrics["overall"] = _metrics(all_p, all_m, settings, score_range)
-    scores = [{"image": k, **scored[k]} for k in unique if k in scored]  # manifest order, whatever the split
+    order = dict.fromkeys(image_key(r, base) for r in rows)  # manifest order, whatever the split
+    scores = [{"image": k, **scored[k]} for k in order if k in scored]
     return EvalResult(metrics, scores, predictions, sorted(skipped, key=lambda s: s.line), done.meta)
 
 

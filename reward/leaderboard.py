@@ -22,8 +22,9 @@ from PIL import Image
 
 from reward.base import RewardOutput
 from reward.data import load_ratings
-from reward.evaluation import EvalSettings, _image_key, score_rows
+from reward.evaluation import EvalSettings, score_rating_rows
 from reward.metrics import plcc, srcc
+from reward.score_images import image_key
 from reward.scoring import synonym_ensemble
 from reward.vlm import VLM, OptionQuery
 
@@ -87,8 +88,10 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
     """
     table: dict[str, dict[str, dict[str, float]]] = {}
     skipped: dict[str, int] = {}
-    manifests = {name: load_ratings(path, skip_bad=settings.skip_bad, check_images=False,
-                                    max_pixels=settings.max_pixels) for name, path in datasets.items()}  # fmt: skip
+    manifests = {
+        name: load_ratings(path, skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_decode_pixels)
+        for name, path in datasets.items()
+    }
     if not settings.skip_bad:  # a missing image fails now, not after the other datasets were scored
         for m in manifests.values():
             for r in m.rows:
@@ -98,15 +101,16 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
     for name, path in datasets.items():
         manifest = manifests[name]
         base = Path(path).resolve().parent
-        scored, bad = score_rows(reward, manifest.rows, settings, base=base, source=manifest.source)
+        done = score_rating_rows(reward, manifest.rows, settings, base=base, source=manifest.source)
+        scored, bad = done.scores, done.skipped
         skipped[name] = len(manifest.skipped) + len(bad)
-        rows = [r for r in manifest.rows if _image_key(r, base) in scored]
+        rows = [r for r in manifest.rows if image_key(r, base) in scored]
         mos = np.asarray([r.mos for r in rows], float)
-        first = scored[_image_key(rows[0], base)]  # "score" (fused) first, then any per-dimension scores
+        first = scored[image_key(rows[0], base)]  # "score" (fused) first, then any per-dimension scores
         variants = [k for k in first if k != "score"] if isinstance(reward, SynonymTable) else list(first)
         table[name] = {}
         for v in variants:
-            pred = np.asarray([scored[_image_key(r, base)][v] for r in rows], float)
+            pred = np.asarray([scored[image_key(r, base)][v] for r in rows], float)
             table[name][v] = {"srcc": srcc(pred, mos), "plcc": plcc(pred, mos), "n": len(rows)}
         logger.info("%s: %d images scored, %d skipped", name, len(rows), skipped[name])
     variants = list(next(iter(table.values())))

@@ -97,7 +97,7 @@ def answer_questions(
     batch_size: int = 16,
     system: str | None = None,
     shuffle: bool = True,
-    max_pixels: int | None = 36_000_000,
+    max_decode_pixels: int | None = 36_000_000,
 ) -> list[Answer]:
     """Ask every question (singles and pairs alike) and read the answer from the letter log-probabilities.
 
@@ -112,7 +112,7 @@ def answer_questions(
             prompt, letters, order = lettered_prompt(
                 q.question, q.candidates, n_images=len(q.images), seed=seed, index=index, shuffle=shuffle
             )
-            groups.append([load_image(p, max_pixels=max_pixels) for p in q.images])
+            groups.append([load_image(p, max_pixels=max_decode_pixels) for p in q.images])
             queries.append([OptionQuery(prompt, letters)])
             shown.append((letters, order))
         logp = vlm.option_logprobs(groups, queries, system=system).logprobs[:, 0]
