@@ -116,3 +116,10 @@ register_reward(
     score_range=(1.0, 5.0),
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
 )
+register_reward(
+    "scene-proxy",
+    "rl.scene_proxy:build",
+    higher_is_better=True,
+    score_range=(1.0, 5.0),
+    description="procedural scenes' proxy statistics calibrated to levels 1-5 and fused (a known optimum, for tests)",
+)
