@@ -54,6 +54,7 @@ def _tiny_config(name: str, request) -> dict:
     configs = {
         "qbench": lambda: {"model": str(request.getfixturevalue("tiny_vlm_path"))},
         "sa-iqa": lambda: {"path": str(request.getfixturevalue("tiny_scorer_path"))},
+        "scene-proxy": lambda: {"calibration_scenes": 2},
     }
     if name not in configs:
         pytest.fail(f"registered reward {name!r} has no tiny test config in tests/test_registry.py")
