@@ -98,6 +98,16 @@ class ProceduralConfig:
     render_size: int = 256  # the scene is rendered at most this many pixels a side, then resized to the image
     max_prompt_tokens: int = 77  # words; longer prompts are truncated (and counted by the callers)
     mask_mismatch: str = "resize"  # resize (with a warning) or error
+    level_jitter: float = 0.25  # per candidate and dimension: chance the level moves one step up or down
+
+
+def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: float) -> dict[str, int]:
+    """Candidates of one prompt vary in quality, as a diffusion model's do: each level moves +-1 with ``chance``."""
+    out = {}
+    for dim, level in levels.items():
+        move = int(rng.choice((-1, 1))) if rng.random() < chance else 0
+        out[dim] = min(5, max(1, level + move))
+    return out
 
 
 class ProceduralGenerator:
@@ -108,6 +118,8 @@ class ProceduralGenerator:
             raise ValueError(f"generator.render_size must be >= 8 pixels, got {cfg.render_size}")
         if cfg.mask_mismatch not in ("resize", "error"):
             raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
+        if not 0 <= cfg.level_jitter <= 1:
+            raise ValueError(f"generator.level_jitter must be a probability in [0, 1], got {cfg.level_jitter}")
         self.cfg = cfg
         self.name = cfg.name
         self.max_prompt_tokens = cfg.max_prompt_tokens
@@ -136,7 +148,9 @@ class ProceduralGenerator:
             side = min(max(image.size), self.cfg.render_size)
             candidates = []
             for j in range(n):
-                scene = render(sample_scene(np.random.default_rng(base + j)), levels, side)
+                rng = np.random.default_rng(base + j)
+                spec = sample_scene(rng)
+                scene = render(spec, jitter_levels(levels, rng, self.cfg.level_jitter), side)
                 scene = scene.resize(image.size, Image.Resampling.BILINEAR) if scene.size != image.size else scene
                 candidates.append(Image.composite(scene, image, mask))
             out.append(candidates)
