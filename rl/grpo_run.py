@@ -280,6 +280,10 @@ def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         processing_class.save_pretrained(str(out / "policy"))
         result["policy"] = str(out / "policy")
         result["train_curve"] = train_curve(trainer.state.log_history, rewards.labels)
+        log = trainer.state.log_history
+        result["frac_reward_zero_std"] = [
+            (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
+        ]
         result["timing"] = {"train_s": elapsed, "generate_s": adapter.timing.generate_s,
                             "reward_s": adapter.timing.reward_s,
                             "generate_share": adapter.timing.generate_s / elapsed if elapsed else None,
