@@ -82,11 +82,17 @@ def prepare_masks(
     return out
 
 
-def _check_call(images: Sequence[Any], prompts: Sequence[str], n: int) -> None:
+def prepare_call(
+    images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int, seed: Seeds,
+    on_mismatch: str,
+) -> tuple[list[Image.Image], list[Image.Image], list[int]]:  # fmt: skip
+    """Checked inputs of one ``inpaint`` call: RGB images, binary masks of their size, one base seed per item."""
     if len(images) != len(prompts):
         raise ValueError(f"got {len(images)} images but {len(prompts)} prompts; give one prompt per image")
     if n < 1:
         raise ValueError(f"n must be >= 1 candidates per item, got {n}")
+    masks = prepare_masks(images, masks, on_mismatch)
+    return [im.convert("RGB") for im in images], masks, item_seeds(seed, len(images))
 
 
 # ---------------------------------------------------------------------------------------------- procedural
@@ -138,12 +144,9 @@ class ProceduralGenerator:
     ) -> list[list[Image.Image]]:  # fmt: skip
         from training.scenes import render, sample_scene
 
-        _check_call(images, prompts, n)
-        masks = prepare_masks(images, masks, self.cfg.mask_mismatch)
-        seeds = item_seeds(seed, len(images))
+        images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
         out = []
         for image, mask, prompt, base in zip(images, masks, prompts, seeds, strict=True):
-            image = image.convert("RGB")
             levels = levels_from_prompt(prompt)
             side = min(max(image.size), self.cfg.render_size)
             candidates = []
@@ -247,10 +250,7 @@ class DiffusersGenerator:
     ) -> list[list[Image.Image]]:  # fmt: skip
         import torch
 
-        _check_call(images, prompts, n)
-        masks = prepare_masks(images, masks, self.cfg.mask_mismatch)
-        seeds = item_seeds(seed, len(images))
-        images = [im.convert("RGB") for im in images]
+        images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
         out: list[list[Image.Image]] = [[] for _ in images]
         groups: dict[tuple[int, int], list[int]] = {}
         for i, im in enumerate(images):

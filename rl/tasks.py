@@ -93,20 +93,27 @@ def write_procedural_tasks(
     return atomic_write_jsonl(root / "tasks.jsonl", rows)
 
 
+@dataclass
+class TasksArgs:
+    out: str  # folder to write into
+    n: int = 16  # tasks
+    size: int = 64  # image side in pixels
+    seed: int = 0
+    mask_fraction: float = 0.6  # the centred mask covers this fraction of each side
+
+
 def main(argv: list[str] | None = None) -> Path:
     """``python -m rl.tasks out=DIR n=16 [size=64 seed=0 mask_fraction=0.6]``."""
-    keys = {"out": str, "n": int, "size": int, "seed": int, "mask_fraction": float}
-    args: dict[str, Any] = {}
-    for item in sys.argv[1:] if argv is None else argv:
-        key, sep, value = item.partition("=")
-        if not sep or key not in keys:
-            raise SystemExit(f"unknown argument {item!r}; use key=value with keys {sorted(keys)}")
-        args[key] = keys[key](value)
-    if "out" not in args:
-        raise SystemExit("missing out=DIR (the folder to write the tasks into)")
+    from omegaconf import OmegaConf
+
+    from reward.config import from_mapping
+
+    try:
+        args = from_mapping(TasksArgs, OmegaConf.from_dotlist(sys.argv[1:] if argv is None else argv), where="tasks")
+    except ValueError as err:
+        raise SystemExit(str(err)) from err
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    out = args.pop("out")
-    path = write_procedural_tasks(out, args.pop("n", 16), **args)
+    path = write_procedural_tasks(args.out, args.n, size=args.size, seed=args.seed, mask_fraction=args.mask_fraction)
     logger.info("wrote %s", path)
     return path
 
