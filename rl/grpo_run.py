@@ -156,12 +156,20 @@ def check_resume(out: Path, s: GrpoSettings) -> str | None:
 
 
 def is_vlm(path: str, vision: str | bool) -> bool:
+    """Whether the policy is a VLM (it then sees the task image): from ``policy.vision`` or its config."""
     if vision in (True, "true"):
         return True
     if vision in (False, "false"):
         return False
-    config = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
-    return "vision_config" in config
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"policy.path={path!r}: cannot read its config ({err}); point it at a model directory"
+        ) from err
+    return getattr(config, "vision_config", None) is not None
 
 
 def grpo_args(s: GrpoSettings, out: Path) -> Any:

@@ -30,6 +30,7 @@ def policy_generate(
 ) -> list[str]:  # fmt: skip
     """Greedy completions of chat prompts (text policy, or a VLM with one image per prompt)."""
     tokenizer = getattr(processing_class, "tokenizer", processing_class)
+    tokenizer.padding_side = "left"  # generation continues every row from its last prompt token
     if images is not None:
         texts = [processing_class.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
         inputs = processing_class(text=texts, images=[[im] for im in images], return_tensors="pt", padding=True)
