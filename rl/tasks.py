@@ -38,7 +38,12 @@ class Task:
 
 
 def _open(ref: Any, max_pixels: int | None) -> Image.Image:
-    return to_rgb(ref) if isinstance(ref, Image.Image) else load_image(ref, max_pixels=max_pixels)
+    """A manifest's image reference as RGB: a path, a PIL image, or a lazily decoded dataset cell (``.load``)."""
+    if isinstance(ref, Image.Image):
+        return to_rgb(ref)
+    if hasattr(ref, "load") and not isinstance(ref, str | Path):
+        return ref.load(max_pixels)
+    return load_image(ref, max_pixels=max_pixels)
 
 
 def load_tasks(
