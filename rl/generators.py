@@ -3,7 +3,8 @@
 - ``procedural``: paints the masked region with a procedural interior (``training/scenes.py``) whose quality levels
   are driven by the prompt's words (``rl/prompt_levels.py``), so prompt choices change quality in a known way on CPU;
 - ``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``: diffusers pipelines (path, device, dtype, steps, guidance,
-  strength in ``configs/generator/*.yaml``), batched with ``num_images_per_prompt``.
+  strength in ``configs/generator/*.yaml``), the candidates of several items in one call (one row per candidate;
+  ``repeat_items=false``: ``num_images_per_prompt``).
 
 Candidate ``j`` of item ``i`` is drawn with seed ``seeds[i] + j`` (``seed`` is one int or one per item), so any
 candidate is reproduced by ``inpaint([image], [mask], [prompt], n=1, seed=seeds[i] + j)``.
@@ -185,7 +186,7 @@ class DiffusersConfig:
     paste_back: bool = True  # keep the original pixels outside the mask (the VAE round trip alters them)
     max_prompt_tokens: int | None = None  # null: the pipeline tokenizer's limit (CLIP 77); longer prompts cut
     mask_mismatch: str = "resize"  # resize (with a warning) or error
-    repeat_items: bool = False  # one row per candidate instead of num_images_per_prompt (true for FLUX Fill)
+    repeat_items: bool = True  # one row per candidate (exact reproduction); false: num_images_per_prompt
 
 
 def _torch_dtype(name: str, device: str) -> Any:
@@ -259,8 +260,9 @@ class DiffusersGenerator:
             for start in range(0, len(idx), self.cfg.batch_size):
                 chunk = idx[start : start + self.cfg.batch_size]
                 gens = [torch.Generator("cpu").manual_seed(seeds[i] + j) for i in chunk for j in range(n)]
-                # FLUX Fill encodes the masked image once per item and draws it from the first generator only,
-                # so with num_images_per_prompt > 1 candidate j > 0 could not be reproduced alone: one row each
+                # with num_images_per_prompt the pipelines sample each item's masked-image latents with the
+                # generator of the item's *index* (diffusers' _encode_vae_image), not of the candidate, so a
+                # candidate drawn alone differs; one row per candidate keeps one generator per candidate throughout
                 rows = [i for i in chunk for _ in range(n)] if self.cfg.repeat_items else chunk
                 kwargs = {
                     "prompt": [prompts[i] for i in rows],

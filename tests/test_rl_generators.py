@@ -89,13 +89,17 @@ def test_diffusers_candidates_are_batched_and_reproducible_one_by_one(kind, tmp_
     from rl.testing import make_tiny_inpaint_pipeline
 
     path = make_tiny_inpaint_pipeline(tmp_path_factory.mktemp(kind), kind)
-    extra = {"size_multiple": 16, "repeat_items": True} if kind == "flux-fill" else {}
+    extra = {"size_multiple": 16} if kind == "flux-fill" else {}
     gen = build_generator({"name": kind, "path": str(path), "steps": 2, "dtype": "float32", **extra})
-    image, mask = _task()
-    out = gen.inpaint([image, image], [mask, mask], ["a bright room", "a dark room"], n=2, seed=7)
-    assert [len(c) for c in out] == [2, 2] and out[1][1].size == (64, 64)
+    rng = np.random.default_rng(0)  # not square, masked region off-centre: the random VAE's latent noise shows
+    image = Image.fromarray(rng.integers(0, 256, (96, 128, 3), dtype=np.uint8))
+    mask = Image.new("L", (128, 96), 0)
+    mask.paste(255, (20, 20, 100, 80))
+    out = gen.inpaint([image, image], [mask, mask], ["a bright room", "a dark room"], n=4, seed=7)
+    assert [len(c) for c in out] == [4, 4] and out[1][1].size == (128, 96)
     # the same candidate alone: equal up to the rounding of batched float math (1/255); another seed: far off
-    assert _diff(gen.inpaint([image], [mask], ["a dark room"], n=1, seed=8)[0][0], out[1][1]) <= 2.0
+    for j in range(4):  # with num_images_per_prompt=4 instead, candidates 2 and 3 differed by 31/255 here
+        assert _diff(gen.inpaint([image], [mask], ["a dark room"], n=1, seed=7 + j)[0][0], out[1][j]) <= 2.0
     assert _diff(out[1][0], out[1][1]) > 20
     outside = np.asarray(mask) == 0  # paste_back keeps the unmasked pixels
     assert (np.asarray(out[0][0])[outside] == np.asarray(image)[outside]).all()
