@@ -5,6 +5,8 @@
 3. generates a procedural interior benchmark and fine-tunes the tiny VLM on it with SA-IQA SFT
    (`training/sft.py`), evaluating it before and after,
 4. fits Bradley-Terry fusion weights of the four dimensions on the benchmark's preference pairs,
+5. reranks inpainted candidates with Best-of-N (`rl/best_of_n.py`) and trains a tiny prompt-expansion policy
+   with GRPO against a procedural reward (`rl/grpo.py`),
 and writes everything with a report to `out/report.md`.
 """
 
@@ -109,11 +111,23 @@ def main(cfg: DictConfig) -> None:
     sections = ["# perceptual-rewards demo\n", f"Config:\n\n```yaml\n{OmegaConf.to_yaml(cfg)}```\n"]
     text, _ = qbench_section(model, out / "qbench")
     sections.append(text)
+    scorer = None
     if cfg.sft.enabled:
         text, sft = sft_section(model, out, cfg)
         sections.append(text)
+        scorer = sft["scorer"]
         if cfg.fusion.enabled:
             sections.append(fusion_section(out, sft["scorer"], sft["bench"]))
+    if cfg.bon.enabled:
+        from rl.demo import bon_section
+
+        fusion = out / "fusion" / "fusion_weights.json"
+        sections.append(bon_section(out, cfg, scorer, str(fusion) if fusion.exists() else None))
+    if cfg.grpo.enabled:
+        from reward.testing import make_tiny_lm
+        from rl.demo import grpo_section
+
+        sections.append(grpo_section(out, cfg, make_tiny_lm(out / "models" / "tiny-lm", seed=cfg.seed)))
     atomic_write_text(out / "report.md", "\n".join(sections))
     logger.info("report: %s", out / "report.md")
 

@@ -123,3 +123,10 @@ register_reward(
     score_range=(1.0, 5.0),
     description="PACE training-free judge of any dimension named in words: protocol probes + anchor comparison",
 )
+register_reward(
+    "scene-proxy",
+    "rl.scene_proxy:build",
+    higher_is_better=True,
+    score_range=(1.0, 5.0),
+    description="procedural scenes' proxy statistics calibrated to levels 1-5 and fused (a known optimum, for tests)",
+)

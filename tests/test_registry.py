@@ -58,6 +58,7 @@ def _tiny_config(name: str, request) -> dict:
             "model": str(request.getfixturevalue("tiny_vlm_path")),
             "protocol": str(request.getfixturevalue("pace_protocol_path")),
         },  # fmt: skip
+        "scene-proxy": lambda: {"calibration_scenes": 2},
     }
     if name not in configs:
         pytest.fail(f"registered reward {name!r} has no tiny test config in tests/test_registry.py")

@@ -1,0 +1,75 @@
+"""Benchmark: where a GRPO step's time goes (inpainting, reward, the rest) and Best-of-N batching, on tiny parts.
+
+    python bench/rl_step_time.py [--steps 20] [--generator procedural|sd15-inpaint]
+
+Runs ``rl/grpo.py``'s library entry on a tiny random text policy (2 prompts x 8 completions a step, scene-proxy
+reward) and prints the shares of the training time spent inpainting and scoring. Then times Best-of-4 generation of
+8 tasks as one batched call against 8 one-task calls (same candidates, same seeds). Ratios within one run only:
+these machines jitter up to 10x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+from reward.testing import make_tiny_lm
+from rl.generators import build_generator
+from rl.grpo_run import run_grpo
+from rl.tasks import load_tasks, write_procedural_tasks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--generator", default="procedural", choices=["procedural", "sd15-inpaint"])
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    from hydra import compose, initialize_config_dir
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        tasks = write_procedural_tasks(root / "tasks", 24, size=64, mask_fraction=0.8)
+        gen = ["generator=procedural"]
+        if args.generator == "sd15-inpaint":
+            from rl.testing import make_tiny_inpaint_pipeline
+
+            path = make_tiny_inpaint_pipeline(root / "sd15", "sd15-inpaint")
+            gen = ["generator=sd15-inpaint", f"generator.path={path}", "generator.steps=4", "generator.dtype=float32"]
+        overrides = [f"policy.path={make_tiny_lm(root / 'lm')}", f"data={tasks}", f"output_dir={root / 'run'}",
+                     "reward=scene-proxy", *gen, f"trainer.max_steps={args.steps}", "trainer.num_generations=8",
+                     "trainer.per_device_train_batch_size=16", "trainer.max_completion_length=16", "trainer.beta=0",
+                     "eval.every=0", f"trainer.save_steps={args.steps}"]  # fmt: skip
+        configs = Path(__file__).resolve().parents[1] / "configs"
+        with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
+            result = run_grpo(compose("grpo", overrides=overrides))
+        gen_share, reward_share = result["timing"]["generate_share"], result["timing"]["reward_share"]
+        print(
+            f"GRPO {args.steps} steps ({args.generator}): inpainting {100 * gen_share:.1f}%, "
+            f"reward {100 * reward_share:.1f}%, rest {100 * (1 - gen_share - reward_share):.1f}% of the training time"
+        )
+        generator = build_generator(compose_generator(gen, configs))
+        items = load_tasks(tasks)[0][:8]
+        images, masks, prompts = [t.image for t in items], [t.mask for t in items], [t.prompt for t in items]
+        start = time.perf_counter()
+        generator.inpaint(images, masks, prompts, n=4, seed=0)
+        batched = time.perf_counter() - start
+        start = time.perf_counter()
+        for i in range(len(items)):
+            generator.inpaint([images[i]], [masks[i]], [prompts[i]], n=4, seed=0)
+        single = time.perf_counter() - start
+        print(f"Best-of-4 on 8 tasks: one batched call is {single / batched:.2f}x faster than 8 one-task calls")
+
+
+def compose_generator(overrides: list[str], configs: Path):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
+        return compose("best_of_n", overrides=[*overrides, "data=x", "out=x", "reward=scene-proxy"]).generator
+
+
+if __name__ == "__main__":
+    main()

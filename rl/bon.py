@@ -1,0 +1,178 @@
+"""What ``rl/best_of_n.py`` does: N candidates per task in one batched generator call, scored in one batched reward
+call, the best kept, and compared with a random choice (mean reward; win rate judged by a second reward).
+
+Outputs in ``out``: ``chosen/NNNN.png``, ``scores.jsonl`` (every candidate's seed, scores and dimensions),
+``sheets/NNNN.png`` (contact sheet per task, scores printed under the images, the chosen one marked) and
+``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from reward.config import from_mapping, to_plain
+from reward.files import atomic_write_json, atomic_write_jsonl
+from rl.generators import build_generator, inpaint_each
+from rl.plots import image_grid
+from rl.rewards import RewardSet
+from rl.tasks import load_tasks
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BestOfNSettings:
+    data: str  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder
+    out: str  # output folder
+    reward: Any  # config node of the reward that picks (reward=NAME)
+    generator: Any  # config node of the generator (generator=NAME)
+    judge: Any = None  # a second reward judging chosen vs random (name or config node); null: none
+    n: int = 4  # candidates per task (the paper: 4)
+    seed: int = 0  # candidate j of every task uses seed + j
+    tasks_per_call: int = 8  # tasks per generator / reward call (each with n candidates)
+    limit: int | None = None  # use only the first tasks
+    skip_bad: bool = True  # bad manifest rows: named by file:line, skipped and counted
+    max_pixels: int = 36_000_000
+    sheets: bool = True  # write one contact sheet per task
+
+
+def parse_settings(cfg: Any) -> BestOfNSettings:
+    s = from_mapping(BestOfNSettings, cfg, where="best_of_n", ignore=())
+    problems = []
+    if s.n < 2:
+        problems.append(f"n={s.n}: Best-of-N needs at least 2 candidates per task")
+    if s.tasks_per_call < 1:
+        problems.append(f"tasks_per_call={s.tasks_per_call}: must be >= 1")
+    if problems:
+        raise ValueError("invalid best_of_n config:\n  - " + "\n  - ".join(problems))
+    return s
+
+
+def _entry(node: Any) -> Any:
+    return node if isinstance(node, str) else to_plain(node)
+
+
+def run_best_of_n(cfg: Any) -> dict[str, Any]:
+    """Run Best-of-N over the tasks; returns the summary (also written to ``out/summary.json``)."""
+    s = parse_settings(cfg)
+    tasks, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_pixels)
+    tasks = tasks[: s.limit] if s.limit else tasks
+    if not tasks:
+        raise ValueError(f"{s.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
+    picker = RewardSet([_entry(s.reward)], normalize=False)
+    judge = RewardSet([_entry(s.judge)], normalize=False) if s.judge else None
+    generator = build_generator(s.generator)
+    out = Path(s.out)
+    (out / "chosen").mkdir(parents=True, exist_ok=True)
+    rng = random.Random(s.seed)
+    label = picker.labels[0]
+    rows: list[dict[str, Any]] = []
+    counts = {"generation_failed": 0, "reward_failed": 0, "truncated": 0}
+    for start in tqdm(range(0, len(tasks), s.tasks_per_call), desc="best-of-n", unit="call"):
+        chunk = tasks[start : start + s.tasks_per_call]
+        prompts, cut = generator.truncate([t.prompt for t in chunk])
+        counts["truncated"] += sum(cut)
+        results, errors = inpaint_each(generator, [t.image for t in chunk], [t.mask for t in chunk], prompts,
+                                       n=s.n, seed=s.seed)  # fmt: skip
+        counts["generation_failed"] += len(errors)
+        flat = [im for r in results if r is not None for im in r]
+        flat_prompts = [p for r, p in zip(results, prompts, strict=True) if r is not None for _ in range(s.n)]
+        scores = picker.score(flat, flat_prompts)[label]
+        judged = judge.score(flat, flat_prompts)[judge.labels[0]] if judge else None
+        k = 0
+        for offset, (task, result, prompt) in enumerate(zip(chunk, results, prompts, strict=True)):
+            index = start + offset
+            if result is None:
+                rows.append({"task": task.id, "index": index, "prompt": prompt, "error": "generation failed"})
+                continue
+            cands = []
+            for j in range(len(result)):
+                cands.append({"seed": s.seed + j, "score": scores.raw[k], "dimensions":
+                              {d: v[k] for d, v in scores.dimensions.items()},
+                              "judge": judged.raw[k] if judged else None})  # fmt: skip
+                k += 1
+            rows.append(_pick(task.id, index, prompt, cands, rng, picker.rewards[0].higher_is_better, counts))
+            if "chosen" in rows[-1]:
+                result[rows[-1]["chosen"]].save(out / "chosen" / f"{index:04d}.png")
+                if s.sheets:
+                    _sheet(out / "sheets" / f"{index:04d}.png", task, result, rows[-1], label, bool(judge))
+    atomic_write_jsonl(out / "scores.jsonl", rows)
+    summary = summarize(rows, judge_higher=judge.rewards[0].higher_is_better if judge else True)
+    summary.update({"reward": label, "judge": judge.labels[0] if judge else None, "n": s.n, "tasks": len(tasks),
+                    "skipped_rows": len(skipped), **counts})  # fmt: skip
+    atomic_write_json(out / "summary.json", summary)
+    logger.info("best-of-%d on %d tasks: %s", s.n, len(tasks), json.dumps(summary))
+    return summary
+
+
+def _pick(
+    task_id: str, index: int, prompt: str, cands: list[dict[str, Any]], rng: random.Random, higher: bool,
+    counts: dict[str, int],
+) -> dict[str, Any]:  # fmt: skip
+    row: dict[str, Any] = {"task": task_id, "index": index, "prompt": prompt, "candidates": cands}
+    ok = [j for j, c in enumerate(cands) if c["score"] is not None]
+    counts["reward_failed"] += len(cands) - len(ok)
+    if not ok:
+        row["error"] = "every candidate failed to score"
+        return row
+    row["chosen"] = max(ok, key=lambda j: cands[j]["score"] if higher else -cands[j]["score"])
+    row["random"] = rng.randrange(len(cands))  # the baseline: any candidate, scored or not
+    return row
+
+
+def summarize(rows: list[dict[str, Any]], judge_higher: bool = True) -> dict[str, Any]:
+    """Mean reward of the chosen vs a random candidate, and the judge's verdict on chosen vs random.
+
+    ``win_rate`` = wins / tasks judged (a tie, e.g. when the random pick is the chosen one, is no win);
+    ``win_rate_decided`` = wins / (wins + losses); ``expected_win_rate`` compares the chosen with every candidate.
+
+    >>> rows = [{"chosen": 0, "random": 1, "candidates": [{"score": 3.0, "judge": 2.0}, {"score": 1.0, "judge": 1.0}]}]
+    >>> s = summarize(rows)
+    >>> s["mean_chosen"], s["mean_random"], s["win_rate"], s["expected_win_rate"]
+    (3.0, 1.0, 1.0, 0.5)
+    """
+    picked = [r for r in rows if "chosen" in r]
+    chosen = [r["candidates"][r["chosen"]]["score"] for r in picked]
+    rand = [r["candidates"][r["random"]]["score"] for r in picked]
+    rand = [v for v in rand if v is not None]
+    out: dict[str, Any] = {
+        "tasks_scored": len(picked),
+        "mean_chosen": sum(chosen) / len(chosen) if chosen else None,
+        "mean_random": sum(rand) / len(rand) if rand else None,
+    }
+    sign = 1.0 if judge_higher else -1.0
+    wins = ties = losses = 0
+    expected = []
+    for r in picked:
+        c = r["candidates"]
+        jc, jr = c[r["chosen"]]["judge"], c[r["random"]]["judge"]
+        if jc is None or jr is None:
+            continue
+        diff = sign * (jc - jr)
+        wins, ties, losses = wins + (diff > 0), ties + (diff == 0), losses + (diff < 0)
+        others = [sign * (jc - x["judge"]) for x in c if x["judge"] is not None]
+        expected.append(sum(d > 0 for d in others) / len(others))
+    judged = wins + ties + losses
+    if judged:
+        out.update({"judge_wins": wins, "judge_ties": ties, "judge_losses": losses, "win_rate": wins / judged,
+                    "win_rate_decided": wins / (wins + losses) if wins + losses else None,
+                    "expected_win_rate": sum(expected) / len(expected)})  # fmt: skip
+    return out
+
+
+def _sheet(path: Path, task: Any, images: list[Any], row: dict[str, Any], label: str, judged: bool) -> None:
+    cells = [(task.image, ["task"]), (task.mask.convert("RGB"), ["mask"])]
+    for j, (image, cand) in enumerate(zip(images, row["candidates"], strict=True)):
+        score = "failed" if cand["score"] is None else f"{cand['score']:.3f}"
+        lines = [("* " if j == row["chosen"] else "") + f"{label} {score}", f"seed {cand['seed']}"]
+        if judged and cand["judge"] is not None:
+            lines.append(f"judge {cand['judge']:.3f}")
+        cells.append((image, lines))
+    image_grid([cells], path, row_titles=[row["prompt"][:120]])

@@ -1,0 +1,351 @@
+"""Inpainting generators behind one interface: ``inpaint(images, masks, prompts, n, seed) -> list[list[Image]]``.
+
+- ``procedural``: paints the masked region with a procedural interior (``training/scenes.py``) whose quality levels
+  are driven by the prompt's words (``rl/prompt_levels.py``), so prompt choices change quality in a known way on CPU;
+- ``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``: diffusers pipelines (path, device, dtype, steps, guidance,
+  strength in ``configs/generator/*.yaml``), the candidates of several items in one call (one row per candidate;
+  ``repeat_items=false``: ``num_images_per_prompt``).
+
+Candidate ``j`` of item ``i`` is drawn with seed ``seeds[i] + j`` (``seed`` is one int or one per item), so any
+candidate is reproduced by ``inpaint([image], [mask], [prompt], n=1, seed=seeds[i] + j)``.
+
+Example:
+    >>> from PIL import Image
+    >>> gen = build_generator({"name": "procedural"})
+    >>> out = gen.inpaint([Image.new("RGB", (32, 32))], [Image.new("L", (32, 32), 255)], ["a bright room"], n=2)
+    >>> len(out[0]), out[0][0].size
+    (2, (32, 32))
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from PIL import Image
+
+from reward.config import from_mapping, to_plain
+from rl.prompt_levels import levels_from_prompt
+
+logger = logging.getLogger(__name__)
+
+Seeds = int | Sequence[int]
+
+
+class Generator(Protocol):
+    """An inpainting model: ``n`` candidates per (image, mask, prompt), each reproducible from its seed."""
+
+    name: str
+    max_prompt_tokens: int
+
+    def inpaint(
+        self, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int = 1,
+        seed: Seeds = 0,
+    ) -> list[list[Image.Image]]: ...  # fmt: skip
+
+    def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]: ...
+
+
+def item_seeds(seed: Seeds, n_items: int) -> list[int]:
+    """One base seed per item: an int is shared by every item; a sequence must have one per item."""
+    if isinstance(seed, int | np.integer):
+        return [int(seed)] * n_items
+    seeds = [int(s) for s in seed]
+    if len(seeds) != n_items:
+        raise ValueError(f"got {len(seeds)} seeds for {n_items} items; pass one int or one seed per item")
+    return seeds
+
+
+def prepare_masks(
+    images: Sequence[Image.Image], masks: Sequence[Image.Image], on_mismatch: str = "resize"
+) -> list[Image.Image]:
+    """Masks as ``L`` images (255 = repaint) of their image's size; another size is resized with a warning
+    (``on_mismatch="resize"``) or refused (``"error"``)."""
+    if len(images) != len(masks):
+        raise ValueError(f"got {len(images)} images but {len(masks)} masks; give one mask per image")
+    out = []
+    for i, (image, mask) in enumerate(zip(images, masks, strict=True)):
+        mask = mask.convert("L")
+        if mask.size != image.size:
+            if on_mismatch == "error":
+                raise ValueError(
+                    f"item {i}: mask is {mask.size} but image is {image.size}; resize the mask, or set "
+                    "generator.mask_mismatch=resize to resize it automatically"
+                )
+            warnings.warn(f"item {i}: mask {mask.size} resized to its image's size {image.size}", stacklevel=2)
+            mask = mask.resize(image.size, Image.Resampling.NEAREST)
+        out.append(mask.point(lambda v: 255 if v >= 128 else 0))
+    return out
+
+
+def prepare_call(
+    images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int, seed: Seeds,
+    on_mismatch: str,
+) -> tuple[list[Image.Image], list[Image.Image], list[int]]:  # fmt: skip
+    """Checked inputs of one ``inpaint`` call: RGB images, binary masks of their size, one base seed per item."""
+    if len(images) != len(prompts):
+        raise ValueError(f"got {len(images)} images but {len(prompts)} prompts; give one prompt per image")
+    if n < 1:
+        raise ValueError(f"n must be >= 1 candidates per item, got {n}")
+    masks = prepare_masks(images, masks, on_mismatch)
+    return [im.convert("RGB") for im in images], masks, item_seeds(seed, len(images))
+
+
+# ---------------------------------------------------------------------------------------------- procedural
+
+
+@dataclass
+class ProceduralConfig:
+    name: str = "procedural"
+    render_size: int = 256  # the scene is rendered at most this many pixels a side, then resized to the image
+    max_prompt_tokens: int = 77  # words; longer prompts are truncated (and counted by the callers)
+    mask_mismatch: str = "resize"  # resize (with a warning) or error
+    level_jitter: float = 0.25  # per candidate and dimension: chance the level moves one step up or down
+
+
+def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: float) -> dict[str, int]:
+    """Candidates of one prompt vary in quality, as a diffusion model's do: each level moves +-1 with ``chance``."""
+    out = {}
+    for dim, level in levels.items():
+        move = int(rng.choice((-1, 1))) if rng.random() < chance else 0
+        out[dim] = min(5, max(1, level + move))
+    return out
+
+
+class ProceduralGenerator:
+    """Paints the masked region of any image with a procedural scene at the prompt's quality levels."""
+
+    def __init__(self, cfg: ProceduralConfig) -> None:
+        if cfg.render_size < 8:
+            raise ValueError(f"generator.render_size must be >= 8 pixels, got {cfg.render_size}")
+        if cfg.mask_mismatch not in ("resize", "error"):
+            raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
+        if not 0 <= cfg.level_jitter <= 1:
+            raise ValueError(f"generator.level_jitter must be a probability in [0, 1], got {cfg.level_jitter}")
+        self.cfg = cfg
+        self.name = cfg.name
+        self.max_prompt_tokens = cfg.max_prompt_tokens
+
+    def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]:
+        out, cut = [], []
+        for p in prompts:
+            words = p.split()
+            cut.append(len(words) > self.max_prompt_tokens)
+            out.append(" ".join(words[: self.max_prompt_tokens]) if cut[-1] else p)
+        return out, cut
+
+    def inpaint(
+        self, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int = 1,
+        seed: Seeds = 0,
+    ) -> list[list[Image.Image]]:  # fmt: skip
+        from training.scenes import render, sample_scene
+
+        images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
+        out = []
+        for image, mask, prompt, base in zip(images, masks, prompts, seeds, strict=True):
+            levels = levels_from_prompt(prompt)
+            side = min(max(image.size), self.cfg.render_size)
+            candidates = []
+            for j in range(n):
+                rng = np.random.default_rng(base + j)
+                spec = sample_scene(rng)
+                scene = render(spec, jitter_levels(levels, rng, self.cfg.level_jitter), side)
+                scene = scene.resize(image.size, Image.Resampling.BILINEAR) if scene.size != image.size else scene
+                candidates.append(Image.composite(scene, image, mask))
+            out.append(candidates)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- diffusers
+
+PIPELINES = {  # generator name -> diffusers pipeline class
+    "sd15-inpaint": "StableDiffusionInpaintPipeline",
+    "sdxl-inpaint": "StableDiffusionXLInpaintPipeline",
+    "flux-fill": "FluxFillPipeline",
+}
+
+
+@dataclass
+class DiffusersConfig:
+    name: str
+    path: str  # pipeline directory (from_pretrained)
+    device: str | None = None  # null: cuda if available
+    dtype: str = "auto"  # auto: bf16 on GPU (fp16 for SD1.5/SDXL), fp32 on CPU; or float32/float16/bfloat16
+    steps: int = 30  # num_inference_steps
+    guidance: float = 7.5  # guidance_scale
+    strength: float = 1.0  # 1.0: the masked region is painted from noise
+    negative_prompt: str | None = None  # SD1.5/SDXL only
+    batch_size: int = 4  # items per pipeline call (each with n candidates)
+    size_multiple: int = 8  # the pipeline works at the image size rounded down to this (16 for FLUX)
+    max_size: int = 1024  # longer sides are scaled down to this for the pipeline, the output scaled back
+    paste_back: bool = True  # keep the original pixels outside the mask (the VAE round trip alters them)
+    max_prompt_tokens: int | None = None  # null: the pipeline tokenizer's limit (CLIP 77); longer prompts cut
+    mask_mismatch: str = "resize"  # resize (with a warning) or error
+    repeat_items: bool = True  # one row per candidate (exact reproduction); false: num_images_per_prompt
+
+
+def _torch_dtype(name: str, device: str) -> Any:
+    import torch
+
+    if name == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if not hasattr(torch, name) or not isinstance(getattr(torch, name), torch.dtype):
+        raise ValueError(f"generator.dtype={name!r}: use auto, float32, float16 or bfloat16")
+    return getattr(torch, name)
+
+
+class DiffusersGenerator:
+    """A diffusers inpainting pipeline; items of the same size share one call with ``num_images_per_prompt``."""
+
+    def __init__(self, cfg: DiffusersConfig, pipe: Any = None) -> None:
+        import diffusers
+        import torch
+
+        if cfg.name not in PIPELINES:
+            raise ValueError(f"unknown diffusers generator {cfg.name!r}; known: {', '.join(PIPELINES)}")
+        if cfg.mask_mismatch not in ("resize", "error"):
+            raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
+        self.cfg = cfg
+        self.name = cfg.name
+        self.device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if pipe is None:
+            cls = getattr(diffusers, PIPELINES[cfg.name])
+            kwargs: dict[str, Any] = {"dtype": _torch_dtype(cfg.dtype, self.device)}
+            if "safety_checker" in inspect.signature(cls.__init__).parameters:
+                kwargs.update(safety_checker=None, requires_safety_checker=False)
+            pipe = cls.from_pretrained(cfg.path, **kwargs)
+        self.pipe = pipe.to(self.device)
+        self.pipe.set_progress_bar_config(disable=True)
+        self._accepts = set(inspect.signature(self.pipe.__call__).parameters)
+        tokenizer = getattr(self.pipe, "tokenizer", None)
+        limit = getattr(tokenizer, "model_max_length", 77) if tokenizer is not None else 77
+        self.max_prompt_tokens = int(cfg.max_prompt_tokens or min(limit, 100_000))
+
+    def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]:
+        """Cut each prompt to the text encoder's token limit (special tokens included), as the pipeline would."""
+        tokenizer = getattr(self.pipe, "tokenizer", None)
+        if tokenizer is None:
+            return list(prompts), [False] * len(prompts)
+        out, cut = [], []
+        budget = self.max_prompt_tokens - 2  # begin and end tokens
+        for p in prompts:
+            ids = tokenizer(p, add_special_tokens=False)["input_ids"]
+            cut.append(len(ids) > budget)
+            out.append(tokenizer.decode(ids[:budget]) if cut[-1] else p)
+        return out, cut
+
+    def _work_size(self, size: tuple[int, int]) -> tuple[int, int]:
+        w, h = size
+        scale = min(1.0, self.cfg.max_size / max(w, h))
+        m = self.cfg.size_multiple
+        return max(m, int(w * scale) // m * m), max(m, int(h * scale) // m * m)
+
+    def inpaint(
+        self, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int = 1,
+        seed: Seeds = 0,
+    ) -> list[list[Image.Image]]:  # fmt: skip
+        import torch
+
+        images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
+        out: list[list[Image.Image]] = [[] for _ in images]
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, im in enumerate(images):
+            groups.setdefault(self._work_size(im.size), []).append(i)
+        for (w, h), idx in groups.items():
+            for start in range(0, len(idx), self.cfg.batch_size):
+                chunk = idx[start : start + self.cfg.batch_size]
+                gens = [torch.Generator("cpu").manual_seed(seeds[i] + j) for i in chunk for j in range(n)]
+                # with num_images_per_prompt the pipelines sample each item's masked-image latents with the
+                # generator of the item's *index* (diffusers' _encode_vae_image), not of the candidate, so a
+                # candidate drawn alone differs; one row per candidate keeps one generator per candidate throughout
+                rows = [i for i in chunk for _ in range(n)] if self.cfg.repeat_items else chunk
+                kwargs = {
+                    "prompt": [prompts[i] for i in rows],
+                    "image": [images[i].resize((w, h), Image.Resampling.BICUBIC) for i in rows],
+                    "mask_image": [masks[i].resize((w, h), Image.Resampling.NEAREST) for i in rows],
+                    "height": h, "width": w, "num_images_per_prompt": 1 if self.cfg.repeat_items else n,
+                    "generator": gens,
+                    "num_inference_steps": self.cfg.steps, "guidance_scale": self.cfg.guidance,
+                    "strength": self.cfg.strength, "output_type": "pil",
+                }  # fmt: skip
+                if self.cfg.negative_prompt is not None and "negative_prompt" in self._accepts:
+                    kwargs["negative_prompt"] = [self.cfg.negative_prompt] * len(rows)
+                result = self.pipe(**{k: v for k, v in kwargs.items() if k in self._accepts}).images
+                for k, i in enumerate(chunk):
+                    for j in range(n):
+                        im = result[k * n + j].convert("RGB")
+                        im = im.resize(images[i].size, Image.Resampling.BICUBIC) if im.size != images[i].size else im
+                        out[i].append(Image.composite(im, images[i], masks[i]) if self.cfg.paste_back else im)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    name: str
+    factory: Callable[[dict[str, Any]], Generator]
+    description: str
+
+
+def _procedural(cfg: dict[str, Any]) -> Generator:
+    return ProceduralGenerator(from_mapping(ProceduralConfig, cfg, where="generator", ignore=()))
+
+
+def _diffusers(cfg: dict[str, Any]) -> Generator:
+    return DiffusersGenerator(from_mapping(DiffusersConfig, cfg, where="generator", ignore=()))
+
+
+GENERATORS: dict[str, GeneratorSpec] = {
+    "procedural": GeneratorSpec("procedural", _procedural, "procedural interior painted at the prompt's levels (CPU)"),
+    "sd15-inpaint": GeneratorSpec("sd15-inpaint", _diffusers, "Stable Diffusion 1.5 inpainting (diffusers)"),
+    "sdxl-inpaint": GeneratorSpec("sdxl-inpaint", _diffusers, "Stable Diffusion XL inpainting (diffusers)"),
+    "flux-fill": GeneratorSpec("flux-fill", _diffusers, "FLUX.1 Fill (diffusers)"),
+}
+
+
+def build_generator(cfg: Any) -> Generator:
+    """Build the generator named by ``cfg["name"]`` from its config node; unknown names list the known ones."""
+    values = to_plain(cfg)
+    name = values.get("name")
+    if name not in GENERATORS:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(GENERATORS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown generator {name!r}.{hint} Known generators: {', '.join(GENERATORS)}")
+    return GENERATORS[name].factory(values)
+
+
+def inpaint_each(
+    generator: Generator, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str],
+    n: int = 1, seed: Seeds = 0,
+) -> tuple[list[list[Image.Image] | None], list[str]]:  # fmt: skip
+    """One batched call; if it fails, item by item, so one bad item costs only itself.
+
+    Returns the candidates per item (``None`` where the item failed) and the error messages of the failures.
+    """
+    seeds = item_seeds(seed, len(images))
+    try:
+        return list(generator.inpaint(images, masks, prompts, n=n, seed=seeds)), []
+    except Exception as err:  # noqa: BLE001 - any generator error: retry per item to isolate it
+        if len(images) == 1:
+            logger.warning("generation failed: %s", err)
+            return [None], [f"item 0: {err}"]
+        logger.warning("batched generation failed (%s); retrying item by item", err)
+    out: list[list[Image.Image] | None] = []
+    errors = []
+    for i in range(len(images)):
+        try:
+            out.append(generator.inpaint([images[i]], [masks[i]], [prompts[i]], n=n, seed=[seeds[i]])[0])
+        except Exception as err:  # noqa: BLE001
+            logger.warning("generation failed for item %d: %s", i, err)
+            out.append(None)
+            errors.append(f"item {i}: {err}")
+    return out, errors

@@ -1,0 +1,335 @@
+"""What ``rl/grpo.py`` does, as a function of its config: GRPO prompt expansion (SA-IQA §4.4, App. D.3) with trl.
+
+The policy (a text LM, or a VLM that sees the image to complete) expands each task's base prompt; the generator
+inpaints the expansion into the task; registered rewards score the result (:mod:`rl.rewards`). Everything is
+validated and built before the first step (all problems at once); a resumed run must be the same run; at the end
+``reward_curve.png`` (training and held-out rewards) and ``samples_first_last.png`` are drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from reward.config import from_mapping, to_plain
+from reward.files import atomic_write_json
+from rl.generators import build_generator
+from rl.heldout import HeldOutEval, read_history
+from rl.plots import image_grid, reward_curves
+from rl.rewards import InpaintingRewards, RewardSet
+from rl.tasks import Task, load_tasks
+from training.sft_model import LoraSettings, lora_config
+
+logger = logging.getLogger(__name__)
+
+RUN_CONFIG = "run_config.json"
+DEFAULT_TEMPLATE = (
+    "Expand this prompt for inpainting the masked region of an interior photo into one detailed, vivid "
+    "description of the finished room: {prompt}"
+)
+
+
+@dataclass
+class PolicySettings:
+    path: str  # the prompt-expansion model: a causal LM or a VLM (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) directory
+    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    vision: str = "auto"  # auto: a VLM (it sees the task image) if its config has a vision part; true; false
+    freeze_vision: bool = True  # VLM policy: the vision tower stays frozen
+
+
+@dataclass
+class PromptSettings:
+    template: str = DEFAULT_TEMPLATE  # the user turn; {prompt} is the task's base prompt
+    system: str | None = None  # optional system turn
+
+
+@dataclass
+class EvalSettings:
+    every: int = 10  # held-out evaluation every K steps (0: off)
+    max_new_tokens: int | None = None  # null: trainer.max_completion_length
+
+
+@dataclass
+class GrpoSettings:
+    output_dir: str
+    data: str  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder
+    policy: PolicySettings = None  # type: ignore[assignment]
+    eval_data: str | None = None  # held-out tasks; null: the last eval_tasks tasks of data are held out
+    eval_tasks: int = 8  # tasks held out of data when eval_data is null
+    skip_bad: bool = True  # bad rows named by file:line, skipped and counted
+    max_pixels: int = 36_000_000
+    reward: Any = None  # the reward config node (reward=NAME)
+    generator: Any = None  # the generator config node (generator=NAME)
+    more_rewards: list[Any] = field(default_factory=list)  # further rewards ({name: ..., ...}); see reward_weights
+    eval_rewards: list[Any] = field(default_factory=list)  # held-out only: names or {name: ..., ...}
+    normalize_rewards: bool = True  # map each reward onto [0, 1] (1 = best) with its registered score_range
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    prompt: PromptSettings = field(default_factory=PromptSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    resume: str = "auto"  # auto: continue from output_dir's last checkpoint; never: start over
+    seed: int = 0  # generator seeds (one per task and step)
+    samples_per_step: int = 4  # images saved per step in output_dir/samples
+    trainer: dict[str, Any] = field(default_factory=dict)  # trl.GRPOConfig fields
+
+
+SECTIONS = {"policy": PolicySettings, "lora": LoraSettings, "prompt": PromptSettings, "eval": EvalSettings}
+COMPAT_KEYS = ("policy", "lora", "prompt", "reward", "more_rewards", "generator", "data")
+
+
+def parse_settings(cfg: Any) -> GrpoSettings:
+    """Typed settings; unknown or missing keys of every section are reported together."""
+    c = to_plain(cfg)
+    problems: list[str] = []
+    parsed: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        try:
+            parsed[name] = from_mapping(cls, c.pop(name, {}) or {}, where=name, ignore=())
+        except ValueError as err:
+            problems.append(str(err))
+    try:
+        top = from_mapping(GrpoSettings, c, where="grpo", ignore=())
+    except ValueError as err:
+        problems.append(str(err))
+    if problems:
+        raise ValueError("\n".join(problems))
+    s = GrpoSettings(**{**vars(top), **parsed})
+    _validate(s)
+    return s
+
+
+def _validate(s: GrpoSettings) -> None:
+    problems = []
+    if s.resume not in ("auto", "never"):
+        problems.append(f"resume={s.resume!r}: use auto (continue from the last checkpoint) or never")
+    if s.policy.vision not in ("auto", True, False, "true", "false"):
+        problems.append(f"policy.vision={s.policy.vision!r}: use auto, true or false")
+    if "{prompt}" not in s.prompt.template:
+        problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
+    if not s.reward or not to_plain(s.reward).get("name"):
+        problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.path=DIR)")
+    if not s.generator:
+        problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
+    n_rewards = 1 + len(s.more_rewards)
+    weights = s.trainer.get("reward_weights")
+    if weights is not None and len(weights) != n_rewards:
+        problems.append(f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
+                        "(reward + more_rewards); give one per reward")  # fmt: skip
+    gens = int(s.trainer.get("num_generations") or 8)
+    batch = int(s.trainer.get("per_device_train_batch_size", 8)) * int(s.trainer.get("steps_per_generation") or 1)
+    if gens < 2 or batch % gens:
+        problems.append(f"trainer.num_generations={gens} must be >= 2 and divide the generation batch "
+                        f"(per_device_train_batch_size x steps_per_generation = {batch})")  # fmt: skip
+    if problems:
+        raise ValueError("invalid grpo config:\n  - " + "\n  - ".join(problems))
+
+
+def _compat_view(s: GrpoSettings) -> dict[str, Any]:
+    d = asdict(s)
+    return json.loads(json.dumps({k: d[k] for k in COMPAT_KEYS}, default=str))
+
+
+def check_resume(out: Path, s: GrpoSettings) -> str | None:
+    """The checkpoint to resume from (``None``: fresh start); a different earlier run in ``out`` is an error."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    if not last or s.resume != "auto":
+        return None
+    saved_path = out / RUN_CONFIG
+    if saved_path.is_file():
+        saved, current = json.loads(saved_path.read_text()), _compat_view(s)
+        diff = [f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in COMPAT_KEYS if saved.get(k) != current[k]]
+        if diff:
+            raise ValueError(
+                f"cannot resume in {out}: its checkpoints come from a different config:\n  - "
+                + "\n  - ".join(diff)
+                + "\nUse a new output_dir, or resume=never to start over there."
+            )
+    logger.info("resuming from %s", last)
+    return last
+
+
+def is_vlm(path: str, vision: str | bool) -> bool:
+    """Whether the policy is a VLM (it then sees the task image): from ``policy.vision`` or its config."""
+    if vision in (True, "true"):
+        return True
+    if vision in (False, "false"):
+        return False
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"policy.path={path!r}: cannot read its config ({err}); point it at a model directory"
+        ) from err
+    return getattr(config, "vision_config", None) is not None
+
+
+def grpo_args(s: GrpoSettings, out: Path) -> Any:
+    from trl import GRPOConfig
+
+    args = {"report_to": "none", "save_strategy": "steps", "logging_steps": 1, "logging_first_step": True,
+            "remove_unused_columns": False, "log_completions": False, **s.trainer}  # fmt: skip
+    if args.get("bf16") is None:
+        args["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if not torch.cuda.is_available():
+        args.setdefault("use_cpu", True)
+    try:
+        return GRPOConfig(output_dir=str(out), **args)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"invalid trainer.* option: {err}. Any trl.GRPOConfig field is accepted") from err
+
+
+def build_messages(task: Task, s: GrpoSettings, vision: bool) -> list[dict[str, Any]]:
+    text = s.prompt.template.format(prompt=task.prompt)
+    user: Any = [{"type": "image"}, {"type": "text", "text": text}] if vision else text
+    messages = [{"role": "system", "content": s.prompt.system}] if s.prompt.system else []
+    return messages + [{"role": "user", "content": user}]
+
+
+def task_split(s: GrpoSettings, with_eval: bool) -> tuple[list[Task], list[Task], int]:
+    train, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_pixels)
+    n_bad = len(skipped)
+    heldout: list[Task] = []
+    if with_eval and s.eval_data:
+        heldout, skipped_eval = load_tasks(s.eval_data, skip_bad=s.skip_bad, max_pixels=s.max_pixels)
+        n_bad += len(skipped_eval)
+    elif with_eval:
+        if len(train) < 2 * s.eval_tasks:
+            raise ValueError(f"{s.data}: {len(train)} tasks are too few to hold out eval_tasks={s.eval_tasks}; "
+                             "give eval_data=TASKS.jsonl, lower eval_tasks, or eval.every=0")  # fmt: skip
+        train, heldout = train[: -s.eval_tasks], train[-s.eval_tasks :]
+    if not train:
+        raise ValueError(f"{s.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
+    return train, heldout, n_bad
+
+
+def load_policy(s: GrpoSettings, vision: bool) -> tuple[Any, Any]:
+    from reward.vlm import load_processor, resolve_dtype
+
+    dtype = resolve_dtype(s.policy.dtype)
+    if vision:
+        from training.sft_model import freeze_vision, load_for_training
+
+        model = load_for_training(s.policy.path, dtype)
+        if s.policy.freeze_vision:
+            freeze_vision(model, vision=True, aligner=True)
+        return model, load_processor(s.policy.path)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(s.policy.path)
+    if tokenizer.chat_template is None:
+        raise ValueError(f"{s.policy.path}: the tokenizer has no chat template; GRPO prompts are chat turns")
+    return AutoModelForCausalLM.from_pretrained(s.policy.path, dtype=dtype), tokenizer
+
+
+def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
+    """Validate, build, train, plot; returns a summary (also ``output_dir/grpo_result.json``)."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    s = parse_settings(cfg)
+    out = Path(s.output_dir)
+    vision = is_vlm(s.policy.path, s.policy.vision)
+    with_eval = s.eval.every > 0
+    args = grpo_args(s, out)
+    train, heldout, n_bad = task_split(s, with_eval)
+    rewards = RewardSet([s.reward, *s.more_rewards], normalize=s.normalize_rewards)
+    eval_set = None
+    if with_eval:
+        built = {r.label: r.reward for r in rewards.rewards}
+        entries = [s.reward, *s.more_rewards, *s.eval_rewards]
+        eval_set = RewardSet(entries, normalize=s.normalize_rewards, built=built)
+    generator = build_generator(s.generator)
+    resume_from = check_resume(out, s)
+    model, processing_class = load_policy(s, vision)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / RUN_CONFIG, _compat_view(s))
+    adapter = InpaintingRewards(generator, rewards, {t.id: t for t in [*train, *heldout]}, seed=s.seed,
+                                samples_dir=out / "samples", samples_per_step=s.samples_per_step)  # fmt: skip
+    rows = []
+    for t in train:
+        row: dict[str, Any] = {"prompt": build_messages(t, s, vision), "task_id": t.id}
+        if vision:
+            row["image"] = t.image
+        rows.append(row)
+    callbacks = list(callbacks or [])
+    heldout_cb = None
+    if eval_set is not None:
+        heldout_cb = HeldOutEval(
+            heldout, lambda t: build_messages(t, s, vision), adapter, eval_set, every=s.eval.every,
+            max_new_tokens=s.eval.max_new_tokens or args.max_completion_length or 64, history=out / "heldout.jsonl",
+            vision=vision,
+        )  # fmt: skip
+        callbacks.append(heldout_cb)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=adapter.functions(), args=args, train_dataset=Dataset.from_list(rows),
+        processing_class=processing_class, peft_config=lora_config(s.lora) if s.lora.enabled else None,
+        callbacks=callbacks,
+    )  # fmt: skip
+    if heldout_cb is not None:
+        heldout_cb.trainer = trainer
+    start = time.perf_counter()
+    train_out = trainer.train(resume_from_checkpoint=resume_from)
+    elapsed = time.perf_counter() - start
+    result: dict[str, Any] = {
+        "global_step": train_out.global_step, "skipped_rows": n_bad, "output_dir": str(out),
+        "rewards": rewards.labels, "eval_rewards": eval_set.labels if eval_set else [],
+    }  # fmt: skip
+    if trainer.is_world_process_zero():
+        trainer.save_model(str(out / "policy"))
+        processing_class.save_pretrained(str(out / "policy"))
+        result["policy"] = str(out / "policy")
+        result["train_curve"] = train_curve(trainer.state.log_history, rewards.labels)
+        log = trainer.state.log_history
+        result["frac_reward_zero_std"] = [
+            (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
+        ]
+        result["timing"] = {"train_s": elapsed, "generate_s": adapter.timing.generate_s,
+                            "reward_s": adapter.timing.reward_s,
+                            "generate_share": adapter.timing.generate_s / elapsed if elapsed else None,
+                            "reward_share": adapter.timing.reward_s / elapsed if elapsed else None}  # fmt: skip
+        result["plots"] = draw_plots(out, result["train_curve"], read_history(out / "heldout.jsonl"))
+        atomic_write_json(out / "grpo_result.json", result)
+    return result
+
+
+def train_curve(log_history: list[dict[str, Any]], labels: list[str]) -> dict[str, list[tuple[int, float, float]]]:
+    """Per reward: (step, mean, std) of the logged training rewards (trl's ``rewards/<name>/mean|std``)."""
+    curve: dict[str, list[tuple[int, float, float]]] = {label: [] for label in labels}
+    for entry in log_history:
+        for label in labels:
+            mean = entry.get(f"rewards/{label}/mean")
+            if mean is not None and "step" in entry:
+                curve[label].append((int(entry["step"]), float(mean), float(entry.get(f"rewards/{label}/std") or 0)))
+    return curve
+
+
+def draw_plots(out: Path, curve: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, str]:
+    labels = sorted({k for row in history for k in row if k not in ("step", "counts", "example")})
+    heldout = {k: [(r["step"], r[k]) for r in history if r.get(k) is not None] for k in labels}
+    plots = {"reward_curve": str(reward_curves(curve, heldout, out / "reward_curve.png"))}
+    samples = out / "samples" / "samples.jsonl"
+    if samples.is_file():
+        from PIL import Image
+
+        rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
+        if rows:
+            first, last = min(r["step"] for r in rows), max(r["step"] for r in rows)
+
+            def cells(step: int) -> list[tuple[Any, list[str]]]:
+                picked = [r for r in rows if r["step"] == step and Path(r["path"]).is_file()]
+                return [(Image.open(r["path"]), [f"reward {r['reward']:.3f}" if r["reward"] is not None else "failed",
+                                                 r["prompt"][:40]]) for r in picked]  # fmt: skip
+
+            path = image_grid([cells(first), cells(last)], out / "samples_first_last.png",
+                              row_titles=[f"step {first}", f"step {last}"])  # fmt: skip
+            plots["samples"] = str(path)
+    return plots

@@ -1,0 +1,88 @@
+"""Pictures of RL runs: reward curves (training and held-out in one plot), sample grids, Best-of-N contact sheets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from PIL import Image, ImageDraw  # noqa: E402
+
+
+def _save(fig: plt.Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def reward_curves(
+    train: Mapping[str, Sequence[tuple[int, float, float]]],
+    heldout: Mapping[str, Sequence[tuple[int, float]]],
+    path: str | Path,
+    *,
+    title: str = "GRPO rewards",
+) -> Path:
+    """Training rewards per step (mean with a +-std band) and held-out rewards every K steps, one plot."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=110)
+    for name, points in train.items():
+        if not points:
+            continue
+        steps, mean, std = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
+        (line,) = ax.plot(steps, mean, lw=1.4, label=f"train {name}")
+        ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.15, lw=0)
+    for name, points in heldout.items():
+        if points:
+            steps, value = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
+            ax.plot(steps, value, "o--", ms=3.5, lw=1.1, label=f"held-out {name}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward (normalised: 1 = best)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _label(image: Image.Image, lines: Sequence[str], width: int) -> Image.Image:
+    line_h = 11
+    tile = Image.new("RGB", (width, image.height + line_h * len(lines) + 4), "white")
+    tile.paste(image, ((width - image.width) // 2, 0))
+    draw = ImageDraw.Draw(tile)
+    for k, text in enumerate(lines):
+        draw.text((2, image.height + 2 + k * line_h), text[: max(4, width // 6)], fill=(0, 0, 0))
+    return tile
+
+
+def image_grid(
+    rows: Sequence[Sequence[tuple[Image.Image, Sequence[str]]]], path: str | Path, *, tile: int = 128,
+    row_titles: Sequence[str] | None = None,
+) -> Path:  # fmt: skip
+    """A grid of images with text lines printed under each (e.g. scores), one row per sequence."""
+    width = max(tile, 96)
+    tiles = [[_label(im.convert("RGB").resize((tile, round(tile * im.height / im.width))), lines, width)
+              for im, lines in row] for row in rows]  # fmt: skip
+    title_h = 14 if row_titles else 0
+    row_h = [max(t.height for t in r) + title_h if r else title_h for r in tiles]
+    sheet = Image.new("RGB", (max(1, max(len(r) for r in tiles)) * (width + 4), sum(row_h) + 4), "white")
+    draw = ImageDraw.Draw(sheet)
+    y = 2
+    for i, r in enumerate(tiles):
+        if row_titles:
+            draw.text((4, y), row_titles[i], fill=(0, 0, 120))
+        for j, t in enumerate(r):
+            sheet.paste(t, (2 + j * (width + 4), y + title_h))
+        y += row_h[i]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    sheet.save(tmp, format="PNG")
+    tmp.replace(path)
+    return path

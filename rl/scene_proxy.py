@@ -1,0 +1,93 @@
+"""The ``scene-proxy`` reward: ``training.scenes.proxy_scores`` calibrated to the 1-5 level scale, fused by weights.
+
+A reward whose optimum is known, for procedural scenes: each dimension's hand-made statistic is mapped linearly so
+that its mean over calibration renders at level 1 reads 1 and at level 5 reads 5 (other dimensions at 3), clipped to
+[1, 5]; the fused score is ``sum_d w_d s_d / sum_d w_d`` with the benchmark's preference weights. Images are
+measured at the calibration size. Not a quality model: a known target for the learning proofs of ``rl/``.
+
+Example:
+    >>> from reward import get_reward
+    >>> from PIL import Image
+    >>> r = get_reward("scene-proxy")
+    >>> out = r.score([Image.new("RGB", (64, 64), (200, 200, 200))])
+    >>> sorted(out.dimensions)
+    ['distortion', 'harmony', 'layout', 'lighting']
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from reward.base import RewardOutput
+from reward.config import from_mapping
+from training.scenes import DIMENSIONS, proxy_scores, render, sample_scene
+from training.synthetic import DEFAULT_WEIGHTS
+
+
+@dataclass
+class SceneProxyConfig:
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))  # fusion weight per dimension
+    size: int = 64  # images are measured at this size (the calibration renders' size)
+    calibration_scenes: int = 8  # renders per (dimension, level) for the 1/5 anchors
+    device: str | None = None  # unused (CPU statistics); accepted so every reward config can name a device
+
+
+@functools.cache
+def calibration(size: int, n_scenes: int) -> dict[str, tuple[float, float]]:
+    """Mean proxy of each dimension at level 1 and at level 5 (others at 3) over ``n_scenes`` fixed renders."""
+    anchors = {}
+    for dim in DIMENSIONS:
+        means = []
+        for level in (1, 5):
+            levels = {d: 3 for d in DIMENSIONS} | {dim: level}
+            values = [proxy_scores(render(sample_scene(np.random.default_rng([7, k])), levels, size))[dim]
+                      for k in range(n_scenes)]  # fmt: skip
+            means.append(float(np.mean(values)))
+        anchors[dim] = (means[0], means[1])
+    return anchors
+
+
+class SceneProxyReward:
+    """Calibrated proxy statistics per dimension (1-5) and their weighted mean."""
+
+    def __init__(self, cfg: SceneProxyConfig) -> None:
+        unknown = set(cfg.weights) - set(DIMENSIONS)
+        if unknown or not cfg.weights or any(w < 0 for w in cfg.weights.values()) or sum(cfg.weights.values()) <= 0:
+            raise ValueError(
+                f"reward.weights={cfg.weights}: give non-negative weights, not all zero, for dimensions among "
+                f"{list(DIMENSIONS)}"
+            )
+        if cfg.size < 16 or cfg.calibration_scenes < 1:
+            raise ValueError(f"reward.size must be >= 16 and calibration_scenes >= 1, got {cfg.size}, "
+                             f"{cfg.calibration_scenes}")  # fmt: skip
+        self.cfg = cfg
+        self.anchors = calibration(cfg.size, cfg.calibration_scenes)
+
+    def dimension_scores(self, image: Image.Image) -> dict[str, float]:
+        image = image.convert("RGB")
+        if image.size != (self.cfg.size, self.cfg.size):
+            image = image.resize((self.cfg.size, self.cfg.size), Image.Resampling.BILINEAR)
+        raw = proxy_scores(image)
+        out = {}
+        for dim in self.cfg.weights:
+            lo, hi = self.anchors[dim]
+            out[dim] = float(np.clip(1.0 + 4.0 * (raw[dim] - lo) / (hi - lo), 1.0, 5.0))
+        return out
+
+    def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
+        per_image = [self.dimension_scores(im) for im in images]
+        dims = {d: torch.tensor([s[d] for s in per_image], dtype=torch.float32) for d in self.cfg.weights}
+        total = sum(self.cfg.weights.values())
+        fused = sum(self.cfg.weights[d] * dims[d] for d in dims) / total
+        return RewardOutput(scores=torch.as_tensor(fused, dtype=torch.float32).reshape(len(images)), dimensions=dims)
+
+
+def build(cfg: dict[str, Any]) -> SceneProxyReward:
+    return SceneProxyReward(from_mapping(SceneProxyConfig, cfg, where="reward"))

@@ -1,0 +1,125 @@
+"""rl/rewards.py: any registered reward by name through the trl adapter; normalisation from registry metadata;
+failures and NaN as None with counts; one generation shared by all rewards; common seeds within a group."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from test_registry import _tiny_config
+
+from reward import RewardOutput, list_rewards, reward_info
+from reward.registry import _REGISTRY, register_reward
+from rl.generators import build_generator
+from rl.rewards import InpaintingRewards, RewardSet, completion_text
+from rl.tasks import Task
+
+
+class ConstantReward:
+    """A custom reward (dotted-path factory): scores are given per call; NaN where asked."""
+
+    def __init__(self, cfg: dict) -> None:
+        self.values = list(cfg.get("values", [1.0]))
+
+    def score(self, images, prompts=None) -> RewardOutput:
+        vals = [self.values[i % len(self.values)] for i in range(len(images))]
+        return RewardOutput(scores=torch.tensor(vals, dtype=torch.float32))
+
+
+def build_constant(cfg: dict) -> ConstantReward:
+    return ConstantReward(cfg)
+
+
+@pytest.fixture
+def lower_is_better():
+    register_reward("test-lower", f"{__name__}:build_constant", higher_is_better=False, score_range=(0.0, 10.0),
+                    description="test only")  # fmt: skip
+    yield "test-lower"
+    _REGISTRY.pop("test-lower")
+
+
+def _tasks(n: int = 2) -> dict[str, Task]:
+    rng = np.random.default_rng(0)
+    out = {}
+    for i in range(n):
+        image = Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8))
+        mask = Image.new("L", (64, 64), 0)
+        mask.paste(255, (4, 4, 60, 60))
+        out[f"t{i}"] = Task(f"t{i}", image, mask, "a room")
+    return out
+
+
+def test_normalisation_reads_direction_and_range_from_the_registry(lower_is_better):
+    rs = RewardSet([{"name": lower_is_better, "values": [2.5, 10.0]}, "scene-proxy"])
+    low = rs.rewards[0]
+    assert rs.to_unit(low, 2.5) == 0.75 and rs.to_unit(low, 10.0) == 0.0  # 1 - (x - 0) / 10
+    assert rs.to_unit(rs.rewards[1], 4.0) == 0.75  # (4 - 1) / 4
+    raw = RewardSet([{"name": lower_is_better}], normalize=False)
+    assert raw.to_unit(raw.rewards[0], 2.5) == -2.5  # not normalised: still "higher = better" for trl
+
+
+def test_nan_scores_and_missing_images_become_none_and_are_counted():
+    rs = RewardSet([{"name": f"{__name__}:build_constant", "values": [1.0, float("nan"), 3.0]}], normalize=False)
+    img = Image.new("RGB", (8, 8))
+    res = rs.score([img, img, None, img])[rs.labels[0]]
+    assert res.raw == [1.0, None, None, 3.0] and res.failed == 1  # the None image is a generation failure
+
+
+def test_unknown_reward_fails_before_anything_runs():
+    with pytest.raises(ValueError, match=r"reward 'sa-iqq': unknown reward 'sa-iqq'\. Did you mean 'sa-iqa'\?"):
+        RewardSet(["sa-iqq"])
+
+
+def test_completion_text_reads_plain_and_conversational_completions():
+    assert completion_text("a b") == "a b"
+    assert completion_text([{"role": "assistant", "content": "bright room"}]) == "bright room"
+    assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "x"}]}]) == "x"
+
+
+def _call(adapter: InpaintingRewards, completions: list[str], task_ids: list[str], step: int = 0):
+    metrics: dict[str, list[float]] = {}
+    extra: dict[str, list] = {}
+    kwargs = {"trainer_state": SimpleNamespace(global_step=step),
+              "log_metric": lambda k, v: metrics.setdefault(k, []).append(v),
+              "log_extra": lambda k, v: extra.setdefault(k, []).extend(v)}  # fmt: skip
+    values = [fn(prompts=[None] * len(completions), completions=completions, task_id=task_ids, **kwargs)
+              for fn in adapter.functions()]  # fmt: skip
+    return values, metrics, extra
+
+
+def test_group_shares_the_generator_seed_so_only_the_prompt_changes_the_reward(tmp_path):
+    adapter = InpaintingRewards(build_generator({"name": "procedural"}), RewardSet(["scene-proxy"]), _tasks(),
+                                seed=1, samples_dir=tmp_path, samples_per_step=2)  # fmt: skip
+    completions = ["a room", "a room", "a bright sunlit warm glowing room", "a room"]
+    (values,), metrics, extra = _call(adapter, completions, ["t0", "t0", "t0", "t1"])
+    assert values[0] == values[1]  # same task, same step, same words: same image
+    assert values[2] > values[0]  # lighting words raise the scene-proxy reward
+    assert values[3] != values[0]  # another task
+    assert set(metrics) >= {"scene-proxy/lighting", "scene-proxy/failed", "inpaint/empty", "time/generate_s"}
+    assert extra["expanded_prompt"] == completions and extra["sample_image"][2] is None
+    assert (tmp_path / "step000000_0.png").exists()
+    later, _, _ = _call(adapter, completions, ["t0", "t0", "t0", "t1"], step=1)
+    assert later[0][0] != values[0]  # a new step draws new scenes
+
+
+def test_one_generation_is_shared_by_several_rewards_and_empty_or_long_prompts_are_counted():
+    gen = build_generator({"name": "procedural", "max_prompt_tokens": 2})
+    rs = RewardSet(["scene-proxy", {"name": "scene-proxy", "weights": {"lighting": 1.0}}])
+    adapter = InpaintingRewards(gen, rs, _tasks())
+    values, metrics, _ = _call(adapter, ["", "bright sunlit dark dark"], ["t0", "t1"])
+    assert rs.labels == ["scene-proxy", "scene-proxy-1"] and len(values) == 2
+    assert adapter.timing.batches == 1  # the second reward reused the images
+    assert metrics["inpaint/empty"] == [1.0] and metrics["inpaint/truncated"] == [1.0]
+
+
+@pytest.mark.parametrize("name", list_rewards())
+def test_every_registered_reward_works_through_the_adapter(name, request):
+    adapter = InpaintingRewards(build_generator({"name": "procedural"}),
+                                RewardSet([{"name": name, **_tiny_config(name, request)}]), _tasks())  # fmt: skip
+    (values,), metrics, _ = _call(adapter, ["a bright room", "a dark room"], ["t0", "t1"])
+    assert all(v is not None and 0.0 <= v <= 1.0 for v in values)  # normalised by the registered score_range
+    assert metrics[f"{name}/failed"] == [0.0]
+    assert reward_info(name).score_range[0] <= metrics[f"{name}/raw"][0] <= reward_info(name).score_range[1]
