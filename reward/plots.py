@@ -38,6 +38,11 @@ def scatter_vs_mos(
     ax.set_title(title if hor is None or np.isnan(hor) else f"{title}  (HOR = {100 * hor:.1f}%)", fontsize=9)
     ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def save_figure(fig: plt.Figure, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG atomically (a crash never leaves half a file) and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")

@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from reward.config import from_mapping, to_plain
+from reward.config import to_plain
 from reward.files import atomic_write_json
+from reward.runs import parse_sections, resume_checkpoint, save_run_config
 from rl.generators import build_generator
 from rl.heldout import HeldOutEval, read_history
 from rl.plots import image_grid, reward_curves
@@ -28,7 +29,6 @@ from training.sft_model import LoraSettings, lora_config
 
 logger = logging.getLogger(__name__)
 
-RUN_CONFIG = "run_config.json"
 DEFAULT_TEMPLATE = (
     "Expand this prompt for inpainting the masked region of an interior photo into one detailed, vivid "
     "description of the finished room: {prompt}"
@@ -84,20 +84,7 @@ COMPAT_KEYS = ("policy", "lora", "prompt", "reward", "more_rewards", "generator"
 
 def parse_settings(cfg: Any) -> GrpoSettings:
     """Typed settings; unknown or missing keys of every section are reported together."""
-    c = to_plain(cfg)
-    problems: list[str] = []
-    parsed: dict[str, Any] = {}
-    for name, cls in SECTIONS.items():
-        try:
-            parsed[name] = from_mapping(cls, c.pop(name, {}) or {}, where=name, ignore=())
-        except ValueError as err:
-            problems.append(str(err))
-    try:
-        top = from_mapping(GrpoSettings, c, where="grpo", ignore=())
-    except ValueError as err:
-        problems.append(str(err))
-    if problems:
-        raise ValueError("\n".join(problems))
+    top, parsed = parse_sections(cfg, GrpoSettings, SECTIONS, where="grpo")
     s = GrpoSettings(**{**vars(top), **parsed})
     _validate(s)
     return s
@@ -136,23 +123,7 @@ def _compat_view(s: GrpoSettings) -> dict[str, Any]:
 
 def check_resume(out: Path, s: GrpoSettings) -> str | None:
     """The checkpoint to resume from (``None``: fresh start); a different earlier run in ``out`` is an error."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    last = get_last_checkpoint(str(out)) if out.is_dir() else None
-    if not last or s.resume != "auto":
-        return None
-    saved_path = out / RUN_CONFIG
-    if saved_path.is_file():
-        saved, current = json.loads(saved_path.read_text()), _compat_view(s)
-        diff = [f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in COMPAT_KEYS if saved.get(k) != current[k]]
-        if diff:
-            raise ValueError(
-                f"cannot resume in {out}: its checkpoints come from a different config:\n  - "
-                + "\n  - ".join(diff)
-                + "\nUse a new output_dir, or resume=never to start over there."
-            )
-    logger.info("resuming from %s", last)
-    return last
+    return resume_checkpoint(out, s.resume, _compat_view(s))
 
 
 def is_vlm(path: str, vision: str | bool) -> bool:
@@ -251,7 +222,7 @@ def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     resume_from = check_resume(out, s)
     model, processing_class = load_policy(s, vision)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / RUN_CONFIG, _compat_view(s))
+    save_run_config(out, _compat_view(s))
     adapter = InpaintingRewards(generator, rewards, {t.id: t for t in [*train, *heldout]}, seed=s.seed,
                                 samples_dir=out / "samples", samples_per_step=s.samples_per_step)  # fmt: skip
     rows = []

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from reward.config import from_mapping, to_plain
 from reward.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.files import atomic_write_json
 from reward.loading import ModelLoading
+from reward.runs import parse_sections, resume_checkpoint, save_run_config
 from reward.tokens import resolve_candidates
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -39,7 +39,6 @@ from training.sft_model import (
 
 logger = logging.getLogger(__name__)
 
-RUN_CONFIG = "run_config.json"
 COMPAT_KEYS = ("model", "lora", "prompt", "levels", "data.train")  # a resumed run must match on these
 
 
@@ -108,22 +107,9 @@ class SftSettings:
 
 def parse_settings(cfg: Any) -> SftSettings:
     """Typed settings from the Hydra config; unknown or missing keys in any section fail together."""
-    c = to_plain(cfg)
-    problems: list[str] = []
     sections = {"model": ModelSettings, "data": DataSettings, "lora": LoraSettings, "prompt": PromptSettings,
                 "levels": LevelSettings}  # fmt: skip
-    parsed: dict[str, Any] = {}
-    for name, cls in sections.items():
-        try:
-            parsed[name] = from_mapping(cls, c.pop(name, {}) or {}, where=name, ignore=())
-        except ValueError as err:
-            problems.append(str(err))
-    try:
-        top = from_mapping(SftSettings, c, where="sft", ignore=())
-    except ValueError as err:
-        problems.append(str(err))
-    if problems:
-        raise ValueError("\n".join(problems))
+    top, parsed = parse_sections(cfg, SftSettings, sections, where="sft")
     settings = SftSettings(**{**vars(top), **parsed})
     _validate(settings)
     return settings
@@ -172,24 +158,7 @@ def _compat_view(s: SftSettings) -> dict[str, Any]:
 
 def check_resume(out: Path, s: SftSettings) -> str | None:
     """The checkpoint to resume from (``None``: fresh start); a different earlier run in ``out`` is an error."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    last = get_last_checkpoint(str(out)) if out.is_dir() else None
-    current = _compat_view(s)
-    saved_path = out / RUN_CONFIG
-    if last and s.resume == "auto":
-        if saved_path.is_file():
-            saved = json.loads(saved_path.read_text())
-            diff = [f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in COMPAT_KEYS if saved.get(k) != current[k]]
-            if diff:
-                raise ValueError(
-                    f"cannot resume in {out}: its checkpoints come from a different config:\n  - "
-                    + "\n  - ".join(diff)
-                    + "\nUse a new output_dir, or resume=never to start over there."
-                )
-        logger.info("resuming from %s", last)
-        return last
-    return None
+    return resume_checkpoint(out, s.resume, _compat_view(s))
 
 
 def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list[str]) -> None:
@@ -240,7 +209,7 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     if s.model.freeze_vision or s.model.freeze_aligner:
         freeze_vision(model, vision=s.model.freeze_vision, aligner=s.model.freeze_aligner)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / RUN_CONFIG, _compat_view(s))
+    save_run_config(out, _compat_view(s))
     result: dict[str, Any] = {"skipped_train_rows": skipped, "output_dir": str(out)}
     if s.eval_before and s.data.test:
         from reward.sa_iqa import SaIqaReward
