@@ -39,6 +39,21 @@ def test_a_stream_without_max_steps_or_without_the_quality_dimension_fails_befor
     assert not (tmp_path / "run" / "checkpoint-1").exists()
 
 
+def test_small_preset_sees_a_112_crop_as_16_image_tokens_through_a_wider_vit(tiny_small_vlm_path, tmp_path):
+    from PIL import Image
+    from transformers import AutoConfig
+
+    from reward.testing import make_tiny_vlm
+    from reward.vlm import load_processor
+
+    grid = load_processor(tiny_small_vlm_path).image_processor(images=[Image.new("RGB", (112, 112))])["image_grid_thw"]
+    assert grid.tolist() == [[1, 8, 8]]  # 8x8 patches of 14 -> 16 tokens after the 2x2 merge, no resampling
+    vision = AutoConfig.from_pretrained(tiny_small_vlm_path).vision_config
+    assert vision.embed_dim == 64  # the default preset's ViT is 32 wide
+    with pytest.raises(ValueError, match="unknown tiny VLM preset 'huge'; choose one of default, small"):
+        make_tiny_vlm(tmp_path / "m", preset="huge")
+
+
 @pytest.mark.slow
 def test_small_tiny_vlm_learns_exposure_levels_of_heldout_real_photos(tiny_small_vlm_path, tmp_path):
     """The recipe's model, stream and optimiser on the exposure distortions (brighten, darken) of real photos: the
