@@ -124,6 +124,8 @@ def test_sft_rows_of_the_stream_carry_the_rating_word_of_the_mos():
         assert np.array_equal(np.asarray(row["images"][0].convert("RGB")), np.asarray(ex.image))
     with pytest.raises(ValueError, match=r"prompt.dimensions=\[quality\]"):
         distorted_photos_stream({"lighting": queries["quality"]}, words, crop=CROP)
+    with pytest.raises(ValueError, match="photos_side=100 is smaller than data.photos_crop=112"):
+        distorted_photos_stream(queries, words, crop=CROP, side=100)
 
 
 @pytest.fixture(scope="module")
