@@ -187,22 +187,38 @@ def _vlm_config(family: str, tokenizer, hidden: int, layers: int, vision_embed: 
     raise ValueError(f"unknown tiny VLM family {family!r}; choose one of {', '.join(FAMILIES)}")
 
 
+PRESETS: dict[str, dict[str, int]] = {
+    # 4 image tokens: fast, enough for the procedural scenes' global effects (lighting, harmony)
+    "default": {"hidden": 64, "layers": 2, "vision_embed": 32, "vision_depth": 2, "image_side": 4},
+    # sees local distortions of real photos (blur, noise, JPEG, pixelation): 112x112 crops at native scale,
+    # 8x8 patches -> 16 image tokens; train its ViT (recipe tiny-real-photos)
+    "small": {"hidden": 64, "layers": 2, "vision_embed": 64, "vision_depth": 2, "image_side": 8},
+}
+
+
 def make_tiny_vlm(
     out_dir: str | Path,
     family: Family = "qwen2_vl",
     seed: int = 0,
     *,
-    hidden: int = 64,
-    layers: int = 2,
-    vision_embed: int = 32,
-    vision_depth: int = 2,
+    preset: str = "default",
+    hidden: int | None = None,
+    layers: int | None = None,
+    vision_embed: int | None = None,
+    vision_depth: int | None = None,
     image_pixels: int | None = None,
 ) -> Path:
     """Build a tiny random Qwen-VL checkpoint in ``out_dir`` (reused if it already holds one) and return it.
 
-    ``image_pixels`` bounds the image processor (default: 4 patches a side -> 4 image tokens). Larger
+    ``preset`` picks the sizes of :data:`PRESETS` (``"small"``: a tiny VLM that can learn local distortions of
+    real photos); the keyword arguments override single sizes. ``image_pixels`` bounds the image processor
+    (default: the preset's patches a side, e.g. 4 -> 4 image tokens after the 2x2 merge). Larger
     ``hidden``/``layers``/``image_pixels`` give the bigger random configs used by ``bench/``.
     """
+    if preset not in PRESETS:
+        raise ValueError(f"unknown tiny VLM preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    sizes = {**PRESETS[preset], **{k: v for k, v in {"hidden": hidden, "layers": layers, "vision_embed": vision_embed,
+             "vision_depth": vision_depth}.items() if v is not None}}  # fmt: skip
     from transformers import AutoModelForImageTextToText
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -211,12 +227,13 @@ def make_tiny_vlm(
         return out
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = make_tokenizer()
-    config = _vlm_config(family, tokenizer, hidden, layers, vision_embed, vision_depth)
+    config = _vlm_config(family, tokenizer, sizes["hidden"], sizes["layers"], sizes["vision_embed"],
+                         sizes["vision_depth"])  # fmt: skip
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    pixels = image_pixels or (4 * PATCH[family]) ** 2
+    pixels = image_pixels or (sizes["image_side"] * PATCH[family]) ** 2
     image_processor = Qwen2VLImageProcessorPil(min_pixels=pixels, max_pixels=pixels, patch_size=PATCH[family])
     image_processor.save_pretrained(out)
     processor_cls = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor",

@@ -80,3 +80,11 @@ def random_images(n: int, seed: int = 0, sizes: tuple[int, ...] = (56,)) -> list
         s = sizes[i % len(sizes)]
         out.append(Image.fromarray(rng.integers(0, 256, (s, s + 8 * (i % 2), 3), dtype=np.uint8)))
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_small_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The "small" tiny Qwen2-VL preset (16 image tokens for a 112x112 crop), built once per session."""
+    from reward.testing import make_tiny_vlm
+
+    return make_tiny_vlm(tmp_path_factory.mktemp("tiny-small-qwen2-vl"), preset="small")

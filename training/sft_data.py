@@ -65,11 +65,13 @@ def manifest_dataset(
     max_pixels: int | None = 36_000_000,
     soft_std: float | None = None,
     seed: int = 0,
+    augment: float | None = None,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
     Rows whose dimension the scorer does not know, whose MOS is outside ``mos_range`` or whose image is missing
-    or corrupt are reported with file and line and skipped (counted), never trained on.
+    or corrupt are reported with file and line and skipped (counted), never trained on. ``augment`` (a side
+    fraction) crops and flips each image anew every time it is read (:class:`training.augment.QualityAugment`).
     """
     import datasets
 
@@ -98,27 +100,33 @@ def manifest_dataset(
         records["mos"].append(row.mos)
     ds = datasets.Dataset.from_dict(records)
     ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))
-    if soft_std is not None:  # a new rating word is drawn each time an example is read
-        ds.set_transform(_SoftTargets(queries, words_worst_first, mos_range, soft_std, seed))
+    if soft_std is not None or augment is not None:  # a new word / crop is drawn each time an example is read
+        ds.set_transform(_OnRead(queries, words_worst_first, mos_range, soft_std, seed, augment))
     else:
         ds = ds.remove_columns(["dimension", "mos"])
     logger.info("SFT data: %d examples from %s (%d rows skipped)", len(ds), result.source, skipped)
     return ds, skipped
 
 
-class _SoftTargets:
-    """``datasets`` transform: decode the images, draw each example's rating word from its soft target."""
+class _OnRead:
+    """``datasets`` transform: decode the images (augmented if asked), draw the rating word (soft targets)."""
 
     def __init__(self, queries: Mapping[str, Mapping[str, str]], words: Sequence[str],
-                 mos_range: tuple[float, float], soft_std: float, seed: int) -> None:  # fmt: skip
+                 mos_range: tuple[float, float], soft_std: float | None, seed: int,
+                 augment: float | None = None) -> None:  # fmt: skip
+        from training.augment import QualityAugment
+
         self.queries, self.words, self.mos_range, self.soft_std = queries, list(words), mos_range, soft_std
         self.rng = np.random.default_rng(seed)
+        self.augment = QualityAugment(augment, np.random.default_rng([seed, 1])) if augment is not None else None
 
     def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         import datasets
 
         feature = datasets.Image()
         images = [[feature.decode_example(im) for im in ims] for ims in batch["images"]]
+        if self.augment is not None:
+            images = [[self.augment(im) for im in ims] for ims in images]
         completions = [
             conversation("", answer(self.queries, d, m, self.words, self.mos_range, self.soft_std, self.rng))[
                 "completion"
@@ -143,20 +151,11 @@ def synthetic_stream(
     """
     import datasets
 
-    features = datasets.Features(
-        {
-            "images": datasets.Sequence(datasets.Image()),
-            "prompt": [{"role": datasets.Value("string"),
-                        "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}],
-            "completion": [{"role": datasets.Value("string"),
-                            "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}],
-        }
-    )  # fmt: skip
     return datasets.IterableDataset.from_generator(
         _synthetic_rows,
         gen_kwargs={"queries": dict(queries), "words": tuple(words_worst_first), "seed": seed, "size": size,
                     "mos_range": mos_range, "soft_std": soft_std},
-        features=features,
+        features=stream_features(),
     )  # fmt: skip
 
 
@@ -184,3 +183,12 @@ def _synthetic_rows(
         )
         yield {"images": [ex.image], **conv}
         index += 1
+
+
+def stream_features() -> Any:
+    """The ``datasets.Features`` of a streamed SFT example (images, prompt, completion)."""
+    import datasets
+
+    message = [{"role": datasets.Value("string"),
+                "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}]  # fmt: skip
+    return datasets.Features({"images": datasets.Sequence(datasets.Image()), "prompt": message, "completion": message})

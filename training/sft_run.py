@@ -19,6 +19,7 @@ from reward.files import atomic_write_json
 from reward.loading import ModelLoading
 from reward.runs import parse_sections, resume_checkpoint, save_run_config
 from reward.tokens import resolve_candidates
+from training.rating_loss import weighted_trainer_class
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
     LEVEL_VALUES_BEST_FIRST,
@@ -40,6 +41,7 @@ from training.sft_model import (
 logger = logging.getLogger(__name__)
 
 COMPAT_KEYS = ("model", "lora", "prompt", "levels", "data.train")  # a resumed run must match on these
+STREAMS = ("synthetic", "distorted-photos")  # data.train names of the endless training streams
 
 
 @dataclass
@@ -88,6 +90,17 @@ class DataSettings:
     perception_families: list[str] | None = None  # data.perception=synthetic: question families (default all)
     perception_answer: str = "letter"  # completion: "letter" (B) or "letter_text" (B. The second image)
     perception_shuffle: float = 1.0  # share of questions with options shuffled as task=a1 does (0: given order)
+    photos: str | None = None  # data.train=distorted-photos: photo folder (default: photos of installed packages)
+    photos_crop: int = 112  # data.train=distorted-photos: crop side in pixels, at native scale
+    photos_side: int | None = None  # data.train=distorted-photos: downscale photos to this short side first
+    calibration: str | None = None  # data.train=distorted-photos: JSON {type: [MOS at levels 1-5]} (training.photos)
+    augment: bool = False  # manifest training: random native-scale crops and horizontal flips (training.augment)
+    augment_crop: float = 0.875  # side fraction each random crop keeps
+
+
+@dataclass
+class LossSettings:
+    rating_weight: float = 1.0  # weight of the rating-word token in the completion loss (1: plain trl loss)
 
 
 @dataclass
@@ -103,12 +116,13 @@ class SftSettings:
     eval_before: bool = False  # also evaluate the untrained model (metrics_before.json), for comparison
     eval_batch_size: int = 16
     trainer: dict[str, Any] = field(default_factory=dict)  # passed to trl.SFTConfig
+    loss: LossSettings = field(default_factory=LossSettings)
 
 
 def parse_settings(cfg: Any) -> SftSettings:
     """Typed settings from the Hydra config; unknown or missing keys in any section fail together."""
     sections = {"model": ModelSettings, "data": DataSettings, "lora": LoraSettings, "prompt": PromptSettings,
-                "levels": LevelSettings}  # fmt: skip
+                "levels": LevelSettings, "loss": LossSettings}  # fmt: skip
     top, parsed = parse_sections(cfg, SftSettings, sections, where="sft")
     settings = SftSettings(**{**vars(top), **parsed})
     _validate(settings)
@@ -123,8 +137,8 @@ def _validate(s: SftSettings) -> None:
         problems.append(f"resume={s.resume!r}: use auto (continue from the last checkpoint) or never")
     if s.prompt.type not in (1, 2, 3, 4):
         problems.append(f"prompt.type={s.prompt.type}: SA-IQA has prompt types 1-4")
-    if s.data.train == "synthetic" and int(s.trainer.get("max_steps", -1)) <= 0:
-        problems.append("data.train=synthetic streams without end: set trainer.max_steps=N")
+    if s.data.train in STREAMS and int(s.trainer.get("max_steps", -1)) <= 0:
+        problems.append(f"data.train={s.data.train} streams without end: set trainer.max_steps=N")
     try:
         s.model.loading()
     except ValueError as err:
@@ -185,8 +199,6 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
 
 def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train, write ``output_dir/scorer``, evaluate; returns paths, final step and metrics."""
-    from trl import SFTTrainer
-
     from reward.vlm import VLM, load_processor, thinking_off
 
     s = parse_settings(cfg)
@@ -219,7 +231,8 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         vlm = VLM(model.eval(), processor, batch_size=s.eval_batch_size)
         result["metrics_before"] = _evaluate(SaIqaReward(vlm, meta), s, out / "before")
         model.train()
-    trainer = SFTTrainer(
+    trainer_cls = weighted_trainer_class(s.loss.rating_weight, _rating_ids(processor.tokenizer, meta, s))
+    trainer = trainer_cls(
         model=model, args=args, train_dataset=train_ds, processing_class=processor,
         peft_config=lora_config(s.lora) if s.lora.enabled else None, callbacks=callbacks,
     )  # fmt: skip
@@ -254,9 +267,23 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         ds = synthetic_stream(queries, worst_first, seed=s.data.synthetic_seed, size=s.data.synthetic_size,
                               mos_range=mos_range, soft_std=soft)  # fmt: skip
         return ds, 0
+    if s.data.train == "distorted-photos":
+        from training.photos import distorted_photos_stream
+
+        ds = distorted_photos_stream(queries, worst_first, photos=s.data.photos, crop=s.data.photos_crop,
+                                     side=s.data.photos_side, seed=s.data.synthetic_seed, mos_range=mos_range,
+                                     soft_std=soft, calibration=s.data.calibration)  # fmt: skip
+        return ds, 0
     seed = int(s.trainer.get("seed", 42))
     return manifest_dataset(s.data.train, queries, worst_first, mos_range=mos_range, skip_bad=s.data.skip_bad,
-                            max_pixels=s.data.max_decode_pixels, soft_std=soft, seed=seed)  # fmt: skip
+                            max_pixels=s.data.max_decode_pixels, soft_std=soft, seed=seed,
+                            augment=s.data.augment_crop if s.data.augment else None)  # fmt: skip
+
+
+def _rating_ids(tokenizer: Any, meta: dict[str, Any], s: SftSettings) -> list[int]:
+    """The token ids of the level words after every dimension's response prefix (``loss.rating_weight``)."""
+    return [i for q in meta["queries"].values() for i in resolve_candidates(tokenizer, q["response_prefix"],
+                                                                            s.levels.words)]  # fmt: skip
 
 
 def _sorted_words(s: SftSettings) -> list[str]:
