@@ -39,7 +39,7 @@ class BestOfNSettings:
     tasks_per_call: int = 8  # tasks per generator / reward call (each with n candidates)
     limit: int | None = None  # use only the first tasks
     skip_bad: bool = True  # bad manifest rows: named by file:line, skipped and counted
-    max_pixels: int = 36_000_000
+    max_decode_pixels: int = 36_000_000
     sheets: bool = True  # write one contact sheet per task
 
 
@@ -62,7 +62,7 @@ def _entry(node: Any) -> Any:
 def run_best_of_n(cfg: Any) -> dict[str, Any]:
     """Run Best-of-N over the tasks; returns the summary (also written to ``out/summary.json``)."""
     s = parse_settings(cfg)
-    tasks, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_pixels)
+    tasks, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)
     tasks = tasks[: s.limit] if s.limit else tasks
     if not tasks:
         raise ValueError(f"{s.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")

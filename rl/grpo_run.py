@@ -63,7 +63,7 @@ class GrpoSettings:
     eval_data: str | None = None  # held-out tasks; null: the last eval_tasks tasks of data are held out
     eval_tasks: int = 8  # tasks held out of data when eval_data is null
     skip_bad: bool = True  # bad rows named by file:line, skipped and counted
-    max_pixels: int = 36_000_000
+    max_decode_pixels: int = 36_000_000
     reward: Any = None  # the reward config node (reward=NAME)
     generator: Any = None  # the generator config node (generator=NAME)
     more_rewards: list[Any] = field(default_factory=list)  # further rewards ({name: ..., ...}); see reward_weights
@@ -166,11 +166,11 @@ def build_messages(task: Task, s: GrpoSettings, vision: bool) -> list[dict[str, 
 
 
 def task_split(s: GrpoSettings, with_eval: bool) -> tuple[list[Task], list[Task], int]:
-    train, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_pixels)
+    train, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)
     n_bad = len(skipped)
     heldout: list[Task] = []
     if with_eval and s.eval_data:
-        heldout, skipped_eval = load_tasks(s.eval_data, skip_bad=s.skip_bad, max_pixels=s.max_pixels)
+        heldout, skipped_eval = load_tasks(s.eval_data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)
         n_bad += len(skipped_eval)
     elif with_eval:
         if len(train) < 2 * s.eval_tasks:
