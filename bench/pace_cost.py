@@ -64,7 +64,8 @@ def token_ideal(vlm, pace: PaceReward, qbench: QBenchReward, image: Image.Image,
     assert scorer is not None and scorer.rank is not None and scorer.anchor_images is not None
     prefix = tokens(vlm, [image], vlm.render(1, "", ""))  # image group prefix (+ a few template tokens)
     suffixes = [tokens(vlm, [], q.question) + 4 for q in scorer.queries]  # question + end of turn + assistant start
-    groups = 1 + scorer.n_crops
+    zoom_suffixes = [n for n, z in zip(suffixes, scorer.zoom, strict=True) if z]
+    track1 = prefix + sum(suffixes) + scorer.n_crops * (prefix + sum(zoom_suffixes))  # crops: zoom probes only
     rank_text = vlm.render(3, scorer.rank.question, "")
     track2 = tokens(vlm, [*scorer.anchor_images, image], rank_text)
     end = vlm.prefix.vision_end
@@ -72,7 +73,7 @@ def token_ideal(vlm, pace: PaceReward, qbench: QBenchReward, image: Image.Image,
     shared = tokens(vlm, list(scorer.anchor_images), anchors_prefix)
     track2 = track2 - shared + shared / n_images  # the anchors' prefix runs once per batch
     q_text = vlm.render(1, qbench.query.question, qbench.query.response_prefix)
-    return (groups * (prefix + sum(suffixes)) + track2) / tokens(vlm, [image], q_text)
+    return (track1 + track2) / tokens(vlm, [image], q_text)
 
 
 def run(vlm, size: int, n_images: int, n_probes: int, repeats: int, folder: Path) -> list[dict[str, float]]:

@@ -1,8 +1,9 @@
 """Score images with one PACE protocol: Track 1 (probes, crops), Track 2 (anchors), the fused score, explanations.
 
-All probes about a batch of images and their crops go through one ``option_logprobs`` call (each image and each
-crop is an image group whose prefix is encoded once and shared by every probe); Track 2 is a second call with
-[high anchor, low anchor, target] groups, where the local model encodes the two anchors once for the whole batch
+Every probe about a batch of images goes through one ``option_logprobs`` call (each image is an image group whose
+prefix is encoded once and shared by every probe); the crops of the batch go through a second call that asks only
+the zoom probes (the only ones whose score the crops change); Track 2 is a third call with [high anchor, low
+anchor, target] groups, where the local model encodes the two anchors once for the whole batch
 (pace_judge.anchored).
 """
 
@@ -64,14 +65,28 @@ class DualTrackScorer:
         if check is not None:  # letters that are not single tokens fail here, not mid-run
             check(self.queries + ([self.rank] if self.rank else []), system=tracks.SYSTEM)
 
-    def track1_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
-        """Image groups of the Track 1 call: each image, then its crops (image-major)."""
-        groups = []
-        for img in images:
-            groups.append([img])
-            if self.n_crops:
-                groups.extend([c] for c in tracks.crop_grid(img, self.crops.grid))
-        return groups
+    def crop_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
+        """Image groups of the crops call: every image's enlarged crops, image-major."""
+        return [[c] for img in images for c in tracks.crop_grid(img, self.crops.grid)]
+
+    def track1(self, images: Sequence[Image.Image]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+        """Expected option scores ``[B, 1 + crops, Q]`` (the whole image, then its crops; a probe without zoom
+        keeps the whole image's value on the crops), the whole image's option probabilities per probe, and the
+        letter mass a remote top-k list missed ``[B, 1 + crops, Q]``."""
+        b, per = len(images), 1 + self.n_crops
+        res = self.backend.option_logprobs([[img] for img in images], self.queries, system=tracks.SYSTEM)
+        e_full, probs = tracks.expected_scores(res.logprobs, self.protocol.probes)  # [B, Q]
+        e_all = e_full[:, None, :].repeat(1, per, 1)
+        missing = torch.zeros(b, per, len(self.queries))
+        missing[:, 0] = res.missing_mass
+        if self.n_crops:
+            zoom = [q for q, z in enumerate(self.zoom) if z]
+            crops = self.backend.option_logprobs(self.crop_groups(images), [self.queries[q] for q in zoom],
+                                                 system=tracks.SYSTEM)  # fmt: skip
+            e_crops, _ = tracks.expected_scores(crops.logprobs, [self.protocol.probes[q] for q in zoom])
+            e_all[:, 1:, zoom] = e_crops.view(b, self.n_crops, len(zoom))
+            missing[:, 1:, zoom] = crops.missing_mass.view(b, self.n_crops, len(zoom))
+        return e_all, probs, missing
 
     def track2_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
         assert self.anchor_images is not None
@@ -87,10 +102,8 @@ class DualTrackScorer:
 
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         images = [to_rgb(im) for im in images]
-        b, per = len(images), 1 + self.n_crops
-        res = self.backend.option_logprobs(self.track1_groups(images), self.queries, system=tracks.SYSTEM)
-        e_all, probs = tracks.expected_scores(res.logprobs, self.protocol.probes)  # [B*per, Q]
-        e_all = e_all.view(b, per, -1)
+        b = len(images)
+        e_all, probs, missing = self.track1(images)
         e = tracks.combine_crops(e_all[:, 0], e_all[:, 1:], self.zoom, self.crops.combine)
         bounds = self.protocol.score_bounds
         a1 = tracks.alpha1(e, [p.weight for p in self.protocol.probes], bounds)
@@ -106,7 +119,6 @@ class DualTrackScorer:
         else:
             scores = tracks.final_score(a1, None, self.omega, y_low=bounds[0], y_high=bounds[1])
         judged = Judgement(scores.float(), a1.float(), None if a2 is None else a2.float(), [])
-        missing = res.missing_mass.view(b, per, -1)
         judged.explanations = [self._explain(i, judged, e, e_all, probs, missing, rank_probs) for i in range(b)]
         return judged
 
@@ -117,12 +129,11 @@ class DualTrackScorer:
         per = e_all.shape[1]
         probes = []
         for q, p in enumerate(self.protocol.probes):
-            row = i * per
             entry: dict[str, Any] = {
                 "question": p.question,
                 "sub_dimension": p.sub_dimension,
                 "weight": p.weight,
-                "options": {o.text: round(float(probs[q][row, k]), 6) for k, o in enumerate(p.lettered)},
+                "options": {o.text: round(float(probs[q][i, k]), 6) for k, o in enumerate(p.lettered)},
                 "expected": round(float(e[i, q]), 6),
             }
             if p.zoom and per > 1:
