@@ -163,3 +163,25 @@ def test_anchors_encoded_once_equal_the_plain_path_for_targets_of_different_size
     grids = [vlm.processor.image_processor(images=[t])["image_grid_thw"].prod().item() for t in targets]
     assert len(set(grids)) == 3  # three different image-token counts: the suffixes are padded
     assert torch.allclose(got, plain.logprobs[:, 0], atol=2e-5)
+
+
+def test_crops_are_asked_only_the_zoom_probes_in_one_call(tiny_vlm, pace_protocol_path):
+    from pace_judge.backends import LocalBackend
+
+    class Counting(LocalBackend):
+        def __init__(self, vlm):
+            super().__init__(vlm)
+            self.calls: list[tuple[int, tuple[str, ...]]] = []
+
+        def option_logprobs(self, images, queries, *, system=None):
+            self.calls.append((len(images), tuple(q.question.splitlines()[0] for q in queries)))
+            return super().option_logprobs(images, queries, system=system)
+
+    backend = Counting(tiny_vlm)
+    reward = PaceReward(PaceConfig(model="unused", protocol=str(pace_protocol_path)), backend=backend)
+    zoom = [p.question for p in reward.scorer.protocol.probes if p.zoom]
+    assert 0 < len(zoom) < len(reward.scorer.protocol.probes)  # the fixture mixes zoom and plain probes
+    reward.judge(random_images(3, seed=2))
+    whole, crops = backend.calls[:2]
+    assert whole == (3, tuple(p.question for p in reward.scorer.protocol.probes))
+    assert crops == (3 * 4, tuple(zoom))  # 2x2 crops of each image, the zoom probes only
