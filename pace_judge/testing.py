@@ -1,5 +1,6 @@
-"""Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend, a tiny
-text-to-image pipeline, and a loopback OpenAI-compatible server for a local VLM."""
+"""Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend, and a
+loopback OpenAI-compatible server for a local VLM. The tiny text-to-image pipeline calibration runs is
+:func:`reward.testing_diffusion.make_tiny_text_to_image`."""
 
 from __future__ import annotations
 
@@ -77,58 +78,16 @@ class ScriptedBackend:
         return self.probes.option_logprobs(images, queries, system=system)
 
 
-def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0) -> Path:
-    """A tiny random Stable Diffusion (v1.5 architecture) text-to-image pipeline, saved with ``save_pretrained``."""
-    import json
-
-    import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
-
-    out = Path(out_dir)
-    if (out / "model_index.json").is_file():
-        return out
-    torch.manual_seed(seed)
-    tok_dir = out / "tokenizer"
-    tok_dir.mkdir(parents=True, exist_ok=True)
-    chars = [chr(c) for c in range(33, 127)]  # single printable characters, no merges
-    vocab = {t: i for i, t in enumerate(chars + [c + "</w>" for c in chars])}
-    vocab.update({"<|startoftext|>": len(vocab), "<|endoftext|>": len(vocab) + 1})
-    (tok_dir / "vocab.json").write_text(json.dumps(vocab))
-    (tok_dir / "merges.txt").write_text("#version: 0.2\n")
-    tok = CLIPTokenizer(str(tok_dir / "vocab.json"), str(tok_dir / "merges.txt"), model_max_length=32)
-    n = len(tok)
-    text = CLIPTextModel(CLIPTextConfig(vocab_size=n, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                                        num_attention_heads=4, max_position_embeddings=32, bos_token_id=n - 2,
-                                        eos_token_id=n - 1, pad_token_id=n - 1))  # fmt: skip
-    unet = UNet2DConditionModel(
-        block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32, attention_head_dim=4, norm_num_groups=32,
-    )  # fmt: skip
-    vae = AutoencoderKL(block_out_channels=(32, 64), in_channels=3, out_channels=3, latent_channels=4,
-                        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
-                        norm_num_groups=32, sample_size=64)  # fmt: skip
-    scheduler = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
-                              set_alpha_to_one=False, steps_offset=1)  # fmt: skip
-    parts = {"unet": unet, "vae": vae, "text_encoder": text, "tokenizer": tok, "scheduler": scheduler}
-    pipe = StableDiffusionPipeline(**parts, safety_checker=None, feature_extractor=None, requires_safety_checker=False)
-    pipe.save_pretrained(out)
-    return out
-
-
 @contextmanager
 def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
     """Serve ``vlm`` on 127.0.0.1 (a free port) through the chat-completions subset PACE uses (text, images as data
     URLs, ``logprobs``/``top_logprobs`` of a one-token answer); yields the base URL and stops the server after."""
     import base64
     import io
-    import socket
-    import threading
-    import time
 
-    import uvicorn
     from fastapi import FastAPI
+
+    from reward.loopback import serve
 
     app = FastAPI()
 
@@ -159,18 +118,5 @@ def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
         return {"id": "chatcmpl-local", "object": "chat.completion", "created": 0, "model": model_name,
                 "choices": [choice]}  # fmt: skip
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:  # readiness, not a delay: uvicorn sets this once the socket listens
-        if not thread.is_alive():
-            raise RuntimeError(f"the loopback server did not start on port {port}")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve(app) as url:
+        yield f"{url}/v1"

@@ -22,7 +22,7 @@ def _generator(prompt: str, n_images: int) -> str:
 
 @pytest.mark.slow
 def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path):
-    from pace_judge.testing import make_tiny_text_to_image
+    from reward.testing_diffusion import make_tiny_text_to_image
 
     pipeline = make_tiny_text_to_image(tmp_path / "sd")
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
