@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +12,7 @@ from conftest import random_images
 from fastapi import FastAPI, Request
 
 from reward.describe import PROMPTS, parse_score
+from reward.loopback import serve
 from reward.qbench_tasks import run_qbench
 
 
@@ -29,8 +28,6 @@ def _judge_reply(text: str, round_: int) -> str:
 
 @pytest.fixture
 def judge_server() -> Iterator[tuple[str, list[dict]]]:
-    import uvicorn
-
     app = FastAPI()
     seen: list[dict] = []
 
@@ -43,20 +40,8 @@ def judge_server() -> Iterator[tuple[str, list[dict]]]:
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}  # fmt: skip
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    ready = threading.Event()
-    while not server.started and thread.is_alive():
-        ready.wait(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", seen
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
+    with serve(app) as url:
+        yield f"{url}/v1", seen
 
 
 def _descriptions(root: Path) -> Path:
