@@ -24,6 +24,7 @@ from PIL import Image, ImageDraw
 from pace_judge.backends import Backend
 from pace_judge.protocol import Anchor, Protocol, load_protocol, save_protocol
 from reward.config import to_plain
+from reward.files import atomic_write_with
 from reward.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
@@ -124,9 +125,7 @@ def set_anchors(protocol: Protocol, folder: Path, high: Image.Image, high_score:
                                "anchors must differ on this dimension; rate the candidates differently")  # fmt: skip
     (folder / "anchors").mkdir(parents=True, exist_ok=True)
     for name, img in (("high", high), ("low", low)):
-        tmp = folder / "anchors" / f".{name}.png.tmp"
-        to_rgb(img).save(tmp, format="PNG")
-        tmp.replace(folder / "anchors" / f"{name}.png")
+        atomic_write_with(folder / "anchors" / f"{name}.png", lambda tmp, im=img: to_rgb(im).save(tmp, format="PNG"))
     protocol.anchors = {"high": Anchor("anchors/high.png", high_score), "low": Anchor("anchors/low.png", low_score)}
     protocol.folder = folder
     return protocol
@@ -167,7 +166,8 @@ def calibrate_generative(cfg: dict[str, Any], protocol: Protocol, folder: Path,
     for i, img in enumerate(images, 1):
         img.save(out / f"candidate_{i}.png")
     sheet = out / "contact_sheet.png"
-    contact_sheet(images, [f"{i}" for i in range(1, len(images) + 1)]).save(sheet)
+    grid = contact_sheet(images, [f"{i}" for i in range(1, len(images) + 1)])
+    atomic_write_with(sheet, lambda tmp: grid.save(tmp, format="PNG"))
     logger.info("candidates and contact sheet in %s", out)
     if cfg.get("scores") is not None:
         scores = parse_scores(cfg["scores"], len(images))

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from pace_judge.protocol import Anchor, Protocol, load_protocol, protocol_to_dict, save_protocol
-from reward.files import atomic_write_json
+from reward.files import atomic_write_json, atomic_write_with
 
 logger = logging.getLogger(__name__)
 
@@ -130,9 +130,7 @@ class MemoryBank:
                     src = protocol.anchor_path(which)
                     dst = target / "anchors" / f"{which}{src.suffix or '.png'}"
                     if src.resolve() != dst.resolve():
-                        tmp = dst.with_name(f".{dst.name}.tmp")
-                        shutil.copyfile(src, tmp)
-                        tmp.replace(dst)
+                        atomic_write_with(dst, lambda tmp, src=src: shutil.copyfile(src, tmp))
                     stored.anchors[which] = Anchor(f"anchors/{dst.name}", anchor.score)
             save_protocol(stored, target / "protocol.json")
             index["embedder"] = index.get("embedder") or self.embedder.name

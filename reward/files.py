@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +33,20 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
 
 def atomic_write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
     return atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
+    """Let ``write`` fill a temporary file beside ``path`` (PIL's ``save``, ``savefig``, ``shutil.copyfile`` ...),
+    then rename it over ``path``. The temporary name ends with ``path``'s suffix, so writers that infer the format
+    from it work."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

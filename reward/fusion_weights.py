@@ -28,13 +28,14 @@ import json
 import math
 import os
 import sys
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from reward.files import atomic_write_text
 
 __all__ = ["WEIGHTS_FILENAME", "FusionWeights", "fuse", "load_weights", "save_weights"]
 
@@ -180,27 +181,14 @@ def _json_safe(value: Any) -> Any:
 
 
 def save_weights(path: str | os.PathLike, weights: FusionWeights) -> Path:
-    """Write ``weights`` as JSON to ``path`` atomically (a temporary file in the same folder, then ``os.replace``).
+    """Write ``weights`` as JSON to ``path`` atomically (:func:`reward.files.atomic_write_text`).
 
     Parent folders are created; numpy scalars in ``meta`` become plain numbers and non-finite ones ``null``.
     Returns the path written.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = weights.to_dict()
     data["meta"] = _json_safe(data["meta"])
-    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # same folder: same filesystem
-    try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 def load_weights(path: str | os.PathLike) -> FusionWeights:

@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from reward.files import atomic_write_with  # noqa: E402
+
 
 def scatter_vs_mos(
     pred_on_mos_scale: Sequence[float],
@@ -43,10 +45,7 @@ def scatter_vs_mos(
 
 def save_figure(fig: plt.Figure, path: str | Path) -> Path:
     """Write ``fig`` as a PNG atomically (a crash never leaves half a file) and close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    try:
+        return atomic_write_with(path, fig.savefig)
+    finally:
+        plt.close(fig)

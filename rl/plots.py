@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
+from reward.files import atomic_write_with  # noqa: E402
 from reward.plots import save_figure  # noqa: E402
 
 
@@ -72,9 +73,4 @@ def image_grid(
         for j, t in enumerate(r):
             sheet.paste(t, (2 + j * (width + 4), y + title_h))
         y += row_h[i]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    sheet.save(tmp, format="PNG")
-    tmp.replace(path)
-    return path
+    return atomic_write_with(path, lambda tmp: sheet.save(tmp, format="PNG"))
