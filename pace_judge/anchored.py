@@ -16,6 +16,7 @@ import torch
 from PIL import Image
 
 from pace_judge.backends import ProbeResult
+from reward.answer_head import fp32_answer_head, gather_candidates
 from reward.vlm import VLM, OptionQuery
 
 
@@ -37,8 +38,9 @@ def anchored_logprobs(vlm: VLM, anchors: Sequence[Image.Image], targets: Sequenc
     step = max(1, vlm.batch_size)
     for start in range(0, len(targets), step):
         chunk = list(targets[start : start + step])
-        logp = _chunk_logprobs(vlm, prefix, list(anchors), suffix, chunk)
-        out[start : start + len(chunk), 0] = logp[:, ids]
+        with fp32_answer_head(vlm.model):  # as reward.vlm: fp32 answer logits, only the candidates leave the device
+            logp = _chunk_logprobs(vlm, prefix, list(anchors), suffix, chunk)
+        out[start : start + len(chunk), 0] = gather_candidates(logp, [[ids]] * len(chunk), len(ids))
     return ProbeResult(out, torch.zeros(len(targets), 1))
 
 
@@ -61,4 +63,4 @@ def _chunk_logprobs(vlm: VLM, prefix: str, anchors: list[Image.Image], suffix: s
     suffix_inputs = {k: v for k, v in sin.items() if k != "attention_mask"}
     logits = model(**suffix_inputs, attention_mask=mask, position_ids=pos[:, :, pin["input_ids"].shape[1] :],
                    cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1]  # fmt: skip
-    return torch.log_softmax(logits.float(), dim=-1).cpu()
+    return torch.log_softmax(logits.float(), dim=-1)

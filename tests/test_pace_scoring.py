@@ -185,3 +185,18 @@ def test_crops_are_asked_only_the_zoom_probes_in_one_call(tiny_vlm, pace_protoco
     whole, crops = backend.calls[:2]
     assert whole == (3, tuple(p.question for p in reward.scorer.protocol.probes))
     assert crops == (3 * 4, tuple(zoom))  # 2x2 crops of each image, the zoom probes only
+
+
+def test_anchored_track2_reads_fp32_answer_logits_from_a_bf16_model(tiny_vlm_path):
+    from pace_judge.anchored import anchored_logprobs
+    from pace_judge.tracks import rank_query
+    from reward.vlm import load_vlm
+
+    vlm = load_vlm(tiny_vlm_path, dtype="bfloat16", batch_size=4)
+    dtypes = []
+    hook = vlm.model.register_forward_hook(lambda mod, args, out: dtypes.append(out.logits.dtype))
+    q = rank_query("sharpness", 4.6, 1.4)
+    got = anchored_logprobs(vlm, random_images(2, seed=1), random_images(3, seed=2), q, system=SYSTEM)
+    hook.remove()
+    assert dtypes[-1] == torch.float32  # the suffix pass: the answer head ran in fp32, as in reward.vlm
+    assert got.logprobs.dtype == torch.float32 and torch.isfinite(got.logprobs).all()
