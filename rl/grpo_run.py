@@ -25,7 +25,7 @@ from rl.heldout import HeldOutEval, read_history
 from rl.plots import image_grid, reward_curves
 from rl.rewards import InpaintingRewards, RewardSet
 from rl.tasks import Task, load_tasks
-from training.sft_model import LoraSettings, lora_config
+from training.sft_model import LoraSettings, load_checkpoint_weights, lora_config, uses_deepspeed
 
 logger = logging.getLogger(__name__)
 
@@ -221,6 +221,8 @@ def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     generator = build_generator(s.generator)
     resume_from = check_resume(out, s)
     model, processing_class = load_policy(s, vision)
+    if resume_from and not s.lora.enabled and not uses_deepspeed(args):
+        load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses Qwen-VL checkpoint keys
     out.mkdir(parents=True, exist_ok=True)
     save_run_config(out, _compat_view(s))
     adapter = InpaintingRewards(generator, rewards, {t.id: t for t in [*train, *heldout]}, seed=s.seed,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from reward import get_reward
@@ -82,6 +83,11 @@ def test_a_crashed_run_resumes_from_its_last_checkpoint_and_ends_at_the_same_ste
     assert state["global_step"] == 4
     logged_steps = [e["step"] for e in state["log_history"] if "loss" in e]
     assert logged_steps[-2:] == [3, 4]  # steps 3 and 4 were run after the resume
+    # the resumed steps started from checkpoint-2's weights: the scorer equals an uninterrupted run's
+    straight = run_sft(_cfg(_base(tiny_vlm_path, bench, tmp_path / "straight", steps=4)))
+    resumed_w = load_file(out / "scorer" / "model.safetensors")
+    straight_w = load_file(Path(straight["scorer"]) / "model.safetensors")
+    assert max((resumed_w[k] - straight_w[k]).abs().max().item() for k in straight_w) < 1e-5
 
 
 def test_resuming_with_an_incompatible_config_is_refused(tiny_vlm_path, bench, tmp_path):

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -118,6 +119,24 @@ def load_for_training(path: str, dtype: torch.dtype, loading: ModelLoading | Non
     if loading is not None and loading.device_map is not None:
         kwargs["device_map"] = loading.device_map
     return AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+
+
+def load_checkpoint_weights(model: Any, checkpoint: str | Path) -> bool:
+    """Load a full fine-tuning checkpoint's weights into ``model`` (before ``trainer.train(resume_from_checkpoint=)``).
+
+    The trainer's own resume loads ``model.safetensors`` by its raw key names, but transformers 5 writes Qwen-VL
+    checkpoints in the hub layout (``visual.*``, ``model.layers.*``) while the model's keys are
+    ``model.visual.*``, ``model.language_model.*``: nothing matches, it only warns, and training silently goes on
+    from the starting weights. ``from_pretrained`` maps the keys. Adapter (LoRA) and DeepSpeed checkpoints are
+    restored by peft and DeepSpeed themselves: returns ``False`` and loads nothing for those.
+    """
+    folder = Path(checkpoint)
+    if not (folder / "config.json").is_file() or (folder / "adapter_config.json").is_file():
+        return False
+    saved = type(model).from_pretrained(folder, dtype=next(model.parameters()).dtype)
+    model.load_state_dict(saved.state_dict())
+    logger.info("weights restored from %s", folder)
+    return True
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from training.sft_model import (
     LoraSettings,
     freeze_vision,
     gathered_state_dict,
+    load_checkpoint_weights,
     load_dtype,
     load_for_training,
     lora_config,
@@ -231,6 +232,8 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         vlm = VLM(model.eval(), processor, batch_size=s.eval_batch_size)
         result["metrics_before"] = _evaluate(SaIqaReward(vlm, meta), s, out / "before")
         model.train()
+    if resume_from and not s.lora.enabled and not uses_deepspeed(args):
+        load_checkpoint_weights(model, resume_from)
     trainer_cls = weighted_trainer_class(s.loss.rating_weight, _rating_ids(processor.tokenizer, meta, s))
     trainer = trainer_cls(
         model=model, args=args, train_dataset=train_ds, processing_class=processor,
