@@ -55,12 +55,22 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
 
     bench = write_benchmark(out / "benchmark", cfg.sft.test_scenes, size=64, seed=cfg.seed + 1)
     overrides = [
-        f"model.path={model}", "data.train=synthetic", f"data.test={bench.ratings}", f"output_dir={out / 'sft'}",
-        "eval_before=true", "prompt.type=2", f"trainer.max_steps={cfg.sft.steps}", "trainer.learning_rate=1e-3",
-        "trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1",
-        "trainer.lr_scheduler_type=constant", f"trainer.save_steps={cfg.sft.steps // 2}", "trainer.logging_steps=25",
-        f"trainer.seed={cfg.seed}", f"data.synthetic_seed={cfg.seed}",
-    ]  # fmt: skip
+        f"model.path={model}",
+        "data.train=synthetic",
+        f"data.test={bench.ratings}",
+        f"output_dir={out / 'sft'}",
+        "eval_before=true",
+        "prompt.type=2",
+        f"trainer.max_steps={cfg.sft.steps}",
+        "trainer.learning_rate=1e-3",
+        "trainer.per_device_train_batch_size=16",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.lr_scheduler_type=constant",
+        f"trainer.save_steps={cfg.sft.steps // 2}",
+        "trainer.logging_steps=25",
+        f"trainer.seed={cfg.seed}",
+        f"data.synthetic_seed={cfg.seed}",
+    ]
     result = run_sft(_compose("sft", overrides))
     before, after = result["metrics_before"], result["metrics"]
     rows = ["| dimension | SRCC before | SRCC after | PLCC after |", "|---|---|---|---|"]
@@ -84,9 +94,13 @@ def fusion_section(out: Path, scorer: str, bench: str) -> str:
 
     cfg = _compose(
         "fusion",
-        [f"pairs={Path(bench) / 'pairs.jsonl'}", f"scores={out / 'sft' / 'scores.jsonl'}", f"scores_root={bench}",
-         f"out={out / 'fusion' / 'fusion_weights.json'}"],
-    )  # fmt: skip
+        [
+            f"pairs={Path(bench) / 'pairs.jsonl'}",
+            f"scores={out / 'sft' / 'scores.jsonl'}",
+            f"scores_root={bench}",
+            f"out={out / 'fusion' / 'fusion_weights.json'}",
+        ],
+    )
     run_fit(cfg)
     weights = json.loads((out / "fusion" / "fusion_weights.json").read_text())
     table = "\n".join(f"| {d} | {w:.3f} |" for d, w in zip(weights["dimensions"], weights["weights"], strict=True))

@@ -36,30 +36,71 @@ logger = logging.getLogger("bench.gpu_check")
 
 # Qwen2.5-VL-7B-Instruct's config.json (architecture values; token ids come from the tokenizer)
 QWEN25_VL_7B_TEXT = {
-    "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
-    "num_key_value_heads": 4, "vocab_size": 152064, "max_position_embeddings": 128000, "rms_norm_eps": 1e-6,
-    "hidden_act": "silu", "tie_word_embeddings": False, "sliding_window": 32768, "use_sliding_window": False,
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 128000,
+    "rms_norm_eps": 1e-6,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "sliding_window": 32768,
+    "use_sliding_window": False,
     "max_window_layers": 28,
     "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
-}  # fmt: skip
+}
 QWEN25_VL_7B_VISION = {
-    "depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "in_chans": 3,
-    "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-    "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2, "hidden_act": "silu",
-}  # fmt: skip
+    "depth": 32,
+    "hidden_size": 1280,
+    "intermediate_size": 3420,
+    "num_heads": 16,
+    "in_chans": 3,
+    "out_hidden_size": 3584,
+    "patch_size": 14,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "window_size": 112,
+    "fullatt_block_indexes": [7, 15, 23, 31],
+    "tokens_per_second": 2,
+    "hidden_act": "silu",
+}
 # the smaller config for full fine-tuning under ZeRO-3: Qwen2.5-0.5B's language model, an 8-block ViT
 SMALL_TEXT = {
-    **QWEN25_VL_7B_TEXT, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
-    "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936, "max_window_layers": 24,
+    **QWEN25_VL_7B_TEXT,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "max_window_layers": 24,
     "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [8, 12, 12]},  # head_dim 64
-}  # fmt: skip
+}
 SMALL_VISION = {**QWEN25_VL_7B_VISION, "depth": 8, "out_hidden_size": 896, "fullatt_block_indexes": [3, 7]}
 # the dry run: a tiny config of the same architecture
-TINY_TEXT = {**QWEN25_VL_7B_TEXT, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024, "max_window_layers": 2,
-             "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [2, 3, 3]}}  # fmt: skip
-TINY_VISION = {**QWEN25_VL_7B_VISION, "depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-               "out_hidden_size": 64, "window_size": 56, "fullatt_block_indexes": [1]}  # fmt: skip
+TINY_TEXT = {
+    **QWEN25_VL_7B_TEXT,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_window_layers": 2,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [2, 3, 3]},
+}
+TINY_VISION = {
+    **QWEN25_VL_7B_VISION,
+    "depth": 2,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_heads": 2,
+    "out_hidden_size": 64,
+    "window_size": 56,
+    "fullatt_block_indexes": [1],
+}
 
 H200_BF16_PEAK_TFLOPS = 790.0  # dense bf16 matmul measured on this workplace's H200 (KINDS.md); datasheet ~990
 WORDS = ("excellent", "good", "fair", "poor", "bad")
@@ -120,9 +161,15 @@ def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, device: t
     from reward.testing import CHAT_TEMPLATE, make_tokenizer
 
     tok = make_tokenizer()
-    ids = {k: tok.convert_tokens_to_ids(t) for k, t in (("image_token_id", "<|image_pad|>"),
-           ("video_token_id", "<|video_pad|>"), ("vision_start_token_id", "<|vision_start|>"),
-           ("vision_end_token_id", "<|vision_end|>"))}  # fmt: skip
+    ids = {
+        k: tok.convert_tokens_to_ids(t)
+        for k, t in (
+            ("image_token_id", "<|image_pad|>"),
+            ("video_token_id", "<|video_pad|>"),
+            ("vision_start_token_id", "<|vision_start|>"),
+            ("vision_end_token_id", "<|vision_end|>"),
+        )
+    }
     text = {
         **text,
         "pad_token_id": tok.pad_token_id,
@@ -191,12 +238,17 @@ def scoring_sections(table: Table, ckpt: Path, side: int, n_batch: int, peak: fl
     vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map={"": 0} if torch.cuda.is_available() else None)
     q_one = [OptionQuery("Rate the quality of the image.", WORDS, "The quality of the image is")]
     q_dims = [
-        OptionQuery(f"Please evaluate the spatial aesthetic {d} quality level of this image.", WORDS,
-                    f"The spatial aesthetic {d} quality level of this image is") for d in DIMENSIONS
-    ]  # fmt: skip
+        OptionQuery(
+            f"Please evaluate the spatial aesthetic {d} quality level of this image.",
+            WORDS,
+            f"The spatial aesthetic {d} quality level of this image is",
+        )
+        for d in DIMENSIONS
+    ]
     imgs = images(n_batch, side)
-    enc = vlm.processor(text=[vlm.render(1, q_one[0].question, q_one[0].response_prefix)], images=imgs[0],
-                        return_tensors="pt")  # fmt: skip
+    enc = vlm.processor(
+        text=[vlm.render(1, q_one[0].question, q_one[0].response_prefix)], images=imgs[0], return_tensors="pt"
+    )
     n_tokens, n_patches = len(enc["input_ids"][0]), int(enc["image_grid_thw"].prod(-1).sum())
     table.add("setup", "tokens per query (image + text)", n_tokens)
     if torch.cuda.is_available():
@@ -272,14 +324,23 @@ def sft_lora(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size:
         torch.cuda.reset_peak_memory_stats()
     timer = _StepTimer()
     cfg = {
-        "output_dir": str(work / "sft-lora"), "merge_lora": False,
-        "model": {"path": str(ckpt)}, "lora": {"enabled": True, "r": 16},
+        "output_dir": str(work / "sft-lora"),
+        "merge_lora": False,
+        "model": {"path": str(ckpt)},
+        "lora": {"enabled": True, "r": 16},
         "prompt": {"type": 1, "dimensions": list(DIMENSIONS)},
         "data": {"train": "synthetic", "synthetic_size": size},
-        "trainer": {"max_steps": steps, "per_device_train_batch_size": batch, "gradient_accumulation_steps": 1,
-                    "learning_rate": 1e-4, "logging_steps": 1, "save_steps": 10_000, "save_strategy": "no",
-                    "report_to": "none"},
-    }  # fmt: skip
+        "trainer": {
+            "max_steps": steps,
+            "per_device_train_batch_size": batch,
+            "gradient_accumulation_steps": 1,
+            "learning_rate": 1e-4,
+            "logging_steps": 1,
+            "save_steps": 10_000,
+            "save_strategy": "no",
+            "report_to": "none",
+        },
+    }
     result = run_sft(cfg, callbacks=[timer])
     table.add("SFT LoRA (7B config)", "steps done", result.get("global_step"))
     table.add("SFT LoRA (7B config)", "mean train loss", float(result.get("train_loss", float("nan"))))
@@ -319,11 +380,25 @@ def sft_zero3(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size
         return
     (work / "zero3.yaml").write_text(ZERO3.format(mp="bf16" if bf16 else "no"))
     out = work / "sft-zero3"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(work / "zero3.yaml"),
-           str(ROOT / "training/sft.py"), f"model.path={ckpt}", "data.train=synthetic", f"data.synthetic_size={size}",
-           f"output_dir={out}", f"trainer.max_steps={steps}", "+trainer.save_strategy=no",
-           f"trainer.per_device_train_batch_size={batch}", "trainer.gradient_accumulation_steps=1",
-           "trainer.learning_rate=1e-4", "trainer.logging_steps=1", "prompt.type=1"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(work / "zero3.yaml"),
+        str(ROOT / "training/sft.py"),
+        f"model.path={ckpt}",
+        "data.train=synthetic",
+        f"data.synthetic_size={size}",
+        f"output_dir={out}",
+        f"trainer.max_steps={steps}",
+        "+trainer.save_strategy=no",
+        f"trainer.per_device_train_batch_size={batch}",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.learning_rate=1e-4",
+        "trainer.logging_steps=1",
+        "prompt.type=1",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work, env={**os.environ, "DS_BUILD_OPS": "0"})
     table.add("SFT full ZeRO-3 (small)", "launch + steps + save seconds", time.perf_counter() - t0)
@@ -332,8 +407,9 @@ def sft_zero3(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size
         lines = [ln for ln in proc.stderr.splitlines() if "Error" in ln or "Could not" in ln] or [""]
         raise RuntimeError(f"accelerate launch exited {proc.returncode}: {lines[0][:150]}")
     result = json.loads((out / "sft_result.json").read_text())
-    table.add("SFT full ZeRO-3 (small)", "steps done / mean loss", f"{result['global_step']} / "
-              f"{result['train_loss']:.4f}")  # fmt: skip
+    table.add(
+        "SFT full ZeRO-3 (small)", "steps done / mean loss", f"{result['global_step']} / {result['train_loss']:.4f}"
+    )
     scorer = out / "scorer"
     trained = {}
     for f in sorted(scorer.glob("*.safetensors")):
@@ -363,8 +439,9 @@ def main(argv: list[str] | None = None) -> Table:
     parser.add_argument("--budget-s", type=float, default=420.0, help="start no section after this many seconds")
     args = parser.parse_args(argv)
     DEADLINE[0] = time.perf_counter() + args.budget_s
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stdout, force=True)  # fmt: skip
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout, force=True
+    )
     for name in ("transformers", "accelerate", "deepspeed", "datasets", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}

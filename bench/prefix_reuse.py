@@ -26,9 +26,25 @@ logger = logging.getLogger("bench.prefix_reuse")
 
 QUESTIONS = [
     f"How would you rate the {d} of this image? Consider every detail of the {d} carefully before answering."
-    for d in ["layout", "harmony", "lighting", "distortion", "colour", "texture", "noise", "sharpness",
-              "contrast", "composition", "exposure", "focus", "depth", "balance", "realism", "detail"]
-]  # fmt: skip
+    for d in [
+        "layout",
+        "harmony",
+        "lighting",
+        "distortion",
+        "colour",
+        "texture",
+        "noise",
+        "sharpness",
+        "contrast",
+        "composition",
+        "exposure",
+        "focus",
+        "depth",
+        "balance",
+        "realism",
+        "detail",
+    ]
+]
 
 
 def _queries(n: int) -> list[OptionQuery]:
@@ -56,10 +72,12 @@ def run_case(vlm, n_images: int, n_queries: int, size: int, repeats: int) -> dic
     finite = torch.isfinite(plain)
     err = (plain[finite] - cached[finite]).abs().max().item()
     t_plain, t_cached = _time_alternating(
-        [lambda: vlm.option_logprobs(images, queries, reuse_prefix=False),
-         lambda: vlm.option_logprobs(images, queries, reuse_prefix=True)],
+        [
+            lambda: vlm.option_logprobs(images, queries, reuse_prefix=False),
+            lambda: vlm.option_logprobs(images, queries, reuse_prefix=True),
+        ],
         repeats,
-    )  # fmt: skip
+    )
     return {"plain_s": t_plain, "cached_s": t_cached, "ratio": t_plain / t_cached, "max_abs_diff": err}
 
 
@@ -85,9 +103,12 @@ def main() -> None:
     configs = [("tiny (hidden 64, 2 layers, 56 px)", {}, 56)]
     if not args.quick:
         configs.append(
-            ("large (hidden 512, 8 layers, ViT 4x256, 448 px)",
-             {"hidden": 512, "layers": 8, "vision_embed": 256, "vision_depth": 4, "image_pixels": 448 * 448}, 448)
-        )  # fmt: skip
+            (
+                "large (hidden 512, 8 layers, ViT 4x256, 448 px)",
+                {"hidden": 512, "layers": 8, "vision_embed": 256, "vision_depth": 4, "image_pixels": 448 * 448},
+                448,
+            )
+        )
     cases = [(1, 4), (1, 16), (4, 4)]
     rows, batching = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,11 +120,20 @@ def main() -> None:
                 rows.append((f"{label}, {n_params / 1e6:.1f}M", n_images, n_queries, r))
             b = run_batching_case(vlm, 8, size, args.repeats)
             batching.append((f"{label}, {n_params / 1e6:.1f}M", b))
-    logger.info("%-48s %6s %7s %9s %9s %7s %9s", "model", "images", "queries", "plain s", "cached s", "ratio",
-                "max|diff|")  # fmt: skip
+    logger.info(
+        "%-48s %6s %7s %9s %9s %7s %9s", "model", "images", "queries", "plain s", "cached s", "ratio", "max|diff|"
+    )
     for label, n_images, n_queries, r in rows:
-        logger.info("%-48s %6d %7d %9.4f %9.4f %6.2fx %9.1e", label, n_images, n_queries, r["plain_s"],
-                    r["cached_s"], r["ratio"], r["max_abs_diff"])  # fmt: skip
+        logger.info(
+            "%-48s %6d %7d %9.4f %9.4f %6.2fx %9.1e",
+            label,
+            n_images,
+            n_queries,
+            r["plain_s"],
+            r["cached_s"],
+            r["ratio"],
+            r["max_abs_diff"],
+        )
     logger.info("")
     logger.info("%-48s %12s %10s %7s", "model (8 images x 1 query)", "one-by-one s", "batched s", "ratio")
     for label, b in batching:

@@ -39,10 +39,20 @@ def main() -> None:
 
             path = make_tiny_inpaint_pipeline(root / "sd15", "sd15-inpaint")
             gen = ["generator=sd15-inpaint", f"generator.path={path}", "generator.steps=4", "generator.dtype=float32"]
-        overrides = [f"policy.path={make_tiny_lm(root / 'lm')}", f"data={tasks}", f"output_dir={root / 'run'}",
-                     "reward=scene-proxy", *gen, f"trainer.max_steps={args.steps}", "trainer.num_generations=8",
-                     "trainer.per_device_train_batch_size=16", "trainer.max_completion_length=16", "trainer.beta=0",
-                     "eval.every=0", f"trainer.save_steps={args.steps}"]  # fmt: skip
+        overrides = [
+            f"policy.path={make_tiny_lm(root / 'lm')}",
+            f"data={tasks}",
+            f"output_dir={root / 'run'}",
+            "reward=scene-proxy",
+            *gen,
+            f"trainer.max_steps={args.steps}",
+            "trainer.num_generations=8",
+            "trainer.per_device_train_batch_size=16",
+            "trainer.max_completion_length=16",
+            "trainer.beta=0",
+            "eval.every=0",
+            f"trainer.save_steps={args.steps}",
+        ]
         configs = Path(__file__).resolve().parents[1] / "configs"
         with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
             result = run_grpo(compose("grpo", overrides=overrides))

@@ -92,8 +92,9 @@ class AgentConfig:
 def agent_config(raw: dict[str, Any] | None) -> AgentConfig:
     cfg = from_mapping(AgentConfig, raw or {}, where="agents")
     if cfg.max_rounds < 1 or cfg.retries < 0 or cfg.rules_per_sub < 1 or not 1 <= cfg.min_sub <= cfg.max_sub:
-        raise ValueError(f"agents: need max_rounds >= 1, retries >= 0, rules_per_sub >= 1, 1 <= min_sub <= max_sub; "
-                         f"got {cfg}")  # fmt: skip
+        raise ValueError(
+            f"agents: need max_rounds >= 1, retries >= 0, rules_per_sub >= 1, 1 <= min_sub <= max_sub; got {cfg}"
+        )
     return cfg
 
 
@@ -123,8 +124,14 @@ class Agents:
     prompts: dict[str, str] = field(default_factory=lambda: dict(PROMPTS))
     failures: list[dict[str, Any]] = field(default_factory=list)
 
-    def ask(self, role: str, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], parse: Any,
-            context: Sequence[dict[str, Any]]) -> list[Any]:  # fmt: skip
+    def ask(
+        self,
+        role: str,
+        prompts: Sequence[str],
+        images: Sequence[Sequence[Image.Image]],
+        parse: Any,
+        context: Sequence[dict[str, Any]],
+    ) -> list[Any]:
         """Ask ``prompts`` in one batch, parse each answer (``parse``: one function, or one per prompt); re-ask the
         unusable ones; ``None`` where every try failed."""
         parsers = parse if isinstance(parse, list) else [parse] * len(prompts)
@@ -176,12 +183,24 @@ class Agents:
         return subs
 
     # -- Visualizer -------------------------------------------------------------------------------------
-    def visualize(self, dimension: str, subs: Sequence[SubDimension], image: Image.Image | None,
-                  feedback: Sequence[str], round_: int) -> list[list[Probe] | None]:  # fmt: skip
-        prompts = [self.prompts["visualizer"].format(dimension=dimension, sub_dimension=s.name,
-                                                     description=s.description or s.name, feedback=f,
-                                                     max_rules=self.cfg.rules_per_sub)
-                   for s, f in zip(subs, feedback, strict=True)]  # fmt: skip
+    def visualize(
+        self,
+        dimension: str,
+        subs: Sequence[SubDimension],
+        image: Image.Image | None,
+        feedback: Sequence[str],
+        round_: int,
+    ) -> list[list[Probe] | None]:
+        prompts = [
+            self.prompts["visualizer"].format(
+                dimension=dimension,
+                sub_dimension=s.name,
+                description=s.description or s.name,
+                feedback=f,
+                max_rules=self.cfg.rules_per_sub,
+            )
+            for s, f in zip(subs, feedback, strict=True)
+        ]
         images = [[image] if image is not None else [] for _ in subs]
         parsers = [self._rules_parser(s) for s in subs]
         ctx = [{"sub_dimension": s.name, "round": round_} for s in subs]
@@ -199,9 +218,14 @@ class Agents:
 
     # -- Critic -----------------------------------------------------------------------------------------
     def criticize(self, dimension: str, probes: Sequence[Probe], round_: int) -> list[tuple[bool, str]]:
-        prompts = [self.prompts["critic"].format(dimension=dimension, question=p.question,
-                                                 option_scores=", ".join(f"{o.text}: {o.score:g}" for o in p.options))
-                   for p in probes]  # fmt: skip
+        prompts = [
+            self.prompts["critic"].format(
+                dimension=dimension,
+                question=p.question,
+                option_scores=", ".join(f"{o.text}: {o.score:g}" for o in p.options),
+            )
+            for p in probes
+        ]
         ctx = [{"question": p.question, "round": round_} for p in probes]
         verdicts = self.ask("critic", prompts, [[] for _ in probes], parse_verdict, ctx)
         return [v if v is not None else (False, "the critic's answer could not be read") for v in verdicts]
@@ -214,8 +238,9 @@ class Agents:
         def parse(answer: str) -> tuple[list[str], list[str]]:
             obj = parse_json(answer)
             pos, neg = obj.get("positive"), obj.get("negative")
-            if not all(isinstance(x, list) and x and all(isinstance(s, str) and s.strip() for s in x)
-                       for x in (pos, neg)):  # fmt: skip
+            if not all(
+                isinstance(x, list) and x and all(isinstance(s, str) and s.strip() for s in x) for x in (pos, neg)
+            ):
                 raise ValueError('expected {"positive": ["..."], "negative": ["..."]} with non-empty prompts')
             return [s.strip() for s in pos], [s.strip() for s in neg]
 
@@ -241,8 +266,12 @@ def rule_to_probe(rule: Any, sub_dimension: str, *, where: str = "rule") -> Prob
         options = scores
     else:
         raise ValueError(f"{where}.option_scores must map option text to score")
-    probe_raw = {"question": rule.get("question"), "options": options, "weight": rule.get("weight", 1.0),
-                 "sub_dimension": sub_dimension}  # fmt: skip
+    probe_raw = {
+        "question": rule.get("question"),
+        "options": options,
+        "weight": rule.get("weight", 1.0),
+        "sub_dimension": sub_dimension,
+    }
     if isinstance(rule.get("zoom"), bool):
         probe_raw["zoom"] = rule["zoom"]
     raw = {"schema": "pace-protocol/1", "dimension": "x", "probes": [probe_raw]}
@@ -254,15 +283,22 @@ def rule_to_probe(rule: Any, sub_dimension: str, *, where: str = "rule") -> Prob
     return probe
 
 
-def build_protocol(backend: Backend, dimension: str, image: Image.Image | None, cfg: AgentConfig | None = None,
-                   *, backbone: str = "unknown") -> Protocol:  # fmt: skip
+def build_protocol(
+    backend: Backend,
+    dimension: str,
+    image: Image.Image | None,
+    cfg: AgentConfig | None = None,
+    *,
+    backbone: str = "unknown",
+) -> Protocol:
     """The slow path: plan, then up to ``max_rounds`` Visualizer <-> Critic rounds per sub-dimension."""
     cfg = cfg or AgentConfig()
     agents = Agents(backend, cfg, load_prompts(cfg.prompts))
     subs = agents.plan(dimension)
     if not subs:
-        raise ProtocolBuildError(_failure_message(dimension, "the Planner gave no usable sub-dimensions",
-                                                  agents.failures), agents.failures)  # fmt: skip
+        raise ProtocolBuildError(
+            _failure_message(dimension, "the Planner gave no usable sub-dimensions", agents.failures), agents.failures
+        )
     accepted: dict[str, list[Probe]] = {}
     critic_log: list[dict[str, Any]] = []
     feedback = {s.name: "None. This is the first iteration." for s in subs}
@@ -277,8 +313,9 @@ def build_protocol(backend: Backend, dimension: str, image: Image.Image | None, 
         verdicts = agents.criticize(dimension, [p for _, p in flat], round_) if flat else []
         reasons: dict[str, list[str]] = {}
         for (sub, probe), (ok, reason) in zip(flat, verdicts, strict=True):
-            critic_log.append({"round": round_, "sub_dimension": sub.name, "question": probe.question,
-                               "valid": ok, "reason": reason})  # fmt: skip
+            critic_log.append(
+                {"round": round_, "sub_dimension": sub.name, "question": probe.question, "valid": ok, "reason": reason}
+            )
             if ok:
                 accepted.setdefault(sub.name, []).append(probe)
             else:
@@ -290,25 +327,35 @@ def build_protocol(backend: Backend, dimension: str, image: Image.Image | None, 
         pending = [s for s in pending if s.name not in accepted]
     probes = [p for s in subs for p in accepted.get(s.name, [])]
     if not probes:
-        raise ProtocolBuildError(_failure_message(dimension, f"no probe was accepted in {rounds} round(s)",
-                                                  agents.failures, critic_log), agents.failures)  # fmt: skip
+        raise ProtocolBuildError(
+            _failure_message(dimension, f"no probe was accepted in {rounds} round(s)", agents.failures, critic_log),
+            agents.failures,
+        )
     dropped = [s.name for s in pending]
     if dropped:
         logger.warning("sub-dimensions without an accepted probe after %d rounds (dropped): %s", rounds, dropped)
     kept = [s for s in subs if s.name in accepted]
-    provenance = {"backbone": backbone, "rounds": rounds, "critic": critic_log, "failures": agents.failures,
-                  "dropped_sub_dimensions": dropped}  # fmt: skip
+    provenance = {
+        "backbone": backbone,
+        "rounds": rounds,
+        "critic": critic_log,
+        "failures": agents.failures,
+        "dropped_sub_dimensions": dropped,
+    }
     return Protocol(dimension, probes, kept, None, provenance)
 
 
-def _failure_message(dimension: str, what: str, failures: list[dict[str, Any]],
-                     critic: list[dict[str, Any]] | None = None) -> str:  # fmt: skip
+def _failure_message(
+    dimension: str, what: str, failures: list[dict[str, Any]], critic: list[dict[str, Any]] | None = None
+) -> str:
     lines = [f"the agents could not build a protocol for {dimension!r}: {what}."]
     for f in failures[:3]:
         raw = (f["raw"][-1] if f.get("raw") else "")[:160].replace("\n", " ")
         lines.append(f"  {f['agent']}: {f['error']} (last answer: {raw!r})")
     for c in (critic or [])[-3:]:
         lines.append(f"  critic rejected {c['question']!r}: {c['reason']}")
-    lines.append("The model may be too weak to write protocols: use a stronger backbone (e.g. Qwen2.5-VL-7B), "
-                 "or pass protocol=FILE (a hand-written pace-protocol JSON).")  # fmt: skip
+    lines.append(
+        "The model may be too weak to write protocols: use a stronger backbone (e.g. Qwen2.5-VL-7B), "
+        "or pass protocol=FILE (a hand-written pace-protocol JSON)."
+    )
     return "\n".join(lines)

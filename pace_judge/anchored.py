@@ -25,8 +25,14 @@ def supports_anchor_prefix(vlm: VLM) -> bool:
 
 
 @torch.inference_mode()
-def anchored_logprobs(vlm: VLM, anchors: Sequence[Image.Image], targets: Sequence[Image.Image], query: OptionQuery,
-                      *, system: str | None = None) -> ProbeResult:  # fmt: skip
+def anchored_logprobs(
+    vlm: VLM,
+    anchors: Sequence[Image.Image],
+    targets: Sequence[Image.Image],
+    query: OptionQuery,
+    *,
+    system: str | None = None,
+) -> ProbeResult:
     """``query``'s option log-probs for each [*anchors, target] group, the anchors encoded once per batch."""
     ids = vlm.candidate_ids(query, system)
     out = torch.full((len(targets), 1, len(ids)), -math.inf)
@@ -44,8 +50,9 @@ def anchored_logprobs(vlm: VLM, anchors: Sequence[Image.Image], targets: Sequenc
     return ProbeResult(out, torch.zeros(len(targets), 1))
 
 
-def _chunk_logprobs(vlm: VLM, prefix: str, anchors: list[Image.Image], suffix: str,
-                    targets: list[Image.Image]) -> torch.Tensor:  # fmt: skip
+def _chunk_logprobs(
+    vlm: VLM, prefix: str, anchors: list[Image.Image], suffix: str, targets: list[Image.Image]
+) -> torch.Tensor:
     model, dev, n = vlm.model, vlm.device, len(targets)
     pin = vlm.processor(text=[prefix], images=anchors, return_tensors="pt").to(dev)
     cache_out = model(**pin, use_cache=True, logits_to_keep=1)
@@ -61,6 +68,12 @@ def _chunk_logprobs(vlm: VLM, prefix: str, anchors: list[Image.Image], suffix: s
     full_ids = torch.cat([pin["input_ids"].expand(n, -1), sin["input_ids"]], dim=1)
     pos, _ = model.model.get_rope_index(input_ids=full_ids, image_grid_thw=grids, attention_mask=mask, **extra)
     suffix_inputs = {k: v for k, v in sin.items() if k != "attention_mask"}
-    logits = model(**suffix_inputs, attention_mask=mask, position_ids=pos[:, :, pin["input_ids"].shape[1] :],
-                   cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1]  # fmt: skip
+    logits = model(
+        **suffix_inputs,
+        attention_mask=mask,
+        position_ids=pos[:, :, pin["input_ids"].shape[1] :],
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits[:, -1]
     return torch.log_softmax(logits.float(), dim=-1)

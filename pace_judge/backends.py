@@ -39,13 +39,20 @@ class ProbeResult:
 
 
 class Backend(Protocol):
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
-                        system: str | None = None) -> ProbeResult:  # fmt: skip
+    def option_logprobs(
+        self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *, system: str | None = None
+    ) -> ProbeResult:
         """Every query asked about every image group, in as few forward passes as the backend allows."""
         ...
 
-    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
-             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+    def chat(
+        self,
+        prompts: Sequence[str],
+        images: Sequence[Sequence[Image.Image]],
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 512,
+    ) -> list[str]:
         """One deterministic answer per (prompt, image group)."""
         ...
 
@@ -62,8 +69,9 @@ class LocalBackend:
     def __init__(self, vlm: VLM) -> None:
         self.vlm = vlm
 
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
-                        system: str | None = None) -> ProbeResult:  # fmt: skip
+    def option_logprobs(
+        self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *, system: str | None = None
+    ) -> ProbeResult:
         out = self.vlm.option_logprobs(images, list(queries), system=system)
         return ProbeResult(out.logprobs, torch.zeros(out.logprobs.shape[:2]))
 
@@ -72,8 +80,14 @@ class LocalBackend:
         for q in queries:
             self.vlm.candidate_ids(q, system)
 
-    def anchored_logprobs(self, anchors: Sequence[Image.Image], targets: Sequence[Image.Image], query: OptionQuery,
-                          *, system: str | None = None) -> ProbeResult:  # fmt: skip
+    def anchored_logprobs(
+        self,
+        anchors: Sequence[Image.Image],
+        targets: Sequence[Image.Image],
+        query: OptionQuery,
+        *,
+        system: str | None = None,
+    ) -> ProbeResult:
         """``query`` about each [*anchors, target] group; the anchors are encoded once (pace_judge.anchored)."""
         from pace_judge.anchored import anchored_logprobs, supports_anchor_prefix
 
@@ -81,8 +95,14 @@ class LocalBackend:
             return anchored_logprobs(self.vlm, anchors, targets, query, system=system)
         return self.option_logprobs([[*anchors, t] for t in targets], [query], system=system)
 
-    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
-             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+    def chat(
+        self,
+        prompts: Sequence[str],
+        images: Sequence[Sequence[Image.Image]],
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 512,
+    ) -> list[str]:
         return self.vlm.generate(images, prompts, system=system, max_new_tokens=max_new_tokens, do_sample=False)
 
 

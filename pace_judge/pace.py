@@ -115,9 +115,12 @@ class PaceReward:
         self.scorer = DualTrackScorer(protocol, self.backend, omega=omega, crops=self.crops)
         self.route = route
         if not protocol.calibrated:
-            logger.warning("protocol for %r has no anchors: Track 1 only, mapped to the option scale [%g, %g]; "
-                           "calibrate it with pace_judge/calibrate.py", protocol.dimension,
-                           *protocol.score_bounds)  # fmt: skip
+            logger.warning(
+                "protocol for %r has no anchors: Track 1 only, mapped to the option scale [%g, %g]; "
+                "calibrate it with pace_judge/calibrate.py",
+                protocol.dimension,
+                *protocol.score_bounds,
+            )
 
     def _resolve(self, example: Image.Image | None, *, defer: bool = False) -> None:
         from pace_judge.route import resolve

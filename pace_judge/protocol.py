@@ -27,8 +27,23 @@ SCHEMA = "pace-protocol/1"
 SCORE_RANGE = (1.0, 5.0)  # option and anchor scores live on the 1-5 MOS scale of the paper
 MAX_OPTIONS = 5  # options are lettered A, B, ... in score order
 # Probes about micro-features are also asked on enlarged crops (PACE §4.5, "Crop & Zoom").
-ZOOM_KEYWORDS = ("texture", "noise", "noisy", "grain", "edge", "blur", "sharp", "detail", "artifact", "artefact",
-                 "pixel", "jagged", "compression", "fine", "micro")  # fmt: skip
+ZOOM_KEYWORDS = (
+    "texture",
+    "noise",
+    "noisy",
+    "grain",
+    "edge",
+    "blur",
+    "sharp",
+    "detail",
+    "artifact",
+    "artefact",
+    "pixel",
+    "jagged",
+    "compression",
+    "fine",
+    "micro",
+)
 
 
 class ProtocolError(ValueError):
@@ -177,8 +192,9 @@ def _parse_anchors(raw: Any, problems: list[str]) -> dict[str, Anchor] | None:
         if image is not None and score is not None:
             out[which] = Anchor(image, score)
     if len(out) == 2 and out["high"].score <= out["low"].score:
-        problems.append(f"anchors.high.score ({out['high'].score}) must be above anchors.low.score "
-                        f"({out['low'].score})")  # fmt: skip
+        problems.append(
+            f"anchors.high.score ({out['high'].score}) must be above anchors.low.score ({out['low'].score})"
+        )
     return out if len(out) == 2 else None
 
 
@@ -215,8 +231,11 @@ def protocol_from_dict(raw: Any, *, source: str = "protocol", folder: Path | Non
         problems.append("provenance must be an object")
         provenance = {}
     if problems:
-        raise ProtocolError(f"{source}: invalid PACE protocol:\n  - " + "\n  - ".join(problems)
-                            + "\nFix the file (see README, 'PACE judge') or rebuild it with the agents.")  # fmt: skip
+        raise ProtocolError(
+            f"{source}: invalid PACE protocol:\n  - "
+            + "\n  - ".join(problems)
+            + "\nFix the file (see README, 'PACE judge') or rebuild it with the agents."
+        )
     return Protocol(dimension or "", probes, subs, anchors, dict(provenance), folder)
 
 
@@ -231,11 +250,15 @@ def load_protocol(path: str | Path, *, check_anchors: bool = True) -> Protocol:
         raise ProtocolError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
     protocol = protocol_from_dict(raw, source=str(path), folder=path.resolve().parent)
     if check_anchors and protocol.anchors:
-        missing = [f"anchors.{w}.image = {protocol.anchor_path(w)}" for w in ("high", "low")
-                   if not protocol.anchor_path(w).is_file()]  # fmt: skip
+        missing = [
+            f"anchors.{w}.image = {protocol.anchor_path(w)}"
+            for w in ("high", "low")
+            if not protocol.anchor_path(w).is_file()
+        ]
         if missing:
-            raise ProtocolError(f"{path}: anchor images not found: {'; '.join(missing)} (paths are relative to "
-                                "the protocol's folder)")  # fmt: skip
+            raise ProtocolError(
+                f"{path}: anchor images not found: {'; '.join(missing)} (paths are relative to the protocol's folder)"
+            )
     return protocol
 
 
@@ -253,7 +276,7 @@ def protocol_to_dict(protocol: Protocol) -> dict[str, Any]:
                 "zoom": p.zoom,
             }
             for p in protocol.probes
-        ],  # fmt: skip
+        ],
     }
     if protocol.anchors:
         out["anchors"] = {w: {"image": a.image, "score": a.score} for w, a in protocol.anchors.items()}

@@ -44,8 +44,9 @@ def image_url(image: Image.Image) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def messages(prompt: str, images: Sequence[Image.Image], system: str | None = None,
-             response_prefix: str = "") -> list[dict[str, Any]]:  # fmt: skip
+def messages(
+    prompt: str, images: Sequence[Image.Image], system: str | None = None, response_prefix: str = ""
+) -> list[dict[str, Any]]:
     """The chat messages of one query: images first, then the text (as the local VLM renders it)."""
     content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": image_url(im)}} for im in images]
     content.append({"type": "text", "text": prompt})
@@ -88,8 +89,10 @@ class OpenAIBackend:
         from openai import OpenAI
 
         if not cfg.base_url or not cfg.model:
-            raise ValueError("backend=openai needs server.base_url (e.g. http://localhost:8000/v1) and server.model "
-                             "(the served model name)")  # fmt: skip
+            raise ValueError(
+                "backend=openai needs server.base_url (e.g. http://localhost:8000/v1) and server.model "
+                "(the served model name)"
+            )
         if cfg.top_logprobs < 1:
             raise ValueError(f"server.top_logprobs must be >= 1, got {cfg.top_logprobs}")
         self.cfg = cfg
@@ -104,18 +107,26 @@ class OpenAIBackend:
         with ThreadPoolExecutor(max_workers=max(1, self.cfg.concurrency)) as pool:
             return list(pool.map(fn, items))
 
-    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
-             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+    def chat(
+        self,
+        prompts: Sequence[str],
+        images: Sequence[Sequence[Image.Image]],
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 512,
+    ) -> list[str]:
         def one(item: tuple[str, Sequence[Image.Image]]) -> str:
             msgs = messages(item[0], item[1], system)
-            resp = self.client.chat.completions.create(model=self.cfg.model, messages=msgs, temperature=0.0,
-                                                       max_tokens=max_new_tokens)  # fmt: skip
+            resp = self.client.chat.completions.create(
+                model=self.cfg.model, messages=msgs, temperature=0.0, max_tokens=max_new_tokens
+            )
             return resp.choices[0].message.content or ""
 
         return self._map(one, list(zip(prompts, images, strict=True)))
 
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
-                        system: str | None = None) -> ProbeResult:  # fmt: skip
+    def option_logprobs(
+        self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *, system: str | None = None
+    ) -> ProbeResult:
         items = [(g, q) for g in range(len(images)) for q in range(len(queries))]
         k_max = max(len(q.options) for q in queries)
 
@@ -123,14 +134,20 @@ class OpenAIBackend:
             group, query = images[item[0]], queries[item[1]]
             extra = {"continue_final_message": True, "add_generation_prompt": False} if query.response_prefix else {}
             resp = self.client.chat.completions.create(
-                model=self.cfg.model, messages=messages(query.question, group, system, query.response_prefix),
-                temperature=0.0, max_tokens=1, logprobs=True, top_logprobs=self.cfg.top_logprobs,
+                model=self.cfg.model,
+                messages=messages(query.question, group, system, query.response_prefix),
+                temperature=0.0,
+                max_tokens=1,
+                logprobs=True,
+                top_logprobs=self.cfg.top_logprobs,
                 extra_body=extra or None,
-            )  # fmt: skip
+            )
             content = resp.choices[0].logprobs.content if resp.choices[0].logprobs else None
             if not content:
-                raise ValueError(f"{self.cfg.base_url}: the server returned no logprobs; it must support logprobs "
-                                 "and top_logprobs on chat completions (vLLM does)")  # fmt: skip
+                raise ValueError(
+                    f"{self.cfg.base_url}: the server returned no logprobs; it must support logprobs "
+                    "and top_logprobs on chat completions (vLLM does)"
+                )
             top = [(t.token, t.logprob) for t in content[0].top_logprobs]
             return letter_logprobs(top, query.options, query.separator)
 

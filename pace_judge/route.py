@@ -46,10 +46,17 @@ class ExpertJudge:
         unit = ((raw - low) / (high - low)).clamp(0, 1)
         scores = 1.0 + 4.0 * unit
         expl = [
-            {"score": float(s), "alpha1": float(u), "alpha2": None, "expert": self.name, "raw": float(r),
-             "dimension": self.dimension, "probes": []}
+            {
+                "score": float(s),
+                "alpha1": float(u),
+                "alpha2": None,
+                "expert": self.name,
+                "raw": float(r),
+                "dimension": self.dimension,
+                "probes": [],
+            }
             for s, u, r in zip(scores, unit, raw, strict=True)
-        ]  # fmt: skip
+        ]
         return Judgement(scores, unit, None, expl)
 
 
@@ -86,14 +93,26 @@ def resolve(reward: PaceReward, example: Image.Image | None, *, defer: bool = Fa
         bank = MemoryBank(cfg.memory, Embedder(cfg.embedder))
         hit = bank.route(dimension, cfg.theta)
         if hit.fast and hit.slug is not None:
-            logger.info("%r -> stored protocol %r (cosine %.3f > %.2f, fast path)", dimension, hit.dimension,
-                        hit.cosine, cfg.theta)  # fmt: skip
-            reward.use_protocol(bank.load(hit.slug), {"dimension": dimension, "path": "fast",
-                                                      "matched": hit.dimension, "cosine": hit.cosine})  # fmt: skip
+            logger.info(
+                "%r -> stored protocol %r (cosine %.3f > %.2f, fast path)",
+                dimension,
+                hit.dimension,
+                hit.cosine,
+                cfg.theta,
+            )
+            reward.use_protocol(
+                bank.load(hit.slug),
+                {"dimension": dimension, "path": "fast", "matched": hit.dimension, "cosine": hit.cosine},
+            )
             return True
         if hit.dimension is not None:
-            logger.info("%r: closest stored %r has cosine %.3f <= %.2f: slow path", dimension, hit.dimension,
-                        hit.cosine, cfg.theta)  # fmt: skip
+            logger.info(
+                "%r: closest stored %r has cosine %.3f <= %.2f: slow path",
+                dimension,
+                hit.dimension,
+                hit.cosine,
+                cfg.theta,
+            )
     if example is None and cfg.example_image:
         example = to_rgb(load_image(cfg.example_image))
     if example is None and defer:

@@ -94,7 +94,8 @@ def run_judge(cfg: Any) -> list[dict[str, Any]]:
         bar.update(len(files[start : start + per_call]))
     bar.close()
     path = atomic_write_jsonl(out / "scores.jsonl", rows)
-    logger.info("PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""),
-                format_table(rows))  # fmt: skip
+    logger.info(
+        "PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""), format_table(rows)
+    )
     logger.info("wrote %s", path)
     return rows

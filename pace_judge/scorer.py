@@ -45,8 +45,14 @@ class Judgement:
 class DualTrackScorer:
     """PACE's dual-track score of images under one protocol."""
 
-    def __init__(self, protocol: Protocol, backend: Backend, *, omega: tuple[float, float] = (0.5, 0.5),
-                 crops: CropConfig | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        protocol: Protocol,
+        backend: Backend,
+        *,
+        omega: tuple[float, float] = (0.5, 0.5),
+        crops: CropConfig | None = None,
+    ) -> None:
         self.protocol = protocol
         self.backend = backend
         self.omega = omega
@@ -59,8 +65,9 @@ class DualTrackScorer:
         if protocol.anchors:
             high, low = (to_rgb(load_image(protocol.anchor_path(w))) for w in ("high", "low"))
             self.anchor_images = (high, low)
-            self.rank = tracks.rank_query(protocol.dimension, protocol.anchors["high"].score,
-                                          protocol.anchors["low"].score)  # fmt: skip
+            self.rank = tracks.rank_query(
+                protocol.dimension, protocol.anchors["high"].score, protocol.anchors["low"].score
+            )
         check = getattr(backend, "check", None)
         if check is not None:  # letters that are not single tokens fail here, not mid-run
             check(self.queries + ([self.rank] if self.rank else []), system=tracks.SYSTEM)
@@ -81,8 +88,9 @@ class DualTrackScorer:
         missing[:, 0] = res.missing_mass
         if self.n_crops:
             zoom = [q for q, z in enumerate(self.zoom) if z]
-            crops = self.backend.option_logprobs(self.crop_groups(images), [self.queries[q] for q in zoom],
-                                                 system=tracks.SYSTEM)  # fmt: skip
+            crops = self.backend.option_logprobs(
+                self.crop_groups(images), [self.queries[q] for q in zoom], system=tracks.SYSTEM
+            )
             e_crops, _ = tracks.expected_scores(crops.logprobs, [self.protocol.probes[q] for q in zoom])
             e_all[:, 1:, zoom] = e_crops.view(b, self.n_crops, len(zoom))
             missing[:, 1:, zoom] = crops.missing_mass.view(b, self.n_crops, len(zoom))
@@ -122,8 +130,16 @@ class DualTrackScorer:
         judged.explanations = [self._explain(i, judged, e, e_all, probs, missing, rank_probs) for i in range(b)]
         return judged
 
-    def _explain(self, i: int, judged: Judgement, e: torch.Tensor, e_all: torch.Tensor, probs: list[torch.Tensor],
-                 missing: torch.Tensor, rank_probs: torch.Tensor | None) -> dict[str, Any]:  # fmt: skip
+    def _explain(
+        self,
+        i: int,
+        judged: Judgement,
+        e: torch.Tensor,
+        e_all: torch.Tensor,
+        probs: list[torch.Tensor],
+        missing: torch.Tensor,
+        rank_probs: torch.Tensor | None,
+    ) -> dict[str, Any]:
         """Image ``i``: option probabilities of each probe (whole image), its expected score (after crops), the
         crops' expected scores, sub-dimension scores, alpha1, alpha2 and the rank probabilities of Track 2."""
         per = e_all.shape[1]

@@ -25,12 +25,12 @@ def example_protocol(dimension: str = "sharpness") -> Protocol:
         sub_dimensions=[
             SubDimension("edge crispness", "object edges are crisp, not smeared"),
             SubDimension("noise", "flat regions are free of grain"),
-        ],  # fmt: skip
+        ],
         probes=[
             Probe("Are object edges crisp?", yes_some_no, 1.0, "edge crispness", True),
             Probe(
                 "Is there visible grain in flat regions?", (Option("No", 4.0), Option("Yes", 2.0)), 2.0, "noise", False
-            ),  # fmt: skip
+            ),
             Probe("Are the outlines of small objects clearly defined?", yes_some_no, 0.5, "edge crispness", False),
         ],
         provenance={"backbone": "hand-written", "rounds": 0, "critic": []},
@@ -63,16 +63,23 @@ class ScriptedBackend:
         self.probes = probes
         self.calls: list[tuple[str, int]] = []
 
-    def chat(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], *, system: str | None = None,
-             max_new_tokens: int = 512) -> list[str]:  # fmt: skip
+    def chat(
+        self,
+        prompts: Sequence[str],
+        images: Sequence[Sequence[Image.Image]],
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 512,
+    ) -> list[str]:
         out = []
         for prompt, group in zip(prompts, images, strict=True):
             self.calls.append((prompt, len(group)))
             out.append(self.script(prompt, len(group)))
         return out
 
-    def option_logprobs(self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *,
-                        system: str | None = None) -> ProbeResult:  # fmt: skip
+    def option_logprobs(
+        self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *, system: str | None = None
+    ) -> ProbeResult:
         if self.probes is None:
             raise RuntimeError("this scripted backend has no model for option log-probabilities")
         return self.probes.option_logprobs(images, queries, system=system)
@@ -115,8 +122,13 @@ def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
         else:
             answer = vlm.generate([images], [text], system=system, max_new_tokens=int(body.get("max_tokens") or 64))
             choice["message"] = {"role": "assistant", "content": answer[0]}
-        return {"id": "chatcmpl-local", "object": "chat.completion", "created": 0, "model": model_name,
-                "choices": [choice]}  # fmt: skip
+        return {
+            "id": "chatcmpl-local",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model_name,
+            "choices": [choice],
+        }
 
     with serve(app) as url:
         yield f"{url}/v1"

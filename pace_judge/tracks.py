@@ -28,8 +28,10 @@ from reward.vlm import OptionQuery
 
 LETTERS = string.ascii_uppercase
 # The system turn is part of every image group's shared prefix: what is said once here is not repeated per probe.
-SYSTEM = ("You inspect images for visual quality. Each question lists lettered options; reply with the letter of "
-          "exactly one option and nothing else.")  # fmt: skip
+SYSTEM = (
+    "You inspect images for visual quality. Each question lists lettered options; reply with the letter of "
+    "exactly one option and nothing else."
+)
 RANK_VALUES = (1.0, 0.75, 0.5, 0.25, 0.0)  # Track 2: identical to high ... identical to low (PACE eq. 8)
 RANK_LABELS = (
     "Identical in {dim} to the high-quality anchor",

@@ -44,8 +44,10 @@ class _Fp32Head(torch.nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         weight, bias = self.head.weight, self.head.bias
         h = hidden.to(weight.device, torch.float32)
-        parts = [torch.nn.functional.linear(h, weight[i : i + self.chunk].float()) for i in
-                 range(0, weight.shape[0], self.chunk)]  # fmt: skip
+        parts = [
+            torch.nn.functional.linear(h, weight[i : i + self.chunk].float())
+            for i in range(0, weight.shape[0], self.chunk)
+        ]
         logits = torch.cat(parts, dim=-1)
         return logits if bias is None else logits + bias.float()
 

@@ -43,9 +43,13 @@ def run_evaluate(cfg: Any) -> dict[str, Any]:
         raise ValueError("no output folder given: pass out=DIR")
     settings = settings_from(c)
     manifest = load_ratings(
-        c["data"], skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_decode_pixels,
-        mos_range=settings.mos_range, lazy_images=True,
-    )  # fmt: skip
+        c["data"],
+        skip_bad=settings.skip_bad,
+        check_images=False,
+        max_pixels=settings.max_decode_pixels,
+        mos_range=settings.mos_range,
+        lazy_images=True,
+    )
     spec = reward_info(name)
     state = process_state()
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
@@ -53,14 +57,28 @@ def run_evaluate(cfg: Any) -> dict[str, Any]:
     reward = get_reward(name, reward_cfg)
     base = Path(c["data"]).resolve().parent if Path(str(c["data"])).is_file() else None
     result = evaluate_rows(
-        reward, manifest.rows, settings, score_range=spec.score_range, base=base, source=manifest.source,
-        out_dir=c["out"], resume=bool(c.get("resume", False)), distributed=True,
-    )  # fmt: skip
+        reward,
+        manifest.rows,
+        settings,
+        score_range=spec.score_range,
+        base=base,
+        source=manifest.source,
+        out_dir=c["out"],
+        resume=bool(c.get("resume", False)),
+        distributed=True,
+    )
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
     if state.is_main_process:
         paths = write_results(c["out"], result, settings, spec.score_range, title=name)
-        logger.info("reward %s on %s (%d rows, %d skipped, %d processes)\n%s", name, c["data"], len(manifest.rows),
-                    len(result.skipped), state.num_processes, format_table(result.metrics))  # fmt: skip
+        logger.info(
+            "reward %s on %s (%d rows, %d skipped, %d processes)\n%s",
+            name,
+            c["data"],
+            len(manifest.rows),
+            len(result.skipped),
+            state.num_processes,
+            format_table(result.metrics),
+        )
         logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
     state.wait_for_everyone()
     return {**result.metrics, "skipped": len(result.skipped), "meta": result.meta}

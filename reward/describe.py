@@ -30,8 +30,16 @@ from reward.manifest import ManifestError
 from reward.questions import image_paths, load_rows
 from reward.vlm import VLM
 
-__all__ = ["DIMENSIONS", "PROMPTS", "Description", "JudgeSettings", "describe", "judge", "load_descriptions",
-           "parse_score"]  # fmt: skip
+__all__ = [
+    "DIMENSIONS",
+    "PROMPTS",
+    "Description",
+    "JudgeSettings",
+    "describe",
+    "judge",
+    "load_descriptions",
+    "parse_score",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +100,9 @@ def load_descriptions(path: str | Path, *, skip_bad: bool = False) -> tuple[list
     return load_rows(path, parse, skip_bad=skip_bad, what="description")
 
 
-def describe(vlm: VLM, rows: Sequence[Description], *, max_new_tokens: int = 256, system: str | None = None,
-             batch_size: int = 8) -> list[str]:  # fmt: skip
+def describe(
+    vlm: VLM, rows: Sequence[Description], *, max_new_tokens: int = 256, system: str | None = None, batch_size: int = 8
+) -> list[str]:
     """Greedy descriptions with the paper's prompt for a single image or a pair."""
     out: list[str] = []
     for start in tqdm(range(0, len(rows), batch_size), desc="A2 describe", disable=None):
@@ -125,14 +134,17 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], js: JudgeSettings
     def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:
         i, dim, r = job
         reply = client.chat.completions.create(
-            model=js.model, temperature=js.temperature, seed=r,
+            model=js.model,
+            temperature=js.temperature,
+            seed=r,
             messages=[{"role": "user", "content": _judge_message(dim, outputs[i], rows[i].golden)}],
-        )  # fmt: skip
+        )
         text = reply.choices[0].message.content or ""
         score = parse_score(text)
         if score is None:
-            logger.warning("line %d, %s, round %d: no 0/1/2 score in the judge's reply %r", rows[i].line, dim, r,
-                           text[:80])  # fmt: skip
+            logger.warning(
+                "line %d, %s, round %d: no 0/1/2 score in the judge's reply %r", rows[i].line, dim, r, text[:80]
+            )
         return i, dim, score
 
     jobs = [(i, d, r) for i in range(len(rows)) for d in DIMENSIONS for r in range(js.rounds)]
@@ -164,8 +176,12 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 def format_description_table(metrics: dict[str, Any]) -> str:
     cols = [*DIMENSIONS, "sum"]
-    lines = ["### A2 description (0-2 per dimension)", "", "| part | " + " | ".join(cols) + " | n |",
-             "|" + "---|" * (len(cols) + 2)]  # fmt: skip
+    lines = [
+        "### A2 description (0-2 per dimension)",
+        "",
+        "| part | " + " | ".join(cols) + " | n |",
+        "|" + "---|" * (len(cols) + 2),
+    ]
     for part, m in metrics.items():
         cells = ["-" if m[c] is None else f"{m[c]:.3f}" for c in cols]
         lines.append(f"| {part} | " + " | ".join(cells) + f" | {m['n']} |")

@@ -66,10 +66,17 @@ def score_rating_rows(
     for row in rows:
         unique.setdefault(image_key(row, base), row)
     return score_images(
-        reward, [(k, r.image, r.line) for k, r in unique.items()], batch_size=settings.batch_size,
-        num_workers=settings.num_workers, max_pixels=settings.max_decode_pixels, skip_bad=settings.skip_bad,
-        source=source, out_dir=out_dir, resume=resume, distributed=distributed,
-    )  # fmt: skip
+        reward,
+        [(k, r.image, r.line) for k, r in unique.items()],
+        batch_size=settings.batch_size,
+        num_workers=settings.num_workers,
+        max_pixels=settings.max_decode_pixels,
+        skip_bad=settings.skip_bad,
+        source=source,
+        out_dir=out_dir,
+        resume=resume,
+        distributed=distributed,
+    )
 
 
 def evaluate_rows(
@@ -91,8 +98,9 @@ def evaluate_rows(
     scores are written there as they come (``resume``: only missing images are scored); ``distributed`` splits
     the images across the processes of ``accelerate launch`` (see :mod:`reward.score_images`).
     """
-    done = score_rating_rows(reward, rows, settings, base=base, source=source, out_dir=out_dir, resume=resume,
-                             distributed=distributed)  # fmt: skip
+    done = score_rating_rows(
+        reward, rows, settings, base=base, source=source, out_dir=out_dir, resume=resume, distributed=distributed
+    )
     scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
@@ -156,10 +164,15 @@ def write_results(
         paths["skipped"] = atomic_write_jsonl(out / "skipped.jsonl", [vars(s) for s in result.skipped])
     for dim, (pred, mos) in result.predictions.items():
         paths[f"plot_{dim}"] = scatter_vs_mos(
-            to_mos_scale(pred, score_range, settings.mos_range), mos, out / f"scatter_{dim}.png",
-            title=f"{title}: {dim}", tau_low=settings.tau_low, tau_high=settings.tau_high,
-            mos_range=settings.mos_range, hor=result.metrics[dim].get("hor") or math.nan,
-        )  # fmt: skip
+            to_mos_scale(pred, score_range, settings.mos_range),
+            mos,
+            out / f"scatter_{dim}.png",
+            title=f"{title}: {dim}",
+            tau_low=settings.tau_low,
+            tau_high=settings.tau_high,
+            mos_range=settings.mos_range,
+            hor=result.metrics[dim].get("hor") or math.nan,
+        )
     return paths
 
 

@@ -47,8 +47,9 @@ ENSEMBLE_WORDS: tuple[str, ...] = ("good", "high", "fine", "poor", "low", "bad")
 class SynonymTable:
     """A reward whose ``dimensions`` are the Table VIII variants, all from one read of the six words."""
 
-    def __init__(self, vlm: VLM, prompt: str, response_prefix: str, *, system: str | None = None,
-                 temperature: float = 1.0) -> None:  # fmt: skip
+    def __init__(
+        self, vlm: VLM, prompt: str, response_prefix: str, *, system: str | None = None, temperature: float = 1.0
+    ) -> None:
         self.vlm, self.system, self.temperature = vlm, system, temperature
         self.query = OptionQuery(prompt, ENSEMBLE_WORDS, response_prefix)
         vlm.candidate_ids(self.query, system)  # multi-token words fail now
@@ -58,8 +59,9 @@ class SynonymTable:
         col = {w: i for i, w in enumerate(ENSEMBLE_WORDS)}
         dims: dict[str, torch.Tensor] = {}
         for name, pos, neg in VARIANTS:  # equal set sizes: log-probs give the same result as logits
-            dims[name] = synonym_ensemble(logp[:, [col[w] for w in pos]], logp[:, [col[w] for w in neg]],
-                                          self.temperature)  # fmt: skip
+            dims[name] = synonym_ensemble(
+                logp[:, [col[w] for w in pos]], logp[:, [col[w] for w in neg]], self.temperature
+            )
         return RewardOutput(scores=dims["good-poor"], dimensions=dims)
 
 
@@ -96,8 +98,10 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
         for m in manifests.values():
             for r in m.rows:
                 if isinstance(r.image, Path) and not r.image.is_file():
-                    raise FileNotFoundError(f"{m.source}:{r.line}: image {r.image} not found; fix the path or pass "
-                                            "skip_bad=true to skip and count such rows")  # fmt: skip
+                    raise FileNotFoundError(
+                        f"{m.source}:{r.line}: image {r.image} not found; fix the path or pass "
+                        "skip_bad=true to skip and count such rows"
+                    )
     for name, path in datasets.items():
         manifest = manifests[name]
         base = Path(path).resolve().parent

@@ -79,14 +79,20 @@ class Answer:
     def record(self) -> dict[str, Any]:
         q = self.question
         return {
-            "line": q.line, "img_path": [str(p) for p in q.images], "question": q.question, "type": q.type,
-            "concern": q.concern, "options": {letter: q.candidates[i] for letter, i in zip(self.letters, self.order,
-                                                                                            strict=True)},
-            "correct": self.correct_letter, "chosen": self.letters[self.chosen],
-            "answer": q.candidates[self.order[self.chosen]], "probability": self.probs[self.chosen],
-            "is_correct": self.is_correct, "letter_mass": self.letter_mass,
+            "line": q.line,
+            "img_path": [str(p) for p in q.images],
+            "question": q.question,
+            "type": q.type,
+            "concern": q.concern,
+            "options": {letter: q.candidates[i] for letter, i in zip(self.letters, self.order, strict=True)},
+            "correct": self.correct_letter,
+            "chosen": self.letters[self.chosen],
+            "answer": q.candidates[self.order[self.chosen]],
+            "probability": self.probs[self.chosen],
+            "is_correct": self.is_correct,
+            "letter_mass": self.letter_mass,
             **({"id": q.extra["id"]} if "id" in q.extra else {}),
-        }  # fmt: skip
+        }
 
 
 def answer_questions(

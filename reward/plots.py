@@ -29,8 +29,11 @@ def scatter_vs_mos(
     prediction >= tau_high (low-quality images scored high) is shaded red, the ideal diagonal dashed."""
     lo, hi = mos_range
     fig, ax = plt.subplots(figsize=(4.2, 4.2), dpi=110)
-    ax.add_patch(plt.Rectangle((lo, tau_high), tau_low - lo, hi - tau_high, color="tab:red", alpha=0.15, lw=0,
-                               label="holistic bias zone"))  # fmt: skip
+    ax.add_patch(
+        plt.Rectangle(
+            (lo, tau_high), tau_low - lo, hi - tau_high, color="tab:red", alpha=0.15, lw=0, label="holistic bias zone"
+        )
+    )
     ax.plot([lo, hi], [lo, hi], "--", color="gray", lw=1, label="ideal")
     ax.scatter(np.asarray(mos), np.asarray(pred_on_mos_scale), s=14, alpha=0.75, color="tab:blue")
     ax.set_xlim(lo, hi)

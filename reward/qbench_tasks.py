@@ -27,8 +27,13 @@ def _load_model(c: dict[str, Any]) -> Any:
     m = c.get("model") or {}
     if not m.get("path"):
         raise ValueError(f"task={c['task']} needs a VLM: pass model.path=CHECKPOINT_DIR")
-    return load_vlm(m["path"], dtype=m.get("dtype", "auto"), device=m.get("device"),
-                    batch_size=int(c.get("batch_size", 16)), adapter=m.get("adapter"))  # fmt: skip
+    return load_vlm(
+        m["path"],
+        dtype=m.get("dtype", "auto"),
+        device=m.get("device"),
+        batch_size=int(c.get("batch_size", 16)),
+        adapter=m.get("adapter"),
+    )
 
 
 def _check(c: dict[str, Any]) -> None:
@@ -57,8 +62,14 @@ def run_a1(c: dict[str, Any]) -> dict[str, Any]:
     a1 = c.get("a1") or {}
     questions, skipped = load_questions(c["data"], skip_bad=bool(c.get("skip_bad", False)))
     vlm = _load_model(c)
-    answers = answer_questions(vlm, questions, seed=int(c.get("seed", 0)), batch_size=int(c.get("batch_size", 16)),
-                               system=a1.get("system"), shuffle=bool(a1.get("shuffle", True)))  # fmt: skip
+    answers = answer_questions(
+        vlm,
+        questions,
+        seed=int(c.get("seed", 0)),
+        batch_size=int(c.get("batch_size", 16)),
+        system=a1.get("system"),
+        shuffle=bool(a1.get("shuffle", True)),
+    )
     metrics = perception_metrics(answers)
     metrics["skipped"] = len(skipped)
     out = Path(c["out"])
@@ -88,16 +99,26 @@ def run_a2(c: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
     rows, skipped = load_descriptions(c["data"], skip_bad=bool(c.get("skip_bad", False)))
     vlm = _load_model(c)
-    outputs = describe(vlm, rows, max_new_tokens=int(a2.get("max_new_tokens", 256)), system=a2.get("system"),
-                       batch_size=int(c.get("batch_size", 16)))  # fmt: skip
+    outputs = describe(
+        vlm,
+        rows,
+        max_new_tokens=int(a2.get("max_new_tokens", 256)),
+        system=a2.get("system"),
+        batch_size=int(c.get("batch_size", 16)),
+    )
     out = Path(c["out"])
-    records = [{"row": i, "line": r.line, "img_path": [str(p) for p in r.images], "description": o,
-                "golden": r.golden} for i, (r, o) in enumerate(zip(rows, outputs, strict=True))]  # fmt: skip
+    records = [
+        {"row": i, "line": r.line, "img_path": [str(p) for p in r.images], "description": o, "golden": r.golden}
+        for i, (r, o) in enumerate(zip(rows, outputs, strict=True))
+    ]
     if not js.base_url:
         atomic_write_jsonl(out / "descriptions.jsonl", records)
-        logger.warning("no judge configured (a2.judge.base_url is null): wrote %d descriptions to %s and skipped "
-                       "the scoring; set a2.judge.base_url=URL a2.judge.model=NAME to score them",
-                       len(records), out / "descriptions.jsonl")  # fmt: skip
+        logger.warning(
+            "no judge configured (a2.judge.base_url is null): wrote %d descriptions to %s and skipped "
+            "the scoring; set a2.judge.base_url=URL a2.judge.model=NAME to score them",
+            len(records),
+            out / "descriptions.jsonl",
+        )
         return {"descriptions": len(records), "skipped": len(skipped), "scored": False}
     per_row = judge(outputs, rows, js)
     for rec, s in zip(records, per_row, strict=True):

@@ -75,8 +75,15 @@ def question_row(
     img_path: str | list[str], question: str, candidates: list[str], correct: str, type_: int, concern: int, **extra
 ) -> dict[str, Any]:
     """One row in the released format (what :func:`load_questions` reads back)."""
-    return {"img_path": img_path, "question": question, "candidates": list(candidates), "correct_ans": correct,
-            "type": int(type_), "concern": int(concern), **extra}  # fmt: skip
+    return {
+        "img_path": img_path,
+        "question": question,
+        "candidates": list(candidates),
+        "correct_ans": correct,
+        "type": int(type_),
+        "concern": int(concern),
+        **extra,
+    }
 
 
 def _json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
@@ -85,8 +92,10 @@ def _json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ManifestError(f"{path}:{err.lineno}: invalid JSON ({err.msg}); the file must be a JSON list of rows "
-                            f"like {QUESTION_EXAMPLE}, or JSONL with one such row per line.") from err  # fmt: skip
+        raise ManifestError(
+            f"{path}:{err.lineno}: invalid JSON ({err.msg}); the file must be a JSON list of rows "
+            f"like {QUESTION_EXAMPLE}, or JSONL with one such row per line."
+        ) from err
     if not isinstance(data, list):
         raise ManifestError(f"{path}: expected a JSON list of question rows, got {type(data).__name__}.")
     decoder = json.JSONDecoder()
@@ -118,8 +127,10 @@ def image_path(base: Path, value: Any, where: str, check: bool) -> Path:
         try:
             load_image(path)
         except FileNotFoundError as err:
-            raise ManifestError(f"{where}: image {value!r} not found at {path} (relative paths are read from "
-                                f"{base}); fix the path or add the file.") from err  # fmt: skip
+            raise ManifestError(
+                f"{where}: image {value!r} not found at {path} (relative paths are read from "
+                f"{base}); fix the path or add the file."
+            ) from err
         except (ImageError, OSError) as err:
             raise ManifestError(f"{where}: image {value!r} is unusable: {err}") from err
     return path
@@ -136,8 +147,9 @@ def image_paths(base: Path, value: Any, where: str, check: bool) -> tuple[Path, 
 def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Question:
     missing = [k for k in ("img_path", "question", "candidates", "correct_ans") if row.get(k) is None]
     if missing:
-        raise ManifestError(f"{where}: missing field(s) {', '.join(map(repr, missing))}; a row looks like "
-                            f"{QUESTION_EXAMPLE}.")  # fmt: skip
+        raise ManifestError(
+            f"{where}: missing field(s) {', '.join(map(repr, missing))}; a row looks like {QUESTION_EXAMPLE}."
+        )
     cands = row["candidates"]
     if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) and c.strip() for c in cands):
         raise ManifestError(f"{where}: 'candidates' must be a list of at least two answer texts, got {cands!r}.")
@@ -146,8 +158,10 @@ def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Questio
     if len(cands) > 26:
         raise ManifestError(f"{where}: {len(cands)} candidates; at most 26 can be lettered A-Z.")
     if row["correct_ans"] not in cands:
-        raise ManifestError(f"{where}: 'correct_ans' {row['correct_ans']!r} is not among the candidates {cands}; "
-                            "fix the answer or the candidates.")  # fmt: skip
+        raise ManifestError(
+            f"{where}: 'correct_ans' {row['correct_ans']!r} is not among the candidates {cands}; "
+            "fix the answer or the candidates."
+        )
     qtype, concern = row.get("type", 0), row.get("concern", 0)
     if isinstance(qtype, bool) or qtype not in TYPES:
         raise ManifestError(f"{where}: unknown 'type' {qtype!r}; use 0 (yes-or-no), 1 (what) or 2 (how).")
@@ -194,5 +208,9 @@ def load_questions(
 ) -> tuple[list[Question], list[SkippedRow]]:
     """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
     ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`."""
-    return load_rows(path, lambda row, base, where, line: _parse(row, base, where, line, check_images),
-                     skip_bad=skip_bad, what="question")  # fmt: skip
+    return load_rows(
+        path,
+        lambda row, base, where, line: _parse(row, base, where, line, check_images),
+        skip_bad=skip_bad,
+        what="question",
+    )

@@ -74,8 +74,15 @@ def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor |
 class SaIqaReward:
     """Per-dimension SA-IQA scores and their fusion, in [1, 5]."""
 
-    def __init__(self, vlm: VLM, meta: dict[str, Any], *, weights: torch.Tensor | None = None,
-                 dimensions: Sequence[str] | None = None, reuse_prefix: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        vlm: VLM,
+        meta: dict[str, Any],
+        *,
+        weights: torch.Tensor | None = None,
+        dimensions: Sequence[str] | None = None,
+        reuse_prefix: bool = True,
+    ) -> None:
         known = list(meta["queries"])
         self.dimensions = list(dimensions or known)
         unknown = [d for d in self.dimensions if d not in known]
@@ -83,8 +90,10 @@ class SaIqaReward:
             raise ValueError(f"reward.dimensions {unknown} are not in this scorer; it knows {known}")
         words = tuple(meta["level_words"])
         self.values = torch.tensor(meta["level_values"], dtype=torch.float32)
-        self.queries = [OptionQuery(meta["queries"][d]["question"], words, meta["queries"][d]["response_prefix"])
-                        for d in self.dimensions]  # fmt: skip
+        self.queries = [
+            OptionQuery(meta["queries"][d]["question"], words, meta["queries"][d]["response_prefix"])
+            for d in self.dimensions
+        ]
         self.vlm = vlm
         self.weights = weights
         self.reuse_prefix = reuse_prefix

@@ -143,12 +143,26 @@ def score_images(
         state.wait_for_everyone()
     todo = [it for it in items if it[0] not in done]
     if done:
-        logger.info("resume: %d of %d images already scored in %s; scoring %d", len(items) - len(todo), len(items),
-                    out, len(todo))  # fmt: skip
+        logger.info(
+            "resume: %d of %d images already scored in %s; scoring %d",
+            len(items) - len(todo),
+            len(items),
+            out,
+            len(todo),
+        )
     per = -(-len(todo) // n_proc) if todo else 0
     shard = todo[rank * per : (rank + 1) * per]
-    mine, skipped = _score_shard(reward, shard, batch_size, num_workers, max_pixels, skip_bad, source,
-                                 part_file(out, rank) if out is not None else None, rank == 0)  # fmt: skip
+    mine, skipped = _score_shard(
+        reward,
+        shard,
+        batch_size,
+        num_workers,
+        max_pixels,
+        skip_bad,
+        source,
+        part_file(out, rank) if out is not None else None,
+        rank == 0,
+    )
     if state and n_proc > 1:
         gathered = gather_object([(rank, mine, skipped)])
     else:
@@ -179,8 +193,9 @@ def _score_shard(
     skipped: list[SkippedRow] = []
     if not shard:
         return scores, skipped
-    loader = torch.utils.data.DataLoader(_Decode(shard, max_pixels), batch_size=batch_size, shuffle=False,
-                                         num_workers=num_workers, collate_fn=_collate)  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        _Decode(shard, max_pixels), batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=_collate
+    )
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("a") if log_path is not None else None

@@ -38,12 +38,31 @@ SPECIAL_TOKENS = [
 # Words every scorer in the toolkit reads at the answer position; each must be one token, with and
 # without a leading space, in the tiny vocabulary.
 ANSWER_WORDS = [
-    "excellent", "good", "fair", "poor", "bad",
-    "high", "fine", "low",
-    "Yes", "No", "Medium", "yes", "no", "medium",
-    "A", "B", "C", "D", "E",
-    "Excellent", "Good", "Fair", "Poor", "Bad",
-]  # fmt: skip
+    "excellent",
+    "good",
+    "fair",
+    "poor",
+    "bad",
+    "high",
+    "fine",
+    "low",
+    "Yes",
+    "No",
+    "Medium",
+    "yes",
+    "no",
+    "medium",
+    "A",
+    "B",
+    "C",
+    "D",
+    "E",
+    "Excellent",
+    "Good",
+    "Fair",
+    "Poor",
+    "Bad",
+]
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -168,21 +187,46 @@ def _vlm_config(family: str, tokenizer, hidden: int, layers: int, vision_embed: 
     }
     text = _text_config(tokenizer, 0, hidden, layers)
     if family == "qwen2_vl":
-        vision = {"depth": vision_depth, "embed_dim": vision_embed, "hidden_size": hidden, "num_heads": 2,
-                  "mlp_ratio": 2, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}  # fmt: skip
+        vision = {
+            "depth": vision_depth,
+            "embed_dim": vision_embed,
+            "hidden_size": hidden,
+            "num_heads": 2,
+            "mlp_ratio": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        }
         return Qwen2VLConfig(text_config=text, vision_config=vision, **ids)
     if family == "qwen2_5_vl":
-        vision = {"depth": vision_depth, "hidden_size": vision_embed, "intermediate_size": vision_embed * 2,
-                  "num_heads": 2, "out_hidden_size": hidden, "patch_size": 14, "spatial_merge_size": 2,
-                  "temporal_patch_size": 2, "window_size": 56, "fullatt_block_indexes": [1]}  # fmt: skip
+        vision = {
+            "depth": vision_depth,
+            "hidden_size": vision_embed,
+            "intermediate_size": vision_embed * 2,
+            "num_heads": 2,
+            "out_hidden_size": hidden,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "window_size": 56,
+            "fullatt_block_indexes": [1],
+        }
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
     if family == "qwen3_vl":
         text["head_dim"] = hidden // 4
         text["rope_parameters"]["mrope_interleaved"] = True
-        vision = {"depth": vision_depth, "hidden_size": vision_embed, "intermediate_size": vision_embed * 2,
-                  "num_heads": 2, "out_hidden_size": hidden, "patch_size": 16, "spatial_merge_size": 2,
-                  "temporal_patch_size": 2, "num_position_embeddings": 64,
-                  "deepstack_visual_indexes": [0]}  # fmt: skip
+        vision = {
+            "depth": vision_depth,
+            "hidden_size": vision_embed,
+            "intermediate_size": vision_embed * 2,
+            "num_heads": 2,
+            "out_hidden_size": hidden,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "num_position_embeddings": 64,
+            "deepstack_visual_indexes": [0],
+        }
         return Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
     raise ValueError(f"unknown tiny VLM family {family!r}; choose one of {', '.join(FAMILIES)}")
 
@@ -217,8 +261,19 @@ def make_tiny_vlm(
     """
     if preset not in PRESETS:
         raise ValueError(f"unknown tiny VLM preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    sizes = {**PRESETS[preset], **{k: v for k, v in {"hidden": hidden, "layers": layers, "vision_embed": vision_embed,
-             "vision_depth": vision_depth}.items() if v is not None}}  # fmt: skip
+    sizes = {
+        **PRESETS[preset],
+        **{
+            k: v
+            for k, v in {
+                "hidden": hidden,
+                "layers": layers,
+                "vision_embed": vision_embed,
+                "vision_depth": vision_depth,
+            }.items()
+            if v is not None
+        },
+    }
     from transformers import AutoModelForImageTextToText
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -227,8 +282,9 @@ def make_tiny_vlm(
         return out
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = make_tokenizer()
-    config = _vlm_config(family, tokenizer, sizes["hidden"], sizes["layers"], sizes["vision_embed"],
-                         sizes["vision_depth"])  # fmt: skip
+    config = _vlm_config(
+        family, tokenizer, sizes["hidden"], sizes["layers"], sizes["vision_embed"], sizes["vision_depth"]
+    )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
     model.save_pretrained(out)
@@ -236,8 +292,11 @@ def make_tiny_vlm(
     pixels = image_pixels or (sizes["image_side"] * PATCH[family]) ** 2
     image_processor = Qwen2VLImageProcessorPil(min_pixels=pixels, max_pixels=pixels, patch_size=PATCH[family])
     image_processor.save_pretrained(out)
-    processor_cls = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor",
-                     "qwen3_vl": "Qwen3VLProcessor"}[family]  # fmt: skip
+    processor_cls = {
+        "qwen2_vl": "Qwen2VLProcessor",
+        "qwen2_5_vl": "Qwen2_5_VLProcessor",
+        "qwen3_vl": "Qwen3VLProcessor",
+    }[family]
     (out / "processor_config.json").write_text(json.dumps({"processor_class": processor_cls}, indent=2))
     (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
     logger.info("built tiny %s (%d params) in %s", family, sum(p.numel() for p in model.parameters()), out)

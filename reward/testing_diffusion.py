@@ -51,10 +51,17 @@ def _clip_text(vocab_size: int, projection: bool = False):
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
     cfg = CLIPTextConfig(
-        vocab_size=vocab_size, hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
-        max_position_embeddings=77, projection_dim=32, bos_token_id=vocab_size - 2, eos_token_id=vocab_size - 1,
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=77,
+        projection_dim=32,
+        bos_token_id=vocab_size - 2,
+        eos_token_id=vocab_size - 1,
         pad_token_id=vocab_size - 1,
-    )  # fmt: skip
+    )
     return CLIPTextModelWithProjection(cfg) if projection else CLIPTextModel(cfg)
 
 
@@ -62,10 +69,16 @@ def _vae(latent_channels: int = 4, **extra):
     from diffusers import AutoencoderKL
 
     return AutoencoderKL(
-        block_out_channels=(32, 64), in_channels=3, out_channels=3, latent_channels=latent_channels,
+        block_out_channels=(32, 64),
+        in_channels=3,
+        out_channels=3,
+        latent_channels=latent_channels,
         down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
-        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"), norm_num_groups=32, sample_size=64, **extra,
-    )  # fmt: skip
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+        norm_num_groups=32,
+        sample_size=64,
+        **extra,
+    )
 
 
 def _sd15_parts(out: Path, in_channels: int) -> dict:
@@ -74,15 +87,35 @@ def _sd15_parts(out: Path, in_channels: int) -> dict:
 
     tok = make_clip_tokenizer(out / "tokenizer")
     unet = UNet2DConditionModel(
-        block_out_channels=(32, 64), layers_per_block=1, sample_size=32, in_channels=in_channels, out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32, attention_head_dim=4, norm_num_groups=32,
-    )  # fmt: skip
-    scheduler = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
-                              set_alpha_to_one=False, steps_offset=1)  # fmt: skip
-    return {"unet": unet, "vae": _vae(), "text_encoder": _clip_text(len(tok)), "tokenizer": tok,
-            "scheduler": scheduler, "safety_checker": None, "feature_extractor": None,
-            "requires_safety_checker": False}  # fmt: skip
+        block_out_channels=(32, 64),
+        layers_per_block=1,
+        sample_size=32,
+        in_channels=in_channels,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=4,
+        norm_num_groups=32,
+    )
+    scheduler = DDIMScheduler(
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        clip_sample=False,
+        set_alpha_to_one=False,
+        steps_offset=1,
+    )
+    return {
+        "unet": unet,
+        "vae": _vae(),
+        "text_encoder": _clip_text(len(tok)),
+        "tokenizer": tok,
+        "scheduler": scheduler,
+        "safety_checker": None,
+        "feature_extractor": None,
+        "requires_safety_checker": False,
+    }
 
 
 def _sd15(out: Path) -> None:
@@ -103,19 +136,35 @@ def _sdxl(out: Path) -> None:
     tok = make_clip_tokenizer(out / "tokenizer")
     tok2 = make_clip_tokenizer(out / "tokenizer_2")
     unet = UNet2DConditionModel(
-        block_out_channels=(32, 64), layers_per_block=1, sample_size=32, in_channels=9, out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        attention_head_dim=(2, 4), use_linear_projection=True, addition_embed_type="text_time",
-        addition_time_embed_dim=8, transformer_layers_per_block=(1, 1), projection_class_embeddings_input_dim=80,
-        cross_attention_dim=64, norm_num_groups=32,
-    )  # fmt: skip
-    scheduler = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
-                                       steps_offset=1, timestep_spacing="leading")  # fmt: skip
+        block_out_channels=(32, 64),
+        layers_per_block=1,
+        sample_size=32,
+        in_channels=9,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        attention_head_dim=(2, 4),
+        use_linear_projection=True,
+        addition_embed_type="text_time",
+        addition_time_embed_dim=8,
+        transformer_layers_per_block=(1, 1),
+        projection_class_embeddings_input_dim=80,
+        cross_attention_dim=64,
+        norm_num_groups=32,
+    )
+    scheduler = EulerDiscreteScheduler(
+        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1, timestep_spacing="leading"
+    )
     pipe = StableDiffusionXLInpaintPipeline(
-        unet=unet, vae=_vae(), text_encoder=_clip_text(len(tok)), tokenizer=tok,
-        text_encoder_2=_clip_text(len(tok2), projection=True), tokenizer_2=tok2, scheduler=scheduler,
+        unet=unet,
+        vae=_vae(),
+        text_encoder=_clip_text(len(tok)),
+        tokenizer=tok,
+        text_encoder_2=_clip_text(len(tok2), projection=True),
+        tokenizer_2=tok2,
+        scheduler=scheduler,
         requires_aesthetics_score=False,
-    )  # fmt: skip
+    )
     pipe.save_pretrained(out)
 
 
@@ -130,8 +179,9 @@ def _t5_tokenizer(out: Path):
     tk = Tokenizer(models.Unigram(vocab, unk_id=2, byte_fallback=False))
     tk.pre_tokenizer = pre_tokenizers.Metaspace()
     tk.decoder = decoders.Metaspace()
-    tok = T5TokenizerFast(tokenizer_object=tk, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-                          extra_ids=0, model_max_length=128)  # fmt: skip
+    tok = T5TokenizerFast(
+        tokenizer_object=tk, eos_token="</s>", pad_token="<pad>", unk_token="<unk>", extra_ids=0, model_max_length=128
+    )
     tok.save_pretrained(out)
     return tok
 
@@ -143,9 +193,17 @@ def _flux(out: Path) -> None:
     tok = make_clip_tokenizer(out / "tokenizer")
     tok2 = _t5_tokenizer(out / "tokenizer_2")
     transformer = FluxTransformer2DModel(
-        patch_size=1, in_channels=24, out_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16,
-        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32, axes_dims_rope=[4, 4, 8],
-    )  # fmt: skip
+        patch_size=1,
+        in_channels=24,
+        out_channels=4,
+        num_layers=1,
+        num_single_layers=1,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        pooled_projection_dim=32,
+        axes_dims_rope=[4, 4, 8],
+    )
     t5 = T5EncoderModel(
         T5Config(
             vocab_size=len(tok2),
@@ -159,10 +217,18 @@ def _flux(out: Path) -> None:
             pad_token_id=0,
         )
     )
-    vae = _vae(latent_channels=1, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609,
-               scaling_factor=1.5035)  # fmt: skip
-    pipe = FluxFillPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=_clip_text(len(tok)),
-                            tokenizer=tok, text_encoder_2=t5, tokenizer_2=tok2, transformer=transformer)  # fmt: skip
+    vae = _vae(
+        latent_channels=1, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035
+    )
+    pipe = FluxFillPipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=vae,
+        text_encoder=_clip_text(len(tok)),
+        tokenizer=tok,
+        text_encoder_2=t5,
+        tokenizer_2=tok2,
+        transformer=transformer,
+    )
     pipe.save_pretrained(out)
 
 

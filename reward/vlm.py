@@ -84,8 +84,14 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None
             return torch.bfloat16
         return torch.float32
     try:
-        return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-                "float32": torch.float32, "fp32": torch.float32}[dtype]  # fmt: skip
+        return {
+            "bfloat16": torch.bfloat16,
+            "bf16": torch.bfloat16,
+            "float16": torch.float16,
+            "fp16": torch.float16,
+            "float32": torch.float32,
+            "fp32": torch.float32,
+        }[dtype]
     except KeyError:
         raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32") from None
 
@@ -131,8 +137,10 @@ def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path
     got = {"min_pixels": getattr(size, "shortest_edge", None), "max_pixels": getattr(size, "longest_edge", None)}
     wrong = {k: got[k] for k, v in budget.items() if got[k] != v}
     if wrong:
-        raise ValueError(f"{path}: the image processor did not take {budget} (it has {got}); this processor "
-                         "class has no pixel budget, leave min_pixels/max_pixels unset")  # fmt: skip
+        raise ValueError(
+            f"{path}: the image processor did not take {budget} (it has {got}); this processor "
+            "class has no pixel budget, leave min_pixels/max_pixels unset"
+        )
 
 
 def _processor_without_video(path: str | Path, budget: dict[str, int] | None = None) -> Any:
@@ -265,8 +273,10 @@ class VLM:
         groups_per_batch = max(1, self.batch_size // max(n_q, 1))
         for start in range(0, len(images), groups_per_batch):
             chunk = range(start, min(len(images), start + groups_per_batch))
-            texts = [[self._render_cached(len(images[g]), q.question, q.response_prefix, system) for q in per_group[g]]
-                     for g in chunk]  # fmt: skip
+            texts = [
+                [self._render_cached(len(images[g]), q.question, q.response_prefix, system) for q in per_group[g]]
+                for g in chunk
+            ]
             imgs = [list(images[g]) for g in chunk]
             with fp32_answer_head(self.model):
                 if reuse_prefix:

@@ -79,8 +79,9 @@ def run_best_of_n(cfg: Any) -> dict[str, Any]:
         chunk = tasks[start : start + s.tasks_per_call]
         prompts, cut = generator.truncate([t.prompt for t in chunk])
         counts["truncated"] += sum(cut)
-        results, errors = inpaint_each(generator, [t.image for t in chunk], [t.mask for t in chunk], prompts,
-                                       n=s.n, seed=s.seed)  # fmt: skip
+        results, errors = inpaint_each(
+            generator, [t.image for t in chunk], [t.mask for t in chunk], prompts, n=s.n, seed=s.seed
+        )
         counts["generation_failed"] += len(errors)
         flat = [im for r in results if r is not None for im in r]
         flat_prompts = [p for r, p in zip(results, prompts, strict=True) if r is not None for _ in range(s.n)]
@@ -94,9 +95,14 @@ def run_best_of_n(cfg: Any) -> dict[str, Any]:
                 continue
             cands = []
             for j in range(len(result)):
-                cands.append({"seed": s.seed + j, "score": scores.raw[k], "dimensions":
-                              {d: v[k] for d, v in scores.dimensions.items()},
-                              "judge": judged.raw[k] if judged else None})  # fmt: skip
+                cands.append(
+                    {
+                        "seed": s.seed + j,
+                        "score": scores.raw[k],
+                        "dimensions": {d: v[k] for d, v in scores.dimensions.items()},
+                        "judge": judged.raw[k] if judged else None,
+                    }
+                )
                 k += 1
             rows.append(_pick(task.id, index, prompt, cands, rng, picker.rewards[0].higher_is_better, counts))
             if "chosen" in rows[-1]:
@@ -105,17 +111,30 @@ def run_best_of_n(cfg: Any) -> dict[str, Any]:
                     _sheet(out / "sheets" / f"{index:04d}.png", task, result, rows[-1], label, bool(judge))
     atomic_write_jsonl(out / "scores.jsonl", rows)
     summary = summarize(rows, judge_higher=judge.rewards[0].higher_is_better if judge else True)
-    summary.update({"reward": label, "judge": judge.labels[0] if judge else None, "n": s.n, "tasks": len(tasks),
-                    "skipped_rows": len(skipped), **counts})  # fmt: skip
+    summary.update(
+        {
+            "reward": label,
+            "judge": judge.labels[0] if judge else None,
+            "n": s.n,
+            "tasks": len(tasks),
+            "skipped_rows": len(skipped),
+            **counts,
+        }
+    )
     atomic_write_json(out / "summary.json", summary)
     logger.info("best-of-%d on %d tasks: %s", s.n, len(tasks), json.dumps(summary))
     return summary
 
 
 def _pick(
-    task_id: str, index: int, prompt: str, cands: list[dict[str, Any]], rng: random.Random, higher: bool,
+    task_id: str,
+    index: int,
+    prompt: str,
+    cands: list[dict[str, Any]],
+    rng: random.Random,
+    higher: bool,
     counts: dict[str, int],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     row: dict[str, Any] = {"task": task_id, "index": index, "prompt": prompt, "candidates": cands}
     ok = [j for j, c in enumerate(cands) if c["score"] is not None]
     counts["reward_failed"] += len(cands) - len(ok)
@@ -161,9 +180,16 @@ def summarize(rows: list[dict[str, Any]], judge_higher: bool = True) -> dict[str
         expected.append(sum(d > 0 for d in others) / len(others))
     judged = wins + ties + losses
     if judged:
-        out.update({"judge_wins": wins, "judge_ties": ties, "judge_losses": losses, "win_rate": wins / judged,
-                    "win_rate_decided": wins / (wins + losses) if wins + losses else None,
-                    "expected_win_rate": sum(expected) / len(expected)})  # fmt: skip
+        out.update(
+            {
+                "judge_wins": wins,
+                "judge_ties": ties,
+                "judge_losses": losses,
+                "win_rate": wins / judged,
+                "win_rate_decided": wins / (wins + losses) if wins + losses else None,
+                "expected_win_rate": sum(expected) / len(expected),
+            }
+        )
     return out
 
 

@@ -8,8 +8,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-JUDGE = {"name": "scene-proxy", "weights": {"layout": 0.25, "harmony": 0.25, "lighting": 0.25, "distortion": 0.25},
-         "size": 96}  # fmt: skip
+JUDGE = {
+    "name": "scene-proxy",
+    "weights": {"layout": 0.25, "harmony": 0.25, "lighting": 0.25, "distortion": 0.25},
+    "size": 96,
+}
 
 
 def _compose(name: str, overrides: list[str]) -> DictConfig:
@@ -58,12 +61,23 @@ def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> str:
 
     tasks = write_procedural_tasks(out / "grpo_tasks", 40, size=64, seed=cfg.seed + 3, mask_fraction=0.8)
     overrides = [
-        "reward=scene-proxy", "generator=procedural", f"policy.path={policy}", f"data={tasks}",
-        f"output_dir={out / 'grpo'}", "resume=never", f"trainer.max_steps={cfg.grpo.steps}",
-        "trainer.num_generations=8", "trainer.per_device_train_batch_size=16", "trainer.learning_rate=5e-3",
-        "trainer.beta=0", "trainer.max_completion_length=16", f"trainer.save_steps={cfg.grpo.steps}",
-        f"eval.every={max(1, cfg.grpo.steps // 3)}", "eval_tasks=6", f"trainer.seed={cfg.seed}",
-    ]  # fmt: skip
+        "reward=scene-proxy",
+        "generator=procedural",
+        f"policy.path={policy}",
+        f"data={tasks}",
+        f"output_dir={out / 'grpo'}",
+        "resume=never",
+        f"trainer.max_steps={cfg.grpo.steps}",
+        "trainer.num_generations=8",
+        "trainer.per_device_train_batch_size=16",
+        "trainer.learning_rate=5e-3",
+        "trainer.beta=0",
+        "trainer.max_completion_length=16",
+        f"trainer.save_steps={cfg.grpo.steps}",
+        f"eval.every={max(1, cfg.grpo.steps // 3)}",
+        "eval_tasks=6",
+        f"trainer.seed={cfg.seed}",
+    ]
     r = run_grpo(_compose("grpo", overrides))
     means = [m for _, m, _ in r["train_curve"]["scene-proxy"]]
     k = max(1, min(10, len(means) // 3))

@@ -44,9 +44,13 @@ class Generator(Protocol):
     max_prompt_tokens: int
 
     def inpaint(
-        self, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int = 1,
+        self,
+        images: Sequence[Image.Image],
+        masks: Sequence[Image.Image],
+        prompts: Sequence[str],
+        n: int = 1,
         seed: Seeds = 0,
-    ) -> list[list[Image.Image]]: ...  # fmt: skip
+    ) -> list[list[Image.Image]]: ...
 
     def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]: ...
 
@@ -84,9 +88,13 @@ def prepare_masks(
 
 
 def prepare_call(
-    images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int, seed: Seeds,
+    images: Sequence[Image.Image],
+    masks: Sequence[Image.Image],
+    prompts: Sequence[str],
+    n: int,
+    seed: Seeds,
     on_mismatch: str,
-) -> tuple[list[Image.Image], list[Image.Image], list[int]]:  # fmt: skip
+) -> tuple[list[Image.Image], list[Image.Image], list[int]]:
     """Checked inputs of one ``inpaint`` call: RGB images, binary masks of their size, one base seed per item."""
     if len(images) != len(prompts):
         raise ValueError(f"got {len(images)} images but {len(prompts)} prompts; give one prompt per image")
@@ -140,9 +148,13 @@ class ProceduralGenerator:
         return out, cut
 
     def inpaint(
-        self, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int = 1,
+        self,
+        images: Sequence[Image.Image],
+        masks: Sequence[Image.Image],
+        prompts: Sequence[str],
+        n: int = 1,
         seed: Seeds = 0,
-    ) -> list[list[Image.Image]]:  # fmt: skip
+    ) -> list[list[Image.Image]]:
         from training.scenes import render, sample_scene
 
         images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
@@ -246,9 +258,13 @@ class DiffusersGenerator:
         return max(m, int(w * scale) // m * m), max(m, int(h * scale) // m * m)
 
     def inpaint(
-        self, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str], n: int = 1,
+        self,
+        images: Sequence[Image.Image],
+        masks: Sequence[Image.Image],
+        prompts: Sequence[str],
+        n: int = 1,
         seed: Seeds = 0,
-    ) -> list[list[Image.Image]]:  # fmt: skip
+    ) -> list[list[Image.Image]]:
         import torch
 
         images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
@@ -268,11 +284,15 @@ class DiffusersGenerator:
                     "prompt": [prompts[i] for i in rows],
                     "image": [images[i].resize((w, h), Image.Resampling.BICUBIC) for i in rows],
                     "mask_image": [masks[i].resize((w, h), Image.Resampling.NEAREST) for i in rows],
-                    "height": h, "width": w, "num_images_per_prompt": 1 if self.cfg.repeat_items else n,
+                    "height": h,
+                    "width": w,
+                    "num_images_per_prompt": 1 if self.cfg.repeat_items else n,
                     "generator": gens,
-                    "num_inference_steps": self.cfg.steps, "guidance_scale": self.cfg.guidance,
-                    "strength": self.cfg.strength, "output_type": "pil",
-                }  # fmt: skip
+                    "num_inference_steps": self.cfg.steps,
+                    "guidance_scale": self.cfg.guidance,
+                    "strength": self.cfg.strength,
+                    "output_type": "pil",
+                }
                 if self.cfg.negative_prompt is not None and "negative_prompt" in self._accepts:
                     kwargs["negative_prompt"] = [self.cfg.negative_prompt] * len(rows)
                 result = self.pipe(**{k: v for k, v in kwargs.items() if k in self._accepts}).images
@@ -324,9 +344,13 @@ def build_generator(cfg: Any) -> Generator:
 
 
 def inpaint_each(
-    generator: Generator, images: Sequence[Image.Image], masks: Sequence[Image.Image], prompts: Sequence[str],
-    n: int = 1, seed: Seeds = 0,
-) -> tuple[list[list[Image.Image] | None], list[str]]:  # fmt: skip
+    generator: Generator,
+    images: Sequence[Image.Image],
+    masks: Sequence[Image.Image],
+    prompts: Sequence[str],
+    n: int = 1,
+    seed: Seeds = 0,
+) -> tuple[list[list[Image.Image] | None], list[str]]:
     """One batched call; if it fails, item by item, so one bad item costs only itself.
 
     Returns the candidates per item (``None`` where the item failed) and the error messages of the failures.

@@ -105,13 +105,17 @@ def _validate(s: GrpoSettings) -> None:
     n_rewards = 1 + len(s.more_rewards)
     weights = s.trainer.get("reward_weights")
     if weights is not None and len(weights) != n_rewards:
-        problems.append(f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
-                        "(reward + more_rewards); give one per reward")  # fmt: skip
+        problems.append(
+            f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
+            "(reward + more_rewards); give one per reward"
+        )
     gens = int(s.trainer.get("num_generations") or 8)
     batch = int(s.trainer.get("per_device_train_batch_size", 8)) * int(s.trainer.get("steps_per_generation") or 1)
     if gens < 2 or batch % gens:
-        problems.append(f"trainer.num_generations={gens} must be >= 2 and divide the generation batch "
-                        f"(per_device_train_batch_size x steps_per_generation = {batch})")  # fmt: skip
+        problems.append(
+            f"trainer.num_generations={gens} must be >= 2 and divide the generation batch "
+            f"(per_device_train_batch_size x steps_per_generation = {batch})"
+        )
     if problems:
         raise ValueError("invalid grpo config:\n  - " + "\n  - ".join(problems))
 
@@ -146,8 +150,15 @@ def is_vlm(path: str, vision: str | bool) -> bool:
 def grpo_args(s: GrpoSettings, out: Path) -> Any:
     from trl import GRPOConfig
 
-    args = {"report_to": "none", "save_strategy": "steps", "logging_steps": 1, "logging_first_step": True,
-            "remove_unused_columns": False, "log_completions": False, **s.trainer}  # fmt: skip
+    args = {
+        "report_to": "none",
+        "save_strategy": "steps",
+        "logging_steps": 1,
+        "logging_first_step": True,
+        "remove_unused_columns": False,
+        "log_completions": False,
+        **s.trainer,
+    }
     if args.get("bf16") is None:
         args["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if not torch.cuda.is_available():
@@ -174,8 +185,10 @@ def task_split(s: GrpoSettings, with_eval: bool) -> tuple[list[Task], list[Task]
         n_bad += len(skipped_eval)
     elif with_eval:
         if len(train) < 2 * s.eval_tasks:
-            raise ValueError(f"{s.data}: {len(train)} tasks are too few to hold out eval_tasks={s.eval_tasks}; "
-                             "give eval_data=TASKS.jsonl, lower eval_tasks, or eval.every=0")  # fmt: skip
+            raise ValueError(
+                f"{s.data}: {len(train)} tasks are too few to hold out eval_tasks={s.eval_tasks}; "
+                "give eval_data=TASKS.jsonl, lower eval_tasks, or eval.every=0"
+            )
         train, heldout = train[: -s.eval_tasks], train[-s.eval_tasks :]
     if not train:
         raise ValueError(f"{s.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
@@ -225,8 +238,14 @@ def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses Qwen-VL checkpoint keys
     out.mkdir(parents=True, exist_ok=True)
     save_run_config(out, _compat_view(s))
-    adapter = InpaintingRewards(generator, rewards, {t.id: t for t in [*train, *heldout]}, seed=s.seed,
-                                samples_dir=out / "samples", samples_per_step=s.samples_per_step)  # fmt: skip
+    adapter = InpaintingRewards(
+        generator,
+        rewards,
+        {t.id: t for t in [*train, *heldout]},
+        seed=s.seed,
+        samples_dir=out / "samples",
+        samples_per_step=s.samples_per_step,
+    )
     rows = []
     for t in train:
         row: dict[str, Any] = {"prompt": build_messages(t, s, vision), "task_id": t.id}
@@ -237,25 +256,37 @@ def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     heldout_cb = None
     if eval_set is not None:
         heldout_cb = HeldOutEval(
-            heldout, lambda t: build_messages(t, s, vision), adapter, eval_set, every=s.eval.every,
-            max_new_tokens=s.eval.max_new_tokens or args.max_completion_length or 64, history=out / "heldout.jsonl",
+            heldout,
+            lambda t: build_messages(t, s, vision),
+            adapter,
+            eval_set,
+            every=s.eval.every,
+            max_new_tokens=s.eval.max_new_tokens or args.max_completion_length or 64,
+            history=out / "heldout.jsonl",
             vision=vision,
-        )  # fmt: skip
+        )
         callbacks.append(heldout_cb)
     trainer = GRPOTrainer(
-        model=model, reward_funcs=adapter.functions(), args=args, train_dataset=Dataset.from_list(rows),
-        processing_class=processing_class, peft_config=lora_config(s.lora) if s.lora.enabled else None,
+        model=model,
+        reward_funcs=adapter.functions(),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=processing_class,
+        peft_config=lora_config(s.lora) if s.lora.enabled else None,
         callbacks=callbacks,
-    )  # fmt: skip
+    )
     if heldout_cb is not None:
         heldout_cb.trainer = trainer
     start = time.perf_counter()
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     elapsed = time.perf_counter() - start
     result: dict[str, Any] = {
-        "global_step": train_out.global_step, "skipped_rows": n_bad, "output_dir": str(out),
-        "rewards": rewards.labels, "eval_rewards": eval_set.labels if eval_set else [],
-    }  # fmt: skip
+        "global_step": train_out.global_step,
+        "skipped_rows": n_bad,
+        "output_dir": str(out),
+        "rewards": rewards.labels,
+        "eval_rewards": eval_set.labels if eval_set else [],
+    }
     if trainer.is_world_process_zero():
         trainer.save_model(str(out / "policy"))
         processing_class.save_pretrained(str(out / "policy"))
@@ -265,10 +296,13 @@ def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         result["frac_reward_zero_std"] = [
             (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
         ]
-        result["timing"] = {"train_s": elapsed, "generate_s": adapter.timing.generate_s,
-                            "reward_s": adapter.timing.reward_s,
-                            "generate_share": adapter.timing.generate_s / elapsed if elapsed else None,
-                            "reward_share": adapter.timing.reward_s / elapsed if elapsed else None}  # fmt: skip
+        result["timing"] = {
+            "train_s": elapsed,
+            "generate_s": adapter.timing.generate_s,
+            "reward_s": adapter.timing.reward_s,
+            "generate_share": adapter.timing.generate_s / elapsed if elapsed else None,
+            "reward_share": adapter.timing.reward_s / elapsed if elapsed else None,
+        }
         result["plots"] = draw_plots(out, result["train_curve"], read_history(out / "heldout.jsonl"))
         atomic_write_json(out / "grpo_result.json", result)
     return result
@@ -299,10 +333,18 @@ def draw_plots(out: Path, curve: dict[str, Any], history: list[dict[str, Any]]) 
 
             def cells(step: int) -> list[tuple[Any, list[str]]]:
                 picked = [r for r in rows if r["step"] == step and Path(r["path"]).is_file()]
-                return [(Image.open(r["path"]), [f"reward {r['reward']:.3f}" if r["reward"] is not None else "failed",
-                                                 r["prompt"][:40]]) for r in picked]  # fmt: skip
+                return [
+                    (
+                        Image.open(r["path"]),
+                        [f"reward {r['reward']:.3f}" if r["reward"] is not None else "failed", r["prompt"][:40]],
+                    )
+                    for r in picked
+                ]
 
-            path = image_grid([cells(first), cells(last)], out / "samples_first_last.png",
-                              row_titles=[f"step {first}", f"step {last}"])  # fmt: skip
+            path = image_grid(
+                [cells(first), cells(last)],
+                out / "samples_first_last.png",
+                row_titles=[f"step {first}", f"step {last}"],
+            )
             plots["samples"] = str(path)
     return plots

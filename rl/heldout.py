@@ -25,9 +25,12 @@ HELDOUT_SEED_STEP = -1  # the generator seed of a held-out task does not change 
 
 
 def policy_generate(
-    model: Any, processing_class: Any, messages: Sequence[list[dict[str, Any]]], images: Sequence[Any] | None,
+    model: Any,
+    processing_class: Any,
+    messages: Sequence[list[dict[str, Any]]],
+    images: Sequence[Any] | None,
     max_new_tokens: int,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """Greedy completions of chat prompts (text policy, or a VLM with one image per prompt)."""
     tokenizer = getattr(processing_class, "tokenizer", processing_class)
     tokenizer.padding_side = "left"  # generation continues every row from its last prompt token
@@ -35,15 +38,22 @@ def policy_generate(
         texts = [processing_class.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
         inputs = processing_class(text=texts, images=[[im] for im in images], return_tensors="pt", padding=True)
     else:
-        inputs = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True,
-                                               return_tensors="pt", padding=True, return_dict=True)  # fmt: skip
+        inputs = tokenizer.apply_chat_template(
+            list(messages),
+            add_generation_prompt=True,
+            tokenize=True,
+            return_tensors="pt",
+            padding=True,
+            return_dict=True,
+        )
     device = next(model.parameters()).device
     inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()}
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        out = model.generate(
+            **inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+        )
     if was_training:
         model.train()
     return tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
@@ -53,10 +63,17 @@ class HeldOutEval(TrainerCallback):
     """Score the policy on held-out tasks every ``every`` steps (and before the first step)."""
 
     def __init__(
-        self, tasks: Sequence[Task], build_messages: Callable[[Task], list[dict[str, Any]]],
-        adapter: InpaintingRewards, rewards: RewardSet, *, every: int, max_new_tokens: int, history: Path,
+        self,
+        tasks: Sequence[Task],
+        build_messages: Callable[[Task], list[dict[str, Any]]],
+        adapter: InpaintingRewards,
+        rewards: RewardSet,
+        *,
+        every: int,
+        max_new_tokens: int,
+        history: Path,
         vision: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.tasks, self.build_messages, self.adapter, self.rewards = list(tasks), build_messages, adapter, rewards
         self.every, self.max_new_tokens, self.history, self.vision = every, max_new_tokens, history, vision
         self.trainer: Any = None  # set after the trainer exists (for the unwrapped model and processor)

@@ -55,13 +55,21 @@ def _label(image: Image.Image, lines: Sequence[str], width: int) -> Image.Image:
 
 
 def image_grid(
-    rows: Sequence[Sequence[tuple[Image.Image, Sequence[str]]]], path: str | Path, *, tile: int = 128,
+    rows: Sequence[Sequence[tuple[Image.Image, Sequence[str]]]],
+    path: str | Path,
+    *,
+    tile: int = 128,
     row_titles: Sequence[str] | None = None,
-) -> Path:  # fmt: skip
+) -> Path:
     """A grid of images with text lines printed under each (e.g. scores), one row per sequence."""
     width = max(tile, 96)
-    tiles = [[_label(im.convert("RGB").resize((tile, round(tile * im.height / im.width))), lines, width)
-              for im, lines in row] for row in rows]  # fmt: skip
+    tiles = [
+        [
+            _label(im.convert("RGB").resize((tile, round(tile * im.height / im.width))), lines, width)
+            for im, lines in row
+        ]
+        for row in rows
+    ]
     title_h = 14 if row_titles else 0
     row_h = [max(t.height for t in r) + title_h if r else title_h for r in tiles]
     sheet = Image.new("RGB", (max(1, max(len(r) for r in tiles)) * (width + 4), sum(row_h) + 4), "white")

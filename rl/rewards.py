@@ -218,8 +218,14 @@ class InpaintingRewards:
         used, cut = self.generator.truncate([t.strip() for t in texts])
         tasks = [self.tasks[t] for t in task_ids]
         start = time.perf_counter()
-        results, errors = inpaint_each(self.generator, [t.image for t in tasks], [t.mask for t in tasks], used, n=1,
-                                       seed=[task_seed(self.seed, t, step) for t in task_ids])  # fmt: skip
+        results, errors = inpaint_each(
+            self.generator,
+            [t.image for t in tasks],
+            [t.mask for t in tasks],
+            used,
+            n=1,
+            seed=[task_seed(self.seed, t, step) for t in task_ids],
+        )
         self.timing.generate_s += time.perf_counter() - start
         images = [None if r is None else r[0] for r in results]
         counts = {"empty": sum(1 for t in used if not t), "truncated": sum(cut), "failed": len(errors)}
@@ -241,9 +247,14 @@ class InpaintingRewards:
         return scores
 
     def _log(
-        self, kwargs: dict[str, Any], step: int, images: list[Image.Image | None], used: list[str],
-        counts: dict[str, int], scores: dict[str, ScoreResult],
-    ) -> None:  # fmt: skip
+        self,
+        kwargs: dict[str, Any],
+        step: int,
+        images: list[Image.Image | None],
+        used: list[str],
+        counts: dict[str, int],
+        scores: dict[str, ScoreResult],
+    ) -> None:
         log_metric = kwargs.get("log_metric")
         log_extra = kwargs.get("log_extra")
         if log_metric is not None:
@@ -269,8 +280,11 @@ class InpaintingRewards:
                     image.save(path)
                     paths[k] = str(path)
             first = next(iter(scores.values()))
-            rows = [{"step": step, "k": k, "path": p, "prompt": used[k], "reward": first.value[k]}
-                    for k, p in enumerate(paths) if p is not None]  # fmt: skip
+            rows = [
+                {"step": step, "k": k, "path": p, "prompt": used[k], "reward": first.value[k]}
+                for k, p in enumerate(paths)
+                if p is not None
+            ]
             with (self.samples_dir / "samples.jsonl").open("a", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(row) + "\n" for row in rows)
         if log_extra is not None:

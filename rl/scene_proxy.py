@@ -47,8 +47,10 @@ def calibration(size: int, n_scenes: int) -> dict[str, tuple[float, float]]:
         means = []
         for level in (1, 5):
             levels = {d: 3 for d in DIMENSIONS} | {dim: level}
-            values = [proxy_scores(render(sample_scene(np.random.default_rng([7, k])), levels, size))[dim]
-                      for k in range(n_scenes)]  # fmt: skip
+            values = [
+                proxy_scores(render(sample_scene(np.random.default_rng([7, k])), levels, size))[dim]
+                for k in range(n_scenes)
+            ]
             means.append(float(np.mean(values)))
         anchors[dim] = (means[0], means[1])
     return anchors
@@ -65,8 +67,9 @@ class SceneProxyReward:
                 f"{list(DIMENSIONS)}"
             )
         if cfg.size < 16 or cfg.calibration_scenes < 1:
-            raise ValueError(f"reward.size must be >= 16 and calibration_scenes >= 1, got {cfg.size}, "
-                             f"{cfg.calibration_scenes}")  # fmt: skip
+            raise ValueError(
+                f"reward.size must be >= 16 and calibration_scenes >= 1, got {cfg.size}, {cfg.calibration_scenes}"
+            )
         self.cfg = cfg
         self.anchors = calibration(cfg.size, cfg.calibration_scenes)
 

@@ -15,10 +15,20 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_demo_writes_a_report_with_every_section(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "demo.py"), f"out={out}", "sft.steps=4", "sft.test_scenes=10",
-         "bon.tasks=4", "grpo.steps=3"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "demo.py"),
+            f"out={out}",
+            "sft.steps=4",
+            "sft.test_scenes=10",
+            "bon.tasks=4",
+            "grpo.steps=3",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (out / "report.md").read_text()
     for heading in (

@@ -65,10 +65,19 @@ def test_entry_script_runs_from_the_command_line(tmp_path, tiny_vlm_path):
     data = _manifest(tmp_path / "data", n=4)
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run(
-        [sys.executable, str(root / "reward/evaluate.py"), "reward=qbench", f"reward.model={tiny_vlm_path}",
-         f"data={data}", f"out={tmp_path / 'out'}"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(root / "reward/evaluate.py"),
+            "reward=qbench",
+            f"reward.model={tiny_vlm_path}",
+            f"data={data}",
+            f"out={tmp_path / 'out'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "lighting" in proc.stdout + proc.stderr and (tmp_path / "out/metrics.json").exists()
     assert not (tmp_path / "outputs").exists()  # Hydra leaves no output folders behind

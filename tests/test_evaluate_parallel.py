@@ -59,10 +59,23 @@ def test_two_processes_give_the_metrics_of_one(tmp_path, tiny_vlm_path):
     outs = {n: tmp_path / f"out{n}" for n in (1, 2)}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         run_evaluate(compose("evaluate", overrides=[*args, f"out={outs[1]}"]))  # one process: this one
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           str(ROOT / "reward/evaluate.py"),
-           *args, f"out={outs[2]}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(ROOT / "reward/evaluate.py"),
+        *args,
+        f"out={outs[2]}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr[-3000:]
     one, two = (json.loads((outs[n] / "metrics.json").read_text()) for n in (1, 2))
@@ -108,13 +121,24 @@ def test_decoding_in_dataloader_workers_gives_the_same_scores_and_names_bad_rows
     rows = load_ratings(data, check_images=False).rows
     skip = EvalSettings(batch_size=2, num_workers=2, skip_bad=True)
     workers = evaluate_rows(CountingReward(), rows, skip, score_range=(0, 255), base=data.parent)
-    inline = evaluate_rows(CountingReward(), rows, EvalSettings(batch_size=2, num_workers=0, skip_bad=True),
-                           score_range=(0, 255), base=data.parent)  # fmt: skip
+    inline = evaluate_rows(
+        CountingReward(),
+        rows,
+        EvalSettings(batch_size=2, num_workers=0, skip_bad=True),
+        score_range=(0, 255),
+        base=data.parent,
+    )
     assert workers.scores == inline.scores and len(workers.scores) == 5
     assert [s.line for s in workers.skipped][:1] == [7]  # image 3's first row (lines 7 and 8)
     with pytest.raises(Exception, match=r"ratings\.jsonl:7: .*skip_bad=true"):
-        evaluate_rows(CountingReward(), rows, EvalSettings(batch_size=2, num_workers=2), score_range=(0, 255),
-                      base=data.parent, source=str(data))  # fmt: skip
+        evaluate_rows(
+            CountingReward(),
+            rows,
+            EvalSettings(batch_size=2, num_workers=2),
+            score_range=(0, 255),
+            base=data.parent,
+            source=str(data),
+        )
 
 
 def test_a_datasets_input_is_streamed_and_each_image_scored_once(tmp_path):

@@ -14,8 +14,11 @@ from reward.vlm import OptionQuery, load_vlm
 from tests.conftest import random_images
 
 WORDS = ("excellent", "good", "fair", "poor", "bad")
-LEVELS = OptionQuery("How would you rate the lighting of this image?", WORDS,
-                     "The spatial aesthetic lighting quality level of this image is")  # fmt: skip
+LEVELS = OptionQuery(
+    "How would you rate the lighting of this image?",
+    WORDS,
+    "The spatial aesthetic lighting quality level of this image is",
+)
 BF16_TOLERANCE = 0.02  # max |score difference| on the 1-5 scale, bf16 copy vs fp32 (measured: see the report)
 
 

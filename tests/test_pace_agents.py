@@ -26,8 +26,18 @@ Let me know if you need more."""
 
 
 def _rule(question, scores=None, **extra):
-    return json.dumps({"rules": [{"question": question, "option_scores": scores or {"Yes": 5, "Medium": 3, "No": 1},
-                                  "weight": 1.0, **extra}]})  # fmt: skip
+    return json.dumps(
+        {
+            "rules": [
+                {
+                    "question": question,
+                    "option_scores": scores or {"Yes": 5, "Medium": 3, "No": 1},
+                    "weight": 1.0,
+                    **extra,
+                }
+            ]
+        }
+    )
 
 
 def test_json_is_read_through_fences_prose_quotes_and_trailing_commas():
@@ -81,8 +91,11 @@ def test_critic_rejections_are_fed_back_and_revised_probes_accepted():
         "Is the surface smooth?",
         "Do reflections match the material?",
     ]
-    assert [s.name for s in protocol.sub_dimensions] == ["micro-texture clarity", "surface smoothness",
-                                                          "material realism"]  # fmt: skip
+    assert [s.name for s in protocol.sub_dimensions] == [
+        "micro-texture clarity",
+        "surface smoothness",
+        "material realism",
+    ]
     assert [p.zoom for p in protocol.probes] == [True, False, False]  # "texture" sets zoom unless the rule says
     assert [o.text for o in protocol.probes[1].options] == ["Yes", "Medium", "No"]
     assert protocol.provenance["rounds"] == 2 and protocol.provenance["backbone"] == "script"
@@ -110,8 +123,15 @@ def test_unusable_answers_are_recorded_failures_not_crashes_nor_empty_protocols(
     assert "score = 100.0 is outside the 1-5 scale" in failures[0]["error"] and len(failures[0]["raw"]) == 2
     assert len(protocol.probes) == 2 and protocol.provenance["dropped_sub_dimensions"] == ["micro-texture clarity"]
 
-    never = ScriptedBackend(lambda p, n: PLAN if p.startswith("[Planning") else "No. Reason: requires context"
-                            if p.startswith("[Critic") else _rule("Was the photo taken in 2019?"))  # fmt: skip
+    never = ScriptedBackend(
+        lambda p, n: (
+            PLAN
+            if p.startswith("[Planning")
+            else "No. Reason: requires context"
+            if p.startswith("[Critic")
+            else _rule("Was the photo taken in 2019?")
+        )
+    )
     with pytest.raises(ProtocolBuildError, match="no probe was accepted in 3 round") as err:
         build_protocol(never, "tactile satisfaction", None)
     assert "critic rejected 'Was the photo taken in 2019?': requires context" in str(err.value)
@@ -132,9 +152,16 @@ def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny
     random_images(1)[0].save(tmp_path / "imgs" / "a.png")
     assert Image.open(tmp_path / "imgs" / "a.png").size == (56, 56)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "pace_judge/judge.py", "dimension=tactile satisfaction", f"images={tmp_path / 'imgs'}",
-           f"out={tmp_path / 'out'}", f"model.path={tiny_vlm_path}", "+agents.max_new_tokens=24",
-           "+agents.retries=1"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "pace_judge/judge.py",
+        "dimension=tactile satisfaction",
+        f"images={tmp_path / 'imgs'}",
+        f"out={tmp_path / 'out'}",
+        f"model.path={tiny_vlm_path}",
+        "+agents.max_new_tokens=24",
+        "+agents.retries=1",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text[-3000:]

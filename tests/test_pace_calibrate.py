@@ -16,8 +16,10 @@ from pace_judge.testing import ScriptedBackend, example_protocol, write_example_
 
 def _generator(prompt: str, n_images: int) -> str:
     assert prompt.startswith("[Generator Agent]") and "Are object edges crisp?" in prompt
-    return "```json\n{'positive': ['a crisp photo of a leaf', 'a sharp watch'], 'negative': ['a smeared leaf', " \
-           "'a blurred watch'],}\n```"  # fmt: skip
+    return (
+        "```json\n{'positive': ['a crisp photo of a leaf', 'a sharp watch'], 'negative': ['a smeared leaf', "
+        "'a blurred watch'],}\n```"
+    )
 
 
 @pytest.mark.slow
@@ -26,8 +28,15 @@ def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path):
 
     pipeline = make_tiny_text_to_image(tmp_path / "sd")
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
-    argv = [f"protocol={protocol}", f"pipeline={pipeline}", "scores=1,3,5,4", "steps=2", "height=32", "width=32",
-            f"memory={tmp_path / 'mem'}"]  # fmt: skip
+    argv = [
+        f"protocol={protocol}",
+        f"pipeline={pipeline}",
+        "scores=1,3,5,4",
+        "steps=2",
+        "height=32",
+        "width=32",
+        f"memory={tmp_path / 'mem'}",
+    ]
     calibrated = run_calibrate(load_config(argv), backend=ScriptedBackend(_generator))
     out = tmp_path / "proto" / "calibration"
     candidates = [np.asarray(Image.open(out / f"candidate_{i}.png")) for i in range(1, 5)]

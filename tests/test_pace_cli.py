@@ -40,8 +40,15 @@ def test_judge_script_writes_the_scores_the_reward_gives(tmp_path, tiny_vlm_path
 
     paths = _images(tmp_path / "imgs")
     out = tmp_path / "out"
-    cmd = [sys.executable, "pace_judge/judge.py", f"protocol={pace_protocol_path}", f"images={tmp_path / 'imgs'}",
-           f"out={out}", f"model.path={tiny_vlm_path}", "images_per_call=2"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "pace_judge/judge.py",
+        f"protocol={pace_protocol_path}",
+        f"images={tmp_path / 'imgs'}",
+        f"out={out}",
+        f"model.path={tiny_vlm_path}",
+        "images_per_call=2",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
@@ -59,8 +66,13 @@ def test_evaluate_with_reward_pace_gives_metrics_and_the_bias_zone_plot(tmp_path
     rows = [{"image": f"img/{p.name}", "dimension": "sharpness", "mos": 1.0 + 0.8 * i} for i, p in enumerate(paths)]
     manifest = tmp_path / "data" / "ratings.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    overrides = ["reward=pace", f"reward.model={tiny_vlm_path}", f"reward.protocol={pace_protocol_path}",
-                 f"data={manifest}", f"out={tmp_path / 'out'}"]  # fmt: skip
+    overrides = [
+        "reward=pace",
+        f"reward.model={tiny_vlm_path}",
+        f"reward.protocol={pace_protocol_path}",
+        f"data={manifest}",
+        f"out={tmp_path / 'out'}",
+    ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         metrics = run_evaluate(compose("evaluate", overrides=overrides))
     assert metrics["sharpness"]["n"] == 6 and "hor" in metrics["sharpness"]

@@ -29,8 +29,11 @@ def test_near_synonyms_route_fast_and_unrelated_dimensions_slow(tmp_path, embedd
     bank = MemoryBank(tmp_path / "mem", embedder)
     for dim in ("tactile satisfaction", "text legibility", "lighting harmony"):
         bank.add(example_protocol(dim))
-    pairs = [("satisfaction of tactile feel", "tactile satisfaction"), ("legibility of text", "text legibility"),
-             ("harmony of the lighting", "lighting harmony")]  # fmt: skip
+    pairs = [
+        ("satisfaction of tactile feel", "tactile satisfaction"),
+        ("legibility of text", "text legibility"),
+        ("harmony of the lighting", "lighting harmony"),
+    ]
     for query, stored in pairs:
         r = bank.route(query, theta=0.8)
         assert r.fast and r.dimension == stored and r.cosine > 0.8
@@ -53,9 +56,15 @@ def test_two_writer_processes_lose_nothing(tmp_path, embedder):
         "for d in dims:\n    bank.add(protocol_from_dict({**raw, 'dimension': d}), embedding=vectors[d])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", writer, json.dumps(ds), json.dumps(vectors), str(folder),
-                               json.dumps(template)],
-                              env=env, stderr=subprocess.PIPE, text=True) for ds in dims.values()]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", writer, json.dumps(ds), json.dumps(vectors), str(folder), json.dumps(template)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for ds in dims.values()
+    ]
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     bank = MemoryBank(folder, embedder)
@@ -93,8 +102,17 @@ def _script(prompt: str, n_images: int) -> str:
     if prompt.startswith("[Critic Agent]"):
         return "Yes. Reason: observable"
     sub = prompt.split("related to ")[1].split(" (")[0]
-    return json.dumps({"rules": [{"question": f"Is the {sub} clearly visible?",
-                                  "option_scores": {"Yes": 5, "Medium": 3, "No": 1}, "weight": 1.0}]})  # fmt: skip
+    return json.dumps(
+        {
+            "rules": [
+                {
+                    "question": f"Is the {sub} clearly visible?",
+                    "option_scores": {"Yes": 5, "Medium": 3, "No": 1},
+                    "weight": 1.0,
+                }
+            ]
+        }
+    )
 
 
 def test_slow_path_builds_and_stores_then_a_near_synonym_reuses_it(tmp_path, tiny_vlm, embedder):
@@ -126,6 +144,7 @@ def test_dimensions_close_to_a_configured_expert_route_to_that_reward(tiny_vlm_p
     assert pace.route["path"] == "expert qbench" and pace.route["matched"] == "blur"  # cosine 0.82 > 0.8
     qbench = get_reward("qbench", {"model": str(tiny_vlm_path)}).score(images).scores
     assert pace.score(images).scores.tolist() == pytest.approx((1 + 4 * qbench).tolist(), abs=1e-5)
-    unrelated = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "tactile satisfaction",
-                                    "experts": experts})  # fmt: skip
+    unrelated = get_reward(
+        "pace", {"model": str(tiny_vlm_path), "dimension": "tactile satisfaction", "experts": experts}
+    )
     assert unrelated.expert is None and unrelated.scorer is None  # slow path, waiting for an example image

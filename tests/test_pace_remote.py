@@ -31,8 +31,13 @@ def test_remote_backend_scores_like_the_local_model_and_reports_missing_top_k_ma
         query = probe_query(local.scorer.protocol.probes[0])  # three letters
         short = OpenAIBackend(ServerConfig(base_url=url, model="tiny", top_logprobs=3))
         got = short.option_logprobs([[images[0]]], [query], system=SYSTEM)
-        dist = tiny_vlm.option_logprobs([[images[0]]], [OptionQuery(query.question, ("A",), "")], system=SYSTEM,
-                                        return_vocab=True).vocab.reshape(-1).exp()  # fmt: skip
+        dist = (
+            tiny_vlm.option_logprobs(
+                [[images[0]]], [OptionQuery(query.question, ("A",), "")], system=SYSTEM, return_vocab=True
+            )
+            .vocab.reshape(-1)
+            .exp()
+        )
         top3 = dist.topk(3)
         ids = tiny_vlm.candidate_ids(query)
         absent = [i for i in ids if i not in top3.indices.tolist()]

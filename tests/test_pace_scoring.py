@@ -66,11 +66,13 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
         assert judged.alpha2[i].item() == pytest.approx(a2, abs=2e-5)
         assert judged.scores[i].item() == pytest.approx(score, abs=1e-4)
         expl = judged.explanations[i]
-        assert [p["expected"] for p in expl["probes"]] == pytest.approx([e["edges"], e["grain"], e["outlines"]],
-                                                                        abs=2e-5)  # fmt: skip
+        assert [p["expected"] for p in expl["probes"]] == pytest.approx(
+            [e["edges"], e["grain"], e["outlines"]], abs=2e-5
+        )
         assert len(expl["probes"][0]["crops"]) == 4 and "crops" not in expl["probes"][1]
-        assert expl["sub_dimensions"]["edge crispness"] == pytest.approx((e["edges"] + 0.5 * e["outlines"]) / 1.5,
-                                                                         abs=2e-5)  # fmt: skip
+        assert expl["sub_dimensions"]["edge crispness"] == pytest.approx(
+            (e["edges"] + 0.5 * e["outlines"]) / 1.5, abs=2e-5
+        )
         assert sum(expl["probes"][1]["options"].values()) == pytest.approx(1.0, abs=1e-5)
 
 
@@ -90,8 +92,9 @@ def test_uncalibrated_protocol_maps_track1_onto_its_own_option_bounds_and_min_co
     for i, img in enumerate(random_images(2, seed=3)):
         whole = _expected(tiny_vlm, img, EDGES, [4, 3, 2])
         edges = min([whole] + [_expected(tiny_vlm, c, EDGES, [4, 3, 2]) for c in _crops(img)])
-        e = (edges + 2.0 * _expected(tiny_vlm, img, GRAIN, [4, 2]) + 0.5 * _expected(tiny_vlm, img, OUTLINES,
-                                                                                  [4, 3, 2])) / 3.5  # fmt: skip
+        e = (
+            edges + 2.0 * _expected(tiny_vlm, img, GRAIN, [4, 2]) + 0.5 * _expected(tiny_vlm, img, OUTLINES, [4, 3, 2])
+        ) / 3.5
         assert judged.alpha1[i].item() == pytest.approx((e - 2.0) / 2.0, abs=2e-5)
         assert judged.scores[i].item() == pytest.approx(e, abs=1e-4)  # 2 + 2 * alpha1 = E
         assert judged.alpha2 is None and judged.explanations[i]["calibrated"] is False
@@ -105,18 +108,34 @@ def test_final_score_weights_tracks_and_clamps_to_the_anchor_range():
 
 
 def test_a_bad_protocol_names_every_bad_field_at_once():
-    raw = {"schema": "pace-protocol/0", "dimension": "", "sub_dimensions": [{"name": "edges"}],
-           "probes": [{"question": "Crisp?", "options": [{"text": "Yes", "score": 9}, {"text": "No"}],
-                       "sub_dimension": "colour", "weight": -1, "zoom": "yes"}],
-           "anchors": {"high": {"image": "h.png", "score": 2}, "low": {"image": "l.png", "score": 3}}}  # fmt: skip
+    raw = {
+        "schema": "pace-protocol/0",
+        "dimension": "",
+        "sub_dimensions": [{"name": "edges"}],
+        "probes": [
+            {
+                "question": "Crisp?",
+                "options": [{"text": "Yes", "score": 9}, {"text": "No"}],
+                "sub_dimension": "colour",
+                "weight": -1,
+                "zoom": "yes",
+            }
+        ],
+        "anchors": {"high": {"image": "h.png", "score": 2}, "low": {"image": "l.png", "score": 3}},
+    }
     with pytest.raises(ProtocolError) as err:
         protocol_from_dict(raw, source="p.json")
     msg = str(err.value)
-    for expected in ("schema must be 'pace-protocol/1'", "dimension must be a non-empty string",
-                     "probes[0].options[0].score = 9.0 is outside the 1-5 scale",
-                     "probes[0].options[1].score must be a finite number", "probes[0].weight must be > 0",
-                     "probes[0].sub_dimension 'colour' is not one of the sub_dimensions ['edges']",
-                     "probes[0].zoom must be true or false", "anchors.high.score (2.0) must be above"):  # fmt: skip
+    for expected in (
+        "schema must be 'pace-protocol/1'",
+        "dimension must be a non-empty string",
+        "probes[0].options[0].score = 9.0 is outside the 1-5 scale",
+        "probes[0].options[1].score must be a finite number",
+        "probes[0].weight must be > 0",
+        "probes[0].sub_dimension 'colour' is not one of the sub_dimensions ['edges']",
+        "probes[0].zoom must be true or false",
+        "anchors.high.score (2.0) must be above",
+    ):
         assert expected in msg
 
 

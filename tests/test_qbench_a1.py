@@ -18,16 +18,39 @@ from reward.vlm import OptionQuery
 
 def _rows() -> list[dict]:
     return [
-        {"img_path": "0.png", "question": "Is this image blurry?", "candidates": ["Yes", "No"], "correct_ans": "No",
-         "type": 0, "concern": 0},
-        {"img_path": "1.png", "question": "How is the clarity of the image?", "candidates": ["High", "Medium", "Low"],
-         "correct_ans": "Low", "type": 2, "concern": 2},
-        {"img_path": "2.png", "question": "What is the main distortion?", "candidates": ["Noise", "Blur", "None",
-         "Overexposure"], "correct_ans": "Blur", "type": 1, "concern": 0},
-        {"img_path": ["0.png", "2.png"], "question": "Which image is brighter?",
-         "candidates": ["The first image", "The second image"], "correct_ans": "The second image", "type": 1,
-         "concern": 1},
-    ]  # fmt: skip
+        {
+            "img_path": "0.png",
+            "question": "Is this image blurry?",
+            "candidates": ["Yes", "No"],
+            "correct_ans": "No",
+            "type": 0,
+            "concern": 0,
+        },
+        {
+            "img_path": "1.png",
+            "question": "How is the clarity of the image?",
+            "candidates": ["High", "Medium", "Low"],
+            "correct_ans": "Low",
+            "type": 2,
+            "concern": 2,
+        },
+        {
+            "img_path": "2.png",
+            "question": "What is the main distortion?",
+            "candidates": ["Noise", "Blur", "None", "Overexposure"],
+            "correct_ans": "Blur",
+            "type": 1,
+            "concern": 0,
+        },
+        {
+            "img_path": ["0.png", "2.png"],
+            "question": "Which image is brighter?",
+            "candidates": ["The first image", "The second image"],
+            "correct_ans": "The second image",
+            "type": 1,
+            "concern": 1,
+        },
+    ]
 
 
 @pytest.fixture
@@ -80,8 +103,15 @@ def test_answers_are_the_letters_softmax_from_one_forward_pass_with_both_pair_im
 def test_json_list_and_jsonl_give_the_same_answers_and_metrics(qdir, tiny_vlm_path):
     out = {}
     for fmt in ("json", "jsonl"):
-        m = run_qbench({"task": "a1", "model": {"path": str(tiny_vlm_path)}, "data": str(qdir / f"q.{fmt}"),
-                        "out": str(qdir / fmt), "seed": 2})  # fmt: skip
+        m = run_qbench(
+            {
+                "task": "a1",
+                "model": {"path": str(tiny_vlm_path)},
+                "data": str(qdir / f"q.{fmt}"),
+                "out": str(qdir / fmt),
+                "seed": 2,
+            }
+        )
         rows = [json.loads(line) for line in (qdir / fmt / "answers.jsonl").read_text().splitlines()]
         out[fmt] = (m, [(r["chosen"], r["probability"], r["correct"]) for r in rows])
         saved = json.loads((qdir / fmt / "metrics.json").read_text())
@@ -103,16 +133,23 @@ def _answer(part: str, qtype: int, concern: int, correct: bool) -> Answer:
 
 
 def test_metrics_split_singles_and_pairs_by_type_and_concern():
-    answers = [_answer("single", 0, 0, True), _answer("single", 0, 1, False), _answer("single", 2, 1, True),
-               _answer("pair", 1, 0, True), _answer("pair", 1, 2, False)]  # fmt: skip
+    answers = [
+        _answer("single", 0, 0, True),
+        _answer("single", 0, 1, False),
+        _answer("single", 2, 1, True),
+        _answer("pair", 1, 0, True),
+        _answer("pair", 1, 2, False),
+    ]
     m = perception_metrics(answers)
     assert m["accuracy"] == pytest.approx(3 / 5)
     assert m["single"]["accuracy"] == pytest.approx(2 / 3)
     assert m["single"]["by_type"]["yes-or-no"] == {"accuracy": 0.5, "n": 2}
     assert m["single"]["by_type"]["how"] == {"accuracy": 1.0, "n": 1}
     assert m["single"]["by_concern"]["global other"] == {"accuracy": 0.5, "n": 2}
-    assert m["pair"]["by_concern"] == {"comparison distortion": {"accuracy": 1.0, "n": 1},
-                                       "joint distortion": {"accuracy": 0.0, "n": 1}}  # fmt: skip
+    assert m["pair"]["by_concern"] == {
+        "comparison distortion": {"accuracy": 1.0, "n": 1},
+        "joint distortion": {"accuracy": 0.0, "n": 1},
+    }
 
 
 def test_bad_rows_are_named_by_file_and_line_or_skipped_and_counted(qdir, tiny_vlm_path):
@@ -128,7 +165,14 @@ def test_bad_rows_are_named_by_file_and_line_or_skipped_and_counted(qdir, tiny_v
     assert [s.line for s in skipped] == [2, 13, 25] and len(questions) == 1
     assert "'correct_ans' 'Very low' is not among the candidates" in skipped[1].reason
     assert "unknown 'type' 7" in skipped[2].reason
-    m = run_qbench({"task": "a1", "model": {"path": str(tiny_vlm_path)}, "data": str(path), "out": str(qdir / "o"),
-                    "skip_bad": True})  # fmt: skip
+    m = run_qbench(
+        {
+            "task": "a1",
+            "model": {"path": str(tiny_vlm_path)},
+            "data": str(path),
+            "out": str(qdir / "o"),
+            "skip_bad": True,
+        }
+    )
     assert m["skipped"] == 3 and m["n"] == 1
     assert len((qdir / "o" / "skipped.jsonl").read_text().splitlines()) == 3

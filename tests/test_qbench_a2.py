@@ -36,9 +36,14 @@ def judge_server() -> Iterator[tuple[str, list[dict]]]:
         body = await request.json()
         seen.append(body)
         reply = _judge_reply(body["messages"][-1]["content"], int(body.get("seed", 0)))
-        return {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}  # fmt: skip
+        return {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
     with serve(app) as url:
         yield f"{url}/v1", seen
@@ -58,14 +63,32 @@ def _descriptions(root: Path) -> Path:
 def test_judge_scores_are_parsed_and_averaged_over_five_rounds(tmp_path, tiny_vlm_path, judge_server, monkeypatch):
     url, seen = judge_server
     monkeypatch.setenv("QB_TEST_KEY", "sk-test")
-    cfg = {"task": "a2", "model": {"path": str(tiny_vlm_path)}, "data": str(_descriptions(tmp_path)),
-           "out": str(tmp_path / "out"), "a2": {"max_new_tokens": 6, "judge": {"base_url": url, "model": "judge-x",
-           "api_key_env": "QB_TEST_KEY", "rounds": 5, "max_workers": 4}}}  # fmt: skip
+    cfg = {
+        "task": "a2",
+        "model": {"path": str(tiny_vlm_path)},
+        "data": str(_descriptions(tmp_path)),
+        "out": str(tmp_path / "out"),
+        "a2": {
+            "max_new_tokens": 6,
+            "judge": {
+                "base_url": url,
+                "model": "judge-x",
+                "api_key_env": "QB_TEST_KEY",
+                "rounds": 5,
+                "max_workers": 4,
+            },
+        },
+    }
     m = run_qbench(cfg)
     assert len(seen) == 2 * 3 * 5 and {b["model"] for b in seen} == {"judge-x"}
     for part in ("single", "pair"):  # precision rounds 1,0,1,0,1 -> 0.6; relevance 2,2,2,2,(none) -> 2
-        assert m[part] == {"completeness": 2.0, "precision": pytest.approx(0.6), "relevance": 2.0,
-                           "sum": pytest.approx(4.6), "n": 1}  # fmt: skip
+        assert m[part] == {
+            "completeness": 2.0,
+            "precision": pytest.approx(0.6),
+            "relevance": 2.0,
+            "sum": pytest.approx(4.6),
+            "n": 1,
+        }
     rows = [json.loads(x) for x in (tmp_path / "out" / "descriptions.jsonl").read_text().splitlines()]
     assert [len(r["img_path"]) for r in rows] == [1, 2] and all(isinstance(r["description"], str) for r in rows)
     asked = [b["messages"][-1]["content"] for b in seen]
@@ -74,8 +97,13 @@ def test_judge_scores_are_parsed_and_averaged_over_five_rounds(tmp_path, tiny_vl
 
 
 def test_without_a_judge_descriptions_are_written_and_scoring_is_skipped(tmp_path, tiny_vlm_path, caplog):
-    cfg = {"task": "a2", "model": {"path": str(tiny_vlm_path)}, "data": str(_descriptions(tmp_path)),
-           "out": str(tmp_path / "out"), "a2": {"max_new_tokens": 4}}  # fmt: skip
+    cfg = {
+        "task": "a2",
+        "model": {"path": str(tiny_vlm_path)},
+        "data": str(_descriptions(tmp_path)),
+        "out": str(tmp_path / "out"),
+        "a2": {"max_new_tokens": 4},
+    }
     with caplog.at_level(logging.WARNING):
         m = run_qbench(cfg)
     assert m == {"descriptions": 2, "skipped": 0, "scored": False}
@@ -88,4 +116,10 @@ def test_paper_prompts_and_score_parsing():
     assert PROMPTS["single"].startswith("Describe the quality, aesthetics and other low-level appearance")
     assert PROMPTS["pair"].startswith("Compare and jointly analyze the quality")
     assert [parse_score(t) for t in ("Score: 1", "score:2.", "**Score:** 0", "so 2.", "1.5 out of 2?", "n/a")] == [
-        1, 2, 0, 2, 2, None]  # fmt: skip
+        1,
+        2,
+        0,
+        2,
+        2,
+        None,
+    ]

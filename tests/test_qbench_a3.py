@@ -52,8 +52,9 @@ def test_ensemble_table_matches_hand_computed_correlations_from_one_pass_per_bat
             "good+fine-poor+bad": [_sig(g[i] + f[i] - p[i] - b[i]) for i in range(5)],
             "good+high+fine-poor+low+bad": [_sig(g[i] + h[i] + f[i] - p[i] - lo[i] - b[i]) for i in range(5)],
         }
-        expected[name] = {v: (stats.spearmanr(s, MOS[name])[0], stats.pearsonr(s, MOS[name])[0])
-                          for v, s in variants.items()}  # fmt: skip
+        expected[name] = {
+            v: (stats.spearmanr(s, MOS[name])[0], stats.pearsonr(s, MOS[name])[0]) for v, s in variants.items()
+        }
     data = [str(tmp_path / n / f"{n}.jsonl") for n in MOS]
     import reward.vlm as vlm_module
 
@@ -66,8 +67,15 @@ def test_ensemble_table_matches_hand_computed_correlations_from_one_pass_per_bat
 
     vlm_module.VLM.option_logprobs = counting
     try:
-        result = run_qbench({"task": "a3", "model": {"path": str(tiny_vlm_path)}, "data": data,
-                             "out": str(tmp_path / "out"), "a3": {"ensemble": True}})  # fmt: skip
+        result = run_qbench(
+            {
+                "task": "a3",
+                "model": {"path": str(tiny_vlm_path)},
+                "data": data,
+                "out": str(tmp_path / "out"),
+                "a3": {"ensemble": True},
+            }
+        )
     finally:
         vlm_module.VLM.option_logprobs = original
     assert calls == [5, 5]  # one read per dataset batch serves all six variants
@@ -92,16 +100,34 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
     assert list(dataset_names(["a/r.jsonl", "b/r.jsonl"])) == ["a/r", "b/r"]
     _manifests(tmp_path)
     data = [str(tmp_path / n / f"{n}.jsonl") for n in MOS]
-    r = run_qbench({"task": "a3", "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)}, "data": data,
-                    "out": str(tmp_path / "s")})  # fmt: skip
+    r = run_qbench(
+        {
+            "task": "a3",
+            "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
+            "data": data,
+            "out": str(tmp_path / "s"),
+        }
+    )
     assert list(r["datasets"]["koniq"]) == ["score", "lighting", "harmony"]
     assert -1.0 <= r["mean"]["lighting"]["srcc"] <= 1.0
     with (tmp_path / "agiqa" / "agiqa.jsonl").open("a") as f:
         f.write(json.dumps({"image": "gone.png", "dimension": "overall", "mos": 2}) + "\n")
     with pytest.raises(FileNotFoundError, match=r"agiqa.jsonl:6: image .*gone.png not found"):
-        run_qbench({"task": "a3", "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)}, "data": data,
-                    "out": str(tmp_path / "s")})  # fmt: skip
+        run_qbench(
+            {
+                "task": "a3",
+                "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
+                "data": data,
+                "out": str(tmp_path / "s"),
+            }
+        )
     with pytest.raises(ValueError, match="a3.ensemble=true reads the good/poor synonyms of reward=qbench"):
-        run_qbench({"task": "a3", "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
-                    "data": [str(tmp_path / "koniq" / "koniq.jsonl")], "out": str(tmp_path / "o"),
-                    "a3": {"ensemble": True}})  # fmt: skip
+        run_qbench(
+            {
+                "task": "a3",
+                "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
+                "data": [str(tmp_path / "koniq" / "koniq.jsonl")],
+                "out": str(tmp_path / "o"),
+                "a3": {"ensemble": True},
+            }
+        )

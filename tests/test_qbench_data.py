@@ -72,8 +72,14 @@ def test_sft_example_prompt_is_the_a1_prompt_and_the_completion_its_correct_lett
 def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tiny_vlm_path):
     bench = write_benchmark(tmp_path / "bench", 6, size=32, seed=1)
     qfile = write_questions(tmp_path / "q", 8, seed=2, size=32)
-    base = [f"model.path={tiny_vlm_path}", f"data.train={bench.ratings}", f"output_dir={tmp_path / 'o'}",
-            f"data.perception={qfile}", "prompt.type=1", "prompt.dimensions=[lighting]"]  # fmt: skip
+    base = [
+        f"model.path={tiny_vlm_path}",
+        f"data.train={bench.ratings}",
+        f"output_dir={tmp_path / 'o'}",
+        f"data.perception={qfile}",
+        "prompt.type=1",
+        "prompt.dimensions=[lighting]",
+    ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         s = parse_settings(compose("sft", overrides=[*base, "data.perception_fraction=0.5"]))
         bad = parse_settings(

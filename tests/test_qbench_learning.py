@@ -27,19 +27,35 @@ def test_perception_sft_lifts_heldout_a1_accuracy_for_singles_and_pairs(tiny_vlm
     rows = json.loads(held.read_text())
     chance = sum(1 / len(r["candidates"]) for r in rows) / len(rows)
     overrides = [
-        f"model.path={tiny_vlm_path}", "data.train=synthetic", "data.perception=synthetic",
-        "data.perception_fraction=1.0", f"data.perception_families=[{','.join(FAMILIES)}]",
-        "data.perception_shuffle=0", f"output_dir={tmp_path / 'run'}", "trainer.max_steps=200",
-        "trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1",
-        "trainer.learning_rate=1e-3", "trainer.lr_scheduler_type=constant", "trainer.warmup_steps=0",
-        "trainer.save_steps=1000", "trainer.logging_steps=50",
-    ]  # fmt: skip
+        f"model.path={tiny_vlm_path}",
+        "data.train=synthetic",
+        "data.perception=synthetic",
+        "data.perception_fraction=1.0",
+        f"data.perception_families=[{','.join(FAMILIES)}]",
+        "data.perception_shuffle=0",
+        f"output_dir={tmp_path / 'run'}",
+        "trainer.max_steps=200",
+        "trainer.per_device_train_batch_size=16",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.learning_rate=1e-3",
+        "trainer.lr_scheduler_type=constant",
+        "trainer.warmup_steps=0",
+        "trainer.save_steps=1000",
+        "trainer.logging_steps=50",
+    ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         run_sft(compose("sft", overrides=overrides))
 
     def a1(model: Path, out: str) -> dict:
-        return run_qbench({"task": "a1", "model": {"path": str(model)}, "data": str(held), "out": str(tmp_path / out),
-                           "a1": {"shuffle": False}})  # fmt: skip
+        return run_qbench(
+            {
+                "task": "a1",
+                "model": {"path": str(model)},
+                "data": str(held),
+                "out": str(tmp_path / out),
+                "a1": {"shuffle": False},
+            }
+        )
 
     before, after = a1(tiny_vlm_path, "before"), a1(tmp_path / "run" / "scorer", "after")
     summary = {part: (before[part]["by_type"], after[part]["by_type"]) for part in ("single", "pair")}

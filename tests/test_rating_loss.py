@@ -30,12 +30,23 @@ def test_weighted_loss_is_trl_loss_plus_extra_rating_nll_checked_against_full_lo
     words = ["excellent", "good", "fair", "poor", "bad"]
     ids = resolve_candidates(processor.tokenizer, "The quality is", words)
     rows = [conversation("Rate the quality.", f"The quality is {w}.") for w in words[:4]]
-    ds = datasets.Dataset.from_dict({"images": [[im] for im in random_images(4)],
-                                     "prompt": [r["prompt"] for r in rows],
-                                     "completion": [r["completion"] for r in rows]})  # fmt: skip
+    ds = datasets.Dataset.from_dict(
+        {
+            "images": [[im] for im in random_images(4)],
+            "prompt": [r["prompt"] for r in rows],
+            "completion": [r["completion"] for r in rows],
+        }
+    )
     model = AutoModelForImageTextToText.from_pretrained(tiny_vlm_path)
-    args = SFTConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, use_cpu=True, bf16=False,
-                     report_to="none", max_length=None, remove_unused_columns=False)  # fmt: skip
+    args = SFTConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        max_length=None,
+        remove_unused_columns=False,
+    )
     trainer = weighted_trainer_class(3.0, ids)(model=model, args=args, train_dataset=ds, processing_class=processor)
     batch = next(iter(trainer.get_train_dataloader()))
     weighted = trainer.compute_loss(trainer.model, dict(batch)).item()

@@ -57,7 +57,7 @@ def _tiny_config(name: str, request) -> dict:
         "pace": lambda: {
             "model": str(request.getfixturevalue("tiny_vlm_path")),
             "protocol": str(request.getfixturevalue("pace_protocol_path")),
-        },  # fmt: skip
+        },
         "scene-proxy": lambda: {"calibration_scenes": 2},
     }
     if name not in configs:
@@ -77,5 +77,11 @@ def test_every_registered_reward_scores_within_its_range(name, request):
 
 
 def test_public_api_is_small():
-    assert set(reward.__all__) == {"Reward", "RewardOutput", "get_reward", "list_rewards", "register_reward",
-                                   "reward_info"}  # fmt: skip
+    assert set(reward.__all__) == {
+        "Reward",
+        "RewardOutput",
+        "get_reward",
+        "list_rewards",
+        "register_reward",
+        "reward_info",
+    }

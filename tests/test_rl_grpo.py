@@ -37,8 +37,15 @@ def tasks(tmp_path_factory) -> Path:
 
 
 def test_config_problems_are_reported_together_before_anything_loads(tmp_path):
-    bad = [f"output_dir={tmp_path}", "data=none.jsonl", "policy.path=none", "reward=scene-proxy",
-           "trainer.num_generations=3", "trainer.reward_weights=[1.0,2.0]", "prompt.template=no slot"]  # fmt: skip
+    bad = [
+        f"output_dir={tmp_path}",
+        "data=none.jsonl",
+        "policy.path=none",
+        "reward=scene-proxy",
+        "trainer.num_generations=3",
+        "trainer.reward_weights=[1.0,2.0]",
+        "prompt.template=no slot",
+    ]
     with pytest.raises(ValueError, match=r"unknown key policy.pth \(did you mean 'path'\?\)"):
         run_grpo(_cfg([*bad, "+policy.pth=x"]))
     with pytest.raises(ValueError) as err:
@@ -53,9 +60,18 @@ def test_config_problems_are_reported_together_before_anything_loads(tmp_path):
 def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny_lm, tasks, tmp_path, request):
     out = tmp_path / "run"
     qbench = _tiny_config("qbench", request)["model"]
-    base = [f"policy.path={tiny_lm}", f"data={tasks}", f"output_dir={out}", "reward=scene-proxy",
-            "trainer.num_generations=8", "trainer.per_device_train_batch_size=16", "eval.every=20", "eval_tasks=6",
-            f"eval_rewards=[{{name: qbench, model: '{qbench}'}}]", *FAST]  # fmt: skip
+    base = [
+        f"policy.path={tiny_lm}",
+        f"data={tasks}",
+        f"output_dir={out}",
+        "reward=scene-proxy",
+        "trainer.num_generations=8",
+        "trainer.per_device_train_batch_size=16",
+        "eval.every=20",
+        "eval_tasks=6",
+        f"eval_rewards=[{{name: qbench, model: '{qbench}'}}]",
+        *FAST,
+    ]
     result = run_grpo(_cfg([*base, "trainer.max_steps=40", "trainer.save_steps=40"]))
     means = np.array([m for _, m, _ in result["train_curve"]["scene-proxy"]])
     first, last = means[:10], means[-10:]
@@ -76,9 +92,20 @@ def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny
 @pytest.mark.parametrize("name", list_rewards())
 def test_every_registered_reward_trains_a_step(name, tiny_lm, tasks, tmp_path, request):
     overrides = [f"reward.{k}={v}" for k, v in _tiny_config(name, request).items()]
-    cfg = _cfg([f"policy.path={tiny_lm}", f"data={tasks}", f"output_dir={tmp_path}", f"reward={name}", *overrides,
-                "trainer.max_steps=1", "trainer.num_generations=2", "trainer.per_device_train_batch_size=4",
-                "eval.every=0", *FAST])  # fmt: skip
+    cfg = _cfg(
+        [
+            f"policy.path={tiny_lm}",
+            f"data={tasks}",
+            f"output_dir={tmp_path}",
+            f"reward={name}",
+            *overrides,
+            "trainer.max_steps=1",
+            "trainer.num_generations=2",
+            "trainer.per_device_train_batch_size=4",
+            "eval.every=0",
+            *FAST,
+        ]
+    )
     result = run_grpo(cfg)
     assert result["global_step"] == 1 and result["rewards"] == [name]
     assert result["train_curve"][name] and 0 <= result["train_curve"][name][0][1] <= 1
@@ -86,9 +113,21 @@ def test_every_registered_reward_trains_a_step(name, tiny_lm, tasks, tmp_path, r
 
 @pytest.mark.slow
 def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, tasks, tmp_path):
-    cfg = _cfg([f"policy.path={tiny_vlm_path}", f"data={tasks}", f"output_dir={tmp_path}", "reward=scene-proxy",
-                "lora.enabled=true", "trainer.max_steps=1", "trainer.num_generations=2",
-                "trainer.per_device_train_batch_size=4", "eval.every=1", "eval_tasks=2", *FAST])  # fmt: skip
+    cfg = _cfg(
+        [
+            f"policy.path={tiny_vlm_path}",
+            f"data={tasks}",
+            f"output_dir={tmp_path}",
+            "reward=scene-proxy",
+            "lora.enabled=true",
+            "trainer.max_steps=1",
+            "trainer.num_generations=2",
+            "trainer.per_device_train_batch_size=4",
+            "eval.every=1",
+            "eval_tasks=2",
+            *FAST,
+        ]
+    )
     result = run_grpo(cfg)
     assert result["global_step"] == 1
     assert (tmp_path / "policy" / "adapter_config.json").exists()

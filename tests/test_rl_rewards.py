@@ -35,8 +35,13 @@ def build_constant(cfg: dict) -> ConstantReward:
 
 @pytest.fixture
 def lower_is_better():
-    register_reward("test-lower", f"{__name__}:build_constant", higher_is_better=False, score_range=(0.0, 10.0),
-                    description="test only")  # fmt: skip
+    register_reward(
+        "test-lower",
+        f"{__name__}:build_constant",
+        higher_is_better=False,
+        score_range=(0.0, 10.0),
+        description="test only",
+    )
     yield "test-lower"
     _REGISTRY.pop("test-lower")
 
@@ -82,17 +87,27 @@ def test_completion_text_reads_plain_and_conversational_completions():
 def _call(adapter: InpaintingRewards, completions: list[str], task_ids: list[str], step: int = 0):
     metrics: dict[str, list[float]] = {}
     extra: dict[str, list] = {}
-    kwargs = {"trainer_state": SimpleNamespace(global_step=step),
-              "log_metric": lambda k, v: metrics.setdefault(k, []).append(v),
-              "log_extra": lambda k, v: extra.setdefault(k, []).extend(v)}  # fmt: skip
-    values = [fn(prompts=[None] * len(completions), completions=completions, task_id=task_ids, **kwargs)
-              for fn in adapter.functions()]  # fmt: skip
+    kwargs = {
+        "trainer_state": SimpleNamespace(global_step=step),
+        "log_metric": lambda k, v: metrics.setdefault(k, []).append(v),
+        "log_extra": lambda k, v: extra.setdefault(k, []).extend(v),
+    }
+    values = [
+        fn(prompts=[None] * len(completions), completions=completions, task_id=task_ids, **kwargs)
+        for fn in adapter.functions()
+    ]
     return values, metrics, extra
 
 
 def test_group_shares_the_generator_seed_so_only_the_prompt_changes_the_reward(tmp_path):
-    adapter = InpaintingRewards(build_generator({"name": "procedural"}), RewardSet(["scene-proxy"]), _tasks(),
-                                seed=1, samples_dir=tmp_path, samples_per_step=2)  # fmt: skip
+    adapter = InpaintingRewards(
+        build_generator({"name": "procedural"}),
+        RewardSet(["scene-proxy"]),
+        _tasks(),
+        seed=1,
+        samples_dir=tmp_path,
+        samples_per_step=2,
+    )
     completions = ["a room", "a room", "a bright sunlit warm glowing room", "a room"]
     (values,), metrics, extra = _call(adapter, completions, ["t0", "t0", "t0", "t1"])
     assert values[0] == values[1]  # same task, same step, same words: same image
@@ -117,8 +132,9 @@ def test_one_generation_is_shared_by_several_rewards_and_empty_or_long_prompts_a
 
 @pytest.mark.parametrize("name", list_rewards())
 def test_every_registered_reward_works_through_the_adapter(name, request):
-    adapter = InpaintingRewards(build_generator({"name": "procedural"}),
-                                RewardSet([{"name": name, **_tiny_config(name, request)}]), _tasks())  # fmt: skip
+    adapter = InpaintingRewards(
+        build_generator({"name": "procedural"}), RewardSet([{"name": name, **_tiny_config(name, request)}]), _tasks()
+    )
     (values,), metrics, _ = _call(adapter, ["a bright room", "a dark room"], ["t0", "t1"])
     assert all(v is not None and 0.0 <= v <= 1.0 for v in values)  # normalised by the registered score_range
     assert metrics[f"{name}/failed"] == [0.0]

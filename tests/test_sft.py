@@ -32,11 +32,20 @@ def bench(tmp_path_factory):
 
 def _base(model: Path, bench, out: Path, steps: int = 4, extra: tuple[str, ...] = ()) -> list[str]:
     return [
-        f"model.path={model}", f"data.train={bench.ratings}", f"data.test={bench.ratings}", f"output_dir={out}",
-        f"trainer.max_steps={steps}", "trainer.save_steps=2", "trainer.per_device_train_batch_size=4",
-        "trainer.gradient_accumulation_steps=1", "trainer.learning_rate=1e-3", "trainer.logging_steps=1",
-        "prompt.type=1", "eval_batch_size=8", *extra,
-    ]  # fmt: skip
+        f"model.path={model}",
+        f"data.train={bench.ratings}",
+        f"data.test={bench.ratings}",
+        f"output_dir={out}",
+        f"trainer.max_steps={steps}",
+        "trainer.save_steps=2",
+        "trainer.per_device_train_batch_size=4",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.learning_rate=1e-3",
+        "trainer.logging_steps=1",
+        "prompt.type=1",
+        "eval_batch_size=8",
+        *extra,
+    ]
 
 
 def test_sft_trains_the_language_model_only_and_writes_a_loadable_scorer(tiny_vlm_path, bench, tmp_path):

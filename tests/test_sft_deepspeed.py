@@ -43,11 +43,21 @@ def _launch_sft(config: str, model: Path, tmp_path: Path, *extra: str) -> tuple[
     (tmp_path / "accelerate.yaml").write_text(config)
     out = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(tmp_path / "accelerate.yaml"),
-        str(ROOT / "training/sft.py"), f"model.path={model}", f"data.train={bench.ratings}",
-        f"output_dir={out}", "trainer.max_steps=2", "trainer.per_device_train_batch_size=4",
-        "trainer.gradient_accumulation_steps=1", "prompt.type=1", *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(tmp_path / "accelerate.yaml"),
+        str(ROOT / "training/sft.py"),
+        f"model.path={model}",
+        f"data.train={bench.ratings}",
+        f"output_dir={out}",
+        "trainer.max_steps=2",
+        "trainer.per_device_train_batch_size=4",
+        "trainer.gradient_accumulation_steps=1",
+        "prompt.type=1",
+        *extra,
+    ]
     env = {**os.environ, "DS_BUILD_OPS": "0"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -69,8 +79,9 @@ def test_zero3_scorer_holds_the_gathered_trained_weights(tiny_vlm_path, tmp_path
     from reward.sa_iqa import build
     from tests.conftest import random_images
 
-    proc, out = _launch_sft(ZERO3.format(mp="no"), tiny_vlm_path, tmp_path, "trainer.save_steps=100",
-                            "trainer.learning_rate=1e-2")  # fmt: skip
+    proc, out = _launch_sft(
+        ZERO3.format(mp="no"), tiny_vlm_path, tmp_path, "trainer.save_steps=100", "trainer.learning_rate=1e-2"
+    )
     assert "effective batch 4 = 4 per device x 1 accumulation x 1 processes" in proc.stdout + proc.stderr
     scorer = out / "scorer"
     trained = load_file(scorer / "model.safetensors")

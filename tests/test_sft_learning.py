@@ -17,12 +17,21 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 def test_sft_lifts_heldout_lighting_srcc_above_0_6(tiny_vlm_path, tmp_path):
     bench = write_benchmark(tmp_path / "heldout", 60, size=64, seed=4242)  # scenes never seen in training
     overrides = [
-        f"model.path={tiny_vlm_path}", "data.train=synthetic", f"data.test={bench.ratings}",
-        f"output_dir={tmp_path / 'run'}", "prompt.type=2", "prompt.dimensions=[lighting,harmony]",
-        "trainer.max_steps=160", "trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1",
-        "trainer.learning_rate=1e-3", "trainer.lr_scheduler_type=constant", "trainer.save_steps=1000",
-        "trainer.logging_steps=40", "eval_before=true",
-    ]  # fmt: skip
+        f"model.path={tiny_vlm_path}",
+        "data.train=synthetic",
+        f"data.test={bench.ratings}",
+        f"output_dir={tmp_path / 'run'}",
+        "prompt.type=2",
+        "prompt.dimensions=[lighting,harmony]",
+        "trainer.max_steps=160",
+        "trainer.per_device_train_batch_size=16",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.learning_rate=1e-3",
+        "trainer.lr_scheduler_type=constant",
+        "trainer.save_steps=1000",
+        "trainer.logging_steps=40",
+        "eval_before=true",
+    ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         result = run_sft(compose("sft", overrides=overrides))
     before, after = result["metrics_before"]["lighting"]["srcc"], result["metrics"]["lighting"]["srcc"]

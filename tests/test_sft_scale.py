@@ -38,10 +38,17 @@ def _quality_manifest(tmp: Path, n: int = 8, dimension: str = "quality") -> Path
 
 def _base(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
     return [
-        f"model.path={model}", f"data.train={train}", f"output_dir={out}", "trainer.max_steps=2",
-        "trainer.save_steps=100", "trainer.per_device_train_batch_size=4", "trainer.gradient_accumulation_steps=1",
-        "trainer.learning_rate=1e-3", "eval_batch_size=8", *extra,
-    ]  # fmt: skip
+        f"model.path={model}",
+        f"data.train={train}",
+        f"output_dir={out}",
+        "trainer.max_steps=2",
+        "trainer.save_steps=100",
+        "trainer.per_device_train_batch_size=4",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.learning_rate=1e-3",
+        "eval_batch_size=8",
+        *extra,
+    ]
 
 
 def test_full_fine_tuning_keeps_fp32_master_weights_unless_deepspeed_or_lora():
@@ -56,8 +63,15 @@ def test_a_prompt_type_that_needs_definitions_fails_before_anything_is_loaded(tm
     cfg = _cfg(_base(Path("/does/not/matter"), tmp_path / "m.jsonl", tmp_path / "out", "prompt.dimensions=[quality]"))
     with pytest.raises(ValueError, match=r"prompt.type=4 needs a definition .*\['quality'\].*prompt.definitions"):
         parse_settings(cfg)
-    ok = _cfg(_base(Path("m"), tmp_path / "m.jsonl", tmp_path / "out", "prompt.dimensions=[quality]",
-                    "+prompt.definitions.quality='How clean and sharp the photo is.'"))  # fmt: skip
+    ok = _cfg(
+        _base(
+            Path("m"),
+            tmp_path / "m.jsonl",
+            tmp_path / "out",
+            "prompt.dimensions=[quality]",
+            "+prompt.definitions.quality='How clean and sharp the photo is.'",
+        )
+    )
     assert parse_settings(ok).prompt.definitions == {"quality": "How clean and sharp the photo is."}
 
 
@@ -80,8 +94,9 @@ def test_a_new_dimension_trains_and_unknown_dimensions_fail_in_one_line(tiny_vlm
     assert len(lines) == 1 and "8 rows (first: line 1)" in lines[0]
 
     out = tmp_path / "quality"
-    result = run_sft(_cfg(_base(tiny_vlm_path, train, out, "prompt.type=1", "prompt.dimensions=[quality]",
-                                f"data.test={train}")))  # fmt: skip
+    result = run_sft(
+        _cfg(_base(tiny_vlm_path, train, out, "prompt.type=1", "prompt.dimensions=[quality]", f"data.test={train}"))
+    )
     meta = json.loads((out / "scorer" / "sa_iqa.json").read_text())
     assert list(meta["queries"]) == ["quality"]
     assert result["metrics"]["quality"]["n"] == 8
@@ -97,8 +112,18 @@ def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, t
     from training.sft_run import save_scorer
 
     model = get_peft_model(AutoModelForImageTextToText.from_pretrained(tiny_vlm_path), lora_config(LoraSettings()))
-    settings = parse_settings(_cfg(_base(Path("Qwen/Qwen2.5-VL-7B-Instruct"), tmp_path / "m.jsonl", tmp_path / "o",
-                                         "lora.enabled=true", "merge_lora=false", "prompt.type=1")))  # fmt: skip
+    settings = parse_settings(
+        _cfg(
+            _base(
+                Path("Qwen/Qwen2.5-VL-7B-Instruct"),
+                tmp_path / "m.jsonl",
+                tmp_path / "o",
+                "lora.enabled=true",
+                "merge_lora=false",
+                "prompt.type=1",
+            )
+        )
+    )
     meta = scorer_metadata(["lighting"], prompt_type=1, definitions={})
     scorer = save_scorer(model, load_processor(tiny_vlm_path), tmp_path / "scorer", meta, settings)
     assert json.loads((scorer / "sa_iqa.json").read_text())["base_model"] == "Qwen/Qwen2.5-VL-7B-Instruct"

@@ -16,9 +16,17 @@ def test_bins_are_five_equal_widths_of_0_8_with_closed_lower_edges():
     assert bin_edges() == (1.8, 2.6, 3.4, 4.2)
     assert LEVEL_WORDS == ("bad", "poor", "fair", "good", "excellent")
     cases = {
-        1.0: "bad", 1.7999: "bad", 1.8: "poor", 2.5999: "poor", 2.6: "fair", 3.3999: "fair",
-        3.4: "good", 4.1999: "good", 4.2: "excellent", 5.0: "excellent",
-    }  # fmt: skip
+        1.0: "bad",
+        1.7999: "bad",
+        1.8: "poor",
+        2.5999: "poor",
+        2.6: "fair",
+        3.3999: "fair",
+        3.4: "good",
+        4.1999: "good",
+        4.2: "excellent",
+        5.0: "excellent",
+    }
     assert {m: mos_to_word(m) for m in cases} == cases
     assert [mos_to_level(m) for m in (1.0, 2.0, 3.0, 4.0, 5.0)] == [1, 2, 3, 4, 5]
 

@@ -223,8 +223,9 @@ def check_families(families: Sequence[str] | None) -> tuple[str, ...]:
     names = tuple(families) if families else tuple(FAMILIES)
     unknown = [f for f in names if f not in FAMILIES]
     if unknown:
-        raise ValueError(f"unknown question famil{'y' if len(unknown) == 1 else 'ies'} {unknown}; "
-                         f"known: {', '.join(FAMILIES)}")  # fmt: skip
+        raise ValueError(
+            f"unknown question famil{'y' if len(unknown) == 1 else 'ies'} {unknown}; known: {', '.join(FAMILIES)}"
+        )
     return names
 
 
@@ -238,12 +239,20 @@ def question_at(
     family = names[int(rng.integers(len(names)))]
     render_fn, qtype, concern = FAMILIES[family]
     images, question, candidates, correct = render_fn(rng, size, _photos(photos))
-    return {"images": images, "question": question, "candidates": candidates, "correct_ans": correct, "type": qtype,
-            "concern": concern, "family": family}  # fmt: skip
+    return {
+        "images": images,
+        "question": question,
+        "candidates": candidates,
+        "correct_ans": correct,
+        "type": qtype,
+        "concern": concern,
+        "family": family,
+    }
 
 
-def stream_questions(seed: int = 0, size: int = 64, families: Sequence[str] | None = None,
-                     photos: str = "train") -> Iterator[dict[str, Any]]:  # fmt: skip
+def stream_questions(
+    seed: int = 0, size: int = 64, families: Sequence[str] | None = None, photos: str = "train"
+) -> Iterator[dict[str, Any]]:
     """Endless fresh questions (see :func:`question_at`)."""
     index = 0
     while True:
@@ -286,12 +295,20 @@ def main(argv: list[str] | None = None) -> Path:
     """``python -m training.perception_questions out=DIR n=200 seed=0 size=64 photos=train fmt=json``"""
     args = dict(a.split("=", 1) for a in (sys.argv[1:] if argv is None else argv))
     if "out" not in args:
-        raise SystemExit("usage: python -m training.perception_questions out=DIR [n=200 seed=0 size=64 "
-                         "photos=train|heldout|all fmt=json|jsonl families=a,b]")  # fmt: skip
+        raise SystemExit(
+            "usage: python -m training.perception_questions out=DIR [n=200 seed=0 size=64 "
+            "photos=train|heldout|all fmt=json|jsonl families=a,b]"
+        )
     families = args["families"].split(",") if args.get("families") else None
-    return write_questions(args["out"], int(args.get("n", 200)), seed=int(args.get("seed", 0)),
-                           size=int(args.get("size", 64)), families=families, photos=args.get("photos", "train"),
-                           fmt=args.get("fmt", "json"))  # fmt: skip
+    return write_questions(
+        args["out"],
+        int(args.get("n", 200)),
+        seed=int(args.get("seed", 0)),
+        size=int(args.get("size", 64)),
+        families=families,
+        photos=args.get("photos", "train"),
+        fmt=args.get("fmt", "json"),
+    )
 
 
 if __name__ == "__main__":

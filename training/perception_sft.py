@@ -29,9 +29,16 @@ ANSWER_FORMATS = ("letter", "letter_text")
 
 
 def perception_example(
-    n_images: int, question: str, candidates: Sequence[str], correct: str, *, seed: int, index: int,
-    answer: str = "letter", shuffle: float = 1.0,
-) -> dict[str, Any]:  # fmt: skip
+    n_images: int,
+    question: str,
+    candidates: Sequence[str],
+    correct: str,
+    *,
+    seed: int,
+    index: int,
+    answer: str = "letter",
+    shuffle: float = 1.0,
+) -> dict[str, Any]:
     """The trl prompt-completion conversation of one question (same content-part schema as the rating data).
 
     ``shuffle``: the share of questions whose options are shuffled (1: all, as task=a1 asks; 0: the given order).
@@ -52,26 +59,40 @@ def perception_example(
 def _features() -> Any:
     import datasets
 
-    turn = [{"role": datasets.Value("string"),
-             "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}]  # fmt: skip
+    turn = [
+        {
+            "role": datasets.Value("string"),
+            "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}],
+        }
+    ]
     return datasets.Features({"images": datasets.Sequence(datasets.Image()), "prompt": turn, "completion": turn})
 
 
-def _generated(seed: int, size: int, families: tuple[str, ...] | None, answer: str,
-               shuffle: float) -> Iterator[dict[str, Any]]:  # fmt: skip
+def _generated(
+    seed: int, size: int, families: tuple[str, ...] | None, answer: str, shuffle: float
+) -> Iterator[dict[str, Any]]:
     from training.perception_questions import question_at
 
     index = 0
     while True:
         q = question_at(seed, index, size, families, photos="train")
-        ex = perception_example(len(q["images"]), q["question"], q["candidates"], q["correct_ans"], seed=seed,
-                                index=index, answer=answer, shuffle=shuffle)  # fmt: skip
+        ex = perception_example(
+            len(q["images"]),
+            q["question"],
+            q["candidates"],
+            q["correct_ans"],
+            seed=seed,
+            index=index,
+            answer=answer,
+            shuffle=shuffle,
+        )
         yield {"images": q["images"], **ex}
         index += 1
 
 
-def perception_stream(seed: int = 0, size: int = 64, families: Sequence[str] | None = None,
-                      answer: str = "letter", shuffle: float = 1.0) -> Any:  # fmt: skip
+def perception_stream(
+    seed: int = 0, size: int = 64, families: Sequence[str] | None = None, answer: str = "letter", shuffle: float = 1.0
+) -> Any:
     """An endless ``datasets.IterableDataset`` of fresh generated questions (training photos only)."""
     import datasets
 
@@ -85,16 +106,18 @@ def perception_stream(seed: int = 0, size: int = 64, families: Sequence[str] | N
     )
 
 
-def perception_file_dataset(path: str, *, seed: int = 0, skip_bad: bool = True, answer: str = "letter",
-                            shuffle: float = 1.0) -> Any:  # fmt: skip
+def perception_file_dataset(
+    path: str, *, seed: int = 0, skip_bad: bool = True, answer: str = "letter", shuffle: float = 1.0
+) -> Any:
     """A ``datasets.Dataset`` from an LLVisionQA file (bad rows named by file:line, skipped with ``skip_bad``)."""
     import datasets
 
     questions, skipped = load_questions(path, skip_bad=skip_bad)
     records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": []}
     for index, q in enumerate(questions):
-        ex = perception_example(len(q.images), q.question, q.candidates, q.correct, seed=seed, index=index,
-                                answer=answer, shuffle=shuffle)  # fmt: skip
+        ex = perception_example(
+            len(q.images), q.question, q.candidates, q.correct, seed=seed, index=index, answer=answer, shuffle=shuffle
+        )
         records["images"].append([str(p) for p in q.images])
         records["prompt"].append(ex["prompt"])
         records["completion"].append(ex["completion"])
@@ -122,13 +145,17 @@ def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[
     seed = int(s.trainer.get("seed", 42))
     skipped = 0
     if d.perception == "synthetic":
-        perception = perception_stream(d.synthetic_seed, d.synthetic_size, d.perception_families, d.perception_answer,
-                                       d.perception_shuffle)  # fmt: skip
+        perception = perception_stream(
+            d.synthetic_seed, d.synthetic_size, d.perception_families, d.perception_answer, d.perception_shuffle
+        )
     else:
         perception, skipped = perception_file_dataset(
-            d.perception, seed=d.synthetic_seed, skip_bad=d.skip_bad, answer=d.perception_answer,
+            d.perception,
+            seed=d.synthetic_seed,
+            skip_bad=d.skip_bad,
+            answer=d.perception_answer,
             shuffle=d.perception_shuffle,
-        )  # fmt: skip
+        )
     if d.perception_fraction >= 1.0:
         return perception, skipped
     ratings, rating_skipped = rating_data()
@@ -139,7 +166,9 @@ def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[
         )
         ratings = ratings if isinstance(ratings, datasets.IterableDataset) else ratings.to_iterable_dataset()
     mixed = datasets.interleave_datasets(
-        [ratings, perception], probabilities=[1.0 - d.perception_fraction, d.perception_fraction], seed=seed,
+        [ratings, perception],
+        probabilities=[1.0 - d.perception_fraction, d.perception_fraction],
+        seed=seed,
         stopping_strategy="all_exhausted",
-    )  # fmt: skip
+    )
     return mixed, skipped + rating_skipped

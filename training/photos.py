@@ -56,12 +56,31 @@ HELDOUT_FRACTION = 0.25
 # Natural photographs shipped inside installed packages (package, folder inside it, file names). Synthetic test
 # patterns (chessboards, logos, phantoms, colour wheels), document scans and already-blurred photos are left out.
 PACKAGE_PHOTOS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("skimage", "data", ("astronaut.png", "brick.png", "camera.png", "cell.png", "chelsea.png", "coffee.png",
-                         "coins.png", "grass.png", "gravel.png", "hubble_deep_field.jpg", "ihc.png", "moon.png",
-                         "motorcycle_left.png", "motorcycle_right.png", "retina.jpg", "rocket.jpg")),
+    (
+        "skimage",
+        "data",
+        (
+            "astronaut.png",
+            "brick.png",
+            "camera.png",
+            "cell.png",
+            "chelsea.png",
+            "coffee.png",
+            "coins.png",
+            "grass.png",
+            "gravel.png",
+            "hubble_deep_field.jpg",
+            "ihc.png",
+            "moon.png",
+            "motorcycle_left.png",
+            "motorcycle_right.png",
+            "retina.jpg",
+            "rocket.jpg",
+        ),
+    ),
     ("matplotlib", "mpl-data/sample_data", ("grace_hopper.jpg",)),
     ("sklearn", "datasets/images", ("china.jpg", "flower.jpg")),
-)  # fmt: skip
+)
 
 # Distortion parameters at levels 1..5 (KADID-10k's ranges, for crops seen at native scale).
 LEVELS: dict[str, tuple[float, ...]] = {
@@ -154,8 +173,9 @@ def load_photo(path: Path, side: int | None = None) -> Image.Image:
         image = im.convert("RGB")
     if side is not None and min(image.size) > side:
         scale = side / min(image.size)
-        image = image.resize((max(side, round(image.width * scale)), max(side, round(image.height * scale))),
-                             Image.Resampling.BOX)  # fmt: skip
+        image = image.resize(
+            (max(side, round(image.width * scale)), max(side, round(image.height * scale))), Image.Resampling.BOX
+        )
     return image
 
 
@@ -265,9 +285,14 @@ def calibration_from_kadid(dmos_csv: str | Path) -> dict[str, list[float]]:
 class PhotoStream:
     """Endless fresh distorted crops of ``photos``: example ``index`` of stream ``seed`` is the same everywhere."""
 
-    def __init__(self, photos: Sequence[Path], crop: int, seed: int = 0,
-                 calibration: Mapping[str, Sequence[float]] = CALIBRATION,
-                 side: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        photos: Sequence[Path],
+        crop: int,
+        seed: int = 0,
+        calibration: Mapping[str, Sequence[float]] = CALIBRATION,
+        side: int | None = None,
+    ) -> None:
         self.names = [p.name for p in photos]
         self.images = [load_photo(p, side) for p in photos]
         self.crop, self.seed, self.calibration = crop, seed, calibration
@@ -311,20 +336,41 @@ def distorted_photos_stream(
         raise ValueError(f"data.photos_side={side} is smaller than data.photos_crop={crop}: a crop must fit")
     table = load_calibration(calibration)  # bad files fail here, before training
     paths = training_photos(photos, crop)
-    logger.info("distorted-photos stream: %d training photos, %dx%d crops, %d distortion types", len(paths), crop,
-                crop, len(table))  # fmt: skip
+    logger.info(
+        "distorted-photos stream: %d training photos, %dx%d crops, %d distortion types",
+        len(paths),
+        crop,
+        crop,
+        len(table),
+    )
     return datasets.IterableDataset.from_generator(
         _photo_rows,
-        gen_kwargs={"queries": dict(queries), "words": tuple(words_worst_first), "paths": tuple(map(str, paths)),
-                    "crop": crop, "side": side, "seed": seed, "mos_range": mos_range, "soft_std": soft_std,
-                    "calibration": table},
+        gen_kwargs={
+            "queries": dict(queries),
+            "words": tuple(words_worst_first),
+            "paths": tuple(map(str, paths)),
+            "crop": crop,
+            "side": side,
+            "seed": seed,
+            "mos_range": mos_range,
+            "soft_std": soft_std,
+            "calibration": table,
+        },
         features=stream_features(),
-    )  # fmt: skip
+    )
 
 
-def _photo_rows(queries: dict, words: tuple[str, ...], paths: tuple[str, ...], crop: int, side: int | None,
-                seed: int, mos_range: tuple[float, float], soft_std: float | None,
-                calibration: dict) -> Iterator[dict[str, Any]]:  # fmt: skip
+def _photo_rows(
+    queries: dict,
+    words: tuple[str, ...],
+    paths: tuple[str, ...],
+    crop: int,
+    side: int | None,
+    seed: int,
+    mos_range: tuple[float, float],
+    soft_std: float | None,
+    calibration: dict,
+) -> Iterator[dict[str, Any]]:
     from training.sft_data import answer, conversation
 
     stream = PhotoStream([Path(p) for p in paths], crop, seed, calibration, side)
@@ -371,11 +417,24 @@ def write_heldout(
             for kind, level, image, mos in variants:
                 name = f"images/{p.stem}_c{c}_{kind}{level}.png"
                 image.save(out / name)
-                rows.append({"image": name, "dimension": DIMENSION, "mos": mos, "photo": p.name,
-                             "distortion": kind, "level": level})  # fmt: skip
+                rows.append(
+                    {
+                        "image": name,
+                        "dimension": DIMENSION,
+                        "mos": mos,
+                        "photo": p.name,
+                        "distortion": kind,
+                        "level": level,
+                    }
+                )
     manifest = atomic_write_jsonl(out / "ratings.jsonl", rows)
-    logger.info("held-out set: %d images of %d photos (%s) in %s", len(rows), len(heldout),
-                ", ".join(p.name for p in heldout), manifest)  # fmt: skip
+    logger.info(
+        "held-out set: %d images of %d photos (%s) in %s",
+        len(rows),
+        len(heldout),
+        ", ".join(p.name for p in heldout),
+        manifest,
+    )
     return manifest
 
 
@@ -399,8 +458,11 @@ def _brisque(model: Any, image: Image.Image) -> float:
     gray = skimage.color.rgb2gray(np.asarray(image.convert("RGB")))
     half = cv2.resize(gray, None, fx=0.5, fy=0.5, interpolation=cv2.INTER_CUBIC)
     with np.errstate(invalid="ignore", divide="ignore"):  # flat images: undefined (NaN), handled by the caller
-        features = [np.asarray(f, dtype=np.float64).item() for g in (gray, half)
-                    for f in model.calculate_brisque_features(g, kernel_size=7, sigma=7 / 6)]  # fmt: skip
+        features = [
+            np.asarray(f, dtype=np.float64).item()
+            for g in (gray, half)
+            for f in model.calculate_brisque_features(g, kernel_size=7, sigma=7 / 6)
+        ]
     return float(model.calculate_image_quality_score(np.array(features)))
 
 
@@ -414,8 +476,14 @@ def evaluate_brisque(manifest: str | Path, out_dir: str | Path | None = None) ->
     failed = ~np.isfinite(raw)  # its model fit fails on flat images (strong pixelation): ranked as the worst
     pred = -np.where(failed, np.nanmax(raw[~failed]) + 1.0, raw) if (~failed).any() else np.zeros(len(raw))
     mos = np.array([r.mos for r in rows])
-    metrics = {"peer": "brisque", "srcc": srcc(pred, mos), "plcc": plcc(pred, mos), "krcc": krcc(pred, mos),
-               "n": len(rows), "undefined": int(failed.sum())}  # fmt: skip
+    metrics = {
+        "peer": "brisque",
+        "srcc": srcc(pred, mos),
+        "plcc": plcc(pred, mos),
+        "krcc": krcc(pred, mos),
+        "n": len(rows),
+        "undefined": int(failed.sum()),
+    }
     if out_dir is not None:
         atomic_write_json(Path(out_dir) / "brisque_metrics.json", metrics)
     return metrics
@@ -441,13 +509,20 @@ def main(argv: Sequence[str] | None = None) -> Any:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     command = argv.pop(0) if argv else ""
     if command == "heldout":
-        a = _args(argv, {"out": str, "photos": str, "crop": int, "crops": int, "seed": int, "calibration": str,
-                         "side": int})  # fmt: skip
+        a = _args(
+            argv, {"out": str, "photos": str, "crop": int, "crops": int, "seed": int, "calibration": str, "side": int}
+        )
         if "out" not in a:
             raise SystemExit("missing out=DIR (the folder to write the held-out manifest into)")
-        return write_heldout(a["out"], a.get("photos"), crop=a.get("crop", 112), crops_per_photo=a.get("crops", 2),
-                             seed=a.get("seed", 0), calibration=load_calibration(a.get("calibration")),
-                             side=a.get("side"))  # fmt: skip
+        return write_heldout(
+            a["out"],
+            a.get("photos"),
+            crop=a.get("crop", 112),
+            crops_per_photo=a.get("crops", 2),
+            seed=a.get("seed", 0),
+            calibration=load_calibration(a.get("calibration")),
+            side=a.get("side"),
+        )
     if command == "brisque":
         a = _args(argv, {"data": str, "out": str})
         metrics = evaluate_brisque(a["data"], a.get("out"))

@@ -39,8 +39,9 @@ def weighted_trainer_class(rating_weight: float, rating_ids: Sequence[int]) -> t
     ids = torch.tensor(sorted(set(rating_ids)))
 
     class RatingWeightedSFTTrainer(SFTTrainer):
-        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
-                         num_items_in_batch: Any = None) -> Any:  # fmt: skip
+        def compute_loss(
+            self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+        ) -> Any:
             fused: list[Any] = []  # trl's own forward (fused LM head: per-token log-probs), recorded on its way out
 
             def recording(*args: Any, **kwargs: Any) -> Any:

@@ -452,8 +452,17 @@ def colour_name(rgb: np.ndarray) -> str:
     h, s, v = colorsys.rgb_to_hsv(*(float(c) for c in rgb))
     if s < 0.15:
         return "white" if v > 0.8 else "grey" if v > 0.35 else "charcoal"
-    names = ((15, "red"), (40, "orange"), (65, "yellow"), (160, "green"), (200, "teal"), (255, "blue"),
-             (290, "purple"), (335, "pink"), (360, "red"))  # fmt: skip
+    names = (
+        (15, "red"),
+        (40, "orange"),
+        (65, "yellow"),
+        (160, "green"),
+        (200, "teal"),
+        (255, "blue"),
+        (290, "purple"),
+        (335, "pink"),
+        (360, "red"),
+    )
     name = next(n for edge, n in names if h * 360 < edge)
     return f"dark {name}" if v < 0.35 else f"light {name}" if v > 0.8 else name
 

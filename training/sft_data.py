@@ -81,18 +81,23 @@ def manifest_dataset(
     unknown = Counter(row.dimension for row in result.rows if row.dimension not in queries)
     if unknown:  # one line for all such rows, not one per row
         first = next(row.line for row in result.rows if row.dimension not in queries)
-        msg = (f"{result.source}: {sum(unknown.values())} rows (first: line {first}) are rated on dimensions "
-               f"{dict(unknown)} that are not in prompt.dimensions {sorted(queries)}")  # fmt: skip
+        msg = (
+            f"{result.source}: {sum(unknown.values())} rows (first: line {first}) are rated on dimensions "
+            f"{dict(unknown)} that are not in prompt.dimensions {sorted(queries)}"
+        )
         if not skip_bad or not rows:
             more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
             head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
-            raise ValueError(f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
-                             f"the rows" + (f"\nother rows skipped: {more}" if more else ""))  # fmt: skip
+            raise ValueError(
+                f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
+                f"the rows" + (f"\nother rows skipped: {more}" if more else "")
+            )
         logger.warning("skipping %s", msg)
     records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": [], "dimension": [], "mos": []}
     for row in rows:
-        conv = conversation(queries[row.dimension]["question"],
-                            answer(queries, row.dimension, row.mos, words_worst_first, mos_range))  # fmt: skip
+        conv = conversation(
+            queries[row.dimension]["question"], answer(queries, row.dimension, row.mos, words_worst_first, mos_range)
+        )
         records["images"].append([row.image if not isinstance(row.image, Path) else str(row.image)])
         records["prompt"].append(conv["prompt"])
         records["completion"].append(conv["completion"])
@@ -111,9 +116,15 @@ def manifest_dataset(
 class _OnRead:
     """``datasets`` transform: decode the images (augmented if asked), draw the rating word (soft targets)."""
 
-    def __init__(self, queries: Mapping[str, Mapping[str, str]], words: Sequence[str],
-                 mos_range: tuple[float, float], soft_std: float | None, seed: int,
-                 augment: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        queries: Mapping[str, Mapping[str, str]],
+        words: Sequence[str],
+        mos_range: tuple[float, float],
+        soft_std: float | None,
+        seed: int,
+        augment: float | None = None,
+    ) -> None:
         from training.augment import QualityAugment
 
         self.queries, self.words, self.mos_range, self.soft_std = queries, list(words), mos_range, soft_std
@@ -153,10 +164,16 @@ def synthetic_stream(
 
     return datasets.IterableDataset.from_generator(
         _synthetic_rows,
-        gen_kwargs={"queries": dict(queries), "words": tuple(words_worst_first), "seed": seed, "size": size,
-                    "mos_range": mos_range, "soft_std": soft_std},
+        gen_kwargs={
+            "queries": dict(queries),
+            "words": tuple(words_worst_first),
+            "seed": seed,
+            "size": size,
+            "mos_range": mos_range,
+            "soft_std": soft_std,
+        },
         features=stream_features(),
-    )  # fmt: skip
+    )
 
 
 def _synthetic_rows(
@@ -189,6 +206,10 @@ def stream_features() -> Any:
     """The ``datasets.Features`` of a streamed SFT example (images, prompt, completion)."""
     import datasets
 
-    message = [{"role": datasets.Value("string"),
-                "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}]  # fmt: skip
+    message = [
+        {
+            "role": datasets.Value("string"),
+            "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}],
+        }
+    ]
     return datasets.Features({"images": datasets.Sequence(datasets.Image()), "prompt": message, "completion": message})

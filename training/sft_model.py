@@ -61,8 +61,14 @@ def freeze_vision(model: torch.nn.Module, *, vision: bool = True, aligner: bool 
         "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "total": sum(p.numel() for p in model.parameters()),
     }
-    logger.info("vision tower %s frozen=%s, aligner frozen=%s: %d of %d parameters trainable", tower_name, vision,
-                aligner, counts["trainable"], counts["total"])  # fmt: skip
+    logger.info(
+        "vision tower %s frozen=%s, aligner frozen=%s: %d of %d parameters trainable",
+        tower_name,
+        vision,
+        aligner,
+        counts["trainable"],
+        counts["total"],
+    )
     return counts
 
 
@@ -100,9 +106,12 @@ def load_dtype(dtype: str, *, lora: bool, bf16: bool, deepspeed: bool) -> torch.
     if dtype != "auto":
         chosen = resolve_dtype(dtype)
         if chosen != torch.float32 and not lora and not deepspeed:
-            logger.warning("model.dtype=%s with full fine-tuning and no DeepSpeed: the optimizer updates %s weights "
-                           "directly and small updates round away; model.dtype=auto keeps fp32 master weights",
-                           dtype, chosen)  # fmt: skip
+            logger.warning(
+                "model.dtype=%s with full fine-tuning and no DeepSpeed: the optimizer updates %s weights "
+                "directly and small updates round away; model.dtype=auto keeps fp32 master weights",
+                dtype,
+                chosen,
+            )
         return chosen
     if bf16 and (lora or deepspeed):
         return torch.bfloat16

@@ -57,8 +57,13 @@ class ModelSettings:
     max_pixels: int | None = None
 
     def loading(self) -> ModelLoading:
-        return ModelLoading(dtype=self.dtype, device_map=self.device_map, attn_implementation=self.attn_implementation,
-                            min_pixels=self.min_pixels, max_pixels=self.max_pixels)  # fmt: skip
+        return ModelLoading(
+            dtype=self.dtype,
+            device_map=self.device_map,
+            attn_implementation=self.attn_implementation,
+            min_pixels=self.min_pixels,
+            max_pixels=self.max_pixels,
+        )
 
 
 @dataclass
@@ -122,8 +127,14 @@ class SftSettings:
 
 def parse_settings(cfg: Any) -> SftSettings:
     """Typed settings from the Hydra config; unknown or missing keys in any section fail together."""
-    sections = {"model": ModelSettings, "data": DataSettings, "lora": LoraSettings, "prompt": PromptSettings,
-                "levels": LevelSettings, "loss": LossSettings}  # fmt: skip
+    sections = {
+        "model": ModelSettings,
+        "data": DataSettings,
+        "lora": LoraSettings,
+        "prompt": PromptSettings,
+        "levels": LevelSettings,
+        "loss": LossSettings,
+    }
     top, parsed = parse_sections(cfg, SftSettings, sections, where="sft")
     settings = SftSettings(**{**vars(top), **parsed})
     _validate(settings)
@@ -161,14 +172,21 @@ def _prompt_problems(s: SftSettings) -> list[str]:
     if not missing:
         return []
     example = " ".join(f"+prompt.definitions.{d}='...'" for d in missing)
-    return [f"prompt.type={s.prompt.type} needs a definition of each dimension; none for {missing}: set "
-            f"prompt.definitions ({example}) or use prompt.type=1 or 2"]  # fmt: skip
+    return [
+        f"prompt.type={s.prompt.type} needs a definition of each dimension; none for {missing}: set "
+        f"prompt.definitions ({example}) or use prompt.type=1 or 2"
+    ]
 
 
 def _compat_view(s: SftSettings) -> dict[str, Any]:
     d = asdict(s)
-    return {"model": d["model"], "lora": d["lora"], "prompt": d["prompt"], "levels": d["levels"],
-            "data.train": d["data"]["train"]}  # fmt: skip
+    return {
+        "model": d["model"],
+        "lora": d["lora"],
+        "prompt": d["prompt"],
+        "levels": d["levels"],
+        "data.train": d["data"]["train"],
+    }
 
 
 def check_resume(out: Path, s: SftSettings) -> str | None:
@@ -206,9 +224,14 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     out = Path(s.output_dir)
     definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
     meta = scorer_metadata(
-        s.prompt.dimensions, prompt_type=s.prompt.type, definitions=definitions, tag=s.prompt.tag,
-        level_words=s.levels.words, level_values=s.levels.values, trained_from=s.model.path,
-    )  # fmt: skip
+        s.prompt.dimensions,
+        prompt_type=s.prompt.type,
+        definitions=definitions,
+        tag=s.prompt.tag,
+        level_words=s.levels.words,
+        level_values=s.levels.values,
+        trained_from=s.model.path,
+    )
     processor = load_processor(s.model.path, min_pixels=s.model.min_pixels, max_pixels=s.model.max_pixels)
     if thinking_off(processor):
         logger.info("chat template: thinking switched off for training (the answer follows the prompt directly)")
@@ -236,9 +259,13 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         load_checkpoint_weights(model, resume_from)
     trainer_cls = weighted_trainer_class(s.loss.rating_weight, _rating_ids(processor.tokenizer, meta, s))
     trainer = trainer_cls(
-        model=model, args=args, train_dataset=train_ds, processing_class=processor,
-        peft_config=lora_config(s.lora) if s.lora.enabled else None, callbacks=callbacks,
-    )  # fmt: skip
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        processing_class=processor,
+        peft_config=lora_config(s.lora) if s.lora.enabled else None,
+        callbacks=callbacks,
+    )
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     result["global_step"] = train_out.global_step
     result["train_loss"] = train_out.training_loss
@@ -267,26 +294,51 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
     mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
     soft = s.data.soft_std if s.data.soft_targets else None
     if s.data.train == "synthetic":
-        ds = synthetic_stream(queries, worst_first, seed=s.data.synthetic_seed, size=s.data.synthetic_size,
-                              mos_range=mos_range, soft_std=soft)  # fmt: skip
+        ds = synthetic_stream(
+            queries,
+            worst_first,
+            seed=s.data.synthetic_seed,
+            size=s.data.synthetic_size,
+            mos_range=mos_range,
+            soft_std=soft,
+        )
         return ds, 0
     if s.data.train == "distorted-photos":
         from training.photos import distorted_photos_stream
 
-        ds = distorted_photos_stream(queries, worst_first, photos=s.data.photos, crop=s.data.photos_crop,
-                                     side=s.data.photos_side, seed=s.data.synthetic_seed, mos_range=mos_range,
-                                     soft_std=soft, calibration=s.data.calibration)  # fmt: skip
+        ds = distorted_photos_stream(
+            queries,
+            worst_first,
+            photos=s.data.photos,
+            crop=s.data.photos_crop,
+            side=s.data.photos_side,
+            seed=s.data.synthetic_seed,
+            mos_range=mos_range,
+            soft_std=soft,
+            calibration=s.data.calibration,
+        )
         return ds, 0
     seed = int(s.trainer.get("seed", 42))
-    return manifest_dataset(s.data.train, queries, worst_first, mos_range=mos_range, skip_bad=s.data.skip_bad,
-                            max_pixels=s.data.max_decode_pixels, soft_std=soft, seed=seed,
-                            augment=s.data.augment_crop if s.data.augment else None)  # fmt: skip
+    return manifest_dataset(
+        s.data.train,
+        queries,
+        worst_first,
+        mos_range=mos_range,
+        skip_bad=s.data.skip_bad,
+        max_pixels=s.data.max_decode_pixels,
+        soft_std=soft,
+        seed=seed,
+        augment=s.data.augment_crop if s.data.augment else None,
+    )
 
 
 def _rating_ids(tokenizer: Any, meta: dict[str, Any], s: SftSettings) -> list[int]:
     """The token ids of the level words after every dimension's response prefix (``loss.rating_weight``)."""
-    return [i for q in meta["queries"].values() for i in resolve_candidates(tokenizer, q["response_prefix"],
-                                                                            s.levels.words)]  # fmt: skip
+    return [
+        i
+        for q in meta["queries"].values()
+        for i in resolve_candidates(tokenizer, q["response_prefix"], s.levels.words)
+    ]
 
 
 def _sorted_words(s: SftSettings) -> list[str]:
@@ -337,8 +389,9 @@ def rebuild_from_state(s: SftSettings, state_dict: dict[str, torch.Tensor]) -> A
         model = get_peft_model(model, lora_config(s.lora))
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     if unexpected or [k for k in missing if "lora_" in k]:
-        raise RuntimeError(f"the gathered weights do not fit the model: missing {missing[:5]}, unexpected "
-                           f"{unexpected[:5]}")  # fmt: skip
+        raise RuntimeError(
+            f"the gathered weights do not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
     return model
 
 
@@ -346,8 +399,13 @@ def log_effective_batch(args: Any) -> int:
     """Log (and return) the effective batch: per device x gradient accumulation x processes."""
     per_device, accum, world = args.per_device_train_batch_size, args.gradient_accumulation_steps, args.world_size
     effective = per_device * accum * world
-    logger.info("effective batch %d = %d per device x %d accumulation x %d processes (SA-IQA used 256)",
-                effective, per_device, accum, world)  # fmt: skip
+    logger.info(
+        "effective batch %d = %d per device x %d accumulation x %d processes (SA-IQA used 256)",
+        effective,
+        per_device,
+        accum,
+        world,
+    )
     return effective
 
 

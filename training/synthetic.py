@@ -314,8 +314,13 @@ def write_benchmark(
             a["levels"], b["levels"], rng, weights=weights, noise_scale=noise_scale, tie_margin=tie_margin
         )
         pairs.append({"a": a["image"], "b": b["image"], "label": label})
-    for path, rows in ((paths.ratings, ratings), (paths.raw_ratings, raw), (paths.pairs, pairs),
-                       (paths.inpainting, inpainting), (paths.levels, level_rows)):  # fmt: skip
+    for path, rows in (
+        (paths.ratings, ratings),
+        (paths.raw_ratings, raw),
+        (paths.pairs, pairs),
+        (paths.inpainting, inpainting),
+        (paths.levels, level_rows),
+    ):
         _write_jsonl(path, rows)
     metadata = {
         "generator": "training.synthetic",
@@ -340,7 +345,7 @@ def write_benchmark(
             "names": panel.names,
             "unreliable_names": panel.unreliable_names,
             "biases": [round(float(b), 4) for b in biases],
-        },  # fmt: skip
+        },
         "effects": asdict(EFFECTS),
         "files": {k: str(Path(v).relative_to(root)) for k, v in asdict(paths).items() if k != "root"},
     }
