@@ -20,9 +20,9 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from reward.cli import run_evaluate
-from reward.evaluation import format_table
-from reward.files import atomic_write_text
+from reward.commands.evaluate import run_evaluate
+from reward.data.files import atomic_write_text
+from reward.eval.evaluation import format_table
 from reward.testing import make_tiny_vlm
 
 logger = logging.getLogger("demo")

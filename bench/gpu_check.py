@@ -227,7 +227,7 @@ def matmul_flops_per_image(model: torch.nn.Module, n_tokens: int, n_patches: int
 
 
 def expected(logp: torch.Tensor) -> torch.Tensor:
-    from reward.scoring import expected_value
+    from reward.rewards.scoring import expected_value
 
     return expected_value(logp, torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0]))
 
@@ -423,7 +423,7 @@ def sft_zero3(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size
     )
     changed = sum(not torch.equal(trained[k].float(), initial[k].float()) for k in initial if k in trained)
     table.add("SFT full ZeRO-3 (small)", "tensors changed by training", changed)
-    from reward.sa_iqa import build
+    from reward.rewards.sa_iqa import build
 
     reward = build({"path": str(scorer), "batch_size": 4, "dtype": "bfloat16" if bf16 else "float32"})
     scores = reward.score([g[0] for g in images(2, 112)]).scores

@@ -26,7 +26,7 @@ from pace_judge.backends import LocalBackend
 from pace_judge.pace import PaceConfig, PaceReward
 from pace_judge.protocol import Option, Probe, save_protocol
 from pace_judge.testing import example_protocol, write_example_protocol
-from reward.qbench import QBenchConfig, QBenchReward
+from reward.rewards.qbench import QBenchConfig, QBenchReward
 from reward.testing import make_tiny_vlm
 from reward.vlm import load_vlm
 

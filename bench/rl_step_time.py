@@ -35,7 +35,7 @@ def main() -> None:
         tasks = write_procedural_tasks(root / "tasks", 24, size=64, mask_fraction=0.8)
         gen = ["generator=procedural"]
         if args.generator == "sd15-inpaint":
-            from rl.testing import make_tiny_inpaint_pipeline
+            from reward.testing import make_tiny_inpaint_pipeline
 
             path = make_tiny_inpaint_pipeline(root / "sd15", "sd15-inpaint")
             gen = ["generator=sd15-inpaint", f"generator.path={path}", "generator.steps=4", "generator.dtype=float32"]

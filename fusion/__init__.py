@@ -6,7 +6,7 @@ read and apply the weights with :func:`load_weights` and :meth:`FusionWeights.fu
 
 from fusion.bradley_terry import BTFit, FitOptions, fit_bradley_terry
 from fusion.uncertainty import bootstrap_intervals, heldout_comparison
-from reward.fusion_weights import WEIGHTS_FILENAME, FusionWeights, fuse, load_weights, save_weights
+from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeights, fuse, load_weights, save_weights
 
 __all__ = [
     "WEIGHTS_FILENAME",

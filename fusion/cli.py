@@ -17,7 +17,7 @@ from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terr
 from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
-from reward.fusion_weights import FusionWeights, save_weights
+from reward.rewards.fusion_weights import FusionWeights, save_weights
 
 __all__ = ["FusionSettings", "run_fit"]
 

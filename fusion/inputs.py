@@ -28,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from fusion.bradley_terry import LABEL_NAMES, LABEL_TIE
-from reward.manifest import ManifestError, iter_jsonl
+from reward.data.manifest import ManifestError, iter_jsonl
 
 __all__ = ["METADATA_KEYS", "BadRows", "PairData", "ScoreTable", "load_pair_data", "read_pairs", "read_scores"]
 
@@ -202,7 +202,7 @@ def score_images_with_reward(
 ) -> ScoreTable:
     """Score ``images`` with the registered reward ``name`` (``reward.get_reward``) and keep its dimensions."""
     from reward import get_reward  # lazy: only this path needs the reward models
-    from reward.images import load_image
+    from reward.data.images import load_image
 
     model = get_reward(name, dict(reward_cfg or {}))
     rows: dict[Path, tuple[str, dict[str, float | None]]] = {}

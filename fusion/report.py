@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fusion.uncertainty import ComparisonRow
-from reward.fusion_weights import FusionWeights
+from reward.rewards.fusion_weights import FusionWeights
 
 __all__ = ["format_comparison_table", "format_weights_table", "plot_weights"]
 

@@ -16,8 +16,8 @@ import torch
 from PIL import Image
 
 from pace_judge.backends import ProbeResult
-from reward.answer_head import fp32_answer_head, gather_candidates
 from reward.vlm import VLM, OptionQuery
+from reward.vlm.answer_head import fp32_answer_head, gather_candidates
 
 
 def supports_anchor_prefix(vlm: VLM) -> bool:

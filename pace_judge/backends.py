@@ -13,8 +13,8 @@ from typing import Any, Protocol
 import torch
 from PIL import Image
 
-from reward.loading import LOADING_KEYS, ModelLoading
 from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 
 @dataclass
@@ -23,7 +23,7 @@ class ModelConfig:
     dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
     device: str | None = None  # null: cuda if available
     batch_size: int = 32  # (image group, probe) queries per forward pass
-    device_map: Any = None  # auto: spread a model too large for one GPU over all GPUs (reward.loading)
+    device_map: Any = None  # auto: spread a model too large for one GPU over all GPUs (reward.vlm.loading)
     attn_implementation: str | None = "sdpa"  # sdpa | flash_attention_2 | eager
     min_pixels: int | None = None  # processor pixel budget per image (null: the checkpoint's)
     max_pixels: int | None = None  # e.g. 401408 = 512 visual tokens: the main cost knob

@@ -23,9 +23,9 @@ from PIL import Image, ImageDraw
 
 from pace_judge.backends import Backend
 from pace_judge.protocol import Anchor, Protocol, load_protocol, save_protocol
-from reward.config import to_plain
-from reward.files import atomic_write_with
-from reward.images import load_image, to_rgb
+from reward.core.config import to_plain
+from reward.data.files import atomic_write_with
+from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from pace_judge.protocol import Anchor, Protocol, load_protocol, protocol_to_dict, save_protocol
-from reward.files import atomic_write_json, atomic_write_with
+from reward.data.files import atomic_write_json, atomic_write_with
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from PIL import Image
 
 from pace_judge.backends import Backend, ModelConfig, make_backend
 from pace_judge.scorer import CropConfig, DualTrackScorer, Judgement
-from reward.base import RewardOutput
-from reward.config import from_mapping
-from reward.loading import LOADING_KEYS
+from reward.core.config import from_mapping
+from reward.rewards.base import RewardOutput
+from reward.vlm.loading import LOADING_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class PaceConfig:
     embedder: str | None = None  # sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)
     agents: dict[str, Any] = field(default_factory=dict)  # agent settings (pace_judge.agents.AgentConfig)
     example_image: str | None = None  # the Visualizer's grounding image (default: the first image scored)
-    dtype: str = "auto"  # used when model is a plain path (so are the loading knobs below, see reward.loading)
+    dtype: str = "auto"  # used when model is a plain path (so are the loading knobs below, see reward.vlm.loading)
     device: str | None = None
     batch_size: int = 32  # (image group, probe) queries per forward pass
     device_map: Any = None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.files import atomic_write_json
+from reward.data.files import atomic_write_json
 
 SCHEMA = "pace-protocol/1"
 SCORE_RANGE = (1.0, 5.0)  # option and anchor scores live on the 1-5 MOS scale of the paper

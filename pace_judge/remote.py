@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 
 from pace_judge.backends import ProbeResult
-from reward.config import from_mapping
+from reward.core.config import from_mapping
 from reward.vlm import OptionQuery
 
 

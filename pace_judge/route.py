@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from pace_judge.scorer import Judgement
-from reward.images import load_image, to_rgb
+from reward.data.images import load_image, to_rgb
 
 if TYPE_CHECKING:
     from pace_judge.pace import PaceReward
@@ -25,7 +25,7 @@ class ExpertJudge:
     """A registered reward standing in for a protocol; its scores are mapped linearly onto 1-5."""
 
     def __init__(self, dimension: str, cfg: dict[str, Any]) -> None:
-        from reward.registry import get_reward, reward_info
+        from reward.rewards.registry import get_reward, reward_info
 
         cfg = dict(cfg)
         name = cfg.pop("name", None)

@@ -9,9 +9,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from pace_judge.pace import PaceConfig, PaceReward
-from reward.config import from_mapping, to_plain
-from reward.files import atomic_write_json, atomic_write_jsonl
-from reward.images import load_image
+from reward.core.config import from_mapping, to_plain
+from reward.data.files import atomic_write_json, atomic_write_jsonl
+from reward.data.images import load_image
 
 logger = logging.getLogger(__name__)
 

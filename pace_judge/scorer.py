@@ -20,7 +20,7 @@ from PIL import Image
 from pace_judge import tracks
 from pace_judge.backends import Backend
 from pace_judge.protocol import Protocol
-from reward.images import load_image, to_rgb
+from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend, and a
 loopback OpenAI-compatible server for a local VLM. The tiny text-to-image pipeline calibration runs is
-:func:`reward.testing_diffusion.make_tiny_text_to_image`."""
+:func:`reward.testing.diffusion.make_tiny_text_to_image`."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
 
     from fastapi import FastAPI
 
-    from reward.loopback import serve
+    from reward.testing.loopback import serve
 
     app = FastAPI()
 

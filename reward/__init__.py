@@ -1,6 +1,6 @@
 """perceptual-rewards: the common language of the toolkit (VLM option scoring, rewards, metrics, data).
 
-The public API is imported lazily so that light modules (``reward.manifest``, ``reward.metrics``) load
+The public API is imported lazily so that light modules (``reward.data.manifest``, ``reward.eval.metrics``) load
 without torch.
 """
 
@@ -12,12 +12,12 @@ from typing import Any
 __all__ = ["Reward", "RewardOutput", "get_reward", "list_rewards", "register_reward", "reward_info"]
 
 _HOME = {
-    "Reward": "reward.base",
-    "RewardOutput": "reward.base",
-    "get_reward": "reward.registry",
-    "list_rewards": "reward.registry",
-    "register_reward": "reward.registry",
-    "reward_info": "reward.registry",
+    "Reward": "reward.rewards.base",
+    "RewardOutput": "reward.rewards.base",
+    "get_reward": "reward.rewards.registry",
+    "list_rewards": "reward.rewards.registry",
+    "register_reward": "reward.rewards.registry",
+    "reward_info": "reward.rewards.registry",
 }
 
 

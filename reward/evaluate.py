@@ -13,7 +13,7 @@ import logging
 import hydra
 from omegaconf import DictConfig
 
-from reward.cli import run_evaluate
+from reward.commands.evaluate import run_evaluate
 
 logger = logging.getLogger("reward.evaluate")
 

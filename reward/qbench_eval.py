@@ -12,7 +12,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from reward.qbench_tasks import run_qbench
+from reward.commands.qbench_eval import run_qbench
 
 
 @hydra.main(config_path="../configs", config_name="qbench_eval", version_base="1.3")

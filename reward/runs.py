@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reward.config import from_mapping, to_plain
-from reward.files import atomic_write_json
+from reward.core.config import from_mapping, to_plain
+from reward.data.files import atomic_write_json
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from reward.config import from_mapping, to_plain
-from reward.files import atomic_write_json, atomic_write_jsonl
+from reward.core.config import from_mapping, to_plain
+from reward.data.files import atomic_write_json, atomic_write_jsonl
 from rl.generators import build_generator, inpaint_each
 from rl.plots import image_grid
 from rl.rewards import RewardSet

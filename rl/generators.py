@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 from PIL import Image
 
-from reward.config import from_mapping, to_plain
+from reward.core.config import from_mapping, to_plain
 from rl.prompt_levels import levels_from_prompt
 
 logger = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from reward.config import to_plain
-from reward.files import atomic_write_json
+from reward.core.config import to_plain
+from reward.data.files import atomic_write_json
 from reward.runs import parse_sections, resume_checkpoint, save_run_config
 from rl.generators import build_generator
 from rl.heldout import HeldOutEval, read_history

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
-from reward.files import atomic_write_with  # noqa: E402
-from reward.plots import save_figure  # noqa: E402
+from reward.data.files import atomic_write_with  # noqa: E402
+from reward.eval.plots import save_figure  # noqa: E402
 
 
 def reward_curves(

@@ -27,7 +27,7 @@ from typing import Any
 from PIL import Image
 
 from reward import get_reward, reward_info
-from reward.config import to_plain
+from reward.core.config import to_plain
 from rl.generators import Generator, inpaint_each
 from rl.tasks import Task
 

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from reward.base import RewardOutput
-from reward.config import from_mapping
+from reward.core.config import from_mapping
+from reward.rewards.base import RewardOutput
 from training.scenes import DIMENSIONS, proxy_scores, render, sample_scene
 from training.synthetic import DEFAULT_WEIGHTS
 

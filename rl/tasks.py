@@ -21,8 +21,8 @@ import numpy as np
 from PIL import Image
 
 from reward.data import SkippedRow, load_inpainting
-from reward.files import atomic_write_jsonl
-from reward.images import DEFAULT_MAX_PIXELS, ImageError, load_image, to_rgb
+from reward.data.files import atomic_write_jsonl
+from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image, to_rgb
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> Path:
     """``python -m rl.tasks out=DIR n=16 [size=64 seed=0 mask_fraction=0.6]``."""
     from omegaconf import OmegaConf
 
-    from reward.config import from_mapping
+    from reward.core.config import from_mapping
 
     try:
         args = from_mapping(TasksArgs, OmegaConf.from_dotlist(sys.argv[1:] if argv is None else argv), where="tasks")

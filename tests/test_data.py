@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import reward.images
-import reward.manifest
+import reward.data.images
+import reward.data.manifest
 from reward.data import InpaintRow, PairRow, RatingRow, load_inpainting, load_pairs, load_ratings
-from reward.images import ImageError, load_image, to_rgb
-from reward.manifest import ManifestError, iter_jsonl, read_jsonl, resolve_image_path
+from reward.data.images import ImageError, load_image, to_rgb
+from reward.data.manifest import ManifestError, iter_jsonl, read_jsonl, resolve_image_path
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -58,7 +58,7 @@ def imgdir(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------------------------------------- manifest.py
 
 
-@pytest.mark.parametrize("module", [reward.manifest, reward.images])
+@pytest.mark.parametrize("module", [reward.data.manifest, reward.data.images])
 def test_docstring_examples_run_and_pass(module):
     result = doctest.testmod(module)
     assert result.attempted >= 2 and result.failed == 0

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
-from reward.cli import run_evaluate
+from reward.commands.evaluate import run_evaluate
 from reward.data import ImageError, ManifestError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -52,7 +52,7 @@ def test_evaluate_writes_metrics_scores_and_plots(tmp_path, tiny_vlm_path):
     assert [s["image"] for s in scores] == [f"img/{i}.png" for i in range(8)]  # each image scored once
     assert all(0 <= s["score"] <= 1 for s in scores)
     # the metrics are those of the written scores against the MOS
-    from reward.metrics import srcc
+    from reward.eval.metrics import srcc
 
     mos = [1 + 4 * i / 7 for i in range(8)]
     assert written["lighting"]["srcc"] == pytest.approx(srcc([s["score"] for s in scores], mos))

@@ -14,10 +14,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
-from reward.base import RewardOutput
-from reward.cli import run_evaluate
+from reward.commands.evaluate import run_evaluate
 from reward.data import DatasetImage, load_ratings
-from reward.evaluation import EvalSettings, evaluate_rows
+from reward.eval.evaluation import EvalSettings, evaluate_rows
+from reward.rewards.base import RewardOutput
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,11 +1,11 @@
-"""reward.files.atomic_write_with: any writer fills a temporary file that replaces the target only on success."""
+"""reward.data.files.atomic_write_with: any writer fills a temporary file that replaces the target only on success."""
 
 from __future__ import annotations
 
 import pytest
 from PIL import Image
 
-from reward.files import atomic_write_with
+from reward.data.files import atomic_write_with
 
 
 def test_a_writer_that_infers_the_format_from_the_suffix_writes_the_file(tmp_path):

@@ -25,7 +25,7 @@ from fusion.bradley_terry import (
     pairwise_accuracy,
 )
 from fusion.uncertainty import bootstrap_intervals, heldout_comparison, heldout_split
-from reward.fusion_weights import WEIGHTS_FILENAME, FusionWeights, load_weights, save_weights
+from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeights, load_weights, save_weights
 
 TRUE_W = np.array([1.2, 0.8, 0.5, 0.2])
 
@@ -311,7 +311,7 @@ def test_save_weights_is_atomic_when_the_write_fails(tmp_path, monkeypatch):
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr("reward.fusion_weights.os.replace", broken_replace)
+    monkeypatch.setattr("reward.rewards.fusion_weights.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         save_weights(path, FusionWeights(("layout",), (5.0,)))
     assert path.read_text() == before
@@ -372,7 +372,8 @@ def test_fuse_names_missing_dimensions_and_shape_mismatches():
 
 
 @pytest.mark.parametrize(
-    "module", ["fusion.bradley_terry", "fusion.uncertainty", "reward.fusion_weights", "fusion.report", "fusion.cli"]
+    "module",
+    ["fusion.bradley_terry", "fusion.uncertainty", "reward.rewards.fusion_weights", "fusion.report", "fusion.cli"],
 )
 def test_docstring_examples_run(module):
     import doctest

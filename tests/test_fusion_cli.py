@@ -22,7 +22,7 @@ import reward
 from fusion.bradley_terry import outcome_probabilities
 from fusion.cli import FusionSettings, run_fit
 from fusion.fit import main
-from reward.fusion_weights import load_weights
+from reward.rewards.fusion_weights import load_weights
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -250,7 +250,7 @@ def fake_reward(data, monkeypatch):
         return model
 
     monkeypatch.setattr(reward, "get_reward", get_reward)
-    monkeypatch.setattr("reward.images.load_image", lambda path, **kw: str(path))
+    monkeypatch.setattr("reward.data.images.load_image", lambda path, **kw: str(path))
     return SimpleNamespace(model=model, calls=calls)
 
 

@@ -7,10 +7,10 @@ import shutil
 import pytest
 import torch
 
-from reward.answer_head import fp32_answer_head
-from reward.loading import ModelLoading, split_loading
-from reward.scoring import expected_value
+from reward.rewards.scoring import expected_value
 from reward.vlm import OptionQuery, load_vlm
+from reward.vlm.answer_head import fp32_answer_head
+from reward.vlm.loading import ModelLoading, split_loading
 from tests.conftest import random_images
 
 WORDS = ("excellent", "good", "fair", "poor", "bad")

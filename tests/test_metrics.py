@@ -11,8 +11,8 @@ import pytest
 import torch
 from scipy import stats
 
-import reward.metrics as metrics
-from reward.metrics import (
+import reward.eval.metrics as metrics
+from reward.eval.metrics import (
     bootstrap_ci,
     hor,
     krcc,

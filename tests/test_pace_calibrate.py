@@ -24,7 +24,7 @@ def _generator(prompt: str, n_images: int) -> str:
 
 @pytest.mark.slow
 def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path):
-    from reward.testing_diffusion import make_tiny_text_to_image
+    from reward.testing.diffusion import make_tiny_text_to_image
 
     pipeline = make_tiny_text_to_image(tmp_path / "sd")
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)

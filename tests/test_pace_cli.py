@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from PIL import Image
 
 from pace_judge.run import PaceUserError, run_judge
-from reward.cli import run_evaluate
+from reward.commands.evaluate import run_evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 

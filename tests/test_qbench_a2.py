@@ -11,9 +11,9 @@ import pytest
 from conftest import random_images
 from fastapi import FastAPI, Request
 
-from reward.describe import PROMPTS, parse_score
-from reward.loopback import serve
-from reward.qbench_tasks import run_qbench
+from reward.commands.qbench_eval import run_qbench
+from reward.qbench.a2_description import PROMPTS, parse_score
+from reward.testing.loopback import serve
 
 
 def _judge_reply(text: str, round_: int) -> str:

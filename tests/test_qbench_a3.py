@@ -10,8 +10,8 @@ import pytest
 from conftest import random_images
 from scipy import stats
 
-from reward.leaderboard import dataset_names
-from reward.qbench_tasks import run_qbench
+from reward.commands.qbench_eval import run_qbench
+from reward.qbench.a3_leaderboard import dataset_names
 from reward.vlm import OptionQuery
 
 MOS = {"koniq": [1.5, 4.0, 2.2, 3.1, 4.8], "agiqa": [3.0, 1.2, 4.4, 2.5, 3.9]}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from reward.qbench_tasks import run_qbench
+from reward.commands.qbench_eval import run_qbench
 from training.perception_questions import write_questions
 from training.sft_run import run_sft
 

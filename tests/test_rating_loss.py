@@ -22,8 +22,8 @@ def test_weighted_loss_is_trl_loss_plus_extra_rating_nll_checked_against_full_lo
     from transformers import AutoModelForImageTextToText
     from trl import SFTConfig, SFTTrainer
 
-    from reward.tokens import resolve_candidates
     from reward.vlm import load_processor
+    from reward.vlm.tokens import resolve_candidates
     from training.sft_data import conversation
 
     processor = load_processor(tiny_vlm_path)

@@ -39,7 +39,7 @@ def test_metadata_is_data():
 
 
 def test_dotted_import_path_builds_a_custom_reward(tiny_vlm_path):
-    r = get_reward("reward.qbench:build", {"model": str(tiny_vlm_path)})
+    r = get_reward("reward.rewards.qbench:build", {"model": str(tiny_vlm_path)})
     out = r.score(random_images(2))
     assert isinstance(out, RewardOutput) and out.scores.shape == (2,)
 

@@ -86,7 +86,7 @@ def test_unknown_generator_names_the_known_ones():
 
 @pytest.mark.parametrize("kind", ["sd15-inpaint", "sdxl-inpaint", "flux-fill"])
 def test_diffusers_candidates_are_batched_and_reproducible_one_by_one(kind, tmp_path_factory):
-    from rl.testing import make_tiny_inpaint_pipeline
+    from reward.testing import make_tiny_inpaint_pipeline
 
     path = make_tiny_inpaint_pipeline(tmp_path_factory.mktemp(kind), kind)
     extra = {"size_multiple": 16} if kind == "flux-fill" else {}

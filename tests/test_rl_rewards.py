@@ -12,7 +12,7 @@ from PIL import Image
 from test_registry import _tiny_config
 
 from reward import RewardOutput, list_rewards, reward_info
-from reward.registry import _REGISTRY, register_reward
+from reward.rewards.registry import _REGISTRY, register_reward
 from rl.generators import build_generator
 from rl.rewards import InpaintingRewards, RewardSet, completion_text
 from rl.tasks import Task

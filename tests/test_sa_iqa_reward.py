@@ -70,7 +70,7 @@ def test_unknown_dimension_is_named(scorer_dir):
 
 def test_evaluation_skips_rows_of_dimensions_the_scorer_does_not_have(scorer_dir, tmp_path):
     from reward.data import load_ratings
-    from reward.evaluation import EvalSettings, evaluate_rows
+    from reward.eval.evaluation import EvalSettings, evaluate_rows
     from training.synthetic import write_benchmark
 
     bench = write_benchmark(tmp_path / "b", 4, size=56, seed=1)  # rows for layout, harmony, lighting, distortion

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-import reward.scoring as scoring
-from reward.scoring import (
+import reward.rewards.scoring as scoring
+from reward.rewards.scoring import (
     LEVEL_VALUES,
     LEVEL_WORDS,
     argmax_score,

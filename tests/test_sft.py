@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from reward import get_reward
-from reward.tokens import CandidateTokenError
+from reward.vlm.tokens import CandidateTokenError
 from training.sft_run import parse_settings, run_sft
 from training.synthetic import write_benchmark
 

@@ -76,7 +76,7 @@ def test_zero3_scorer_holds_the_gathered_trained_weights(tiny_vlm_path, tmp_path
     from safetensors.torch import load_file
 
     from bench.gpu_check import ZERO3
-    from reward.sa_iqa import build
+    from reward.rewards.sa_iqa import build
     from tests.conftest import random_images
 
     proc, out = _launch_sft(

@@ -7,8 +7,8 @@ import torch
 from conftest import random_images
 
 from reward.testing import ANSWER_WORDS
-from reward.tokens import CandidateTokenError, resolve_candidates
 from reward.vlm import OptionQuery, load_vlm
+from reward.vlm.tokens import CandidateTokenError, resolve_candidates
 
 QUERIES = [
     OptionQuery("Rate the quality of the image.", ("good", "poor"), "The quality of the image is"),

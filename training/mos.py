@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from reward.manifest import ManifestError, iter_jsonl
+from reward.data.manifest import ManifestError, iter_jsonl
 
 __all__ = [
     "MosPaths",
@@ -232,7 +232,7 @@ def read_raw_ratings(
     """Read raw ratings; return (ratings, skipped) where skipped lists ``{"line", "reason"}`` of bad rows.
 
     A bad row (invalid JSON, missing field, rating not a number or outside ``scale``, an annotator rating the
-    same image and dimension twice) raises :class:`reward.manifest.ManifestError` (a ``ValueError``) naming the
+    same image and dimension twice) raises :class:`reward.data.manifest.ManifestError` (a ``ValueError``) naming the
     file and line, or is skipped and reported with ``skip_bad=True``.
     """
     ratings: list[RawRating] = []

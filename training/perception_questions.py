@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from reward.files import atomic_write_json, atomic_write_jsonl
+from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.scenes import DIMENSIONS, render, sample_scene
 
 __all__ = ["FAMILIES", "PAIR_FAMILIES", "SINGLE_FAMILIES", "question_at", "stream_questions", "write_questions"]

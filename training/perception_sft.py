@@ -1,7 +1,8 @@
 """Perception instruction tuning (Q-Instruct style): A1 multiple-choice questions as SFT examples, mixed with the
 rating data by config.
 
-The prompt is exactly what ``task=a1`` asks (:func:`reward.perception.lettered_prompt`: the images, the question,
+The prompt is exactly what ``task=a1`` asks
+(:func:`reward.qbench.a1_perception.lettered_prompt`: the images, the question,
 the shuffled lettered options, the instruction); the completion is the correct letter (``answer=letter``) or the
 letter and its text (``answer=letter_text``: "B. The second image"). Sources: an LLVisionQA file
 (``data.perception=FILE``) or fresh generated questions every step (``data.perception=synthetic``,
@@ -18,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from reward.perception import lettered_prompt
-from reward.questions import load_questions
+from reward.qbench.a1_perception import lettered_prompt
+from reward.qbench.a1_questions import load_questions
 
 __all__ = ["ANSWER_FORMATS", "mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
 

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from reward.files import atomic_write_json, atomic_write_jsonl
+from reward.data.files import atomic_write_json, atomic_write_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -469,7 +469,7 @@ def _brisque(model: Any, image: Image.Image) -> float:
 def evaluate_brisque(manifest: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
     """SRCC/PLCC/KRCC of BRISQUE against the MOS of a ratings manifest (BRISQUE negated: higher is better)."""
     from reward.data import load_image, load_ratings
-    from reward.metrics import krcc, plcc, srcc
+    from reward.eval.metrics import krcc, plcc, srcc
 
     rows = load_ratings(manifest).rows
     raw = brisque_scores([load_image(r.image) for r in rows])

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reward.scoring import LEVEL_VALUES, LEVEL_WORDS
+from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from training.prompts import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, build_prompt, response_prefix
 
 FORMAT = "sa-iqa-scorer/1"
 DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
-LEVEL_WORDS_BEST_FIRST = LEVEL_WORDS  # excellent ... bad (reward.scoring is the one place they are written)
+LEVEL_WORDS_BEST_FIRST = LEVEL_WORDS  # excellent ... bad (reward.rewards.scoring is the one place they are written)
 LEVEL_VALUES_BEST_FIRST = LEVEL_VALUES
 
 

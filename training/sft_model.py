@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from reward.loading import ModelLoading
+from reward.vlm.loading import ModelLoading
 
 logger = logging.getLogger(__name__)
 

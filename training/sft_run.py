@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from reward.evaluation import EvalSettings, evaluate_rows, format_table, write_results
-from reward.files import atomic_write_json
-from reward.loading import ModelLoading
+from reward.data.files import atomic_write_json
+from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.runs import parse_sections, resume_checkpoint, save_run_config
-from reward.tokens import resolve_candidates
+from reward.vlm.loading import ModelLoading
+from reward.vlm.tokens import resolve_candidates
 from training.rating_loss import weighted_trainer_class
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -248,7 +248,7 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     save_run_config(out, _compat_view(s))
     result: dict[str, Any] = {"skipped_train_rows": skipped, "output_dir": str(out)}
     if s.eval_before and s.data.test:
-        from reward.sa_iqa import SaIqaReward
+        from reward.rewards.sa_iqa import SaIqaReward
 
         if s.model.device_map is None and not uses_deepspeed(args):
             model.to(args.device)  # score on the training device, not on the CPU the weights were loaded to
@@ -274,7 +274,7 @@ def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         scorer_dir = save_scorer(trainer.model, processor, out / "scorer", meta, s, state_dict=full_state)
         result["scorer"] = str(scorer_dir)
         if s.data.test:  # through the saved directory, exactly as reward=sa-iqa will load it
-            from reward.sa_iqa import build
+            from reward.rewards.sa_iqa import build
 
             reward = build({"path": str(scorer_dir), "batch_size": s.eval_batch_size})
             result["metrics"] = _evaluate(reward, s, out)
@@ -361,7 +361,7 @@ def save_scorer(
     ``state_dict``: the full weights gathered from a ZeRO-3 run (``model``'s own parameters are placeholders
     there); they are loaded into a fresh copy on the CPU before merging and saving.
     """
-    from reward.sa_iqa import METADATA
+    from reward.rewards.sa_iqa import METADATA
 
     scorer_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta)

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from reward.scoring import LEVEL_WORDS as _BEST_FIRST
+from reward.rewards.scoring import LEVEL_WORDS as _BEST_FIRST
 
 __all__ = ["LEVEL_WORDS", "bin_edges", "mos_to_level", "mos_to_word", "soft_target", "two_point_target"]
 

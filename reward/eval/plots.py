@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from reward.files import atomic_write_with  # noqa: E402
+from reward.data.files import atomic_write_with  # noqa: E402
 
 
 def scatter_vs_mos(

@@ -12,9 +12,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from reward.config import from_mapping, to_plain
-from reward.evaluation import EvalSettings
-from reward.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from reward.core.config import from_mapping, to_plain
+from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from reward.eval.evaluation import EvalSettings
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,8 @@ def run_qbench(cfg: Any) -> dict[str, Any]:
 
 
 def run_a1(c: dict[str, Any]) -> dict[str, Any]:
-    from reward.perception import answer_questions, format_metrics, perception_metrics
-    from reward.questions import load_questions
+    from reward.qbench.a1_perception import answer_questions, format_metrics, perception_metrics
+    from reward.qbench.a1_questions import load_questions
 
     a1 = c.get("a1") or {}
     questions, skipped = load_questions(c["data"], skip_bad=bool(c.get("skip_bad", False)))
@@ -84,7 +84,7 @@ def run_a1(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_a2(c: dict[str, Any]) -> dict[str, Any]:
-    from reward.describe import (
+    from reward.qbench.a2_description import (
         JudgeSettings,
         describe,
         description_metrics,
@@ -133,8 +133,8 @@ def run_a2(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_a3(c: dict[str, Any]) -> dict[str, Any]:
-    from reward.leaderboard import SynonymTable, dataset_names, format_leaderboard, leaderboard
-    from reward.registry import get_reward
+    from reward.qbench.a3_leaderboard import SynonymTable, dataset_names, format_leaderboard, leaderboard
+    from reward.rewards.registry import get_reward
 
     a3 = c.get("a3") or {}
     reward_cfg = dict(c.get("reward") or {})

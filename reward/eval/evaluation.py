@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from reward.base import Reward
 from reward.data import RatingRow, SkippedRow
-from reward.files import atomic_write_json, atomic_write_jsonl
-from reward.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
-from reward.plots import scatter_vs_mos
-from reward.score_images import SCORES, ScoredImages, image_key, score_images
+from reward.data.files import atomic_write_json, atomic_write_jsonl
+from reward.eval.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
+from reward.eval.parallel import SCORES, ScoredImages, image_key, score_images
+from reward.eval.plots import scatter_vs_mos
+from reward.rewards.base import Reward
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def score_rating_rows(
     distributed: bool = False,
 ) -> ScoredImages:
     """Score every distinct image of ``rows`` once (an image rated on several dimensions is one call), keyed by
-    :func:`reward.score_images.image_key`."""
+    :func:`reward.eval.parallel.image_key`."""
     unique: dict[str, RatingRow] = {}
     for row in rows:
         unique.setdefault(image_key(row, base), row)
@@ -96,7 +96,7 @@ def evaluate_rows(
     A reward without dimensions is compared with every row; one with dimensions only with the rows of its own
     dimensions (the others are skipped and counted, never compared with the fused score). With ``out_dir`` the
     scores are written there as they come (``resume``: only missing images are scored); ``distributed`` splits
-    the images across the processes of ``accelerate launch`` (see :mod:`reward.score_images`).
+    the images across the processes of ``accelerate launch`` (see :mod:`reward.eval.parallel`).
     """
     done = score_rating_rows(
         reward, rows, settings, base=base, source=source, out_dir=out_dir, resume=resume, distributed=distributed

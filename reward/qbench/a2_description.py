@@ -25,9 +25,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from reward.data import SkippedRow
-from reward.images import load_image
-from reward.manifest import ManifestError
-from reward.questions import image_paths, load_rows
+from reward.data.images import load_image
+from reward.data.manifest import ManifestError
+from reward.qbench.a1_questions import image_paths, load_rows
 from reward.vlm import VLM
 
 __all__ = [

@@ -4,7 +4,7 @@ Qwen tokenizers split some rating words in two and give "good" and " good" diffe
 resolved by tokenizing the context with and without it: the difference must be exactly one token.
 
 Example:
-    >>> from reward.tokens import default_separator
+    >>> from reward.vlm.tokens import default_separator
     >>> default_separator("The quality of the image is"), default_separator("")
     (' ', '')
 """

@@ -21,8 +21,8 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from reward.base import Reward
 from reward.data import DatasetImage, ImageError, ImageRef, RatingRow, SkippedRow, load_image
+from reward.rewards.base import Reward
 
 logger = logging.getLogger(__name__)
 

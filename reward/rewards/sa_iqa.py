@@ -18,12 +18,12 @@ from typing import Any
 import torch
 from PIL import Image
 
-from reward.base import RewardOutput
-from reward.config import from_mapping
-from reward.fusion_weights import WEIGHTS_FILENAME, load_weights
-from reward.loading import split_loading
-from reward.scoring import expected_value
+from reward.core.config import from_mapping
+from reward.rewards.base import RewardOutput
+from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
+from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm.loading import split_loading
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class SaIqaConfig:
     dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
     batch_size: int = 32  # (image, dimension) queries per forward pass
     reuse_prefix: bool = True  # encode each image once for all its dimensions
-    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.loading.ModelLoading
+    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.vlm.loading.ModelLoading
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:

@@ -6,11 +6,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from reward.config import to_plain
+from reward.core.config import to_plain
 from reward.data import load_ratings
-from reward.evaluation import EvalSettings, evaluate_rows, format_table, write_results
-from reward.registry import get_reward, reward_info
-from reward.score_images import process_state
+from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
+from reward.eval.parallel import process_state
+from reward.rewards.registry import get_reward, reward_info
 
 logger = logging.getLogger(__name__)
 

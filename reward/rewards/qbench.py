@@ -12,11 +12,11 @@ from typing import Any
 import torch
 from PIL import Image
 
-from reward.base import RewardOutput
-from reward.config import from_mapping
-from reward.loading import ModelLoading, split_loading
-from reward.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
+from reward.core.config import from_mapping
+from reward.rewards.base import RewardOutput
+from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm.loading import ModelLoading, split_loading
 
 
 @dataclass
@@ -30,7 +30,7 @@ class QBenchConfig:
     temperature: float = 1.0  # softmax temperature T
     system: str | None = None  # optional system prompt
     batch_size: int = 16  # images per forward pass
-    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.loading.ModelLoading
+    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.vlm.loading.ModelLoading
 
 
 class QBenchReward:

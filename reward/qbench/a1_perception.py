@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from reward.images import load_image
-from reward.questions import CONCERNS, TYPES, Question
+from reward.data.images import load_image
+from reward.qbench.a1_questions import CONCERNS, TYPES, Question
 from reward.vlm import VLM, OptionQuery
 
 __all__ = ["INSTRUCTION", "Answer", "answer_questions", "format_metrics", "lettered_prompt", "perception_metrics"]

@@ -14,23 +14,19 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
 import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from PIL import Image
 
-from reward.answer_head import fp32_answer_head, gather_candidates
-from reward.loading import ModelLoading
-from reward.prefix import PrefixEncoder, split_at_images
-from reward.tokens import default_separator, resolve_candidates
+from reward.vlm.answer_head import fp32_answer_head, gather_candidates
+from reward.vlm.prefix import PrefixEncoder, split_at_images
+from reward.vlm.tokens import default_separator, resolve_candidates
 
 logger = logging.getLogger(__name__)
 
@@ -66,146 +62,6 @@ class OptionLogProbs:
     logprobs: torch.Tensor
     options: list[list[tuple[str, ...]]]
     vocab: torch.Tensor | None = None
-
-
-def resolve_device(device: str | None = None) -> torch.device:
-    if device and device != "auto":
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
-    """``auto``: bfloat16 on a GPU that supports it, float32 elsewhere."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        dev = device or resolve_device()
-        if dev.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    try:
-        return {
-            "bfloat16": torch.bfloat16,
-            "bf16": torch.bfloat16,
-            "float16": torch.float16,
-            "fp16": torch.float16,
-            "float32": torch.float32,
-            "fp32": torch.float32,
-        }[dtype]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32") from None
-
-
-def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
-    """The checkpoint's processor, also on machines without torchvision (no video processor there).
-
-    ``min_pixels``/``max_pixels`` set the image processor's pixel budget (visual tokens per image = pixels /
-    (patch * merge)^2, e.g. 28^2 for Qwen2.5-VL); ``None`` keeps the checkpoint's.
-    """
-    from transformers import AutoProcessor
-    from transformers.utils import is_torchvision_available
-
-    budget = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
-    if is_torchvision_available():
-        processor = AutoProcessor.from_pretrained(path, **budget)
-    else:
-        processor = _processor_without_video(path, budget)
-    if budget:
-        _check_budget(processor.image_processor, budget, path)
-    processor.tokenizer.padding_side = "left"
-    return processor
-
-
-THINKING_OFF = "{%- set enable_thinking = false -%}"
-
-
-def thinking_off(processor: Any) -> bool:
-    """Make ``processor``'s chat template render with thinking switched off, where it has that switch
-    (Qwen3-VL thinking templates); returns whether it had. Used for training, so that prompts are rendered as
-    scoring renders them (``enable_thinking=False``)."""
-    changed = False
-    for owner in (processor, getattr(processor, "tokenizer", None)):
-        template = getattr(owner, "chat_template", None)
-        if isinstance(template, str) and "enable_thinking" in template and not template.startswith(THINKING_OFF):
-            owner.chat_template = THINKING_OFF + template
-            changed = True
-    return changed
-
-
-def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path) -> None:
-    size = getattr(image_processor, "size", None)
-    got = {"min_pixels": getattr(size, "shortest_edge", None), "max_pixels": getattr(size, "longest_edge", None)}
-    wrong = {k: got[k] for k, v in budget.items() if got[k] != v}
-    if wrong:
-        raise ValueError(
-            f"{path}: the image processor did not take {budget} (it has {got}); this processor "
-            "class has no pixel budget, leave min_pixels/max_pixels unset"
-        )
-
-
-def _processor_without_video(path: str | Path, budget: dict[str, int] | None = None) -> Any:
-    """Build the model's processor with ``video_processor=None``: its video processor needs torchvision."""
-    import transformers
-    from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-
-    proc_cfg = Path(path) / "processor_config.json"
-    name = json.loads(proc_cfg.read_text()).get("processor_class") if proc_cfg.is_file() else None
-    if name is None:
-        model_type = AutoConfig.from_pretrained(path).model_type
-        name = PROCESSOR_MAPPING_NAMES.get(model_type)
-    if name is None or not hasattr(transformers, name):
-        raise ValueError(
-            f"{path}: no processor is known for this checkpoint without torchvision ({name or 'no processor_class'});"
-            " install torchvision or use a Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoint"
-        )
-    base = getattr(transformers, name)
-
-    class _NoVideoProcessor(base):  # type: ignore[misc, valid-type]
-        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **(budget or {}))
-    return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template)
-
-
-def load_vlm(
-    path: str | Path,
-    loading: ModelLoading | None = None,
-    *,
-    batch_size: int = 16,
-    adapter: str | Path | None = None,
-    **overrides: Any,
-) -> VLM:
-    """Load a Hugging Face VLM checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
-
-    ``loading`` holds the knobs (dtype, device or device_map, attn_implementation, the processor's min/max
-    pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).
-    ``adapter``: a peft (LoRA) adapter directory trained on ``path``; it is merged into the weights.
-    """
-    from transformers import AutoModelForImageTextToText
-
-    if overrides:
-        loading = dataclasses.replace(loading or ModelLoading(), **overrides)
-    loading = loading or ModelLoading()
-    if not Path(path).exists() and not str(path).count("/") == 1:
-        raise FileNotFoundError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
-    dev = resolve_device(loading.device)
-    kwargs: dict[str, Any] = {"dtype": resolve_dtype(loading.dtype, dev)}
-    if loading.attn_implementation:
-        kwargs["attn_implementation"] = loading.attn_implementation
-    if loading.device_map is not None:
-        kwargs["device_map"] = loading.device_map
-    model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
-    if adapter is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
-    if loading.device_map is None:
-        model = model.to(dev)
-    processor = load_processor(path, min_pixels=loading.min_pixels, max_pixels=loading.max_pixels)
-    return VLM(model.eval(), processor, batch_size=batch_size)
 
 
 class VLM:

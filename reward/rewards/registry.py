@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reward.base import Reward
-from reward.config import to_plain
+from reward.core.config import to_plain
+from reward.rewards.base import Reward
 
 Factory = Callable[[dict[str, Any]], Reward]
 
@@ -104,14 +104,14 @@ def _import(path: str) -> Factory:
 
 register_reward(
     "qbench",
-    "reward.qbench:build",
+    "reward.rewards.qbench:build",
     higher_is_better=True,
     score_range=(0.0, 1.0),
     description="Q-Bench+ zero-shot: softmax of good vs poor at the answer position (optionally synonym sets)",
 )
 register_reward(
     "sa-iqa",
-    "reward.sa_iqa:build",
+    "reward.rewards.sa_iqa:build",
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",

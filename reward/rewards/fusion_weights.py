@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from reward.files import atomic_write_text
+from reward.data.files import atomic_write_text
 
 __all__ = ["WEIGHTS_FILENAME", "FusionWeights", "fuse", "load_weights", "save_weights"]
 
@@ -181,7 +181,7 @@ def _json_safe(value: Any) -> Any:
 
 
 def save_weights(path: str | os.PathLike, weights: FusionWeights) -> Path:
-    """Write ``weights`` as JSON to ``path`` atomically (:func:`reward.files.atomic_write_text`).
+    """Write ``weights`` as JSON to ``path`` atomically (:func:`reward.data.files.atomic_write_text`).
 
     Parent folders are created; numpy scalars in ``meta`` become plain numbers and non-finite ones ``null``.
     Returns the path written.

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reward.data import SkippedRow
-from reward.images import ImageError, load_image
-from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
+from reward.data.images import ImageError, load_image
+from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
 __all__ = [
     "CONCERNS",

@@ -20,12 +20,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-from reward.base import RewardOutput
 from reward.data import load_ratings
-from reward.evaluation import EvalSettings, score_rating_rows
-from reward.metrics import plcc, srcc
-from reward.score_images import image_key
-from reward.scoring import synonym_ensemble
+from reward.eval.evaluation import EvalSettings, score_rating_rows
+from reward.eval.metrics import plcc, srcc
+from reward.eval.parallel import image_key
+from reward.rewards.base import RewardOutput
+from reward.rewards.scoring import synonym_ensemble
 from reward.vlm import VLM, OptionQuery
 
 __all__ = ["VARIANTS", "SynonymTable", "dataset_names", "format_leaderboard", "leaderboard"]

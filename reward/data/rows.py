@@ -25,10 +25,10 @@ from typing import Any, Generic, TypeVar
 
 from PIL import Image
 
-from reward.images import DEFAULT_MAX_PIXELS, ImageError, check_pixels, load_image, to_rgb
-from reward.manifest import ManifestError, iter_jsonl, resolve_image_path
+from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, check_pixels, load_image, to_rgb
+from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
-__all__ = [  # load_image and ImageError live in reward.images and are re-exported here
+__all__ = [  # load_image and ImageError live in reward.data.images and are re-exported here
     "DatasetImage",
     "ImageError",
     "InpaintRow",

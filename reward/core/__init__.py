@@ -1,0 +1,1 @@
+"""Ground-floor plumbing every package shares: typed configs, the generic registry, the command wrapper."""

@@ -1,0 +1,36 @@
+"""Data in and out: manifests (ratings, pairs, inpainting tasks), images, safe paths, atomic file writes."""
+
+from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image, to_rgb
+from reward.data.manifest import ManifestError, read_jsonl, resolve_image_path
+from reward.data.rows import (
+    DatasetImage,
+    ImageRef,
+    InpaintRow,
+    ManifestResult,
+    PairRow,
+    RatingRow,
+    SkippedRow,
+    load_inpainting,
+    load_pairs,
+    load_ratings,
+)
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "DatasetImage",
+    "ImageError",
+    "ImageRef",
+    "InpaintRow",
+    "ManifestError",
+    "ManifestResult",
+    "PairRow",
+    "RatingRow",
+    "SkippedRow",
+    "load_image",
+    "load_inpainting",
+    "load_pairs",
+    "load_ratings",
+    "read_jsonl",
+    "resolve_image_path",
+    "to_rgb",
+]

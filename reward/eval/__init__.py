@@ -1,0 +1,1 @@
+"""Evaluation of a ratings manifest: data-parallel scoring, PLCC/SRCC/KRCC/HOR metrics, plots."""

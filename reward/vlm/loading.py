@@ -1,0 +1,213 @@
+"""How a VLM checkpoint is loaded: one small set of knobs that every reward config and the SFT config carry.
+
+The keys sit flat in a reward's config (``reward.device_map=auto reward.max_pixels=401408``) and in
+``configs/sft.yaml``'s ``model:`` section; :func:`split_loading` takes them out of a config mapping and
+:func:`reward.vlm.load_vlm` takes the resulting :class:`ModelLoading`.
+
+Example:
+    >>> loading, rest = split_loading({"model": "m", "dtype": "bfloat16", "max_pixels": 401408})
+    >>> loading.dtype, loading.max_pixels, rest
+    ('bfloat16', 401408, {'model': 'm'})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from reward.core.config import from_mapping
+from reward.vlm.model import VLM
+
+logger = logging.getLogger(__name__)
+
+ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "eager")
+
+
+@dataclass
+class ModelLoading:
+    """Loading knobs of a VLM checkpoint (every field has a default: the checkpoint's own behaviour)."""
+
+    dtype: str = "auto"  # auto: bf16 on a GPU that supports it, fp32 elsewhere
+    device: str | None = None  # null: cuda if available; ignored when device_map is set
+    device_map: str | dict | None = None  # "auto": spread a model larger than one GPU over all GPUs (accelerate)
+    attn_implementation: str | None = "sdpa"  # sdpa, flash_attention_2 (pip install flash-attn), eager; null: default
+    min_pixels: int | None = None  # processor: images smaller than this are upscaled (null: the checkpoint's)
+    max_pixels: int | None = None  # processor: images larger are downscaled; visual tokens = pixels / 28^2
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.attn_implementation is not None and self.attn_implementation not in ATTN_IMPLEMENTATIONS:
+            problems.append(
+                f"attn_implementation={self.attn_implementation!r}: use one of {', '.join(ATTN_IMPLEMENTATIONS)}"
+            )
+        for name in ("min_pixels", "max_pixels"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                problems.append(f"{name}={v!r}: a positive number of pixels, e.g. 401408 (= 512 * 28 * 28)")
+        if self.min_pixels and self.max_pixels and self.min_pixels > self.max_pixels:
+            problems.append(f"min_pixels={self.min_pixels} is above max_pixels={self.max_pixels}")
+        if self.device_map is not None and self.device not in (None, "auto"):
+            problems.append(f"device={self.device!r} and device_map={self.device_map!r}: set only one of them")
+        if problems:
+            raise ValueError("invalid model loading settings:\n  - " + "\n  - ".join(problems))
+
+    @property
+    def processor_kwargs(self) -> dict[str, int]:
+        """The visual-token budget for ``from_pretrained`` of the image processor (only the keys that are set)."""
+        return {k: v for k, v in (("min_pixels", self.min_pixels), ("max_pixels", self.max_pixels)) if v is not None}
+
+
+LOADING_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelLoading))
+
+
+def split_loading(cfg: dict[str, Any], *, where: str = "reward") -> tuple[ModelLoading, dict[str, Any]]:
+    """Take the :class:`ModelLoading` keys out of a flat config mapping: ``(loading, the other keys)``."""
+    own = {k: v for k, v in cfg.items() if k in LOADING_KEYS}
+    rest = {k: v for k, v in cfg.items() if k not in LOADING_KEYS}
+    return from_mapping(ModelLoading, own, where=where, ignore=()), rest
+
+
+def resolve_device(device: str | None = None) -> torch.device:
+    if device and device != "auto":
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
+    """``auto``: bfloat16 on a GPU that supports it, float32 elsewhere."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        dev = device or resolve_device()
+        if dev.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    try:
+        return {
+            "bfloat16": torch.bfloat16,
+            "bf16": torch.bfloat16,
+            "float16": torch.float16,
+            "fp16": torch.float16,
+            "float32": torch.float32,
+            "fp32": torch.float32,
+        }[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32") from None
+
+
+def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
+    """The checkpoint's processor, also on machines without torchvision (no video processor there).
+
+    ``min_pixels``/``max_pixels`` set the image processor's pixel budget (visual tokens per image = pixels /
+    (patch * merge)^2, e.g. 28^2 for Qwen2.5-VL); ``None`` keeps the checkpoint's.
+    """
+    from transformers import AutoProcessor
+    from transformers.utils import is_torchvision_available
+
+    budget = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
+    if is_torchvision_available():
+        processor = AutoProcessor.from_pretrained(path, **budget)
+    else:
+        processor = _processor_without_video(path, budget)
+    if budget:
+        _check_budget(processor.image_processor, budget, path)
+    processor.tokenizer.padding_side = "left"
+    return processor
+
+
+THINKING_OFF = "{%- set enable_thinking = false -%}"
+
+
+def thinking_off(processor: Any) -> bool:
+    """Make ``processor``'s chat template render with thinking switched off, where it has that switch
+    (Qwen3-VL thinking templates); returns whether it had. Used for training, so that prompts are rendered as
+    scoring renders them (``enable_thinking=False``)."""
+    changed = False
+    for owner in (processor, getattr(processor, "tokenizer", None)):
+        template = getattr(owner, "chat_template", None)
+        if isinstance(template, str) and "enable_thinking" in template and not template.startswith(THINKING_OFF):
+            owner.chat_template = THINKING_OFF + template
+            changed = True
+    return changed
+
+
+def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path) -> None:
+    size = getattr(image_processor, "size", None)
+    got = {"min_pixels": getattr(size, "shortest_edge", None), "max_pixels": getattr(size, "longest_edge", None)}
+    wrong = {k: got[k] for k, v in budget.items() if got[k] != v}
+    if wrong:
+        raise ValueError(
+            f"{path}: the image processor did not take {budget} (it has {got}); this processor "
+            "class has no pixel budget, leave min_pixels/max_pixels unset"
+        )
+
+
+def _processor_without_video(path: str | Path, budget: dict[str, int] | None = None) -> Any:
+    """Build the model's processor with ``video_processor=None``: its video processor needs torchvision."""
+    import transformers
+    from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    proc_cfg = Path(path) / "processor_config.json"
+    name = json.loads(proc_cfg.read_text()).get("processor_class") if proc_cfg.is_file() else None
+    if name is None:
+        model_type = AutoConfig.from_pretrained(path).model_type
+        name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    if name is None or not hasattr(transformers, name):
+        raise ValueError(
+            f"{path}: no processor is known for this checkpoint without torchvision ({name or 'no processor_class'});"
+            " install torchvision or use a Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoint"
+        )
+    base = getattr(transformers, name)
+
+    class _NoVideoProcessor(base):  # type: ignore[misc, valid-type]
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **(budget or {}))
+    return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template)
+
+
+def load_vlm(
+    path: str | Path,
+    loading: ModelLoading | None = None,
+    *,
+    batch_size: int = 16,
+    adapter: str | Path | None = None,
+    **overrides: Any,
+) -> VLM:
+    """Load a Hugging Face VLM checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
+
+    ``loading`` holds the knobs (dtype, device or device_map, attn_implementation, the processor's min/max
+    pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).
+    ``adapter``: a peft (LoRA) adapter directory trained on ``path``; it is merged into the weights.
+    """
+    from transformers import AutoModelForImageTextToText
+
+    if overrides:
+        loading = dataclasses.replace(loading or ModelLoading(), **overrides)
+    loading = loading or ModelLoading()
+    if not Path(path).exists() and not str(path).count("/") == 1:
+        raise FileNotFoundError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
+    dev = resolve_device(loading.device)
+    kwargs: dict[str, Any] = {"dtype": resolve_dtype(loading.dtype, dev)}
+    if loading.attn_implementation:
+        kwargs["attn_implementation"] = loading.attn_implementation
+    if loading.device_map is not None:
+        kwargs["device_map"] = loading.device_map
+    model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    if loading.device_map is None:
+        model = model.to(dev)
+    processor = load_processor(path, min_pixels=loading.min_pixels, max_pixels=loading.max_pixels)
+    return VLM(model.eval(), processor, batch_size=batch_size)
