@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from reward.commands.evaluate import run_evaluate
+from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose, main
+from reward.core.config import store_schema
 from reward.data.files import atomic_write_text
 from reward.eval.evaluation import format_table
 from reward.testing import make_tiny_vlm
@@ -30,10 +32,46 @@ ROOT = Path(__file__).resolve().parent
 SAMPLES = ROOT / "reward/assets/samples/ratings.jsonl"
 
 
-def _compose(name: str, overrides: list[str]) -> DictConfig:
-    from hydra import compose
+@dataclass
+class SftPart:
+    enabled: bool = True
+    steps: int = 600  # SFT steps of 16 fresh procedural images (a few minutes on 2 CPU cores)
+    test_scenes: int = 80  # held-out benchmark size
 
-    return compose(name, overrides=overrides)
+
+@dataclass
+class Toggle:
+    enabled: bool = True
+
+
+@dataclass
+class BonPart:
+    enabled: bool = True
+    tasks: int = 20  # procedural inpainting tasks reranked by the SFT scorer (Best-of-N)
+    n: int = 4  # candidates per task
+
+
+@dataclass
+class GrpoPart:
+    enabled: bool = True
+    steps: int = 40  # GRPO steps of 2 prompts x 8 completions (tiny text policy, scene-proxy reward)
+
+
+@dataclass
+class DemoSettings:
+    out: str = "demo_out"  # everything goes here (the tiny models in out/models)
+    seed: int = 0
+    sft: SftPart = field(default_factory=SftPart)
+    fusion: Toggle = field(default_factory=Toggle)
+    bon: BonPart = field(default_factory=BonPart)
+    grpo: GrpoPart = field(default_factory=GrpoPart)
+
+
+store_schema("demo_schema", DemoSettings)
+
+
+def _compose(name: str, overrides: list[str]) -> DictConfig:
+    return compose(name, overrides)
 
 
 def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
@@ -50,8 +88,8 @@ def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
 
 
 def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
-    from training.sft_run import run_sft
-    from training.synthetic import write_benchmark
+    from training.commands.sft import run as run_sft
+    from training.procedural.synthetic import write_benchmark
 
     bench = write_benchmark(out / "benchmark", cfg.sft.test_scenes, size=64, seed=cfg.seed + 1)
     overrides = [
@@ -90,7 +128,7 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
 
 
 def fusion_section(out: Path, scorer: str, bench: str) -> str:
-    from fusion.cli import run_fit
+    from fusion.commands.fit import run as run_fit
 
     cfg = _compose(
         "fusion",
@@ -116,8 +154,7 @@ def fusion_section(out: Path, scorer: str, bench: str) -> str:
     )
 
 
-@hydra.main(config_path="configs", config_name="demo", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def run(cfg: DictConfig) -> None:
     out = Path(cfg.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     model = make_tiny_vlm(out / "models" / "tiny-qwen2-vl", seed=cfg.seed)
@@ -147,4 +184,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main("demo", run, doc=__doc__)

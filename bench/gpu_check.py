@@ -318,7 +318,7 @@ class _StepTimer(TrainerCallback):
 
 
 def sft_lora(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size: int) -> None:
-    from training.sft_run import run_sft
+    from training.commands.sft import run as run_sft
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()

@@ -36,7 +36,7 @@ for kind in ["sd15-inpaint", "sdxl-inpaint", "flux-fill"]:
         diff = np.abs(np.asarray(alone, float) - np.asarray(out[1][2], float)).max()
         print("RESULT", kind, dtype, gen.pipe.device, gen.pipe.dtype, "alone-vs-batched max diff", diff, "s", round(took, 3))
 PY
-"$PY" -m rl.tasks out="$W/tasks" n=16 size=64 mask_fraction=0.8 >/dev/null 2>&1
+"$PY" -m rl.inpaint_tasks out="$W/tasks" n=16 size=64 mask_fraction=0.8 >/dev/null 2>&1
 "$PY" rl/best_of_n.py reward=scene-proxy generator=sd15-inpaint generator.path="$W/sd15-inpaint" generator.steps=4 \
   generator.dtype=auto data="$W/tasks/tasks.jsonl" out="$OUT/bon" judge=scene-proxy 2>&1 | grep -E "^best-of|Error"
 "$PY" -c "from reward.testing import make_tiny_lm; make_tiny_lm('$W/lm')"

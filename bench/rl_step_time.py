@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from reward.testing import make_tiny_lm
+from rl.commands.grpo import run as run_grpo
 from rl.generators import build_generator
-from rl.grpo_run import run_grpo
-from rl.tasks import load_tasks, write_procedural_tasks
+from rl.inpaint_tasks import load_tasks, write_procedural_tasks
 
 
 def main() -> None:

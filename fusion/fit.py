@@ -3,11 +3,8 @@
     python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json
     python fusion/fit.py pairs=PAIRS.jsonl reward=sa-iqa reward.path=SCORER_DIR out=SCORER_DIR/fusion_weights.json
 
-Every setting, with its default and a one-line comment, is in configs/fusion.yaml; the work is done by
-:func:`fusion.cli.run_fit`, which tests call directly.
+Settings: fusion/commands/fit.py (FusionSettings), each with its default and a one-line comment.
 """
-
-from __future__ import annotations
 
 import os
 
@@ -15,20 +12,8 @@ import os
 # overhead, badly so on a busy machine. Must be set before numpy/scipy load OpenBLAS; an explicit value wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from pathlib import Path  # noqa: E402
-
-import hydra  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
-
-from fusion.cli import run_fit  # noqa: E402
-
-
-@hydra.main(config_path="../configs", config_name="fusion", version_base="1.3")
-def main(cfg: DictConfig) -> Path:
-    """Hydra entry point; returns the path of the weights file written."""
-    run_fit(cfg)
-    return Path(cfg.out)
-
+from fusion.commands.fit import run  # noqa: E402
+from reward.core.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    main("fusion", run, doc=__doc__)

@@ -21,13 +21,17 @@ from pace_judge.backends import Backend, ModelConfig, make_backend
 from pace_judge.scorer import CropConfig, DualTrackScorer, Judgement
 from reward.core.config import from_mapping
 from reward.rewards.base import RewardOutput
-from reward.vlm.loading import LOADING_KEYS
+from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class PaceConfig:
+class PaceConfig(ModelLoading):
+    """Settings of ``reward=pace`` (loading knobs from :class:`reward.vlm.ModelLoading`, used when ``model`` is a
+    path)."""
+
+    name: str = "pace"
     model: Any = None  # VLM checkpoint path, or {path, dtype, device, batch_size}; needed by backend=local
     dimension: str | None = None  # a quality dimension in words; routed to an expert, the memory or the agents
     protocol: str | None = None  # a protocol JSON used as is (no agents); alternative to dimension
@@ -41,13 +45,7 @@ class PaceConfig:
     embedder: str | None = None  # sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)
     agents: dict[str, Any] = field(default_factory=dict)  # agent settings (pace_judge.agents.AgentConfig)
     example_image: str | None = None  # the Visualizer's grounding image (default: the first image scored)
-    dtype: str = "auto"  # used when model is a plain path (so are the loading knobs below, see reward.vlm.loading)
-    device: str | None = None
     batch_size: int = 32  # (image group, probe) queries per forward pass
-    device_map: Any = None
-    attn_implementation: str | None = "sdpa"
-    min_pixels: int | None = None
-    max_pixels: int | None = None
 
 
 def model_config(model: Any, cfg: PaceConfig) -> ModelConfig | None:

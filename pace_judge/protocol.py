@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_json
 
 SCHEMA = "pace-protocol/1"
@@ -46,7 +47,7 @@ ZOOM_KEYWORDS = (
 )
 
 
-class ProtocolError(ValueError):
+class ProtocolError(UserError):
     """A protocol file or mapping that does not follow the schema; the message names every bad field."""
 
 
@@ -243,7 +244,7 @@ def load_protocol(path: str | Path, *, check_anchors: bool = True) -> Protocol:
     """Read and validate a protocol file (plain JSON); anchor images must exist when ``check_anchors``."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"protocol file {path} does not exist; pass protocol=FILE (a pace-protocol JSON)")
+        raise MissingInputError(f"protocol file {path} does not exist; pass protocol=FILE (a pace-protocol JSON)")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:

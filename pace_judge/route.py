@@ -67,7 +67,7 @@ def _expert_for(reward: PaceReward, dimension: str) -> str | None:
     for name in experts:
         if name.lower() == dimension.lower():
             return name
-    from pace_judge.memory import Embedder
+    from pace_judge.memory_bank import Embedder
 
     emb = Embedder(reward.cfg.embedder)
     names = list(experts)
@@ -88,7 +88,7 @@ def resolve(reward: PaceReward, example: Image.Image | None, *, defer: bool = Fa
         return True
     bank = None
     if cfg.memory:
-        from pace_judge.memory import Embedder, MemoryBank
+        from pace_judge.memory_bank import Embedder, MemoryBank
 
         bank = MemoryBank(cfg.memory, Embedder(cfg.embedder))
         hit = bank.route(dimension, cfg.theta)

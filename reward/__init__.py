@@ -9,11 +9,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Reward", "RewardOutput", "get_reward", "list_rewards", "register_reward", "reward_info"]
+__all__ = [
+    "Reward",
+    "RewardOutput",
+    "declare_reward",
+    "get_reward",
+    "list_rewards",
+    "register_reward",
+    "reward_info",
+]
 
 _HOME = {
     "Reward": "reward.rewards.base",
     "RewardOutput": "reward.rewards.base",
+    "declare_reward": "reward.rewards.registry",
     "get_reward": "reward.rewards.registry",
     "list_rewards": "reward.rewards.registry",
     "register_reward": "reward.rewards.registry",

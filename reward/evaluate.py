@@ -1,27 +1,14 @@
 """Score a ratings manifest with a reward and compare with the human MOS.
 
     python reward/evaluate.py reward=qbench reward.model=PATH data=MANIFEST out=DIR
+    accelerate launch --num_processes N reward/evaluate.py ...      # data-parallel: each process scores 1/N
 
 Writes DIR/metrics.json ({dimension: {plcc, srcc, krcc, hor, n, ...}, "overall": ...}), DIR/scores.jsonl and a
-scatter plot per dimension with the holistic-bias zone shaded; logs the table.
+scatter plot per dimension with the holistic-bias zone shaded; logs the table. Settings: reward/commands/evaluate.py.
 """
 
-from __future__ import annotations
-
-import logging
-
-import hydra
-from omegaconf import DictConfig
-
-from reward.commands.evaluate import run_evaluate
-
-logger = logging.getLogger("reward.evaluate")
-
-
-@hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
-def main(cfg: DictConfig) -> dict:
-    return run_evaluate(cfg)
-
+from reward.commands.evaluate import run
+from reward.core.cli import main
 
 if __name__ == "__main__":
-    main()
+    main("evaluate", run, doc=__doc__)

@@ -16,9 +16,9 @@ JUDGE = {
 
 
 def _compose(name: str, overrides: list[str]) -> DictConfig:
-    from hydra import compose
+    from reward.core.cli import compose
 
-    return compose(name, overrides=overrides)
+    return compose(name, overrides)
 
 
 def _fmt(value: Any) -> str:
@@ -27,8 +27,8 @@ def _fmt(value: Any) -> str:
 
 def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | None) -> str:
     """Best-of-N with the fine-tuned SA-IQA scorer (or scene-proxy without one), judged by scene-proxy."""
-    from rl.bon import run_best_of_n
-    from rl.tasks import write_procedural_tasks
+    from rl.commands.best_of_n import run as run_best_of_n
+    from rl.inpaint_tasks import write_procedural_tasks
 
     tasks = write_procedural_tasks(out / "rl_tasks", cfg.bon.tasks, size=64, seed=cfg.seed + 2)
     if scorer:
@@ -56,8 +56,8 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
 
 def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> str:
     """A short GRPO run of the tiny text policy against scene-proxy (full fine-tuning, procedural generator)."""
-    from rl.grpo_run import run_grpo
-    from rl.tasks import write_procedural_tasks
+    from rl.commands.grpo import run as run_grpo
+    from rl.inpaint_tasks import write_procedural_tasks
 
     tasks = write_procedural_tasks(out / "grpo_tasks", 40, size=64, seed=cfg.seed + 3, mask_fraction=0.8)
     overrides = [

@@ -22,14 +22,16 @@ from __future__ import annotations
 import inspect
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import from_mapping, to_plain
+from reward.core.config import parse, store_schema, to_plain
+from reward.core.registry import Registry
 from rl.prompt_levels import levels_from_prompt
 
 logger = logging.getLogger(__name__)
@@ -155,7 +157,7 @@ class ProceduralGenerator:
         n: int = 1,
         seed: Seeds = 0,
     ) -> list[list[Image.Image]]:
-        from training.scenes import render, sample_scene
+        from training.procedural.scenes import render, sample_scene
 
         images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
         out = []
@@ -184,8 +186,8 @@ PIPELINES = {  # generator name -> diffusers pipeline class
 
 @dataclass
 class DiffusersConfig:
-    name: str
-    path: str  # pipeline directory (from_pretrained)
+    name: str = MISSING  # sd15-inpaint | sdxl-inpaint | flux-fill
+    path: str = MISSING  # pipeline directory (from_pretrained)
     device: str | None = None  # null: cuda if available
     dtype: str = "auto"  # auto: bf16 on GPU (fp16 for SD1.5/SDXL), fp32 on CPU; or float32/float16/bfloat16
     steps: int = 30  # num_inference_steps
@@ -307,40 +309,36 @@ class DiffusersGenerator:
 # ---------------------------------------------------------------------------------------------- registry
 
 
-@dataclass(frozen=True)
-class GeneratorSpec:
-    name: str
-    factory: Callable[[dict[str, Any]], Generator]
-    description: str
-
-
 def _procedural(cfg: dict[str, Any]) -> Generator:
-    return ProceduralGenerator(from_mapping(ProceduralConfig, cfg, where="generator", ignore=()))
+    return ProceduralGenerator(parse(ProceduralConfig, cfg, where="generator"))
 
 
 def _diffusers(cfg: dict[str, Any]) -> Generator:
-    return DiffusersGenerator(from_mapping(DiffusersConfig, cfg, where="generator", ignore=()))
+    return DiffusersGenerator(parse(DiffusersConfig, cfg, where="generator"))
 
 
-GENERATORS: dict[str, GeneratorSpec] = {
-    "procedural": GeneratorSpec("procedural", _procedural, "procedural interior painted at the prompt's levels (CPU)"),
-    "sd15-inpaint": GeneratorSpec("sd15-inpaint", _diffusers, "Stable Diffusion 1.5 inpainting (diffusers)"),
-    "sdxl-inpaint": GeneratorSpec("sdxl-inpaint", _diffusers, "Stable Diffusion XL inpainting (diffusers)"),
-    "flux-fill": GeneratorSpec("flux-fill", _diffusers, "FLUX.1 Fill (diffusers)"),
-}
+GENERATORS = Registry("generator", required=("description", "config"))
+GENERATORS.register(
+    "procedural",
+    _procedural,
+    config=ProceduralConfig,
+    description="procedural interior painted at the prompt's levels (CPU)",
+)
+GENERATORS.register(
+    "sd15-inpaint", _diffusers, config=DiffusersConfig, description="Stable Diffusion 1.5 inpainting (diffusers)"
+)
+GENERATORS.register(
+    "sdxl-inpaint", _diffusers, config=DiffusersConfig, description="Stable Diffusion XL inpainting (diffusers)"
+)
+GENERATORS.register("flux-fill", _diffusers, config=DiffusersConfig, description="FLUX.1 Fill (diffusers)")
+store_schema("procedural_schema", ProceduralConfig, group="generator")
+store_schema("diffusers_schema", DiffusersConfig, group="generator")
 
 
 def build_generator(cfg: Any) -> Generator:
     """Build the generator named by ``cfg["name"]`` from its config node; unknown names list the known ones."""
     values = to_plain(cfg)
-    name = values.get("name")
-    if name not in GENERATORS:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), list(GENERATORS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown generator {name!r}.{hint} Known generators: {', '.join(GENERATORS)}")
-    return GENERATORS[name].factory(values)
+    return GENERATORS.get(str(values.get("name"))).load()(values)
 
 
 def inpaint_each(

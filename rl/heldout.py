@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from rl.inpaint_tasks import Task
 from rl.rewards import InpaintingRewards, RewardSet
-from rl.tasks import Task
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from training.scenes import DIMENSIONS
+from training.procedural.scenes import DIMENSIONS
 
 BASE_LEVEL = 3
 

@@ -29,7 +29,7 @@ from PIL import Image
 from reward import get_reward, reward_info
 from reward.core.config import to_plain
 from rl.generators import Generator, inpaint_each
-from rl.tasks import Task
+from rl.inpaint_tasks import Task
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The ``scene-proxy`` reward: ``training.scenes.proxy_scores`` calibrated to the 1-5 level scale, fused by weights.
+"""The ``scene-proxy`` reward: ``training.procedural.scenes.proxy_scores`` calibrated to the 1-5 level scale,
+fused by weights.
 
 A reward whose optimum is known, for procedural scenes: each dimension's hand-made statistic is mapped linearly so
 that its mean over calibration renders at level 1 reads 1 and at level 5 reads 5 (other dimensions at 3), clipped to
@@ -27,12 +28,13 @@ from PIL import Image
 
 from reward.core.config import from_mapping
 from reward.rewards.base import RewardOutput
-from training.scenes import DIMENSIONS, proxy_scores, render, sample_scene
-from training.synthetic import DEFAULT_WEIGHTS
+from training.procedural.scenes import DIMENSIONS, proxy_scores, render, sample_scene
+from training.procedural.synthetic import DEFAULT_WEIGHTS
 
 
 @dataclass
 class SceneProxyConfig:
+    name: str = "scene-proxy"
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))  # fusion weight per dimension
     size: int = 64  # images are measured at this size (the calibration renders' size)
     calibration_scenes: int = 8  # renders per (dimension, level) for the 1/5 anchors

@@ -88,3 +88,14 @@ def tiny_small_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from reward.testing import make_tiny_vlm
 
     return make_tiny_vlm(tmp_path_factory.mktemp("tiny-small-qwen2-vl"), preset="small")
+
+
+def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...] = ()) -> int:
+    """Run a command as its entry script does (``reward.core.cli.main``); returns the exit status."""
+    from reward.core.cli import main
+
+    try:
+        main(config_name, run, argv=argv, subcommands=subcommands)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0

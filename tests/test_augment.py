@@ -36,8 +36,8 @@ def test_augmented_images_are_native_scale_crops_some_mirrored():
 
 
 def test_manifest_training_data_is_augmented_anew_on_every_read(tmp_path):
+    from training.procedural.synthetic import write_benchmark
     from training.sft_data import manifest_dataset
-    from training.synthetic import write_benchmark
 
     bench = write_benchmark(tmp_path, 2, size=64, seed=1)
     queries = {d: {"question": f"{d}?", "response_prefix": f"The {d} is"} for d in ("lighting", "harmony")}

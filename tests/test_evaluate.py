@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
-from reward.commands.evaluate import run_evaluate
+from reward.commands.evaluate import run as run_evaluate
 from reward.data import ImageError, ManifestError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -125,5 +125,5 @@ def test_empty_manifest_is_refused(tmp_path, tiny_vlm_path):
 
 
 def test_missing_data_and_model_are_named(tmp_path):
-    with pytest.raises(ValueError, match="no data given"):
+    with pytest.raises(ValueError, match=r"missing required key data \(set it with data=...\)"):
         run_evaluate(_cfg(**{"reward.model": "m", "out": tmp_path}))

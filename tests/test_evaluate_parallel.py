@@ -14,7 +14,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
-from reward.commands.evaluate import run_evaluate
+from reward.commands.evaluate import run as run_evaluate
 from reward.data import DatasetImage, load_ratings
 from reward.eval.evaluation import EvalSettings, evaluate_rows
 from reward.rewards.base import RewardOutput

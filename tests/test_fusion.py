@@ -373,7 +373,13 @@ def test_fuse_names_missing_dimensions_and_shape_mismatches():
 
 @pytest.mark.parametrize(
     "module",
-    ["fusion.bradley_terry", "fusion.uncertainty", "reward.rewards.fusion_weights", "fusion.report", "fusion.cli"],
+    [
+        "fusion.bradley_terry",
+        "fusion.uncertainty",
+        "reward.rewards.fusion_weights",
+        "fusion.report",
+        "fusion.commands.fit",
+    ],
 )
 def test_docstring_examples_run(module):
     import doctest

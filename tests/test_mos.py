@@ -19,7 +19,7 @@ from training.mos import (
     split_scenes,
     write_mos,
 )
-from training.synthetic import AnnotatorPanel, simulate_ratings
+from training.procedural.synthetic import AnnotatorPanel, simulate_ratings
 
 
 def _write(path: Path, rows: list[dict | str]) -> Path:
@@ -167,7 +167,7 @@ def test_write_mos_writes_manifests_relative_to_their_folder_and_a_report(tmp_pa
 
 
 def test_write_mos_on_the_synthetic_benchmark_flags_its_unreliable_annotator(tmp_path):
-    from training.synthetic import write_benchmark
+    from training.procedural.synthetic import write_benchmark
 
     bench = write_benchmark(tmp_path, 30, size=8, seed=3)
     report = write_mos(bench.raw_ratings).report

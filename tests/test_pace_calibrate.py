@@ -7,9 +7,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from PIL import Image
 
-from pace_judge.calibrate import CalibrationError, load_config, main, parse_scores, run_calibrate, set_anchors
+from pace_judge.calibration import CalibrationError, parse_scores, set_anchors
+from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
 from pace_judge.testing import ScriptedBackend, example_protocol, write_example_protocol
 
@@ -37,7 +39,9 @@ def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path):
         "width=32",
         f"memory={tmp_path / 'mem'}",
     ]
-    calibrated = run_calibrate(load_config(argv), backend=ScriptedBackend(_generator))
+    from reward.core.cli import compose
+
+    calibrated = run_calibrate(compose("pace_calibrate", argv), backend=ScriptedBackend(_generator))
     out = tmp_path / "proto" / "calibration"
     candidates = [np.asarray(Image.open(out / f"candidate_{i}.png")) for i in range(1, 5)]
     assert Image.open(out / "contact_sheet.png").size == (4 * 256, 256 + 24)
@@ -52,21 +56,27 @@ def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path):
     assert stored["calibrated"] is True
 
 
-def test_scores_must_be_one_per_candidate_and_anchors_must_differ(tmp_path):
+def test_scores_must_be_one_per_candidate_and_anchors_must_differ(tmp_path, capsys):
     assert parse_scores("1,3,4,5", 4) == [1.0, 3.0, 4.0, 5.0] and parse_scores([2, 5], 2) == [2.0, 5.0]
     with pytest.raises(CalibrationError, match="give exactly 4 scores"):
         parse_scores("1,3,4", 4)
     with pytest.raises(CalibrationError, match="give exactly 4 scores, each from 1 to 5"):
         parse_scores("0,3,4,5", 4)
-    with pytest.raises(CalibrationError, match="unknown setting"):
-        load_config(["protocl=x"])
-    assert load_config(["scores=1,3,4,5"])["scores"] == "1,3,4,5"  # no Hydra sweep ambiguity
+    assert main(["protocl=x"]) == 2
+    assert "unknown key protocl (did you mean 'protocol'?)" in capsys.readouterr().err
+    from reward.core.cli import compose
+
+    assert list(compose("pace_calibrate", ["protocol=p", "scores=1,3,4,5"]).scores) == [1, 3, 4, 5]  # no sweep
     img = Image.new("RGB", (8, 8))
     with pytest.raises(CalibrationError, match="the anchors must differ on this dimension"):
         set_anchors(example_protocol(), tmp_path, img, 3.0, img, 3.0)
 
 
-def test_benchmark_mode_takes_extreme_mos_images_and_requires_disjoint_splits(tmp_path, caplog):
+def main(argv: list[str]) -> int:
+    return run_cli("pace_calibrate", run_calibrate, argv)
+
+
+def test_benchmark_mode_takes_extreme_mos_images_and_requires_disjoint_splits(tmp_path, capsys):
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
     data = tmp_path / "data"
     (data / "img").mkdir(parents=True)
@@ -78,7 +88,7 @@ def test_benchmark_mode_takes_extreme_mos_images_and_requires_disjoint_splits(tm
     (data / "calib.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (data / "test.jsonl").write_text(json.dumps({"image": "img/2.png", "dimension": "sharpness", "mos": 1}) + "\n")
     assert main([f"protocol={protocol}", f"benchmark={data / 'calib.jsonl'}", f"test={data / 'test.jsonl'}"]) == 2
-    assert "shares 1 image(s) with the test split" in caplog.text
+    assert "shares 1 image(s) with the test split" in capsys.readouterr().err
     (data / "test.jsonl").write_text(json.dumps({"image": "img/9.png", "dimension": "sharpness", "mos": 1}) + "\n")
     assert main([f"protocol={protocol}", f"benchmark={data / 'calib.jsonl'}", f"test={data / 'test.jsonl'}"]) == 0
     p = load_protocol(protocol)
@@ -88,7 +98,7 @@ def test_benchmark_mode_takes_extreme_mos_images_and_requires_disjoint_splits(tm
 
 
 def test_interactive_scores_are_asked_until_valid(monkeypatch, tmp_path):
-    from pace_judge import calibrate
+    from pace_judge import calibration as calibrate
 
     answers = iter(["great", "6", "2", "4.5", "1", "5"])
     monkeypatch.setattr(calibrate.sys.stdin, "isatty", lambda: True, raising=False)

@@ -13,8 +13,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
-from pace_judge.run import PaceUserError, run_judge
-from reward.commands.evaluate import run_evaluate
+from pace_judge.commands.judge import PaceUserError
+from pace_judge.commands.judge import run as run_judge
+from reward.commands.evaluate import run as run_evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import random_images
+from conftest import random_images, run_cli
 
-from pace_judge.memory import Embedder, MemoryBank, main
+from pace_judge.commands import memory as memory_command
+from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
 from pace_judge.testing import ScriptedBackend, example_protocol
 
@@ -49,7 +50,7 @@ def test_two_writer_processes_lose_nothing(tmp_path, embedder):
     vectors = {d: v.tolist() for ds in dims.values() for d, v in zip(ds, embedder.encode(ds), strict=True)}
     template = protocol_to_dict(example_protocol())
     writer = (  # a light process (no torch): a protocol from JSON, the embeddings computed above
-        "import json, sys\nfrom pace_judge.memory import MemoryBank\n"
+        "import json, sys\nfrom pace_judge.memory_bank import MemoryBank\n"
         "from pace_judge.protocol import protocol_from_dict\n"
         "dims, vectors, raw = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[4])\n"
         "bank = MemoryBank(sys.argv[3])\n"
@@ -75,12 +76,16 @@ def test_two_writer_processes_lose_nothing(tmp_path, embedder):
     assert not list(folder.rglob("*.tmp"))
 
 
-def test_memory_cli_imports_lists_shows_and_deletes(tmp_path, pace_protocol_path, embedder, caplog):
-    caplog.set_level(logging.INFO, logger="pace_judge.memory")
+def main(argv: list[str]) -> int:
+    return run_cli("memory", memory_command.run, argv, memory_command.SUBCOMMANDS)
+
+
+def test_memory_cli_imports_lists_shows_and_deletes(tmp_path, pace_protocol_path, embedder, caplog, capsys):
+    caplog.set_level(logging.INFO, logger="pace_judge.commands.memory")
     folder = tmp_path / "mem"
     assert main(["import", f"memory={folder}", f"protocol={pace_protocol_path}"]) == 0
     assert main(["import", f"memory={folder}", f"protocol={pace_protocol_path}"]) == 2  # stored already
-    assert "stored already (replace=true overwrites it" in caplog.text
+    assert "stored already (replace=true overwrites it" in capsys.readouterr().err
     stored = MemoryBank(folder, embedder).load("sharpness")
     assert stored.calibrated and stored.anchor_path("high").is_file()  # anchors copied beside the protocol
     assert stored.anchor_path("high").parent == folder / "sharpness" / "anchors"
@@ -92,8 +97,9 @@ def test_memory_cli_imports_lists_shows_and_deletes(tmp_path, pace_protocol_path
     assert main(["delete", f"memory={folder}", "dimension=sharpness"]) == 0
     assert MemoryBank(folder).entries() == {} and not (folder / "sharpness").exists()
     assert main(["show", f"memory={folder}", "dimension=sharpness"]) == 2
-    with pytest.raises(SystemExit, match="show needs dimension="):
-        main(["show", f"memory={folder}"])
+    capsys.readouterr()
+    assert main(["show", f"memory={folder}"]) == 2
+    assert "show needs dimension=" in capsys.readouterr().err
 
 
 def _script(prompt: str, n_images: int) -> str:

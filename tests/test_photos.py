@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from training.photos import (
+from training.procedural.photos import (
     CALIBRATION,
     DISTORTIONS,
     PRISTINE_MOS,

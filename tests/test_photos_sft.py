@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from training.sft_run import parse_settings, run_sft
+from training.commands.sft import parse_settings
+from training.commands.sft import run as run_sft
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -65,7 +66,7 @@ def test_small_preset_sees_a_112_crop_as_16_image_tokens_through_a_wider_vit(tin
 def test_small_tiny_vlm_learns_exposure_levels_of_heldout_real_photos(tiny_small_vlm_path, tmp_path):
     """The recipe's model, stream and optimiser on the exposure distortions (brighten, darken) of real photos: the
     held-out photos' exposure levels are ranked after 200 steps (the full mixture needs the recipe's run)."""
-    from training.photos import CALIBRATION, write_heldout
+    from training.procedural.photos import CALIBRATION, write_heldout
 
     calibration = tmp_path / "exposure.json"
     calibration.write_text(json.dumps({k: CALIBRATION[k] for k in ("brighten", "darken")}))

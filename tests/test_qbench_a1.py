@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import random_images
 
-from reward.commands.qbench_eval import run_qbench
+from reward.commands.qbench_eval import run as run_qbench
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_perception import Answer, answer_questions, lettered_prompt, perception_metrics
 from reward.qbench.a1_questions import Question, load_questions

@@ -11,7 +11,7 @@ import pytest
 from conftest import random_images
 from fastapi import FastAPI, Request
 
-from reward.commands.qbench_eval import run_qbench
+from reward.commands.qbench_eval import run as run_qbench
 from reward.qbench.a2_description import PROMPTS, parse_score
 from reward.testing.loopback import serve
 

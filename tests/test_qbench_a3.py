@@ -10,7 +10,7 @@ import pytest
 from conftest import random_images
 from scipy import stats
 
-from reward.commands.qbench_eval import run_qbench
+from reward.commands.qbench_eval import run as run_qbench
 from reward.qbench.a3_leaderboard import dataset_names
 from reward.vlm import OptionQuery
 

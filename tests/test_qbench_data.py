@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from reward.commands.qbench_eval import run_qbench
+from reward.commands.qbench_eval import run as run_qbench
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_questions
-from training.perception_questions import PHOTOS_HELDOUT, PHOTOS_TRAIN, question_at, write_questions
+from training.commands.sft import _train_dataset, parse_settings
 from training.perception_sft import perception_example
-from training.sft_run import _train_dataset, parse_settings
-from training.synthetic import write_benchmark
+from training.procedural.perception_questions import PHOTOS_HELDOUT, PHOTOS_TRAIN, question_at, write_questions
+from training.procedural.synthetic import write_benchmark
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

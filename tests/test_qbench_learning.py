@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from reward.commands.qbench_eval import run_qbench
-from training.perception_questions import write_questions
-from training.sft_run import run_sft
+from reward.commands.qbench_eval import run as run_qbench
+from training.commands.sft import run as run_sft
+from training.procedural.perception_questions import write_questions
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FAMILIES = ["scene-dim", "photo-noisy", "scene-lighting", "pair-brighter", "pair-first-brighter"]

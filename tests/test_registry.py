@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from conftest import random_images
 
 import reward
-from reward import RewardOutput, get_reward, list_rewards, register_reward, reward_info
+from reward import RewardOutput, declare_reward, get_reward, list_rewards, register_reward, reward_info
 
 
 def test_unknown_reward_lists_known_names_and_a_close_match():
@@ -38,10 +39,27 @@ def test_metadata_is_data():
     assert spec.higher_is_better is True and spec.score_range == (0.0, 1.0)
 
 
-def test_dotted_import_path_builds_a_custom_reward(tiny_vlm_path):
-    r = get_reward("reward.rewards.qbench:build", {"model": str(tiny_vlm_path)})
-    out = r.score(random_images(2))
-    assert isinstance(out, RewardOutput) and out.scores.shape == (2,)
+@declare_reward(higher_is_better=False, score_range=(0.0, 255.0), description="mean brightness (test only)")
+def brightness(cfg: dict) -> object:
+    class Mean:
+        def score(self, images, prompts=None) -> RewardOutput:
+            return RewardOutput(scores=torch.tensor([float(np.asarray(im).mean()) for im in images]))
+
+    return Mean()
+
+
+def undeclared(cfg: dict) -> object:
+    return brightness(cfg)
+
+
+def test_dotted_import_path_builds_a_declared_custom_reward_and_reads_its_metadata():
+    spec = reward_info(f"{__name__}:brightness")
+    assert (spec.higher_is_better, spec.score_range) == (False, (0.0, 255.0))
+    images = random_images(2)
+    out = get_reward(f"{__name__}:brightness").score(images)
+    assert out.scores.tolist() == pytest.approx([float(np.asarray(im).mean()) for im in images])
+    with pytest.raises(ValueError, match="does not declare its direction and score range"):
+        get_reward(f"{__name__}:undeclared")
 
 
 def test_bad_import_path_is_a_clear_error():
@@ -80,6 +98,7 @@ def test_public_api_is_small():
     assert set(reward.__all__) == {
         "Reward",
         "RewardOutput",
+        "declare_reward",
         "get_reward",
         "list_rewards",
         "register_reward",

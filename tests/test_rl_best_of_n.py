@@ -11,9 +11,9 @@ import numpy as np
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
-from rl.bon import run_best_of_n
+from rl.commands.best_of_n import run as run_best_of_n
 from rl.generators import build_generator
-from rl.tasks import load_tasks, write_procedural_tasks
+from rl.inpaint_tasks import load_tasks, write_procedural_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 JUDGE = "judge={name: scene-proxy, weights: {layout: 0.25, harmony: 0.25, lighting: 0.25, distortion: 0.25}, size: 96}"

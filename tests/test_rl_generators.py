@@ -8,7 +8,7 @@ from PIL import Image
 
 from rl.generators import build_generator, inpaint_each, prepare_masks
 from rl.prompt_levels import levels_from_prompt
-from training.scenes import proxy_scores
+from training.procedural.scenes import proxy_scores
 
 
 def _task(size: int = 64, box: tuple[int, int, int, int] = (8, 8, 56, 56)) -> tuple[Image.Image, Image.Image]:

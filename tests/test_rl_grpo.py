@@ -12,8 +12,8 @@ from hydra import compose, initialize_config_dir
 from test_registry import _tiny_config
 
 from reward import list_rewards
-from rl.grpo_run import run_grpo
-from rl.tasks import write_procedural_tasks
+from rl.commands.grpo import run as run_grpo
+from rl.inpaint_tasks import write_procedural_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FAST = ["trainer.learning_rate=5e-3", "trainer.beta=0", "trainer.max_completion_length=16", "trainer.save_steps=1000"]

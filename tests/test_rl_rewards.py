@@ -11,11 +11,11 @@ import torch
 from PIL import Image
 from test_registry import _tiny_config
 
-from reward import RewardOutput, list_rewards, reward_info
-from reward.rewards.registry import _REGISTRY, register_reward
+from reward import RewardOutput, declare_reward, list_rewards, reward_info
+from reward.rewards.registry import REWARDS, register_reward
 from rl.generators import build_generator
+from rl.inpaint_tasks import Task
 from rl.rewards import InpaintingRewards, RewardSet, completion_text
-from rl.tasks import Task
 
 
 class ConstantReward:
@@ -29,6 +29,7 @@ class ConstantReward:
         return RewardOutput(scores=torch.tensor(vals, dtype=torch.float32))
 
 
+@declare_reward(higher_is_better=True, score_range=(0.0, 10.0), description="constant scores (test only)")
 def build_constant(cfg: dict) -> ConstantReward:
     return ConstantReward(cfg)
 
@@ -43,7 +44,7 @@ def lower_is_better():
         description="test only",
     )
     yield "test-lower"
-    _REGISTRY.pop("test-lower")
+    REWARDS.unregister("test-lower")
 
 
 def _tasks(n: int = 2) -> dict[str, Task]:

@@ -1,15 +1,14 @@
-"""reward.runs: the config-section parser and the resume check shared by training/sft.py and rl/grpo.py."""
+"""training.shared: the resume check shared by training/sft.py and rl/grpo.py; reward.core.config: typed settings."""
 
 from __future__ import annotations
 
-import doctest
 import json
 from dataclasses import dataclass, field
 
 import pytest
 
-import reward.runs
-from reward.runs import RUN_CONFIG, parse_sections, resume_checkpoint, save_run_config
+from reward.core.config import parse
+from training.shared import RUN_CONFIG, resume_checkpoint, save_run_config
 
 
 @dataclass
@@ -23,17 +22,18 @@ class _Top:
     opt: _Opt = field(default_factory=_Opt)
 
 
-def test_docstring_example_runs():
-    result = doctest.testmod(reward.runs)
-    assert result.attempted >= 2 and result.failed == 0
-
-
 def test_problems_of_every_section_are_reported_together():
     with pytest.raises(ValueError) as err:
-        parse_sections({"opt": {"lrr": 1}, "outt": "x"}, _Top, {"opt": _Opt}, where="run")
+        parse(_Top, {"opt": {"lrr": 1, "lr": "fast"}, "outt": "x"}, where="run")
     msg = str(err.value)
-    assert "unknown key opt.lrr (did you mean 'lr'?)" in msg
+    assert "unknown key run.opt.lrr (did you mean 'lr'?)" in msg
+    assert "run.opt.lr='fast': expected a float" in msg
     assert "unknown key run.outt" in msg and "missing required key run.out" in msg
+
+
+def test_nested_settings_come_back_typed():
+    top = parse(_Top, {"out": "o", "opt": {"lr": 0.1}}, where="run")
+    assert top == _Top(out="o", opt=_Opt(lr=0.1))
 
 
 def test_resume_continues_the_same_run_and_refuses_another(tmp_path):

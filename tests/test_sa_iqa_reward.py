@@ -71,7 +71,7 @@ def test_unknown_dimension_is_named(scorer_dir):
 def test_evaluation_skips_rows_of_dimensions_the_scorer_does_not_have(scorer_dir, tmp_path):
     from reward.data import load_ratings
     from reward.eval.evaluation import EvalSettings, evaluate_rows
-    from training.synthetic import write_benchmark
+    from training.procedural.synthetic import write_benchmark
 
     bench = write_benchmark(tmp_path / "b", 4, size=56, seed=1)  # rows for layout, harmony, lighting, distortion
     rows = load_ratings(bench.ratings).rows
@@ -83,7 +83,7 @@ def test_evaluation_skips_rows_of_dimensions_the_scorer_does_not_have(scorer_dir
 
 def test_saved_processor_names_the_real_processor_class(tiny_vlm, tmp_path):
     from reward.vlm import load_processor
-    from training.sft_run import save_processor
+    from training.commands.sft import save_processor
 
     (tmp_path / "source").mkdir()  # a source checkpoint without processor_config.json
     save_processor(tiny_vlm.processor, tmp_path / "out", tmp_path / "source")

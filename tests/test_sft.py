@@ -13,8 +13,9 @@ from transformers import TrainerCallback
 
 from reward import get_reward
 from reward.vlm.tokens import CandidateTokenError
-from training.sft_run import parse_settings, run_sft
-from training.synthetic import write_benchmark
+from training.commands.sft import parse_settings
+from training.commands.sft import run as run_sft
+from training.procedural.synthetic import write_benchmark
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 pytestmark = pytest.mark.slow

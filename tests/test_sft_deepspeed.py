@@ -37,7 +37,7 @@ use_cpu: false
 
 def _launch_sft(config: str, model: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     """training/sft.py under ``accelerate launch --config_file`` (one CPU process) on a tiny benchmark."""
-    from training.synthetic import write_benchmark
+    from training.procedural.synthetic import write_benchmark
 
     bench = write_benchmark(tmp_path / "bench", 6, size=56, seed=3)
     (tmp_path / "accelerate.yaml").write_text(config)

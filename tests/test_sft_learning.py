@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from training.sft_run import run_sft
-from training.synthetic import write_benchmark
+from training.commands.sft import run as run_sft
+from training.procedural.synthetic import write_benchmark
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

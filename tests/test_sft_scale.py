@@ -10,8 +10,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from training.sft_model import load_dtype
-from training.sft_run import parse_settings, run_sft
+from training.commands.sft import parse_settings
+from training.commands.sft import run as run_sft
+from training.shared import load_dtype
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -107,9 +108,9 @@ def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, t
     from transformers import AutoModelForImageTextToText
 
     from reward.vlm import load_processor
+    from training.commands.sft import save_scorer
     from training.scorer_format import scorer_metadata
-    from training.sft_model import LoraSettings, lora_config
-    from training.sft_run import save_scorer
+    from training.shared import LoraSettings, lora_config
 
     model = get_peft_model(AutoModelForImageTextToText.from_pretrained(tiny_vlm_path), lora_config(LoraSettings()))
     settings = parse_settings(

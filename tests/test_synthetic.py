@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 from scipy.stats import spearmanr
 
-from training.scenes import (
+from training.procedural.scenes import (
     DIMENSIONS,
     balanced_slots,
     make_colour,
@@ -21,7 +21,7 @@ from training.scenes import (
     render,
     sample_scene,
 )
-from training.synthetic import (
+from training.procedural.synthetic import (
     DEFAULT_WEIGHTS,
     AnnotatorPanel,
     SyntheticStream,
@@ -247,7 +247,7 @@ def test_annotator_panel_needs_a_reliable_annotator():
 
 def test_clashing_palettes_shift_the_mean_colour_towards_the_clash_hue():
     # the first-order cue that lets a tiny VLM learn harmony: the mean chroma leans to CLASH_HUE at low levels
-    from training.scenes import CLASH_HUE
+    from training.procedural.scenes import CLASH_HUE
 
     clash = make_colour(0.5, CLASH_HUE, 0.3) - 0.5
     rng = np.random.default_rng(11)

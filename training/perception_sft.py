@@ -6,7 +6,7 @@ The prompt is exactly what ``task=a1`` asks
 the shuffled lettered options, the instruction); the completion is the correct letter (``answer=letter``) or the
 letter and its text (``answer=letter_text``: "B. The second image"). Sources: an LLVisionQA file
 (``data.perception=FILE``) or fresh generated questions every step (``data.perception=synthetic``,
-:mod:`training.perception_questions`).
+:mod:`training.procedural.perception_questions`).
 
     accelerate launch training/sft.py ... data.perception=synthetic data.perception_fraction=0.5
 """
@@ -72,7 +72,7 @@ def _features() -> Any:
 def _generated(
     seed: int, size: int, families: tuple[str, ...] | None, answer: str, shuffle: float
 ) -> Iterator[dict[str, Any]]:
-    from training.perception_questions import question_at
+    from training.procedural.perception_questions import question_at
 
     index = 0
     while True:
@@ -97,7 +97,7 @@ def perception_stream(
     """An endless ``datasets.IterableDataset`` of fresh generated questions (training photos only)."""
     import datasets
 
-    from training.perception_questions import check_families
+    from training.procedural.perception_questions import check_families
 
     fams = check_families(families)
     return datasets.IterableDataset.from_generator(

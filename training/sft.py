@@ -1,24 +1,14 @@
-"""SA-IQA supervised fine-tuning of a VLM on rating words.
+"""SA-IQA supervised fine-tuning of a VLM on rating words (trl SFTTrainer, loss on the completion only).
 
     accelerate launch training/sft.py model.path=PATH data.train=MANIFEST data.test=MANIFEST output_dir=DIR
+    accelerate launch --config_file configs/accelerate/zero2.yaml training/sft.py ...      # multi-GPU, DeepSpeed
 
-Any trl.SFTConfig field is set under ``trainer.`` (e.g. ``trainer.max_steps=200 trainer.learning_rate=1e-3``);
-``lora.enabled=true`` trains LoRA adapters instead of the full language model. Writes ``DIR/scorer/`` (load it
-with ``reward=sa-iqa reward.path=DIR/scorer``) and ``DIR/metrics.json``.
+Writes checkpoints, DIR/scorer/ (loadable with reward=sa-iqa reward.path=DIR/scorer) and DIR/metrics.json on the
+test split. Settings: training/commands/sft.py (SftSettings); any trl.SFTConfig field under trainer.
 """
 
-from __future__ import annotations
-
-import hydra
-from omegaconf import DictConfig
-
-from training.sft_run import run_sft
-
-
-@hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
-def main(cfg: DictConfig) -> dict:
-    return run_sft(cfg)
-
+from reward.core.cli import main
+from training.commands.sft import run
 
 if __name__ == "__main__":
-    main()
+    main("sft", run, doc=__doc__)

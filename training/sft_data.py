@@ -184,7 +184,7 @@ def _synthetic_rows(
     mos_range: tuple[float, float],
     soft_std: float | None = None,
 ) -> Iterator[dict[str, Any]]:
-    from training.synthetic import example_at
+    from training.procedural.synthetic import example_at
 
     dims = list(queries)
     index = 0

@@ -1,5 +1,2 @@
-"""The logic of reward's commands, one module per entry script.
-
-``reward/evaluate.py`` runs :mod:`reward.commands.evaluate`; ``reward/qbench_eval.py`` runs
-:mod:`reward.commands.qbench_eval`.
-"""
+"""The logic of reward's commands, one module per entry script: ``reward/NAME.py`` runs
+``reward.commands.NAME.run(cfg)`` (``evaluate``, ``qbench_eval``)."""

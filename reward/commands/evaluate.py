@@ -1,47 +1,76 @@
-"""What ``reward/evaluate.py`` does, as a function of its config (tests call it directly)."""
+"""What ``reward/evaluate.py`` does: score a ratings manifest with a reward and compare with the human MOS."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.config import to_plain
-from reward.data import load_ratings
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError
+from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.eval.parallel import process_state
-from reward.rewards.registry import get_reward, reward_info
+from reward.rewards.registry import get_reward, reward_info, store_reward_schemas
 
 logger = logging.getLogger(__name__)
 
 
-def settings_from(cfg: Any) -> EvalSettings:
-    c = to_plain(cfg)
+@dataclass
+class HorSettings:
+    tau_low: float = 3.0  # MOS at or below: a low-quality image
+    tau_high: float = 4.0  # prediction at or above (on the MOS scale): scored high
+
+
+@dataclass
+class EvaluateSettings:
+    reward: Any = MISSING  # reward=NAME selects configs/reward/NAME.yaml; its keys are set with reward.KEY=VALUE
+    data: str = MISSING  # ratings manifest (JSONL: {"image", "dimension", "mos"}) or a datasets folder
+    out: str = MISSING  # output folder: metrics.json, scores.jsonl, scatter plots
+    batch_size: int = 16  # images per reward call
+    num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
+    resume: bool = False  # true: keep the scores already in out/ (after a crash) and score only the missing images
+    skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
+    max_decode_pixels: int | None = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread (not the
+    # processor's budget: that is reward.max_pixels)
+    mos_range: list[float] = field(default_factory=lambda: [1.0, 5.0])  # the manifest's MOS scale
+    hor: HorSettings = field(default_factory=HorSettings)  # Holistic Override Rate thresholds (PACE eq. 1)
+    bootstrap: int = 0  # resamples for 95% CIs of SRCC and HOR (0: off)
+    seed: int = 0
+
+
+store_schema("evaluate_schema", EvaluateSettings)
+store_reward_schemas()
+
+
+def settings_from(s: EvaluateSettings) -> EvalSettings:
+    if len(s.mos_range) != 2 or not s.mos_range[0] < s.mos_range[1]:
+        raise ConfigError(f"mos_range={s.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
     return EvalSettings(
-        batch_size=int(c.get("batch_size", 16)),
-        skip_bad=bool(c.get("skip_bad", False)),
-        max_decode_pixels=c.get("max_decode_pixels", 36_000_000),
-        mos_range=tuple(c.get("mos_range", (1.0, 5.0))),  # type: ignore[arg-type]
-        tau_low=float(c.get("hor", {}).get("tau_low", 3.0)),
-        tau_high=float(c.get("hor", {}).get("tau_high", 4.0)),
-        bootstrap=int(c.get("bootstrap", 0)),
-        seed=int(c.get("seed", 0)),
-        num_workers=int(c.get("num_workers", 2)),
+        batch_size=s.batch_size,
+        skip_bad=s.skip_bad,
+        max_decode_pixels=s.max_decode_pixels,
+        mos_range=(float(s.mos_range[0]), float(s.mos_range[1])),
+        tau_low=s.hor.tau_low,
+        tau_high=s.hor.tau_high,
+        bootstrap=s.bootstrap,
+        seed=s.seed,
+        num_workers=s.num_workers,
     )
 
 
-def run_evaluate(cfg: Any) -> dict[str, Any]:
+def run(cfg: Any) -> dict[str, Any]:
     """Load the manifest, build the reward, score, write metrics/scores/plots; returns the metrics."""
-    c = to_plain(cfg)
-    reward_cfg = dict(c.get("reward") or {})
+    s = parse(EvaluateSettings, cfg, where="")
+    reward_cfg = dict(s.reward or {})
     name = reward_cfg.pop("name", None)
     if not name:
-        raise ValueError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
-    if not c.get("data"):
-        raise ValueError("no data given: pass data=MANIFEST.jsonl (or a datasets folder)")
-    if not c.get("out"):
-        raise ValueError("no output folder given: pass out=DIR")
-    settings = settings_from(c)
+        raise ConfigError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
+    settings = settings_from(s)
+    c = {"data": s.data, "out": s.out, "resume": s.resume}
     manifest = load_ratings(
         c["data"],
         skip_bad=settings.skip_bad,

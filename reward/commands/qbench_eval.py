@@ -1,4 +1,4 @@
-"""What ``reward/qbench_eval.py`` does, as a function of its config (tests call :func:`run_qbench` directly).
+"""What ``reward/qbench_eval.py`` does: the Q-Bench+ harness, one task per run.
 
 - ``task=a1``: perception questions -> ``metrics.json`` (accuracy overall, by type and concern, singles and pairs),
   ``metrics.md``, ``answers.jsonl`` (chosen letter and its probability per question), ``skipped.jsonl``.
@@ -9,83 +9,111 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.config import from_mapping, to_plain
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from reward.eval.evaluation import EvalSettings
+from reward.qbench.a2_description import JudgeSettings
+from reward.rewards.registry import store_reward_schemas
+from reward.vlm.loading import ModelLoading, loading_of
 
 logger = logging.getLogger(__name__)
 
 TASKS = ("a1", "a2", "a3")
 
 
-def _load_model(c: dict[str, Any]) -> Any:
+@dataclass
+class HarnessModel(ModelLoading):
+    """The VLM of A1 and A2 (and of reward=qbench in A3 unless reward.model is set); loading knobs from
+    :class:`reward.vlm.ModelLoading`."""
+
+    path: str | None = None  # checkpoint directory
+    adapter: str | None = None  # a LoRA adapter directory trained on path, merged into the weights
+
+
+@dataclass
+class A1Settings:
+    shuffle: bool = True  # shuffle the candidates (with seed); false: the file's order
+    system: str | None = None  # optional system prompt
+
+
+@dataclass
+class A2Settings:
+    max_new_tokens: int = 256  # description length
+    system: str | None = None
+    judge: JudgeSettings = field(default_factory=JudgeSettings)  # base_url null: descriptions only
+
+
+@dataclass
+class A3Settings:
+    ensemble: bool = False  # reward=qbench only: all six Table VIII synonym variants from one forward pass
+
+
+@dataclass
+class QbenchEvalSettings:
+    task: str = "a1"  # a1 | a2 | a3
+    data: Any = MISSING  # a1: LLVisionQA JSON/JSONL; a2: golden descriptions; a3: [A.jsonl,B.jsonl] or {name: path}
+    out: str = MISSING  # output folder
+    seed: int = 0  # a1: the candidates' shuffle
+    skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
+    batch_size: int = 16  # questions / images per forward pass
+    model: HarnessModel = field(default_factory=HarnessModel)
+    a1: A1Settings = field(default_factory=A1Settings)
+    a2: A2Settings = field(default_factory=A2Settings)
+    a3: A3Settings = field(default_factory=A3Settings)
+    reward: Any = None  # a3: reward=NAME (default qbench on model.path)
+
+
+store_schema("qbench_eval_schema", QbenchEvalSettings)
+store_reward_schemas()
+
+
+def _load_model(s: QbenchEvalSettings) -> Any:
     from reward.vlm import load_vlm
 
-    m = c.get("model") or {}
-    if not m.get("path"):
-        raise ValueError(f"task={c['task']} needs a VLM: pass model.path=CHECKPOINT_DIR")
-    return load_vlm(
-        m["path"],
-        dtype=m.get("dtype", "auto"),
-        device=m.get("device"),
-        batch_size=int(c.get("batch_size", 16)),
-        adapter=m.get("adapter"),
-    )
+    if not s.model.path:
+        raise ConfigError(f"task={s.task} needs a VLM: pass model.path=CHECKPOINT_DIR")
+    return load_vlm(s.model.path, loading_of(s.model), batch_size=s.batch_size, adapter=s.model.adapter)
 
 
-def _check(c: dict[str, Any]) -> None:
-    problems = []
-    if c.get("task") not in TASKS:
-        problems.append(f"task={c.get('task')!r}: choose one of {', '.join(TASKS)}")
-    if not c.get("data"):
-        problems.append("no data given: pass data=FILE (a3: data=[A.jsonl,B.jsonl])")
-    if not c.get("out"):
-        problems.append("no output folder given: pass out=DIR")
-    if problems:
-        raise ValueError("invalid qbench_eval config:\n  - " + "\n  - ".join(problems))
-
-
-def run_qbench(cfg: Any) -> dict[str, Any]:
+def run(cfg: Any) -> dict[str, Any]:
     """Run the configured task; returns its metrics (A2 without a judge: the number of descriptions)."""
-    c = to_plain(cfg)
-    _check(c)
-    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[c["task"]](c)
+    s = parse(QbenchEvalSettings, cfg, where="")
+    if s.task not in TASKS:
+        raise ConfigError(f"task={s.task!r}: choose one of {', '.join(TASKS)}")
+    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s)
 
 
-def run_a1(c: dict[str, Any]) -> dict[str, Any]:
+def run_a1(s: QbenchEvalSettings) -> dict[str, Any]:
     from reward.qbench.a1_perception import answer_questions, format_metrics, perception_metrics
     from reward.qbench.a1_questions import load_questions
 
-    a1 = c.get("a1") or {}
-    questions, skipped = load_questions(c["data"], skip_bad=bool(c.get("skip_bad", False)))
-    vlm = _load_model(c)
+    questions, skipped = load_questions(s.data, skip_bad=s.skip_bad)
+    vlm = _load_model(s)
     answers = answer_questions(
-        vlm,
-        questions,
-        seed=int(c.get("seed", 0)),
-        batch_size=int(c.get("batch_size", 16)),
-        system=a1.get("system"),
-        shuffle=bool(a1.get("shuffle", True)),
+        vlm, questions, seed=s.seed, batch_size=s.batch_size, system=s.a1.system, shuffle=s.a1.shuffle
     )
     metrics = perception_metrics(answers)
     metrics["skipped"] = len(skipped)
-    out = Path(c["out"])
+    out = Path(s.out)
     atomic_write_jsonl(out / "answers.jsonl", [a.record() for a in answers])
     if skipped:
-        atomic_write_jsonl(out / "skipped.jsonl", [vars(s) for s in skipped])
-    table = format_metrics(metrics, title=f"A1 perception: {c['data']}")
+        atomic_write_jsonl(out / "skipped.jsonl", [vars(row) for row in skipped])
+    table = format_metrics(metrics, title=f"A1 perception: {s.data}")
     atomic_write_text(out / "metrics.md", table)
     atomic_write_json(out / "metrics.json", metrics)
     logger.info("%d questions (%d skipped)\n%s", len(answers), len(skipped), table)
     return metrics
 
 
-def run_a2(c: dict[str, Any]) -> dict[str, Any]:
+def run_a2(s: QbenchEvalSettings) -> dict[str, Any]:
     from reward.qbench.a2_description import (
-        JudgeSettings,
         describe,
         description_metrics,
         format_description_table,
@@ -93,20 +121,13 @@ def run_a2(c: dict[str, Any]) -> dict[str, Any]:
         load_descriptions,
     )
 
-    a2 = dict(c.get("a2") or {})
-    js = from_mapping(JudgeSettings, a2.get("judge") or {}, where="a2.judge", ignore=())
+    js = s.a2.judge
     if js.rounds < 1:
-        raise ValueError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
-    rows, skipped = load_descriptions(c["data"], skip_bad=bool(c.get("skip_bad", False)))
-    vlm = _load_model(c)
-    outputs = describe(
-        vlm,
-        rows,
-        max_new_tokens=int(a2.get("max_new_tokens", 256)),
-        system=a2.get("system"),
-        batch_size=int(c.get("batch_size", 16)),
-    )
-    out = Path(c["out"])
+        raise ConfigError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
+    rows, skipped = load_descriptions(s.data, skip_bad=s.skip_bad)
+    vlm = _load_model(s)
+    outputs = describe(vlm, rows, max_new_tokens=s.a2.max_new_tokens, system=s.a2.system, batch_size=s.batch_size)
+    out = Path(s.out)
     records = [
         {"row": i, "line": r.line, "img_path": [str(p) for p in r.images], "description": o, "golden": r.golden}
         for i, (r, o) in enumerate(zip(rows, outputs, strict=True))
@@ -121,8 +142,8 @@ def run_a2(c: dict[str, Any]) -> dict[str, Any]:
         )
         return {"descriptions": len(records), "skipped": len(skipped), "scored": False}
     per_row = judge(outputs, rows, js)
-    for rec, s in zip(records, per_row, strict=True):
-        rec.update(s)
+    for rec, scores in zip(records, per_row, strict=True):
+        rec.update(scores)
     atomic_write_jsonl(out / "descriptions.jsonl", records)
     metrics: dict[str, Any] = {**description_metrics(per_row, rows), "skipped": len(skipped), "scored": True}
     table = format_description_table({k: v for k, v in metrics.items() if isinstance(v, dict)})
@@ -132,27 +153,26 @@ def run_a2(c: dict[str, Any]) -> dict[str, Any]:
     return metrics
 
 
-def run_a3(c: dict[str, Any]) -> dict[str, Any]:
+def run_a3(s: QbenchEvalSettings) -> dict[str, Any]:
     from reward.qbench.a3_leaderboard import SynonymTable, dataset_names, format_leaderboard, leaderboard
     from reward.rewards.registry import get_reward
 
-    a3 = c.get("a3") or {}
-    reward_cfg = dict(c.get("reward") or {})
+    reward_cfg = dict(s.reward or {})
     name = reward_cfg.pop("name", None) or "qbench"
     if name == "qbench" and not reward_cfg.get("model"):
-        reward_cfg["model"] = (c.get("model") or {}).get("path")
-        if not reward_cfg["model"]:
-            raise ValueError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
-    datasets = dataset_names(c["data"])
+        if not s.model.path:
+            raise ConfigError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
+        reward_cfg.update(vars(loading_of(s.model)), model=s.model.path)  # the harness model, its knobs
+    datasets = dataset_names(s.data)
+    if s.a3.ensemble and name != "qbench":
+        raise ConfigError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
     reward = get_reward(name, reward_cfg)
-    if a3.get("ensemble"):
-        if name != "qbench":
-            raise ValueError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
+    if s.a3.ensemble:
         qc = reward.cfg
         reward = SynonymTable(reward.vlm, qc.prompt, qc.response_prefix, system=qc.system, temperature=qc.temperature)
-    settings = EvalSettings(batch_size=int(c.get("batch_size", 16)), skip_bad=bool(c.get("skip_bad", False)))
+    settings = EvalSettings(batch_size=s.batch_size, skip_bad=s.skip_bad)
     result = leaderboard(reward, datasets, settings)
-    out = Path(c["out"])
+    out = Path(s.out)
     table = format_leaderboard(result, title=f"A3 assessment: reward {name} (SRCC/PLCC)")
     atomic_write_text(out / "leaderboard.md", table)
     atomic_write_json(out / "leaderboard.json", _json_safe(result))

@@ -14,13 +14,15 @@ from typing import BinaryIO
 import numpy as np
 from PIL import Image, ImageOps
 
+from reward.core.errors import MissingInputError, UserError
+
 __all__ = ["DEFAULT_MAX_PIXELS", "ImageError", "check_pixels", "load_image", "to_rgb"]
 
 DEFAULT_MAX_PIXELS = 36_000_000  # 6000 x 6000; larger images are refused before decoding
 _ALPHA_MODES = {"RGBA", "LA", "La", "RGBa", "PA"}
 
 
-class ImageError(ValueError):
+class ImageError(UserError):
     """An image cannot be used: unreadable, corrupt, too large or in an unsupported mode."""
 
 
@@ -85,7 +87,7 @@ def load_image(source: str | Path | BinaryIO, *, max_pixels: int | None = DEFAUL
     if isinstance(source, str | Path):
         source = Path(source)
         if not source.is_file():
-            raise FileNotFoundError(f"Image {str(source)!r} does not exist or is not a file.")
+            raise MissingInputError(f"Image {str(source)!r} does not exist or is not a file.")
         name = str(source)
     else:
         name = str(getattr(source, "name", "<image bytes>"))

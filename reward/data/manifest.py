@@ -10,10 +10,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from reward.core.errors import MissingInputError, UserError
+
 __all__ = ["ManifestError", "iter_jsonl", "read_jsonl", "resolve_image_path"]
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError):
     """A manifest (or one of its rows) is malformed; the message names the file, the line and the fix."""
 
 
@@ -24,7 +26,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"Manifest {str(path)!r} does not exist or is not a file; pass the path of a JSONL manifest "
             "(one JSON object per line)."
         )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from reward.core.errors import MissingInputError
 from reward.data import SkippedRow
 from reward.data.images import ImageError, load_image
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
@@ -114,7 +115,7 @@ def _json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
 
 def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     if not path.is_file():
-        raise FileNotFoundError(f"question file {str(path)!r} does not exist; pass a LLVisionQA JSON or JSONL file")
+        raise MissingInputError(f"question file {str(path)!r} does not exist; pass a LLVisionQA JSON or JSONL file")
     head = path.read_text(encoding="utf-8").lstrip()[:1]
     return _json_list_items(path) if head == "[" else iter_jsonl(path)
 

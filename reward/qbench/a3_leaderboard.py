@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from reward.core.errors import MissingInputError
 from reward.data import load_ratings
 from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
@@ -98,7 +99,7 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
         for m in manifests.values():
             for r in m.rows:
                 if isinstance(r.image, Path) and not r.image.is_file():
-                    raise FileNotFoundError(
+                    raise MissingInputError(
                         f"{m.source}:{r.line}: image {r.image} not found; fix the path or pass "
                         "skip_bad=true to skip and count such rows"
                     )

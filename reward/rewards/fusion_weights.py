@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from reward.core.errors import MissingInputError
 from reward.data.files import atomic_write_text
 
 __all__ = ["WEIGHTS_FILENAME", "FusionWeights", "fuse", "load_weights", "save_weights"]
@@ -200,7 +201,7 @@ def load_weights(path: str | os.PathLike) -> FusionWeights:
     if path.is_dir():
         path = path / WEIGHTS_FILENAME
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"Fusion weights file {str(path)!r} does not exist. Fit one with `python fusion/fit.py "
             f"pairs=PAIRS.jsonl scores=SCORES.jsonl out={path}` (or put {WEIGHTS_FILENAME} in the scorer directory)."
         )

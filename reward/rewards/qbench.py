@@ -10,18 +10,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import from_mapping
+from reward.core.config import parse
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
-from reward.vlm.loading import ModelLoading, split_loading
+from reward.vlm.loading import ModelLoading, loading_of
 
 
 @dataclass
-class QBenchConfig:
-    model: str  # checkpoint directory of the VLM
+class QBenchConfig(ModelLoading):
+    """Settings of ``reward=qbench`` (the loading knobs dtype, device, device_map, attn_implementation, min_pixels
+    and max_pixels come from :class:`reward.vlm.ModelLoading`)."""
+
+    name: str = "qbench"
+    model: str = MISSING  # checkpoint directory of the VLM
     prompt: str = "Rate the quality of the image."  # user question
     response_prefix: str = "The quality of the image is"  # the answer word follows it
     positive: tuple[str, ...] = ("good",)  # positive word(s); with ensemble, the synonym set P
@@ -30,7 +35,6 @@ class QBenchConfig:
     temperature: float = 1.0  # softmax temperature T
     system: str | None = None  # optional system prompt
     batch_size: int = 16  # images per forward pass
-    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.vlm.loading.ModelLoading
 
 
 class QBenchReward:
@@ -60,7 +64,6 @@ class QBenchReward:
 
 
 def build(cfg: dict[str, Any]) -> QBenchReward:
-    loading, rest = split_loading(dict(cfg))
-    config = from_mapping(QBenchConfig, rest, where="reward")
+    config = parse(QBenchConfig, cfg, where="reward")
     config.positive, config.negative = tuple(config.positive), tuple(config.negative)
-    return QBenchReward(config, loading=loading)
+    return QBenchReward(config, loading=loading_of(config))

@@ -1,5 +1,10 @@
 """The reward registry: the single source of reward names and their metadata.
 
+Every reward declares its direction (``higher_is_better``) and ``score_range`` when registered, and the settings
+dataclass its config is parsed into (also registered as the Hydra schema of ``configs/reward/NAME.yaml``). Callers
+read the metadata, never the name. A custom reward can be given as ``package.module:factory`` when its factory
+declares the same metadata with :func:`declare_reward`.
+
 Example:
     >>> from reward import list_rewards
     >>> "qbench" in list_rewards()
@@ -8,16 +13,18 @@ Example:
 
 from __future__ import annotations
 
-import difflib
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reward.core.config import to_plain
+from reward.core.config import store_schema, to_plain
+from reward.core.errors import ConfigError
+from reward.core.registry import Registry, import_path
 from reward.rewards.base import Reward
 
 Factory = Callable[[dict[str, Any]], Reward]
+
+REWARDS = Registry("reward", required=("higher_is_better", "score_range", "description"))
 
 
 @dataclass(frozen=True)
@@ -29,13 +36,11 @@ class RewardSpec:
     higher_is_better: bool
     score_range: tuple[float, float]
     description: str
+    config: str | type | None = None  # its settings dataclass (or "package.module:Class"), the Hydra schema
 
     def build(self, cfg: dict[str, Any]) -> Reward:
-        factory = _import(self.factory) if isinstance(self.factory, str) else self.factory
+        factory = import_path(self.factory, what="reward factory") if isinstance(self.factory, str) else self.factory
         return factory(cfg)
-
-
-_REGISTRY: dict[str, RewardSpec] = {}
 
 
 def register_reward(
@@ -45,37 +50,79 @@ def register_reward(
     higher_is_better: bool,
     score_range: tuple[float, float],
     description: str,
+    config: str | type | None = None,
 ) -> RewardSpec:
     """Register a reward under a kebab-case ``name``; metadata is required."""
-    if not name or name != name.lower() or "_" in name or " " in name:
-        raise ValueError(f"reward name {name!r} must be kebab-case (lower case, words joined by '-')")
-    if name in _REGISTRY:
-        raise ValueError(f"reward {name!r} is already registered")
-    low, high = score_range
+    spec = _spec(name, factory, higher_is_better, score_range, description, config)
+    REWARDS.register(
+        name, spec, higher_is_better=higher_is_better, score_range=spec.score_range, description=description
+    )
+    return spec
+
+
+def _spec(name: str, factory: Any, higher: Any, score_range: Any, description: str, config: Any) -> RewardSpec:
+    try:
+        low, high = (float(v) for v in score_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward {name!r}: score_range must be (low, high), got {score_range!r}") from None
     if not low < high:
         raise ValueError(f"reward {name!r}: score_range {score_range} must be (low, high) with low < high")
-    spec = RewardSpec(name, factory, higher_is_better, (float(low), float(high)), description)
-    _REGISTRY[name] = spec
-    return spec
+    if not isinstance(higher, bool):
+        raise ValueError(f"reward {name!r}: higher_is_better must be true or false, got {higher!r}")
+    return RewardSpec(name, factory, higher, (low, high), description, config)
+
+
+def declare_reward(*, higher_is_better: bool, score_range: tuple[float, float], description: str = "") -> Callable:
+    """Decorate a reward factory used by import path (``reward=package.module:factory``) with its metadata.
+
+    >>> @declare_reward(higher_is_better=True, score_range=(0, 1))
+    ... def build(cfg):
+    ...     ...
+    >>> build.reward_metadata["score_range"]
+    (0, 1)
+    """
+
+    def mark(factory: Callable) -> Callable:
+        factory.reward_metadata = {  # type: ignore[attr-defined]
+            "higher_is_better": higher_is_better,
+            "score_range": score_range,
+            "description": description,
+        }
+        return factory
+
+    return mark
 
 
 def list_rewards() -> list[str]:
     """Names of the registered rewards, sorted."""
-    return sorted(_REGISTRY)
+    return REWARDS.names()
 
 
 def reward_info(name: str) -> RewardSpec:
-    """The registration of ``name`` (metadata such as ``score_range``); unknown names fail with suggestions."""
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if ":" in name:
-        return RewardSpec(name, name, True, (float("-inf"), float("inf")), "custom reward from an import path")
-    close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(
-        f"unknown reward {name!r}.{hint} Known rewards: {', '.join(list_rewards())}. "
-        "A custom one can be given as 'package.module:factory'."
-    )
+    """The registration of ``name`` (metadata such as ``score_range``); unknown names fail with suggestions.
+
+    ``package.module:factory`` names a custom reward; its factory must carry :func:`declare_reward` metadata.
+    """
+    if ":" in name and name not in REWARDS:
+        factory = import_path(name, what="reward factory")
+        meta = getattr(factory, "reward_metadata", None)
+        if not meta:
+            raise ConfigError(
+                f"reward {name!r} does not declare its direction and score range: decorate the factory with "
+                "@reward.declare_reward(higher_is_better=..., score_range=(low, high)), or register it with "
+                "reward.register_reward(...)"
+            )
+        return _spec(
+            name,
+            factory,
+            meta.get("higher_is_better"),
+            meta.get("score_range"),
+            meta.get("description", "custom reward from an import path"),
+            None,
+        )
+    if name not in REWARDS:
+        raise ConfigError(REWARDS.unknown_message(name) + " A custom one can be given as 'package.module:factory'.")
+    return REWARDS.get(name).target
 
 
 def get_reward(name: str, cfg: Mapping[str, Any] | Any | None = None, **overrides: Any) -> Reward:
@@ -87,19 +134,13 @@ def get_reward(name: str, cfg: Mapping[str, Any] | Any | None = None, **override
     return spec.build(values)
 
 
-def _import(path: str) -> Factory:
-    module, _, attr = path.partition(":")
-    if not module or not attr:
-        raise ValueError(f"reward factory {path!r} must look like 'package.module:function'")
-    try:
-        obj = importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(f"cannot import reward factory module {module!r} ({exc})") from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"reward factory {path!r}: {module} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj  # type: ignore[return-value]
+def store_reward_schemas() -> None:
+    """Register every reward's settings dataclass as the Hydra schema ``reward/NAME_schema`` (imports them)."""
+    for name in REWARDS.names():
+        config = REWARDS.get(name).target.config
+        if config is not None:
+            node = import_path(config, what="reward config") if isinstance(config, str) else config
+            store_schema(f"{name}_schema", node, group="reward")
 
 
 register_reward(
@@ -108,6 +149,7 @@ register_reward(
     higher_is_better=True,
     score_range=(0.0, 1.0),
     description="Q-Bench+ zero-shot: softmax of good vs poor at the answer position (optionally synonym sets)",
+    config="reward.rewards.qbench:QBenchConfig",
 )
 register_reward(
     "sa-iqa",
@@ -115,6 +157,7 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
+    config="reward.rewards.sa_iqa:SaIqaConfig",
 )
 register_reward(
     "pace",
@@ -122,6 +165,7 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="PACE training-free judge of any dimension named in words: protocol probes + anchor comparison",
+    config="pace_judge.pace:PaceConfig",
 )
 register_reward(
     "scene-proxy",
@@ -129,4 +173,5 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="procedural scenes' proxy statistics calibrated to levels 1-5 and fused (a known optimum, for tests)",
+    config="rl.scene_proxy:SceneProxyConfig",
 )

@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import from_mapping
+from reward.core.config import parse
+from reward.core.errors import MissingInputError
 from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
 from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
-from reward.vlm.loading import split_loading
+from reward.vlm.loading import ModelLoading, loading_of
 
 logger = logging.getLogger(__name__)
 
@@ -31,19 +33,21 @@ METADATA = "sa_iqa.json"
 
 
 @dataclass
-class SaIqaConfig:
-    path: str  # scorer directory written by training/sft.py (model or adapter, processor, sa_iqa.json)
+class SaIqaConfig(ModelLoading):
+    """Settings of ``reward=sa-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
+
+    name: str = "sa-iqa"
+    path: str = MISSING  # scorer directory written by training/sft.py (model or adapter, processor, sa_iqa.json)
     fusion: str | None = None  # fusion weights JSON; default: fusion_weights.json in the scorer directory
     dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
     batch_size: int = 32  # (image, dimension) queries per forward pass
     reuse_prefix: bool = True  # encode each image once for all its dimensions
-    # dtype, device, device_map, attn_implementation, min_pixels, max_pixels: reward.vlm.loading.ModelLoading
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
     meta_path = Path(path) / METADATA
     if not meta_path.is_file():
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.path at the "
             "scorer/ folder that training/sft.py writes in its output_dir."
         )
@@ -112,14 +116,14 @@ class SaIqaReward:
 
 
 def build(cfg: dict[str, Any]) -> SaIqaReward:
-    loading, rest = split_loading(dict(cfg))
-    config = from_mapping(SaIqaConfig, rest, where="reward")
+    config = parse(SaIqaConfig, cfg, where="reward")
+    loading = loading_of(config)
     meta = read_metadata(config.path)
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm = load_vlm(base or config.path, loading, batch_size=config.batch_size, adapter=config.path if base else None)
     fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
-        raise FileNotFoundError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
+        raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
     dims = config.dimensions or list(meta["queries"])
     weights = read_fusion_weights(fusion_path, dims)
     return SaIqaReward(vlm, meta, weights=weights, dimensions=dims, reuse_prefix=config.reuse_prefix)

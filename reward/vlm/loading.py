@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from reward.core.config import from_mapping
+from reward.core.errors import MissingInputError
 from reward.vlm.model import VLM
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class ModelLoading:
 
     dtype: str = "auto"  # auto: bf16 on a GPU that supports it, fp32 elsewhere
     device: str | None = None  # null: cuda if available; ignored when device_map is set
-    device_map: str | dict | None = None  # "auto": spread a model larger than one GPU over all GPUs (accelerate)
+    device_map: Any = None  # "auto": spread a model larger than one GPU over all GPUs (accelerate)
     attn_implementation: str | None = "sdpa"  # sdpa, flash_attention_2 (pip install flash-attn), eager; null: default
     min_pixels: int | None = None  # processor: images smaller than this are upscaled (null: the checkpoint's)
     max_pixels: int | None = None  # processor: images larger are downscaled; visual tokens = pixels / 28^2
@@ -64,6 +65,15 @@ class ModelLoading:
 
 
 LOADING_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelLoading))
+
+
+def loading_of(settings: Any) -> ModelLoading:
+    """The :class:`ModelLoading` part of settings that extend it (a reward's config, a model section).
+
+    >>> loading_of(ModelLoading(dtype="float32")).dtype
+    'float32'
+    """
+    return ModelLoading(**{k: getattr(settings, k) for k in LOADING_KEYS})
 
 
 def split_loading(cfg: dict[str, Any], *, where: str = "reward") -> tuple[ModelLoading, dict[str, Any]]:
@@ -195,7 +205,7 @@ def load_vlm(
         loading = dataclasses.replace(loading or ModelLoading(), **overrides)
     loading = loading or ModelLoading()
     if not Path(path).exists() and not str(path).count("/") == 1:
-        raise FileNotFoundError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
+        raise MissingInputError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
     dev = resolve_device(loading.device)
     kwargs: dict[str, Any] = {"dtype": resolve_dtype(loading.dtype, dev)}
     if loading.attn_implementation:

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from reward.core.errors import UserError
 
-class CandidateTokenError(ValueError):
+
+class CandidateTokenError(UserError):
     """A candidate word is not one token in context, or two candidates share a token."""
 
 

@@ -1,17 +1,22 @@
-"""What ``pace_judge/judge.py`` does, as a function of its config (tests call it directly)."""
+"""What ``pace_judge/judge.py`` does: judge a folder of images on one dimension with PACE."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omegaconf import MISSING
 from tqdm.auto import tqdm
 
 from pace_judge.pace import PaceConfig, PaceReward
-from reward.core.config import from_mapping, to_plain
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError, UserError
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import load_image
+from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +24,30 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 JUDGE_KEYS = ("images", "out", "images_per_call", "skip_bad")
 
 
-class PaceUserError(RuntimeError):
+@dataclass
+class JudgeModel(ModelLoading):
+    """The local VLM (backend=local); loading knobs from :class:`reward.vlm.ModelLoading`."""
+
+    path: str | None = None  # VLM checkpoint directory
+    batch_size: int = 32  # (image group, probe) queries per forward pass
+
+
+@dataclass
+class JudgeSettings(PaceConfig):
+    """Settings of ``pace_judge/judge.py``: the ``pace`` reward's (:class:`pace_judge.pace.PaceConfig`) with the
+    model as a section, plus the folder to judge."""
+
+    images: str = MISSING  # folder of images (png, jpg, jpeg, webp, bmp, tif)
+    out: str = MISSING  # output folder (scores.jsonl)
+    model: JudgeModel = field(default_factory=JudgeModel)
+    images_per_call: int = 8  # images judged per batch
+    skip_bad: bool = False  # true: skip unreadable images (logged) instead of failing
+
+
+store_schema("judge_schema", JudgeSettings)
+
+
+class PaceUserError(UserError):
     """A problem the user can fix (bad config, unbuildable protocol); reported without a traceback."""
 
 
@@ -34,11 +62,15 @@ def list_images(folder: str | Path) -> list[Path]:
 
 
 def pace_config(c: dict[str, Any]) -> PaceConfig:
+    defaults = ModelLoading()
+    stray = [k for k in LOADING_KEYS if k in c and c[k] != getattr(defaults, k)]
+    if stray:
+        raise ConfigError(f"the judge's model knobs are under model.: set {', '.join(f'model.{k}' for k in stray)}")
     values = {k: v for k, v in c.items() if k not in JUDGE_KEYS}
     model = values.get("model")
     if isinstance(model, dict) and not model.get("path"):
         values["model"] = None  # e.g. backend=openai: no local checkpoint
-    return from_mapping(PaceConfig, values, where="judge")
+    return parse(PaceConfig, values, where="")
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -55,15 +87,12 @@ def _record_failures(out: Path, err: Any) -> str:
     return f"{err}\nThe agents' unusable answers are in {path}."
 
 
-def run_judge(cfg: Any) -> list[dict[str, Any]]:
+def run(cfg: Any) -> list[dict[str, Any]]:
     """Score every image of ``images`` and write ``out/scores.jsonl``; returns its rows."""
     from pace_judge.agents import ProtocolBuildError
     from pace_judge.protocol import ProtocolError
 
-    c = to_plain(cfg)
-    for key in ("images", "out"):
-        if not c.get(key):
-            raise PaceUserError(f"missing {key}: pass {key}=DIR")
+    c = dataclasses.asdict(parse(JudgeSettings, cfg, where=""))
     files = list_images(c["images"])
     out = Path(c["out"])
     try:

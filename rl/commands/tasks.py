@@ -1,0 +1,35 @@
+"""``python rl/tasks.py``: procedural inpainting tasks for CPU runs
+(:func:`rl.inpaint_tasks.write_procedural_tasks`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from rl.inpaint_tasks import write_procedural_tasks
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TasksSettings:
+    out: str = MISSING  # folder to write into (tasks.jsonl, images/, masks/)
+    n: int = 16  # tasks
+    size: int = 64  # image side in pixels
+    seed: int = 0
+    mask_fraction: float = 0.6  # the centred mask covers this fraction of each side
+
+
+store_schema("tasks_schema", TasksSettings)
+
+
+def run(cfg: Any) -> Path:
+    s = parse(TasksSettings, cfg, where="")
+    path = write_procedural_tasks(s.out, s.n, size=s.size, seed=s.seed, mask_fraction=s.mask_fraction)
+    logger.info("wrote %s", path)
+    return path

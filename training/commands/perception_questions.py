@@ -1,0 +1,41 @@
+"""``python training/perception_questions.py``: A1-format questions with known answers
+(:mod:`training.procedural.perception_questions`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError
+from training.procedural.perception_questions import check_families, write_questions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class QuestionsSettings:
+    out: str = MISSING  # folder for the question file and its images
+    n: int = 200  # questions
+    seed: int = 0
+    size: int = 64  # image side in pixels
+    photos: str = "train"  # train | heldout | all: which photos the photo families draw from
+    fmt: str = "json"  # json (LLVisionQA list) | jsonl
+    families: list[str] | None = None  # question families (default: all), e.g. [pair-brighter,photo-distortion]
+
+
+store_schema("perception_questions_schema", QuestionsSettings)
+
+
+def run(cfg: Any) -> Path:
+    s = parse(QuestionsSettings, cfg, where="")
+    check_families(s.families)  # fail before writing anything
+    if s.fmt not in ("json", "jsonl"):
+        raise ConfigError(f"fmt={s.fmt!r}: use json or jsonl")
+    path = write_questions(s.out, s.n, seed=s.seed, size=s.size, families=s.families, photos=s.photos, fmt=s.fmt)
+    logger.info("wrote %d questions to %s", s.n, path)
+    return path

@@ -1,0 +1,353 @@
+"""A procedural SA-BENCH stand-in: interior scenes with known quality levels, MOS, annotators, pairs, masks.
+
+No interior benchmark can be downloaded here, so tests and the demo use scenes drawn by
+:mod:`training.procedural.scenes`, where each of the four dimensions (layout, harmony, lighting, distortion) has a
+ground-truth level 1 (bad) .. 5 (excellent) sampled independently, and a strong, monotone visual effect.
+
+Two ways to use it:
+
+- ``write_benchmark(out_dir, n_scenes)`` writes a fixed benchmark in the manifest formats of ``DESIGN.md``
+  (``ratings.jsonl``, ``raw_ratings.jsonl``, ``pairs.jsonl``, ``inpainting.jsonl``, ``levels.jsonl`` and
+  ``benchmark.json`` with the true preference weights).
+- ``stream_examples(seed, size)`` / :class:`SyntheticStream` yield fresh images for every training step (a fixed
+  set of a few hundred images is memorised by a tiny VLM, see ``ENVIRONMENT.md``).
+
+Everything is deterministic given the seed. Example::
+
+    python -m training.synthetic out=/tmp/bench n=200 size=64 seed=0
+
+>>> import numpy as np
+>>> levels = sample_levels(np.random.default_rng(0))
+>>> sorted(levels) == sorted(DIMENSIONS) and all(1 <= v <= 5 for v in levels.values())
+True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from training.procedural.scenes import DIMENSIONS, EFFECTS, SceneSpec, describe, object_mask, render, sample_scene
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "DIMENSIONS",
+    "AnnotatorPanel",
+    "BenchmarkPaths",
+    "Example",
+    "SyntheticStream",
+    "example_at",
+    "example_generator",
+    "pair_label",
+    "preference",
+    "render_scene",
+    "sample_levels",
+    "sample_mos",
+    "simulate_ratings",
+    "stream_examples",
+    "write_benchmark",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WEIGHTS: dict[str, float] = {"layout": 0.4, "harmony": 0.3, "lighting": 0.2, "distortion": 0.1}
+
+
+def sample_levels(rng: np.random.Generator) -> dict[str, int]:
+    """Independent uniform levels 1..5, one per dimension."""
+    return {name: int(rng.integers(1, 6)) for name in DIMENSIONS}
+
+
+def sample_mos(levels: Mapping[str, int], rng: np.random.Generator, noise: float = 0.25) -> dict[str, float]:
+    """A continuous MOS per dimension: the level plus Gaussian noise of std ``noise``, clipped to [1, 5]."""
+    return {name: float(np.clip(level + rng.normal(0.0, noise), 1.0, 5.0)) for name, level in levels.items()}
+
+
+def render_scene(levels: Mapping[str, int], size: int, rng: np.random.Generator) -> Image.Image:
+    """Draw a new scene from ``rng`` and render it at ``levels`` (``size`` x ``size`` RGB)."""
+    return render(sample_scene(rng), dict(levels), size)
+
+
+# ---------------------------------------------------------------------------------------------- streaming
+
+
+@dataclass(frozen=True)
+class Example:
+    """One streamed training example: the image, its true levels and a noisy continuous MOS per dimension."""
+
+    image: Image.Image
+    levels: dict[str, int]
+    mos: dict[str, float]
+    index: int
+
+
+def example_at(seed: int, index: int, size: int = 64, mos_noise: float = 0.25) -> Example:
+    """Example number ``index`` of the stream ``seed``: random access, the same on every machine and worker."""
+    rng = np.random.default_rng([seed, index])
+    spec = sample_scene(rng)
+    levels = sample_levels(rng)
+    return Example(render(spec, levels, size), levels, sample_mos(levels, rng, mos_noise), index)
+
+
+def stream_examples(
+    seed: int = 0, size: int = 64, *, start: int = 0, step: int = 1
+) -> Iterator[tuple[Image.Image, dict[str, int]]]:
+    """Endless ``(image, levels)`` pairs: a new scene every time (indices ``start, start + step, ...``)."""
+    index = start
+    while True:
+        example = example_at(seed, index, size)
+        yield example.image, example.levels
+        index += step
+
+
+def example_generator(
+    seed: int = 0, size: int = 64, n: int | None = None, start: int = 0, step: int = 1
+) -> Iterator[dict[str, Any]]:
+    """Rows ``{"image", "index", <dimension>: level, "mos_<dimension>": mos}`` for Hugging Face ``datasets``.
+
+    ``datasets.IterableDataset.from_generator(example_generator, gen_kwargs={"seed": 0, "n": 1000})``;
+    ``n=None`` streams forever.
+    """
+    index = start
+    while n is None or index < start + n * step:
+        ex = example_at(seed, index, size)
+        row: dict[str, Any] = {"image": ex.image, "index": ex.index}
+        row.update(ex.levels)
+        row.update({f"mos_{k}": v for k, v in ex.mos.items()})
+        yield row
+        index += step
+
+
+class SyntheticStream(torch.utils.data.IterableDataset):
+    """A torch ``IterableDataset`` of fresh synthetic examples, sharded over DataLoader workers and ranks.
+
+    Worker ``w`` of ``W`` on rank ``r`` of ``R`` takes indices ``r * W + w`` plus multiples of ``R * W``, so
+    no two shards repeat an image. ``length=None`` streams forever; otherwise each epoch is the first
+    ``length`` indices (the same images every epoch). Items are :class:`Example`; pass a ``collate_fn``.
+    """
+
+    def __init__(self, seed: int = 0, size: int = 64, length: int | None = None, rank: int = 0, world_size: int = 1):
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+        self.seed, self.size, self.length, self.rank, self.world_size = seed, size, length, rank, world_size
+
+    def __iter__(self) -> Iterator[Example]:
+        info = torch.utils.data.get_worker_info()
+        workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        step = self.world_size * workers
+        index = self.rank * workers + worker
+        while self.length is None or index < self.length:
+            yield example_at(self.seed, index, self.size)
+            index += step
+
+
+# ---------------------------------------------------------------------------------------------- annotators, pairs
+
+
+@dataclass(frozen=True)
+class AnnotatorPanel:
+    """Simulated raters: integer ratings ``round(mos + bias + N(0, noise))`` clipped to 1..5.
+
+    The last ``unreliable`` annotators answer uniformly at random (their SRCC against the MOS is low); good
+    annotators give an outlier (the far end of the scale) with probability ``outlier_rate``.
+    """
+
+    n_annotators: int = 5
+    noise: float = 0.5
+    bias_std: float = 0.2
+    unreliable: int = 1
+    outlier_rate: float = 0.03
+
+    def __post_init__(self) -> None:
+        if self.n_annotators < 1 or not 0 <= self.unreliable < self.n_annotators:
+            raise ValueError(
+                "need n_annotators >= 1 and 0 <= unreliable < n_annotators, "
+                f"got n_annotators={self.n_annotators}, unreliable={self.unreliable}"
+            )
+
+    @property
+    def names(self) -> list[str]:
+        return [f"a{j}" for j in range(self.n_annotators)]
+
+    @property
+    def unreliable_names(self) -> list[str]:
+        return self.names[self.n_annotators - self.unreliable :]
+
+
+def simulate_ratings(mos: float, panel: AnnotatorPanel, biases: np.ndarray, rng: np.random.Generator) -> list[int]:
+    """One integer rating per annotator of ``panel`` for an item whose true MOS is ``mos``."""
+    ratings = []
+    for j in range(panel.n_annotators):
+        if j >= panel.n_annotators - panel.unreliable:
+            ratings.append(int(rng.integers(1, 6)))
+        elif rng.random() < panel.outlier_rate:
+            ratings.append(1 if mos >= 3 else 5)
+        else:
+            ratings.append(int(np.clip(np.rint(mos + biases[j] + rng.normal(0.0, panel.noise)), 1, 5)))
+    return ratings
+
+
+def preference(levels: Mapping[str, float], weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> float:
+    """The true overall quality: ``sum_d weights[d] * levels[d]``.
+
+    >>> preference({"layout": 5, "harmony": 1, "lighting": 1, "distortion": 1})
+    2.6
+    """
+    return round(sum(weights[d] * float(levels[d]) for d in weights), 12)
+
+
+def pair_label(
+    levels_a: Mapping[str, float],
+    levels_b: Mapping[str, float],
+    rng: np.random.Generator,
+    *,
+    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+    noise_scale: float = 0.3,
+    tie_margin: float = 0.15,
+) -> str:
+    """``"a"``, ``"b"`` or ``"tie"``: the sign of ``preference(a) - preference(b) + Logistic(0, noise_scale)``,
+    a tie when that noisy difference is within ``tie_margin`` of zero.
+
+    Away from ties this is a Bradley-Terry model, ``P(a > b) = sigmoid(delta . weights / noise_scale)``.
+    """
+    delta = preference(levels_a, weights) - preference(levels_b, weights) + rng.logistic(0.0, noise_scale)
+    return "tie" if abs(delta) < tie_margin else "a" if delta > 0 else "b"
+
+
+# ---------------------------------------------------------------------------------------------- benchmark files
+
+
+@dataclass(frozen=True)
+class BenchmarkPaths:
+    """Where :func:`write_benchmark` put each file (all manifests sit in ``root``; image paths relative to it)."""
+
+    root: Path
+    images: Path
+    masks: Path
+    ratings: Path  # {"image", "dimension", "mos", "scene"}: true continuous MOS
+    raw_ratings: Path  # {"image", "dimension", "annotator", "rating", "scene"}: simulated panel
+    pairs: Path  # {"a", "b", "label"}
+    inpainting: Path  # {"image", "mask", "prompt"}
+    levels: Path  # {"image", "scene", "variant", "levels": {dimension: level}}
+    metadata: Path  # benchmark.json
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+
+
+def write_benchmark(
+    out_dir: str | Path,
+    n_scenes: int,
+    *,
+    size: int = 64,
+    seed: int = 0,
+    variants_per_scene: int = 1,
+    n_annotators: int = 5,
+    panel: AnnotatorPanel | None = None,
+    mos_noise: float = 0.25,
+    n_pairs: int | None = None,
+    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+    noise_scale: float = 0.3,
+    tie_margin: float = 0.15,
+) -> BenchmarkPaths:
+    """Render ``n_scenes`` scenes x ``variants_per_scene`` quality variants and write every manifest.
+
+    A scene is one room (geometry, palette draws, furniture, noise seed); its variants show it at
+    independently drawn levels, like SA-BENCH's many generations per real photo, so a scene-level split keeps
+    them together. ``n_pairs`` defaults to twice the number of images; ``panel`` overrides ``n_annotators``.
+    """
+    if n_scenes < 1 or variants_per_scene < 1:
+        raise ValueError(f"need n_scenes >= 1 and variants_per_scene >= 1, got {n_scenes}, {variants_per_scene}")
+    if set(weights) != set(DIMENSIONS):
+        raise ValueError(f"weights must name exactly the dimensions {list(DIMENSIONS)}, got {sorted(weights)}")
+    panel = panel or AnnotatorPanel(n_annotators=n_annotators, unreliable=1 if n_annotators > 1 else 0)
+    root = Path(out_dir)
+    paths = BenchmarkPaths(
+        root=root,
+        images=root / "images",
+        masks=root / "masks",
+        ratings=root / "ratings.jsonl",
+        raw_ratings=root / "raw_ratings.jsonl",
+        pairs=root / "pairs.jsonl",
+        inpainting=root / "inpainting.jsonl",
+        levels=root / "levels.jsonl",
+        metadata=root / "benchmark.json",
+    )
+    paths.images.mkdir(parents=True, exist_ok=True)
+    paths.masks.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    biases = rng.normal(0.0, panel.bias_std, size=panel.n_annotators)
+    ratings, raw, inpainting, level_rows = [], [], [], []
+    for s in range(n_scenes):
+        scene = f"s{s:04d}"
+        spec: SceneSpec = sample_scene(rng)
+        for k in range(variants_per_scene):
+            levels = sample_levels(rng)
+            mos = sample_mos(levels, rng, mos_noise)
+            image, mask = f"images/{scene}_v{k}.png", f"masks/{scene}_v{k}.png"
+            render(spec, levels, size).save(root / image)
+            object_mask(spec, levels, 0, size).save(root / mask)
+            level_rows.append({"image": image, "scene": scene, "variant": k, "levels": levels})
+            inpainting.append({"image": image, "mask": mask, "prompt": describe(spec, levels)})
+            for d in DIMENSIONS:
+                ratings.append({"image": image, "dimension": d, "mos": round(mos[d], 4), "scene": scene})
+                for name, r in zip(panel.names, simulate_ratings(mos[d], panel, biases, rng), strict=True):
+                    raw.append({"image": image, "dimension": d, "annotator": name, "rating": r, "scene": scene})
+    pairs = []
+    n_images = len(level_rows)
+    for _ in range(n_pairs if n_pairs is not None else 2 * n_images if n_images > 1 else 0):
+        i, j = rng.choice(n_images, size=2, replace=False)
+        a, b = level_rows[int(i)], level_rows[int(j)]
+        label = pair_label(
+            a["levels"], b["levels"], rng, weights=weights, noise_scale=noise_scale, tie_margin=tie_margin
+        )
+        pairs.append({"a": a["image"], "b": b["image"], "label": label})
+    for path, rows in (
+        (paths.ratings, ratings),
+        (paths.raw_ratings, raw),
+        (paths.pairs, pairs),
+        (paths.inpainting, inpainting),
+        (paths.levels, level_rows),
+    ):
+        _write_jsonl(path, rows)
+    metadata = {
+        "generator": "training.procedural.synthetic",
+        "seed": seed,
+        "size": size,
+        "n_scenes": n_scenes,
+        "variants_per_scene": variants_per_scene,
+        "n_images": n_images,
+        "dimensions": list(DIMENSIONS),
+        "levels": {"1": "bad", "2": "poor", "3": "fair", "4": "good", "5": "excellent"},
+        "mos": f"level + N(0, {mos_noise}) clipped to [1, 5]",
+        "preference": {
+            "weights": dict(weights),
+            "utility": "sum_d weights[d] * level[d]",
+            "noise": "logistic",
+            "noise_scale": noise_scale,
+            "tie_margin": tie_margin,
+            "bradley_terry_weights": {d: w / noise_scale for d, w in weights.items()},
+        },
+        "annotators": {
+            **asdict(panel),
+            "names": panel.names,
+            "unreliable_names": panel.unreliable_names,
+            "biases": [round(float(b), 4) for b in biases],
+        },
+        "effects": asdict(EFFECTS),
+        "files": {k: str(Path(v).relative_to(root)) for k, v in asdict(paths).items() if k != "root"},
+    }
+    paths.metadata.write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    logger.info("wrote %d images of %d scenes, %d pairs to %s", n_images, n_scenes, len(pairs), root)
+    return paths
