@@ -23,7 +23,8 @@ import torch
 from PIL import Image
 
 from pace_judge.backends import LocalBackend
-from pace_judge.pace import PaceConfig, PaceReward
+from pace_judge.config import PaceConfig
+from pace_judge.pace import PaceReward
 from pace_judge.protocol import Option, Probe, save_protocol
 from pace_judge.testing import example_protocol, write_example_protocol
 from reward.rewards.qbench import QBenchConfig, QBenchReward

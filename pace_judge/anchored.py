@@ -15,8 +15,7 @@ from collections.abc import Sequence
 import torch
 from PIL import Image
 
-from pace_judge.backends import ProbeResult
-from reward.vlm import VLM, OptionQuery
+from reward.vlm import VLM, OptionLogProbs, OptionQuery
 from reward.vlm.answer_head import fp32_answer_head, gather_candidates
 
 
@@ -32,7 +31,7 @@ def anchored_logprobs(
     query: OptionQuery,
     *,
     system: str | None = None,
-) -> ProbeResult:
+) -> OptionLogProbs:
     """``query``'s option log-probs for each [*anchors, target] group, the anchors encoded once per batch."""
     ids = vlm.candidate_ids(query, system)
     out = torch.full((len(targets), 1, len(ids)), -math.inf)
@@ -47,7 +46,7 @@ def anchored_logprobs(
         with fp32_answer_head(vlm.model):  # as reward.vlm: fp32 answer logits, only the candidates leave the device
             logp = _chunk_logprobs(vlm, prefix, list(anchors), suffix, chunk)
         out[start : start + len(chunk), 0] = gather_candidates(logp, [[ids]] * len(chunk), len(ids))
-    return ProbeResult(out, torch.zeros(len(targets), 1))
+    return OptionLogProbs(out, [[query.options] for _ in targets])
 
 
 def _chunk_logprobs(

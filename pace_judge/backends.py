@@ -1,4 +1,4 @@
-"""Where PACE's model calls go: the local transformers VLM, or an OpenAI-compatible server (pace_judge.remote).
+"""Where PACE's model calls go: the local transformers VLM, or an OpenAI-compatible server (reward.vlm.server).
 
 Two capabilities: ``option_logprobs`` (Track 1 and 2: log-probabilities of the option letters at the answer
 position) and ``chat`` (the agents: free text, deterministic by default).
@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import torch
 from PIL import Image
 
-from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm import VLM, OptionLogProbs, OptionQuery, load_vlm
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 
@@ -29,13 +28,7 @@ class ModelConfig:
     max_pixels: int | None = None  # e.g. 401408 = 512 visual tokens: the main cost knob
 
 
-@dataclass
-class ProbeResult:
-    """``logprobs[g, q, k]``: log p(letter k) for image group g and query q (-inf pads short option lists);
-    ``missing_mass[g, q]``: letter probability a remote top-k list did not report (0 for the local model)."""
-
-    logprobs: torch.Tensor
-    missing_mass: torch.Tensor
+ProbeResult = OptionLogProbs  # PACE's name for option log-probs with the missing top-k mass
 
 
 class Backend(Protocol):
@@ -73,7 +66,7 @@ class LocalBackend:
         self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *, system: str | None = None
     ) -> ProbeResult:
         out = self.vlm.option_logprobs(images, list(queries), system=system)
-        return ProbeResult(out.logprobs, torch.zeros(out.logprobs.shape[:2]))
+        return out
 
     def check(self, queries: Sequence[OptionQuery], *, system: str | None = None) -> None:
         """Fail before any scoring when an option letter is not one token for this tokenizer."""
@@ -113,7 +106,7 @@ def make_backend(kind: str, model: ModelConfig | None, server: dict[str, Any] | 
             raise ValueError("backend=local needs a model: pass model=PATH (a VLM checkpoint directory)")
         return LocalBackend(load_local_vlm(model))
     if kind == "openai":
-        from pace_judge.remote import OpenAIBackend
+        from reward.vlm.server import OpenAIBackend
 
         return OpenAIBackend.from_config(server or {})
     raise ValueError(f"unknown backend {kind!r}; choose local (transformers) or openai (an OpenAI-compatible server)")

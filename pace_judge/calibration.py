@@ -131,7 +131,7 @@ def generator_prompts(
         return list(given["positive"]), list(given["negative"])
     from pace_judge.agents import Agents, agent_config, load_prompts
     from pace_judge.backends import make_backend
-    from pace_judge.pace import PaceConfig, model_config
+    from pace_judge.config import PaceConfig, model_config
 
     if backend is None:
         model = cfg.get("model") or {}

@@ -7,16 +7,17 @@ bank (cosine > theta); else the agents build a protocol from an example image (s
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from PIL import Image
 
+from pace_judge.backends import Backend
+from pace_judge.config import PaceConfig
+from pace_judge.protocol import Protocol
 from pace_judge.scorer import Judgement
 from reward.data.images import load_image, to_rgb
-
-if TYPE_CHECKING:
-    from pace_judge.pace import PaceReward
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,17 @@ class ExpertJudge:
         return Judgement(scores, unit, None, expl)
 
 
-def _expert_for(reward: PaceReward, dimension: str) -> str | None:
-    experts = reward.cfg.experts
+@dataclass
+class Route:
+    """Where a dimension went: an expert reward, or a protocol (stored or just built); ``info`` says how."""
+
+    info: dict[str, Any] = field(default_factory=dict)
+    expert: ExpertJudge | None = None
+    protocol: Protocol | None = None
+
+
+def _expert_for(cfg: PaceConfig, dimension: str) -> str | None:
+    experts = cfg.experts
     if not experts:
         return None
     for name in experts:
@@ -69,23 +79,21 @@ def _expert_for(reward: PaceReward, dimension: str) -> str | None:
             return name
     from pace_judge.memory_bank import Embedder
 
-    emb = Embedder(reward.cfg.embedder)
+    emb = Embedder(cfg.embedder)
     names = list(experts)
     cos = emb.encode(names) @ emb.encode([dimension])[0]
     best = int(cos.argmax())
-    return names[best] if float(cos[best]) > reward.cfg.theta else None
+    return names[best] if float(cos[best]) > cfg.theta else None
 
 
-def resolve(reward: PaceReward, example: Image.Image | None, *, defer: bool = False) -> bool:
-    """Route ``reward.cfg.dimension``; returns False (nothing done) when the slow path needs an image not yet seen."""
-    cfg = reward.cfg
+def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, defer: bool = False) -> Route | None:
+    """Route ``cfg.dimension``; ``None`` when the slow path needs an image not yet seen (``defer``)."""
     dimension = cfg.dimension or ""
-    expert = _expert_for(reward, dimension)
+    expert = _expert_for(cfg, dimension)
     if expert is not None:
-        reward.expert = ExpertJudge(dimension, cfg.experts[expert])
-        reward.route = {"dimension": dimension, "path": f"expert {reward.expert.name}", "matched": expert}
-        logger.info("%r -> expert reward %s (fast path)", dimension, reward.expert.name)
-        return True
+        judge = ExpertJudge(dimension, cfg.experts[expert])
+        logger.info("%r -> expert reward %s (fast path)", dimension, judge.name)
+        return Route({"dimension": dimension, "path": f"expert {judge.name}", "matched": expert}, expert=judge)
     bank = None
     if cfg.memory:
         from pace_judge.memory_bank import Embedder, MemoryBank
@@ -100,11 +108,8 @@ def resolve(reward: PaceReward, example: Image.Image | None, *, defer: bool = Fa
                 hit.cosine,
                 cfg.theta,
             )
-            reward.use_protocol(
-                bank.load(hit.slug),
-                {"dimension": dimension, "path": "fast", "matched": hit.dimension, "cosine": hit.cosine},
-            )
-            return True
+            info = {"dimension": dimension, "path": "fast", "matched": hit.dimension, "cosine": hit.cosine}
+            return Route(info, protocol=bank.load(hit.slug))
         if hit.dimension is not None:
             logger.info(
                 "%r: closest stored %r has cosine %.3f <= %.2f: slow path",
@@ -116,13 +121,12 @@ def resolve(reward: PaceReward, example: Image.Image | None, *, defer: bool = Fa
     if example is None and cfg.example_image:
         example = to_rgb(load_image(cfg.example_image))
     if example is None and defer:
-        return False
+        return None
     from pace_judge.agents import agent_config, build_protocol
 
     model = cfg.model.get("path") if isinstance(cfg.model, dict) else cfg.model
     backbone = str(model or cfg.server.get("model") or "unknown")
-    protocol = build_protocol(reward.backend, dimension, example, agent_config(cfg.agents), backbone=backbone)
+    protocol = build_protocol(backend, dimension, example, agent_config(cfg.agents), backbone=backbone)
     if bank is not None:
         bank.add(protocol)
-    reward.use_protocol(protocol, {"dimension": dimension, "path": "slow", "stored": bank is not None})
-    return True
+    return Route({"dimension": dimension, "path": "slow", "stored": bank is not None}, protocol=protocol)

@@ -123,7 +123,8 @@ def _script(prompt: str, n_images: int) -> str:
 
 def test_slow_path_builds_and_stores_then_a_near_synonym_reuses_it(tmp_path, tiny_vlm, embedder):
     from pace_judge.backends import LocalBackend
-    from pace_judge.pace import PaceConfig, PaceReward
+    from pace_judge.config import PaceConfig
+    from pace_judge.pace import PaceReward
 
     images = random_images(2, seed=4)
     cfg = {"model": "unused", "dimension": "tactile satisfaction", "memory": str(tmp_path / "mem")}

@@ -9,11 +9,12 @@ import torch
 from conftest import random_images
 
 from pace_judge.backends import LocalBackend
-from pace_judge.pace import PaceConfig, PaceReward
-from pace_judge.remote import OpenAIBackend, ServerConfig
-from pace_judge.testing import serve_openai
+from pace_judge.config import PaceConfig
+from pace_judge.pace import PaceReward
 from pace_judge.tracks import SYSTEM, probe_query
+from reward.testing.openai_server import serve_openai
 from reward.vlm import OptionQuery
+from reward.vlm.server import OpenAIBackend, ServerConfig
 
 
 @pytest.mark.slow

@@ -10,7 +10,8 @@ import torch
 from conftest import random_images
 from PIL import Image
 
-from pace_judge.pace import PaceConfig, PaceReward
+from pace_judge.config import PaceConfig
+from pace_judge.pace import PaceReward
 from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict
 from pace_judge.tracks import SYSTEM, final_score
 from reward.vlm import OptionQuery

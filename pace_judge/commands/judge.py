@@ -11,7 +11,8 @@ from typing import Any
 from omegaconf import MISSING
 from tqdm.auto import tqdm
 
-from pace_judge.pace import PaceConfig, PaceReward
+from pace_judge.config import PaceConfig
+from pace_judge.pace import PaceReward
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, UserError
 from reward.data.files import atomic_write_json, atomic_write_jsonl

@@ -165,7 +165,7 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="PACE training-free judge of any dimension named in words: protocol probes + anchor comparison",
-    config="pace_judge.pace:PaceConfig",
+    config="pace_judge.config:PaceConfig",
 )
 register_reward(
     "scene-proxy",

@@ -20,6 +20,7 @@ _HOME = {
     "make_tiny_inpaint_pipeline": "reward.testing.diffusion",
     "make_tiny_text_to_image": "reward.testing.diffusion",
     "serve": "reward.testing.loopback",
+    "serve_openai": "reward.testing.openai_server",
 }
 __all__ = sorted(_HOME)
 

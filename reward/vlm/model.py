@@ -18,7 +18,7 @@ import functools
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -56,12 +56,19 @@ class OptionLogProbs:
     """``logprobs[b, q, k]``: log p(option k | images b, query q) over the full vocabulary, float32.
 
     Queries with fewer options than the widest are padded with ``-inf``. ``vocab`` holds the whole
-    log-distribution at the answer position ([B, Q, V]) when asked for.
+    log-distribution at the answer position ([B, Q, V]) when asked for. ``missing_mass[b, q]``: the option
+    probability a server's top-k list did not report and that was filled in (0 for an in-process model, whose
+    log-probabilities are exact).
     """
 
     logprobs: torch.Tensor
-    options: list[list[tuple[str, ...]]]
+    options: list[list[tuple[str, ...]]] = field(default_factory=list)
     vocab: torch.Tensor | None = None
+    missing_mass: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.missing_mass is None:
+            self.missing_mass = torch.zeros(self.logprobs.shape[:2])
 
 
 class VLM:

@@ -1,5 +1,5 @@
-"""An OpenAI-compatible backend (e.g. a vLLM server) for PACE: chat completions for the agents, ``logprobs`` /
-``top_logprobs`` of a one-token answer for the option letters.
+"""An OpenAI-compatible server (e.g. vLLM) as a VLM: chat completions (free text), and ``logprobs`` /
+``top_logprobs`` of a one-token answer for the option words of :class:`~reward.vlm.OptionQuery` queries.
 
     python pace_judge/judge.py backend=openai server.base_url=http://localhost:8000/v1 server.model=NAME ...
 
@@ -22,9 +22,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from pace_judge.backends import ProbeResult
 from reward.core.config import from_mapping
-from reward.vlm import OptionQuery
+from reward.vlm.model import OptionLogProbs, OptionQuery
 
 
 @dataclass
@@ -126,7 +125,7 @@ class OpenAIBackend:
 
     def option_logprobs(
         self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *, system: str | None = None
-    ) -> ProbeResult:
+    ) -> OptionLogProbs:
         items = [(g, q) for g in range(len(images)) for q in range(len(queries))]
         k_max = max(len(q.options) for q in queries)
 
@@ -157,4 +156,4 @@ class OpenAIBackend:
         for (g, q), (lps, miss) in zip(items, results, strict=True):
             logprobs[g, q, : len(lps)] = torch.tensor(lps)
             missing[g, q] = miss
-        return ProbeResult(logprobs, missing)
+        return OptionLogProbs(logprobs, [[q.options for q in queries] for _ in images], missing_mass=missing)
