@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from reward.rewards.scoring import LEVEL_WORDS
 from training.augment import QualityAugment
 
 
@@ -41,7 +42,7 @@ def test_manifest_training_data_is_augmented_anew_on_every_read(tmp_path):
 
     bench = write_benchmark(tmp_path, 2, size=64, seed=1)
     queries = {d: {"question": f"{d}?", "response_prefix": f"The {d} is"} for d in ("lighting", "harmony")}
-    words = ["bad", "poor", "fair", "good", "excellent"]
+    words = list(LEVEL_WORDS)  # best first
     plain, _ = manifest_dataset(bench.ratings, queries, words)
     ds, _ = manifest_dataset(bench.ratings, queries, words, augment=0.5, seed=0)
     first, second = ds[0], ds[0]

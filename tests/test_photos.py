@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from reward.rewards.scoring import LEVEL_WORDS
 from training.procedural.photos import (
     CALIBRATION,
     DISTORTIONS,
@@ -114,12 +115,12 @@ def test_the_stream_is_fresh_never_shows_a_heldout_photo_and_mos_follows_the_cal
 
 def test_sft_rows_of_the_stream_carry_the_rating_word_of_the_mos():
     queries = {"quality": {"question": "Rate it.", "response_prefix": "It is"}}
-    words = ["bad", "poor", "fair", "good", "excellent"]
+    words = list(LEVEL_WORDS)  # best first
     ds = distorted_photos_stream(queries, words, crop=CROP, seed=0)
     stream = PhotoStream(training_photos(None, CROP), CROP, seed=0)
     for index, row in zip(range(12), ds, strict=False):
         ex = stream.example_at(index)
-        word = words[min(4, int((ex.mos - 1.0) / 0.8))]
+        word = words[4 - min(4, int((ex.mos - 1.0) / 0.8))]  # the bin of the MOS, words best first
         assert row["completion"][0]["content"][0]["text"] == f"It is {word}."
         assert np.array_equal(np.asarray(row["images"][0].convert("RGB")), np.asarray(ex.image))
     with pytest.raises(ValueError, match=r"prompt.dimensions=\[quality\]"):

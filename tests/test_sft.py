@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from reward import get_reward
+from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.tokens import CandidateTokenError
 from training.commands.sft import parse_settings
 from training.commands.sft import run as run_sft
@@ -152,10 +153,10 @@ def test_soft_targets_draw_words_whose_mean_value_is_the_mos(tiny_vlm_path):
     from training.sft_data import answer
 
     queries = {"lighting": {"question": "q", "response_prefix": "The level is"}}
-    words = ["bad", "poor", "fair", "good", "excellent"]
+    words = list(LEVEL_WORDS)  # best first
     rng = np.random.default_rng(0)
     drawn = [answer(queries, "lighting", 3.3, words, (1.0, 5.0), 0.5, rng).split()[-1][:-1] for _ in range(4000)]
-    mean_level = np.mean([words.index(w) + 1 for w in drawn])
+    mean_level = np.mean([LEVEL_VALUES[words.index(w)] for w in drawn])
     assert mean_level == pytest.approx(3.3, abs=0.05)
     assert answer(queries, "lighting", 3.3, words, (1.0, 5.0)) == "The level is fair."  # hard target: the bin
 

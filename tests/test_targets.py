@@ -7,14 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from training.targets import LEVEL_WORDS, bin_edges, mos_to_level, mos_to_word, soft_target, two_point_target
+from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
+from training.targets import bin_edges, mos_to_level, mos_to_word, soft_target, two_point_target
 
 LEVELS = np.arange(1.0, 6.0)
 
 
 def test_bins_are_five_equal_widths_of_0_8_with_closed_lower_edges():
     assert bin_edges() == (1.8, 2.6, 3.4, 4.2)
-    assert LEVEL_WORDS == ("bad", "poor", "fair", "good", "excellent")
+    assert [mos_to_word(v) for v in LEVEL_VALUES] == list(LEVEL_WORDS)  # each level's value falls in its own bin
     cases = {
         1.0: "bad",
         1.7999: "bad",
@@ -34,7 +35,8 @@ def test_bins_are_five_equal_widths_of_0_8_with_closed_lower_edges():
 def test_other_scales_and_word_lists_use_the_same_rule():
     assert bin_edges(5, (0.0, 100.0)) == (20.0, 40.0, 60.0, 80.0)
     assert mos_to_word(60.0, scale=(0.0, 100.0)) == "good"
-    assert mos_to_word(0.5, words=("low", "high"), scale=(0.0, 1.0)) == "high"
+    assert mos_to_word(0.5, words=("high", "low"), scale=(0.0, 1.0)) == "high"
+    assert mos_to_word(0.49, words=("high", "low"), scale=(0.0, 1.0)) == "low"
 
 
 @pytest.mark.parametrize("bad", [0.99, 5.01, math.nan, math.inf])

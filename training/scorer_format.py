@@ -14,8 +14,6 @@ from training.prompts import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, build_prom
 
 FORMAT = "sa-iqa-scorer/1"
 DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
-LEVEL_WORDS_BEST_FIRST = LEVEL_WORDS  # excellent ... bad (reward.rewards.scoring is the one place they are written)
-LEVEL_VALUES_BEST_FIRST = LEVEL_VALUES
 
 
 def resolve_definitions(
@@ -33,8 +31,8 @@ def scorer_metadata(
     prompt_type: int,
     definitions: Mapping[str, str],
     tag: bool = False,
-    level_words: Sequence[str] = LEVEL_WORDS_BEST_FIRST,
-    level_values: Sequence[float] = LEVEL_VALUES_BEST_FIRST,
+    level_words: Sequence[str] = LEVEL_WORDS,
+    level_values: Sequence[float] = LEVEL_VALUES,
     base_model: str | None = None,
     trained_from: str | None = None,
 ) -> dict[str, Any]:

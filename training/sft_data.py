@@ -36,29 +36,30 @@ def answer(
     queries: Mapping[str, Mapping[str, str]],
     dimension: str,
     mos: float,
-    words_worst_first: Sequence[str],
+    words: Sequence[str],
     mos_range: tuple[float, float],
     soft_std: float | None = None,
     rng: np.random.Generator | None = None,
 ) -> str:
-    """The target response: the dimension's response prefix, its rating word, a full stop.
+    """The target response: the dimension's response prefix, its rating word (``words`` best first), a full stop.
 
     Hard targets (``soft_std=None``): the word of the MOS's equal-width bin. Soft targets: the word is drawn
     from :func:`training.targets.soft_target` (a distribution over the levels whose expectation is the MOS), so
     the expected cross-entropy equals the cross-entropy against that soft distribution (DeQA-Score's target).
     """
     if soft_std is None:
-        word = mos_to_word(mos, words_worst_first, mos_range)
+        word = mos_to_word(mos, words, mos_range)
     else:
-        probs = soft_target(mos, soft_std, n_levels=len(words_worst_first), scale=mos_range)
-        word = words_worst_first[int((rng or np.random.default_rng()).choice(len(probs), p=probs))]
+        probs = soft_target(mos, soft_std, n_levels=len(words), scale=mos_range)  # level 1 (worst) first
+        level = int((rng or np.random.default_rng()).choice(len(probs), p=probs))
+        word = words[len(words) - 1 - level]
     return f"{queries[dimension]['response_prefix']} {word}."
 
 
 def manifest_dataset(
     source: str | Path,
     queries: Mapping[str, Mapping[str, str]],
-    words_worst_first: Sequence[str],
+    words: Sequence[str],
     *,
     mos_range: tuple[float, float] = (1.0, 5.0),
     skip_bad: bool = True,
@@ -96,7 +97,7 @@ def manifest_dataset(
     records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": [], "dimension": [], "mos": []}
     for row in rows:
         conv = conversation(
-            queries[row.dimension]["question"], answer(queries, row.dimension, row.mos, words_worst_first, mos_range)
+            queries[row.dimension]["question"], answer(queries, row.dimension, row.mos, words, mos_range)
         )
         records["images"].append([row.image if not isinstance(row.image, Path) else str(row.image)])
         records["prompt"].append(conv["prompt"])
@@ -106,7 +107,7 @@ def manifest_dataset(
     ds = datasets.Dataset.from_dict(records)
     ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))
     if soft_std is not None or augment is not None:  # a new word / crop is drawn each time an example is read
-        ds.set_transform(_OnRead(queries, words_worst_first, mos_range, soft_std, seed, augment))
+        ds.set_transform(_OnRead(queries, words, mos_range, soft_std, seed, augment))
     else:
         ds = ds.remove_columns(["dimension", "mos"])
     logger.info("SFT data: %d examples from %s (%d rows skipped)", len(ds), result.source, skipped)
@@ -149,7 +150,7 @@ class _OnRead:
 
 def synthetic_stream(
     queries: Mapping[str, Mapping[str, str]],
-    words_worst_first: Sequence[str],
+    words: Sequence[str],
     *,
     seed: int = 0,
     size: int = 64,
@@ -166,7 +167,7 @@ def synthetic_stream(
         _synthetic_rows,
         gen_kwargs={
             "queries": dict(queries),
-            "words": tuple(words_worst_first),
+            "words": tuple(words),
             "seed": seed,
             "size": size,
             "mos_range": mos_range,

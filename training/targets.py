@@ -33,11 +33,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from reward.rewards.scoring import LEVEL_WORDS as _BEST_FIRST
+from reward.rewards.scoring import LEVEL_WORDS
 
-__all__ = ["LEVEL_WORDS", "bin_edges", "mos_to_level", "mos_to_word", "soft_target", "two_point_target"]
-
-LEVEL_WORDS: tuple[str, ...] = tuple(reversed(_BEST_FIRST))  # level 1 .. 5 (bad ... excellent)
+__all__ = ["bin_edges", "mos_to_level", "mos_to_word", "soft_target", "two_point_target"]
 
 
 def bin_edges(n_levels: int = 5, scale: tuple[float, float] = (1.0, 5.0)) -> tuple[float, ...]:
@@ -70,12 +68,13 @@ def mos_to_level(mos: float, n_levels: int = 5, scale: tuple[float, float] = (1.
 
 
 def mos_to_word(mos: float, words: Sequence[str] = LEVEL_WORDS, scale: tuple[float, float] = (1.0, 5.0)) -> str:
-    """The rating word of ``mos``: ``words[level - 1]`` with ``words`` ordered from worst to best.
+    """The rating word of ``mos``, with ``words`` ordered best first like :data:`~reward.rewards.scoring.LEVEL_WORDS`
+    (level ``k`` of ``n`` is ``words[n - k]``).
 
     >>> mos_to_word(3.39), mos_to_word(3.4)
     ('fair', 'good')
     """
-    return words[mos_to_level(mos, len(words), scale) - 1]
+    return words[len(words) - mos_to_level(mos, len(words), scale)]
 
 
 def _level_values(n_levels: int, scale: tuple[float, float]) -> np.ndarray:

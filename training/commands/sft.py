@@ -19,13 +19,12 @@ from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
 from reward.data.files import atomic_write_json
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
+from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.tokens import resolve_candidates
 from training.rating_loss import weighted_trainer_class
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
-    LEVEL_VALUES_BEST_FIRST,
-    LEVEL_WORDS_BEST_FIRST,
     resolve_definitions,
     scorer_metadata,
 )
@@ -73,8 +72,8 @@ class PromptSettings:
 
 @dataclass
 class LevelSettings:
-    words: list[str] = field(default_factory=lambda: list(LEVEL_WORDS_BEST_FIRST))  # best first
-    values: list[float] = field(default_factory=lambda: list(LEVEL_VALUES_BEST_FIRST))
+    words: list[str] = field(default_factory=lambda: list(LEVEL_WORDS))  # rating words, best first; each one token
+    values: list[float] = field(default_factory=lambda: list(LEVEL_VALUES))  # their scores
 
 
 @dataclass
@@ -304,13 +303,13 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
 
         no_perception = replace(s, data=replace(s.data, perception=None))
         return mix_perception(s, lambda: _train_dataset(no_perception, queries))
-    worst_first = list(reversed(_sorted_words(s)))
+    words = _sorted_words(s)  # best first
     mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
     soft = s.data.soft_std if s.data.soft_targets else None
     if s.data.train == "synthetic":
         ds = synthetic_stream(
             queries,
-            worst_first,
+            words,
             seed=s.data.synthetic_seed,
             size=s.data.synthetic_size,
             mos_range=mos_range,
@@ -322,7 +321,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
 
         ds = distorted_photos_stream(
             queries,
-            worst_first,
+            words,
             photos=s.data.photos,
             crop=s.data.photos_crop,
             side=s.data.photos_side,
@@ -336,7 +335,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
     return manifest_dataset(
         s.data.train,
         queries,
-        worst_first,
+        words,
         mos_range=mos_range,
         skip_bad=s.data.skip_bad,
         max_pixels=s.data.max_decode_pixels,

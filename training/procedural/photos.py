@@ -311,7 +311,7 @@ class PhotoStream:
 
 def distorted_photos_stream(
     queries: Mapping[str, Mapping[str, str]],
-    words_worst_first: Sequence[str],
+    words: Sequence[str],
     *,
     photos: str | Path | None = None,
     crop: int = 112,
@@ -347,7 +347,7 @@ def distorted_photos_stream(
         _photo_rows,
         gen_kwargs={
             "queries": dict(queries),
-            "words": tuple(words_worst_first),
+            "words": tuple(words),
             "paths": tuple(map(str, paths)),
             "crop": crop,
             "side": side,
