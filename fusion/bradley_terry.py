@@ -32,11 +32,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
+
+from reward.data.labels import LABEL_A, LABEL_B, LABEL_TIE, label_codes
+from reward.eval.metrics import pairwise_accuracy as metric_pairwise_accuracy
 
 __all__ = [
     "LABEL_A",
@@ -53,8 +57,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LABEL_A, LABEL_B, LABEL_TIE = 0, 1, 2
-LABEL_NAMES = {"a": LABEL_A, "b": LABEL_B, "tie": LABEL_TIE}
+encode_labels = label_codes  # labels a/b/tie (any case) or codes -> int8 codes (reward.data.labels)
 TIE_MODELS = ("davidson", "half")
 THETA_BOUND = 20.0  # |log ν| ≤ 20: ν in [2e-9, 5e8] keeps everything finite when all pairs (or none) are ties
 
@@ -145,28 +148,6 @@ class BTFit:
         return float(np.sum(pair_log_likelihood(dx @ self.weights, codes, self.tie_model, self.nu)))
 
 
-def encode_labels(labels: Sequence[str] | np.ndarray) -> np.ndarray:
-    """Map labels ``"a"``/``"b"``/``"tie"`` (any case) to the int codes ``LABEL_A``/``LABEL_B``/``LABEL_TIE``.
-
-    Integer arrays are taken as codes already. Unknown labels raise ``ValueError`` naming the first one.
-
-    >>> encode_labels(["a", "B", "tie"]).tolist()
-    [0, 1, 2]
-    """
-    arr = np.asarray(labels)
-    if arr.dtype.kind in "iu":
-        if arr.size and (arr.min() < 0 or arr.max() > LABEL_TIE):
-            raise ValueError(f"Label codes must be {LABEL_A} (a), {LABEL_B} (b) or {LABEL_TIE} (tie); got {arr!r}.")
-        return arr.astype(np.int8)
-    codes = np.empty(arr.shape, dtype=np.int8)
-    for i, label in enumerate(arr.tolist()):
-        code = LABEL_NAMES.get(str(label).strip().lower())
-        if code is None:
-            raise ValueError(f"Unknown pair label {label!r} at index {i}; use one of {sorted(LABEL_NAMES)}.")
-        codes[i] = code
-    return codes
-
-
 def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Davidson probabilities ``(P(A), P(B), P(tie))`` for score differences ``s = S_A - S_B``.
 
@@ -188,20 +169,16 @@ def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndar
 
 
 def pairwise_accuracy(s: np.ndarray, codes: np.ndarray) -> float:
-    """Fraction of non-tie pairs ordered correctly by ``s = S_A - S_B``; ``s == 0`` counts one half.
-
-    Returns ``nan`` when there is no non-tie pair.
+    """Fraction of non-tie pairs ordered correctly by ``s = S_A - S_B``; ``s == 0`` counts one half; ``nan`` when
+    there is no non-tie pair (:func:`reward.eval.metrics.pairwise_accuracy` on score differences).
 
     >>> pairwise_accuracy(np.array([1.0, -2.0, 0.0, 3.0]), np.array([LABEL_A, LABEL_A, LABEL_B, LABEL_TIE]))
     0.5
     """
-    codes = np.asarray(codes)
-    decisive = codes != LABEL_TIE
-    if not decisive.any():
-        return float("nan")
-    sign = np.where(codes[decisive] == LABEL_A, 1.0, -1.0)
-    m = sign * np.asarray(s, dtype=np.float64)[decisive]
-    return float(np.mean((m > 0) + 0.5 * (m == 0)))
+    s = np.asarray(s, dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no decisive pair: nan, as documented
+        return metric_pairwise_accuracy(s, np.zeros_like(s), codes)
 
 
 def pair_log_likelihood(s: np.ndarray, codes: np.ndarray, tie_model: str, nu: float) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from fusion.bradley_terry import LABEL_NAMES, LABEL_TIE
+from reward.data.labels import LABEL_NAMES, LABEL_TIE
 from reward.data.manifest import ManifestError, iter_jsonl
 
 __all__ = ["METADATA_KEYS", "BadRows", "PairData", "ScoreTable", "load_pair_data", "read_pairs", "read_scores"]

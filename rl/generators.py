@@ -32,6 +32,7 @@ from PIL import Image
 
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.registry import Registry
+from reward.vlm.loading import resolve_dtype
 from rl.prompt_levels import levels_from_prompt
 
 logger = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ class DiffusersConfig:
     name: str = MISSING  # sd15-inpaint | sdxl-inpaint | flux-fill
     path: str = MISSING  # pipeline directory (from_pretrained)
     device: str | None = None  # null: cuda if available
-    dtype: str = "auto"  # auto: bf16 on GPU (fp16 for SD1.5/SDXL), fp32 on CPU; or float32/float16/bfloat16
+    dtype: str = "auto"  # auto: bf16 on a GPU that supports it, fp32 elsewhere; or float32 / float16 / bfloat16
     steps: int = 30  # num_inference_steps
     guidance: float = 7.5  # guidance_scale
     strength: float = 1.0  # 1.0: the masked region is painted from noise
@@ -201,16 +202,6 @@ class DiffusersConfig:
     max_prompt_tokens: int | None = None  # null: the pipeline tokenizer's limit (CLIP 77); longer prompts cut
     mask_mismatch: str = "resize"  # resize (with a warning) or error
     repeat_items: bool = True  # one row per candidate (exact reproduction); false: num_images_per_prompt
-
-
-def _torch_dtype(name: str, device: str) -> Any:
-    import torch
-
-    if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    if not hasattr(torch, name) or not isinstance(getattr(torch, name), torch.dtype):
-        raise ValueError(f"generator.dtype={name!r}: use auto, float32, float16 or bfloat16")
-    return getattr(torch, name)
 
 
 class DiffusersGenerator:
@@ -229,7 +220,7 @@ class DiffusersGenerator:
         self.device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if pipe is None:
             cls = getattr(diffusers, PIPELINES[cfg.name])
-            kwargs: dict[str, Any] = {"dtype": _torch_dtype(cfg.dtype, self.device)}
+            kwargs: dict[str, Any] = {"dtype": resolve_dtype(cfg.dtype, torch.device(self.device))}
             if "safety_checker" in inspect.signature(cls.__init__).parameters:
                 kwargs.update(safety_checker=None, requires_safety_checker=False)
             pipe = cls.from_pretrained(cfg.path, **kwargs)
@@ -302,7 +293,9 @@ class DiffusersGenerator:
                     for j in range(n):
                         im = result[k * n + j].convert("RGB")
                         im = im.resize(images[i].size, Image.Resampling.BICUBIC) if im.size != images[i].size else im
-                        out[i].append(Image.composite(im, images[i], masks[i]) if self.cfg.paste_back else im)
+                        if self.cfg.paste_back:  # the original pixels outside the mask (diffusers' own overlay)
+                            im = self.pipe.image_processor.apply_overlay(masks[i], images[i], im).convert("RGB")
+                        out[i].append(im)
         return out
 
 

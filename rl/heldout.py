@@ -7,7 +7,6 @@ Rows go to ``output_dir/heldout.jsonl`` (appended, so a resumed run continues th
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from reward.data.files import append_jsonl, json_safe, read_records
 from rl.inpaint_tasks import Task
 from rl.rewards import InpaintingRewards, RewardSet
 
@@ -82,7 +82,7 @@ class HeldOutEval(TrainerCallback):
     def _steps_done(self) -> set[int]:
         if not self.history.is_file():
             return set()
-        return {json.loads(line)["step"] for line in self.history.read_text().splitlines() if line.strip()}
+        return {int(row["step"]) for row in read_records(self.history) if "step" in row}
 
     def evaluate(self, model: Any, processing_class: Any, step: int) -> dict[str, Any]:
         messages = [self.build_messages(t) for t in self.tasks]
@@ -94,8 +94,7 @@ class HeldOutEval(TrainerCallback):
         for label, res in scores.items():
             ok = [v for v in res.value if v is not None]
             row[label] = sum(ok) / len(ok) if ok else None
-        with self.history.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
+        append_jsonl(self.history, [json_safe(row)])
         self.done.add(step)
         logger.info("held-out rewards at step %d: %s", step, {k: row[k] for k in scores})
         return row
@@ -116,6 +115,4 @@ class HeldOutEval(TrainerCallback):
 
 
 def read_history(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_records(path)

@@ -14,7 +14,6 @@ the prompts used and sample image paths with ``log_extra``.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -28,6 +27,7 @@ from PIL import Image
 
 from reward import get_reward, reward_info
 from reward.core.config import to_plain
+from reward.data.files import append_jsonl, json_safe
 from rl.generators import Generator, inpaint_each
 from rl.inpaint_tasks import Task
 
@@ -285,8 +285,7 @@ class InpaintingRewards:
                 for k, p in enumerate(paths)
                 if p is not None
             ]
-            with (self.samples_dir / "samples.jsonl").open("a", encoding="utf-8") as handle:
-                handle.writelines(json.dumps(row) + "\n" for row in rows)
+            append_jsonl(self.samples_dir / "samples.jsonl", json_safe(rows))
         if log_extra is not None:
             log_extra("expanded_prompt", list(used))
             log_extra("sample_image", paths)

@@ -85,9 +85,9 @@ def test_saved_processor_names_the_real_processor_class(tiny_vlm, tmp_path):
     from reward.vlm import load_processor
     from training.commands.sft import save_processor
 
-    (tmp_path / "source").mkdir()  # a source checkpoint without processor_config.json
-    save_processor(tiny_vlm.processor, tmp_path / "out", tmp_path / "source")
-    assert json.loads((tmp_path / "out" / "processor_config.json").read_text()) == {
-        "processor_class": "Qwen2VLProcessor"
-    }
-    assert load_processor(tmp_path / "out").tokenizer.padding_side == "left"
+    save_processor(tiny_vlm.processor, tmp_path / "out")  # built without torchvision: a stand-in class
+    saved = json.loads((tmp_path / "out" / "processor_config.json").read_text())
+    assert saved["processor_class"] == "Qwen2VLProcessor"  # the real class, loadable where torchvision exists
+    again = load_processor(tmp_path / "out")
+    assert again.tokenizer.padding_side == "left"
+    assert again.image_processor.to_dict() == tiny_vlm.processor.image_processor.to_dict()

@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import numbers
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from reward.data.manifest import ManifestError, iter_jsonl
+from reward.eval.metrics import srcc
 
 __all__ = [
     "MosPaths",
@@ -125,9 +126,13 @@ def aggregate(ratings: Iterable[RawRating], *, z_threshold: float = 2.0, ddof: i
 
 
 def _srcc(x: Sequence[float], y: Sequence[float]) -> float | None:
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    """:func:`reward.eval.metrics.srcc`, or ``None`` where it is undefined (fewer than 3 items, a constant side)."""
+    if len(x) < 3:
         return None
-    return float(stats.spearmanr(x, y)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value = srcc(x, y)
+    return None if math.isnan(value) else value
 
 
 def annotator_reliability(

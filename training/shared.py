@@ -126,12 +126,7 @@ def load_for_training(path: str, dtype: torch.dtype, loading: ModelLoading | Non
     """The model for training: ``dtype`` weights, attention implementation and device_map from ``loading``."""
     from transformers import AutoModelForImageTextToText
 
-    kwargs: dict[str, Any] = {"dtype": dtype}
-    if loading is not None and loading.attn_implementation:
-        kwargs["attn_implementation"] = loading.attn_implementation
-    if loading is not None and loading.device_map is not None:
-        kwargs["device_map"] = loading.device_map
-    return AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+    return AutoModelForImageTextToText.from_pretrained(path, **(loading or ModelLoading()).model_kwargs(dtype))
 
 
 def load_checkpoint_weights(model: Any, checkpoint: str | Path) -> bool:
@@ -153,16 +148,19 @@ def load_checkpoint_weights(model: Any, checkpoint: str | Path) -> bool:
 
 
 @contextmanager
-def zero3_init_off() -> Iterator[None]:
-    """Within the block, ``from_pretrained`` builds a whole model, not ZeRO-3 partitions (for the final save)."""
-    from transformers.integrations import deepspeed as hf_deepspeed
+def zero3_init_off(args: Any = None) -> Iterator[None]:
+    """Within the block, ``from_pretrained`` builds whole models, not ZeRO-3 partitions (the final save; rewards and
+    generators built beside a ZeRO-3 policy). ``args``: the trainer's arguments, whose DeepSpeed config is set
+    again after the block (transformers' public ``unset_hf_deepspeed_config`` / ``set_hf_deepspeed_config``)."""
+    from transformers.integrations.deepspeed import set_hf_deepspeed_config, unset_hf_deepspeed_config
 
-    saved = hf_deepspeed._hf_deepspeed_config_weak_ref
-    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    config = getattr(args, "hf_deepspeed_config", None)
+    unset_hf_deepspeed_config()
     try:
         yield
     finally:
-        hf_deepspeed._hf_deepspeed_config_weak_ref = saved
+        if config is not None:
+            set_hf_deepspeed_config(config)
 
 
 def gathered_state_dict(trainer: Any) -> dict[str, torch.Tensor] | None:

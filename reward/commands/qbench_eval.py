@@ -17,7 +17,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
-from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import JudgeSettings
 from reward.rewards.registry import store_reward_schemas
@@ -175,12 +175,6 @@ def run_a3(s: QbenchEvalSettings) -> dict[str, Any]:
     out = Path(s.out)
     table = format_leaderboard(result, title=f"A3 assessment: reward {name} (SRCC/PLCC)")
     atomic_write_text(out / "leaderboard.md", table)
-    atomic_write_json(out / "leaderboard.json", _json_safe(result))
+    atomic_write_json(out / "leaderboard.json", json_safe(result))
     logger.info("\n%s", table)
     return result
-
-
-def _json_safe(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    return None if isinstance(v, float) and v != v else v

@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from PIL import Image
 
 from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, check_pixels, load_image, to_rgb
+from reward.data.labels import parse_label
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
 __all__ = [  # load_image and ImageError live in reward.data.images and are re-exported here
@@ -304,8 +305,8 @@ def _rating(row: dict, ctx: _Context, line: int, mos_range: tuple[float, float] 
 def _pair(row: dict, ctx: _Context, line: int) -> PairRow:
     where = ctx.where(line)
     _require(row, ("a", "b", "label"), where, PAIR_EXAMPLE)
-    label = str(row["label"]).strip().lower()
-    if label not in ("a", "b", "tie"):
+    label = parse_label(row["label"])
+    if label is None:
         raise ManifestError(f"{where}: 'label' must be 'a', 'b' or 'tie', got {row['label']!r}.")
     a, _ = _image(row["a"], "a", ctx, where)
     b, _ = _image(row["b"], "b", ctx, where)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from reward.data import RatingRow, SkippedRow
-from reward.data.files import atomic_write_json, atomic_write_jsonl
+from reward.data.files import atomic_write_json, atomic_write_jsonl, json_safe
 from reward.eval.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
 from reward.eval.parallel import SCORES, ScoredImages, image_key, score_images
 from reward.eval.plots import scatter_vs_mos
@@ -137,14 +137,7 @@ def _metrics(p: np.ndarray, m: np.ndarray, s: EvalSettings, score_range: tuple[f
     if s.bootstrap > 0 and len(p) > 2:
         out["srcc_ci"] = list(bootstrap_ci(srcc, p, m, n=s.bootstrap, seed=s.seed))
         out["hor_ci"] = list(bootstrap_ci(functools.partial(hor, **hor_kwargs), p, m, n=s.bootstrap, seed=s.seed))
-    return {k: _json_safe(v) for k, v in out.items()}
-
-
-def _json_safe(v: Any) -> Any:
-    """NaN (an undefined metric) as JSON null."""
-    if isinstance(v, list):
-        return [_json_safe(x) for x in v]
-    return None if isinstance(v, float) and math.isnan(v) else v
+    return json_safe(out)
 
 
 def write_results(

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy import optimize, special, stats
 
+from reward.data.labels import LABEL_A, LABEL_TIE, label_codes
+
 __all__ = [
     "bootstrap_ci",
     "hor",
@@ -201,20 +203,16 @@ def pairwise_accuracy(
     0.5
     """
     a, b = _pair(pred_a, pred_b)
-    labs = [str(x).strip().lower() for x in labels]
-    if len(labs) != a.size:
-        raise ValueError(f"labels has {len(labs)} entries but there are {a.size} score pairs.")
-    bad = [(i, x) for i, x in enumerate(labs) if x not in ("a", "b", "tie")]
-    if bad:
-        raise ValueError(f"label {bad[0][1]!r} at index {bad[0][0]} is not one of 'a', 'b', 'tie'.")
+    codes = label_codes(labels)
+    if codes.size != a.size:
+        raise ValueError(f"labels has {codes.size} entries but there are {a.size} score pairs.")
     if ties not in ("exclude", "margin"):
         raise ValueError(f"ties must be 'exclude' or 'margin', got {ties!r}.")
-    lab = np.array(labs)
     diff = a - b
     close = np.abs(diff) <= tie_margin
-    credit = np.where(close, 0.5, np.where(lab == "a", diff > 0, diff < 0).astype(float))
-    credit = np.where(lab == "tie", close.astype(float), credit)
-    keep = lab != "tie" if ties == "exclude" else np.ones_like(close)
+    credit = np.where(close, 0.5, np.where(codes == LABEL_A, diff > 0, diff < 0).astype(float))
+    credit = np.where(codes == LABEL_TIE, close.astype(float), credit)
+    keep = codes != LABEL_TIE if ties == "exclude" else np.ones_like(close)
     if not keep.any():
         warnings.warn("pairwise_accuracy: no pair left to count; returning nan.", RuntimeWarning, 2)
         return math.nan
@@ -226,8 +224,9 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile bootstrap ``(low, high)`` confidence interval of ``metric_fn(*arrays)`` at level ``1 - alpha``.
 
-    The arrays are resampled jointly (same indices), ``n`` times, with a seeded generator; resamples where the
-    metric is nan (e.g. constant) are ignored, and warnings inside the resamples are silenced. Use
+    The arrays are resampled jointly (same indices), ``n`` times, with a seeded generator
+    (``scipy.stats.bootstrap``, paired); resamples where the metric is nan (e.g. constant) are ignored, and
+    warnings inside the resamples are silenced. Use
     ``functools.partial`` to pass keyword arguments such as HOR's thresholds.
 
     >>> lo, hi = bootstrap_ci(plcc, [1, 2, 3, 4, 5, 6], [1.2, 1.9, 3.4, 3.8, 5.1, 6.3], n=200)
@@ -239,16 +238,20 @@ def bootstrap_ci(
     if n < 1 or not 0 < alpha < 1:
         raise ValueError(f"need n >= 1 and 0 < alpha < 1, got n={n}, alpha={alpha}.")
     data = [np.asarray(x.detach().cpu() if hasattr(x, "detach") else x) for x in arrays]
-    size = len(data[0])
-    if any(len(x) != size for x in data):
+    if any(len(x) != len(data[0]) for x in data):
         raise ValueError(f"all arrays must have the same length, got {[len(x) for x in data]}.")
-    rng = np.random.default_rng(seed)
-    values = np.empty(n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for i in range(n):
-            idx = rng.integers(0, size, size)
-            values[i] = metric_fn(*(x[idx] for x in data))
+        res = stats.bootstrap(
+            data,
+            lambda *xs: metric_fn(*xs),
+            paired=True,
+            vectorized=False,
+            n_resamples=n,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+    values = np.asarray(res.bootstrap_distribution, dtype=float)  # scipy's percentile gives nan if any one is nan
     if np.isnan(values).all():
         warnings.warn("bootstrap_ci: the metric is nan on every resample; returning (nan, nan).", RuntimeWarning, 2)
         return math.nan, math.nan

@@ -10,7 +10,6 @@ PIL.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from reward.data import DatasetImage, ImageError, ImageRef, RatingRow, SkippedRow, load_image
+from reward.data.files import append_jsonl, json_safe, read_records
 from reward.rewards.base import Reward
 
 logger = logging.getLogger(__name__)
@@ -72,14 +72,8 @@ def read_partial(out_dir: Path) -> dict[str, dict[str, float]]:
     crashed run is ignored."""
     done: dict[str, dict[str, float]] = {}
     for path in [out_dir / SCORES, *sorted(out_dir.glob("scores.rank*.jsonl"))]:
-        if not path.is_file():
-            continue
-        for line in path.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(entry, dict) and "image" in entry and "score" in entry:
+        for entry in read_records(path):
+            if "image" in entry and "score" in entry:
                 done[entry.pop("image")] = entry
     return done
 
@@ -150,8 +144,10 @@ def score_images(
             out,
             len(todo),
         )
-    per = -(-len(todo) // n_proc) if todo else 0
-    shard = todo[rank * per : (rank + 1) * per]
+    shard = todo
+    if state is not None and n_proc > 1:
+        with state.split_between_processes(todo) as mine:  # contiguous shards, the first ones one item longer
+            shard = list(mine)
     mine, skipped = _score_shard(
         reward,
         shard,
@@ -196,34 +192,27 @@ def _score_shard(
     loader = torch.utils.data.DataLoader(
         _Decode(shard, max_pixels), batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=_collate
     )
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = log_path.open("a") if log_path is not None else None
-    try:
-        with tqdm(total=len(shard), desc="scoring", unit="img", disable=None if main else True) as bar:
-            for batch in loader:
-                keys, images = [], []
-                for key, img, line, err in batch:
-                    if img is None:
-                        if not skip_bad:
-                            raise ImageError(f"{source}:{line}: {err} (skip_bad=true skips such rows)")
-                        logger.warning("skipping line %d: %s", line, err)
-                        skipped.append(SkippedRow(line, str(err)))
-                        continue
-                    keys.append(key)
-                    images.append(img)
-                if images:
-                    result = reward.score(images)
-                    for i, key in enumerate(keys):
-                        entry = {"score": float(result.scores[i])}
-                        entry.update({d: float(v[i]) for d, v in result.dimensions.items()})
-                        scores[key] = entry
-                        if log is not None:
-                            log.write(json.dumps({"image": key, **entry}) + "\n")
-                    if log is not None:
-                        log.flush()
-                bar.update(len(batch))
-    finally:
-        if log is not None:
-            log.close()
+    with tqdm(total=len(shard), desc="scoring", unit="img", disable=None if main else True) as bar:
+        for batch in loader:
+            keys, images = [], []
+            for key, img, line, err in batch:
+                if img is None:
+                    if not skip_bad:
+                        raise ImageError(f"{source}:{line}: {err} (skip_bad=true skips such rows)")
+                    logger.warning("skipping line %d: %s", line, err)
+                    skipped.append(SkippedRow(line, str(err)))
+                    continue
+                keys.append(key)
+                images.append(img)
+            if images:
+                result = reward.score(images)
+                rows = []
+                for i, key in enumerate(keys):
+                    entry = {"score": float(result.scores[i])}
+                    entry.update({d: float(v[i]) for d, v in result.dimensions.items()})
+                    scores[key] = entry
+                    rows.append(json_safe({"image": key, **entry}))
+                if log_path is not None:  # a crash loses at most this batch
+                    append_jsonl(log_path, rows)
+            bar.update(len(batch))
     return scores, skipped

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from reward.core.errors import MissingInputError
-from reward.data.files import atomic_write_text
+from reward.data.files import atomic_write_json, json_safe
 
 __all__ = ["WEIGHTS_FILENAME", "FusionWeights", "fuse", "load_weights", "save_weights"]
 
@@ -166,30 +166,15 @@ def fuse(weights: FusionWeights, dimension_scores: Mapping[str, Any]) -> Any:
     return total
 
 
-def _json_safe(value: Any) -> Any:
-    """``value`` with numpy scalars/arrays made plain, tuples made lists and non-finite floats made ``None``."""
-    if isinstance(value, np.ndarray | np.generic):
-        value = value.tolist()
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
-
-
 def save_weights(path: str | os.PathLike, weights: FusionWeights) -> Path:
-    """Write ``weights`` as JSON to ``path`` atomically (:func:`reward.data.files.atomic_write_text`).
+    """Write ``weights`` as JSON to ``path`` atomically (:func:`reward.data.files.atomic_write_json`).
 
     Parent folders are created; numpy scalars in ``meta`` become plain numbers and non-finite ones ``null``.
     Returns the path written.
     """
     data = weights.to_dict()
-    data["meta"] = _json_safe(data["meta"])
-    return atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    data["meta"] = json_safe(data["meta"])
+    return atomic_write_json(path, data)
 
 
 def load_weights(path: str | os.PathLike) -> FusionWeights:

@@ -58,6 +58,15 @@ class ModelLoading:
         if problems:
             raise ValueError("invalid model loading settings:\n  - " + "\n  - ".join(problems))
 
+    def model_kwargs(self, dtype: torch.dtype) -> dict[str, Any]:
+        """The keywords of ``from_pretrained`` for the model: ``dtype``, attention implementation, device map."""
+        kwargs: dict[str, Any] = {"dtype": dtype}
+        if self.attn_implementation:
+            kwargs["attn_implementation"] = self.attn_implementation
+        if self.device_map is not None:
+            kwargs["device_map"] = self.device_map
+        return kwargs
+
     @property
     def processor_kwargs(self) -> dict[str, int]:
         """The visual-token budget for ``from_pretrained`` of the image processor (only the keys that are set)."""
@@ -180,6 +189,9 @@ def _processor_without_video(path: str | Path, budget: dict[str, int] | None = N
         def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
             super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
 
+    # saved under the real class's name, so a checkpoint written here loads as that class where torchvision exists
+    _NoVideoProcessor.__name__ = _NoVideoProcessor.__qualname__ = base.__name__
+
     tokenizer = AutoTokenizer.from_pretrained(path)
     image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **(budget or {}))
     return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template)
@@ -207,12 +219,9 @@ def load_vlm(
     if not Path(path).exists() and not str(path).count("/") == 1:
         raise MissingInputError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
     dev = resolve_device(loading.device)
-    kwargs: dict[str, Any] = {"dtype": resolve_dtype(loading.dtype, dev)}
-    if loading.attn_implementation:
-        kwargs["attn_implementation"] = loading.attn_implementation
-    if loading.device_map is not None:
-        kwargs["device_map"] = loading.device_map
-    model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+    model = AutoModelForImageTextToText.from_pretrained(
+        path, **loading.model_kwargs(resolve_dtype(loading.dtype, dev))
+    )
     if adapter is not None:
         from peft import PeftModel
 

@@ -20,7 +20,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.errors import ConfigError
-from reward.data.files import atomic_write_json
+from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.rewards.registry import store_reward_schemas
 from rl.generators import build_generator
@@ -142,13 +142,10 @@ def _validate(s: GrpoSettings) -> None:
             f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
             "(reward + more_rewards); give one per reward"
         )
-    gens = int(s.trainer.get("num_generations") or 8)
-    batch = int(s.trainer.get("per_device_train_batch_size", 8)) * int(s.trainer.get("steps_per_generation") or 1)
-    if gens < 2 or batch % gens:
-        problems.append(
-            f"trainer.num_generations={gens} must be >= 2 and divide the generation batch "
-            f"(per_device_train_batch_size x steps_per_generation = {batch})"
-        )
+    try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
+        grpo_args(s, Path(s.output_dir))
+    except ConfigError as err:
+        problems.append(str(err))
     if problems:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
 
@@ -199,7 +196,7 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
     try:
         return GRPOConfig(output_dir=str(out), **args)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"invalid trainer.* option: {err}. Any trl.GRPOConfig field is accepted") from err
+        raise ConfigError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
 
 
 def build_messages(task: Task, s: GrpoSettings, vision: bool) -> list[dict[str, Any]]:
@@ -360,7 +357,7 @@ def draw_plots(out: Path, curve: dict[str, Any], history: list[dict[str, Any]]) 
     if samples.is_file():
         from PIL import Image
 
-        rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
+        rows = read_records(samples)
         if rows:
             first, last = min(r["step"] for r in rows), max(r["step"] for r in rows)
 

@@ -6,7 +6,6 @@ Validate everything first (all problems at once), check a resumed run is the sam
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -226,7 +225,7 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
     try:
         return SFTConfig(output_dir=str(out), **args)
     except TypeError as err:
-        raise ConfigError(f"invalid trainer.* option: {err}. Any trl.SFTConfig field is accepted") from err
+        raise ConfigError(f"invalid trainer.* settings (trl.SFTConfig): {err}") from None
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
@@ -284,7 +283,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     result["train_loss"] = train_out.training_loss
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     if trainer.is_world_process_zero():
-        scorer_dir = save_scorer(trainer.model, processor, out / "scorer", meta, s, state_dict=full_state)
+        scorer_dir = save_scorer(
+            trainer.model, processor, out / "scorer", meta, s, state_dict=full_state, args=trainer.args
+        )
         result["scorer"] = str(scorer_dir)
         if s.data.test:  # through the saved directory, exactly as reward=sa-iqa will load it
             from reward.rewards.sa_iqa import build
@@ -368,6 +369,7 @@ def save_scorer(
     s: SftSettings,
     *,
     state_dict: dict[str, torch.Tensor] | None = None,
+    args: Any = None,
 ) -> Path:
     """Model (merged, or the LoRA adapter plus ``base_model``), processor files and ``sa_iqa.json``.
 
@@ -379,22 +381,22 @@ def save_scorer(
     scorer_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta)
     if state_dict is not None:
-        model = rebuild_from_state(s, state_dict)
+        model = rebuild_from_state(s, state_dict, args)
     if s.lora.enabled and s.merge_lora:
         model = model.merge_and_unload()
     elif s.lora.enabled:
         local = Path(s.model.path)
         meta["base_model"] = str(local.resolve()) if local.exists() else s.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
-    save_processor(processor, scorer_dir, Path(s.model.path))
+    save_processor(processor, scorer_dir)
     atomic_write_json(scorer_dir / METADATA, meta)
     logger.info("scorer written to %s", scorer_dir)
     return scorer_dir
 
 
-def rebuild_from_state(s: SftSettings, state_dict: dict[str, torch.Tensor]) -> Any:
+def rebuild_from_state(s: SftSettings, state_dict: dict[str, torch.Tensor], args: Any = None) -> Any:
     """A CPU copy of the trained model (with its LoRA adapter when there is one) holding ``state_dict``."""
-    with zero3_init_off():
+    with zero3_init_off(args):
         model = load_for_training(s.model.path, torch.float32, ModelLoading(attn_implementation=None))
     if s.lora.enabled:
         from peft import get_peft_model
@@ -422,25 +424,9 @@ def log_effective_batch(args: Any) -> int:
     return effective
 
 
-def save_processor(processor: Any, out: Path, source: Path) -> None:
-    """Save tokenizer, image processor and chat template; keep the source's processor class name (a processor
-    built without torchvision must still load as the real class where torchvision exists)."""
-    import shutil
-
-    processor.tokenizer.save_pretrained(out)
-    processor.image_processor.save_pretrained(out)
-    for name in (
-        "processor_config.json",
-        "chat_template.jinja",
-        "chat_template.json",
-        "video_preprocessor_config.json",
-    ):
-        if (source / name).is_file():
-            shutil.copy2(source / name, out / name)
-    if not (out / "processor_config.json").exists():
-        cls = type(processor)
-        name = cls.__mro__[1].__name__ if cls.__name__.startswith("_NoVideo") else cls.__name__
-        (out / "processor_config.json").write_text(json.dumps({"processor_class": name}))
+def save_processor(processor: Any, out: Path) -> None:
+    """Save tokenizer, image processor, chat template and processor config (``processor.save_pretrained``)."""
+    processor.save_pretrained(out)
 
 
 def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:

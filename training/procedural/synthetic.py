@@ -24,7 +24,6 @@ True
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -35,6 +34,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.procedural.scenes import DIMENSIONS, EFFECTS, SceneSpec, describe, object_mask, render, sample_scene
 
 __all__ = [
@@ -241,9 +241,7 @@ class BenchmarkPaths:
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row) + "\n")
+    atomic_write_jsonl(path, rows)
 
 
 def write_benchmark(
@@ -348,6 +346,6 @@ def write_benchmark(
         "effects": asdict(EFFECTS),
         "files": {k: str(Path(v).relative_to(root)) for k, v in asdict(paths).items() if k != "root"},
     }
-    paths.metadata.write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    atomic_write_json(paths.metadata, metadata)
     logger.info("wrote %d images of %d scenes, %d pairs to %s", n_images, n_scenes, len(pairs), root)
     return paths
