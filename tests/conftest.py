@@ -1,4 +1,4 @@
-"""Shared fixtures. The environment is offline: no test may try the network."""
+"""Shared fixtures and helpers. The environment is offline: no test may try the network."""
 
 from __future__ import annotations
 
@@ -99,3 +99,40 @@ def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...]
     except SystemExit as exit_:
         return int(exit_.code or 0)
     return 0
+
+
+def next_token_logprobs(vlm, images: list, question: str, response_prefix: str = ""):
+    """An oracle for option log-probabilities: one plain forward pass of the model on the rendered chat (user turn
+    with ``images`` then ``question``, assistant start, ``response_prefix``), log-softmax at the last position."""
+    import torch
+
+    parts = [*({"type": "image"} for _ in images), {"type": "text", "text": question}]
+    messages = [{"role": "user", "content": parts}]
+    text = vlm.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + response_prefix
+    inputs = vlm.processor(text=[text], images=images or None, return_tensors="pt")
+    with torch.no_grad():
+        logits = vlm.model(**inputs).logits[0, -1]
+    return logits.float().log_softmax(-1)
+
+
+def word_id(tokenizer, context: str, word: str) -> int:
+    """The id of ``word`` as the one token after ``context`` (tokenized with and without it)."""
+    base, full = tokenizer.encode(context), tokenizer.encode(context + word)
+    assert full[: len(base)] == base and len(full) == len(base) + 1, (context, word)
+    return full[-1]
+
+
+def tiny_reward_config(name: str, request) -> dict:
+    """A config of every registered reward on the tiny offline models; a new reward must be added here."""
+    configs = {
+        "qbench": lambda: {"model": str(request.getfixturevalue("tiny_vlm_path"))},
+        "sa-iqa": lambda: {"path": str(request.getfixturevalue("tiny_scorer_path"))},
+        "pace": lambda: {
+            "model": str(request.getfixturevalue("tiny_vlm_path")),
+            "protocol": str(request.getfixturevalue("pace_protocol_path")),
+        },
+        "scene-proxy": lambda: {"calibration_scenes": 2},
+    }
+    if name not in configs:
+        pytest.fail(f"registered reward {name!r} has no tiny test config in tests/conftest.py")
+    return configs[name]()

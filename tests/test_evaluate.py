@@ -58,6 +58,7 @@ def test_evaluate_writes_metrics_scores_and_plots(tmp_path, tiny_vlm_path):
     assert written["lighting"]["srcc"] == pytest.approx(srcc([s["score"] for s in scores], mos))
 
 
+@pytest.mark.slow
 def test_entry_script_runs_from_the_command_line(tmp_path, tiny_vlm_path):
     import subprocess
     import sys

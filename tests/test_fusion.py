@@ -369,21 +369,3 @@ def test_fuse_names_missing_dimensions_and_shape_mismatches():
         fw.fuse({"layout": np.ones(2)})
     with pytest.raises(ValueError, match="different shapes"):
         fw.fuse({"layout": np.ones(2), "lighting": np.ones(3)})
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        "fusion.bradley_terry",
-        "fusion.uncertainty",
-        "reward.rewards.fusion_weights",
-        "fusion.report",
-        "fusion.commands.fit",
-    ],
-)
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.attempted > 0 and result.failed == 0

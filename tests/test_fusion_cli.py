@@ -96,6 +96,7 @@ def test_fit_writes_weights_json_and_bar_chart(data, caplog):
     assert "ci_low" in logged and re.search(r"^uniform\s+0\.\d{3}", logged, re.M)
 
 
+@pytest.mark.slow
 def test_entry_script_runs_from_any_folder_and_creates_no_hydra_folders(data, tmp_path):
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
-
 EXPECTED = [
     ("scoring bf16", "images/s at batch 1"),
     ("scoring bf16", "images/s at batch 16"),
@@ -25,6 +23,7 @@ EXPECTED = [
 ]
 
 
+@pytest.mark.slow
 def test_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable}
     env.pop("OUT", None)

@@ -8,22 +8,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import random_images
 from fastapi import FastAPI, Request
 
+from conftest import random_images
 from reward.commands.qbench_eval import run as run_qbench
 from reward.qbench.a2_description import PROMPTS, parse_score
 from reward.testing.loopback import serve
 
 
 def _judge_reply(text: str, round_: int) -> str:
-    """Scripted judge: completeness always 2; precision 1, 0, 1, 0, 1 over rounds; relevance '2' in prose except
-    an unparseable round 4."""
+    """Scripted judge: completeness always 2; precision 1, 0, 1, 0, 1 over rounds; relevance 2 stated after prose,
+    except round 4, which states no score."""
     if "completely includes" in text:
         return "Score: 2"
     if "precisely reflects" in text:
         return f"Score: {1 - round_ % 2}"
-    return "I cannot tell." if round_ == 4 else "Relevant throughout, so 2."
+    return "I cannot tell, maybe 1 or 2." if round_ == 4 else "Relevant throughout.\nScore: 2"
 
 
 @pytest.fixture
@@ -115,11 +115,7 @@ def test_without_a_judge_descriptions_are_written_and_scoring_is_skipped(tmp_pat
 def test_paper_prompts_and_score_parsing():
     assert PROMPTS["single"].startswith("Describe the quality, aesthetics and other low-level appearance")
     assert PROMPTS["pair"].startswith("Compare and jointly analyze the quality")
-    assert [parse_score(t) for t in ("Score: 1", "score:2.", "**Score:** 0", "so 2.", "1.5 out of 2?", "n/a")] == [
-        1,
-        2,
-        0,
-        2,
-        2,
-        None,
-    ]
+    stated = ("Score: 1", "score:2.", "**Score:** 0", "Complete.\nScore: 2", "2")
+    assert [parse_score(t) for t in stated] == [1, 2, 0, 2, 2]
+    unstated = ("so 2.", "1.5 out of 2?", "Score: 1.5", "1 or 2", "There are 0 issues.", "n/a", "Score: 1\nScore: 2")
+    assert [parse_score(t) for t in unstated] == [None] * len(unstated)  # never guessed from prose

@@ -16,6 +16,7 @@ def test_rating_term_sums_the_nll_of_rating_tokens_only_with_the_causal_shift():
     assert weighted_trainer_class(1.0, [3]).__name__ == "SFTTrainer"  # weight 1: trl's trainer untouched
 
 
+@pytest.mark.slow
 def test_weighted_loss_is_trl_loss_plus_extra_rating_nll_checked_against_full_logits(tiny_vlm_path, tmp_path):
     import datasets
     from conftest import random_images

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import random_images
 
 import reward
+from conftest import random_images, tiny_reward_config
 from reward import RewardOutput, declare_reward, get_reward, list_rewards, register_reward, reward_info
 
 
@@ -32,11 +32,6 @@ def test_registration_requires_kebab_case_and_a_valid_range():
         register_reward("backwards", "x:y", higher_is_better=True, score_range=(1, 0), description="")
     with pytest.raises(ValueError, match="already registered"):
         register_reward("qbench", "x:y", higher_is_better=True, score_range=(0, 1), description="")
-
-
-def test_metadata_is_data():
-    spec = reward_info("qbench")
-    assert spec.higher_is_better is True and spec.score_range == (0.0, 1.0)
 
 
 @declare_reward(higher_is_better=False, score_range=(0.0, 255.0), description="mean brightness (test only)")
@@ -67,25 +62,9 @@ def test_bad_import_path_is_a_clear_error():
         get_reward("no_such_mod:build")
 
 
-def _tiny_config(name: str, request) -> dict:
-    """A config of every registered reward on the tiny offline models; a new reward must be added here."""
-    configs = {
-        "qbench": lambda: {"model": str(request.getfixturevalue("tiny_vlm_path"))},
-        "sa-iqa": lambda: {"path": str(request.getfixturevalue("tiny_scorer_path"))},
-        "pace": lambda: {
-            "model": str(request.getfixturevalue("tiny_vlm_path")),
-            "protocol": str(request.getfixturevalue("pace_protocol_path")),
-        },
-        "scene-proxy": lambda: {"calibration_scenes": 2},
-    }
-    if name not in configs:
-        pytest.fail(f"registered reward {name!r} has no tiny test config in tests/test_registry.py")
-    return configs[name]()
-
-
 @pytest.mark.parametrize("name", list_rewards())
 def test_every_registered_reward_scores_within_its_range(name, request):
-    r = get_reward(name, _tiny_config(name, request))
+    r = get_reward(name, tiny_reward_config(name, request))
     out = r.score(random_images(3, seed=7))
     low, high = reward_info(name).score_range
     assert out.scores.dtype == torch.float32 and out.scores.shape == (3,)

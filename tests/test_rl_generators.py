@@ -84,6 +84,7 @@ def test_unknown_generator_names_the_known_ones():
         build_generator({"name": "procedual"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sd15-inpaint", "sdxl-inpaint", "flux-fill"])
 def test_diffusers_candidates_are_batched_and_reproducible_one_by_one(kind, tmp_path_factory):
     from reward.testing import make_tiny_inpaint_pipeline

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
-from test_registry import _tiny_config
+from transformers import TrainerCallback
 
+from conftest import tiny_reward_config
 from reward import list_rewards
 from rl.commands.grpo import run as run_grpo
 from rl.inpaint_tasks import write_procedural_tasks
@@ -22,6 +24,27 @@ FAST = ["trainer.learning_rate=5e-3", "trainer.beta=0", "trainer.max_completion_
 def _cfg(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         return compose("grpo", overrides=overrides)
+
+
+class Watch(TrainerCallback):
+    """Snapshots the trainable parameters when training starts and records every forward call's inputs."""
+
+    def __init__(self) -> None:
+        self.before: dict[str, torch.Tensor] = {}
+        self.changed: list[str] = []
+        self.forward_keys: list[set[str]] = []
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+        def record(module, inputs, kw):
+            self.forward_keys.append({k for k, v in kw.items() if v is not None})
+
+        model.register_forward_pre_hook(record, with_kwargs=True)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        now = dict(model.named_parameters())
+        self.changed = [n for n, p in self.before.items() if not torch.equal(p, now[n].detach())]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +82,7 @@ def test_config_problems_are_reported_together_before_anything_loads(tmp_path):
 @pytest.mark.slow
 def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny_lm, tasks, tmp_path, request):
     out = tmp_path / "run"
-    qbench = _tiny_config("qbench", request)["model"]
+    qbench = tiny_reward_config("qbench", request)["model"]
     base = [
         f"policy.path={tiny_lm}",
         f"data={tasks}",
@@ -91,7 +114,7 @@ def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list_rewards())
 def test_every_registered_reward_trains_a_step(name, tiny_lm, tasks, tmp_path, request):
-    overrides = [f"reward.{k}={v}" for k, v in _tiny_config(name, request).items()]
+    overrides = [f"reward.{k}={v}" for k, v in tiny_reward_config(name, request).items()]
     cfg = _cfg(
         [
             f"policy.path={tiny_lm}",
@@ -99,16 +122,19 @@ def test_every_registered_reward_trains_a_step(name, tiny_lm, tasks, tmp_path, r
             f"output_dir={tmp_path}",
             f"reward={name}",
             *overrides,
-            "trainer.max_steps=1",
-            "trainer.num_generations=2",
-            "trainer.per_device_train_batch_size=4",
+            "trainer.max_steps=2",
+            "trainer.num_generations=4",
+            "trainer.per_device_train_batch_size=8",
+            "trainer.temperature=1.5",  # prompts of a group differ in level words, so their rewards differ
             "eval.every=0",
             *FAST,
         ]
     )
-    result = run_grpo(cfg)
-    assert result["global_step"] == 1 and result["rewards"] == [name]
+    watch = Watch()
+    result = run_grpo(cfg, callbacks=[watch])
+    assert result["global_step"] == 2 and result["rewards"] == [name]
     assert result["train_curve"][name] and 0 <= result["train_curve"][name][0][1] <= 1
+    assert watch.before and watch.changed, "the policy's trainable parameters did not move"
 
 
 @pytest.mark.slow
@@ -121,14 +147,18 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
             "reward=scene-proxy",
             "lora.enabled=true",
             "trainer.max_steps=1",
-            "trainer.num_generations=2",
-            "trainer.per_device_train_batch_size=4",
+            "trainer.num_generations=4",
+            "trainer.per_device_train_batch_size=8",
+            "trainer.temperature=1.5",  # prompts of a group differ in level words, so their rewards differ
             "eval.every=1",
             "eval_tasks=2",
             *FAST,
         ]
     )
-    result = run_grpo(cfg)
+    watch = Watch()
+    result = run_grpo(cfg, callbacks=[watch])
     assert result["global_step"] == 1
+    assert any("pixel_values" in keys and "image_grid_thw" in keys for keys in watch.forward_keys)  # sees the image
+    assert watch.changed and all("lora_" in n for n in watch.changed)  # the adapter moved, nothing else
     assert (tmp_path / "policy" / "adapter_config.json").exists()
     assert len((tmp_path / "heldout.jsonl").read_text().splitlines()) == 2

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_registry import _tiny_config
 
+from conftest import tiny_reward_config
 from reward import RewardOutput, declare_reward, list_rewards, reward_info
 from reward.rewards.registry import REWARDS, register_reward
 from rl.generators import build_generator
@@ -134,7 +134,9 @@ def test_one_generation_is_shared_by_several_rewards_and_empty_or_long_prompts_a
 @pytest.mark.parametrize("name", list_rewards())
 def test_every_registered_reward_works_through_the_adapter(name, request):
     adapter = InpaintingRewards(
-        build_generator({"name": "procedural"}), RewardSet([{"name": name, **_tiny_config(name, request)}]), _tasks()
+        build_generator({"name": "procedural"}),
+        RewardSet([{"name": name, **tiny_reward_config(name, request)}]),
+        _tasks(),
     )
     (values,), metrics, _ = _call(adapter, ["a bright room", "a dark room"], ["t0", "t1"])
     assert all(v is not None and 0.0 <= v <= 1.0 for v in values)  # normalised by the registered score_range

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import random_images
+from conftest import next_token_logprobs, random_images, word_id
 
 from reward.testing import ANSWER_WORDS
 from reward.vlm import OptionQuery, load_vlm
@@ -115,6 +115,23 @@ def test_missing_model_path_is_a_clear_error(tmp_path):
         load_vlm(tmp_path / "nope")
 
 
-def test_text_only_queries_use_the_plain_path(tiny_vlm):
-    out = tiny_vlm.option_logprobs([[], []], QUERIES[:2]).logprobs
-    assert out.shape == (2, 2, 5) and torch.allclose(out[0], out[1])  # no image: both groups are the same prompt
+@pytest.mark.parametrize("family", ["tiny_vlm_path", "tiny_vlm25_path", "tiny_vlm3_path"])
+def test_option_logprobs_equal_a_direct_forward_pass_computed_by_hand(family, request):
+    vlm = load_vlm(request.getfixturevalue(family), batch_size=4)
+    groups = [[im] for im in random_images(3, seed=11, sizes=(56, 84))]
+    for reuse in (False, True):
+        got = vlm.option_logprobs(groups, QUERIES[:2], reuse_prefix=reuse).logprobs
+        for g, images in enumerate(groups):
+            for q, query in enumerate(QUERIES[:2]):
+                oracle = next_token_logprobs(vlm, images, query.question, query.response_prefix)
+                ids = [word_id(vlm.tokenizer, query.response_prefix, " " + w) for w in query.options]
+                assert torch.allclose(got[g, q, : len(ids)], oracle[ids], atol=1e-4), (family, reuse, g, q)
+
+
+def test_text_only_queries_equal_a_direct_forward_pass(tiny_vlm):
+    out = tiny_vlm.option_logprobs([[], []], [[QUERIES[0]], [QUERIES[1]]]).logprobs  # a different query per group
+    for g, query in enumerate(QUERIES[:2]):
+        oracle = next_token_logprobs(tiny_vlm, [], query.question, query.response_prefix)
+        ids = [word_id(tiny_vlm.tokenizer, query.response_prefix, " " + w) for w in query.options]
+        assert torch.allclose(out[g, 0, : len(ids)], oracle[ids], atol=1e-4)
+    assert not torch.allclose(out[0, 0, :2], out[1, 0, :2])  # the two questions are answered differently

@@ -112,13 +112,26 @@ def describe(
     return out
 
 
+_STATED = re.compile(r"score\s*\**\s*[:=：]\s*\**\s*([012])(?![.,]?\d)\s*\**\s*\.?\s*$", re.IGNORECASE | re.MULTILINE)
+_BARE = re.compile(r"^\s*\**([012])\**\s*\.?\s*$")
+
+
 def parse_score(text: str) -> int | None:
-    """The 0/1/2 score of a judge reply (``Score: 2``; else the last lone 0, 1 or 2); ``None`` if there is none."""
-    m = re.search(r"score\s*[:=]?\s*\**\s*([012])\b", text, flags=re.IGNORECASE)
-    if m:
-        return int(m.group(1))
-    found = re.findall(r"(?<!\d)(?<!\d\.)([012])(?!\.?\d)", text)
-    return int(found[-1]) if found else None
+    r"""The 0/1/2 score a judge reply states, as the instruction asks (``Score: 2`` ending its line, or a reply that
+    is only the digit); ``None`` for anything else, so that a score is never guessed from prose.
+
+    >>> [parse_score(t) for t in ("Score: 2", "**Score:** 0", "It is complete.\nScore: 1.", "2")]
+    [2, 0, 1, 2]
+    >>> [parse_score(t) for t in ("1.5 out of 2?", "Score: 1.5", "a 1 or 2", "There are 0 issues.", "Score: 3")]
+    [None, None, None, None, None]
+    """
+    stated = {int(v) for v in _STATED.findall(text)}
+    if len(stated) == 1:
+        return stated.pop()
+    if stated:  # two different stated scores: the reply contradicts itself
+        return None
+    bare = _BARE.match(text)
+    return int(bare.group(1)) if bare else None
 
 
 def _judge_message(dimension: str, output: str, golden: str) -> str:
