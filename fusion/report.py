@@ -52,15 +52,11 @@ def format_comparison_table(rows: Sequence[ComparisonRow]) -> str:
 
 
 def plot_weights(weights: FusionWeights, path: str | Path, title: str = "Bradley–Terry fusion weights") -> Path:
-    """Bar chart of the weights with their intervals as error bars, saved as PNG (Agg canvas, no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """Bar chart of the weights with their intervals as error bars, saved as PNG (atomically)."""
+    from reward.eval.plots import new_figure, save_figure
 
-    path = Path(path)
     d = len(weights.dimensions)
-    fig = Figure(figsize=(max(4.0, 1.0 + 1.1 * d), 3.6))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_figure((max(4.0, 1.0 + 1.1 * d), 3.6), dpi=100)
     yerr = None
     if weights.ci_low is not None and weights.ci_high is not None:
         yerr = [
@@ -75,6 +71,4 @@ def plot_weights(weights: FusionWeights, path: str | Path, title: str = "Bradley
     ax.set_ylabel("weight w")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path, dpi=120)

@@ -5,15 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from PIL import Image, ImageDraw
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image, ImageDraw  # noqa: E402
-
-from reward.data.files import atomic_write_with  # noqa: E402
-from reward.eval.plots import save_figure  # noqa: E402
+from reward.data.files import atomic_write_with
+from reward.eval.plots import new_figure, save_figure
 
 
 def reward_curves(
@@ -24,7 +20,7 @@ def reward_curves(
     title: str = "GRPO rewards",
 ) -> Path:
     """Training rewards per step (mean with a +-std band) and held-out rewards every K steps, one plot."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=110)
+    fig, ax = new_figure((6.4, 3.8))
     for name, points in train.items():
         if not points:
             continue

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from reward.data.files import atomic_write_with
 
-from reward.data.files import atomic_write_with  # noqa: E402
+
+def new_figure(figsize: tuple[float, float], dpi: int = 110) -> tuple[Figure, Any]:
+    """A figure on its own Agg canvas and its axes: no pyplot state, no global backend switch."""
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
 
 
 def scatter_vs_mos(
@@ -28,9 +35,9 @@ def scatter_vs_mos(
     """Scatter of predictions (already mapped to the MOS scale) against MOS; the zone MOS <= tau_low and
     prediction >= tau_high (low-quality images scored high) is shaded red, the ideal diagonal dashed."""
     lo, hi = mos_range
-    fig, ax = plt.subplots(figsize=(4.2, 4.2), dpi=110)
+    fig, ax = new_figure((4.2, 4.2))
     ax.add_patch(
-        plt.Rectangle(
+        Rectangle(
             (lo, tau_high), tau_low - lo, hi - tau_high, color="tab:red", alpha=0.15, lw=0, label="holistic bias zone"
         )
     )
@@ -46,9 +53,6 @@ def scatter_vs_mos(
     return save_figure(fig, path)
 
 
-def save_figure(fig: plt.Figure, path: str | Path) -> Path:
-    """Write ``fig`` as a PNG atomically (a crash never leaves half a file) and close it."""
-    try:
-        return atomic_write_with(path, fig.savefig)
-    finally:
-        plt.close(fig)
+def save_figure(fig: Figure, path: str | Path, **savefig: Any) -> Path:
+    """Write ``fig`` as a PNG atomically (a crash never leaves half a file)."""
+    return atomic_write_with(path, lambda tmp: fig.savefig(tmp, **savefig))
