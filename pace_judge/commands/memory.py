@@ -12,8 +12,8 @@ from omegaconf import MISSING
 
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
-from reward.core.config import parse, store_schema
-from reward.core.errors import ConfigError, UserError
+from reward.core.config import check_subcommand, parse, store_schema
+from reward.core.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +43,7 @@ store_schema("memory_schema", MemorySettings)
 
 def run(cfg: Any) -> Any:
     s = parse(MemorySettings, cfg, where="")
-    if s.cmd not in SUBCOMMANDS:
-        raise ConfigError(f"cmd={s.cmd!r}: choose one of {', '.join(SUBCOMMANDS)}")
-    missing = [k for k in NEEDS[s.cmd] if not getattr(s, k)]
-    if missing:
-        raise ConfigError(f"{s.cmd} needs {', '.join(f'{k}=...' for k in missing)}")
+    check_subcommand(s, NEEDS)
     bank = MemoryBank(s.memory, Embedder(s.embedder) if s.embedder else None)
     try:
         return _do(s, bank)

@@ -144,3 +144,22 @@ def store_schema(name: str, node: type, group: str | None = None) -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=name, node=node, group=group)
+
+
+def check_subcommand(settings: Any, needs: dict[str, tuple[str, ...]]) -> str:
+    """``settings.cmd`` when it is one of ``needs``' keys and every setting it needs is given; else a
+    :class:`ConfigError` naming the choices or the missing keys. Returns the subcommand.
+
+    >>> from types import SimpleNamespace
+    >>> check_subcommand(SimpleNamespace(cmd="show", dimension=None), {"list": (), "show": ("dimension",)})
+    Traceback (most recent call last):
+    ...
+    reward.core.errors.ConfigError: show needs dimension=...
+    """
+    cmd = settings.cmd
+    if cmd not in needs:
+        raise ConfigError(f"cmd={cmd!r}: choose one of {', '.join(needs)}")
+    missing = [k for k in needs[cmd] if not getattr(settings, k)]
+    if missing:
+        raise ConfigError(f"{cmd} needs {', '.join(f'{k}=...' for k in missing)}")
+    return cmd

@@ -12,8 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from reward.core.config import parse, store_schema
-from reward.core.errors import ConfigError
+from reward.core.config import check_subcommand, parse, store_schema
 from reward.data.files import atomic_write_json
 from training.procedural.photos import calibration_from_kadid, evaluate_brisque, load_calibration, write_heldout
 
@@ -42,11 +41,7 @@ store_schema("photos_schema", PhotosSettings)
 
 def run(cfg: Any) -> Any:
     s = parse(PhotosSettings, cfg, where="")
-    if s.cmd not in SUBCOMMANDS:
-        raise ConfigError(f"cmd={s.cmd!r}: choose one of {', '.join(SUBCOMMANDS)}")
-    missing = [k for k in NEEDS[s.cmd] if not getattr(s, k)]
-    if missing:
-        raise ConfigError(f"{s.cmd} needs {', '.join(f'{k}=...' for k in missing)}")
+    check_subcommand(s, NEEDS)
     if s.cmd == "heldout":
         return write_heldout(
             s.out,
