@@ -1,0 +1,201 @@
+"""One output-folder policy for every command that writes a folder: a new folder, the same run resumed, or a refusal.
+
+A run is identified by its command, its settings and fingerprints of its inputs (model and data paths with their size
+and modification time), written to ``OUT/run.json`` when the folder is created. Given an existing folder, a command:
+
+- resumes it only when asked to (``resume``) and ``run.json`` describes the same run (every setting equal except a
+  short, explicit list of keys that may change, such as ``trainer.max_steps`` or logging);
+- else refuses, naming the keys that differ and the ways out: ``out=`` elsewhere, or ``overwrite=true``, which moves
+  the old folder aside to ``OUT.old-<time>`` (nothing is deleted);
+- never writes into a folder it did not make (no ``run.json``) unless ``overwrite=true`` moves that aside too.
+
+Every result file records the run it came from (:meth:`Output.provenance`), so a ``metrics.json`` names its model and
+data.
+
+Example:
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     first = prepare_output(f"{d}/run", "evaluate", {"model": "a", "batch_size": 8})
+    ...     again = prepare_output(f"{d}/run", "evaluate", {"model": "a", "batch_size": 16}, resume=True,
+    ...                            may_change=("batch_size",))
+    ...     first.state, again.state
+    ('new', 'resumed')
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reward.core.errors import UserError
+from reward.data.files import atomic_write_json, json_safe
+
+logger = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+SCHEMA = "perceptual-rewards-run/1"
+
+
+class OutputFolderError(UserError):
+    """An output folder that holds another run (or files this command did not write)."""
+
+
+def fingerprint(path: str | Path | None) -> dict[str, Any] | None:
+    """What identifies an input: its absolute path, and size and modification time (a folder: of its files, up to
+    2,000 of them, so that a model's weights or a dataset folder changing is seen). ``None`` for no input; a path that
+    does not exist (e.g. a hub id or a stream name like ``synthetic``) is kept as given."""
+    if path is None:
+        return None
+    p = Path(str(path)).expanduser()
+    if not p.exists():
+        return {"path": str(path)}
+    p = p.resolve()
+    if p.is_file():
+        st = p.stat()
+        return {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))[:2000]
+    stats = [f.stat() for f in files]
+    return {
+        "path": str(p),
+        "files": len(files),
+        "size": sum(s.st_size for s in stats),
+        "mtime_ns": max((s.st_mtime_ns for s in stats), default=0),
+    }
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, Mapping) and node:
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: node}
+
+
+def _matches(key: str, patterns: Sequence[str]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in patterns)
+
+
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any], may_change: Sequence[str] = ()) -> list[str]:
+    """``key: old -> new`` for every leaf setting or input that differs, except keys under ``may_change``.
+
+    >>> differences({"a": 1, "t": {"lr": 0.1, "steps": 5}}, {"a": 1, "t": {"lr": 0.2, "steps": 9}}, ("t.steps",))
+    ['t.lr: 0.1 -> 0.2']
+    """
+    old, new = _flatten(json_safe(dict(saved))), _flatten(json_safe(dict(current)))
+    keys = sorted(set(old) | set(new))
+    changed = [k for k in keys if old.get(k) != new.get(k) and not _matches(k, may_change)]
+    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed]
+
+
+@dataclass
+class Output:
+    """A prepared output folder: ``state`` is ``new`` or ``resumed``; ``moved_aside`` the old folder's new name."""
+
+    path: Path
+    state: str
+    identity: dict[str, Any] = field(default_factory=dict)
+    moved_aside: Path | None = None
+
+    @property
+    def resumed(self) -> bool:
+        return self.state == "resumed"
+
+    def provenance(self) -> dict[str, Any]:
+        """What a result file records about the run: the command, its inputs (model, data) and when it started."""
+        return {k: self.identity.get(k) for k in ("command", "inputs", "started")}
+
+
+def prepare_output(
+    out: str | Path,
+    command: str,
+    settings: Mapping[str, Any],
+    inputs: Mapping[str, str | Path | None] | None = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    may_change: Sequence[str] = (),
+    main_process: bool = True,
+) -> Output:
+    """Create ``out`` for a new run, or accept it for the same run resumed, or refuse (see the module docstring).
+
+    ``settings``: everything that makes the run what it is (nested mappings compared key by key); ``inputs``: role ->
+    path (``{"model": ..., "data": ...}``), fingerprinted; ``may_change``: setting keys (dotted, prefixes allowed) that
+    may differ on resume. Only the main process of a distributed launch writes (``main_process``).
+    """
+    path = Path(out)
+    identity = {
+        "schema": SCHEMA,
+        "command": command,
+        "settings": json_safe(dict(settings)),
+        "inputs": {role: fingerprint(p) for role, p in (inputs or {}).items()},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    if path.exists() and not path.is_dir():
+        raise OutputFolderError(f"out={path} is a file; pass a folder to write into (it will be created)")
+    moved = None
+    if path.is_dir() and any(path.iterdir()):
+        if overwrite:
+            moved = _move_aside(path) if main_process else None
+        else:
+            saved = _saved_identity(path)
+            if saved is None:
+                raise OutputFolderError(
+                    f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
+                    "out= folder, or overwrite=true to move it aside first"
+                )
+            diff = differences(
+                {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs", {})},
+                {"command": command, **identity["settings"], "inputs": identity["inputs"]},
+                may_change,
+            )
+            if diff:
+                raise OutputFolderError(
+                    f"{path} holds another run ({len(diff)} difference(s)):\n  - "
+                    + "\n  - ".join(diff[:12])
+                    + ("\n  - ..." if len(diff) > 12 else "")
+                    + "\nPass another out= folder, or overwrite=true to move the old run aside to "
+                    f"{path.name}.old-<time> and start anew."
+                )
+            if not resume:
+                raise OutputFolderError(
+                    f"{path} holds this same run already; pass resume=true to continue it, another out= folder, or "
+                    "overwrite=true to move it aside and start anew"
+                )
+            identity["started"] = saved.get("started", identity["started"])
+            logger.info("resuming the run in %s", path)
+            return Output(path, "resumed", identity)
+    if main_process:
+        path.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path / RUN_FILE, identity)
+    return Output(path, "new", identity, moved)
+
+
+def _saved_identity(path: Path) -> dict[str, Any] | None:
+    file = path / RUN_FILE
+    if not file.is_file():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise OutputFolderError(
+            f"{file} is unreadable ({err}); pass overwrite=true to move the folder aside"
+        ) from None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def _move_aside(path: Path) -> Path:
+    target = path.with_name(f"{path.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}.old-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+        n += 1
+    os.replace(path, target)
+    logger.warning("overwrite=true: moved the old %s aside to %s", path, target)
+    return target
