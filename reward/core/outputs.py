@@ -96,16 +96,28 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any], may_change
 
 @dataclass
 class Output:
-    """A prepared output folder: ``state`` is ``new`` or ``resumed``; ``moved_aside`` the old folder's new name."""
+    """A checked output folder: ``state`` is ``new`` or ``resumed``; ``replace``: an old folder is moved aside on
+    :meth:`create` (``overwrite=true``); ``moved_aside``: where it went."""
 
     path: Path
     state: str
     identity: dict[str, Any] = field(default_factory=dict)
+    replace: bool = False
     moved_aside: Path | None = None
 
     @property
     def resumed(self) -> bool:
         return self.state == "resumed"
+
+    def create(self) -> None:
+        """Move an old folder aside (``overwrite=true``), create the folder and write ``run.json`` (new runs)."""
+        if self.replace and self.path.is_dir():
+            self.moved_aside = _move_aside(self.path)
+        if self.resumed:
+            logger.info("resuming the run in %s", self.path)
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path / RUN_FILE, self.identity)
 
     def provenance(self) -> dict[str, Any]:
         """What a result file records about the run: the command, its inputs (model, data) and when it started."""
@@ -127,8 +139,26 @@ def prepare_output(
 
     ``settings``: everything that makes the run what it is (nested mappings compared key by key); ``inputs``: role ->
     path (``{"model": ..., "data": ...}``), fingerprinted; ``may_change``: setting keys (dotted, prefixes allowed) that
-    may differ on resume. Only the main process of a distributed launch writes (``main_process``).
+    may differ on resume. Under a distributed launch, call :func:`check_output` on every process, wait for all, then
+    :meth:`Output.create` on the main process only (``main_process=False`` only checks).
     """
+    output = check_output(out, command, settings, inputs, resume=resume, overwrite=overwrite, may_change=may_change)
+    if main_process:
+        output.create()
+    return output
+
+
+def check_output(
+    out: str | Path,
+    command: str,
+    settings: Mapping[str, Any],
+    inputs: Mapping[str, str | Path | None] | None = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    may_change: Sequence[str] = (),
+) -> Output:
+    """What :func:`prepare_output` decides, without writing anything (every process of a launch can call it)."""
     path = Path(out)
     identity = {
         "schema": SCHEMA,
@@ -139,42 +169,36 @@ def prepare_output(
     }
     if path.exists() and not path.is_dir():
         raise OutputFolderError(f"out={path} is a file; pass a folder to write into (it will be created)")
-    moved = None
-    if path.is_dir() and any(path.iterdir()):
-        if overwrite:
-            moved = _move_aside(path) if main_process else None
-        else:
-            saved = _saved_identity(path)
-            if saved is None:
-                raise OutputFolderError(
-                    f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
-                    "out= folder, or overwrite=true to move it aside first"
-                )
-            diff = differences(
-                {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs", {})},
-                {"command": command, **identity["settings"], "inputs": identity["inputs"]},
-                may_change,
-            )
-            if diff:
-                raise OutputFolderError(
-                    f"{path} holds another run ({len(diff)} difference(s)):\n  - "
-                    + "\n  - ".join(diff[:12])
-                    + ("\n  - ..." if len(diff) > 12 else "")
-                    + "\nPass another out= folder, or overwrite=true to move the old run aside to "
-                    f"{path.name}.old-<time> and start anew."
-                )
-            if not resume:
-                raise OutputFolderError(
-                    f"{path} holds this same run already; pass resume=true to continue it, another out= folder, or "
-                    "overwrite=true to move it aside and start anew"
-                )
-            identity["started"] = saved.get("started", identity["started"])
-            logger.info("resuming the run in %s", path)
-            return Output(path, "resumed", identity)
-    if main_process:
-        path.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path / RUN_FILE, identity)
-    return Output(path, "new", identity, moved)
+    if not (path.is_dir() and any(path.iterdir())):
+        return Output(path, "new", identity)
+    if overwrite:
+        return Output(path, "new", identity, replace=True)
+    saved = _saved_identity(path)
+    if saved is None:
+        raise OutputFolderError(
+            f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
+            "out= folder, or overwrite=true to move it aside first"
+        )
+    diff = differences(
+        {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs", {})},
+        {"command": command, **identity["settings"], "inputs": identity["inputs"]},
+        may_change,
+    )
+    if diff:
+        raise OutputFolderError(
+            f"{path} holds another run ({len(diff)} difference(s)):\n  - "
+            + "\n  - ".join(diff[:12])
+            + ("\n  - ..." if len(diff) > 12 else "")
+            + "\nPass another out= folder, or overwrite=true to move the old run aside to "
+            f"{path.name}.old-<time> and start anew."
+        )
+    if not resume:
+        raise OutputFolderError(
+            f"{path} holds this same run already; pass resume=true to continue it, another out= folder, or "
+            "overwrite=true to move it aside and start anew"
+        )
+    identity["started"] = saved.get("started", identity["started"])
+    return Output(path, "resumed", identity)
 
 
 def _saved_identity(path: Path) -> dict[str, Any] | None:

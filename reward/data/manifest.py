@@ -30,9 +30,19 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
             f"Manifest {str(path)!r} does not exist or is not a file; pass the path of a JSONL manifest "
             "(one JSON object per line)."
         )
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            text = line.strip()
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+            except UnicodeDecodeError as err:
+                yield (
+                    number,
+                    ManifestError(
+                        f"{path}:{number}: not UTF-8 text (byte {raw[err.start : err.start + 1]!r} at column "
+                        f"{err.start + 1}); save the manifest as UTF-8."
+                    ),
+                )
+                continue
             if text:
                 yield number, _parse_line(path, number, text)
 
