@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
@@ -41,7 +42,10 @@ def test_evaluate_writes_metrics_scores_and_plots(tmp_path, tiny_vlm_path):
     written = json.loads((out / "metrics.json").read_text())
     assert set(written) == {"lighting", "noise", "overall", "skipped", "meta"}
     n_images = len((out / "scores.jsonl").read_text().splitlines())  # each image once, rated on two dimensions
+    run = written["meta"].pop("run")
     assert written["meta"] == {"processes": 1, "images_per_process": [n_images], "resumed": 0}
+    assert run["command"] == "evaluate" and run["inputs"]["data"]["path"] == str(data.resolve())
+    assert run["inputs"]["reward.model"]["path"] == str(Path(tiny_vlm_path).resolve())  # the model is recorded
     assert 2 * n_images == written["overall"]["n"]
     for dim in ("lighting", "noise"):
         assert written[dim]["n"] == 8 and -1 <= written[dim]["srcc"] <= 1
@@ -122,9 +126,53 @@ def test_bad_rows_name_file_and_line_and_are_skipped_and_counted(tmp_path, tiny_
 def test_empty_manifest_is_refused(tmp_path, tiny_vlm_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(ManifestError, match="empty manifest"):
-        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": tmp_path / "empty.jsonl", "out": tmp_path}))
+        run_evaluate(
+            _cfg(**{"reward.model": tiny_vlm_path, "data": tmp_path / "empty.jsonl", "out": tmp_path / "out"})
+        )
 
 
 def test_missing_data_and_model_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"missing required key data \(set it with data=...\)"):
         run_evaluate(_cfg(**{"reward.model": "m", "out": tmp_path}))
+
+
+def test_a_folder_scored_by_another_model_is_never_resumed_and_overwrite_moves_it_aside(
+    tmp_path, tiny_vlm_path, tiny_vlm25_path
+):
+    data = _manifest(tmp_path / "data")
+    out = tmp_path / "out"
+    run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out}))
+    first = (out / "scores.jsonl").read_text()
+    with pytest.raises(ValueError, match=r"holds another run") as refused:
+        run_evaluate(_cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "resume": True}))
+    assert "  - inputs.reward.model.path: " in str(refused.value) and "Pass another out=" in str(refused.value)
+    with pytest.raises(ValueError, match="holds this same run already; pass resume=true"):
+        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out}))
+    again = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True}))
+    assert again["meta"]["resumed"] == 8 and (out / "scores.jsonl").read_text() == first  # nothing re-scored
+    other = run_evaluate(_cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "overwrite": True}))
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("out.old-")]
+    assert len(aside) == 1 and (aside[0] / "scores.jsonl").read_text() == first  # the old run kept, whole
+    assert other["meta"]["resumed"] == 0 and (out / "scores.jsonl").read_text() != first
+
+
+def test_non_finite_scores_are_counted_as_skipped_and_never_written(tmp_path):
+    from reward.data import load_ratings
+    from reward.eval.evaluation import EvalSettings, evaluate_rows
+    from reward.rewards.base import RewardOutput
+
+    class HalfNaN:
+        def score(self, images, prompts=None):
+            values = [float("nan") if im.getpixel((0, 0))[0] // 30 % 2 else 3.0 for im in images]  # odd images
+            return RewardOutput(scores=torch.tensor(values))
+
+    data = _manifest(tmp_path / "data")
+    rows = load_ratings(data).rows
+    odd = 4  # images 1, 3, 5 and 7
+    result = evaluate_rows(
+        HalfNaN(), rows, EvalSettings(), score_range=(1, 5), base=data.parent, out_dir=tmp_path / "o"
+    )
+    written = [json.loads(line) for line in (tmp_path / "o" / "scores.jsonl").read_text().splitlines()]
+    assert 0 < odd < 8 and len(written) == 8 - odd and all(r["score"] == 3.0 for r in written)
+    assert sum("non-finite score" in s.reason for s in result.skipped) == odd  # named once per image
+    assert len(result.skipped) == 2 * odd  # and both of its rows (two dimensions) counted as skipped

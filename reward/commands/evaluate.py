@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
+from reward.core.outputs import check_output, path_inputs
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.eval.parallel import process_state
@@ -32,7 +34,8 @@ class EvaluateSettings:
     out: str = MISSING  # output folder: metrics.json, scores.jsonl, scatter plots
     batch_size: int = 16  # images per reward call
     num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
-    resume: bool = False  # true: keep the scores already in out/ (after a crash) and score only the missing images
+    resume: bool = False  # true: continue the same run in out/ (after a crash): score only the missing images
+    overwrite: bool = False  # true: an out/ holding another run is moved aside to out.old-<time> (never deleted)
     skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
     max_decode_pixels: int | None = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread (not the
     # processor's budget: that is reward.max_pixels)
@@ -43,6 +46,18 @@ class EvaluateSettings:
 
 
 store_schema("evaluate_schema", EvaluateSettings)
+# settings a resumed run may change: they do not change the scores already written
+MAY_CHANGE = (
+    "batch_size",
+    "num_workers",
+    "resume",
+    "overwrite",
+    "bootstrap",
+    "seed",
+    "reward.batch_size",
+    "reward.device",
+    "reward.device_map",
+)
 store_reward_schemas()
 
 
@@ -70,7 +85,13 @@ def run(cfg: Any) -> dict[str, Any]:
     if not name:
         raise ConfigError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
     settings = settings_from(s)
-    c = {"data": s.data, "out": s.out, "resume": s.resume}
+    state = process_state()
+    run_settings = {k: v for k, v in dataclasses.asdict(s).items() if k != "out"}
+    inputs = {"data": s.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
+    output = check_output(
+        s.out, "evaluate", run_settings, inputs, resume=s.resume, overwrite=s.overwrite, may_change=MAY_CHANGE
+    )
+    c = {"data": s.data, "out": s.out}
     manifest = load_ratings(
         c["data"],
         skip_bad=settings.skip_bad,
@@ -84,6 +105,10 @@ def run(cfg: Any) -> dict[str, Any]:
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
         reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
     reward = get_reward(name, reward_cfg)
+    state.wait_for_everyone()  # every process has checked the folder before it is created
+    if state.is_main_process:
+        output.create()
+    state.wait_for_everyone()
     base = Path(c["data"]).resolve().parent if Path(str(c["data"])).is_file() else None
     result = evaluate_rows(
         reward,
@@ -93,9 +118,10 @@ def run(cfg: Any) -> dict[str, Any]:
         base=base,
         source=manifest.source,
         out_dir=c["out"],
-        resume=bool(c.get("resume", False)),
+        resume=output.resumed,
         distributed=True,
     )
+    result.meta["run"] = output.provenance()
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
     if state.is_main_process:
         paths = write_results(c["out"], result, settings, spec.score_range, title=name)

@@ -69,6 +69,23 @@ def fingerprint(path: str | Path | None) -> dict[str, Any] | None:
     }
 
 
+def path_inputs(settings: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Every setting whose value names an existing file or folder (a model, a scorer, a protocol, a manifest), by its
+    dotted key: the inputs of a run to fingerprint.
+
+    >>> path_inputs({"model": "/", "temperature": 1.0, "server": {"base_url": "http://x"}})
+    {'model': '/'}
+    """
+    out: dict[str, str] = {}
+    for key, value in settings.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out.update(path_inputs(value, full))
+        elif isinstance(value, str) and value and "://" not in value and Path(value).expanduser().exists():
+            out[full] = value
+    return out
+
+
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(node, Mapping) and node:
         out: dict[str, Any] = {}

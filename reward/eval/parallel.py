@@ -11,6 +11,7 @@ PIL.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from reward.data import DatasetImage, ImageError, ImageRef, RatingRow, SkippedRow, load_image
-from reward.data.files import append_jsonl, json_safe, read_records
+from reward.data.files import append_jsonl, read_records
 from reward.rewards.base import Reward
 
 logger = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ def _score_shard(
     )
     with tqdm(total=len(shard), desc="scoring", unit="img", disable=None if main else True) as bar:
         for batch in loader:
-            keys, images = [], []
+            keys, images, lines = [], [], []
             for key, img, line, err in batch:
                 if img is None:
                     if not skip_bad:
@@ -204,14 +205,20 @@ def _score_shard(
                     continue
                 keys.append(key)
                 images.append(img)
+                lines.append(line)
             if images:
                 result = reward.score(images)
                 rows = []
                 for i, key in enumerate(keys):
                     entry = {"score": float(result.scores[i])}
                     entry.update({d: float(v[i]) for d, v in result.dimensions.items()})
+                    bad = [k for k, v in entry.items() if not math.isfinite(v)]
+                    if bad:  # a failed score is counted, never written or averaged as NaN
+                        logger.warning("line %d: the reward gave %s for %s; not scored", lines[i], bad, key)
+                        skipped.append(SkippedRow(lines[i], f"the reward gave a non-finite {', '.join(bad)}"))
+                        continue
                     scores[key] = entry
-                    rows.append(json_safe({"image": key, **entry}))
+                    rows.append({"image": key, **entry})
                 if log_path is not None:  # a crash loses at most this batch
                     append_jsonl(log_path, rows)
             bar.update(len(batch))
