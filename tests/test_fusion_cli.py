@@ -152,8 +152,16 @@ def test_unknown_and_invalid_settings_are_errors_reported_together():
 
 
 def _run(data, *overrides: str):
+    """Fit again into the same out file (each variation replaces the last: overwrite=true)."""
     return run_fit(
-        compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0", *overrides)
+        compose_cfg(
+            f"pairs={data.pairs}",
+            f"scores={data.scores}",
+            f"out={data.out}",
+            "bootstrap=0",
+            "overwrite=true",
+            *overrides,
+        )
     )
 
 
@@ -222,7 +230,7 @@ def test_scores_written_elsewhere_resolve_against_scores_root(data, tmp_path):
         ValueError, match=rf"pairs\.jsonl:1: .*has no scores.*pass scores_root={re.escape(str(data.root))}"
     ):
         run_fit(compose_cfg(*base))
-    fw = run_fit(compose_cfg(*base, f"scores_root={data.root}"))
+    fw = run_fit(compose_cfg(*base, f"scores_root={data.root}", "overwrite=true"))
     np.testing.assert_allclose(fw.weights, _run(data).weights)
 
 
@@ -287,3 +295,27 @@ def test_reward_path_reports_missing_image_files_with_file_and_line(data, fake_r
     cfg = {"pairs": str(data.pairs), "reward": "fake-dims", "out": str(data.out), "bootstrap": 0}
     with pytest.raises(ValueError, match=rf"pairs\.jsonl:{first_use}: image file\(s\) .* not found"):
         run_fit(cfg)
+
+
+def test_an_existing_weights_file_is_never_replaced_silently(data):
+    first = run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
+    with pytest.raises(ValueError, match="exists already; pass another out=, or overwrite=true"):
+        run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
+    run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "overwrite=true"))
+    aside = sorted(p.name for p in data.out.parent.iterdir() if ".old-" in p.name)
+    assert len(aside) == 2 and aside[0].startswith("weights.json.old-") and aside[1].startswith("weights.png.old-")
+    old = load_weights(data.out.parent / aside[0])
+    assert old.weights == first.weights and old.ci_low is None  # the first file kept whole (bootstrap=0 there)
+    assert load_weights(data.out).ci_low is not None
+    assert load_weights(data.out).meta["run"]["inputs"]["pairs"]["path"] == str(data.pairs.resolve())
+
+
+def test_intervals_that_cannot_be_estimated_are_not_reported_and_all_ties_are_refused(data):
+    few = write_jsonl(data.root / "few.jsonl", data.pairs_rows[:3])  # 3 pairs: a bootstrap says nothing
+    fw = run_fit(compose_cfg(f"pairs={few}", f"scores={data.scores}", f"out={data.out}", "holdout=0"))
+    assert fw.ci_low is None and fw.ci_high is None  # not weight == ci_low == ci_high, which looks certain
+    assert "no confidence intervals" in fw.meta["ci_note"]
+    ties = write_jsonl(data.root / "ties.jsonl", [{**r, "label": "tie"} for r in data.pairs_rows[:40]])
+    with pytest.raises(ValueError, match="all 40 pairs are ties"):
+        run_fit(compose_cfg(f"pairs={ties}", f"scores={data.scores}", f"out={data.root / 't.json'}"))
+    assert not (data.root / "t.json").exists()

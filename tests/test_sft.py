@@ -101,12 +101,28 @@ def test_a_crashed_run_resumes_from_its_last_checkpoint_and_ends_at_the_same_ste
     assert max((resumed_w[k] - straight_w[k]).abs().max().item() for k in straight_w) < 1e-5
 
 
-def test_resuming_with_an_incompatible_config_is_refused(tiny_vlm_path, bench, tmp_path):
+def test_resuming_is_refused_when_any_setting_that_shapes_training_differs(tiny_vlm_path, bench, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         run_sft(_cfg(_base(tiny_vlm_path, bench, out)), callbacks=[_Crash()])
-    with pytest.raises(ValueError, match=r"different config:\n  - prompt: .*'type': 1.*'type': 2"):
-        run_sft(_cfg(_base(tiny_vlm_path, bench, out, extra=("prompt.type=2",))))
+    for changed, named in (
+        ("prompt.type=2", "prompt.type: 1 -> 2"),
+        ("data.mos_range=[0,10]", "data.mos_range"),  # another MOS-to-word mapping
+        ("loss.rating_weight=3", "loss.rating_weight: 1.0 -> 3.0"),
+    ):
+        with pytest.raises(ValueError, match="holds another run") as refused:
+            run_sft(_cfg(_base(tiny_vlm_path, bench, out, extra=(changed,))))
+        assert named in str(refused.value)
+    with pytest.raises(ValueError, match="holds this same run already"):  # resume=never never writes into it
+        run_sft(_cfg(_base(tiny_vlm_path, bench, out, extra=("resume=never",))))
+    assert (out / "checkpoint-2").is_dir()  # nothing was deleted
+
+
+def test_a_missing_test_manifest_fails_before_training(tiny_vlm_path, bench, tmp_path):
+    overrides = _base(tiny_vlm_path, bench, tmp_path / "run") + [f"data.test={tmp_path / 'nope.jsonl'}"]
+    with pytest.raises(ValueError, match=r"data.test=.*nope.jsonl: no such file"):
+        run_sft(_cfg(overrides))
+    assert not (tmp_path / "run").exists()
 
 
 def test_multi_token_rating_word_fails_before_training_with_a_suggestion(tiny_vlm_path, bench, tmp_path):

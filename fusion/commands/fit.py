@@ -19,7 +19,8 @@ from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
 from reward.core.config import parse, store_schema
-from reward.core.errors import ConfigError
+from reward.core.errors import ConfigError, UserError
+from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import store_reward_schemas
 
@@ -48,6 +49,7 @@ class FusionSettings:
     holdout: float = 0.2  # fraction of pairs held out to compare with uniform and single-dimension weights; 0 = none
     seed: int = 0  # seed of the bootstrap and of the held-out split
     out: str = "fusion_weights.json"  # weights JSON (a scorer directory reads fusion_weights.json); chart: *.png
+    overwrite: bool = False  # true: an existing out file (and its chart) is moved aside to NAME.old-<time>
     plot: bool = True  # write the bar chart of the weights with their intervals next to out
 
     def __post_init__(self) -> None:
@@ -134,9 +136,13 @@ def _meta(
     }
 
 
+MIN_DECIDED_FOR_CI = 10  # fewer decided (non-tie) pairs: no bootstrap interval is reported, and the file says why
+
+
 def run(cfg: Mapping[str, Any]) -> FusionWeights:
     """Fit fusion weights as configured, log the tables, write ``out`` (JSON) and its ``.png`` bar chart."""
     settings = FusionSettings.from_config(cfg)
+    check_output_file(settings.out, overwrite=settings.overwrite)  # before any work
     reward_cfg = dict(settings.reward or {})
     reward_name = reward_cfg.pop("name", None)
     data = load_pair_data(
@@ -150,14 +156,32 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
         scores_root=settings.scores_root,
     )
     summary = f"{data.n_pairs} pairs ({data.n_ties} ties, {len(data.skipped)} bad rows skipped)"
+    provenance = {
+        "command": "fit",
+        "inputs": {"pairs": fingerprint(settings.pairs), "scores": fingerprint(settings.scores)}
+        | {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()},
+    }
     logger.info(
         "Fitting %s on %s, tie_model=%s, l2=%g.", list(data.dimensions), summary, settings.tie_model, settings.l2
     )
     options = FitOptions(settings.tie_model, settings.l2, settings.nonneg, settings.max_abs_weight)
     x_a, x_b, labels = data.x_a, data.x_b, data.labels
+    decided = data.n_pairs - data.n_ties
+    if decided == 0:
+        raise UserError(
+            f"all {data.n_pairs} pairs are ties: a tie says nothing about which dimension matters, so no weights can "
+            f"be estimated from {settings.pairs}; add pairs with a preferred image (label a or b)"
+        )
     fit = fit_bradley_terry(x_a, x_b, labels, dimensions=data.dimensions, options=options)
     ci = None
-    if settings.bootstrap:
+    ci_note = None
+    if settings.bootstrap and decided < MIN_DECIDED_FOR_CI:
+        ci_note = (
+            f"no confidence intervals: {decided} decided pair(s), fewer than the {MIN_DECIDED_FOR_CI} a bootstrap "
+            "needs to say anything"
+        )
+        logger.warning("%s", ci_note)
+    elif settings.bootstrap:
         ci = bootstrap_intervals(
             x_a, x_b, labels, n_resamples=settings.bootstrap, level=settings.ci_level, seed=settings.seed, fit=fit
         )
@@ -179,7 +203,7 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
         weights=fit.weights,
         ci_low=None if ci is None else ci.low,
         ci_high=None if ci is None else ci.high,
-        meta=_meta(settings, data, fit, ci, rows, reward_name),
+        meta={**_meta(settings, data, fit, ci, rows, reward_name), "ci_note": ci_note, "run": provenance},
     )
     logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", fit.nu, format_weights_table(weights))
     if rows:

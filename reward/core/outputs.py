@@ -218,6 +218,25 @@ def check_output(
     return Output(path, "resumed", identity)
 
 
+def check_output_file(path: str | Path, *, overwrite: bool = False, companions: Sequence[str] = (".png",)) -> Path:
+    """A command writing one result file (and companions beside it, e.g. its chart): refuse to replace an existing
+    one unless ``overwrite=true``, which moves it (and its companions) aside to ``NAME.old-<time>``."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputFolderError(
+            f"out={path} is a folder; pass the path of the file to write (e.g. {path}/result.json)"
+        )
+    if path.exists():
+        if not overwrite:
+            raise OutputFolderError(
+                f"out={path} exists already; pass another out=, or overwrite=true to move the old file aside"
+            )
+        for other in [path, *(path.with_suffix(s) for s in companions)]:
+            if other.exists():
+                _move_aside(other)
+    return path
+
+
 def _saved_identity(path: Path) -> dict[str, Any] | None:
     file = path / RUN_FILE
     if not file.is_file():

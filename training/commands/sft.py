@@ -13,9 +13,11 @@ from typing import Any
 
 import torch
 from omegaconf import MISSING
+from transformers.trainer_utils import get_last_checkpoint
 
 from reward.core.config import parse, store_schema
-from reward.core.errors import ConfigError
+from reward.core.errors import ConfigError, MissingInputError
+from reward.core.outputs import Output, check_output
 from reward.data.files import atomic_write_json
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
@@ -35,15 +37,27 @@ from training.shared import (
     load_dtype,
     load_for_training,
     lora_config,
-    resume_checkpoint,
-    save_run_config,
     uses_deepspeed,
     zero3_init_off,
 )
 
 logger = logging.getLogger(__name__)
 
-COMPAT_KEYS = ("model", "lora", "prompt", "levels", "data.train")  # a resumed run must match on these
+# settings a resumed run may change (everything else must equal the saved run's, compared in full)
+MAY_CHANGE = (
+    "resume",
+    "overwrite",
+    "eval_before",
+    "eval_batch_size",
+    "data.test",
+    "trainer.max_steps",
+    "trainer.num_train_epochs",
+    "trainer.logging_steps",
+    "trainer.save_steps",
+    "trainer.save_total_limit",
+    "trainer.report_to",
+    "trainer.dataloader_num_workers",
+)
 STREAMS = ("synthetic", "distorted-photos")  # data.train names of the endless training streams
 
 
@@ -135,7 +149,8 @@ class SftSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
-    resume: str = "auto"  # auto: continue from output_dir's last checkpoint; never: start over
+    resume: str = "auto"  # auto: continue the same run from output_dir's last checkpoint; never: a new run only
+    overwrite: bool = False  # true: an output_dir holding another run is moved aside to DIR.old-<time>
     merge_lora: bool = True  # scorer/ holds the merged model (false: the adapter plus base_model)
     eval_before: bool = False  # also evaluate the untrained model into output_dir/before/, for comparison
     eval_batch_size: int = 16  # images per scoring call at the end
@@ -190,20 +205,24 @@ def _prompt_problems(s: SftSettings) -> list[str]:
     ]
 
 
-def _compat_view(s: SftSettings) -> dict[str, Any]:
-    d = asdict(s)
-    return {
-        "model": d["model"],
-        "lora": d["lora"],
-        "prompt": d["prompt"],
-        "levels": d["levels"],
-        "data.train": d["data"]["train"],
-    }
+def check_inputs(s: SftSettings) -> None:
+    """The training and test data exist: fail now, not after training (a missing data.test would)."""
+    missing = [
+        f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
+        for key, value in (("data.train", s.data.train), ("data.test", s.data.test))
+        if value and value not in STREAMS and ":" not in str(value) and not Path(value).exists()
+    ]
+    if missing:
+        raise MissingInputError("\n".join(missing))
 
 
-def check_resume(out: Path, s: SftSettings) -> str | None:
-    """The checkpoint to resume from (``None``: fresh start); a different earlier run in ``out`` is an error."""
-    return resume_checkpoint(out, s.resume, _compat_view(s))
+def check_output_folder(s: SftSettings) -> Output:
+    """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
+    settings = {k: v for k, v in asdict(s).items() if k != "output_dir"}
+    inputs = {"model": s.model.path, "data.train": s.data.train}
+    return check_output(
+        s.output_dir, "sft", settings, inputs, resume=s.resume == "auto", overwrite=s.overwrite, may_change=MAY_CHANGE
+    )
 
 
 def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list[str]) -> None:
@@ -233,6 +252,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     from reward.vlm import VLM, load_processor, thinking_off
 
     s = parse_settings(cfg)
+    check_inputs(s)
     out = Path(s.output_dir)
     definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
     meta = scorer_metadata(
@@ -248,17 +268,20 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     if thinking_off(processor):
         logger.info("chat template: thinking switched off for training (the answer follows the prompt directly)")
     _level_check(processor.tokenizer, meta["queries"], s.levels.words)
-    resume_from = check_resume(out, s)
+    output = check_output_folder(s)
     train_ds, skipped = _train_dataset(s, meta["queries"])
     args = _trainer_args(s, out)
+    args.distributed_state.wait_for_everyone()  # every process has checked output_dir before it is created
+    if args.distributed_state.is_main_process:
+        output.create()
+    args.distributed_state.wait_for_everyone()
+    resume_from = get_last_checkpoint(str(out)) if output.resumed else None
     log_effective_batch(args)
     dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
     model = load_for_training(s.model.path, dtype, s.model.loading())
     if s.model.freeze_vision or s.model.freeze_aligner:
         freeze_vision(model, vision=s.model.freeze_vision, aligner=s.model.freeze_aligner)
-    out.mkdir(parents=True, exist_ok=True)
-    save_run_config(out, _compat_view(s))
-    result: dict[str, Any] = {"skipped_train_rows": skipped, "output_dir": str(out)}
+    result: dict[str, Any] = {"skipped_train_rows": skipped, "output_dir": str(out), "run": output.provenance()}
     if s.eval_before and s.data.test:
         from reward.rewards.sa_iqa import SaIqaReward
 
