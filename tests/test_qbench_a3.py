@@ -118,7 +118,7 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
                 "task": "a3",
                 "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
                 "data": data,
-                "out": str(tmp_path / "s"),
+                "out": str(tmp_path / "s2"),
             }
         )
     with pytest.raises(ValueError, match="a3.ensemble=true reads the good/poor synonyms of reward=qbench"):

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
+from reward.core.outputs import path_inputs, prepare_output
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import JudgeSettings
@@ -68,6 +70,7 @@ class QbenchEvalSettings:
     a2: A2Settings = field(default_factory=A2Settings)
     a3: A3Settings = field(default_factory=A3Settings)
     reward: Any = None  # a3: reward=NAME (default qbench on model.path)
+    overwrite: bool = False  # true: an out/ holding another run is moved aside to out.old-<time>
 
 
 store_schema("qbench_eval_schema", QbenchEvalSettings)
@@ -87,10 +90,14 @@ def run(cfg: Any) -> dict[str, Any]:
     s = parse(QbenchEvalSettings, cfg, where="")
     if s.task not in TASKS:
         raise ConfigError(f"task={s.task!r}: choose one of {', '.join(TASKS)}")
-    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s)
+    settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
+    data = {"data": s.data} if isinstance(s.data, str) else {"data": dict(enumerate(s.data))} if s.data else {}
+    inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}})}
+    output = prepare_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, can_resume=False)
+    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output.provenance())
 
 
-def run_a1(s: QbenchEvalSettings) -> dict[str, Any]:
+def run_a1(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str, Any]:
     from reward.qbench.a1_perception import answer_questions, format_metrics, perception_metrics
     from reward.qbench.a1_questions import load_questions
 
@@ -101,6 +108,7 @@ def run_a1(s: QbenchEvalSettings) -> dict[str, Any]:
     )
     metrics = perception_metrics(answers)
     metrics["skipped"] = len(skipped)
+    metrics["run"] = run
     out = Path(s.out)
     atomic_write_jsonl(out / "answers.jsonl", [a.record() for a in answers])
     if skipped:
@@ -112,7 +120,7 @@ def run_a1(s: QbenchEvalSettings) -> dict[str, Any]:
     return metrics
 
 
-def run_a2(s: QbenchEvalSettings) -> dict[str, Any]:
+def run_a2(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str, Any]:
     from reward.qbench.a2_description import (
         describe,
         description_metrics,
@@ -145,15 +153,16 @@ def run_a2(s: QbenchEvalSettings) -> dict[str, Any]:
     for rec, scores in zip(records, per_row, strict=True):
         rec.update(scores)
     atomic_write_jsonl(out / "descriptions.jsonl", records)
-    metrics: dict[str, Any] = {**description_metrics(per_row, rows), "skipped": len(skipped), "scored": True}
-    table = format_description_table({k: v for k, v in metrics.items() if isinstance(v, dict)})
+    parts = description_metrics(per_row, rows)
+    metrics: dict[str, Any] = {**parts, "skipped": len(skipped), "scored": True, "run": run}
+    table = format_description_table(parts)
     atomic_write_text(out / "metrics.md", table)
     atomic_write_json(out / "metrics.json", metrics)
     logger.info("A2 with judge %s (%d rounds)\n%s", js.model, js.rounds, table)
     return metrics
 
 
-def run_a3(s: QbenchEvalSettings) -> dict[str, Any]:
+def run_a3(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str, Any]:
     from reward.qbench.a3_leaderboard import SynonymTable, dataset_names, format_leaderboard, leaderboard
     from reward.rewards.registry import get_reward
 
@@ -171,7 +180,7 @@ def run_a3(s: QbenchEvalSettings) -> dict[str, Any]:
         qc = reward.cfg
         reward = SynonymTable(reward.vlm, qc.prompt, qc.response_prefix, system=qc.system, temperature=qc.temperature)
     settings = EvalSettings(batch_size=s.batch_size, skip_bad=s.skip_bad)
-    result = leaderboard(reward, datasets, settings)
+    result = {**leaderboard(reward, datasets, settings), "run": run}
     out = Path(s.out)
     table = format_leaderboard(result, title=f"A3 assessment: reward {name} (SRCC/PLCC)")
     atomic_write_text(out / "leaderboard.md", table)

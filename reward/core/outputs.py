@@ -151,6 +151,7 @@ def prepare_output(
     overwrite: bool = False,
     may_change: Sequence[str] = (),
     main_process: bool = True,
+    can_resume: bool = True,
 ) -> Output:
     """Create ``out`` for a new run, or accept it for the same run resumed, or refuse (see the module docstring).
 
@@ -159,7 +160,16 @@ def prepare_output(
     may differ on resume. Under a distributed launch, call :func:`check_output` on every process, wait for all, then
     :meth:`Output.create` on the main process only (``main_process=False`` only checks).
     """
-    output = check_output(out, command, settings, inputs, resume=resume, overwrite=overwrite, may_change=may_change)
+    output = check_output(
+        out,
+        command,
+        settings,
+        inputs,
+        resume=resume,
+        overwrite=overwrite,
+        may_change=may_change,
+        can_resume=can_resume,
+    )
     if main_process:
         output.create()
     return output
@@ -174,8 +184,10 @@ def check_output(
     resume: bool = False,
     overwrite: bool = False,
     may_change: Sequence[str] = (),
+    can_resume: bool = True,
 ) -> Output:
-    """What :func:`prepare_output` decides, without writing anything (every process of a launch can call it)."""
+    """What :func:`prepare_output` decides, without writing anything (every process of a launch can call it).
+    ``can_resume=False``: a command that cannot continue a run (its message does not offer ``resume=true``)."""
     path = Path(out)
     identity = {
         "schema": SCHEMA,
@@ -209,10 +221,10 @@ def check_output(
             + "\nPass another out= folder, or overwrite=true to move the old run aside to "
             f"{path.name}.old-<time> and start anew."
         )
-    if not resume:
+    if not resume or not can_resume:
+        how = "pass resume=true to continue it, another out= folder," if can_resume else "pass another out= folder"
         raise OutputFolderError(
-            f"{path} holds this same run already; pass resume=true to continue it, another out= folder, or "
-            "overwrite=true to move it aside and start anew"
+            f"{path} holds this same run already; {how} or overwrite=true to move it aside and start anew"
         )
     identity["started"] = saved.get("started", identity["started"])
     return Output(path, "resumed", identity)
