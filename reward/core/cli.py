@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 USER_ERROR_STATUS = 2
+NON_MAIN_EXIT_DELAY_S = 3.0
 
 
 def compose(
@@ -138,9 +140,14 @@ def is_main_process() -> bool:
 
 
 def fail(message: str) -> NoReturn:
-    """Print a user error once (main process) and exit with status 2."""
+    """Print a user error once (main process) and exit with status 2.
+
+    Every process of a launch meets the same error; the others wait a moment before exiting, since the launcher
+    stops the whole group at the first exit and the main process's message would otherwise never be printed."""
     if is_main_process():
         print(f"error: {message}", file=sys.stderr, flush=True)
+    else:
+        time.sleep(NON_MAIN_EXIT_DELAY_S)
     raise SystemExit(USER_ERROR_STATUS)
 
 

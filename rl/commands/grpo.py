@@ -19,7 +19,7 @@ import torch
 from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema, to_plain
-from reward.core.errors import ConfigError
+from reward.core.errors import ConfigError, MissingInputError
 from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.rewards.registry import store_reward_schemas
@@ -171,7 +171,7 @@ def is_vlm(path: str, vision: str | bool) -> bool:
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as err:
-        raise ValueError(
+        raise MissingInputError(
             f"policy.path={path!r}: cannot read its config ({err}); point it at a model directory"
         ) from err
     return getattr(config, "vision_config", None) is not None

@@ -1,0 +1,178 @@
+"""Bad and careless inputs, as a new user types them: each ends in one clear message and exit status 2 (no
+traceback), a counted skip, or a correct result — never a crash, a silent wrong number or a lost file."""
+
+from __future__ import annotations
+
+import ast
+import json
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from reward.data import ManifestError, load_inpainting, load_ratings
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("reward", "training", "rl", "fusion", "pace_judge")
+
+
+def _is_entry_point(path: Path) -> bool:
+    """A module with a top-level ``if __name__ == "__main__":`` block."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def _entry_points() -> list[str]:
+    scripts = [str(p.relative_to(ROOT)) for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
+    return [s for s in [*scripts, "demo.py"] if _is_entry_point(ROOT / s)]
+
+
+# For every entry point: arguments naming an input that does not exist (None: the command reads no input file).
+MISSING_INPUT = {
+    "reward/evaluate.py": ["reward.model=/nope/model", "data=/nope/ratings.jsonl", "out={tmp}/out"],
+    "reward/qbench_eval.py": ["task=a1", "model.path=/nope/model", "data=/nope/questions.json", "out={tmp}/out"],
+    "training/sft.py": ["model.path=/nope/model", "data.train=/nope/ratings.jsonl", "output_dir={tmp}/out"],
+    "training/photos.py": ["brisque", "data=/nope/ratings.jsonl"],
+    "training/synthetic.py": None,
+    "training/perception_questions.py": None,
+    "rl/grpo.py": ["policy.path=/nope/model", "data=/nope/tasks.jsonl", "output_dir={tmp}/out", "reward=scene-proxy"],
+    "rl/best_of_n.py": ["reward=scene-proxy", "data=/nope/tasks.jsonl", "out={tmp}/out"],
+    "rl/tasks.py": None,
+    "fusion/fit.py": ["pairs=/nope/pairs.jsonl", "scores=/nope/scores.jsonl", "out={tmp}/w.json"],
+    "pace_judge/judge.py": ["protocol=/nope/protocol.json", "images={tmp}", "out={tmp}/out", "model.path=/nope/m"],
+    "pace_judge/memory.py": ["import", "memory={tmp}/memory", "protocol=/nope/protocol.json"],
+    "pace_judge/calibrate.py": ["protocol=/nope/protocol.json", "benchmark=/nope/calibration.jsonl"],
+    "demo.py": None,
+}
+
+
+def _run_script(script: str, argv: list[str], capsys) -> tuple[int, str]:
+    """Run an entry script in this process as ``python SCRIPT ARGV`` would; its exit status and stderr."""
+    old = sys.argv
+    sys.argv = [script, *argv]
+    try:
+        runpy.run_path(str(ROOT / script), run_name="__main__")
+        status = 0
+    except SystemExit as exit_:
+        status = int(exit_.code or 0)
+    finally:
+        sys.argv = old
+    return status, capsys.readouterr().err
+
+
+def test_every_entry_point_has_a_row_in_the_table():
+    assert sorted(_entry_points()) == sorted(MISSING_INPUT), "add the new entry point to MISSING_INPUT"
+
+
+@pytest.mark.parametrize("script", sorted(MISSING_INPUT))
+def test_an_unknown_key_exits_2_with_one_message_naming_it(script, capsys):
+    subcommand = [MISSING_INPUT[script][0]] if MISSING_INPUT[script] and "=" not in MISSING_INPUT[script][0] else []
+    status, err = _run_script(script, [*subcommand, "colour=red"], capsys)
+    assert status == 2 and "Traceback" not in err
+    assert err.startswith("error: ") and "unknown key colour" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("script", sorted(s for s, a in MISSING_INPUT.items() if a))
+def test_a_missing_input_exits_2_with_one_message_naming_the_file(script, tmp_path, capsys):
+    GOOD.save(tmp_path / "an_image.png")  # a folder of images where one is wanted
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in MISSING_INPUT[script]]
+    status, err = _run_script(script, argv, capsys)
+    assert status == 2 and "Traceback" not in err, err
+    assert "/nope/" in err, err  # the file is named
+
+
+@pytest.mark.slow
+def test_under_accelerate_launch_the_message_is_printed_once(tmp_path):
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    cmd += [str(ROOT / "reward/evaluate.py"), "colour=red", "data=x", f"out={tmp_path}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode != 0
+    assert (done.stdout + done.stderr).count("error: unknown key colour") == 1  # not once per process, not lost
+
+
+# ------------------------------------------------------------------------------------------ manifests
+
+
+def _ratings(folder: Path, rows: list, images: dict[str, Image.Image | bytes] | None = None) -> Path:
+    (folder / "img").mkdir(parents=True, exist_ok=True)
+    for name, content in (images or {}).items():
+        path = folder / "img" / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            content.save(path)
+    path = folder / "ratings.jsonl"
+    path.write_bytes(b"".join(r if isinstance(r, bytes) else (json.dumps(r) + "\n").encode() for r in rows))
+    return path
+
+
+def _row(image: str, mos: float = 3.0) -> dict:
+    return {"image": f"img/{image}", "dimension": "quality", "mos": mos}
+
+
+GOOD = Image.fromarray(np.full((8, 8, 3), 120, np.uint8))
+
+BAD_ROWS = {
+    "corrupt PNG": (_row("corrupt.png"), {"corrupt.png": b"\x89PNG\r\n\x1a\n garbage"}, "cannot read the image"),
+    "empty image file": (_row("empty.png"), {"empty.png": b""}, "cannot read the image"),
+    "path climbing out": ({**_row("x"), "image": "../../etc/passwd"}, {}, "outside the manifest's folder"),
+    "absolute path": ({**_row("x"), "image": "/etc/passwd"}, {}, "is absolute"),
+    "NaN MOS": (b'{"image": "img/good.png", "dimension": "quality", "mos": NaN}\n', {}, "must be a finite number"),
+    "MOS out of range": (_row("good.png", 7.5), {}, "outside mos_range"),
+    "missing image": (_row("missing.png"), {}, "not found"),
+    "broken JSON": (b'{"image": "img/good.png", "dimension": \n', {}, "invalid JSON"),
+    "not UTF-8": (b'{"image": "img/caf\xe9.png", "dimension": "quality", "mos": 3}\n', {}, "not UTF-8"),
+    "missing field": ({"image": "img/good.png", "mos": 3}, {}, "missing field(s) 'dimension'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ROWS))
+def test_a_bad_row_is_named_by_file_and_line_or_skipped_and_counted(case, tmp_path):
+    row, images, message = BAD_ROWS[case]
+    manifest = _ratings(tmp_path, [_row("good.png"), row, _row("good.png", 4.0)], {"good.png": GOOD, **images})
+    with pytest.raises(ManifestError, match=f"ratings.jsonl:2: .*{message}".replace("(", r"\(").replace(")", r"\)")):
+        load_ratings(manifest, mos_range=(1, 5))
+    result = load_ratings(manifest, mos_range=(1, 5), skip_bad=True)
+    assert [r.line for r in result.rows] == [1, 3] and [s.line for s in result.skipped] == [2]
+
+
+@pytest.mark.parametrize("mode", ["I;16", "RGBA", "P", "L", "CMYK"])
+def test_unusual_image_modes_are_read_as_rgb(mode, tmp_path):
+    image = GOOD.convert("RGBA" if mode == "RGBA" else "L").convert(mode) if mode != "I;16" else None
+    if image is None:
+        image = Image.fromarray(np.full((8, 8), 40000, np.uint16))
+    manifest = _ratings(tmp_path, [_row("odd.png" if mode != "CMYK" else "odd.jpg")], {})
+    image.save(tmp_path / "img" / ("odd.png" if mode != "CMYK" else "odd.jpg"))
+    (row,) = load_ratings(manifest).rows
+    from reward.data import load_image
+
+    loaded = load_image(row.image)
+    assert loaded.mode == "RGB" and loaded.size == (8, 8)
+
+
+def test_an_empty_manifest_and_an_all_bad_manifest_are_refused_even_with_skip_bad(tmp_path):
+    empty = _ratings(tmp_path / "e", [b"\n"])
+    with pytest.raises(ManifestError, match="empty manifest"):
+        load_ratings(empty, skip_bad=True)
+    bad = _ratings(tmp_path / "b", [_row("missing.png"), _row("gone.png")])
+    with pytest.raises(ManifestError, match="all 2 rows are bad"):
+        load_ratings(bad, skip_bad=True)
+
+
+def test_a_tasks_manifest_with_a_non_utf8_line_names_it_even_with_skip_bad(tmp_path):
+    GOOD.save(tmp_path / "a.png")
+    GOOD.convert("L").save(tmp_path / "m.png")
+    good = json.dumps({"image": "a.png", "mask": "m.png", "prompt": "a room"}).encode()
+    (tmp_path / "tasks.jsonl").write_bytes(
+        good + b"\n" + b'{"image": "a.png", "mask": "m.png", "prompt": "caf\xe9"}\n'
+    )
+    with pytest.raises(ManifestError, match=r"tasks.jsonl:2: not UTF-8"):
+        load_inpainting(tmp_path / "tasks.jsonl")
+    result = load_inpainting(tmp_path / "tasks.jsonl", skip_bad=True)
+    assert len(result.rows) == 1 and result.skipped[0].line == 2 and "not UTF-8" in result.skipped[0].reason
