@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import random_images
 
+from conftest import random_images
 from pace_judge.agents import AgentConfig, ProtocolBuildError, build_protocol
 from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
 from pace_judge.testing import ScriptedBackend

@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_cli
 from PIL import Image
 
+from conftest import run_cli
 from pace_judge.calibration import CalibrationError, parse_scores, set_anchors
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol

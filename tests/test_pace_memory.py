@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import random_images, run_cli
 
+from conftest import random_images, run_cli
 from pace_judge.commands import memory as memory_command
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict

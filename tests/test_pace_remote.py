@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from conftest import random_images
 
+from conftest import random_images
 from pace_judge.backends import LocalBackend
 from pace_judge.config import PaceConfig
 from pace_judge.pace import PaceReward

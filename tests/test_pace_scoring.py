@@ -7,9 +7,9 @@ import json
 
 import pytest
 import torch
-from conftest import random_images
 from PIL import Image
 
+from conftest import random_images
 from pace_judge.config import PaceConfig
 from pace_judge.pace import PaceReward
 from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict

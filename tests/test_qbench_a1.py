@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import next_token_logprobs, random_images, word_id
 
+from conftest import next_token_logprobs, random_images, word_id
 from reward.commands.qbench_eval import run as run_qbench
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_perception import Answer, answer_questions, lettered_prompt, perception_metrics

@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import random_images
 from scipy import stats
 
+from conftest import random_images
 from reward.commands.qbench_eval import run as run_qbench
 from reward.qbench.a3_leaderboard import dataset_names
 from reward.vlm import OptionQuery

@@ -19,10 +19,10 @@ def test_rating_term_sums_the_nll_of_rating_tokens_only_with_the_causal_shift():
 @pytest.mark.slow
 def test_weighted_loss_is_trl_loss_plus_extra_rating_nll_checked_against_full_logits(tiny_vlm_path, tmp_path):
     import datasets
-    from conftest import random_images
     from transformers import AutoModelForImageTextToText
     from trl import SFTConfig, SFTTrainer
 
+    from conftest import random_images
     from reward.vlm import load_processor
     from reward.vlm.tokens import resolve_candidates
     from training.sft_data import conversation

@@ -6,8 +6,8 @@ import json
 
 import pytest
 import torch
-from conftest import random_images
 
+from conftest import random_images
 from reward import get_reward
 from reward.vlm import OptionQuery
 

@@ -10,6 +10,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ruff_check_and_format_are_clean():
-    for args in (["check", "."], ["format", "--check", "."]):
+    for args in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
         proc = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True)
         assert proc.returncode == 0, f"ruff {' '.join(args)}:\n{proc.stdout}{proc.stderr}"

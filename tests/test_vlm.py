@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import next_token_logprobs, random_images, word_id
 
+from conftest import next_token_logprobs, random_images, word_id
 from reward.testing import ANSWER_WORDS
 from reward.vlm import OptionQuery, load_vlm
 from reward.vlm.tokens import CandidateTokenError, resolve_candidates
