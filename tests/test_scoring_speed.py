@@ -192,3 +192,28 @@ def test_prepared_images_split_back_per_image():
     whole = PreparedImages(torch.arange(12.0)[:, None], grid, merge=2)
     parts = whole.split()
     assert [p.n_tokens for p in parts] == [1, 2] and parts[1].pixel_values[0, 0] == 4.0
+
+
+def test_an_image_processor_failing_on_the_device_falls_back_to_the_host_once(tiny_vlm_path, monkeypatch, caplog):
+    """The GPU (torchvision) processor cannot run here; a stand-in that fails as it might there shows the fallback:
+    the scores of the host path, one warning, no second try."""
+    import reward.vlm.model as model_module
+
+    vlm = load_vlm(tiny_vlm_path, min_pixels=28 * 28, max_pixels=112 * 112, batch_size=4)
+    imgs = [[im] for im in _images([(56, 56), (112, 84)])]
+    host = vlm.option_logprobs(imgs, QUERIES[:1]).logprobs
+    calls = []
+
+    def broken(images, **kwargs):
+        calls.append(kwargs.get("device"))
+        raise RuntimeError("CUDA error: no kernel image is available")
+
+    broken.merge_size = 2
+    monkeypatch.setattr(model_module, "device_preprocessing", lambda processor, device: None)
+    vlm._fast = broken
+    with caplog.at_level(logging.WARNING, logger="reward.vlm.model"):
+        first = vlm.option_logprobs(imgs, QUERIES[:1]).logprobs
+        second = vlm.option_logprobs(imgs, QUERIES[:1]).logprobs
+    assert torch.equal(first, host) and torch.equal(second, host)
+    assert len(calls) == 1 and "runs on the host from now on" in caplog.text
+    assert vlm.image_preparer() is not None  # and the DataLoader workers get the host processor again

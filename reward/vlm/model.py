@@ -130,6 +130,7 @@ class VLM:
         self.speed = speed or ScoringSpeed()
         self._fast: Any = None  # the torchvision twin of the image processor, made on first use (False: none)
         self._told: set[str] = set()
+        self._device_failed = False  # the image processor failed on the device once: the host one from then on
         self.prefix = PrefixEncoder(model, processor)
         template = getattr(processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None) or ""
         # thinking templates (Qwen3-VL): switched off so that the answer position is the rating word
@@ -227,11 +228,19 @@ class VLM:
         todo = [i for i, g in enumerate(groups) if not isinstance(g, PreparedImages)]
         result: list[Any] = list(groups)
         if todo:
+            pil = [list(groups[i]) for i in todo]
+            prepared = None
             if self._device_preprocessing():
-                preparer = ImagePreparer(self._fast_image_processor(), self._vision_dtype(), self.device)
-            else:
-                preparer = ImagePreparer(self.processor.image_processor, self._vision_dtype())
-            for i, p in zip(todo, preparer.many([list(groups[i]) for i in todo]), strict=True):
+                try:
+                    prepared = ImagePreparer(self._fast_image_processor(), self._vision_dtype(), self.device).many(pil)
+                except Exception as err:  # noqa: BLE001 - an optional accelerator path: the host one always works
+                    logger.warning(
+                        "the image processor on %s failed (%s); it runs on the host from now on", self.device, err
+                    )
+                    self._device_failed = True
+            if prepared is None:
+                prepared = ImagePreparer(self.processor.image_processor, self._vision_dtype()).many(pil)
+            for i, p in zip(todo, prepared, strict=True):
                 result[i] = p
         return result
 
@@ -288,7 +297,7 @@ class VLM:
 
     def _device_preprocessing(self) -> bool:
         mode = self.speed.preprocess
-        if mode == "host":
+        if mode == "host" or self._device_failed:
             return False
         why_not = device_preprocessing(self._fast_image_processor() or self.processor.image_processor, self.device)
         if why_not is not None and mode == "device" and why_not not in self._told:
@@ -299,7 +308,11 @@ class VLM:
     def _fast_image_processor(self) -> Any | None:
         """The torchvision (fast) twin of the PIL image processor, with the same settings; None without torchvision."""
         if self._fast is None:
-            self._fast = fast_image_processor(self.processor.image_processor) or False
+            try:
+                self._fast = fast_image_processor(self.processor.image_processor) or False
+            except Exception as err:  # noqa: BLE001 - the twin is optional: the processor itself always works
+                logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
+                self._fast = False
         return self._fast or None
 
     # -- generation ------------------------------------------------------------------------------------
