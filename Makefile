@@ -22,6 +22,7 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)  ## speed ratios (not part of the tests)
 	HF_HUB_OFFLINE=1 $(PY) bench/prefix_reuse.py
+	HF_HUB_OFFLINE=1 $(PY) bench/scoring_speed.py
 	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) bench/fusion_bench.py
 	HF_HUB_OFFLINE=1 $(PY) bench/pace_cost.py
 

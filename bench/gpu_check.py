@@ -1,12 +1,17 @@
-"""GPU check: scoring speed, precision and SFT steps on a random-weight 7B-class Qwen2.5-VL (no download).
+"""GPU check: scoring speed and where it goes, precision and SFT steps on a random-weight 7B-class Qwen2.5-VL.
 
-    bash bench/gpu_check.sh                    # one GPU (H200: ~5-8 min); prints one table
+    bash bench/gpu_check.sh                    # one GPU (H200: ~3-6 min); prints one table
     bash bench/gpu_check.sh --dry-run          # the same sections on a tiny config on the CPU (a test runs it)
     bash bench/gpu_check.sh --out DIR          # also writes DIR/gpu_check.json
+    bash bench/gpu_check.sh --skip lora,zero3  # scoring only (bench/gpu_all.sh runs it so)
 
-The model is built from Qwen2.5-VL-7B-Instruct's config values (written below) with random weights; the
-tokenizer is the toolkit's tiny offline one (its ids are a subset of the 152k vocabulary). Every section is
-guarded: one that fails prints its error in the table and the others still run.
+Scoring (issue 18): the profile of the scoring loop before (the unoptimised path: image processor in the loop,
+per-window vision attention) and after, images/s of the unoptimised path at batch 16 against the fast path at each
+batch size, achieved TFLOP/s and the fraction of the bf16 peak at the best one, peak memory, the prefix-reuse
+ratio, and the score differences (fast vs unoptimised, batch 16 vs 1, GPU vs PIL image processor, bf16 vs fp32).
+The model is built from Qwen2.5-VL-7B-Instruct's config values (written below) with random weights (no
+download); the tokenizer is the toolkit's tiny offline one (its ids are a subset of the 152k vocabulary). Every
+section is guarded: one that fails prints its error in the table and the others still run.
 """
 
 from __future__ import annotations
@@ -232,10 +237,29 @@ def expected(logp: torch.Tensor) -> torch.Tensor:
     return expected_value(logp, torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0]))
 
 
-def scoring_sections(table: Table, ckpt: Path, side: int, n_batch: int, peak: float | None) -> None:
+def scoring_sections(
+    table: Table,
+    ckpt: Path,
+    side: int,
+    n_images: int,
+    peak: float | None,
+    batches: tuple[int, ...],
+    workers: int,
+    small: bool = False,
+) -> None:
+    """Issue 18's measurements: the profile before and after, images/s per batch size against the unoptimised path,
+    % of peak, memory, prefix reuse and the score differences the faster path makes (``small``: fewer images and
+    repeats, for the CPU dry run)."""
+    from reward.eval.parallel import score_images
+    from reward.rewards.qbench import QBenchConfig, QBenchReward
     from reward.vlm import OptionQuery, load_vlm
+    from reward.vlm.inputs import device_preprocessing, fast_image_processor
+    from reward.vlm.model import ScoringSpeed
+    from reward.vlm.profile import profile_scoring
 
-    vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map={"": 0} if torch.cuda.is_available() else None)
+    cuda = torch.cuda.is_available()
+    vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map={"": 0} if cuda else None)
+    old, fast = ScoringSpeed.unoptimised(), ScoringSpeed()
     q_one = [OptionQuery("Rate the quality of the image.", WORDS, "The quality of the image is")]
     q_dims = [
         OptionQuery(
@@ -245,60 +269,128 @@ def scoring_sections(table: Table, ckpt: Path, side: int, n_batch: int, peak: fl
         )
         for d in DIMENSIONS
     ]
-    imgs = images(n_batch, side)
+    imgs = images(n_images, side)
     enc = vlm.processor(
         text=[vlm.render(1, q_one[0].question, q_one[0].response_prefix)], images=imgs[0], return_tensors="pt"
     )
     n_tokens, n_patches = len(enc["input_ids"][0]), int(enc["image_grid_thw"].prod(-1).sum())
+    flops_per_image = matmul_flops_per_image(vlm.model, n_tokens, n_patches)
     table.add("setup", "tokens per query (image + text)", n_tokens)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+    table.add("setup", "matmul GFLOP per image (2 x params x tokens)", flops_per_image / 1e9)
+    image_processor = vlm.processor.image_processor
+    why_not = device_preprocessing(fast_image_processor(image_processor) or image_processor, vlm.device)
+    table.add("setup", "image processor on the GPU", "yes (torchvision)" if why_not is None else f"no: {why_not}")
+    reward = QBenchReward(QBenchConfig(model="unused"), vlm=vlm)
+    items = [(f"img{i}", g[0], i + 1) for i, g in enumerate(imgs)]
+    best: dict[str, Any] = {"batch": batches[0], "rate": 0.0}
+    repeats, n_prefix, n_mixed = (1, 4, 6) if small else (2, 16, 16)
+
+    def use(speed: ScoringSpeed, batch: int) -> None:
+        vlm.speed, vlm.batch_size = speed, batch
+
+    def add_profile(section: str, prof: Any) -> None:
+        for part, seconds in prof.parts():
+            table.add(section, f"{part} (s, share)", f"{seconds:.3f}, {seconds / prof.total:.1%}")
+        table.add(
+            section, "total (s) / images/s while profiled", f"{prof.total:.3f} / {prof_images[0] / prof.total:.1f}"
+        )
+        pad = prof.padding_share()
+        table.add(section, "padding share of the tokens", "n/a" if pad is None else f"{pad:.1%}")
+
+    prof_images = [min(n_images, 64)]
+
+    def profile_before() -> None:
+        use(old, 16)
+        loop = items[: prof_images[0]]
+        score_images(reward, loop[:16], batch_size=16, num_workers=0, prepare_in_workers=False)  # warm-up
+        with profile_scoring(vlm.model) as prof:
+            score_images(reward, loop, batch_size=16, num_workers=workers, prepare_in_workers=False)
+        add_profile("profile before (unoptimised, batch 16)", prof)
 
     def throughput() -> None:
-        vlm.batch_size = 1
-        t1, _ = timed(lambda: vlm.option_logprobs(imgs[:4], q_one), repeats=1)
-        table.add("scoring bf16", "images/s at batch 1", 4 / t1)
-        vlm.batch_size = 16
-        t16, _ = timed(lambda: vlm.option_logprobs(imgs, q_one))
-        table.add("scoring bf16", "images/s at batch 16", n_batch / t16)
-        table.add("scoring bf16", "batch 16 / batch 1 speed-up", (n_batch / t16) / (4 / t1))
-        flops_per_image = matmul_flops_per_image(vlm.model, n_tokens, n_patches)
-        tflops = flops_per_image * n_batch / t16 / 1e12
-        table.add("scoring bf16", "matmul GFLOP per image (2 x params x tokens)", flops_per_image / 1e9)
-        table.add("scoring bf16", "achieved TFLOP/s (batch 16)", tflops)
+        use(old, 16)
+        t_old, _ = timed(lambda: vlm.option_logprobs(imgs[:64], q_one), repeats)
+        rate_old = min(64, n_images) / t_old
+        table.add("images/s", "unoptimised path, batch 16 (H200 before: 29.9)", rate_old)
+        for b in batches:
+            use(fast, b)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            t, _ = timed(lambda: vlm.option_logprobs(imgs, q_one), repeats)
+            mem = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+            table.add("images/s", f"fast path, batch {b} (peak GiB)", f"{n_images / t:.1f} ({mem:.1f})")
+            if n_images / t > best["rate"]:
+                best.update(batch=b, rate=n_images / t, memory=mem)
+        tflops = flops_per_image * best["rate"] / 1e12
+        table.add("images/s", "best batch size", best["batch"])
+        table.add("images/s", "best / unoptimised batch 16", best["rate"] / rate_old)
+        table.add("images/s", "achieved TFLOP/s at the best batch", tflops)
         if peak:
-            table.add("scoring bf16", f"fraction of {peak:g} TFLOP/s bf16 peak", tflops / peak)
+            table.add("images/s", f"fraction of the {peak:g} TFLOP/s bf16 peak (goal 0.5)", tflops / peak)
+        table.add("memory", "peak GPU memory at the best batch (GiB)", best.get("memory", float("nan")))
+        use(ScoringSpeed(preprocess="host"), best["batch"])
+        t_host, _ = timed(lambda: vlm.option_logprobs(imgs, q_one), repeats=1)
+        table.add("images/s", "fast path, image processor on the host in the loop", n_images / t_host)
+        for name, prepare in (("workers prepare the images (host processor)", True), ("workers decode only", False)):
+            use(ScoringSpeed(preprocess="host") if prepare else fast, best["batch"])
+            t_loop, _ = timed(
+                lambda p=prepare: score_images(
+                    reward, items, batch_size=best["batch"], num_workers=workers, prepare_in_workers=p
+                ),
+                repeats=1,
+            )
+            table.add("images/s", f"scoring loop ({workers} DataLoader workers), {name}", n_images / t_loop)
+
+    def profile_after() -> None:
+        use(fast, best["batch"])
+        with profile_scoring(vlm.model) as prof:
+            vlm.option_logprobs(imgs[: prof_images[0]], q_one)
+        add_profile(f"profile after (fast path, batch {best['batch']})", prof)
 
     def prefix_reuse() -> None:
-        vlm.batch_size = 16
-        t_plain, plain = timed(lambda: vlm.option_logprobs(imgs[:16], q_dims, reuse_prefix=False), repeats=1)
-        t_reuse, reuse = timed(lambda: vlm.option_logprobs(imgs[:16], q_dims, reuse_prefix=True), repeats=1)
-        table.add("prefix reuse", "4 dims x 16 images: plain / reuse time", t_plain / t_reuse)
-        diff = (expected(plain.logprobs) - expected(reuse.logprobs)).abs().max().item()
-        table.add("prefix reuse", "max |score diff| reuse vs plain (1-5, bf16)", diff)
+        some = imgs[:n_prefix]
+        for name, speed in (("fast", fast), ("unoptimised", old)):
+            use(speed, 16)
+            t_plain, plain = timed(lambda: vlm.option_logprobs(some, q_dims, reuse_prefix=False), repeats=1)
+            t_reuse, reuse = timed(lambda: vlm.option_logprobs(some, q_dims, reuse_prefix=True), repeats=1)
+            label = f"4 dims x {n_prefix} images: plain / reuse time"
+            label += " (H200 before: 2.34x)" if name == "fast" else ""
+            table.add(f"prefix reuse, {name} path", label, t_plain / t_reuse)
+            diff = (expected(plain.logprobs) - expected(reuse.logprobs)).abs().max().item()
+            table.add(f"prefix reuse, {name} path", "max |score diff| reuse vs plain (1-5, bf16)", diff)
 
     def agreement() -> None:
-        mixed = images(16, side, seed=1, mixed=True)
-        vlm.batch_size = 16
-        batched = expected(vlm.option_logprobs(mixed, q_one).logprobs)
-        vlm.batch_size = 1
-        single = expected(vlm.option_logprobs(mixed, q_one).logprobs)
-        table.add("agreement bf16", "max |score diff| batch 16 vs 1 (1-5)", (batched - single).abs().max().item())
-        vlm.model.float()
-        fp32_single = expected(vlm.option_logprobs(mixed, q_one).logprobs)
-        vlm.batch_size = 16
-        fp32 = expected(vlm.option_logprobs(mixed, q_one).logprobs)
-        vlm.model.to(torch.bfloat16)
-        table.add("agreement bf16", "max |score diff| bf16 vs fp32 (1-5)", (batched - fp32).abs().max().item())
-        # the same comparison in fp32 separates padding errors (would show here too) from bf16 rounding
-        table.add("agreement fp32", "max |score diff| batch 16 vs 1 (1-5)", (fp32 - fp32_single).abs().max().item())
-        table.add("agreement bf16", "score spread (max-min) over images", (fp32.max() - fp32.min()).item())
+        mixed = images(n_mixed, side, seed=1, mixed=True)  # three widths: three token counts, grouped, padded
+        host = ScoringSpeed(preprocess="host")  # the fast path with the same (PIL) image processor as before
 
-    guarded(table, "scoring bf16", throughput)
+        def score(speed: ScoringSpeed, batch: int) -> torch.Tensor:
+            use(speed, batch)
+            return expected(vlm.option_logprobs(mixed, q_one).logprobs)
+
+        fast16, old16, fast1 = score(host, 16), score(old, 16), score(host, 1)
+        label = "max |score diff| fast vs unoptimised, same image processor (1-5)"
+        table.add("agreement bf16", label, (fast16 - old16).abs().max().item())
+        table.add("agreement bf16", "max |score diff| batch 16 vs 1 (1-5)", (fast16 - fast1).abs().max().item())
+        if why_not is None:
+            gpu16 = score(fast, 16)
+            label_gpu = f"max |score diff| image processor on the GPU vs {type(image_processor).__name__} on the host"
+            table.add("agreement bf16", label_gpu, (gpu16 - fast16).abs().max().item())
+        vlm.model.float()
+        try:
+            f_fast, f_old, f_one = score(host, 16), score(old, 16), score(host, 1)
+        finally:
+            vlm.model.to(torch.bfloat16)
+        table.add("agreement fp32", label, (f_fast - f_old).abs().max().item())
+        table.add("agreement fp32", "max |score diff| batch 16 vs 1 (1-5)", (f_fast - f_one).abs().max().item())
+        table.add("agreement bf16", "max |score diff| bf16 vs fp32 (1-5)", (fast16 - f_fast).abs().max().item())
+        table.add("agreement bf16", "score spread (max-min) over images", (f_fast.max() - f_fast.min()).item())
+
+    guarded(table, "profile before", profile_before)
+    guarded(table, "images/s", throughput)
+    guarded(table, "profile after", profile_after)
     guarded(table, "prefix reuse", prefix_reuse)
-    guarded(table, "agreement bf16", agreement)
-    if torch.cuda.is_available():
-        table.add("memory", "peak GPU memory in scoring (GiB)", torch.cuda.max_memory_allocated() / 2**30)
+    guarded(table, "agreement", agreement)
+    vlm.speed = fast
 
 
 class _StepTimer(TrainerCallback):
@@ -458,7 +550,9 @@ def main(argv: list[str] | None = None) -> Table:
     peak = H200_BF16_PEAK_TFLOPS if cuda and "H200" in gpu else None
     text, vision = (TINY_TEXT, TINY_VISION) if args.dry_run else (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION)
     side = 112 if args.dry_run else 448  # 448 px: 256 visual tokens per image
-    n_batch = 16 if args.dry_run else 64
+    n_images = 16 if args.dry_run else 128
+    batches = (4, 8, 16) if args.dry_run else (16, 32, 64, 128)
+    workers = 2 if args.dry_run else 8
     ctx = tempfile.TemporaryDirectory(prefix="gpu_check_") if args.work is None else contextlib.nullcontext(args.work)
     with ctx as work_dir:
         work = Path(work_dir)
@@ -466,7 +560,11 @@ def main(argv: list[str] | None = None) -> Table:
         big = work / "qwen2.5-vl-7b-random"
         guarded(table, "build 7B-class model", lambda: build_checkpoint(big, text, vision, side * side, device))
         if "scoring" not in skip:
-            guarded(table, "scoring", lambda: scoring_sections(table, big, side, n_batch, peak))
+            guarded(
+                table,
+                "scoring",
+                lambda: scoring_sections(table, big, side, n_images, peak, batches, workers, small=args.dry_run),
+            )
         if "lora" not in skip:
             guarded(table, "SFT LoRA (7B config)", lambda: sft_lora(table, big, work, 4 if cuda else 2, 4, side))
         if "zero3" not in skip:

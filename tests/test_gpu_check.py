@@ -1,4 +1,5 @@
-"""bench/gpu_check.sh's CPU dry run: the GPU check runs end to end on a tiny config and prints its whole table."""
+"""bench/gpu_check.sh's CPU dry run: the GPU check runs end to end on a tiny config and prints its whole table (the
+scoring sections run in bench/gpu_all.sh's dry run, tests/test_gpu_all.py)."""
 
 from __future__ import annotations
 
@@ -11,33 +12,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTED = [
-    ("scoring bf16", "images/s at batch 1"),
-    ("scoring bf16", "images/s at batch 16"),
-    ("scoring bf16", "achieved TFLOP/s (batch 16)"),
-    ("prefix reuse", "4 dims x 16 images: plain / reuse time"),
-    ("agreement bf16", "max |score diff| batch 16 vs 1 (1-5)"),
-    ("agreement bf16", "max |score diff| bf16 vs fp32 (1-5)"),
-    ("SFT LoRA (7B config)", "steps done"),
-    ("SFT LoRA (7B config)", "adapter written"),
-]
 
 
 @pytest.mark.slow
 def test_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable}
     env.pop("OUT", None)
-    cmd = ["bash", str(ROOT / "bench/gpu_check.sh"), "--dry-run", "--skip", "zero3", "--out", str(tmp_path)]
+    cmd = ["bash", str(ROOT / "bench/gpu_check.sh"), "--dry-run", "--skip", "scoring,zero3", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {(s, m): v for s, m, v in json.loads((tmp_path / "gpu_check.json").read_text())}
     assert not [k for k in rows if k[1] == "FAILED"], rows
-    for key in EXPECTED:
-        assert key in rows, f"missing row {key}"
     assert rows[("SFT LoRA (7B config)", "steps done")] == "2"
     assert rows[("SFT LoRA (7B config)", "adapter written")] == "True"
-    assert float(rows[("agreement bf16", "max |score diff| batch 16 vs 1 (1-5)")]) < 0.05
-    assert "section" in proc.stdout and "images/s at batch 16" in proc.stdout  # the table on stdout
+    assert "section" in proc.stdout and "adapter written" in proc.stdout  # the table on stdout
 
 
 def test_a_failing_section_is_reported_and_the_others_still_run():

@@ -23,6 +23,7 @@ from training.procedural.photos import (
     evaluate_brisque,
     load_calibration,
     random_crop,
+    shard_seed,
     split_photos,
     training_photos,
     write_heldout,
@@ -127,6 +128,24 @@ def test_sft_rows_of_the_stream_carry_the_rating_word_of_the_mos():
         distorted_photos_stream({"lighting": queries["quality"]}, words, crop=CROP)
     with pytest.raises(ValueError, match="photos_side=100 is smaller than data.photos_crop=112"):
         distorted_photos_stream(queries, words, crop=CROP, side=100)
+
+
+def test_dataloader_workers_draw_independent_shards_of_the_stream():
+    """A GPU run reads the stream with many DataLoader workers: each draws its own shard (worker 0 the stream of
+    the seed itself), so the workers neither repeat one another nor wait for one generator."""
+    import torch
+
+    queries = {"quality": {"question": "Rate it.", "response_prefix": "It is"}}
+    ds = distorted_photos_stream(queries, list(LEVEL_WORDS), crop=CROP, seed=5)
+    assert ds.num_shards >= 16
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    rows = [np.asarray(r["images"][0].convert("RGB")) for _, r in zip(range(6), loader, strict=False)]
+    streams = [PhotoStream(training_photos(None, CROP), CROP, seed=shard_seed(5, k)) for k in (0, 1)]
+    # the workers take turns: rows 0, 2, 4 from shard 0 and rows 1, 3, 5 from shard 1, each from its start
+    for i, row in enumerate(rows):
+        expected = streams[i % 2].example_at(i // 2).image
+        assert np.array_equal(row, np.asarray(expected)), i
+    assert not np.array_equal(rows[0], rows[1])  # example 0 of two shards: two streams, not one twice
 
 
 @pytest.fixture(scope="module")

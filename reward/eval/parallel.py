@@ -5,7 +5,9 @@ contiguous shards; each process scores its shard and appends each batch's scores
 folder (process 0: ``scores.jsonl``, process r: ``scores.rank{r}.jsonl``), so a crash loses at most one batch.
 The scores are gathered to every process at the end. ``resume=True`` reads those files first and scores only the
 images that are missing. Image decoding runs in ``num_workers`` DataLoader workers, so the model does not wait on
-PIL.
+PIL; so does the image processor when the reward offers one (``reward.image_preparer()``, see
+:class:`reward.vlm.inputs.ImagePreparer`): the model then receives ready tensors. With a profile active
+(:func:`reward.vlm.profile.profile_scoring`) the wait for the next batch is timed as "data loading".
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tqdm.auto import tqdm
 from reward.data import DatasetImage, ImageError, ImageRef, RatingRow, SkippedRow, load_image
 from reward.data.files import append_jsonl, read_records
 from reward.rewards.base import Reward
+from reward.vlm.profile import section
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +105,35 @@ class _Decode(torch.utils.data.Dataset):
         return key, img, line, None
 
 
-def _collate(batch: list[Any]) -> list[Any]:
-    return batch
+class _Collate:
+    """A batch of decoded items, with their images run through the reward's image processor (``preparer``) in
+    the same worker: one processor call per batch, its pixel values one tensor that each image views."""
+
+    def __init__(self, preparer: Any = None) -> None:
+        self.preparer = preparer
+
+    def __call__(self, batch: list[tuple[str, Any, int, str | None]]) -> list[tuple[str, Any, int, str | None]]:
+        if self.preparer is None:
+            return batch
+        good = [i for i, item in enumerate(batch) if item[1] is not None]
+        try:
+            prepared = self.preparer.many([[batch[i][1]] for i in good])
+        except (ImageError, OSError, ValueError):  # one image refused: prepare one by one to name it
+            return [self._one(item) for item in batch]
+        out = list(batch)
+        for i, p in zip(good, prepared, strict=True):
+            key, _, line, _ = batch[i]
+            out[i] = (key, p, line, None)
+        return out
+
+    def _one(self, item: tuple[str, Any, int, str | None]) -> tuple[str, Any, int, str | None]:
+        key, img, line, err = item
+        if img is None:
+            return item
+        try:
+            return key, self.preparer([img]), line, None
+        except (ImageError, OSError, ValueError) as error:
+            return key, None, line, f"the image processor refused it: {error}"
 
 
 def score_images(
@@ -118,10 +148,12 @@ def score_images(
     out_dir: str | Path | None = None,
     resume: bool = False,
     distributed: bool = False,
+    prepare_in_workers: bool = True,
 ) -> ScoredImages:
     """Score each ``(key, image, line)`` once (keys distinct); see the module docstring.
 
     ``distributed``: split across the processes of ``accelerate launch`` and gather (every process must call).
+    ``prepare_in_workers``: run the reward's image processor in the DataLoader workers when it offers one.
     """
     from accelerate.utils import gather_object
 
@@ -149,12 +181,15 @@ def score_images(
     if state is not None and n_proc > 1:
         with state.split_between_processes(todo) as mine:  # contiguous shards, the first ones one item longer
             shard = list(mine)
+    offer = getattr(reward, "image_preparer", None)
+    preparer = offer() if prepare_in_workers and callable(offer) else None
     mine, skipped = _score_shard(
         reward,
         shard,
         batch_size,
         num_workers,
-        max_pixels,
+        _Decode(shard, max_pixels),
+        _Collate(preparer),
         skip_bad,
         source,
         part_file(out, rank) if out is not None else None,
@@ -180,7 +215,8 @@ def _score_shard(
     shard: list[tuple[str, ImageRef, int]],
     batch_size: int,
     num_workers: int,
-    max_pixels: int | None,
+    dataset: _Decode,
+    collate: _Collate,
     skip_bad: bool,
     source: str,
     log_path: Path | None,
@@ -191,10 +227,15 @@ def _score_shard(
     if not shard:
         return scores, skipped
     loader = torch.utils.data.DataLoader(
-        _Decode(shard, max_pixels), batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=_collate
+        dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate
     )
+    batches = iter(loader)
     with tqdm(total=len(shard), desc="scoring", unit="img", disable=None if main else True) as bar:
-        for batch in loader:
+        while True:
+            with section("data loading"):
+                batch = next(batches, None)
+            if batch is None:
+                break
             keys, images, lines = [], [], []
             for key, img, line, err in batch:
                 if img is None:

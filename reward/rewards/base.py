@@ -26,6 +26,11 @@ class RewardOutput:
 
 @runtime_checkable
 class Reward(Protocol):
-    """Scores a batch of images (optionally with the prompts that generated them)."""
+    """Scores a batch of images (optionally with the prompts that generated them).
+
+    Optional: a VLM reward may offer ``image_preparer()``, a picklable callable that runs its image processor on
+    one image group; ``reward.eval.parallel`` calls it in DataLoader workers and passes what it returns to
+    ``score`` in place of the images (``reward.vlm.inputs.PreparedImages``).
+    """
 
     def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput: ...

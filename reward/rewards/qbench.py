@@ -17,6 +17,7 @@ from reward.core.config import parse
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
 from reward.vlm.loading import ModelLoading, loading_of
 
 
@@ -55,8 +56,12 @@ class QBenchReward:
         self.query = OptionQuery(cfg.prompt, tuple(cfg.positive) + tuple(cfg.negative), cfg.response_prefix)
         self.vlm.candidate_ids(self.query, cfg.system)  # fail now, not mid-run, on multi-token words
 
-    def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> Any:
-        logp = self.vlm.option_logprobs([[img] for img in images], [self.query], system=self.cfg.system).logprobs
+    def image_preparer(self) -> ImagePreparer | None:
+        """The image processor for DataLoader workers (``score`` then takes its ``PreparedImages``)."""
+        return self.vlm.image_preparer()
+
+    def score(self, images: Sequence[Image.Image | PreparedImages], prompts: Sequence[str] | None = None) -> Any:
+        logp = self.vlm.option_logprobs(as_groups(images), [self.query], system=self.cfg.system).logprobs
         logp = logp[:, 0]
         n_pos = len(self.cfg.positive)
         scores = synonym_ensemble(logp[:, :n_pos], logp[:, n_pos:], self.cfg.temperature)

@@ -25,6 +25,7 @@ from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
 from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
 from reward.vlm.loading import ModelLoading, loading_of
 
 logger = logging.getLogger(__name__)
@@ -104,8 +105,14 @@ class SaIqaReward:
         for q in self.queries:
             vlm.candidate_ids(q)  # multi-token level words fail here, before any scoring
 
-    def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
-        logp = self.vlm.option_logprobs([[im] for im in images], self.queries, reuse_prefix=self.reuse_prefix)
+    def image_preparer(self) -> ImagePreparer | None:
+        """The image processor for DataLoader workers (``score`` then takes its ``PreparedImages``)."""
+        return self.vlm.image_preparer()
+
+    def score(
+        self, images: Sequence[Image.Image | PreparedImages], prompts: Sequence[str] | None = None
+    ) -> RewardOutput:
+        logp = self.vlm.option_logprobs(as_groups(images), self.queries, reuse_prefix=self.reuse_prefix)
         per_dim = expected_value(logp.logprobs, self.values)  # [B, D]
         dims = {d: per_dim[:, i].contiguous() for i, d in enumerate(self.dimensions)}
         if self.weights is None:

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -25,12 +26,59 @@ import torch
 from PIL import Image
 
 from reward.vlm.answer_head import fp32_answer_head, gather_candidates
+from reward.vlm.inputs import (
+    ImagePreparer,
+    PreparedImages,
+    device_preprocessing,
+    encode,
+    fast_image_processor,
+    to_device,
+)
 from reward.vlm.prefix import PrefixEncoder, split_at_images
+from reward.vlm.profile import current, section
 from reward.vlm.tokens import default_separator, resolve_candidates
+from reward.vlm.vision_attention import batched_vision_attention
 
 logger = logging.getLogger(__name__)
 
 ImageGroup = Sequence[Image.Image]
+PREPROCESS = ("auto", "host", "device")
+VISION_ATTENTION = ("batched", "model")
+
+
+@dataclass
+class ScoringSpeed:
+    """How :meth:`VLM.option_logprobs` feeds the model; every choice gives the same scores (fp32 within 1e-4).
+
+    ``preprocess``: where the image processor runs for PIL inputs: ``device`` (the fast torchvision processor on the
+    model's GPU), ``host`` (on the CPU, in the scoring loop unless DataLoader workers prepare the images, see
+    :meth:`VLM.image_preparer`) or ``auto`` (``device`` where torchvision is importable and the model is on a GPU,
+    else ``host``). ``group_by_tokens``: batch image groups with similar visual token counts together (less
+    padding). ``vision_attention``: ``batched`` runs the vision tower's packed SDPA attention as a few batched calls
+    (``reward.vlm.vision_attention``), ``model`` as transformers runs it (one call per image or window).
+    ``pin_memory``: batches are built in pinned host memory and copied without blocking. ``window_batches``: image
+    groups are prepared (and sorted) this many batches at a time.
+    """
+
+    preprocess: str = "auto"
+    group_by_tokens: bool = True
+    vision_attention: str = "batched"
+    pin_memory: bool = True
+    window_batches: int = 8
+
+    def __post_init__(self) -> None:
+        if self.preprocess not in PREPROCESS:
+            raise ValueError(f"preprocess={self.preprocess!r}: use one of {', '.join(PREPROCESS)}")
+        if self.vision_attention not in VISION_ATTENTION:
+            raise ValueError(f"vision_attention={self.vision_attention!r}: use one of {', '.join(VISION_ATTENTION)}")
+        if self.window_batches < 1:
+            raise ValueError(f"window_batches={self.window_batches}: at least 1")
+
+    @classmethod
+    def unoptimised(cls) -> ScoringSpeed:
+        """The scoring path before issue 18: image processor on the host in the loop, batches in input order,
+        per-window vision attention, pageable copies (kept for comparisons: bench/ and the GPU check)."""
+        return cls(preprocess="host", group_by_tokens=False, vision_attention="model", pin_memory=False)
 
 
 @dataclass(frozen=True)
@@ -74,11 +122,15 @@ class OptionLogProbs:
 class VLM:
     """A loaded vision-language model with its processor; see the module docstring."""
 
-    def __init__(self, model: Any, processor: Any, *, batch_size: int = 16) -> None:
+    def __init__(self, model: Any, processor: Any, *, batch_size: int = 16, speed: ScoringSpeed | None = None) -> None:
         self.model = model
         self.processor = processor
         self.tokenizer = processor.tokenizer
         self.batch_size = batch_size
+        self.speed = speed or ScoringSpeed()
+        self._fast: Any = None  # the torchvision twin of the image processor, made on first use (False: none)
+        self._told: set[str] = set()
+        self._device_failed = False  # the image processor failed on the device once: the host one from then on
         self.prefix = PrefixEncoder(model, processor)
         template = getattr(processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None) or ""
         # thinking templates (Qwen3-VL): switched off so that the answer position is the rating word
@@ -112,7 +164,7 @@ class VLM:
     @torch.inference_mode()
     def option_logprobs(
         self,
-        images: Sequence[ImageGroup],
+        images: Sequence[ImageGroup | PreparedImages],
         queries: Sequence[OptionQuery] | Sequence[Sequence[OptionQuery]],
         *,
         system: str | None = None,
@@ -121,9 +173,11 @@ class VLM:
     ) -> OptionLogProbs:
         """Log-probabilities of each query's options for each image group, one forward pass per batch.
 
-        ``queries`` is either one list asked about every group, or one list per group (same length for all).
-        With ``reuse_prefix`` the images are encoded once per group and their KV cache serves all queries (used
-        when there are several queries and every group has images; otherwise the plain path is as fast).
+        ``images``: per group, its PIL images or the :class:`~reward.vlm.inputs.PreparedImages` that
+        :meth:`image_preparer` made of them (e.g. in DataLoader workers). ``queries`` is either one list asked about
+        every group, or one list per group (same length for all). With ``reuse_prefix`` the images are encoded once
+        per group and their KV cache serves all queries (used when there are several queries and every group has
+        images; otherwise the plain path is as fast). How batches are fed is :attr:`speed` (the scores stay the same).
         """
         per_group = _per_group_queries(images, queries)
         n_q = len(per_group[0]) if per_group else 0
@@ -131,41 +185,97 @@ class VLM:
         ids = [[resolved[q] for q in qs] for qs in per_group]  # each distinct query resolved once per call
         k_max = max((len(i) for row in ids for i in row), default=0)
         out = torch.full((len(images), n_q, k_max), -math.inf)
-        vocab_out: list[torch.Tensor] = []
-        reuse_prefix = reuse_prefix and n_q > 1 and all(len(g) > 0 for g in images)
+        vocab_out: list[torch.Tensor | None] = [None] * len(images)
+        reuse_prefix = reuse_prefix and n_q > 1 and all(_n_images(g) > 0 for g in images)
         groups_per_batch = max(1, self.batch_size // max(n_q, 1))
-        for start in range(0, len(images), groups_per_batch):
-            chunk = range(start, min(len(images), start + groups_per_batch))
-            texts = [
-                [self._render_cached(len(images[g]), q.question, q.response_prefix, system) for q in per_group[g]]
-                for g in chunk
-            ]
-            imgs = [list(images[g]) for g in chunk]
-            with fp32_answer_head(self.model):
-                if reuse_prefix:
-                    logp = self._logprobs_shared_prefix(imgs, texts)
-                else:
-                    logp = self._logprobs_plain(imgs, texts)
-            out[start : start + len(chunk)] = gather_candidates(logp, [ids[g] for g in chunk], k_max).view(
-                len(chunk), n_q, k_max
-            )
-            if return_vocab:
-                vocab_out.append(logp.view(len(chunk), n_q, -1).cpu())
+        window = groups_per_batch * self.speed.window_batches
+        for w_start in range(0, len(images), window):  # images prepared a window at a time: bounded memory
+            members = list(range(w_start, min(len(images), w_start + window)))
+            prepared = dict(zip(members, self._prepare([images[g] for g in members]), strict=True))
+            if self.speed.group_by_tokens:  # similar visual token counts in one batch: less padding
+                members.sort(key=lambda g: prepared[g].n_tokens)
+            for b_start in range(0, len(members), groups_per_batch):
+                chunk = members[b_start : b_start + groups_per_batch]
+                texts = [
+                    [
+                        self._render_cached(_n_images(images[g]), q.question, q.response_prefix, system)
+                        for q in per_group[g]
+                    ]
+                    for g in chunk
+                ]
+                logp = self._chunk_logprobs([prepared[g] for g in chunk], texts, reuse_prefix)
+                with section("answer head"):
+                    picked = gather_candidates(logp, [ids[g] for g in chunk], k_max).view(len(chunk), n_q, k_max)
+                    index = torch.tensor(chunk)
+                    out[index] = picked
+                    if return_vocab:
+                        for g, v in zip(chunk, logp.view(len(chunk), n_q, -1).cpu(), strict=True):
+                            vocab_out[g] = v
         options = [[q.options for q in qs] for qs in per_group]
-        vocab = torch.cat(vocab_out) if return_vocab and vocab_out else None
+        vocab = torch.stack(vocab_out) if return_vocab and vocab_out else None  # type: ignore[arg-type]
         return OptionLogProbs(out, options, vocab)
 
-    def _logprobs_plain(self, images: list[list[Image.Image]], texts: list[list[str]]) -> torch.Tensor:
-        """Each (group, query) as one full sequence; rows are group-major. Returns [R, V] fp32 log-probs (device)."""
-        flat_texts = [t for row in texts for t in row]
-        flat_images = [img for g, row in zip(images, texts, strict=True) for _ in row for img in g]
-        inputs = self.processor(text=flat_texts, images=flat_images or None, padding=True, return_tensors="pt").to(
-            self.device
-        )
-        logits = self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
-        return torch.log_softmax(logits.float(), dim=-1)
+    def image_preparer(self) -> ImagePreparer | None:
+        """The image processor as a picklable callable for DataLoader workers (group -> ``PreparedImages``), or
+        ``None`` when :attr:`speed` runs it on the GPU instead (then pass the PIL images)."""
+        if self._device_preprocessing():
+            return None
+        return ImagePreparer(self.processor.image_processor, dtype=self._vision_dtype())
 
-    def _logprobs_shared_prefix(self, images: list[list[Image.Image]], texts: list[list[str]]) -> torch.Tensor:
+    def _prepare(self, groups: Sequence[ImageGroup | PreparedImages]) -> list[PreparedImages]:
+        """Every group as ``PreparedImages``: the PIL ones through the image processor (on the GPU where
+        :attr:`speed` allows, else on the host, all in one call)."""
+        todo = [i for i, g in enumerate(groups) if not isinstance(g, PreparedImages)]
+        result: list[Any] = list(groups)
+        if todo:
+            pil = [list(groups[i]) for i in todo]
+            prepared = None
+            if self._device_preprocessing():
+                try:
+                    prepared = ImagePreparer(self._fast_image_processor(), self._vision_dtype(), self.device).many(pil)
+                except Exception as err:  # noqa: BLE001 - an optional accelerator path: the host one always works
+                    logger.warning(
+                        "the image processor on %s failed (%s); it runs on the host from now on", self.device, err
+                    )
+                    self._device_failed = True
+            if prepared is None:
+                prepared = ImagePreparer(self.processor.image_processor, self._vision_dtype()).many(pil)
+            for i, p in zip(todo, prepared, strict=True):
+                result[i] = p
+        return result
+
+    def _chunk_logprobs(
+        self, groups: list[PreparedImages], texts: list[list[str]], reuse_prefix: bool
+    ) -> torch.Tensor:
+        """[rows, V] fp32 log-probs on the device for one batch of groups (rows group-major)."""
+        pin = self.speed.pin_memory and self.device.type == "cuda"
+        with fp32_answer_head(self.model), self._vision_attention():
+            if reuse_prefix:
+                logits = self._logits_shared_prefix(groups, texts, pin)
+            else:
+                logits = self._logits_plain(groups, texts, pin)
+        with section("answer head"):
+            return torch.log_softmax(logits.float(), dim=-1)
+
+    def _encode(self, texts: list[str], groups: list[PreparedImages], pin: bool) -> dict[str, torch.Tensor]:
+        with section("tokenizer"):
+            inputs = encode(self.processor, texts, groups, pin=pin)
+            prof = current()
+            if prof is not None:
+                mask = inputs["attention_mask"]
+                prof.count("tokens", mask.numel())
+                prof.count("padding tokens", mask.numel() - int(mask.sum()))
+        with section("transfer"):
+            return to_device(inputs, self.device)
+
+    def _logits_plain(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool) -> torch.Tensor:
+        """Each (group, query) as one full sequence; rows are group-major."""
+        flat_texts = [t for row in texts for t in row]
+        flat_groups = [g for g, row in zip(groups, texts, strict=True) for _ in row]
+        inputs = self._encode(flat_texts, flat_groups, pin)
+        return self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
+
+    def _logits_shared_prefix(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool) -> torch.Tensor:
         prefixes, suffixes = [], []
         for row in texts:
             parts = [split_at_images(t, self.prefix.vision_end) for t in row]
@@ -173,8 +283,37 @@ class VLM:
             suffixes.append([s for _, s in parts])
             if any(p != parts[0][0] for p, _ in parts):
                 raise ValueError("queries about one image group must share the text before the images")
-        logits = self.prefix.suffix_logits(prefixes, images, suffixes)
-        return torch.log_softmax(logits.float(), dim=-1)
+        return self.prefix.suffix_logits(self._encode(prefixes, groups, pin), suffixes)
+
+    def _vision_dtype(self) -> torch.dtype:
+        visual = getattr(getattr(self.model, "model", None), "visual", None)
+        dtype = getattr(visual, "dtype", None)
+        return dtype if isinstance(dtype, torch.dtype) else next(self.model.parameters()).dtype
+
+    def _vision_attention(self) -> Any:
+        if self.speed.vision_attention == "batched":
+            return batched_vision_attention(self.model)
+        return contextlib.nullcontext()
+
+    def _device_preprocessing(self) -> bool:
+        mode = self.speed.preprocess
+        if mode == "host" or self._device_failed:
+            return False
+        why_not = device_preprocessing(self._fast_image_processor() or self.processor.image_processor, self.device)
+        if why_not is not None and mode == "device" and why_not not in self._told:
+            self._told.add(why_not)
+            logger.info("image processing stays on the host (preprocess=device asked for): %s", why_not)
+        return why_not is None
+
+    def _fast_image_processor(self) -> Any | None:
+        """The torchvision (fast) twin of the PIL image processor, with the same settings; None without torchvision."""
+        if self._fast is None:
+            try:
+                self._fast = fast_image_processor(self.processor.image_processor) or False
+            except Exception as err:  # noqa: BLE001 - the twin is optional: the processor itself always works
+                logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
+                self._fast = False
+        return self._fast or None
 
     # -- generation ------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -210,8 +349,12 @@ class VLM:
         return answers
 
 
+def _n_images(group: ImageGroup | PreparedImages) -> int:
+    return group.n_images if isinstance(group, PreparedImages) else len(group)
+
+
 def _per_group_queries(
-    images: Sequence[ImageGroup], queries: Sequence[OptionQuery] | Sequence[Sequence[OptionQuery]]
+    images: Sequence[ImageGroup | PreparedImages], queries: Sequence[OptionQuery] | Sequence[Sequence[OptionQuery]]
 ) -> list[list[OptionQuery]]:
     if not queries:
         raise ValueError("option_logprobs: no queries given")

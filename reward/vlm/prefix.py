@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from PIL import Image
+
+from reward.vlm.profile import section
 
 
 def split_at_images(text: str, vision_end: str) -> tuple[str, str]:
@@ -41,30 +42,30 @@ class PrefixEncoder:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def suffix_logits(
-        self, prefixes: Sequence[str], images: Sequence[Sequence[Image.Image]], suffixes: Sequence[Sequence[str]]
-    ) -> torch.Tensor:
-        """Next-token logits after each suffix, rows group-major ([G*Q, V]); every group has Q suffixes."""
+    def suffix_logits(self, inputs: dict[str, torch.Tensor], suffixes: Sequence[Sequence[str]]) -> torch.Tensor:
+        """Next-token logits after each suffix, rows group-major ([G*Q, V]); every group has Q suffixes.
+
+        ``inputs``: the prefixes with their images, as the processor encodes them (``reward.vlm.inputs.encode``),
+        on the model's device.
+        """
         n_q = len(suffixes[0])
-        flat_images = [img for group in images for img in group]
-        inputs = self.processor(text=list(prefixes), images=flat_images, padding=True, return_tensors="pt")
-        inputs = inputs.to(self.device)
         prefix_mask = inputs["attention_mask"]
         position_ids, next_pos = self._prefix_positions(inputs)
         out = self.model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
-        cache = out.cache if hasattr(out, "cache") and out.cache is not None else out.past_key_values
-        if n_q > 1:
-            cache.batch_repeat_interleave(n_q)
-        tok = self.processor.tokenizer
-        flat_suffixes = [s for row in suffixes for s in row]
-        enc = tok(flat_suffixes, add_special_tokens=False, padding=True, return_tensors="pt").to(self.device)
-        s_ids, s_mask = enc["input_ids"], enc["attention_mask"]
-        start = next_pos.repeat_interleave(n_q)[:, None]
-        s_pos = (start + s_mask.long().cumsum(-1) - 1).clamp_min(0)
-        s_pos = torch.where(s_mask.bool(), s_pos, start)
-        if self._rope_index is not None:
-            s_pos = s_pos[None].expand(3, -1, -1)
-        mask = torch.cat([prefix_mask.repeat_interleave(n_q, dim=0), s_mask], dim=1)
+        with section("tokenizer"):
+            cache = out.cache if hasattr(out, "cache") and out.cache is not None else out.past_key_values
+            if n_q > 1:
+                cache.batch_repeat_interleave(n_q)
+            tok = self.processor.tokenizer
+            flat_suffixes = [s for row in suffixes for s in row]
+            enc = tok(flat_suffixes, add_special_tokens=False, padding=True, return_tensors="pt").to(self.device)
+            s_ids, s_mask = enc["input_ids"], enc["attention_mask"]
+            start = next_pos.repeat_interleave(n_q)[:, None]
+            s_pos = (start + s_mask.long().cumsum(-1) - 1).clamp_min(0)
+            s_pos = torch.where(s_mask.bool(), s_pos, start)
+            if self._rope_index is not None:
+                s_pos = s_pos[None].expand(3, -1, -1)
+            mask = torch.cat([prefix_mask.repeat_interleave(n_q, dim=0), s_mask], dim=1)
         logits = self.model(
             input_ids=s_ids, attention_mask=mask, position_ids=s_pos, cache=cache, use_cache=True, logits_to_keep=1
         ).logits

@@ -102,6 +102,7 @@ CALIBRATION: dict[str, tuple[float, ...]] = {
     "darken": (4.3, 3.8, 3.2, 2.6, 2.0),
 }
 PRISTINE_MOS = 4.7  # an undistorted crop: above every distorted level
+STREAM_SHARDS = 32  # independent streams the DataLoader workers of a GPU run can draw in parallel
 KADID_TYPES = {"blur": 1, "jpeg": 10, "noise": 11, "brighten": 16, "darken": 17, "pixelate": 21}  # KADID-10k ids
 
 
@@ -351,7 +352,7 @@ def distorted_photos_stream(
             "paths": tuple(map(str, paths)),
             "crop": crop,
             "side": side,
-            "seed": seed,
+            "seeds": [shard_seed(seed, k) for k in range(STREAM_SHARDS)],  # a list: datasets shards it by worker
             "mos_range": mos_range,
             "soft_std": soft_std,
             "calibration": table,
@@ -360,19 +361,32 @@ def distorted_photos_stream(
     )
 
 
+def shard_seed(seed: int, shard: int) -> int:
+    """The seed of shard ``shard`` of stream ``seed`` (shard 0 is the stream itself).
+
+    >>> shard_seed(3, 0), shard_seed(3, 1) == 3 + 2**32
+    (3, True)
+    """
+    return seed + shard * 2**32
+
+
 def _photo_rows(
     queries: dict,
     words: tuple[str, ...],
     paths: tuple[str, ...],
     crop: int,
     side: int | None,
-    seed: int,
+    seeds: list[int],
     mos_range: tuple[float, float],
     soft_std: float | None,
     calibration: dict,
 ) -> Iterator[dict[str, Any]]:
+    """The rows of the first of ``seeds`` (each stream is endless): one process reads shard 0, the stream of
+    ``data.seed``; each DataLoader worker (``trainer.dataloader_num_workers``) gets its own shard, a stream of its
+    own (up to :data:`STREAM_SHARDS` workers)."""
     from training.sft_data import answer, conversation
 
+    seed = seeds[0]
     stream = PhotoStream([Path(p) for p in paths], crop, seed, calibration, side)
     for index, ex in enumerate(stream):
         rng = np.random.default_rng([seed, index, 7])  # the soft-target draw

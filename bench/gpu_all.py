@@ -1,0 +1,171 @@
+"""Issue 18's GPU run in one go: scoring speed, the RL GPU check and real distortions learned, one table.
+
+    bash bench/gpu_all.sh --out DIR            # one H200, at most --budget-s (540 s = 9 min) in all
+    bash bench/gpu_all.sh --dry-run --out DIR  # the same stages on tiny configs on the CPU (a test runs it)
+    bash bench/gpu_all.sh --skip rl,photos     # stages: scoring, rl, photos
+
+Stages, one after the other (each a subprocess with its log; each given a share of the time left and stopped at
+its limit, so the run ends within the budget whatever happens):
+
+1. ``scoring``: ``bench/gpu_check.py --skip lora,zero3`` (the scoring-loop profile before and after, images/s per
+   batch size against the unoptimised path, % of the bf16 peak, memory, prefix reuse, score differences)
+2. ``rl``: ``bench/rl_gpu_check.sh`` (``--dry-run`` in a dry run; ``RL_CHECK`` names another script); a missing or
+   failing check is a row of the table, not the end of the run
+3. ``photos``: ``bench/real_photos_gpu.py`` (the tiny-real-photos-gpu recipe trained within what is left, held-out
+   SRCC per type beside BRISQUE, the SRCC curve, the scorer reloaded on the CPU)
+
+``--out`` receives at most 7 files (the device machine returns 8): ``table.md`` (the one table), ``table.json``,
+``scoring.log``, ``rl.log``, ``photos.log``, ``real_photos_curve.png`` and, when the RL check draws one,
+``reward_curve.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("scoring", "rl", "photos")
+# seconds each stage is planned to take on one H200 (the photo stage takes what is left)
+PLANNED = {"scoring": 200.0, "rl": 100.0}
+PHOTO_OVERHEAD_S = 80.0  # held-out set, BRISQUE, imports, final evaluation and the CPU reload around the training
+
+
+def run_stage(cmd: list[str], log: Path, timeout: float, env: dict[str, str]) -> tuple[int | str, float]:
+    """Run ``cmd`` with its output in ``log``; ``(exit status or "timed out", seconds)``."""
+    start = time.perf_counter()
+    with log.open("w") as handle:
+        handle.write("$ " + " ".join(cmd) + "\n")
+        handle.flush()
+        proc = subprocess.Popen(
+            cmd, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True
+        )
+        try:
+            status: int | str = proc.wait(timeout=max(timeout, 1.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)  # the stage and every process it started
+            proc.wait()
+            status = "timed out"
+    return status, time.perf_counter() - start
+
+
+def rl_rows(log: Path, status: int | str) -> list[list[str]]:
+    """The RL check's result lines (``RESULT ...``, held-out and Best-of-N lines) as table rows."""
+    rows = []
+    for line in log.read_text(errors="replace").splitlines():
+        text = line.strip()
+        if text.startswith("RESULT"):
+            words = text.split()
+            rows.append(["rl check", " ".join(words[1:3]), " ".join(words[3:])])
+        elif text.startswith(("best-of", "held-out")) or "| " in text and text.startswith("rl "):
+            rows.append(["rl check", "line", text[:200]])
+    if not rows and status != 0:
+        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-3:]
+        rows.append(["rl check", "last lines", " / ".join(tail)[:300]])
+    return rows
+
+
+def markdown(rows: list[list[str]]) -> str:
+    lines = ["| section | metric | value |", "| --- | --- | --- |"]
+    lines += [f"| {s} | {m} | {str(v).replace('|', '/')} |" for s, m, v in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dry-run", action="store_true", help="tiny configs on the CPU (checks the script)")
+    parser.add_argument("--out", default=os.environ.get("OUT") or "gpu_all_out", help="folder for the table and logs")
+    parser.add_argument("--skip", default="", help=f"comma-separated stages to skip: {','.join(STAGES)}")
+    parser.add_argument("--budget-s", type=float, default=540.0, help="the whole run, wheel installation included")
+    parser.add_argument("--started", type=float, default=None, help="epoch seconds the run started (gpu_all.sh)")
+    args = parser.parse_args(argv)
+    start = args.started or time.time()
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    unknown = skip - set(STAGES)
+    if unknown:
+        parser.error(f"--skip {sorted(unknown)}: the stages are {', '.join(STAGES)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    if args.dry_run:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    py = [sys.executable, "-u"]
+    dry = ["--dry-run"] if args.dry_run else []
+    rows: list[list[str]] = [["run", "mode", "dry run (CPU, tiny configs)" if args.dry_run else "GPU"]]
+    stages: dict[str, Any] = {}
+
+    def left() -> float:
+        return args.budget_s - (time.time() - start)
+
+    def floor(seconds: float) -> float:
+        """The least a stage gets when the budget is short: ``seconds``, or a quarter of what is left."""
+        return min(seconds, max(left() / 4, 1.0))
+
+    with tempfile.TemporaryDirectory(prefix="gpu_all_") as tmp:
+        work = Path(tmp)
+        if "scoring" not in skip:
+            limit = min(PLANNED["scoring"] + 40.0, max(left() - PLANNED["rl"] - PHOTO_OVERHEAD_S - 60.0, floor(60)))
+            cmd = [*py, str(ROOT / "bench/gpu_check.py"), *dry, "--skip", "lora,zero3"]
+            cmd += [
+                "--out",
+                str(work / "scoring"),
+                "--work",
+                str(work / "scoring_work"),
+                "--budget-s",
+                str(limit - 30),
+            ]
+            status, took = run_stage(cmd, out / "scoring.log", limit, env)
+            stages["scoring"] = {"status": status, "seconds": round(took, 1)}
+            result = work / "scoring" / "gpu_check.json"
+            rows += json.loads(result.read_text()) if result.is_file() else [["scoring", "no table", str(status)]]
+            shutil.rmtree(work / "scoring_work", ignore_errors=True)  # the 7B checkpoint: disk for the next stages
+        if "rl" not in skip:
+            script = Path(os.environ.get("RL_CHECK", ROOT / "bench/rl_gpu_check.sh"))
+            if not script.is_file():
+                stages["rl"] = {"status": "missing", "seconds": 0.0}
+                rows.append(["rl check", "missing", f"{script} not found (another helper's; run it when it lands)"])
+            else:
+                limit = min(PLANNED["rl"] + 30.0, max(left() - PHOTO_OVERHEAD_S - 60.0, floor(30)))
+                rl_env = {**env, "OUT": str(work / "rl")}
+                if args.dry_run:
+                    rl_env["DRY"] = "1"  # the script's own switch: no wheel installation, CPU
+                status, took = run_stage(["bash", str(script), *dry], out / "rl.log", limit, rl_env)
+                stages["rl"] = {"status": status, "seconds": round(took, 1)}
+                rows.append(["rl check", "exit status (seconds)", f"{status} ({took:.0f})"])
+                rows += rl_rows(out / "rl.log", status)
+                if (work / "rl" / "reward_curve.png").is_file():
+                    shutil.copy(work / "rl" / "reward_curve.png", out / "reward_curve.png")
+        if "photos" not in skip:
+            limit = max(left() - 15.0, floor(60))
+            train_s = max(limit - PHOTO_OVERHEAD_S, 20.0)
+            cmd = [*py, str(ROOT / "bench/real_photos_gpu.py"), *dry, "--out", str(work / "photos")]
+            cmd += ["--budget-s", f"{train_s:.0f}", "--work", str(work / "photos_work")]
+            status, took = run_stage(cmd, out / "photos.log", limit, env)
+            stages["photos"] = {"status": status, "seconds": round(took, 1)}
+            result = work / "photos" / "real_photos.json"
+            if result.is_file():
+                rows += [list(r) for r in json.loads(result.read_text())["rows"]]
+                shutil.copy(work / "photos" / "real_photos_curve.png", out / "real_photos_curve.png")
+            else:
+                rows.append(["real photos", "no table", str(status)])
+    total = time.time() - start
+    for name, info in stages.items():
+        rows.append(["run", f"stage {name}: exit status (seconds)", f"{info['status']} ({info['seconds']:.0f})"])
+    rows.append(["run", f"total seconds (budget {args.budget_s:.0f})", f"{total:.0f}"])
+    table = markdown(rows)
+    (out / "table.md").write_text(table + "\n")
+    (out / "table.json").write_text(json.dumps({"rows": rows, "stages": stages, "seconds": total}, indent=1))
+    print(table, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

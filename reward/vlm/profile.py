@@ -1,0 +1,173 @@
+"""Where a scoring loop's time goes: data loading, image processor, tokenizer, transfer, vision tower, language model,
+answer head.
+
+The scoring code marks its host steps with :func:`section` (a no-op unless a profile is active) and
+:func:`profile_scoring` hooks the model's parts (vision tower, language model; the rest of the forward is the
+embeddings with the rotary position index, and the output head). Sections never overlap: each part is timed on one
+timeline (a section within another is carved out of it), on a GPU after a ``synchronize`` at every boundary, so
+the parts are the serial cost of each step (the overlap that non-blocking copies and DataLoader workers give is
+measured by the throughput, not here). Whatever falls between sections (Python bookkeeping) is reported as
+"other", so the rows sum to the measured total.
+
+Example:
+    >>> import time
+    >>> from reward.vlm.profile import ScoringProfile, section
+    >>> prof = ScoringProfile()
+    >>> with prof.active():
+    ...     with section("tokenizer"):
+    ...         time.sleep(0.01)
+    >>> [name for name, _ in prof.parts()], prof.total >= prof.seconds["tokenizer"] >= 0.01
+    (['tokenizer', 'other'], True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+# the parts of a scoring loop, in the order of one batch
+PARTS = (
+    "data loading",
+    "image processor",
+    "tokenizer",
+    "transfer",
+    "embeddings + rope index",
+    "vision tower",
+    "language model",
+    "answer head",
+)
+_ACTIVE: list[ScoringProfile] = []
+
+
+class ScoringProfile:
+    """Seconds per part of the scoring loop on one timeline (see the module docstring)."""
+
+    def __init__(self, sync: bool = False) -> None:
+        self.sync = sync  # synchronize the GPU at every boundary (set by profile_scoring on CUDA)
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)  # e.g. tokens, padding tokens, batches
+        self.total = 0.0
+        self._current: str | None = None
+        self._since = 0.0
+
+    def _now(self) -> float:
+        if self.sync and torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def switch(self, part: str | None) -> None:
+        """End the running part (if any) and start ``part`` (``None``: none runs until the next switch)."""
+        now = self._now()
+        if self._current is not None:
+            self.seconds[self._current] += now - self._since
+        self._current, self._since = part, now
+
+    @property
+    def running(self) -> str | None:
+        """The part being timed now."""
+        return self._current
+
+    def count(self, name: str, n: int) -> None:
+        self.counts[name] += int(n)
+
+    @contextmanager
+    def active(self) -> Iterator[ScoringProfile]:
+        """Make this the profile that :func:`section` marks; adds the block's wall time to ``total``."""
+        _ACTIVE.append(self)
+        start = self._now()
+        try:
+            yield self
+        finally:
+            self.switch(None)
+            self.total += self._now() - start
+            _ACTIVE.remove(self)
+
+    def parts(self) -> list[tuple[str, float]]:
+        """``(part, seconds)`` for every part seen, in loop order, then "other" (the total minus the parts)."""
+        known = [(p, self.seconds[p]) for p in PARTS if p in self.seconds]
+        extra = [(p, s) for p, s in self.seconds.items() if p not in PARTS]
+        rows = known + extra
+        return [*rows, ("other", max(self.total - sum(s for _, s in rows), 0.0))]
+
+    def padding_share(self) -> float | None:
+        """Padding tokens / all tokens of the batches the model read (None before any)."""
+        total = self.counts.get("tokens", 0)
+        return self.counts.get("padding tokens", 0) / total if total else None
+
+    def table(self, title: str = "scoring profile") -> str:
+        """A fixed-width table: part, seconds, share of the total."""
+        lines = [f"{title:<26}{'seconds':>10}{'share':>9}"]
+        for name, s in self.parts():
+            lines.append(f"{name:<26}{s:>10.4f}{s / self.total if self.total else 0:>9.1%}")
+        lines.append(f"{'total (wall)':<26}{self.total:>10.4f}{1:>9.0%}")
+        pad = self.padding_share()
+        if pad is not None:
+            lines.append(f"{'padding share of tokens':<26}{'':>10}{pad:>9.1%}")
+        return "\n".join(lines)
+
+
+def current() -> ScoringProfile | None:
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+@contextmanager
+def section(part: str) -> Iterator[None]:
+    """Time the block as ``part`` of the active profile (nothing when none is active); a section within another
+    is carved out of it (the outer part resumes after it)."""
+    prof = current()
+    if prof is None:
+        yield
+        return
+    outer = prof.running
+    prof.switch(part)
+    try:
+        yield
+    finally:
+        prof.switch(outer)
+
+
+def _model_parts(model: Any) -> list[tuple[Any, str]]:
+    """``(module, part)`` for the vision tower and the language model of a Qwen-VL-like model."""
+    inner = getattr(model, "model", None)
+    found = []
+    for attr, part in (("visual", "vision tower"), ("language_model", "language model")):
+        mod = getattr(inner, attr, None) if inner is not None else None
+        if isinstance(mod, torch.nn.Module):
+            found.append((mod, part))
+    return found
+
+
+@contextmanager
+def profile_scoring(model: Any, device: torch.device | None = None) -> Iterator[ScoringProfile]:
+    """Profile everything scored within the block (see the module docstring); yields the :class:`ScoringProfile`.
+
+    The model's forward is split with hooks: its start to the vision tower and the vision tower to the language
+    model are "embeddings + rope index", after the language model comes the "answer head" (the output projection).
+    """
+    dev = device or next(model.parameters()).device
+    prof = ScoringProfile(sync=dev.type == "cuda")
+    handles = []
+
+    def enter(part: str):
+        def hook(*_: Any, **__: Any) -> None:
+            prof.switch(part)
+
+        return hook
+
+    handles.append(model.register_forward_pre_hook(enter("embeddings + rope index")))
+    for mod, part in _model_parts(model):
+        handles.append(mod.register_forward_pre_hook(enter(part)))
+        after = "answer head" if part == "language model" else "embeddings + rope index"
+        handles.append(mod.register_forward_hook(enter(after)))
+    handles.append(model.register_forward_hook(enter("answer head")))
+    try:
+        with prof.active():
+            yield prof
+    finally:
+        for h in handles:
+            h.remove()
