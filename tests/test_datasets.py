@@ -370,3 +370,21 @@ def test_pace_benchmark_calibration_takes_the_anchors_from_the_train_split(tmp_p
     assert (p.anchors["high"].score, p.anchors["low"].score) == (max(train.values()), min(train.values()))
     # seed 0 puts one of the extreme images in the other splits: anchors taken from the whole folder would differ
     assert max(train.values()) < max(m for _, _, m in rows) or min(train.values()) > min(m for _, _, m in rows)
+
+
+# ------------------------------------------------------------------------------------------------ the README
+
+
+def test_the_readme_table_names_every_dataset_with_its_scale_and_direction():
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name in DATASETS.names():
+        meta = DATASETS.get(name).meta
+        (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{name}` |")]
+        low, high = meta["scale"]
+        assert f"| {low:g}-{high:g}" in row, (name, row)
+        assert ("DMOS" in row) == (not meta["higher_is_better"]), row
+        assert all(d in row for d in meta["dimensions"]), row
+    for module in re.findall(r"python -m ([\w.]+)", readme):
+        assert (Path(__file__).resolve().parents[1] / (module.replace(".", "/") + ".py")).is_file(), module
