@@ -182,3 +182,37 @@ def live(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     savemat(root / "dmos.mat", {"dmos": dmos[None, :], "orgs": orgs[None, :]})
     savemat(root / "refnames_all.mat", {"refnames_all": cell})
     return dmos, orgs, refs
+
+
+def pipal(root: Path, refs: int = 5) -> list[tuple[str, float]]:
+    """``Train_Label/*.txt`` (``<name>,<Elo>`` lines, no header) and ``Distortion_1/``, ``Train_Ref/``."""
+    rows = []
+    for r in range(1, refs + 1):
+        image(root / "Train_Ref" / f"A{r:04d}.bmp", 1.0, seed=r, fmt="BMP")
+        for k in range(2):
+            name = f"A{r:04d}_0{k}_0{k}.bmp"
+            elo = round(950 + 170 * r + 30 * k, 4)
+            image(root / "Distortion_1" / name, (elo - 900) / 950, seed=10 * r + k, fmt="BMP")
+            rows.append((name, elo))
+    (root / "Train_Label").mkdir(parents=True, exist_ok=True)
+    for r in range(1, refs + 1):
+        mine = [f"{n},{e}" for n, e in rows if n.startswith(f"A{r:04d}")]
+        (root / "Train_Label" / f"A{r:04d}.txt").write_text("\n".join(mine) + "\n")
+    return rows
+
+
+def flive(root: Path, n: int = 10) -> list[tuple[str, float]]:
+    """``database/labels_image.csv`` (``name,mos``, names with their subfolder), the official test list
+    ``labels640.csv`` (``name_image``) and ``labels=640_padded.csv`` (``name_image,is_valid``)."""
+    rows = []
+    for i in range(n):
+        name = f"{'blur_dataset' if i % 2 else 'voc_emotic_ava'}/img{i:03d}.jpg"
+        mos = 10.0 + 8 * i
+        image(root / "database" / name, mos / 100, seed=i, fmt="JPEG")
+        rows.append((name, mos))
+    db = root / "database"
+    (db / "labels_image.csv").write_text("name,mos\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    (db / "labels640.csv").write_text("name_image,mos_image\n" + "".join(f"{a},{b}\n" for a, b in rows[:2]))
+    padded = "".join(f"{a},{b},{'True' if i == 2 else 'False'}\n" for i, (a, b) in enumerate(rows[2:], start=2))
+    (db / "labels=640_padded.csv").write_text("name_image,mos_image,is_valid\n" + padded)
+    return rows

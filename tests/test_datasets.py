@@ -388,3 +388,22 @@ def test_the_readme_table_names_every_dataset_with_its_scale_and_direction():
         assert all(d in row for d in meta["dimensions"]), row
     for module in re.findall(r"python -m ([\w.]+)", readme):
         assert (Path(__file__).resolve().parents[1] / (module.replace(".", "/") + ".py")).is_file(), module
+
+
+def test_pipal_labels_per_reference_file_and_split_by_reference(tmp_path):
+    rows = fx.pipal(tmp_path)
+    every = load_ratings(f"pipal:{tmp_path}")
+    assert sorted((r.image.name, r.mos) for r in every.rows) == sorted(rows)
+    assert {r.image.parent.name for r in every.rows} == {"Distortion_1"} and every.info["scale"] == [900.0, 1850.0]
+    sides = {s: {r.extra["reference"] for r in load_ratings(f"pipal:{tmp_path}:{s}").rows} for s in ("train", "test")}
+    assert sides["test"] and not (sides["train"] & sides["test"])
+
+
+def test_flive_official_test_and_validation_lists(tmp_path):
+    rows = fx.flive(tmp_path)
+    splits = {_rel(r, tmp_path): r.extra["split"] for r in load_ratings(f"flive:{tmp_path}").rows}
+    assert splits == {
+        f"database/{n}": "test" if i < 2 else "val" if i == 2 else "train" for i, (n, _) in enumerate(rows)
+    }
+    info = load_ratings(f"flive:{tmp_path}:test").info
+    assert info["split_rule"] == "official: test = labels640.csv, val = is_valid in labels=640_padded.csv"

@@ -22,7 +22,7 @@ from PIL import Image
 
 from reward.core.errors import MissingInputError
 from reward.data import ManifestResult, load_ratings
-from reward.data.datasets import parse_source
+from reward.data.datasets import check_source
 from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
 from reward.eval.parallel import image_key
@@ -72,8 +72,8 @@ def dataset_names(data: Any) -> dict[str, str]:
     """``name -> manifest`` from a list of paths (named by file stem, or folder for ``*/ratings.jsonl``-like
     repeats), datasets by name (``spaq:/data/SPAQ``: named ``spaq``, or ``spaq:test`` with a split) or a mapping.
 
-    >>> dataset_names(["runs/koniq.jsonl", "kadid10k:/data/kadid10k:test", "spaq:/data/SPAQ"])
-    {'koniq': 'runs/koniq.jsonl', 'kadid10k:test': 'kadid10k:/data/kadid10k:test', 'spaq': 'spaq:/data/SPAQ'}
+    >>> dataset_names(["runs/koniq.jsonl", "kadid10k:/tmp:test", "spaq:/tmp"])  # folders that exist
+    {'koniq': 'runs/koniq.jsonl', 'kadid10k:test': 'kadid10k:/tmp:test', 'spaq': 'spaq:/tmp'}
     """
     if isinstance(data, str):
         data = [data]
@@ -81,7 +81,7 @@ def dataset_names(data: Any) -> dict[str, str]:
         return {str(k): str(v) for k, v in data.items()}
     if not isinstance(data, Sequence) or not data:
         raise ValueError("a3: data must be a list of ratings manifests, e.g. data=[koniq.jsonl,spaq.jsonl]")
-    named = [parse_source(str(p)) for p in data]
+    named = [check_source(str(p)) for p in data]  # a dataset's name and folder are checked before any model loads
     stems = [
         (src.name + (f":{src.split}" if src.split not in (None, "all") else "")) if src else Path(str(p)).stem
         for p, src in zip(data, named, strict=True)
