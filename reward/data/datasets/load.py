@@ -210,10 +210,10 @@ def mos_range_of(source: Any, default: tuple[float, float] = (1.0, 5.0)) -> tupl
     """The MOS scale of ``source``: a dataset's own (``NAME:FOLDER``, or a JSONL manifest whose rows all name one
     dataset, as ``python -m reward.dataset_manifest`` writes them), else ``default``.
 
-    >>> mos_range_of("spaq:/data/SPAQ"), mos_range_of("ratings.jsonl")
+    >>> mos_range_of("spaq:/tmp"), mos_range_of("ratings.jsonl")
     ((0.0, 100.0), (1.0, 5.0))
     """
-    src = parse_source(source)
+    src = check_source(source)
     if src is not None:
         low, high = DATASETS.get(src.name).meta["scale"]
         return float(low), float(high)
