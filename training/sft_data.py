@@ -7,6 +7,7 @@ a fixed small set is memorised by a small model, fresh images every step are not
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from reward.core.errors import ConfigError
 from reward.data import load_ratings
-from training.targets import mos_to_word, soft_target
+from training.targets import mos_to_word, soft_target, votes_to_levels
 
 logger = logging.getLogger(__name__)
 
@@ -40,17 +42,23 @@ def answer(
     mos_range: tuple[float, float],
     soft_std: float | None = None,
     rng: np.random.Generator | None = None,
+    votes: Sequence[float] | None = None,
 ) -> str:
     """The target response: the dimension's response prefix, its rating word (``words`` best first), a full stop.
 
     Hard targets (``soft_std=None``): the word of the MOS's equal-width bin. Soft targets: the word is drawn
     from :func:`training.targets.soft_target` (a distribution over the levels whose expectation is the MOS), so
-    the expected cross-entropy equals the cross-entropy against that soft distribution (DeQA-Score's target).
+    the expected cross-entropy equals the cross-entropy against that soft distribution (DeQA-Score's target);
+    where the row has the annotators' ``votes`` (KonIQ-10k's ``c1..c5``, AVA's vote counts: a dataset row's
+    ``distribution``), the word is drawn from those instead (:func:`training.targets.votes_to_levels`).
     """
     if soft_std is None:
         word = mos_to_word(mos, words, mos_range)
     else:
-        probs = soft_target(mos, soft_std, n_levels=len(words), scale=mos_range)  # level 1 (worst) first
+        if votes:
+            probs = votes_to_levels(votes, len(words), mos_range)
+        else:
+            probs = soft_target(mos, soft_std, n_levels=len(words), scale=mos_range)  # level 1 (worst) first
         level = int((rng or np.random.default_rng()).choice(len(probs), p=probs))
         word = words[len(words) - 1 - level]
     return f"{queries[dimension]['response_prefix']} {word}."
@@ -67,16 +75,21 @@ def manifest_dataset(
     soft_std: float | None = None,
     seed: int = 0,
     augment: float | None = None,
+    split: str = "train",
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
     Rows whose dimension the scorer does not know, whose MOS is outside ``mos_range`` or whose image is missing
     or corrupt are reported with file and line and skipped (counted), never trained on. ``augment`` (a side
     fraction) crops and flips each image anew every time it is read (:class:`training.augment.QualityAugment`).
+    A dataset by name (``NAME:FOLDER``) is read at ``split`` unless it names one; its description (scale, split
+    rule, file read) is kept as JSON in the returned dataset's ``info.description``.
     """
     import datasets
 
-    result = load_ratings(source, skip_bad=skip_bad, check_images=True, max_pixels=max_pixels, mos_range=mos_range)
+    result = load_ratings(
+        source, skip_bad=skip_bad, check_images=True, max_pixels=max_pixels, mos_range=mos_range, default_split=split
+    )
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)
     unknown = Counter(row.dimension for row in result.rows if row.dimension not in queries)
@@ -89,12 +102,12 @@ def manifest_dataset(
         if not skip_bad or not rows:
             more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
             head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
-            raise ValueError(
+            raise ConfigError(
                 f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
                 f"the rows" + (f"\nother rows skipped: {more}" if more else "")
             )
         logger.warning("skipping %s", msg)
-    records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": [], "dimension": [], "mos": []}
+    records: dict[str, list[Any]] = {k: [] for k in ("images", "prompt", "completion", "dimension", "mos", "votes")}
     for row in rows:
         conv = conversation(
             queries[row.dimension]["question"], answer(queries, row.dimension, row.mos, words, mos_range)
@@ -104,13 +117,26 @@ def manifest_dataset(
         records["completion"].append(conv["completion"])
         records["dimension"].append(row.dimension)
         records["mos"].append(row.mos)
-    ds = datasets.Dataset.from_dict(records)
+        records["votes"].append([float(v) for v in row.extra.get("distribution") or []])
+    info = datasets.DatasetInfo(description=json.dumps(result.info)) if result.info else None
+    ds = datasets.Dataset.from_dict(records, info=info)
     ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))
     if soft_std is not None or augment is not None:  # a new word / crop is drawn each time an example is read
         ds.set_transform(_OnRead(queries, words, mos_range, soft_std, seed, augment))
     else:
-        ds = ds.remove_columns(["dimension", "mos"])
+        ds = ds.remove_columns(["dimension", "mos", "votes"])
+    voted = sum(bool(v) for v in records["votes"])
+    if soft_std is not None and voted:
+        logger.info("soft targets: %d of %d examples from the annotators' votes", voted, len(ds))
     logger.info("SFT data: %d examples from %s (%d rows skipped)", len(ds), result.source, skipped)
+    if result.info:
+        logger.info(
+            "%s: split %s (%s), scale %s",
+            result.source,
+            result.info["split"],
+            result.info["split_rule"],
+            result.info["scale"],
+        )
     return ds, skipped
 
 
@@ -140,10 +166,10 @@ class _OnRead:
         if self.augment is not None:
             images = [[self.augment(im) for im in ims] for ims in images]
         completions = [
-            conversation("", answer(self.queries, d, m, self.words, self.mos_range, self.soft_std, self.rng))[
+            conversation("", answer(self.queries, d, m, self.words, self.mos_range, self.soft_std, self.rng, v))[
                 "completion"
             ]
-            for d, m in zip(batch["dimension"], batch["mos"], strict=True)
+            for d, m, v in zip(batch["dimension"], batch["mos"], batch["votes"], strict=True)
         ]
         return {"images": images, "prompt": batch["prompt"], "completion": completions}
 

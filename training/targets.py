@@ -35,7 +35,7 @@ import numpy as np
 
 from reward.rewards.scoring import LEVEL_WORDS
 
-__all__ = ["bin_edges", "mos_to_level", "mos_to_word", "soft_target", "two_point_target"]
+__all__ = ["bin_edges", "mos_to_level", "mos_to_word", "soft_target", "two_point_target", "votes_to_levels"]
 
 
 def bin_edges(n_levels: int = 5, scale: tuple[float, float] = (1.0, 5.0)) -> tuple[float, ...]:
@@ -144,3 +144,23 @@ def soft_target(
         if high - low < 1e-13 * max(1.0, abs(mid)):
             break
     return _gaussian(values, 0.5 * (low + high), std)
+
+
+def votes_to_levels(votes: Sequence[float], n_levels: int = 5, scale: tuple[float, float] = (1.0, 5.0)) -> np.ndarray:
+    """The annotators' own distribution as a target over the levels (worst first): ``votes`` are the shares (or
+    counts) of the ratings ``1..len(votes)``, spread evenly over ``scale``; each rating value goes to its level's
+    bin (:func:`mos_to_level`). KonIQ-10k's ``c1..c5`` on 1-5 map one to one; AVA's ten votes on 1-10 merge in
+    pairs (1-2, 3-4, ...).
+
+    >>> votes_to_levels([0, 0, 0.25, 0.75, 0]).tolist()
+    [0.0, 0.0, 0.25, 0.75, 0.0]
+    >>> votes_to_levels([0, 1, 2, 3, 4, 0, 0, 0, 0, 0], scale=(1.0, 10.0)).round(3).tolist()
+    [0.1, 0.5, 0.4, 0.0, 0.0]
+    """
+    counts = np.asarray(votes, dtype=float)
+    if counts.ndim != 1 or counts.size < 2 or (counts < 0).any() or not counts.sum() > 0:
+        raise ValueError(f"votes must be >= 0 over at least two ratings with a positive sum, got {list(votes)}")
+    out = np.zeros(n_levels)
+    for value, count in zip(_level_values(counts.size, scale), counts, strict=True):
+        out[mos_to_level(float(np.clip(value, *scale)), n_levels, scale) - 1] += count
+    return out / out.sum()

@@ -14,6 +14,7 @@ from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
 from reward.core.outputs import check_output, path_inputs
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
+from reward.data.datasets import mos_range_of
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.eval.parallel import process_state
 from reward.rewards.registry import get_reward, reward_info, store_reward_schemas
@@ -23,14 +24,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class HorSettings:
-    tau_low: float = 3.0  # MOS at or below: a low-quality image
-    tau_high: float = 4.0  # prediction at or above (on the MOS scale): scored high
+    tau_low: float | None = None  # MOS at or below: a low-quality image (null: 3 on a 1-5 scale, mapped to mos_range)
+    tau_high: float | None = None  # prediction at or above (on the MOS scale): scored high (null: 4 on 1-5, mapped)
 
 
 @dataclass
 class EvaluateSettings:
     reward: Any = MISSING  # reward=NAME selects configs/reward/NAME.yaml; its keys are set with reward.KEY=VALUE
-    data: str = MISSING  # ratings manifest (JSONL: {"image", "dimension", "mos"}) or a datasets folder
+    data: str = MISSING  # ratings manifest (JSONL: {"image", "dimension", "mos"}), a datasets folder, or a public
+    # dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. kadid10k:/data/kadid10k:test; default split all)
     out: str = MISSING  # output folder: metrics.json, scores.jsonl, scatter plots
     batch_size: int = 16  # images per reward call
     num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
@@ -39,7 +41,8 @@ class EvaluateSettings:
     skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
     max_decode_pixels: int | None = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread (not the
     # processor's budget: that is reward.max_pixels)
-    mos_range: list[float] = field(default_factory=lambda: [1.0, 5.0])  # the manifest's MOS scale
+    mos_range: list[float] | None = None  # the MOS scale; null: the dataset's own (NAME:FOLDER, or a manifest written
+    # from one), else [1, 5]
     hor: HorSettings = field(default_factory=HorSettings)  # Holistic Override Rate thresholds (PACE eq. 1)
     bootstrap: int = 0  # resamples for 95% CIs of SRCC and HOR (0: off)
     seed: int = 0
@@ -62,13 +65,14 @@ store_reward_schemas()
 
 
 def settings_from(s: EvaluateSettings) -> EvalSettings:
-    if len(s.mos_range) != 2 or not s.mos_range[0] < s.mos_range[1]:
+    mos_range = mos_range_of(s.data) if s.mos_range is None else s.mos_range  # a value set by the user wins
+    if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
         raise ConfigError(f"mos_range={s.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
     return EvalSettings(
         batch_size=s.batch_size,
         skip_bad=s.skip_bad,
         max_decode_pixels=s.max_decode_pixels,
-        mos_range=(float(s.mos_range[0]), float(s.mos_range[1])),
+        mos_range=(float(mos_range[0]), float(mos_range[1])),
         tau_low=s.hor.tau_low,
         tau_high=s.hor.tau_high,
         bootstrap=s.bootstrap,
@@ -109,7 +113,7 @@ def run(cfg: Any) -> dict[str, Any]:
     if state.is_main_process:
         output.create()
     state.wait_for_everyone()
-    base = Path(c["data"]).resolve().parent if Path(str(c["data"])).is_file() else None
+    base = manifest.base if manifest.info else Path(c["data"]).resolve().parent if Path(c["data"]).is_file() else None
     result = evaluate_rows(
         reward,
         manifest.rows,
@@ -122,6 +126,8 @@ def run(cfg: Any) -> dict[str, Any]:
         distributed=True,
     )
     result.meta["run"] = output.provenance()
+    if manifest.info:  # a dataset by name: its scale, split rule and seed, the file read
+        result.meta["data"] = manifest.info
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
     if state.is_main_process:
         paths = write_results(c["out"], result, settings, spec.score_range, title=name)

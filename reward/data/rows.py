@@ -7,8 +7,10 @@ Row formats (DESIGN.md, "Contracts"); image paths are relative to the manifest's
 - inpainting: ``{"image", "mask", "prompt"}``.
 
 A source is a JSONL path, a folder written by ``datasets.Dataset.save_to_disk`` (paths in it are relative to
-that folder) or a ``datasets.Dataset`` (paths used as given). Image columns may hold paths or PIL images;
-PIL images are returned converted to RGB, paths as resolved ``Path`` objects. Other keys go to ``extra``.
+that folder), a ``datasets.Dataset`` (paths used as given) or a public IQA dataset by name, ``NAME:FOLDER[:SPLIT]``
+(:mod:`reward.data.datasets`: its own files read from FOLDER; pairs are drawn from its MOS). Image columns may hold
+paths or PIL images; PIL images are returned converted to RGB, paths as resolved ``Path`` objects. Other keys go to
+``extra``.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ class ManifestResult(Generic[RowT]):
     rows: list[RowT]
     skipped: list[SkippedRow] = field(default_factory=list)
     source: str = ""  # file or dataset the rows came from
+    base: Path | None = None  # the folder the rows' image paths are relative to (resolved; None: as given)
+    info: dict[str, Any] = field(default_factory=dict)  # a dataset source's scale, split rule, file read, ...
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -144,8 +148,13 @@ class _Context:
     check_images: bool
     max_pixels: int | None
     dataset: Any = None  # the datasets table when images stay encoded (lazy_images)
+    info: dict[str, Any] = field(default_factory=dict)  # a dataset source's description (ManifestResult.info)
 
     def where(self, line: int) -> str:
+        if self.info.get("pairs"):  # pairs drawn from a dataset's MOS
+            return f"{self.name} pair {line}"
+        if self.info:  # a dataset source: the line of its metadata file
+            return f"{self.info['file']}:{line}"
         return f"{self.name}:{line}" if self.jsonl else f"{self.name} row {line}"
 
 
@@ -155,8 +164,23 @@ _Item = tuple[int, dict | ManifestError]  # (line, row or the reason it could no
 
 
 def _open_source(
-    source: Any, check_images: bool, max_pixels: int | None, lazy_images: bool = False
+    source: Any,
+    check_images: bool,
+    max_pixels: int | None,
+    lazy_images: bool = False,
+    default_split: str = "all",
+    pairs: bool = False,
 ) -> tuple[_Context, Iterable[_Item]]:
+    from reward.data.datasets import open_dataset, pair_items, parse_source
+
+    named = parse_source(source)
+    if named is not None:  # NAME:FOLDER[:SPLIT]: the dataset's own files, as manifest rows
+        opened = open_dataset(named, default_split=default_split)
+        info = dict(opened.info)
+        if pairs:
+            info["pairs"] = "drawn from the MOS: each image with 5 others (seeded), the higher MOS preferred"
+        items = pair_items(opened) if pairs else opened.items
+        return _Context(str(opened.source), opened.folder, False, check_images, max_pixels, info=info), items
     if isinstance(source, str | Path):
         path = Path(source)
         if path.is_dir():
@@ -336,8 +360,10 @@ def _load(
     max_pixels: int | None,
     example: str,
     lazy_images: bool = False,
+    default_split: str = "all",
+    pairs: bool = False,
 ) -> ManifestResult[RowT]:
-    ctx, items = _open_source(source, check_images, max_pixels, lazy_images)
+    ctx, items = _open_source(source, check_images, max_pixels, lazy_images, default_split, pairs)
     name = ctx.name
     rows: list[RowT] = []
     skipped: list[SkippedRow] = []
@@ -359,7 +385,8 @@ def _load(
         raise ManifestError(f"{name}: all {total} rows are bad, nothing to use; first problem: {skipped[0].reason}")
     if skipped:
         logger.warning("%s: skipped %d of %d rows (skip_bad=True)", name, len(skipped), total)
-    return ManifestResult(rows, skipped, name)
+    base = ctx.base_dir.resolve() if ctx.base_dir is not None else None
+    return ManifestResult(rows, skipped, name, base, ctx.info)
 
 
 def load_ratings(
@@ -370,6 +397,7 @@ def load_ratings(
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     mos_range: tuple[float, float] | None = None,
     lazy_images: bool = False,
+    default_split: str = "all",
 ) -> ManifestResult[RatingRow]:
     """Read a ratings manifest: each row an image, a dimension name and a MOS (or raw ratings, averaged).
 
@@ -378,6 +406,8 @@ def load_ratings(
     ``mos_range=(low, high)`` rejects MOS values (and raw ratings) outside it. An empty manifest, or one whose
     rows are all bad, always raises. ``lazy_images`` (with ``check_images=False``) leaves the images of a
     ``datasets`` source encoded in the memory-mapped table (:class:`DatasetImage`), decoded only when scored.
+    A dataset source ``NAME:FOLDER`` without ``:SPLIT`` reads ``default_split``; its description (scale, split
+    rule, file read) is in the result's ``info`` (see :func:`reward.data.datasets.mos_range_of` for its scale).
     """
     return _load(
         source,
@@ -387,15 +417,31 @@ def load_ratings(
         max_pixels=max_pixels,
         example=RATING_EXAMPLE,
         lazy_images=lazy_images and not check_images,
+        default_split=default_split,
     )
 
 
 def load_pairs(
-    source: Any, *, skip_bad: bool = False, check_images: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS
+    source: Any,
+    *,
+    skip_bad: bool = False,
+    check_images: bool = True,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    default_split: str = "train",
 ) -> ManifestResult[PairRow]:
-    """Read a preference-pair manifest (``a``, ``b``, ``label`` in a/b/tie, case-insensitive); see load_ratings."""
+    """Read a preference-pair manifest (``a``, ``b``, ``label`` in a/b/tie, case-insensitive); see load_ratings.
+
+    From a dataset source ``NAME:FOLDER[:SPLIT]`` (``default_split`` when it names none) the pairs are drawn from
+    its MOS (:func:`reward.data.datasets.pair_items`): each image with 5 others, the higher MOS preferred."""
     return _load(
-        source, _pair, skip_bad=skip_bad, check_images=check_images, max_pixels=max_pixels, example=PAIR_EXAMPLE
+        source,
+        _pair,
+        skip_bad=skip_bad,
+        check_images=check_images,
+        max_pixels=max_pixels,
+        example=PAIR_EXAMPLE,
+        default_split=default_split,
+        pairs=True,
     )
 
 

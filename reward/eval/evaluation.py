@@ -33,11 +33,27 @@ class EvalSettings:
     skip_bad: bool = False  # skip (and count) rows whose image cannot be used instead of failing
     max_decode_pixels: int | None = 36_000_000  # decode guard: larger images are refused unread
     mos_range: tuple[float, float] = (1.0, 5.0)  # the MOS scale of the manifest
-    tau_low: float = 3.0  # HOR: MOS at or below this is "low quality" (on the MOS scale)
-    tau_high: float = 4.0  # HOR: predictions at or above this (mapped to the MOS scale) are "high"
+    tau_low: float | None = None  # HOR: MOS at or below this is "low quality" (None: 3 on 1-5, mapped to mos_range)
+    tau_high: float | None = None  # HOR: predictions at or above this (mapped to the MOS scale) are "high" (None: 4)
     bootstrap: int = 0  # resamples for 95% confidence intervals of SRCC and HOR (0: none)
     seed: int = 0
     num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
+
+    def taus(self) -> tuple[float, float]:
+        """HOR's thresholds on the MOS scale: the ones set, else PACE's 3 and 4 on a 1-5 scale mapped linearly onto
+        ``mos_range`` (a 0-100 dataset: 50 and 75), so that HOR means the same on every dataset.
+
+        >>> EvalSettings(mos_range=(0.0, 100.0)).taus(), EvalSettings(mos_range=(0.0, 100.0), tau_low=40).taus()
+        ((50.0, 75.0), (40.0, 75.0))
+        """
+        low, high = (float(v) for v in to_mos_scale(np.array(HOR_TAUS), (1.0, 5.0), self.mos_range))
+        return (
+            low if self.tau_low is None else float(self.tau_low),
+            high if self.tau_high is None else float(self.tau_high),
+        )
+
+
+HOR_TAUS = (3.0, 4.0)  # PACE's HOR thresholds on the 1-5 scale
 
 
 @dataclass
@@ -132,8 +148,10 @@ def evaluate_rows(
 
 
 def _metrics(p: np.ndarray, m: np.ndarray, s: EvalSettings, score_range: tuple[float, float]) -> dict[str, Any]:
-    hor_kwargs = {"tau_low": s.tau_low, "tau_high": s.tau_high, "pred_range": score_range, "mos_range": s.mos_range}
+    tau_low, tau_high = s.taus()
+    hor_kwargs = {"tau_low": tau_low, "tau_high": tau_high, "pred_range": score_range, "mos_range": s.mos_range}
     out: dict[str, Any] = summarize(p, m, **hor_kwargs)
+    out.update(mos_range=list(s.mos_range), hor_thresholds=[tau_low, tau_high])  # the scale HOR was computed on
     if s.bootstrap > 0 and len(p) > 2:
         out["srcc_ci"] = list(bootstrap_ci(srcc, p, m, n=s.bootstrap, seed=s.seed))
         out["hor_ci"] = list(bootstrap_ci(functools.partial(hor, **hor_kwargs), p, m, n=s.bootstrap, seed=s.seed))
@@ -161,8 +179,8 @@ def write_results(
             mos,
             out / f"scatter_{dim}.png",
             title=f"{title}: {dim}",
-            tau_low=settings.tau_low,
-            tau_high=settings.tau_high,
+            tau_low=settings.taus()[0],
+            tau_high=settings.taus()[1],
             mos_range=settings.mos_range,
             hor=result.metrics[dim].get("hor") or math.nan,
         )

@@ -24,8 +24,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from reward.data.images import load_image
-from reward.qbench.a1_questions import CONCERNS, TYPES, Question
+from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name, load_question_image
 from reward.vlm import VLM, OptionQuery
 
 __all__ = ["INSTRUCTION", "Answer", "answer_questions", "format_metrics", "lettered_prompt", "perception_metrics"]
@@ -80,7 +79,7 @@ class Answer:
         q = self.question
         return {
             "line": q.line,
-            "img_path": [str(p) for p in q.images],
+            "img_path": [image_name(p) for p in q.images],
             "question": q.question,
             "type": q.type,
             "concern": q.concern,
@@ -118,7 +117,7 @@ def answer_questions(
             prompt, letters, order = lettered_prompt(
                 q.question, q.candidates, n_images=len(q.images), seed=seed, index=index, shuffle=shuffle
             )
-            groups.append([load_image(p, max_pixels=max_decode_pixels) for p in q.images])
+            groups.append([load_question_image(p, max_decode_pixels) for p in q.images])
             queries.append([OptionQuery(prompt, letters)])
             shown.append((letters, order))
         logp = vlm.option_logprobs(groups, queries, system=system).logprobs[:, 0]

@@ -1,4 +1,5 @@
-"""Q-Bench A1 question files: the released LLVisionQA / LLVisionQA-pair JSON format, or the same rows as JSONL.
+"""Q-Bench A1 question files: the released LLVisionQA / LLVisionQA-pair JSON format, or the same rows as JSONL;
+and the Hugging Face layout lmms-eval reads (``q-future/Q-Bench-HF``, ``Q-Bench2-HF``).
 
 A row::
 
@@ -9,6 +10,11 @@ A row::
 global / in-context x distortion / other; pairs: comparison / joint x distortion / other). Image paths are
 relative to the file's folder or absolute. Every bad row is named by ``file:line`` (also inside a JSON list) and
 either fails or, with ``skip_bad``, is skipped and counted.
+
+A Hugging Face row (:func:`hf_row`) has ``option0``..``option3`` padded with ``"N/A"``, ``correct_choice`` (a
+letter), integer ``question_type`` / ``question_concern`` and the images in ``image``, or ``image1`` and ``image2``;
+it is read from a ``.parquet`` file, a folder saved with ``datasets``' ``save_to_disk`` (images kept encoded in
+the table, decoded when asked) or JSON/JSONL rows with image paths.
 
 Example:
     >>> rows, skipped = load_questions("llvisionqa_dev.json")  # doctest: +SKIP
@@ -24,8 +30,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reward.core.errors import MissingInputError
-from reward.data import SkippedRow
-from reward.data.images import ImageError, load_image
+from reward.data import DatasetImage, SkippedRow
+from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
 __all__ = [
@@ -33,7 +39,10 @@ __all__ = [
     "QUESTION_EXAMPLE",
     "TYPES",
     "Question",
+    "hf_row",
+    "image_name",
     "image_path",
+    "load_question_image",
     "iter_rows",
     "load_questions",
     "question_row",
@@ -57,7 +66,7 @@ QUESTION_EXAMPLE = (
 class Question:
     """One multiple-choice question about one image or a pair (``images`` holds one or two paths)."""
 
-    images: tuple[Path, ...]
+    images: tuple[Path | DatasetImage, ...]  # files, or images held in a question table
     question: str
     candidates: tuple[str, ...]
     correct: str
@@ -87,7 +96,7 @@ def question_row(
     }
 
 
-def _json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
+def json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     """Each element of a top-level JSON list with the line it starts on."""
     text = path.read_text(encoding="utf-8")
     try:
@@ -113,14 +122,106 @@ def _json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
         pos = end
 
 
+HF_OPTIONS = ("option0", "option1", "option2", "option3")
+HF_IMAGES = ("image", "image1", "image2")
+
+
+def hf_row(row: dict, where: str) -> dict:
+    """A row of the Hugging Face layout as a released row, as lmms-eval reads it: the candidates are the options up
+    to the first ``"N/A"``, the answer is the candidate at ``correct_choice``'s letter, ``type`` and ``concern`` are
+    ``question_type`` and ``question_concern``, the images ``image`` or ``[image1, image2]``.
+
+    >>> hf_row({"id": 0, "image": "a.jpg", "question": "How is the lighting of this building?", "option0": "High",
+    ...         "option1": "Low", "option2": "Medium", "option3": "N/A", "question_type": 2, "question_concern": 3,
+    ...         "correct_choice": "B"}, "dev row 1")  # doctest: +NORMALIZE_WHITESPACE
+    {'img_path': 'a.jpg', 'question': 'How is the lighting of this building?', 'candidates': ['High', 'Low',
+     'Medium'], 'correct_ans': 'Low', 'type': 2, 'concern': 3, 'id': 0}
+    """
+    candidates = []
+    for key in HF_OPTIONS:
+        option = row.get(key)
+        if option is None or str(option).strip() == "N/A":
+            break
+        candidates.append(option)
+    letter = row.get("correct_choice")
+    index = ord(letter.strip().upper()) - ord("A") if isinstance(letter, str) and len(letter.strip()) == 1 else -1
+    if not 0 <= index < len(candidates):
+        raise ManifestError(
+            f"{where}: correct_choice {letter!r} names none of the {len(candidates)} options before the first 'N/A' "
+            f"({candidates}); it must be a letter A-{chr(ord('A') + max(len(candidates), 1) - 1)}."
+        )
+    pair = row.get("image1") is not None and row.get("image2") is not None
+    images = [row["image1"], row["image2"]] if pair else row.get("image")
+    used = {*HF_OPTIONS, *HF_IMAGES, "question", "correct_choice", "question_type", "question_concern"}
+    return {
+        "img_path": images,
+        "question": row.get("question"),
+        "candidates": candidates,
+        "correct_ans": candidates[index],
+        "type": row.get("question_type"),
+        "concern": row.get("question_concern"),
+        **{k: v for k, v in row.items() if k not in used},
+    }
+
+
+def _is_table(path: Path) -> bool:
+    return path.is_dir() or path.suffix.lower() == ".parquet"
+
+
+def _table_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
+    """The rows of a ``.parquet`` file or a ``save_to_disk`` folder, image cells as lazy :class:`DatasetImage`."""
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(path)) if path.is_dir() else datasets.Dataset.from_parquet(str(path))
+    except (FileNotFoundError, ValueError, OSError) as err:
+        raise ManifestError(
+            f"{path}: not a question table ({err}); pass a .parquet file, a folder saved with "
+            "save_to_disk, or a JSON/JSONL question file"
+        ) from err
+    if isinstance(ds, datasets.DatasetDict):
+        raise ManifestError(f"{path} holds splits {list(ds)}; pass one split, e.g. {path / next(iter(ds))}.")
+    for name in HF_IMAGES:
+        feature = ds.features.get(name)
+        if isinstance(feature, datasets.Image) and feature.decode:
+            ds = ds.cast_column(name, datasets.Image(decode=False))
+    for i in range(len(ds)):
+        row = dict(ds[i])
+        for name in HF_IMAGES:
+            cell = row.get(name)
+            if isinstance(cell, dict) and (cell.get("bytes") or cell.get("path")):
+                label = row.get("id", i)
+                row[name] = DatasetImage(ds, i, name, f"{path.name}/{label}/{name}")
+        yield i + 1, row
+
+
+def image_name(image: Path | DatasetImage) -> str:
+    """How an image of a question is named in the outputs: its path, or ``table/id/column`` for a table's image."""
+    return image.key if isinstance(image, DatasetImage) else str(image)
+
+
+def load_question_image(image: Path | DatasetImage, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Any:
+    """The RGB image of a question, from its file or from its table."""
+    return image.load(max_pixels) if isinstance(image, DatasetImage) else load_image(image, max_pixels=max_pixels)
+
+
 def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
+    if _is_table(path):
+        return _table_items(path)
     if not path.is_file():
         raise MissingInputError(f"question file {str(path)!r} does not exist; pass a LLVisionQA JSON or JSONL file")
     head = path.read_text(encoding="utf-8").lstrip()[:1]
-    return _json_list_items(path) if head == "[" else iter_jsonl(path)
+    return json_list_items(path) if head == "[" else iter_jsonl(path)
 
 
-def image_path(base: Path, value: Any, where: str, check: bool) -> Path:
+def image_path(base: Path, value: Any, where: str, check: bool) -> Path | DatasetImage:
+    if isinstance(value, DatasetImage):  # an image held in a question table
+        if check:
+            try:
+                value.load()
+            except (ImageError, OSError) as err:
+                raise ManifestError(f"{where}: image {value.key!r} is unusable: {err}") from err
+        return value
     if not isinstance(value, str) or not value.strip():
         raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
     path = Path(value) if Path(value).is_absolute() else resolve_image_path(base, value, where=where)
@@ -137,7 +238,7 @@ def image_path(base: Path, value: Any, where: str, check: bool) -> Path:
     return path
 
 
-def image_paths(base: Path, value: Any, where: str, check: bool) -> tuple[Path, ...]:
+def image_paths(base: Path, value: Any, where: str, check: bool) -> tuple[Path | DatasetImage, ...]:
     """``img_path``: one path, or a list of two for a pair."""
     paths = value if isinstance(value, list) else [value]
     if len(paths) not in (1, 2):
@@ -146,6 +247,8 @@ def image_paths(base: Path, value: Any, where: str, check: bool) -> tuple[Path, 
 
 
 def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Question:
+    if "correct_choice" in row and "option0" in row:  # the Hugging Face layout
+        row = hf_row(row, where)
     missing = [k for k in ("img_path", "question", "candidates", "correct_ans") if row.get(k) is None]
     if missing:
         raise ManifestError(
@@ -182,11 +285,11 @@ def load_rows(
     """Parse every row of a JSON-list or JSONL file with ``parse(row, base_dir, "file:line", line)``. Bad rows
     raise ``ManifestError`` naming ``file:line``, or with ``skip_bad=True`` are logged, skipped and returned."""
     path = Path(path)
-    base = path.resolve().parent
+    base = path.resolve() if path.is_dir() else path.resolve().parent
     rows: list[T] = []
     skipped: list[SkippedRow] = []
     for line, item in iter_rows(path):
-        where = f"{path}:{line}"
+        where = f"{path} row {line}" if _is_table(path) else f"{path}:{line}"
         try:
             if isinstance(item, ManifestError):
                 raise item

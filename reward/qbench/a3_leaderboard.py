@@ -21,10 +21,12 @@ import torch
 from PIL import Image
 
 from reward.core.errors import MissingInputError
-from reward.data import load_ratings
+from reward.data import ManifestResult, load_ratings
+from reward.data.datasets import check_source
 from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
 from reward.eval.parallel import image_key
+from reward.qbench.a3_data import is_a3_json, load_a3_json
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import synonym_ensemble
 from reward.vlm import VLM, OptionQuery
@@ -68,14 +70,22 @@ class SynonymTable:
 
 def dataset_names(data: Any) -> dict[str, str]:
     """``name -> manifest`` from a list of paths (named by file stem, or folder for ``*/ratings.jsonl``-like
-    repeats) or a mapping."""
+    repeats), datasets by name (``spaq:/data/SPAQ``: named ``spaq``, or ``spaq:test`` with a split) or a mapping.
+
+    >>> dataset_names(["runs/koniq.jsonl", "kadid10k:/tmp:test", "spaq:/tmp"])  # folders that exist
+    {'koniq': 'runs/koniq.jsonl', 'kadid10k:test': 'kadid10k:/tmp:test', 'spaq': 'spaq:/tmp'}
+    """
     if isinstance(data, str):
         data = [data]
     if isinstance(data, Mapping):
         return {str(k): str(v) for k, v in data.items()}
     if not isinstance(data, Sequence) or not data:
         raise ValueError("a3: data must be a list of ratings manifests, e.g. data=[koniq.jsonl,spaq.jsonl]")
-    stems = [Path(str(p)).stem for p in data]
+    named = [check_source(str(p)) for p in data]  # a dataset's name and folder are checked before any model loads
+    stems = [
+        (src.name + (f":{src.split}" if src.split not in (None, "all") else "")) if src else Path(str(p)).stem
+        for p, src in zip(data, named, strict=True)
+    ]
     if len(set(stems)) < len(stems):
         stems = [f"{Path(str(p)).parent.name}/{Path(str(p)).stem}" for p in data]
     if len(set(stems)) < len(stems):
@@ -91,10 +101,7 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
     """
     table: dict[str, dict[str, dict[str, float]]] = {}
     skipped: dict[str, int] = {}
-    manifests = {
-        name: load_ratings(path, skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_decode_pixels)
-        for name, path in datasets.items()
-    }
+    manifests = {name: _ratings(path, settings) for name, path in datasets.items()}
     if not settings.skip_bad:  # a missing image fails now, not after the other datasets were scored
         for m in manifests.values():
             for r in m.rows:
@@ -103,9 +110,9 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
                         f"{m.source}:{r.line}: image {r.image} not found; fix the path or pass "
                         "skip_bad=true to skip and count such rows"
                     )
-    for name, path in datasets.items():
+    for name in datasets:
         manifest = manifests[name]
-        base = Path(path).resolve().parent
+        base = manifest.base
         done = score_rating_rows(reward, manifest.rows, settings, base=base, source=manifest.source)
         scored, bad = done.scores, done.skipped
         skipped[name] = len(manifest.skipped) + len(bad)
@@ -121,6 +128,21 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
     variants = list(next(iter(table.values())))
     mean = {v: {m: float(np.mean([table[d][v][m] for d in table])) for m in ("srcc", "plcc")} for v in variants}
     return {"datasets": table, "mean": mean, "skipped": skipped}
+
+
+def _ratings(path: str, settings: EvalSettings) -> ManifestResult:
+    """One dataset of the leaderboard: an A3 JSON file as released (:mod:`reward.qbench.a3_data`), a ratings
+    manifest, or a dataset by name (its whole folder, split ``all`` unless named; only its MOS, ``quality``, is
+    compared, not its other dimensions)."""
+    if is_a3_json(path):
+        return load_a3_json(path, skip_bad=settings.skip_bad)
+    manifest = load_ratings(
+        path, skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_decode_pixels
+    )
+    if manifest.info.get("dimensions"):
+        main = manifest.info["dimensions"][0]
+        manifest.rows = [r for r in manifest.rows if r.dimension == main]
+    return manifest
 
 
 def format_leaderboard(result: Mapping[str, Any], title: str) -> str:

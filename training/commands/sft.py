@@ -6,6 +6,7 @@ Validate everything first (all problems at once), check a resumed run is the sam
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output
+from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
@@ -91,9 +93,11 @@ class LevelSettings:
 
 @dataclass
 class DataSettings:
-    train: str = MISSING  # ratings manifest, datasets folder, or "synthetic" (fresh procedural scenes every step)
-    test: str | None = None  # ratings manifest evaluated at the end (metrics.json)
-    mos_range: list[float] = field(default_factory=lambda: [1.0, 5.0])
+    train: str = MISSING  # ratings manifest, datasets folder, "synthetic" (fresh procedural scenes every step), or a
+    # public dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. koniq10k:/data/KonIQ-10k; split train)
+    test: str | None = None  # the same kinds, evaluated at the end (metrics.json); NAME:FOLDER's split: test
+    mos_range: list[float] | None = None  # MOS scale of the rating words; null: each source's own (a dataset's,
+    # e.g. SPAQ 0-100 for data.train=spaq:DIR), else [1, 5]
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
     max_decode_pixels: int = 36_000_000  # decode guard (not the processor budget: model.max_pixels)
     synthetic_seed: int = 0  # data.train=synthetic: stream seed
@@ -182,6 +186,9 @@ def _validate(s: SftSettings) -> None:
         s.model.loading()
     except ValueError as err:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
+    mr = s.data.mos_range
+    if mr is not None and (len(mr) != 2 or not mr[0] < mr[1]):
+        problems.append(f"data.mos_range={mr}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(s))
     if problems:
         raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
@@ -207,10 +214,11 @@ def _prompt_problems(s: SftSettings) -> list[str]:
 
 def check_inputs(s: SftSettings) -> None:
     """The training and test data exist: fail now, not after training (a missing data.test would)."""
+    named = {v for v in (s.data.train, s.data.test) if check_source(v)}  # NAME:FOLDER: name, split, folder checked
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in (("data.train", s.data.train), ("data.test", s.data.test))
-        if value and value not in STREAMS and ":" not in str(value) and not Path(value).exists()
+        if value and value not in STREAMS and value not in named and not Path(value).exists()
     ]
     if missing:
         raise MissingInputError("\n".join(missing))
@@ -282,6 +290,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     if s.model.freeze_vision or s.model.freeze_aligner:
         freeze_vision(model, vision=s.model.freeze_vision, aligner=s.model.freeze_aligner)
     result: dict[str, Any] = {"skipped_train_rows": skipped, "output_dir": str(out), "run": output.provenance()}
+    described = getattr(getattr(train_ds, "info", None), "description", None)
+    if described and described.startswith("{"):  # a dataset by name: its scale, split rule and seed
+        result["data_train"] = json.loads(described)
     if s.eval_before and s.data.test:
         from reward.rewards.sa_iqa import SaIqaReward
 
@@ -328,7 +339,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         no_perception = replace(s, data=replace(s.data, perception=None))
         return mix_perception(s, lambda: _train_dataset(no_perception, queries))
     words = _sorted_words(s)  # best first
-    mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
+    mos_range = data_mos_range(s, s.data.train)
     soft = s.data.soft_std if s.data.soft_targets else None
     if s.data.train == "synthetic":
         ds = synthetic_stream(
@@ -366,7 +377,14 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         soft_std=soft,
         seed=seed,
         augment=s.data.augment_crop if s.data.augment else None,
+        split="train",
     )
+
+
+def data_mos_range(s: SftSettings, source: str | None) -> tuple[float, float]:
+    """The MOS scale of ``source``: ``data.mos_range`` when set, else the source's own (a dataset's), else 1-5."""
+    low, high = s.data.mos_range if s.data.mos_range is not None else mos_range_of(source)
+    return float(low), float(high)
 
 
 def _rating_ids(tokenizer: Any, meta: dict[str, Any], s: SftSettings) -> list[int]:
@@ -455,11 +473,15 @@ def save_processor(processor: Any, out: Path) -> None:
 def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
     from reward.data import load_ratings
 
-    mos_range = (float(s.data.mos_range[0]), float(s.data.mos_range[1]))
+    mos_range = data_mos_range(s, s.data.test)
     settings = EvalSettings(batch_size=s.eval_batch_size, skip_bad=s.data.skip_bad, mos_range=mos_range)
-    rows = load_ratings(s.data.test, skip_bad=s.data.skip_bad, check_images=False, mos_range=mos_range)
-    base = Path(s.data.test).resolve().parent
+    rows = load_ratings(
+        s.data.test, skip_bad=s.data.skip_bad, check_images=False, mos_range=mos_range, default_split="test"
+    )
+    base = rows.base if rows.info else Path(s.data.test).resolve().parent
     result = evaluate_rows(reward, rows.rows, settings, score_range=(1.0, 5.0), base=base, source=rows.source)
+    if rows.info:  # a dataset by name: its scale, split rule and seed, the file read
+        result.meta["data"] = rows.info
     write_results(out, result, settings, (1.0, 5.0), title="sa-iqa")
     logger.info("SA-IQA on %s\n%s", s.data.test, format_table(result.metrics))
     return result.metrics

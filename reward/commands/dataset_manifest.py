@@ -1,0 +1,86 @@
+"""What ``python -m reward.dataset_manifest`` does: write a dataset read by name as an editable JSONL manifest.
+
+The manifest holds exactly the rows every command reads from ``NAME:FOLDER[:SPLIT]`` (the same split, MOS flipped
+where the dataset is a DMOS, images found where they are), one JSON object per line with image paths relative to
+the manifest's folder; a sidecar ``.json`` beside it records the dataset, its scale, the split rule and seed, the
+file read and the rows left out. The rows name their ``dataset``, so a command reading the manifest still takes
+the dataset's own scale as ``mos_range``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError
+from reward.core.outputs import check_output_file
+from reward.data import load_ratings
+from reward.data.datasets import check_source
+from reward.data.files import atomic_write_json, atomic_write_jsonl
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DatasetManifestSettings:
+    data: str = MISSING  # NAME:FOLDER[:SPLIT], e.g. kadid10k:/data/kadid10k:test (no split: all)
+    out: str | None = (
+        None  # the JSONL manifest, at or below FOLDER's images' common folder; null: FOLDER/NAME-SPLIT.jsonl
+    )
+    skip_bad: bool = False  # true: leave out (and count, in the sidecar) rows whose image is missing
+    check_images: bool = False  # true: decode every image now, so that a corrupt one is named (slow on big datasets)
+    overwrite: bool = False  # true: an existing manifest (and its sidecar) is moved aside to NAME.old-<time>
+
+
+store_schema("dataset_manifest_schema", DatasetManifestSettings)
+
+
+def run(cfg: Any) -> dict[str, Any]:
+    """Read the dataset, write the manifest and its sidecar; returns the sidecar's content."""
+    s = parse(DatasetManifestSettings, cfg, where="")
+    src = check_source(s.data)
+    if src is None:
+        raise ConfigError(f"data={s.data}: give a dataset by name, NAME:FOLDER[:SPLIT] (e.g. spaq:/data/SPAQ:test)")
+    src = src.with_default("all")
+    out = Path(s.out) if s.out else Path(src.folder) / f"{src.name}-{src.split}.jsonl"
+    if out.suffix != ".jsonl":
+        raise ConfigError(f"out={out}: a manifest is a .jsonl file")
+    check_output_file(out, overwrite=s.overwrite, companions=(".json",))
+    manifest = load_ratings(str(src), skip_bad=s.skip_bad, check_images=s.check_images)
+    home = out.resolve().parent
+    rows = []
+    for row in manifest.rows:
+        try:
+            image = Path(row.image).relative_to(home).as_posix()
+        except ValueError:
+            raise ConfigError(
+                f"out={out}: the manifest must sit at or above its images (paths in a manifest stay inside its "
+                f"folder), but {row.image} is not below {home}; write it in {manifest.base}"
+            ) from None
+        rows.append({"image": image, "dimension": row.dimension, "mos": row.mos, **row.extra})
+    atomic_write_jsonl(out, rows)
+    sidecar = {
+        "manifest": str(out),
+        "data": str(src),
+        "rows": len(rows),
+        **manifest.info,
+        "skipped": [vars(r) for r in manifest.skipped],
+    }
+    atomic_write_json(out.with_suffix(".json"), sidecar)
+    logger.info(
+        "wrote %s: %d rows (%d images, %d skipped) from %s; split %s (%s); scale %s",
+        out,
+        len(rows),
+        manifest.info["images"] - len(manifest.skipped),
+        len(manifest.skipped),
+        manifest.info["file"],
+        src.split,
+        manifest.info["split_rule"],
+        manifest.info["scale"],
+    )
+    return sidecar
