@@ -36,6 +36,7 @@ def _entry_points() -> list[str]:
 # For every entry point: arguments naming an input that does not exist (None: the command reads no input file).
 MISSING_INPUT = {
     "reward/evaluate.py": ["reward.model=/nope/model", "data=/nope/ratings.jsonl", "out={tmp}/out"],
+    "reward/dataset_manifest.py": ["data=koniq10k:/nope/koniq", "out={tmp}/m.jsonl"],
     "reward/qbench_eval.py": ["task=a1", "model.path=/nope/model", "data=/nope/questions.json", "out={tmp}/out"],
     "training/sft.py": ["model.path=/nope/model", "data.train=/nope/ratings.jsonl", "output_dir={tmp}/out"],
     "training/photos.py": ["brisque", "data=/nope/ratings.jsonl"],

@@ -11,8 +11,8 @@ from pathlib import Path
 import iqa_fixtures as fx
 import numpy as np
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from reward.core.errors import UserError
 from reward.data import load_pairs, load_ratings
 from reward.data.datasets import DATASETS, check_source, mos_range_of, parse_source

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import random_images
 
+from conftest import random_images
 from reward.data import DatasetImage
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_questions import hf_row, image_name, load_question_image, load_questions
