@@ -10,6 +10,8 @@ from pace_judge.scorer import CropConfig
 from reward.core.config import from_mapping
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
+DEFAULT_MAX_PIXELS = 802_816  # 1024 visual tokens per image on Qwen-VL (pixels / 28^2): a 1024x768 photo stays whole
+
 
 @dataclass
 class PaceConfig(ModelLoading):
@@ -17,6 +19,7 @@ class PaceConfig(ModelLoading):
     path)."""
 
     name: str = "pace"
+    max_pixels: int | None = DEFAULT_MAX_PIXELS  # visual-token budget per image (and per crop); null: the checkpoint's
     model: Any = None  # VLM checkpoint path, or {path, dtype, device, batch_size}; needed by backend=local
     dimension: str | None = None  # a quality dimension in words; routed to an expert, the memory or the agents
     protocol: str | None = None  # a protocol JSON used as is (no agents); alternative to dimension
@@ -25,7 +28,13 @@ class PaceConfig(ModelLoading):
     theta: float = 0.8  # routing: fast path when the best cosine to a stored dimension is above this
     backend: str = "local"  # local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)
     server: dict[str, Any] = field(default_factory=dict)  # openai backend: base_url, model, api_key, top_logprobs
-    crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled: true
+    crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled, upscale: false
+    track2: dict[str, Any] = field(
+        default_factory=dict
+    )  # prompt: comparative (default) | scored (tells anchor scores)
+    calibration: dict[str, Any] = field(default_factory=dict)  # benchmark=MANIFEST or pipeline=DIR scores=[...]:
+    # calibrates a protocol the memory bank routes to before it is stored or used (pace_judge.calibration)
+    allow_absolute_paths: bool = False  # protocol anchors may be absolute paths (default: inside the file's folder)
     experts: dict[str, Any] = field(default_factory=dict)  # dimension -> registered reward config ({name: qbench})
     embedder: str | None = None  # sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)
     agents: dict[str, Any] = field(default_factory=dict)  # agent settings (pace_judge.agents.AgentConfig)
@@ -49,7 +58,29 @@ def crop_config(raw: dict[str, Any]) -> CropConfig:
         raise ValueError(f"crops.grid must be [rows, cols] of positive integers, got {c.grid}")
     if c.combine not in ("mean", "min"):
         raise ValueError(f"crops.combine must be mean or min, got {c.combine!r}")
-    return CropConfig(grid, c.combine, bool(c.enabled))  # type: ignore[arg-type]
+    return CropConfig(grid, c.combine, bool(c.enabled), bool(c.upscale))  # type: ignore[arg-type]
+
+
+def track2_prompt(raw: dict[str, Any]) -> str:
+    """``track2.prompt``: which Track 2 question is asked (pace_judge.tracks.RANK_PROMPTS)."""
+    from pace_judge.tracks import RANK_PROMPTS
+
+    unknown = sorted(set(raw) - {"prompt"})
+    if unknown:
+        raise ValueError(f"track2: unknown key(s) {unknown}; the only key is prompt")
+    prompt = str(raw.get("prompt", "comparative"))
+    if prompt not in RANK_PROMPTS:
+        raise ValueError(f"track2.prompt={prompt!r}: choose one of {', '.join(RANK_PROMPTS)}")
+    return prompt
+
+
+def calibration_source(raw: dict[str, Any]) -> dict[str, Any]:
+    """``calibration``: a :class:`pace_judge.calibration.CalibrationSource` as a mapping (empty: none configured)."""
+    import dataclasses
+
+    from pace_judge.calibration import CalibrationSource
+
+    return dataclasses.asdict(from_mapping(CalibrationSource, raw, where="calibration")) if raw else {}
 
 
 def validate(cfg: PaceConfig) -> None:
@@ -65,5 +96,15 @@ def validate(cfg: PaceConfig) -> None:
         problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
+    for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
+        try:
+            check(getattr(cfg, key))
+        except ValueError as err:
+            problems.append(str(err))
+    if cfg.calibration and not cfg.memory:
+        problems.append(
+            "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "
+            "(a protocol file is calibrated with python pace_judge/calibrate.py protocol=FILE ...)"
+        )
     if problems:
         raise ValueError("invalid pace config:\n  - " + "\n  - ".join(problems))

@@ -33,9 +33,10 @@ def _expected(vlm, image, text, scores):
 
 
 def _crops(img):
+    """The 2x2 crops at their native pixels (PACE asks zoom probes on crops; none is enlarged)."""
     w, h = img.size
     boxes = [(0, 0, w // 2, h // 2), (w // 2, 0, w, h // 2), (0, h // 2, w // 2, h), (w // 2, h // 2, w, h)]
-    return [img.crop(b).resize((w, h), Image.Resampling.BICUBIC) for b in boxes]
+    return [img.crop(b) for b in boxes]
 
 
 def _hand_alpha1(vlm, img, combine):
@@ -57,7 +58,8 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
     reward = PaceReward(PaceConfig(model="unused", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
     judged = reward.judge(images)
     rank_text = reward.scorer.rank.question
-    assert "sharpness" in rank_text and "A, B, C, D or E" in rank_text  # Track 2 names the dimension
+    assert "in terms of sharpness?" in rank_text and "E) Extremely similar to Image 2" in rank_text
+    assert "4.6" not in rank_text and "1.4" not in rank_text  # purely comparative: the anchors' scores are not told
     for i, img in enumerate(images):
         a1, e = _hand_alpha1(tiny_vlm, img, "mean")
         ranks = torch.softmax(_plain(tiny_vlm, [high, low.convert("RGB"), img], rank_text, 5), -1)
@@ -75,6 +77,7 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
             (e["edges"] + 0.5 * e["outlines"]) / 1.5, abs=2e-5
         )
         assert sum(expl["probes"][1]["options"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert expl["track2_prompt"] == "comparative" and expl["scale"] == "anchors 1.4-4.6"
 
 
 def test_uncalibrated_protocol_maps_track1_onto_its_own_option_bounds_and_min_combines_crops(
