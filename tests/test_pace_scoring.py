@@ -223,3 +223,47 @@ def test_anchored_track2_reads_fp32_answer_logits_from_a_bf16_model(tiny_vlm_pat
     hook.remove()
     assert dtypes[-1] == torch.float32  # the suffix pass: the answer head ran in fp32, as in reward.vlm
     assert got.logprobs.dtype == torch.float32 and torch.isfinite(got.logprobs).all()
+
+
+def test_crops_keep_their_native_pixels_and_cost_fewer_tokens_than_the_whole_image(tiny_vlm25_path, tmp_path):
+    import shutil
+
+    from pace_judge.testing import write_example_protocol
+
+    folder = tmp_path / "vlm"
+    shutil.copytree(tiny_vlm25_path, folder)
+    pre = json.loads((folder / "preprocessor_config.json").read_text())
+    pre["size"] = {"shortest_edge": 28 * 28, "longest_edge": 28 * 28 * 4}
+    (folder / "preprocessor_config.json").write_text(json.dumps(pre))
+    protocol = write_example_protocol(tmp_path / "proto")
+    budget = 28 * 28 * 16  # 16 visual tokens: a 112x112 image stays whole (4 x 4 tokens), not the checkpoint's 4
+    reward = PaceReward(PaceConfig(model=str(folder), protocol=str(protocol), max_pixels=budget, min_pixels=28 * 28))
+    processor = reward.backend.vlm.processor.image_processor
+    assert processor.size["longest_edge"] == budget  # the budget reached the loaded processor
+    groups = []
+    ask = reward.backend.option_logprobs
+
+    def spy(images, queries, *, system=None):
+        groups.append([img.size for g in images for img in g])
+        return ask(images, queries, system=system)
+
+    reward.backend.option_logprobs = spy
+    image = random_images(1, seed=3, sizes=(112,))[0]
+    reward.judge([image])
+
+    def tokens(size):
+        return int(processor(images=[Image.new("RGB", size)])["image_grid_thw"].prod()) // 4
+
+    whole, crops = groups[0], groups[1]
+    assert whole == [(112, 112)] and crops == [(56, 56)] * 4  # native crops, not enlarged to 112x112
+    assert tokens(whole[0]) == 16 and [tokens(c) for c in crops] == [4] * 4  # the four crops cost one image
+
+
+def test_pace_configs_default_to_a_1024_token_budget():
+    import pace_judge.commands.judge  # noqa: F401  (registers the judge's settings)
+    import reward.commands.evaluate  # noqa: F401
+    from reward.core.cli import compose
+
+    assert PaceConfig().max_pixels == 802_816
+    assert compose("pace", ["protocol=p", "images=i", "out=o"]).model.max_pixels == 802_816
+    assert compose("evaluate", ["reward=pace", "data=d", "out=o"]).reward.max_pixels == 802_816
