@@ -88,6 +88,8 @@ def test_judge_scores_are_parsed_and_averaged_over_five_rounds(tmp_path, tiny_vl
             "relevance": 2.0,
             "sum": pytest.approx(4.6),
             "n": 1,
+            "n_scored": {"completeness": 1, "precision": 1, "relevance": 1},
+            "incomplete": [],
         }
     rows = [json.loads(x) for x in (tmp_path / "out" / "descriptions.jsonl").read_text().splitlines()]
     assert [len(r["img_path"]) for r in rows] == [1, 2] and all(isinstance(r["description"], str) for r in rows)
