@@ -91,7 +91,8 @@ def test_judge_reports_user_errors_without_a_traceback(tmp_path, tiny_vlm_path, 
     (tmp_path / "imgs" / "broken.png").write_bytes(b"not a png")
     with pytest.raises(PaceUserError, match=r"broken.png: .*skip_bad=true"):
         run_judge({**base, "images": str(tmp_path / "imgs")})
-    rows = run_judge({**base, "images": str(tmp_path / "imgs"), "skip_bad": True, "resume": True})
+    assert not (tmp_path / "o").exists()  # failed before its first score: no folder left to refuse the rerun
+    rows = run_judge({**base, "images": str(tmp_path / "imgs"), "skip_bad": True})
     assert [r["image"] for r in rows] == ["img0.png"]
     with pytest.raises(PaceUserError, match="protocol file .* does not exist"):
         run_judge({**base, "images": str(tmp_path / "imgs"), "protocol": str(tmp_path / "nope.json")})

@@ -131,34 +131,23 @@ def _check_same_scale(done: list[dict[str, Any]], rows: list[dict[str, Any]], pa
         )
 
 
-def run(cfg: Any) -> list[dict[str, Any]]:
-    """Score every image of ``images`` and write ``out/scores.jsonl`` (and ``summary.json``); returns the rows.
+def _remove_if_empty(out: Path) -> None:
+    """Remove ``out`` when it holds only what this run created and nothing was scored (run.json, empty scores)."""
+    names = {p.name for p in out.iterdir()}
+    if names <= {"run.json", SCORES} and not read_records(out / SCORES):
+        for name in names:
+            (out / name).unlink()
+        out.rmdir()
 
-    Everything that can be checked without a model is checked first (settings, images folder, protocol file, the
-    output folder); images already scored are skipped on ``resume=true``.
-    """
+
+def _judge_folder(
+    s: JudgeSettings, pace: PaceConfig, files: list[Path], out: Path, done: list[dict[str, Any]]
+) -> tuple[PaceReward, list[dict[str, Any]], list[str]]:
+    """Judge the images not in ``done``, appending each batch's rows to ``out/scores.jsonl``."""
     from pace_judge.agents import ProtocolBuildError
-    from pace_judge.protocol import ProtocolError, load_protocol
+    from pace_judge.protocol import ProtocolError
 
-    s = parse(JudgeSettings, cfg, where="")
-    c = dataclasses.asdict(s)
-    pace = pace_config(c)
-    try:
-        validate(pace)
-        if pace.protocol:
-            load_protocol(pace.protocol, allow_absolute_paths=pace.allow_absolute_paths)
-    except (ProtocolError, FileNotFoundError, ValueError) as err:
-        raise PaceUserError(str(err)) from None
-    files = list_images(s.images)
-    settings = {k: v for k, v in c.items() if k not in ("out", "resume", "overwrite")}
-    inputs = {"model": s.model.path, "images": s.images, "protocol": pace.protocol}
-    output = prepare_output(
-        s.out, "pace_judge/judge", settings, inputs, resume=s.resume, overwrite=s.overwrite, may_change=MAY_CHANGE
-    )
-    out = output.path
     scores_path = out / SCORES
-    done = read_records(scores_path) if output.resumed else []
-    atomic_write_jsonl(scores_path, done)  # a line torn by a crash is dropped before appending
     seen = {r.get("image") for r in done}
     todo = [f for f in files if f.name not in seen]
     try:
@@ -195,6 +184,42 @@ def run(cfg: Any) -> list[dict[str, Any]]:
             rows.extend(batch)
         bar.update(len(todo[start : start + per_call]))
     bar.close()
+    return reward, rows, skipped
+
+
+def run(cfg: Any) -> list[dict[str, Any]]:
+    """Score every image of ``images`` and write ``out/scores.jsonl`` (and ``summary.json``); returns the rows.
+
+    Everything that can be checked without a model is checked first (settings, images folder, protocol file, the
+    output folder); images already scored are skipped on ``resume=true``.
+    """
+    from pace_judge.protocol import ProtocolError, load_protocol
+
+    s = parse(JudgeSettings, cfg, where="")
+    c = dataclasses.asdict(s)
+    pace = pace_config(c)
+    try:
+        validate(pace)
+        if pace.protocol:
+            load_protocol(pace.protocol, allow_absolute_paths=pace.allow_absolute_paths)
+    except (ProtocolError, FileNotFoundError, ValueError) as err:
+        raise PaceUserError(str(err)) from None
+    files = list_images(s.images)
+    settings = {k: v for k, v in c.items() if k not in ("out", "resume", "overwrite")}
+    inputs = {"model": s.model.path, "images": s.images, "protocol": pace.protocol}
+    output = prepare_output(
+        s.out, "pace_judge/judge", settings, inputs, resume=s.resume, overwrite=s.overwrite, may_change=MAY_CHANGE
+    )
+    out = output.path
+    scores_path = out / SCORES
+    done = read_records(scores_path) if output.resumed else []
+    atomic_write_jsonl(scores_path, done)  # a line torn by a crash is dropped before appending
+    try:
+        reward, rows, skipped = _judge_folder(s, pace, files, out, done)
+    except UserError:
+        if output.state == "new":
+            _remove_if_empty(out)  # a run that failed before its first score leaves no folder to refuse a rerun
+        raise
     every = done + rows
     failed = [r["image"] for r in every if r.get("score") is None]
     if failed:
