@@ -165,8 +165,8 @@ def generator_prompts(
     if given.get("positive") and given.get("negative"):
         return list(given["positive"]), list(given["negative"])
     from pace_judge.agents import Agents, agent_config, load_prompts
-    from pace_judge.backends import make_backend
-    from pace_judge.config import PaceConfig, model_config
+    from pace_judge.backends import ModelConfig, make_backend
+    from reward.core.config import from_mapping
 
     if backend is None:
         model = cfg.get("model") or {}
@@ -175,7 +175,7 @@ def generator_prompts(
                 "the Generator agent needs a model: pass model.path=VLM_DIR (or "
                 "prompts.positive=[...] prompts.negative=[...])"
             )
-        local = model_config(model, PaceConfig()) if model.get("path") else None
+        local = from_mapping(ModelConfig, model, where="model") if model.get("path") else None
         backend = make_backend(cfg["backend"], local, cfg.get("server"))
     acfg = agent_config(cfg.get("agents"))
     agents = Agents(backend, acfg, load_prompts(acfg.prompts))

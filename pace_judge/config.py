@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from pace_judge.backends import ModelConfig
+from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
 from reward.core.config import from_mapping
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
+
+
+@dataclass
+class Track2Settings:
+    prompt: str = "comparative"  # comparative: the anchors' scores are not told (PACE §4.5) | scored: they are
+
 
 DEFAULT_MAX_PIXELS = 802_816  # 1024 visual tokens per image on Qwen-VL (pixels / 28^2): a 1024x768 photo stays whole
 
@@ -29,11 +37,9 @@ class PaceConfig(ModelLoading):
     backend: str = "local"  # local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)
     server: dict[str, Any] = field(default_factory=dict)  # openai backend: base_url, model, api_key, top_logprobs
     crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled, upscale: false
-    track2: dict[str, Any] = field(
-        default_factory=dict
-    )  # prompt: comparative (default) | scored (tells anchor scores)
-    calibration: dict[str, Any] = field(default_factory=dict)  # benchmark=MANIFEST or pipeline=DIR scores=[...]:
-    # calibrates a protocol the memory bank routes to before it is stored or used (pace_judge.calibration)
+    track2: Track2Settings = field(default_factory=lambda: Track2Settings())
+    calibration: CalibrationSource = field(default_factory=lambda: CalibrationSource())  # benchmark=MANIFEST or
+    # pipeline=DIR scores=[...]: calibrates a protocol the memory bank routes to before it is stored or used
     allow_absolute_paths: bool = False  # protocol anchors may be absolute paths (default: inside the file's folder)
     experts: dict[str, Any] = field(default_factory=dict)  # dimension -> registered reward config ({name: qbench})
     embedder: str | None = None  # sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)
@@ -61,26 +67,31 @@ def crop_config(raw: dict[str, Any]) -> CropConfig:
     return CropConfig(grid, c.combine, bool(c.enabled), bool(c.upscale))  # type: ignore[arg-type]
 
 
-def track2_prompt(raw: dict[str, Any]) -> str:
+def track2_prompt(raw: Track2Settings | dict[str, Any]) -> str:
     """``track2.prompt``: which Track 2 question is asked (pace_judge.tracks.RANK_PROMPTS)."""
     from pace_judge.tracks import RANK_PROMPTS
 
-    unknown = sorted(set(raw) - {"prompt"})
-    if unknown:
-        raise ValueError(f"track2: unknown key(s) {unknown}; the only key is prompt")
-    prompt = str(raw.get("prompt", "comparative"))
+    prompt = from_mapping(Track2Settings, _plain(raw), where="track2").prompt
     if prompt not in RANK_PROMPTS:
         raise ValueError(f"track2.prompt={prompt!r}: choose one of {', '.join(RANK_PROMPTS)}")
     return prompt
 
 
-def calibration_source(raw: dict[str, Any]) -> dict[str, Any]:
+def calibration_source(raw: CalibrationSource | dict[str, Any]) -> dict[str, Any]:
     """``calibration``: a :class:`pace_judge.calibration.CalibrationSource` as a mapping (empty: none configured)."""
-    import dataclasses
+    source = from_mapping(CalibrationSource, _plain(raw), where="calibration")
+    return dataclasses.asdict(source) if source.configured else {}
 
-    from pace_judge.calibration import CalibrationSource
 
-    return dataclasses.asdict(from_mapping(CalibrationSource, raw, where="calibration")) if raw else {}
+def _plain(raw: Any) -> dict[str, Any]:
+    return dataclasses.asdict(raw) if dataclasses.is_dataclass(raw) and not isinstance(raw, type) else dict(raw or {})
+
+
+def calibration_source_or_none(cfg: PaceConfig) -> dict[str, Any]:
+    try:
+        return calibration_source(cfg.calibration)
+    except ValueError:
+        return {}  # reported by validate
 
 
 def validate(cfg: PaceConfig) -> None:
@@ -101,7 +112,7 @@ def validate(cfg: PaceConfig) -> None:
             check(getattr(cfg, key))
         except ValueError as err:
             problems.append(str(err))
-    if cfg.calibration and not cfg.memory:
+    if calibration_source_or_none(cfg) and not cfg.memory:
         problems.append(
             "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "
             "(a protocol file is calibrated with python pace_judge/calibrate.py protocol=FILE ...)"

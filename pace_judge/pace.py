@@ -87,6 +87,14 @@ class PaceReward:
         self.last_judgement = judge.judge(list(images))
         return self.last_judgement
 
+    def identity(self) -> dict[str, Any]:
+        """What the scores' numbers mean, for a caller that must not mix runs (e.g. a resumed scores file): the
+        route, the scale (``anchors 1.4-4.6`` / ``options 1-5 (uncalibrated)`` / ``experts 1-5``) and the protocol
+        id; ``None`` values until a deferred slow path has run."""
+        scorer = self.scorer
+        scale = "experts 1-5" if self.expert is not None else (scorer.scale if scorer is not None else None)
+        return {"route": dict(self.route), "scale": scale, "protocol_id": scorer.protocol_id if scorer else None}
+
     def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
         if not images:
             return RewardOutput(scores=torch.zeros(0))

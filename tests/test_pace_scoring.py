@@ -267,3 +267,16 @@ def test_pace_configs_default_to_a_1024_token_budget():
     assert PaceConfig().max_pixels == 802_816
     assert compose("pace", ["protocol=p", "images=i", "out=o"]).model.max_pixels == 802_816
     assert compose("evaluate", ["reward=pace", "data=d", "out=o"]).reward.max_pixels == 802_816
+
+
+def test_the_reward_names_the_scale_of_its_scores(tiny_vlm, pace_protocol_path, tmp_path):
+    from pace_judge.backends import LocalBackend
+
+    calibrated = PaceReward(PaceConfig(model="x", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
+    raw = json.loads(pace_protocol_path.read_text())
+    raw.pop("anchors")
+    (tmp_path / "p.json").write_text(json.dumps(raw))
+    draft = PaceReward(PaceConfig(model="x", protocol=str(tmp_path / "p.json")), backend=LocalBackend(tiny_vlm))
+    ids = [calibrated.identity(), draft.identity()]
+    assert [i["scale"] for i in ids] == ["anchors 1.4-4.6", "options 1-5 (uncalibrated)"]
+    assert ids[0]["protocol_id"] != ids[1]["protocol_id"]

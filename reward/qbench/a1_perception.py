@@ -269,4 +269,6 @@ def format_metrics(metrics: dict[str, Any], title: str = "A1 perception") -> str
         row += [cell(m["by_concern"].get(c)) for c in concern_cols[part]] + [cell(m)]
         lines += ["| " + " | ".join(row) + " |", ""]
     lines.append(f"**all questions: {cell(metrics)}**")
+    if metrics.get("unparsed"):
+        lines.append(f"\n{metrics['unparsed']} repl(ies) gave no letter (counted wrong; lmms-eval would guess)")
     return "\n".join(lines) + "\n"
