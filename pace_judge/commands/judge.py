@@ -213,7 +213,8 @@ def run(cfg: Any) -> list[dict[str, Any]]:
     out = output.path
     scores_path = out / SCORES
     done = read_records(scores_path) if output.resumed else []
-    atomic_write_jsonl(scores_path, done)  # a line torn by a crash is dropped before appending
+    if output.resumed:
+        atomic_write_jsonl(scores_path, done)  # a line torn by a crash is dropped before appending
     try:
         reward, rows, skipped = _judge_folder(s, pace, files, out, done)
     except UserError:
@@ -221,6 +222,8 @@ def run(cfg: Any) -> list[dict[str, Any]]:
             _remove_if_empty(out)  # a run that failed before its first score leaves no folder to refuse a rerun
         raise
     every = done + rows
+    if not scores_path.exists():
+        atomic_write_jsonl(scores_path, [])  # every image skipped: an empty scores file, not a missing one
     failed = [r["image"] for r in every if r.get("score") is None]
     if failed:
         logger.warning("%d image(s) got no score (null in %s): %s", len(failed), SCORES, failed[:5])
