@@ -1,7 +1,9 @@
 """Fast and slow paths for a dimension named in words (PACE §4.2, A.1.3).
 
-Order: a configured expert reward (exact name, or cosine > theta to its name); a stored protocol of the memory
-bank (cosine > theta); else the agents build a protocol from an example image (slow path) and it is stored.
+Order: configured expert rewards (exact name, or cosine > theta to its name; several are averaged on 1-5); a stored
+protocol of the memory bank (cosine > theta); else the agents build a protocol from an example image (slow path), with
+the closest stored protocol as reference, and it is stored. A protocol from the bank is only used calibrated: without
+anchors it is calibrated from ``calibration`` (and stored back) or refused with the command that calibrates it.
 """
 
 from __future__ import annotations
