@@ -38,7 +38,7 @@ PROMPTS: dict[str, str] = {
         "[Visualizer Agent] You are an expert in Visual Quality Assessment and VQA Logic Design. Your task is to "
         "create CONTEXT-AWARE and REUSABLE VQA rules for evaluating '{dimension}' with the provided image as visual "
         "grounding. Identify visual elements, artifacts, or strengths related to {sub_dimension} ({description}). "
-        "Your questions should focus on concrete details visible in the image.\n"
+        "Your questions should focus on concrete details visible in the image.\n{refcontext}"
         'Critical feedback from previous round: "{feedback}"\n'
         "REQUIREMENTS:\n1. Generate {max_rules} distinct VQA rules in JSON.\n"
         "2. Each rule must have a specific Question and a Scoring Mapping (option_scores) from 1 (worst) to 5 "
@@ -55,8 +55,9 @@ PROMPTS: dict[str, str] = {
         'proposed evaluation rule for \'{dimension}\':\nQuestion: "{question}"\nScoring mapping: "{option_scores}"\n'
         "Task: Is this a valid, visually grounded question that a Vision-Language Model can reasonably answer by "
         "observing an image?\n- VALID: evaluates physical features (sharpness, noise) or visual semantics (style, "
-        "realism).\n- INVALID: purely emotional or subjective, requires invisible context, or its scoring mapping is "
-        "inverted (a higher score for worse '{dimension}') or not monotone in the order of the options.\n"
+        "realism).\n- INVALID: purely emotional or subjective, requires invisible context, duplicates another listed "
+        "rule, or its scoring mapping is inverted (a higher score for worse '{dimension}') or not monotone in the "
+        "order of the options.\n{context}"
         "CRITICAL: Evaluate both the question and its scoring mapping. Do not reject just because the image is low "
         "quality.\nReply STRICTLY in this format: Yes. (or No.) Reason: [short reason]"
     ),
@@ -67,6 +68,12 @@ PROMPTS: dict[str, str] = {
         'Output JSON format: {{"positive": ["..."], "negative": ["..."]}}'
     ),
 }
+REFERENCE_NOTE = (
+    "Reference rules evolved earlier for the related dimension '{dimension}' (similarity {cosine:.2f}); reuse what "
+    "fits '{target}', change what does not:\n{rules}\n"
+)
+SIBLINGS_NOTE = "Rules already in this protocol (the rule under review must not duplicate any of them):\n{rules}\n"
+ON_REJECT = ("keep_last", "drop")
 RETRY_NOTE = "\n\nYour previous answer could not be used ({error}). Reply again with the requested format only."
 
 
@@ -87,6 +94,9 @@ class AgentConfig:
     max_sub: int = 5
     max_new_tokens: int = 512
     prompts: str | None = None  # JSON/YAML file overriding some of PROMPTS (role -> template)
+    # a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the Visualizer's revision after
+    # the last critique, unreviewed (Algorithm 1); drop leaves the sub-dimension out (§4.3, A.6, the released code)
+    on_reject: str = "keep_last"
 
 
 def agent_config(raw: dict[str, Any] | None) -> AgentConfig:
@@ -95,13 +105,18 @@ def agent_config(raw: dict[str, Any] | None) -> AgentConfig:
         raise ValueError(
             f"agents: need max_rounds >= 1, retries >= 0, rules_per_sub >= 1, 1 <= min_sub <= max_sub; got {cfg}"
         )
+    if cfg.on_reject not in ON_REJECT:
+        raise ValueError(f"agents.on_reject={cfg.on_reject!r}: choose one of {', '.join(ON_REJECT)}")
     return cfg
 
 
 def load_prompts(path: str | None) -> dict[str, str]:
     prompts = dict(PROMPTS)
     if path:
-        text = Path(path).read_text(encoding="utf-8")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"agents.prompts={path}: cannot read it as UTF-8 text ({err})") from None
         if Path(path).suffix in (".yaml", ".yml"):
             from omegaconf import OmegaConf
 
@@ -190,6 +205,7 @@ class Agents:
         image: Image.Image | None,
         feedback: Sequence[str],
         round_: int,
+        refcontext: str = "",
     ) -> list[list[Probe] | None]:
         prompts = [
             self.prompts["visualizer"].format(
@@ -198,6 +214,7 @@ class Agents:
                 description=s.description or s.name,
                 feedback=f,
                 max_rules=self.cfg.rules_per_sub,
+                refcontext=refcontext,
             )
             for s, f in zip(subs, feedback, strict=True)
         ]
@@ -217,14 +234,24 @@ class Agents:
         return parse
 
     # -- Critic -----------------------------------------------------------------------------------------
-    def criticize(self, dimension: str, probes: Sequence[Probe], round_: int) -> list[tuple[bool, str]]:
+    def criticize(
+        self,
+        dimension: str,
+        probes: Sequence[Probe],
+        round_: int,
+        siblings: Sequence[Sequence[Probe]] | None = None,
+    ) -> list[tuple[bool, str]]:
+        """One verdict per probe; ``siblings[i]``: the rules probe ``i`` is reviewed against for redundancy (§4.3: the
+        Critic rejects probes that are "redundant")."""
+        siblings = siblings or [[] for _ in probes]
         prompts = [
             self.prompts["critic"].format(
                 dimension=dimension,
                 question=p.question,
-                option_scores=", ".join(f"{o.text}: {o.score:g}" for o in p.options),
+                option_scores=_option_scores(p),
+                context=SIBLINGS_NOTE.format(rules=_rule_lines(sib)) if sib else "",
             )
-            for p in probes
+            for p, sib in zip(probes, siblings, strict=True)
         ]
         ctx = [{"question": p.question, "round": round_} for p in probes]
         verdicts = self.ask("critic", prompts, [[] for _ in probes], parse_verdict, ctx)
@@ -249,6 +276,24 @@ class Agents:
             msg = f"the Generator agent gave no usable calibration prompts for {protocol.dimension!r}"
             raise ProtocolBuildError(f"{msg}: {self.failures[-1]['error']}", self.failures)
         return out
+
+
+def _option_scores(probe: Probe) -> str:
+    return ", ".join(f"{o.text}: {o.score:g}" for o in probe.options)
+
+
+def _rule_lines(probes: Sequence[Probe]) -> str:
+    return "\n".join(f'- "{p.question}" ({_option_scores(p)})' for p in probes)
+
+
+def reference_context(reference: tuple[Protocol, float] | None, dimension: str) -> str:
+    """Prompt 3's ``[refcontext]``: the rules of the closest stored protocol (as the released code passes them)."""
+    if reference is None:
+        return ""
+    protocol, cosine = reference
+    return REFERENCE_NOTE.format(
+        dimension=protocol.dimension, cosine=cosine, target=dimension, rules=_rule_lines(protocol.probes)
+    )
 
 
 def rule_to_probe(rule: Any, sub_dimension: str, *, where: str = "rule") -> Probe:
@@ -290,8 +335,14 @@ def build_protocol(
     cfg: AgentConfig | None = None,
     *,
     backbone: str = "unknown",
+    reference: tuple[Protocol, float] | None = None,
 ) -> Protocol:
-    """The slow path: plan, then up to ``max_rounds`` Visualizer <-> Critic rounds per sub-dimension."""
+    """The slow path (Algorithm 1, lines 5-17): plan, then up to ``max_rounds`` Visualizer <-> Critic rounds per
+    sub-dimension. The Critic reviews each probe against the probes before it (the same answer's earlier rules and
+    those already accepted) to reject duplicates. A sub-dimension still rejected after the last round keeps the
+    Visualizer's revision made with the last critique, unreviewed (``on_reject=keep_last``), or is left out
+    (``drop``). ``reference``: the closest stored protocol and its cosine, shown to the Visualizer as reference rules.
+    """
     cfg = cfg or AgentConfig()
     agents = Agents(backend, cfg, load_prompts(cfg.prompts))
     subs = agents.plan(dimension)
@@ -299,7 +350,9 @@ def build_protocol(
         raise ProtocolBuildError(
             _failure_message(dimension, "the Planner gave no usable sub-dimensions", agents.failures), agents.failures
         )
+    refcontext = reference_context(reference, dimension)
     accepted: dict[str, list[Probe]] = {}
+    last_proposal: dict[str, list[Probe]] = {}
     critic_log: list[dict[str, Any]] = []
     feedback = {s.name: "None. This is the first iteration." for s in subs}
     pending = list(subs)
@@ -308,9 +361,19 @@ def build_protocol(
         if not pending:
             break
         rounds = round_
-        proposals = agents.visualize(dimension, pending, image, [feedback[s.name] for s in pending], round_)
-        flat = [(s, p) for s, probes in zip(pending, proposals, strict=True) for p in (probes or [])]
-        verdicts = agents.criticize(dimension, [p for _, p in flat], round_) if flat else []
+        proposals = agents.visualize(
+            dimension, pending, image, [feedback[s.name] for s in pending], round_, refcontext
+        )
+        before = [p for probes in accepted.values() for p in probes]
+        flat: list[tuple[SubDimension, Probe]] = []
+        siblings: list[list[Probe]] = []
+        for s, probes in zip(pending, proposals, strict=True):
+            if probes:
+                last_proposal[s.name] = probes
+            for j, p in enumerate(probes or []):
+                flat.append((s, p))
+                siblings.append(before + list((probes or [])[:j]))
+        verdicts = agents.criticize(dimension, [p for _, p in flat], round_, siblings) if flat else []
         reasons: dict[str, list[str]] = {}
         for (sub, probe), (ok, reason) in zip(flat, verdicts, strict=True):
             critic_log.append(
@@ -325,23 +388,47 @@ def build_protocol(
                 reasons.setdefault(s.name, []).append("your answer was not valid JSON rules")
             feedback[s.name] = " ".join(reasons.get(s.name, [])) or feedback[s.name]
         pending = [s for s in pending if s.name not in accepted]
-    probes = [p for s in subs for p in accepted.get(s.name, [])]
-    if not probes:
+    if not accepted:
         raise ProtocolBuildError(
             _failure_message(dimension, f"no probe was accepted in {rounds} round(s)", agents.failures, critic_log),
             agents.failures,
         )
-    dropped = [s.name for s in pending]
-    if dropped:
-        logger.warning("sub-dimensions without an accepted probe after %d rounds (dropped): %s", rounds, dropped)
-    kept = [s for s in subs if s.name in accepted]
+    unaccepted = [s.name for s in pending]
+    unreviewed: list[dict[str, Any]] = []
+    kept_last: dict[str, list[Probe]] = {}
+    if pending and cfg.on_reject == "keep_last":  # Algorithm 1 line 14 after the last critique: q_i is kept
+        revised = agents.visualize(
+            dimension, pending, image, [feedback[s.name] for s in pending], rounds + 1, refcontext
+        )
+        for s, probes in zip(pending, revised, strict=True):
+            how = "last_revision" if probes else "last_rejected"
+            probes = probes or last_proposal.get(s.name)
+            if probes:
+                kept_last[s.name] = probes
+                unreviewed += [{"sub_dimension": s.name, "question": p.question, "kept": how} for p in probes]
+    probes = [p for s in subs for p in accepted.get(s.name, kept_last.get(s.name, []))]
+    dropped = [name for name in unaccepted if name not in kept_last]
+    if unaccepted:
+        logger.warning(
+            "sub-dimensions without an accepted probe after %d rounds: %s (kept unreviewed: %s; dropped: %s)",
+            rounds,
+            unaccepted,
+            sorted(kept_last),
+            dropped,
+        )
+    kept = [s for s in subs if s.name in accepted or s.name in kept_last]
     provenance = {
         "backbone": backbone,
         "rounds": rounds,
         "critic": critic_log,
         "failures": agents.failures,
+        "on_reject": cfg.on_reject,
+        "unaccepted_sub_dimensions": unaccepted,
+        "unreviewed": unreviewed,
         "dropped_sub_dimensions": dropped,
     }
+    if reference is not None:
+        provenance["reference"] = {"dimension": reference[0].dimension, "cosine": round(float(reference[1]), 4)}
     return Protocol(dimension, probes, kept, None, provenance)
 
 

@@ -25,7 +25,7 @@ class ModelConfig:
     device_map: Any = None  # auto: spread a model too large for one GPU over all GPUs (reward.vlm.loading)
     attn_implementation: str | None = "sdpa"  # sdpa | flash_attention_2 | eager
     min_pixels: int | None = None  # processor pixel budget per image (null: the checkpoint's)
-    max_pixels: int | None = None  # e.g. 401408 = 512 visual tokens: the main cost knob
+    max_pixels: int | None = 802_816  # 1024 visual tokens per image (and per crop): the main cost knob
 
 
 ProbeResult = OptionLogProbs  # PACE's name for option log-probs with the missing top-k mass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,49 @@ logger = logging.getLogger(__name__)
 
 class CalibrationError(UserError):
     """Calibration input the user can fix (scores, manifests, missing settings)."""
+
+
+@dataclass
+class PromptLists:
+    positive: list[str] | None = None  # text-to-image prompts for high-quality candidates
+    negative: list[str] | None = None  # ... and for low-quality ones (give both to skip the Generator agent)
+
+
+@dataclass
+class CalibrationSource:
+    """Where a protocol's two anchors come from: a labelled calibration split (``benchmark``) or rendered
+    candidates rated by a person (``pipeline``). Used by ``pace_judge/calibrate.py`` and, as ``calibration.*``, by
+    the ``pace`` reward to calibrate a protocol the memory bank routes to before storing or using it."""
+
+    # generative mode
+    pipeline: str | None = None  # diffusers text-to-image checkpoint (e.g. Stable Diffusion v1.5)
+    out: str | None = None  # candidates and contact sheet (default: PROTOCOL_DIR/calibration)
+    candidates: int = 4  # images rendered: half from positive prompts, half from negative ones
+    scores: list[float] | None = None  # one 1-5 score per candidate, e.g. scores=1,3,4,5; null: asked on the terminal
+    prompts: PromptLists = field(default_factory=PromptLists)
+    steps: int = 30  # diffusion steps
+    guidance: float = 7.5  # classifier-free guidance scale
+    height: int = 512
+    width: int = 512
+    seed: int = 0
+    dtype: str = "auto"  # pipeline dtype (auto: bf16 on GPU, fp32 on CPU)
+    device: str | None = None  # null: cuda if available
+    # benchmark mode
+    benchmark: str | None = None  # calibration split's ratings manifest: highest- and lowest-MOS images are anchors
+    test: str | None = None  # the test split's manifest: checked to be disjoint from the calibration split
+    dimension: str | None = None  # manifest rows of this dimension (default: the protocol's)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.benchmark or self.pipeline)
+
+
+def calibrate(cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Backend | None = None) -> Protocol:
+    """Give ``protocol`` its two anchors (saved in ``folder/anchors``) from ``cfg`` (a :class:`CalibrationSource`
+    as a mapping): benchmark mode when ``benchmark`` is set, else generative; the record goes to its provenance."""
+    mode = calibrate_benchmark if cfg.get("benchmark") else calibrate_generative
+    protocol.provenance["calibration"] = mode(cfg, protocol, folder, backend)
+    return protocol
 
 
 def parse_scores(raw: Any, n: int) -> list[float]:
@@ -121,8 +165,8 @@ def generator_prompts(
     if given.get("positive") and given.get("negative"):
         return list(given["positive"]), list(given["negative"])
     from pace_judge.agents import Agents, agent_config, load_prompts
-    from pace_judge.backends import make_backend
-    from pace_judge.config import PaceConfig, model_config
+    from pace_judge.backends import ModelConfig, make_backend
+    from reward.core.config import from_mapping
 
     if backend is None:
         model = cfg.get("model") or {}
@@ -131,7 +175,7 @@ def generator_prompts(
                 "the Generator agent needs a model: pass model.path=VLM_DIR (or "
                 "prompts.positive=[...] prompts.negative=[...])"
             )
-        local = model_config(model, PaceConfig()) if model.get("path") else None
+        local = from_mapping(ModelConfig, model, where="model") if model.get("path") else None
         backend = make_backend(cfg["backend"], local, cfg.get("server"))
     acfg = agent_config(cfg.get("agents"))
     agents = Agents(backend, acfg, load_prompts(acfg.prompts))

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from pace_judge.backends import ModelConfig
+from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
 from reward.core.config import from_mapping
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
+
+
+@dataclass
+class Track2Settings:
+    prompt: str = "comparative"  # comparative: the anchors' scores are not told (PACE §4.5) | scored: they are
+
+
+DEFAULT_MAX_PIXELS = 802_816  # 1024 visual tokens per image on Qwen-VL (pixels / 28^2): a 1024x768 photo stays whole
 
 
 @dataclass
@@ -17,6 +27,7 @@ class PaceConfig(ModelLoading):
     path)."""
 
     name: str = "pace"
+    max_pixels: int | None = DEFAULT_MAX_PIXELS  # visual-token budget per image (and per crop); null: the checkpoint's
     model: Any = None  # VLM checkpoint path, or {path, dtype, device, batch_size}; needed by backend=local
     dimension: str | None = None  # a quality dimension in words; routed to an expert, the memory or the agents
     protocol: str | None = None  # a protocol JSON used as is (no agents); alternative to dimension
@@ -25,7 +36,11 @@ class PaceConfig(ModelLoading):
     theta: float = 0.8  # routing: fast path when the best cosine to a stored dimension is above this
     backend: str = "local"  # local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)
     server: dict[str, Any] = field(default_factory=dict)  # openai backend: base_url, model, api_key, top_logprobs
-    crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled: true
+    crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled, upscale: false
+    track2: Track2Settings = field(default_factory=lambda: Track2Settings())
+    calibration: CalibrationSource = field(default_factory=lambda: CalibrationSource())  # benchmark=MANIFEST or
+    # pipeline=DIR scores=[...]: calibrates a protocol the memory bank routes to before it is stored or used
+    allow_absolute_paths: bool = False  # protocol anchors may be absolute paths (default: inside the file's folder)
     experts: dict[str, Any] = field(default_factory=dict)  # dimension -> registered reward config ({name: qbench})
     embedder: str | None = None  # sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)
     agents: dict[str, Any] = field(default_factory=dict)  # agent settings (pace_judge.agents.AgentConfig)
@@ -49,7 +64,34 @@ def crop_config(raw: dict[str, Any]) -> CropConfig:
         raise ValueError(f"crops.grid must be [rows, cols] of positive integers, got {c.grid}")
     if c.combine not in ("mean", "min"):
         raise ValueError(f"crops.combine must be mean or min, got {c.combine!r}")
-    return CropConfig(grid, c.combine, bool(c.enabled))  # type: ignore[arg-type]
+    return CropConfig(grid, c.combine, bool(c.enabled), bool(c.upscale))  # type: ignore[arg-type]
+
+
+def track2_prompt(raw: Track2Settings | dict[str, Any]) -> str:
+    """``track2.prompt``: which Track 2 question is asked (pace_judge.tracks.RANK_PROMPTS)."""
+    from pace_judge.tracks import RANK_PROMPTS
+
+    prompt = from_mapping(Track2Settings, _plain(raw), where="track2").prompt
+    if prompt not in RANK_PROMPTS:
+        raise ValueError(f"track2.prompt={prompt!r}: choose one of {', '.join(RANK_PROMPTS)}")
+    return prompt
+
+
+def calibration_source(raw: CalibrationSource | dict[str, Any]) -> dict[str, Any]:
+    """``calibration``: a :class:`pace_judge.calibration.CalibrationSource` as a mapping (empty: none configured)."""
+    source = from_mapping(CalibrationSource, _plain(raw), where="calibration")
+    return dataclasses.asdict(source) if source.configured else {}
+
+
+def _plain(raw: Any) -> dict[str, Any]:
+    return dataclasses.asdict(raw) if dataclasses.is_dataclass(raw) and not isinstance(raw, type) else dict(raw or {})
+
+
+def calibration_source_or_none(cfg: PaceConfig) -> dict[str, Any]:
+    try:
+        return calibration_source(cfg.calibration)
+    except ValueError:
+        return {}  # reported by validate
 
 
 def validate(cfg: PaceConfig) -> None:
@@ -65,5 +107,15 @@ def validate(cfg: PaceConfig) -> None:
         problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
+    for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
+        try:
+            check(getattr(cfg, key))
+        except ValueError as err:
+            problems.append(str(err))
+    if calibration_source_or_none(cfg) and not cfg.memory:
+        problems.append(
+            "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "
+            "(a protocol file is calibrated with python pace_judge/calibrate.py protocol=FILE ...)"
+        )
     if problems:
         raise ValueError("invalid pace config:\n  - " + "\n  - ".join(problems))

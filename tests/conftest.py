@@ -103,10 +103,18 @@ def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...]
 
 def next_token_logprobs(vlm, images: list, question: str, response_prefix: str = ""):
     """An oracle for option log-probabilities: one plain forward pass of the model on the rendered chat (user turn
-    with ``images`` then ``question``, assistant start, ``response_prefix``), log-softmax at the last position."""
+    with ``images`` then ``question`` -- or the images where ``question`` has ``<image>`` -- assistant start,
+    ``response_prefix``), log-softmax at the last position."""
     import torch
 
-    parts = [*({"type": "image"} for _ in images), {"type": "text", "text": question}]
+    if "<image>" in question:
+        texts = question.split("<image>")
+        parts = [{"type": "text", "text": texts[0]}]
+        for text in texts[1:]:
+            parts += [{"type": "image"}, {"type": "text", "text": text}]
+        parts = [p for p in parts if p.get("text") != ""]
+    else:
+        parts = [*({"type": "image"} for _ in images), {"type": "text", "text": question}]
     messages = [{"role": "user", "content": parts}]
     text = vlm.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + response_prefix
     inputs = vlm.processor(text=[text], images=images or None, return_tensors="pt")

@@ -133,3 +133,76 @@ def test_training_renders_a_thinking_template_with_thinking_off(tiny_vlm3_path):
     assert processor.apply_chat_template(messages, add_generation_prompt=True).endswith("<think>\n")
     assert thinking_off(processor) and not thinking_off(processor)  # applied once
     assert processor.apply_chat_template(messages, add_generation_prompt=True).endswith("<think>\n\n</think>\n\n")
+
+
+@pytest.fixture(scope="module")
+def lora_adapter(tiny_vlm_path, tmp_path_factory):
+    """A LoRA adapter (r=8 on every attention and MLP projection of the language model) with random B, large enough
+    to move the scores; saved in fp32 like a trained one."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    torch.manual_seed(0)
+    base = AutoModelForImageTextToText.from_pretrained(tiny_vlm_path, dtype=torch.float32)
+    targets = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=targets))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_(0, 0.05)
+    folder = tmp_path_factory.mktemp("lora")
+    model.save_pretrained(folder)
+    return folder
+
+
+def _unmerged_fp32(tiny_vlm_path, adapter):
+    from peft import PeftModel
+    from transformers import AutoModelForImageTextToText
+
+    from reward.vlm import VLM, load_processor
+
+    base = AutoModelForImageTextToText.from_pretrained(tiny_vlm_path, dtype=torch.float32)
+    model = PeftModel.from_pretrained(base, str(adapter)).eval()
+    return VLM(model, load_processor(tiny_vlm_path), batch_size=4)
+
+
+def test_a_lora_scorer_scores_as_trained_merged_in_bf16_or_kept_unmerged(tiny_vlm_path, lora_adapter):
+    from peft.tuners.lora import LoraLayer
+
+    images = random_images(8, seed=4, sizes=(56, 84))
+    trained = _scores(_unmerged_fp32(tiny_vlm_path, lora_adapter), images)
+    base = _scores(load_vlm(tiny_vlm_path, dtype="float32", batch_size=4), images)
+    assert (trained - base).abs().max() > 5 * BF16_TOLERANCE  # the adapter matters: a test that can fail
+    merged_bf16 = _scores(load_vlm(tiny_vlm_path, dtype="bfloat16", batch_size=4, adapter=lora_adapter), images)
+    assert (merged_bf16 - trained).abs().max() < BF16_TOLERANCE  # merged in fp32, rounded once to bf16
+    kept = load_vlm(tiny_vlm_path, dtype="bfloat16", batch_size=4, adapter=lora_adapter, merge_adapter=False)
+    layers = [m for m in kept.model.modules() if isinstance(m, LoraLayer)]
+    assert layers and all(m.lora_A["default"].weight.dtype == torch.float32 for m in layers)  # fp32 adapters
+    assert next(kept.model.parameters()).dtype == torch.bfloat16
+    assert (_scores(kept, images) - trained).abs().max() < BF16_TOLERANCE
+    exact = load_vlm(tiny_vlm_path, dtype="float32", batch_size=4, adapter=lora_adapter, merge_adapter=False)
+    assert torch.allclose(_scores(exact, images), trained, atol=1e-6)  # unmerged fp32: the training computation
+
+
+def test_a_bf16_adapter_is_merged_with_one_rounding(tiny_vlm_path, lora_adapter):
+    from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
+    from transformers import AutoModelForImageTextToText
+
+    from reward.vlm.loading import merge_lora
+
+    def bf16_peft():
+        base = AutoModelForImageTextToText.from_pretrained(tiny_vlm_path, dtype=torch.bfloat16)
+        return PeftModel.from_pretrained(base, str(lora_adapter), autocast_adapter_dtype=False)  # bf16 adapter
+
+    model = bf16_peft()
+    layer = next(m for m in model.modules() if isinstance(m, LoraLayer))
+    a, b = layer.lora_A["default"].weight, layer.lora_B["default"].weight
+    assert a.dtype == torch.bfloat16
+    w = layer.get_base_layer().weight.data.clone()
+    expected = (w.float() + (b.float() @ a.float()) * layer.scaling["default"]).to(torch.bfloat16)
+    assert merge_lora(model) == sum(isinstance(m, LoraLayer) for m in model.modules())
+    assert torch.equal(layer.get_base_layer().weight.data, expected)
+    peft_merged = bf16_peft().merge_and_unload()  # peft with a bf16 adapter: the delta is rounded, then the sum
+    name = next(n for n, m in bf16_peft().named_modules() if isinstance(m, LoraLayer))
+    double = peft_merged.get_submodule(name.removeprefix("base_model.model.")).weight.data
+    assert not torch.equal(double, expected)  # what the explicit fp32 merge avoids

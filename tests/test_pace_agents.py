@@ -116,9 +116,9 @@ def test_unusable_answers_are_recorded_failures_not_crashes_nor_empty_protocols(
 
     backend = ScriptedBackend(script)
     protocol = build_protocol(backend, "tactile satisfaction", None, AgentConfig(retries=1))
-    failures = protocol.provenance["failures"]  # one per round, each after 1 + 1 retry
+    failures = protocol.provenance["failures"]  # one per round (and the last revision), each after 1 + 1 retry
     assert [(f["agent"], f["sub_dimension"], f["round"]) for f in failures] == [
-        ("visualizer", "micro-texture clarity", r) for r in (1, 2, 3)
+        ("visualizer", "micro-texture clarity", r) for r in (1, 2, 3, 4)
     ]
     assert "score = 100.0 is outside the 1-5 scale" in failures[0]["error"] and len(failures[0]["raw"]) == 2
     assert len(protocol.probes) == 2 and protocol.provenance["dropped_sub_dimensions"] == ["micro-texture clarity"]
@@ -169,3 +169,85 @@ def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny
     assert "Traceback" not in text and not (tmp_path / "out" / "scores.jsonl").exists()
     failures = json.loads((tmp_path / "out" / "agent_failures.json").read_text())
     assert failures[0]["agent"] == "planner" and len(failures[0]["raw"]) == 2  # the raw answers, 1 + 1 retry
+
+
+def _plan3(prompt: str) -> str | None:
+    if prompt.startswith("[Planning Agent]"):
+        return '{"subdimensions": ["edges", "noise", "x"]}'
+    return None
+
+
+def test_a_sub_dimension_rejected_every_round_keeps_the_last_revision_as_algorithm_1_does():
+    revisions = {"n": 0}
+
+    def script(prompt: str, n_images: int) -> str:
+        if plan := _plan3(prompt):
+            return plan
+        if prompt.startswith("[Critic Agent]"):
+            return "No. Reason: still vague" if "x-rule" in prompt else "Yes. Reason: observable"
+        sub = prompt.split("related to ")[1].split(" (")[0]
+        if sub == "x":
+            revisions["n"] += 1
+            return _rule(f"Is x-rule {revisions['n']} visible?")
+        return _rule(f"Are the {sub} clean?")
+
+    backend = ScriptedBackend(script)
+    protocol = build_protocol(backend, "crispness", None)  # on_reject=keep_last (the default)
+    asked = [p for p, _ in backend.calls]
+    assert sum(p.startswith("[Visualizer") and "related to x " in p for p in asked) == 4  # 3 rounds + the revision
+    assert sum(p.startswith("[Critic") and "x-rule" in p.split("Rules already")[0] for p in asked) == 3
+    assert [p.question for p in protocol.probes] == [
+        "Are the edges clean?",
+        "Are the noise clean?",
+        "Is x-rule 4 visible?",
+    ]
+    assert protocol.provenance["unreviewed"] == [
+        {"sub_dimension": "x", "question": "Is x-rule 4 visible?", "kept": "last_revision"}
+    ]
+    assert (
+        protocol.provenance["unaccepted_sub_dimensions"] == ["x"]
+        and protocol.provenance["dropped_sub_dimensions"] == []
+    )
+    assert "still vague" in asked[-1]  # the revision was made with the last critique
+
+    dropped = build_protocol(ScriptedBackend(script), "crispness", None, AgentConfig(on_reject="drop"))
+    assert [s.name for s in dropped.sub_dimensions] == ["edges", "noise"]  # §4.3 / A.6 / the released code
+    assert dropped.provenance["dropped_sub_dimensions"] == ["x"]
+
+
+def _stem(question: str) -> tuple[str, ...]:
+    words = question.lower().rstrip("?").split()[2:]  # without "is the" / "are the"
+    return tuple(w.rstrip("s") for w in words)
+
+
+def test_the_critic_sees_earlier_rules_and_rejects_a_redundant_one():
+    def script(prompt: str, n_images: int) -> str:
+        if plan := _plan3(prompt):
+            return plan
+        if prompt.startswith("[Critic Agent]"):
+            question = prompt.split('Question: "')[1].split('"')[0]
+            listed = prompt.split("Rules already in this protocol")[1] if "Rules already" in prompt else ""
+            listed_rules = [line.split('"')[1] for line in listed.splitlines() if line.startswith('- "')]
+            same = any(_stem(question) == _stem(r) for r in listed_rules)  # "edges sharp" == "edge sharp"
+            return "No. Reason: redundant" if same else "Yes. Reason: observable"
+        sub = prompt.split("related to ")[1].split(" (")[0]
+        if sub == "edges":
+            rules = [
+                {"question": "Is the edge sharp?", "option_scores": {"Yes": 5, "No": 1}},
+                {"question": "Are the edges sharp?", "option_scores": {"Yes": 5, "No": 1}},
+            ]
+            return json.dumps({"rules": rules})
+        return _rule(f"Is the {sub} pattern regular?")
+
+    protocol = build_protocol(ScriptedBackend(script), "crispness", None, AgentConfig(rules_per_sub=2))
+    assert [p.question for p in protocol.probes] == [
+        "Is the edge sharp?",
+        "Is the noise pattern regular?",
+        "Is the x pattern regular?",
+    ]
+    verdicts = [(c["question"], c["valid"], c["reason"]) for c in protocol.provenance["critic"] if c["round"] == 1]
+    assert ("Are the edges sharp?", False, "redundant") in verdicts and (
+        "Is the edge sharp?",
+        True,
+        "observable",
+    ) in verdicts

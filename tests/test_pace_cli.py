@@ -91,7 +91,50 @@ def test_judge_reports_user_errors_without_a_traceback(tmp_path, tiny_vlm_path, 
     (tmp_path / "imgs" / "broken.png").write_bytes(b"not a png")
     with pytest.raises(PaceUserError, match=r"broken.png: .*skip_bad=true"):
         run_judge({**base, "images": str(tmp_path / "imgs")})
+    assert not (tmp_path / "o").exists()  # failed before its first score: no folder left to refuse the rerun
     rows = run_judge({**base, "images": str(tmp_path / "imgs"), "skip_bad": True})
     assert [r["image"] for r in rows] == ["img0.png"]
     with pytest.raises(PaceUserError, match="protocol file .* does not exist"):
         run_judge({**base, "images": str(tmp_path / "imgs"), "protocol": str(tmp_path / "nope.json")})
+
+
+@pytest.mark.slow
+def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_path, pace_protocol_path):
+    from pace_judge.commands import memory as memory_command
+    from pace_judge.commands.calibrate import run as run_calibrate
+
+    bank = tmp_path / "mem"
+    memory_command.run({"cmd": "import", "memory": str(bank), "protocol": str(pace_protocol_path)})
+    _images(tmp_path / "imgs", n=4)
+    settings = {
+        "dimension": "sharpness",
+        "memory": str(bank),
+        "images": str(tmp_path / "imgs"),
+        "out": str(tmp_path / "out"),
+        "model": {"path": str(tiny_vlm_path)},
+        "images_per_call": 2,
+    }
+    full = run_judge(settings)
+    scores = tmp_path / "out" / "scores.jsonl"
+    lines = scores.read_text().splitlines()
+    with pytest.raises(ValueError, match="holds this same run already; pass resume=true"):
+        run_judge(settings)
+    scores.write_text("\n".join(lines[:2]) + "\n" + lines[2][:30])  # a crash after two images, a torn line
+    resumed = run_judge({**settings, "resume": True})
+    assert [r["image"] for r in resumed] == [r["image"] for r in full]
+    assert [r["score"] for r in resumed] == pytest.approx([r["score"] for r in full], abs=1e-6)
+    assert len(scores.read_text().splitlines()) == 4
+
+    scores.write_text("\n".join(lines[:2]) + "\n")
+    calib = tmp_path / "calib"
+    (calib / "img").mkdir(parents=True)
+    rows = []
+    for i, mos in enumerate([2.0, 3.9]):
+        Image.fromarray(np.full((40, 40, 3), 90 * i, np.uint8)).save(calib / f"img/{i}.png")
+        rows.append({"image": f"img/{i}.png", "dimension": "sharpness", "mos": mos})
+    (calib / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stored = bank / "sharpness" / "protocol.json"
+    run_calibrate({"protocol": str(stored), "benchmark": str(calib / "m.jsonl"), "memory": str(bank)})
+    with pytest.raises(PaceUserError, match="holds scores on 'anchors 1.4-4.6'.*'anchors 2-3.9'.*never mixes"):
+        run_judge({**settings, "resume": True})
+    assert len(scores.read_text().splitlines()) == 2  # nothing on the new scale was appended

@@ -121,25 +121,109 @@ def _script(prompt: str, n_images: int) -> str:
     )
 
 
-def test_slow_path_builds_and_stores_then_a_near_synonym_reuses_it(tmp_path, tiny_vlm, embedder):
+def _calibration_split(folder: Path) -> Path:
+    """A labelled calibration split of one dimension: its highest- and lowest-MOS images become the anchors."""
+    import numpy as np
+    from PIL import Image
+
+    (folder / "img").mkdir(parents=True)
+    rows = []
+    for i, mos in enumerate([2.0, 4.4, 1.6, 3.0]):
+        Image.fromarray(np.full((40, 40, 3), 60 * i, np.uint8)).save(folder / f"img/{i}.png")
+        rows.append({"image": f"img/{i}.png", "dimension": "feel", "mos": mos})
+    (folder / "calib.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder / "calib.jsonl"
+
+
+def test_an_uncalibrated_stored_protocol_is_never_scored_until_calibrated(tmp_path, tiny_vlm, embedder):
+    from pace_judge.backends import LocalBackend
+    from pace_judge.commands.calibrate import run as run_calibrate
+    from pace_judge.config import PaceConfig
+    from pace_judge.pace import PaceReward
+    from pace_judge.route import UncalibratedProtocolError
+
+    images = random_images(2, seed=4)
+    bank = tmp_path / "mem"
+    cfg = {"model": "unused", "dimension": "tactile satisfaction", "memory": str(bank)}
+    slow = ScriptedBackend(_script, LocalBackend(tiny_vlm))
+    first = PaceReward(PaceConfig(**cfg), backend=slow)
+    assert first.scorer is None  # the Visualizer waits for an example image: the first one scored
+    with pytest.raises(UncalibratedProtocolError, match="pace_judge/calibrate.py protocol=.*memory=") as err:
+        first.score(images)
+    assert str(bank) in str(err.value) and any(n == 1 for _, n in slow.calls)  # built from the example image
+    entries = MemoryBank(bank, embedder).entries()
+    assert [(e["dimension"], e["calibrated"]) for e in entries.values()] == [("tactile satisfaction", False)]
+    fast_cfg = PaceConfig(**{**cfg, "dimension": "satisfaction of tactile feel"})
+    with pytest.raises(UncalibratedProtocolError):  # the fast path refuses the draft too, before any scoring
+        PaceReward(fast_cfg, backend=ScriptedBackend(_script, LocalBackend(tiny_vlm)))
+
+    split = _calibration_split(tmp_path / "calib")
+    stored = bank / "tactile-satisfaction" / "protocol.json"
+    run_calibrate({"protocol": str(stored), "benchmark": str(split), "memory": str(bank)})
+    fast = ScriptedBackend(_script, LocalBackend(tiny_vlm))
+    again = PaceReward(fast_cfg, backend=fast)
+    assert again.route["path"] == "fast" and again.route["matched"] == "tactile satisfaction" and fast.calls == []
+    judged = again.judge(images)
+    assert all(1.6 <= s <= 4.4 for s in judged.scores.tolist())  # on the anchors' human scale
+    assert {e["scale"] for e in judged.explanations} == {"anchors 1.6-4.4"}
+
+
+def test_a_configured_calibration_source_calibrates_before_storing_and_the_fast_path_reuses_it(
+    tmp_path, tiny_vlm, embedder
+):
     from pace_judge.backends import LocalBackend
     from pace_judge.config import PaceConfig
     from pace_judge.pace import PaceReward
 
-    images = random_images(2, seed=4)
-    cfg = {"model": "unused", "dimension": "tactile satisfaction", "memory": str(tmp_path / "mem")}
-    slow = ScriptedBackend(_script, LocalBackend(tiny_vlm))
-    first = PaceReward(PaceConfig(**cfg), backend=slow)
-    assert first.scorer is None  # the Visualizer waits for an example image: the first one scored
+    images = random_images(3, seed=6)
+    split = _calibration_split(tmp_path / "calib")
+    cfg = {
+        "model": "unused",
+        "dimension": "tactile satisfaction",
+        "memory": str(tmp_path / "mem"),
+        "calibration": {"benchmark": str(split)},
+    }
+    first = PaceReward(PaceConfig(**cfg), backend=ScriptedBackend(_script, LocalBackend(tiny_vlm)))
     scores = first.score(images).scores
-    assert first.route["path"] == "slow" and any(n == 1 for _, n in slow.calls)
-    assert [e["dimension"] for e in MemoryBank(tmp_path / "mem", embedder).entries().values()] == [
-        "tactile satisfaction"
-    ]
+    assert first.route["path"] == "slow" and first.scorer.protocol.calibrated
+    entry = MemoryBank(tmp_path / "mem", embedder).entries()["tactile-satisfaction"]
+    assert entry["calibrated"] is True
+    assert all(1.6 <= s <= 4.4 for s in scores.tolist())
     fast = ScriptedBackend(_script, LocalBackend(tiny_vlm))
     again = PaceReward(PaceConfig(**{**cfg, "dimension": "satisfaction of tactile feel"}), backend=fast)
-    assert again.route["path"] == "fast" and again.route["matched"] == "tactile satisfaction" and fast.calls == []
+    assert again.route["path"] == "fast" and fast.calls == []
+    assert again.scorer.protocol_id == first.scorer.protocol_id
     assert again.score(images).scores.tolist() == pytest.approx(scores.tolist(), abs=1e-5)
+
+
+def test_the_visualizer_sees_the_closest_stored_protocol_as_reference_rules(tmp_path, tiny_vlm, embedder):
+    from pace_judge.backends import LocalBackend
+    from pace_judge.config import PaceConfig
+    from pace_judge.pace import PaceReward
+
+    bank = MemoryBank(tmp_path / "mem", embedder)
+    bank.add(example_protocol("tactile satisfaction"))
+    seen = []
+
+    def script(prompt: str, n_images: int) -> str:
+        if prompt.startswith("[Visualizer Agent]"):
+            seen.append(prompt)
+        return _script(prompt, n_images)
+
+    cfg = {
+        "model": "unused",
+        "dimension": "surface feel",  # cosine 0.44 to "tactile satisfaction": below theta, the slow path
+        "memory": str(tmp_path / "mem"),
+        "calibration": {"benchmark": str(_calibration_split(tmp_path / "calib"))},
+    }
+    reward = PaceReward(PaceConfig(**cfg), backend=ScriptedBackend(script, LocalBackend(tiny_vlm)))
+    reward.score(random_images(1, seed=2))
+    assert reward.route["path"] == "slow" and len(seen) == 3
+    for prompt in seen:
+        assert "related dimension 'tactile satisfaction'" in prompt
+        assert '- "Are object edges crisp?" (Yes: 5, Somewhat: 3, No: 1)' in prompt  # the stored rules
+    reference = reward.scorer.protocol.provenance["reference"]
+    assert reference["dimension"] == "tactile satisfaction" and 0.3 < reference["cosine"] < 0.8
 
 
 def test_dimensions_close_to_a_configured_expert_route_to_that_reward(tiny_vlm_path, embedder):
@@ -155,3 +239,30 @@ def test_dimensions_close_to_a_configured_expert_route_to_that_reward(tiny_vlm_p
         "pace", {"model": str(tiny_vlm_path), "dimension": "tactile satisfaction", "experts": experts}
     )
     assert unrelated.expert is None and unrelated.scorer is None  # slow path, waiting for an example image
+
+
+def test_several_experts_give_their_mean_on_the_1_to_5_scale(tiny_vlm_path, tiny_scorer_path):
+    from reward import get_reward
+
+    images = random_images(3, seed=9)
+    members = [{"name": "qbench", "model": str(tiny_vlm_path)}, {"name": "sa-iqa", "path": str(tiny_scorer_path)}]
+    pace = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "noise", "experts": {"noise": members}})
+    qbench = get_reward("qbench", {"model": str(tiny_vlm_path)}).score(images).scores.double()
+    sa_iqa = get_reward("sa-iqa", {"path": str(tiny_scorer_path)}).score(images).scores.double()
+    judged = pace.judge(images)
+    expected = ((1 + 4 * qbench) + sa_iqa) / 2  # qbench 0-1 mapped onto 1-5; sa-iqa already on 1-5
+    assert judged.scores.tolist() == pytest.approx(expected.tolist(), abs=1e-5)
+    assert pace.route["path"] == "expert qbench+sa-iqa"
+    explained = judged.explanations[0]["members"]
+    assert [m["expert"] for m in explained] == ["qbench", "sa-iqa"]
+    assert explained[1]["raw"] == pytest.approx(float(sa_iqa[0]), abs=1e-5)
+    weighted = get_reward(
+        "pace",
+        {
+            "model": str(tiny_vlm_path),
+            "dimension": "noise",
+            "experts": {"noise": {"members": members, "weights": [3, 1]}},
+        },
+    )
+    expected = (3 * (1 + 4 * qbench) + sa_iqa) / 4
+    assert weighted.score(images).scores.tolist() == pytest.approx(expected.tolist(), abs=1e-5)

@@ -33,9 +33,10 @@ def _expected(vlm, image, text, scores):
 
 
 def _crops(img):
+    """The 2x2 crops at their native pixels (PACE asks zoom probes on crops; none is enlarged)."""
     w, h = img.size
     boxes = [(0, 0, w // 2, h // 2), (w // 2, 0, w, h // 2), (0, h // 2, w // 2, h), (w // 2, h // 2, w, h)]
-    return [img.crop(b).resize((w, h), Image.Resampling.BICUBIC) for b in boxes]
+    return [img.crop(b) for b in boxes]
 
 
 def _hand_alpha1(vlm, img, combine):
@@ -57,7 +58,8 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
     reward = PaceReward(PaceConfig(model="unused", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
     judged = reward.judge(images)
     rank_text = reward.scorer.rank.question
-    assert "sharpness" in rank_text and "A, B, C, D or E" in rank_text  # Track 2 names the dimension
+    assert "in terms of sharpness?" in rank_text and "E) Extremely similar to Image 2" in rank_text
+    assert "4.6" not in rank_text and "1.4" not in rank_text  # purely comparative: the anchors' scores are not told
     for i, img in enumerate(images):
         a1, e = _hand_alpha1(tiny_vlm, img, "mean")
         ranks = torch.softmax(_plain(tiny_vlm, [high, low.convert("RGB"), img], rank_text, 5), -1)
@@ -75,6 +77,7 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
             (e["edges"] + 0.5 * e["outlines"]) / 1.5, abs=2e-5
         )
         assert sum(expl["probes"][1]["options"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert expl["track2_prompt"] == "comparative" and expl["scale"] == "anchors 1.4-4.6"
 
 
 def test_uncalibrated_protocol_maps_track1_onto_its_own_option_bounds_and_min_combines_crops(
@@ -220,3 +223,60 @@ def test_anchored_track2_reads_fp32_answer_logits_from_a_bf16_model(tiny_vlm_pat
     hook.remove()
     assert dtypes[-1] == torch.float32  # the suffix pass: the answer head ran in fp32, as in reward.vlm
     assert got.logprobs.dtype == torch.float32 and torch.isfinite(got.logprobs).all()
+
+
+def test_crops_keep_their_native_pixels_and_cost_fewer_tokens_than_the_whole_image(tiny_vlm25_path, tmp_path):
+    import shutil
+
+    from pace_judge.testing import write_example_protocol
+
+    folder = tmp_path / "vlm"
+    shutil.copytree(tiny_vlm25_path, folder)
+    pre = json.loads((folder / "preprocessor_config.json").read_text())
+    pre["size"] = {"shortest_edge": 28 * 28, "longest_edge": 28 * 28 * 4}
+    (folder / "preprocessor_config.json").write_text(json.dumps(pre))
+    protocol = write_example_protocol(tmp_path / "proto")
+    budget = 28 * 28 * 16  # 16 visual tokens: a 112x112 image stays whole (4 x 4 tokens), not the checkpoint's 4
+    reward = PaceReward(PaceConfig(model=str(folder), protocol=str(protocol), max_pixels=budget, min_pixels=28 * 28))
+    processor = reward.backend.vlm.processor.image_processor
+    assert processor.size["longest_edge"] == budget  # the budget reached the loaded processor
+    groups = []
+    ask = reward.backend.option_logprobs
+
+    def spy(images, queries, *, system=None):
+        groups.append([img.size for g in images for img in g])
+        return ask(images, queries, system=system)
+
+    reward.backend.option_logprobs = spy
+    image = random_images(1, seed=3, sizes=(112,))[0]
+    reward.judge([image])
+
+    def tokens(size):
+        return int(processor(images=[Image.new("RGB", size)])["image_grid_thw"].prod()) // 4
+
+    whole, crops = groups[0], groups[1]
+    assert whole == [(112, 112)] and crops == [(56, 56)] * 4  # native crops, not enlarged to 112x112
+    assert tokens(whole[0]) == 16 and [tokens(c) for c in crops] == [4] * 4  # the four crops cost one image
+
+
+def test_pace_configs_default_to_a_1024_token_budget():
+    import pace_judge.commands.judge  # noqa: F401  (registers the judge's settings)
+    import reward.commands.evaluate  # noqa: F401
+    from reward.core.cli import compose
+
+    assert PaceConfig().max_pixels == 802_816
+    assert compose("pace", ["protocol=p", "images=i", "out=o"]).model.max_pixels == 802_816
+    assert compose("evaluate", ["reward=pace", "data=d", "out=o"]).reward.max_pixels == 802_816
+
+
+def test_the_reward_names_the_scale_of_its_scores(tiny_vlm, pace_protocol_path, tmp_path):
+    from pace_judge.backends import LocalBackend
+
+    calibrated = PaceReward(PaceConfig(model="x", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
+    raw = json.loads(pace_protocol_path.read_text())
+    raw.pop("anchors")
+    (tmp_path / "p.json").write_text(json.dumps(raw))
+    draft = PaceReward(PaceConfig(model="x", protocol=str(tmp_path / "p.json")), backend=LocalBackend(tiny_vlm))
+    ids = [calibrated.identity(), draft.identity()]
+    assert [i["scale"] for i in ids] == ["anchors 1.4-4.6", "options 1-5 (uncalibrated)"]
+    assert ids[0]["protocol_id"] != ids[1]["protocol_id"]

@@ -176,3 +176,97 @@ def test_bad_rows_are_named_by_file_and_line_or_skipped_and_counted(qdir, tiny_v
     )
     assert m["skipped"] == 3 and m["n"] == 1
     assert len((qdir / "o" / "skipped.jsonl").read_text().splitlines()) == 3
+
+
+def test_prompts_follow_the_paper_layout_with_each_image_where_it_is_named(tiny_vlm):
+    cands = ("The first image", "The second image")
+    pair, _, _ = lettered_prompt("Which image is brighter?", cands, n_images=2, seed=0, index=0)
+    rendered = tiny_vlm.render(2, pair)
+    image = "<|vision_start|><|image_pad|><|vision_end|>"
+    assert f"Which image is brighter?\nThe first image: {image}\nThe second image: {image}\nChoose between" in rendered
+    single, _, _ = lettered_prompt("How is the clarity?", ("High", "Low"), n_images=1, seed=0, index=0)
+    assert f"How is the clarity?\n{image}\nChoose between one of the following options:\nA. " in tiny_vlm.render(
+        1, single
+    )
+    lmms, _, _ = lettered_prompt("Which image is brighter?", cands, n_images=2, seed=0, index=0, layout="lmms")
+    assert tiny_vlm.render(2, lmms).count(image) == 2 and "Choose between" not in lmms and "<image>" not in lmms
+    from reward.qbench.a2_description import PROMPTS
+
+    described = tiny_vlm.render(2, PROMPTS["pair"])
+    assert f"of the images in details.\nThe first image: {image}\nThe second image: {image}<|im_end|>" in described
+    assert "shown first" not in described
+
+
+LMMS_TABLE = [  # (reply, options, what lmms-eval's parser reads; None where it guesses at random)
+    ("B", "pair", "B"),
+    ("B.", "pair", "B"),
+    ("(B)", "pair", "B"),
+    ("B. The second image", "pair", "B"),
+    ("Answer: B", "pair", "B"),
+    ("The answer is B.", "pair", "B"),
+    ("The second image", "pair", None),  # text is matched only in replies of more than five words
+    ("The second image is brighter.", "pair", None),
+    ("The second image is brighter than the first image.", "pair", "A"),  # both texts match: the last wins
+    ("Medium", "hml", None),
+    ("The clarity of the image is medium.", "hml", "B"),
+    ("A blurry image, so the answer is C", "hml", "C"),
+    ("No", "yn", None),
+    ("No, the image is not blurry at all", "yn", "B"),
+    ("b", "pair", None),
+    ("B)", "pair", None),
+]
+
+
+def test_generated_replies_are_parsed_as_lmms_eval_parses_them_and_unparseable_ones_are_none():
+    from reward.qbench.a1_perception import parse_choice
+
+    options = {"pair": ["The first image", "The second image"], "hml": ["High", "Medium", "Low"], "yn": ["Yes", "No"]}
+    for reply, kind, expected in LMMS_TABLE:
+        letters = "ABC"[: len(options[kind])]
+        assert parse_choice(reply, letters, options[kind])[0] == expected, reply
+
+
+def test_generate_mode_answers_from_greedy_replies_and_metrics_record_the_protocol(qdir, tiny_vlm_path):
+    from reward.qbench.a1_perception import parse_choice
+    from reward.vlm import load_vlm
+
+    cfg = {"task": "a1", "model": {"path": str(tiny_vlm_path)}, "data": str(qdir / "q.json"), "seed": 1}
+    m = run_qbench({**cfg, "out": str(qdir / "gen"), "a1": {"mode": "generate"}})
+    rows = [json.loads(line) for line in (qdir / "gen" / "answers.jsonl").read_text().splitlines()]
+    questions, _ = load_questions(qdir / "q.json")
+    vlm = load_vlm(tiny_vlm_path)
+    images = random_images(3, seed=5, sizes=(56, 70))
+    for i, (row, q) in enumerate(zip(rows, questions, strict=True)):
+        prompt, letters, order = lettered_prompt(q.question, q.candidates, n_images=len(q.images), seed=1, index=i)
+        group = [images[int(p.stem)] for p in q.images]
+        assert row["reply"] == vlm.generate([group], [prompt], max_new_tokens=32)[0]  # greedy, 32 tokens
+        letter, rule = parse_choice(row["reply"], letters, [q.candidates[k] for k in order])
+        assert (row["chosen"], row["rule"]) == (letter, rule) and row["probability"] is None
+        assert row["is_correct"] == (letter is not None and letter == row["correct"])  # unparseable: wrong
+    assert m["unparsed"] == sum(r["chosen"] is None for r in rows)
+    assert m["accuracy"] == pytest.approx(sum(r["is_correct"] for r in rows) / 4)
+    saved = json.loads((qdir / "gen" / "metrics.json").read_text())
+    assert saved["protocol"]["mode"] == "generate" and saved["protocol"]["max_new_tokens"] == 32
+    assert saved["protocol"]["prompt"] == "paper" and saved["protocol"]["shuffle"] is True
+    assert "(generate, paper prompt)" in (qdir / "gen" / "metrics.md").read_text()
+    logprob = run_qbench({**cfg, "out": str(qdir / "lp")})
+    assert logprob["protocol"]["mode"] == "logprob" and logprob["unparsed"] == 0
+    with pytest.raises(ValueError, match="a1.mode='sample': choose one of logprob, generate"):
+        run_qbench({**cfg, "out": str(qdir / "bad"), "a1": {"mode": "sample"}})
+
+
+def test_harness_loading_knobs_reach_the_loaded_model(qdir, tiny_vlm_path):
+    from reward.commands.qbench_eval import QbenchEvalSettings, _load_model
+    from reward.core.config import parse
+
+    model = {
+        "path": str(tiny_vlm_path),
+        "max_pixels": 112 * 112,
+        "min_pixels": 56 * 56,
+        "attn_implementation": "eager",
+    }
+    s = parse(QbenchEvalSettings, {"task": "a1", "data": "x", "out": "o", "model": model}, where="")
+    vlm = _load_model(s)
+    size = vlm.processor.image_processor.size
+    assert (size["shortest_edge"], size["longest_edge"]) == (56 * 56, 112 * 112)
+    assert vlm.model.config._attn_implementation == "eager"

@@ -88,6 +88,8 @@ def test_judge_scores_are_parsed_and_averaged_over_five_rounds(tmp_path, tiny_vl
             "relevance": 2.0,
             "sum": pytest.approx(4.6),
             "n": 1,
+            "n_scored": {"completeness": 1, "precision": 1, "relevance": 1},
+            "incomplete": [],
         }
     rows = [json.loads(x) for x in (tmp_path / "out" / "descriptions.jsonl").read_text().splitlines()]
     assert [len(r["img_path"]) for r in rows] == [1, 2] and all(isinstance(r["description"], str) for r in rows)
@@ -119,3 +121,21 @@ def test_paper_prompts_and_score_parsing():
     assert [parse_score(t) for t in stated] == [1, 2, 0, 2, 2]
     unstated = ("so 2.", "1.5 out of 2?", "Score: 1.5", "1 or 2", "There are 0 issues.", "n/a", "Score: 1\nScore: 2")
     assert [parse_score(t) for t in unstated] == [None] * len(unstated)  # never guessed from prose
+
+
+def test_the_sum_is_never_taken_over_a_missing_dimension():
+    from reward.qbench.a2_description import Description, description_metrics, format_description_table
+
+    rows = [Description((Path("a.png"),), "gold", 1), Description((Path("b.png"),), "gold", 2)]
+    scored = [
+        {"completeness": 2.0, "precision": None, "relevance": 1.0},  # the judge never stated a precision score
+        {"completeness": 1.0, "precision": 1.0, "relevance": 1.0},
+    ]
+    m = description_metrics(scored, rows)["single"]
+    assert m["sum"] is None and m["incomplete"] == ["precision"]
+    assert m["precision"] == 1.0 and m["n_scored"] == {"completeness": 2, "precision": 1, "relevance": 2}
+    assert "no sum, the judge's replies gave no score for precision (1 of 2 rows)" in format_description_table(
+        {"single": m}
+    )
+    complete = description_metrics([scored[1], scored[1]], rows)["single"]
+    assert complete["sum"] == pytest.approx(3.0) and complete["incomplete"] == []

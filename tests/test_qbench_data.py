@@ -61,8 +61,10 @@ def test_sft_example_prompt_is_the_a1_prompt_and_the_completion_its_correct_lett
     cands = ["High", "Medium", "Low"]
     ex = perception_example(2, "How is it?", cands, "Low", seed=4, index=9)
     prompt, letters, order = lettered_prompt("How is it?", cands, n_images=2, seed=4, index=9)
-    assert [p["type"] for p in ex["prompt"][0]["content"]] == ["image", "image", "text"]
-    assert ex["prompt"][0]["content"][2]["text"] == prompt
+    content = ex["prompt"][0]["content"]
+    assert [p["type"] for p in content] == ["text", "image", "text", "image", "text"]  # the paper's pair layout
+    assert "".join(p["text"] if p["type"] == "text" else "<image>" for p in content) == prompt
+    assert content[0]["text"] == "How is it?\nThe first image: " and content[2]["text"] == "\nThe second image: "
     letter = ex["completion"][0]["content"][0]["text"]
     assert f"{letter}. Low" in prompt and letter == letters[order.index(2)]
     text = perception_example(1, "How is it?", cands, "Low", seed=4, index=9, answer="letter_text")

@@ -1,9 +1,9 @@
 """Perception instruction tuning (Q-Instruct style): A1 multiple-choice questions as SFT examples, mixed with the
 rating data by config.
 
-The prompt is exactly what ``task=a1`` asks
-(:func:`reward.qbench.a1_perception.lettered_prompt`: the images, the question,
-the shuffled lettered options, the instruction); the completion is the correct letter (``answer=letter``) or the
+The prompt is exactly what ``task=a1`` asks (:func:`reward.qbench.a1_perception.lettered_prompt`, the paper's
+layout: the question, the image -- for a pair "The first image: <image>" and "The second image: <image>" -- then
+the shuffled lettered options and the instruction); the completion is the correct letter (``answer=letter``) or the
 letter and its text (``answer=letter_text``: "B. The second image"). Sources: an LLVisionQA file
 (``data.perception=FILE``) or fresh generated questions every step (``data.perception=synthetic``,
 :mod:`training.procedural.perception_questions`).
@@ -22,6 +22,7 @@ import numpy as np
 
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_question_image, load_questions
+from reward.vlm.model import content_parts
 
 __all__ = ["ANSWER_FORMATS", "mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
 
@@ -51,7 +52,7 @@ def perception_example(
     )
     letter = letters[order.index(list(candidates).index(correct))]
     reply = letter if answer == "letter" else f"{letter}. {correct}"
-    content = [{"type": "image", "text": None} for _ in range(n_images)] + [{"type": "text", "text": prompt}]
+    content = [{"type": p["type"], "text": p.get("text")} for p in content_parts(n_images, prompt)]
     return {
         "prompt": [{"role": "user", "content": content}],
         "completion": [{"role": "assistant", "content": [{"type": "text", "text": reply}]}],

@@ -12,54 +12,39 @@ from typing import Any
 from omegaconf import MISSING
 
 from pace_judge.backends import Backend
-from pace_judge.calibration import calibrate_benchmark, calibrate_generative
+from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
 from reward.core.config import parse, store_schema
+from reward.core.outputs import prepare_output
+from reward.vlm.loading import ModelLoading
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class PromptLists:
-    positive: list[str] | None = None  # text-to-image prompts for high-quality candidates
-    negative: list[str] | None = None  # ... and for low-quality ones (give both to skip the Generator agent)
+class AgentModel(ModelLoading):
+    """The Generator agent's VLM (backend=local); loading knobs from :class:`reward.vlm.ModelLoading`."""
 
-
-@dataclass
-class AgentModel:
     path: str | None = None  # backend=local: the VLM writing the prompts
-    dtype: str = "auto"
-    device: str | None = None
     batch_size: int = 32
+    max_pixels: int | None = 802_816  # 1024 visual tokens per image (Qwen-VL: pixels / 28^2)
 
 
 @dataclass
-class CalibrateSettings:
+class CalibrateSettings(CalibrationSource):
+    """The calibration source (:class:`pace_judge.calibration.CalibrationSource`: benchmark or generative mode) and
+    what to calibrate."""
+
     protocol: str = MISSING  # the protocol JSON to calibrate (rewritten with its anchors unless output is set)
     output: str | None = None  # write the calibrated protocol here instead (anchors/ beside it)
     memory: str | None = None  # also store the calibrated protocol in this memory bank (replacing the old entry)
     embedder: str | None = None  # sentence-transformers path for the memory (default: all-MiniLM-L6-v2)
-    # generative mode
-    pipeline: str | None = None  # diffusers text-to-image checkpoint (e.g. Stable Diffusion v1.5)
-    out: str | None = None  # candidates and contact sheet (default: PROTOCOL_DIR/calibration)
-    candidates: int = 4  # images rendered: half from positive prompts, half from negative ones
-    scores: list[float] | None = None  # one 1-5 score per candidate, e.g. scores=1,3,4,5; null: asked on the terminal
-    prompts: PromptLists = field(default_factory=PromptLists)
-    steps: int = 30  # diffusion steps
-    guidance: float = 7.5  # classifier-free guidance scale
-    height: int = 512
-    width: int = 512
-    seed: int = 0
-    dtype: str = "auto"  # pipeline dtype (auto: bf16 on GPU, fp32 on CPU)
-    device: str | None = None  # null: cuda if available
     backend: str = "local"  # the Generator agent's backend: local | openai
     model: AgentModel = field(default_factory=AgentModel)
     server: dict[str, Any] = field(default_factory=dict)  # backend=openai: base_url, model, api_key, top_logprobs
     agents: dict[str, Any] = field(default_factory=dict)  # e.g. {retries: 2, prompts: FILE}
-    # benchmark mode
-    benchmark: str | None = None  # calibration split's ratings manifest: highest- and lowest-MOS images are anchors
-    test: str | None = None  # the test split's manifest: checked to be disjoint from the calibration split
-    dimension: str | None = None  # manifest rows of this dimension (default: the protocol's)
+    overwrite: bool = False  # generative mode: move an existing candidates folder aside (OUT.old-<time>)
+    allow_absolute_paths: bool = False  # accept absolute anchor paths in the protocol (default: inside its folder)
 
 
 store_schema("calibrate_schema", CalibrateSettings)
@@ -70,12 +55,26 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
     ``backend``: the Generator agent's (default: built from the settings)."""
     s = parse(CalibrateSettings, cfg, where="")
     c = dataclasses.asdict(s)
-    protocol = load_protocol(s.protocol, check_anchors=False)
+    protocol = load_protocol(s.protocol, check_anchors=False, allow_absolute_paths=s.allow_absolute_paths)
     target = Path(s.output or s.protocol)
     folder = target.resolve().parent
-    mode = calibrate_benchmark if s.benchmark else calibrate_generative
-    record = mode(c, protocol, folder, backend)
-    protocol.provenance["calibration"] = record
+    if not s.benchmark:  # generative: the candidates folder, checked before anything is rendered
+        if not s.pipeline:
+            raise CalibrationError(
+                "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
+                "or use benchmark=MANIFEST"
+            )
+        out = Path(s.out or folder / "calibration")
+        settings = {k: v for k, v in c.items() if k not in ("out", "overwrite")}
+        prepare_output(
+            out,
+            "pace_judge/calibrate",
+            settings,
+            inputs={"protocol": s.protocol, "pipeline": s.pipeline, "model": s.model.path},
+            overwrite=s.overwrite,
+        )
+        c["out"] = str(out)
+    calibrate(c, protocol, folder, backend)
     save_protocol(protocol, target)
     high, low = protocol.anchors["high"], protocol.anchors["low"]  # type: ignore[index]
     logger.info(

@@ -9,28 +9,34 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING
+from PIL import Image
 from tqdm.auto import tqdm
 
-from pace_judge.config import PaceConfig
+from pace_judge.config import DEFAULT_MAX_PIXELS, PaceConfig, validate
 from pace_judge.pace import PaceReward
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, UserError
-from reward.data.files import atomic_write_json, atomic_write_jsonl
+from reward.core.outputs import prepare_output
+from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
+from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
 from reward.data.images import load_image
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
-JUDGE_KEYS = ("images", "out", "images_per_call", "skip_bad")
+JUDGE_KEYS = ("images", "out", "images_per_call", "skip_bad", "max_decode_pixels", "resume", "overwrite")
+MAY_CHANGE = ("images_per_call", "skip_bad", "max_decode_pixels", "model.batch_size", "resume", "overwrite")
+SCORES = "scores.jsonl"
 
 
 @dataclass
 class JudgeModel(ModelLoading):
-    """The local VLM (backend=local); loading knobs from :class:`reward.vlm.ModelLoading`."""
+    """The local VLM (backend=local); loading knobs from :class:`reward.vlm.ModelLoading`, with PACE's pixel budget."""
 
     path: str | None = None  # VLM checkpoint directory
     batch_size: int = 32  # (image group, probe) queries per forward pass
+    max_pixels: int | None = DEFAULT_MAX_PIXELS  # visual-token budget per image and crop (pixels / 28^2 tokens)
 
 
 @dataclass
@@ -39,10 +45,14 @@ class JudgeSettings(PaceConfig):
     model as a section, plus the folder to judge."""
 
     images: str = MISSING  # folder of images (png, jpg, jpeg, webp, bmp, tif)
-    out: str = MISSING  # output folder (scores.jsonl)
+    out: str = MISSING  # output folder (scores.jsonl, summary.json)
     model: JudgeModel = field(default_factory=JudgeModel)
     images_per_call: int = 8  # images judged per batch
     skip_bad: bool = False  # true: skip unreadable images (logged) instead of failing
+    max_decode_pixels: int | None = DEFAULT_DECODE_PIXELS  # decode guard: larger images are refused unread (the
+    # model's visual-token budget is model.max_pixels)
+    resume: bool = False  # continue the same run in out= (images already in scores.jsonl are not judged again)
+    overwrite: bool = False  # move an existing out= folder aside (OUT.old-<time>) and start anew
 
 
 store_schema("judge_schema", JudgeSettings)
@@ -63,69 +73,174 @@ def list_images(folder: str | Path) -> list[Path]:
 
 
 def pace_config(c: dict[str, Any]) -> PaceConfig:
-    defaults = ModelLoading()
+    defaults = PaceConfig()
     stray = [k for k in LOADING_KEYS if k in c and c[k] != getattr(defaults, k)]
     if stray:
         raise ConfigError(f"the judge's model knobs are under model.: set {', '.join(f'model.{k}' for k in stray)}")
-    values = {k: v for k, v in c.items() if k not in JUDGE_KEYS}
+    values = {k: v for k, v in c.items() if k not in JUDGE_KEYS and k not in LOADING_KEYS}
     model = values.get("model")
     if isinstance(model, dict) and not model.get("path"):
         values["model"] = None  # e.g. backend=openai: no local checkpoint
     return parse(PaceConfig, values, where="")
 
 
+def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
+    """``path`` decoded, after its header's size is checked against the judge's own decode guard."""
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+    except (OSError, ValueError):
+        w = h = 0  # not an image: load_image says so
+    if max_decode_pixels is not None and w * h > max_decode_pixels:
+        raise PaceUserError(
+            f"{path}: image is {w}x{h} = {w * h:,} pixels, above max_decode_pixels={max_decode_pixels:,}; it was "
+            "not decoded. Pass a larger max_decode_pixels=N (the decode guard; model.max_pixels is the model's "
+            "visual-token budget), or skip_bad=true to skip it."
+        )
+    return load_image(path, max_pixels=None)
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'image':<32}{'score':>8}{'alpha1':>9}{'alpha2':>9}"]
+
+    def num(v: Any, width: int) -> str:
+        return f"{v:>{width}.3f}" if isinstance(v, int | float) else f"{'n/a':>{width}}"
+
     for r in rows:
-        a2 = "n/a" if r["alpha2"] is None else f"{r['alpha2']:.3f}"
-        lines.append(f"{r['image'][:31]:<32}{r['score']:>8.3f}{r['alpha1']:>9.3f}{a2:>9}")
+        lines.append(f"{r['image'][:31]:<32}{num(r['score'], 8)}{num(r['alpha1'], 9)}{num(r['alpha2'], 9)}")
     return "\n".join(lines)
 
 
 def _record_failures(out: Path, err: Any) -> str:
     """Write the agents' failed answers (with their raw text) to ``out/agent_failures.json``; the message to show."""
-    path = atomic_write_json(out / "agent_failures.json", err.failures)
+    path = atomic_write_json(out / "agent_failures.json", json_safe(err.failures))
     return f"{err}\nThe agents' unusable answers are in {path}."
 
 
-def run(cfg: Any) -> list[dict[str, Any]]:
-    """Score every image of ``images`` and write ``out/scores.jsonl``; returns its rows."""
+def _check_same_scale(done: list[dict[str, Any]], rows: list[dict[str, Any]], path: Path) -> None:
+    """Scores on another scale or from another protocol never join the rows already in ``path``."""
+    if not done or not rows:
+        return
+    key = ("scale", "protocol_id")
+    before, now = {k: done[0].get(k) for k in key}, {k: rows[0].get(k) for k in key}
+    if before != now:
+        raise PaceUserError(
+            f"{path} holds scores on {before['scale']!r} (protocol {before['protocol_id']}); this run scores on "
+            f"{now['scale']!r} (protocol {now['protocol_id']}): one scores file never mixes them. Pass overwrite=true "
+            "to move the old run aside, or another out= folder."
+        )
+
+
+def _remove_if_empty(out: Path) -> None:
+    """Remove ``out`` when it holds only what this run created and nothing was scored (run.json, empty scores)."""
+    names = {p.name for p in out.iterdir()}
+    if names <= {"run.json", SCORES} and not read_records(out / SCORES):
+        for name in names:
+            (out / name).unlink()
+        out.rmdir()
+
+
+def _judge_folder(
+    s: JudgeSettings, pace: PaceConfig, files: list[Path], out: Path, done: list[dict[str, Any]]
+) -> tuple[PaceReward, list[dict[str, Any]], list[str]]:
+    """Judge the images not in ``done``, appending each batch's rows to ``out/scores.jsonl``."""
     from pace_judge.agents import ProtocolBuildError
     from pace_judge.protocol import ProtocolError
 
-    c = dataclasses.asdict(parse(JudgeSettings, cfg, where=""))
-    files = list_images(c["images"])
-    out = Path(c["out"])
+    scores_path = out / SCORES
+    seen = {r.get("image") for r in done}
+    todo = [f for f in files if f.name not in seen]
     try:
-        reward = PaceReward(pace_config(c))
+        reward = PaceReward(pace)
     except ProtocolBuildError as err:
         raise PaceUserError(_record_failures(out, err)) from None
     except (ProtocolError, FileNotFoundError, ValueError) as err:
         raise PaceUserError(str(err)) from None
     rows: list[dict[str, Any]] = []
-    per_call = max(1, int(c.get("images_per_call", 8)))
-    bar = tqdm(total=len(files), desc="judging", unit="img", disable=None)
-    for start in range(0, len(files), per_call):
+    skipped: list[str] = []
+    per_call = max(1, int(s.images_per_call))
+    bar = tqdm(total=len(todo), desc="judging", unit="img", disable=None)
+    for start in range(0, len(todo), per_call):
         names, images = [], []
-        for path in files[start : start + per_call]:
+        for path in todo[start : start + per_call]:
             try:
-                images.append(load_image(path))
+                images.append(decode(path, s.max_decode_pixels))
                 names.append(path.name)
             except (OSError, ValueError) as err:
-                if not c.get("skip_bad"):
+                if not s.skip_bad:
+                    if isinstance(err, PaceUserError):
+                        raise
                     raise PaceUserError(f"{path}: {err} (skip_bad=true skips unreadable images)") from None
                 logger.warning("skipping %s: %s", path, err)
+                skipped.append(path.name)
         if images:
             try:
                 judged = reward.judge(images)
             except ProtocolBuildError as err:
                 raise PaceUserError(_record_failures(out, err)) from None
-            rows.extend({"image": n, **e} for n, e in zip(names, judged.explanations, strict=True))
-        bar.update(len(files[start : start + per_call]))
+            batch = [json_safe({"image": n, **e}) for n, e in zip(names, judged.explanations, strict=True)]
+            _check_same_scale(done or rows, batch, scores_path)
+            append_jsonl(scores_path, batch)
+            rows.extend(batch)
+        bar.update(len(todo[start : start + per_call]))
     bar.close()
-    path = atomic_write_jsonl(out / "scores.jsonl", rows)
-    logger.info(
-        "PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""), format_table(rows)
+    return reward, rows, skipped
+
+
+def run(cfg: Any) -> list[dict[str, Any]]:
+    """Score every image of ``images`` and write ``out/scores.jsonl`` (and ``summary.json``); returns the rows.
+
+    Everything that can be checked without a model is checked first (settings, images folder, protocol file, the
+    output folder); images already scored are skipped on ``resume=true``.
+    """
+    from pace_judge.protocol import ProtocolError, load_protocol
+
+    s = parse(JudgeSettings, cfg, where="")
+    c = dataclasses.asdict(s)
+    pace = pace_config(c)
+    try:
+        validate(pace)
+        if pace.protocol:
+            load_protocol(pace.protocol, allow_absolute_paths=pace.allow_absolute_paths)
+    except (ProtocolError, FileNotFoundError, ValueError) as err:
+        raise PaceUserError(str(err)) from None
+    files = list_images(s.images)
+    settings = {k: v for k, v in c.items() if k not in ("out", "resume", "overwrite")}
+    inputs = {"model": s.model.path, "images": s.images, "protocol": pace.protocol}
+    output = prepare_output(
+        s.out, "pace_judge/judge", settings, inputs, resume=s.resume, overwrite=s.overwrite, may_change=MAY_CHANGE
     )
-    logger.info("wrote %s", path)
-    return rows
+    out = output.path
+    scores_path = out / SCORES
+    done = read_records(scores_path) if output.resumed else []
+    if output.resumed:
+        atomic_write_jsonl(scores_path, done)  # a line torn by a crash is dropped before appending
+    try:
+        reward, rows, skipped = _judge_folder(s, pace, files, out, done)
+    except UserError:
+        if output.state == "new":
+            _remove_if_empty(out)  # a run that failed before its first score leaves no folder to refuse a rerun
+        raise
+    every = done + rows
+    if not scores_path.exists():
+        atomic_write_jsonl(scores_path, [])  # every image skipped: an empty scores file, not a missing one
+    failed = [r["image"] for r in every if r.get("score") is None]
+    if failed:
+        logger.warning("%d image(s) got no score (null in %s): %s", len(failed), SCORES, failed[:5])
+    summary = {
+        "n": len(every),
+        "scored": len(every) - len(failed),
+        "failed": len(failed),
+        "skipped": len(skipped),
+        "route": reward.route,
+        "scale": every[0].get("scale") if every else None,
+        "protocol_id": every[0].get("protocol_id") if every else None,
+        "resumed": output.resumed,
+        **output.provenance(),
+    }
+    atomic_write_json(out / "summary.json", json_safe(summary))
+    logger.info(
+        "PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""), format_table(every)
+    )
+    logger.info("wrote %s", scores_path)
+    return every

@@ -36,6 +36,7 @@ class MemorySettings:
     replace: bool = False  # import: replace a stored protocol of the same dimension
     theta: float = 0.8  # route: fast path when the cosine to a stored dimension is above this
     embedder: str | None = None  # sentence-transformers path (default: all-MiniLM-L6-v2, offline)
+    allow_absolute_paths: bool = False  # import: accept absolute anchor paths (default: inside the protocol's folder)
 
 
 store_schema("memory_schema", MemorySettings)
@@ -55,7 +56,7 @@ def _do(s: MemorySettings, bank: MemoryBank) -> Any:
     if s.cmd == "list":
         entries = sorted(bank.entries().items())
         for slug, e in entries:
-            p = load_protocol(bank.folder / e["protocol"], check_anchors=False)
+            p = load_protocol(bank.protocol_file(slug), check_anchors=False)
             state = "calibrated  " if e.get("calibrated") else "uncalibrated"
             logger.info("%-32s %2d probes  %s  %s", e["dimension"], len(p.probes), state, slug)
         return [slug for slug, _ in entries]
@@ -66,7 +67,8 @@ def _do(s: MemorySettings, bank: MemoryBank) -> Any:
     if s.cmd == "import":
         slugs = []
         for path in str(s.protocol).split(","):
-            slugs.append(bank.add(load_protocol(path), replace=s.replace))
+            protocol = load_protocol(path, allow_absolute_paths=s.allow_absolute_paths)
+            slugs.append(bank.add(protocol, replace=s.replace))
             logger.info("imported %s as %s", path, slugs[-1])
         return slugs
     if s.cmd == "delete":
@@ -74,5 +76,10 @@ def _do(s: MemorySettings, bank: MemoryBank) -> Any:
         logger.info("deleted %r", s.dimension)
         return None
     r = bank.route(s.dimension, s.theta)
-    logger.info("%s -> %r (cosine %.3f): %s path", s.dimension, r.dimension, r.cosine, "fast" if r.fast else "slow")
+    note = ""
+    if r.fast and r.slug is not None and not bank.entries()[r.slug].get("calibrated"):
+        note = " (uncalibrated: it will not be used until calibrated with pace_judge/calibrate.py)"
+    logger.info(
+        "%s -> %r (cosine %.3f): %s path%s", s.dimension, r.dimension, r.cosine, "fast" if r.fast else "slow", note
+    )
     return r

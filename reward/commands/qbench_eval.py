@@ -36,12 +36,18 @@ class HarnessModel(ModelLoading):
     :class:`reward.vlm.ModelLoading`."""
 
     path: str | None = None  # checkpoint directory
-    adapter: str | None = None  # a LoRA adapter directory trained on path, merged into the weights
+    adapter: str | None = None  # a LoRA adapter directory trained on path, merged into the weights (in fp32)
+    merge_adapter: bool = True  # false: keep the adapter unmerged (exactly the training computation, slower)
 
 
 @dataclass
 class A1Settings:
-    shuffle: bool = True  # shuffle the candidates (with seed); false: the file's order
+    mode: str = "logprob"  # logprob: the letters' log-probs (one pass) | generate: lmms-eval's greedy reply, parsed
+    prompt: str = (
+        "paper"  # paper: Q-Bench+'s layout ("The first image: <image>" ...) | lmms: lmms-eval's, images first
+    )
+    max_new_tokens: int = 32  # generate: reply length (lmms-eval's 32)
+    shuffle: bool = True  # shuffle the candidates (with seed); false: the file's order (as lmms-eval asks)
     system: str | None = None  # optional system prompt
 
 
@@ -82,7 +88,13 @@ def _load_model(s: QbenchEvalSettings) -> Any:
 
     if not s.model.path:
         raise ConfigError(f"task={s.task} needs a VLM: pass model.path=CHECKPOINT_DIR")
-    return load_vlm(s.model.path, loading_of(s.model), batch_size=s.batch_size, adapter=s.model.adapter)
+    return load_vlm(
+        s.model.path,
+        loading_of(s.model),
+        batch_size=s.batch_size,
+        adapter=s.model.adapter,
+        merge_adapter=s.model.merge_adapter,
+    )
 
 
 def run(cfg: Any) -> dict[str, Any]:
@@ -98,22 +110,55 @@ def run(cfg: Any) -> dict[str, Any]:
 
 
 def run_a1(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str, Any]:
-    from reward.qbench.a1_perception import answer_questions, format_metrics, perception_metrics
+    from reward.qbench.a1_perception import LAYOUTS, MODES, answer_questions, format_metrics, perception_metrics
     from reward.qbench.a1_questions import load_questions
 
+    a1 = s.a1
+    problems = []
+    if a1.mode not in MODES:
+        problems.append(f"a1.mode={a1.mode!r}: choose one of {', '.join(MODES)}")
+    if a1.prompt not in LAYOUTS:
+        problems.append(f"a1.prompt={a1.prompt!r}: choose one of {', '.join(LAYOUTS)}")
+    if a1.max_new_tokens < 1:
+        problems.append(f"a1.max_new_tokens={a1.max_new_tokens}: at least 1")
+    if problems:
+        raise ConfigError("invalid a1 settings:\n  - " + "\n  - ".join(problems))
     questions, skipped = load_questions(s.data, skip_bad=s.skip_bad)
     vlm = _load_model(s)
     answers = answer_questions(
-        vlm, questions, seed=s.seed, batch_size=s.batch_size, system=s.a1.system, shuffle=s.a1.shuffle
+        vlm,
+        questions,
+        seed=s.seed,
+        batch_size=s.batch_size,
+        system=a1.system,
+        shuffle=a1.shuffle,
+        mode=a1.mode,
+        layout=a1.prompt,
+        max_new_tokens=a1.max_new_tokens,
     )
     metrics = perception_metrics(answers)
     metrics["skipped"] = len(skipped)
     metrics["run"] = run
+    metrics["protocol"] = {  # how the numbers were made: compare only with tables made the same way
+        "mode": a1.mode,
+        "prompt": a1.prompt,
+        "shuffle": a1.shuffle,
+        "seed": s.seed,
+        "max_new_tokens": a1.max_new_tokens if a1.mode == "generate" else None,
+        "parser": "lmms-eval (an unparseable reply counts as wrong)" if a1.mode == "generate" else None,
+        "system": a1.system,
+        "model": s.model.path,
+        "adapter": s.model.adapter,
+        "adapter_merged": s.model.merge_adapter if s.model.adapter else None,
+        "dtype": s.model.dtype,
+        "min_pixels": s.model.min_pixels,
+        "max_pixels": s.model.max_pixels,
+    }
     out = Path(s.out)
     atomic_write_jsonl(out / "answers.jsonl", [a.record() for a in answers])
     if skipped:
         atomic_write_jsonl(out / "skipped.jsonl", [vars(row) for row in skipped])
-    table = format_metrics(metrics, title=f"A1 perception: {s.data}")
+    table = format_metrics(metrics, title=f"A1 perception ({a1.mode}, {a1.prompt} prompt): {s.data}")
     atomic_write_text(out / "metrics.md", table)
     atomic_write_json(out / "metrics.json", metrics)
     logger.info("%d questions (%d skipped)\n%s", len(answers), len(skipped), table)

@@ -1,14 +1,22 @@
-"""Q-Bench A1 perception: each question asked as a lettered multiple choice, answered by the letters' log-probs.
+"""Q-Bench A1 perception: each question asked as a lettered multiple choice.
 
-The candidates are shuffled with a seed (the same order on every run and machine), the prompt lists exactly the
-letters present, and the answer is the most probable of those letters at the first position of the reply: one
-forward pass per question, no sampling, no external judge. Accuracy is reported overall, for single images and
-pairs separately, and by question type and concern.
+The candidates are shuffled with a seed (the same order on every run and machine) and the prompt lists exactly the
+letters present, in the paper's layout (Q-Bench+ §III-B: the question, the image -- for a pair "The first image:
+<image>" and "The second image: <image>" -- then "Choose between one of the following options:") or lmms-eval's
+(images first, the question and the lettered options). Two ways to answer:
+
+- ``logprob``: the most probable of the shown letters at the first position of the reply (one forward pass, no
+  sampling); this toolkit's own protocol, not how published A1 tables were made;
+- ``generate``: lmms-eval's protocol -- a greedy reply of up to 32 tokens, parsed for a letter or, in a reply of more
+  than five words, an option's text (:func:`parse_choice`); a reply that cannot be parsed counts as wrong (lmms-eval
+  guesses at random instead).
+
+Accuracy is reported overall, for single images and pairs separately, and by question type and concern.
 
 Example:
     >>> prompt, letters, order = lettered_prompt("Is it blurry?", ("Yes", "No"), n_images=1, seed=0, index=0)
-    >>> letters
-    ('A', 'B')
+    >>> letters, prompt.splitlines()[:2]
+    (('A', 'B'), ['Is it blurry?', '<image>'])
 """
 
 from __future__ import annotations
@@ -26,46 +34,106 @@ from tqdm.auto import tqdm
 
 from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name, load_question_image
 from reward.vlm import VLM, OptionQuery
+from reward.vlm.model import IMAGE
 
-__all__ = ["INSTRUCTION", "Answer", "answer_questions", "format_metrics", "lettered_prompt", "perception_metrics"]
+__all__ = [
+    "INSTRUCTION",
+    "LAYOUTS",
+    "MODES",
+    "Answer",
+    "answer_questions",
+    "format_metrics",
+    "lettered_prompt",
+    "parse_choice",
+    "perception_metrics",
+]
 
 logger = logging.getLogger(__name__)
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
-PAIR_INTRO = "The first image is shown first and the second image second."
+PAIR_IMAGES = (f"The first image: {IMAGE}", f"The second image: {IMAGE}")  # Q-Bench+ §III-B, image pairs
+MODES = ("logprob", "generate")
+LAYOUTS = ("paper", "lmms")
 
 
 def lettered_prompt(
-    question: str, candidates: Sequence[str], *, n_images: int, seed: int, index: int, shuffle: bool = True
+    question: str,
+    candidates: Sequence[str],
+    *,
+    n_images: int,
+    seed: int,
+    index: int,
+    shuffle: bool = True,
+    layout: str = "paper",
 ) -> tuple[str, tuple[str, ...], list[int]]:
     """The multiple-choice prompt, its letters (exactly as many as candidates) and the shown order.
 
     ``order[k]`` is the index in ``candidates`` of the option shown under letter ``k``; the shuffle depends only
-    on ``(seed, index)``.
+    on ``(seed, index)``. ``layout``: ``paper`` places the images after the question with :data:`IMAGE` markers
+    ("The first image: <image>" for pairs) as Q-Bench+ prints its input format; ``lmms`` is lmms-eval's text, the
+    images before it.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
     order = list(range(len(candidates)))
     if shuffle:
         order = [int(i) for i in np.random.default_rng([seed, index]).permutation(len(candidates))]
     letters = tuple(string.ascii_uppercase[: len(candidates)])
     lines = [question.strip()]
-    if n_images == 2:
-        lines.append(PAIR_INTRO)
-    lines.append("Choose between one of the following options:")
+    if layout == "paper":
+        lines += list(PAIR_IMAGES) if n_images == 2 else [IMAGE] * n_images
+        lines.append("Choose between one of the following options:")
     lines += [f"{letter}. {candidates[i]}" for letter, i in zip(letters, order, strict=True)]
     lines.append(INSTRUCTION)
     return "\n".join(lines), letters, order
 
 
+def parse_choice(reply: str, letters: Sequence[str], options: Sequence[str]) -> tuple[str | None, str | None]:
+    """The letter a free-form reply chooses and the rule that found it, as lmms-eval's Q-Bench parser (MMMU's
+    ``parse_multi_choice_response``) reads it: ``(X)``, then ``X`` followed by a space, then ``X.``, then -- only in
+    a reply of more than five words -- an option's text; of several matches the last one in the reply wins.
+    ``(None, None)`` where lmms-eval would guess at random: the reply counts as wrong.
+
+    >>> pair = ["The first image", "The second image"]
+    >>> [parse_choice(r, "AB", pair)[0] for r in ("B.", "(A)", "The answer is B.")]
+    ['B', 'A', 'B']
+    >>> parse_choice("The second image is brighter than the first image.", "AB", pair)  # the last match wins
+    ('A', 'option text')
+    >>> parse_choice("Medium", "ABC", ["High", "Medium", "Low"])  # five words or fewer: no text matching
+    (None, None)
+    """
+    response = reply
+    for char in (",", ".", "!", "?", ";", ":", "'"):
+        response = response.strip(char)
+    response = f" {response} "
+    found = [c for c in letters if f"({c})" in response]
+    if found:
+        rule, where = "bracket", {c: response.rfind(f"({c})") for c in found}
+    else:
+        found = [c for c in letters if f"{c} " in response] or [c for c in letters if f"{c}." in response]
+        rule, where = "letter", {c: response.rfind(f" {c} ") for c in found}
+    if not found and len(response.split()) > 5:
+        index2ans = dict(zip(letters, options, strict=True))
+        found = [c for c in letters if index2ans[c].lower() in response.lower()]
+        rule, where = "option text", {c: response.lower().rfind(index2ans[c].lower()) for c in found}
+    if not found:
+        return None, None
+    return found[int(np.argmax([where[c] for c in found]))], rule
+
+
 @dataclass(frozen=True)
 class Answer:
-    """The model's answer to one question."""
+    """The model's answer to one question (``logprob`` mode: ``probs`` and ``letter_mass``; ``generate`` mode: the
+    ``reply`` and the parse ``rule``; ``chosen`` is ``None`` for a reply that could not be parsed)."""
 
     question: Question
     letters: tuple[str, ...]
     order: list[int]
-    probs: list[float]  # over the letters shown, renormalised
-    chosen: int  # index into letters
-    letter_mass: float = 1.0  # probability the model puts on the shown letters at all (full vocabulary)
+    probs: list[float] | None  # over the letters shown, renormalised (logprob mode)
+    chosen: int | None  # index into letters; None: an unparseable reply (generate mode), counted wrong
+    letter_mass: float | None = 1.0  # probability the model puts on the shown letters at all (full vocabulary)
+    reply: str | None = None  # generate mode: the model's reply
+    rule: str | None = None  # generate mode: the parse rule that found the letter (bracket, letter, option text)
 
     @property
     def correct_letter(self) -> str:
@@ -73,10 +141,11 @@ class Answer:
 
     @property
     def is_correct(self) -> bool:
-        return self.letters[self.chosen] == self.correct_letter
+        return self.chosen is not None and self.letters[self.chosen] == self.correct_letter
 
     def record(self) -> dict[str, Any]:
         q = self.question
+        chosen = self.chosen
         return {
             "line": q.line,
             "img_path": [image_name(p) for p in q.images],
@@ -85,11 +154,12 @@ class Answer:
             "concern": q.concern,
             "options": {letter: q.candidates[i] for letter, i in zip(self.letters, self.order, strict=True)},
             "correct": self.correct_letter,
-            "chosen": self.letters[self.chosen],
-            "answer": q.candidates[self.order[self.chosen]],
-            "probability": self.probs[self.chosen],
+            "chosen": None if chosen is None else self.letters[chosen],
+            "answer": None if chosen is None else q.candidates[self.order[chosen]],
+            "probability": None if chosen is None or self.probs is None else self.probs[chosen],
             "is_correct": self.is_correct,
             "letter_mass": self.letter_mass,
+            **({"reply": self.reply, "rule": self.rule} if self.reply is not None else {}),
             **({"id": q.extra["id"]} if "id" in q.extra else {}),
         }
 
@@ -103,29 +173,49 @@ def answer_questions(
     system: str | None = None,
     shuffle: bool = True,
     max_decode_pixels: int | None = 36_000_000,
+    mode: str = "logprob",
+    layout: str = "paper",
+    max_new_tokens: int = 32,
 ) -> list[Answer]:
-    """Ask every question (singles and pairs alike) and read the answer from the letter log-probabilities.
+    """Ask every question (singles and pairs alike); ``mode``: ``logprob`` reads the answer from the letter
+    log-probabilities, ``generate`` parses a greedy reply of up to ``max_new_tokens`` tokens (:func:`parse_choice`).
 
     ``index`` in the shuffle seed is the question's position in ``questions``.
     """
+    if mode not in MODES:
+        raise ValueError(f"a1.mode={mode!r}: choose one of {', '.join(MODES)}")
     answers: list[Answer] = []
-    bar = tqdm(total=len(questions), desc="A1", unit="q", disable=None)
+    bar = tqdm(total=len(questions), desc=f"A1 ({mode})", unit="q", disable=None)
     for start in range(0, len(questions), batch_size):
         chunk = list(enumerate(questions[start : start + batch_size], start=start))
-        groups, queries, shown = [], [], []
+        groups, prompts, shown = [], [], []
         for index, q in chunk:
             prompt, letters, order = lettered_prompt(
-                q.question, q.candidates, n_images=len(q.images), seed=seed, index=index, shuffle=shuffle
+                q.question,
+                q.candidates,
+                n_images=len(q.images),
+                seed=seed,
+                index=index,
+                shuffle=shuffle,
+                layout=layout,
             )
             groups.append([load_question_image(p, max_decode_pixels) for p in q.images])
-            queries.append([OptionQuery(prompt, letters)])
+            prompts.append(prompt)
             shown.append((letters, order))
-        logp = vlm.option_logprobs(groups, queries, system=system).logprobs[:, 0]
-        for (_, q), (letters, order), row in zip(chunk, shown, logp, strict=True):
-            logp_letters = row[: len(letters)].float()
-            probs = torch.softmax(logp_letters, dim=-1)
-            mass = float(logp_letters.exp().sum())
-            answers.append(Answer(q, letters, order, probs.tolist(), int(probs.argmax()), mass))
+        if mode == "generate":
+            replies = vlm.generate(groups, prompts, system=system, max_new_tokens=max_new_tokens, do_sample=False)
+            for (_, q), (letters, order), reply in zip(chunk, shown, replies, strict=True):
+                letter, rule = parse_choice(reply, letters, [q.candidates[i] for i in order])
+                chosen = None if letter is None else letters.index(letter)
+                answers.append(Answer(q, letters, order, None, chosen, None, reply, rule))
+        else:
+            queries = [[OptionQuery(p, letters)] for p, (letters, _) in zip(prompts, shown, strict=True)]
+            logp = vlm.option_logprobs(groups, queries, system=system).logprobs[:, 0]
+            for (_, q), (letters, order), row in zip(chunk, shown, logp, strict=True):
+                logp_letters = row[: len(letters)].float()
+                probs = torch.softmax(logp_letters, dim=-1)
+                mass = float(logp_letters.exp().sum())
+                answers.append(Answer(q, letters, order, probs.tolist(), int(probs.argmax()), mass))
         bar.update(len(chunk))
     bar.close()
     return answers
@@ -138,7 +228,11 @@ def _acc(items: Sequence[Answer]) -> dict[str, Any]:
 def perception_metrics(answers: Sequence[Answer]) -> dict[str, Any]:
     """``{"accuracy": overall, "n": N, "single"|"pair": {"accuracy", "n", "by_type", "by_concern"}}``."""
     out: dict[str, Any] = _acc(answers)
-    out["letter_mass"] = float(np.mean([a.letter_mass for a in answers])) if answers else None  # format following
+    masses = [a.letter_mass for a in answers if a.letter_mass is not None]
+    out["letter_mass"] = float(np.mean(masses)) if masses else None  # format following (logprob mode)
+    unparsed = sum(a.chosen is None for a in answers)
+    out["unparsed"] = unparsed  # generate mode: replies no letter could be read from (counted wrong)
+    out["unparsed_fraction"] = unparsed / len(answers) if answers else None
     for part in ("single", "pair"):
         items = [a for a in answers if a.question.part == part]
         if not items:
@@ -174,4 +268,6 @@ def format_metrics(metrics: dict[str, Any], title: str = "A1 perception") -> str
         row += [cell(m["by_concern"].get(c)) for c in concern_cols[part]] + [cell(m)]
         lines += ["| " + " | ".join(row) + " |", ""]
     lines.append(f"**all questions: {cell(metrics)}**")
+    if metrics.get("unparsed"):
+        lines.append(f"\n{metrics['unparsed']} repl(ies) gave no letter (counted wrong; lmms-eval would guess)")
     return "\n".join(lines) + "\n"

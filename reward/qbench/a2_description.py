@@ -29,6 +29,7 @@ from reward.data.images import load_image
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_questions import image_paths, load_rows
 from reward.vlm import VLM
+from reward.vlm.model import IMAGE
 
 __all__ = [
     "DIMENSIONS",
@@ -43,10 +44,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PROMPTS = {  # Sec. II-C2 of Q-Bench+
-    "single": "Describe the quality, aesthetics and other low-level appearance of the image in details.",
+PROMPTS = {  # Q-Bench+ §III-C, its input format: the prompt, then the image(s) where IMAGE stands
+    "single": f"Describe the quality, aesthetics and other low-level appearance of the image in details.\n{IMAGE}",
     "pair": "Compare and jointly analyze the quality, aesthetics and other low-level appearance of the images in "
-    "details. The first image is shown first and the second image second.",
+    f"details.\nThe first image: {IMAGE}\nThe second image: {IMAGE}",
 }
 GOLDEN_KEYS = ("golden_description", "gt_description", "description")
 DIMENSIONS = ("completeness", "precision", "relevance")
@@ -170,15 +171,27 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], js: JudgeSettings
 
 
 def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Description]) -> dict[str, Any]:
-    """Mean completeness / precision / relevance and their sum, for single images and pairs."""
+    """Mean completeness / precision / relevance and their sum, for single images and pairs.
+
+    A dimension's mean is over the rows the judge scored on it (``n_scored``); the sum (Q-Bench+'s "Sum." column) is
+    given only when every dimension was scored on every row, else it is ``None`` and ``incomplete`` names the
+    dimensions short of rows: a sum is never taken over a missing dimension or over different rows.
+
+    >>> rows = [Description((Path("a.png"),), "gold", 1)]
+    >>> m = description_metrics([{"completeness": 2.0, "precision": None, "relevance": 1.0}], rows)["single"]
+    >>> m["sum"], m["incomplete"], m["n_scored"]["precision"]
+    (None, ['precision'], 0)
+    """
     out: dict[str, Any] = {}
     for part in ("single", "pair"):
         items = [s for s, r in zip(per_row, rows, strict=True) if r.part == part]
         if not items:
             continue
-        means = {d: _mean([s[d] for s in items]) for d in DIMENSIONS}
-        means["sum"] = sum(v for v in means.values() if v is not None)
-        out[part] = {**means, "n": len(items)}
+        means: dict[str, Any] = {d: _mean([s[d] for s in items]) for d in DIMENSIONS}
+        scored = {d: sum(s[d] is not None for s in items) for d in DIMENSIONS}
+        incomplete = [d for d in DIMENSIONS if scored[d] < len(items)]
+        means["sum"] = None if incomplete else sum(means[d] for d in DIMENSIONS)
+        out[part] = {**means, "n": len(items), "n_scored": scored, "incomplete": incomplete}
     return out
 
 
@@ -195,7 +208,11 @@ def format_description_table(metrics: dict[str, Any]) -> str:
         "| part | " + " | ".join(cols) + " | n |",
         "|" + "---|" * (len(cols) + 2),
     ]
+    notes = []
     for part, m in metrics.items():
         cells = ["-" if m[c] is None else f"{m[c]:.3f}" for c in cols]
         lines.append(f"| {part} | " + " | ".join(cells) + f" | {m['n']} |")
-    return "\n".join(lines) + "\n"
+        if m.get("incomplete"):
+            short = ", ".join(f"{d} ({m['n_scored'][d]} of {m['n']} rows)" for d in m["incomplete"])
+            notes.append(f"- {part}: no sum, the judge's replies gave no score for {short}")
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"

@@ -203,13 +203,16 @@ def load_vlm(
     *,
     batch_size: int = 16,
     adapter: str | Path | None = None,
+    merge_adapter: bool = True,
     **overrides: Any,
 ) -> VLM:
     """Load a Hugging Face VLM checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
 
     ``loading`` holds the knobs (dtype, device or device_map, attn_implementation, the processor's min/max
     pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).
-    ``adapter``: a peft (LoRA) adapter directory trained on ``path``; it is merged into the weights.
+    ``adapter``: a peft (LoRA) adapter directory trained on ``path``, loaded in fp32 and merged into the weights in
+    fp32 (rounded once to the model's dtype: :func:`merge_lora`); ``merge_adapter=False`` keeps it beside the
+    weights, unmerged, computing exactly as in training (slower: two extra matmuls per adapted layer).
     """
     from transformers import AutoModelForImageTextToText
 
@@ -225,8 +228,48 @@ def load_vlm(
     if adapter is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        peft_model = PeftModel.from_pretrained(model, str(adapter), autocast_adapter_dtype=True)  # fp32 adapter
+        if merge_adapter:
+            merge_lora(peft_model)
+            model = peft_model.unload()
+        else:
+            model = peft_model.get_base_model()  # the model with its LoRA layers in place (a plain model's API)
     if loading.device_map is None:
         model = model.to(dev)
     processor = load_processor(path, min_pixels=loading.min_pixels, max_pixels=loading.max_pixels)
     return VLM(model.eval(), processor, batch_size=batch_size)
+
+
+def _delta_fp32(module: Any, base: Any, adapter: str) -> torch.Tensor:
+    """B A * scaling in fp32 from the adapter's own weights (any dtype); other layer kinds through peft."""
+    if isinstance(base, torch.nn.Linear):
+        delta = module.lora_B[adapter].weight.float() @ module.lora_A[adapter].weight.float()
+        delta = delta.T if module.fan_in_fan_out else delta
+        return delta * module.scaling[adapter]
+    return module.get_delta_weight(adapter).float()
+
+
+def merge_lora(peft_model: Any) -> int:
+    """Merge every LoRA adapter of ``peft_model`` into its base weights: W + B A s computed in fp32 and rounded once
+    to W's dtype, whatever peft's defaults or the adapter file's dtype (a bf16 delta added in bf16 would round twice);
+    a non-finite result (fp16 overflow) is refused. Returns the number of merged layers; the model keeps its LoRA
+    modules until ``peft_model.unload()``.
+    """
+    from peft.tuners.lora import LoraLayer
+
+    merged = 0
+    for name, module in peft_model.named_modules():
+        if not isinstance(module, LoraLayer):
+            continue
+        adapters = [a for a in module.active_adapters if a in module.lora_A]
+        if any(module.use_dora.get(a) for a in adapters):
+            raise ValueError(f"{name}: a DoRA adapter; load it with merge_adapter=false")
+        base = module.get_base_layer()
+        weight = base.weight.data.float()
+        for a in adapters:
+            weight = weight + _delta_fp32(module, base, a)
+        if not torch.isfinite(weight).all():
+            raise ValueError(f"{name}: merging the adapter overflows {base.weight.dtype}; load it with a wider dtype")
+        base.weight.data = weight.to(base.weight.dtype)
+        merged += 1
+    return merged

@@ -81,6 +81,32 @@ class ScoringSpeed:
         return cls(preprocess="host", group_by_tokens=False, vision_attention="model", pin_memory=False)
 
 
+IMAGE = "<image>"  # in a question: where an image goes ("The first image: <image>"); without it, images come first
+
+
+def content_parts(n_images: int, question: str) -> list[dict[str, Any]]:
+    r"""The user turn's content parts: the images where ``question`` places them with :data:`IMAGE` (one marker per
+    image, e.g. Q-Bench+'s "The first image: <image>"), else every image first and then the text.
+
+    >>> [p.get("text", "<img>") for p in content_parts(2, "Brighter?\nThe first image: <image>\nThe second: <image>")]
+    ['Brighter?\nThe first image: ', '<img>', '\nThe second: ', '<img>']
+    >>> [p.get("text", "<img>") for p in content_parts(1, "Rate it.")]
+    ['<img>', 'Rate it.']
+    """
+    markers = question.count(IMAGE)
+    if not markers:
+        return [*({"type": "image"} for _ in range(n_images)), {"type": "text", "text": question}]
+    if markers != n_images:
+        raise ValueError(f"the question places {markers} image(s) with {IMAGE!r} but {n_images} are given")
+    parts: list[dict[str, Any]] = []
+    for i, chunk in enumerate(question.split(IMAGE)):
+        if chunk:
+            parts.append({"type": "text", "text": chunk})
+        if i < n_images:
+            parts.append({"type": "image"})
+    return parts
+
+
 @dataclass(frozen=True)
 class OptionQuery:
     """One question whose answer is read as a distribution over ``options`` at the answer position.
@@ -143,10 +169,9 @@ class VLM:
 
     # -- prompts ---------------------------------------------------------------------------------------
     def render(self, n_images: int, question: str, response_prefix: str = "", system: str | None = None) -> str:
-        """The full chat text: optional system turn, user turn with ``n_images`` images then ``question``,
-        assistant turn start, then ``response_prefix``."""
-        content: list[dict[str, str]] = [{"type": "image"} for _ in range(n_images)]
-        content.append({"type": "text", "text": question})
+        """The full chat text: optional system turn, user turn with ``n_images`` images and ``question`` (images
+        first, or where the question places them with :data:`IMAGE`), assistant turn start, ``response_prefix``."""
+        content = content_parts(n_images, question)
         messages: list[dict[str, Any]] = []
         if system:
             messages.append({"role": "system", "content": [{"type": "text", "text": system}]})
@@ -157,7 +182,8 @@ class VLM:
         return text + response_prefix
 
     def candidate_ids(self, query: OptionQuery, system: str | None = None) -> list[int]:
-        context = self._render_cached(0, query.question, query.response_prefix, system)
+        question = query.question.replace(IMAGE, "")  # the text around the answer position, without images
+        context = self._render_cached(0, question, query.response_prefix, system)
         return resolve_candidates(self.tokenizer, context, query.options, query.separator)
 
     # -- option log-probabilities ----------------------------------------------------------------------
