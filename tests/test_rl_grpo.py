@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_reward_config
 from hydra import compose, initialize_config_dir
 from transformers import TrainerCallback
 
-from conftest import tiny_reward_config
 from reward import list_rewards
 from rl.commands.grpo import run as run_grpo
 from rl.inpaint_tasks import write_procedural_tasks
