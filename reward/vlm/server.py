@@ -257,7 +257,7 @@ class OpenAIBackend:
         self.tokenizer: Any = None
         self._warned: set[str] = set()
         if check:
-            self.check()
+            self.check_servers()
         if self.model is None:
             raise ConfigError("backend=openai needs server.model, the served model name (the servers list it)")
 
@@ -270,7 +270,7 @@ class OpenAIBackend:
     def stats(self) -> dict[str, Any]:
         return self.pool.stats
 
-    def check(self) -> None:
+    def check_servers(self) -> None:
         """Fail at the start, naming each server's problem, when none answers or none serves ``server.model``; a
         server that does not answer now is warned about and tried again later. ``model: null`` takes the servers'
         only model."""
@@ -311,6 +311,12 @@ class OpenAIBackend:
         from reward.vlm.tokens import resolve_candidates
 
         return resolve_candidates(self.tokenizer, query.response_prefix, query.options, query.separator)
+
+    def check(self, queries: Sequence[OptionQuery], *, system: str | None = None) -> None:
+        """Fail before any scoring when an option word is not one token (with a local tokenizer; see
+        :meth:`use_tokenizer`), as PACE's local backend does."""
+        for q in queries:
+            self.candidate_ids(q, system)
 
     def _extra(self, prefix: str) -> dict[str, Any] | None:
         extra: dict[str, Any] = {}

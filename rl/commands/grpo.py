@@ -329,8 +329,12 @@ def _inputs(s: GrpoSettings) -> dict[str, Any]:
     return inputs
 
 
-def prepare(s: GrpoSettings, out: Path) -> Output:
-    """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused."""
+def prepare(s: GrpoSettings, out: Path, *, create: bool = True) -> Output | None:
+    """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused. With
+    ``create=False`` only a refusal is checked and nothing is written, so that it comes before any model loads (a
+    folder created then would hold a run whose models never loaded)."""
+    if not create and (s.overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
+        return None
     settings = json.loads(json.dumps(asdict(s), default=str))
     return prepare_output(
         out,
@@ -400,7 +404,17 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     eval_entries = resolve_devices(s.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
     (generator_cfg,) = resolve_devices([s.generator], schema_has_device=generator_has_device, where="generator")
 
+    on_main(lambda: prepare(s, out, create=False))  # a refused output_dir fails here, before any model loads
+
+    with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
+        rewards = RewardSet(train_entries, normalize=s.normalize_rewards)
+        eval_set = None
+        if with_eval:
+            built = {r.label: r.reward for r in rewards.rewards}
+            eval_set = RewardSet([*train_entries, *eval_entries], normalize=s.normalize_rewards, built=built)
+        generator = build_generator(generator_cfg)
     output = on_main(lambda: prepare(s, out))  # decided once, by the main process
+    assert output is not None
     resume_from = None
     if output.resumed:
         from transformers.trainer_utils import get_last_checkpoint
@@ -410,14 +424,6 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
             truncate_records(out, checkpoint_step(resume_from))
         logger.info("resuming the run in %s from %s", out, resume_from or "its start (no checkpoint yet)")
     wait_for_everyone()
-
-    with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
-        rewards = RewardSet(train_entries, normalize=s.normalize_rewards)
-        eval_set = None
-        if with_eval:
-            built = {r.label: r.reward for r in rewards.rewards}
-            eval_set = RewardSet([*train_entries, *eval_entries], normalize=s.normalize_rewards, built=built)
-        generator = build_generator(generator_cfg)
     model, processing_class = load_policy(s, vision, args)
     if resume_from and not s.lora.enabled and not uses_deepspeed(args):
         load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses Qwen-VL checkpoint keys
