@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from omegaconf import MISSING
+from transformers import TrainerCallback
 
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.errors import ConfigError, UserError
@@ -158,6 +159,9 @@ MAY_CHANGE = (
 MODEL_KEYS = ("path", "model", "protocol", "fusion", "memory")  # config keys of rewards and generators naming inputs
 
 
+RESUME = {"auto": True, "true": True, "never": False, "false": False}  # true / false: the other commands' spelling
+
+
 class RunIncomplete(UserError):
     """Training ended before ``trainer.max_steps`` without anything asking it to stop."""
 
@@ -171,7 +175,7 @@ def parse_settings(cfg: Any) -> GrpoSettings:
 
 def _validate(s: GrpoSettings) -> None:
     problems = []
-    if s.resume not in ("auto", "never"):
+    if str(s.resume).lower() not in RESUME:
         problems.append(f"resume={s.resume!r}: use auto (continue the same run) or never (a new run only)")
     if s.policy.vision not in ("auto", True, False, "true", "false"):
         problems.append(f"policy.vision={s.policy.vision!r}: use auto, true or false")
@@ -341,7 +345,7 @@ def prepare(s: GrpoSettings, out: Path, *, create: bool = True) -> Output | None
         "grpo",
         settings,
         _inputs(s),
-        resume=s.resume == "auto",
+        resume=RESUME[str(s.resume).lower()],
         overwrite=s.overwrite,
         may_change=MAY_CHANGE,
     )
@@ -468,6 +472,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     )
     if heldout_cb is not None:
         heldout_cb.trainer = trainer
+    stop = StopRequests()
+    trainer.add_callback(stop)  # last: it sees what every other callback asked for
     start = time.perf_counter()
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     elapsed = time.perf_counter() - start
@@ -490,11 +496,12 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         "peak_memory_gib": peak_memory_gib(),
     }
     processes = gather(me)  # collective
-    complete = train_out.global_step >= trainer.state.max_steps
+    complete = train_out.global_step >= trainer.state.max_steps or stop.requested_at is not None
     result: dict[str, Any] = {
         "global_step": train_out.global_step,
         "max_steps": trainer.state.max_steps,
         "complete": complete,
+        "stopped_by_callback_at": stop.requested_at,
         "resumed": output.resumed,
         "skipped_rows": n_bad,
         "tasks": {"train": len(train), "heldout": len(heldout)},
@@ -523,6 +530,17 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
             "see grpo_result.json"
         )
     return result
+
+
+class StopRequests(TrainerCallback):
+    """Whether a callback asked training to stop before ``max_steps`` (a stop condition, not a failure)."""
+
+    def __init__(self) -> None:
+        self.requested_at: int | None = None
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if control.should_training_stop and state.global_step < state.max_steps and self.requested_at is None:
+            self.requested_at = state.global_step
 
 
 def _mean_timing(processes: list[dict[str, Any]]) -> dict[str, Any]:
