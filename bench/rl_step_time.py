@@ -1,11 +1,12 @@
-"""Benchmark: where a GRPO step's time goes (inpainting, reward, the rest) and Best-of-N batching, on tiny parts.
+"""Benchmark: where a GRPO step's time goes (policy sampling, inpainting, reward, the update) and Best-of-N batching,
+on tiny parts.
 
     python bench/rl_step_time.py [--steps 20] [--generator procedural|sd15-inpaint]
 
 Runs ``rl/grpo.py``'s library entry on a tiny random text policy (2 prompts x 8 completions a step, scene-proxy
-reward) and prints the shares of the training time spent inpainting and scoring. Then times Best-of-4 generation of
-8 tasks as one batched call against 8 one-task calls (same candidates, same seeds). Ratios within one run only:
-these machines jitter up to 10x.
+reward) and prints the shares of the step time spent sampling the policy, inpainting, scoring and updating. Then
+times Best-of-4 generation of 8 tasks as one batched call against 8 one-task calls (same candidates, same seeds).
+Ratios within one run only: these machines jitter up to 10x.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ def main() -> None:
         configs = Path(__file__).resolve().parents[1] / "configs"
         with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
             result = run_grpo(compose("grpo", overrides=overrides))
-        gen_share, reward_share = result["timing"]["generate_share"], result["timing"]["reward_share"]
+        shares = result["timing"]["shares"]
         print(
-            f"GRPO {args.steps} steps ({args.generator}): inpainting {100 * gen_share:.1f}%, "
-            f"reward {100 * reward_share:.1f}%, rest {100 * (1 - gen_share - reward_share):.1f}% of the training time"
+            f"GRPO {args.steps} steps ({args.generator}): policy sampling {100 * shares['policy_generation']:.1f}%, "
+            f"inpainting {100 * shares['inpainting']:.1f}%, reward {100 * shares['reward']:.1f}%, update and the "
+            f"rest {100 * shares['update_and_rest']:.1f}% of the step time"
         )
         generator = build_generator(compose_generator(gen, configs))
         items = load_tasks(tasks)[0][:8]

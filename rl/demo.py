@@ -37,6 +37,7 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
         reward = ["reward=scene-proxy"]
     judge = "judge={" + json.dumps(JUDGE).replace('"', "")[1:]
     overrides = [*reward, f"data={tasks}", f"out={out / 'best_of_n'}", f"n={cfg.bon.n}", judge, f"seed={cfg.seed}"]
+    overrides.append("overwrite=true")  # a demo run again: the earlier one is moved aside
     s = run_best_of_n(_compose("best_of_n", overrides))
     command = "python rl/best_of_n.py " + " ".join(o if "judge" not in o else f"'{o}'" for o in overrides)
     return (
@@ -67,6 +68,7 @@ def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> str:
         f"data={tasks}",
         f"output_dir={out / 'grpo'}",
         "resume=never",
+        "overwrite=true",  # a demo run again: the earlier one is moved aside
         f"trainer.max_steps={cfg.grpo.steps}",
         "trainer.num_generations=8",
         "trainer.per_device_train_batch_size=16",
@@ -82,13 +84,14 @@ def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> str:
     means = [m for _, m, _ in r["train_curve"]["scene-proxy"]]
     k = max(1, min(10, len(means) // 3))
     first, last = sum(means[:k]) / k, sum(means[-k:]) / k
-    t = r["timing"]
+    t = r["timing"]["shares"]
     return (
         "## 5. GRPO prompt expansion (`rl/grpo.py`)\n\n"
         f"`accelerate launch rl/grpo.py {' '.join(overrides)}`\n\n"
         f"A tiny random text policy (full fine-tuning) learns which words make the procedural inpainter paint better "
         f"rooms for `scene-proxy` in {cfg.grpo.steps} steps of 2 prompts x 8 completions: mean reward of the first "
-        f"{k} steps {first:.3f}, of the last {k} steps {last:.3f}. Step time: {100 * t['generate_share']:.0f}% "
-        f"inpainting, {100 * t['reward_share']:.0f}% reward, the rest policy sampling and the update.\n\n"
+        f"{k} steps {first:.3f}, of the last {k} steps {last:.3f}. Step time: "
+        f"{100 * t['policy_generation']:.0f}% policy sampling, {100 * t['inpainting']:.0f}% inpainting, "
+        f"{100 * t['reward']:.0f}% reward, {100 * t['update_and_rest']:.0f}% the update.\n\n"
         "![reward curve](grpo/reward_curve.png)\n\n![first vs last step](grpo/samples_first_last.png)\n"
     )

@@ -6,6 +6,11 @@
   strength in ``configs/generator/*.yaml``), the candidates of several items in one call (one row per candidate;
   ``repeat_items=false``: ``num_images_per_prompt``).
 
+Prompts are cut to the text encoder that reads them, at a token boundary of the user's own text (never decoded back
+from tokens, so case and spacing stay): CLIP's 77 tokens for SD1.5/SDXL; for FLUX Fill, T5's
+``max_sequence_length`` (512), T5 reads the whole expanded prompt (``prompt_2``) while CLIP, which gives only a pooled
+vector, reads its first 77 tokens. :func:`text_budget` is that limit, which GRPO's ``max_completion_length`` follows.
+
 Candidate ``j`` of item ``i`` is drawn with seed ``seeds[i] + j`` (``seed`` is one int or one per item), so any
 candidate is reproduced by ``inpaint([image], [mask], [prompt], n=1, seed=seeds[i] + j)``.
 
@@ -33,6 +38,7 @@ from PIL import Image
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.registry import Registry
 from reward.vlm.loading import resolve_dtype
+from rl.devices import process_device
 from rl.prompt_levels import levels_from_prompt
 
 logger = logging.getLogger(__name__)
@@ -189,7 +195,7 @@ PIPELINES = {  # generator name -> diffusers pipeline class
 class DiffusersConfig:
     name: str = MISSING  # sd15-inpaint | sdxl-inpaint | flux-fill
     path: str = MISSING  # pipeline directory (from_pretrained)
-    device: str | None = None  # null: cuda if available
+    device: str | None = None  # null: this process's own GPU (cpu without one); cuda:N; 'cuda:{local_rank+4}'; a list
     dtype: str = "auto"  # auto: bf16 on a GPU that supports it, fp32 elsewhere; or float32 / float16 / bfloat16
     steps: int = 30  # num_inference_steps
     guidance: float = 7.5  # guidance_scale
@@ -199,13 +205,55 @@ class DiffusersConfig:
     size_multiple: int = 8  # the pipeline works at the image size rounded down to this (16 for FLUX)
     max_size: int = 1024  # longer sides are scaled down to this for the pipeline, the output scaled back
     paste_back: bool = True  # keep the original pixels outside the mask (the VAE round trip alters them)
-    max_prompt_tokens: int | None = None  # null: the pipeline tokenizer's limit (CLIP 77); longer prompts cut
+    max_prompt_tokens: int | None = None  # null: the text encoder's limit (CLIP 77; FLUX: max_sequence_length)
+    max_sequence_length: int = 512  # FLUX Fill: T5 tokens of the prompt (at most 512; T5 pads to it, cost follows)
     mask_mismatch: str = "resize"  # resize (with a warning) or error
     repeat_items: bool = True  # one row per candidate (exact reproduction); false: num_images_per_prompt
 
 
+def text_budget(cfg: Any) -> int:
+    """Tokens of prompt text a generator reads, from its config alone (nothing loaded): ``max_prompt_tokens`` when
+    set, else CLIP's 77 (SD1.5/SDXL), T5's ``max_sequence_length`` (FLUX Fill) or the procedural generator's words.
+
+    >>> text_budget({"name": "flux-fill"}), text_budget({"name": "sd15-inpaint"}), text_budget({"name": "procedural"})
+    (512, 77, 77)
+    """
+    values = to_plain(cfg)
+    name = str(values.get("name"))
+    if values.get("max_prompt_tokens"):
+        return int(values["max_prompt_tokens"])
+    if name == "flux-fill":
+        return int(values.get("max_sequence_length") or DiffusersConfig.max_sequence_length)
+    if name == "procedural":
+        return ProceduralConfig.max_prompt_tokens
+    return 77
+
+
+def cut_to_tokens(tokenizer: Any, text: str, budget: int) -> tuple[str, bool]:
+    """``text`` cut to its first ``budget`` tokens (special tokens not counted), at the end of the last whole token
+    in the original string: the cut text keeps its case and spacing (a CLIP round trip would lower-case it)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) <= budget:
+        return text, False
+    try:
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        return text[: offsets[budget - 1][1]].rstrip(), True
+    except (NotImplementedError, KeyError, TypeError, ValueError):  # a slow tokenizer: whole words
+        words = text.split(" ")
+        low, high = 0, len(words)
+        while low < high:  # the most words whose tokens fit
+            mid = (low + high + 1) // 2
+            if len(tokenizer(" ".join(words[:mid]), add_special_tokens=False)["input_ids"]) <= budget:
+                low = mid
+            else:
+                high = mid - 1
+        return " ".join(words[:low]), True
+
+
 class DiffusersGenerator:
-    """A diffusers inpainting pipeline; items of the same size share one call with ``num_images_per_prompt``."""
+    """A diffusers inpainting pipeline. The candidates of items of the same working size share one call, one row per
+    candidate with its own seed (``repeat_items=true``, reproducible one by one), or with ``num_images_per_prompt``
+    (``repeat_items=false``)."""
 
     def __init__(self, cfg: DiffusersConfig, pipe: Any = None) -> None:
         import diffusers
@@ -215,9 +263,13 @@ class DiffusersGenerator:
             raise ValueError(f"unknown diffusers generator {cfg.name!r}; known: {', '.join(PIPELINES)}")
         if cfg.mask_mismatch not in ("resize", "error"):
             raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
+        if not 1 <= cfg.max_sequence_length <= 512:
+            raise ValueError(
+                f"generator.max_sequence_length={cfg.max_sequence_length}: FLUX's T5 reads 1 to 512 tokens"
+            )
         self.cfg = cfg
         self.name = cfg.name
-        self.device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = process_device(cfg.device, where="generator.device")
         if pipe is None:
             cls = getattr(diffusers, PIPELINES[cfg.name])
             kwargs: dict[str, Any] = {"dtype": resolve_dtype(cfg.dtype, torch.device(self.device))}
@@ -227,22 +279,30 @@ class DiffusersGenerator:
         self.pipe = pipe.to(self.device)
         self.pipe.set_progress_bar_config(disable=True)
         self._accepts = set(inspect.signature(self.pipe.__call__).parameters)
+        self.t5 = "prompt_2" in self._accepts and "max_sequence_length" in self._accepts  # FLUX: T5 reads prompt_2
         tokenizer = getattr(self.pipe, "tokenizer", None)
-        limit = getattr(tokenizer, "model_max_length", 77) if tokenizer is not None else 77
-        self.max_prompt_tokens = int(cfg.max_prompt_tokens or min(limit, 100_000))
+        clip = getattr(tokenizer, "model_max_length", 77) if tokenizer is not None else 77
+        self.clip_tokens = int(min(clip, 100_000))
+        self.max_prompt_tokens = int(
+            cfg.max_prompt_tokens or (cfg.max_sequence_length if self.t5 else self.clip_tokens)
+        )
 
     def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]:
-        """Cut each prompt to the text encoder's token limit (special tokens included), as the pipeline would."""
-        tokenizer = getattr(self.pipe, "tokenizer", None)
+        """Cut each prompt to what its text encoder reads (special tokens included): T5's ``max_sequence_length``
+        for FLUX Fill (its end token counted), CLIP's 77 (begin and end tokens counted) otherwise."""
+        tokenizer = getattr(self.pipe, "tokenizer_2" if self.t5 else "tokenizer", None)
         if tokenizer is None:
             return list(prompts), [False] * len(prompts)
-        out, cut = [], []
-        budget = self.max_prompt_tokens - 2  # begin and end tokens
-        for p in prompts:
-            ids = tokenizer(p, add_special_tokens=False)["input_ids"]
-            cut.append(len(ids) > budget)
-            out.append(tokenizer.decode(ids[:budget]) if cut[-1] else p)
-        return out, cut
+        budget = self.max_prompt_tokens - (1 if self.t5 else 2)
+        pairs = [cut_to_tokens(tokenizer, p, budget) for p in prompts]
+        return [p for p, _ in pairs], [c for _, c in pairs]
+
+    def _clip_prompts(self, prompts: Sequence[str]) -> list[str]:
+        """FLUX: what CLIP reads (its first 75 tokens; only its pooled vector is used), cut here without a warning."""
+        tokenizer = getattr(self.pipe, "tokenizer", None)
+        if tokenizer is None:
+            return list(prompts)
+        return [cut_to_tokens(tokenizer, p, self.clip_tokens - 2)[0] for p in prompts]
 
     def _work_size(self, size: tuple[int, int]) -> tuple[int, int]:
         w, h = size
@@ -286,6 +346,10 @@ class DiffusersGenerator:
                     "strength": self.cfg.strength,
                     "output_type": "pil",
                 }
+                if self.t5:  # the whole expanded prompt to T5, CLIP's share to CLIP
+                    kwargs["prompt_2"] = kwargs["prompt"]
+                    kwargs["prompt"] = self._clip_prompts(kwargs["prompt_2"])
+                    kwargs["max_sequence_length"] = self.cfg.max_sequence_length
                 if self.cfg.negative_prompt is not None and "negative_prompt" in self._accepts:
                     kwargs["negative_prompt"] = [self.cfg.negative_prompt] * len(rows)
                 result = self.pipe(**{k: v for k, v in kwargs.items() if k in self._accepts}).images

@@ -2,20 +2,26 @@
 generator inpaints them with a fixed seed per task, and the training rewards plus rewards the policy is *not* trained
 on (``eval_rewards``) score them. A training reward that climbs while the others stay flat is reward hacking.
 
-Rows go to ``output_dir/heldout.jsonl`` (appended, so a resumed run continues the curve).
+The evaluation is collective: every process takes part (the same decision on every process), so under DeepSpeed
+ZeRO-3 the policy's weights can be gathered for generation. Every process generates every held-out prompt (greedy:
+the same text everywhere), then inpaints and scores its share of the tasks; the main process gathers the scores and
+appends the row to ``output_dir/heldout.jsonl`` (a resumed run continues the curve; :func:`truncate_records` drops
+rows of steps after the checkpoint it resumes from).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from PIL import Image
 from transformers import TrainerCallback
 
-from reward.data.files import append_jsonl, json_safe, read_records
+from reward.data.files import append_jsonl, atomic_write_jsonl, json_safe, read_records
 from rl.inpaint_tasks import Task
 from rl.rewards import InpaintingRewards, RewardSet
 
@@ -60,7 +66,7 @@ def policy_generate(
 
 
 class HeldOutEval(TrainerCallback):
-    """Score the policy on held-out tasks every ``every`` steps (and before the first step)."""
+    """Score the policy on held-out tasks every ``every`` steps (and before the first step), on every process."""
 
     def __init__(
         self,
@@ -72,11 +78,12 @@ class HeldOutEval(TrainerCallback):
         every: int,
         max_new_tokens: int,
         history: Path,
-        vision: bool,
+        view: Callable[[Task], Image.Image] | None = None,
     ) -> None:
         self.tasks, self.build_messages, self.adapter, self.rewards = list(tasks), build_messages, adapter, rewards
-        self.every, self.max_new_tokens, self.history, self.vision = every, max_new_tokens, history, vision
-        self.trainer: Any = None  # set after the trainer exists (for the unwrapped model and processor)
+        self.every, self.max_new_tokens, self.history, self.view = every, max_new_tokens, history, view
+        self.trainer: Any = None  # set after the trainer exists (for the wrapped model and the accelerator)
+        self.seconds = 0.0
         self.done = self._steps_done()
 
     def _steps_done(self) -> set[int]:
@@ -84,28 +91,60 @@ class HeldOutEval(TrainerCallback):
             return set()
         return {int(row["step"]) for row in read_records(self.history) if "step" in row}
 
-    def evaluate(self, model: Any, processing_class: Any, step: int) -> dict[str, Any]:
+    def _texts(self) -> list[str]:
+        from trl.models.utils import unwrap_model_for_generation
+
+        trainer = self.trainer
         messages = [self.build_messages(t) for t in self.tasks]
-        images = [t.image for t in self.tasks] if self.vision else None
-        texts = policy_generate(model, processing_class, messages, images, self.max_new_tokens)
-        generated, used, counts = self.adapter.generate(texts, [t.id for t in self.tasks], HELDOUT_SEED_STEP)
-        scores = self.rewards.score(generated, used)
-        row: dict[str, Any] = {"step": step, "counts": counts, "example": used[0] if used else ""}
-        for label, res in scores.items():
-            ok = [v for v in res.value if v is not None]
+        images = [self.view(t) for t in self.tasks] if self.view is not None else None
+        # every process generates every prompt (one generate call each, as ZeRO-3's synced generation needs) with the
+        # whole weights gathered once under ZeRO-3 (trl's default for its own generation)
+        wrapped = getattr(trainer, "model_wrapped", None) or trainer.model
+        checkpointing = getattr(trainer.args, "gradient_checkpointing_kwargs", None)
+        with unwrap_model_for_generation(
+            wrapped, trainer.accelerator, gather_deepspeed3_params=True, gradient_checkpointing_kwargs=checkpointing
+        ) as model:
+            return policy_generate(model, trainer.processing_class, messages, images, self.max_new_tokens)
+
+    def evaluate(self, step: int) -> dict[str, Any] | None:
+        """The held-out row of ``step`` (on the main process; ``None`` on the others). Collective."""
+        from accelerate.utils import gather_object
+
+        start = time.perf_counter()
+        acc = self.trainer.accelerator
+        texts = self._texts()
+        mine = list(range(len(self.tasks)))[acc.process_index :: acc.num_processes]
+        local: list[tuple[int, str, dict[str, float | None], bool]] = []
+        if mine:
+            images, used, _ = self.adapter.generate(
+                [texts[i] for i in mine], [self.tasks[i].id for i in mine], HELDOUT_SEED_STEP
+            )
+            scores = self.rewards.score(images, used)
+            for k, i in enumerate(mine):
+                local.append((i, used[k], {label: res.value[k] for label, res in scores.items()}, images[k] is None))
+        rows = sorted(gather_object(local) if acc.num_processes > 1 else local, key=lambda r: r[0])
+        self.done.add(step)
+        self.seconds += time.perf_counter() - start
+        if not acc.is_main_process:
+            return None
+        row: dict[str, Any] = {
+            "step": step,
+            "counts": {"empty": sum(1 for r in rows if not r[1]), "failed": sum(1 for r in rows if r[3])},
+            "example": rows[0][1] if rows else "",
+        }
+        for label in self.rewards.labels:
+            ok = [r[2][label] for r in rows if r[2].get(label) is not None]
             row[label] = sum(ok) / len(ok) if ok else None
         append_jsonl(self.history, [json_safe(row)])
-        self.done.add(step)
-        logger.info("held-out rewards at step %d: %s", step, {k: row[k] for k in scores})
+        logger.info("held-out rewards at step %d: %s", step, {k: row[k] for k in self.rewards.labels})
         return row
 
     def _maybe(self, state: Any) -> None:
         step = state.global_step
-        if self.trainer is None or step in self.done or not state.is_world_process_zero:
+        if self.trainer is None or step in self.done:
             return
         if step == 0 or step % self.every == 0 or step == state.max_steps:
-            model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-            self.evaluate(model, self.trainer.processing_class, step)
+            self.evaluate(step)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._maybe(state)
@@ -116,3 +155,32 @@ class HeldOutEval(TrainerCallback):
 
 def read_history(path: Path) -> list[dict[str, Any]]:
     return read_records(path)
+
+
+def truncate_records(out: Path, step: int) -> dict[str, int]:
+    """Back to the checkpoint a run resumes from (after ``step`` updates): held-out rows after ``step`` and sample
+    rows (and images) of batches drawn at ``step`` or later are dropped, so no step appears twice and none comes
+    from the abandoned part of the run. Returns how many rows each file lost."""
+    dropped = {"heldout": 0, "samples": 0}
+    history = out / "heldout.jsonl"
+    if history.is_file():
+        rows = read_records(history)
+        keep = [r for r in rows if int(r.get("step", 0)) <= step]
+        dropped["heldout"] = len(rows) - len(keep)
+        if dropped["heldout"]:
+            atomic_write_jsonl(history, keep)
+    samples = out / "samples" / "samples.jsonl"
+    if samples.is_file():
+        rows = read_records(samples)
+        keep = [r for r in rows if int(r.get("step", 0)) < step]  # a batch drawn at step s trains update s + 1
+        dropped["samples"] = len(rows) - len(keep)
+        if dropped["samples"]:
+            kept_paths = {r.get("path") for r in keep}
+            for r in rows:
+                path = r.get("path")
+                if path and path not in kept_paths and Path(path).is_file():
+                    Path(path).unlink()
+            atomic_write_jsonl(samples, keep)
+    if any(dropped.values()):
+        logger.warning("resuming after step %d: dropped rows of later steps %s", step, dropped)
+    return dropped

@@ -4,6 +4,11 @@ Manifests are read by ``reward.data.load_inpainting``: bad rows are named by ``f
 are skipped and counted, otherwise the first one fails. A mask of another size than its image is kept here and
 resized (with a warning) or refused by the generator (``generator.mask_mismatch``).
 
+Each task belongs to a group: its row's ``scene`` field when there is one, else its source image (by pixels), so
+that :func:`split_heldout` never puts tasks of one scene or one image on both sides of a train / held-out split
+(SA-IQA §4.1 splits by scene). :func:`policy_view` is what a VLM policy is shown: the image with the region to
+invent masked out, as the inpainting model receives it.
+
 Example::
 
     python rl/tasks.py out=/tmp/tasks n=16 size=64     # writes /tmp/tasks/tasks.jsonl
@@ -11,14 +16,18 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageFilter
 
+from reward.core.errors import ConfigError
 from reward.data import SkippedRow, load_inpainting
 from reward.data.files import atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image, to_rgb
@@ -28,12 +37,21 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Task:
-    """One inpainting task: RGB image, ``L`` mask (255 = repaint), base prompt, and a stable id (``source:line``)."""
+    """One inpainting task: RGB image, ``L`` mask (255 = repaint), base prompt, a stable id (``source:line``) and
+    its group (``scene:NAME`` from the row's ``scene`` field, else ``image:DIGEST`` of its pixels)."""
 
     id: str
     image: Image.Image
     mask: Image.Image
     prompt: str
+    group: str = ""
+
+
+def image_group(image: Image.Image) -> str:
+    """``image:`` + a digest of the pixels: tasks cut from one image share it whatever their file names."""
+    digest = hashlib.blake2b(image.tobytes(), digest_size=8)
+    digest.update(f"{image.size}{image.mode}".encode())
+    return "image:" + digest.hexdigest()
 
 
 def _open(ref: Any, max_pixels: int | None) -> Image.Image:
@@ -63,10 +81,65 @@ def load_tasks(
             logger.warning("%s: skipped (%s)", where, err)
             skipped.append(SkippedRow(row.line, f"{where}: {err}"))
             continue
-        tasks.append(Task(where, image, mask, row.prompt))
+        scene = row.extra.get("scene")
+        group = f"scene:{scene}" if scene not in (None, "") else image_group(image)
+        tasks.append(Task(where, image, mask, row.prompt, group))
     if skipped:
         logger.warning("%s: %d bad rows skipped, %d tasks kept", result.source, len(skipped), len(tasks))
     return tasks, skipped
+
+
+def split_heldout(tasks: Sequence[Task], n_heldout: int) -> tuple[list[Task], list[Task]]:
+    """Hold out whole groups from the end of the list until at least ``n_heldout`` tasks are held out: no scene or
+    source image is on both sides. Order is kept on both sides.
+
+    >>> im = [Image.new("RGB", (4, 4), (v, 0, 0)) for v in range(3)]
+    >>> ts = [Task(str(i), im[g], im[g], "p", f"g{g}") for i, g in enumerate([0, 1, 1, 2, 2])]
+    >>> train, held = split_heldout(ts, 1)
+    >>> [t.id for t in train], [t.id for t in held]
+    (['0', '1', '2'], ['3', '4'])
+    """
+    if n_heldout <= 0:
+        return list(tasks), []
+    sizes = Counter(t.group for t in tasks)
+    held_groups: set[str] = set()
+    count = 0
+    for t in reversed(tasks):
+        if count >= n_heldout:
+            break
+        if t.group not in held_groups:
+            held_groups.add(t.group)
+            count += sizes[t.group]
+    train = [t for t in tasks if t.group not in held_groups]
+    held = [t for t in tasks if t.group in held_groups]
+    if not train:
+        raise ConfigError(
+            f"holding out {n_heldout} tasks by whole scene / source image leaves no training task ({len(tasks)} tasks "
+            f"in {len({t.group for t in tasks})} groups); give eval_data=TASKS.jsonl or lower eval_tasks"
+        )
+    return train, held
+
+
+def policy_view(task: Task, mode: str = "masked") -> Image.Image:
+    """The image a VLM policy is shown: ``masked`` (the region to invent filled with grey, as the inpainting model
+    receives it), ``outline`` (the whole image with the mask's outline drawn in red) or ``original``.
+
+    >>> t = Task("t", Image.new("RGB", (8, 8), (255, 0, 0)), Image.new("L", (8, 8), 255), "p")
+    >>> policy_view(t).getpixel((4, 4)), policy_view(t, "original").getpixel((4, 4))
+    ((128, 128, 128), (255, 0, 0))
+    """
+    if mode == "original":
+        return task.image
+    mask = task.mask.convert("L")
+    if mask.size != task.image.size:
+        mask = mask.resize(task.image.size, Image.Resampling.NEAREST)
+    mask = mask.point(lambda v: 255 if v >= 128 else 0)
+    if mode == "masked":
+        return Image.composite(Image.new("RGB", task.image.size, (128, 128, 128)), task.image, mask)
+    if mode == "outline":
+        edge = mask.filter(ImageFilter.FIND_EDGES).filter(ImageFilter.MaxFilter(3))
+        return Image.composite(Image.new("RGB", task.image.size, (255, 0, 0)), task.image, edge)
+    raise ConfigError(f"policy.image={mode!r}: use masked, outline or original")
 
 
 def write_procedural_tasks(

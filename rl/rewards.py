@@ -9,7 +9,10 @@ item that fails or scores NaN gives ``None``.
 None]`` per reward. It inpaints each completion (the expanded prompt) into its task once per batch, shared by all
 rewards, with one generator seed per task and step (common random numbers: a group's completions differ only in
 their prompts), and logs per-reward and per-dimension means, failure counts and timings with trl's ``log_metric``,
-the prompts used and sample image paths with ``log_extra``.
+the prompts used and sample image paths with ``log_extra``. With several rewards, an item that one reward failed on
+gets ``None`` from all of them: trl sums the rewards with ``nansum``, which would count the failed one as 0. Rewards
+scored through servers (``backend=openai``) also log their requests, failures, retries and missing top-k mass.
+Sample images are written by the main process only (its share of the batch), so processes never share a file.
 """
 
 from __future__ import annotations
@@ -51,6 +54,30 @@ class NamedReward:
     reward: Any
     higher_is_better: bool
     score_range: tuple[float, float]
+
+
+def reward_has_device(name: str) -> bool:
+    """Whether the registered reward ``name``'s settings have a ``device`` field (custom import paths: no)."""
+    import dataclasses
+
+    from reward.core.registry import import_path
+
+    try:
+        config = reward_info(name).config
+    except ValueError:
+        return False
+    if isinstance(config, str):
+        config = import_path(config, what="reward config")
+    return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
+
+
+def server_stats(reward: Any) -> dict[str, Any] | None:
+    """The request counters of a reward that scores through servers (``backend=openai``), else ``None``."""
+    for attr in ("vlm", "backend"):
+        stats = getattr(getattr(reward, attr, None), "stats", None)
+        if isinstance(stats, dict) and "requests" in stats:
+            return stats
+    return None
 
 
 def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -172,7 +199,9 @@ def task_seed(seed: int, task_id: str, step: int) -> int:
 
 @dataclass
 class Timing:
-    generate_s: float = 0.0
+    """Seconds spent inpainting and scoring in this process (the policy's sampling and update: see rl.timing)."""
+
+    inpaint_s: float = 0.0
     reward_s: float = 0.0
     batches: int = 0
 
@@ -189,9 +218,10 @@ class InpaintingRewards:
         seed: int = 0,
         samples_dir: str | Path | None = None,
         samples_per_step: int = 4,
+        write_samples: bool = True,
     ) -> None:
         self.generator, self.rewards, self.tasks, self.seed = generator, rewards, dict(tasks), seed
-        self.samples_dir = Path(samples_dir) if samples_dir else None
+        self.samples_dir = Path(samples_dir) if samples_dir and write_samples else None
         self.samples_per_step = samples_per_step
         self.timing = Timing()
         self._cache: tuple[Any, dict[str, ScoreResult]] | None = None
@@ -202,7 +232,11 @@ class InpaintingRewards:
 
     def _function(self, label: str) -> Callable[..., list[float | None]]:
         def reward_fn(prompts: list[Any], completions: list[Any], task_id: list[str], **kwargs: Any) -> list:
-            return self.evaluate(completions, task_id, **kwargs)[label].value
+            scores = self.evaluate(completions, task_id, **kwargs)
+            value = scores[label].value
+            if len(scores) > 1:  # an item any reward failed on is unscored by all (trl's nansum would count 0)
+                value = [None if any(r.value[i] is None for r in scores.values()) else v for i, v in enumerate(value)]
+            return value
 
         reward_fn.__name__ = label
         return reward_fn
@@ -217,7 +251,6 @@ class InpaintingRewards:
             raise ValueError(f"unknown task ids {unknown[:3]}: the dataset and the reward's tasks differ")
         used, cut = self.generator.truncate([t.strip() for t in texts])
         tasks = [self.tasks[t] for t in task_ids]
-        start = time.perf_counter()
         results, errors = inpaint_each(
             self.generator,
             [t.image for t in tasks],
@@ -226,7 +259,6 @@ class InpaintingRewards:
             n=1,
             seed=[task_seed(self.seed, t, step) for t in task_ids],
         )
-        self.timing.generate_s += time.perf_counter() - start
         images = [None if r is None else r[0] for r in results]
         counts = {"empty": sum(1 for t in used if not t), "truncated": sum(cut), "failed": len(errors)}
         return images, used, counts
@@ -237,12 +269,16 @@ class InpaintingRewards:
         key = (step, tuple(map(str, completions)), tuple(task_ids))
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
+        start = time.perf_counter()
         images, used, counts = self.generate([completion_text(c) for c in completions], task_ids, step)
+        self.timing.inpaint_s += time.perf_counter() - start
+        before = {r.label: dict(s) for r in self.rewards.rewards if (s := server_stats(r.reward)) is not None}
         start = time.perf_counter()
         scores = self.rewards.score(images, used)
         self.timing.reward_s += time.perf_counter() - start
         self.timing.batches += 1
         self._log(kwargs, step, images, used, counts, scores)
+        self._log_servers(kwargs.get("log_metric"), before)
         self._cache = (key, scores)
         return scores
 
@@ -269,7 +305,7 @@ class InpaintingRewards:
                 ok = [v for v in res.raw if v is not None]
                 if ok:
                     log_metric(f"{label}/raw", sum(ok) / len(ok))
-            log_metric("time/generate_s", self.timing.generate_s)
+            log_metric("time/inpaint_s", self.timing.inpaint_s)
             log_metric("time/reward_s", self.timing.reward_s)
         paths: list[str | None] = [None] * len(images)
         if self.samples_dir is not None:
@@ -289,3 +325,18 @@ class InpaintingRewards:
         if log_extra is not None:
             log_extra("expanded_prompt", list(used))
             log_extra("sample_image", paths)
+
+    def _log_servers(self, log_metric: Any, before: dict[str, dict[str, Any]]) -> None:
+        """Per served reward and batch: requests answered, failed, retried; mean and worst missing top-k mass."""
+        if log_metric is None:
+            return
+        for r in self.rewards.rewards:
+            now = server_stats(r.reward)
+            if now is None or r.label not in before:
+                continue
+            old = before[r.label]
+            for key in ("requests", "failed", "retries"):
+                log_metric(f"{r.label}/server_{key}", float(now[key] - old[key]))
+            answers = now["answers"] - old["answers"]
+            if answers:
+                log_metric(f"{r.label}/missing_mass", (now["missing_mass_sum"] - old["missing_mass_sum"]) / answers)

@@ -65,3 +65,55 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
     wins, losses = int((chosen > random).sum()), int((chosen < random).sum())
     assert chosen.mean() > random.mean() + 0.1, (chosen.mean(), random.mean())
     assert wins >= 2 * losses, (wins, losses)
+
+
+def _compose(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("best_of_n", overrides=overrides)
+
+
+def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp_path):
+    manifest = write_procedural_tasks(tmp_path / "tasks", 3, size=32, seed=1)
+    out = tmp_path / "bon"
+    base = ["reward=scene-proxy", "reward.calibration_scenes=2", f"data={manifest}", f"out={out}", "n=2"]
+    first = run_best_of_n(_compose(base))
+    assert first["provenance"]["inputs"]["data"]["size"] == manifest.stat().st_size  # the data it came from
+    before = {p.name: p.read_bytes() for p in (out / "chosen").iterdir()}
+    for again in (base, [*base[:-1], "n=3", "limit=1"]):  # the same run, and another: nothing is written
+        with pytest.raises(ValueError, match=r"holds (this same run already|another run)"):
+            run_best_of_n(_compose(again))
+        assert {p.name: p.read_bytes() for p in (out / "chosen").iterdir()} == before
+    second = run_best_of_n(_compose([*base[:-1], "n=3", "limit=1", "overwrite=true"]))
+    assert second["tasks"] == 1 and sorted(p.name for p in (out / "chosen").iterdir()) == ["0000.png"]
+    (old,) = tmp_path.glob("bon.old-*")  # the first run, whole: no file of it beside the new one's
+    assert {p.name: p.read_bytes() for p in (old / "chosen").iterdir()} == before
+
+
+def test_n0_is_refused_at_the_start_and_n1_reproduces_one_candidate(tmp_path):
+    from conftest import run_cli
+    from rl.commands.best_of_n import run
+
+    manifest = write_procedural_tasks(tmp_path / "tasks", 2, size=32, seed=1)
+    argv = ["reward=scene-proxy", "reward.calibration_scenes=2", f"data={manifest}"]
+    assert run_cli("best_of_n", run, [*argv, f"out={tmp_path / 'zero'}", "n=0"]) == 2
+    assert not (tmp_path / "zero").exists()
+    one = run_best_of_n(_compose([*argv, f"out={tmp_path / 'one'}", "n=1", "seed=5"]))  # candidate 1 of seed=4
+    four = run_best_of_n(_compose([*argv, f"out={tmp_path / 'four'}", "n=4", "seed=4"]))
+    rows = [json.loads(line) for line in (tmp_path / "four" / "scores.jsonl").read_text().splitlines()]
+    rows1 = [json.loads(line) for line in (tmp_path / "one" / "scores.jsonl").read_text().splitlines()]
+    assert [r["candidates"][0]["score"] for r in rows1] == [r["candidates"][1]["score"] for r in rows]
+    assert one["n"] == 1 and four["n"] == 4
+
+
+def test_chosen_and_random_are_compared_on_the_same_tasks():
+    from rl.commands.best_of_n import summarize
+
+    def row(scores, chosen, rand):
+        return {"chosen": chosen, "random": rand, "candidates": [{"score": s, "judge": None} for s in scores]}
+
+    rows = [row([4.0, 2.0], 0, 1), row([5.0, None], 0, 1), row([3.0, 1.0], 0, 0)]
+    s = summarize(rows)
+    # the second task's random pick failed: it leaves both means (before: mean_chosen over 3 tasks, 4.0, against
+    # mean_random over 2, 2.5 -- a gap made of different tasks)
+    assert (s["mean_chosen"], s["mean_random"]) == (3.5, 2.5)
+    assert (s["tasks_scored"], s["tasks_paired"], s["random_failed"]) == (3, 2, 1)

@@ -107,3 +107,45 @@ def test_diffusers_candidates_are_batched_and_reproducible_one_by_one(kind, tmp_
     if kind == "sd15-inpaint":
         prompts, cut = gen.truncate(["word " * 100, "short"])
         assert cut == [True, False] and len(gen.pipe.tokenizer(prompts[0])["input_ids"]) <= 77
+
+
+@pytest.mark.slow
+def test_flux_fill_gives_t5_the_whole_expanded_prompt_as_written(tmp_path_factory):
+    """FLUX Fill reads the prompt with T5 (up to max_sequence_length=512 tokens): the whole prompt goes there as
+    prompt_2, in its own case; only CLIP's pooled vector reads the first 77 tokens (cut without a CLIP round trip,
+    which lower-cased the text and cut it at 77 before T5 ever saw it)."""
+    from reward.testing import make_tiny_inpaint_pipeline
+
+    path = make_tiny_inpaint_pipeline(tmp_path_factory.mktemp("flux"), "flux-fill")
+    gen = build_generator(
+        {"name": "flux-fill", "path": str(path), "steps": 1, "dtype": "float32", "size_multiple": 16}
+    )
+    seen: list[dict] = []
+    encode = gen.pipe.encode_prompt
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return encode(*args, **kwargs)
+
+    gen.pipe.encode_prompt = spy
+    text = "A Sunlit Scandinavian Living Room, with an OAK floor. " * 3  # ~160 characters: > 77 CLIP tokens here
+    used, cut = gen.truncate([text.strip()])
+    assert used == [text.strip()] and cut == [False]  # within T5's budget: nothing cut, case kept
+    image, mask = _task(32, (4, 4, 28, 28))
+    gen.inpaint([image], [mask], used, n=1, seed=0)
+    assert seen[0]["prompt_2"] == [text.strip()] and seen[0]["max_sequence_length"] == 512
+    clip_part = seen[0]["prompt"][0]
+    assert text.startswith(clip_part) and len(gen.pipe.tokenizer(clip_part)["input_ids"]) <= 77  # CLIP's share
+    long_text = "Oak " * 600
+    (cut_text,), (was_cut,) = gen.truncate([long_text])
+    assert was_cut and long_text.startswith(cut_text) and len(gen.pipe.tokenizer_2(cut_text)["input_ids"]) <= 512
+
+
+def test_clip_truncation_keeps_the_prompt_as_written(tmp_path):
+    from reward.testing.diffusion import make_clip_tokenizer
+    from rl.generators import cut_to_tokens
+
+    tok = make_clip_tokenizer(tmp_path / "clip")  # one token per character here
+    text, cut = cut_to_tokens(tok, "A Bright ROOM, Warm light", 10)
+    assert cut and text == "A Bright ROO"  # a CLIP decode gave "a bright roo" (its lower-casing)
+    assert cut_to_tokens(tok, "Short", 10) == ("Short", False)

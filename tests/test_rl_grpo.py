@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 from conftest import tiny_reward_config
 from reward import list_rewards
 from rl.commands.grpo import run as run_grpo
-from rl.inpaint_tasks import write_procedural_tasks
+from rl.inpaint_tasks import load_tasks, write_procedural_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FAST = ["trainer.learning_rate=5e-3", "trainer.beta=0", "trainer.max_completion_length=16", "trainer.save_steps=1000"]
@@ -34,8 +34,11 @@ class Watch(TrainerCallback):
         self.changed: list[str] = []
         self.forward_keys: list[set[str]] = []
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         self.before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        dataset = getattr(train_dataloader, "dataset", None)
+        first = dataset[0] if dataset is not None and len(dataset) else {}
+        self.first_image = first.get("image") if isinstance(first, dict) else None
 
         def record(module, inputs, kw):
             self.forward_keys.append({k for k, v in kw.items() if v is not None})
@@ -104,10 +107,11 @@ def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny
     assert all(0 <= r["qbench"] <= 1 and 0 <= r["scene-proxy"] <= 1 for r in heldout)
     for name in ("reward_curve.png", "samples_first_last.png", "policy/config.json", "grpo_result.json"):
         assert (out / name).exists(), name
-    assert 0 < result["timing"]["generate_share"] < 1 and 0 < result["timing"]["reward_share"] < 1
+    shares = result["timing"]["shares"]
+    assert all(0 < shares[k] < 1 for k in ("policy_generation", "inpainting", "reward", "update_and_rest"))
     resumed = run_grpo(_cfg([*base, "trainer.max_steps=42"]))  # resume=auto from checkpoint-40
-    assert resumed["global_step"] == 42
-    with pytest.raises(ValueError, match=r"cannot resume in .*different config:\n  - reward: .*weights"):
+    assert resumed["global_step"] == 42 and resumed["resumed"]
+    with pytest.raises(ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - reward.weights: "):
         run_grpo(_cfg([*base, "trainer.max_steps=44", "+reward.weights={lighting: 1.0}"]))
 
 
@@ -159,6 +163,140 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
     result = run_grpo(cfg, callbacks=[watch])
     assert result["global_step"] == 1
     assert any("pixel_values" in keys and "image_grid_thw" in keys for keys in watch.forward_keys)  # sees the image
+    # ... the masked image, as the inpainting model gets it: the region to invent is grey, the rest is the task's
+    task = load_tasks(tasks)[0][0]
+    shown = np.asarray(watch.first_image, dtype=float)
+    inside = np.asarray(task.mask) >= 128
+    original = np.asarray(task.image, dtype=float)
+    assert (shown[inside] == 128).all() and np.array_equal(shown[~inside], original[~inside])
     assert watch.changed and all("lora_" in n for n in watch.changed)  # the adapter moved, nothing else
     assert (tmp_path / "policy" / "adapter_config.json").exists()
     assert len((tmp_path / "heldout.jsonl").read_text().splitlines()) == 2
+
+
+def _settings(tmp_path, tasks, *extra: str):
+    from rl.commands.grpo import parse_settings
+
+    base = [f"policy.path={tmp_path}", f"data={tasks}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    return parse_settings(_cfg([*base, *extra]))
+
+
+def test_the_policy_loads_by_the_training_precision_rule(tiny_lm, tasks, tmp_path):
+    """Full fine-tuning without DeepSpeed keeps fp32 master weights under the trainer's bf16 autocast (pure-bf16
+    AdamW at lr 1e-6 rounds ~98% of updates away); LoRA and DeepSpeed load bf16 -- the rule SFT uses."""
+    from types import SimpleNamespace
+
+    from rl.commands.grpo import load_policy
+
+    gpu_args = SimpleNamespace(bf16=True, deepspeed=None, deepspeed_plugin=None)  # what a bf16 GPU's GRPOConfig says
+    s = _settings(tmp_path, tasks, f"policy.path={tiny_lm}")
+    assert next(load_policy(s, False, gpu_args)[0].parameters()).dtype == torch.float32
+    s_lora = _settings(tmp_path, tasks, f"policy.path={tiny_lm}", "lora.enabled=true")
+    assert next(load_policy(s_lora, False, gpu_args)[0].parameters()).dtype == torch.bfloat16
+    ds_args = SimpleNamespace(bf16=True, deepspeed=None, deepspeed_plugin=object())
+    assert next(load_policy(s, False, ds_args)[0].parameters()).dtype == torch.bfloat16
+
+
+def test_max_completion_length_follows_the_generator_text_budget(tmp_path, tasks):
+    from rl.commands.grpo import grpo_args
+
+    flux = _settings(tmp_path, tasks, "generator=flux-fill", "generator.path=x")
+    assert grpo_args(flux, tmp_path).max_completion_length == 512  # T5 reads 512 tokens
+    sd15 = _settings(tmp_path, tasks, "generator=sd15-inpaint", "generator.path=x")
+    assert grpo_args(sd15, tmp_path).max_completion_length == 77  # CLIP
+    fixed = _settings(tmp_path, tasks, "trainer.max_completion_length=40")
+    assert grpo_args(fixed, tmp_path).max_completion_length == 40
+
+
+def _shared_image_manifest(root: Path) -> Path:
+    """12 tasks on 6 images (two masks each: lines 1-2, 3-4, ..., 7-8, then image 4 on lines 9 and 14, image 5 on
+    15-16) and, on lines 10-13, 4 tasks of one scene on 3 other images."""
+    source = write_procedural_tasks(root / "src", 10, size=32, seed=5)
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    out = []
+    for r in rows[:6]:
+        out += [dict(r), {**r, "mask": rows[9]["mask"], "prompt": r["prompt"] + " again"}]
+    out[-3:-3] = [{**rows[6 + k % 3], "scene": "kitchen-7"} for k in range(4)]  # one scene, three images
+    path = root / "src" / "shared.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in out))
+    return path
+
+
+def test_held_out_tasks_never_share_an_image_or_a_scene_with_training_tasks(tmp_path):
+    from rl.commands.grpo import task_split
+
+    manifest = _shared_image_manifest(tmp_path)
+    for n in (1, 2, 3, 5, 6):
+        train, heldout, _ = task_split(_settings(tmp_path, manifest, f"eval_tasks={n}"), True)
+        assert len(heldout) >= n and len(train) + len(heldout) == 16
+        assert not {t.group for t in train} & {t.group for t in heldout}, n  # the manifest's tail would straddle
+    train, heldout, _ = task_split(_settings(tmp_path, manifest, "eval_tasks=3"), True)
+    # the tail's 3 tasks (lines 14-16) would leave line 9, image 4's other task, in training: it is held out too
+    assert [t.id.rsplit(":", 1)[1] for t in heldout] == ["9", "14", "15", "16"]
+    groups = [t.group for t in load_tasks(manifest)[0]]
+    assert groups[9:13] == ["scene:kitchen-7"] * 4 and groups[0] == groups[1] != groups[2] and groups[8] == groups[13]
+    with pytest.raises(ValueError, match=r"eval_data=.* shares 7 scene\(s\) / source image\(s\) with data="):
+        task_split(_settings(tmp_path, manifest, f"eval_data={manifest}"), True)
+
+
+def test_too_few_tasks_for_one_step_are_refused_before_anything_loads(tmp_path, tiny_lm):
+    small = write_procedural_tasks(tmp_path / "small", 6, size=32)
+    args = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    args += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16"]
+    with pytest.raises(ValueError, match=r"6 training tasks cannot fill one GRPO step: a step takes 8 prompts \(1 "):
+        run_grpo(_cfg(args))
+    assert not (tmp_path / "run").exists()  # nothing written either
+
+
+@pytest.mark.slow
+def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny_lm, monkeypatch):
+    import rl.commands.grpo as grpo
+    from conftest import run_cli
+
+    monkeypatch.setattr(grpo, "check_fills_a_step", lambda *a: 8)  # as before the check: trl then trains 0 steps
+    small = write_procedural_tasks(tmp_path / "small", 6, size=32)
+    argv = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    argv += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16", *FAST]
+    assert run_cli("grpo", grpo.run, [*argv, "trainer.max_steps=3"]) == 2
+    result = json.loads((tmp_path / "run" / "grpo_result.json").read_text())
+    assert result["global_step"] == 0 and result["complete"] is False and result["max_steps"] == 3
+
+
+@pytest.mark.slow
+def test_resume_never_refuses_overwrite_moves_aside_and_a_resume_drops_abandoned_rows(tiny_lm, tasks, tmp_path):
+    out = tmp_path / "run"
+    base = [
+        f"policy.path={tiny_lm}",
+        f"data={tasks}",
+        f"output_dir={out}",
+        "reward=scene-proxy",
+        "trainer.num_generations=2",
+        "trainer.per_device_train_batch_size=4",
+        "eval.every=1",
+        "eval_tasks=2",
+        "samples_per_step=2",
+        *FAST,
+    ]
+    first = run_grpo(_cfg([*base, "trainer.max_steps=2", "trainer.save_steps=2"]))
+    assert first["provenance"]["inputs"]["data"]["size"] == tasks.stat().st_size  # the data it learned from
+    # a kill between checkpoints: the run went on to steps 3-4 (their rows are written), checkpoint-4 never was
+    with (out / "heldout.jsonl").open("a") as f:
+        f.writelines(json.dumps({"step": k, "scene-proxy": 9.0, "abandoned": True}) + "\n" for k in (3, 4))
+    with (out / "samples" / "samples.jsonl").open("a") as f:
+        for k in (2, 3):
+            path = str(out / "samples" / f"step{k:06d}_0.png")
+            row = {"step": k, "k": 0, "path": path, "prompt": "x", "reward": 9.0, "abandoned": True}
+            f.write(json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match=r"holds this same run already"):
+        run_grpo(_cfg([*base, "trainer.max_steps=4", "resume=never"]))
+    resumed = run_grpo(_cfg([*base, "trainer.max_steps=4", "trainer.save_steps=2"]))  # resume=auto
+    assert resumed["global_step"] == 4 and resumed["resumed"]
+    heldout = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
+    samples = [json.loads(line) for line in (out / "samples" / "samples.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in heldout] == [0, 1, 2, 3, 4] and not any("abandoned" in r for r in heldout)
+    assert sorted((r["step"], r["k"]) for r in samples) == [(s, k) for s in range(4) for k in range(2)]
+    assert not any("abandoned" in r for r in samples)
+    fresh = run_grpo(_cfg([*base, "trainer.max_steps=1", "resume=never", "overwrite=true"]))
+    assert fresh["global_step"] == 1 and not fresh["resumed"]
+    (old,) = tmp_path.glob("run.old-*")  # the earlier run, moved aside whole: nothing deleted
+    assert (old / "checkpoint-4").is_dir() and (old / "checkpoint-2").is_dir()

@@ -114,7 +114,7 @@ def test_group_shares_the_generator_seed_so_only_the_prompt_changes_the_reward(t
     assert values[0] == values[1]  # same task, same step, same words: same image
     assert values[2] > values[0]  # lighting words raise the scene-proxy reward
     assert values[3] != values[0]  # another task
-    assert set(metrics) >= {"scene-proxy/lighting", "scene-proxy/failed", "inpaint/empty", "time/generate_s"}
+    assert set(metrics) >= {"scene-proxy/lighting", "scene-proxy/failed", "inpaint/empty", "time/inpaint_s"}
     assert extra["expanded_prompt"] == completions and extra["sample_image"][2] is None
     assert (tmp_path / "step000000_0.png").exists()
     later, _, _ = _call(adapter, completions, ["t0", "t0", "t0", "t1"], step=1)

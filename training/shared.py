@@ -1,5 +1,6 @@
-"""What SFT (``training/sft.py``) and GRPO (``rl/grpo.py``) share: resume, model loading for training (precision
-rule, LoRA, freezing), checkpoint restore and DeepSpeed handling."""
+"""What SFT (``training/sft.py``) and GRPO (``rl/grpo.py``) share: resume, model loading for training (one
+precision rule, :func:`training_dtype` + :func:`load_for_training`; LoRA, freezing), checkpoint restore and DeepSpeed
+handling."""
 
 from __future__ import annotations
 
@@ -92,10 +93,19 @@ def lora_config(settings: LoraSettings) -> Any:
 
 
 def uses_deepspeed(args: Any) -> bool:
-    """Whether training runs under DeepSpeed (``accelerate launch`` with a DeepSpeed config, or ``deepspeed=``)."""
-    if getattr(args, "deepspeed", None):
+    """Whether training runs under DeepSpeed (``accelerate launch`` with a DeepSpeed config, or ``deepspeed=``):
+    the trainer arguments' DeepSpeed plugin once they exist, else the launcher's environment."""
+    if getattr(args, "deepspeed", None) or getattr(args, "deepspeed_plugin", None) is not None:
         return True
     return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "true")
+
+
+def zero_stage(args: Any) -> int:
+    """The DeepSpeed ZeRO stage of this launch (0 without DeepSpeed)."""
+    plugin = getattr(args, "deepspeed_plugin", None)
+    if plugin is not None:
+        return int(getattr(plugin, "zero_stage", 0) or 0)
+    return int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "0") or 0) if uses_deepspeed(args) else 0
 
 
 def load_dtype(dtype: str, *, lora: bool, bf16: bool, deepspeed: bool) -> torch.dtype:
@@ -122,11 +132,26 @@ def load_dtype(dtype: str, *, lora: bool, bf16: bool, deepspeed: bool) -> torch.
     return torch.float32
 
 
-def load_for_training(path: str, dtype: torch.dtype, loading: ModelLoading | None = None) -> Any:
-    """The model for training: ``dtype`` weights, attention implementation and device_map from ``loading``."""
-    from transformers import AutoModelForImageTextToText
+def training_dtype(dtype: str, *, lora: bool, args: Any) -> torch.dtype:
+    """:func:`load_dtype` with the trainer's own ``bf16`` and DeepSpeed settings (``args``: SFTConfig, GRPOConfig).
 
-    return AutoModelForImageTextToText.from_pretrained(path, **(loading or ModelLoading()).model_kwargs(dtype))
+    >>> from types import SimpleNamespace
+    >>> training_dtype("auto", lora=False, args=SimpleNamespace(bf16=True, deepspeed=None, deepspeed_plugin=None))
+    torch.float32
+    """
+    return load_dtype(dtype, lora=lora, bf16=bool(getattr(args, "bf16", False)), deepspeed=uses_deepspeed(args))
+
+
+def load_for_training(
+    path: str, dtype: torch.dtype, loading: ModelLoading | None = None, *, vision: bool = True
+) -> Any:
+    """The model for training (SFT's scorer, GRPO's policy): ``dtype`` weights (choose it with
+    :func:`training_dtype`), attention implementation and device_map from ``loading``; a VLM, or with
+    ``vision=False`` a causal language model."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    cls = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+    return cls.from_pretrained(path, **(loading or ModelLoading()).model_kwargs(dtype))
 
 
 def load_checkpoint_weights(model: Any, checkpoint: str | Path) -> bool:

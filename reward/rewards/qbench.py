@@ -1,24 +1,27 @@
 """Q-Bench+ zero-shot quality: the softmax of "good" against "poor" after "The quality of the image is".
 
-Eq. 1 of the Q-Bench+ paper; with ``ensemble=true``, eq. 2 (logits summed over synonym sets).
+Eq. 1 of the Q-Bench+ paper; with ``ensemble=true``, eq. 2 (logits summed over synonym sets). ``backend=openai``
+asks OpenAI-compatible servers (``server.base_urls``) instead of a model in this process (:mod:`reward.vlm.server`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from omegaconf import MISSING
 from PIL import Image
 
 from reward.core.config import parse
+from reward.core.errors import ConfigError
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
 from reward.vlm.loading import ModelLoading, loading_of
+from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
 
 
 @dataclass
@@ -27,7 +30,7 @@ class QBenchConfig(ModelLoading):
     and max_pixels come from :class:`reward.vlm.ModelLoading`)."""
 
     name: str = "qbench"
-    model: str = MISSING  # checkpoint directory of the VLM
+    model: str | None = None  # checkpoint directory of the VLM (backend=openai: only its tokenizer is read, if given)
     prompt: str = "Rate the quality of the image."  # user question
     response_prefix: str = "The quality of the image is"  # the answer word follows it
     positive: tuple[str, ...] = ("good",)  # positive word(s); with ensemble, the synonym set P
@@ -36,12 +39,16 @@ class QBenchConfig(ModelLoading):
     temperature: float = 1.0  # softmax temperature T
     system: str | None = None  # optional system prompt
     batch_size: int = 16  # images per forward pass
+    backend: str = "local"  # local: the model in this process; openai: OpenAI-compatible servers (server.*)
+    server: ServerConfig = field(default_factory=ServerConfig)  # backend=openai: base_urls, model, retries, ...
 
 
 class QBenchReward:
     """Zero-shot good/poor quality in [0, 1] from any chat VLM."""
 
-    def __init__(self, cfg: QBenchConfig, vlm: VLM | None = None, loading: ModelLoading | None = None) -> None:
+    def __init__(
+        self, cfg: QBenchConfig, vlm: VLM | OpenAIBackend | None = None, loading: ModelLoading | None = None
+    ) -> None:
         if cfg.ensemble and cfg.positive == ("good",) and cfg.negative == ("poor",):
             cfg.positive, cfg.negative = QBENCH_POSITIVE_WORDS, QBENCH_NEGATIVE_WORDS
         if not cfg.positive or not cfg.negative:
@@ -52,7 +59,7 @@ class QBenchReward:
                 "per set, so give the same number of words on each side"
             )
         self.cfg = cfg
-        self.vlm = vlm or load_vlm(cfg.model, loading, batch_size=cfg.batch_size)
+        self.vlm = vlm or load_vlm(str(cfg.model), loading, batch_size=cfg.batch_size)
         self.query = OptionQuery(cfg.prompt, tuple(cfg.positive) + tuple(cfg.negative), cfg.response_prefix)
         self.vlm.candidate_ids(self.query, cfg.system)  # fail now, not mid-run, on multi-token words
 
@@ -61,14 +68,21 @@ class QBenchReward:
         return self.vlm.image_preparer()
 
     def score(self, images: Sequence[Image.Image | PreparedImages], prompts: Sequence[str] | None = None) -> Any:
-        logp = self.vlm.option_logprobs(as_groups(images), [self.query], system=self.cfg.system).logprobs
-        logp = logp[:, 0]
+        """Scores in [0, 1]; an image a server could not answer for scores NaN (a failure, never a number)."""
+        out = self.vlm.option_logprobs(as_groups(images), [self.query], system=self.cfg.system)
+        failed = out.failed[:, 0]
+        logp = out.logprobs[:, 0].masked_fill(failed[:, None], 0.0)
         n_pos = len(self.cfg.positive)
         scores = synonym_ensemble(logp[:, :n_pos], logp[:, n_pos:], self.cfg.temperature)
-        return RewardOutput(scores=scores.to(torch.float32))
+        return RewardOutput(scores=scores.to(torch.float32).masked_fill(failed, math.nan))
 
 
 def build(cfg: dict[str, Any]) -> QBenchReward:
     config = parse(QBenchConfig, cfg, where="reward")
     config.positive, config.negative = tuple(config.positive), tuple(config.negative)
+    check_backend(config.backend)
+    if config.backend == "openai":
+        return QBenchReward(config, vlm=served_vlm(config.server, tokenizer=config.model))
+    if not config.model:
+        raise ConfigError("reward=qbench needs reward.model=PATH (a VLM checkpoint), or reward.backend=openai")
     return QBenchReward(config, loading=loading_of(config))

@@ -3,15 +3,17 @@
 Each dimension's score is the expected value over the level words' probabilities after the dimension's
 response prefix (SA-IQA eq. 1); all dimensions of one image share one encoded image prefix. The fused score is
 S = sum_d w_d x_d / sum_d w_d with the Bradley-Terry weights of ``fusion_weights.json`` (normalised so that
-the fused score stays on the 1-5 scale), or the mean of the dimensions when there are none.
+the fused score stays on the 1-5 scale), or the mean of the dimensions when there are none. ``backend=openai`` asks
+OpenAI-compatible servers serving the scorer (``server.base_urls``; :mod:`reward.vlm.server`) instead of loading it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
 from reward.vlm.loading import ModelLoading, loading_of
+from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,8 @@ class SaIqaConfig(ModelLoading):
     dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
     batch_size: int = 32  # (image, dimension) queries per forward pass
     reuse_prefix: bool = True  # encode each image once for all its dimensions
+    backend: str = "local"  # local: the model in this process; openai: servers of this scorer (server.*)
+    server: ServerConfig = field(default_factory=ServerConfig)  # backend=openai: base_urls, model, retries, ...
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -81,7 +86,7 @@ class SaIqaReward:
 
     def __init__(
         self,
-        vlm: VLM,
+        vlm: VLM | OpenAIBackend,
         meta: dict[str, Any],
         *,
         weights: torch.Tensor | None = None,
@@ -112,22 +117,33 @@ class SaIqaReward:
     def score(
         self, images: Sequence[Image.Image | PreparedImages], prompts: Sequence[str] | None = None
     ) -> RewardOutput:
-        logp = self.vlm.option_logprobs(as_groups(images), self.queries, reuse_prefix=self.reuse_prefix)
-        per_dim = expected_value(logp.logprobs, self.values)  # [B, D]
-        dims = {d: per_dim[:, i].contiguous() for i, d in enumerate(self.dimensions)}
+        """Fused and per-dimension scores in [1, 5]; a dimension a server could not answer is NaN, and so is the
+        fused score of that image (a failure, never a number)."""
+        out = self.vlm.option_logprobs(as_groups(images), self.queries, reuse_prefix=self.reuse_prefix)
+        failed = out.failed  # [B, D]
+        per_dim = expected_value(out.logprobs.masked_fill(failed[..., None], 0.0), self.values)  # [B, D]
         if self.weights is None:
             fused = per_dim.mean(dim=1)
         else:
             fused = per_dim @ self.weights / self.weights.sum()
-        return RewardOutput(scores=fused.float(), dimensions=dims)
+        per_dim = per_dim.masked_fill(failed, math.nan)
+        dims = {d: per_dim[:, i].contiguous() for i, d in enumerate(self.dimensions)}
+        return RewardOutput(scores=fused.float().masked_fill(failed.any(dim=1), math.nan), dimensions=dims)
 
 
 def build(cfg: dict[str, Any]) -> SaIqaReward:
     config = parse(SaIqaConfig, cfg, where="reward")
+    check_backend(config.backend)
     loading = loading_of(config)
     meta = read_metadata(config.path)
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
-    vlm = load_vlm(base or config.path, loading, batch_size=config.batch_size, adapter=config.path if base else None)
+    vlm: VLM | OpenAIBackend
+    if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
+        vlm = served_vlm(config.server, tokenizer=config.path)
+    else:
+        vlm = load_vlm(
+            base or config.path, loading, batch_size=config.batch_size, adapter=config.path if base else None
+        )
     fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")

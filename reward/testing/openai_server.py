@@ -1,5 +1,7 @@
-"""A loopback OpenAI-compatible chat-completions server in front of an in-process VLM, for tests of the server
-clients (what vLLM, SGLang or LMDeploy would serve): text, images as data URLs, and ``logprobs`` /
+"""A loopback OpenAI-compatible server in front of an in-process VLM, for tests of the server client (what vLLM or
+SGLang would serve): ``GET /v1/models``; ``POST /v1/chat/completions`` with text, images as data URLs, a final
+assistant message continued with ``continue_final_message`` (vLLM's rules: it needs ``add_generation_prompt=false``,
+and a final assistant message without it is refused here rather than answered as a new turn), and ``logprobs`` /
 ``top_logprobs`` of a one-token answer."""
 
 from __future__ import annotations
@@ -13,43 +15,64 @@ from PIL import Image
 from reward.vlm import OptionQuery
 
 
+def vocab_logprobs(vlm: Any, images: list[Image.Image], question: str, prefix: str, system: str | None) -> Any:
+    """The model's whole next-token log-distribution after ``prefix`` (through the same primitive as in-process
+    scoring: the end-of-turn token is a one-token option in any context, and ``return_vocab`` gives the rest)."""
+    query = OptionQuery(question, (vlm.tokenizer.eos_token,), prefix, sep="")
+    return vlm.option_logprobs([images], [query], system=system, return_vocab=True).vocab.reshape(-1)
+
+
 @contextmanager
-def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
-    """Serve ``vlm`` on 127.0.0.1 (a free port) through the chat-completions subset PACE uses (text, images as data
-    URLs, ``logprobs``/``top_logprobs`` of a one-token answer); yields the base URL and stops the server after."""
+def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | None = None) -> Iterator[str]:
+    """Serve ``vlm`` on 127.0.0.1 (a free port); yields the base URL (``.../v1``) and stops the server after.
+
+    ``stats``: ``stats["requests"]`` counts the chat requests answered; ``stats["fail_with"] = 503`` makes the server
+    answer every request with that status until it is removed.
+    """
     import base64
     import io
+    import threading
 
-    from fastapi import FastAPI
+    from fastapi import FastAPI, HTTPException
 
     from reward.testing.loopback import serve
 
     app = FastAPI()
+    counts = stats if stats is not None else {}
+    counts.setdefault("requests", 0)
+    lock = threading.Lock()  # one request at a time through the model, as one GPU's queue would
 
     def decode(url: str) -> Image.Image:
         return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")
 
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "me"}]}
+
     @app.post("/v1/chat/completions")
     def completions(body: dict[str, Any]) -> dict[str, Any]:
-        system = next((m["content"] for m in body["messages"] if m["role"] == "system"), None)
-        user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        if counts.get("fail_with"):
+            raise HTTPException(status_code=int(counts["fail_with"]), detail="failing on purpose")
+        msgs = list(body["messages"])
+        prefix = ""
+        if body.get("continue_final_message"):
+            if body.get("add_generation_prompt", True):
+                raise HTTPException(400, "Cannot set both `continue_final_message` and `add_generation_prompt`")
+            if msgs[-1]["role"] != "assistant":
+                raise HTTPException(400, "continue_final_message needs a final assistant message")
+            prefix = msgs.pop()["content"]
+        elif msgs[-1]["role"] == "assistant":
+            raise HTTPException(
+                400, "a final assistant message is answered as a new turn without continue_final_message"
+            )
+        system = next((m["content"] for m in msgs if m["role"] == "system"), None)
+        user = [m for m in msgs if m["role"] == "user"][-1]["content"]
         parts = user if isinstance(user, list) else [{"type": "text", "text": user}]
         images = [decode(p["image_url"]["url"]) for p in parts if p["type"] == "image_url"]
         text = "".join(p["text"] for p in parts if p["type"] == "text")
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
-        if body.get("logprobs"):
-            out = vlm.option_logprobs([images], [OptionQuery(text, ("A",), "")], system=system, return_vocab=True)
-            lp = out.vocab.reshape(-1)
-            top = lp.topk(int(body.get("top_logprobs") or 1))
-            tokens = [vlm.tokenizer.decode([int(i)]) for i in top.indices]
-            listed = [
-                {"token": t, "logprob": float(v), "bytes": None} for t, v in zip(tokens, top.values, strict=True)
-            ]
-            choice["message"] = {"role": "assistant", "content": tokens[0]}
-            choice["logprobs"] = {"content": [{**listed[0], "top_logprobs": listed}]}
-        else:
-            answer = vlm.generate([images], [text], system=system, max_new_tokens=int(body.get("max_tokens") or 64))
-            choice["message"] = {"role": "assistant", "content": answer[0]}
+        with lock:
+            choice = answer(body, images, text, prefix, system)
+            counts["requests"] += 1
         return {
             "id": "chatcmpl-local",
             "object": "chat.completion",
@@ -57,6 +80,23 @@ def serve_openai(vlm: Any, model_name: str = "tiny") -> Iterator[str]:
             "model": model_name,
             "choices": [choice],
         }
+
+    def answer(body: dict[str, Any], images: list[Image.Image], text: str, prefix: str, system: Any) -> dict:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+        if body.get("logprobs"):
+            top = vocab_logprobs(vlm, images, text, prefix, system).topk(int(body.get("top_logprobs") or 1))
+            tokens = [vlm.tokenizer.decode([int(i)]) for i in top.indices]
+            listed = [
+                {"token": t, "logprob": float(v), "bytes": None} for t, v in zip(tokens, top.values, strict=True)
+            ]
+            choice["message"] = {"role": "assistant", "content": tokens[0]}
+            choice["logprobs"] = {"content": [{**listed[0], "top_logprobs": listed}]}
+        else:
+            if prefix:
+                raise HTTPException(400, "this loopback server continues a prefix only for one-token logprobs")
+            out = vlm.generate([images], [text], system=system, max_new_tokens=int(body.get("max_tokens") or 64))
+            choice["message"] = {"role": "assistant", "content": out[0]}
+        return choice
 
     with serve(app) as url:
         yield f"{url}/v1"

@@ -132,17 +132,21 @@ class OptionLogProbs:
     Queries with fewer options than the widest are padded with ``-inf``. ``vocab`` holds the whole
     log-distribution at the answer position ([B, Q, V]) when asked for. ``missing_mass[b, q]``: the option
     probability a server's top-k list did not report and that was filled in (0 for an in-process model, whose
-    log-probabilities are exact).
+    log-probabilities are exact). ``failed[b, q]``: no answer could be had (a server that failed after its retries);
+    those rows of ``logprobs`` are NaN, and a reward scores them as failed (``None``), never as a number.
     """
 
     logprobs: torch.Tensor
     options: list[list[tuple[str, ...]]] = field(default_factory=list)
     vocab: torch.Tensor | None = None
     missing_mass: torch.Tensor | None = None
+    failed: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.missing_mass is None:
             self.missing_mass = torch.zeros(self.logprobs.shape[:2])
+        if self.failed is None:
+            self.failed = torch.zeros(self.logprobs.shape[:2], dtype=torch.bool)
 
 
 class VLM:

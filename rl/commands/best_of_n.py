@@ -3,7 +3,9 @@ call, the best kept, and compared with a random choice (mean reward; win rate ju
 
 Outputs in ``out``: ``chosen/NNNN.png``, ``scores.jsonl`` (every candidate's seed, scores and dimensions),
 ``sheets/NNNN.png`` (contact sheet per task, scores printed under the images, the chosen one marked) and
-``summary.json``.
+``summary.json`` (with the models and data it came from). ``out`` must be new: an earlier run there is refused, or
+moved aside whole with ``overwrite=true``, so no file of one run sits beside files of another. The chosen and the
+random pick are compared on the same tasks (paired); tasks where the random pick failed are counted apart.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +22,15 @@ from tqdm import tqdm
 
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.errors import ConfigError
+from reward.core.outputs import Output, prepare_output
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.rewards.registry import store_reward_schemas
+from rl.devices import resolve_devices
 from rl.generators import build_generator, inpaint_each
 from rl.inpaint_tasks import load_tasks
 from rl.plots import image_grid
-from rl.rewards import RewardSet
+from rl.rewards import RewardSet, reward_configs, reward_has_device
 
 logger = logging.getLogger(__name__)
 
@@ -38,13 +42,14 @@ class BestOfNSettings:
     reward: Any = MISSING  # the reward that picks: reward=NAME selects configs/reward/NAME.yaml
     generator: Any = MISSING  # generator=NAME selects configs/generator/NAME.yaml
     judge: Any = None  # a second reward judging chosen vs random (name or config node); null: none
-    n: int = 4  # candidates per task (the paper: 4)
+    n: int = 4  # candidates per task (the paper: 4); n=1 seed=S reproduces candidate S - seed of every task
     seed: int = 0  # candidate j of every task uses seed + j
     tasks_per_call: int = 8  # tasks per generator / reward call (each with n candidates)
     limit: int | None = None  # use only the first tasks
     skip_bad: bool = True  # bad manifest rows: named by file:line, skipped and counted
     max_decode_pixels: int = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread
     sheets: bool = True  # write one contact sheet per task with the scores under the images
+    overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted, never mixed)
 
 
 store_schema("best_of_n_schema", BestOfNSettings)
@@ -54,8 +59,10 @@ store_reward_schemas()
 def parse_settings(cfg: Any) -> BestOfNSettings:
     s = parse(BestOfNSettings, cfg, where="")
     problems = []
-    if s.n < 2:
-        problems.append(f"n={s.n}: Best-of-N needs at least 2 candidates per task")
+    if s.n < 1:
+        problems.append(
+            f"n={s.n}: give at least 1 candidate per task (n=4 picks the best of 4; n=1 seed=S reproduces one)"
+        )
     if s.tasks_per_call < 1:
         problems.append(f"tasks_per_call={s.tasks_per_call}: must be >= 1")
     if problems:
@@ -67,17 +74,47 @@ def _entry(node: Any) -> Any:
     return node if isinstance(node, str) else to_plain(node)
 
 
+def _inputs(s: BestOfNSettings) -> dict[str, Any]:
+    inputs: dict[str, Any] = {"data": s.data}
+    entries = [_entry(s.reward)] + ([_entry(s.judge)] if s.judge else [])
+    for role, (name, cfg) in zip(("reward", "judge"), reward_configs(entries), strict=False):
+        for key in ("path", "model", "protocol", "fusion", "memory"):
+            if isinstance(cfg.get(key), str):
+                inputs[f"{role}.{name}.{key}"] = cfg[key]
+    gen = to_plain(s.generator)
+    if isinstance(gen.get("path"), str):
+        inputs["generator"] = gen["path"]
+    return inputs
+
+
+def prepare(s: BestOfNSettings, *, create: bool = True) -> Output | None:
+    """The output folder: new, or an earlier run moved aside (``overwrite=true``); else refused. With
+    ``create=False`` only the refusal is checked (nothing is written), so it comes before any model loads."""
+    out = Path(s.out)
+    if not create and (s.overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
+        return None
+    settings = json.loads(json.dumps(asdict(s), default=str))
+    return prepare_output(out, "best_of_n", settings, _inputs(s), resume=False, overwrite=s.overwrite)
+
+
 def run(cfg: Any) -> dict[str, Any]:
     """Run Best-of-N over the tasks; returns the summary (also written to ``out/summary.json``)."""
     s = parse_settings(cfg)
     tasks, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)
     tasks = tasks[: s.limit] if s.limit else tasks
     if not tasks:
-        raise ValueError(f"{s.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
-    picker = RewardSet([_entry(s.reward)], normalize=False)
-    judge = RewardSet([_entry(s.judge)], normalize=False) if s.judge else None
+        raise ConfigError(f"{s.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
+    prepare(s, create=False)  # a refused out= fails here, before any model loads
+    (picker_cfg,) = resolve_devices([_entry(s.reward)], schema_has_device=reward_has_device, where="reward")
+    judge_cfg = (
+        resolve_devices([_entry(s.judge)], schema_has_device=reward_has_device, where="judge") if s.judge else []
+    )
+    picker = RewardSet([picker_cfg], normalize=False)
+    judge = RewardSet(judge_cfg, normalize=False) if s.judge else None
     generator = build_generator(s.generator)
-    out = Path(s.out)
+    output = prepare(s)
+    assert output is not None
+    out = output.path
     (out / "chosen").mkdir(parents=True, exist_ok=True)
     rng = random.Random(s.seed)
     label = picker.labels[0]
@@ -127,6 +164,7 @@ def run(cfg: Any) -> dict[str, Any]:
             "tasks": len(tasks),
             "skipped_rows": len(skipped),
             **counts,
+            "provenance": output.provenance(),
         }
     )
     atomic_write_json(out / "summary.json", summary)
@@ -155,32 +193,42 @@ def _pick(
 
 
 def summarize(rows: list[dict[str, Any]], judge_higher: bool = True) -> dict[str, Any]:
-    """Mean reward of the chosen vs a random candidate, and the judge's verdict on chosen vs random.
+    """Mean reward of the chosen vs a random candidate on the same tasks, and the judge's verdict on chosen vs random.
 
-    ``win_rate`` = wins / tasks judged (a tie, e.g. when the random pick is the chosen one, is no win);
+    Paired: a task counts only when both its chosen and its random pick have a score (``tasks_paired``);
+    ``random_failed`` counts tasks whose random pick (any candidate, scored or not) failed to score. The judge's
+    ``win_rate`` = wins / tasks judged on both (a tie, e.g. when the random pick is the chosen one, is no win);
     ``win_rate_decided`` = wins / (wins + losses); ``expected_win_rate`` compares the chosen with every candidate.
 
     >>> rows = [{"chosen": 0, "random": 1, "candidates": [{"score": 3.0, "judge": 2.0}, {"score": 1.0, "judge": 1.0}]}]
     >>> s = summarize(rows)
     >>> s["mean_chosen"], s["mean_random"], s["win_rate"], s["expected_win_rate"]
     (3.0, 1.0, 1.0, 0.5)
+    >>> failed = [{"score": 5.0, "judge": 1.0}, {"score": None, "judge": 9.0}]
+    >>> rows.append({"chosen": 0, "random": 1, "candidates": failed})
+    >>> s = summarize(rows)  # the second task's random pick failed: left out of both means, counted
+    >>> s["mean_chosen"], s["mean_random"], s["tasks_paired"], s["random_failed"]
+    (3.0, 1.0, 1, 1)
     """
     picked = [r for r in rows if "chosen" in r]
-    chosen = [r["candidates"][r["chosen"]]["score"] for r in picked]
-    rand = [r["candidates"][r["random"]]["score"] for r in picked]
-    rand = [v for v in rand if v is not None]
+    paired = [r for r in picked if r["candidates"][r["random"]]["score"] is not None]
+    chosen = [r["candidates"][r["chosen"]]["score"] for r in paired]
+    rand = [r["candidates"][r["random"]]["score"] for r in paired]
     out: dict[str, Any] = {
         "tasks_scored": len(picked),
+        "tasks_paired": len(paired),
+        "random_failed": len(picked) - len(paired),
         "mean_chosen": sum(chosen) / len(chosen) if chosen else None,
         "mean_random": sum(rand) / len(rand) if rand else None,
     }
     sign = 1.0 if judge_higher else -1.0
-    wins = ties = losses = 0
+    wins = ties = losses = unjudged = 0
     expected = []
     for r in picked:
         c = r["candidates"]
         jc, jr = c[r["chosen"]]["judge"], c[r["random"]]["judge"]
         if jc is None or jr is None:
+            unjudged += 1
             continue
         diff = sign * (jc - jr)
         wins, ties, losses = wins + (diff > 0), ties + (diff == 0), losses + (diff < 0)
@@ -193,6 +241,7 @@ def summarize(rows: list[dict[str, Any]], judge_higher: bool = True) -> dict[str
                 "judge_wins": wins,
                 "judge_ties": ties,
                 "judge_losses": losses,
+                "judge_failed": unjudged,
                 "win_rate": wins / judged,
                 "win_rate_decided": wins / (wins + losses) if wins + losses else None,
                 "expected_win_rate": sum(expected) / len(expected),

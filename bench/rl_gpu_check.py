@@ -1,0 +1,298 @@
+"""RL GPU check: GRPO steps on one GPU with a random-weight policy, a random 7B-class Qwen2.5-VL reward and the tiny
+FLUX Fill pipeline, with the reward in-process and then behind the loopback OpenAI-compatible server.
+
+    bash bench/rl_gpu_check.sh                     # one GPU (H200: ~4-6 min); prints one table
+    bash bench/rl_gpu_check.sh --dry-run           # the same sections on tiny models on the CPU (a test runs it)
+    bash bench/rl_gpu_check.sh --out DIR           # also writes DIR/rl_gpu_check.json ([section, metric, value] rows)
+    bash bench/rl_gpu_check.sh --reward-model DIR  # score with this VLM checkpoint instead of building the 7B one
+
+Per section: steps done; the policy's dtype under ``policy.dtype=auto`` (full fine-tuning: fp32 master weights) and
+the fraction of its weights that changed at the paper's lr 1e-6 (pure bf16 AdamW moves ~2%); the device of every
+model against the device this process should use; seconds per step in policy generation, inpainting, reward and the
+update; peak GPU memory. The served section adds the server's requests and failures, the missing top-k mass, and the
+largest difference between served and in-process scores; the generators section times each tiny diffusers
+pipeline in its auto dtype and checks a candidate drawn alone. Every section is guarded: a failure is a row.
+
+``bench/gpu_check.py`` calls :func:`rl_sections` with its own table and, to build the 7B model once, its checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.gpu_check import (  # noqa: E402 - the 7B config and the table live in the one GPU check
+    DEADLINE,
+    QWEN25_VL_7B_TEXT,
+    QWEN25_VL_7B_VISION,
+    TINY_TEXT,
+    TINY_VISION,
+    Table,
+    build_checkpoint,
+    guarded,
+)
+
+logger = logging.getLogger("bench.rl_gpu_check")
+SECTIONS = ("rl grpo in-process reward", "rl grpo served reward", "rl served vs in-process scores", "rl generators")
+
+
+@dataclass
+class Parts:
+    """What the GRPO sections share: tasks, policy, generator pipeline and reward checkpoint."""
+
+    tasks: Path
+    policy: Path
+    pipeline: Path
+    reward: Path
+    work: Path
+    dry_run: bool
+    steps: int
+
+
+class WeightWatch(TrainerCallback):
+    """The fraction of the policy's trainable elements that differ after training from before."""
+
+    def __init__(self) -> None:
+        self.before: dict[str, torch.Tensor] = {}
+        self.changed: float | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self.before = {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if p.requires_grad}
+
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        now = dict(model.named_parameters())
+        moved = sum(int((now[n].detach().cpu() != p).sum()) for n, p in self.before.items())
+        self.changed = moved / max(1, sum(p.numel() for p in self.before.values()))
+
+
+class Logs(TrainerCallback):
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        self.rows.append(dict(logs or {}))
+
+
+def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path | None, steps: int) -> Parts:
+    """Procedural tasks, a random text policy, the tiny FLUX Fill pipeline and the reward VLM (built unless given)."""
+    from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
+    from rl.inpaint_tasks import write_procedural_tasks
+
+    side = 64 if dry_run else 448
+    tasks = write_procedural_tasks(work / "tasks", 24, size=side, mask_fraction=0.6)
+    hidden, layers = (64, 2) if dry_run else (1024, 12)  # ~0.1B parameters on the GPU
+    policy = make_tiny_lm(work / "policy", hidden=hidden, layers=layers)
+    pipeline = make_tiny_inpaint_pipeline(work / "flux-fill", "flux-fill")
+    if reward_model is None:
+        text, vision = (TINY_TEXT, TINY_VISION) if dry_run else (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        reward_model = build_checkpoint(work / "reward-vlm", text, vision, side * side, device)
+    table.add("rl setup", "reward model", str(reward_model))
+    table.add("rl setup", "policy parameters (M)", round(_params(policy) / 1e6, 1))
+    return Parts(tasks, policy, pipeline, Path(reward_model), work, dry_run, steps)
+
+
+def _params(path: Path) -> int:
+    import math
+
+    from safetensors import safe_open
+
+    total = 0
+    for f in path.glob("*.safetensors"):
+        with safe_open(f, "pt") as handle:
+            total += sum(math.prod(handle.get_slice(k).get_shape()) for k in handle.keys())  # noqa: SIM118
+    return total
+
+
+def _overrides(p: Parts, out: Path) -> list[str]:
+    return [
+        f"policy.path={p.policy}",
+        f"data={p.tasks}",
+        f"output_dir={out}",
+        "generator=flux-fill",
+        f"generator.path={p.pipeline}",
+        f"generator.steps={2 if p.dry_run else 4}",
+        "generator.size_multiple=16",
+        f"generator.max_sequence_length={64 if p.dry_run else 128}",
+        f"trainer.max_steps={p.steps}",
+        "trainer.num_generations=4",
+        "trainer.per_device_train_batch_size=16",  # 4 prompts x 4 completions a step
+        f"trainer.max_completion_length={8 if p.dry_run else 48}",
+        "trainer.learning_rate=1e-6",  # the paper's: what pure-bf16 AdamW rounds away
+        "trainer.save_steps=1000",
+        f"eval.every={p.steps}",  # held-out before and after, collective
+        "eval_tasks=4",
+        "samples_per_step=2",
+    ]
+
+
+def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
+    """One GRPO run; its rows: steps, precision, devices, step-time split, memory (+ the server's figures)."""
+    from hydra import compose, initialize_config_dir
+
+    from reward.testing.openai_server import serve_openai
+    from reward.vlm import load_vlm
+    from rl.commands.grpo import run as run_grpo
+    from rl.devices import process_device
+
+    name = SECTIONS[1] if served else SECTIONS[0]
+    reward = ["reward=qbench", f"reward.model={p.reward}", "reward.batch_size=16"]
+    stats: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        if served:
+            vlm = load_vlm(p.reward, batch_size=16)
+            url = stack.enter_context(serve_openai(vlm, model_name="scorer", stats=stats))
+            server = f"{{base_urls: ['{url}'], model: scorer, top_logprobs: 20, concurrency: 8}}"
+            reward += ["reward.backend=openai", f"reward.server={server}"]
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        watch, logs = WeightWatch(), Logs()
+        out = p.work / ("grpo-served" if served else "grpo-local")
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            cfg = compose("grpo", overrides=[*_overrides(p, out), *reward])
+        start = time.perf_counter()
+        result = run_grpo(cfg, callbacks=[watch, logs])
+        table.add(name, "wall seconds (load + train + save)", round(time.perf_counter() - start, 1))
+    me = result["processes"][0]
+    table.add(name, "steps done", f"{result['global_step']} of {result['max_steps']}")
+    table.add(name, "policy dtype (dtype=auto, full fine-tuning)", result["policy_dtype"])
+    table.add(name, "policy elements changed (lr 1e-6)", watch.changed)
+    expected = process_device(None)
+    devices = me["devices"]
+    for role, device in devices.items():
+        table.add(name, f"device {role}", device)
+    placed = {k: v for k, v in devices.items() if v != "none"}  # a served reward has no model here
+    wrong = {k: v for k, v in placed.items() if v != expected}
+    table.add(name, f"devices as configured ({expected})", "yes" if not wrong else f"NO: {wrong}")
+    for part, seconds in me["timing"]["per_step_s"].items():
+        table.add(name, f"s/step {part}", seconds)
+    table.add(name, "s/step total", me["timing"]["step_s"])
+    table.add(name, "held-out evaluation s (2 rounds)", me["heldout_s"])
+    table.add(name, "peak GPU memory GiB", me["peak_memory_gib"] if me["peak_memory_gib"] is not None else "n/a")
+    rewards = [e["rewards/qbench/mean"] for e in logs.rows if "rewards/qbench/mean" in e]
+    table.add(name, "mean reward per step", [round(r, 4) for r in rewards])
+    if served:
+        failed = sum(e.get("qbench/failed", 0) for e in logs.rows)
+        missing = [e["qbench/missing_mass"] for e in logs.rows if "qbench/missing_mass" in e]
+        table.add(name, "server requests answered", stats.get("requests", 0))
+        table.add(name, "failed scores (counted)", failed)
+        table.add(name, "mean missing top-20 mass (random model)", sum(missing) / len(missing) if missing else "n/a")
+        if rewards and all(abs(r - 0.5) < 1e-6 for r in rewards):
+            table.add(name, "note", "the random reward's answer words are outside its top-20: rewards all 0.5")
+
+
+def parity_section(table: Table, p: Parts) -> None:
+    """qbench on the same images in-process and through the loopback server with every token's log-prob."""
+    from reward import get_reward
+    from reward.testing.openai_server import serve_openai
+    from reward.vlm import load_vlm
+    from rl.inpaint_tasks import load_tasks
+
+    name = SECTIONS[2]
+    images = [t.image for t in load_tasks(p.tasks)[0][:4]]
+    vlm = load_vlm(p.reward, batch_size=4)
+    local = get_reward("qbench", {"model": str(p.reward)}).score(images).scores
+    vocab = int(vlm.model.config.get_text_config().vocab_size)
+    with serve_openai(vlm, model_name="scorer") as url:
+        server = {"base_urls": [url], "model": "scorer", "top_logprobs": vocab, "timeout": 300.0}
+        served = get_reward("qbench", {"backend": "openai", "server": server}).score(images).scores
+    table.add(name, "max |served - in-process| qbench (4 images)", float((served - local).abs().max()))
+    table.add(name, "score spread (std) in-process", float(local.std()))
+
+
+def generator_section(table: Table, p: Parts) -> None:
+    """Each tiny diffusers pipeline with dtype=auto (bf16 on a GPU): where it runs, seconds per batched call of 2
+    tasks x 4 candidates, and a candidate drawn alone against the same candidate in the batch."""
+    import numpy as np
+
+    from reward.testing import make_tiny_inpaint_pipeline
+    from rl.generators import build_generator
+    from rl.inpaint_tasks import load_tasks
+
+    task = load_tasks(p.tasks)[0][0]
+    for kind in ("sd15-inpaint", "sdxl-inpaint", "flux-fill"):
+        path = p.pipeline if kind == "flux-fill" else make_tiny_inpaint_pipeline(p.work / kind, kind)
+        extra = {"size_multiple": 16} if kind == "flux-fill" else {}
+        gen = build_generator({"name": kind, "path": str(path), "steps": 3, "dtype": "auto", **extra})
+        start = time.perf_counter()
+        out = gen.inpaint([task.image] * 2, [task.mask] * 2, ["a bright room", "a dark room"], n=4, seed=5)
+        took = time.perf_counter() - start
+        alone = gen.inpaint([task.image], [task.mask], ["a dark room"], n=1, seed=7)[0][0]
+        diff = np.abs(np.asarray(alone, float) - np.asarray(out[1][2], float)).max()
+        table.add(SECTIONS[3], f"{kind} device / dtype", f"{gen.pipe.device} / {gen.pipe.dtype}")
+        table.add(SECTIONS[3], f"{kind} s per call (2 tasks x 4)", took)
+        table.add(SECTIONS[3], f"{kind} candidate alone vs batched, max |diff| (0-255)", float(diff))
+
+
+def rl_sections(
+    table: Table, *, dry_run: bool, work: Path, reward_model: Path | None = None, steps: int | None = None
+) -> None:
+    """Every RL section into ``table`` (for bench/gpu_check.py): setup, GRPO in-process, GRPO served, served vs
+    in-process scores, the diffusers generators."""
+    steps = steps or (2 if dry_run else 3)
+    box: dict[str, Parts] = {}
+
+    def setup() -> None:
+        box["parts"] = build_parts(table, work, dry_run=dry_run, reward_model=reward_model, steps=steps)
+
+    guarded(table, "rl setup", setup)
+    if "parts" not in box:
+        return
+    parts = box["parts"]
+    guarded(table, SECTIONS[0], lambda: grpo_section(table, parts, served=False))
+    guarded(table, SECTIONS[1], lambda: grpo_section(table, parts, served=True))
+    guarded(table, SECTIONS[2], lambda: parity_section(table, parts))
+    guarded(table, SECTIONS[3], lambda: generator_section(table, parts))
+
+
+def main(argv: list[str] | None = None) -> Table:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dry-run", action="store_true", help="tiny models on the CPU (checks the script)")
+    parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for rl_gpu_check.json")
+    parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
+    parser.add_argument("--reward-model", default=None, help="a VLM checkpoint to score with (default: build one)")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default 3; dry run 2)")
+    parser.add_argument("--budget-s", type=float, default=420.0, help="start no section after this many seconds")
+    args = parser.parse_args(argv)
+    DEADLINE[0] = time.perf_counter() + args.budget_s
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout, force=True
+    )
+    for noisy in ("transformers", "accelerate", "datasets", "httpx", "httpx2", "diffusers", "uvicorn"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.dry_run:  # before CUDA is first asked about
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    table = Table()
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (dry run)"
+    table.add("rl setup", "device", gpu)
+    scratch = tempfile.TemporaryDirectory(prefix="rl_gpu_check_") if args.work is None else None
+    with scratch or contextlib.nullcontext(args.work) as work_dir:
+        work = Path(work_dir)
+        work.mkdir(parents=True, exist_ok=True)
+        reward = Path(args.reward_model) if args.reward_model else None
+        rl_sections(table, dry_run=args.dry_run, work=work, reward_model=reward, steps=args.steps)
+    print("\n" + table.render(), flush=True)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "rl_gpu_check.json").write_text(json.dumps(table.rows, indent=1))
+    return table
+
+
+if __name__ == "__main__":
+    main()

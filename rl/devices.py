@@ -1,0 +1,136 @@
+"""Where each process of a launch puts its rewards and its generator: its own device unless told otherwise.
+
+``accelerate launch --num_processes N`` starts N processes that all see every GPU; a bare ``cuda`` means GPU 0 in
+each of them until the trainer moves the process to its own. So rewards and generators are never built on a bare
+``cuda``: the device is resolved here, from the process's local rank, the same way accelerate picks the policy's.
+
+``device`` (``reward.device``, ``generator.device``, each entry of ``more_rewards`` / ``eval_rewards``) may be:
+
+- ``null`` / ``auto`` / ``cuda``: the process's own GPU, ``cuda:{local_rank % gpus}`` (``cpu`` without GPUs);
+- a template with ``{local_rank}``, optionally plus an offset: ``cuda:{local_rank+4}`` gives process r GPU r + 4
+  (launch 4 processes on a machine of 8 GPUs: policies on 0-3, rewards on 4-7);
+- a list, one device per process of the machine: ``[cuda:4, cuda:5, cuda:6, cuda:7]``;
+- one device (``cuda:7``, ``cpu``): used by every process as given; with several processes on one GPU that is one
+  copy of the model per process on it (warned).
+
+Example:
+    >>> process_device("cuda:{local_rank+2}", local_rank=1, n_gpus=4)
+    'cuda:3'
+    >>> process_device(["cuda:4", "cuda:5"], local_rank=1, n_gpus=8)
+    'cuda:5'
+    >>> process_device(None, local_rank=3, n_gpus=0)
+    'cpu'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from reward.core.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE = re.compile(r"\{local_rank(?:\s*\+\s*(\d+))?\}")
+
+
+def local_rank() -> int:
+    """This process's rank on its machine (``LOCAL_RANK``, set by ``accelerate launch`` / torchrun; 0 alone)."""
+    return int(os.environ.get("LOCAL_RANK", "0") or 0)
+
+
+def local_world_size() -> int:
+    """Processes on this machine (``LOCAL_WORLD_SIZE``; 1 alone)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+
+
+def gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def process_device(
+    spec: Any, *, local_rank: int | None = None, n_gpus: int | None = None, where: str = "device"
+) -> str:
+    """The device string this process uses for ``spec`` (see the module docstring)."""
+    rank = globals()["local_rank"]() if local_rank is None else local_rank
+    gpus = gpu_count() if n_gpus is None else n_gpus
+    if spec is None or (isinstance(spec, str) and spec.strip() in ("", "auto", "cuda")):
+        return f"cuda:{rank % gpus}" if gpus else "cpu"
+    if isinstance(spec, Sequence) and not isinstance(spec, str):
+        devices = [str(d) for d in spec]
+        if rank >= len(devices):
+            raise ConfigError(
+                f"{where}={devices} names {len(devices)} devices but this is process {rank} of the machine; give one "
+                "device per process, or a template such as 'cuda:{local_rank+4}'"
+            )
+        return devices[rank]
+    text = str(spec)
+    if TEMPLATE.search(text):
+        return TEMPLATE.sub(lambda m: str(rank + int(m.group(1) or 0)), text)
+    return text
+
+
+def resolve_devices(
+    entries: Sequence[Any], *, schema_has_device: Any, where: str, processes: int | None = None
+) -> list[Any]:
+    """Each config entry (a mapping with ``name``, or a bare name) with its ``device`` resolved for this process.
+
+    ``schema_has_device(name)`` says whether that entry's settings have a ``device`` field (others are left as
+    they are). With several processes on a machine, ``device_map`` is refused (each process would spread its own
+    copy over every GPU) and one explicit GPU shared by all processes is warned about.
+    """
+    processes = local_world_size() if processes is None else processes
+    out = []
+    for i, entry in enumerate(entries):
+        node = {"name": entry} if isinstance(entry, str) else dict(entry)
+        key = where if len(entries) == 1 else f"{where}[{i}]"
+        if not schema_has_device(str(node.get("name"))):
+            out.append(entry)
+            continue
+        if processes > 1 and node.get("device_map") not in (None, ""):
+            raise ConfigError(
+                f"{key}.device_map={node['device_map']!r} with {processes} processes on this machine: each would "
+                "spread its own copy over every GPU. Use device (one GPU per process, e.g. 'cuda:{local_rank+4}') or "
+                "a served reward (backend=openai)"
+            )
+        spec = node.get("device")
+        node["device"] = process_device(spec, where=f"{key}.device")
+        if processes > 1 and spec not in (None, "", "auto", "cuda", "cpu") and not isinstance(spec, list):
+            if not TEMPLATE.search(str(spec)):
+                logger.warning(
+                    "%s.device=%s: all %d processes of this machine load their own copy onto that one device",
+                    key,
+                    spec,
+                    processes,
+                )
+        out.append(node)
+    return out
+
+
+def placed_device(obj: Any, depth: int = 3) -> str | None:
+    """The device an object's model actually sits on (its parameters, or a pipeline's ``device``), if any."""
+    import torch
+
+    if obj is None or depth < 0:
+        return None
+    if isinstance(obj, torch.nn.Module):
+        p = next(obj.parameters(), None)
+        return None if p is None else _normal(p.device)
+    device = getattr(obj, "device", None)
+    if isinstance(device, torch.device) and hasattr(obj, "components"):  # a diffusers pipeline
+        return _normal(device)
+    for attr in ("vlm", "backend", "model", "pipe", "reward"):
+        found = placed_device(getattr(obj, attr, None), depth - 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _normal(device: Any) -> str:
+    text = str(device)
+    return "cpu" if text.startswith("cpu") else text

@@ -1,0 +1,76 @@
+"""Where a GRPO step's time goes, per process: the policy sampling completions, inpainting, the reward, and the
+rest (log-probabilities, the loss, backward and the optimizer step), plus peak GPU memory.
+
+:func:`timed_trainer` is trl's ``GRPOTrainer`` with its completion sampling (``_generate``) timed; :class:`StepClock`
+times whole steps; inpainting and reward times come from :class:`rl.rewards.InpaintingRewards`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+
+def timed_trainer() -> type:
+    """``GRPOTrainer`` whose completion sampling is timed (``policy_generate_s``)."""
+    from trl import GRPOTrainer
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        policy_generate_s = 0.0
+
+        def _generate(self, prompts: list) -> Any:
+            start = time.perf_counter()
+            try:
+                return super()._generate(prompts)
+            finally:
+                self.policy_generate_s += time.perf_counter() - start
+
+    return TimedGRPOTrainer
+
+
+class StepClock(TrainerCallback):
+    """Wall time inside training steps (from step begin to step end, before held-out evaluation runs)."""
+
+    def __init__(self) -> None:
+        self.step_s = 0.0
+        self.steps = 0
+        self._start: float | None = None
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._start is not None:
+            self.step_s += time.perf_counter() - self._start
+            self.steps += 1
+            self._start = None
+
+
+def step_split(clock: StepClock, policy_generate_s: float, inpaint_s: float, reward_s: float) -> dict[str, Any]:
+    """Seconds per step in each part, and the parts' shares of the step time.
+
+    >>> clock = StepClock(); clock.step_s, clock.steps = 10.0, 2
+    >>> split = step_split(clock, 4.0, 3.0, 2.0)
+    >>> split["per_step_s"]["update_and_rest"], split["shares"]["policy_generation"]
+    (0.5, 0.4)
+    """
+    n = max(clock.steps, 1)
+    parts = {"policy_generation": policy_generate_s, "inpainting": inpaint_s, "reward": reward_s}
+    parts["update_and_rest"] = max(clock.step_s - sum(parts.values()), 0.0)
+    total = clock.step_s
+    return {
+        "steps": clock.steps,
+        "step_s": total / n,
+        "per_step_s": {k: v / n for k, v in parts.items()},
+        "shares": {k: (v / total if total else None) for k, v in parts.items()},
+    }
+
+
+def peak_memory_gib() -> float | None:
+    """Peak GPU memory allocated by this process (GiB), ``None`` without a GPU."""
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.max_memory_allocated() / 2**30

@@ -1,0 +1,39 @@
+"""bench/rl_gpu_check.sh's CPU dry run: GRPO with the reward in-process and served, end to end on tiny models, every
+row of its table present and no section failed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_rl_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path):
+    env = {**os.environ, "PYTHON": sys.executable}
+    env.pop("OUT", None)
+    cmd = ["bash", str(ROOT / "bench/rl_gpu_check.sh"), "--dry-run", "--out", str(tmp_path), "--work", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {(s, m): v for s, m, v in json.loads((tmp_path / "rl_gpu_check.json").read_text())}
+    assert not [k for k in rows if k[1] == "FAILED"], rows
+    local, served = "rl grpo in-process reward", "rl grpo served reward"
+    for section in (local, served):
+        assert rows[(section, "steps done")] == "2 of 2"
+        assert rows[(section, "devices as configured (cpu)")] == "yes"
+        assert rows[(section, "policy dtype (dtype=auto, full fine-tuning)")] == "torch.float32"
+        for part in ("policy_generation", "inpainting", "reward", "update_and_rest"):
+            assert float(rows[(section, f"s/step {part}")]) >= 0
+    assert float(rows[(local, "policy elements changed (lr 1e-6)")]) > 0.5  # fp32 master weights move
+    assert rows[(local, "device reward:qbench")] == "cpu" and rows[(served, "device reward:qbench")] == "none"
+    assert int(rows[(served, "server requests answered")]) > 0 and rows[(served, "failed scores (counted)")] == "0"
+    assert float(rows[("rl served vs in-process scores", "max |served - in-process| qbench (4 images)")]) < 1e-5
+    assert "section" in proc.stdout and "s/step inpainting" in proc.stdout  # the table on stdout
+    assert f"{local} | steps done | 2 of 2" in proc.stdout  # and its rows as they come, one per line
+    assert float(rows[("rl generators", "flux-fill candidate alone vs batched, max |diff| (0-255)")]) <= 2.0
