@@ -177,3 +177,30 @@ def test_a_tasks_manifest_with_a_non_utf8_line_names_it_even_with_skip_bad(tmp_p
         load_inpainting(tmp_path / "tasks.jsonl")
     result = load_inpainting(tmp_path / "tasks.jsonl", skip_bad=True)
     assert len(result.rows) == 1 and result.skipped[0].line == 2 and "not UTF-8" in result.skipped[0].reason
+
+
+# ------------------------------------------------------------------------------------------ Q-Bench+ files
+
+
+@pytest.mark.parametrize("task", ["a1", "a2"])
+@pytest.mark.parametrize("target", ["/etc/passwd", "{tmp}/elsewhere/real.png"])
+def test_a_question_file_naming_an_absolute_path_is_refused_unless_allowed(task, target, tmp_path, capsys):
+    (tmp_path / "elsewhere").mkdir()
+    GOOD.save(tmp_path / "elsewhere" / "real.png")
+    image = target.replace("{tmp}", str(tmp_path))
+    row = {"img_path": image, "question": "Is it blurry?", "candidates": ["Yes", "No"], "correct_ans": "No"}
+    if task == "a2":
+        row = {"img_path": image, "golden_description": "A sharp grey square."}
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "questions.json").write_text(json.dumps([row]))
+    argv = [f"task={task}", f"data={tmp_path}/q/questions.json", "model.path=/nope/model", f"out={tmp_path}/out"]
+    status, err = _run_script("reward/qbench_eval.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err, err
+    assert "questions.json:1" in err and "is absolute" in err and "allow_absolute_paths=true" in err, err
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+    status, err = _run_script("reward/qbench_eval.py", [*argv, "allow_absolute_paths=true"], capsys)
+    assert status == 2 and "Traceback" not in err, err
+    if image == "/etc/passwd":  # allowed, but not an image: named as such
+        assert "is unusable" in err or "cannot read the image" in err, err
+    else:  # the question file is accepted: the missing model is the next problem
+        assert "/nope/model" in err and "is absolute" not in err, err

@@ -18,7 +18,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
-from reward.core.outputs import path_inputs, prepare_output
+from reward.core.outputs import Output, check_output, path_inputs
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import JudgeSettings
@@ -70,6 +70,7 @@ class QbenchEvalSettings:
     out: str = MISSING  # output folder
     seed: int = 0  # a1: the candidates' shuffle
     skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
+    allow_absolute_paths: bool = False  # A1/A2: image paths in the file may be absolute (default: inside its folder)
     batch_size: int = 16  # questions / images per forward pass
     model: HarnessModel = field(default_factory=HarnessModel)
     a1: A1Settings = field(default_factory=A1Settings)
@@ -105,11 +106,12 @@ def run(cfg: Any) -> dict[str, Any]:
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
     data = {"data": s.data} if isinstance(s.data, str) else {"data": dict(enumerate(s.data))} if s.data else {}
     inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}})}
-    output = prepare_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, can_resume=False)
-    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output.provenance())
+    output = check_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, can_resume=False)
+    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
 
 
-def run_a1(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+    """A1: the questions are read (and refused) before the output folder is made and the model loads."""
     from reward.qbench.a1_perception import LAYOUTS, MODES, answer_questions, format_metrics, perception_metrics
     from reward.qbench.a1_questions import load_questions
 
@@ -123,7 +125,8 @@ def run_a1(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
         problems.append(f"a1.max_new_tokens={a1.max_new_tokens}: at least 1")
     if problems:
         raise ConfigError("invalid a1 settings:\n  - " + "\n  - ".join(problems))
-    questions, skipped = load_questions(s.data, skip_bad=s.skip_bad)
+    questions, skipped = load_questions(s.data, skip_bad=s.skip_bad, allow_absolute_paths=s.allow_absolute_paths)
+    output.create()
     vlm = _load_model(s)
     answers = answer_questions(
         vlm,
@@ -138,7 +141,7 @@ def run_a1(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
     )
     metrics = perception_metrics(answers)
     metrics["skipped"] = len(skipped)
-    metrics["run"] = run
+    metrics["run"] = output.provenance()
     metrics["protocol"] = {  # how the numbers were made: compare only with tables made the same way
         "mode": a1.mode,
         "prompt": a1.prompt,
@@ -165,7 +168,8 @@ def run_a1(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
     return metrics
 
 
-def run_a2(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+    """A2: the descriptions are read (and refused) before the output folder is made and the model loads."""
     from reward.qbench.a2_description import (
         describe,
         description_metrics,
@@ -177,7 +181,8 @@ def run_a2(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
     js = s.a2.judge
     if js.rounds < 1:
         raise ConfigError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
-    rows, skipped = load_descriptions(s.data, skip_bad=s.skip_bad)
+    rows, skipped = load_descriptions(s.data, skip_bad=s.skip_bad, allow_absolute_paths=s.allow_absolute_paths)
+    output.create()
     vlm = _load_model(s)
     outputs = describe(vlm, rows, max_new_tokens=s.a2.max_new_tokens, system=s.a2.system, batch_size=s.batch_size)
     out = Path(s.out)
@@ -199,7 +204,7 @@ def run_a2(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
         rec.update(scores)
     atomic_write_jsonl(out / "descriptions.jsonl", records)
     parts = description_metrics(per_row, rows)
-    metrics: dict[str, Any] = {**parts, "skipped": len(skipped), "scored": True, "run": run}
+    metrics: dict[str, Any] = {**parts, "skipped": len(skipped), "scored": True, "run": output.provenance()}
     table = format_description_table(parts)
     atomic_write_text(out / "metrics.md", table)
     atomic_write_json(out / "metrics.json", metrics)
@@ -207,7 +212,8 @@ def run_a2(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
     return metrics
 
 
-def run_a3(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_a3(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+    """A3: the datasets' names and folders are checked before the output folder is made and the reward loads."""
     from reward.qbench.a3_leaderboard import SynonymTable, dataset_names, format_leaderboard, leaderboard
     from reward.rewards.registry import get_reward
 
@@ -218,6 +224,7 @@ def run_a3(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
             raise ConfigError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
         reward_cfg.update(vars(loading_of(s.model)), model=s.model.path)  # the harness model, its knobs
     datasets = dataset_names(s.data)
+    output.create()
     if s.a3.ensemble and name != "qbench":
         raise ConfigError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
     reward = get_reward(name, reward_cfg)
@@ -225,7 +232,7 @@ def run_a3(s: QbenchEvalSettings, run: dict[str, Any] | None = None) -> dict[str
         qc = reward.cfg
         reward = SynonymTable(reward.vlm, qc.prompt, qc.response_prefix, system=qc.system, temperature=qc.temperature)
     settings = EvalSettings(batch_size=s.batch_size, skip_bad=s.skip_bad)
-    result = {**leaderboard(reward, datasets, settings), "run": run}
+    result = {**leaderboard(reward, datasets, settings), "run": output.provenance()}
     out = Path(s.out)
     table = format_leaderboard(result, title=f"A3 assessment: reward {name} (SRCC/PLCC)")
     atomic_write_text(out / "leaderboard.md", table)

@@ -82,12 +82,15 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield number, row
 
 
-def resolve_image_path(manifest_dir: Path, rel: str, *, where: str) -> Path:
+def resolve_image_path(
+    manifest_dir: Path, rel: str, *, where: str, allow_absolute: bool = False, absolute_hint: str = ""
+) -> Path:
     """Resolve ``rel`` against ``manifest_dir``, refusing paths that leave that folder.
 
-    ``where`` (e.g. ``"data/m.jsonl:3"``) is put at the start of error messages. Absolute paths, ``..``
-    components that climb out of the folder and symlinks pointing outside it are all refused with a
-    ``ManifestError``. The file is not required to exist (callers check that).
+    ``where`` (e.g. ``"data/m.jsonl:3"``) is put at the start of error messages. Absolute paths (unless
+    ``allow_absolute``: the command's ``allow_absolute_paths=true``), ``..`` components that climb out of the folder
+    and symlinks pointing outside it are all refused with a ``ManifestError`` (``absolute_hint`` ends the absolute
+    path's message: the way out a command offers). The file is not required to exist (callers check that).
 
     >>> resolve_image_path(Path("/data"), "imgs/a.png", where="m.jsonl:1").as_posix()
     '/data/imgs/a.png'
@@ -99,9 +102,11 @@ def resolve_image_path(manifest_dir: Path, rel: str, *, where: str) -> Path:
         )
     candidate = Path(rel)
     if candidate.is_absolute() or candidate.drive or candidate.root:
+        if allow_absolute:
+            return candidate
         raise ManifestError(
-            f"{where}: image path {rel!r} is absolute; manifests must use paths relative to their own folder "
-            f"({manifest_dir}). Move the image under that folder and write the relative path."
+            f"{where}: image path {rel!r} is absolute; data files must use paths relative to their own folder "
+            f"({manifest_dir}). Move the image under that folder and write the relative path{absolute_hint}."
         )
     base = Path(manifest_dir).resolve()
     resolved = (base / candidate).resolve()

@@ -8,8 +8,8 @@ A row::
 
 ``type``: 0 yes-or-no, 1 what, 2 how. ``concern`` 0-3: the four quadrants of the paper (single images:
 global / in-context x distortion / other; pairs: comparison / joint x distortion / other). Image paths are
-relative to the file's folder or absolute. Every bad row is named by ``file:line`` (also inside a JSON list) and
-either fails or, with ``skip_bad``, is skipped and counted.
+relative to the file's folder (absolute ones only with ``allow_absolute_paths``). Every bad row is named by
+``file:line`` (also inside a JSON list) and either fails or, with ``skip_bad``, is skipped and counted.
 
 A Hugging Face row (:func:`hf_row`) has ``option0``..``option3`` padded with ``"N/A"``, ``correct_choice`` (a
 letter), integer ``question_type`` / ``question_concern`` and the images in ``image``, or ``image1`` and ``image2``;
@@ -214,7 +214,10 @@ def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     return json_list_items(path) if head == "[" else iter_jsonl(path)
 
 
-def image_path(base: Path, value: Any, where: str, check: bool) -> Path | DatasetImage:
+ABSOLUTE_HINT = " (or pass allow_absolute_paths=true to read absolute paths)"
+
+
+def image_path(base: Path, value: Any, where: str, check: bool, allow_absolute: bool = False) -> Path | DatasetImage:
     if isinstance(value, DatasetImage):  # an image held in a question table
         if check:
             try:
@@ -224,7 +227,7 @@ def image_path(base: Path, value: Any, where: str, check: bool) -> Path | Datase
         return value
     if not isinstance(value, str) or not value.strip():
         raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
-    path = Path(value) if Path(value).is_absolute() else resolve_image_path(base, value, where=where)
+    path = resolve_image_path(base, value, where=where, allow_absolute=allow_absolute, absolute_hint=ABSOLUTE_HINT)
     if check:
         try:
             load_image(path)
@@ -238,15 +241,17 @@ def image_path(base: Path, value: Any, where: str, check: bool) -> Path | Datase
     return path
 
 
-def image_paths(base: Path, value: Any, where: str, check: bool) -> tuple[Path | DatasetImage, ...]:
-    """``img_path``: one path, or a list of two for a pair."""
+def image_paths(
+    base: Path, value: Any, where: str, check: bool, allow_absolute: bool = False
+) -> tuple[Path | DatasetImage, ...]:
+    """``img_path``: one path, or a list of two for a pair (inside the file's folder unless ``allow_absolute``)."""
     paths = value if isinstance(value, list) else [value]
     if len(paths) not in (1, 2):
         raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(paths)}.")
-    return tuple(image_path(base, p, where, check) for p in paths)
+    return tuple(image_path(base, p, where, check, allow_absolute) for p in paths)
 
 
-def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Question:
+def _parse(row: dict, base: Path, where: str, line: int, check: bool, allow_absolute: bool = False) -> Question:
     if "correct_choice" in row and "option0" in row:  # the Hugging Face layout
         row = hf_row(row, where)
     missing = [k for k in ("img_path", "question", "candidates", "correct_ans") if row.get(k) is None]
@@ -273,7 +278,7 @@ def _parse(row: dict, base: Path, where: str, line: int, check: bool) -> Questio
         raise ManifestError(f"{where}: unknown 'concern' {concern!r}; use 0-3 (the four quadrants).")
     if not isinstance(row["question"], str) or not row["question"].strip():
         raise ManifestError(f"{where}: 'question' must be a non-empty string.")
-    images = image_paths(base, row["img_path"], where, check)
+    images = image_paths(base, row["img_path"], where, check, allow_absolute)
     used = {"img_path", "question", "candidates", "correct_ans", "type", "concern"}
     extra = {k: v for k, v in row.items() if k not in used}
     return Question(images, row["question"], tuple(cands), row["correct_ans"], int(qtype), int(concern), line, extra)
@@ -308,13 +313,14 @@ def load_rows(
 
 
 def load_questions(
-    path: str | Path, *, skip_bad: bool = False, check_images: bool = True
+    path: str | Path, *, skip_bad: bool = False, check_images: bool = True, allow_absolute_paths: bool = False
 ) -> tuple[list[Question], list[SkippedRow]]:
     """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
-    ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`."""
+    ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`. Image paths stay inside
+    the file's folder; absolute ones are read only with ``allow_absolute_paths``."""
     return load_rows(
         path,
-        lambda row, base, where, line: _parse(row, base, where, line, check_images),
+        lambda row, base, where, line: _parse(row, base, where, line, check_images, allow_absolute_paths),
         skip_bad=skip_bad,
         what="question",
     )

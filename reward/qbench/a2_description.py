@@ -3,7 +3,8 @@
 description, 5 rounds averaged.
 
 A description file (JSON list or JSONL) holds ``{"img_path": "a.jpg" | ["a.jpg", "b.jpg"], "golden_description":
-"..."}`` (``gt_description`` or ``description`` are read too); paths relative to the file's folder or absolute.
+"..."}`` (``gt_description`` or ``description`` are read too); paths relative to the file's folder (absolute
+ones only with ``allow_absolute_paths=true``).
 
 Example:
     >>> parse_score("The output is quite complete. Score: 2")
@@ -89,14 +90,17 @@ class JudgeSettings:
     timeout: float = 60.0  # seconds per request
 
 
-def load_descriptions(path: str | Path, *, skip_bad: bool = False) -> tuple[list[Description], list[SkippedRow]]:
-    """Read a golden-description file; bad rows named by ``file:line`` (or skipped and counted)."""
+def load_descriptions(
+    path: str | Path, *, skip_bad: bool = False, allow_absolute_paths: bool = False
+) -> tuple[list[Description], list[SkippedRow]]:
+    """Read a golden-description file; bad rows named by ``file:line`` (or skipped and counted). Image paths stay
+    inside the file's folder; absolute ones are read only with ``allow_absolute_paths``."""
 
     def parse(item: dict, base: Path, where: str, line: int) -> Description:
         golden = next((item[k] for k in GOLDEN_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
         if golden is None or item.get("img_path") is None:
             raise ManifestError(f"{where}: a row needs 'img_path' and a non-empty 'golden_description'.")
-        return Description(image_paths(base, item["img_path"], where, True), golden, line)
+        return Description(image_paths(base, item["img_path"], where, True, allow_absolute_paths), golden, line)
 
     return load_rows(path, parse, skip_bad=skip_bad, what="description")
 
