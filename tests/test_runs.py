@@ -1,14 +1,12 @@
-"""training.shared: the resume check shared by training/sft.py and rl/grpo.py; reward.core.config: typed settings."""
+"""reward.core.config: typed settings, every problem reported at once."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pytest
 
 from reward.core.config import parse
-from training.shared import RUN_CONFIG, resume_checkpoint, save_run_config
 
 
 @dataclass
@@ -34,14 +32,3 @@ def test_problems_of_every_section_are_reported_together():
 def test_nested_settings_come_back_typed():
     top = parse(_Top, {"out": "o", "opt": {"lr": 0.1}}, where="run")
     assert top == _Top(out="o", opt=_Opt(lr=0.1))
-
-
-def test_resume_continues_the_same_run_and_refuses_another(tmp_path):
-    (tmp_path / "checkpoint-2").mkdir()
-    assert resume_checkpoint(tmp_path, "auto", {"model": "m"}) == str(tmp_path / "checkpoint-2")  # no record yet
-    save_run_config(tmp_path, {"model": "m", "lr": 0.1})
-    assert json.loads((tmp_path / RUN_CONFIG).read_text()) == {"model": "m", "lr": 0.1}
-    assert resume_checkpoint(tmp_path, "auto", {"model": "m", "lr": 0.1}) == str(tmp_path / "checkpoint-2")
-    assert resume_checkpoint(tmp_path, "never", {"model": "other"}) is None
-    with pytest.raises(ValueError, match=r"different config:\n  - lr: 0.1 -> 0.2\nUse a new output_dir"):
-        resume_checkpoint(tmp_path, "auto", {"model": "m", "lr": 0.2})

@@ -1,13 +1,12 @@
-"""What SFT (``training/sft.py``) and GRPO (``rl/grpo.py``) share: resume, model loading for training (one
+"""What SFT (``training/sft.py``) and GRPO (``rl/grpo.py``) share: model loading for training (one
 precision rule, :func:`training_dtype` + :func:`load_for_training`; LoRA, freezing), checkpoint restore and DeepSpeed
 handling."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any, TypeVar
 
 import torch
 
-from reward.data.files import atomic_write_json
 from reward.vlm.loading import ModelLoading
 
 logger = logging.getLogger(__name__)
@@ -200,36 +198,3 @@ def gathered_state_dict(trainer: Any) -> dict[str, torch.Tensor] | None:
         return None
     state = accelerator.get_state_dict(trainer.model_wrapped)
     return {k: v.float() for k, v in state.items()} if state else state
-
-
-# -- config sections and resume ----------------------------------------------------------------------------
-RUN_CONFIG = "run_config.json"
-
-
-def resume_checkpoint(out: Path, resume: str, current: Mapping[str, Any]) -> str | None:
-    """The checkpoint to resume from (``None``: a fresh start); a different earlier run in ``out`` is an error.
-
-    ``current`` holds the keys that make two runs the same run, as :func:`save_run_config` wrote them.
-    """
-    from transformers.trainer_utils import get_last_checkpoint
-
-    last = get_last_checkpoint(str(out)) if out.is_dir() else None
-    if not last or resume != "auto":
-        return None
-    saved_path = out / RUN_CONFIG
-    if saved_path.is_file():
-        saved = json.loads(saved_path.read_text())
-        diff = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in current.items() if saved.get(k) != v]
-        if diff:
-            raise ValueError(
-                f"cannot resume in {out}: its checkpoints come from a different config:\n  - "
-                + "\n  - ".join(diff)
-                + "\nUse a new output_dir, or resume=never to start over there."
-            )
-    logger.info("resuming from %s", last)
-    return last
-
-
-def save_run_config(out: Path, current: Mapping[str, Any]) -> Path:
-    """Write the run's identity keys (atomically) for the next resume's check."""
-    return atomic_write_json(out / RUN_CONFIG, dict(current))

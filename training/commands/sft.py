@@ -147,7 +147,7 @@ def _paper_trainer() -> dict[str, Any]:
 
 @dataclass
 class SftSettings:
-    output_dir: str = MISSING  # checkpoints, run_config.json, scorer/, metrics.json
+    output_dir: str = MISSING  # checkpoints, run.json, scorer/, metrics.json
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
