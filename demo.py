@@ -8,12 +8,18 @@
 5. reranks inpainted candidates with Best-of-N (`rl/best_of_n.py`) and trains a tiny prompt-expansion policy
    with GRPO against a procedural reward (`rl/grpo.py`),
 and writes everything with a report to `out/report.md`.
+
+The demo folder follows the output policy of every command: `make demo` again with the same settings resumes it
+(a section finished earlier is read back from `out/sections/`, an interrupted one continues: SFT from its last
+checkpoint); other settings there are refused (`overwrite=true` moves the old folder aside).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +28,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose, main
-from reward.core.config import store_schema
-from reward.data.files import atomic_write_text
+from reward.core.config import parse, store_schema
+from reward.core.outputs import prepare_output
+from reward.data.files import atomic_write_json, atomic_write_text, json_safe
 from reward.eval.evaluation import format_table
 from reward.testing import make_tiny_vlm
 
@@ -65,6 +72,7 @@ class DemoSettings:
     fusion: Toggle = field(default_factory=Toggle)
     bon: BonPart = field(default_factory=BonPart)
     grpo: GrpoPart = field(default_factory=GrpoPart)
+    overwrite: bool = False  # true: an out/ holding another demo run is moved aside to out.old-<time>
 
 
 store_schema("demo_schema", DemoSettings)
@@ -75,7 +83,8 @@ def _compose(name: str, overrides: list[str]) -> DictConfig:
 
 
 def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
-    cfg = _compose("evaluate", [f"reward.model={model}", f"data={SAMPLES}", f"out={out}"])
+    # resume=true: an interrupted demo continues scoring where it stopped (a new folder is simply made)
+    cfg = _compose("evaluate", [f"reward.model={model}", f"data={SAMPLES}", f"out={out}", "resume=true"])
     metrics = run_evaluate(cfg)
     text = (
         "## 1. Zero-shot Q-Bench+ scores of the bundled samples (`reward=qbench`)\n\n"
@@ -137,6 +146,7 @@ def fusion_section(out: Path, scorer: str, bench: str) -> str:
             f"scores={out / 'sft' / 'scores.jsonl'}",
             f"scores_root={bench}",
             f"out={out / 'fusion' / 'fusion_weights.json'}",
+            "overwrite=true",  # only an interrupted demo leaves a weights file without its section: moved aside
         ],
     )
     run_fit(cfg)
@@ -154,31 +164,53 @@ def fusion_section(out: Path, scorer: str, bench: str) -> str:
     )
 
 
+def _section(out: Path, name: str, build: Callable[[], tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """A report section and its results: read back when an earlier run of this demo finished it, else built and
+    recorded in ``out/sections/NAME.json`` (atomically, after the section's own outputs)."""
+    record = out / "sections" / f"{name}.json"
+    if record.is_file():
+        saved = json.loads(record.read_text())
+        logger.info("%s: finished by an earlier run of this demo (%s), not redone", name, record)
+        return saved["text"], saved["data"]
+    text, data = build()
+    atomic_write_json(record, {"text": text, "data": json_safe(data)})
+    return text, data
+
+
 def run(cfg: DictConfig) -> None:
-    out = Path(cfg.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    s = parse(DemoSettings, cfg, where="")
+    settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
+    output = prepare_output(s.out, "demo", settings, resume=True, overwrite=s.overwrite)
+    out = Path(s.out).resolve()
+    if output.resumed:
+        logger.info("%s holds this demo run: resuming it (finished sections are read back)", out)
     model = make_tiny_vlm(out / "models" / "tiny-qwen2-vl", seed=cfg.seed)
     logger.info("tiny Qwen2-VL checkpoint: %s", model)
     sections = ["# perceptual-rewards demo\n", f"Config:\n\n```yaml\n{OmegaConf.to_yaml(cfg)}```\n"]
-    text, _ = qbench_section(model, out / "qbench")
+    text, _ = _section(out, "qbench", lambda: qbench_section(model, out / "qbench"))
     sections.append(text)
     scorer = None
     if cfg.sft.enabled:
-        text, sft = sft_section(model, out, cfg)
+        text, sft = _section(out, "sft", lambda: sft_section(model, out, cfg))
         sections.append(text)
         scorer = sft["scorer"]
         if cfg.fusion.enabled:
-            sections.append(fusion_section(out, sft["scorer"], sft["bench"]))
+            text, _ = _section(out, "fusion", lambda: (fusion_section(out, sft["scorer"], sft["bench"]), {}))
+            sections.append(text)
     if cfg.bon.enabled:
         from rl.demo import bon_section
 
         fusion = out / "fusion" / "fusion_weights.json"
-        sections.append(bon_section(out, cfg, scorer, str(fusion) if fusion.exists() else None))
+        weights = str(fusion) if fusion.exists() else None
+        text, _ = _section(out, "best_of_n", lambda: (bon_section(out, cfg, scorer, weights), {}))
+        sections.append(text)
     if cfg.grpo.enabled:
         from reward.testing import make_tiny_lm
         from rl.demo import grpo_section
 
-        sections.append(grpo_section(out, cfg, make_tiny_lm(out / "models" / "tiny-lm", seed=cfg.seed)))
+        policy = make_tiny_lm(out / "models" / "tiny-lm", seed=cfg.seed)
+        text, _ = _section(out, "grpo", lambda: (grpo_section(out, cfg, policy), {}))
+        sections.append(text)
     atomic_write_text(out / "report.md", "\n".join(sections))
     logger.info("report: %s", out / "report.md")
 

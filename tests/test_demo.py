@@ -11,24 +11,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _demo(out: Path, *overrides: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "demo.py"), f"out={out}", *overrides]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=out.parent, timeout=900)
+
+
 @pytest.mark.slow
 def test_demo_writes_a_report_with_every_section(tmp_path):
     out = tmp_path / "demo"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "demo.py"),
-            f"out={out}",
-            "sft.steps=4",
-            "sft.test_scenes=10",
-            "bon.tasks=4",
-            "grpo.steps=3",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=900,
-    )
+    proc = _demo(out, "sft.steps=4", "sft.test_scenes=10", "bon.tasks=4", "grpo.steps=3")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (out / "report.md").read_text()
     for heading in (
@@ -44,3 +35,17 @@ def test_demo_writes_a_report_with_every_section(tmp_path):
     assert "dimension" in proc.stdout  # the score table is printed
     assert (out / "best_of_n" / "summary.json").exists() and (out / "best_of_n" / "sheets" / "0000.png").exists()
     assert (out / "grpo" / "reward_curve.png").exists() and (out / "grpo" / "samples_first_last.png").exists()
+
+    # `make demo` again: the same run, resumed; every section was finished, so each is read back and nothing moves
+    first = {p.relative_to(out): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "report.md"}
+    again = _demo(out, "sft.steps=4", "sft.test_scenes=10", "bon.tasks=4", "grpo.steps=3")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (again.stdout + again.stderr).count("not redone") == 5 and (out / "report.md").read_text() == report
+    assert {
+        p.relative_to(out): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "report.md"
+    } == first
+    assert not list(tmp_path.glob("demo.old-*")) and not list(out.rglob("*.old-*"))
+    # other settings in the same folder: refused before any work, naming the setting and the ways out
+    other = _demo(out, "sft.steps=5", "sft.test_scenes=10", "bon.tasks=4", "grpo.steps=3")
+    assert other.returncode == 2 and "Traceback" not in other.stderr
+    assert "sft.steps" in other.stderr and "overwrite=true" in other.stderr, other.stdout + other.stderr
