@@ -204,3 +204,32 @@ def test_a_question_file_naming_an_absolute_path_is_refused_unless_allowed(task,
         assert "is unusable" in err or "cannot read the image" in err, err
     else:  # the question file is accepted: the missing model is the next problem
         assert "/nope/model" in err and "is absolute" not in err, err
+
+
+def test_log_lines_follow_stdout_and_never_reach_a_closed_stream(monkeypatch, capfd):
+    """A command run in-process (a notebook, a test) under redirected stdout must not leave the log bound to it."""
+    import io
+    import logging
+
+    from reward.core.cli import setup_logging
+
+    root = logging.getLogger()
+    ours = [h for h in root.handlers if getattr(h, "_perceptual_rewards", False)]
+    for h in ours:
+        root.removeHandler(h)
+    try:
+        captured = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", captured)
+        setup_logging()
+        logging.getLogger("probe").info("while redirected")
+        assert "while redirected" in captured.getvalue()
+        monkeypatch.undo()
+        captured.close()
+        logging.getLogger("probe").info("after the redirection")
+        out, err = capfd.readouterr()
+        assert "Logging error" not in err and "after the redirection" in out
+    finally:
+        for h in [h for h in root.handlers if getattr(h, "_perceptual_rewards", False)]:
+            root.removeHandler(h)
+        for h in ours:
+            root.addHandler(h)

@@ -151,11 +151,20 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(USER_ERROR_STATUS)
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to ``sys.stdout`` as it is when a line is logged (a later redirection, e.g. a caller capturing a
+    command's output, is followed; a closed earlier stream is never written to)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout
+        super().emit(record)
+
+
 def setup_logging(level: int = logging.INFO) -> None:
     """Log lines to stdout, as every command writes them (progress bars go to stderr)."""
     root = logging.getLogger()
     if not any(getattr(h, "_perceptual_rewards", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stdout)
+        handler = _StdoutHandler(sys.stdout)
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
         handler._perceptual_rewards = True  # type: ignore[attr-defined]
         root.addHandler(handler)
