@@ -35,7 +35,10 @@ def _served(name: str, request, urls: list[str], top_k: int) -> dict:
 @pytest.mark.parametrize("name", ["qbench", "sa-iqa", "pace"])
 def test_a_served_reward_scores_as_the_in_process_one(name, request, tiny_vlm):
     images = random_images(3, seed=5, sizes=(56, 64))
-    local = get_reward(name, tiny_reward_config(name, request)).score(images)
+    local_cfg = tiny_reward_config(name, request)
+    if name == "pace":  # the pixel budget is the server's (the checkpoint's here): the same one in-process
+        local_cfg["max_pixels"] = None
+    local = get_reward(name, local_cfg).score(images)
     # a trained scorer's level words are in the top 20; the random tiny model's are not: ask for the whole vocabulary
     with serve_openai(tiny_vlm) as url:
         served = get_reward(name, _served(name, request, [url], len(tiny_vlm.tokenizer))).score(images)

@@ -111,7 +111,9 @@ def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny
     assert all(0 < shares[k] < 1 for k in ("policy_generation", "inpainting", "reward", "update_and_rest"))
     resumed = run_grpo(_cfg([*base, "trainer.max_steps=42"]))  # resume=auto from checkpoint-40
     assert resumed["global_step"] == 42 and resumed["resumed"]
-    with pytest.raises(ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - reward.weights: "):
+    with pytest.raises(
+        ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - reward.weights.lighting: 0.2 -> 1.0"
+    ):
         run_grpo(_cfg([*base, "trainer.max_steps=44", "+reward.weights={lighting: 1.0}"]))
 
 

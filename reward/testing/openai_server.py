@@ -13,6 +13,7 @@ from typing import Any
 from PIL import Image
 
 from reward.vlm import OptionQuery
+from reward.vlm.model import IMAGE
 
 
 def vocab_logprobs(vlm: Any, images: list[Image.Image], question: str, prefix: str, system: str | None) -> Any:
@@ -69,7 +70,8 @@ def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | Non
         user = [m for m in msgs if m["role"] == "user"][-1]["content"]
         parts = user if isinstance(user, list) else [{"type": "text", "text": user}]
         images = [decode(p["image_url"]["url"]) for p in parts if p["type"] == "image_url"]
-        text = "".join(p["text"] for p in parts if p["type"] == "text")
+        # images stand where the message puts them (as the VLM renders <image> markers; images first: the same text)
+        text = "".join(IMAGE if p["type"] == "image_url" else p["text"] for p in parts)
         with lock:
             choice = answer(body, images, text, prefix, system)
             counts["requests"] += 1
