@@ -94,7 +94,7 @@ def prepare(s: BestOfNSettings, *, create: bool = True) -> Output | None:
     if not create and (s.overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
         return None
     settings = json.loads(json.dumps(asdict(s), default=str))
-    return prepare_output(out, "best_of_n", settings, _inputs(s), resume=False, overwrite=s.overwrite)
+    return prepare_output(out, "best_of_n", settings, _inputs(s), overwrite=s.overwrite, resume_hint=None)
 
 
 def run(cfg: Any) -> dict[str, Any]:
