@@ -264,10 +264,11 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     module, argv, prepare, out_key = REUSED_FOLDER[config]
     parse_settings = importlib.import_module(module).parse_settings  # (importing registers the settings schema)
     argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
-    prepare(compose(config, argv))  # the first run makes the folder
+    prepare(compose(config, [*argv, "overwrite=true"]))  # the first run makes the folder
     with pytest.raises(OutputFolderError) as refused:
-        prepare(compose(config, argv))  # the same run again, not asked to resume
+        prepare(compose(config, argv))  # the same run again (overwrite= is no part of what a run is), not resumed
     message = str(refused.value)
+    assert "holds this same run already" in message, message
     assert f"another {out_key}=" in message, message
     for key, value in re.findall(r"\b([a-z_][a-z_.]*)=(\S*)", message):
         if key != out_key:
