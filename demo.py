@@ -180,7 +180,7 @@ def _section(out: Path, name: str, build: Callable[[], tuple[str, dict[str, Any]
 def run(cfg: DictConfig) -> None:
     s = parse(DemoSettings, cfg, where="")
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
-    output = prepare_output(s.out, "demo", settings, resume=True, overwrite=s.overwrite)
+    output = prepare_output(s.out, "demo", settings, resume=True, overwrite=s.overwrite, resume_hint=None)
     out = Path(s.out).resolve()
     if output.resumed:
         logger.info("%s holds this demo run: resuming it (finished sections are read back)", out)

@@ -233,3 +233,73 @@ def test_log_lines_follow_stdout_and_never_reach_a_closed_stream(monkeypatch, ca
             root.removeHandler(h)
         for h in ours:
             root.addHandler(h)
+
+
+# ------------------------------------------------------------------------------------------ output folders
+
+
+def _sft_prepare(cfg) -> None:
+    from training.commands.sft import check_output_folder, parse_settings
+
+    check_output_folder(parse_settings(cfg)).create()
+
+
+def _grpo_prepare(cfg) -> None:
+    from rl.commands.grpo import parse_settings, prepare
+
+    s = parse_settings(cfg)
+    prepare(s, Path(s.output_dir))
+
+
+def _best_of_n_prepare(cfg) -> None:
+    from rl.commands.best_of_n import parse_settings, prepare
+
+    prepare(parse_settings(cfg))
+
+
+# config -> (its command module, settings of a run into {out}, what decides the folder, the key naming the folder)
+REUSED_FOLDER = {
+    "sft": (
+        "training.commands.sft",
+        ["model.path=m", "data.train=synthetic", "trainer.max_steps=2", "output_dir={out}", "resume=never"],
+        _sft_prepare,
+        "output_dir",
+    ),
+    "grpo": (
+        "rl.commands.grpo",
+        ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "output_dir={out}", "resume=never"],
+        _grpo_prepare,
+        "output_dir",
+    ),
+    "best_of_n": (
+        "rl.commands.best_of_n",
+        ["reward=scene-proxy", "data=t.jsonl", "out={out}"],
+        _best_of_n_prepare,
+        "out",
+    ),
+}
+
+
+@pytest.mark.parametrize("config", sorted(REUSED_FOLDER))
+def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(config, tmp_path):
+    """The refusal's advice (another folder, resume, overwrite=true) names only settings the command has, with values
+    it accepts: a user following it must not meet 'unknown key' or an invalid value next."""
+    import importlib
+    import re
+
+    from reward.core.cli import compose
+    from reward.core.outputs import OutputFolderError
+
+    module, argv, prepare, out_key = REUSED_FOLDER[config]
+    parse_settings = importlib.import_module(module).parse_settings  # (importing registers the settings schema)
+    argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
+    prepare(compose(config, [*argv, "overwrite=true"]))  # the first run makes the folder
+    with pytest.raises(OutputFolderError) as refused:
+        prepare(compose(config, argv))  # the same run again (overwrite= is no part of what a run is), not resumed
+    message = str(refused.value)
+    assert "holds this same run already" in message, message
+    assert f"another {out_key}=" in message, message
+    for key, value in re.findall(r"\b([a-z_][a-z_.]*)=(\S*)", message):
+        if key != out_key:
+            advice = f"{key}={value.rstrip(',.;')}"
+            parse_settings(compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice]))

@@ -301,6 +301,20 @@ def test_the_manifest_command_refuses_a_manifest_away_from_its_images(tmp_path, 
     assert status == 2 and "must sit at or above its images" in capsys.readouterr().err
 
 
+def test_the_manifest_command_counts_the_images_it_wrote(tmp_path, caplog):
+    """Rows the reader refuses (zero votes) and rows whose image is missing are both skipped; the images counted are
+    those written (before: the rows kept by the reader minus every skipped row, 8 for 10 here)."""
+    from reward.commands.dataset_manifest import run
+
+    fx.koniq_sets(tmp_path, n=10)
+    with (tmp_path / "koniq10k_distributions_sets.csv").open("a") as f:
+        f.write("1001.jpg,0,0,0,0,0,0,50.0,0.5,test\n1002.jpg,1,2,x,4,5,15,60.0,0.5,test\n")  # no votes; a bad count
+        f.write("9999.jpg,0.2,0.2,0.2,0.2,0.2,100,50.0,0.5,test\n")  # its image is missing
+    caplog.set_level("INFO", logger="reward.commands.dataset_manifest")
+    assert run_cli("dataset_manifest", run, [f"data=koniq10k:{tmp_path}", "skip_bad=true"]) == 0
+    assert "wrote " in caplog.text and ": 10 rows (10 images, 3 skipped)" in caplog.text, caplog.text
+
+
 # ------------------------------------------------------------------------------------------------ soft targets
 
 

@@ -145,7 +145,7 @@ def test_unusable_answers_are_recorded_failures_not_crashes_nor_empty_protocols(
 
 
 @pytest.mark.slow
-def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny_vlm_path):
+def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny_vlm_path, pace_protocol_path):
     from PIL import Image
 
     (tmp_path / "imgs").mkdir()
@@ -169,6 +169,15 @@ def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny
     assert "Traceback" not in text and not (tmp_path / "out" / "scores.jsonl").exists()
     failures = json.loads((tmp_path / "out" / "agent_failures.json").read_text())
     assert failures[0]["agent"] == "planner" and len(failures[0]["raw"]) == 2  # the raw answers, 1 + 1 retry
+    # the folder keeps the failed attempt: the message says how to rerun (its advice, protocol=FILE, into the same
+    # out= would otherwise be refused as another run), and following it works
+    assert "rerun with another out= folder, or overwrite=true" in text, text[-3000:]
+    from conftest import run_cli
+    from pace_judge.commands.judge import run as judge
+
+    argv = [f"protocol={pace_protocol_path}", f"images={tmp_path / 'imgs'}", f"out={tmp_path / 'out'}"]
+    assert run_cli("pace", judge, [*argv, f"model.path={tiny_vlm_path}", "overwrite=true"]) == 0
+    assert (tmp_path / "out" / "scores.jsonl").exists() and list(tmp_path.glob("out.old-*/agent_failures.json"))
 
 
 def _plan3(prompt: str) -> str | None:

@@ -72,6 +72,7 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
             settings,
             inputs={"protocol": s.protocol, "pipeline": s.pipeline, "model": s.model.path},
             overwrite=s.overwrite,
+            resume_hint=None,  # calibration starts anew: no resume= setting
         )
         c["out"] = str(out)
     calibrate(c, protocol, folder, backend)

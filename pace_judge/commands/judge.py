@@ -114,7 +114,10 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def _record_failures(out: Path, err: Any) -> str:
     """Write the agents' failed answers (with their raw text) to ``out/agent_failures.json``; the message to show."""
     path = atomic_write_json(out / "agent_failures.json", json_safe(err.failures))
-    return f"{err}\nThe agents' unusable answers are in {path}."
+    return (
+        f"{err}\nThe agents' unusable answers are in {path}; rerun with another out= folder, or overwrite=true to "
+        "move this attempt aside."
+    )
 
 
 def _check_same_scale(done: list[dict[str, Any]], rows: list[dict[str, Any]], path: Path) -> None:

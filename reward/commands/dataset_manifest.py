@@ -76,7 +76,7 @@ def run(cfg: Any) -> dict[str, Any]:
         "wrote %s: %d rows (%d images, %d skipped) from %s; split %s (%s); scale %s",
         out,
         len(rows),
-        manifest.info["images"] - len(manifest.skipped),
+        len({row["image"] for row in rows}),  # written (the reader's count holds rows it refused later)
         len(manifest.skipped),
         manifest.info["file"],
         src.split,

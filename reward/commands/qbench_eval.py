@@ -106,7 +106,7 @@ def run(cfg: Any) -> dict[str, Any]:
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
     data = {"data": s.data} if isinstance(s.data, str) else {"data": dict(enumerate(s.data))} if s.data else {}
     inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}})}
-    output = check_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, can_resume=False)
+    output = check_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, resume_hint=None)
     return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
 
 

@@ -151,14 +151,17 @@ def prepare_output(
     overwrite: bool = False,
     may_change: Sequence[str] = (),
     main_process: bool = True,
-    can_resume: bool = True,
+    resume_hint: str | None = "resume=true",
+    out_key: str = "out",
 ) -> Output:
     """Create ``out`` for a new run, or accept it for the same run resumed, or refuse (see the module docstring).
 
     ``settings``: everything that makes the run what it is (nested mappings compared key by key); ``inputs``: role ->
     path (``{"model": ..., "data": ...}``), fingerprinted; ``may_change``: setting keys (dotted, prefixes allowed) that
     may differ on resume. Under a distributed launch, call :func:`check_output` on every process, wait for all, then
-    :meth:`Output.create` on the main process only (``main_process=False`` only checks).
+    :meth:`Output.create` on the main process only (``main_process=False`` only checks). ``resume_hint`` and
+    ``out_key``: the command's own spelling of "continue this run" and of its output setting, which a refusal names
+    (``resume_hint=None``: a command that cannot continue a run).
     """
     output = check_output(
         out,
@@ -168,7 +171,8 @@ def prepare_output(
         resume=resume,
         overwrite=overwrite,
         may_change=may_change,
-        can_resume=can_resume,
+        resume_hint=resume_hint,
+        out_key=out_key,
     )
     if main_process:
         output.create()
@@ -184,10 +188,12 @@ def check_output(
     resume: bool = False,
     overwrite: bool = False,
     may_change: Sequence[str] = (),
-    can_resume: bool = True,
+    resume_hint: str | None = "resume=true",
+    out_key: str = "out",
 ) -> Output:
     """What :func:`prepare_output` decides, without writing anything (every process of a launch can call it).
-    ``can_resume=False``: a command that cannot continue a run (its message does not offer ``resume=true``)."""
+    ``resume_hint``: the setting that continues a run (``None``: the command cannot, and its refusal does not offer
+    it); ``out_key``: the command's output setting (``out`` or ``output_dir``), as refusals name it."""
     path = Path(out)
     identity = {
         "schema": SCHEMA,
@@ -197,7 +203,7 @@ def check_output(
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     if path.exists() and not path.is_dir():
-        raise OutputFolderError(f"out={path} is a file; pass a folder to write into (it will be created)")
+        raise OutputFolderError(f"{out_key}={path} is a file; pass a folder to write into (it will be created)")
     if not (path.is_dir() and any(path.iterdir())):
         return Output(path, "new", identity)
     if overwrite:
@@ -206,7 +212,7 @@ def check_output(
     if saved is None:
         raise OutputFolderError(
             f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
-            "out= folder, or overwrite=true to move it aside first"
+            f"{out_key}= folder, or overwrite=true to move it aside first"
         )
     diff = differences(
         {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs", {})},
@@ -218,13 +224,14 @@ def check_output(
             f"{path} holds another run ({len(diff)} difference(s)):\n  - "
             + "\n  - ".join(diff[:12])
             + ("\n  - ..." if len(diff) > 12 else "")
-            + "\nPass another out= folder, or overwrite=true to move the old run aside to "
+            + f"\nPass another {out_key}= folder, or overwrite=true to move the old run aside to "
             f"{path.name}.old-<time> and start anew."
         )
-    if not resume or not can_resume:
-        how = "pass resume=true to continue it, another out= folder," if can_resume else "pass another out= folder"
+    if not resume or not resume_hint:
+        ways = f"pass {resume_hint} to continue it, another" if resume_hint else "pass another"
         raise OutputFolderError(
-            f"{path} holds this same run already; {how} or overwrite=true to move it aside and start anew"
+            f"{path} holds this same run already; {ways} {out_key}= folder, or overwrite=true to move it aside and "
+            "start anew"
         )
     identity["started"] = saved.get("started", identity["started"])
     return Output(path, "resumed", identity)

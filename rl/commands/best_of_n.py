@@ -93,8 +93,10 @@ def prepare(s: BestOfNSettings, *, create: bool = True) -> Output | None:
     out = Path(s.out)
     if not create and (s.overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
         return None
-    settings = json.loads(json.dumps(asdict(s), default=str))
-    return prepare_output(out, "best_of_n", settings, _inputs(s), resume=False, overwrite=s.overwrite)
+    settings = {
+        k: v for k, v in json.loads(json.dumps(asdict(s), default=str)).items() if k not in ("out", "overwrite")
+    }
+    return prepare_output(out, "best_of_n", settings, _inputs(s), overwrite=s.overwrite, resume_hint=None)
 
 
 def run(cfg: Any) -> dict[str, Any]:

@@ -348,6 +348,8 @@ def prepare(s: GrpoSettings, out: Path, *, create: bool = True) -> Output | None
         resume=RESUME[str(s.resume).lower()],
         overwrite=s.overwrite,
         may_change=MAY_CHANGE,
+        resume_hint="resume=auto",
+        out_key="output_dir",
     )
 
 

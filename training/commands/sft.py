@@ -229,7 +229,15 @@ def check_output_folder(s: SftSettings) -> Output:
     settings = {k: v for k, v in asdict(s).items() if k != "output_dir"}
     inputs = {"model": s.model.path, "data.train": s.data.train}
     return check_output(
-        s.output_dir, "sft", settings, inputs, resume=s.resume == "auto", overwrite=s.overwrite, may_change=MAY_CHANGE
+        s.output_dir,
+        "sft",
+        settings,
+        inputs,
+        resume=s.resume == "auto",
+        overwrite=s.overwrite,
+        may_change=MAY_CHANGE,
+        resume_hint="resume=auto",
+        out_key="output_dir",
     )
 
 
