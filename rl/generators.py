@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import warnings
@@ -428,3 +429,11 @@ def inpaint_each(
             out.append(None)
             errors.append(f"item {i}: {err}")
     return out, errors
+
+
+def generator_has_device(name: str) -> bool:
+    """Whether the registered generator ``name`` takes a ``device`` setting (placed by :mod:`rl.devices`)."""
+    if name not in GENERATORS:
+        return False
+    config = GENERATORS.get(name).meta.get("config")
+    return config is not None and any(f.name == "device" for f in dataclasses.fields(config))

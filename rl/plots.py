@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from reward.data.files import atomic_write_with
+from reward.data.files import atomic_write_with, read_records
 from reward.eval.plots import new_figure, save_figure
 
 
@@ -78,3 +79,44 @@ def image_grid(
             sheet.paste(t, (2 + j * (width + 4), y + title_h))
         y += row_h[i]
     return atomic_write_with(path, lambda tmp: sheet.save(tmp, format="PNG"))
+
+
+def train_curve(log_history: list[dict[str, Any]], labels: list[str]) -> dict[str, list[tuple[int, float, float]]]:
+    """Per reward: (step, mean, std) of the logged training rewards (trl's ``rewards/<name>/mean|std``)."""
+    curve: dict[str, list[tuple[int, float, float]]] = {label: [] for label in labels}
+    for entry in log_history:
+        for label in labels:
+            mean = entry.get(f"rewards/{label}/mean")
+            if mean is not None and "step" in entry:
+                curve[label].append((int(entry["step"]), float(mean), float(entry.get(f"rewards/{label}/std") or 0)))
+    return curve
+
+
+def draw_run_plots(out: Path, curve: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, str]:
+    """A GRPO run's pictures: ``reward_curve.png`` (training and held-out) and ``samples_first_last.png``."""
+    labels = sorted({k for row in history for k in row if k not in ("step", "counts", "example")})
+    heldout = {k: [(r["step"], r[k]) for r in history if r.get(k) is not None] for k in labels}
+    plots = {"reward_curve": str(reward_curves(curve, heldout, out / "reward_curve.png"))}
+    samples = out / "samples" / "samples.jsonl"
+    if samples.is_file():
+        rows = read_records(samples)
+        if rows:
+            first, last = min(r["step"] for r in rows), max(r["step"] for r in rows)
+
+            def cells(step: int) -> list[tuple[Any, list[str]]]:
+                picked = [r for r in rows if r["step"] == step and Path(r["path"]).is_file()]
+                return [
+                    (
+                        Image.open(r["path"]),
+                        [f"reward {r['reward']:.3f}" if r["reward"] is not None else "failed", r["prompt"][:40]],
+                    )
+                    for r in picked
+                ]
+
+            path = image_grid(
+                [cells(first), cells(last)],
+                out / "samples_first_last.png",
+                row_titles=[f"step {first}", f"step {last}"],
+            )
+            plots["samples"] = str(path)
+    return plots

@@ -74,3 +74,27 @@ def peak_memory_gib() -> float | None:
     if not torch.cuda.is_available():
         return None
     return torch.cuda.max_memory_allocated() / 2**30
+
+
+class StopRequests(TrainerCallback):
+    """Whether a callback asked training to stop before ``max_steps`` (a stop condition, not a failure)."""
+
+    def __init__(self) -> None:
+        self.requested_at: int | None = None
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if control.should_training_stop and state.global_step < state.max_steps and self.requested_at is None:
+            self.requested_at = state.global_step
+
+
+def mean_timing(processes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The step-time split averaged over the processes (each process times its own share of the batch)."""
+    parts = ("policy_generation", "inpainting", "reward", "update_and_rest")
+    n = len(processes)
+    per_step = {k: sum(p["timing"]["per_step_s"][k] for p in processes) / n for k in parts}
+    step_s = sum(p["timing"]["step_s"] for p in processes) / n
+    return {
+        "step_s": step_s,
+        "per_step_s": per_step,
+        "shares": {k: (v / step_s if step_s else None) for k, v in per_step.items()},
+    }

@@ -188,15 +188,15 @@ def test_the_policy_loads_by_the_training_precision_rule(tiny_lm, tasks, tmp_pat
     AdamW at lr 1e-6 rounds ~98% of updates away); LoRA and DeepSpeed load bf16 -- the rule SFT uses."""
     from types import SimpleNamespace
 
-    from rl.commands.grpo import load_policy
+    from rl.policy import load_policy
 
     gpu_args = SimpleNamespace(bf16=True, deepspeed=None, deepspeed_plugin=None)  # what a bf16 GPU's GRPOConfig says
     s = _settings(tmp_path, tasks, f"policy.path={tiny_lm}")
-    assert next(load_policy(s, False, gpu_args)[0].parameters()).dtype == torch.float32
+    assert next(load_policy(s.policy, s.lora, False, gpu_args)[0].parameters()).dtype == torch.float32
     s_lora = _settings(tmp_path, tasks, f"policy.path={tiny_lm}", "lora.enabled=true")
-    assert next(load_policy(s_lora, False, gpu_args)[0].parameters()).dtype == torch.bfloat16
+    assert next(load_policy(s_lora.policy, s_lora.lora, False, gpu_args)[0].parameters()).dtype == torch.bfloat16
     ds_args = SimpleNamespace(bf16=True, deepspeed=None, deepspeed_plugin=object())
-    assert next(load_policy(s, False, ds_args)[0].parameters()).dtype == torch.bfloat16
+    assert next(load_policy(s.policy, s.lora, False, ds_args)[0].parameters()).dtype == torch.bfloat16
 
 
 def test_max_completion_length_follows_the_generator_text_budget(tmp_path, tasks):

@@ -26,28 +26,26 @@ from typing import Any
 
 import torch
 from omegaconf import MISSING
-from transformers import TrainerCallback
 
 from reward.core.config import parse, store_schema, to_plain
-from reward.core.errors import ConfigError, MissingInputError, UserError
+from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import Output, prepare_output
-from reward.data.files import atomic_write_json, read_records
+from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.rewards.registry import store_reward_schemas
 from rl.devices import local_rank, placed_device, resolve_devices
-from rl.generators import GENERATORS, build_generator, text_budget
+from rl.generators import build_generator, generator_has_device, text_budget
 from rl.heldout import HeldOutEval, read_history, truncate_records
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
-from rl.plots import image_grid, reward_curves
+from rl.plots import draw_run_plots, train_curve
+from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
 from rl.processes import gather, on_main, wait_for_everyone
 from rl.rewards import InpaintingRewards, RewardSet, reward_configs, reward_has_device
-from rl.timing import StepClock, peak_memory_gib, step_split, timed_trainer
+from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split, timed_trainer
 from training.shared import (
     LoraSettings,
     load_checkpoint_weights,
-    load_for_training,
     lora_config,
-    training_dtype,
     uses_deepspeed,
     zero3_init_off,
 )
@@ -58,16 +56,6 @@ DEFAULT_TEMPLATE = (
     "Expand this prompt for inpainting the masked region of an interior photo into one detailed, vivid "
     "description of the finished room: {prompt}"
 )
-POLICY_VIEWS = ("masked", "outline", "original")
-
-
-@dataclass
-class PolicySettings:
-    path: str = MISSING  # the prompt expander: a causal LM or a VLM directory (the paper: its stage-1 LoRA SFT)
-    dtype: str = "auto"  # auto: fp32 master weights for full fine-tuning without DeepSpeed; bf16 with LoRA/DeepSpeed
-    vision: str = "auto"  # auto: a VLM (it sees the task image) if its config has a vision part; true; false
-    freeze_vision: bool = True  # VLM policy: the vision tower stays frozen
-    image: str = "masked"  # what a VLM policy sees: masked (region to invent greyed out) | outline | original
 
 
 @dataclass
@@ -210,31 +198,6 @@ def _validate(s: GrpoSettings) -> None:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
 
 
-def is_vlm(path: str, vision: str | bool) -> bool:
-    """Whether the policy is a VLM (it then sees the task image): from ``policy.vision`` or its config."""
-    if vision in (True, "true"):
-        return True
-    if vision in (False, "false"):
-        return False
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError) as err:
-        raise MissingInputError(
-            f"policy.path={path!r}: cannot read its config ({err}); point it at a model directory"
-        ) from err
-    return getattr(config, "vision_config", None) is not None
-
-
-def bf16_available() -> bool:
-    """bf16 training where this process's GPU does it natively (no tensor is made on GPU 0 to find out)."""
-    if not torch.cuda.is_available():
-        return False
-    major, _ = torch.cuda.get_device_capability(local_rank() % torch.cuda.device_count())
-    return major >= 8
-
-
 def grpo_args(s: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
     from trl import GRPOConfig
@@ -363,38 +326,6 @@ def checkpoint_step(checkpoint: str | None) -> int:
     return int(Path(checkpoint).name.rsplit("-", 1)[-1])
 
 
-def generator_has_device(name: str) -> bool:
-    import dataclasses
-
-    if name not in GENERATORS:
-        return False
-    config = GENERATORS.get(name).meta.get("config")
-    return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
-
-
-def load_policy(s: GrpoSettings, vision: bool, args: Any) -> tuple[Any, Any]:
-    """The policy through the loader SFT uses (one precision rule: fp32 master weights for full fine-tuning without
-    DeepSpeed under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed) and its processor or tokenizer."""
-    from reward.vlm import load_processor
-    from reward.vlm.loading import ModelLoading
-
-    dtype = training_dtype(s.policy.dtype, lora=s.lora.enabled, args=args)
-    model = load_for_training(s.policy.path, dtype, ModelLoading(), vision=vision)
-    logger.info("policy %s loaded in %s (lora=%s, bf16 training=%s)", s.policy.path, dtype, s.lora.enabled, args.bf16)
-    if vision:
-        from training.shared import freeze_vision
-
-        if s.policy.freeze_vision:
-            freeze_vision(model, vision=True, aligner=True)
-        return model, load_processor(s.policy.path)
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(s.policy.path)
-    if tokenizer.chat_template is None:
-        raise ConfigError(f"{s.policy.path}: the tokenizer has no chat template; GRPO prompts are chat turns")
-    return model, tokenizer
-
-
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Validate, build, train, plot; returns a summary (also ``output_dir/grpo_result.json``)."""
     from datasets import Dataset
@@ -430,7 +361,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
             truncate_records(out, checkpoint_step(resume_from))
         logger.info("resuming the run in %s from %s", out, resume_from or "its start (no checkpoint yet)")
     wait_for_everyone()
-    model, processing_class = load_policy(s, vision, args)
+    model, processing_class = load_policy(s.policy, s.lora, vision, args)
     if resume_from and not s.lora.enabled and not uses_deepspeed(args):
         load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses Qwen-VL checkpoint keys
     adapter = InpaintingRewards(
@@ -513,7 +444,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         "eval_rewards": eval_set.labels if eval_set else [],
         "provenance": output.provenance(),
         "processes": processes,
-        "timing": {"train_s": elapsed, **_mean_timing(processes)},
+        "timing": {"train_s": elapsed, **mean_timing(processes)},
     }
     if trainer.is_world_process_zero():
         processing_class.save_pretrained(str(out / "policy"))
@@ -523,7 +454,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         result["frac_reward_zero_std"] = [
             (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
         ]
-        result["plots"] = draw_plots(out, result["train_curve"], read_history(out / "heldout.jsonl"))
+        result["plots"] = draw_run_plots(out, result["train_curve"], read_history(out / "heldout.jsonl"))
         atomic_write_json(out / "grpo_result.json", result)
     if not complete:
         raise RunIncomplete(
@@ -532,69 +463,3 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
             "see grpo_result.json"
         )
     return result
-
-
-class StopRequests(TrainerCallback):
-    """Whether a callback asked training to stop before ``max_steps`` (a stop condition, not a failure)."""
-
-    def __init__(self) -> None:
-        self.requested_at: int | None = None
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if control.should_training_stop and state.global_step < state.max_steps and self.requested_at is None:
-            self.requested_at = state.global_step
-
-
-def _mean_timing(processes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The step-time split averaged over the processes (each process times its own share of the batch)."""
-    parts = ("policy_generation", "inpainting", "reward", "update_and_rest")
-    n = len(processes)
-    per_step = {k: sum(p["timing"]["per_step_s"][k] for p in processes) / n for k in parts}
-    step_s = sum(p["timing"]["step_s"] for p in processes) / n
-    return {
-        "step_s": step_s,
-        "per_step_s": per_step,
-        "shares": {k: (v / step_s if step_s else None) for k, v in per_step.items()},
-    }
-
-
-def train_curve(log_history: list[dict[str, Any]], labels: list[str]) -> dict[str, list[tuple[int, float, float]]]:
-    """Per reward: (step, mean, std) of the logged training rewards (trl's ``rewards/<name>/mean|std``)."""
-    curve: dict[str, list[tuple[int, float, float]]] = {label: [] for label in labels}
-    for entry in log_history:
-        for label in labels:
-            mean = entry.get(f"rewards/{label}/mean")
-            if mean is not None and "step" in entry:
-                curve[label].append((int(entry["step"]), float(mean), float(entry.get(f"rewards/{label}/std") or 0)))
-    return curve
-
-
-def draw_plots(out: Path, curve: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, str]:
-    labels = sorted({k for row in history for k in row if k not in ("step", "counts", "example")})
-    heldout = {k: [(r["step"], r[k]) for r in history if r.get(k) is not None] for k in labels}
-    plots = {"reward_curve": str(reward_curves(curve, heldout, out / "reward_curve.png"))}
-    samples = out / "samples" / "samples.jsonl"
-    if samples.is_file():
-        from PIL import Image
-
-        rows = read_records(samples)
-        if rows:
-            first, last = min(r["step"] for r in rows), max(r["step"] for r in rows)
-
-            def cells(step: int) -> list[tuple[Any, list[str]]]:
-                picked = [r for r in rows if r["step"] == step and Path(r["path"]).is_file()]
-                return [
-                    (
-                        Image.open(r["path"]),
-                        [f"reward {r['reward']:.3f}" if r["reward"] is not None else "failed", r["prompt"][:40]],
-                    )
-                    for r in picked
-                ]
-
-            path = image_grid(
-                [cells(first), cells(last)],
-                out / "samples_first_last.png",
-                row_titles=[f"step {first}", f"step {last}"],
-            )
-            plots["samples"] = str(path)
-    return plots

@@ -1,0 +1,75 @@
+"""The GRPO policy: whether it is a VLM, the precision it trains in, and its loading (through SFT's loader)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import MISSING
+
+from reward.core.errors import ConfigError, MissingInputError
+from rl.devices import local_rank
+from training.shared import LoraSettings, load_for_training, training_dtype
+
+logger = logging.getLogger(__name__)
+
+POLICY_VIEWS = ("masked", "outline", "original")
+
+
+@dataclass
+class PolicySettings:
+    path: str = MISSING  # the prompt expander: a causal LM or a VLM directory (the paper: its stage-1 LoRA SFT)
+    dtype: str = "auto"  # auto: fp32 master weights for full fine-tuning without DeepSpeed; bf16 with LoRA/DeepSpeed
+    vision: str = "auto"  # auto: a VLM (it sees the task image) if its config has a vision part; true; false
+    freeze_vision: bool = True  # VLM policy: the vision tower stays frozen
+    image: str = "masked"  # what a VLM policy sees: masked (region to invent greyed out) | outline | original
+
+
+def is_vlm(path: str, vision: str | bool) -> bool:
+    """Whether the policy is a VLM (it then sees the task image): from ``policy.vision`` or its config."""
+    if vision in (True, "true"):
+        return True
+    if vision in (False, "false"):
+        return False
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise MissingInputError(
+            f"policy.path={path!r}: cannot read its config ({err}); point it at a model directory"
+        ) from err
+    return getattr(config, "vision_config", None) is not None
+
+
+def bf16_available() -> bool:
+    """bf16 training where this process's GPU does it natively (no tensor is made on GPU 0 to find out)."""
+    if not torch.cuda.is_available():
+        return False
+    major, _ = torch.cuda.get_device_capability(local_rank() % torch.cuda.device_count())
+    return major >= 8
+
+
+def load_policy(policy: PolicySettings, lora: LoraSettings, vision: bool, args: Any) -> tuple[Any, Any]:
+    """The policy through the loader SFT uses (one precision rule: fp32 master weights for full fine-tuning without
+    DeepSpeed under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed) and its processor or tokenizer."""
+    from reward.vlm import load_processor
+    from reward.vlm.loading import ModelLoading
+
+    dtype = training_dtype(policy.dtype, lora=lora.enabled, args=args)
+    model = load_for_training(policy.path, dtype, ModelLoading(), vision=vision)
+    logger.info("policy %s loaded in %s (lora=%s, bf16 training=%s)", policy.path, dtype, lora.enabled, args.bf16)
+    if vision:
+        from training.shared import freeze_vision
+
+        if policy.freeze_vision:
+            freeze_vision(model, vision=True, aligner=True)
+        return model, load_processor(policy.path)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy.path)
+    if tokenizer.chat_template is None:
+        raise ConfigError(f"{policy.path}: the tokenizer has no chat template; GRPO prompts are chat turns")
+    return model, tokenizer
