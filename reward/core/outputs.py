@@ -227,7 +227,7 @@ def check_output(
             + f"\nPass another {out_key}= folder, or overwrite=true to move the old run aside to "
             f"{path.name}.old-<time> and start anew."
         )
-    if not resume or not resume_hint:
+    if not resume:  # (a command that resumes by itself, e.g. the demo, passes resume=True and no hint)
         ways = f"pass {resume_hint} to continue it, another" if resume_hint else "pass another"
         raise OutputFolderError(
             f"{path} holds this same run already; {ways} {out_key}= folder, or overwrite=true to move it aside and "
