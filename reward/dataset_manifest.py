@@ -1,6 +1,6 @@
 """Write a public IQA dataset, read from its own files by name, as an editable JSONL ratings manifest.
 
-    python -m reward.dataset_manifest data=NAME:FOLDER[:SPLIT] [out=FOLDER/NAME-SPLIT.jsonl]
+    python reward/dataset_manifest.py data=NAME:FOLDER[:SPLIT] [out=FOLDER/NAME-SPLIT.jsonl]
 
 e.g. ``data=kadid10k:/data/kadid10k:test``. Writes the manifest (one row per image and dimension, MOS on the
 dataset's own scale, flipped for a DMOS) and a sidecar ``.json`` (scale, split rule and seed, file read, rows

@@ -400,6 +400,9 @@ def test_the_readme_table_names_every_dataset_with_its_scale_and_direction():
         assert f"| {low:g}-{high:g}" in row, (name, row)
         assert ("DMOS" in row) == (not meta["higher_is_better"]), row
         assert all(d in row for d in meta["dimensions"]), row
+    root = Path(__file__).resolve().parents[1]
+    scripts = re.findall(r"python ((?:reward|training|rl|fusion|pace_judge|bench)/[\w/]+\.py)", readme)
+    assert "reward/dataset_manifest.py" in scripts and all((root / s).is_file() for s in scripts), scripts
     ours = ("reward.", "training.", "rl.", "fusion.", "pace_judge.")  # not the serving engines' commands
     for module in [m for m in re.findall(r"python -m ([\w.]+)", readme) if m.startswith(ours)]:
         assert (Path(__file__).resolve().parents[1] / (module.replace(".", "/") + ".py")).is_file(), module

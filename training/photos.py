@@ -1,8 +1,8 @@
 """Real photos with synthetic distortions: held-out set, the BRISQUE peer, KADID-10k calibration.
 
-    python -m training.photos heldout out=HELDOUT [photos=DIR crop=112 side=224 crops=2 seed=0]
-    python -m training.photos brisque data=HELDOUT/ratings.jsonl [out=DIR]
-    python -m training.photos calibrate dmos=KADID/dmos.csv out=calibration.json
+    python training/photos.py heldout out=HELDOUT [photos=DIR crop=112 side=224 crops=2 seed=0]
+    python training/photos.py brisque data=HELDOUT/ratings.jsonl [out=DIR]
+    python training/photos.py calibrate dmos=KADID/dmos.csv out=calibration.json
 
 Settings: training/commands/photos.py (PhotosSettings).
 """

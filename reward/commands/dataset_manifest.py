@@ -1,4 +1,4 @@
-"""What ``python -m reward.dataset_manifest`` does: write a dataset read by name as an editable JSONL manifest.
+"""What ``python reward/dataset_manifest.py`` does: write a dataset read by name as an editable JSONL manifest.
 
 The manifest holds exactly the rows every command reads from ``NAME:FOLDER[:SPLIT]`` (the same split, MOS flipped
 where the dataset is a DMOS, images found where they are), one JSON object per line with image paths relative to

@@ -5,16 +5,16 @@ config ``configs/CONFIG.yaml`` is composed with Hydra's compose API from the set
 configs: unknown keys and wrong types are refused before anything runs) and the command line's overrides;
 ``run(cfg)`` does the work. A :class:`~reward.core.errors.UserError` (bad key, bad file, refused output folder)
 prints its message alone and exits with status 2; any other exception is a bug and keeps its traceback. Under
-``accelerate launch`` only the main process prints the message (``accelerate launch -q`` also silences the
-launcher's own report of the exit status).
+``accelerate launch`` only the main process prints the message (the launcher then adds its own report of the exit
+status: ``-q`` silences it for one process, not for several).
 
-Example (an entry script)::
+An entry script (``reward/evaluate.py``) is its docstring, the two imports below and, under the usual ``__main__``
+guard, one call::
 
     from reward.commands.evaluate import run
     from reward.core.cli import main
 
-    if __name__ == "__main__":
-        main("evaluate", run, doc=__doc__)
+    main("evaluate", run, doc=__doc__)
 """
 
 from __future__ import annotations

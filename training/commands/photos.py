@@ -1,4 +1,4 @@
-"""``python -m training.photos heldout|brisque|calibrate``: the real-photo tools (:mod:`training.procedural.photos`).
+"""``python training/photos.py heldout|brisque|calibrate``: the real-photo tools (:mod:`training.procedural.photos`).
 
 - ``heldout``: distorted versions of the held-out photos as a ratings manifest (``out/ratings.jsonl``);
 - ``brisque``: the classical peer (BRISQUE) on a ratings manifest, SRCC/PLCC against its MOS;

@@ -12,15 +12,15 @@ scikit-learn's sample photos); ``data.photos=DIR`` uses a folder of your own. A 
 :func:`split_photos`) is held out and never enters the stream; :func:`write_heldout` writes distorted versions of
 those as a ratings manifest for ``data.test=``. Example::
 
-    python -m training.photos heldout out=/tmp/heldout            # /tmp/heldout/ratings.jsonl + images/
-    python -m training.photos brisque data=/tmp/heldout/ratings.jsonl   # the classical peer on the same set
+    python training/photos.py heldout out=/tmp/heldout            # /tmp/heldout/ratings.jsonl + images/
+    python training/photos.py brisque data=/tmp/heldout/ratings.jsonl   # the classical peer on the same set
 
 Calibration. KADID-10k (Lin, Hosu & Saupe, "KADID-10k: A Large-scale Artificially Distorted IQA Database",
 QoMEX 2019) rates 25 distortion types at 5 levels each on a 1-5 scale; its per-level means fall monotonically
 with the level, steeply for blur, noise, JPEG and pixelation and mildly for brightening. The built-in table has
 that shape, rounded to 0.1; the dataset itself cannot be downloaded here, so the numbers are not its exact means.
 :func:`calibration_from_kadid` computes the exact per-type, per-level means from the dataset's ``dmos.csv``
-(``python -m training.photos calibrate dmos=KADID/dmos.csv out=calibration.json``) and ``data.calibration=FILE``
+(``python training/photos.py calibrate dmos=KADID/dmos.csv out=calibration.json``) and ``data.calibration=FILE``
 trains with them.
 
 >>> [round(v, 1) for v in CALIBRATION["blur"]]

@@ -208,7 +208,7 @@ def pair_items(opened: OpenedDataset, *, per_image: int = 5, seed: int = DEFAULT
 
 def mos_range_of(source: Any, default: tuple[float, float] = (1.0, 5.0)) -> tuple[float, float]:
     """The MOS scale of ``source``: a dataset's own (``NAME:FOLDER``, or a JSONL manifest whose rows all name one
-    dataset, as ``python -m reward.dataset_manifest`` writes them), else ``default``.
+    dataset, as ``python reward/dataset_manifest.py`` writes them), else ``default``.
 
     >>> mos_range_of("spaq:/tmp"), mos_range_of("ratings.jsonl")
     ((0.0, 100.0), (1.0, 5.0))
