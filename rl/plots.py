@@ -35,7 +35,10 @@ def reward_curves(
     ax.set_xlabel("step")
     ax.set_ylabel("reward (normalised: 1 = best)")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+    else:  # a run that ended before its first logged step: say so rather than draw empty axes
+        ax.text(0.5, 0.5, "no rewards logged", transform=ax.transAxes, ha="center", va="center", color="0.4")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return save_figure(fig, path)
