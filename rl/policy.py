@@ -35,8 +35,10 @@ def is_vlm(path: str, vision: str | bool) -> bool:
         return False
     from transformers import AutoConfig
 
+    from reward.vlm.loading import adapter_base
+
     try:
-        config = AutoConfig.from_pretrained(path)
+        config = AutoConfig.from_pretrained(adapter_base(path) or path)  # an adapter folder: its base's config
     except (OSError, ValueError) as err:
         raise MissingInputError(
             f"policy.path={path!r}: cannot read its config ({err}); point it at a model directory"

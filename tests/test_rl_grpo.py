@@ -302,3 +302,57 @@ def test_resume_never_refuses_overwrite_moves_aside_and_a_resume_drops_abandoned
     assert fresh["global_step"] == 1 and not fresh["resumed"]
     (old,) = tmp_path.glob("run.old-*")  # the earlier run, moved aside whole: nothing deleted
     assert (old / "checkpoint-4").is_dir() and (old / "checkpoint-2").is_dir()
+
+
+@pytest.mark.slow
+def test_the_stage1_recipe_trl_sft_lora_then_grpo_from_the_adapter_folder(tiny_lm, tasks, tmp_path):
+    """The README's stage-1 recipe: ``trl sft --use_peft`` on (short prompt -> detailed prompt) chats writes a LoRA
+    adapter folder; GRPO given ``policy.path=`` that folder starts from the fine-tuned expander (the adapter merged
+    into its base in fp32), not from the base."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from rl.policy import is_vlm, load_policy
+
+    data = tmp_path / "expansions"
+    data.mkdir()
+    objects = ["a sofa", "a lamp", "a rug", "a plant"]
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": f"Expand this inpainting prompt: {obj}"},
+                {"role": "assistant", "content": f"{obj} in warm light, harmonious colours, minimal layout"},
+            ]
+        }
+        for obj in objects * 8
+    ]
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stage1 = tmp_path / "stage1"
+    trl = [str(Path(sys.executable).parent / "trl"), "sft", "--model_name_or_path", str(tiny_lm)]
+    trl += ["--dataset_name", str(data), "--output_dir", str(stage1), "--use_peft", "--lora_r", "8"]
+    trl += ["--lora_alpha", "16", "--lora_target_modules", "all-linear", "--max_steps", "20", "--use_cpu"]
+    trl += ["--per_device_train_batch_size", "8", "--learning_rate", "5e-3", "--report_to", "none", "--seed", "0"]
+    done = subprocess.run(trl, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (stage1 / "adapter_config.json").is_file() and not (stage1 / "config.json").exists()
+
+    s = _settings(tmp_path, tasks, f"policy.path={stage1}")
+    assert is_vlm(str(stage1), "auto") is False  # read from the adapter's base
+    cpu = SimpleNamespace(bf16=False, deepspeed=None, deepspeed_plugin=None)
+    policy, tokenizer = load_policy(s.policy, s.lora, False, cpu)
+    ids = tokenizer("Expand this inpainting prompt: a rug", return_tensors="pt").input_ids
+    base = AutoModelForCausalLM.from_pretrained(tiny_lm, dtype=torch.float32)
+    with torch.no_grad():
+        plain = base(ids).logits
+        unmerged = PeftModel.from_pretrained(base, str(stage1)).eval()(ids).logits  # the adapter as trained
+        merged = policy.eval()(ids).logits
+    assert (merged - unmerged).abs().max() < 1e-4 < (merged - plain).abs().max()
+
+    out = tmp_path / "run"
+    argv = [f"policy.path={stage1}", f"data={tasks}", f"output_dir={out}", "reward=scene-proxy", "eval.every=0"]
+    result = run_grpo(_cfg([*argv, "trainer.num_generations=2", "trainer.per_device_train_batch_size=4", *FAST]))
+    assert result["global_step"] > 0 and result["complete"] and (out / "policy" / "config.json").is_file()

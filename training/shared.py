@@ -145,11 +145,20 @@ def load_for_training(
 ) -> Any:
     """The model for training (SFT's scorer, GRPO's policy): ``dtype`` weights (choose it with
     :func:`training_dtype`), attention implementation and device_map from ``loading``; a VLM, or with
-    ``vision=False`` a causal language model."""
+    ``vision=False`` a causal language model. ``path`` may be a LoRA adapter folder (``trl sft --use_peft``'s output,
+    e.g. GRPO's stage-1 prompt expander): its base is loaded and the adapter merged in fp32, rounded once to
+    ``dtype``, so training starts from the fine-tuned model."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
+    from reward.vlm.loading import adapter_base, attach_adapter
+
     cls = AutoModelForImageTextToText if vision else AutoModelForCausalLM
-    return cls.from_pretrained(path, **(loading or ModelLoading()).model_kwargs(dtype))
+    base = adapter_base(path)
+    model = cls.from_pretrained(base or path, **(loading or ModelLoading()).model_kwargs(dtype))
+    if base is not None:
+        model = attach_adapter(model, path)
+        logger.info("%s: the LoRA adapter merged into its base %s (fp32, rounded once to %s)", path, base, dtype)
+    return model
 
 
 def load_checkpoint_weights(model: Any, checkpoint: str | Path) -> bool:

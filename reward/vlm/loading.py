@@ -226,18 +226,39 @@ def load_vlm(
         path, **loading.model_kwargs(resolve_dtype(loading.dtype, dev))
     )
     if adapter is not None:
-        from peft import PeftModel
-
-        peft_model = PeftModel.from_pretrained(model, str(adapter), autocast_adapter_dtype=True)  # fp32 adapter
-        if merge_adapter:
-            merge_lora(peft_model)
-            model = peft_model.unload()
-        else:
-            model = peft_model.get_base_model()  # the model with its LoRA layers in place (a plain model's API)
+        model = attach_adapter(model, adapter, merge=merge_adapter)
     if loading.device_map is None:
         model = model.to(dev)
     processor = load_processor(path, min_pixels=loading.min_pixels, max_pixels=loading.max_pixels)
     return VLM(model.eval(), processor, batch_size=batch_size)
+
+
+def attach_adapter(model: Any, adapter: str | Path, *, merge: bool = True) -> Any:
+    """``model`` with the peft (LoRA) adapter in ``adapter`` loaded in fp32: merged into the weights in fp32 and
+    rounded once (:func:`merge_lora`), or with ``merge=False`` kept beside them, unmerged (a plain model's API)."""
+    from peft import PeftModel
+
+    peft_model = PeftModel.from_pretrained(model, str(adapter), autocast_adapter_dtype=True)  # fp32 adapter
+    if merge:
+        merge_lora(peft_model)
+        return peft_model.unload()
+    return peft_model.get_base_model()  # the model with its LoRA layers in place
+
+
+def adapter_base(path: str | Path) -> str | None:
+    """The base model of a peft adapter folder (``adapter_config.json``'s ``base_model_name_or_path``), or ``None``
+    when ``path`` is not an adapter folder (e.g. ``trl sft --use_peft``'s output is one).
+
+    >>> adapter_base("/no/such/folder") is None
+    True
+    """
+    config = Path(path) / "adapter_config.json"
+    if not config.is_file():
+        return None
+    base = json.loads(config.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise MissingInputError(f"{config}: no base_model_name_or_path; the adapter cannot be loaded without its base")
+    return str(base)
 
 
 def _delta_fp32(module: Any, base: Any, adapter: str) -> torch.Tensor:
