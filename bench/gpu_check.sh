@@ -6,17 +6,7 @@
 # fp32), LoRA SFT steps on the 7B config and full fine-tuning under ZeRO-3 on a smaller one; one table.
 # Wheels in .whl/ (e.g. a newer transformers, trl, datasets, hydra-core, deepspeed) are installed first.
 set -u
-cd "$(dirname "$0")/.."
-PY="${PYTHON:-python3}"
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  echo "$(date -u +%H:%M:%S) installing $(ls .whl/*.whl | wc -l) wheels from .whl/ into /tmp/site"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || echo "$(date -u +%H:%M:%S) WARNING: wheel install failed; continuing with the installed packages"
-  export PYTHONPATH="/tmp/site:$PWD"
-else
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export DS_BUILD_OPS=0
-echo "$(date -u +%H:%M:%S) gpu_check starts ($("$PY" --version 2>&1))"
+# shellcheck source=bench/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"
+gpu_env gpu_check "$@" || exit 1
 exec "$PY" -u bench/gpu_check.py "$@"
