@@ -130,6 +130,14 @@ class Table:
         lines += [f"{s:<{w0}}  {m:<{w1}}  {v}" for s, m, v in self.rows]
         return "\n".join(lines)
 
+    def finish(self, out: str | None, name: str) -> Table:
+        """Print the whole table; with ``out``, also write its rows to ``out/name``."""
+        print("\n" + self.render(), flush=True)
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            (Path(out) / name).write_text(json.dumps(self.rows, indent=1))
+        return self
+
 
 DEADLINE = [float("inf")]  # perf_counter time after which no new section starts (--budget-s)
 
@@ -576,11 +584,7 @@ def main(argv: list[str] | None = None) -> Table:
                 sft_zero3(table, small, work, 4 if cuda else 2, 4, side, bf16=cuda)
 
             guarded(table, "SFT full ZeRO-3 (small)", zero3)
-    print("\n" + table.render(), flush=True)
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "gpu_check.json").write_text(json.dumps(table.rows, indent=1))
-    return table
+    return table.finish(args.out, "gpu_check.json")
 
 
 if __name__ == "__main__":

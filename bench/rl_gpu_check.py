@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -287,11 +286,7 @@ def main(argv: list[str] | None = None) -> Table:
         work.mkdir(parents=True, exist_ok=True)
         reward = Path(args.reward_model) if args.reward_model else None
         rl_sections(table, dry_run=args.dry_run, work=work, reward_model=reward, steps=args.steps)
-    print("\n" + table.render(), flush=True)
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "rl_gpu_check.json").write_text(json.dumps(table.rows, indent=1))
-    return table
+    return table.finish(args.out, "rl_gpu_check.json")
 
 
 if __name__ == "__main__":
