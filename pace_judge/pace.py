@@ -23,12 +23,13 @@ from pace_judge.backends import Backend, make_backend
 from pace_judge.config import PaceConfig, crop_config, model_config, track2_prompt, validate
 from pace_judge.scorer import DualTrackScorer, Judgement
 from reward.core.config import from_mapping
-from reward.rewards.base import RewardOutput
+from reward.data.images import as_images
+from reward.rewards.base import RewardOutput, TrlCallable
 
 logger = logging.getLogger(__name__)
 
 
-class PaceReward:
+class PaceReward(TrlCallable):
     """Scores in [1, 5]; ``last_judgement`` keeps the explanations of the last batch."""
 
     def __init__(self, cfg: PaceConfig, backend: Backend | None = None) -> None:
@@ -95,7 +96,8 @@ class PaceReward:
         scale = "experts 1-5" if self.expert is not None else (scorer.scale if scorer is not None else None)
         return {"route": dict(self.route), "scale": scale, "protocol_id": scorer.protocol_id if scorer else None}
 
-    def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
+    def score(self, images: Sequence[Image.Image] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:
+        images = as_images(images)  # PIL, tensors, arrays, one or a batch
         if not images:
             return RewardOutput(scores=torch.zeros(0))
         return RewardOutput(scores=self.judge(images).scores.float())

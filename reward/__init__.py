@@ -10,13 +10,19 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "Reranked",
     "Reward",
     "RewardOutput",
+    "as_images",
     "declare_reward",
     "get_reward",
+    "images_from_column",
     "list_rewards",
     "register_reward",
+    "render_from_pipeline",
+    "rerank",
     "reward_info",
+    "trl_reward_func",
 ]
 
 _HOME = {
@@ -27,6 +33,12 @@ _HOME = {
     "list_rewards": "reward.rewards.registry",
     "register_reward": "reward.rewards.registry",
     "reward_info": "reward.rewards.registry",
+    "as_images": "reward.data.images",
+    "trl_reward_func": "reward.integrations.trl_rewards",
+    "images_from_column": "reward.integrations.renderers",
+    "render_from_pipeline": "reward.integrations.renderers",
+    "rerank": "reward.integrations.rerank",
+    "Reranked": "reward.integrations.rerank",
 }
 
 

@@ -27,7 +27,8 @@ import torch
 from PIL import Image
 
 from reward.core.config import from_mapping
-from reward.rewards.base import RewardOutput
+from reward.data.images import as_images
+from reward.rewards.base import RewardOutput, TrlCallable
 from training.procedural.scenes import DIMENSIONS, proxy_scores, render, sample_scene
 from training.procedural.synthetic import DEFAULT_WEIGHTS
 
@@ -58,7 +59,7 @@ def calibration(size: int, n_scenes: int) -> dict[str, tuple[float, float]]:
     return anchors
 
 
-class SceneProxyReward:
+class SceneProxyReward(TrlCallable):
     """Calibrated proxy statistics per dimension (1-5) and their weighted mean."""
 
     def __init__(self, cfg: SceneProxyConfig) -> None:
@@ -86,7 +87,8 @@ class SceneProxyReward:
             out[dim] = float(np.clip(1.0 + 4.0 * (raw[dim] - lo) / (hi - lo), 1.0, 5.0))
         return out
 
-    def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
+    def score(self, images: Sequence[Image.Image] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:
+        images = as_images(images)  # PIL, tensors, arrays, one or a batch
         per_image = [self.dimension_scores(im) for im in images]
         dims = {d: torch.tensor([s[d] for s in per_image], dtype=torch.float32) for d in self.cfg.weights}
         total = sum(self.cfg.weights.values())

@@ -7,16 +7,18 @@ applied (human raters saw the image upright).
 
 from __future__ import annotations
 
+import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from reward.core.errors import MissingInputError, UserError
 
-__all__ = ["DEFAULT_MAX_PIXELS", "ImageError", "check_pixels", "load_image", "to_rgb"]
+__all__ = ["ACCEPTED_IMAGES", "DEFAULT_MAX_PIXELS", "ImageError", "as_images", "check_pixels", "load_image", "to_rgb"]
 
 DEFAULT_MAX_PIXELS = 36_000_000  # 6000 x 6000; larger images are refused before decoding
 _ALPHA_MODES = {"RGBA", "LA", "La", "RGBa", "PA"}
@@ -109,3 +111,118 @@ def load_image(source: str | Path | BinaryIO, *, max_pixels: int | None = DEFAUL
         raise ImageError(f"{name}: {err}") from err
     except (OSError, SyntaxError, ValueError) as err:  # UnidentifiedImageError and truncation are OSErrors
         raise ImageError(f"{name}: cannot read the image ({err}); the file is corrupt or not an image.") from err
+
+
+ACCEPTED_IMAGES = (
+    "PIL images; torch tensors C x H x W or a batch B x C x H x W (C = 1 or 3), uint8 in 0..255 or float in [0, 1]; "
+    "numpy arrays H x W, H x W x C or a batch B x H x W x C (C = 1 or 3), uint8 or float in [0, 1]; "
+    "one image or a list of them"
+)
+_FLOAT_SLACK = 1e-4  # float pixels this far outside [0, 1] (rounding in a pipeline's output) are clipped, not refused
+
+
+def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
+    """Images as users hold them, as a list of RGB PIL images: what every reward's ``score`` takes.
+
+    Accepted: a PIL image (non-RGB modes converted by :func:`to_rgb`), a torch tensor C x H x W or a batch
+    B x C x H x W, a numpy array H x W, H x W x C or a batch B x H x W x C (C = 1 or 3; uint8 as is, float in
+    [0, 1] scaled by 255 and rounded: torchvision, pyiqa and diffusers ``output_type="pt"``/``"np"``), one image or
+    a list (or tuple) of them. Items of a type in ``keep`` pass through unchanged (a reward's already-processed
+    inputs). Anything else (floats outside [0, 1], another channel count or number of dimensions, other dtypes
+    or types) raises ``ValueError``/``TypeError`` saying what was given and what is accepted.
+
+    >>> import numpy as np
+    >>> [im.size for im in as_images(np.zeros((2, 8, 6, 3), dtype=np.float32))]
+    [(6, 8), (6, 8)]
+    >>> as_images(np.full((4, 4, 3), 1.0))[0].getpixel((0, 0))
+    (255, 255, 255)
+    """
+    if isinstance(images, Image.Image | np.ndarray) or _is_tensor(images):
+        return _batch(images, "images")
+    if isinstance(images, str | bytes | Path) or not isinstance(images, Sequence):
+        raise TypeError(f"cannot score {_describe(images)}; accepted: {ACCEPTED_IMAGES}")
+    out: list[Any] = []
+    for i, item in enumerate(images):
+        if keep and isinstance(item, keep):
+            out.append(item)
+            continue
+        converted = _batch(item, f"images[{i}]")
+        if len(converted) != 1 or _is_batch(item):
+            raise ValueError(
+                f"images[{i}] is a batch ({_describe(item)}); give a batch on its own or a list of single images "
+                f"(accepted: {ACCEPTED_IMAGES})"
+            )
+        out.extend(converted)
+    return out
+
+
+def _is_tensor(x: Any) -> bool:
+    torch = sys.modules.get("torch")  # a tensor exists only if torch was imported: no import here
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _is_batch(x: Any) -> bool:
+    return (_is_tensor(x) or isinstance(x, np.ndarray)) and x.ndim == 4
+
+
+def _describe(x: Any) -> str:
+    if _is_tensor(x) or isinstance(x, np.ndarray):
+        kind = "a torch tensor" if _is_tensor(x) else "a numpy array"
+        return f"{kind} of shape {tuple(x.shape)} and dtype {x.dtype}"
+    if isinstance(x, Image.Image):
+        return f"a PIL image of mode {x.mode} and size {x.size}"
+    return f"an object of type {type(x).__name__}"
+
+
+def _batch(x: Any, name: str) -> list[Image.Image]:
+    """One image or a batch (PIL, tensor or array) as RGB PIL images."""
+    if isinstance(x, Image.Image):
+        return [x if x.mode == "RGB" else to_rgb(x)]
+    if _is_tensor(x):
+        if x.ndim not in (3, 4):
+            raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
+        channels_first = x.detach().cpu()
+        if channels_first.dtype.is_floating_point:
+            channels_first = channels_first.float()  # bfloat16 and float16 have no numpy twin
+        arr = channels_first.numpy()
+        if arr.ndim == 3:
+            arr = arr[None]
+        _check_channels(arr.shape[1], x, name)
+        return [_from_array(np.moveaxis(a, 0, -1), x, name) for a in arr]
+    if isinstance(x, np.ndarray):
+        if x.ndim not in (2, 3, 4):
+            raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
+        arr = x[..., None] if x.ndim == 2 else x
+        arr = arr[None] if arr.ndim == 3 else arr
+        _check_channels(arr.shape[-1], x, name)
+        return [_from_array(a, x, name) for a in arr]
+    raise TypeError(f"{name}: cannot score {_describe(x)}; accepted: {ACCEPTED_IMAGES}")
+
+
+def _check_channels(channels: int, x: Any, name: str) -> None:
+    if channels not in (1, 3):
+        where = "C x H x W (channels first)" if _is_tensor(x) else "H x W x C (channels last)"
+        raise ValueError(
+            f"{name}: {_describe(x)} has {channels} channels where {where} needs 1 or 3; accepted: {ACCEPTED_IMAGES}"
+        )
+
+
+def _from_array(hwc: np.ndarray, original: Any, name: str) -> Image.Image:
+    """An H x W x C (C = 1 or 3) uint8 or float [0, 1] array as an RGB PIL image."""
+    if hwc.dtype == np.uint8:
+        pixels = hwc
+    elif np.issubdtype(hwc.dtype, np.floating):
+        lo, hi = (float(np.min(hwc)), float(np.max(hwc))) if hwc.size else (0.0, 0.0)
+        if not (np.isfinite(lo) and np.isfinite(hi)) or lo < -_FLOAT_SLACK or hi > 1 + _FLOAT_SLACK:
+            raise ValueError(
+                f"{name}: {_describe(original)} has values in [{lo:.4g}, {hi:.4g}]; float images must be in [0, 1] "
+                "(divide 0..255 floats by 255, map [-1, 1] with (x + 1) / 2); accepted: " + ACCEPTED_IMAGES
+            )
+        pixels = np.rint(np.clip(hwc.astype(np.float32), 0.0, 1.0) * 255.0).astype(np.uint8)
+    else:
+        raise ValueError(
+            f"{name}: {_describe(original)}: the dtype must be uint8 or float; accepted: {ACCEPTED_IMAGES}"
+        )
+    if pixels.shape[-1] == 1:
+        return Image.fromarray(np.ascontiguousarray(pixels[..., 0]), "L").convert("RGB")
+    return Image.fromarray(np.ascontiguousarray(pixels), "RGB")

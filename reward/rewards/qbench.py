@@ -16,7 +16,8 @@ from PIL import Image
 
 from reward.core.config import parse
 from reward.core.errors import ConfigError
-from reward.rewards.base import RewardOutput
+from reward.data.images import as_images
+from reward.rewards.base import RewardOutput, TrlCallable
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
@@ -43,7 +44,7 @@ class QBenchConfig(ModelLoading):
     server: ServerConfig = field(default_factory=ServerConfig)  # backend=openai: base_urls, model, retries, ...
 
 
-class QBenchReward:
+class QBenchReward(TrlCallable):
     """Zero-shot good/poor quality in [0, 1] from any chat VLM."""
 
     def __init__(
@@ -67,8 +68,10 @@ class QBenchReward:
         """The image processor for DataLoader workers (``score`` then takes its ``PreparedImages``)."""
         return self.vlm.image_preparer()
 
-    def score(self, images: Sequence[Image.Image | PreparedImages], prompts: Sequence[str] | None = None) -> Any:
-        """Scores in [0, 1]; an image a server could not answer for scores NaN (a failure, never a number)."""
+    def score(self, images: Sequence[Image.Image | PreparedImages] | Any, prompts: Sequence[str] | None = None) -> Any:
+        """Scores in [0, 1]; an image a server could not answer for scores NaN (a failure, never a number). Images as
+        :func:`reward.data.images.as_images` takes them (PIL, tensors, arrays, one or a batch)."""
+        images = as_images(images, keep=(PreparedImages,))
         out = self.vlm.option_logprobs(as_groups(images), [self.query], system=self.cfg.system)
         failed = out.failed[:, 0]
         logp = out.logprobs[:, 0].masked_fill(failed[:, None], 0.0)

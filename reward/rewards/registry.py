@@ -131,7 +131,18 @@ def get_reward(name: str, cfg: Mapping[str, Any] | Any | None = None, **override
     values = to_plain(cfg)
     values.pop("name", None)
     values.update(overrides)
-    return spec.build(values)
+    reward = spec.build(values)
+    try:
+        reward.reward_spec = spec  # type: ignore[attr-defined]  # its metadata travels with it (rerank, trl)
+    except AttributeError:  # a custom reward with __slots__: callers then pass the metadata themselves
+        pass
+    return reward
+
+
+def spec_of(reward: Any) -> RewardSpec | None:
+    """The registration a reward was built from by :func:`get_reward` (``None`` for one constructed directly)."""
+    spec = getattr(reward, "reward_spec", None)
+    return spec if isinstance(spec, RewardSpec) else None
 
 
 def store_reward_schemas() -> None:

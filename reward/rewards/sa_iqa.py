@@ -23,7 +23,8 @@ from PIL import Image
 
 from reward.core.config import parse
 from reward.core.errors import MissingInputError
-from reward.rewards.base import RewardOutput
+from reward.data.images import as_images
+from reward.rewards.base import RewardOutput, TrlCallable
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
 from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
@@ -81,7 +82,7 @@ def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor |
     return w
 
 
-class SaIqaReward:
+class SaIqaReward(TrlCallable):
     """Per-dimension SA-IQA scores and their fusion, in [1, 5]."""
 
     def __init__(
@@ -115,10 +116,12 @@ class SaIqaReward:
         return self.vlm.image_preparer()
 
     def score(
-        self, images: Sequence[Image.Image | PreparedImages], prompts: Sequence[str] | None = None
+        self, images: Sequence[Image.Image | PreparedImages] | Any, prompts: Sequence[str] | None = None
     ) -> RewardOutput:
         """Fused and per-dimension scores in [1, 5]; a dimension a server could not answer is NaN, and so is the
-        fused score of that image (a failure, never a number)."""
+        fused score of that image (a failure, never a number). Images as :func:`reward.data.images.as_images` takes
+        them."""
+        images = as_images(images, keep=(PreparedImages,))
         out = self.vlm.option_logprobs(as_groups(images), self.queries, reuse_prefix=self.reuse_prefix)
         failed = out.failed  # [B, D]
         per_dim = expected_value(out.logprobs.masked_fill(failed[..., None], 0.0), self.values)  # [B, D]
