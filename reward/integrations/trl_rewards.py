@@ -68,8 +68,8 @@ def message_text(value: Any) -> str:
 class TrlRewardFunc:
     """A reward as a trl reward function (see the module docstring); built by :func:`trl_reward_func`.
 
-    ``calls`` counts the batches scored and ``last_failed`` the ``None`` items of the last one (also logged to trl
-    as ``<name>/failed`` through ``log_metric``).
+    ``calls`` counts the batches scored, ``last_values`` holds what the last call returned and ``last_failed`` its
+    ``None`` items (also logged to trl as ``<name>/failed`` through ``log_metric``).
     """
 
     def __init__(
@@ -94,6 +94,7 @@ class TrlRewardFunc:
         self.score_range = score_range
         self.normalize = normalize
         self.calls = 0
+        self.last_values: list[float | None] = []
         self.last_failed = 0
 
     def __call__(
@@ -114,11 +115,12 @@ class TrlRewardFunc:
         for i, value in zip(present, scored, strict=True):
             raw[i] = value
         self.calls += 1
+        self.last_values = [None if v is None else self.value(v) for v in raw]
         self.last_failed = sum(v is None for v in raw)
         log_metric = columns.get("log_metric")
         if callable(log_metric):
             log_metric(f"{self.__name__}/failed", float(self.last_failed))
-        return [None if v is None else self.value(v) for v in raw]
+        return list(self.last_values)
 
     def value(self, raw: float) -> float:
         """What trl maximises: the score itself (negated when lower is better); with ``normalize``, the score
