@@ -24,7 +24,8 @@ from pace_judge.config import PaceConfig, crop_config, model_config, track2_prom
 from pace_judge.scorer import DualTrackScorer, Judgement
 from reward.core.config import from_mapping
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput, TrlCallable
+from reward.integrations.trl_rewards import TrlCallable
+from reward.rewards.base import RewardOutput
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from PIL import Image
 
 from reward.core.config import from_mapping
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput, TrlCallable
+from reward.integrations.trl_rewards import TrlCallable
+from reward.rewards.base import RewardOutput
 from training.procedural.scenes import DIMENSIONS, proxy_scores, render, sample_scene
 from training.procedural.synthetic import DEFAULT_WEIGHTS
 

@@ -32,11 +32,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from reward.integrations.renderers import images_from_column
 from reward.rewards.registry import spec_of
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrlRewardFunc", "message_text", "trl_reward_func"]
+__all__ = ["TrlCallable", "TrlRewardFunc", "message_text", "trl_reward_func"]
 
 Render = Callable[..., Sequence[Any]]  # render(prompts, completions, **columns) -> one image (or None) per completion
 
@@ -197,3 +198,29 @@ def trl_reward_func(
         score_range=span or (-math.inf, math.inf),
         normalize=normalize,
     )
+
+
+IMAGE_COLUMNS = ("image", "images")  # dataset columns a reward called by trl reads its images from
+
+
+class TrlCallable:
+    """Makes a reward usable as it is in ``GRPOTrainer(reward_funcs=[reward])`` when the dataset has an ``image`` or
+    ``images`` column (a VLM policy's own images): the call is that of ``reward.trl_reward_func(self,
+    images_from_column(...))``, and ``__name__`` is the registered name, which trl logs. Without such a column the
+    call raises a ``TypeError`` that says how to wrap the reward with a render."""
+
+    @property
+    def __name__(self) -> str:
+        spec = getattr(self, "reward_spec", None)
+        return str(getattr(spec, "name", type(self).__name__))
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        column = next((c for c in IMAGE_COLUMNS if c in columns), None)
+        if column is None:
+            raise TypeError(
+                f"{type(self).__name__} scores images, but trl called it with text completions and no 'image' or "
+                "'images' column; wrap it with a render that makes each completion's image: "
+                "reward_funcs=[reward.trl_reward_func(scorer, render)] (renderers: "
+                "reward.render_from_pipeline(pipe), reward.images_from_column(NAME))"
+            )
+        return trl_reward_func(self, images_from_column(column))(prompts, completions, **columns)

@@ -17,7 +17,8 @@ from PIL import Image
 from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput, TrlCallable
+from reward.integrations.trl_rewards import TrlCallable
+from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups

@@ -24,7 +24,8 @@ from PIL import Image
 from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput, TrlCallable
+from reward.integrations.trl_rewards import TrlCallable
+from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
 from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
