@@ -88,4 +88,10 @@ def test_public_api_is_small():
         "list_rewards",
         "register_reward",
         "reward_info",
+        "as_images",
+        "trl_reward_func",
+        "images_from_column",
+        "render_from_pipeline",
+        "rerank",
+        "Reranked",
     }
