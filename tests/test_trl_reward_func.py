@@ -191,7 +191,7 @@ def test_a_failed_render_gives_none_and_the_rest_are_scored_in_one_batch(qbench,
     assert out[1] is None and all(isinstance(out[i], float) for i in (0, 2, 3))
     assert counting.batches == [3]  # one Reward.score call for the batch
     assert f.last_failed == 1
-    assert out[0] == pytest.approx(float(counting.inner([images[0]]).scores[0]), abs=1e-5)
+    assert out[0] == pytest.approx(float(counting.inner([images[0]]).scores[0]), abs=1e-4)
 
 
 def test_a_nan_score_is_none_and_trl_metrics_count_the_failures():
@@ -231,9 +231,9 @@ def test_a_bare_reward_reads_the_image_column_under_its_registered_name(qbench):
     images = random_images(2, seed=5)
     assert qbench.__name__ == "qbench"
     out = qbench(prompts=["p", "p"], completions=["a", "b"], completion_ids=None, image=images)
-    assert out == pytest.approx(qbench.score(images).scores.tolist(), abs=1e-6)
+    assert out == pytest.approx(qbench.score(images).scores.tolist(), abs=1e-4)
     nested = qbench(prompts=["p"], completions=["a"], images=[[images[1]]])  # trl's "images": a list per row
-    assert nested == pytest.approx([out[1]], abs=1e-6)
+    assert nested == pytest.approx([out[1]], abs=1e-4)
 
 
 def test_a_bare_reward_without_an_image_column_says_how_to_wrap_it(qbench):
