@@ -75,7 +75,12 @@ def test_trl_grpo_trains_a_text_policy_on_images_a_pipeline_draws_scored_by_qben
     model = AutoModelForCausalLM.from_pretrained(lm)
     tokenizer = AutoTokenizer.from_pretrained(lm)
     scorer = get_reward("qbench", model=str(tiny_vlm_path))
-    render = Recorded(render_from_pipeline(text_to_image_pipe, num_inference_steps=2, height=64, width=64))
+    draw = render_from_pipeline(text_to_image_pipe, num_inference_steps=2, height=64, width=64)
+
+    def draw_but_fail_the_first(prompts, completions, **columns):  # a failed render: None, passed on to trl
+        return [None, *draw(prompts[1:], completions[1:], **columns)]
+
+    render = Recorded(draw_but_fail_the_first)
     reward_func = trl_reward_func(scorer, render)
     dataset = Dataset.from_dict({"prompt": ["a modern living room with a sofa", "a kitchen with warm light"] * 4})
     before = _params(model)
@@ -89,11 +94,13 @@ def test_trl_grpo_trains_a_text_policy_on_images_a_pipeline_draws_scored_by_qben
     trainer.train()
 
     assert reward_func.calls == 2 and render.sizes == [4, 4]  # one batched call per step, one image per completion
-    assert len(reward_func.last_values) == 4
-    assert all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in reward_func.last_values)
-    assert len(set(reward_func.last_values)) > 1  # different completions, different images, different rewards
+    first, *scored = reward_func.last_values
+    assert first is None and reward_func.last_failed == 1
+    assert all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in scored)
+    assert len(set(scored)) > 1  # different completions, different images, different rewards
     logged = [h for h in trainer.state.log_history if "rewards/qbench/mean" in h]
     assert len(logged) == 2 and all(0.0 <= h["rewards/qbench/mean"] <= 1.0 for h in logged)
+    assert [h["qbench/failed"] for h in logged] == [1.0, 1.0]  # the failures, counted where trl logs
     assert _changed(model, before) > 0
 
 
