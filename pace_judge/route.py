@@ -223,8 +223,8 @@ def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, d
         )
         raise ConfigError(
             f"dimension={dimension!r}: no expert names it and no stored protocol is within theta={cfg.theta}"
-            f"{closest}. fast_only=true never builds a protocol: add an expert (experts.NAME=...), import a calibrated protocol "
-            "into memory= (pace_judge/memory.py import), or set fast_only=false to let the agents build one"
+            f"{closest}. fast_only=true never builds a protocol: add an expert (experts.NAME=...), import a "
+            "calibrated protocol into memory= (pace_judge/memory.py import), or set fast_only=false for the agents"
         )
     if example is None and cfg.example_image:
         example = to_rgb(load_image(cfg.example_image))
