@@ -267,6 +267,7 @@ class PlanSettings:
     gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB  # memory of one GPU (H200: 139 GiB as torch reports it)
     model: str | None = None  # plan with this model (a built-in name) when model.path / policy.path is not here yet
     reward_model: str | None = None  # GRPO: the same for the reward's model (e.g. a scorer still to be trained)
+    rows: int | None = None  # SFT: training rows to plan epochs with when data.train cannot be read here
 
 
 def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool, checkpointing: bool) -> Launch:

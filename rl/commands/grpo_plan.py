@@ -58,7 +58,7 @@ def grpo_plan(s: Any, args: Any) -> Plan:
         per_device=args.per_device_train_batch_size,
         accumulation=args.gradient_accumulation_steps,
         bf16=t.get("bf16") is not False,
-        checkpointing=bool(t.get("activation_checkpointing")),
+        checkpointing=bool(getattr(args, "activation_checkpointing", False)),
     )
     shape = shape_or_fail(s.policy.path, "policy.path", s.plan_for.model)
     vlm = shape.vision_params > 0 and s.policy.vision not in (False, "false")
@@ -93,15 +93,14 @@ def grpo_plan(s: Any, args: Any) -> Plan:
     gen_name = gen.get("name", "?")
     if gen_name != "procedural":
         plan.parts.append(generator_part(gen_name, 2 if launch.bf16 else 4))
-    prompts = args.generation_batch_size // args.num_generations
     eff = launch.effective_batch
+    prompts = eff * args.steps_per_generation // args.num_generations
     plan.lines += [
         f"policy: {shape.total / 1e9:.2f}B parameters from {shape.source}; trained: {trainable / 1e6:,.1f}M ("
         + (f"LoRA r={lora_r}" if lora_r else "full fine-tuning")
         + f"), weights in {str(dtype).removeprefix('torch.')}",
         f"completions per step {eff} = {launch.per_device} per device x {launch.accumulation} accumulation x "
-        f"{launch.processes} processes: {prompts} prompts x group {args.num_generations} per generation "
-        f"(this launch's {args.world_size} process(es))",
+        f"{launch.processes} processes: {prompts} prompts x group {args.num_generations} per generation",
         f"steps: {args.max_steps}; beta {beta:g}"
         + ("; the reference is the adapter-disabled policy" if beta > 0 and s.lora.enabled else ""),
         f"per completion: up to {completion} new tokens, about {tokens} tokens with the prompt ({vis_why}"

@@ -103,7 +103,7 @@ def sft_plan(s: Any) -> Plan:
     part.name = f"model {shape.name.split('/')[-1]}"
     plan = Plan(title=f"SFT of {s.model.path}", parts=[part], launch=launch)
     eff = launch.effective_batch
-    rows = _rows(s)
+    rows = _rows(s) or s.plan_for.rows
     max_steps = int(t.get("max_steps", -1))
     epochs = float(t.get("num_train_epochs", 3))
     if max_steps > 0:
