@@ -34,6 +34,7 @@ class PaceConfig(ModelLoading):
     memory: str | None = None  # memory bank folder (stored protocols, routing)
     omega: list[float] = field(default_factory=lambda: [0.5, 0.5])  # Track 1 / Track 2 weights, sum 1
     theta: float = 0.8  # routing: fast path when the best cosine to a stored dimension is above this
+    fast_only: bool = False  # PACE-Fast: experts and stored protocols only; a dimension routed nowhere is refused
     backend: str = "local"  # local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)
     server: dict[str, Any] = field(default_factory=dict)  # openai backend: base_url, model, api_key, top_logprobs
     crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled, upscale: false

@@ -213,6 +213,19 @@ def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, d
 
             stored = load_protocol(bank.protocol_file(hit.slug), check_anchors=False)
             reference = (stored, hit.cosine)  # the Visualizer's reference context (appendix A.1.2, [refcontext])
+    if cfg.fast_only:
+        from reward.core.errors import ConfigError
+
+        closest = (
+            f"; the closest stored dimension is {hit.dimension!r} at cosine {hit.cosine:.3f}"
+            if bank and hit.slug
+            else ""
+        )
+        raise ConfigError(
+            f"dimension={dimension!r}: no expert names it and no stored protocol is within theta={cfg.theta}"
+            f"{closest}. fast_only=true never builds a protocol: add an expert (experts.NAME=...), import a "
+            "calibrated protocol into memory= (pace_judge/memory.py import), or set fast_only=false for the agents"
+        )
     if example is None and cfg.example_image:
         example = to_rgb(load_image(cfg.example_image))
     if example is None and defer:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -43,6 +44,7 @@ def answer(
     soft_std: float | None = None,
     rng: np.random.Generator | None = None,
     votes: Sequence[float] | None = None,
+    row_std: float | None = None,
 ) -> str:
     """The target response: the dimension's response prefix, its rating word (``words`` best first), a full stop.
 
@@ -50,12 +52,16 @@ def answer(
     from :func:`training.targets.soft_target` (a distribution over the levels whose expectation is the MOS), so
     the expected cross-entropy equals the cross-entropy against that soft distribution (DeQA-Score's target);
     where the row has the annotators' ``votes`` (KonIQ-10k's ``c1..c5``, AVA's vote counts: a dataset row's
-    ``distribution``), the word is drawn from those instead (:func:`training.targets.votes_to_levels`).
+    ``distribution``), the word is drawn from those instead (:func:`training.targets.votes_to_levels`). With the
+    row's own ``row_std`` (``data.soft_targets=gaussian``: the std of its ratings, DeQA-Score's label), the word is
+    drawn from the Gaussian of that std, votes or not.
     """
     if soft_std is None:
         word = mos_to_word(mos, words, mos_range)
     else:
-        if votes:
+        if row_std is not None and math.isfinite(row_std):
+            probs = soft_target(mos, row_std, n_levels=len(words), scale=mos_range)
+        elif votes:
             probs = votes_to_levels(votes, len(words), mos_range)
         else:
             probs = soft_target(mos, soft_std, n_levels=len(words), scale=mos_range)  # level 1 (worst) first
@@ -76,6 +82,7 @@ def manifest_dataset(
     seed: int = 0,
     augment: float | None = None,
     split: str = "train",
+    row_std: bool = False,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
@@ -83,7 +90,8 @@ def manifest_dataset(
     or corrupt are reported with file and line and skipped (counted), never trained on. ``augment`` (a side
     fraction) crops and flips each image anew every time it is read (:class:`training.augment.QualityAugment`).
     A dataset by name (``NAME:FOLDER``) is read at ``split`` unless it names one; its description (scale, split
-    rule, file read) is kept as JSON in the returned dataset's ``info.description``.
+    rule, file read) is kept as JSON in the returned dataset's ``info.description``. ``row_std`` (with ``soft_std``)
+    draws each word from a Gaussian of the row's own ``std`` (rows without one use ``soft_std``, and are counted).
     """
     import datasets
 
@@ -107,7 +115,8 @@ def manifest_dataset(
                 f"the rows" + (f"\nother rows skipped: {more}" if more else "")
             )
         logger.warning("skipping %s", msg)
-    records: dict[str, list[Any]] = {k: [] for k in ("images", "prompt", "completion", "dimension", "mos", "votes")}
+    keys = ("images", "prompt", "completion", "dimension", "mos", "votes", "std")
+    records: dict[str, list[Any]] = {k: [] for k in keys}
     for row in rows:
         conv = conversation(
             queries[row.dimension]["question"], answer(queries, row.dimension, row.mos, words, mos_range)
@@ -118,15 +127,25 @@ def manifest_dataset(
         records["dimension"].append(row.dimension)
         records["mos"].append(row.mos)
         records["votes"].append([float(v) for v in row.extra.get("distribution") or []])
+        std = row.extra.get("std") if row_std else None
+        records["std"].append(float(std) if isinstance(std, (int, float)) and std >= 0 else float("nan"))
     info = datasets.DatasetInfo(description=json.dumps(result.info)) if result.info else None
     ds = datasets.Dataset.from_dict(records, info=info)
     ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))
     if soft_std is not None or augment is not None:  # a new word / crop is drawn each time an example is read
         ds.set_transform(_OnRead(queries, words, mos_range, soft_std, seed, augment))
     else:
-        ds = ds.remove_columns(["dimension", "mos", "votes"])
+        ds = ds.remove_columns(["dimension", "mos", "votes", "std"])
+    with_std = sum(math.isfinite(v) for v in records["std"])
+    if soft_std is not None and row_std:
+        logger.info(
+            "soft targets: %d of %d examples from a Gaussian of their own std (the others: std %g)",
+            with_std,
+            len(ds),
+            soft_std,
+        )
     voted = sum(bool(v) for v in records["votes"])
-    if soft_std is not None and voted:
+    if soft_std is not None and voted and not row_std:
         logger.info("soft targets: %d of %d examples from the annotators' votes", voted, len(ds))
     logger.info("SFT data: %d examples from %s (%d rows skipped)", len(ds), result.source, skipped)
     if result.info:
@@ -166,10 +185,10 @@ class _OnRead:
         if self.augment is not None:
             images = [[self.augment(im) for im in ims] for ims in images]
         completions = [
-            conversation("", answer(self.queries, d, m, self.words, self.mos_range, self.soft_std, self.rng, v))[
+            conversation("", answer(self.queries, d, m, self.words, self.mos_range, self.soft_std, self.rng, v, sd))[
                 "completion"
             ]
-            for d, m, v in zip(batch["dimension"], batch["mos"], batch["votes"], strict=True)
+            for d, m, v, sd in zip(batch["dimension"], batch["mos"], batch["votes"], batch["std"], strict=True)
         ]
         return {"images": images, "prompt": batch["prompt"], "completion": completions}
 

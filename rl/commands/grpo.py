@@ -42,6 +42,7 @@ from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load
 from rl.processes import gather, on_main, wait_for_everyone
 from rl.rewards import InpaintingRewards, RewardSet, reward_configs, reward_has_device
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split, timed_trainer
+from training.plan import PlanSettings, plan_problems
 from training.shared import (
     LoraSettings,
     load_checkpoint_weights,
@@ -117,6 +118,8 @@ class GrpoSettings:
     seed: int = 0  # generator seeds (one per task and step, shared by the task's group)
     samples_per_step: int = 4  # images saved per step in output_dir/samples (first-vs-last grid; main process)
     trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields
+    plan: bool = False  # true: print the run's plan (batch, memory per GPU of each model) and exit; nothing loads
+    plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
 
 
 store_schema("grpo_schema", GrpoSettings)
@@ -126,6 +129,8 @@ store_reward_schemas()
 # not what it learns
 MAY_CHANGE = (
     "output_dir",
+    "plan",
+    "plan_for",
     "resume",
     "overwrite",
     "samples_per_step",
@@ -194,6 +199,7 @@ def _validate(s: GrpoSettings) -> None:
             problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
     except ConfigError as err:
         problems.append(str(err))
+    problems.extend(plan_problems(s.plan_for))
     if problems:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
 
@@ -326,12 +332,23 @@ def checkpoint_step(checkpoint: str | None) -> int:
     return int(Path(checkpoint).name.rsplit("-", 1)[-1])
 
 
+def _print_plan(s: GrpoSettings, args: Any) -> dict[str, Any]:
+    from rl.commands.grpo_plan import grpo_plan
+    from training.plan import format_plan
+
+    plan = grpo_plan(s, args)
+    logger.info("%s", format_plan(plan))
+    return {"plan": plan.as_dict()}
+
+
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Validate, build, train, plot; returns a summary (also ``output_dir/grpo_result.json``)."""
     from datasets import Dataset
 
     s = parse_settings(cfg)
     out = Path(s.output_dir)
+    if s.plan:
+        return _print_plan(s, grpo_args(s, out))
     vision = is_vlm(s.policy.path, s.policy.vision)
     with_eval = s.eval.every > 0
     args = grpo_args(s, out)

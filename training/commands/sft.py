@@ -25,6 +25,7 @@ from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, wr
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.tokens import resolve_candidates
+from training.plan import PlanSettings, plan_problems
 from training.rating_loss import weighted_trainer_class
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -96,14 +97,18 @@ class DataSettings:
     train: str = MISSING  # ratings manifest, datasets folder, "synthetic" (fresh procedural scenes every step), or a
     # public dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. koniq10k:/data/KonIQ-10k; split train)
     test: str | None = None  # the same kinds, evaluated at the end (metrics.json); NAME:FOLDER's split: test
+    cross: list[str] = field(default_factory=list)  # after training: one A3 leaderboard (SRCC/PLCC per dataset) of the
+    # scorer over these sources (NAME:FOLDER[:SPLIT] or manifests), written to output_dir/cross/
     mos_range: list[float] | None = None  # MOS scale of the rating words; null: each source's own (a dataset's,
     # e.g. SPAQ 0-100 for data.train=spaq:DIR), else [1, 5]
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
     max_decode_pixels: int = 36_000_000  # decode guard (not the processor budget: model.max_pixels)
     synthetic_seed: int = 0  # data.train=synthetic: stream seed
     synthetic_size: int = 64  # data.train=synthetic: image size in pixels
-    soft_targets: bool = False  # draw the rating word from a distribution with expectation = MOS (DeQA-Score)
-    soft_std: float = 0.5  # std (MOS units) of that distribution
+    soft_targets: Any = False  # false: the MOS's word | true: a word drawn from the annotators' votes where the data
+    # has them, else from a Gaussian of std soft_std with expectation = MOS | gaussian: from a Gaussian of each row's
+    # own std (DeQA-Score's label: the SD/std/var columns of KonIQ-10k, KADID-10k, AGIQA-3K; a manifest's "std")
+    soft_std: float = 0.5  # std (MOS units) of the Gaussian where a row has no votes (true) or no std (gaussian)
     perception: str | None = None  # A1 questions mixed in: an LLVisionQA file, or "synthetic" (fresh every step)
     perception_fraction: float = 0.5  # share of perception examples (1.0: perception only, data.train not read)
     perception_families: list[str] | None = None  # data.perception=synthetic: question families (default all)
@@ -160,6 +165,8 @@ class SftSettings:
     eval_batch_size: int = 16  # images per scoring call at the end
     trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (+trainer.NAME=V adds)
     loss: LossSettings = field(default_factory=LossSettings)
+    plan: bool = False  # true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads
+    plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
 
 
 store_schema("sft_schema", SftSettings)
@@ -186,10 +193,17 @@ def _validate(s: SftSettings) -> None:
         s.model.loading()
     except ValueError as err:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
+    if soft_mode(s.data.soft_targets) == "?":
+        problems.append(f"data.soft_targets={s.data.soft_targets!r}: use false, true (votes) or gaussian (row std)")
+    elif soft_mode(s.data.soft_targets) == "gaussian" and s.data.train in STREAMS:
+        problems.append(
+            f"data.soft_targets=gaussian needs each row's std; data.train={s.data.train} has none: use true"
+        )
     mr = s.data.mos_range
     if mr is not None and (len(mr) != 2 or not mr[0] < mr[1]):
         problems.append(f"data.mos_range={mr}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(s))
+    problems.extend(plan_problems(s.plan_for))
     if problems:
         raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
@@ -214,10 +228,12 @@ def _prompt_problems(s: SftSettings) -> list[str]:
 
 def check_inputs(s: SftSettings) -> None:
     """The training and test data exist: fail now, not after training (a missing data.test would)."""
-    named = {v for v in (s.data.train, s.data.test) if check_source(v)}  # NAME:FOLDER: name, split, folder checked
+    sources = [("data.train", s.data.train), ("data.test", s.data.test)]
+    sources += [(f"data.cross[{i}]", v) for i, v in enumerate(s.data.cross)]
+    named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
-        for key, value in (("data.train", s.data.train), ("data.test", s.data.test))
+        for key, value in sources
         if value and value not in STREAMS and value not in named and not Path(value).exists()
     ]
     if missing:
@@ -226,7 +242,7 @@ def check_inputs(s: SftSettings) -> None:
 
 def check_output_folder(s: SftSettings) -> Output:
     """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
-    settings = {k: v for k, v in asdict(s).items() if k != "output_dir"}
+    settings = {k: v for k, v in asdict(s).items() if k not in ("output_dir", "plan", "plan_for")}
     inputs = {"model": s.model.path, "data.train": s.data.train}
     return check_output(
         s.output_dir,
@@ -268,6 +284,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     from reward.vlm import VLM, load_processor, thinking_off
 
     s = parse_settings(cfg)
+    if s.plan:
+        return _print_plan(s)
     check_inputs(s)
     out = Path(s.output_dir)
     definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
@@ -329,13 +347,25 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
             trainer.model, processor, out / "scorer", meta, s, state_dict=full_state, args=trainer.args
         )
         result["scorer"] = str(scorer_dir)
-        if s.data.test:  # through the saved directory, exactly as reward=sa-iqa will load it
+        if s.data.test or s.data.cross:  # through the saved directory, exactly as reward=sa-iqa will load it
             from reward.rewards.sa_iqa import build
 
             reward = build({"path": str(scorer_dir), "batch_size": s.eval_batch_size})
-            result["metrics"] = _evaluate(reward, s, out)
+            if s.data.test:
+                result["metrics"] = _evaluate(reward, s, out)
+            if s.data.cross:
+                result["cross"] = _cross_leaderboard(reward, s, out / "cross")
     atomic_write_json(out / "sft_result.json", result)
     return result
+
+
+def _print_plan(s: SftSettings) -> dict[str, Any]:
+    from training.commands.sft_plan import sft_plan
+    from training.plan import format_plan
+
+    plan = sft_plan(s)
+    logger.info("%s", format_plan(plan))
+    return {"plan": plan.as_dict()}
 
 
 def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
@@ -348,7 +378,8 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         return mix_perception(s, lambda: _train_dataset(no_perception, queries))
     words = _sorted_words(s)  # best first
     mos_range = data_mos_range(s, s.data.train)
-    soft = s.data.soft_std if s.data.soft_targets else None
+    mode = soft_mode(s.data.soft_targets)
+    soft = s.data.soft_std if mode else None
     if s.data.train == "synthetic":
         ds = synthetic_stream(
             queries,
@@ -386,7 +417,22 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         seed=seed,
         augment=s.data.augment_crop if s.data.augment else None,
         split="train",
+        row_std=mode == "gaussian",
     )
+
+
+def soft_mode(value: Any) -> str | None:
+    """``data.soft_targets`` as None (hard targets), ``votes`` (true) or ``gaussian``; ``?`` for anything else.
+
+    >>> [soft_mode(v) for v in (False, "false", True, "True", "votes", "gaussian", "soft")]
+    [None, None, 'votes', 'votes', 'votes', 'gaussian', '?']
+    """
+    text = str(value).strip().lower()
+    if text in ("false", "none", "0", ""):
+        return None
+    if text in ("true", "1", "votes"):
+        return "votes"
+    return "gaussian" if text == "gaussian" else "?"
 
 
 def data_mos_range(s: SftSettings, source: str | None) -> tuple[float, float]:
@@ -476,6 +522,19 @@ def log_effective_batch(args: Any) -> int:
 def save_processor(processor: Any, out: Path) -> None:
     """Save tokenizer, image processor, chat template and processor config (``processor.save_pretrained``)."""
     processor.save_pretrained(out)
+
+
+def _cross_leaderboard(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
+    """Q-Bench's A3 leaderboard of the trained scorer over ``data.cross``: SRCC/PLCC per dataset and their mean."""
+    from reward.data.files import atomic_write_text, json_safe
+    from reward.qbench.a3_leaderboard import dataset_names, format_leaderboard, leaderboard
+
+    board = leaderboard(reward, dataset_names(list(s.data.cross)), EvalSettings(batch_size=s.eval_batch_size))
+    table = format_leaderboard(board, title="cross-dataset: the trained scorer (SRCC/PLCC)")
+    atomic_write_text(out / "leaderboard.md", table)
+    atomic_write_json(out / "leaderboard.json", json_safe(board))
+    logger.info("\n%s", table)
+    return board
 
 
 def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:

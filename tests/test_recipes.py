@@ -1,0 +1,359 @@
+"""Recipes for the published rows (``configs/recipe/``) and ``plan=true``.
+
+The plan's arithmetic is checked against hand computation and its one GPU measurement; its parameter counts against
+real models; each recipe's cited values against the composed config; and every recipe runs end to end, in the order
+a user runs them (later recipes read earlier outputs), on tiny models and dataset folders in the official layouts,
+overriding only the model paths, the step counts and what a CPU cannot do (bf16, DataLoader workers).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import iqa_fixtures as fx
+import pytest
+import torch
+import yaml
+
+from conftest import run_cli
+from reward.core.cli import compose
+from reward.rewards.registry import store_reward_schemas
+from training.plan import GIB, Launch, PlanSettings, format_plan, model_part
+from training.plan_models import BUILTIN, ModelShape, model_shape
+
+
+def _store_schemas() -> None:
+    """The config schemas the entry scripts store on import (commands, rewards, generators)."""
+    import importlib
+
+    for module in ("training.commands.sft", "fusion.commands.fit", "rl.commands.grpo", "rl.generators"):
+        importlib.import_module(module)
+    importlib.import_module("pace_judge.commands.judge")
+    store_reward_schemas()
+
+
+_store_schemas()
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "configs" / "recipe"
+HYDRA_RECIPES = {  # recipe -> the command whose config it composes into
+    "qalign-koniq": "sft",
+    "deqa-koniq": "sft",
+    "sa-iqa-bench": "sft",
+    "sa-iqa-bench-fusion": "fusion",
+    "grpo-expansion": "grpo",
+    "pace-fast": "pace",
+    "tiny-real-photos": "sft",
+    "tiny-real-photos-gpu": "sft",
+}
+CPU = ["trainer.bf16=false", "trainer.dataloader_num_workers=0"]
+
+
+def test_every_recipe_file_is_known_and_starts_with_its_command():
+    files = {p.stem for p in RECIPES.glob("*.yaml")}
+    assert files == set(HYDRA_RECIPES) | {"grpo-expansion-stage1"}
+    for path in RECIPES.glob("*.yaml"):
+        lines = path.read_text().splitlines()
+        command = next(ln for ln in lines if not ln.startswith("# @package"))
+        assert command.startswith(("# accelerate launch", "# python", "# trl sft")), (path.name, command)
+        assert path.stem in command, path.name
+
+
+def _leaves(node, prefix=""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, node
+
+
+@pytest.mark.parametrize(
+    "name", ["qalign-koniq", "deqa-koniq", "sa-iqa-bench", "sa-iqa-bench-fusion", "grpo-expansion"]
+)
+def test_each_published_recipe_cites_a_source_for_every_value_and_composes_to_it(name):
+    text = (RECIPES / f"{name}.yaml").read_text()
+    for line in text.splitlines():  # a value line names its source: [paper tag] or [ours]
+        m = re.match(r"^\s*([a-z_]+):\s*(\S.*?)\s*(#.*)?$", line)
+        if m and not m.group(2).startswith("#") and m.group(1) not in ("defaults",):
+            assert m.group(3) and "[" in m.group(3) or line.strip().startswith(("bf16", "path:")), (name, line)
+    cfg = compose(HYDRA_RECIPES[name], [f"+recipe={name}"])
+    from omegaconf import OmegaConf
+
+    composed = OmegaConf.to_container(cfg, resolve=True)
+    for key, value in _leaves({k: v for k, v in yaml.safe_load(text).items() if k != "defaults"}):
+        got = composed
+        for part in key.split("."):
+            got = got[part]
+        assert got == value, (name, key, got, value)
+
+
+def test_qalign_and_deqa_recipes_hold_the_authors_script_values():
+    q = compose("sft", ["+recipe=qalign-koniq"])
+    assert (q.trainer.learning_rate, q.trainer.num_train_epochs, q.trainer.per_device_train_batch_size) == (2e-5, 3, 8)
+    assert (q.model.freeze_vision, q.model.freeze_aligner, q.data.soft_targets) == (False, False, False)
+    d = compose("sft", ["+recipe=deqa-koniq"])
+    assert (d.data.soft_targets, d.loss.rating_weight, d.trainer.per_device_train_batch_size) == ("gaussian", 20.0, 16)
+    assert d.data.cross == q.data.cross and len(q.data.cross) == 4  # inherited from qalign-koniq
+    s = compose("sft", ["+recipe=sa-iqa-bench"])
+    eff = s.trainer.per_device_train_batch_size * s.trainer.gradient_accumulation_steps * s.plan_for.processes
+    assert eff == 256 and s.prompt.type == 4 and not s.lora.enabled  # SA-IQA §4.1
+
+
+# --- the plan -----------------------------------------------------------------------------------------------------
+
+
+def test_parameter_counts_from_a_config_equal_the_real_model(tiny_vlm25_path, tiny_vlm_path):
+    from transformers import AutoModelForImageTextToText
+
+    for path in (tiny_vlm_path, tiny_vlm25_path):
+        shape = model_shape(str(path))
+        model = AutoModelForImageTextToText.from_pretrained(path)
+        assert shape.total == sum(p.numel() for p in model.parameters())
+        vision = sum(p.numel() for n, p in model.named_parameters() if "visual" in n)
+        assert shape.vision_params + shape.aligner_params == vision > shape.aligner_params > 0
+
+
+def test_the_built_in_table_gives_the_published_sizes():
+    billions = {name: round(model_shape(name).total / 1e9, 2) for name in BUILTIN}
+    assert billions["Qwen/Qwen2.5-VL-7B-Instruct"] == 8.29  # the model card's 8.29B
+    assert billions["Qwen/Qwen2-VL-7B-Instruct"] == 8.29
+    assert billions["Qwen/Qwen2.5-VL-72B-Instruct"] == 73.41
+    assert model_shape("qwen2.5-vl-3b-instruct").name == "qwen2.5-vl-3b-instruct"  # the short name, any case
+    with pytest.raises(KeyError):
+        model_shape("no/such-model")
+
+
+def _shape(params: int) -> ModelShape:
+    return ModelShape("m", "test", params, 0, 0, hidden=10, layers=2, vocab=100, intermediate=20)
+
+
+@pytest.mark.parametrize(
+    ("stage", "weights", "grads", "optim"),
+    [  # 1000 parameters, all trained, bf16 weights (2 bytes), 4 processes; DeepSpeed's Adam: 12 bytes per parameter
+        (0, 2000, 2000, 4000),  # no DeepSpeed: torch AdamW keeps two moments in the weights' dtype
+        (1, 2000, 2000, 12000 / 4),
+        (2, 2000, 2000 / 4, 12000 / 4),
+        (3, 2000 / 4, 2000 / 4, 12000 / 4),
+    ],
+)
+def test_zero_stages_shard_optimizer_then_gradients_then_weights(stage, weights, grads, optim):
+    launch = Launch(per_device=1, accumulation=1, processes_per_machine=2, machines=2, zero_stage=stage)
+    part = model_part(
+        "m", _shape(1000), launch, weight_bytes=2, trainable=1000, tokens=0, visual_tokens=0, train_vision=False
+    )
+    assert (part.weights, part.gradients, part.optimizer, part.activations) == (weights, grads, optim, 0)
+
+
+def test_activations_follow_tokens_hidden_layers_and_checkpointing():
+    shape = _shape(1000)
+    plain = model_part(
+        "m", shape, Launch(3, 1), weight_bytes=2, trainable=0, tokens=7, visual_tokens=0, train_vision=False
+    )
+    assert plain.activations == 3 * (34 * 7 * 10 * 2 + 7 * 100 * 6)  # per sample: layers + fp32/bf16 logits
+    saved = model_part(
+        "m",
+        shape,
+        Launch(3, 1, activation_checkpointing=True),
+        weight_bytes=2,
+        trainable=0,
+        tokens=7,
+        visual_tokens=0,
+        train_vision=False,
+    )
+    assert saved.activations == 3 * (2 * 7 * 10 * 2 + 34 * 7 * 10 + 7 * 100 * 6)
+
+
+def test_the_plan_of_lora_sft_on_the_7b_config_is_within_10_percent_of_its_h200_measurement():
+    """The bench's LoRA SFT of the Qwen2.5-VL-7B config (batch 4, 448 px, activation checkpointing): 17.2 GiB."""
+    from training.commands.sft import parse_settings
+    from training.commands.sft_plan import sft_plan
+
+    s = parse_settings(
+        compose(
+            "sft",
+            [
+                "model.path=Qwen/Qwen2.5-VL-7B-Instruct",
+                "data.train=synthetic",
+                "output_dir=unused",
+                "trainer.max_steps=4",
+                "lora.enabled=true",
+                "prompt.type=1",
+                "trainer.per_device_train_batch_size=4",
+                "trainer.gradient_accumulation_steps=1",
+                "trainer.activation_checkpointing=true",
+                "model.max_pixels=200704",
+            ],
+        )
+    )
+    plan = sft_plan(s)
+    assert abs(plan.total_gib - 17.2) / 17.2 < 0.10, format_plan(plan)
+    assert plan.fits and abs(plan.step_s - 1.01) < 0.2  # the measured configuration itself
+
+
+def test_plan_true_prints_the_plan_in_seconds_without_any_weights(tmp_path):
+    """The recipes' own commands, no model or dataset present (a fresh clone): exit 0 and the plan's lines."""
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    sft = [sys.executable, str(ROOT / "training/sft.py"), "+recipe=qalign-koniq", "plan=true"]
+    done = subprocess.run(sft, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "effective batch 64 = 8 per device x 1 accumulation x 8 processes" in out
+    assert "steps: 333 (3 epochs of 7058 rows)" in out and "ZeRO-3" in out and ": fits" in out
+    assert not (tmp_path / "runs").exists()  # nothing created
+    grpo = [sys.executable, str(ROOT / "rl/grpo.py"), "+recipe=grpo-expansion", "plan=true", "plan_for.processes=1"]
+    done = subprocess.run(grpo, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "4 prompts x group 8" not in done.stdout and "1 prompts x group 8" in done.stdout  # 8 completions / G
+    assert "reward sa-iqa" in done.stdout and "generator flux-fill" in done.stdout
+
+
+def test_a_plan_that_does_not_fit_names_the_knobs_and_a_bad_plan_setting_is_refused(caplog):
+    from training.commands.sft import parse_settings
+    from training.commands.sft_plan import sft_plan
+
+    base = ["model.path=Qwen/Qwen2.5-VL-72B-Instruct", "data.train=synthetic", "output_dir=x", "trainer.max_steps=1"]
+    plan = sft_plan(parse_settings(compose("sft", base)))
+    text = format_plan(plan)
+    assert not plan.fits and "does NOT fit" in text
+    assert "lora.enabled=true" in text and "zero3.yaml" in text and "activation_checkpointing=true" in text
+    with pytest.raises(Exception, match=r"plan_for.zero_stage=4: DeepSpeed ZeRO stages are 0-3"):
+        parse_settings(compose("sft", [*base, "plan_for.zero_stage=4"]))
+    with pytest.raises(Exception, match=r"model.path=nowhere/model: plan=true needs the model's config.json"):
+        sft_plan(parse_settings(compose("sft", [*base, "model.path=nowhere/model"])))
+
+
+def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
+    from training.commands.sft import parse_settings
+    from training.commands.sft_plan import sft_plan
+
+    base = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "output_dir=x", "trainer.max_steps=1"]
+    one = sft_plan(parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"])))
+    two = sft_plan(
+        parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3", "plan_for.machines=2"]))
+    )
+    assert two.launch.processes == 16 and two.launch.effective_batch == 2 * one.launch.effective_batch
+    assert two.parts[0].weights == pytest.approx(one.parts[0].weights / 2)
+    assert f"{PlanSettings().gpu_memory_gib:.0f} GiB per GPU" in format_plan(two)
+    assert one.total_gib * GIB == pytest.approx(sum(p.total for p in one.parts))
+
+
+# --- every recipe end to end on tiny models -----------------------------------------------------------------------
+
+
+def _datasets(root: Path) -> None:
+    """The recipes' dataset folders, in the official layouts, where the recipes expect them (relative to the cwd)."""
+    for folder, write in (
+        ("KonIQ-10k", fx.koniq_sets),
+        ("SPAQ", fx.spaq),
+        ("kadid10k", fx.kadid),
+        ("ChallengeDB_release", fx.livec),
+        ("AGIQA-3K", fx.agiqa3k),
+    ):
+        (root / "datasets" / folder).mkdir(parents=True)
+        write(root / "datasets" / folder)
+
+
+def _sa_bench(root: Path) -> None:
+    """SA-BENCH's layout for the recipe: train/test ratings manifests and human preference pairs."""
+    from training.procedural.synthetic import write_benchmark
+
+    bench = root / "datasets" / "SA-BENCH"
+    files = write_benchmark(bench, 12, size=56, seed=0)
+    rows = files.ratings.read_text().splitlines()
+    (bench / "train.jsonl").write_text("\n".join(rows[: len(rows) * 4 // 5]) + "\n")
+    (bench / "test.jsonl").write_text("\n".join(rows[len(rows) * 4 // 5 :]) + "\n")
+
+
+@pytest.mark.slow
+def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
+    tiny_vlm_path, tmp_path, monkeypatch, pace_protocol_path
+):
+    from fusion.commands.fit import run as run_fusion
+    from pace_judge.commands.judge import run as run_judge
+    from pace_judge.commands.memory import run as run_memory
+    from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
+    from rl.commands.grpo import run as run_grpo
+    from rl.commands.tasks import run as run_tasks
+    from training.commands.sft import run as run_sft
+
+    monkeypatch.chdir(tmp_path)
+    _datasets(tmp_path)
+    _sa_bench(tmp_path)
+    model = f"model.path={tiny_vlm_path}"
+    steps = "trainer.max_steps=2"
+
+    qalign = run_sft(compose("sft", ["+recipe=qalign-koniq", model, steps, *CPU]))
+    assert qalign["global_step"] == 2 and Path("runs/qalign-koniq/scorer/sa_iqa.json").is_file()
+    cross = json.loads(Path("runs/qalign-koniq/cross/leaderboard.json").read_text())
+    assert {"spaq", "kadid10k", "livec", "agiqa3k"} <= set(json.dumps(cross).replace('"', " ").split())
+    assert set(qalign["metrics"]) >= {"quality"}
+
+    deqa = run_sft(compose("sft", ["+recipe=deqa-koniq", model, steps, *CPU]))
+    assert deqa["global_step"] == 2 and Path("runs/deqa-koniq/scorer/sa_iqa.json").is_file()
+
+    bench = run_sft(
+        compose("sft", ["+recipe=sa-iqa-bench", model, steps, *CPU, "trainer.activation_checkpointing=false"])
+    )
+    assert bench["global_step"] == 2 and set(bench["metrics"]) >= {"layout", "harmony", "lighting", "distortion"}
+    weights = run_fusion(compose("fusion", ["+recipe=sa-iqa-bench-fusion", "bootstrap=0"]))
+    assert Path("runs/sa-iqa-bench/scorer/fusion_weights.json").is_file() and weights
+
+    tiny_lm = make_tiny_lm(tmp_path / "tiny-lm")
+    chats = tmp_path / "datasets" / "expansions"
+    chats.mkdir(parents=True)
+    row = {"messages": [{"role": "user", "content": "Expand this inpainting prompt: a sofa"}]}
+    row["messages"].append({"role": "assistant", "content": "a linen sofa in warm light"})
+    (chats / "train.jsonl").write_text((json.dumps(row) + "\n") * 16)
+    trl = [str(Path(sys.executable).parent / "trl"), "sft", "--config", str(RECIPES / "grpo-expansion-stage1.yaml")]
+    trl += ["--model_name_or_path", str(tiny_lm), "--max_steps", "2", "--use_cpu", "--bf16", "false"]
+    done = subprocess.run(trl, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert Path("runs/grpo-expansion-stage1/adapter_config.json").is_file()
+
+    run_tasks(compose("tasks", ["out=datasets/inpainting", "n=8"]))
+    flux = make_tiny_inpaint_pipeline(tmp_path / "tiny-flux", kind="flux-fill")
+    grpo = run_grpo(
+        compose(
+            "grpo",
+            [
+                "+recipe=grpo-expansion",
+                f"generator.path={flux}",
+                "trainer.max_steps=2",
+                "trainer.per_device_train_batch_size=8",
+                "trainer.max_completion_length=16",
+                "generator.steps=2",
+                "eval.every=0",
+                "trainer.bf16=false",
+            ],
+        )
+    )
+    assert grpo["global_step"] == 2 and grpo["complete"]
+
+    Path("images").mkdir()
+    for i, level in enumerate((0.2, 0.8)):
+        fx.image(tmp_path / "images" / f"{i}.png", level, seed=i)
+    assert (
+        run_cli(
+            "memory",
+            run_memory,
+            ["import", "memory=memory", f"protocol={pace_protocol_path}"],
+            ("list", "show", "import", "delete", "route"),
+        )
+        == 0
+    )
+    judged = run_judge(
+        compose("pace", ["+recipe=pace-fast", model, "dimension=quality", "images=images", "out=judged"])
+    )
+    assert judged and Path("judged/scores.jsonl").is_file()
+    stored = run_judge(compose("pace", ["+recipe=pace-fast", model, "dimension=sharpness", "images=images", "out=j2"]))
+    assert stored and Path("j2/scores.jsonl").is_file()
+    from reward.core.errors import UserError
+
+    with pytest.raises(UserError, match=r"no expert names it and no stored protocol is within theta=0.8"):
+        run_judge(
+            compose("pace", ["+recipe=pace-fast", model, "dimension=text legibility", "images=images", "out=j3"])
+        )
+    assert torch.isfinite(torch.tensor([json.loads(ln)["score"] for ln in Path("judged/scores.jsonl").open()])).all()

@@ -1,0 +1,303 @@
+"""``plan=true``: what a training run will cost, printed before any weight is loaded.
+
+The plan states how the effective batch is made (per device x accumulation x processes), the steps and epochs, the
+samples and visual tokens per step, and the memory each GPU will need, in parts:
+
+- **weights**: every parameter in the load dtype (:func:`training.shared.load_dtype` decides, as the run will);
+- **gradients**: the trainable parameters, in the weights' dtype;
+- **optimizer**: AdamW's two moments per trainable parameter, in the weights' dtype (torch's AdamW keeps them so),
+  or, under DeepSpeed, fp32 moments plus an fp32 master copy (12 bytes per trainable parameter);
+- **activations**: per sample and decoder layer about ``34 x tokens x hidden`` bytes (Korthikanti et al., *Reducing
+  Activation Recomputation in Large Transformer Models*, §4.1, without the attention-score term that fused
+  attention never stores), or ``2 x tokens x hidden`` with activation checkpointing, plus the fp32 logits; a
+  trained vision tower adds its own, by the same rule over its patches.
+
+ZeRO stage 1 shards the optimizer over all processes (every machine's), stage 2 the gradients too, stage 3 the
+weights too. These are estimates (an allocator, CUDA context and fragmentation add 1-3 GiB); their one check against
+a measurement is in the tests: LoRA SFT of the Qwen2.5-VL-7B config at batch 4 measured 17.2 GiB on an H200.
+
+The time per step is scaled from a recorded measurement (:data:`MEASURED`) by the work per device and step
+(samples x tokens x parameters), x4/3 for full fine-tuning over LoRA (the weight gradients): a rough guide, not a
+promise. Where the memory does not fit, the plan names the knobs that would make it fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from training.plan_models import GENERATOR_PARAMS_B, ModelShape
+
+GIB = 2**30
+ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
+CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is recomputed at a time
+DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A step time measured on a GPU: the reference :func:`estimate_step_s` scales from."""
+
+    what: str
+    gpu: str
+    model_params: float  # parameters of the model trained
+    samples: int  # per device and step
+    tokens: int  # per sample
+    lora: bool
+    seconds: float
+    peak_gib: float
+
+
+MEASURED = (
+    Measured(
+        "LoRA SFT of a random Qwen2.5-VL-7B (bench/gpu_check.py, README 'Real checkpoints at scale')",
+        "H200",
+        8.29e9,
+        4,
+        285,
+        True,
+        1.01,
+        17.2,
+    ),
+)
+
+
+@dataclass
+class Launch:
+    """How many processes, how the batch is made, what precision and ZeRO stage."""
+
+    per_device: int
+    accumulation: int
+    processes_per_machine: int = 1
+    machines: int = 1
+    zero_stage: int = 0  # 0: no DeepSpeed
+    bf16: bool = True
+    activation_checkpointing: bool = False
+    gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB
+
+    @property
+    def processes(self) -> int:
+        return self.processes_per_machine * self.machines
+
+    @property
+    def effective_batch(self) -> int:
+        return self.per_device * self.accumulation * self.processes
+
+
+@dataclass
+class Part:
+    """One model's memory on one device (bytes)."""
+
+    name: str
+    weights: float
+    gradients: float = 0.0
+    optimizer: float = 0.0
+    activations: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+@dataclass
+class Plan:
+    title: str
+    lines: list[str] = field(default_factory=list)  # batch, steps, tokens: the facts before the memory table
+    parts: list[Part] = field(default_factory=list)
+    launch: Launch | None = None
+    step_s: float | None = None
+    step_basis: str = ""
+    advice: list[str] = field(default_factory=list)
+
+    @property
+    def total_gib(self) -> float:
+        return sum(p.total for p in self.parts) / GIB
+
+    @property
+    def fits(self) -> bool:
+        return self.launch is None or self.total_gib <= self.launch.gpu_memory_gib
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "facts": self.lines,
+            "memory_gib": {p.name: round(p.total / GIB, 2) for p in self.parts},
+            "total_gib": round(self.total_gib, 2),
+            "fits": self.fits,
+            "step_s": None if self.step_s is None else round(self.step_s, 3),
+            "advice": self.advice,
+        }
+
+
+def trainable_params(
+    shape: ModelShape, *, lora_r: int | None, lora_targets: list[str], vision: bool, aligner: bool
+) -> int:
+    """Parameters the optimizer updates: LoRA's ``r x (in + out)`` per targeted linear of every decoder layer, or the
+    language model plus whatever of the vision side is not frozen."""
+    if lora_r is not None:
+        per_layer = sum(lora_r * (i + o) for name, i, o in shape.linear_shapes if name in lora_targets)
+        return per_layer * shape.layers
+    return shape.llm_params + (shape.vision_params if vision else 0) + (shape.aligner_params if aligner else 0)
+
+
+def model_part(
+    name: str,
+    shape: ModelShape,
+    launch: Launch,
+    *,
+    weight_bytes: int,
+    trainable: int,
+    tokens: int,
+    visual_tokens: int,
+    train_vision: bool,
+) -> Part:
+    """Memory of a trained model on one device under ``launch`` (see the module docstring for each term)."""
+    n = launch.processes
+    stage = launch.zero_stage
+    weights = shape.total * weight_bytes / (n if stage >= 3 else 1)
+    grads = trainable * weight_bytes / (n if stage >= 2 else 1)
+    opt_bytes = 12 if stage >= 1 else 2 * weight_bytes
+    optimizer = trainable * opt_bytes / (n if stage >= 1 else 1)
+    per_layer = CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN if launch.activation_checkpointing else None
+    act_rate = per_layer or ACTIVATION_BYTES_PER_TOKEN_HIDDEN
+    llm_act = act_rate * tokens * shape.hidden * shape.layers
+    if launch.activation_checkpointing:
+        llm_act += ACTIVATION_BYTES_PER_TOKEN_HIDDEN * tokens * shape.hidden  # the layer being recomputed
+    logits = tokens * shape.vocab * (4 + 2)  # fp32 logits for the loss + their bf16 copy
+    vision_act = 0.0
+    if train_vision and shape.vision_depth:
+        patches = visual_tokens * 4  # a visual token merges 2 x 2 patches
+        vision_act = act_rate * patches * shape.vision_hidden * shape.vision_depth
+    activations = launch.per_device * (llm_act + logits + vision_act)
+    return Part(name, weights, grads, optimizer, activations)
+
+
+def frozen_part(name: str, params: float, weight_bytes: int, launch: Launch, *, sharded: bool = False) -> Part:
+    """A model that is only run (a reference policy, a reward, a generator): its weights (ZeRO-3 shards them when
+    they are prepared with the policy)."""
+    return Part(name, params * weight_bytes / (launch.processes if sharded and launch.zero_stage >= 3 else 1))
+
+
+def generator_part(name: str, weight_bytes: int) -> Part:
+    params = sum(GENERATOR_PARAMS_B.get(name, {}).values()) * 1e9
+    return Part(f"generator {name}", params * weight_bytes)
+
+
+def estimate_step_s(params: float, samples: int, tokens: int, lora: bool) -> tuple[float, str]:
+    """Seconds per optimizer step on an H200, scaled from :data:`MEASURED` (see the module docstring)."""
+    ref = MEASURED[0]
+    scale = (params / ref.model_params) * (samples / ref.samples) * (tokens / ref.tokens)
+    if not lora:
+        scale *= 4 / 3
+    basis = f"scaled from {ref.seconds} s/step measured for {ref.what} on one {ref.gpu}"
+    return ref.seconds * scale, basis
+
+
+def advise(plan: Plan, *, lora: bool, checkpointing: bool, per_device: int, max_pixels_key: str) -> list[str]:
+    """The knobs that would make a plan fit, the cheapest first."""
+    launch = plan.launch
+    if launch is None or plan.fits:
+        return []
+    tips = []
+    acts = sum(p.activations for p in plan.parts) / GIB
+    if not checkpointing and acts > 1:
+        tips.append(f"trainer.activation_checkpointing=true (activations {acts:.1f} GiB)")
+    if per_device > 1:
+        tips.append(
+            f"trainer.per_device_train_batch_size={max(1, per_device // 2)} with twice the "
+            "trainer.gradient_accumulation_steps (same effective batch)"
+        )
+    if launch.zero_stage < 3:
+        tips.append(
+            "accelerate launch --config_file configs/accelerate/zero3.yaml (shards weights, gradients, optimizer)"
+        )
+    if not lora:
+        tips.append("lora.enabled=true (trains adapters only: no full gradients or optimizer states)")
+    tips.append(f"{max_pixels_key}=... lower (fewer visual tokens per image)")
+    return tips
+
+
+def duration(seconds: float) -> str:
+    """A duration as people say it.
+
+    >>> duration(40), duration(4000), duration(200_000)
+    ('40 s', '1.1 h', '2.3 days')
+    """
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan as the lines a command prints."""
+    out = [f"plan: {plan.title}", *(f"  {line}" for line in plan.lines)]
+    if plan.launch is not None:
+        launch = plan.launch
+        zero = f"ZeRO-{launch.zero_stage}" if launch.zero_stage else "no ZeRO"
+        out.append(
+            f"  memory per GPU ({launch.processes} process(es) on {launch.machines} machine(s), "
+            f"{'bf16' if launch.bf16 else 'fp32'}, {zero}"
+            f"{', activation checkpointing' if launch.activation_checkpointing else ''}):"
+        )
+        out.append(f"    {'part':<34}{'weights':>9}{'grads':>9}{'optim':>9}{'activ':>9}{'total':>9}  GiB")
+        for p in plan.parts:
+            cells = (p.weights, p.gradients, p.optimizer, p.activations, p.total)
+            out.append(f"    {p.name[:33]:<34}" + "".join(f"{c / GIB:>9.1f}" for c in cells))
+        verdict = "fits" if plan.fits else "does NOT fit"
+        out.append(f"    total {plan.total_gib:.1f} GiB of {launch.gpu_memory_gib:.0f} GiB per GPU: {verdict}")
+    if plan.step_s is not None:
+        out.append(f"  time: about {plan.step_s:.2f} s/step on one H200 ({plan.step_basis}; rough: x0.5-x2)")
+    if plan.advice:
+        out.append("  to make it fit, any of:")
+        out.extend(f"    - {tip}" for tip in plan.advice)
+    out.append("  nothing was loaded; run the same command without plan=true to train")
+    return "\n".join(out)
+
+
+@dataclass
+class PlanSettings:
+    """What ``plan=true`` plans for when the launch itself cannot say (a plan runs in one process, before any
+    ``accelerate launch``): null values are read from this launch's environment."""
+
+    processes: int | None = None  # GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1
+    machines: int = 1  # machines (accelerate --num_machines)
+    zero_stage: int | None = None  # DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0
+    gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB  # memory of one GPU (H200: 139 GiB as torch reports it)
+    model: str | None = None  # plan with this model (a built-in name) when model.path / policy.path is not here yet
+    reward_model: str | None = None  # GRPO: the same for the reward's model (e.g. a scorer still to be trained)
+    rows: int | None = None  # SFT: training rows to plan epochs with when data.train cannot be read here
+
+
+def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool, checkpointing: bool) -> Launch:
+    """The launch a plan is made for: ``p``'s values, else this process's launcher environment."""
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    stage_env = (
+        os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") if os.environ.get("ACCELERATE_USE_DEEPSPEED") else None
+    )
+    return Launch(
+        per_device=per_device,
+        accumulation=accumulation,
+        processes_per_machine=p.processes or max(1, world // max(1, p.machines)),
+        machines=p.machines,
+        zero_stage=p.zero_stage if p.zero_stage is not None else int(stage_env or 0),
+        bf16=bf16,
+        activation_checkpointing=checkpointing,
+        gpu_memory_gib=p.gpu_memory_gib,
+    )
+
+
+def plan_problems(p: PlanSettings, where: str = "plan_for") -> list[str]:
+    problems = []
+    if p.processes is not None and p.processes < 1:
+        problems.append(f"{where}.processes={p.processes}: give 1 or more GPUs per machine")
+    if p.machines < 1:
+        problems.append(f"{where}.machines={p.machines}: give 1 or more machines")
+    if p.zero_stage is not None and p.zero_stage not in (0, 1, 2, 3):
+        problems.append(f"{where}.zero_stage={p.zero_stage}: DeepSpeed ZeRO stages are 0-3")
+    if not p.gpu_memory_gib > 0:
+        problems.append(f"{where}.gpu_memory_gib={p.gpu_memory_gib}: give the GPU's memory in GiB")
+    return problems
