@@ -32,6 +32,7 @@ from training.scorer_format import (
     resolve_definitions,
     scorer_metadata,
 )
+from training.sft_data import STREAMS
 from training.shared import (
     LoraSettings,
     freeze_vision,
@@ -61,7 +62,6 @@ MAY_CHANGE = (
     "trainer.report_to",
     "trainer.dataloader_num_workers",
 )
-STREAMS = ("synthetic", "distorted-photos")  # data.train names of the endless training streams
 
 
 @dataclass
