@@ -76,6 +76,7 @@ def manifest_dataset(
     seed: int = 0,
     augment: float | None = None,
     split: str = "train",
+    columns: Any = None,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
@@ -83,12 +84,19 @@ def manifest_dataset(
     or corrupt are reported with file and line and skipped (counted), never trained on. ``augment`` (a side
     fraction) crops and flips each image anew every time it is read (:class:`training.augment.QualityAugment`).
     A dataset by name (``NAME:FOLDER``) is read at ``split`` unless it names one; its description (scale, split
-    rule, file read) is kept as JSON in the returned dataset's ``info.description``.
+    rule, file read) is kept as JSON in the returned dataset's ``info.description``; a ``datasets`` dataset
+    ``hf:NAME_OR_DIR[:SPLIT]`` is read through its ``columns`` (:class:`reward.data.hf.HfColumns`).
     """
     import datasets
 
     result = load_ratings(
-        source, skip_bad=skip_bad, check_images=True, max_pixels=max_pixels, mos_range=mos_range, default_split=split
+        source,
+        skip_bad=skip_bad,
+        check_images=True,
+        max_pixels=max_pixels,
+        mos_range=mos_range,
+        default_split=split,
+        columns=columns,
     )
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)

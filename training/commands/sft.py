@@ -21,6 +21,7 @@ from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
+from reward.data.hf import HfColumns
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of
@@ -96,6 +97,8 @@ class DataSettings:
     train: str = MISSING  # ratings manifest, datasets folder, "synthetic" (fresh procedural scenes every step), or a
     # public dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. koniq10k:/data/KonIQ-10k; split train)
     test: str | None = None  # the same kinds, evaluated at the end (metrics.json); NAME:FOLDER's split: test
+    # (hf:NAME_OR_DIR[:SPLIT]: a datasets dataset, its train / test split by default)
+    columns: HfColumns = field(default_factory=HfColumns)  # hf:... data: the image, MOS and dimension columns
     mos_range: list[float] | None = None  # MOS scale of the rating words; null: each source's own (a dataset's,
     # e.g. SPAQ 0-100 for data.train=spaq:DIR), else [1, 5]
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
@@ -386,6 +389,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         seed=seed,
         augment=s.data.augment_crop if s.data.augment else None,
         split="train",
+        columns=s.data.columns,
     )
 
 
@@ -484,7 +488,12 @@ def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
     mos_range = data_mos_range(s, s.data.test)
     settings = EvalSettings(batch_size=s.eval_batch_size, skip_bad=s.data.skip_bad, mos_range=mos_range)
     rows = load_ratings(
-        s.data.test, skip_bad=s.data.skip_bad, check_images=False, mos_range=mos_range, default_split="test"
+        s.data.test,
+        skip_bad=s.data.skip_bad,
+        check_images=False,
+        mos_range=mos_range,
+        default_split="test",
+        columns=s.data.columns,
     )
     base = rows.base if rows.info else Path(s.data.test).resolve().parent
     result = evaluate_rows(reward, rows.rows, settings, score_range=(1.0, 5.0), base=base, source=rows.source)
