@@ -26,7 +26,11 @@ from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, wr
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.tokens import resolve_candidates
+from training.curves import write_train_curve
+from training.model_card import ScorerCard, command_line, write_card
+from training.push import push_problems, push_scorer
 from training.rating_loss import weighted_trainer_class
+from training.reporting import report_to_problems
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
     resolve_definitions,
@@ -60,6 +64,8 @@ MAY_CHANGE = (
     "trainer.save_total_limit",
     "trainer.report_to",
     "trainer.dataloader_num_workers",
+    "push_to_hub",
+    "hub_model_id",
 )
 STREAMS = ("synthetic", "distorted-photos")  # data.train names of the endless training streams
 
@@ -163,6 +169,8 @@ class SftSettings:
     eval_batch_size: int = 16  # images per scoring call at the end
     trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (+trainer.NAME=V adds)
     loss: LossSettings = field(default_factory=LossSettings)
+    push_to_hub: bool = False  # upload scorer/ (model, card, sa_iqa.json) to hub_model_id (HfApi.upload_folder)
+    hub_model_id: str | None = None  # push_to_hub: the Hub repo ORG/NAME, created if it does not exist
 
 
 store_schema("sft_schema", SftSettings)
@@ -193,6 +201,10 @@ def _validate(s: SftSettings) -> None:
     if mr is not None and (len(mr) != 2 or not mr[0] < mr[1]):
         problems.append(f"data.mos_range={mr}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(s))
+    problems.extend(report_to_problems(s.trainer.get("report_to", "none")))
+    problems.extend(push_problems(s.push_to_hub, s.hub_model_id))
+    if s.trainer.get("push_to_hub"):
+        problems.append("trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)")
     if problems:
         raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
@@ -326,6 +338,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     result["global_step"] = train_out.global_step
     result["train_loss"] = train_out.training_loss
+    if trainer.is_world_process_zero():
+        result["train_curve"] = write_train_curve(trainer.state.log_history, out)["png"]
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     if trainer.is_world_process_zero():
         scorer_dir = save_scorer(
@@ -337,8 +351,41 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
 
             reward = build({"path": str(scorer_dir), "batch_size": s.eval_batch_size})
             result["metrics"] = _evaluate(reward, s, out)
+        result["model_card"] = str(write_card(scorer_dir, _card(s, cfg, meta, result)))
+        write_card(out, _card(s, cfg, meta, result))  # in place of trl's template in the output folder
+        if s.push_to_hub and s.hub_model_id:
+            result["pushed"] = push_scorer(scorer_dir, s.hub_model_id, message=f"SA-IQA scorer: {out.name}")
     atomic_write_json(out / "sft_result.json", result)
     return result
+
+
+def _card(s: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ScorerCard:
+    """What the scorer's model card says: base model, data and split, dimensions, words, metrics, the command."""
+    from omegaconf import OmegaConf
+
+    from reward.core.cli import CONFIG_DIR
+
+    given = OmegaConf.to_container(cfg) if OmegaConf.is_config(cfg) else dict(cfg)
+    yaml = OmegaConf.load(CONFIG_DIR / "sft.yaml")  # the defaults: the settings dataclass and configs/sft.yaml
+    yaml.pop("defaults", None)
+    defaults = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SftSettings), yaml))
+    written = Path(s.output_dir) / "metrics.json"
+    test_info = json.loads(written.read_text()).get("meta", {}).get("data") if written.is_file() else None
+    data_info = {k: v for k, v in (("train", result.get("data_train")), ("test", test_info)) if v}
+    return ScorerCard(
+        base_model=s.model.path,
+        dimensions=meta["dimensions"],
+        level_words=s.levels.words,
+        level_values=s.levels.values,
+        train_data=s.data.train,
+        test_data=s.data.test,
+        command=command_line("training/sft.py", given, defaults),
+        prompt_type=s.prompt.type,
+        adapter=s.lora.enabled and not s.merge_lora,
+        metrics={k: v for k, v in (result.get("metrics") or {}).items() if isinstance(v, dict)},
+        data_info=data_info,
+        steps=result.get("global_step"),
+    )
 
 
 def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
