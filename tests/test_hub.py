@@ -57,3 +57,80 @@ def test_a_hub_id_missing_from_the_cache_offline_fails_in_one_line_naming_it(off
 def test_a_path_that_is_neither_a_folder_nor_a_hub_id_is_named(offline_home, tmp_path):
     with pytest.raises(MissingInputError, match=r"reward.path=.*/no/such/scorer: no such folder"):
         get_reward("sa-iqa", {"path": str(tmp_path / "no" / "such" / "scorer")})
+
+
+def _sft_overrides(model: Path, ratings: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        f"model.path={model}",
+        f"data.train={ratings}",
+        f"data.test={ratings}",
+        f"output_dir={out}",
+        "prompt.type=1",
+        "prompt.dimensions=[lighting]",
+        "trainer.max_steps=2",
+        "trainer.per_device_train_batch_size=4",
+        "trainer.gradient_accumulation_steps=1",
+        *extra,
+    ]
+
+
+def _sft_cfg(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
+        return compose("sft", overrides=overrides)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["push_to_hub=true"], "push_to_hub=true needs hub_model_id=ORG/NAME"),
+        (["push_to_hub=true", "hub_model_id=example-org/scorer"], "needs a Hugging Face token"),
+        (["+trainer.push_to_hub=true"], "trainer.push_to_hub would push the whole output folder"),
+    ],
+)
+def test_a_push_that_cannot_happen_is_refused_before_training(tmp_path, monkeypatch, extra, message):
+    from huggingface_hub import constants
+
+    from reward.core.errors import ConfigError
+    from training.commands.sft import parse_settings
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    cfg = _sft_cfg(_sft_overrides(tmp_path / "m", tmp_path / "r.jsonl", tmp_path / "out", *extra))
+    with pytest.raises(ConfigError, match=message):
+        parse_settings(cfg)
+
+
+@pytest.mark.slow
+def test_push_to_hub_uploads_the_scorer_card_and_metadata_and_nothing_else(tiny_vlm_path, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from reward.testing.hub_server import FakeHub
+    from reward.testing.loopback import serve
+    from training.commands.sft import run as run_sft
+    from training.procedural.synthetic import write_benchmark
+
+    bench = write_benchmark(tmp_path / "bench", 8, size=56, seed=5)
+    out = tmp_path / "run"
+    hub = FakeHub()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_loopback_token")
+    with serve(hub.app()) as url:
+        monkeypatch.setattr(constants, "ENDPOINT", url)
+        cfg = _sft_cfg(
+            _sft_overrides(
+                tiny_vlm_path, bench.ratings, out, "push_to_hub=true", "hub_model_id=example-org/tiny-scorer"
+            )
+        )
+        result = run_sft(cfg)
+    pushed = hub.files["example-org/tiny-scorer"]
+    local = {p.name: p.read_bytes() for p in (out / "scorer").iterdir() if p.is_file()}
+    assert pushed == local  # every scorer file, byte for byte; no checkpoint, optimizer state or run file
+    assert {"README.md", "sa_iqa.json", "model.safetensors", "config.json"} <= set(pushed)
+    assert "[None]" not in pushed["README.md"].decode() and "| lighting |" in pushed["README.md"].decode()
+    assert hub.repos == ["example-org/tiny-scorer"] and hub.tokens == {"hf_loopback_token"} and hub.validated == 1
+    assert result["pushed"].endswith(f"/example-org/tiny-scorer/commit/{hub.commits[0]['oid']}")

@@ -18,6 +18,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def card_metadata_errors(readme: str) -> list[str]:
+    """What the Hub would refuse in a model card's YAML front matter (a subset of its checks): the block must be a
+    mapping; ``tags`` and ``datasets`` lists of strings; ``base_model`` a repo id ``ORG/NAME``."""
+    import yaml
+
+    if not readme.startswith("---\n"):
+        return []
+    block = readme.split("---\n", 2)[1]
+    meta = yaml.safe_load(block)
+    if not isinstance(meta, dict):
+        return ["the metadata is not a mapping"]
+    errors = [
+        f"{key} must be a list of strings"
+        for key in ("tags", "datasets")
+        if key in meta and not (isinstance(meta[key], list) and all(isinstance(v, str) for v in meta[key]))
+    ]
+    base = meta.get("base_model")
+    if base is not None and not (isinstance(base, str) and base.count("/") == 1 and not base.startswith("/")):
+        errors.append(f"base_model {base!r} is not a model id ORG/NAME")
+    return errors
+
+
 @dataclass
 class FakeHub:
     """The repos created and the files committed to each (path -> bytes), and the tokens the requests carried."""
@@ -26,6 +48,7 @@ class FakeHub:
     files: dict[str, dict[str, bytes]] = field(default_factory=dict)
     commits: list[dict[str, Any]] = field(default_factory=list)
     tokens: set[str] = field(default_factory=set)
+    validated: int = 0  # model cards whose metadata was checked
 
     def app(self) -> Any:
         from fastapi import FastAPI, Request
@@ -46,6 +69,14 @@ class FakeHub:
                 self.repos.append(repo)
             self.files.setdefault(repo, {})
             return {"url": f"{request.base_url}{repo}", "name": repo, "id": repo}
+
+        @app.post("/api/validate-yaml")
+        async def validate_yaml(request: Request) -> Any:
+            from fastapi.responses import JSONResponse
+
+            errors = card_metadata_errors((await request.json())["content"])
+            self.validated += 1
+            return JSONResponse({"errors": [{"message": e} for e in errors], "warnings": []}, 400 if errors else 200)
 
         @app.post("/api/models/{org}/{name}/preupload/{revision}")
         async def preupload(org: str, name: str, revision: str, request: Request) -> dict[str, Any]:
