@@ -13,6 +13,7 @@ from omegaconf import MISSING
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
 from reward.core.outputs import check_output, path_inputs
+from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
@@ -145,5 +146,9 @@ def run(cfg: Any) -> dict[str, Any]:
             format_table(result.metrics),
         )
         logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+        overall = result.metrics.get("overall", {}).get("srcc")
+        log_summary(
+            f"evaluate {name}", {"rows": len(manifest.rows), "skipped": len(result.skipped), "SRCC": overall}, paths
+        )
     state.wait_for_everyone()
     return {**result.metrics, "skipped": len(result.skipped), "meta": result.meta}

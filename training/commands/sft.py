@@ -19,6 +19,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output
+from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
@@ -355,7 +356,17 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         write_card(out, _card(s, cfg, meta, result))  # in place of trl's template in the output folder
         if s.push_to_hub and s.hub_model_id:
             result["pushed"] = push_scorer(scorer_dir, s.hub_model_id, message=f"SA-IQA scorer: {out.name}")
-    atomic_write_json(out / "sft_result.json", result)
+    path = atomic_write_json(out / "sft_result.json", result)
+    if "scorer" in result:  # the main process
+        srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
+        facts = {"steps": result["global_step"], "train loss": result["train_loss"], "test SRCC": srcc}
+        files = {k: result.get(k) for k in ("scorer", "model_card", "train_curve")}
+        files |= {
+            "metrics": out / "metrics.json" if s.data.test else None,
+            "result": path,
+            "pushed": result.get("pushed"),
+        }
+        log_summary("sft", facts, files)
     return result
 
 
