@@ -352,8 +352,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
 
             reward = build({"path": str(scorer_dir), "batch_size": s.eval_batch_size})
             result["metrics"] = _evaluate(reward, s, out)
-        result["model_card"] = str(write_card(scorer_dir, _card(s, cfg, meta, result)))
-        write_card(out, _card(s, cfg, meta, result))  # in place of trl's template in the output folder
+        card = _card(s, cfg, meta, result)
+        result["model_card"] = str(write_card(scorer_dir, card))
+        write_card(out, card)  # in place of trl's template in the output folder
         if s.push_to_hub and s.hub_model_id:
             result["pushed"] = push_scorer(scorer_dir, s.hub_model_id, message=f"SA-IQA scorer: {out.name}")
     path = atomic_write_json(out / "sft_result.json", result)
