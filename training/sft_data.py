@@ -85,6 +85,7 @@ def manifest_dataset(
     augment: float | None = None,
     split: str = "train",
     row_std: bool = False,
+    columns: Any = None,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
@@ -93,12 +94,20 @@ def manifest_dataset(
     fraction) crops and flips each image anew every time it is read (:class:`training.augment.QualityAugment`).
     A dataset by name (``NAME:FOLDER``) is read at ``split`` unless it names one; its description (scale, split
     rule, file read) is kept as JSON in the returned dataset's ``info.description``. ``row_std`` (with ``soft_std``)
-    draws each word from a Gaussian of the row's own ``std`` (rows without one use ``soft_std``, and are counted).
+    draws each word from a Gaussian of the row's own ``std`` (rows without one use ``soft_std``, and are counted);
+    a ``datasets`` dataset ``hf:NAME_OR_DIR[:SPLIT]`` is read through its ``columns``
+    (:class:`reward.data.hf.HfColumns`).
     """
     import datasets
 
     result = load_ratings(
-        source, skip_bad=skip_bad, check_images=True, max_pixels=max_pixels, mos_range=mos_range, default_split=split
+        source,
+        skip_bad=skip_bad,
+        check_images=True,
+        max_pixels=max_pixels,
+        mos_range=mos_range,
+        default_split=split,
+        columns=columns,
     )
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)

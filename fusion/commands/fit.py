@@ -21,6 +21,7 @@ from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_inte
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
+from reward.core.summary import log_summary
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import store_reward_schemas
 
@@ -211,6 +212,12 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
         logger.info("Held-out comparison (%d pairs, seed %d):\n%s", rows[0].n_heldout, settings.seed, table)
     out = save_weights(settings.out, weights)
     logger.info("Wrote %s", out)
-    if settings.plot:
-        logger.info("Wrote %s", plot_weights(weights, out.with_suffix(".png")))
+    plot = plot_weights(weights, out.with_suffix(".png")) if settings.plot else None
+    if plot:
+        logger.info("Wrote %s", plot)
+    log_summary(
+        "fusion fit",
+        {"pairs": data.n_pairs, "ties": data.n_ties, "dimensions": len(data.dimensions)},
+        {"weights": out, "plot": plot},
+    )
     return weights

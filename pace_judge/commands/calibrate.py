@@ -16,6 +16,7 @@ from pace_judge.calibration import CalibrationError, CalibrationSource, calibrat
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
 from reward.core.config import parse, store_schema
 from reward.core.outputs import prepare_output
+from reward.core.summary import log_summary
 from reward.vlm.loading import ModelLoading
 
 logger = logging.getLogger(__name__)
@@ -85,4 +86,6 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
         from pace_judge.memory_bank import Embedder, MemoryBank
 
         MemoryBank(s.memory, Embedder(s.embedder)).add(load_protocol(target), replace=True)
+    facts = {"dimension": protocol.dimension, "high anchor": high.score, "low anchor": low.score}
+    log_summary("pace calibrate", facts, {"protocol": target, "candidates": c.get("out"), "memory bank": s.memory})
     return load_protocol(target)

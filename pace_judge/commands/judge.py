@@ -17,6 +17,7 @@ from pace_judge.pace import PaceReward
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import prepare_output
+from reward.core.summary import log_summary
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
 from reward.data.images import load_image
@@ -246,4 +247,6 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         "PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""), format_table(every)
     )
     logger.info("wrote %s", scores_path)
+    facts = {"images": len(every), "scored": len(every) - len(failed), "failed": len(failed), "skipped": len(skipped)}
+    log_summary("pace judge", facts, {"scores": scores_path, "summary": out / "summary.json"})
     return every

@@ -14,6 +14,7 @@ from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
 from reward.core.config import check_subcommand, parse, store_schema
 from reward.core.errors import UserError
+from reward.core.summary import log_summary
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ def run(cfg: Any) -> Any:
     check_subcommand(s, NEEDS)
     bank = MemoryBank(s.memory, Embedder(s.embedder) if s.embedder else None)
     try:
-        return _do(s, bank)
+        result = _do(s, bank)
+        log_summary(f"pace memory {s.cmd}", {"protocols": len(bank.entries())}, {"memory bank": s.memory})
+        return result
     except KeyError as err:  # a dimension that is not stored
         raise UserError(str(err.args[0]) if err.args else str(err)) from None
 

@@ -19,6 +19,7 @@ from omegaconf import MISSING
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
 from reward.core.outputs import check_output_file
+from reward.core.summary import log_summary
 from reward.data import load_ratings
 from reward.data.datasets import check_source
 from reward.data.files import atomic_write_json, atomic_write_jsonl
@@ -82,5 +83,10 @@ def run(cfg: Any) -> dict[str, Any]:
         src.split,
         manifest.info["split_rule"],
         manifest.info["scale"],
+    )
+    log_summary(
+        "dataset_manifest",
+        {"rows": len(rows), "skipped": len(manifest.skipped)},
+        {"manifest": out, "sidecar": out.with_suffix(".json")},
     )
     return sidecar

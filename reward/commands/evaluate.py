@@ -13,8 +13,10 @@ from omegaconf import MISSING
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
 from reward.core.outputs import check_output, path_inputs
+from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
+from reward.data.hf import HfColumns
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.eval.parallel import process_state
 from reward.rewards.registry import get_reward, reward_info, store_reward_schemas
@@ -32,7 +34,9 @@ class HorSettings:
 class EvaluateSettings:
     reward: Any = MISSING  # reward=NAME selects configs/reward/NAME.yaml; its keys are set with reward.KEY=VALUE
     data: str = MISSING  # ratings manifest (JSONL: {"image", "dimension", "mos"}), a datasets folder, or a public
-    # dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. kadid10k:/data/kadid10k:test; default split all)
+    # dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. kadid10k:/data/kadid10k:test; default split all),
+    # or a datasets dataset hf:NAME_OR_DIR[:SPLIT] (a save_to_disk or parquet folder, or a Hub name; all splits)
+    data_columns: HfColumns = field(default_factory=HfColumns)  # data=hf:...: the image, MOS and dimension columns
     out: str = MISSING  # output folder: metrics.json, scores.jsonl, scatter plots
     batch_size: int = 16  # images per reward call
     num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
@@ -103,6 +107,7 @@ def run(cfg: Any) -> dict[str, Any]:
         max_pixels=settings.max_decode_pixels,
         mos_range=settings.mos_range,
         lazy_images=True,
+        columns=s.data_columns,
     )
     spec = reward_info(name)
     state = process_state()
@@ -141,5 +146,9 @@ def run(cfg: Any) -> dict[str, Any]:
             format_table(result.metrics),
         )
         logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+        overall = result.metrics.get("overall", {}).get("srcc")
+        log_summary(
+            f"evaluate {name}", {"rows": len(manifest.rows), "skipped": len(result.skipped), "SRCC": overall}, paths
+        )
     state.wait_for_everyone()
     return {**result.metrics, "skipped": len(result.skipped), "meta": result.meta}

@@ -19,6 +19,7 @@ from omegaconf import MISSING
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
 from reward.core.outputs import Output, check_output, path_inputs
+from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import JudgeSettings
@@ -165,6 +166,10 @@ def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     atomic_write_text(out / "metrics.md", table)
     atomic_write_json(out / "metrics.json", metrics)
     logger.info("%d questions (%d skipped)\n%s", len(answers), len(skipped), table)
+    files = {"answers": out / "answers.jsonl", "metrics": out / "metrics.json", "table": out / "metrics.md"}
+    log_summary(
+        "qbench_eval a1", {"questions": len(answers), "skipped": len(skipped), "accuracy": metrics["accuracy"]}, files
+    )
     return metrics
 
 
@@ -198,6 +203,11 @@ def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
             len(records),
             out / "descriptions.jsonl",
         )
+        log_summary(
+            "qbench_eval a2",
+            {"descriptions": len(records), "scored": "no"},
+            {"descriptions": out / "descriptions.jsonl"},
+        )
         return {"descriptions": len(records), "skipped": len(skipped), "scored": False}
     per_row = judge(outputs, rows, js)
     for rec, scores in zip(records, per_row, strict=True):
@@ -209,6 +219,8 @@ def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     atomic_write_text(out / "metrics.md", table)
     atomic_write_json(out / "metrics.json", metrics)
     logger.info("A2 with judge %s (%d rounds)\n%s", js.model, js.rounds, table)
+    files = {"descriptions": out / "descriptions.jsonl", "metrics": out / "metrics.json", "table": out / "metrics.md"}
+    log_summary("qbench_eval a2", {"descriptions": len(records), "judge": js.model}, files)
     return metrics
 
 
@@ -238,4 +250,6 @@ def run_a3(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     atomic_write_text(out / "leaderboard.md", table)
     atomic_write_json(out / "leaderboard.json", json_safe(result))
     logger.info("\n%s", table)
+    files = {"leaderboard": out / "leaderboard.json", "table": out / "leaderboard.md"}
+    log_summary("qbench_eval a3", {"reward": name, "datasets": len(datasets)}, files)
     return result

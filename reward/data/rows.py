@@ -8,7 +8,8 @@ Row formats (DESIGN.md, "Contracts"); image paths are relative to the manifest's
 
 A source is a JSONL path, a folder written by ``datasets.Dataset.save_to_disk`` (paths in it are relative to
 that folder), a ``datasets.Dataset`` (paths used as given) or a public IQA dataset by name, ``NAME:FOLDER[:SPLIT]``
-(:mod:`reward.data.datasets`: its own files read from FOLDER; pairs are drawn from its MOS). Image columns may hold
+(:mod:`reward.data.datasets`: its own files read from FOLDER; pairs are drawn from its MOS), or a ``datasets``
+dataset ``hf:NAME_OR_DIR[:SPLIT]`` with its columns named (:mod:`reward.data.hf`). Image columns may hold
 paths or PIL images; PIL images are returned converted to RGB, paths as resolved ``Path`` objects. Other keys go to
 ``extra``.
 """
@@ -153,7 +154,7 @@ class _Context:
     def where(self, line: int) -> str:
         if self.info.get("pairs"):  # pairs drawn from a dataset's MOS
             return f"{self.name} pair {line}"
-        if self.info:  # a dataset source: the line of its metadata file
+        if "file" in self.info:  # a dataset source: the line of its metadata file
             return f"{self.info['file']}:{line}"
         return f"{self.name}:{line}" if self.jsonl else f"{self.name} row {line}"
 
@@ -170,9 +171,17 @@ def _open_source(
     lazy_images: bool = False,
     default_split: str = "all",
     pairs: bool = False,
+    columns: Any = None,
 ) -> tuple[_Context, Iterable[_Item]]:
     from reward.data.datasets import open_dataset, pair_items, parse_source
+    from reward.data.hf import open_hf, parse_hf
 
+    hf = parse_hf(source)
+    if hf is not None:  # hf:NAME_OR_DIR[:SPLIT]: a datasets dataset, its columns renamed to a manifest's keys
+        ds, base, info = open_hf(hf, columns, default_split=default_split)
+        ds = _encoded(ds) if lazy_images else ds
+        ctx = _Context(str(hf), base, False, check_images, max_pixels, ds if lazy_images else None, info=info)
+        return ctx, _iter_dataset(ds, ctx)
     named = parse_source(source)
     if named is not None:  # NAME:FOLDER[:SPLIT]: the dataset's own files, as manifest rows
         opened = open_dataset(named, default_split=default_split)
@@ -362,8 +371,9 @@ def _load(
     lazy_images: bool = False,
     default_split: str = "all",
     pairs: bool = False,
+    columns: Any = None,
 ) -> ManifestResult[RowT]:
-    ctx, items = _open_source(source, check_images, max_pixels, lazy_images, default_split, pairs)
+    ctx, items = _open_source(source, check_images, max_pixels, lazy_images, default_split, pairs, columns)
     name = ctx.name
     rows: list[RowT] = []
     skipped: list[SkippedRow] = []
@@ -398,6 +408,7 @@ def load_ratings(
     mos_range: tuple[float, float] | None = None,
     lazy_images: bool = False,
     default_split: str = "all",
+    columns: Any = None,
 ) -> ManifestResult[RatingRow]:
     """Read a ratings manifest: each row an image, a dimension name and a MOS (or raw ratings, averaged).
 
@@ -408,6 +419,9 @@ def load_ratings(
     ``datasets`` source encoded in the memory-mapped table (:class:`DatasetImage`), decoded only when scored.
     A dataset source ``NAME:FOLDER`` without ``:SPLIT`` reads ``default_split``; its description (scale, split
     rule, file read) is in the result's ``info`` (see :func:`reward.data.datasets.mos_range_of` for its scale).
+    A ``datasets`` dataset ``hf:NAME_OR_DIR[:SPLIT]`` (:mod:`reward.data.hf`) has its image, MOS and dimension read
+    from the ``columns`` (a :class:`reward.data.hf.HfColumns` or a mapping; default ``image``, ``mos``,
+    ``dimension``).
     """
     return _load(
         source,
@@ -418,6 +432,7 @@ def load_ratings(
         example=RATING_EXAMPLE,
         lazy_images=lazy_images and not check_images,
         default_split=default_split,
+        columns=columns,
     )
 
 

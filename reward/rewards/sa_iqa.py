@@ -29,6 +29,7 @@ from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
 from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
 from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
@@ -43,7 +44,8 @@ class SaIqaConfig(ModelLoading):
     """Settings of ``reward=sa-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
 
     name: str = "sa-iqa"
-    path: str = MISSING  # scorer directory written by training/sft.py (model or adapter, processor, sa_iqa.json)
+    path: str = MISSING  # scorer folder written by training/sft.py (model or adapter, processor, sa_iqa.json),
+    # or its Hub repo id ORG/NAME (resolved through the Hugging Face cache, offline too)
     fusion: str | None = None  # fusion weights JSON; default: fusion_weights.json in the scorer directory
     dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
     batch_size: int = 32  # (image, dimension) queries per forward pass
@@ -139,6 +141,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     config = parse(SaIqaConfig, cfg, where="reward")
     check_backend(config.backend)
     loading = loading_of(config)
+    config.path = str(resolve_model_dir(config.path, key="reward.path"))  # a folder, or a Hub id via the HF cache
     meta = read_metadata(config.path)
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.errors import ConfigError
 from reward.core.outputs import Output, prepare_output
+from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.rewards.registry import store_reward_schemas
@@ -171,6 +172,8 @@ def run(cfg: Any) -> dict[str, Any]:
     )
     atomic_write_json(out / "summary.json", summary)
     logger.info("best-of-%d on %d tasks: %s", s.n, len(tasks), json.dumps(summary))
+    files = {"scores": out / "scores.jsonl", "summary": out / "summary.json", "sheets": out if s.sheets else None}
+    log_summary(f"best_of_n (n={s.n})", {"tasks": len(tasks)}, files)
     return summary
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
+from reward.core.summary import log_summary
 from rl.inpaint_tasks import write_procedural_tasks
 
 logger = logging.getLogger(__name__)
@@ -31,5 +32,5 @@ store_schema("tasks_schema", TasksSettings)
 def run(cfg: Any) -> Path:
     s = parse(TasksSettings, cfg, where="")
     path = write_procedural_tasks(s.out, s.n, size=s.size, seed=s.seed, mask_fraction=s.mask_fraction)
-    logger.info("wrote %s", path)
+    log_summary("tasks", {"tasks": s.n, "size": s.size}, {"tasks": path})
     return path

@@ -12,6 +12,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
+from reward.core.summary import log_summary
 from training.procedural.perception_questions import check_families, write_questions
 
 logger = logging.getLogger(__name__)
@@ -37,5 +38,5 @@ def run(cfg: Any) -> Path:
     if s.fmt not in ("json", "jsonl"):
         raise ConfigError(f"fmt={s.fmt!r}: use json or jsonl")
     path = write_questions(s.out, s.n, seed=s.seed, size=s.size, families=s.families, photos=s.photos, fmt=s.fmt)
-    logger.info("wrote %d questions to %s", s.n, path)
+    log_summary("perception_questions", {"questions": s.n}, {"questions": path})
     return path

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from reward.core.config import check_subcommand, parse, store_schema
+from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from training.procedural.photos import calibration_from_kadid, evaluate_brisque, load_calibration, write_heldout
 
@@ -43,7 +45,7 @@ def run(cfg: Any) -> Any:
     s = parse(PhotosSettings, cfg, where="")
     check_subcommand(s, NEEDS)
     if s.cmd == "heldout":
-        return write_heldout(
+        manifest = write_heldout(
             s.out,
             s.photos,
             crop=s.crop,
@@ -52,10 +54,14 @@ def run(cfg: Any) -> Any:
             calibration=load_calibration(s.calibration),
             side=s.side,
         )
+        log_summary("photos heldout", {"crop": s.crop, "crops per photo": s.crops}, {"manifest": manifest})
+        return manifest
     if s.cmd == "brisque":
         metrics = evaluate_brisque(s.data, s.out)
         logger.info("BRISQUE on %s: %s", s.data, json.dumps(metrics))
+        files = {"metrics": Path(s.out) / "brisque_metrics.json" if s.out else None}
+        log_summary("photos brisque", {"images": metrics["n"], "SRCC": metrics["srcc"]}, files)
         return metrics
     path = atomic_write_json(s.out, calibration_from_kadid(s.dmos))
-    logger.info("wrote %s", path)
+    log_summary("photos calibration", {"from": s.dmos}, {"calibration": path})
     return path

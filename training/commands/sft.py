@@ -19,14 +19,20 @@ from transformers.trainer_utils import get_last_checkpoint
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output
+from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
+from reward.data.hf import HfColumns
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.tokens import resolve_candidates
+from training.curves import write_train_curve
+from training.model_card import ScorerCard, command_line, write_card
 from training.plan import PlanSettings, plan_problems
+from training.push import push_problems, push_scorer
 from training.rating_loss import weighted_trainer_class
+from training.reporting import report_to_problems
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
     resolve_definitions,
@@ -61,6 +67,8 @@ MAY_CHANGE = (
     "trainer.save_total_limit",
     "trainer.report_to",
     "trainer.dataloader_num_workers",
+    "push_to_hub",
+    "hub_model_id",
 )
 
 
@@ -99,6 +107,8 @@ class DataSettings:
     test: str | None = None  # the same kinds, evaluated at the end (metrics.json); NAME:FOLDER's split: test
     cross: list[str] = field(default_factory=list)  # after training: one A3 leaderboard (SRCC/PLCC per dataset) of the
     # scorer over these sources (NAME:FOLDER[:SPLIT] or manifests), written to output_dir/cross/
+    # (hf:NAME_OR_DIR[:SPLIT]: a datasets dataset, its train / test split by default)
+    columns: HfColumns = field(default_factory=HfColumns)  # hf:... data: the image, MOS and dimension columns
     mos_range: list[float] | None = None  # MOS scale of the rating words; null: each source's own (a dataset's,
     # e.g. SPAQ 0-100 for data.train=spaq:DIR), else [1, 5]
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
@@ -167,6 +177,8 @@ class SftSettings:
     loss: LossSettings = field(default_factory=LossSettings)
     plan: bool = False  # true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads
     plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
+    push_to_hub: bool = False  # upload scorer/ (model, card, sa_iqa.json) to hub_model_id (HfApi.upload_folder)
+    hub_model_id: str | None = None  # push_to_hub: the Hub repo ORG/NAME, created if it does not exist
 
 
 store_schema("sft_schema", SftSettings)
@@ -204,6 +216,10 @@ def _validate(s: SftSettings) -> None:
         problems.append(f"data.mos_range={mr}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(s))
     problems.extend(plan_problems(s.plan_for))
+    problems.extend(report_to_problems(s.trainer.get("report_to", "none")))
+    problems.extend(push_problems(s.push_to_hub, s.hub_model_id))
+    if s.trainer.get("push_to_hub"):
+        problems.append("trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)")
     if problems:
         raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
@@ -341,6 +357,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     train_out = trainer.train(resume_from_checkpoint=resume_from)
     result["global_step"] = train_out.global_step
     result["train_loss"] = train_out.training_loss
+    if trainer.is_world_process_zero():
+        result["train_curve"] = write_train_curve(trainer.state.log_history, out)["png"]
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     if trainer.is_world_process_zero():
         scorer_dir = save_scorer(
@@ -355,8 +373,52 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
                 result["metrics"] = _evaluate(reward, s, out)
             if s.data.cross:
                 result["cross"] = _cross_leaderboard(reward, s, out / "cross")
-    atomic_write_json(out / "sft_result.json", result)
+        card = _card(s, cfg, meta, result)
+        result["model_card"] = str(write_card(scorer_dir, card))
+        write_card(out, card)  # in place of trl's template in the output folder
+        if s.push_to_hub and s.hub_model_id:
+            result["pushed"] = push_scorer(scorer_dir, s.hub_model_id, message=f"SA-IQA scorer: {out.name}")
+    path = atomic_write_json(out / "sft_result.json", result)
+    if "scorer" in result:  # the main process
+        srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
+        facts = {"steps": result["global_step"], "train loss": result["train_loss"], "test SRCC": srcc}
+        files = {k: result.get(k) for k in ("scorer", "model_card", "train_curve")}
+        files |= {
+            "metrics": out / "metrics.json" if s.data.test else None,
+            "result": path,
+            "pushed": result.get("pushed"),
+        }
+        log_summary("sft", facts, files)
     return result
+
+
+def _card(s: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ScorerCard:
+    """What the scorer's model card says: base model, data and split, dimensions, words, metrics, the command."""
+    from omegaconf import OmegaConf
+
+    from reward.core.cli import CONFIG_DIR
+
+    given = OmegaConf.to_container(cfg) if OmegaConf.is_config(cfg) else dict(cfg)
+    yaml = OmegaConf.load(CONFIG_DIR / "sft.yaml")  # the defaults: the settings dataclass and configs/sft.yaml
+    yaml.pop("defaults", None)
+    defaults = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SftSettings), yaml))
+    written = Path(s.output_dir) / "metrics.json"
+    test_info = json.loads(written.read_text()).get("meta", {}).get("data") if written.is_file() else None
+    data_info = {k: v for k, v in (("train", result.get("data_train")), ("test", test_info)) if v}
+    return ScorerCard(
+        base_model=s.model.path,
+        dimensions=meta["dimensions"],
+        level_words=s.levels.words,
+        level_values=s.levels.values,
+        train_data=s.data.train,
+        test_data=s.data.test,
+        command=command_line("training/sft.py", given, defaults),
+        prompt_type=s.prompt.type,
+        adapter=s.lora.enabled and not s.merge_lora,
+        metrics={k: v for k, v in (result.get("metrics") or {}).items() if isinstance(v, dict)},
+        data_info=data_info,
+        steps=result.get("global_step"),
+    )
 
 
 def _print_plan(s: SftSettings) -> dict[str, Any]:
@@ -418,6 +480,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         augment=s.data.augment_crop if s.data.augment else None,
         split="train",
         row_std=mode == "gaussian",
+        columns=s.data.columns,
     )
 
 
@@ -543,7 +606,12 @@ def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
     mos_range = data_mos_range(s, s.data.test)
     settings = EvalSettings(batch_size=s.eval_batch_size, skip_bad=s.data.skip_bad, mos_range=mos_range)
     rows = load_ratings(
-        s.data.test, skip_bad=s.data.skip_bad, check_images=False, mos_range=mos_range, default_split="test"
+        s.data.test,
+        skip_bad=s.data.skip_bad,
+        check_images=False,
+        mos_range=mos_range,
+        default_split="test",
+        columns=s.data.columns,
     )
     base = rows.base if rows.info else Path(s.data.test).resolve().parent
     result = evaluate_rows(reward, rows.rows, settings, score_range=(1.0, 5.0), base=base, source=rows.source)

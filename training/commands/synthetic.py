@@ -9,6 +9,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
+from reward.core.summary import log_summary
 from training.procedural.synthetic import BenchmarkPaths, write_benchmark
 
 logger = logging.getLogger(__name__)
@@ -33,5 +34,6 @@ def run(cfg: Any) -> BenchmarkPaths:
     paths = write_benchmark(
         s.out, s.n, size=s.size, seed=s.seed, variants_per_scene=s.variants, n_annotators=s.annotators, n_pairs=s.pairs
     )
-    logger.info("wrote the benchmark to %s", s.out)
+    files = {k: v for k, v in vars(paths).items() if k not in ("root", "images", "masks")}
+    log_summary("synthetic benchmark", {"images": s.n, "size": s.size, "folder": paths.root}, files)
     return paths

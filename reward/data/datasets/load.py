@@ -93,6 +93,11 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
     src = parse_source(source) if not isinstance(source, DatasetSource) else source
     if src is None:
         return None
+    if src.name == "hf":  # a datasets dataset (reward.data.hf): its folder checked, a Hub name read when used
+        from reward.data.hf import HfSource, check_hf
+
+        check_hf(HfSource(src.folder, src.split))
+        return src
     try:
         meta = DATASETS.get(src.name).meta
     except UnknownNameError as err:
@@ -214,6 +219,8 @@ def mos_range_of(source: Any, default: tuple[float, float] = (1.0, 5.0)) -> tupl
     ((0.0, 100.0), (1.0, 5.0))
     """
     src = check_source(source)
+    if src is not None and src.name == "hf":
+        return default
     if src is not None:
         low, high = DATASETS.get(src.name).meta["scale"]
         return float(low), float(high)

@@ -64,6 +64,11 @@ def parse_source(value: Any) -> DatasetSource | None:
         return None
     name, rest = match.groups()
     head, sep, tail = rest.rpartition(":")
+    if name == "hf":  # hf:NAME_OR_DIR[:SPLIT], a datasets dataset (reward.data.hf): any split name
+        from reward.data.hf import parse_hf
+
+        hf = parse_hf(value.strip())
+        return DatasetSource(name, hf.name, hf.split) if hf else None
     if sep and tail in SPLITS:
         return DatasetSource(name, head, tail)
     if sep and tail and "/" not in tail and "\\" not in tail:

@@ -1,0 +1,66 @@
+"""A model folder named by a path or by a Hugging Face Hub repo id, resolved to a local folder.
+
+``reward=sa-iqa reward.path=ORG/NAME`` works as ``from_pretrained`` does: the id resolves through the Hugging Face
+cache (``HF_HOME``), offline too when the cache holds a snapshot (``HF_HUB_OFFLINE=1``); online, a missing snapshot
+is downloaded. A value naming an existing folder is always that folder.
+
+Example:
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     resolve_model_dir(d, key="reward.path") == Path(d)
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from reward.core.errors import MissingInputError
+
+__all__ = ["is_repo_id", "resolve_model_dir"]
+
+logger = logging.getLogger(__name__)
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # ORG/NAME (the Hub's own rule, without its length limits)
+
+
+def is_repo_id(value: str) -> bool:
+    """Whether ``value`` is written as a Hub repo id ``ORG/NAME`` (it may still be a relative path).
+
+    >>> is_repo_id("org/scorer"), is_repo_id("runs/a/scorer"), is_repo_id("/abs/dir")
+    (True, False, False)
+    """
+    return bool(_REPO_ID.match(value)) and ".." not in value
+
+
+def resolve_model_dir(value: str | Path, *, key: str, revision: str | None = None) -> Path:
+    """The local folder ``value`` names: an existing folder as given, else the cached (or, online, downloaded)
+    snapshot of the Hub repo id ``value``. Anything else fails in one line naming ``key``, the value and the fix."""
+    path = Path(str(value)).expanduser()
+    if path.exists():
+        return path
+    text = str(value)
+    if not is_repo_id(text):
+        raise MissingInputError(f"{key}={text}: no such folder; pass a scorer folder or a Hub repo id ORG/NAME")
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    offline = bool(constants.HF_HUB_OFFLINE)
+    try:
+        local = snapshot_download(text, revision=revision, local_files_only=offline)
+    except LocalEntryNotFoundError:
+        raise MissingInputError(
+            f"{key}={text}: not a folder, and the Hub repo {text} is not in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}){' while offline (HF_HUB_OFFLINE=1)' if offline else ''}; download it first "
+            f"(hf download {text}) or point {key} at a scorer folder"
+        ) from None
+    except HfHubHTTPError as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise MissingInputError(
+            f"{key}={text}: not a folder, and the Hub could not give repo {text} ({reason}); check the id and your "
+            f"access (hf auth login), or point {key} at a scorer folder"
+        ) from None
+    logger.info("%s=%s: the Hub snapshot at %s", key, text, local)
+    return Path(local)

@@ -1,0 +1,65 @@
+"""``trainer.report_to``: the experiment trackers a trainer logs to, checked before any model loads.
+
+transformers imports a tracker only when its callback is built, after the model has loaded: a backend that is not
+installed would fail minutes in. :func:`report_to_problems` names it first, with the ``pip`` command that adds it.
+
+Example:
+    >>> report_to_problems("none")
+    []
+    >>> report_to_problems("tensorbord")  # doctest: +ELLIPSIS
+    ["trainer.report_to=tensorbord: unknown backend. Did you mean 'tensorboard'? Known: ..."]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from reward.core.registry import close_match
+
+__all__ = ["BACKENDS", "report_to_problems"]
+
+# backend -> (modules any one of which makes it available, the pip command that installs it)
+BACKENDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "tensorboard": (("tensorboard", "tensorboardX"), "pip install 'perceptual-rewards[tensorboard]' (or tensorboard)"),
+    "wandb": (("wandb",), "pip install wandb"),
+    "mlflow": (("mlflow",), "pip install mlflow"),
+    "comet_ml": (("comet_ml",), "pip install comet-ml"),
+    "clearml": (("clearml",), "pip install clearml"),
+    "dvclive": (("dvclive",), "pip install dvclive"),
+    "swanlab": (("swanlab",), "pip install swanlab"),
+    "trackio": (("trackio",), "pip install trackio"),
+    "neptune": (("neptune",), "pip install neptune"),
+    "codecarbon": (("codecarbon",), "pip install codecarbon"),
+    "dagshub": (("dagshub",), "pip install dagshub mlflow"),
+    "azure_ml": (("azureml",), "pip install azureml-core"),
+    "flyte": (("flytekit",), "pip install flytekit flytekitplugins-deck-standard"),
+    "kubeflow": ((), "set KUBEFLOW_TRAINER_SERVER_URL (kubeflow logs through its trainer server)"),
+}
+
+
+def _installed(modules: Sequence[str]) -> bool:
+    return any(importlib.util.find_spec(m) is not None for m in modules)
+
+
+def report_to_problems(value: Any, key: str = "trainer.report_to") -> list[str]:
+    """A message per backend in ``value`` (a name, a list of names, ``none`` or ``all``) that is unknown or not
+    installed; ``[]`` when every one will work."""
+    names = [value] if isinstance(value, str) or value is None else list(value)
+    problems = []
+    for name in names:
+        if name in (None, "none", "all"):
+            continue
+        if name not in BACKENDS:
+            problems.append(
+                f"{key}={name}: unknown backend.{close_match(str(name), list(BACKENDS))} Known: "
+                f"{', '.join(BACKENDS)}, none or all"
+            )
+            continue
+        modules, install = BACKENDS[name]
+        available = os.environ.get("KUBEFLOW_TRAINER_SERVER_URL") if name == "kubeflow" else _installed(modules)
+        if not available:
+            problems.append(f"{key}={name}: {name} is not installed; {install}, or set {key}=none")
+    return problems
