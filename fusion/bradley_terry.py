@@ -4,7 +4,8 @@ Each image has a vector of dimension scores ``x`` (layout, harmony, lighting, di
 vector ``w`` fuses them into one score ``S = x·w``; a pair ``(A, B)`` is modelled from the score difference
 ``s = (x_A - x_B)·w`` with no intercept:
 
-- ``tie_model="davidson"`` (default, this toolkit's choice: eq. 2 has no tie outcome): Davidson's (1970) extension, with ``π = exp(S)`` and ``ν = exp(θ)``::
+- ``tie_model="davidson"`` (default, this toolkit's choice: eq. 2 has no tie outcome): Davidson's (1970)
+  extension, with ``π = exp(S)`` and ``ν = exp(θ)``::
 
       P(A) = πA / (πA + πB + ν√(πA πB)),  P(B) = πB / (...),  P(tie) = ν√(πA πB) / (...)
 
@@ -218,7 +219,7 @@ def _rmatvec(a: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 def _bt_objective(v, dx, y, c, n_total, l2_scaled):
-    """Mean BT NLL (eq. 2, targets y in {0, 1}, a tie's 0 or 0.5) + penalty, and its gradient, in scaled coordinates."""
+    """Mean BT NLL (eq. 2, y in {0, 1}, a tie's 0 or 0.5) + penalty, and its gradient, in scaled coordinates."""
     s = _matvec(dx, v)
     e = np.exp(-np.abs(s))
     log1pe = np.log1p(e)
