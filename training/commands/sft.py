@@ -23,7 +23,7 @@ from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
-from reward.vlm.loading import ModelLoading, loading_of
+from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from reward.vlm.tokens import resolve_candidates
 from training.rating_loss import weighted_trainer_class
 from training.scorer_format import (
@@ -431,8 +431,9 @@ def save_scorer(
     meta = dict(meta)
     if state_dict is not None:
         model = rebuild_from_state(s, state_dict, args)
-    if s.lora.enabled and s.merge_lora:
-        model = model.merge_and_unload()
+    if s.lora.enabled and s.merge_lora:  # the loader's merge: W + B A s in fp32, rounded once to W's dtype
+        merge_lora(model)
+        model = model.unload()
     elif s.lora.enabled:
         local = Path(s.model.path)
         meta["base_model"] = str(local.resolve()) if local.exists() else s.model.path  # a hub id stays an id
