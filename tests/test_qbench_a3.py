@@ -73,7 +73,7 @@ def test_ensemble_table_matches_hand_computed_correlations_from_one_pass_per_bat
                 "model": {"path": str(tiny_vlm_path)},
                 "data": data,
                 "out": str(tmp_path / "out"),
-                "a3": {"ensemble": True},
+                "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
             }
         )
     finally:
@@ -128,6 +128,6 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
                 "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
                 "data": [str(tmp_path / "koniq" / "koniq.jsonl")],
                 "out": str(tmp_path / "o"),
-                "a3": {"ensemble": True},
+                "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
             }
         )
