@@ -425,7 +425,7 @@ def save_scorer(
     ``state_dict``: the full weights gathered from a ZeRO-3 run (``model``'s own parameters are placeholders
     there); they are loaded into a fresh copy on the CPU before merging and saving.
     """
-    from reward.rewards.sa_iqa import METADATA
+    from reward.rewards.scorer_folder import write_metadata
 
     scorer_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta)
@@ -439,7 +439,7 @@ def save_scorer(
         meta["base_model"] = str(local.resolve()) if local.exists() else s.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
     save_processor(processor, scorer_dir)
-    atomic_write_json(scorer_dir / METADATA, meta)
+    write_metadata(scorer_dir, meta)  # the scorer folder's format: reward.rewards.scorer_folder
     logger.info("scorer written to %s", scorer_dir)
     return scorer_dir
 
