@@ -45,9 +45,8 @@ class HarnessModel(ModelLoading):
 @dataclass
 class A1Settings:
     mode: str = "logprob"  # logprob: the letters' log-probs (one pass) | generate: lmms-eval's greedy reply, parsed
-    prompt: str = (
-        "paper"  # paper: Q-Bench+'s layout ("The first image: <image>" ...) | lmms: lmms-eval's, images first
-    )
+    # paper: Q-Bench+'s layout ("The first image: <image>" ...) + lmms-eval's answer instruction | lmms: lmms-eval's
+    prompt: str = "paper"
     max_new_tokens: int = 32  # generate: reply length (lmms-eval's 32)
     shuffle: bool = True  # shuffle the candidates (with seed); false: the file's order (as lmms-eval asks)
     system: str | None = None  # optional system prompt
