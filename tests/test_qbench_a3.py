@@ -109,6 +109,7 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
         }
     )
     assert list(r["datasets"]["koniq"]) == ["score", "lighting", "harmony"]
+    assert r["protocol"]["reward"]["fusion"] == "mean"  # sa-iqa without fusion weights: recorded with the table
     assert -1.0 <= r["mean"]["lighting"]["srcc"] <= 1.0
     with (tmp_path / "agiqa" / "agiqa.jsonl").open("a") as f:
         f.write(json.dumps({"image": "gone.png", "dimension": "overall", "mos": 2}) + "\n")

@@ -249,11 +249,13 @@ def run_a3(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
         raise ConfigError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
     output.create()
     result: dict[str, Any] | None = None
+    record = None
     label = s.a3.name or Path(str(reward_cfg.get("model") or name)).name
     if datasets:
         if name == "qbench":
             reward_cfg["temperature"] = s.a3.temperature
         reward = get_reward(name, reward_cfg)
+        record = getattr(reward, "record", None)  # e.g. sa-iqa's fusion: mean | bradley-terry
         if s.a3.ensemble:
             qc = reward.cfg
             reward = SynonymTable(
@@ -278,6 +280,7 @@ def run_a3(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
         "subsets": RELEASED_SUBSETS,  # datasets whose cell is the mean over consecutive blocks of this many images
         "released": s.a3.released,
         "released_words": RELEASED_WORDS if released else None,
+        "reward": record,
     }
     result["run"] = output.provenance()
     out = Path(s.out)
