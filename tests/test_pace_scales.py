@@ -8,11 +8,11 @@ import json
 
 import numpy as np
 import pytest
+from iqa_fixtures import agiqa3k
 from PIL import Image
 from scipy import stats
 
 from conftest import run_cli
-from iqa_fixtures import agiqa3k
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
 from pace_judge.testing import write_example_protocol
