@@ -4,13 +4,17 @@ Each image has a vector of dimension scores ``x`` (layout, harmony, lighting, di
 vector ``w`` fuses them into one score ``S = x·w``; a pair ``(A, B)`` is modelled from the score difference
 ``s = (x_A - x_B)·w`` with no intercept:
 
-- ``tie_model="davidson"`` (default): Davidson's (1970) extension, with ``π = exp(S)`` and ``ν = exp(θ)``::
+- ``tie_model="davidson"`` (default, this toolkit's choice: eq. 2 has no tie outcome): Davidson's (1970)
+  extension, with ``π = exp(S)`` and ``ν = exp(θ)``::
 
       P(A) = πA / (πA + πB + ν√(πA πB)),  P(B) = πB / (...),  P(tie) = ν√(πA πB) / (...)
 
   ``ν`` is fitted with ``w``. Without ties in the data the model is plain Bradley–Terry (``ν = 0``), so
   ``P(A > B) = sigmoid(s)`` exactly as in eq. 2.
-- ``tie_model="half"``: the paper's reading of eq. 2, a tie counts as ``y = 0.5`` in the logistic loss.
+- ``tie_model="zero"``: eq. 2 literally. The paper's labels are ``y ∈ {0, 1}``, "y = 1 if A is preferred, y = 0
+  otherwise", so a tie counts as ``y = 0`` (as a win of B) in the logistic loss.
+- ``tie_model="half"``: a tie counts as ``y = 0.5`` in the logistic loss (ours; the paper does not say this).
+- ``tie_model="drop"``: ties are left out of the fit (and of the log-likelihood).
 
 The objective is the mean negative log-likelihood plus ``l2 / 2 · ||w||²``, minimised by scipy's L-BFGS-B with
 analytic gradients; every weight is boxed to ``[-max_abs_weight, max_abs_weight]`` (``[0, max_abs_weight]`` with
@@ -58,7 +62,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 encode_labels = label_codes  # labels a/b/tie (any case) or codes -> int8 codes (reward.data.labels)
-TIE_MODELS = ("davidson", "half")
+TIE_MODELS = ("davidson", "zero", "half", "drop")
+# the logistic target of a tie (eq. 2's y) under each non-Davidson model; None: the tie is left out
+TIE_TARGET: dict[str, float | None] = {"zero": 0.0, "half": 0.5, "drop": None}
 THETA_BOUND = 20.0  # |log ν| ≤ 20: ν in [2e-9, 5e8] keeps everything finite when all pairs (or none) are ties
 
 
@@ -67,7 +73,8 @@ class FitOptions:
     """How to fit the weights.
 
     Args:
-        tie_model: ``"davidson"`` (ties get their own probability, ``ν`` fitted) or ``"half"`` (tie = ``y=0.5``).
+        tie_model: ``"davidson"`` (ties get their own probability, ``ν`` fitted; ours), ``"zero"`` (tie = ``y=0``,
+            eq. 2 literally), ``"half"`` (tie = ``y=0.5``; ours) or ``"drop"`` (ties left out).
         l2: L2 penalty ``l2/2·||w||²`` added to the *mean* negative log-likelihood (so it does not grow with the
             number of pairs). ``0`` gives the plain maximum-likelihood fit.
         nonneg: constrain every weight to be ``>= 0``.
@@ -103,7 +110,7 @@ class BTFit:
 
     Attributes:
         weights: ``w`` [d], in the units of the dimension scores (``S = x·w``).
-        nu: Davidson tie parameter ``ν`` (``0`` under ``"half"`` or when the data has no ties).
+        nu: Davidson tie parameter ``ν`` (``0`` under the other tie models or when the data has no ties).
         dimensions: names of the ``d`` dimensions, in the order of ``weights``.
         options: the options used.
         n_pairs, n_ties: pairs used and how many of them were ties.
@@ -142,7 +149,8 @@ class BTFit:
         return pairwise_accuracy(self.score(x_a) - self.score(x_b), encode_labels(labels))
 
     def log_likelihood_of(self, x_a: np.ndarray, x_b: np.ndarray, labels: Sequence[str] | np.ndarray) -> float:
-        """Total log-likelihood of ``labels`` under this fit (for ``"half"``, a tie counts as ``y = 0.5``)."""
+        """Total log-likelihood of ``labels`` under this fit (a tie counts as ``y = 0`` under ``"zero"``, ``0.5``
+        under ``"half"``, nothing under ``"drop"``)."""
         dx = np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)
         codes = encode_labels(labels)
         return float(np.sum(pair_log_likelihood(dx @ self.weights, codes, self.tie_model, self.nu)))
@@ -182,15 +190,21 @@ def pairwise_accuracy(s: np.ndarray, codes: np.ndarray) -> float:
 
 
 def pair_log_likelihood(s: np.ndarray, codes: np.ndarray, tie_model: str, nu: float) -> np.ndarray:
-    """Per-pair log-likelihood of ``codes`` given score differences ``s`` (the optimiser has a fused version)."""
+    """Per-pair log-likelihood of ``codes`` given score differences ``s`` (the optimiser has a fused version).
+
+    >>> pair_log_likelihood(np.array([0.0, 0.0]), np.array([LABEL_A, LABEL_TIE]), "drop", 0.0).round(4).tolist()
+    [-0.6931, 0.0]
+    """
     s = np.asarray(s, dtype=np.float64)
     if tie_model == "davidson" and nu > 0:  # log P = (+h | -h | log ν) - log(e^h + e^-h + ν), h = s/2, stably
         h = 0.5 * s
         a = np.abs(h)
         log_z = a + np.log1p(np.exp(-2.0 * a) + nu * np.exp(-a))
         return np.choose(codes, [h, -h, np.full_like(h, np.log(nu))]) - log_z
-    y = np.choose(codes, [1.0, 0.0, 0.5])
-    return y * s - np.logaddexp(0.0, s)
+    target = TIE_TARGET.get(tie_model, 0.5)  # davidson without ties in the data: plain Bradley–Terry
+    y = np.choose(codes, [1.0, 0.0, 0.0 if target is None else target])
+    ll = y * s - np.logaddexp(0.0, s)
+    return np.where(codes == LABEL_TIE, 0.0, ll) if target is None else ll
 
 
 def _matvec(a: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -205,7 +219,7 @@ def _rmatvec(a: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 def _bt_objective(v, dx, y, c, n_total, l2_scaled):
-    """Mean BT NLL (eq. 2, targets y in {0, 0.5, 1}) + penalty, and its gradient, in scaled coordinates."""
+    """Mean BT NLL (eq. 2, y in {0, 1}, a tie's 0 or 0.5) + penalty, and its gradient, in scaled coordinates."""
     s = _matvec(dx, v)
     e = np.exp(-np.abs(s))
     log1pe = np.log1p(e)
@@ -296,7 +310,13 @@ def fit_differences(
         )
         v, nu = res.x[:-1], float(np.exp(res.x[-1]))
     else:
-        y = np.choose(codes, [1.0, 0.0, 0.5])
+        target = TIE_TARGET.get(options.tie_model, 0.5)
+        y = np.choose(codes, [1.0, 0.0, 0.0 if target is None else target])
+        if target is None and tie_weight > 0:  # drop: the ties weigh nothing
+            c = (1.0 - tie) if c is None else c * (1.0 - tie)
+            n_total = float(c.sum())
+            if n_total <= 0:  # nothing but ties: w stays at 0
+                return CoreResult(np.zeros(d), 0.0, True, 0, "all pairs are ties (dropped)")
         res = minimize(
             _bt_objective,
             v0,

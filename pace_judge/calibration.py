@@ -1,6 +1,13 @@
 """PACE's one-time calibration (§4.4): two rated anchor images for a protocol, from a diffusers text-to-image pipeline
 and a person's 1-5 scores (generative mode) or from a labelled calibration split (benchmark mode); the command is
-``pace_judge/calibrate.py`` (:mod:`pace_judge.commands.calibrate`)."""
+``pace_judge/calibrate.py`` (:mod:`pace_judge.commands.calibrate`).
+
+Benchmark mode reads any dataset's scale: a dataset read by name brings its own (AGIQA-3K 0-5, SPAQ 0-100, ...), a
+manifest takes ``mos_range=[LOW,HIGH]`` (default 1-5). The anchors' MOS are mapped linearly onto the protocol's 1-5
+scale, ``1 + 4 (mos - LOW) / (HIGH - LOW)``, and the mapping is recorded in the protocol's provenance; the test
+split's SRCC, PLCC and HOR are reported on the dataset's own scale (the scores mapped back, HOR's thresholds 3 and 4
+of the 1-5 scale mapped onto it).
+"""
 
 from __future__ import annotations
 
@@ -55,6 +62,9 @@ class CalibrationSource:
     benchmark: str | None = None  # calibration split's ratings manifest: highest- and lowest-MOS images are anchors
     test: str | None = None  # the test split's manifest: checked to be disjoint from the calibration split
     dimension: str | None = None  # manifest rows of this dimension (default: the protocol's)
+    # the benchmark's MOS scale [low, high], mapped onto 1-5; default: a dataset read by name brings its own
+    # (agiqa3k 0-5, spaq 0-100 ...), a manifest 1-5
+    mos_range: list[float] | None = None
 
     @property
     def configured(self) -> bool:
@@ -218,20 +228,65 @@ def calibrate_generative(
     }
 
 
-def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Any = None) -> dict[str, Any]:
+def benchmark_scale(cfg: dict[str, Any]) -> tuple[float, float]:
+    """The benchmark's MOS scale: ``mos_range`` if given, else the dataset's own (:func:`mos_range_of`), else 1-5."""
+    from reward.data.datasets import mos_range_of
+
+    raw = cfg.get("mos_range")
+    if raw is None:
+        return mos_range_of(cfg["benchmark"])
+    try:
+        low, high = (float(v) for v in raw)
+    except (TypeError, ValueError):
+        raise CalibrationError(f"mos_range={raw!r}: give [LOW, HIGH], e.g. mos_range=[0,100]") from None
+    if not high > low:
+        raise CalibrationError(f"mos_range={raw!r}: HIGH must be above LOW")
+    return low, high
+
+
+def to_protocol_scale(mos: float, scale: tuple[float, float]) -> float:
+    """A MOS on ``scale`` mapped linearly onto the protocol's 1-5.
+
+    >>> to_protocol_scale(0.3, (0.0, 5.0)), to_protocol_scale(75.0, (0.0, 100.0))
+    (1.24, 4.0)
+    """
+    low, high = scale
+    return round(1.0 + 4.0 * (mos - low) / (high - low), 12)
+
+
+def _rows_of(source: str, dim: str, split: str, scale: tuple[float, float], least: int = 2) -> list[Any]:
     from reward.data import load_ratings
 
-    calib = load_ratings(cfg["benchmark"], check_images=False, default_split="train")  # NAME:FOLDER: its train split
-    dim = cfg.get("dimension") or protocol.dimension
-    dims = sorted({r.dimension for r in calib.rows})
-    rows = [r for r in calib.rows if r.dimension == dim] or (calib.rows if len(dims) == 1 else [])
-    if len(rows) < 2:
+    ratings = load_ratings(source, check_images=False, default_split=split)  # NAME:FOLDER: its split
+    dims = sorted({r.dimension for r in ratings.rows})
+    rows = [r for r in ratings.rows if r.dimension == dim] or (ratings.rows if len(dims) == 1 else [])
+    if len(rows) < least:
         raise CalibrationError(
-            f"{cfg['benchmark']}: fewer than two rows of dimension {dim!r} (it has {dims}); pass dimension=NAME"
+            f"{source}: fewer than {'two rows' if least == 2 else 'one row'} of dimension {dim!r} (it has {dims}); "
+            "pass dimension=NAME"
         )
+    outside = [r for r in rows if not scale[0] - 1e-9 <= r.mos <= scale[1] + 1e-9]
+    if outside:
+        raise CalibrationError(
+            f"{source}: MOS {outside[0].mos:g} (line {outside[0].line}) is outside the scale "
+            f"{scale[0]:g}-{scale[1]:g}; pass the dataset's scale as mos_range=[LOW,HIGH] (a dataset read by name "
+            "brings its own)"
+        )
+    return rows
+
+
+def _image_of(row: Any) -> Image.Image:
+    return row.image if isinstance(row.image, Image.Image) else load_image(row.image)
+
+
+def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Any = None) -> dict[str, Any]:
+    """Anchors: the calibration split's highest- and lowest-MOS images, their MOS mapped onto 1-5."""
+    dim = cfg.get("dimension") or protocol.dimension
+    scale = benchmark_scale(cfg)
+    rows = _rows_of(cfg["benchmark"], dim, "train", scale)
     if cfg.get("test"):
-        test = load_ratings(cfg["test"], check_images=False, default_split="test")
-        overlap = {str(r.image) for r in rows} & {str(r.image) for r in test.rows}
+        test = _rows_of(cfg["test"], dim, "test", scale, least=1)
+        overlap = {str(r.image) for r in rows} & {str(r.image) for r in test}
         if overlap:
             example = sorted(overlap)[0]
             raise CalibrationError(
@@ -240,11 +295,17 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
             )
     high = max(rows, key=lambda r: r.mos)
     low = min(rows, key=lambda r: r.mos)
-
-    def image(row: Any) -> Image.Image:
-        return row.image if isinstance(row.image, Image.Image) else load_image(row.image)
-
-    set_anchors(protocol, folder, image(high), float(high.mos), image(low), float(low.mos))
+    high_score, low_score = to_protocol_scale(high.mos, scale), to_protocol_scale(low.mos, scale)
+    set_anchors(protocol, folder, _image_of(high), high_score, _image_of(low), low_score)
+    if scale != (1.0, 5.0):
+        logger.info(
+            "MOS on %g-%g mapped onto 1-5: anchors %g -> %g and %g -> %g",
+            *scale,
+            high.mos,
+            high_score,
+            low.mos,
+            low_score,
+        )
     return {
         "mode": "benchmark",
         "manifest": str(cfg["benchmark"]),
@@ -252,4 +313,42 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
         "high": str(high.image),
         "low": str(low.image),
         "rows": len(rows),
+        "mos_range": list(scale),
+        "mapping": f"1 + 4 * (mos - {scale[0]:g}) / ({scale[1]:g} - {scale[0]:g})",
+        "high_mos": float(high.mos),
+        "low_mos": float(low.mos),
+    }
+
+
+def evaluate_test(
+    protocol: Protocol, cfg: dict[str, Any], backend: Backend, *, batch_size: int = 16, **scorer: Any
+) -> dict[str, Any]:
+    """The calibrated protocol scored on the test split: SRCC, PLCC and HOR (PACE eq. 1) on the dataset's scale.
+
+    The scores (1-5, the anchors' mapped scale) are mapped back onto the dataset's; HOR's thresholds 3 and 4 of the
+    1-5 scale are mapped the same way."""
+    import numpy as np
+
+    from pace_judge.scorer import DualTrackScorer
+    from reward.eval.metrics import hor, plcc, srcc
+
+    dim = cfg.get("dimension") or protocol.dimension
+    scale = benchmark_scale(cfg)
+    rows = _rows_of(cfg["test"], dim, "test", scale, least=1)
+    judge = DualTrackScorer(protocol, backend, **scorer)
+    scores: list[float] = []
+    for i in range(0, len(rows), batch_size):
+        scores += judge.judge([to_rgb(_image_of(r)) for r in rows[i : i + batch_size]]).scores.tolist()
+    low, high = scale
+    pred = low + (high - low) * (np.asarray(scores, float) - 1.0) / 4.0
+    mos = np.asarray([r.mos for r in rows], float)
+    tau = (low + (high - low) * 2.0 / 4.0, low + (high - low) * 3.0 / 4.0)
+    return {
+        "manifest": str(cfg["test"]),
+        "n": len(rows),
+        "scale": [low, high],
+        "srcc": srcc(pred, mos),
+        "plcc": plcc(pred, mos),
+        "hor": hor(pred, mos, tau_low=tau[0], tau_high=tau[1], pred_range=scale, mos_range=scale),
+        "hor_thresholds": list(tau),
     }

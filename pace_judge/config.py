@@ -39,6 +39,9 @@ class PaceConfig(ModelLoading):
     server: dict[str, Any] = field(default_factory=dict)  # openai backend: base_url, model, api_key, top_logprobs
     crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled, upscale: false
     track2: Track2Settings = field(default_factory=lambda: Track2Settings())
+    probe_weights: str = "uniform"  # Track 1's w_r: uniform (1/N, eq. 6) | agent (the Visualizer's weights)
+    lettering: str = "best-first"  # Track 1's option letters: best-first (A = best) | reversed | shuffled (seeded)
+    lettering_seed: int = 0  # lettering=shuffled: the seed of the options' order (recorded in each explanation)
     calibration: CalibrationSource = field(default_factory=lambda: CalibrationSource())  # benchmark=MANIFEST or
     # pipeline=DIR scores=[...]: calibrates a protocol the memory bank routes to before it is stored or used
     allow_absolute_paths: bool = False  # protocol anchors may be absolute paths (default: inside the file's folder)
@@ -113,6 +116,12 @@ def validate(cfg: PaceConfig) -> None:
             check(getattr(cfg, key))
         except ValueError as err:
             problems.append(str(err))
+    from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS
+
+    if cfg.probe_weights not in PROBE_WEIGHTS:
+        problems.append(f"probe_weights={cfg.probe_weights!r}: choose one of {', '.join(PROBE_WEIGHTS)}")
+    if cfg.lettering not in LETTERINGS:
+        problems.append(f"lettering={cfg.lettering!r}: choose one of {', '.join(LETTERINGS)}")
     if calibration_source_or_none(cfg) and not cfg.memory:
         problems.append(
             "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "

@@ -57,7 +57,14 @@ class PaceReward(TrlCallable):
     def use_protocol(self, protocol: Any, route: dict[str, Any]) -> None:
         omega = (float(self.cfg.omega[0]), float(self.cfg.omega[1]))
         self.scorer = DualTrackScorer(
-            protocol, self.backend, omega=omega, crops=self.crops, track2_prompt=track2_prompt(self.cfg.track2)
+            protocol,
+            self.backend,
+            omega=omega,
+            crops=self.crops,
+            track2_prompt=track2_prompt(self.cfg.track2),
+            probe_weights=self.cfg.probe_weights,
+            lettering=self.cfg.lettering,
+            lettering_seed=self.cfg.lettering_seed,
         )
         self.route = route
         if not protocol.calibrated:
@@ -95,7 +102,13 @@ class PaceReward(TrlCallable):
         id; ``None`` values until a deferred slow path has run."""
         scorer = self.scorer
         scale = "experts 1-5" if self.expert is not None else (scorer.scale if scorer is not None else None)
-        return {"route": dict(self.route), "scale": scale, "protocol_id": scorer.protocol_id if scorer else None}
+        return {
+            "route": dict(self.route),
+            "scale": scale,
+            "protocol_id": scorer.protocol_id if scorer else None,
+            "probe_weights": self.cfg.probe_weights,
+            "lettering": scorer.lettering if scorer else None,
+        }
 
     def score(self, images: Sequence[Image.Image] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:
         images = as_images(images)  # PIL, tensors, arrays, one or a batch

@@ -74,13 +74,20 @@ class DualTrackScorer:
         omega: tuple[float, float] = (0.5, 0.5),
         crops: CropConfig | None = None,
         track2_prompt: str = "comparative",
+        probe_weights: str = "uniform",
+        lettering: str = "best-first",
+        lettering_seed: int = 0,
     ) -> None:
         self.protocol = protocol
         self.backend = backend
         self.omega = omega
         self.crops = crops or CropConfig()
         self.track2_prompt = track2_prompt
-        self.queries = [tracks.probe_query(p) for p in protocol.probes]
+        self.probe_weights = probe_weights
+        self.weights = tracks.probe_weights(protocol.probes, probe_weights)  # w_r of eq. 6
+        self.lettering = lettering if lettering != "shuffled" else f"shuffled (seed {lettering_seed})"
+        self.orders = tracks.letterings(protocol.probes, lettering, lettering_seed)
+        self.queries = [tracks.probe_query(p, o) for p, o in zip(protocol.probes, self.orders, strict=True)]
         self.zoom = [p.zoom for p in protocol.probes]
         self.n_crops = self.crops.grid[0] * self.crops.grid[1] if self.crops.enabled and any(self.zoom) else 0
         self.anchor_images: tuple[Image.Image, Image.Image] | None = None
@@ -105,7 +112,7 @@ class DualTrackScorer:
         letter mass a remote top-k list missed ``[B, 1 + crops, Q]``."""
         b, per = len(images), 1 + self.n_crops
         res = self.backend.option_logprobs([[img] for img in images], self.queries, system=tracks.SYSTEM)
-        e_full, probs = tracks.expected_scores(res.logprobs, self.protocol.probes)  # [B, Q]
+        e_full, probs = tracks.expected_scores(res.logprobs, self.protocol.probes, self.orders)  # [B, Q]
         e_all = e_full[:, None, :].repeat(1, per, 1)
         missing = torch.zeros(b, per, len(self.queries))
         missing[:, 0] = res.missing_mass
@@ -114,7 +121,9 @@ class DualTrackScorer:
             crops = self.backend.option_logprobs(
                 self.crop_groups(images), [self.queries[q] for q in zoom], system=tracks.SYSTEM
             )
-            e_crops, _ = tracks.expected_scores(crops.logprobs, [self.protocol.probes[q] for q in zoom])
+            e_crops, _ = tracks.expected_scores(
+                crops.logprobs, [self.protocol.probes[q] for q in zoom], [self.orders[q] for q in zoom]
+            )
             e_all[:, 1:, zoom] = e_crops.view(b, self.n_crops, len(zoom))
             missing[:, 1:, zoom] = crops.missing_mass.view(b, self.n_crops, len(zoom))
         return e_all, probs, missing
@@ -137,7 +146,7 @@ class DualTrackScorer:
         e_all, probs, missing = self.track1(images)
         e = tracks.combine_crops(e_all[:, 0], e_all[:, 1:], self.zoom, self.crops.combine)
         bounds = self.protocol.score_bounds
-        a1 = tracks.alpha1(e, [p.weight for p in self.protocol.probes], bounds)
+        a1 = tracks.alpha1(e, self.weights, bounds)
         a2 = None
         rank_probs = None
         if self.rank is not None:
@@ -171,8 +180,9 @@ class DualTrackScorer:
             entry: dict[str, Any] = {
                 "question": p.question,
                 "sub_dimension": p.sub_dimension,
-                "weight": p.weight,
-                "options": {o.text: round(float(probs[q][i, k]), 6) for k, o in enumerate(p.lettered)},
+                "weight": self.weights[q],
+                "options": {o.text: round(float(probs[q][i, k]), 6) for k, o in enumerate(self.orders[q])},
+                "letters": {tracks.LETTERS[k]: o.text for k, o in enumerate(self.orders[q])},
                 "expected": round(float(e[i, q]), 6),
             }
             if p.zoom and per > 1:
@@ -190,6 +200,8 @@ class DualTrackScorer:
             "protocol_id": self.protocol_id,
             "dimension": self.protocol.dimension,
             "sub_dimensions": self._sub_scores(e[i]),
+            "probe_weights": self.probe_weights,
+            "lettering": self.lettering,
             "probes": probes,
         }
         if rank_probs is not None:
@@ -209,5 +221,5 @@ class DualTrackScorer:
     def _sub_scores(self, e: torch.Tensor) -> dict[str, float]:
         acc: dict[str, list[tuple[float, float]]] = {}
         for q, p in enumerate(self.protocol.probes):
-            acc.setdefault(p.sub_dimension or self.protocol.dimension, []).append((p.weight, float(e[q])))
+            acc.setdefault(p.sub_dimension or self.protocol.dimension, []).append((self.weights[q], float(e[q])))
         return {k: sum(w * v for w, v in pairs) / sum(w for w, _ in pairs) for k, pairs in acc.items()}

@@ -1,13 +1,16 @@
 """PACE dual-track scoring (§4.5): the queries it asks and the formulas that turn answer log-probs into a score.
 
-Track 1 asks every probe with its options lettered in score order (A = highest score) and reads the softmax over
-exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5); alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min)
-with the protocol's own bounds (eq. 6). Probes flagged ``zoom`` are also asked on enlarged crops and combined by
-mean or min; the crops keep their native pixels (``upscale=True``: enlarged to the image's size, as before). Track 2
-shows the target with the high and low anchors, purely comparatively by default (the released code's prompt; the
-anchors' human scores are not told), and reads five rank letters with V = (1, .75, .5, .25, 0): alpha2 = sum_k
-P(k) V_k (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2) clamped to the anchors' range (eq. 9-10);
-without anchors, alpha1 is mapped onto [S_min, S_max] and flagged. Sums are taken in float64.
+Track 1 asks every probe with its options lettered in score order (A = highest score, as the released code does) and
+reads the softmax over exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5). A backbone that favours the letter A
+moves every score up under that order: ``lettering=reversed`` (A = lowest) or ``shuffled`` (a seeded order per probe,
+recorded in each explanation) measure or average out that bias. alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max -
+S_min) with the protocol's own bounds (eq. 6), with uniform weights w_r = 1/N as the paper's implementation
+(``probe_weights=agent``: the Visualizer's weights). Probes flagged ``zoom`` are also asked on enlarged crops and
+combined by mean or min; the crops keep their native pixels (``upscale=True``: enlarged to the image's size, as
+before). Track 2 shows the target with the high and low anchors, purely comparatively by default (the released code's
+prompt; the anchors' human scores are not told), and reads five rank letters with V = (1, .75, .5, .25, 0): alpha2 =
+sum_k P(k) V_k (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2) clamped to the anchors' range (eq.
+9-10); without anchors, alpha1 is mapped onto [S_min, S_max] and flagged. Sums are taken in float64.
 
 Example:
     >>> import torch
@@ -22,10 +25,11 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from PIL import Image
 
-from pace_judge.protocol import Probe
+from pace_judge.protocol import Option, Probe
 from reward.vlm import OptionQuery
 
 LETTERS = string.ascii_uppercase
@@ -50,6 +54,8 @@ COMPARATIVE = (
     "E) Extremely similar to Image 2\nREPLY WITH THE LETTER ONLY."
 )
 RANK_PROMPTS = ("comparative", "scored")  # scored: this toolkit's earlier prompt, which tells the anchors' scores
+PROBE_WEIGHTS = ("uniform", "agent")  # uniform: w_r = 1/N (eq. 6) | agent: the Visualizer's weight of each probe
+LETTERINGS = ("best-first", "reversed", "shuffled")  # Track 1's option order: A = best | A = worst | seeded
 
 
 def letter_list(n: int) -> str:
@@ -58,9 +64,47 @@ def letter_list(n: int) -> str:
     return letters[0] if n == 1 else ", ".join(letters[:-1]) + f" or {letters[-1]}"
 
 
-def probe_query(probe: Probe) -> OptionQuery:
-    """Track 1's question for one probe: options lettered in score order, highest first."""
-    opts = probe.lettered
+def letterings(probes: Sequence[Probe], lettering: str = "best-first", seed: int = 0) -> list[tuple[Option, ...]]:
+    """Each probe's options in the order they are lettered A, B, ...: ``best-first`` (score order, highest first),
+    ``reversed`` (lowest first) or ``shuffled`` (one seeded permutation per probe, in probe order).
+
+    >>> from pace_judge.protocol import Option, Probe
+    >>> p = Probe("Sharp?", (Option("Yes", 5.0), Option("Somewhat", 3.0), Option("No", 1.0)))
+    >>> [[o.text for o in opts] for opts in letterings([p], "reversed")]
+    [['No', 'Somewhat', 'Yes']]
+    """
+    if lettering not in LETTERINGS:
+        raise ValueError(f"lettering={lettering!r}: choose one of {', '.join(LETTERINGS)}")
+    rng = np.random.default_rng(seed)
+    orders = []
+    for p in probes:
+        opts = p.lettered
+        if lettering == "reversed":
+            opts = opts[::-1]
+        elif lettering == "shuffled":
+            opts = tuple(opts[int(i)] for i in rng.permutation(len(opts)))
+        orders.append(opts)
+    return orders
+
+
+def probe_weights(probes: Sequence[Probe], mode: str = "uniform") -> list[float]:
+    """w_r of eq. 6: ``uniform`` (1 for every probe; alpha1 divides by their sum, so w_r = 1/N) or ``agent`` (the
+    protocol's own weights).
+
+    >>> from pace_judge.protocol import Option, Probe
+    >>> ps = [Probe("q", (Option("a", 5.0), Option("b", 1.0)), w) for w in (3.0, 0.5)]
+    >>> probe_weights(ps), probe_weights(ps, "agent")
+    ([1.0, 1.0], [3.0, 0.5])
+    """
+    if mode not in PROBE_WEIGHTS:
+        raise ValueError(f"probe_weights={mode!r}: choose one of {', '.join(PROBE_WEIGHTS)}")
+    return [1.0 if mode == "uniform" else float(p.weight) for p in probes]
+
+
+def probe_query(probe: Probe, options: Sequence[Option] | None = None) -> OptionQuery:
+    """Track 1's question for one probe: options lettered in the given order (default: score order, highest
+    first)."""
+    opts = tuple(options) if options is not None else probe.lettered
     lines = [f"{LETTERS[i]}. {o.text}" for i, o in enumerate(opts)]
     text = "\n".join([probe.question, *lines, f"Answer with {letter_list(len(opts))}."])
     return OptionQuery(text, tuple(LETTERS[: len(opts)]), "")
@@ -115,10 +159,14 @@ def option_probs(logprobs: torch.Tensor, n_options: Sequence[int]) -> list[torch
     return [torch.softmax(logprobs[..., q, :n].float(), dim=-1) for q, n in enumerate(n_options)]
 
 
-def expected_scores(logprobs: torch.Tensor, probes: Sequence[Probe]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """E_r (eq. 5) for every probe: ``[..., Q]``, and the per-probe option probabilities (lettered order)."""
+def expected_scores(
+    logprobs: torch.Tensor, probes: Sequence[Probe], orders: Sequence[Sequence[Option]] | None = None
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """E_r (eq. 5) for every probe: ``[..., Q]``, and the per-probe option probabilities (in letter order; the
+    options lettered as in ``orders``, default score order)."""
     probs = option_probs(logprobs, [len(p.options) for p in probes])
-    values = [torch.tensor([o.score for o in p.lettered]) for p in probes]
+    orders = orders if orders is not None else [p.lettered for p in probes]
+    values = [torch.tensor([o.score for o in opts]) for opts in orders]
     e = torch.stack([(pr * v).sum(-1) for pr, v in zip(probs, values, strict=True)], dim=-1)
     return e, probs
 

@@ -39,13 +39,14 @@ def _crops(img):
     return [img.crop(b) for b in boxes]
 
 
-def _hand_alpha1(vlm, img, combine):
+def _hand_alpha1(vlm, img, combine, weights=(1.0, 1.0, 1.0)):
+    """alpha1 by hand; uniform probe weights (eq. 6) unless ``weights`` (the protocol's are 1.0, 2.0, 0.5)."""
     whole = _expected(vlm, img, EDGES, [5, 3, 1])
     crops = [_expected(vlm, c, EDGES, [5, 3, 1]) for c in _crops(img)]
     edges = sum([whole, *crops]) / 5 if combine == "mean" else min([whole, *crops])
     grain = _expected(vlm, img, GRAIN, [4, 2])
     outlines = _expected(vlm, img, OUTLINES, [5, 3, 1])
-    e = (1.0 * edges + 2.0 * grain + 0.5 * outlines) / 3.5
+    e = (weights[0] * edges + weights[1] * grain + weights[2] * outlines) / sum(weights)
     return (e - 1.0) / 4.0, {"edges": edges, "grain": grain, "outlines": outlines}
 
 
@@ -73,9 +74,7 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
             [e["edges"], e["grain"], e["outlines"]], abs=2e-5
         )
         assert len(expl["probes"][0]["crops"]) == 4 and "crops" not in expl["probes"][1]
-        assert expl["sub_dimensions"]["edge crispness"] == pytest.approx(
-            (e["edges"] + 0.5 * e["outlines"]) / 1.5, abs=2e-5
-        )
+        assert expl["sub_dimensions"]["edge crispness"] == pytest.approx((e["edges"] + e["outlines"]) / 2, abs=2e-5)
         assert sum(expl["probes"][1]["options"].values()) == pytest.approx(1.0, abs=1e-5)
         assert expl["track2_prompt"] == "comparative" and expl["scale"] == "anchors 1.4-4.6"
 
@@ -91,7 +90,9 @@ def test_uncalibrated_protocol_maps_track1_onto_its_own_option_bounds_and_min_co
         for o in probe["options"]:
             o["score"] = {5: 4, 3: 3, 1: 2}.get(o["score"], o["score"])
     (tmp_path / "p.json").write_text(json.dumps(raw))
-    cfg = PaceConfig(model="unused", protocol=str(tmp_path / "p.json"), crops={"combine": "min"})
+    cfg = PaceConfig(
+        model="unused", protocol=str(tmp_path / "p.json"), crops={"combine": "min"}, probe_weights="agent"
+    )
     judged = PaceReward(cfg, backend=LocalBackend(tiny_vlm)).judge(random_images(2, seed=3))
     for i, img in enumerate(random_images(2, seed=3)):
         whole = _expected(tiny_vlm, img, EDGES, [4, 3, 2])

@@ -90,6 +90,11 @@ def test_judge_scores_are_parsed_and_averaged_over_five_rounds(tmp_path, tiny_vl
             "n": 1,
             "n_scored": {"completeness": 1, "precision": 1, "relevance": 1},
             "incomplete": [],
+            "p": {  # P0 / P1 / P2 over the valid rounds (Tables IV-V)
+                "completeness": [0.0, 0.0, 1.0],
+                "precision": pytest.approx([0.4, 0.6, 0.0]),
+                "relevance": [0.0, 0.0, 1.0],
+            },
         }
     rows = [json.loads(x) for x in (tmp_path / "out" / "descriptions.jsonl").read_text().splitlines()]
     assert [len(r["img_path"]) for r in rows] == [1, 2] and all(isinstance(r["description"], str) for r in rows)

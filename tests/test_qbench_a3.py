@@ -73,7 +73,7 @@ def test_ensemble_table_matches_hand_computed_correlations_from_one_pass_per_bat
                 "model": {"path": str(tiny_vlm_path)},
                 "data": data,
                 "out": str(tmp_path / "out"),
-                "a3": {"ensemble": True},
+                "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
             }
         )
     finally:
@@ -109,6 +109,7 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
         }
     )
     assert list(r["datasets"]["koniq"]) == ["score", "lighting", "harmony"]
+    assert r["protocol"]["reward"]["fusion"] == "mean"  # sa-iqa without fusion weights: recorded with the table
     assert -1.0 <= r["mean"]["lighting"]["srcc"] <= 1.0
     with (tmp_path / "agiqa" / "agiqa.jsonl").open("a") as f:
         f.write(json.dumps({"image": "gone.png", "dimension": "overall", "mos": 2}) + "\n")
@@ -128,6 +129,6 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
                 "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
                 "data": [str(tmp_path / "koniq" / "koniq.jsonl")],
                 "out": str(tmp_path / "o"),
-                "a3": {"ensemble": True},
+                "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
             }
         )

@@ -58,7 +58,7 @@ def test_sft_trains_the_language_model_only_and_writes_a_loadable_scorer(tiny_vl
     assert result["global_step"] == 4
     scorer = out / "scorer"
     meta = json.loads((scorer / "sa_iqa.json").read_text())
-    assert meta["level_words"] == ["excellent", "good", "fair", "poor", "bad"] and meta["fusion_weights"] is None
+    assert meta["level_words"] == ["excellent", "good", "fair", "poor", "bad"] and meta["format"] == "sa-iqa-scorer/1"
     assert set(meta["queries"]) == {"layout", "harmony", "lighting", "distortion"}
     before = AutoModelForImageTextToText.from_pretrained(tiny_vlm_path).state_dict()
     after = AutoModelForImageTextToText.from_pretrained(scorer).state_dict()

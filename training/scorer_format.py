@@ -1,7 +1,8 @@
-"""What a trained SA-IQA scorer directory holds besides the model: ``sa_iqa.json``.
+"""The content of a trained SA-IQA scorer's ``sa_iqa.json``: the queries rendered from the paper's prompts.
 
 ``reward=sa-iqa reward.path=DIR`` needs nothing else: the queries are stored rendered, so the reward does not
-depend on the prompt code that made them.
+depend on the prompt code that made them. The file's format (its tag, writing, reading and version check) belongs to
+:mod:`reward.rewards.scorer_folder`; this module only fills it.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reward.rewards.scorer_folder import FORMAT
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from training.prompts import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, build_prompt, response_prefix
 
-FORMAT = "sa-iqa-scorer/1"
 DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
 
 
@@ -36,7 +37,8 @@ def scorer_metadata(
     base_model: str | None = None,
     trained_from: str | None = None,
 ) -> dict[str, Any]:
-    """The ``sa_iqa.json`` content: rendered queries per dimension, level words/values, provenance."""
+    """The ``sa_iqa.json`` content: rendered queries per dimension, level words/values, provenance (written with
+    :func:`reward.rewards.scorer_folder.write_metadata`; fusion weights are a file of their own)."""
     defs = {d: definitions[d] for d in dimensions if definitions.get(d)}
     queries = {
         d: {"question": build_prompt(d, prompt_type, defs or None, tag=tag), "response_prefix": response_prefix(d)}
@@ -52,5 +54,4 @@ def scorer_metadata(
         "level_values": [float(v) for v in level_values],
         "base_model": base_model,  # set when the directory holds a LoRA adapter instead of a full model
         "trained_from": trained_from,
-        "fusion_weights": None,  # filled by fusion/fit.py (fusion_weights.json beside this file)
     }

@@ -41,7 +41,9 @@ class FusionSettings:
     batch_size: int = 8  # images per Reward.score call (reward= only)
     dimensions: list[str] | None = None  # dimensions to fuse, in order, e.g. [layout,harmony]; null = numeric keys
     skip_bad: bool = False  # skip and count bad rows (bad label, unscored image, missing dimension) instead of failing
-    tie_model: str = "davidson"  # davidson (ties get their own probability, nu fitted) | half (paper: tie = y 0.5)
+    # davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie is y = 0) |
+    # half (a tie is y = 0.5) | drop (ties left out)
+    tie_model: str = "davidson"
     l2: float = 1e-4  # L2 penalty l2/2*||w||^2 added to the mean negative log-likelihood; 0 = plain MLE
     nonneg: bool = False  # constrain every weight to be >= 0
     max_abs_weight: float = 100.0  # box bound on each |w_j|, keeps perfectly separable data finite

@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from pace_judge.backends import Backend
-from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate
+from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate, evaluate_test
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
 from reward.core.config import parse, store_schema
 from reward.core.outputs import prepare_output
@@ -51,6 +51,22 @@ class CalibrateSettings(CalibrationSource):
 store_schema("calibrate_schema", CalibrateSettings)
 
 
+def _scoring_backend(s: CalibrateSettings) -> Backend | None:
+    """The VLM that scores the test split: ``model.path`` (local) or the configured server; ``None`` without one."""
+    from pace_judge.backends import ModelConfig, make_backend
+    from reward.vlm.loading import LOADING_KEYS
+
+    if s.backend == "local" and not s.model.path:
+        return None
+    if s.backend == "openai" and not s.server:
+        return None
+    model = None
+    if s.model.path:
+        knobs = {k: getattr(s.model, k) for k in LOADING_KEYS}
+        model = ModelConfig(s.model.path, batch_size=s.model.batch_size, **knobs)
+    return make_backend(s.backend, model, s.server)
+
+
 def run(cfg: Any, backend: Backend | None = None) -> Protocol:
     """Calibrate the protocol; returns it calibrated (written to disk and, if set, to the memory bank).
     ``backend``: the Generator agent's (default: built from the settings)."""
@@ -77,6 +93,22 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
         )
         c["out"] = str(out)
     calibrate(c, protocol, folder, backend)
+    if s.benchmark and s.test:
+        scorer = backend if backend is not None else _scoring_backend(s)
+        if scorer is None:
+            logger.info("pass model.path=VLM (or backend=openai) to also score the test split with the protocol")
+        else:  # the test split's numbers on the dataset's own scale, kept with the calibration record
+            test = evaluate_test(protocol, c, scorer, batch_size=s.model.batch_size)
+            protocol.provenance["calibration"]["test"] = test
+            logger.info(
+                "test split %s (%d images, scale %g-%g): SRCC %.3f, PLCC %.3f, HOR %.3f",
+                s.test,
+                test["n"],
+                *test["scale"],
+                test["srcc"],
+                test["plcc"],
+                test["hor"],
+            )
     save_protocol(protocol, target)
     high, low = protocol.anchors["high"], protocol.anchors["low"]  # type: ignore[index]
     logger.info(

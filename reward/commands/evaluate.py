@@ -131,6 +131,8 @@ def run(cfg: Any) -> dict[str, Any]:
         distributed=True,
     )
     result.meta["run"] = output.provenance()
+    if getattr(reward, "record", None):  # what the numbers are (e.g. sa-iqa's fusion: mean | bradley-terry)
+        result.meta["reward"] = reward.record
     if manifest.info:  # a dataset by name: its scale, split rule and seed, the file read
         result.meta["data"] = manifest.info
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)

@@ -3,7 +3,9 @@
 - ``task=a1``: perception questions -> ``metrics.json`` (accuracy overall, by type and concern, singles and pairs),
   ``metrics.md``, ``answers.jsonl`` (chosen letter and its probability per question), ``skipped.jsonl``.
 - ``task=a2``: descriptions -> ``descriptions.jsonl``; with ``a2.judge.base_url`` also ``metrics.json`` / ``.md``.
-- ``task=a3``: a reward over IQA manifests -> ``leaderboard.json`` / ``.md`` (SRCC/PLCC per dataset, mean).
+- ``task=a3``: a reward over IQA manifests -> ``leaderboard.json`` / ``.md`` (SRCC/PLCC per dataset, mean), with
+  ``a3.released=DIR`` Q-Bench's released outputs as rows of the same table (no model needed); ``reward=qbench`` also
+  writes its per-image outputs as Q-Bench released them, ``IQA_outputs/NAME/DATASET.json``.
 """
 
 from __future__ import annotations
@@ -44,9 +46,8 @@ class HarnessModel(ModelLoading):
 @dataclass
 class A1Settings:
     mode: str = "logprob"  # logprob: the letters' log-probs (one pass) | generate: lmms-eval's greedy reply, parsed
-    prompt: str = (
-        "paper"  # paper: Q-Bench+'s layout ("The first image: <image>" ...) | lmms: lmms-eval's, images first
-    )
+    # paper: Q-Bench+'s layout ("The first image: <image>" ...) + lmms-eval's answer instruction | lmms: lmms-eval's
+    prompt: str = "paper"
     max_new_tokens: int = 32  # generate: reply length (lmms-eval's 32)
     shuffle: bool = True  # shuffle the candidates (with seed); false: the file's order (as lmms-eval asks)
     system: str | None = None  # optional system prompt
@@ -62,12 +63,17 @@ class A2Settings:
 @dataclass
 class A3Settings:
     ensemble: bool = False  # reward=qbench only: all six Table VIII synonym variants from one forward pass
+    # reward=qbench's softmax temperature: 100 as Q-Bench's released notebook (its published table); 1: eq. 1 literally
+    temperature: float = 100.0
+    released: str | None = None  # Q-Bench's leaderboards/IQA_outputs folder: each MODEL/DATASET.json becomes a row
+    name: str | None = None  # the scored model's row and IQA_outputs folder name (default: the model folder's name)
 
 
 @dataclass
 class QbenchEvalSettings:
     task: str = "a1"  # a1 | a2 | a3
-    data: Any = MISSING  # a1: LLVisionQA JSON/JSONL; a2: golden descriptions; a3: [A.jsonl,B.jsonl] or {name: path}
+    # a1: LLVisionQA JSON/JSONL; a2: golden descriptions; a3: [A.jsonl,B.jsonl] or {name: path} (none: a3.released)
+    data: Any = None
     out: str = MISSING  # output folder
     seed: int = 0  # a1: the candidates' shuffle
     skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
@@ -104,9 +110,12 @@ def run(cfg: Any) -> dict[str, Any]:
     s = parse(QbenchEvalSettings, cfg, where="")
     if s.task not in TASKS:
         raise ConfigError(f"task={s.task!r}: choose one of {', '.join(TASKS)}")
+    if s.data is None and not (s.task == "a3" and s.a3.released):
+        raise ConfigError(f"task={s.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
     data = {"data": s.data} if isinstance(s.data, str) else {"data": dict(enumerate(s.data))} if s.data else {}
-    inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}})}
+    released = {"a3_released": s.a3.released} if s.a3.released else {}
+    inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}, **released})}
     output = check_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, resume_hint=None)
     return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
 
@@ -225,28 +234,70 @@ def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
 
 
 def run_a3(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
-    """A3: the datasets' names and folders are checked before the output folder is made and the reward loads."""
-    from reward.qbench.a3_leaderboard import SynonymTable, dataset_names, format_leaderboard, leaderboard
+    """A3: the datasets' names and folders (and the released files) are checked before the output folder is made and
+    the reward loads."""
+    from reward.qbench.a3_leaderboard import (
+        GoodPoorLogits,
+        SynonymTable,
+        add_released,
+        dataset_names,
+        format_leaderboard,
+        leaderboard,
+    )
+    from reward.qbench.a3_released import RELEASED_SUBSETS, RELEASED_WORDS, read_released, write_released
     from reward.rewards.registry import get_reward
 
+    if not s.a3.temperature > 0:
+        raise ConfigError(f"a3.temperature={s.a3.temperature}: must be > 0 (100: the released notebook; 1: eq. 1)")
+    released = read_released(s.a3.released) if s.a3.released else {}
     reward_cfg = dict(s.reward or {})
     name = reward_cfg.pop("name", None) or "qbench"
-    if name == "qbench" and not reward_cfg.get("model"):
+    if s.data is not None and name == "qbench" and not reward_cfg.get("model"):
         if not s.model.path:
             raise ConfigError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
         reward_cfg.update(vars(loading_of(s.model)), model=s.model.path)  # the harness model, its knobs
-    datasets = dataset_names(s.data)
-    output.create()
+    datasets = dataset_names(s.data) if s.data is not None else {}
     if s.a3.ensemble and name != "qbench":
         raise ConfigError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
-    reward = get_reward(name, reward_cfg)
-    if s.a3.ensemble:
-        qc = reward.cfg
-        reward = SynonymTable(reward.vlm, qc.prompt, qc.response_prefix, system=qc.system, temperature=qc.temperature)
-    settings = EvalSettings(batch_size=s.batch_size, skip_bad=s.skip_bad)
-    result = {**leaderboard(reward, datasets, settings), "run": output.provenance()}
+    output.create()
+    result: dict[str, Any] | None = None
+    record = None
+    label = s.a3.name or Path(str(reward_cfg.get("model") or name)).name
+    if datasets:
+        if name == "qbench":
+            reward_cfg["temperature"] = s.a3.temperature
+        reward = get_reward(name, reward_cfg)
+        record = getattr(reward, "record", None)  # e.g. sa-iqa's fusion: mean | bradley-terry
+        if s.a3.ensemble:
+            qc = reward.cfg
+            reward = SynonymTable(
+                reward.vlm, qc.prompt, qc.response_prefix, system=qc.system, temperature=qc.temperature
+            )
+        elif name == "qbench" and tuple(reward.cfg.positive) + tuple(reward.cfg.negative) == ("good", "poor"):
+            reward = GoodPoorLogits(reward, s.a3.temperature)
+        settings = EvalSettings(batch_size=s.batch_size, skip_bad=s.skip_bad)
+        result = leaderboard(reward, datasets, settings)
+        for dataset, objs in result.pop("per_image", {}).items():  # shared the way Q-Bench shared its own
+            write_released(Path(s.out) / "IQA_outputs" / label / f"{dataset}.json", objs)
+        if released:  # the scored model's rows are named by the model beside the released ones
+            for table in (*result["datasets"].values(), result["mean"]):
+                for v in list(table):
+                    table[label if v == "score" else f"{label}:{v}"] = table.pop(v)
+    if released:
+        result = add_released(result, released, s.a3.temperature)
+    assert result is not None
+    result["protocol"] = {  # how the numbers were made: compare only with tables made the same way
+        "temperature": s.a3.temperature,
+        "score": "exp(g/T) / (exp(g/T) + exp(p/T)) of the good/poor logits (Q-Bench's released notebook; T=1: eq. 1)",
+        "subsets": RELEASED_SUBSETS,  # datasets whose cell is the mean over consecutive blocks of this many images
+        "released": s.a3.released,
+        "released_words": RELEASED_WORDS if released else None,
+        "reward": record,
+    }
+    result["run"] = output.provenance()
     out = Path(s.out)
-    table = format_leaderboard(result, title=f"A3 assessment: reward {name} (SRCC/PLCC)")
+    title = f"A3 assessment: reward {name} (SRCC/PLCC, T={s.a3.temperature:g})" if datasets else "A3 assessment"
+    table = format_leaderboard(result, title=title + (f", released {s.a3.released}" if released else ""))
     atomic_write_text(out / "leaderboard.md", table)
     atomic_write_json(out / "leaderboard.json", json_safe(result))
     logger.info("\n%s", table)

@@ -1,9 +1,11 @@
 """Q-Bench A1 perception: each question asked as a lettered multiple choice.
 
 The candidates are shuffled with a seed (the same order on every run and machine) and the prompt lists exactly the
-letters present, in the paper's layout (Q-Bench+ §III-B: the question, the image -- for a pair "The first image:
-<image>" and "The second image: <image>" -- then "Choose between one of the following options:") or lmms-eval's
-(images first, the question and the lettered options). Two ways to answer:
+letters present, in the paper's layout (Q-Bench+ §II-B: the question, the image -- for a pair "The first image:
+<image>" and "The second image: <image>" -- then "Choose between one of the following options:" and the options)
+followed by lmms-eval's answer instruction (:data:`INSTRUCTION`; the paper's format has none), or lmms-eval's layout
+(images first, the question, the lettered options and the instruction with its trailing newline). Two ways to
+answer:
 
 - ``logprob``: the most probable of the shown letters at the first position of the reply (one forward pass, no
   sampling); this toolkit's own protocol, not how published A1 tables were made;
@@ -51,8 +53,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
-PAIR_IMAGES = (f"The first image: {IMAGE}", f"The second image: {IMAGE}")  # Q-Bench+ §III-B, image pairs
+PAIR_IMAGES = (f"The first image: {IMAGE}", f"The second image: {IMAGE}")  # Q-Bench+ §II-B, image pairs
 MODES = ("logprob", "generate")
+# Table III's per-axis columns of pair questions, as concern codes: low-level (Distortion / Other) and pairwise
+# (Compare / Joint); each code is one of the four cells (comparison / joint x distortion / other)
+PAIR_AXES: dict[str, tuple[int, ...]] = {"distortion": (0, 2), "other": (1, 3), "compare": (0, 1), "joint": (2, 3)}
 LAYOUTS = ("paper", "lmms")
 
 
@@ -71,7 +76,7 @@ def lettered_prompt(
     ``order[k]`` is the index in ``candidates`` of the option shown under letter ``k``; the shuffle depends only
     on ``(seed, index)``. ``layout``: ``paper`` places the images after the question with :data:`IMAGE` markers
     ("The first image: <image>" for pairs) as Q-Bench+ prints its input format; ``lmms`` is lmms-eval's text, the
-    images before it.
+    images before it, ending with its post-prompt's newline.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
@@ -85,7 +90,8 @@ def lettered_prompt(
         lines.append("Choose between one of the following options:")
     lines += [f"{letter}. {candidates[i]}" for letter, i in zip(letters, order, strict=True)]
     lines.append(INSTRUCTION)
-    return "\n".join(lines), letters, order
+    text = "\n".join(lines)
+    return (text + "\n" if layout == "lmms" else text), letters, order  # lmms-eval's post_prompt ends with "\n"
 
 
 def parse_choice(reply: str, letters: Sequence[str], options: Sequence[str]) -> tuple[str | None, str | None]:
@@ -246,6 +252,10 @@ def perception_metrics(answers: Sequence[Answer]) -> dict[str, Any]:
             "by_type": {name: _acc(by_type[name]) for name in TYPES.values() if name in by_type},
             "by_concern": {name: _acc(by_concern[name]) for name in CONCERNS[part].values() if name in by_concern},
         }
+        if part == "pair":  # Table III: the low-level axis and the pairwise axis, each over both halves of the other
+            out[part]["by_axis"] = {
+                axis: _acc([a for a in items if a.question.concern in codes]) for axis, codes in PAIR_AXES.items()
+            }
     return out
 
 
@@ -264,8 +274,13 @@ def format_metrics(metrics: dict[str, Any], title: str = "A1 perception") -> str
         m = metrics[part]
         header = ["part", *cols, *concern_cols[part], "overall"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        axes = list(m.get("by_axis", {}))
+        header += axes
+        lines[-2] = "| " + " | ".join(header) + " |"
+        lines[-1] = "|" + "---|" * len(header)
         row = [part] + [cell(m["by_type"].get(c)) for c in cols]
         row += [cell(m["by_concern"].get(c)) for c in concern_cols[part]] + [cell(m)]
+        row += [cell(m["by_axis"][a]) for a in axes]
         lines += ["| " + " | ".join(row) + " |", ""]
     lines.append(f"**all questions: {cell(metrics)}**")
     if metrics.get("unparsed"):

@@ -144,7 +144,8 @@ def _judge_message(dimension: str, output: str, golden: str) -> str:
 
 
 def judge(outputs: Sequence[str], rows: Sequence[Description], js: JudgeSettings) -> list[dict[str, Any]]:
-    """Per row: each dimension's mean score over the valid rounds (``None`` if no round could be parsed)."""
+    """Per row: each dimension's mean score over the valid rounds (``None`` if no round could be parsed) and, as
+    ``DIMENSION_rounds``, the rounds' scores (0, 1 or 2)."""
     from openai import OpenAI
 
     client = OpenAI(base_url=js.base_url, api_key=os.environ.get(js.api_key_env) or "EMPTY", timeout=js.timeout)
@@ -171,11 +172,19 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], js: JudgeSettings
         for i, dim, s in tqdm(pool.map(ask, jobs), total=len(jobs), desc="A2 judge", disable=None):
             if s is not None:
                 scores[i][dim].append(s)
-    return [{d: (float(np.mean(v)) if v else None) for d, v in row.items()} for row in scores]
+    return [
+        {
+            **{d: (float(np.mean(v)) if v else None) for d, v in row.items()},
+            **{f"{d}_rounds": v for d, v in row.items()},
+        }
+        for row in scores
+    ]
 
 
 def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Description]) -> dict[str, Any]:
-    """Mean completeness / precision / relevance and their sum, for single images and pairs.
+    """Mean completeness / precision / relevance and their sum, for single images and pairs, and ``p``: per
+    dimension the frequencies ``[P0, P1, P2]`` of the scores 0, 1, 2 over every judged round of every row, as
+    Q-Bench+'s Tables IV and V report them (``None`` without the rounds' scores).
 
     A dimension's mean is over the rows the judge scored on it (``n_scored``); the sum (Q-Bench+'s "Sum." column) is
     given only when every dimension was scored on every row, else it is ``None`` and ``incomplete`` names the
@@ -195,7 +204,9 @@ def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Descri
         scored = {d: sum(s[d] is not None for s in items) for d in DIMENSIONS}
         incomplete = [d for d in DIMENSIONS if scored[d] < len(items)]
         means["sum"] = None if incomplete else sum(means[d] for d in DIMENSIONS)
-        out[part] = {**means, "n": len(items), "n_scored": scored, "incomplete": incomplete}
+        rounds = {d: [v for x in items for v in (x.get(f"{d}_rounds") or [])] for d in DIMENSIONS}
+        p = {d: [rounds[d].count(k) / len(rounds[d]) for k in (0, 1, 2)] if rounds[d] else None for d in DIMENSIONS}
+        out[part] = {**means, "n": len(items), "n_scored": scored, "incomplete": incomplete, "p": p}
     return out
 
 
@@ -205,16 +216,23 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def format_description_table(metrics: dict[str, Any]) -> str:
+    """Markdown as Q-Bench+'s Tables IV / V: per dimension P0 / P1 / P2 and the score, then the sum."""
     cols = [*DIMENSIONS, "sum"]
+    header = [h for d in DIMENSIONS for h in (f"{d} P0/P1/P2", d)] + ["sum"]
     lines = [
         "### A2 description (0-2 per dimension)",
         "",
-        "| part | " + " | ".join(cols) + " | n |",
-        "|" + "---|" * (len(cols) + 2),
+        "| part | " + " | ".join(header) + " | n |",
+        "|" + "---|" * (len(header) + 2),
     ]
     notes = []
     for part, m in metrics.items():
-        cells = ["-" if m[c] is None else f"{m[c]:.3f}" for c in cols]
+        score = {c: "-" if m[c] is None else f"{m[c]:.3f}" for c in cols}
+        freq = {
+            d: "/".join(f"{100 * v:.2f}%" for v in ps) if (ps := (m.get("p") or {}).get(d)) else "-"
+            for d in DIMENSIONS
+        }
+        cells = [x for d in DIMENSIONS for x in (freq[d], score[d])] + [score["sum"]]
         lines.append(f"| {part} | " + " | ".join(cells) + f" | {m['n']} |")
         if m.get("incomplete"):
             short = ", ".join(f"{d} ({m['n_scored'][d]} of {m['n']} rows)" for d in m["incomplete"])

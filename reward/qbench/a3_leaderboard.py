@@ -1,8 +1,11 @@
 """Q-Bench A3 assessment leaderboard: a reward over several IQA manifests -> SRCC/PLCC per dataset and their mean.
 
-Like Table VI of Q-Bench+. With ``ensemble=True`` (reward ``qbench`` only) the synonym-ensemble variants of
-Table VIII are computed from one forward pass: the six words good, high, fine, poor, low, bad are read together
-at the answer position and every variant is eq. 2 on a subset of them.
+Like Table VI of Q-Bench+. ``reward=qbench`` (good/poor) keeps each image's two log-probabilities, scores them as
+Q-Bench's released notebook does (:mod:`reward.qbench.a3_released`: temperature 100 by default) and can write them in
+the released files' layout; the released models' own files become rows of the same table (:func:`add_released`). With
+``ensemble=True`` (reward ``qbench`` only) the synonym-ensemble variants of Table VIII are computed from one forward
+pass: the six words good, high, fine, poor, low, bad are read together at the answer position and every variant is eq.
+2 on a subset of them.
 
 Example:
     >>> [name for name, _, _ in VARIANTS][:3]
@@ -27,11 +30,20 @@ from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
 from reward.eval.parallel import image_key
 from reward.qbench.a3_data import is_a3_json, load_a3_json
+from reward.qbench.a3_released import RELEASED_WORDS, released_cell
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import synonym_ensemble
 from reward.vlm import VLM, OptionQuery
 
-__all__ = ["VARIANTS", "SynonymTable", "dataset_names", "format_leaderboard", "leaderboard"]
+__all__ = [
+    "VARIANTS",
+    "GoodPoorLogits",
+    "SynonymTable",
+    "add_released",
+    "dataset_names",
+    "format_leaderboard",
+    "leaderboard",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +80,33 @@ class SynonymTable:
         return RewardOutput(scores=dims["good-poor"], dimensions=dims)
 
 
+RAW_KEYS = ("logit_good", "logit_poor")  # per-image log-probabilities kept by GoodPoorLogits (not table rows)
+
+
+class GoodPoorLogits:
+    """``reward=qbench`` with the words good / poor: scores at ``temperature`` (eq. 1, the released notebook's form)
+    and each image's two log-probabilities as the dimensions ``logit_good`` / ``logit_poor`` (the released files'
+    fields; a log-probability differs from the logit by a constant per image, which the two-word softmax cancels)."""
+
+    def __init__(self, reward: Any, temperature: float) -> None:
+        self.reward, self.temperature = reward, temperature
+
+    def image_preparer(self) -> Any:
+        return self.reward.image_preparer()
+
+    def score(self, images: Sequence[Any], prompts: Sequence[str] | None = None) -> RewardOutput:
+        from reward.vlm.inputs import as_groups
+
+        r = self.reward
+        out = r.vlm.option_logprobs(as_groups(images), [r.query], system=r.cfg.system)
+        logp = out.logprobs[:, 0].double()
+        if out.failed is not None:
+            logp = logp.masked_fill(out.failed[:, 0][:, None], float("nan"))
+        g, p = logp[:, 0], logp[:, 1]
+        scores = torch.exp(g / self.temperature) / (torch.exp(g / self.temperature) + torch.exp(p / self.temperature))
+        return RewardOutput(scores=scores, dimensions={"logit_good": g, "logit_poor": p})
+
+
 def dataset_names(data: Any) -> dict[str, str]:
     """``name -> manifest`` from a list of paths (named by file stem, or folder for ``*/ratings.jsonl``-like
     repeats), datasets by name (``spaq:/data/SPAQ``: named ``spaq``, or ``spaq:test`` with a split) or a mapping.
@@ -101,6 +140,7 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
     """
     table: dict[str, dict[str, dict[str, float]]] = {}
     skipped: dict[str, int] = {}
+    per_image: dict[str, list[dict[str, Any]]] = {}
     manifests = {name: _ratings(path, settings) for name, path in datasets.items()}
     if not settings.skip_bad:  # a missing image fails now, not after the other datasets were scored
         for m in manifests.values():
@@ -121,13 +161,50 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
         first = scored[image_key(rows[0], base)]  # "score" (fused) first, then any per-dimension scores
         variants = [k for k in first if k != "score"] if isinstance(reward, SynonymTable) else list(first)
         table[name] = {}
+        if isinstance(reward, GoodPoorLogits):  # the released protocol: the same cell as a released model's
+            objs = [
+                {
+                    "img_path": image_key(r, base),
+                    "gt_score": r.mos,
+                    **{k: scored[image_key(r, base)][k] for k in RAW_KEYS},
+                }
+                for r in rows
+            ]
+            per_image[name] = objs
+            table[name]["score"] = released_cell(objs, name, reward.temperature)
+            variants = []
         for v in variants:
             pred = np.asarray([scored[image_key(r, base)][v] for r in rows], float)
             table[name][v] = {"srcc": srcc(pred, mos), "plcc": plcc(pred, mos), "n": len(rows)}
         logger.info("%s: %d images scored, %d skipped", name, len(rows), skipped[name])
     variants = list(next(iter(table.values())))
     mean = {v: {m: float(np.mean([table[d][v][m] for d in table])) for m in ("srcc", "plcc")} for v in variants}
-    return {"datasets": table, "mean": mean, "skipped": skipped}
+    result: dict[str, Any] = {"datasets": table, "mean": mean, "skipped": skipped}
+    if per_image:
+        result["per_image"] = per_image  # the released files' objects, per dataset (written, not kept in the JSON)
+    return result
+
+
+def add_released(
+    result: dict[str, Any] | None, models: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], temperature: float
+) -> dict[str, Any]:
+    """The released models (``{model: {dataset: objects}}``, :func:`reward.qbench.a3_released.read_released`) as rows
+    beside the rows of ``result`` (``None``: the released rows alone). A row's mean is over the datasets it has;
+    ``mean_of`` names them."""
+    result = {"datasets": {}, "mean": {}, "skipped": {}} if result is None else result
+    table: dict[str, dict[str, dict[str, float]]] = result["datasets"]
+    for model, datasets in models.items():
+        words = RELEASED_WORDS.get(model, ("good", "poor"))
+        for dataset, objs in datasets.items():
+            table.setdefault(dataset, {})[model] = released_cell(objs, dataset, temperature, words)
+    rows = list(dict.fromkeys(v for cells in table.values() for v in cells))
+    mean, mean_of = {}, {}
+    for v in rows:
+        have = [d for d in table if v in table[d]]
+        mean[v] = {m: float(np.mean([table[d][v][m] for d in have])) for m in ("srcc", "plcc")}
+        mean_of[v] = have
+    result["mean"], result["mean_of"] = mean, mean_of
+    return result
 
 
 def _ratings(path: str, settings: EvalSettings) -> ManifestResult:
@@ -153,10 +230,12 @@ def format_leaderboard(result: Mapping[str, Any], title: str) -> str:
     header = ["variant", *names, "mean"]
     lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
-    def cell(m: Mapping[str, float]) -> str:
+    def cell(m: Mapping[str, float] | None) -> str:
+        if m is None:
+            return "-"
         return "/".join("n/a" if m[k] != m[k] else f"{m[k]:.3f}" for k in ("srcc", "plcc"))
 
     for v in variants:
-        row = [v] + [cell(result["datasets"][d][v]) for d in names] + [cell(result["mean"][v])]
+        row = [v] + [cell(result["datasets"][d].get(v)) for d in names] + [cell(result["mean"][v])]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

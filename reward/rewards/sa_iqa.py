@@ -1,15 +1,18 @@
 """The ``sa-iqa`` reward: a fine-tuned SA-IQA scorer directory, every dimension of an image in one call.
 
-Each dimension's score is the expected value over the level words' probabilities after the dimension's
-response prefix (SA-IQA eq. 1); all dimensions of one image share one encoded image prefix. The fused score is
-S = sum_d w_d x_d / sum_d w_d with the Bradley-Terry weights of ``fusion_weights.json`` (normalised so that
-the fused score stays on the 1-5 scale), or the mean of the dimensions when there are none. ``backend=openai`` asks
-OpenAI-compatible servers serving the scorer (``server.base_urls``; :mod:`reward.vlm.server`) instead of loading it.
+Each dimension's score is the expected value over the level words' probabilities after the dimension's response
+prefix (SA-IQA eq. 6-7 of App. D.2); all dimensions of one image share one encoded image prefix. The fused score
+(``fusion: bradley-terry``) is SA-IQA eq. 3, S = sum_d w_d x_d, with the Bradley-Terry weights of
+``fusion_weights.json``, divided by sum_d w_d: a positive constant, so the ranking of images is eq. 3's and the score
+stays on the 1-5 scale (weights summing to 0 or less are refused). Without a weights file the fused score is the
+plain mean of the dimensions (``fusion: mean``), a reward the paper never used: the reward says so once when it
+loads, and every run records which fusion it used. The scorer folder's format is :mod:`reward.rewards.scorer_folder`.
+``backend=openai`` asks OpenAI-compatible servers serving the scorer (``server.base_urls``; :mod:`reward.vlm.server`)
+instead of loading it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Sequence
@@ -27,6 +30,7 @@ from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
+from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
@@ -35,8 +39,6 @@ from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
 
 logger = logging.getLogger(__name__)
-
-METADATA = "sa_iqa.json"
 
 
 @dataclass
@@ -54,20 +56,6 @@ class SaIqaConfig(ModelLoading):
     server: ServerConfig = field(default_factory=ServerConfig)  # backend=openai: base_urls, model, retries, ...
 
 
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    meta_path = Path(path) / METADATA
-    if not meta_path.is_file():
-        raise MissingInputError(
-            f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.path at the "
-            "scorer/ folder that training/sft.py writes in its output_dir."
-        )
-    meta = json.loads(meta_path.read_text())
-    missing = [k for k in ("queries", "level_words", "level_values") if k not in meta]
-    if missing:
-        raise ValueError(f"{meta_path}: missing keys {missing}; rewrite it with training/sft.py")
-    return meta
-
-
 def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor | None:
     """Weights ordered as ``dimensions`` from a fusion weights file, or ``None`` when there is no file."""
     if not path.is_file():
@@ -79,7 +67,10 @@ def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor |
         raise ValueError(f"{path}: no weight for dimensions {missing}; refit with fusion/fit.py on all dimensions")
     w = torch.tensor([float(table[d]) for d in dimensions])
     if w.sum() <= 0:
-        raise ValueError(f"{path}: the weights sum to {w.sum().item():.4g}; the fused score needs a positive sum")
+        raise ValueError(
+            f"{path}: the weights sum to {w.sum().item():.4g}; the fused score is divided by that sum (keeping eq. "
+            "3's ranking and the 1-5 scale), so it must be positive: refit with fusion/fit.py nonneg=true"
+        )
     if (w < 0).any():
         logger.warning("%s has negative weights: the fused score may leave the 1-5 scale", path)
     return w
@@ -110,6 +101,7 @@ class SaIqaReward(TrlCallable):
         ]
         self.vlm = vlm
         self.weights = weights
+        self.fusion = "mean" if weights is None else "bradley-terry"  # recorded with every run's scores
         self.reuse_prefix = reuse_prefix
         for q in self.queries:
             vlm.candidate_ids(q)  # multi-token level words fail here, before any scoring
@@ -117,6 +109,12 @@ class SaIqaReward(TrlCallable):
     def image_preparer(self) -> ImagePreparer | None:
         """The image processor for DataLoader workers (``score`` then takes its ``PreparedImages``)."""
         return self.vlm.image_preparer()
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What a run records about this reward's numbers: ``fusion`` (mean | bradley-terry) and the weights."""
+        weights = None if self.weights is None else dict(zip(self.dimensions, self.weights.tolist(), strict=True))
+        return {"fusion": self.fusion, "fusion_weights": weights}
 
     def score(
         self, images: Sequence[Image.Image | PreparedImages] | Any, prompts: Sequence[str] | None = None
@@ -156,4 +154,14 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
     dims = config.dimensions or list(meta["queries"])
     weights = read_fusion_weights(fusion_path, dims)
+    if weights is None:
+        logger.warning(
+            "reward=sa-iqa: no %s in %s: the fused score is the plain mean of %s (fusion: mean), not SA-IQA eq. 3; "
+            "fit Bradley-Terry weights with fusion/fit.py or pass reward.fusion=FILE",
+            WEIGHTS_FILENAME,
+            config.path,
+            dims,
+        )
+    else:
+        logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", fusion_path)
     return SaIqaReward(vlm, meta, weights=weights, dimensions=dims, reuse_prefix=config.reuse_prefix)

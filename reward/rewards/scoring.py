@@ -3,7 +3,7 @@
 All functions take tensors whose last axis holds the K candidates (usually ``[B, K]``), compute in float32
 whatever the input dtype, and return a float32 tensor with the last axis removed (``[B]``).
 
-- :func:`expected_value` -- SA-IQA / Q-Align: softmax over the K level words, then sum p_k * v_k.
+- :func:`expected_value` -- SA-IQA eq. 6-7 (App. D.2) / Q-Align: softmax over the K level words, then sum p_k * v_k.
 - :func:`good_poor_softmax` -- Q-Bench+ eq. 1: softmax of the ``good`` logit against the ``poor`` logit.
 - :func:`synonym_ensemble` -- Q-Bench+ eq. 2: the same with the logits summed over synonym sets.
 - :func:`argmax_score` -- the value of the most likely candidate (the "argmax" baseline for ablations).

@@ -25,7 +25,7 @@ from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
-from reward.vlm.loading import ModelLoading, loading_of
+from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from reward.vlm.tokens import resolve_candidates
 from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, write_card
@@ -534,20 +534,21 @@ def save_scorer(
     ``state_dict``: the full weights gathered from a ZeRO-3 run (``model``'s own parameters are placeholders
     there); they are loaded into a fresh copy on the CPU before merging and saving.
     """
-    from reward.rewards.sa_iqa import METADATA
+    from reward.rewards.scorer_folder import write_metadata
 
     scorer_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta)
     if state_dict is not None:
         model = rebuild_from_state(s, state_dict, args)
-    if s.lora.enabled and s.merge_lora:
-        model = model.merge_and_unload()
+    if s.lora.enabled and s.merge_lora:  # the loader's merge: W + B A s in fp32, rounded once to W's dtype
+        merge_lora(model)
+        model = model.unload()
     elif s.lora.enabled:
         local = Path(s.model.path)
         meta["base_model"] = str(local.resolve()) if local.exists() else s.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
     save_processor(processor, scorer_dir)
-    atomic_write_json(scorer_dir / METADATA, meta)
+    write_metadata(scorer_dir, meta)  # the scorer folder's format: reward.rewards.scorer_folder
     logger.info("scorer written to %s", scorer_dir)
     return scorer_dir
 

@@ -1,0 +1,41 @@
+"""GRPO's objective as SA-IQA eq. 8 (App. D.3): each completion's token losses averaged by its own length, then over
+the group, which is trl's loss_type "grpo" (trl's own default, "dapo", averages over all the batch's tokens)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from rl.inpaint_tasks import write_procedural_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _settings(tmp_path, *extra: str):
+    from rl.commands.grpo import parse_settings
+
+    tasks = write_procedural_tasks(tmp_path / "tasks", 16, size=32, seed=0)
+    base = [f"policy.path={tmp_path}", f"data={tasks}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return parse_settings(compose("grpo", overrides=[*base, *extra]))
+
+
+def test_the_default_loss_is_eq_8_and_is_recorded_in_run_json(tmp_path):
+    from rl.commands.grpo import grpo_args, prepare
+
+    s = _settings(tmp_path)
+    assert grpo_args(s, tmp_path / "run").loss_type == "grpo"
+    prepare(s, tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["trainer"]["loss_type"] == "grpo"
+    other = _settings(tmp_path, "trainer.loss_type=dapo")  # trl's other losses stay one override away
+    assert grpo_args(other, tmp_path / "run").loss_type == "dapo"
+
+
+def test_help_shows_the_loss_type(capsys):
+    from reward.core.cli import main
+    from rl.commands.grpo import run
+
+    main("grpo", run, doc="rl/grpo.py", argv=["--help"])
+    assert "loss_type: grpo" in capsys.readouterr().out
