@@ -37,7 +37,10 @@ def test_the_exported_scorer_holds_the_fp32_merge_of_bf16_training_weights(tiny_
     peft_merged = dict(bf16_training_model().merge_and_unload().named_parameters())  # peft merges in bf16
 
     settings = SimpleNamespace(lora=SimpleNamespace(enabled=True), merge_lora=True, model=SimpleNamespace(path="x"))
-    out = save_scorer(model, load_processor(tiny_vlm_path), tmp_path / "scorer", {}, settings)
+    from training.scorer_format import scorer_metadata
+
+    meta = scorer_metadata(["quality"], prompt_type=1, definitions={})
+    out = save_scorer(model, load_processor(tiny_vlm_path), tmp_path / "scorer", meta, settings)
     assert not any("lora_" in k for k in load_file(out / "model.safetensors"))
     saved = dict(AutoModelForImageTextToText.from_pretrained(out, dtype=torch.bfloat16).named_parameters())
     differ = 0
