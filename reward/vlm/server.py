@@ -368,7 +368,7 @@ class ServerPool:
 
     def call(self, fn: Callable[[Any], T]) -> T:
         """``fn(client)`` on one server; retried (elsewhere first) after timeouts, connection errors and 5xx/429.
-        A malformed answer (:class:`AnswerError` or any parse error of ``fn``) fails at once, without a retry: the
+        A malformed answer (:class:`AnswerError`, raised by ``fn``'s parsing) fails at once, without a retry: the
         server answered. Raises :class:`ServerRequestError` (with its reason), or :class:`ServersDown`."""
         import openai
 
@@ -403,18 +403,9 @@ class ServerPool:
             except AnswerError as err:
                 self._record(url, None)
                 raise ServerRequestError(f"{url}: {err}", err.reason) from err
-            except (
-                openai.APIResponseValidationError,
-                ValueError,
-                TypeError,
-                KeyError,
-                IndexError,
-                AttributeError,
-            ) as err:
+            except (openai.APIResponseValidationError, json.JSONDecodeError) as err:
                 self._record(url, None)
-                raise ServerRequestError(
-                    f"{url}: a malformed answer ({type(err).__name__}: {err})", "malformed"
-                ) from err
+                raise ServerRequestError(f"{url}: a malformed answer ({type(err).__name__})", "malformed") from err
             finally:
                 with self._lock:
                     self._busy[url] -= 1
