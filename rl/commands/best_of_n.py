@@ -30,6 +30,7 @@ from rl.devices import resolve_devices
 from rl.generators import build_generator, inpaint_each
 from rl.inpaint_tasks import load_tasks
 from rl.plots import image_grid
+from rl.reward_guard import require_scores
 from rl.rewards import RewardSet, reward_configs, reward_has_device
 
 logger = logging.getLogger(__name__)
@@ -171,6 +172,7 @@ def run(cfg: Any) -> dict[str, Any]:
     )
     atomic_write_json(out / "summary.json", summary)
     logger.info("best-of-%d on %d tasks: %s", s.n, len(tasks), json.dumps(summary))
+    require_scores(picker, summary["tasks_scored"], sum(len(r.get("candidates", [])) for r in rows), counts)
     return summary
 
 
