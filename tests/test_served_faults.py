@@ -93,6 +93,22 @@ def test_the_scripted_answers_score_what_the_script_says():
         assert row.tolist() == pytest.approx(want, abs=1e-6)
 
 
+def test_with_a_tokenizer_an_absent_option_is_bounded_and_fails_only_beyond_max_missing_mass(tiny_vlm_path):
+    with serve_scripted(OPTIONS, fault="option_missing") as url:  # " good" alone at 0.9 x w, " poor" absent
+        backend = _backend(url)
+        backend.use_tokenizer(str(tiny_vlm_path))
+        image = _gray([250])
+        failed = backend.option_logprobs([image], [QUERY])
+        p_good = math.exp(scripted_top(OPTIONS, 250 / 255)[0][1])
+        share = min(p_good, 1 - p_good) / (min(p_good, 1 - p_good) + p_good)  # the k-th is " good" itself
+        lenient = _backend(url, max_missing_mass=0.6)
+        lenient.use_tokenizer(str(tiny_vlm_path))
+        scored = lenient.option_logprobs([image], [QUERY])
+    assert bool(failed.failed[0, 0]) and dict(backend.stats["failed_reasons"]) == {"missing_mass": 1}
+    assert not scored.failed[0, 0] and scored.logprobs[0, 0, 1] == -math.inf  # taken as 0, never a share
+    assert float(scored.missing_mass[0, 0]) == pytest.approx(share, rel=1e-5) and 0.01 < share < 0.6
+
+
 def test_a_served_qbench_whose_top_k_names_no_option_scores_none_not_one_half(request):
     with serve_scripted(OPTIONS, fault="options_absent") as url:
         reward = get_reward("qbench", {"backend": "openai", "server": {"base_urls": [url], "model": "tiny", **FAST}})

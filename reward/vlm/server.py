@@ -354,9 +354,12 @@ class ServerPool:
             self._avoid_until[url] = time.monotonic() + self.cfg.backoff_max  # keep away for a while
             n = self.cfg.breaker_failures
             if n > 0 and (self._streak[url] >= n or self._tripped[url]):
+                already = self._down_until[url] > time.monotonic()  # a request sent before it was marked down
                 self._down_until[url] = time.monotonic() + self.cfg.breaker_cooldown
                 self._tripped[url] = True
                 self._streak[url] = 0
+                if already:
+                    return
                 self.stats["marked_down"] += 1
                 logger.warning(
                     "scoring server %s marked down for %.0f s after %d failed tries in a row (last: %s)",
