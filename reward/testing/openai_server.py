@@ -2,7 +2,8 @@
 SGLang would serve): ``GET /v1/models``; ``POST /v1/chat/completions`` with text, images as data URLs, a final
 assistant message continued with ``continue_final_message`` (vLLM's rules: it needs ``add_generation_prompt=false``,
 and a final assistant message without it is refused here rather than answered as a new turn), and ``logprobs`` /
-``top_logprobs`` of a one-token answer."""
+``top_logprobs`` of a one-token answer. :func:`serve_scripted` answers without a model and injects faults: one mode
+per malformed answer (:data:`FAULTS`, with the failure reason each must give), a 500 and a hung request."""
 
 from __future__ import annotations
 
