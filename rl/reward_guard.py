@@ -17,7 +17,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from reward.core.errors import UserError
-from reward.vlm.server import failure_summary, served_stats
+from reward.vlm.server import failure_summary, served_stats, server_report
 from rl.processes import gather
 from rl.rewards import InpaintingRewards, RewardSet, RewardTally
 
@@ -47,6 +47,11 @@ def failure_details(rewards: RewardSet, failed: dict[str, int]) -> str:
             part += f" (its servers: {failure_summary(stats)})"
         parts.append(part)
     return "; ".join(parts)
+
+
+def served_reports(rewards: RewardSet) -> dict[str, Any]:
+    """Per reward scored through servers: its requests, failures and their reasons (this process's)."""
+    return {r.label: server_report(stats) for r in rewards.rewards if (stats := served_stats(r.reward)) is not None}
 
 
 class RewardGuard(TrainerCallback):
@@ -91,7 +96,8 @@ class RewardGuard(TrainerCallback):
 
     def report(self) -> dict[str, Any]:
         """For the run's result file: totals over the run and the failure, if any."""
-        return {**self.totals, "max_reward_failures": self.max_failed, "failure": self.failure}
+        report = {**self.totals, "max_reward_failures": self.max_failed, "failure": self.failure}
+        return {**report, "servers": served_reports(self.adapter.rewards)}
 
     def raise_if_failed(self, where: str) -> None:
         """Raise :class:`RewardsFailed` (exit 2) when the guard stopped the run; ``where``: what was kept."""

@@ -84,6 +84,7 @@ def test_grpo_whose_every_reward_fails_stops_at_the_first_step_and_is_not_comple
     result = json.loads((tmp_path / "run" / "grpo_result.json").read_text())
     assert result["complete"] is False and result["global_step"] == 1  # before: complete true, 2 steps of loss 0
     assert result["reward_failures"]["steps_without_reward"] == 1 and result["reward_failures"]["failure"] in msg
+    assert result["reward_failures"]["servers"]["qbench"]["requests"] == 0  # not one answer scored
 
 
 @pytest.mark.slow
@@ -106,6 +107,8 @@ def test_best_of_n_whose_every_reward_fails_exits_2_naming_the_counts(tasks, tmp
             cfg = compose("best_of_n", overrides=overrides)
         with pytest.raises(RewardsFailed) as err:  # before: rc 0 with tasks_scored 0
             run_best_of_n(cfg)
+    summary = json.loads((tmp_path / "bon" / "summary.json").read_text())
+    assert summary["tasks_scored"] == 0 and summary["servers"]["qbench"]["failed_reasons"] == {"not_json": 6}
     assert str(err.value) == (
         "no task could be scored: 6 of 6 candidates failed to score and 0 tasks failed to generate; "
         "reward qbench failed on 6 (its servers: 6 of 6 items failed (not_json 6))"

@@ -30,7 +30,7 @@ from rl.devices import resolve_devices
 from rl.generators import build_generator, inpaint_each
 from rl.inpaint_tasks import load_tasks
 from rl.plots import image_grid
-from rl.reward_guard import require_scores
+from rl.reward_guard import require_scores, served_reports
 from rl.rewards import RewardSet, reward_configs, reward_has_device
 
 logger = logging.getLogger(__name__)
@@ -167,6 +167,7 @@ def run(cfg: Any) -> dict[str, Any]:
             "tasks": len(tasks),
             "skipped_rows": len(skipped),
             **counts,
+            "servers": served_reports(picker),  # a served reward's requests, failures and their reasons
             "provenance": output.provenance(),
         }
     )
