@@ -79,6 +79,7 @@ REASONS = {  # why an item failed (the keys of stats["failed_reasons"]), besides
     "malformed": "an answer of another shape than a chat completion",
     "options_absent": "an option word not in the answer's top-k and not bounded (no option listed, or no tokenizer)",
     "missing_mass": "options absent from the top-k could hold more than server.max_missing_mass",
+    "server_down": "every server was marked down by the circuit breaker (the run stops)",
 }
 
 
@@ -622,6 +623,9 @@ class OpenAIBackend:
             except (ServerRequestError, AnswerError) as err:
                 self._failed(err.reason, str(err))
                 return None
+            except ServersDown as err:  # counted, then the run stops
+                self._failed("server_down", str(err))
+                raise
 
         results = self.pool.map(one, items)
         logprobs = torch.full((len(images), len(queries), k_max), -math.inf)
