@@ -136,6 +136,7 @@ def _evaluate(url: str, data: Path, out: Path) -> dict:
         return run_evaluate(compose("evaluate", overrides=overrides))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_evaluate_completes_through_every_malformed_answer_and_counts_it(fault, tmp_path):
     data = _manifest(tmp_path / "data")
