@@ -157,7 +157,10 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
         if served:
             vlm = load_vlm(p.reward, batch_size=16)
             url = stack.enter_context(serve_openai(vlm, model_name="scorer", stats=stats))
-            server = f"{{base_urls: ['{url}'], model: scorer, top_logprobs: 20, concurrency: 8}}"
+            # every token's log-prob: a random reward's answer words are outside any short top-k, and an item whose
+            # options the answer does not list fails (never a made-up 0.5)
+            vocab = int(vlm.model.config.get_text_config().vocab_size)
+            server = f"{{base_urls: ['{url}'], model: scorer, top_logprobs: {vocab}, concurrency: 8}}"
             reward += ["reward.backend=openai", f"reward.server={server}"]
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
@@ -188,12 +191,10 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
     table.add(name, "mean reward per step", [round(r, 4) for r in rewards])
     if served:
         failed = sum(e.get("qbench/failed", 0) for e in logs.rows)
-        missing = [e["qbench/missing_mass"] for e in logs.rows if "qbench/missing_mass" in e]
         table.add(name, "server requests answered", stats.get("requests", 0))
         table.add(name, "failed scores (counted)", failed)
-        table.add(name, "mean missing top-20 mass (random model)", sum(missing) / len(missing) if missing else "n/a")
-        if rewards and all(abs(r - 0.5) < 1e-6 for r in rewards):
-            table.add(name, "note", "the random reward's answer words are outside its top-20: rewards all 0.5")
+        reasons = result["reward_failures"]["servers"]["qbench"]["failed_reasons"]
+        table.add(name, "served reward failures (reasons)", reasons or "none")
 
 
 def parity_section(table: Table, p: Parts) -> None:

@@ -2,8 +2,10 @@
 
 :class:`RewardSet` builds rewards with ``reward.get_reward(name, cfg)`` and reads their direction and range from the
 registry (``higher_is_better``, ``score_range``), never from their names; ``normalize`` maps each onto [0, 1] with
-1 = best, so several rewards can be mixed with trl's ``reward_weights``. A failed batch is retried item by item; an
-item that fails or scores NaN gives ``None``.
+1 = best, so several rewards can be mixed with trl's ``reward_weights``. A batch a reward raises on (a bad image:
+``ValueError``, ``RuntimeError``, ``OSError``) is retried item by item; an item that fails or scores NaN gives
+``None``. A :class:`~reward.core.errors.UserError` (every scoring server down, a setting) is not an item's problem
+and propagates.
 
 :class:`InpaintingRewards` is what ``GRPOTrainer`` calls: ``(prompts, completions, task_id, ...) -> list[float |
 None]`` per reward. It inpaints each completion (the expanded prompt) into its task once per batch, shared by all
@@ -11,7 +13,10 @@ rewards, with one generator seed per task and step (common random numbers: a gro
 their prompts), and logs per-reward and per-dimension means, failure counts and timings with trl's ``log_metric``,
 the prompts used and sample image paths with ``log_extra``. With several rewards, an item that one reward failed on
 gets ``None`` from all of them: trl sums the rewards with ``nansum``, which would count the failed one as 0. Rewards
-scored through servers (``backend=openai``) also log their requests, failures, retries and missing top-k mass.
+scored through servers (``backend=openai``) also log their requests, failures (``server_failed``, and per reason
+``server_failed/REASON``), retries and missing top-k mass. Every batch is tallied (:class:`RewardTally`) for
+:class:`rl.reward_guard.RewardGuard`, which stops a run whose rewards fail. When every scoring server is down the
+batch gets ``None`` from every reward and the tally names the servers.
 Sample images are written by the main process only (its share of the batch), so processes never share a file.
 """
 
@@ -21,6 +26,7 @@ import logging
 import math
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +36,9 @@ from PIL import Image
 
 from reward import get_reward, reward_info
 from reward.core.config import to_plain
+from reward.core.errors import UserError
 from reward.data.files import append_jsonl, json_safe
+from reward.vlm.server import ServersDown, served_stats
 from rl.generators import Generator, inpaint_each
 from rl.inpaint_tasks import Task
 
@@ -71,13 +79,7 @@ def reward_has_device(name: str) -> bool:
     return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
 
 
-def server_stats(reward: Any) -> dict[str, Any] | None:
-    """The request counters of a reward that scores through servers (``backend=openai``), else ``None``."""
-    for attr in ("vlm", "backend"):
-        stats = getattr(getattr(reward, attr, None), "stats", None)
-        if isinstance(stats, dict) and "requests" in stats:
-            return stats
-    return None
+server_stats = served_stats  # the request counters of a reward scored through servers, else None
 
 
 def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -150,6 +152,9 @@ class RewardSet:
         return out
 
 
+ITEM_ERRORS = (ValueError, RuntimeError, OSError)  # what a reward raises on a bad image (not a UserError)
+
+
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -163,14 +168,18 @@ def _score_each(
     try:
         outs = [r.reward.score(images, prompts)]
         spans = [range(len(images))]
-    except Exception as err:  # noqa: BLE001 - any reward error: isolate the bad item
+    except UserError:
+        raise
+    except ITEM_ERRORS as err:  # a bad image: isolate it
         logger.warning("reward %s failed on a batch of %d (%s); scoring item by item", r.label, len(images), err)
         outs, spans = [], []
         for i in range(len(images)):
             try:
                 outs.append(r.reward.score([images[i]], None if prompts is None else [prompts[i]]))
                 spans.append(range(i, i + 1))
-            except Exception as item_err:  # noqa: BLE001
+            except UserError:
+                raise
+            except ITEM_ERRORS as item_err:
                 logger.warning("reward %s failed on item %d: %s", r.label, i, item_err)
     result: list[tuple[float | None, dict[str, float | None]]] = [(None, {}) for _ in images]
     for out, span in zip(outs, spans, strict=True):
@@ -178,6 +187,10 @@ def _score_each(
             dims = {d: _finite(float(v[k])) for d, v in out.dimensions.items()}
             result[i] = (_finite(float(out.scores[k])), dims)
     return result
+
+
+def _copy(stats: dict[str, Any]) -> dict[str, Any]:
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in stats.items()}
 
 
 def completion_text(completion: Any) -> str:
@@ -195,6 +208,34 @@ def completion_text(completion: Any) -> str:
 def task_seed(seed: int, task_id: str, step: int) -> int:
     """The generator seed of a task at a step: shared by the task's group, new every step."""
     return zlib.crc32(f"{seed}:{task_id}:{step}".encode()) & 0x7FFFFFFF
+
+
+@dataclass
+class RewardTally:
+    """Completions scored since the last look, how many got no usable reward, and why (per reward label)."""
+
+    completions: int = 0
+    unusable: int = 0  # an item any training reward failed on (or whose image failed): no reward at all
+    inpaint_failed: int = 0
+    failed: Counter = field(default_factory=Counter)  # label -> items that reward failed on
+    errors: list[str] = field(default_factory=list)  # batch-level errors (every scoring server down)
+
+    def add(self, scores: Mapping[str, ScoreResult], inpaint_failed: int = 0) -> None:
+        n = len(next(iter(scores.values())).value) if scores else 0
+        self.completions += n
+        self.inpaint_failed += inpaint_failed
+        self.unusable += sum(1 for i in range(n) if any(r.value[i] is None for r in scores.values()))
+        for label, res in scores.items():
+            self.failed[label] += sum(1 for v in res.value if v is None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "completions": self.completions,
+            "unusable": self.unusable,
+            "inpaint_failed": self.inpaint_failed,
+            "failed": dict(self.failed),
+            "errors": list(self.errors),
+        }
 
 
 @dataclass
@@ -224,6 +265,7 @@ class InpaintingRewards:
         self.samples_dir = Path(samples_dir) if samples_dir and write_samples else None
         self.samples_per_step = samples_per_step
         self.timing = Timing()
+        self.tally = RewardTally()  # since the last look of the guard (rl.reward_guard)
         self._cache: tuple[Any, dict[str, ScoreResult]] | None = None
 
     def functions(self) -> list[Callable[..., list[float | None]]]:
@@ -272,11 +314,18 @@ class InpaintingRewards:
         start = time.perf_counter()
         images, used, counts = self.generate([completion_text(c) for c in completions], task_ids, step)
         self.timing.inpaint_s += time.perf_counter() - start
-        before = {r.label: dict(s) for r in self.rewards.rewards if (s := server_stats(r.reward)) is not None}
+        before = {r.label: _copy(s) for r in self.rewards.rewards if (s := server_stats(r.reward)) is not None}
         start = time.perf_counter()
-        scores = self.rewards.score(images, used)
+        try:
+            scores = self.rewards.score(images, used)
+        except ServersDown as err:  # every item unscored; the guard stops the run at the end of this step
+            logger.warning("%s", err)
+            self.tally.errors.append(str(err))
+            none: list[float | None] = [None] * len(images)
+            scores = {label: ScoreResult(list(none), list(none), {}, len(images)) for label in self.rewards.labels}
         self.timing.reward_s += time.perf_counter() - start
         self.timing.batches += 1
+        self.tally.add(scores, counts["failed"])
         self._log(kwargs, step, images, used, counts, scores)
         self._log_servers(kwargs.get("log_metric"), before)
         self._cache = (key, scores)
@@ -337,6 +386,10 @@ class InpaintingRewards:
             old = before[r.label]
             for key in ("requests", "failed", "retries"):
                 log_metric(f"{r.label}/server_{key}", float(now[key] - old[key]))
+            old_reasons = old.get("failed_reasons") or {}
+            for reason, count in (now.get("failed_reasons") or {}).items():
+                if count - old_reasons.get(reason, 0):
+                    log_metric(f"{r.label}/server_failed/{reason}", float(count - old_reasons.get(reason, 0)))
             answers = now["answers"] - old["answers"]
             if answers:
                 log_metric(f"{r.label}/missing_mass", (now["missing_mass_sum"] - old["missing_mass_sum"]) / answers)

@@ -1,6 +1,7 @@
 """Every VLM reward scored through OpenAI-compatible servers (reward.vlm.server) against loopback servers serving the
 tiny VLM: the same scores as in-process, the response prefix continued, two servers sharing the work, a server that
-dies giving counted failures instead of a crash, and a clear error when no server answers at the start."""
+dies giving counted failures instead of a crash (every server dead: one message from the circuit breaker), and a clear
+error when no server answers at the start."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from conftest import random_images, tiny_reward_config
 from reward import get_reward
 from reward.testing.openai_server import serve_openai
 from reward.vlm import OptionQuery
-from reward.vlm.server import OpenAIBackend, ServerConfig, ServerUnavailable
+from reward.vlm.server import OpenAIBackend, ServerConfig, ServersDown, ServerUnavailable
 from rl.rewards import RewardSet
 
 FAST_RETRY = {"backoff": 0.01, "backoff_max": 0.05, "max_retries": 2, "timeout": 30.0}
@@ -71,7 +72,7 @@ def test_the_loopback_server_continues_the_response_prefix_only_when_asked(tiny_
 
 
 @pytest.mark.slow
-def test_two_servers_share_the_work_and_a_dead_server_gives_counted_nones(tiny_vlm):
+def test_two_servers_share_the_work_a_dead_server_gives_counted_nones_and_all_dead_stops_the_run(tiny_vlm):
     images = random_images(8, seed=9)
     query = OptionQuery("Rate the quality of the image.", ("good", "poor"), "The quality of the image is")
     stats_a: dict = {}
@@ -84,6 +85,8 @@ def test_two_servers_share_the_work_and_a_dead_server_gives_counted_nones(tiny_v
         server = ServerConfig(base_urls=[url_a, url_b], model="tiny", concurrency=4, top_logprobs=k, **FAST_RETRY)
         rewards = RewardSet([{"name": "qbench", "backend": "openai", "server": vars(server)}], normalize=False)
         reward = rewards.rewards[0].reward
+        no_breaker = {**vars(server), "breaker_failures": 0}
+        patient = RewardSet([{"name": "qbench", "backend": "openai", "server": no_breaker}], normalize=False)
         first = rewards.score(images)["qbench"]
         assert stats_a["requests"] > 0 and stats_b["requests"] > 0  # both servers worked
         assert stats_a["requests"] + stats_b["requests"] == len(images)
@@ -95,10 +98,13 @@ def test_two_servers_share_the_work_and_a_dead_server_gives_counted_nones(tiny_v
         assert second.failed == 0 and second.raw == pytest.approx(want, abs=1e-4)
         assert reward.vlm.stats["retries"] > 0
 
-        stack.close()  # every server is gone: failures, counted, and no exception
-    third = rewards.score(images)["qbench"]
+        stack.close()  # every server is gone: the breaker marks both down and the run stops with one message
+    with pytest.raises(ServersDown, match="every scoring server is down"):
+        rewards.score(images)
+    assert reward.vlm.stats["marked_down"] >= 2
+    third = patient.score(images)["qbench"]  # breaker_failures=0: failures, counted, and no exception
     assert third.raw == [None] * len(images) and third.failed == len(images)
-    assert reward.vlm.stats["failed"] == len(images)
+    assert patient.rewards[0].reward.vlm.stats["failed_reasons"] == {"connection": len(images)}
 
 
 def _qbench(vlm, images, query) -> torch.Tensor:
@@ -116,7 +122,7 @@ def test_no_server_at_the_start_is_one_clear_error():
 
 
 @pytest.mark.slow
-def test_an_unserved_model_name_and_missing_top_k_mass_are_reported(tiny_vlm):
+def test_an_unserved_model_name_is_named_and_options_outside_a_short_top_k_fail_the_item(tiny_vlm, tiny_vlm_path):
     image = random_images(1, seed=4)[0]
     query = OptionQuery("Rate the quality of the image.", ("good", "poor"), "The quality of the image is")
     with serve_openai(tiny_vlm, model_name="scorer") as url:
@@ -124,6 +130,10 @@ def test_an_unserved_model_name_and_missing_top_k_mass_are_reported(tiny_vlm):
             OpenAIBackend(ServerConfig(base_urls=[url], model="tiny"))
         backend = OpenAIBackend(ServerConfig(base_urls=[url], top_logprobs=1))  # model: the only one served
         out = backend.option_logprobs([[image]], [query])
+        backend.use_tokenizer(str(tiny_vlm_path))  # a tokenizer bounds absent words, but none is listed here
+        bounded = backend.option_logprobs([[image]], [query])
     assert backend.model == "scorer"
-    assert float(out.missing_mass[0, 0]) > 0 and backend.stats["missing_mass_max"] > 0
-    assert math.isfinite(float(out.logprobs[0, 0].max()))
+    assert bool(out.failed[0, 0]) and torch.isnan(out.logprobs[0, 0]).all()  # never a share of the unlisted mass
+    assert bool(bounded.failed[0, 0])
+    assert dict(backend.stats["failed_reasons"]) == {"options_absent": 2}  # the top-1 is another word
+    assert backend.stats["answers"] == 0 and math.isfinite(backend.stats["missing_mass_max"])

@@ -1,8 +1,8 @@
 """rl/grpo.py under `accelerate launch` with 2 CPU processes (gloo): DDP and DeepSpeed ZeRO-3. Each process builds its
 reward and generator on its own device, held-out evaluation and the final save are collective (under ZeRO-3 they
 hung or crashed when done by the main process alone), sample files never collide, and what should equal a 1-process
-run does: the held-out rewards before any update. And a run whose reward server dies mid-run goes on, counting the
-failures."""
+run does: the held-out rewards before any update. And a run whose reward server dies mid-run stops at the first
+step without a usable reward, counting the failures."""
 
 from __future__ import annotations
 
@@ -136,13 +136,17 @@ class _KillServer(TrainerCallback):
         self.logs.append(dict(logs or {}))
 
 
-def test_a_reward_server_that_dies_mid_run_gives_counted_nones_and_the_run_goes_on(parts, tiny_vlm, tmp_path):
+def test_a_reward_server_that_dies_mid_run_stops_the_run_at_the_first_step_without_reward(parts, tiny_vlm, tmp_path):
     from reward.testing.openai_server import serve_openai
+    from rl.reward_guard import RewardsFailed
 
     _, lm, tasks, _, _ = parts
     stack = contextlib.ExitStack()
     url = stack.enter_context(serve_openai(tiny_vlm))
-    server = f"{{base_urls: ['{url}'], model: tiny, backoff: 0.01, backoff_max: 0.02, max_retries: 1}}"
+    k = len(tiny_vlm.tokenizer)  # every token listed: the random model's words are outside a short top-k
+    server = (
+        f"{{base_urls: ['{url}'], model: tiny, top_logprobs: {k}, backoff: 0.01, backoff_max: 0.02, max_retries: 1}}"
+    )
     overrides = [
         f"policy.path={lm}",
         f"data={tasks}",
@@ -161,10 +165,13 @@ def test_a_reward_server_that_dies_mid_run_gives_counted_nones_and_the_run_goes_
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("grpo", overrides=overrides)
     kill = _KillServer(stack)
-    with stack:
-        result = run_grpo(cfg, callbacks=[kill])
-    assert result["global_step"] == 3 and result["complete"]
+    with stack, pytest.raises(RewardsFailed, match=r"training stopped at step 2: 4 of 4 completions got no usable"):
+        run_grpo(cfg, callbacks=[kill])
+    result = json.loads((tmp_path / "run" / "grpo_result.json").read_text())
+    assert result["global_step"] == 2 and result["complete"] is False  # before: 3 steps, complete, on no reward
     history = [e for e in kill.logs if "qbench/failed" in e]
     assert history[0]["qbench/failed"] == 0 and history[0]["qbench/server_requests"] == 4
-    assert [e["qbench/failed"] for e in history[1:]] == [4, 4]  # every item of the later steps, counted
-    assert all(e["qbench/server_requests"] == 0 for e in history[1:])
+    assert history[1]["qbench/failed"] == 4 and history[1]["qbench/server_requests"] == 0  # every item, counted
+    reasons = {k: v for k, v in history[1].items() if k.startswith("qbench/server_failed/")}
+    assert history[1]["qbench/server_failed"] == 4 and sum(reasons.values()) == 4  # connection, then server_down
+    assert set(reasons) <= {"qbench/server_failed/connection", "qbench/server_failed/server_down"}

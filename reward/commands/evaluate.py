@@ -17,9 +17,10 @@ from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
-from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
+from reward.eval.evaluation import EvalSettings, NothingScored, evaluate_rows, format_table, write_results
 from reward.eval.parallel import process_state
 from reward.rewards.registry import get_reward, reward_info, store_reward_schemas
+from reward.vlm.server import failure_summary, served_stats, server_report
 
 logger = logging.getLogger(__name__)
 
@@ -119,17 +120,24 @@ def run(cfg: Any) -> dict[str, Any]:
         output.create()
     state.wait_for_everyone()
     base = manifest.base if manifest.info else Path(c["data"]).resolve().parent if Path(c["data"]).is_file() else None
-    result = evaluate_rows(
-        reward,
-        manifest.rows,
-        settings,
-        score_range=spec.score_range,
-        base=base,
-        source=manifest.source,
-        out_dir=c["out"],
-        resume=output.resumed,
-        distributed=True,
-    )
+    try:
+        result = evaluate_rows(
+            reward,
+            manifest.rows,
+            settings,
+            score_range=spec.score_range,
+            base=base,
+            source=manifest.source,
+            out_dir=c["out"],
+            resume=output.resumed,
+            distributed=True,
+        )
+    except NothingScored as err:
+        served = served_stats(reward)
+        raise NothingScored(f"{err}; reward {name}: {failure_summary(served)}" if served else str(err)) from None
+    served = served_stats(reward)
+    if served is not None:  # how many items the scoring servers failed on, and why
+        result.meta["server"] = server_report(served)
     result.meta["run"] = output.provenance()
     if getattr(reward, "record", None):  # what the numbers are (e.g. sa-iqa's fusion: mean | bradley-terry)
         result.meta["reward"] = reward.record

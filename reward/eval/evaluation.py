@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from reward.core.errors import UserError
 from reward.data import RatingRow, SkippedRow
 from reward.data.files import atomic_write_json, atomic_write_jsonl, json_safe
 from reward.eval.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
@@ -25,6 +26,10 @@ from reward.eval.plots import scatter_vs_mos
 from reward.rewards.base import Reward
 
 logger = logging.getLogger(__name__)
+
+
+class NothingScored(UserError):
+    """Not one row of the manifest got a score (every image bad, or every scoring request failed)."""
 
 
 @dataclass
@@ -136,7 +141,9 @@ def evaluate_rows(
         preds.append(pred)
         moses.append(row.mos)
     if not by_dim:
-        raise ValueError("no row could be scored: every image was bad (see the skipped rows above)")
+        raise NothingScored(
+            f"no row could be scored: all {len(rows)} rows were skipped or failed to score (see the warnings above)"
+        )
     predictions = {d: (np.asarray(p, float), np.asarray(m, float)) for d, (p, m) in by_dim.items()}
     all_p = np.concatenate([p for p, _ in predictions.values()])
     all_m = np.concatenate([m for _, m in predictions.values()])

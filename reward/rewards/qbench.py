@@ -75,8 +75,16 @@ class QBenchReward(TrlCallable):
         images = as_images(images, keep=(PreparedImages,))
         out = self.vlm.option_logprobs(as_groups(images), [self.query], system=self.cfg.system)
         failed = out.failed[:, 0]
-        logp = out.logprobs[:, 0].masked_fill(failed[:, None], 0.0)
         n_pos = len(self.cfg.positive)
+        if n_pos > 1:  # eq. 2 sums the words' logits: a word a server's top-k left out (taken as 0) has no bound
+            absent = ~failed & ~torch.isfinite(out.logprobs[:, 0]).all(dim=-1)
+            count = getattr(self.vlm, "count_failed", None)
+            if absent.any() and count is not None:
+                count(
+                    "options_absent", "a synonym absent from the top-k fails the item under eq. 2", int(absent.sum())
+                )
+            failed = failed | absent
+        logp = out.logprobs[:, 0].masked_fill(failed[:, None], 0.0)
         scores = synonym_ensemble(logp[:, :n_pos], logp[:, n_pos:], self.cfg.temperature)
         return RewardOutput(scores=scores.to(torch.float32).masked_fill(failed, math.nan))
 

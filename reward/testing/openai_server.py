@@ -2,14 +2,18 @@
 SGLang would serve): ``GET /v1/models``; ``POST /v1/chat/completions`` with text, images as data URLs, a final
 assistant message continued with ``continue_final_message`` (vLLM's rules: it needs ``add_generation_prompt=false``,
 and a final assistant message without it is refused here rather than answered as a new turn), and ``logprobs`` /
-``top_logprobs`` of a one-token answer."""
+``top_logprobs`` of a one-token answer. :func:`serve_scripted` answers without a model and injects faults: one mode
+per malformed answer (:data:`FAULTS`, with the failure reason each must give), a 500 and a hung request."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 from PIL import Image
 
 from reward.vlm import OptionQuery
@@ -102,3 +106,131 @@ def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | Non
 
     with serve(app) as url:
         yield f"{url}/v1"
+
+
+# the malformed-answer modes of serve_scripted, and the failure reason (reward.vlm.server.REASONS) each must give
+FAULTS: dict[str, str] = {
+    "html": "not_json",  # a 200 HTML page (a proxy's error page)
+    "not_json": "not_json",  # a 200 body that is not JSON, served as application/json
+    "no_choices": "no_choices",  # a chat completion without "choices"
+    "empty_choices": "no_choices",  # "choices": []
+    "no_logprobs": "no_logprobs",  # a choice without "logprobs"
+    "no_top_logprobs": "no_logprobs",  # logprobs.content[0] without "top_logprobs"
+    "bad_entry": "malformed",  # a top_logprobs entry without "logprob"
+    "nan_logprob": "bad_logprob",  # an option's log-prob is NaN
+    "positive_logprob": "positive_logprob",  # an option's log-prob is above 0
+    "options_absent": "options_absent",  # the top-k lists none of the option words (all its mass on other words)
+    "option_missing": "options_absent",  # one option absent from a short top-k (missing_mass with a tokenizer)
+}
+TRANSPORT_FAULTS = ("http_500", "hang")  # answered 500 at once; no answer until the server stops
+
+
+def scripted_top(options: list[str], brightness: float) -> list[tuple[str, float]]:
+    """A plausible top-k answer over ``options`` (tokens as listed, e.g. " good") for an image of ``brightness`` in
+    [0, 1]: the first option gets the most probability on a bright image, the last on a dark one; 0.1 of the mass
+    on two other words.
+
+    >>> top = scripted_top([" good", " poor"], 1.0)
+    >>> [t for t, _ in top], round(sum(math.exp(v) for _, v in top), 6)
+    ([' good', ' poor', ' the', ' a'], 1.0)
+    """
+    n = len(options)
+    weights = [math.exp(-4.0 * abs(i / max(n - 1, 1) - (1.0 - brightness))) for i in range(n)]
+    total = sum(weights)
+    top = [(o, math.log(0.9 * w / total)) for o, w in zip(options, weights, strict=True)]
+    return [*top, (" the", math.log(0.06)), (" a", math.log(0.04))]
+
+
+@contextmanager
+def serve_scripted(
+    options: list[str],
+    *,
+    fault: str | None = None,
+    fault_every: int = 1,
+    model_name: str = "tiny",
+    stats: dict[str, Any] | None = None,
+) -> Iterator[str]:
+    """An OpenAI-compatible server on 127.0.0.1 that answers without a model: the top log-probs of
+    :func:`scripted_top` over ``options`` from the mean brightness of the request's last image, or, every
+    ``fault_every``-th chat request (counted from 1), the fault ``fault``: a key of :data:`FAULTS` (a malformed 200
+    answer) or of :data:`TRANSPORT_FAULTS`. ``stats["requests"]`` counts chat requests, ``stats["faults"]`` the faulty
+    ones. Yields the base URL (``.../v1``)."""
+    import base64
+    import io
+    import threading
+
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse, Response
+
+    from reward.testing.loopback import serve
+
+    if fault is not None and fault not in FAULTS and fault not in TRANSPORT_FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; known: {sorted(FAULTS) + list(TRANSPORT_FAULTS)}")
+    app = FastAPI()
+    counts = stats if stats is not None else {}
+    counts.setdefault("requests", 0)
+    counts.setdefault("faults", 0)
+    lock = threading.Lock()
+    release = threading.Event()  # a hung request waits for this (set when the server stops)
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "me"}]}
+
+    @app.post("/v1/chat/completions")
+    def completions(body: dict[str, Any]) -> Any:
+        with lock:
+            counts["requests"] += 1
+            faulty = fault is not None and counts["requests"] % fault_every == 0
+            counts["faults"] += faulty
+        if faulty and fault == "hang":
+            release.wait(timeout=600)
+            return JSONResponse({"error": "stopped"}, status_code=503)
+        if faulty and fault == "http_500":
+            return JSONResponse({"error": {"message": "failing on purpose"}}, status_code=500)
+        if faulty and fault == "html":
+            return Response("<html><body>502 Bad Gateway</body></html>", media_type="text/html")
+        if faulty and fault == "not_json":
+            return Response('{"choices": [', media_type="application/json")
+        user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        urls = [p["image_url"]["url"] for p in user if isinstance(p, dict) and p.get("type") == "image_url"]
+        image = Image.open(io.BytesIO(base64.b64decode(urls[-1].split(",", 1)[1]))).convert("L")
+        brightness = float(np.asarray(image, dtype=np.float64).mean()) / 255.0
+        top: list[dict[str, Any]] = [
+            {"token": t, "logprob": v, "bytes": None} for t, v in scripted_top(options, brightness)
+        ]
+        if faulty and fault == "options_absent":
+            top = [{"token": " the", "logprob": math.log(0.7)}, {"token": " a", "logprob": math.log(0.3)}]
+        elif faulty and fault == "option_missing":
+            top = [e for e in top if e["token"] != options[-1]][:1]  # the first option alone, well below 1
+        elif faulty and fault == "nan_logprob":
+            top[0]["logprob"] = math.nan
+        elif faulty and fault == "positive_logprob":
+            top[0]["logprob"] = 0.5
+        elif faulty and fault == "bad_entry":
+            del top[0]["logprob"]
+        choice: dict[str, Any] = {
+            "index": 0,
+            "finish_reason": "length",
+            "message": {"role": "assistant", "content": top[0]["token"]},
+            "logprobs": {"content": [{**top[0], "top_logprobs": top}]},
+        }
+        if faulty and fault == "no_logprobs":
+            del choice["logprobs"]
+        elif faulty and fault == "no_top_logprobs":
+            del choice["logprobs"]["content"][0]["top_logprobs"]
+        answer: dict[str, Any] = {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0}
+        answer["model"] = model_name
+        if not (faulty and fault == "no_choices"):
+            answer["choices"] = [] if faulty and fault == "empty_choices" else [choice]
+        text = json.dumps(answer)  # allow_nan: a NaN log-prob goes out as the bare NaN some servers write
+        return Response(text, media_type="application/json")
+
+    try:
+        with serve(app) as url:
+            try:
+                yield f"{url}/v1"
+            finally:
+                release.set()
+    finally:
+        release.set()

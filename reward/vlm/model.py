@@ -130,10 +130,11 @@ class OptionLogProbs:
     """``logprobs[b, q, k]``: log p(option k | images b, query q) over the full vocabulary, float32.
 
     Queries with fewer options than the widest are padded with ``-inf``. ``vocab`` holds the whole
-    log-distribution at the answer position ([B, Q, V]) when asked for. ``missing_mass[b, q]``: the option
-    probability a server's top-k list did not report and that was filled in (0 for an in-process model, whose
-    log-probabilities are exact). ``failed[b, q]``: no answer could be had (a server that failed after its retries);
-    those rows of ``logprobs`` are NaN, and a reward scores them as failed (``None``), never as a number.
+    log-distribution at the answer position ([B, Q, V]) when asked for. ``missing_mass[b, q]``: the most option
+    probability (a share of the options') that options a server's top-k list left out, taken as 0, could hold (0 for
+    an in-process model, whose log-probabilities are exact). ``failed[b, q]``: no usable answer could be had (a server
+    that failed after its retries, a malformed answer, options not resolved); those rows of ``logprobs`` are NaN, and a
+    reward scores them as failed (``None``), never as a number.
     """
 
     logprobs: torch.Tensor

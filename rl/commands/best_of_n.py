@@ -31,6 +31,7 @@ from rl.devices import resolve_devices
 from rl.generators import build_generator, inpaint_each
 from rl.inpaint_tasks import load_tasks
 from rl.plots import image_grid
+from rl.reward_guard import require_scores, served_reports
 from rl.rewards import RewardSet, reward_configs, reward_has_device
 
 logger = logging.getLogger(__name__)
@@ -167,11 +168,13 @@ def run(cfg: Any) -> dict[str, Any]:
             "tasks": len(tasks),
             "skipped_rows": len(skipped),
             **counts,
+            "servers": served_reports(picker),  # a served reward's requests, failures and their reasons
             "provenance": output.provenance(),
         }
     )
     atomic_write_json(out / "summary.json", summary)
     logger.info("best-of-%d on %d tasks: %s", s.n, len(tasks), json.dumps(summary))
+    require_scores(picker, summary["tasks_scored"], sum(len(r.get("candidates", [])) for r in rows), counts)
     files = {"scores": out / "scores.jsonl", "summary": out / "summary.json", "sheets": out if s.sheets else None}
     log_summary(f"best_of_n (n={s.n})", {"tasks": len(tasks)}, files)
     return summary

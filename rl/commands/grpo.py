@@ -40,6 +40,7 @@ from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.plots import draw_run_plots, train_curve
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
 from rl.processes import gather, on_main, wait_for_everyone
+from rl.reward_guard import RewardGuard
 from rl.rewards import InpaintingRewards, RewardSet, reward_configs, reward_has_device
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split, timed_trainer
 from training.plan import PlanSettings, plan_problems
@@ -114,6 +115,8 @@ class GrpoSettings:
     more_rewards: list[Any] = field(default_factory=list)  # further training rewards ({name: ..., ...})
     eval_rewards: list[Any] = field(default_factory=list)  # held-out only: names or {name: ..., ...}
     normalize_rewards: bool = True  # map each reward onto [0, 1] (1 = best) with its registered score_range
+    max_reward_failures: float = 1.0  # a step in which more than this fraction of the completions got no reward
+    # stops the run (exit 2, complete: false); 1.0: only a step with no usable reward at all
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
@@ -138,6 +141,7 @@ MAY_CHANGE = (
     "resume",
     "overwrite",
     "samples_per_step",
+    "max_reward_failures",
     "eval.every",
     "trainer.max_steps",
     "trainer.logging_steps",
@@ -178,6 +182,8 @@ def _validate(s: GrpoSettings) -> None:
         problems.append(f"policy.vision={s.policy.vision!r}: use auto, true or false")
     if s.policy.image not in POLICY_VIEWS:
         problems.append(f"policy.image={s.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
+    if not 0.0 <= s.max_reward_failures <= 1.0:
+        problems.append(f"max_reward_failures={s.max_reward_failures}: give a fraction of a step in [0, 1]")
     if "{prompt}" not in s.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
     if not s.reward or not to_plain(s.reward).get("name"):
@@ -401,7 +407,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
             row["image"] = policy_view(t, s.policy.image)
         rows.append(row)
     clock = StepClock()
-    callbacks = [clock, *(callbacks or [])]  # the clock first: a step ends before held-out evaluation starts
+    guard = RewardGuard(adapter, s.max_reward_failures)  # a step without usable rewards stops the run
+    callbacks = [clock, guard, *(callbacks or [])]  # the clock first: a step ends before held-out evaluation starts
     heldout_cb = None
     if eval_set is not None:
         heldout_cb = HeldOutEval(
@@ -450,7 +457,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         "peak_memory_gib": peak_memory_gib(),
     }
     processes = gather(me)  # collective
-    complete = train_out.global_step >= trainer.state.max_steps or stop.requested_at is not None
+    complete = guard.failure is None and (
+        train_out.global_step >= trainer.state.max_steps or stop.requested_at is not None
+    )
     result: dict[str, Any] = {
         "global_step": train_out.global_step,
         "max_steps": trainer.state.max_steps,
@@ -462,6 +471,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         "output_dir": str(out),
         "policy_dtype": str(next(model.parameters()).dtype),
         "rewards": rewards.labels,
+        "reward_failures": guard.report(),
         "eval_rewards": eval_set.labels if eval_set else [],
         "provenance": output.provenance(),
         "processes": processes,
@@ -477,6 +487,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         ]
         result["plots"] = draw_run_plots(out, result["train_curve"], read_history(out / "heldout.jsonl"))
         atomic_write_json(out / "grpo_result.json", result)
+    guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
     if not complete:
         raise RunIncomplete(
             f"GRPO ended after {train_out.global_step} of {trainer.state.max_steps} steps: the training tasks ran out "

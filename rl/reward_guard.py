@@ -1,0 +1,117 @@
+"""A run whose rewards fail stops as a failure, never as a success.
+
+:class:`RewardGuard` is a trl/transformers ``TrainerCallback`` over :class:`rl.rewards.InpaintingRewards`: at the end
+of every step it adds up (over every process, so that all of them decide alike) the completions scored since the
+last step and those that got no usable reward. A step with no usable reward at all, or one in which more than
+``max_failed`` of the completions got none, stops training; the command then writes its result with
+``complete: false`` and exits 2 with :meth:`RewardGuard.raise_if_failed`'s message, which names each reward, its
+failure counts and, for rewards scored through servers, the reasons. :func:`require_scores` is the same rule for
+Best-of-N: a run in which no task got a score fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from transformers import TrainerCallback
+
+from reward.core.errors import UserError
+from reward.vlm.server import failure_summary, served_stats, server_report
+from rl.processes import gather
+from rl.rewards import InpaintingRewards, RewardSet, RewardTally
+
+logger = logging.getLogger(__name__)
+
+
+class RewardsFailed(UserError):
+    """Too many completions (or candidates) got no usable reward: the run stops, reported as incomplete."""
+
+
+def failure_details(rewards: RewardSet, failed: dict[str, int]) -> str:
+    """Each reward's failed count and, for one scored through servers, this process's reasons.
+
+    >>> class R:  # a reward without servers
+    ...     pass
+    >>> from rl.rewards import NamedReward
+    >>> rs = RewardSet.__new__(RewardSet)
+    >>> rs.rewards = [NamedReward("qbench", "qbench", R(), True, (0.0, 1.0))]
+    >>> failure_details(rs, {"qbench": 3})
+    'reward qbench failed on 3'
+    """
+    parts = []
+    for r in rewards.rewards:
+        part = f"reward {r.label} failed on {failed.get(r.label, 0)}"
+        stats = served_stats(r.reward)
+        if stats is not None and stats.get("failed"):
+            part += f" (its servers: {failure_summary(stats)})"
+        parts.append(part)
+    return "; ".join(parts)
+
+
+def served_reports(rewards: RewardSet) -> dict[str, Any]:
+    """Per reward scored through servers: its requests, failures and their reasons (this process's)."""
+    return {r.label: server_report(stats) for r in rewards.rewards if (stats := served_stats(r.reward)) is not None}
+
+
+class RewardGuard(TrainerCallback):
+    """Stops training at the end of a step whose completions got no usable reward (or more than ``max_failed`` of
+    them got none); :attr:`failure` then holds the message. Collective: every process must have it."""
+
+    def __init__(self, adapter: InpaintingRewards, max_failed: float = 1.0) -> None:
+        if not 0.0 <= max_failed <= 1.0:
+            raise ValueError(f"max_failed={max_failed}: give a fraction in [0, 1]")
+        self.adapter = adapter
+        self.max_failed = max_failed
+        self.failure: str | None = None
+        self.totals = {"completions": 0, "unusable": 0, "steps_without_reward": 0}
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        mine, self.adapter.tally = self.adapter.tally, RewardTally()
+        parts = gather(mine.as_dict())  # every process: the same totals, the same decision
+        total = sum(p["completions"] for p in parts)
+        if total == 0:  # no reward call this step (a generation reused over several steps)
+            return
+        unusable = sum(p["unusable"] for p in parts)
+        self.totals["completions"] += total
+        self.totals["unusable"] += unusable
+        self.totals["steps_without_reward"] += unusable == total
+        if self.failure is not None or (unusable < total and unusable <= self.max_failed * total):
+            return
+        failed: dict[str, int] = {}
+        for p in parts:
+            for label, n in p["failed"].items():
+                failed[label] = failed.get(label, 0) + n
+        inpaint = sum(p["inpaint_failed"] for p in parts)
+        errors = sorted({e for p in parts for e in p["errors"]})
+        rule = "no usable reward at all" if unusable == total else f"more than max_reward_failures={self.max_failed:g}"
+        self.failure = (
+            f"training stopped at step {state.global_step}: {unusable} of {total} completions got no usable reward "
+            f"({rule}): {failure_details(self.adapter.rewards, failed)}"
+            + (f"; inpainting failed on {inpaint}" if inpaint else "")
+            + (f"; {errors[0]}" if errors else "")
+        )
+        logger.error("%s", self.failure)
+        control.should_training_stop = True
+
+    def report(self) -> dict[str, Any]:
+        """For the run's result file: totals over the run and the failure, if any."""
+        report = {**self.totals, "max_reward_failures": self.max_failed, "failure": self.failure}
+        return {**report, "servers": served_reports(self.adapter.rewards)}
+
+    def raise_if_failed(self, where: str) -> None:
+        """Raise :class:`RewardsFailed` (exit 2) when the guard stopped the run; ``where``: what was kept."""
+        if self.failure is not None:
+            raise RewardsFailed(f"{self.failure}. The run is incomplete ({where}); fix the reward, then resume")
+
+
+def require_scores(rewards: RewardSet, scored: int, candidates: int, counts: dict[str, int]) -> None:
+    """Best-of-N: raise :class:`RewardsFailed` (exit 2) when no task got a score from ``rewards``' first reward."""
+    if scored:
+        return
+    label = rewards.labels[0]
+    raise RewardsFailed(
+        f"no task could be scored: {counts.get('reward_failed', 0)} of {candidates} candidates failed to score "
+        f"and {counts.get('generation_failed', 0)} tasks failed to generate; "
+        f"{failure_details(rewards, {label: counts.get('reward_failed', 0)})}"
+    )

@@ -1,0 +1,158 @@
+"""Failure is never reported as success: a GRPO run whose rewards fail stops with exit 2 and ``complete: false``, a
+Best-of-N run with no scored task exits 2 naming the counts, served failures are counted under ``server_failed`` (per
+reason), and a reward's user error (every server down) is not swallowed as an item failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from PIL import Image
+
+from reward import RewardOutput
+from reward.core.errors import ConfigError
+from reward.testing.openai_server import serve_scripted
+from rl.commands.best_of_n import run as run_best_of_n
+from rl.commands.grpo import run as run_grpo
+from rl.generators import build_generator
+from rl.inpaint_tasks import load_tasks, write_procedural_tasks
+from rl.reward_guard import RewardsFailed
+from rl.rewards import InpaintingRewards, RewardSet
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+OPTIONS = [" good", " poor"]
+FAST_SERVER = ["reward.server.backoff=0.01", "reward.server.backoff_max=0.02", "reward.server.max_retries=1"]
+
+
+def _served(url: str) -> list[str]:
+    return ["reward=qbench", "reward.backend=openai", "reward.model=null", f"+reward.server.base_urls=[{url}]"]
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory) -> Path:
+    from reward.testing import make_tiny_lm
+
+    return make_tiny_lm(tmp_path_factory.mktemp("tiny-lm"))
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory) -> Path:
+    return write_procedural_tasks(tmp_path_factory.mktemp("tasks"), 12, size=32, seed=0, mask_fraction=0.8)
+
+
+def _grpo(tiny_lm: Path, tasks: Path, out: Path, url: str, extra: list[str] = ()) -> dict:
+    overrides = [
+        f"policy.path={tiny_lm}",
+        f"data={tasks}",
+        f"output_dir={out}",
+        *_served(url),
+        "reward.server.model=tiny",
+        *FAST_SERVER,
+        "generator=procedural",
+        "trainer.max_steps=2",
+        "trainer.num_generations=2",
+        "trainer.per_device_train_batch_size=4",
+        "trainer.max_completion_length=8",
+        "trainer.save_steps=1000",
+        "eval.every=0",
+        *extra,
+    ]
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return run_grpo(compose("grpo", overrides=overrides))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "extra", "named"),
+    [
+        ("http_500", [], "http_500 4"),  # each item's tries fail: failed items
+        ("http_500", ["reward.server.breaker_failures=2"], "every scoring server is down"),  # the breaker trips
+        ("html", [], "not_json 4"),
+    ],
+)
+def test_grpo_whose_every_reward_fails_stops_at_the_first_step_and_is_not_complete(
+    fault, extra, named, tiny_lm, tasks, tmp_path
+):
+    with serve_scripted(OPTIONS, fault=fault) as url, pytest.raises(RewardsFailed) as err:
+        _grpo(tiny_lm, tasks, tmp_path / "run", url, extra)
+    msg = str(err.value)
+    assert "training stopped at step 1: 4 of 4 completions got no usable reward (no usable reward at all)" in msg
+    assert "reward qbench failed on 4" in msg and named in msg and "\n" not in msg
+    result = json.loads((tmp_path / "run" / "grpo_result.json").read_text())
+    assert result["complete"] is False and result["global_step"] == 1  # before: complete true, 2 steps of loss 0
+    assert result["reward_failures"]["steps_without_reward"] == 1 and result["reward_failures"]["failure"] in msg
+    assert result["reward_failures"]["servers"]["qbench"]["requests"] == 0  # not one answer scored
+
+
+@pytest.mark.slow
+def test_grpo_tolerates_failed_rewards_up_to_max_reward_failures(tiny_lm, tasks, tmp_path):
+    with serve_scripted(OPTIONS, fault="html", fault_every=2) as url:  # half the answers malformed
+        result = _grpo(tiny_lm, tasks, tmp_path / "default", url)  # the default: a step with some reward goes on
+        assert result["complete"] is True and result["reward_failures"]["unusable"] == 4  # 2 of 4, twice
+        with pytest.raises(RewardsFailed, match=r"2 of 4 completions got no usable reward \(more than max_reward_fa"):
+            _grpo(tiny_lm, tasks, tmp_path / "strict", url, ["max_reward_failures=0.25"])
+    assert json.loads((tmp_path / "strict" / "grpo_result.json").read_text())["complete"] is False
+    with pytest.raises(ConfigError, match=r"max_reward_failures=1.5: give a fraction of a step in \[0, 1\]"):
+        _grpo(tiny_lm, tasks, tmp_path / "bad", "http://127.0.0.1:9/v1", ["max_reward_failures=1.5"])
+
+
+def test_best_of_n_whose_every_reward_fails_exits_2_naming_the_counts(tasks, tmp_path):
+    with serve_scripted(OPTIONS, fault="not_json") as url:
+        overrides = [*_served(url), "reward.server.model=tiny", *FAST_SERVER, "generator=procedural"]
+        overrides += [f"data={tasks}", f"out={tmp_path / 'bon'}", "n=2", "limit=3", "sheets=false"]
+        with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+            cfg = compose("best_of_n", overrides=overrides)
+        with pytest.raises(RewardsFailed) as err:  # before: rc 0 with tasks_scored 0
+            run_best_of_n(cfg)
+    summary = json.loads((tmp_path / "bon" / "summary.json").read_text())
+    assert summary["tasks_scored"] == 0 and summary["servers"]["qbench"]["failed_reasons"] == {"not_json": 6}
+    assert str(err.value) == (
+        "no task could be scored: 6 of 6 candidates failed to score and 0 tasks failed to generate; "
+        "reward qbench failed on 6 (its servers: 6 of 6 items failed (not_json 6))"
+    )
+
+
+def test_served_failures_are_logged_as_server_failed_with_their_reasons(tasks):
+    task_list = load_tasks(tasks)[0][:2]
+    with serve_scripted(OPTIONS, fault="no_choices", fault_every=2) as url:
+        server = {"base_urls": [url], "model": "tiny", "backoff": 0.01, "concurrency": 1}
+        rewards = RewardSet([{"name": "qbench", "backend": "openai", "server": server}], normalize=False)
+        adapter = InpaintingRewards(build_generator({"name": "procedural"}), rewards, {t.id: t for t in task_list})
+        logged: dict[str, float] = {}
+        scores = adapter.evaluate(["a room"] * 4, [t.id for t in task_list] * 2, log_metric=logged.__setitem__)
+    assert scores["qbench"].failed == 2  # two malformed answers: failed items, never an exception
+    assert logged["qbench/failed"] == 2 and logged["qbench/server_failed"] == 2  # before: 2 and 0
+    assert logged["qbench/server_failed/no_choices"] == 2
+    assert adapter.tally.as_dict() == {
+        "completions": 4,
+        "unusable": 2,
+        "inpaint_failed": 0,
+        "failed": {"qbench": 2},
+        "errors": [],
+    }
+
+
+class Raising:
+    """A reward that raises ``error`` on the image at ``bad`` (pixel value 9)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def score(self, images, prompts=None) -> RewardOutput:
+        if any(im.getpixel((0, 0))[0] == 9 for im in images):
+            raise self.error
+        return RewardOutput(scores=torch.ones(len(images)))
+
+
+def test_a_bad_image_is_isolated_but_a_user_error_is_not_swallowed():
+    images = [Image.new("RGB", (4, 4), (v, v, v)) for v in (1, 9, 3)]
+    bad_image = RewardSet(["qbench"], built={"qbench": Raising(ValueError("aspect ratio"))}, normalize=False)
+    assert bad_image.score(images)["qbench"].raw == [1.0, None, 1.0]
+    from reward.vlm.server import ServersDown
+
+    down = RewardSet(["qbench"], built={"qbench": Raising(ServersDown("every scoring server is down"))})
+    with pytest.raises(ServersDown):  # before: caught, retried item by item, and counted as qbench/failed
+        down.score(images)
