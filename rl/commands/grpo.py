@@ -46,6 +46,7 @@ from training.shared import (
     LoraSettings,
     load_checkpoint_weights,
     lora_config,
+    start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
@@ -342,6 +343,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     (generator_cfg,) = resolve_devices([s.generator], schema_has_device=generator_has_device, where="generator")
 
     on_main(lambda: prepare(s, out, create=False))  # a refused output_dir fails here, before any model loads
+    start_deepspeed_comm(args)
 
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
         rewards = RewardSet(train_entries, normalize=s.normalize_rewards)
