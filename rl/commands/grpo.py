@@ -572,9 +572,21 @@ def process_record(setup: Setup, t: Trained) -> dict[str, Any]:
         "local_rank": local_rank(),
         "devices": devices,
         "timing": step_split(t.clock, t.adapter.timing.inpaint_s, t.adapter.timing.reward_s),
+        "reference": reference_model(t.trainer),
         "heldout_s": t.heldout_cb.seconds if t.heldout_cb else 0.0,
         "peak_memory_gib": peak_memory_gib(),
     }
+
+
+def reference_model(trainer: Any) -> str:
+    """What trl's KL term compares the policy with: ``none`` (beta 0), the policy with its LoRA adapter disabled, or
+    a reference model, ``zero3-sharded`` like the policy or ``whole``."""
+    if not trainer.beta:
+        return "none"
+    if trainer.ref_model is None:
+        return "policy without its adapter"
+    params = list(trainer.ref_model.parameters())
+    return "zero3-sharded" if params and all(hasattr(p, "ds_id") for p in params) else "whole"
 
 
 def run_files(out: Path, plots: dict[str, str]) -> dict[str, str]:
