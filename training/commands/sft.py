@@ -39,6 +39,7 @@ from training.shared import (
     load_dtype,
     load_for_training,
     lora_config,
+    start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
@@ -293,6 +294,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     args.distributed_state.wait_for_everyone()
     resume_from = get_last_checkpoint(str(out)) if output.resumed else None
     log_effective_batch(args)
+    start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
     model = load_for_training(s.model.path, dtype, s.model.loading())
     if s.model.freeze_vision or s.model.freeze_aligner:
