@@ -52,7 +52,7 @@ num_processes: 2
 machine_rank: 0
 use_cpu: false
 """
-FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--zero3_save_16bit_model", "true", "--num_processes", "2"]
+FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--num_processes", "2"]  # zero3_save_16bit_model left off
 
 
 def _launch_sft(

@@ -205,6 +205,20 @@ def zero3_init_off(args: Any = None) -> Iterator[None]:
             plugin.set_deepspeed_weakref()
 
 
+def save_gathered_weights_under_zero3() -> bool:
+    """Under a ZeRO-3 launch, the final save writes the gathered 16-bit weights (accelerate's
+    ``zero3_save_16bit_model``, off unless the launch turned it on): without them the trainer writes DeepSpeed's
+    sharded checkpoint where the model should be. Call before the trainer's arguments are built; returns whether it
+    was turned on here."""
+    launch = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "true")
+    key = "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"
+    if not launch or os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") != "3" or os.environ.get(key) == "true":
+        return False
+    os.environ[key] = "true"
+    logger.info("ZeRO-3: the model is saved from its gathered 16-bit weights (zero3_save_16bit_model turned on)")
+    return True
+
+
 def start_deepspeed_comm(args: Any) -> bool:
     """Under DeepSpeed, DeepSpeed's communication started on the launch's process group before a trainer is built;
     returns whether it was started here.

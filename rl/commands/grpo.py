@@ -48,6 +48,7 @@ from training.shared import (
     LoraSettings,
     load_checkpoint_weights,
     lora_config,
+    save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
@@ -230,6 +231,7 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
         args["max_completion_length"] = text_budget(s.generator) if s.generator else 77
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
+    save_gathered_weights_under_zero3()  # the policy is written as a model, not as DeepSpeed's shards
     try:
         return GRPOConfig(output_dir=str(out), **args)
     except (TypeError, ValueError) as err:

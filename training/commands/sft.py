@@ -39,6 +39,7 @@ from training.shared import (
     load_dtype,
     load_for_training,
     lora_config,
+    save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
@@ -287,6 +288,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     _level_check(processor.tokenizer, meta["queries"], s.levels.words)
     output = check_output_folder(s)
     train_ds, skipped = _train_dataset(s, meta["queries"])
+    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
     args = _trainer_args(s, out)
     args.distributed_state.wait_for_everyone()  # every process has checked output_dir before it is created
     if args.distributed_state.is_main_process:
