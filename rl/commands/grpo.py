@@ -390,7 +390,7 @@ def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
         rewards = RewardSet(train_entries, normalize=s.normalize_rewards)
         eval_set = None
-        if heldout:
+        if s.eval.every > 0:
             built = {r.label: r.reward for r in rewards.rewards}
             eval_set = RewardSet([*train_entries, *eval_entries], normalize=s.normalize_rewards, built=built)
         generator = build_generator(generator_cfg)
