@@ -151,3 +151,24 @@ def test_the_closing_summary_compares_first_and_last_steps_and_says_where_files_
 def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():
     assert step_line(LOG[1], 2, 10) == "step 2/10  reward 0.4000 (std 0.1000)  zero-std groups 30%  kl 0.01"
     assert step_line(LOG[2], 2, 10) is None
+
+
+def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from rl.commands.grpo import parse_settings
+
+    base = [
+        f"output_dir={tmp_path}",
+        "data=t.jsonl",
+        "policy.path=p",
+        "reward=scene-proxy",
+        "+trainer.sync_ref_model=true",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        lora = compose("grpo", overrides=[*base, "lora.enabled=true"])
+        no_beta = compose("grpo", overrides=[*base, "trainer.beta=0"])
+    with pytest.raises(UserError, match="sync_ref_model=true has no reference model to sync .with LoRA"):
+        parse_settings(lora)
+    with pytest.raises(UserError, match=r"sync_ref_model=true has no reference model to sync \(beta is 0\)"):
+        parse_settings(no_beta)

@@ -202,6 +202,9 @@ def _problems(s: GrpoSettings) -> list[str]:
         problems.append(
             "trainer.remove_unused_columns=true would drop task_id, which the rewards need; leave it unset"
         )
+    if s.trainer.get("sync_ref_model") and (s.lora.enabled or not s.trainer.get("beta")):
+        why = "with LoRA the reference is the policy with its adapter disabled" if s.lora.enabled else "beta is 0"
+        problems.append(f"trainer.sync_ref_model=true has no reference model to sync ({why}); leave it false")
     n_rewards = 1 + len(s.more_rewards)
     weights = s.trainer.get("reward_weights")
     if weights is not None and len(weights) != n_rewards:
