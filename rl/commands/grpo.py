@@ -46,6 +46,7 @@ from rl.summary import StepLine, summarize, summary_text
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
 from training.shared import (
     LoraSettings,
+    check_build_locks,
     load_checkpoint_weights,
     lora_config,
     save_gathered_weights_under_zero3,
@@ -235,6 +236,8 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
     save_gathered_weights_under_zero3()  # the policy is written as a model, not as DeepSpeed's shards
+    if uses_deepspeed(None):
+        check_build_locks()  # before accelerate starts DeepSpeed (GPU launches), which may build its ops
     try:
         return GRPOConfig(output_dir=str(out), **args)
     except (TypeError, ValueError) as err:
