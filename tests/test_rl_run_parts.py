@@ -172,3 +172,21 @@ def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_pat
         parse_settings(lora)
     with pytest.raises(UserError, match=r"sync_ref_model=true has no reference model to sync \(beta is 0\)"):
         parse_settings(no_beta)
+
+
+def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_starts(tmp_path, monkeypatch):
+    from hydra import compose, initialize_config_dir
+
+    from rl.commands.grpo import parse_settings
+
+    lock = tmp_path / "ext" / "deepspeed_shm_comm" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    os.utime(lock, (lock.stat().st_atime - 3600, lock.stat().st_mtime - 3600))  # left by a build an hour ago
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    base = [f"output_dir={tmp_path / 'run'}", "data=t.jsonl", "policy.path=p", "reward=scene-proxy"]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("grpo", overrides=base)
+    with pytest.raises(UserError, match=rf"{lock} is 60 minutes old.*rm {lock}"):
+        parse_settings(cfg)
