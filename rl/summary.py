@@ -91,14 +91,17 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
     """
     if "train_runtime" in logs or "reward" not in logs:
         return None
-    parts = [f"step {step}/{max_steps}", f"reward {float(logs['reward']):.4f} (std {float(logs['reward_std']):.4f})"]
-    if logs.get("frac_reward_zero_std") is not None:
-        parts.append(f"zero-std groups {float(logs['frac_reward_zero_std']):.0%}")
-    for key in ("kl", "loss"):
-        if logs.get(key) is not None:
-            parts.append(f"{key} {float(logs[key]):.3g}")
-    if logs.get("step_time") is not None:
-        parts.append(f"{float(logs['step_time']):.1f} s")
+    reward, std = _number(logs, "reward", ".4f"), _number(logs, "reward_std", ".4f")
+    parts = [f"step {step}/{max_steps}", f"reward {reward or 'n/a'}" + (f" (std {std})" if std else "")]
+    for key, label, spec in (
+        ("frac_reward_zero_std", "zero-std groups", ".0%"),
+        ("kl", "kl", ".3g"),
+        ("loss", "loss", ".3g"),
+    ):
+        if (text := _number(logs, key, spec)) is not None:
+            parts.append(f"{label} {text}")
+    if (seconds := _number(logs, "step_time", ".1f")) is not None:
+        parts.append(f"{seconds} s")
     return "  ".join(parts)
 
 
@@ -112,3 +115,11 @@ class StepLine(ProgressCallback):
         line = step_line(logs or {}, state.global_step, state.max_steps)
         if line is not None:
             self.training_bar.write(line)
+
+
+def _number(logs: dict[str, Any], key: str, spec: str) -> str | None:
+    """``logs[key]`` formatted, or ``None`` when it is missing or not a number (a step whose rewards all failed)."""
+    try:
+        return format(float(logs[key]), spec)
+    except (KeyError, TypeError, ValueError):
+        return None

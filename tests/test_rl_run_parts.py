@@ -151,6 +151,8 @@ def test_the_closing_summary_compares_first_and_last_steps_and_says_where_files_
 def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():
     assert step_line(LOG[1], 2, 10) == "step 2/10  reward 0.4000 (std 0.1000)  zero-std groups 30%  kl 0.01"
     assert step_line(LOG[2], 2, 10) is None
+    failed = {"reward": None, "reward_std": None, "frac_reward_zero_std": 1.0, "loss": 0.0}  # every reward failed
+    assert step_line(failed, 3, 10) == "step 3/10  reward n/a  zero-std groups 100%  loss 0"
 
 
 def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_path):
