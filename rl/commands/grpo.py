@@ -9,10 +9,18 @@ output folder (a new run, the same run resumed with ``resume=auto``, or a refusa
 run aside). Each process builds its rewards and generator on its own device (:mod:`rl.devices`) and, under DeepSpeed
 ZeRO-3, as whole models. Held-out evaluation and the final save are collective. At the end ``reward_curve.png`` and
 ``samples_first_last.png`` are drawn and ``grpo_result.json`` records the models and data, every process's devices,
-the step-time split and peak memory; a run that ends short of ``trainer.max_steps`` fails with the reason.
+the step-time split and peak memory; a run that ends short of ``trainer.max_steps`` fails with the reason. The
+console shows one line per step and, at the end, a summary (:mod:`rl.summary`). A process that makes no progress
+for ``stall_timeout_s`` dumps where it waits and exits 2 (:mod:`training.watchdog`).
+
+``run`` reads top to bottom: :func:`settings_and_args` (every check of the settings, trl's ``GRPOConfig`` built
+once), :func:`set_up` (tasks, devices, output folder, rewards, generator, policy), :func:`train` (trl's trainer and
+its callbacks), :func:`report` (gathered per-process figures, plots, ``grpo_result.json``, the summary).
 
 Launches (``configs/accelerate/``): one process; several processes (DDP, ``multi_gpu.yaml``); DeepSpeed ZeRO-2
-(``zero2.yaml``) and ZeRO-3 (``zero3.yaml``). FSDP is refused (held-out generation does not gather FSDP shards).
+(``zero2.yaml``) and ZeRO-3 (``zero3.yaml``, or ``--use_deepspeed --zero_stage 3``), with trl's KL term: under
+ZeRO-3 its reference model is built inside ``zero.Init``, sharded like the policy. FSDP is refused (held-out
+generation does not gather FSDP shards).
 """
 
 from __future__ import annotations
