@@ -611,7 +611,7 @@ def run_files(out: Path, plots: dict[str, str]) -> dict[str, str]:
         "policy": out / "policy",
         "samples": out / "samples",
         "held-out rewards": out / "heldout.jsonl",
-        **{name.replace("_", " "): Path(path) for name, path in plots.items()},
+        **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in plots.items()},
         "checkpoints": out,
         "result": out / "grpo_result.json",
     }
