@@ -6,6 +6,10 @@ FLUX Fill pipeline, with the reward in-process and then behind the loopback Open
     bash bench/rl_gpu_check.sh --out DIR           # also writes DIR/rl_gpu_check.json ([section, metric, value] rows)
     bash bench/rl_gpu_check.sh --reward-model DIR  # score with this VLM checkpoint instead of building the 7B one
 
+Then GRPO with trl's default KL term under ``accelerate launch --use_deepspeed --zero_stage 3`` (one process per
+GPU), a full and a LoRA policy: the reference model trl built (sharded like the policy; with LoRA the policy with its
+adapter disabled), the KL of the first and last steps, the policy written.
+
 Per section: steps done; the policy's dtype under ``policy.dtype=auto`` (full fine-tuning: fp32 master weights) and
 the fraction of its weights that changed at the paper's lr 1e-6 (pure bf16 AdamW moves ~2%); the device of every
 model against the device this process should use; seconds per step in policy generation, inpainting, reward and the
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
@@ -48,7 +53,14 @@ from bench.gpu_check import (  # noqa: E402 - the 7B config and the table live i
 )
 
 logger = logging.getLogger("bench.rl_gpu_check")
-SECTIONS = ("rl grpo in-process reward", "rl grpo served reward", "rl served vs in-process scores", "rl generators")
+SECTIONS = (
+    "rl grpo in-process reward",
+    "rl grpo served reward",
+    "rl served vs in-process scores",
+    "rl generators",
+    "rl grpo zero3 kl",
+    "rl grpo zero3 kl lora",
+)
 
 
 @dataclass
@@ -197,6 +209,54 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
         table.add(name, "served reward failures (reasons)", reasons or "none")
 
 
+def zero3_section(table: Table, p: Parts, *, lora: bool) -> None:
+    """GRPO with trl's default KL term (beta 0.04) under ``accelerate launch --use_deepspeed --zero_stage 3``, one
+    process per GPU (one on the CPU): a reference model built inside ``zero.Init`` and sharded like the policy, or
+    with LoRA the policy with its adapter disabled."""
+    import json
+    import subprocess
+
+    name = SECTIONS[5] if lora else SECTIONS[4]
+    out = p.work / ("grpo-zero3-lora" if lora else "grpo-zero3")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    cmd = [
+        *(sys.executable, "-m", "accelerate.commands.launch", "--use_deepspeed", "--zero_stage", "3"),
+        *("--num_processes", str(max(gpus, 1)), "--mixed_precision", "bf16" if gpus else "no"),
+        str(ROOT / "rl/grpo.py"),
+        f"policy.path={p.policy}",
+        f"data={p.tasks}",
+        f"output_dir={out}",
+        "reward=scene-proxy",
+        "generator=procedural",
+        f"trainer.max_steps={p.steps}",
+        "trainer.num_generations=4",
+        "trainer.per_device_train_batch_size=8",
+        f"trainer.max_completion_length={8 if p.dry_run else 48}",
+        "trainer.learning_rate=1e-5",
+        "trainer.save_steps=1000",
+        "eval.every=0",
+        "stall_timeout_s=300",
+        *(["lora.enabled=true"] if lora else []),
+    ]
+    start = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=p.work, env=env)
+    table.add(name, "wall seconds (launch + train + save)", round(time.perf_counter() - start, 1))
+    if proc.returncode != 0:
+        table.add(name, "exit status", f"{proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+        return
+    result = json.loads((out / "grpo_result.json").read_text())
+    kl = [v for _, v in result["kl"]]
+    table.add(name, "steps done", f"{result['global_step']} of {result['max_steps']}")
+    table.add(name, "processes", len(result["processes"]))
+    table.add(name, "beta", result["beta"])
+    table.add(name, "reference model", result["processes"][0]["reference"])
+    table.add(name, "kl first / last step", f"{kl[0]:.3g} / {kl[-1]:.3g}" if kl else "n/a")
+    table.add(name, "s/step total", result["timing"]["step_s"])
+    saved = "adapter_model.safetensors" if lora else "model.safetensors"
+    table.add(name, f"policy/{saved} written", "yes" if (out / "policy" / saved).is_file() else "NO")
+
+
 def parity_section(table: Table, p: Parts) -> None:
     """qbench on the same images in-process and through the loopback server with every token's log-prob."""
     from reward import get_reward
@@ -259,6 +319,11 @@ def rl_sections(
     guarded(table, SECTIONS[1], lambda: grpo_section(table, parts, served=True))
     guarded(table, SECTIONS[2], lambda: parity_section(table, parts))
     guarded(table, SECTIONS[3], lambda: generator_section(table, parts))
+    if importlib.util.find_spec("deepspeed") is not None:
+        guarded(table, SECTIONS[4], lambda: zero3_section(table, parts, lora=False))
+        guarded(table, SECTIONS[5], lambda: zero3_section(table, parts, lora=True))
+    else:
+        table.add(SECTIONS[4], "skipped", "deepspeed is not installed (pip install -e '.[deepspeed]')")
 
 
 def main(argv: list[str] | None = None) -> Table:

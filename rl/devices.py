@@ -14,11 +14,11 @@ each of them until the trainer moves the process to its own. So rewards and gene
   copy of the model per process on it (warned).
 
 Example:
-    >>> process_device("cuda:{local_rank+2}", local_rank=1, n_gpus=4)
+    >>> process_device("cuda:{local_rank+2}", rank=1, n_gpus=4)
     'cuda:3'
-    >>> process_device(["cuda:4", "cuda:5"], local_rank=1, n_gpus=8)
+    >>> process_device(["cuda:4", "cuda:5"], rank=1, n_gpus=8)
     'cuda:5'
-    >>> process_device(None, local_rank=3, n_gpus=0)
+    >>> process_device(None, rank=3, n_gpus=0)
     'cpu'
 """
 
@@ -53,11 +53,10 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def process_device(
-    spec: Any, *, local_rank: int | None = None, n_gpus: int | None = None, where: str = "device"
-) -> str:
-    """The device string this process uses for ``spec`` (see the module docstring)."""
-    rank = globals()["local_rank"]() if local_rank is None else local_rank
+def process_device(spec: Any, *, rank: int | None = None, n_gpus: int | None = None, where: str = "device") -> str:
+    """The device string this process uses for ``spec`` (see the module docstring); ``rank``: the process's local
+    rank (default: this process's)."""
+    rank = local_rank() if rank is None else rank
     gpus = gpu_count() if n_gpus is None else n_gpus
     if spec is None or (isinstance(spec, str) and spec.strip() in ("", "auto", "cuda")):
         return f"cuda:{rank % gpus}" if gpus else "cpu"

@@ -1,46 +1,61 @@
 """Where a GRPO step's time goes, per process: the policy sampling completions, inpainting, the reward, and the
 rest (log-probabilities, the loss, backward and the optimizer step), plus peak GPU memory.
 
-:func:`timed_trainer` is trl's ``GRPOTrainer`` with its completion sampling (``_generate``) timed; :class:`StepClock`
-times whole steps; inpainting and reward times come from :class:`rl.rewards.InpaintingRewards`.
+Measured through trl's public contracts only, so that a trl upgrade cannot silently stop it: :class:`StepClock` is a
+``TrainerCallback`` (a step's start and end) and wraps the reward functions trl calls (:meth:`StepClock.watch`). trl
+samples a step's completions, then hands them to the reward functions: the policy's sampling is the time from the
+step's start to its first reward call. Inpainting and reward times come from :class:`rl.rewards.InpaintingRewards`.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
 
 
-def timed_trainer() -> type:
-    """``GRPOTrainer`` whose completion sampling is timed (``policy_generate_s``)."""
-    from trl import GRPOTrainer
-
-    class TimedGRPOTrainer(GRPOTrainer):
-        policy_generate_s = 0.0
-
-        def _generate(self, prompts: list) -> Any:
-            start = time.perf_counter()
-            try:
-                return super()._generate(prompts)
-            finally:
-                self.policy_generate_s += time.perf_counter() - start
-
-    return TimedGRPOTrainer
-
-
 class StepClock(TrainerCallback):
-    """Wall time inside training steps (from step begin to step end, before held-out evaluation runs)."""
+    """Wall time inside training steps (from step begin to step end, before held-out evaluation runs) and, within
+    them, the policy's sampling (from a step's start to its first reward call).
+
+    >>> clock = StepClock()
+    >>> (score,) = clock.watch([lambda completions, **kw: [1.0] * len(completions)])
+    >>> clock.on_step_begin(None, None, None); score(["a", "b"]); clock.on_step_end(None, None, None)
+    [1.0, 1.0]
+    >>> clock.steps, clock.sampled_steps, 0 < clock.policy_generate_s <= clock.step_s
+    (1, 1, True)
+    """
 
     def __init__(self) -> None:
         self.step_s = 0.0
         self.steps = 0
+        self.policy_generate_s = 0.0
+        self.sampled_steps = 0  # steps in which trl sampled completions (and called the rewards)
         self._start: float | None = None
+        self._sampled = False
+
+    def watch(self, functions: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        """The reward functions, each noting its first call of a step (names and signatures kept for trl)."""
+        return [self._watched(fn) for fn in functions]
+
+    def _watched(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def reward_fn(*args: Any, **kwargs: Any) -> Any:
+            if self._start is not None and not self._sampled:
+                self.policy_generate_s += time.perf_counter() - self._start
+                self.sampled_steps += 1
+                self._sampled = True
+            return fn(*args, **kwargs)
+
+        return reward_fn
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._start = time.perf_counter()
+        self._sampled = False
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._start is not None:
@@ -49,20 +64,21 @@ class StepClock(TrainerCallback):
             self._start = None
 
 
-def step_split(clock: StepClock, policy_generate_s: float, inpaint_s: float, reward_s: float) -> dict[str, Any]:
+def step_split(clock: StepClock, inpaint_s: float, reward_s: float) -> dict[str, Any]:
     """Seconds per step in each part, and the parts' shares of the step time.
 
-    >>> clock = StepClock(); clock.step_s, clock.steps = 10.0, 2
-    >>> split = step_split(clock, 4.0, 3.0, 2.0)
+    >>> clock = StepClock(); clock.step_s, clock.steps, clock.policy_generate_s = 10.0, 2, 4.0
+    >>> split = step_split(clock, 3.0, 2.0)
     >>> split["per_step_s"]["update_and_rest"], split["shares"]["policy_generation"]
     (0.5, 0.4)
     """
     n = max(clock.steps, 1)
-    parts = {"policy_generation": policy_generate_s, "inpainting": inpaint_s, "reward": reward_s}
+    parts = {"policy_generation": clock.policy_generate_s, "inpainting": inpaint_s, "reward": reward_s}
     parts["update_and_rest"] = max(clock.step_s - sum(parts.values()), 0.0)
     total = clock.step_s
     return {
         "steps": clock.steps,
+        "sampled_steps": clock.sampled_steps,
         "step_s": total / n,
         "per_step_s": {k: v / n for k, v in parts.items()},
         "shares": {k: (v / total if total else None) for k, v in parts.items()},

@@ -31,6 +31,33 @@ def _logging_left_as_found():
 
 
 @pytest.fixture(scope="session")
+def deepspeed_ops(tmp_path_factory: pytest.TempPathFactory):
+    """DeepSpeed launches of this test run build their C++ ops (the CPU shared-memory communication op) once, into a
+    folder of their own (``TORCH_EXTENSIONS_DIR`` for every launch that follows): the suite never waits on a shared
+    build cache or a lock an interrupted build left there. ``TEST_TORCH_EXTENSIONS_DIR`` names a folder to reuse
+    across runs instead."""
+    import subprocess
+    import sys
+
+    from training.shared import check_build_locks
+
+    folder = os.environ.get("TEST_TORCH_EXTENSIONS_DIR") or str(tmp_path_factory.mktemp("torch_extensions"))
+    before = os.environ.get("TORCH_EXTENSIONS_DIR")
+    os.environ["TORCH_EXTENSIONS_DIR"] = folder
+    check_build_locks()
+    build = "from deepspeed.comm.torch import build_shm_op; build_shm_op()"
+    try:
+        subprocess.run([sys.executable, "-c", build], check=True, capture_output=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"building DeepSpeed's CPU communication op in {folder} took over 900 s")
+    yield Path(folder)
+    if before is None:
+        os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+    else:
+        os.environ["TORCH_EXTENSIONS_DIR"] = before
+
+
+@pytest.fixture(scope="session")
 def tiny_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Qwen2-VL checkpoint built offline once per test session."""
     from reward.testing import make_tiny_vlm

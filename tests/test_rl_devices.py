@@ -33,7 +33,7 @@ def test_device_specs_resolve_per_process(two_gpus_rank1):
     assert process_device("cpu") == "cpu" and process_device("cuda:7") == "cuda:7"
     with pytest.raises(ValueError, match=r"names 1 devices but this is process 1"):
         process_device(["cuda:6"], where="reward.device")
-    assert process_device(None, local_rank=5, n_gpus=0) == "cpu"
+    assert process_device(None, rank=5, n_gpus=0) == "cpu"
 
 
 def test_rewards_and_generators_get_the_process_device_and_device_map_is_refused(two_gpus_rank1, caplog):

@@ -1,8 +1,10 @@
-"""bench/rl_gpu_check.sh's CPU dry run: GRPO with the reward in-process and served, end to end on tiny models, every
-row of its table present and no section failed."""
+"""bench/rl_gpu_check.sh's CPU dry run: GRPO with the reward in-process and served, and with trl's default KL term
+under DeepSpeed ZeRO-3 (a full and a LoRA policy), end to end on tiny models, every row of its table present and no
+section failed."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_rl_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path):
+def test_rl_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path, request):
+    if importlib.util.find_spec("deepspeed") is not None:
+        request.getfixturevalue("deepspeed_ops")  # its ZeRO-3 sections build DeepSpeed's CPU op once per test run
     env = {**os.environ, "PYTHON": sys.executable}
     env.pop("OUT", None)
     cmd = ["bash", str(ROOT / "bench/rl_gpu_check.sh"), "--dry-run", "--out", str(tmp_path), "--work", str(tmp_path)]
@@ -37,3 +41,10 @@ def test_rl_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path):
     assert "section" in proc.stdout and "s/step inpainting" in proc.stdout  # the table on stdout
     assert f"{local} | steps done | 2 of 2" in proc.stdout  # and its rows as they come, one per line
     assert float(rows[("rl generators", "flux-fill candidate alone vs batched, max |diff| (0-255)")]) <= 2.0
+    if importlib.util.find_spec("deepspeed") is not None:  # trl's default KL term under ZeRO-3, full and LoRA
+        for section, reference in (
+            ("rl grpo zero3 kl", "zero3-sharded"),
+            ("rl grpo zero3 kl lora", "policy without its adapter"),
+        ):
+            assert rows[(section, "steps done")] == "2 of 2" and rows[(section, "reference model")] == reference
+            assert float(rows[(section, "beta")]) > 0

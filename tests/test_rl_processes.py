@@ -1,8 +1,11 @@
-"""rl/grpo.py under `accelerate launch` with 2 CPU processes (gloo): DDP and DeepSpeed ZeRO-3. Each process builds its
-reward and generator on its own device, held-out evaluation and the final save are collective (under ZeRO-3 they
-hung or crashed when done by the main process alone), sample files never collide, and what should equal a 1-process
-run does: the held-out rewards before any update. And a run whose reward server dies mid-run stops at the first
-step without a usable reward, counting the failures."""
+"""rl/grpo.py under `accelerate launch` with 2 CPU processes (gloo): DDP, DeepSpeed ZeRO-3 (a config file, and the
+``--use_deepspeed --zero_stage 3`` flags; a full and a LoRA policy) and ZeRO-2, with trl's default KL term (beta > 0:
+a reference model, sharded under ZeRO-3 like the policy; with LoRA the policy with its adapter disabled). Each process
+builds its reward and generator on its own device, held-out evaluation and the final save are collective (under
+ZeRO-3 they hung or crashed when done by the main process alone), sample files never collide, and what should equal
+a 1-process run does: the held-out rewards before any update. The console shows one line per step and a closing
+summary. And a run whose reward server dies mid-run stops at the first step without a usable reward, counting the
+failures."""
 
 from __future__ import annotations
 
@@ -24,6 +27,21 @@ from rl.inpaint_tasks import write_procedural_tasks
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
+ZERO2_CPU = """\
+compute_environment: LOCAL_MACHINE
+distributed_type: DEEPSPEED
+deepspeed_config:
+  zero_stage: 2
+  offload_optimizer_device: none
+  offload_param_device: none
+  gradient_accumulation_steps: 1
+  zero3_init_flag: false
+mixed_precision: 'no'
+num_machines: 1
+num_processes: 2
+machine_rank: 0
+use_cpu: false
+"""
 ZERO3_CPU = """\
 compute_environment: LOCAL_MACHINE
 distributed_type: DEEPSPEED
@@ -56,14 +74,15 @@ def _overrides(lm: Path, tasks: Path, out: Path, vlm: Path, per_device: int) -> 
         "eval_tasks=3",
         "samples_per_step=2",
         "trainer.learning_rate=5e-3",
-        "trainer.beta=0",
         "trainer.max_completion_length=12",
         "trainer.save_steps=1000",
     ]
 
 
 def _launch(launcher: list[str], overrides: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """A 2-process launch; a stalled one stops itself (stall_timeout_s) long before the test's own timeout."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DS_BUILD_OPS": "0", "HF_HUB_OFFLINE": "1"}
+    overrides = [*overrides, "stall_timeout_s=300"]
     cmd = [sys.executable, "-m", "accelerate.commands.launch", *launcher, str(ROOT / "rl/grpo.py"), *overrides]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 
@@ -81,27 +100,41 @@ def parts(tmp_path_factory, tiny_vlm_path):
     return root, lm, tasks, single, heldout
 
 
+NO_DEEPSPEED = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="no deepspeed")
+FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--num_processes", "2", "--mixed_precision", "no"]
+
+
+def _launcher(launch: list[str], tmp_path: Path) -> list[str]:
+    """A config named by its variable (ZERO3_CPU, ZERO2_CPU) is written to a file first."""
+    if launch[:1] == ["--config_file"] and launch[1] in ("ZERO3_CPU", "ZERO2_CPU"):
+        (tmp_path / "accelerate.yaml").write_text(globals()[launch[1]])
+        return ["--config_file", str(tmp_path / "accelerate.yaml")]
+    return launch
+
+
 @pytest.mark.parametrize(
-    "launch",
+    "launch,beta",
     [
-        pytest.param(["--multi_gpu", "--num_processes", "2", "--mixed_precision", "no"], id="ddp-gloo"),
-        pytest.param(
-            ["--config_file", "ZERO3"],
-            id="zero3",
-            marks=pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="no deepspeed"),
-        ),
+        pytest.param(["--multi_gpu", "--num_processes", "2", "--mixed_precision", "no"], 0, id="ddp-gloo-beta0"),
+        pytest.param(["--config_file", "ZERO3_CPU"], None, id="zero3", marks=NO_DEEPSPEED),
     ],
 )
-def test_two_processes_each_on_its_device_collective_heldout_and_save(parts, tiny_vlm_path, launch, tmp_path):
+def test_two_processes_each_on_its_device_collective_heldout_and_save(
+    parts, tiny_vlm_path, launch, beta, tmp_path, request
+):
     root, lm, tasks, single, heldout_single = parts
-    if launch == ["--config_file", "ZERO3"]:
-        (tmp_path / "zero3.yaml").write_text(ZERO3_CPU)
-        launch = ["--config_file", str(tmp_path / "zero3.yaml")]
+    if launch[1] == "ZERO3_CPU":
+        request.getfixturevalue("deepspeed_ops")  # DeepSpeed's CPU op, built once for the test run
     out = tmp_path / "run"
-    proc = _launch(launch, _overrides(lm, tasks, out, tiny_vlm_path, 2), tmp_path)
+    overrides = _overrides(lm, tasks, out, tiny_vlm_path, 2) + ([f"trainer.beta={beta}"] if beta is not None else [])
+    proc = _launch(_launcher(launch, tmp_path), overrides, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "grpo_result.json").read_text())
     assert result["global_step"] == 2 and result["complete"]
+    expected = (
+        "none" if beta == 0 else "zero3-sharded"
+    )  # trl's default beta: a reference model, sharded like the policy
+    assert {p["reference"] for p in result["processes"]} == {expected}
     procs = result["processes"]
     assert [p["process"] for p in procs] == [0, 1] and [p["local_rank"] for p in procs] == [0, 1]
     for p in procs:  # what each process actually built its models on (a model's parameters, not a setting)
@@ -119,6 +152,47 @@ def test_two_processes_each_on_its_device_collective_heldout_and_save(parts, tin
     saved = load_file(out / "policy" / "model.safetensors")  # the gathered weights under ZeRO-3, not placeholders
     reference = load_file(root / "one" / "policy" / "model.safetensors")
     assert saved.keys() == reference.keys() and all(saved[k].shape == reference[k].shape for k in saved)
+
+
+@pytest.mark.parametrize(
+    "launch,lora,reference",
+    [
+        pytest.param(FLAGS, False, "zero3-sharded", id="zero3-flags"),
+        pytest.param(["--config_file", "ZERO3_CPU"], True, "policy without its adapter", id="zero3-lora"),
+        pytest.param(["--config_file", "ZERO2_CPU"], False, "whole", id="zero2"),
+    ],
+)
+@NO_DEEPSPEED
+def test_deepspeed_launches_train_with_the_default_kl_term(parts, deepspeed_ops, launch, lora, reference, tmp_path):
+    """trl's default beta builds a reference model: under ZeRO-3 inside zero.Init (it failed DeepSpeed's batch check,
+    seeing one process), for LoRA the policy with its adapter disabled. Two steps train and the KL term moves."""
+    _, lm, tasks, _, _ = parts
+    out = tmp_path / "run"
+    overrides = [
+        f"policy.path={lm}",
+        f"data={tasks}",
+        f"output_dir={out}",
+        "reward=scene-proxy",
+        "trainer.num_generations=4",
+        "trainer.per_device_train_batch_size=8",
+        "trainer.max_steps=2",
+        "eval.every=0",
+        "trainer.learning_rate=5e-3",
+        "trainer.max_completion_length=12",
+        "trainer.save_steps=1000",
+        *(["lora.enabled=true", "lora.r=4"] if lora else []),
+    ]
+    proc = _launch(_launcher(launch, tmp_path), overrides, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "grpo_result.json").read_text())
+    assert result["global_step"] == 2 and result["complete"] and result["beta"] == pytest.approx(0.04)
+    assert {p["reference"] for p in result["processes"]} == {reference}
+    assert result["kl"][0][1] == pytest.approx(0, abs=1e-6) and result["kl"][-1][1] > 0  # the update moved the policy
+    saved = out / "policy" / ("adapter_model.safetensors" if lora else "model.safetensors")
+    assert saved.is_file()
+    console = proc.stdout + proc.stderr
+    assert "step 2/2  reward " in console and "{'loss'" not in console and "'train_runtime'" not in console
+    assert "GRPO finished: 2 of 2 steps" in console and f"result: {out / 'grpo_result.json'}" in console
 
 
 class _KillServer(TrainerCallback):

@@ -1,5 +1,6 @@
 """training/sft.py under `accelerate launch` with DeepSpeed ZeRO-2 and ZeRO-3 (one CPU process): DeepSpeed really
-runs, and a ZeRO-3 run writes a scorer with the gathered weights."""
+runs, and a ZeRO-3 run writes a scorer with the gathered weights; and ZeRO-3 with two CPU processes, launched by a
+config file and by the ``--use_deepspeed --zero_stage 3`` flags."""
 
 from __future__ import annotations
 
@@ -35,19 +36,44 @@ use_cpu: false
 """
 
 
-def _launch_sft(config: str, model: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """training/sft.py under ``accelerate launch --config_file`` (one CPU process) on a tiny benchmark."""
+ZERO3_TWO = """\
+compute_environment: LOCAL_MACHINE
+distributed_type: DEEPSPEED
+deepspeed_config:
+  zero_stage: 3
+  offload_optimizer_device: none
+  offload_param_device: none
+  gradient_accumulation_steps: 1
+  zero3_init_flag: true
+  zero3_save_16bit_model: true
+mixed_precision: 'no'
+num_machines: 1
+num_processes: 2
+machine_rank: 0
+use_cpu: false
+"""
+FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--num_processes", "2"]  # zero3_save_16bit_model left off
+
+
+def _launch_sft(
+    config: str | list[str], model: Path, tmp_path: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """training/sft.py under ``accelerate launch --config_file`` (a config's text) or the given launcher flags, on a
+    tiny benchmark."""
     from training.procedural.synthetic import write_benchmark
 
     bench = write_benchmark(tmp_path / "bench", 6, size=56, seed=3)
-    (tmp_path / "accelerate.yaml").write_text(config)
+    if isinstance(config, str):
+        (tmp_path / "accelerate.yaml").write_text(config)
+        config = ["--config_file", str(tmp_path / "accelerate.yaml")]
     out = tmp_path / "run"
     cmd = [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
-        "--config_file",
-        str(tmp_path / "accelerate.yaml"),
+        *config,
+        "--mixed_precision",
+        "no",
         str(ROOT / "training/sft.py"),
         f"model.path={model}",
         f"data.train={bench.ratings}",
@@ -58,10 +84,15 @@ def _launch_sft(config: str, model: Path, tmp_path: Path, *extra: str) -> tuple[
         "prompt.type=1",
         *extra,
     ]
-    env = {**os.environ, "DS_BUILD_OPS": "0"}
+    env = {**os.environ, "DS_BUILD_OPS": "0", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, out
+
+
+@pytest.fixture(autouse=True)
+def _ops(deepspeed_ops):
+    """DeepSpeed's CPU op built once for the test run, in a folder of its own."""
 
 
 def test_sft_runs_under_deepspeed_zero2(tiny_vlm_path, tmp_path):
@@ -94,3 +125,16 @@ def test_zero3_scorer_holds_the_gathered_trained_weights(tiny_vlm_path, tmp_path
     assert torch.equal(trained[vit], initial[vit])  # ... the frozen ViT was not
     scores = build({"path": str(scorer), "batch_size": 4}).score(random_images(2)).scores
     assert scores.shape == (2,) and bool(((scores >= 1) & (scores <= 5)).all())
+
+
+@pytest.mark.parametrize("launch", [pytest.param(ZERO3_TWO, id="config-file"), pytest.param(FLAGS, id="flags")])
+def test_zero3_with_two_processes_trains_and_writes_the_gathered_scorer(tiny_vlm_path, tmp_path, launch):
+    from safetensors.torch import load_file
+
+    proc, out = _launch_sft(launch, tiny_vlm_path, tmp_path, "trainer.save_steps=100", "trainer.learning_rate=1e-2")
+    assert "effective batch 8 = 4 per device x 1 accumulation x 2 processes" in proc.stdout + proc.stderr
+    trained = load_file(out / "scorer" / "model.safetensors")
+    initial = load_file(tiny_vlm_path / "model.safetensors")
+    assert set(trained) == set(initial) and all(trained[k].shape == initial[k].shape for k in initial)
+    name = next(k for k in initial if k.endswith("lm_head.weight"))
+    assert not torch.equal(trained[name], initial[name])  # trained, gathered from both processes' shards

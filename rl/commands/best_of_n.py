@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.errors import ConfigError
-from reward.core.outputs import Output, prepare_output
+from reward.core.outputs import Output
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
@@ -32,7 +32,8 @@ from rl.generators import build_generator, inpaint_each
 from rl.inpaint_tasks import load_tasks
 from rl.plots import image_grid
 from rl.reward_guard import require_scores, served_reports
-from rl.rewards import RewardSet, reward_configs, reward_has_device
+from rl.rewards import RewardSet, reward_has_device
+from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 
 logger = logging.getLogger(__name__)
 
@@ -76,29 +77,16 @@ def _entry(node: Any) -> Any:
     return node if isinstance(node, str) else to_plain(node)
 
 
-def _inputs(s: BestOfNSettings) -> dict[str, Any]:
-    inputs: dict[str, Any] = {"data": s.data}
-    entries = [_entry(s.reward)] + ([_entry(s.judge)] if s.judge else [])
-    for role, (name, cfg) in zip(("reward", "judge"), reward_configs(entries), strict=False):
-        for key in ("path", "model", "protocol", "fusion", "memory"):
-            if isinstance(cfg.get(key), str):
-                inputs[f"{role}.{name}.{key}"] = cfg[key]
-    gen = to_plain(s.generator)
-    if isinstance(gen.get("path"), str):
-        inputs["generator"] = gen["path"]
-    return inputs
-
-
 def prepare(s: BestOfNSettings, *, create: bool = True) -> Output | None:
     """The output folder: new, or an earlier run moved aside (``overwrite=true``); else refused. With
     ``create=False`` only the refusal is checked (nothing is written), so it comes before any model loads."""
-    out = Path(s.out)
-    if not create and (s.overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
-        return None
-    settings = {
-        k: v for k, v in json.loads(json.dumps(asdict(s), default=str)).items() if k not in ("out", "overwrite")
-    }
-    return prepare_output(out, "best_of_n", settings, _inputs(s), overwrite=s.overwrite, resume_hint=None)
+    inputs = run_inputs(
+        {"data": s.data}, [("reward", [s.reward]), ("judge", [s.judge] if s.judge else [])], s.generator
+    )
+    settings = settings_record(s, leave_out=("out", "overwrite"))
+    return prepare_run_folder(
+        Path(s.out), "best_of_n", settings, inputs, create=create, overwrite=s.overwrite, resume_hint=None
+    )
 
 
 def run(cfg: Any) -> dict[str, Any]:

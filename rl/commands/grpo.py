@@ -9,10 +9,18 @@ output folder (a new run, the same run resumed with ``resume=auto``, or a refusa
 run aside). Each process builds its rewards and generator on its own device (:mod:`rl.devices`) and, under DeepSpeed
 ZeRO-3, as whole models. Held-out evaluation and the final save are collective. At the end ``reward_curve.png`` and
 ``samples_first_last.png`` are drawn and ``grpo_result.json`` records the models and data, every process's devices,
-the step-time split and peak memory; a run that ends short of ``trainer.max_steps`` fails with the reason.
+the step-time split and peak memory; a run that ends short of ``trainer.max_steps`` fails with the reason. The
+console shows one line per step and, at the end, a summary (:mod:`rl.summary`). A process that makes no progress
+for ``stall_timeout_s`` dumps where it waits and exits 2 (:mod:`training.watchdog`).
+
+``run`` reads top to bottom: :func:`settings_and_args` (every check of the settings, trl's ``GRPOConfig`` built
+once), :func:`set_up` (tasks, devices, output folder, rewards, generator, policy), :func:`train` (trl's trainer and
+its callbacks), :func:`report` (gathered per-process figures, plots, ``grpo_result.json``, the summary).
 
 Launches (``configs/accelerate/``): one process; several processes (DDP, ``multi_gpu.yaml``); DeepSpeed ZeRO-2
-(``zero2.yaml``) and ZeRO-3 (``zero3.yaml``). FSDP is refused (held-out generation does not gather FSDP shards).
+(``zero2.yaml``) and ZeRO-3 (``zero3.yaml``, or ``--use_deepspeed --zero_stage 3``), with trl's KL term: under
+ZeRO-3 its reference model is built inside ``zero.Init``, sharded like the policy. FSDP is refused (held-out
+generation does not gather FSDP shards).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +37,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.errors import ConfigError, UserError
-from reward.core.outputs import Output, prepare_output
+from reward.core.outputs import Output
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.rewards.registry import store_reward_schemas
@@ -41,16 +49,23 @@ from rl.plots import draw_run_plots, train_curve
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
 from rl.processes import gather, on_main, wait_for_everyone
 from rl.reward_guard import RewardGuard
-from rl.rewards import InpaintingRewards, RewardSet, reward_configs, reward_has_device
-from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split, timed_trainer
+from rl.rewards import InpaintingRewards, RewardSet, reward_has_device
+from rl.run_folder import prepare_run_folder, run_inputs, settings_record
+from rl.summary import StepLine, summarize, summary_text
+from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
 from training.plan import PlanSettings, plan_problems
+from training.reporting import report_to_problems
 from training.shared import (
     LoraSettings,
+    check_build_locks,
     load_checkpoint_weights,
     lora_config,
+    save_gathered_weights_under_zero3,
+    start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
+from training.watchdog import Watchdog, WatchdogCallback
 
 logger = logging.getLogger(__name__)
 
@@ -73,22 +88,18 @@ class EvalSettings:
 
 
 def _paper_trainer() -> dict[str, Any]:
-    """trl.GRPOConfig fields: the paper's where App. D.3 states them (group 8, batch 4, eq. 8's loss), ours
-    elsewhere; any other field is added with +trainer.NAME=VALUE."""
+    """trl.GRPOConfig fields with the paper's defaults; any other field is added with +trainer.NAME=VALUE."""
     return {
         "num_generations": 8,  # group size G (the paper: 8)
         # completions per process and step: 32 = the paper's 4 prompts x 8 with one process; with N processes a
         # step takes N x 32 / 8 prompts, so use 32 / N for the paper's batch (groups may span processes)
         "per_device_train_batch_size": 32,
         "gradient_accumulation_steps": 1,
-        # eq. 8: each completion's token losses averaged over its own length, then over the group (trl's "grpo";
-        # trl's own default "dapo" averages over all tokens of the batch)
-        "loss_type": "grpo",
         "max_completion_length": None,  # null: the generator's text budget (CLIP 77; FLUX Fill's T5: 512)
-        "temperature": 1.0,  # ours (the paper gives none)
-        "learning_rate": 1.0e-6,  # ours (the paper gives none)
-        "beta": 0.04,  # ours: KL to the reference policy (0 drops the reference model)
-        "max_steps": 500,  # ours
+        "temperature": 1.0,
+        "learning_rate": 1.0e-6,
+        "beta": 0.04,  # KL to the reference policy (0 drops the reference model)
+        "max_steps": 500,
         "lr_scheduler_type": "constant",
         "bf16": None,  # null: on where the GPU supports it
         "use_vllm": False,  # true on GPUs: trl's vLLM generation (vllm_mode colocate | server)
@@ -124,6 +135,7 @@ class GrpoSettings:
     overwrite: bool = False  # an earlier run in output_dir is moved aside to output_dir.old-<time> (never deleted)
     seed: int = 0  # generator seeds (one per task and step, shared by the task's group)
     samples_per_step: int = 4  # images saved per step in output_dir/samples (first-vs-last grid; main process)
+    stall_timeout_s: float = 1800  # no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)
     trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields
     plan: bool = False  # true: print the run's plan (batch, memory per GPU of each model) and exit; nothing loads
     plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
@@ -136,12 +148,12 @@ store_reward_schemas()
 # not what it learns
 MAY_CHANGE = (
     "output_dir",
-    "plan",
-    "plan_for",
     "resume",
     "overwrite",
     "samples_per_step",
     "max_reward_failures",
+    "plan",
+    "plan_for",
     "eval.every",
     "trainer.max_steps",
     "trainer.logging_steps",
@@ -150,6 +162,7 @@ MAY_CHANGE = (
     "trainer.save_total_limit",
     "trainer.report_to",
     "trainer.dataloader_num_workers",
+    "stall_timeout_s",
     "reward.device",
     "reward.backend",
     "reward.server",
@@ -157,7 +170,6 @@ MAY_CHANGE = (
     "generator.device",
     "generator.batch_size",
 )
-MODEL_KEYS = ("path", "model", "protocol", "fusion", "memory")  # config keys of rewards and generators naming inputs
 
 
 RESUME = {"auto": True, "true": True, "never": False, "false": False}  # true / false: the other commands' spelling
@@ -169,12 +181,27 @@ class RunIncomplete(UserError):
 
 def parse_settings(cfg: Any) -> GrpoSettings:
     """Typed settings; unknown, missing or mistyped keys of every section are reported together."""
+    return settings_and_args(cfg)[0]
+
+
+def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
+    """Typed settings and trl's ``GRPOConfig`` (built once: building it sets up this launch's processes); every
+    problem of both is reported together."""
     s = parse(GrpoSettings, cfg, where="")
-    _validate(s)
-    return s
+    problems = _problems(s)
+    args = None
+    try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
+        args = grpo_args(s, Path(s.output_dir))
+    except ConfigError as err:
+        problems.append(str(err))
+    if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
+        problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
+    if problems:
+        raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
+    return s, args
 
 
-def _validate(s: GrpoSettings) -> None:
+def _problems(s: GrpoSettings) -> list[str]:
     problems = []
     if str(s.resume).lower() not in RESUME:
         problems.append(f"resume={s.resume!r}: use auto (continue the same run) or never (a new run only)")
@@ -182,18 +209,23 @@ def _validate(s: GrpoSettings) -> None:
         problems.append(f"policy.vision={s.policy.vision!r}: use auto, true or false")
     if s.policy.image not in POLICY_VIEWS:
         problems.append(f"policy.image={s.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
-    if not 0.0 <= s.max_reward_failures <= 1.0:
-        problems.append(f"max_reward_failures={s.max_reward_failures}: give a fraction of a step in [0, 1]")
     if "{prompt}" not in s.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
     if not s.reward or not to_plain(s.reward).get("name"):
         problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.path=DIR)")
     if not s.generator:
         problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
+    if not 0.0 <= s.max_reward_failures <= 1.0:
+        problems.append(f"max_reward_failures={s.max_reward_failures}: give a fraction of a step in [0, 1]")
+    if s.stall_timeout_s < 0:
+        problems.append(f"stall_timeout_s={s.stall_timeout_s}: give seconds (0: no limit)")
     if s.trainer.get("remove_unused_columns"):
         problems.append(
             "trainer.remove_unused_columns=true would drop task_id, which the rewards need; leave it unset"
         )
+    if s.trainer.get("sync_ref_model") and (s.lora.enabled or not s.trainer.get("beta")):
+        why = "with LoRA the reference is the policy with its adapter disabled" if s.lora.enabled else "beta is 0"
+        problems.append(f"trainer.sync_ref_model=true has no reference model to sync ({why}); leave it false")
     n_rewards = 1 + len(s.more_rewards)
     weights = s.trainer.get("reward_weights")
     if weights is not None and len(weights) != n_rewards:
@@ -201,17 +233,9 @@ def _validate(s: GrpoSettings) -> None:
             f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
             "(reward + more_rewards); give one per reward"
         )
-    try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = grpo_args(s, Path(s.output_dir))
-        if getattr(args, "fsdp", None) or str(getattr(args.distributed_state, "distributed_type", "")).endswith(
-            "FSDP"
-        ):
-            problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
-    except ConfigError as err:
-        problems.append(str(err))
+    problems.extend(report_to_problems(s.trainer.get("report_to", "none")))
     problems.extend(plan_problems(s.plan_for))
-    if problems:
-        raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
+    return problems
 
 
 def grpo_args(s: GrpoSettings, out: Path) -> Any:
@@ -233,6 +257,9 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
         args["max_completion_length"] = text_budget(s.generator) if s.generator else 77
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
+    save_gathered_weights_under_zero3()  # the policy is written as a model, not as DeepSpeed's shards
+    if uses_deepspeed(None):
+        check_build_locks()  # before accelerate starts DeepSpeed (GPU launches), which may build its ops
     try:
         return GRPOConfig(output_dir=str(out), **args)
     except (TypeError, ValueError) as err:
@@ -298,34 +325,22 @@ def check_fills_a_step(train: list[Task], args: Any, s: GrpoSettings) -> int:
     return prompts
 
 
-def _inputs(s: GrpoSettings) -> dict[str, Any]:
-    """Every input the run reads, for the run's identity (fingerprinted) and provenance."""
-    inputs: dict[str, Any] = {"policy": s.policy.path, "data": s.data, "eval_data": s.eval_data}
-    for role, entries in (("reward", [s.reward, *s.more_rewards]), ("eval_reward", s.eval_rewards)):
-        for i, (name, cfg) in enumerate(reward_configs(entries)):
-            for key in MODEL_KEYS:
-                if isinstance(cfg.get(key), str):
-                    inputs[f"{role}{i}.{name}.{key}"] = cfg[key]
-    gen = to_plain(s.generator) if s.generator else {}
-    if isinstance(gen.get("path"), str):
-        inputs["generator"] = gen["path"]
-    return inputs
-
-
 def prepare(s: GrpoSettings, out: Path, *, create: bool = True) -> Output | None:
-    """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused. With
-    ``create=False`` only a refusal is checked and nothing is written, so that it comes before any model loads (a
-    folder created then would hold a run whose models never loaded)."""
-    if not create and (s.overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
-        return None
-    settings = json.loads(json.dumps(asdict(s), default=str))
-    return prepare_output(
+    """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused; with
+    ``create=False`` only a refusal is checked, before any model loads (:func:`rl.run_folder.prepare_run_folder`)."""
+    inputs = run_inputs(
+        {"policy": s.policy.path, "data": s.data, "eval_data": s.eval_data},
+        [("reward{i}", [s.reward, *s.more_rewards]), ("eval_reward{i}", s.eval_rewards)],
+        s.generator,
+    )
+    return prepare_run_folder(
         out,
         "grpo",
-        settings,
-        _inputs(s),
-        resume=RESUME[str(s.resume).lower()],
+        settings_record(s),
+        inputs,
+        create=create,
         overwrite=s.overwrite,
+        resume=RESUME[str(s.resume).lower()],
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
         out_key="output_dir",
@@ -342,6 +357,52 @@ def checkpoint_step(checkpoint: str | None) -> int:
     return int(Path(checkpoint).name.rsplit("-", 1)[-1])
 
 
+@dataclass
+class Setup:
+    """What :func:`set_up` builds for :func:`train` and :func:`report`."""
+
+    s: GrpoSettings
+    args: Any  # trl.GRPOConfig
+    out: Path
+    output: Output
+    vision: bool
+    train: list[Task]
+    heldout: list[Task]
+    n_bad: int
+    rewards: RewardSet
+    eval_set: RewardSet | None
+    generator: Any
+    model: Any
+    processing_class: Any
+    resume_from: str | None
+
+
+@dataclass
+class Trained:
+    """What :func:`train` leaves for :func:`report`."""
+
+    trainer: Any
+    global_step: int
+    train_s: float
+    clock: StepClock
+    adapter: InpaintingRewards
+    heldout_cb: HeldOutEval | None
+    stopped_at: int | None
+    guard: RewardGuard
+
+
+def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
+    """Set up, train, report; returns the summary (also ``output_dir/grpo_result.json``)."""
+    s, args = settings_and_args(cfg)
+    if s.plan:
+        return _print_plan(s, args)
+    with Watchdog(s.stall_timeout_s) as dog:
+        setup = set_up(s, args, dog)
+        trained = train(setup, callbacks or [], dog)
+        dog.beat("writing the report")
+        return report(setup, trained)
+
+
 def _print_plan(s: GrpoSettings, args: Any) -> dict[str, Any]:
     from rl.commands.grpo_plan import grpo_plan
     from training.plan import format_plan
@@ -351,147 +412,236 @@ def _print_plan(s: GrpoSettings, args: Any) -> dict[str, Any]:
     return {"plan": plan.as_dict()}
 
 
-def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
-    """Validate, build, train, plot; returns a summary (also ``output_dir/grpo_result.json``)."""
-    from datasets import Dataset
-
-    s = parse_settings(cfg)
+def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:
+    """Every check before a model loads (tasks, a full step, devices, the output folder), then the rewards, the
+    generator, the output folder and the policy."""
     out = Path(s.output_dir)
-    if s.plan:
-        return _print_plan(s, grpo_args(s, out))
     vision = is_vlm(s.policy.path, s.policy.vision)
-    with_eval = s.eval.every > 0
-    args = grpo_args(s, out)
-    train, heldout, n_bad = task_split(s, with_eval)
-    check_fills_a_step(train, args, s)
+    train_tasks, heldout, n_bad = task_split(s, with_eval=s.eval.every > 0)
+    check_fills_a_step(train_tasks, args, s)
     train_entries = resolve_devices([s.reward, *s.more_rewards], schema_has_device=reward_has_device, where="reward")
     eval_entries = resolve_devices(s.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
     (generator_cfg,) = resolve_devices([s.generator], schema_has_device=generator_has_device, where="generator")
-
     on_main(lambda: prepare(s, out, create=False))  # a refused output_dir fails here, before any model loads
 
+    dog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
+    start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
+    dog.beat("building the rewards and the generator")
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
         rewards = RewardSet(train_entries, normalize=s.normalize_rewards)
         eval_set = None
-        if with_eval:
+        if s.eval.every > 0:
             built = {r.label: r.reward for r in rewards.rewards}
             eval_set = RewardSet([*train_entries, *eval_entries], normalize=s.normalize_rewards, built=built)
         generator = build_generator(generator_cfg)
     output = on_main(lambda: prepare(s, out))  # decided once, by the main process
     assert output is not None
-    resume_from = None
-    if output.resumed:
-        from transformers.trainer_utils import get_last_checkpoint
-
-        resume_from = get_last_checkpoint(str(out))
-        if args.process_index == 0:
-            truncate_records(out, checkpoint_step(resume_from))
-        logger.info("resuming the run in %s from %s", out, resume_from or "its start (no checkpoint yet)")
+    resume_from = resume_point(output, out, args)
     wait_for_everyone()
+
+    dog.beat("loading the policy")
     model, processing_class = load_policy(s.policy, s.lora, vision, args)
     if resume_from and not s.lora.enabled and not uses_deepspeed(args):
         load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses Qwen-VL checkpoint keys
+    return Setup(
+        s=s,
+        args=args,
+        out=out,
+        output=output,
+        vision=vision,
+        train=train_tasks,
+        heldout=heldout,
+        n_bad=n_bad,
+        rewards=rewards,
+        eval_set=eval_set,
+        generator=generator,
+        model=model,
+        processing_class=processing_class,
+        resume_from=resume_from,
+    )
+
+
+def resume_point(output: Output, out: Path, args: Any) -> str | None:
+    """The checkpoint a resumed run continues from (``None``: a new run, or no checkpoint yet); the records written
+    after it are dropped (main process)."""
+    if not output.resumed:
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    checkpoint = get_last_checkpoint(str(out))
+    if args.process_index == 0:
+        truncate_records(out, checkpoint_step(checkpoint))
+    logger.info("resuming the run in %s from %s", out, checkpoint or "its start (no checkpoint yet)")
+    return checkpoint
+
+
+def train(setup: Setup, callbacks: list[Any], dog: Watchdog) -> Trained:
+    """trl's GRPOTrainer on the training tasks, timed per step, evaluated on the held-out tasks, one console line per
+    step; the policy saved to ``output_dir/policy`` (collective)."""
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOTrainer
+
+    s, args, out = setup.s, setup.args, setup.out
     adapter = InpaintingRewards(
-        generator,
-        rewards,
-        {t.id: t for t in [*train, *heldout]},
+        setup.generator,
+        setup.rewards,
+        {t.id: t for t in [*setup.train, *setup.heldout]},
         seed=s.seed,
         samples_dir=out / "samples",
         samples_per_step=s.samples_per_step,
         write_samples=args.process_index == 0,
     )
-    rows = []
-    for t in train:
-        row: dict[str, Any] = {"prompt": build_messages(t, s, vision), "task_id": t.id}
-        if vision:
-            row["image"] = policy_view(t, s.policy.image)
-        rows.append(row)
     clock = StepClock()
     guard = RewardGuard(adapter, s.max_reward_failures)  # a step without usable rewards stops the run
-    callbacks = [clock, guard, *(callbacks or [])]  # the clock first: a step ends before held-out evaluation starts
-    heldout_cb = None
-    if eval_set is not None:
-        heldout_cb = HeldOutEval(
-            heldout,
-            lambda t: build_messages(t, s, vision),
-            adapter,
-            eval_set,
-            every=s.eval.every,
-            max_new_tokens=s.eval.max_new_tokens or args.max_completion_length or 64,
-            history=out / "heldout.jsonl",
-            view=(lambda t: policy_view(t, s.policy.image)) if vision else None,
-        )
-        callbacks.append(heldout_cb)
-    trainer = timed_trainer()(
-        model=model,
-        reward_funcs=adapter.functions(),
+    heldout_cb = held_out_eval(setup, adapter)
+    # the clock first: a step ends before held-out evaluation starts
+    first = [clock, guard, WatchdogCallback(dog), *callbacks]
+    dog.beat("building the trainer (and the reference model when trainer.beta > 0)")
+    trainer = GRPOTrainer(
+        model=setup.model,
+        reward_funcs=clock.watch(adapter.functions()),
         args=args,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=processing_class,
+        train_dataset=Dataset.from_list(training_rows(setup)),
+        processing_class=setup.processing_class,
         peft_config=lora_config(s.lora) if s.lora.enabled else None,
-        callbacks=callbacks,
+        callbacks=[*first, *([heldout_cb] if heldout_cb else [])],
     )
     if heldout_cb is not None:
         heldout_cb.trainer = trainer
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(StepLine())  # one line per step, not trl's dictionaries
     stop = StopRequests()
     trainer.add_callback(stop)  # last: it sees what every other callback asked for
     start = time.perf_counter()
-    train_out = trainer.train(resume_from_checkpoint=resume_from)
-    elapsed = time.perf_counter() - start
+    global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
+    train_s = time.perf_counter() - start
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
-    me = {
-        "process": args.process_index,
-        "local_rank": local_rank(),
-        "devices": {
-            "policy": placed_device(trainer.model) or str(trainer.accelerator.device),
-            "generator": placed_device(generator) or str(getattr(generator, "device", "cpu")),
-            **{f"reward:{r.label}": placed_device(r.reward) or "none" for r in rewards.rewards},
-            **{
-                f"eval_reward:{r.label}": placed_device(r.reward) or "none"
-                for r in (eval_set.rewards if eval_set else [])
-                if r.label not in rewards.labels
-            },
-        },
-        "timing": step_split(clock, trainer.policy_generate_s, adapter.timing.inpaint_s, adapter.timing.reward_s),
-        "heldout_s": heldout_cb.seconds if heldout_cb else 0.0,
-        "peak_memory_gib": peak_memory_gib(),
-    }
-    processes = gather(me)  # collective
-    complete = guard.failure is None and (
-        train_out.global_step >= trainer.state.max_steps or stop.requested_at is not None
+    return Trained(trainer, global_step, train_s, clock, adapter, heldout_cb, stop.requested_at, guard)
+
+
+def training_rows(setup: Setup) -> list[dict[str, Any]]:
+    """The training dataset: each task's chat prompt (and, for a VLM policy, its view of the task image)."""
+    rows = []
+    for t in setup.train:
+        row: dict[str, Any] = {"prompt": build_messages(t, setup.s, setup.vision), "task_id": t.id}
+        if setup.vision:
+            row["image"] = policy_view(t, setup.s.policy.image)
+        rows.append(row)
+    return rows
+
+
+def held_out_eval(setup: Setup, adapter: InpaintingRewards) -> HeldOutEval | None:
+    """The held-out evaluation callback (every ``eval.every`` steps and before the first), or ``None``."""
+    if setup.eval_set is None:
+        return None
+    s, vision = setup.s, setup.vision
+    return HeldOutEval(
+        setup.heldout,
+        lambda t: build_messages(t, s, vision),
+        adapter,
+        setup.eval_set,
+        every=s.eval.every,
+        max_new_tokens=s.eval.max_new_tokens or setup.args.max_completion_length or 64,
+        history=setup.out / "heldout.jsonl",
+        view=(lambda t: policy_view(t, s.policy.image)) if vision else None,
     )
+
+
+def report(setup: Setup, t: Trained) -> dict[str, Any]:
+    """Every process's devices and step-time split (collective), then on the main process the curves, plots,
+    ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with the reason."""
+    out, trainer = setup.out, t.trainer
+    processes = gather(process_record(setup, t))  # collective
+    max_steps = trainer.state.max_steps
+    complete = t.guard.failure is None and (t.global_step >= max_steps or t.stopped_at is not None)
     result: dict[str, Any] = {
-        "global_step": train_out.global_step,
-        "max_steps": trainer.state.max_steps,
+        "global_step": t.global_step,
+        "max_steps": max_steps,
         "complete": complete,
-        "stopped_by_callback_at": stop.requested_at,
-        "resumed": output.resumed,
-        "skipped_rows": n_bad,
-        "tasks": {"train": len(train), "heldout": len(heldout)},
+        "stopped_by_callback_at": t.stopped_at,
+        "resumed": setup.output.resumed,
+        "skipped_rows": setup.n_bad,
+        "tasks": {"train": len(setup.train), "heldout": len(setup.heldout)},
         "output_dir": str(out),
-        "policy_dtype": str(next(model.parameters()).dtype),
-        "rewards": rewards.labels,
-        "reward_failures": guard.report(),
-        "eval_rewards": eval_set.labels if eval_set else [],
-        "provenance": output.provenance(),
+        "policy_dtype": str(next(setup.model.parameters()).dtype),
+        "beta": setup.args.beta,
+        "rewards": setup.rewards.labels,
+        "reward_failures": t.guard.report(),
+        "eval_rewards": setup.eval_set.labels if setup.eval_set else [],
+        "provenance": setup.output.provenance(),
         "processes": processes,
-        "timing": {"train_s": elapsed, **mean_timing(processes)},
+        "timing": {"train_s": t.train_s, **mean_timing(processes)},
     }
     if trainer.is_world_process_zero():
-        processing_class.save_pretrained(str(out / "policy"))
-        result["policy"] = str(out / "policy")
-        result["train_curve"] = train_curve(trainer.state.log_history, rewards.labels)
+        setup.processing_class.save_pretrained(str(out / "policy"))
         log = trainer.state.log_history
+        history = read_history(out / "heldout.jsonl")
+        result["train_curve"] = train_curve(log, setup.rewards.labels)
         result["frac_reward_zero_std"] = [
             (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
         ]
-        result["plots"] = draw_run_plots(out, result["train_curve"], read_history(out / "heldout.jsonl"))
+        result["kl"] = [(e["step"], e["kl"]) for e in log if "kl" in e]
+        result["plots"] = draw_run_plots(out, result["train_curve"], history)
+        result["policy"] = str(out / "policy")
+        result["summary"] = summarize(log, history, setup.rewards.labels)
+        result["files"] = run_files(out, result["plots"])
         atomic_write_json(out / "grpo_result.json", result)
-    guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
+        logger.info("%s", summary_text(result))
+    t.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
     if not complete:
         raise RunIncomplete(
-            f"GRPO ended after {train_out.global_step} of {trainer.state.max_steps} steps: the training tasks ran out "
+            f"GRPO ended after {t.global_step} of {max_steps} steps: the training tasks ran out "
             f"(the trainer found no full batch of prompts). The policy so far is in {out / 'policy'}; "
             "see grpo_result.json"
         )
     return result
+
+
+def process_record(setup: Setup, t: Trained) -> dict[str, Any]:
+    """This process's rank, the devices its models actually sit on, its step-time split and peak memory."""
+    rewards, eval_set, generator = setup.rewards, setup.eval_set, setup.generator
+    devices = {
+        "policy": placed_device(t.trainer.model) or str(t.trainer.accelerator.device),
+        "generator": placed_device(generator) or str(getattr(generator, "device", "cpu")),
+        **{f"reward:{r.label}": placed_device(r.reward) or "none" for r in rewards.rewards},
+        **{
+            f"eval_reward:{r.label}": placed_device(r.reward) or "none"
+            for r in (eval_set.rewards if eval_set else [])
+            if r.label not in rewards.labels
+        },
+    }
+    return {
+        "process": setup.args.process_index,
+        "local_rank": local_rank(),
+        "devices": devices,
+        "timing": step_split(t.clock, t.adapter.timing.inpaint_s, t.adapter.timing.reward_s),
+        "reference": reference_model(t.trainer),
+        "heldout_s": t.heldout_cb.seconds if t.heldout_cb else 0.0,
+        "peak_memory_gib": peak_memory_gib(),
+    }
+
+
+def reference_model(trainer: Any) -> str:
+    """What trl's KL term compares the policy with: ``none`` (beta 0), the policy with its LoRA adapter disabled, or
+    a reference model, ``zero3-sharded`` like the policy or ``whole``."""
+    if not trainer.beta:
+        return "none"
+    if trainer.ref_model is None:
+        return "policy without its adapter"
+    params = list(trainer.ref_model.parameters())
+    return "zero3-sharded" if params and all(hasattr(p, "ds_id") for p in params) else "whole"
+
+
+def run_files(out: Path, plots: dict[str, str]) -> dict[str, str]:
+    """Where every file of the run is (those that exist)."""
+    files = {
+        "policy": out / "policy",
+        "samples": out / "samples",
+        "held-out rewards": out / "heldout.jsonl",
+        **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in plots.items()},
+        "checkpoints": out,
+        "result": out / "grpo_result.json",
+    }
+    return {name: str(path) for name, path in files.items() if path.exists() or name == "result"}

@@ -47,6 +47,8 @@ from training.shared import (
     load_dtype,
     load_for_training,
     lora_config,
+    save_gathered_weights_under_zero3,
+    start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
@@ -320,6 +322,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     _level_check(processor.tokenizer, meta["queries"], s.levels.words)
     output = check_output_folder(s)
     train_ds, skipped = _train_dataset(s, meta["queries"])
+    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
     args = _trainer_args(s, out)
     args.distributed_state.wait_for_everyone()  # every process has checked output_dir before it is created
     if args.distributed_state.is_main_process:
@@ -327,6 +330,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     args.distributed_state.wait_for_everyone()
     resume_from = get_last_checkpoint(str(out)) if output.resumed else None
     log_effective_batch(args)
+    start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
     model = load_for_training(s.model.path, dtype, s.model.loading())
     if s.model.freeze_vision or s.model.freeze_aligner:

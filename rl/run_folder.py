@@ -1,0 +1,63 @@
+"""What GRPO and Best-of-N share about their output folder: the inputs a run reads (its identity and provenance) and
+the folder's preparation (new, the same run resumed, an earlier run moved aside, or a refusal)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from reward.core.config import to_plain
+from reward.core.outputs import Output, prepare_output
+from rl.rewards import reward_configs
+
+MODEL_KEYS = ("path", "model", "protocol", "fusion", "memory")  # config keys of rewards and generators naming inputs
+
+
+def run_inputs(
+    files: Mapping[str, Any], rewards: Sequence[tuple[str, Sequence[Any]]], generator: Any
+) -> dict[str, Any]:
+    """Every input a run reads: ``files`` as given, then per role (``rewards``: role and its reward entries) each
+    reward's model files as ``ROLE.NAME.KEY`` (``ROLE{i}`` when a role has an index), then the generator's model.
+
+    >>> run_inputs({"data": "t.jsonl"}, [("reward", [{"name": "sa-iqa", "path": "/m"}])], {"path": "/g"})
+    {'data': 't.jsonl', 'reward.sa-iqa.path': '/m', 'generator': '/g'}
+    """
+    inputs: dict[str, Any] = dict(files)
+    for role, entries in rewards:
+        indexed = role.endswith("{i}")
+        for i, (name, cfg) in enumerate(reward_configs(entries)):
+            label = role.replace("{i}", str(i)) if indexed else role
+            for key in MODEL_KEYS:
+                if isinstance(cfg.get(key), str):
+                    inputs[f"{label}.{name}.{key}"] = cfg[key]
+    gen = to_plain(generator) if generator else {}
+    if isinstance(gen.get("path"), str):
+        inputs["generator"] = gen["path"]
+    return inputs
+
+
+def settings_record(settings: Any, *, leave_out: Sequence[str] = ()) -> dict[str, Any]:
+    """A settings dataclass as plain JSON values (what the folder's identity compares)."""
+    plain = json.loads(json.dumps(asdict(settings), default=str))
+    return {k: v for k, v in plain.items() if k not in leave_out}
+
+
+def prepare_run_folder(
+    out: Path,
+    command: str,
+    settings: dict[str, Any],
+    inputs: dict[str, Any],
+    *,
+    create: bool,
+    overwrite: bool,
+    **rules: Any,
+) -> Output | None:
+    """The run's output folder (``reward.core.outputs.prepare_output``: ``rules`` are its resume / may_change /
+    hint keywords). With ``create=False`` only a refusal is checked and nothing is written, so that it comes before
+    any model loads (a folder created then would hold a run whose models never loaded)."""
+    if not create and (overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
+        return None
+    return prepare_output(out, command, settings, inputs, overwrite=overwrite, **rules)

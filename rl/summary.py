@@ -1,0 +1,125 @@
+"""What a GRPO run prints: one line per logged step while it trains, and at the end a summary of how it went
+(training reward over the first vs the last steps, held-out rewards before vs after, the share of groups whose
+completions all scored the same, where the step time went, where every file is) instead of trl's dictionaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from transformers.trainer_callback import ProgressCallback
+
+PARTS = ("policy_generation", "inpainting", "reward", "update_and_rest")
+
+
+def edge_means(values: Sequence[float]) -> tuple[float, float, int] | None:
+    """Mean of the first and of the last ``k`` values (``k``: a tenth of them, 1 to 10) and ``k``.
+
+    >>> edge_means([1.0, 2.0, 3.0, 4.0])
+    (1.0, 4.0, 1)
+    >>> edge_means([float(i) for i in range(40)])
+    (1.5, 37.5, 4)
+    """
+    if not values:
+        return None
+    k = min(max(len(values) // 10, 1), 10)
+    return sum(values[:k]) / k, sum(values[-k:]) / k, k
+
+
+def summarize(
+    log_history: list[dict[str, Any]], heldout: list[dict[str, Any]], labels: Sequence[str]
+) -> dict[str, Any]:
+    """The numbers of the closing summary, from trl's log history and the held-out records."""
+    steps = [e for e in log_history if "reward" in e and "step" in e]
+    out: dict[str, Any] = {"train": {}, "heldout": {}, "frac_reward_zero_std": None}
+    for key in ["reward", *(f"rewards/{label}/mean" for label in labels)]:
+        edges = edge_means([float(e[key]) for e in steps if e.get(key) is not None])
+        if edges is not None:
+            name = key.removeprefix("rewards/").removesuffix("/mean")
+            out["train"][name] = {"first": edges[0], "last": edges[1], "steps_each": edges[2]}
+    zero = [float(e["frac_reward_zero_std"]) for e in steps if e.get("frac_reward_zero_std") is not None]
+    if zero:
+        out["frac_reward_zero_std"] = {"mean": sum(zero) / len(zero), "first": zero[0], "last": zero[-1]}
+    if heldout:
+        first, last = heldout[0], heldout[-1]
+        names = [k for k in first if k not in ("step", "counts", "example") and isinstance(first[k], int | float)]
+        out["heldout"] = {
+            k: {"first": first[k], "last": last.get(k), "steps": [first["step"], last["step"]]} for k in names
+        }
+    return out
+
+
+def summary_text(result: dict[str, Any]) -> str:
+    """The closing summary of a run's ``grpo_result.json`` contents, a few lines."""
+    s = result["summary"]
+    timing = result["timing"]
+    lines = [
+        f"GRPO {'finished' if result['complete'] else 'stopped'}: {result['global_step']} of {result['max_steps']} "
+        f"steps in {timing['train_s']:.0f} s ({timing['step_s']:.2f} s per step, {len(result['processes'])} "
+        "process(es))"
+    ]
+    for name, v in s["train"].items():
+        lines.append(
+            f"  training {name}: {v['first']:.4f} -> {v['last']:.4f} (mean of the first vs the last "
+            f"{v['steps_each']} step(s))"
+        )
+    for name, v in s["heldout"].items():
+        last = "n/a" if v["last"] is None else f"{v['last']:.4f}"
+        lines.append(f"  held-out {name}: {v['first']:.4f} -> {last} (step {v['steps'][0]} -> {v['steps'][1]})")
+    zero = s["frac_reward_zero_std"]
+    if zero is not None:
+        lines.append(
+            f"  groups with no reward spread (no learning signal): {zero['mean']:.0%} of steps' groups "
+            f"(first step {zero['first']:.0%}, last {zero['last']:.0%})"
+        )
+    shares = timing["shares"]
+    lines.append(
+        "  step time: "
+        + ", ".join(f"{part.replace('_', ' ')} {shares[part]:.0%}" for part in PARTS if shares.get(part) is not None)
+    )
+    lines.append("  files:")
+    lines.extend(f"    {name}: {path}" for name, path in result["files"].items())
+    return "\n".join(lines)
+
+
+def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
+    """One console line for a step's logged metrics (``None`` for trl's end-of-training dictionary).
+
+    >>> step_line({"loss": 0.01, "reward": 0.5, "reward_std": 0.1, "frac_reward_zero_std": 0.25, "kl": 0.002,
+    ...            "step_time": 1.5}, 3, 10)
+    'step 3/10  reward 0.5000 (std 0.1000)  zero-std groups 25%  kl 0.002  loss 0.01  1.5 s'
+    """
+    if "train_runtime" in logs or "reward" not in logs:
+        return None
+    reward, std = _number(logs, "reward", ".4f"), _number(logs, "reward_std", ".4f")
+    parts = [f"step {step}/{max_steps}", f"reward {reward or 'n/a'}" + (f" (std {std})" if std else "")]
+    for key, label, spec in (
+        ("frac_reward_zero_std", "zero-std groups", ".0%"),
+        ("kl", "kl", ".3g"),
+        ("loss", "loss", ".3g"),
+    ):
+        if (text := _number(logs, key, spec)) is not None:
+            parts.append(f"{label} {text}")
+    if (seconds := _number(logs, "step_time", ".1f")) is not None:
+        parts.append(f"{seconds} s")
+    return "  ".join(parts)
+
+
+class StepLine(ProgressCallback):
+    """transformers' progress bar, writing one line per logged step instead of the logged dictionary (and nothing
+    for the end-of-training one: the run's summary follows)."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or self.training_bar is None:
+            return
+        line = step_line(logs or {}, state.global_step, state.max_steps)
+        if line is not None:
+            self.training_bar.write(line)
+
+
+def _number(logs: dict[str, Any], key: str, spec: str) -> str | None:
+    """``logs[key]`` formatted, or ``None`` when it is missing or not a number (a step whose rewards all failed)."""
+    try:
+        return format(float(logs[key]), spec)
+    except (KeyError, TypeError, ValueError):
+        return None
