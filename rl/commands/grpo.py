@@ -88,18 +88,22 @@ class EvalSettings:
 
 
 def _paper_trainer() -> dict[str, Any]:
-    """trl.GRPOConfig fields with the paper's defaults; any other field is added with +trainer.NAME=VALUE."""
+    """trl.GRPOConfig fields: the paper's where App. D.3 states them (group 8, batch 4, eq. 8's loss), ours
+    elsewhere; any other field is added with +trainer.NAME=VALUE."""
     return {
         "num_generations": 8,  # group size G (the paper: 8)
         # completions per process and step: 32 = the paper's 4 prompts x 8 with one process; with N processes a
         # step takes N x 32 / 8 prompts, so use 32 / N for the paper's batch (groups may span processes)
         "per_device_train_batch_size": 32,
         "gradient_accumulation_steps": 1,
+        # eq. 8: each completion's token losses averaged over its own length, then over the group (trl's "grpo";
+        # trl's own default "dapo" averages over all tokens of the batch)
+        "loss_type": "grpo",
         "max_completion_length": None,  # null: the generator's text budget (CLIP 77; FLUX Fill's T5: 512)
-        "temperature": 1.0,
-        "learning_rate": 1.0e-6,
-        "beta": 0.04,  # KL to the reference policy (0 drops the reference model)
-        "max_steps": 500,
+        "temperature": 1.0,  # ours (the paper gives none)
+        "learning_rate": 1.0e-6,  # ours (the paper gives none)
+        "beta": 0.04,  # ours: KL to the reference policy (0 drops the reference model)
+        "max_steps": 500,  # ours
         "lr_scheduler_type": "constant",
         "bf16": None,  # null: on where the GPU supports it
         "use_vllm": False,  # true on GPUs: trl's vLLM generation (vllm_mode colocate | server)
