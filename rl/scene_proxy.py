@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from reward.core.config import from_mapping
+from reward.core.config import parse
 from reward.rewards.base import RewardOutput
 from training.procedural.scenes import DIMENSIONS, proxy_scores, render, sample_scene
 from training.procedural.synthetic import DEFAULT_WEIGHTS
@@ -95,4 +95,4 @@ class SceneProxyReward:
 
 
 def build(cfg: dict[str, Any]) -> SceneProxyReward:
-    return SceneProxyReward(from_mapping(SceneProxyConfig, cfg, where="reward"))
+    return SceneProxyReward(parse(SceneProxyConfig, cfg, where="reward"))

@@ -248,7 +248,7 @@ def _grpo_prepare(cfg) -> None:
     from rl.commands.grpo import parse_settings, prepare
 
     s = parse_settings(cfg)
-    prepare(s, Path(s.output_dir))
+    prepare(s, Path(s.out))
 
 
 def _best_of_n_prepare(cfg) -> None:
@@ -261,15 +261,15 @@ def _best_of_n_prepare(cfg) -> None:
 REUSED_FOLDER = {
     "sft": (
         "training.commands.sft",
-        ["model.path=m", "data.train=synthetic", "trainer.max_steps=2", "output_dir={out}", "resume=never"],
+        ["model.path=m", "data.train=synthetic", "trainer.max_steps=2", "out={out}", "resume=never"],
         _sft_prepare,
-        "output_dir",
+        "out",
     ),
     "grpo": (
         "rl.commands.grpo",
-        ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "output_dir={out}", "resume=never"],
+        ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "out={out}", "resume=never"],
         _grpo_prepare,
-        "output_dir",
+        "out",
     ),
     "best_of_n": (
         "rl.commands.best_of_n",

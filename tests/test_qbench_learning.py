@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.cli import compose
 from training.commands.sft import run as run_sft
 from training.procedural.perception_questions import write_questions
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
+from reward.core.cli import compose
 from rl.commands.best_of_n import run as run_best_of_n
 from rl.generators import ProceduralConfig, build_generator, jitter_levels
 from rl.inpaint_tasks import load_tasks, write_procedural_tasks

@@ -1,6 +1,6 @@
 """What a trained SA-IQA scorer directory holds besides the model: ``sa_iqa.json``.
 
-``reward=sa-iqa reward.path=DIR`` needs nothing else: the queries are stored rendered, so the reward does not
+``reward=sa-iqa reward.model=DIR`` needs nothing else: the queries are stored rendered, so the reward does not
 depend on the prompt code that made them.
 """
 

@@ -42,9 +42,8 @@ def compose(
     config_name: str, overrides: Sequence[str] = (), *, subcommands: Sequence[str] = (), config_dir: Path | None = None
 ) -> Any:
     """``configs/CONFIG_NAME.yaml`` composed with ``overrides`` (``key=value``; with ``subcommands``, a first bare
-    word becomes ``cmd=WORD``); Hydra's errors become :class:`ConfigError` messages naming the key."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    word becomes ``cmd=WORD``); old key names are rewritten to their new ones (one note each, see
+    :func:`reward.core.config.apply_aliases`); Hydra's errors become :class:`ConfigError` messages naming the key."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -64,11 +63,82 @@ def compose(
     bare = [a for a in args if "=" not in a and not a.startswith(("+", "~"))]
     if bare:
         raise ConfigError(f"arguments must be key=value, got {bare}; see configs/{config_name}.yaml for the keys")
+    config_dir = config_dir or CONFIG_DIR
+    base = _compose_groups(config_name, args, config_dir)
+    args = [_rewrite_override(a, base) for a in args] if base is not None else args
     try:
-        with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3", job_name=config_name):
-            return hydra_compose(config_name=config_name, overrides=args)
+        return _hydra_compose(config_name, args, config_dir)
     except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError(_hydra_message(err, config_name)) from None
+        raise ConfigError(_hydra_message(err, config_name, base)) from None
+
+
+def _hydra_compose(config_name: str, args: Sequence[str], config_dir: Path) -> Any:
+    """Hydra's compose in ``config_dir``; inside a caller's own ``initialize_config_dir``, in the caller's."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return hydra_compose(config_name=config_name, overrides=list(args))
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name=config_name):
+        return hydra_compose(config_name=config_name, overrides=list(args))
+
+
+def _split_override(arg: str) -> tuple[str, str, str]:
+    """``(prefix, key, rest)`` of an override: ``+a.b=1`` -> ``('+', 'a.b', '=1')``."""
+    prefix = arg[: len(arg) - len(arg.lstrip("+~"))]
+    key, sep, value = arg[len(prefix) :].partition("=")
+    return prefix, key, sep + value
+
+
+def _compose_groups(config_name: str, args: Sequence[str], config_dir: Path) -> Any:
+    """The config composed with only the overrides that choose a config group (``reward=pace``): every node of it
+    has the schema the full command line will have; ``None`` when even that fails (the full compose says why)."""
+    groups = []
+    for arg in args:
+        _, key, rest = _split_override(arg)
+        if rest and "." not in key and (config_dir / key).is_dir():
+            groups.append(arg)
+    try:
+        return _hydra_compose(config_name, groups, config_dir)
+    except Exception:  # noqa: BLE001 - reported by the full compose
+        return None
+
+
+def _rewrite_override(arg: str, base: Any) -> str:
+    """``arg`` with old key names replaced by their new ones, walking ``base``'s schemas along the dotted key; a key
+    of an untyped section (e.g. ``trainer.*``, checked against its library's fields later) is added with ``+``."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from reward.core.config import aliases_of, note_alias
+
+    prefix, key, rest = _split_override(arg)
+    if not rest or key.startswith("hydra"):
+        return arg
+    segs = key.split(".")
+    node: Any = base
+    i = 0
+    while i < len(segs):
+        table = aliases_of(OmegaConf.get_type(node)) if isinstance(node, DictConfig) else {}
+        for j in range(len(segs), i, -1):
+            old = ".".join(segs[i:j])
+            if old in table:
+                new = table[old].split(".")
+                note_alias(".".join(segs[:j]), ".".join(segs[:i] + new))
+                segs = segs[:i] + new + segs[j:]
+                break
+        child = node.get(segs[i]) if isinstance(node, DictConfig) and segs[i] in node else None
+        if (
+            child is None
+            and i == len(segs) - 1
+            and isinstance(node, DictConfig)
+            and OmegaConf.get_type(node) is dict
+            and not prefix
+        ):
+            prefix = "+"
+        node = child
+        i += 1
+    return prefix + ".".join(segs) + rest
 
 
 def _no_sweep(arg: str) -> str:
@@ -83,7 +153,7 @@ def _no_sweep(arg: str) -> str:
     return arg
 
 
-def _hydra_message(err: Exception, config_name: str) -> str:
+def _hydra_message(err: Exception, config_name: str, base: Any = None) -> str:
     """Hydra's composition error as one line naming the key, without Hydra's hints about ``+key``."""
     from reward.core.config import TYPE_WORDS
     from reward.core.registry import close_match
@@ -95,7 +165,7 @@ def _hydra_message(err: Exception, config_name: str) -> str:
     key = _full_key(cause_text)
     if key and "not in" in cause_text.splitlines()[0]:
         parent, _, leaf = key.rpartition(".")
-        hint = close_match(leaf, _keys_at(config_name, parent), fmt=" (did you mean {!r}?)")
+        hint = _did_you_mean(leaf, base, parent)
         return f"unknown key {key}{hint}: not a setting of configs/{config_name}.yaml"
     if key and "could not be converted to" in cause_text:
         value = head.split("=", 1)[1] if "=" in head else "?"
@@ -112,19 +182,36 @@ def _hydra_message(err: Exception, config_name: str) -> str:
     return " ".join(ln for ln in lines if not ln.startswith(("To append", "See https"))).replace("\t", " ")
 
 
-def _keys_at(config_name: str, parent: str) -> list[str]:
-    """The keys of ``parent`` (a dotted path, "" for the top) in the config composed without overrides."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+def _keys_at(cfg: Any, parent: str) -> list[str]:
+    """The keys of ``parent`` (a dotted path, "" for the top) in ``cfg``: the config composed with the command line's
+    group choices, so that ``reward=pace reward.pth=...`` is matched against the pace reward's keys."""
     from omegaconf import DictConfig, OmegaConf
 
+    if cfg is None:
+        return []
     try:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name=config_name):
-            cfg = hydra_compose(config_name=config_name)
         node = OmegaConf.select(cfg, parent) if parent else cfg
     except Exception:  # noqa: BLE001 - only a hint
         return []
     return [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+
+
+def _did_you_mean(leaf: str, base: Any, parent: str) -> str:
+    """`` (did you mean 'KEY'?)`` from the keys at ``parent`` and their old names (an old name suggests its new)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from reward.core.config import aliases_of
+    from reward.core.registry import close_match
+
+    keys = _keys_at(base, parent)
+    node = OmegaConf.select(base, parent) if base is not None and parent else base
+    aliases = (
+        {k: v for k, v in aliases_of(OmegaConf.get_type(node)).items() if "." not in k}
+        if isinstance(node, DictConfig)
+        else {}
+    )
+    word = close_match(leaf, keys + list(aliases), fmt="{}")
+    return f" (did you mean {aliases.get(word, word)!r}?)" if word else ""
 
 
 def _full_key(text: str) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from PIL import Image
@@ -28,6 +28,8 @@ from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served
 class QBenchConfig(ModelLoading):
     """Settings of ``reward=qbench`` (the loading knobs dtype, device, device_map, attn_implementation, min_pixels
     and max_pixels come from :class:`reward.vlm.ModelLoading`)."""
+
+    aliases: ClassVar[dict[str, str]] = {"path": "model"}
 
     name: str = "qbench"
     model: str | None = None  # checkpoint directory of the VLM (backend=openai: only its tokenizer is read, if given)

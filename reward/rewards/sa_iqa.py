@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from omegaconf import MISSING
@@ -40,8 +40,10 @@ METADATA = "sa_iqa.json"
 class SaIqaConfig(ModelLoading):
     """Settings of ``reward=sa-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
 
+    aliases: ClassVar[dict[str, str]] = {"path": "model"}
+
     name: str = "sa-iqa"
-    path: str = MISSING  # scorer directory written by training/sft.py (model or adapter, processor, sa_iqa.json)
+    model: str = MISSING  # scorer directory written by training/sft.py (model or adapter, processor, sa_iqa.json)
     fusion: str | None = None  # fusion weights JSON; default: fusion_weights.json in the scorer directory
     dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
     batch_size: int = 32  # (image, dimension) queries per forward pass
@@ -54,8 +56,8 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     meta_path = Path(path) / METADATA
     if not meta_path.is_file():
         raise MissingInputError(
-            f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.path at the "
-            "scorer/ folder that training/sft.py writes in its output_dir."
+            f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.model at the "
+            "scorer/ folder that training/sft.py writes in its out= folder."
         )
     meta = json.loads(meta_path.read_text())
     missing = [k for k in ("queries", "level_words", "level_values") if k not in meta]
@@ -135,16 +137,16 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     config = parse(SaIqaConfig, cfg, where="reward")
     check_backend(config.backend)
     loading = loading_of(config)
-    meta = read_metadata(config.path)
+    meta = read_metadata(config.model)
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
-        vlm = served_vlm(config.server, tokenizer=config.path)
+        vlm = served_vlm(config.server, tokenizer=config.model)
     else:
         vlm = load_vlm(
-            base or config.path, loading, batch_size=config.batch_size, adapter=config.path if base else None
+            base or config.model, loading, batch_size=config.batch_size, adapter=config.model if base else None
         )
-    fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / WEIGHTS_FILENAME
+    fusion_path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
     dims = config.dimensions or list(meta["queries"])

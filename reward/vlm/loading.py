@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from reward.core.config import from_mapping
+from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from reward.vlm.model import VLM
 
@@ -89,7 +89,7 @@ def split_loading(cfg: dict[str, Any], *, where: str = "reward") -> tuple[ModelL
     """Take the :class:`ModelLoading` keys out of a flat config mapping: ``(loading, the other keys)``."""
     own = {k: v for k, v in cfg.items() if k in LOADING_KEYS}
     rest = {k: v for k, v in cfg.items() if k not in LOADING_KEYS}
-    return from_mapping(ModelLoading, own, where=where, ignore=()), rest
+    return parse(ModelLoading, own, where=where, ignore=()), rest
 
 
 def resolve_device(device: str | None = None) -> torch.device:

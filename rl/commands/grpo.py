@@ -22,12 +22,12 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema, to_plain
+from reward.core.config import parse, resume_mode, store_schema, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import Output, prepare_output
 from reward.data.files import atomic_write_json
@@ -90,14 +90,15 @@ def _paper_trainer() -> dict[str, Any]:
         "logging_steps": 1,
         "save_steps": 50,
         "save_total_limit": 2,
-        "seed": 42,
         "report_to": "none",
     }
 
 
 @dataclass
 class GrpoSettings:
-    output_dir: str = MISSING  # checkpoints, run.json, policy/, samples/, heldout.jsonl, plots, grpo_result.json
+    aliases: ClassVar[dict[str, str]] = {"output_dir": "out", "trainer.output_dir": "out", "trainer.seed": "seed"}
+
+    out: str = MISSING  # checkpoints, run.json, policy/, samples/, heldout.jsonl, plots, grpo_result.json
     data: str = MISSING  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"[, "scene"]}) or datasets folder
     policy: PolicySettings = field(default_factory=PolicySettings)
     eval_data: str | None = None  # held-out tasks; null: whole scenes / source images from the end of data
@@ -112,10 +113,10 @@ class GrpoSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
-    resume: str = "auto"  # auto: continue the same run in output_dir (refused if it is another run); never
-    overwrite: bool = False  # an earlier run in output_dir is moved aside to output_dir.old-<time> (never deleted)
-    seed: int = 0  # generator seeds (one per task and step, shared by the task's group)
-    samples_per_step: int = 4  # images saved per step in output_dir/samples (first-vs-last grid; main process)
+    resume: str = "auto"  # auto: continue the same run in out (refused if it is another run); never: a new run only
+    overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted)
+    seed: int = 42  # the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)
+    samples_per_step: int = 4  # images saved per step in out/samples (first-vs-last grid; main process)
     trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields
 
 
@@ -125,7 +126,7 @@ store_reward_schemas()
 # settings that may differ when a run is resumed: they change how long it runs, what it logs or where the models sit,
 # not what it learns
 MAY_CHANGE = (
-    "output_dir",
+    "out",
     "resume",
     "overwrite",
     "samples_per_step",
@@ -147,9 +148,6 @@ MAY_CHANGE = (
 MODEL_KEYS = ("path", "model", "protocol", "fusion", "memory")  # config keys of rewards and generators naming inputs
 
 
-RESUME = {"auto": True, "true": True, "never": False, "false": False}  # true / false: the other commands' spelling
-
-
 class RunIncomplete(UserError):
     """Training ended before ``trainer.max_steps`` without anything asking it to stop."""
 
@@ -163,8 +161,10 @@ def parse_settings(cfg: Any) -> GrpoSettings:
 
 def _validate(s: GrpoSettings) -> None:
     problems = []
-    if str(s.resume).lower() not in RESUME:
-        problems.append(f"resume={s.resume!r}: use auto (continue the same run) or never (a new run only)")
+    try:
+        resume_mode(s.resume)
+    except ConfigError as err:
+        problems.append(str(err))
     if s.policy.vision not in ("auto", True, False, "true", "false"):
         problems.append(f"policy.vision={s.policy.vision!r}: use auto, true or false")
     if s.policy.image not in POLICY_VIEWS:
@@ -172,7 +172,7 @@ def _validate(s: GrpoSettings) -> None:
     if "{prompt}" not in s.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
     if not s.reward or not to_plain(s.reward).get("name"):
-        problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.path=DIR)")
+        problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
     if not s.generator:
         problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
     if s.trainer.get("remove_unused_columns"):
@@ -187,7 +187,7 @@ def _validate(s: GrpoSettings) -> None:
             "(reward + more_rewards); give one per reward"
         )
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = grpo_args(s, Path(s.output_dir))
+        args = grpo_args(s, Path(s.out))
         if getattr(args, "fsdp", None) or str(getattr(args.distributed_state, "distributed_type", "")).endswith(
             "FSDP"
         ):
@@ -209,6 +209,7 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
         "logging_first_step": True,
         "log_completions": False,
         **s.trainer,
+        "seed": s.seed,
         "remove_unused_columns": False,  # the rewards need task_id
     }
     if args.get("bf16") is None:
@@ -308,11 +309,10 @@ def prepare(s: GrpoSettings, out: Path, *, create: bool = True) -> Output | None
         "grpo",
         settings,
         _inputs(s),
-        resume=RESUME[str(s.resume).lower()],
+        resume=resume_mode(s.resume),
         overwrite=s.overwrite,
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
-        out_key="output_dir",
     )
 
 
@@ -327,11 +327,11 @@ def checkpoint_step(checkpoint: str | None) -> int:
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
-    """Validate, build, train, plot; returns a summary (also ``output_dir/grpo_result.json``)."""
+    """Validate, build, train, plot; returns a summary (also ``out/grpo_result.json``)."""
     from datasets import Dataset
 
     s = parse_settings(cfg)
-    out = Path(s.output_dir)
+    out = Path(s.out)
     vision = is_vlm(s.policy.path, s.policy.vision)
     with_eval = s.eval.every > 0
     args = grpo_args(s, out)
@@ -341,7 +341,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     eval_entries = resolve_devices(s.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
     (generator_cfg,) = resolve_devices([s.generator], schema_has_device=generator_has_device, where="generator")
 
-    on_main(lambda: prepare(s, out, create=False))  # a refused output_dir fails here, before any model loads
+    on_main(lambda: prepare(s, out, create=False))  # a refused out folder fails here, before any model loads
 
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
         rewards = RewardSet(train_entries, normalize=s.normalize_rewards)

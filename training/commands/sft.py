@@ -1,7 +1,7 @@
 """What ``training/sft.py`` does, as a function of its config: SA-IQA supervised fine-tuning with trl.
 
 Validate everything first (all problems at once), check a resumed run is the same run, train with
-``trl.SFTTrainer`` (loss on the completion only), write ``output_dir/scorer/`` and evaluate it on the test split.
+``trl.SFTTrainer`` (loss on the completion only), write ``out/scorer/`` and evaluate it on the test split.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from omegaconf import MISSING
 from transformers.trainer_utils import get_last_checkpoint
 
-from reward.core.config import parse, store_schema
+from reward.core.config import parse, resume_mode, store_schema
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output
 from reward.data.datasets import check_source, mos_range_of
@@ -100,7 +100,6 @@ class DataSettings:
     # e.g. SPAQ 0-100 for data.train=spaq:DIR), else [1, 5]
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
     max_decode_pixels: int = 36_000_000  # decode guard (not the processor budget: model.max_pixels)
-    synthetic_seed: int = 0  # data.train=synthetic: stream seed
     synthetic_size: int = 64  # data.train=synthetic: image size in pixels
     soft_targets: bool = False  # draw the rating word from a distribution with expectation = MOS (DeQA-Score)
     soft_std: float = 0.5  # std (MOS units) of that distribution
@@ -140,23 +139,30 @@ def _paper_trainer() -> dict[str, Any]:
         "save_steps": 100,
         "save_total_limit": 2,
         "dataloader_num_workers": 0,
-        "seed": 42,
         "report_to": "none",
     }
 
 
 @dataclass
 class SftSettings:
-    output_dir: str = MISSING  # checkpoints, run.json, scorer/, metrics.json
+    aliases: ClassVar[dict[str, str]] = {
+        "output_dir": "out",
+        "trainer.output_dir": "out",
+        "trainer.seed": "seed",
+        "data.synthetic_seed": "seed",
+    }
+
+    out: str = MISSING  # checkpoints, run.json, scorer/, metrics.json
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
-    resume: str = "auto"  # auto: continue the same run from output_dir's last checkpoint; never: a new run only
-    overwrite: bool = False  # true: an output_dir holding another run is moved aside to DIR.old-<time>
+    seed: int = 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle
+    resume: str = "auto"  # auto: continue the same run from out's last checkpoint; never: a new run only
+    overwrite: bool = False  # true: an out folder holding another run is moved aside to DIR.old-<time>
     merge_lora: bool = True  # scorer/ holds the merged model (false: the adapter plus base_model)
-    eval_before: bool = False  # also evaluate the untrained model into output_dir/before/, for comparison
+    eval_before: bool = False  # also evaluate the untrained model into out/before/, for comparison
     eval_batch_size: int = 16  # images per scoring call at the end
     trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (+trainer.NAME=V adds)
     loss: LossSettings = field(default_factory=LossSettings)
@@ -176,8 +182,10 @@ def _validate(s: SftSettings) -> None:
     problems = []
     if len(s.levels.words) != len(s.levels.values) or len(s.levels.words) < 2:
         problems.append(f"levels.words {s.levels.words} and levels.values {s.levels.values} need the same length >= 2")
-    if s.resume not in ("auto", "never"):
-        problems.append(f"resume={s.resume!r}: use auto (continue from the last checkpoint) or never")
+    try:
+        resume_mode(s.resume)
+    except ConfigError as err:
+        problems.append(str(err))
     if s.prompt.type not in (1, 2, 3, 4):
         problems.append(f"prompt.type={s.prompt.type}: SA-IQA has prompt types 1-4")
     if s.data.train in STREAMS and int(s.trainer.get("max_steps", -1)) <= 0:
@@ -226,18 +234,17 @@ def check_inputs(s: SftSettings) -> None:
 
 def check_output_folder(s: SftSettings) -> Output:
     """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
-    settings = {k: v for k, v in asdict(s).items() if k != "output_dir"}
+    settings = {k: v for k, v in asdict(s).items() if k != "out"}
     inputs = {"model": s.model.path, "data.train": s.data.train}
     return check_output(
-        s.output_dir,
+        s.out,
         "sft",
         settings,
         inputs,
-        resume=s.resume == "auto",
+        resume=resume_mode(s.resume),
         overwrite=s.overwrite,
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
-        out_key="output_dir",
     )
 
 
@@ -250,7 +257,7 @@ def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list
 def _trainer_args(s: SftSettings, out: Path) -> Any:
     from trl import SFTConfig
 
-    args = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True, **s.trainer}
+    args = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True, **s.trainer, "seed": s.seed}
     if args.get("bf16") is None:
         args["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if not torch.cuda.is_available():
@@ -264,12 +271,12 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
-    """Train, write ``output_dir/scorer``, evaluate; returns paths, final step and metrics."""
+    """Train, write ``out/scorer``, evaluate; returns paths, final step and metrics."""
     from reward.vlm import VLM, load_processor, thinking_off
 
     s = parse_settings(cfg)
     check_inputs(s)
-    out = Path(s.output_dir)
+    out = Path(s.out)
     definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
     meta = scorer_metadata(
         s.prompt.dimensions,
@@ -287,7 +294,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     output = check_output_folder(s)
     train_ds, skipped = _train_dataset(s, meta["queries"])
     args = _trainer_args(s, out)
-    args.distributed_state.wait_for_everyone()  # every process has checked output_dir before it is created
+    args.distributed_state.wait_for_everyone()  # every process has checked out before it is created
     if args.distributed_state.is_main_process:
         output.create()
     args.distributed_state.wait_for_everyone()
@@ -332,7 +339,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         if s.data.test:  # through the saved directory, exactly as reward=sa-iqa will load it
             from reward.rewards.sa_iqa import build
 
-            reward = build({"path": str(scorer_dir), "batch_size": s.eval_batch_size})
+            reward = build({"model": str(scorer_dir), "batch_size": s.eval_batch_size})
             result["metrics"] = _evaluate(reward, s, out)
     atomic_write_json(out / "sft_result.json", result)
     return result
@@ -353,7 +360,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         ds = synthetic_stream(
             queries,
             words,
-            seed=s.data.synthetic_seed,
+            seed=s.seed,
             size=s.data.synthetic_size,
             mos_range=mos_range,
             soft_std=soft,
@@ -368,13 +375,12 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
             photos=s.data.photos,
             crop=s.data.photos_crop,
             side=s.data.photos_side,
-            seed=s.data.synthetic_seed,
+            seed=s.seed,
             mos_range=mos_range,
             soft_std=soft,
             calibration=s.data.calibration,
         )
         return ds, 0
-    seed = int(s.trainer.get("seed", 42))
     return manifest_dataset(
         s.data.train,
         queries,
@@ -383,7 +389,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         skip_bad=s.data.skip_bad,
         max_pixels=s.data.max_decode_pixels,
         soft_std=soft,
-        seed=seed,
+        seed=s.seed,
         augment=s.data.augment_crop if s.data.augment else None,
         split="train",
     )
