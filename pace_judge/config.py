@@ -10,6 +10,7 @@ from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
 from reward.core.config import parse
+from reward.core.inputs import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 
@@ -111,6 +112,8 @@ def validate(cfg: PaceConfig) -> None:
         problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
+    if cfg.backend == "local" and (problem := missing_model(cfg.model, "model")):
+        problems.append(problem)
     for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
         try:
             check(getattr(cfg, key))

@@ -294,6 +294,7 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     parse_settings = importlib.import_module(module).parse_settings  # (importing registers the settings schema)
     argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
     prepare(compose(config, [*argv, "overwrite=true"]))  # the first run makes the folder
+    (tmp_path / "run" / "log.txt").write_text("step 1\n")  # and starts (a run that never started is replaced)
     with pytest.raises(OutputFolderError) as refused:
         prepare(compose(config, argv))  # the same run again (overwrite= is no part of what a run is), not resumed
     message = str(refused.value)

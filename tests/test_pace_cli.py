@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 from hydra import initialize_config_dir
 from PIL import Image
+from run_state import mark_incomplete
 
 from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.outputs import RunComplete
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,6 +120,9 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
     full = run_judge(settings)
     scores = tmp_path / "out" / "scores.jsonl"
     lines = scores.read_text().splitlines()
+    with pytest.raises(RunComplete, match="already complete"):
+        run_judge(settings)
+    mark_incomplete(tmp_path / "out")  # as a crashed run leaves it
     with pytest.raises(ValueError, match="holds this same run already; pass resume=auto"):
         run_judge(settings)
     scores.write_text("\n".join(lines[:2]) + "\n" + lines[2][:30])  # a crash after two images, a torn line

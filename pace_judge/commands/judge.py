@@ -231,6 +231,7 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         **output.provenance(),
     }
     atomic_write_json(out / "summary.json", json_safe(summary))
+    output.finish()
     logger.info(
         "PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""), format_table(every)
     )

@@ -138,6 +138,7 @@ def run(cfg: Any) -> dict[str, Any]:
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
     if state.is_main_process:
         paths = write_results(c["out"], result, settings, spec.score_range, title=name)
+        output.finish()
         logger.info(
             "reward %s on %s (%d rows, %d skipped, %d processes)\n%s",
             name,

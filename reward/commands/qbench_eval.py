@@ -18,6 +18,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
+from reward.core.inputs import check_models
 from reward.core.outputs import Output, check_output, path_inputs
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.eval.evaluation import EvalSettings
@@ -103,11 +104,14 @@ def run(cfg: Any) -> dict[str, Any]:
     s = parse(QbenchEvalSettings, cfg, where="")
     if s.task not in TASKS:
         raise ConfigError(f"task={s.task!r}: choose one of {', '.join(TASKS)}")
+    check_models({"model.path": s.model.path, "model.adapter": s.model.adapter})
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
     data = {"data": s.data} if isinstance(s.data, str) else {"data": dict(enumerate(s.data))} if s.data else {}
     inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}})}
     output = check_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, resume_hint=None)
-    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
+    result = {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
+    output.finish()
+    return result
 
 
 def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:

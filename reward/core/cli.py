@@ -272,9 +272,14 @@ def main(
         _help(config_name, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
         return None
     setup_logging()
+    from reward.core.outputs import RunComplete
+
     try:
         cfg = compose(config_name, args, subcommands=subcommands)
         return run(cfg)
+    except RunComplete as done:
+        logger.info("%s", done)
+        return None
     except UserError as err:
         fail(str(err))
 

@@ -16,6 +16,7 @@ from PIL import Image
 
 from reward.core.config import parse
 from reward.core.errors import ConfigError
+from reward.core.inputs import check_models
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
@@ -87,4 +88,5 @@ def build(cfg: dict[str, Any]) -> QBenchReward:
         return QBenchReward(config, vlm=served_vlm(config.server, tokenizer=config.model))
     if not config.model:
         raise ConfigError("reward=qbench needs reward.model=PATH (a VLM checkpoint), or reward.backend=openai")
+    check_models({"reward.model": config.model})
     return QBenchReward(config, loading=loading_of(config))

@@ -29,6 +29,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, resume_mode, store_schema, to_plain
 from reward.core.errors import ConfigError, UserError
+from reward.core.inputs import missing_model
 from reward.core.outputs import Output, prepare_output
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
@@ -194,6 +195,10 @@ def _validate(s: GrpoSettings) -> None:
             problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
     except ConfigError as err:
         problems.append(str(err))
+    gen = to_plain(s.generator) if s.generator else {}
+    for key, value in (("policy.path", s.policy.path), ("generator.path", gen.get("path"))):
+        if problem := missing_model(value, key):
+            problems.append(problem)
     if problems:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
 
@@ -456,6 +461,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         ]
         result["plots"] = draw_run_plots(out, result["train_curve"], read_history(out / "heldout.jsonl"))
         atomic_write_json(out / "grpo_result.json", result)
+        if complete:
+            output.finish()
     if not complete:
         raise RunIncomplete(
             f"GRPO ended after {train_out.global_step} of {trainer.state.max_steps} steps: the training tasks ran out "

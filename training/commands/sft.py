@@ -18,6 +18,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from reward.core.config import parse, resume_mode, store_schema
 from reward.core.errors import ConfigError, MissingInputError
+from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
@@ -221,15 +222,16 @@ def _prompt_problems(s: SftSettings) -> list[str]:
 
 
 def check_inputs(s: SftSettings) -> None:
-    """The training and test data exist: fail now, not after training (a missing data.test would)."""
+    """The model, the training and test data exist: fail now, not after training (a missing data.test would)."""
     named = {v for v in (s.data.train, s.data.test) if check_source(v)}  # NAME:FOLDER: name, split, folder checked
+    model = missing_model(s.model.path, "model.path")
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in (("data.train", s.data.train), ("data.test", s.data.test))
         if value and value not in STREAMS and value not in named and not Path(value).exists()
     ]
-    if missing:
-        raise MissingInputError("\n".join(missing))
+    if model or missing:
+        raise MissingInputError("\n".join([*([model] if model else []), *missing]))
 
 
 def check_output_folder(s: SftSettings) -> Output:
@@ -342,6 +344,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
             reward = build({"model": str(scorer_dir), "batch_size": s.eval_batch_size})
             result["metrics"] = _evaluate(reward, s, out)
     atomic_write_json(out / "sft_result.json", result)
+    if trainer.is_world_process_zero():
+        output.finish()
     return result
 
 
