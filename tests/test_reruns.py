@@ -54,7 +54,8 @@ def test_missing_model_paths_are_one_line_each_before_anything_loads(tmp_path, c
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "Traceback" not in err and "HFValidationError" not in err
     assert err.splitlines() == [
-        "error: model.path=/missing: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id",
+        "error: model.path=/missing: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a "
+        "Hub id",
         "data.train=/nope.jsonl: no such file or folder (a ratings manifest or a datasets folder)",
     ]
     assert not (tmp_path / "o").exists()

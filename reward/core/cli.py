@@ -266,7 +266,9 @@ def main(
     argv: Sequence[str] | None = None,
     subcommands: Sequence[str] = (),
 ) -> Any:
-    """Compose the config, run the command, and fail the one way (see the module docstring)."""
+    """Compose the config, run the command, and fail the one way (see the module docstring). ``--help`` prints the
+    settings with their comments, ``--cfg job`` (or ``all``) the composed config without running; Hydra's other
+    flags are refused with one message (:func:`hydra_flags`)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         _help(config_name, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
@@ -275,7 +277,13 @@ def main(
     from reward.core.outputs import RunComplete
 
     try:
+        args, show = hydra_flags(args)
         cfg = compose(config_name, args, subcommands=subcommands)
+        if show:
+            from omegaconf import OmegaConf
+
+            print(OmegaConf.to_yaml(cfg), end="")
+            return None
         return run(cfg)
     except RunComplete as done:
         logger.info("%s", done)
@@ -284,12 +292,60 @@ def main(
         fail(str(err))
 
 
+MULTIRUN = (
+    "sweeps (-m / --multirun) are not supported: each command runs once; run it once per setting (e.g. a shell loop "
+    "over key=VALUE), and note that key=a,b is read as the list [a,b]"
+)
+CONFIG_CHOICE = (
+    "each command has one config, configs/{name}.yaml, composed with key=value settings; to reuse a set of settings "
+    "put them in configs/recipe/NAME.yaml and pass +recipe=NAME (--config-name/--config-path/--config-dir are not "
+    "supported)"
+)
+HYDRA_KEYS = (
+    "{key}: Hydra's own settings (hydra.*) are not used: the command writes only where out= says and logs to the "
+    "console; drop {key}"
+)
+
+
+def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
+    """``(the key=value settings, what --cfg asks to print or None)``; a Hydra flag these commands do not support
+    (``-m``, ``--config-name``, ``hydra.run.dir=...``, ...) is refused with one :class:`ConfigError`, never ignored.
+
+    >>> hydra_flags(["out=o", "--cfg", "job"])
+    (['out=o'], 'job')
+    """
+    rest: list[str] = []
+    show = None
+    items = list(args)
+    while items:
+        arg = items.pop(0)
+        flag, eq, value = arg.partition("=")
+        if flag in ("--cfg", "-c"):
+            show = value if eq else (items.pop(0) if items else "")
+            if show not in ("job", "all"):
+                raise ConfigError(f"--cfg {show}: use --cfg job (the command's settings) or --cfg all (the same here)")
+        elif flag in ("-m", "--multirun"):
+            raise ConfigError(MULTIRUN)
+        elif flag in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
+            raise ConfigError(f"{flag}: " + CONFIG_CHOICE)
+        elif arg.startswith("-"):
+            raise ConfigError(
+                f"unknown option {flag}: commands take key=value settings, --help, and --cfg job|all to print them"
+            )
+        elif arg.lstrip("+~").startswith("hydra.") or arg.lstrip("+~").partition("=")[0] == "hydra":
+            raise ConfigError(HYDRA_KEYS.format(key=arg.lstrip("+~").partition("=")[0]))
+        else:
+            rest.append(arg)
+    return rest, show
+
+
 def _help(config_name: str, doc: str | None, args: list[str], subcommands: Sequence[str]) -> None:
-    from omegaconf import OmegaConf
+    from reward.core.helptext import annotated
 
     print((doc or "").strip() + "\n")
     try:
+        args, _ = hydra_flags(args)
         cfg = compose(config_name, args if not subcommands or args else [subcommands[0]], subcommands=subcommands)
-        print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + OmegaConf.to_yaml(cfg))
+        print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + "\n".join(annotated(cfg)))
     except UserError as err:
         print(f"error: {err}")

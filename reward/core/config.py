@@ -247,6 +247,63 @@ def resume_mode(value: Any, key: str = "resume") -> bool:
     return RESUME_WORDS[word]
 
 
+SIMPLE_TYPES = {bool: "true or false", int: "an integer", float: "a float", str: "a string"}
+
+
+def library_field_problems(cls: type, values: Mapping[str, Any], where: str) -> list[str]:
+    """``values`` checked against a library's settings dataclass ``cls`` (e.g. trl's ``SFTConfig`` for
+    ``trainer.*``): unknown keys with their close match, and values that do not fit a field typed as a plain bool,
+    int, float or str (optional or not); fields of richer types are left to the library.
+
+    >>> @dataclasses.dataclass
+    ... class Lib:
+    ...     learning_rate: float = 1e-5
+    ...     seed: int = 42
+    >>> for p in library_field_problems(Lib, {"learning_rate": "fast", "lerning_rate": 1, "seed": 3}, "trainer"):
+    ...     print(p)
+    trainer.learning_rate='fast': expected a float
+    unknown key trainer.lerning_rate (did you mean 'learning_rate'?)
+    """
+    import typing
+
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: names only
+        hints = {}
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    problems = []
+    for key, value in values.items():
+        if key not in fields:
+            problems.append(f"unknown key {where}.{key}{close_match(key, fields, fmt=' (did you mean {!r}?)')}")
+            continue
+        want = _simple_type(hints.get(key))
+        if want is not None and value is not None and not _fits(value, want):
+            problems.append(f"{where}.{key}={value!r}: expected {SIMPLE_TYPES[want]}")
+    return problems
+
+
+def _simple_type(tp: Any) -> type | None:
+    import types
+    import typing
+
+    if tp in SIMPLE_TYPES:
+        return tp
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        return rest[0] if len(rest) == 1 and rest[0] in SIMPLE_TYPES else None
+    return None
+
+
+def _fits(value: Any, want: type) -> bool:
+    if want is bool:
+        return isinstance(value, bool)
+    if want is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if want is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, str)
+
+
 def store_schema(name: str, node: type, group: str | None = None) -> None:
     """Register dataclass ``node`` as the Hydra structured config ``name`` (in ``group``), the schema a YAML file
     names in its defaults list; storing the same schema again is a no-op."""

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import parse, resume_mode, store_schema, to_plain
+from reward.core.config import library_field_problems, parse, resume_mode, store_schema, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, prepare_output
@@ -72,7 +72,8 @@ class EvalSettings:
 
 
 def _paper_trainer() -> dict[str, Any]:
-    """trl.GRPOConfig fields with the paper's defaults; any other field is added with +trainer.NAME=VALUE."""
+    """trl.GRPOConfig fields with the paper's defaults; any other field is set with trainer.NAME=VALUE (checked
+    against GRPOConfig's fields and their types before anything loads)."""
     return {
         "num_generations": 8,  # group size G (the paper: 8)
         # completions per process and step: 32 = the paper's 4 prompts x 8 with one process; with N processes a
@@ -118,7 +119,7 @@ class GrpoSettings:
     overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted)
     seed: int = 42  # the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)
     samples_per_step: int = 4  # images saved per step in out/samples (first-vs-last grid; main process)
-    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields
+    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields (any one: trainer.NAME=V)
 
 
 store_schema("grpo_schema", GrpoSettings)
@@ -187,10 +188,15 @@ def _validate(s: GrpoSettings) -> None:
             f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
             "(reward + more_rewards); give one per reward"
         )
+    from trl import GRPOConfig
+
+    field_problems = library_field_problems(GRPOConfig, s.trainer, "trainer")
+    problems.extend(field_problems)
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = grpo_args(s, Path(s.out))
-        if getattr(args, "fsdp", None) or str(getattr(args.distributed_state, "distributed_type", "")).endswith(
-            "FSDP"
+        args = None if field_problems else grpo_args(s, Path(s.out))
+        if args is not None and (
+            getattr(args, "fsdp", None)
+            or str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP")
         ):
             problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
     except ConfigError as err:

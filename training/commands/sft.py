@@ -16,7 +16,7 @@ import torch
 from omegaconf import MISSING
 from transformers.trainer_utils import get_last_checkpoint
 
-from reward.core.config import parse, resume_mode, store_schema
+from reward.core.config import library_field_problems, parse, resume_mode, store_schema
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output
@@ -123,7 +123,8 @@ class LossSettings:
 
 
 def _paper_trainer() -> dict[str, Any]:
-    """trl.SFTConfig fields with SA-IQA's defaults; any other field is added with +trainer.NAME=VALUE."""
+    """trl.SFTConfig fields with SA-IQA's defaults; any other field is set with trainer.NAME=VALUE (checked against
+    SFTConfig's fields and their types before anything loads)."""
     return {
         "learning_rate": 2.0e-5,
         "num_train_epochs": 3,
@@ -165,7 +166,7 @@ class SftSettings:
     merge_lora: bool = True  # scorer/ holds the merged model (false: the adapter plus base_model)
     eval_before: bool = False  # also evaluate the untrained model into out/before/, for comparison
     eval_batch_size: int = 16  # images per scoring call at the end
-    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (+trainer.NAME=V adds)
+    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (any one: trainer.NAME=V)
     loss: LossSettings = field(default_factory=LossSettings)
 
 
@@ -199,6 +200,9 @@ def _validate(s: SftSettings) -> None:
     if mr is not None and (len(mr) != 2 or not mr[0] < mr[1]):
         problems.append(f"data.mos_range={mr}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(s))
+    from trl import SFTConfig
+
+    problems.extend(library_field_problems(SFTConfig, s.trainer, "trainer"))
     if problems:
         raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
