@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 logger = logging.getLogger("bench.real_photos_gpu")
 
-GOAL = 0.6  # held-out SRCC per distortion type (issue 18 item 4)
+GOAL = 0.6  # held-out SRCC per distortion type
 BRISQUE_REFERENCE = ROOT / "bench" / "brisque_heldout.json"
 
 

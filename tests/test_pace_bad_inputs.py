@@ -1,4 +1,4 @@
-"""PACE given hostile or careless inputs (issue 14): nothing a protocol names is read outside its folder, anchors are
+"""PACE given hostile or careless inputs: nothing a protocol names is read outside its folder, anchors are
 decoded and re-encoded, numbers are checked to a sane range, typos name the close match, unreadable files are named,
 the judge refuses a bad out= before any work, and no NaN reaches a scores file."""
 
