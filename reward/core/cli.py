@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -247,8 +248,31 @@ class _StdoutHandler(logging.StreamHandler):
         super().emit(record)
 
 
+# Library warnings our code cannot fix, silenced here once for every command. transformers 5 renamed
+# gradient_checkpointing* to activation_checkpointing*; our settings use the new names, but trl's trainers still call
+# the model's old-named methods, which warn on every run.
+LIBRARY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
+    (FutureWarning, r"`(is_)?gradient_checkpointing\w*` is deprecated"),
+)
+
+
+def quiet_libraries() -> None:
+    """Filter :data:`LIBRARY_WARNINGS`, and switch off the Hub's and transformers' download/loading/saving progress
+    bars (``HF_HUB_DISABLE_PROGRESS_BARS=0`` in the environment keeps them); training and scoring bars stay."""
+    for category, message in LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    if os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1") != "1":
+        return
+    if "transformers" in sys.modules:  # imported already (with the command): switch its bars off where they live
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+    elif "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+
+
 def setup_logging(level: int = logging.INFO) -> None:
-    """Log lines to stdout, as every command writes them (progress bars go to stderr)."""
+    """Log lines to stdout, as every command writes them (progress bars go to stderr); library noise quietened
+    (:func:`quiet_libraries`)."""
+    quiet_libraries()
     root = logging.getLogger()
     if not any(getattr(h, "_perceptual_rewards", False) for h in root.handlers):
         handler = _StdoutHandler(sys.stdout)

@@ -87,6 +87,7 @@ def _paper_trainer() -> dict[str, Any]:
         "max_steps": 500,
         "lr_scheduler_type": "constant",
         "bf16": None,  # null: on where the GPU supports it
+        "activation_checkpointing": True,  # trl's GRPO default: recompute activations in backward to save memory
         "use_vllm": False,  # true on GPUs: trl's vLLM generation (vllm_mode colocate | server)
         "reward_weights": None,  # one per reward (reward + more_rewards); null: all 1
         "logging_steps": 1,
