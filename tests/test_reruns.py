@@ -73,3 +73,27 @@ def test_missing_reward_and_generator_models_are_named():
     cfg = {"data": "t", "out": "o", "reward": {"name": "scene-proxy"}, "generator": {"name": "sd15-inpaint"}}
     with pytest.raises(UserError, match=r"generator.path=/missing: no such folder"):
         parse_settings({**cfg, "generator": {"name": "sd15-inpaint", "path": "/missing"}})
+
+
+def test_an_error_that_needs_no_model_comes_before_the_heavy_imports(tmp_path):
+    """SFT's settings, paths and output folder are checked with torch, transformers, peft and trl not yet imported."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys\n"
+        "from reward.core.cli import main\n"
+        "from training.commands.sft import run\n"
+        "try:\n"
+        f"    main('sft', run, argv=['model.path=/missing', 'data.train=x', 'out={tmp_path / 'o'}'])\n"
+        "except SystemExit as exit:\n"
+        "    heavy = [m for m in ('torch', 'transformers', 'peft', 'trl', 'datasets') if m in sys.modules]\n"
+        "    print('exit', exit.code, 'heavy', heavy)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert "exit 2 heavy []" in done.stdout, done.stdout + done.stderr
+    assert "model.path=/missing: no such folder" in done.stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
+from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from training.prompts import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, build_prompt, response_prefix
 
 FORMAT = "sa-iqa-scorer/1"

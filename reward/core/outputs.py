@@ -18,6 +18,7 @@ Example:
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     first = prepare_output(f"{d}/run", "evaluate", {"model": "a", "batch_size": 8})
+    ...     _ = (first.path / "scores.jsonl").write_text("{}")  # the run starts writing
     ...     again = prepare_output(f"{d}/run", "evaluate", {"model": "a", "batch_size": 16}, resume=True,
     ...                            may_change=("batch_size",))
     ...     first.state, again.state

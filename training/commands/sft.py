@@ -10,11 +10,9 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
 from omegaconf import MISSING
-from transformers.trainer_utils import get_last_checkpoint
 
 from reward.core.config import library_field_problems, parse, resume_mode, store_schema
 from reward.core.errors import ConfigError, MissingInputError
@@ -22,11 +20,8 @@ from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
-from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
-from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
+from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of
-from reward.vlm.tokens import resolve_candidates
-from training.rating_loss import weighted_trainer_class
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
     resolve_definitions,
@@ -43,6 +38,9 @@ from training.shared import (
     uses_deepspeed,
     zero3_init_off,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -256,11 +254,14 @@ def check_output_folder(s: SftSettings) -> Output:
 
 def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list[str]) -> None:
     """Every level word must be one token after every dimension's response prefix: fail before training."""
+    from reward.vlm.tokens import resolve_candidates
+
     for q in queries.values():
         resolve_candidates(tokenizer, q["response_prefix"], words)
 
 
 def _trainer_args(s: SftSettings, out: Path) -> Any:
+    import torch
     from trl import SFTConfig
 
     args = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True, **s.trainer, "seed": s.seed}
@@ -278,10 +279,14 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train, write ``out/scorer``, evaluate; returns paths, final step and metrics."""
-    from reward.vlm import VLM, load_processor, thinking_off
+    s = parse(SftSettings, cfg, where="")
+    check_inputs(s)  # a missing file needs no library: said before trl and torch are imported
+    _validate(s)
+    from transformers.trainer_utils import get_last_checkpoint
 
-    s = parse_settings(cfg)
-    check_inputs(s)
+    from reward.vlm import VLM, load_processor, thinking_off
+    from training.rating_loss import weighted_trainer_class
+
     out = Path(s.out)
     definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
     meta = scorer_metadata(
@@ -411,6 +416,8 @@ def data_mos_range(s: SftSettings, source: str | None) -> tuple[float, float]:
 
 def _rating_ids(tokenizer: Any, meta: dict[str, Any], s: SftSettings) -> list[int]:
     """The token ids of the level words after every dimension's response prefix (``loss.rating_weight``)."""
+    from reward.vlm.tokens import resolve_candidates
+
     return [
         i
         for q in meta["queries"].values()
@@ -459,6 +466,8 @@ def save_scorer(
 
 def rebuild_from_state(s: SftSettings, state_dict: dict[str, torch.Tensor], args: Any = None) -> Any:
     """A CPU copy of the trained model (with its LoRA adapter when there is one) holding ``state_dict``."""
+    import torch
+
     with zero3_init_off(args):
         model = load_for_training(s.model.path, torch.float32, ModelLoading(attn_implementation=None))
     if s.lora.enabled:
@@ -494,6 +503,7 @@ def save_processor(processor: Any, out: Path) -> None:
 
 def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
     from reward.data import load_ratings
+    from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 
     mos_range = data_mos_range(s, s.data.test)
     settings = EvalSettings(batch_size=s.eval_batch_size, skip_bad=s.data.skip_bad, mos_range=mos_range)
