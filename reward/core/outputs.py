@@ -144,6 +144,7 @@ class Output:
             self.moved_aside = _move_aside(self.path)
         if self.resumed:
             logger.info("resuming the run in %s", self.path)
+            atomic_write_json(self.path / RUN_FILE, self.identity)  # running again: its settings, not complete
             return
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path / RUN_FILE, self.identity)
