@@ -132,6 +132,7 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
     assert len(scores.read_text().splitlines()) == 4
 
     scores.write_text("\n".join(lines[:2]) + "\n")
+    mark_incomplete(tmp_path / "out")  # a crash after two images
     calib = tmp_path / "calib"
     (calib / "img").mkdir(parents=True)
     rows = []
