@@ -1,4 +1,4 @@
-"""Issue 18's GPU run in one go: scoring speed, the RL GPU check and real distortions learned, one table.
+"""The one GPU run in one go: scoring speed, the RL GPU check and real distortions learned, one table.
 
     bash bench/gpu_all.sh --out DIR            # one H200, at most --budget-s (540 s = 9 min) in all
     bash bench/gpu_all.sh --dry-run --out DIR  # the same stages on tiny configs on the CPU (a test runs it)

@@ -5,7 +5,7 @@
     bash bench/gpu_check.sh --out DIR          # also writes DIR/gpu_check.json
     bash bench/gpu_check.sh --skip lora,zero3  # scoring only (bench/gpu_all.sh runs it so)
 
-Scoring (issue 18): the profile of the scoring loop before (the unoptimised path: image processor in the loop,
+Scoring: the profile of the scoring loop before (the unoptimised path: image processor in the loop,
 per-window vision attention) and after, images/s of the unoptimised path at batch 16 against the fast path at each
 batch size, achieved TFLOP/s and the fraction of the bf16 peak at the best one, peak memory, the prefix-reuse
 ratio, and the score differences (fast vs unoptimised, batch 16 vs 1, GPU vs PIL image processor, bf16 vs fp32).
@@ -255,7 +255,7 @@ def scoring_sections(
     workers: int,
     small: bool = False,
 ) -> None:
-    """Issue 18's measurements: the profile before and after, images/s per batch size against the unoptimised path,
+    """The scoring measurements: the profile before and after, images/s per batch size against the unoptimised path,
     % of peak, memory, prefix reuse and the score differences the faster path makes (``small``: fewer images and
     repeats, for the CPU dry run)."""
     from reward.eval.parallel import score_images

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 logger = logging.getLogger("bench.real_photos_gpu")
 
-GOAL = 0.6  # held-out SRCC per distortion type (issue 18 item 4)
+GOAL = 0.6  # held-out SRCC per distortion type
 BRISQUE_REFERENCE = ROOT / "bench" / "brisque_heldout.json"
 
 
@@ -208,8 +208,9 @@ def plot_curve(curve: list[dict[str, Any]], brisque: dict[str, float], path: Pat
 
 
 def run(args: argparse.Namespace, work: Path) -> list[tuple[str, str, Any]]:
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
 
+    from reward.core.cli import compose
     from reward.data import load_image
     from reward.data.files import read_records
     from reward.testing import make_tiny_vlm

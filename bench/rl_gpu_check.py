@@ -155,8 +155,9 @@ def _overrides(p: Parts, out: Path) -> list[str]:
 
 def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
     """One GRPO run; its rows: steps, precision, devices, step-time split, memory (+ the server's figures)."""
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
 
+    from reward.core.cli import compose
     from reward.testing.openai_server import serve_openai
     from reward.vlm import load_vlm
     from rl.commands.grpo import run as run_grpo

@@ -29,7 +29,9 @@ def main() -> None:
     parser.add_argument("--generator", default="procedural", choices=["procedural", "sd15-inpaint"])
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
+
+    from reward.core.cli import compose
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -77,7 +79,9 @@ def main() -> None:
 
 
 def compose_generator(overrides: list[str], configs: Path):
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
+
+    from reward.core.cli import compose
 
     with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
         return compose("best_of_n", overrides=[*overrides, "data=x", "out=x", "reward=scene-proxy"]).generator

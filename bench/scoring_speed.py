@@ -1,4 +1,5 @@
-"""The scoring loop before and after issue 18: images/s on one model in one run, as ratios, with each change alone.
+"""The scoring loop before and after its faster path: images/s on one model in one run, as ratios, each change
+alone.
 
     python bench/scoring_speed.py            # tiny Qwen2-VL, the larger random Qwen2-VL and a windowed Qwen2.5-VL
     python bench/scoring_speed.py --quick    # tiny model only
@@ -9,7 +10,7 @@ Variants, each timed in turn on the same model (best of ``--repeats``). These ma
 10x, so besides images/s (wall) the images per CPU-second of this process are given: by default everything runs in
 this process on one torch thread (``--workers 0 --threads 1``), where CPU time is the work done whatever the load.
 
-- ``unoptimised``: the path before issue 18 (image processor in the scoring loop, batches in file order,
+- ``unoptimised``: the path before the faster loop (image processor in the scoring loop, batches in file order,
   per-window vision attention; ``ScoringSpeed.unoptimised()``)
 - ``+ workers``: the image processor in the DataLoader workers (the model gets ready tensors)
 - ``+ grouping``: and batches grouped by visual token count

@@ -1,7 +1,7 @@
 """Fit Bradley–Terry fusion weights for dimension scores (SA-IQA §3.2.2) and write them as JSON + a bar chart.
 
     python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json
-    python fusion/fit.py pairs=PAIRS.jsonl reward=sa-iqa reward.path=SCORER_DIR out=SCORER_DIR/fusion_weights.json
+    python fusion/fit.py pairs=PAIRS.jsonl reward=sa-iqa reward.model=SCORER_DIR out=SCORER_DIR/fusion_weights.json
 
 Settings: fusion/commands/fit.py (FusionSettings), each with its default and a one-line comment.
 """

@@ -23,7 +23,7 @@ from PIL import Image
 from pace_judge.backends import Backend
 from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
 from pace_judge.protocol import Probe, Protocol, ProtocolError, SubDimension, protocol_from_dict
-from reward.core.config import from_mapping
+from reward.core.config import parse as parse_settings
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class AgentConfig:
 
 
 def agent_config(raw: dict[str, Any] | None) -> AgentConfig:
-    cfg = from_mapping(AgentConfig, raw or {}, where="agents")
+    cfg = parse_settings(AgentConfig, raw or {}, where="agents")
     if cfg.max_rounds < 1 or cfg.retries < 0 or cfg.rules_per_sub < 1 or not 1 <= cfg.min_sub <= cfg.max_sub:
         raise ValueError(
             f"agents: need max_rounds >= 1, retries >= 0, rules_per_sub >= 1, 1 <= min_sub <= max_sub; got {cfg}"

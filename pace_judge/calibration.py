@@ -176,7 +176,7 @@ def generator_prompts(
         return list(given["positive"]), list(given["negative"])
     from pace_judge.agents import Agents, agent_config, load_prompts
     from pace_judge.backends import ModelConfig, make_backend
-    from reward.core.config import from_mapping
+    from reward.core.config import parse
 
     if backend is None:
         model = cfg.get("model") or {}
@@ -185,7 +185,7 @@ def generator_prompts(
                 "the Generator agent needs a model: pass model.path=VLM_DIR (or "
                 "prompts.positive=[...] prompts.negative=[...])"
             )
-        local = from_mapping(ModelConfig, model, where="model") if model.get("path") else None
+        local = parse(ModelConfig, model, where="model") if model.get("path") else None
         backend = make_backend(cfg["backend"], local, cfg.get("server"))
     acfg = agent_config(cfg.get("agents"))
     agents = Agents(backend, acfg, load_prompts(acfg.prompts))

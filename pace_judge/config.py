@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
-from reward.core.config import from_mapping
+from reward.core.config import parse
+from reward.core.inputs import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 
@@ -21,14 +22,19 @@ class Track2Settings:
 DEFAULT_MAX_PIXELS = 802_816  # 1024 visual tokens per image on Qwen-VL (pixels / 28^2): a 1024x768 photo stays whole
 
 
+# the model's keys of the older nested form ``model: {path: ..., dtype: ...}``: read as the top-level keys
+MODEL_SECTION_ALIASES = {f"model.{k}": k for k in (*LOADING_KEYS, "batch_size")} | {"model.path": "model"}
+
+
 @dataclass
 class PaceConfig(ModelLoading):
-    """Settings of ``reward=pace`` (loading knobs from :class:`reward.vlm.ModelLoading`, used when ``model`` is a
-    path)."""
+    """Settings of ``reward=pace`` (loading knobs from :class:`reward.vlm.ModelLoading`, at the top level)."""
+
+    aliases: ClassVar[dict[str, str]] = {"path": "model", **MODEL_SECTION_ALIASES}
 
     name: str = "pace"
     max_pixels: int | None = DEFAULT_MAX_PIXELS  # visual-token budget per image (and per crop); null: the checkpoint's
-    model: Any = None  # VLM checkpoint path, or {path, dtype, device, batch_size}; needed by backend=local
+    model: str | None = None  # VLM checkpoint directory or Hub id; needed by backend=local
     dimension: str | None = None  # a quality dimension in words; routed to an expert, the memory or the agents
     protocol: str | None = None  # a protocol JSON used as is (no agents); alternative to dimension
     memory: str | None = None  # memory bank folder (stored protocols, routing)
@@ -52,17 +58,16 @@ class PaceConfig(ModelLoading):
     batch_size: int = 32  # (image group, probe) queries per forward pass
 
 
-def model_config(model: Any, cfg: PaceConfig) -> ModelConfig | None:
+def model_config(model: str | None, cfg: PaceConfig) -> ModelConfig | None:
+    """The local VLM of ``cfg``: ``model`` with the loading knobs and batch size of ``cfg``'s top level."""
     if model is None:
         return None
-    if isinstance(model, str):
-        knobs = {k: getattr(cfg, k) for k in LOADING_KEYS}
-        return ModelConfig(model, batch_size=cfg.batch_size, **knobs)
-    return from_mapping(ModelConfig, model, where="reward.model")
+    knobs = {k: getattr(cfg, k) for k in LOADING_KEYS}
+    return ModelConfig(str(model), batch_size=cfg.batch_size, **knobs)
 
 
 def crop_config(raw: dict[str, Any]) -> CropConfig:
-    c = from_mapping(CropConfig, raw, where="crops")
+    c = parse(CropConfig, raw, where="crops")
     grid = tuple(int(v) for v in c.grid)
     if len(grid) != 2 or min(grid) < 1:
         raise ValueError(f"crops.grid must be [rows, cols] of positive integers, got {c.grid}")
@@ -75,7 +80,7 @@ def track2_prompt(raw: Track2Settings | dict[str, Any]) -> str:
     """``track2.prompt``: which Track 2 question is asked (pace_judge.tracks.RANK_PROMPTS)."""
     from pace_judge.tracks import RANK_PROMPTS
 
-    prompt = from_mapping(Track2Settings, _plain(raw), where="track2").prompt
+    prompt = parse(Track2Settings, _plain(raw), where="track2").prompt
     if prompt not in RANK_PROMPTS:
         raise ValueError(f"track2.prompt={prompt!r}: choose one of {', '.join(RANK_PROMPTS)}")
     return prompt
@@ -83,7 +88,7 @@ def track2_prompt(raw: Track2Settings | dict[str, Any]) -> str:
 
 def calibration_source(raw: CalibrationSource | dict[str, Any]) -> dict[str, Any]:
     """``calibration``: a :class:`pace_judge.calibration.CalibrationSource` as a mapping (empty: none configured)."""
-    source = from_mapping(CalibrationSource, _plain(raw), where="calibration")
+    source = parse(CalibrationSource, _plain(raw), where="calibration")
     return dataclasses.asdict(source) if source.configured else {}
 
 
@@ -111,6 +116,8 @@ def validate(cfg: PaceConfig) -> None:
         problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
+    if cfg.backend == "local" and (problem := missing_model(cfg.model, "model")):
+        problems.append(problem)
     for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
         try:
             check(getattr(cfg, key))

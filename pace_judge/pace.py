@@ -22,7 +22,7 @@ from PIL import Image
 from pace_judge.backends import Backend, make_backend
 from pace_judge.config import PaceConfig, crop_config, model_config, track2_prompt, validate
 from pace_judge.scorer import DualTrackScorer, Judgement
-from reward.core.config import from_mapping
+from reward.core.config import parse
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
@@ -118,4 +118,4 @@ class PaceReward(TrlCallable):
 
 
 def build(cfg: dict[str, Any]) -> PaceReward:
-    return PaceReward(from_mapping(PaceConfig, cfg, where="reward"))
+    return PaceReward(parse(PaceConfig, cfg, where="reward"))

@@ -1,6 +1,6 @@
 """Best-of-N reranking of inpainted candidates with any registered reward (SA-IQA §4.5).
 
-    python rl/best_of_n.py reward=sa-iqa reward.path=SCORER generator=NAME data=TASKS.jsonl n=4 out=DIR
+    python rl/best_of_n.py reward=sa-iqa reward.model=SCORER generator=NAME data=TASKS.jsonl n=4 out=DIR
 
 ``judge=NAME`` (or ``'judge={name: qbench, model: PATH}'``) adds the win rate of the chosen over a random candidate
 judged by a second reward. Writes ``DIR/chosen/``, ``DIR/scores.jsonl``, ``DIR/sheets/`` and ``DIR/summary.json``.

@@ -1,7 +1,7 @@
 """GRPO training of a prompt-expansion policy against any registered reward of inpainted images (SA-IQA §4.4).
 
-    accelerate launch rl/grpo.py reward=sa-iqa reward.path=DIR policy.path=PATH generator=NAME data=TASKS.jsonl \
-        output_dir=DIR
+    accelerate launch rl/grpo.py reward=sa-iqa reward.model=DIR policy.path=PATH generator=NAME data=TASKS.jsonl \
+        out=DIR
 
 Any trl.GRPOConfig field is set under ``trainer.`` (``trainer.use_vllm=true`` for vLLM generation on GPUs;
 ``trainer.loss_type=grpo`` by default, eq. 8); ``lora.enabled=true`` trains LoRA adapters (the paper fine-tunes

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from reward.core.config import from_mapping
+from reward.core.config import parse
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
@@ -98,4 +98,4 @@ class SceneProxyReward(TrlCallable):
 
 
 def build(cfg: dict[str, Any]) -> SceneProxyReward:
-    return SceneProxyReward(from_mapping(SceneProxyConfig, cfg, where="reward"))
+    return SceneProxyReward(parse(SceneProxyConfig, cfg, where="reward"))

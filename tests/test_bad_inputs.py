@@ -248,7 +248,7 @@ def _grpo_prepare(cfg) -> None:
     from rl.commands.grpo import parse_settings, prepare
 
     s = parse_settings(cfg)
-    prepare(s, Path(s.output_dir))
+    prepare(s, Path(s.out))
 
 
 def _best_of_n_prepare(cfg) -> None:
@@ -261,15 +261,15 @@ def _best_of_n_prepare(cfg) -> None:
 REUSED_FOLDER = {
     "sft": (
         "training.commands.sft",
-        ["model.path=m", "data.train=synthetic", "trainer.max_steps=2", "output_dir={out}", "resume=never"],
+        ["model.path=m", "data.train=synthetic", "trainer.max_steps=2", "out={out}", "resume=never"],
         _sft_prepare,
-        "output_dir",
+        "out",
     ),
     "grpo": (
         "rl.commands.grpo",
-        ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "output_dir={out}", "resume=never"],
+        ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "out={out}", "resume=never"],
         _grpo_prepare,
-        "output_dir",
+        "out",
     ),
     "best_of_n": (
         "rl.commands.best_of_n",
@@ -294,6 +294,7 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     parse_settings = importlib.import_module(module).parse_settings  # (importing registers the settings schema)
     argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
     prepare(compose(config, [*argv, "overwrite=true"]))  # the first run makes the folder
+    (tmp_path / "run" / "log.txt").write_text("step 1\n")  # and starts (a run that never started is replaced)
     with pytest.raises(OutputFolderError) as refused:
         prepare(compose(config, argv))  # the same run again (overwrite= is no part of what a run is), not resumed
     message = str(refused.value)

@@ -10,10 +10,11 @@ from pathlib import Path
 import iqa_fixtures as fx
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
 from reward.commands.evaluate import run as run_evaluate
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.cli import compose
 from reward.eval.metrics import hor
 from training.commands.sft import run as run_sft
 

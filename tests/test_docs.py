@@ -16,8 +16,28 @@ README = (ROOT / "README.md").read_text()
 DOCS = README + (ROOT / "ARCHITECTURE.md").read_text()
 
 
+# pointers a user's clone cannot follow: notes kept outside the repository, and issue numbers of its tracker
+OUTSIDE = re.compile("|".join([r"\.\./shared", r"\b(DESIGN|ENVIRONMENT|STYLE)\.md\b", r"\b[Ii]ssue \d+"]))
+GUARDED = (".py", ".sh", ".yaml", ".yml", ".toml", ".md", ".cfg", ".txt", "Makefile")
+
+
 def test_the_docs_point_at_nothing_outside_the_repository():
-    assert "../shared" not in DOCS and "DESIGN.md" not in DOCS
+    assert not OUTSIDE.search(DOCS), OUTSIDE.search(DOCS)
+
+
+def test_code_comments_and_tests_point_at_nothing_outside_the_repository():
+    """As the README: every source, test, config and script names only files that a clone of the repository has."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    found = [
+        f"{name}:{n}: {line.strip()}"
+        for name in files
+        if name.endswith(GUARDED) and (ROOT / name).is_file()
+        for n, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize(

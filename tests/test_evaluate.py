@@ -8,10 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
+from run_state import mark_incomplete
 
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
+from reward.core.outputs import RunComplete
 from reward.data import ImageError, ManifestError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -146,7 +149,10 @@ def test_a_folder_scored_by_another_model_is_never_resumed_and_overwrite_moves_i
     with pytest.raises(ValueError, match=r"holds another run") as refused:
         run_evaluate(_cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "resume": True}))
     assert "  - inputs.reward.model.path: " in str(refused.value) and "Pass another out=" in str(refused.value)
-    with pytest.raises(ValueError, match="holds this same run already; pass resume=true"):
+    with pytest.raises(RunComplete, match=f"already complete: results in {out}"):
+        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True}))
+    mark_incomplete(out)  # as a crashed run leaves it
+    with pytest.raises(ValueError, match="holds this same run already; pass resume=auto"):
         run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out}))
     again = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True}))
     assert again["meta"]["resumed"] == 8 and (out / "scores.jsonl").read_text() == first  # nothing re-scored

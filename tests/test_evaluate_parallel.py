@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.data import DatasetImage, load_ratings
 from reward.eval.evaluation import EvalSettings, evaluate_rows
 from reward.rewards.base import RewardOutput

@@ -1,4 +1,4 @@
-"""bench/gpu_all.sh, issue 18's one GPU run: its CPU dry run writes one table with every stage's rows, and an RL
+"""bench/gpu_all.sh, the one GPU run: its CPU dry run writes one table with every stage's rows, and an RL
 check that is missing, fails or hangs becomes a row of that table instead of ending the run."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PACE given hostile or careless inputs (issue 14): nothing a protocol names is read outside its folder, anchors are
+"""PACE given hostile or careless inputs: nothing a protocol names is read outside its folder, anchors are
 decoded and re-encoded, numbers are checked to a sane range, typos name the close match, unreadable files are named,
 the judge refuses a bad out= before any work, and no NaN reaches a scores file."""
 
@@ -147,7 +147,7 @@ def test_judge_refuses_an_out_that_is_a_file_before_loading_anything(tmp_path, p
         "protocol": str(pace_protocol_path),
         "images": str(tmp_path / "imgs"),
         "out": str(tmp_path / "out.txt"),
-        "model": {"path": str(tmp_path / "no-such-model")},  # would fail if the model were loaded first
+        "model": {"path": "no-such-org/no-such-model"},  # would fail if the model were loaded first
     }
     with pytest.raises(ValueError, match=r"out=.*out.txt is a file"):
         run_judge(settings)

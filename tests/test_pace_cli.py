@@ -10,12 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
+from run_state import mark_incomplete
 
 from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
+from reward.core.outputs import RunComplete
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,7 +120,10 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
     full = run_judge(settings)
     scores = tmp_path / "out" / "scores.jsonl"
     lines = scores.read_text().splitlines()
-    with pytest.raises(ValueError, match="holds this same run already; pass resume=true"):
+    with pytest.raises(RunComplete, match="already complete"):
+        run_judge(settings)
+    mark_incomplete(tmp_path / "out")  # as a crashed run leaves it
+    with pytest.raises(ValueError, match="holds this same run already; pass resume=auto"):
         run_judge(settings)
     scores.write_text("\n".join(lines[:2]) + "\n" + lines[2][:30])  # a crash after two images, a torn line
     resumed = run_judge({**settings, "resume": True})
@@ -126,6 +132,7 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
     assert len(scores.read_text().splitlines()) == 4
 
     scores.write_text("\n".join(lines[:2]) + "\n")
+    mark_incomplete(tmp_path / "out")  # a crash after two images
     calib = tmp_path / "calib"
     (calib / "img").mkdir(parents=True)
     rows = []

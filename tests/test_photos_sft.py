@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
+from reward.core.cli import compose
 from training.commands.sft import parse_settings
 from training.commands.sft import run as run_sft
 

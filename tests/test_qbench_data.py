@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.cli import compose
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_questions
 from training.commands.sft import _train_dataset, parse_settings

@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.cli import compose
 from training.commands.sft import run as run_sft
 from training.procedural.perception_questions import write_questions
 
@@ -69,7 +70,7 @@ def test_perception_sft_lifts_heldout_a1_accuracy_for_singles_and_pairs(tiny_vlm
 def test_perception_sft_lifts_a1_accuracy_under_shuffled_options(tiny_vlm_path, tmp_path):
     """A1's default: shuffled options, so only binding each letter to its option text scores. Two families with two
     options each (chance 0.5): fully shuffled tuning for 300 steps of 16 learns it (0.525 -> 1.0 over four stream
-    seeds in the issue 17 notes; only data.synthetic_seed changes the run)."""
+    seeds; only seed changes the run)."""
     families = ["scene-dim", "pair-brighter"]
     held = write_questions(tmp_path / "held", 120, seed=4242, size=64, families=families, photos="heldout")
     before, after = _tune_then_answer(tiny_vlm_path, tmp_path, held, families, shuffle=True, steps=300)

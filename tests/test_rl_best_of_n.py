@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
+from reward.core.cli import compose
+from reward.core.outputs import RunComplete
 from rl.commands.best_of_n import run as run_best_of_n
 from rl.generators import ProceduralConfig, build_generator, jitter_levels
 from rl.inpaint_tasks import load_tasks, write_procedural_tasks
@@ -79,10 +81,11 @@ def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp
     first = run_best_of_n(_compose(base))
     assert first["provenance"]["inputs"]["data"]["size"] == manifest.stat().st_size  # the data it came from
     before = {p.name: p.read_bytes() for p in (out / "chosen").iterdir()}
-    for again in (base, [*base[:-1], "n=3", "limit=1"]):  # the same run, and another: nothing is written
-        with pytest.raises(ValueError, match=r"holds (this same run already|another run)"):
-            run_best_of_n(_compose(again))
-        assert {p.name: p.read_bytes() for p in (out / "chosen").iterdir()} == before
+    with pytest.raises(RunComplete, match="already complete"):  # the same run: nothing to do, nothing written
+        run_best_of_n(_compose(base))
+    with pytest.raises(ValueError, match=r"holds another run"):  # another: refused, nothing written
+        run_best_of_n(_compose([*base[:-1], "n=3", "limit=1"]))
+    assert {p.name: p.read_bytes() for p in (out / "chosen").iterdir()} == before
     second = run_best_of_n(_compose([*base[:-1], "n=3", "limit=1", "overwrite=true"]))
     assert second["tasks"] == 1 and sorted(p.name for p in (out / "chosen").iterdir()) == ["0000.png"]
     (old,) = tmp_path.glob("bon.old-*")  # the first run, whole: no file of it beside the new one's

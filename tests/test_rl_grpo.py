@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from transformers import TrainerCallback
 
 from conftest import tiny_reward_config
 from reward import list_rewards
+from reward.core.cli import compose
 from rl.commands.grpo import run as run_grpo
 from rl.inpaint_tasks import load_tasks, write_procedural_tasks
 

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from transformers import TrainerCallback
 
+from reward.core.cli import compose
 from rl.commands.grpo import run as run_grpo
 from rl.inpaint_tasks import write_procedural_tasks
 

@@ -1,4 +1,4 @@
-"""The scoring loop's faster path (issue 18) gives the scores of the path it replaced.
+"""The scoring loop's faster path gives the scores of the path it replaced.
 
 Images prepared apart from the text (DataLoader workers), batches grouped by visual token count, pinned copies and
 the vision tower's packed attention in batched SDPA calls: each is compared with the unoptimised path and with a

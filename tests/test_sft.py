@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from reward import get_reward
+from reward.core.cli import compose
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.tokens import CandidateTokenError
 from training.commands.sft import parse_settings

@@ -145,16 +145,15 @@ def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[
         problems.append("data.perception=synthetic streams without end: set trainer.max_steps=N")
     if problems:
         raise ValueError("invalid sft config:\n  - " + "\n  - ".join(problems))
-    seed = int(s.trainer.get("seed", 42))
     skipped = 0
     if d.perception == "synthetic":
         perception = perception_stream(
-            d.synthetic_seed, d.synthetic_size, d.perception_families, d.perception_answer, d.perception_shuffle
+            s.seed, d.synthetic_size, d.perception_families, d.perception_answer, d.perception_shuffle
         )
     else:
         perception, skipped = perception_file_dataset(
             d.perception,
-            seed=d.synthetic_seed,
+            seed=s.seed,
             skip_bad=d.skip_bad,
             answer=d.perception_answer,
             shuffle=d.perception_shuffle,
@@ -171,7 +170,7 @@ def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[
     mixed = datasets.interleave_datasets(
         [ratings, perception],
         probabilities=[1.0 - d.perception_fraction, d.perception_fraction],
-        seed=seed,
+        seed=s.seed,
         stopping_strategy="all_exhausted",
     )
     return mixed, skipped + rating_skipped

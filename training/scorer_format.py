@@ -1,6 +1,6 @@
 """The content of a trained SA-IQA scorer's ``sa_iqa.json``: the queries rendered from the paper's prompts.
 
-``reward=sa-iqa reward.path=DIR`` needs nothing else: the queries are stored rendered, so the reward does not
+``reward=sa-iqa reward.model=DIR`` needs nothing else: the queries are stored rendered, so the reward does not
 depend on the prompt code that made them. The file's format (its tag, writing, reading and version check) belongs to
 :mod:`reward.rewards.scorer_folder`; this module only fills it.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.rewards.scorer_folder import FORMAT
-from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from training.prompts import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, build_prompt, response_prefix
 
 DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")

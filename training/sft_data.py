@@ -2,7 +2,7 @@
 
 Examples are trl prompt-completion conversations with an ``images`` column, from a MOS manifest (images
 decoded lazily by ``datasets``) or streamed fresh from the procedural benchmark (``data.train=synthetic``):
-a fixed small set is memorised by a small model, fresh images every step are not (ENVIRONMENT.md).
+a fixed small set is memorised by a small model, fresh images every step are not (tests/test_sft_learning.py).
 """
 
 from __future__ import annotations

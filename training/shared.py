@@ -10,12 +10,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reward.core.errors import UserError
 from reward.vlm.loading import ModelLoading
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -114,6 +115,8 @@ def load_dtype(dtype: str, *, lora: bool, bf16: bool, deepspeed: bool) -> torch.
     do mixed precision (as trl does given a model name): pure-bf16 AdamW at lr 2e-5 rounds most updates away.
     LoRA (frozen base) and DeepSpeed (its own fp32 master copy) load in bf16 where training runs in bf16.
     """
+    import torch
+
     from reward.vlm import resolve_dtype
 
     if dtype != "auto":

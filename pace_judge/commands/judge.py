@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,47 +12,36 @@ from omegaconf import MISSING
 from PIL import Image
 from tqdm.auto import tqdm
 
-from pace_judge.config import DEFAULT_MAX_PIXELS, PaceConfig, validate
+from pace_judge.config import PaceConfig, validate
 from pace_judge.pace import PaceReward
-from reward.core.config import parse, store_schema
-from reward.core.errors import ConfigError, UserError
+from reward.core.config import parse, resume_mode, store_schema
+from reward.core.errors import UserError
 from reward.core.outputs import prepare_output
 from reward.core.summary import log_summary
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
 from reward.data.images import load_image
-from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
 logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 JUDGE_KEYS = ("images", "out", "images_per_call", "skip_bad", "max_decode_pixels", "resume", "overwrite")
-MAY_CHANGE = ("images_per_call", "skip_bad", "max_decode_pixels", "model.batch_size", "resume", "overwrite")
+MAY_CHANGE = ("images_per_call", "skip_bad", "max_decode_pixels", "batch_size", "resume", "overwrite")
 SCORES = "scores.jsonl"
 
 
 @dataclass
-class JudgeModel(ModelLoading):
-    """The local VLM (backend=local); loading knobs from :class:`reward.vlm.ModelLoading`, with PACE's pixel budget."""
-
-    path: str | None = None  # VLM checkpoint directory
-    batch_size: int = 32  # (image group, probe) queries per forward pass
-    max_pixels: int | None = DEFAULT_MAX_PIXELS  # visual-token budget per image and crop (pixels / 28^2 tokens)
-
-
-@dataclass
 class JudgeSettings(PaceConfig):
-    """Settings of ``pace_judge/judge.py``: the ``pace`` reward's (:class:`pace_judge.pace.PaceConfig`) with the
-    model as a section, plus the folder to judge."""
+    """Settings of ``pace_judge/judge.py``: the ``pace`` reward's (:class:`pace_judge.config.PaceConfig`: the model,
+    its loading knobs and PACE's pixel budget at the top level), plus the folder to judge."""
 
     images: str = MISSING  # folder of images (png, jpg, jpeg, webp, bmp, tif)
     out: str = MISSING  # output folder (scores.jsonl, summary.json)
-    model: JudgeModel = field(default_factory=JudgeModel)
     images_per_call: int = 8  # images judged per batch
     skip_bad: bool = False  # true: skip unreadable images (logged) instead of failing
     max_decode_pixels: int | None = DEFAULT_DECODE_PIXELS  # decode guard: larger images are refused unread (the
-    # model's visual-token budget is model.max_pixels)
-    resume: bool = False  # continue the same run in out= (images already in scores.jsonl are not judged again)
+    # model's visual-token budget is max_pixels)
+    resume: str = "never"  # auto: continue the same run in out= (images already in scores.jsonl are skipped) | never
     overwrite: bool = False  # move an existing out= folder aside (OUT.old-<time>) and start anew
 
 
@@ -74,15 +63,8 @@ def list_images(folder: str | Path) -> list[Path]:
 
 
 def pace_config(c: dict[str, Any]) -> PaceConfig:
-    defaults = PaceConfig()
-    stray = [k for k in LOADING_KEYS if k in c and c[k] != getattr(defaults, k)]
-    if stray:
-        raise ConfigError(f"the judge's model knobs are under model.: set {', '.join(f'model.{k}' for k in stray)}")
-    values = {k: v for k, v in c.items() if k not in JUDGE_KEYS and k not in LOADING_KEYS}
-    model = values.get("model")
-    if isinstance(model, dict) and not model.get("path"):
-        values["model"] = None  # e.g. backend=openai: no local checkpoint
-    return parse(PaceConfig, values, where="")
+    """The ``pace`` reward's settings within the judge's."""
+    return parse(PaceConfig, {k: v for k, v in c.items() if k not in JUDGE_KEYS}, where="")
 
 
 def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
@@ -195,7 +177,7 @@ def run(cfg: Any) -> list[dict[str, Any]]:
     """Score every image of ``images`` and write ``out/scores.jsonl`` (and ``summary.json``); returns the rows.
 
     Everything that can be checked without a model is checked first (settings, images folder, protocol file, the
-    output folder); images already scored are skipped on ``resume=true``.
+    output folder); images already scored are skipped on ``resume=auto``.
     """
     from pace_judge.protocol import ProtocolError, load_protocol
 
@@ -210,9 +192,16 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         raise PaceUserError(str(err)) from None
     files = list_images(s.images)
     settings = {k: v for k, v in c.items() if k not in ("out", "resume", "overwrite")}
-    inputs = {"model": s.model.path, "images": s.images, "protocol": pace.protocol}
+    inputs = {"model": s.model, "images": s.images, "protocol": pace.protocol}
     output = prepare_output(
-        s.out, "pace_judge/judge", settings, inputs, resume=s.resume, overwrite=s.overwrite, may_change=MAY_CHANGE
+        s.out,
+        "pace_judge/judge",
+        settings,
+        inputs,
+        resume=resume_mode(s.resume),
+        overwrite=s.overwrite,
+        may_change=MAY_CHANGE,
+        resume_hint="resume=auto",
     )
     out = output.path
     scores_path = out / SCORES
@@ -243,6 +232,7 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         **output.provenance(),
     }
     atomic_write_json(out / "summary.json", json_safe(summary))
+    output.finish()
     logger.info(
         "PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""), format_table(every)
     )

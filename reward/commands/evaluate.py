@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema
+from reward.core.config import parse, resume_mode, store_schema
 from reward.core.errors import ConfigError
 from reward.core.outputs import check_output, path_inputs
 from reward.core.summary import log_summary
@@ -41,7 +41,7 @@ class EvaluateSettings:
     out: str = MISSING  # output folder: metrics.json, scores.jsonl, scatter plots
     batch_size: int = 16  # images per reward call
     num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
-    resume: bool = False  # true: continue the same run in out/ (after a crash): score only the missing images
+    resume: str = "never"  # auto: continue the same run in out/ (after a crash): score only the missing images | never
     overwrite: bool = False  # true: an out/ holding another run is moved aside to out.old-<time> (never deleted)
     skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
     max_decode_pixels: int | None = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread (not the
@@ -98,7 +98,14 @@ def run(cfg: Any) -> dict[str, Any]:
     run_settings = {k: v for k, v in dataclasses.asdict(s).items() if k != "out"}
     inputs = {"data": s.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
     output = check_output(
-        s.out, "evaluate", run_settings, inputs, resume=s.resume, overwrite=s.overwrite, may_change=MAY_CHANGE
+        s.out,
+        "evaluate",
+        run_settings,
+        inputs,
+        resume=resume_mode(s.resume),
+        overwrite=s.overwrite,
+        may_change=MAY_CHANGE,
+        resume_hint="resume=auto",
     )
     c = {"data": s.data, "out": s.out}
     manifest = load_ratings(
@@ -146,6 +153,7 @@ def run(cfg: Any) -> dict[str, Any]:
     result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
     if state.is_main_process:
         paths = write_results(c["out"], result, settings, spec.score_range, title=name)
+        output.finish()
         logger.info(
             "reward %s on %s (%d rows, %d skipped, %d processes)\n%s",
             name,

@@ -20,6 +20,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError
+from reward.core.inputs import check_models
 from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
@@ -110,6 +111,7 @@ def run(cfg: Any) -> dict[str, Any]:
     s = parse(QbenchEvalSettings, cfg, where="")
     if s.task not in TASKS:
         raise ConfigError(f"task={s.task!r}: choose one of {', '.join(TASKS)}")
+    check_models({"model.path": s.model.path, "model.adapter": s.model.adapter})
     if s.data is None and not (s.task == "a3" and s.a3.released):
         raise ConfigError(f"task={s.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
@@ -117,7 +119,9 @@ def run(cfg: Any) -> dict[str, Any]:
     released = {"a3_released": s.a3.released} if s.a3.released else {}
     inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}, **released})}
     output = check_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, resume_hint=None)
-    return {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
+    result = {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
+    output.finish()
+    return result
 
 
 def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:

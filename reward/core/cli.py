@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -42,9 +43,8 @@ def compose(
     config_name: str, overrides: Sequence[str] = (), *, subcommands: Sequence[str] = (), config_dir: Path | None = None
 ) -> Any:
     """``configs/CONFIG_NAME.yaml`` composed with ``overrides`` (``key=value``; with ``subcommands``, a first bare
-    word becomes ``cmd=WORD``); Hydra's errors become :class:`ConfigError` messages naming the key."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    word becomes ``cmd=WORD``); old key names are rewritten to their new ones (one note each, see
+    :func:`reward.core.config.apply_aliases`); Hydra's errors become :class:`ConfigError` messages naming the key."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -64,11 +64,82 @@ def compose(
     bare = [a for a in args if "=" not in a and not a.startswith(("+", "~"))]
     if bare:
         raise ConfigError(f"arguments must be key=value, got {bare}; see configs/{config_name}.yaml for the keys")
+    config_dir = config_dir or CONFIG_DIR
+    base = _compose_groups(config_name, args, config_dir)
+    args = [_rewrite_override(a, base) for a in args] if base is not None else args
     try:
-        with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3", job_name=config_name):
-            return hydra_compose(config_name=config_name, overrides=args)
+        return _hydra_compose(config_name, args, config_dir)
     except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError(_hydra_message(err, config_name)) from None
+        raise ConfigError(_hydra_message(err, config_name, base)) from None
+
+
+def _hydra_compose(config_name: str, args: Sequence[str], config_dir: Path) -> Any:
+    """Hydra's compose in ``config_dir``; inside a caller's own ``initialize_config_dir``, in the caller's."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return hydra_compose(config_name=config_name, overrides=list(args))
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name=config_name):
+        return hydra_compose(config_name=config_name, overrides=list(args))
+
+
+def _split_override(arg: str) -> tuple[str, str, str]:
+    """``(prefix, key, rest)`` of an override: ``+a.b=1`` -> ``('+', 'a.b', '=1')``."""
+    prefix = arg[: len(arg) - len(arg.lstrip("+~"))]
+    key, sep, value = arg[len(prefix) :].partition("=")
+    return prefix, key, sep + value
+
+
+def _compose_groups(config_name: str, args: Sequence[str], config_dir: Path) -> Any:
+    """The config composed with only the overrides that choose a config group (``reward=pace``): every node of it
+    has the schema the full command line will have; ``None`` when even that fails (the full compose says why)."""
+    groups = []
+    for arg in args:
+        _, key, rest = _split_override(arg)
+        if rest and "." not in key and (config_dir / key).is_dir():
+            groups.append(arg)
+    try:
+        return _hydra_compose(config_name, groups, config_dir)
+    except Exception:  # noqa: BLE001 - reported by the full compose
+        return None
+
+
+def _rewrite_override(arg: str, base: Any) -> str:
+    """``arg`` with old key names replaced by their new ones, walking ``base``'s schemas along the dotted key; a key
+    of an untyped section (e.g. ``trainer.*``, checked against its library's fields later) is added with ``+``."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from reward.core.config import aliases_of, note_alias
+
+    prefix, key, rest = _split_override(arg)
+    if not rest or key.startswith("hydra"):
+        return arg
+    segs = key.split(".")
+    node: Any = base
+    i = 0
+    while i < len(segs):
+        table = aliases_of(OmegaConf.get_type(node)) if isinstance(node, DictConfig) else {}
+        for j in range(len(segs), i, -1):
+            old = ".".join(segs[i:j])
+            if old in table:
+                new = table[old].split(".")
+                note_alias(".".join(segs[:j]), ".".join(segs[:i] + new))
+                segs = segs[:i] + new + segs[j:]
+                break
+        child = node.get(segs[i]) if isinstance(node, DictConfig) and segs[i] in node else None
+        if (
+            child is None
+            and i == len(segs) - 1
+            and isinstance(node, DictConfig)
+            and OmegaConf.get_type(node) is dict
+            and not prefix
+        ):
+            prefix = "+"
+        node = child
+        i += 1
+    return prefix + ".".join(segs) + rest
 
 
 def _no_sweep(arg: str) -> str:
@@ -83,7 +154,7 @@ def _no_sweep(arg: str) -> str:
     return arg
 
 
-def _hydra_message(err: Exception, config_name: str) -> str:
+def _hydra_message(err: Exception, config_name: str, base: Any = None) -> str:
     """Hydra's composition error as one line naming the key, without Hydra's hints about ``+key``."""
     from reward.core.config import TYPE_WORDS
     from reward.core.registry import close_match
@@ -95,7 +166,7 @@ def _hydra_message(err: Exception, config_name: str) -> str:
     key = _full_key(cause_text)
     if key and "not in" in cause_text.splitlines()[0]:
         parent, _, leaf = key.rpartition(".")
-        hint = close_match(leaf, _keys_at(config_name, parent), fmt=" (did you mean {!r}?)")
+        hint = _did_you_mean(leaf, base, parent)
         return f"unknown key {key}{hint}: not a setting of configs/{config_name}.yaml"
     if key and "could not be converted to" in cause_text:
         value = head.split("=", 1)[1] if "=" in head else "?"
@@ -112,19 +183,36 @@ def _hydra_message(err: Exception, config_name: str) -> str:
     return " ".join(ln for ln in lines if not ln.startswith(("To append", "See https"))).replace("\t", " ")
 
 
-def _keys_at(config_name: str, parent: str) -> list[str]:
-    """The keys of ``parent`` (a dotted path, "" for the top) in the config composed without overrides."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+def _keys_at(cfg: Any, parent: str) -> list[str]:
+    """The keys of ``parent`` (a dotted path, "" for the top) in ``cfg``: the config composed with the command line's
+    group choices, so that ``reward=pace reward.pth=...`` is matched against the pace reward's keys."""
     from omegaconf import DictConfig, OmegaConf
 
+    if cfg is None:
+        return []
     try:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name=config_name):
-            cfg = hydra_compose(config_name=config_name)
         node = OmegaConf.select(cfg, parent) if parent else cfg
     except Exception:  # noqa: BLE001 - only a hint
         return []
     return [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+
+
+def _did_you_mean(leaf: str, base: Any, parent: str) -> str:
+    """`` (did you mean 'KEY'?)`` from the keys at ``parent`` and their old names (an old name suggests its new)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from reward.core.config import aliases_of
+    from reward.core.registry import close_match
+
+    keys = _keys_at(base, parent)
+    node = OmegaConf.select(base, parent) if base is not None and parent else base
+    aliases = (
+        {k: v for k, v in aliases_of(OmegaConf.get_type(node)).items() if "." not in k}
+        if isinstance(node, DictConfig)
+        else {}
+    )
+    word = close_match(leaf, keys + list(aliases), fmt="{}")
+    return f" (did you mean {aliases.get(word, word)!r}?)" if word else ""
 
 
 def _full_key(text: str) -> str | None:
@@ -160,8 +248,31 @@ class _StdoutHandler(logging.StreamHandler):
         super().emit(record)
 
 
+# Library warnings our code cannot fix, silenced here once for every command. transformers 5 renamed
+# gradient_checkpointing* to activation_checkpointing*; our settings use the new names, but trl's trainers still call
+# the model's old-named methods, which warn on every run.
+LIBRARY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
+    (FutureWarning, r"`(is_)?gradient_checkpointing\w*` is deprecated"),
+)
+
+
+def quiet_libraries() -> None:
+    """Filter :data:`LIBRARY_WARNINGS`, and switch off the Hub's and transformers' download/loading/saving progress
+    bars (``HF_HUB_DISABLE_PROGRESS_BARS=0`` in the environment keeps them); training and scoring bars stay."""
+    for category, message in LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    if os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1") != "1":
+        return
+    if "transformers" in sys.modules:  # imported already (with the command): switch its bars off where they live
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+    elif "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+
+
 def setup_logging(level: int = logging.INFO) -> None:
-    """Log lines to stdout, as every command writes them (progress bars go to stderr)."""
+    """Log lines to stdout, as every command writes them (progress bars go to stderr); library noise quietened
+    (:func:`quiet_libraries`)."""
+    quiet_libraries()
     root = logging.getLogger()
     if not any(getattr(h, "_perceptual_rewards", False) for h in root.handlers):
         handler = _StdoutHandler(sys.stdout)
@@ -179,25 +290,86 @@ def main(
     argv: Sequence[str] | None = None,
     subcommands: Sequence[str] = (),
 ) -> Any:
-    """Compose the config, run the command, and fail the one way (see the module docstring)."""
+    """Compose the config, run the command, and fail the one way (see the module docstring). ``--help`` prints the
+    settings with their comments, ``--cfg job`` (or ``all``) the composed config without running; Hydra's other
+    flags are refused with one message (:func:`hydra_flags`)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         _help(config_name, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
         return None
     setup_logging()
+    from reward.core.outputs import RunComplete
+
     try:
+        args, show = hydra_flags(args)
         cfg = compose(config_name, args, subcommands=subcommands)
+        if show:
+            from omegaconf import OmegaConf
+
+            print(OmegaConf.to_yaml(cfg), end="")
+            return None
         return run(cfg)
+    except RunComplete as done:
+        logger.info("%s", done)
+        return None
     except UserError as err:
         fail(str(err))
 
 
+MULTIRUN = (
+    "sweeps (-m / --multirun) are not supported: each command runs once; run it once per setting (e.g. a shell loop "
+    "over key=VALUE), and note that key=a,b is read as the list [a,b]"
+)
+CONFIG_CHOICE = (
+    "each command has one config, configs/{name}.yaml, composed with key=value settings; to reuse a set of settings "
+    "put them in configs/recipe/NAME.yaml and pass +recipe=NAME (--config-name/--config-path/--config-dir are not "
+    "supported)"
+)
+HYDRA_KEYS = (
+    "{key}: Hydra's own settings (hydra.*) are not used: the command writes only where out= says and logs to the "
+    "console; drop {key}"
+)
+
+
+def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
+    """``(the key=value settings, what --cfg asks to print or None)``; a Hydra flag these commands do not support
+    (``-m``, ``--config-name``, ``hydra.run.dir=...``, ...) is refused with one :class:`ConfigError`, never ignored.
+
+    >>> hydra_flags(["out=o", "--cfg", "job"])
+    (['out=o'], 'job')
+    """
+    rest: list[str] = []
+    show = None
+    items = list(args)
+    while items:
+        arg = items.pop(0)
+        flag, eq, value = arg.partition("=")
+        if flag in ("--cfg", "-c"):
+            show = value if eq else (items.pop(0) if items else "")
+            if show not in ("job", "all"):
+                raise ConfigError(f"--cfg {show}: use --cfg job (the command's settings) or --cfg all (the same here)")
+        elif flag in ("-m", "--multirun"):
+            raise ConfigError(MULTIRUN)
+        elif flag in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
+            raise ConfigError(f"{flag}: " + CONFIG_CHOICE)
+        elif arg.startswith("-"):
+            raise ConfigError(
+                f"unknown option {flag}: commands take key=value settings, --help, and --cfg job|all to print them"
+            )
+        elif arg.lstrip("+~").startswith("hydra.") or arg.lstrip("+~").partition("=")[0] == "hydra":
+            raise ConfigError(HYDRA_KEYS.format(key=arg.lstrip("+~").partition("=")[0]))
+        else:
+            rest.append(arg)
+    return rest, show
+
+
 def _help(config_name: str, doc: str | None, args: list[str], subcommands: Sequence[str]) -> None:
-    from omegaconf import OmegaConf
+    from reward.core.helptext import annotated
 
     print((doc or "").strip() + "\n")
     try:
+        args, _ = hydra_flags(args)
         cfg = compose(config_name, args if not subcommands or args else [subcommands[0]], subcommands=subcommands)
-        print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + OmegaConf.to_yaml(cfg))
+        print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + "\n".join(annotated(cfg)))
     except UserError as err:
         print(f"error: {err}")

@@ -6,6 +6,11 @@ type (``temperature=hot``), each named by its full key. Commands compose their Y
 registered as Hydra structured configs (:func:`store_schema`), so a wrong key or type is refused before anything
 runs; code and tests build the same settings from plain dicts.
 
+Old key names stay valid: a settings dataclass lists them in its ``aliases`` class variable (old dotted key -> new
+dotted key, both relative to the class), and :func:`apply_aliases` rewrites them, with one logged note per alias,
+for plain dicts (:func:`parse`) and for command lines (:mod:`reward.core.cli` rewrites overrides before Hydra
+composes) alike. Values that must be one of a few words (``resume=auto|never``) are read by :func:`resume_mode`.
+
 Example:
     >>> from dataclasses import dataclass
     >>> @dataclass
@@ -24,12 +29,16 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from reward.core.errors import ConfigError
 from reward.core.registry import close_match
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -82,7 +91,10 @@ def _problems(cls: type, values: dict[str, Any], prefix: str) -> list[str]:
     for key, value in values.items():
         full = f"{prefix}.{key}" if prefix else key
         if key not in fields:
-            problems.append(f"unknown key {full}{close_match(key, list(fields), fmt=' (did you mean {!r}?)')}")
+            aliases = {k: v for k, v in aliases_of(cls).items() if "." not in k}
+            word = close_match(key, [*fields, *aliases], fmt="{}")
+            hint = f" (did you mean {aliases.get(word, word)!r}?)" if word else ""
+            problems.append(f"unknown key {full}{hint}")
             continue
         tp = types[key]
         if _is_dataclass_type(tp) and isinstance(value, Mapping):
@@ -110,17 +122,21 @@ def _type_problem(full: str, value: Any, err: Exception) -> str:
     return f"{full}={value!r}: {text}"
 
 
-def parse(cls: type[T], cfg: Any, *, where: str, ignore: tuple[str, ...] = ()) -> T:
-    """Settings dataclass ``cls`` from ``cfg``; every unknown, missing or mistyped key fails together.
+def parse(cls: type[T], cfg: Any, *, where: str = "", ignore: tuple[str, ...] = ()) -> T:
+    """Settings dataclass ``cls`` from ``cfg`` (a mapping, a Hydra/OmegaConf node or a dataclass); every unknown,
+    missing or mistyped key fails together.
 
     ``where`` prefixes the keys in messages (``reward`` -> ``reward.temperature``); ``ignore`` names keys that
-    may be present but are not settings (e.g. a reward config's ``name``). Validation in the dataclass's
-    ``__post_init__`` (a ``ValueError``) is reported as a :class:`ConfigError` too.
+    may be present but are not settings. A ``name`` key that is not a field of ``cls`` (a reward config's name,
+    which selects the reward) is ignored. Old names listed in ``cls.aliases`` are rewritten first (one note each).
+    Validation in the dataclass's ``__post_init__`` (a ``ValueError``) is reported as a :class:`ConfigError` too.
     """
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    values = {k: v for k, v in to_plain(cfg).items() if k not in ignore}
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    skip = set(ignore) | ({"name"} - fields)
+    values = apply_aliases(cls, {k: v for k, v in to_plain(cfg).items() if k not in skip}, where)
     problems = _problems(cls, values, where)
     if problems:
         raise ConfigError(f"invalid {where + ' ' if where else ''}settings:\n  - " + "\n  - ".join(problems))
@@ -133,9 +149,159 @@ def parse(cls: type[T], cfg: Any, *, where: str, ignore: tuple[str, ...] = ()) -
         raise ConfigError(f"invalid {where + ' ' if where else ''}settings: {text}") from None
 
 
-def from_mapping(cls: type[T], cfg: Any, *, where: str, ignore: tuple[str, ...] = ("name",)) -> T:
-    """:func:`parse` with a reward config's ``name`` key ignored by default (it selects the reward)."""
-    return parse(cls, cfg, where=where, ignore=ignore)
+def aliases_of(cls: Any) -> dict[str, str]:
+    """Old dotted key -> new dotted key of settings dataclass ``cls`` (its ``aliases`` class variable)."""
+    return dict(getattr(cls, "aliases", None) or {}) if isinstance(cls, type) else {}
+
+
+_NOTED: set[tuple[str, str]] = set()
+
+
+def note_alias(old: str, new: str) -> None:
+    """Log once per process that ``old`` was read as ``new``."""
+    if (old, new) not in _NOTED:
+        _NOTED.add((old, new))
+        logger.info("%s is an alias of %s", old, new)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _pop_dotted(values: dict[str, Any], key: str) -> tuple[bool, Any]:
+    head, _, rest = key.partition(".")
+    if not rest:
+        return (True, values.pop(head)) if head in values else (False, None)
+    node = values.get(head)
+    if not isinstance(node, dict):
+        return False, None
+    found, value = _pop_dotted(node, rest)
+    if found and not node:
+        del values[head]
+    return found, value
+
+
+def _get_dotted(values: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    node: Any = values
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    node = values
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def apply_aliases(cls: Any, values: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """``values`` (a plain dict for dataclass ``cls``) with every old key of ``cls.aliases`` (and of its nested
+    settings dataclasses) moved to its new key; giving both an old and a new key with different values fails.
+
+    >>> @dataclasses.dataclass
+    ... class C:
+    ...     aliases = {"output_dir": "out"}
+    ...     out: str = ""
+    >>> apply_aliases(C, {"output_dir": "/tmp/x"})
+    {'out': '/tmp/x'}
+    """
+    if not _is_dataclass_type(cls):
+        return values
+    values = copy.deepcopy(values)
+    for old, new in aliases_of(cls).items():
+        found, value = _pop_dotted(values, old)
+        if not found:
+            continue
+        note_alias(_join(where, old), _join(where, new))
+        present, existing = _get_dotted(values, new)
+        if present and existing != value:
+            raise ConfigError(
+                f"{_join(where, old)}={value!r} and {_join(where, new)}={existing!r} name the same setting "
+                f"({_join(where, old)} is an alias of {_join(where, new)}); give only {_join(where, new)}"
+            )
+        _set_dotted(values, new, value)
+    for key, tp in _field_types(cls).items():
+        if _is_dataclass_type(tp) and isinstance(values.get(key), Mapping):
+            values[key] = apply_aliases(tp, dict(values[key]), _join(where, key))
+    return values
+
+
+RESUME_WORDS = {"auto": True, "true": True, "never": False, "false": False}
+
+
+def resume_mode(value: Any, key: str = "resume") -> bool:
+    """``resume=auto|never`` (``true``/``false`` accepted as aliases) as a bool: continue the same run or not.
+
+    >>> resume_mode("auto"), resume_mode(False), resume_mode("never")
+    (True, False, False)
+    """
+    word = str(value).lower()
+    if word not in RESUME_WORDS:
+        raise ConfigError(
+            f"{key}={value!r}: use auto (continue the same run in the output folder) or never (a new run only)"
+        )
+    return RESUME_WORDS[word]
+
+
+SIMPLE_TYPES = {bool: "true or false", int: "an integer", float: "a float", str: "a string"}
+
+
+def library_field_problems(cls: type, values: Mapping[str, Any], where: str) -> list[str]:
+    """``values`` checked against a library's settings dataclass ``cls`` (e.g. trl's ``SFTConfig`` for
+    ``trainer.*``): unknown keys with their close match, and values that do not fit a field typed as a plain bool,
+    int, float or str (optional or not); fields of richer types are left to the library.
+
+    >>> @dataclasses.dataclass
+    ... class Lib:
+    ...     learning_rate: float = 1e-5
+    ...     seed: int = 42
+    >>> for p in library_field_problems(Lib, {"learning_rate": "fast", "lerning_rate": 1, "seed": 3}, "trainer"):
+    ...     print(p)
+    trainer.learning_rate='fast': expected a float
+    unknown key trainer.lerning_rate (did you mean 'learning_rate'?)
+    """
+    import typing
+
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: names only
+        hints = {}
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    problems = []
+    for key, value in values.items():
+        if key not in fields:
+            problems.append(f"unknown key {where}.{key}{close_match(key, fields, fmt=' (did you mean {!r}?)')}")
+            continue
+        want = _simple_type(hints.get(key))
+        if want is not None and value is not None and not _fits(value, want):
+            problems.append(f"{where}.{key}={value!r}: expected {SIMPLE_TYPES[want]}")
+    return problems
+
+
+def _simple_type(tp: Any) -> type | None:
+    import types
+    import typing
+
+    if tp in SIMPLE_TYPES:
+        return tp
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        return rest[0] if len(rest) == 1 and rest[0] in SIMPLE_TYPES else None
+    return None
+
+
+def _fits(value: Any, want: type) -> bool:
+    if want is bool:
+        return isinstance(value, bool)
+    if want is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if want is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, str)
 
 
 def store_schema(name: str, node: type, group: str | None = None) -> None:

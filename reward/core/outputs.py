@@ -7,7 +7,9 @@ and modification time), written to ``OUT/run.json`` when the folder is created. 
   short, explicit list of keys that may change, such as ``trainer.max_steps`` or logging);
 - else refuses, naming the keys that differ and the ways out: ``out=`` elsewhere, or ``overwrite=true``, which moves
   the old folder aside to ``OUT.old-<time>`` (nothing is deleted);
-- never writes into a folder it did not make (no ``run.json``) unless ``overwrite=true`` moves that aside too.
+- never writes into a folder it did not make (no ``run.json``) unless ``overwrite=true`` moves that aside too;
+- stops at once, like ``make``, when the identical command already completed there (:class:`RunComplete`: "already
+  complete", exit status 0), and replaces a run that never started (a folder holding only ``run.json``).
 
 Every result file records the run it came from (:meth:`Output.provenance`), so a ``metrics.json`` names its model and
 data.
@@ -16,6 +18,7 @@ Example:
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     first = prepare_output(f"{d}/run", "evaluate", {"model": "a", "batch_size": 8})
+    ...     _ = (first.path / "scores.jsonl").write_text("{}")  # the run starts writing
     ...     again = prepare_output(f"{d}/run", "evaluate", {"model": "a", "batch_size": 16}, resume=True,
     ...                            may_change=("batch_size",))
     ...     first.state, again.state
@@ -44,6 +47,15 @@ SCHEMA = "perceptual-rewards-run/1"
 
 class OutputFolderError(UserError):
     """An output folder that holds another run (or files this command did not write)."""
+
+
+class RunComplete(Exception):  # noqa: N818 - not an error: the command has nothing to do
+    """The identical command already ran to completion in this folder (``run.json``: ``"complete": true``), as
+    ``make`` finds a target up to date; :func:`reward.core.cli.main` prints the message and exits with status 0."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"already complete: results in {path} (overwrite=true runs it anew)")
+        self.path = path
 
 
 def fingerprint(path: str | Path | None) -> dict[str, Any] | None:
@@ -132,9 +144,15 @@ class Output:
             self.moved_aside = _move_aside(self.path)
         if self.resumed:
             logger.info("resuming the run in %s", self.path)
+            atomic_write_json(self.path / RUN_FILE, self.identity)  # running again: its settings, not complete
             return
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path / RUN_FILE, self.identity)
+
+    def finish(self) -> None:
+        """Mark the run complete in ``run.json``: the identical command run again then stops at once
+        (:class:`RunComplete`)."""
+        atomic_write_json(self.path / RUN_FILE, {**self.identity, "complete": True})
 
     def provenance(self) -> dict[str, Any]:
         """What a result file records about the run: the command, its inputs (model, data) and when it started."""
@@ -214,11 +232,14 @@ def check_output(
             f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
             f"{out_key}= folder, or overwrite=true to move it aside first"
         )
-    diff = differences(
-        {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs", {})},
-        {"command": command, **identity["settings"], "inputs": identity["inputs"]},
-        may_change,
-    )
+    before = {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs", {})}
+    now = {"command": command, **identity["settings"], "inputs": identity["inputs"]}
+    if saved.get("complete") and not differences(before, now, ("resume", "overwrite")):
+        raise RunComplete(path)
+    if not saved.get("complete") and _never_started(path):  # a run that failed before writing anything
+        logger.info("%s holds a run that never started; this run replaces it", path)
+        return Output(path, "new", identity)
+    diff = differences(before, now, may_change)
     if diff:
         raise OutputFolderError(
             f"{path} holds another run ({len(diff)} difference(s)):\n  - "
@@ -254,6 +275,10 @@ def check_output_file(path: str | Path, *, overwrite: bool = False, companions: 
             if other.exists():
                 _move_aside(other)
     return path
+
+
+def _never_started(path: Path) -> bool:
+    return all(p.name == RUN_FILE or p.name.startswith(".") for p in path.iterdir())
 
 
 def _saved_identity(path: Path) -> dict[str, Any] | None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from PIL import Image
 
 from reward.core.config import parse
 from reward.core.errors import ConfigError
+from reward.core.inputs import check_models
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
@@ -30,6 +31,8 @@ from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served
 class QBenchConfig(ModelLoading):
     """Settings of ``reward=qbench`` (the loading knobs dtype, device, device_map, attn_implementation, min_pixels
     and max_pixels come from :class:`reward.vlm.ModelLoading`)."""
+
+    aliases: ClassVar[dict[str, str]] = {"path": "model"}
 
     name: str = "qbench"
     model: str | None = None  # checkpoint directory of the VLM (backend=openai: only its tokenizer is read, if given)
@@ -97,4 +100,5 @@ def build(cfg: dict[str, Any]) -> QBenchReward:
         return QBenchReward(config, vlm=served_vlm(config.server, tokenizer=config.model))
     if not config.model:
         raise ConfigError("reward=qbench needs reward.model=PATH (a VLM checkpoint), or reward.backend=openai")
+    check_models({"reward.model": config.model})
     return QBenchReward(config, loading=loading_of(config))

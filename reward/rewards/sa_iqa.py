@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from omegaconf import MISSING
@@ -45,8 +45,10 @@ logger = logging.getLogger(__name__)
 class SaIqaConfig(ModelLoading):
     """Settings of ``reward=sa-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
 
+    aliases: ClassVar[dict[str, str]] = {"path": "model"}
+
     name: str = "sa-iqa"
-    path: str = MISSING  # scorer folder written by training/sft.py (model or adapter, processor, sa_iqa.json),
+    model: str = MISSING  # scorer folder written by training/sft.py (model or adapter, processor, sa_iqa.json),
     # or its Hub repo id ORG/NAME (resolved through the Hugging Face cache, offline too)
     fusion: str | None = None  # fusion weights JSON; default: fusion_weights.json in the scorer directory
     dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
@@ -139,17 +141,17 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     config = parse(SaIqaConfig, cfg, where="reward")
     check_backend(config.backend)
     loading = loading_of(config)
-    config.path = str(resolve_model_dir(config.path, key="reward.path"))  # a folder, or a Hub id via the HF cache
-    meta = read_metadata(config.path)
+    config.model = str(resolve_model_dir(config.model, key="reward.model"))  # a folder, or a Hub id (HF cache)
+    meta = read_metadata(config.model)
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
-        vlm = served_vlm(config.server, tokenizer=config.path)
+        vlm = served_vlm(config.server, tokenizer=config.model)
     else:
         vlm = load_vlm(
-            base or config.path, loading, batch_size=config.batch_size, adapter=config.path if base else None
+            base or config.model, loading, batch_size=config.batch_size, adapter=config.model if base else None
         )
-    fusion_path = Path(config.fusion) if config.fusion else Path(config.path) / WEIGHTS_FILENAME
+    fusion_path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
     dims = config.dimensions or list(meta["queries"])
@@ -159,7 +161,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
             "reward=sa-iqa: no %s in %s: the fused score is the plain mean of %s (fusion: mean), not SA-IQA eq. 3; "
             "fit Bradley-Terry weights with fusion/fit.py or pass reward.fusion=FILE",
             WEIGHTS_FILENAME,
-            config.path,
+            config.model,
             dims,
         )
     else:

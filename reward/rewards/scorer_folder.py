@@ -58,8 +58,8 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     meta_path = Path(path) / METADATA
     if not meta_path.is_file():
         raise MissingInputError(
-            f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.path at the "
-            "scorer/ folder that training/sft.py writes in its output_dir."
+            f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.model at the "
+            "scorer/ folder that training/sft.py writes in its out= folder."
         )
     try:
         meta = json.loads(meta_path.read_text())

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import torch
 
+from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS, QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS
+
 __all__ = [
     "LEVEL_VALUES",
     "LEVEL_WORDS",
@@ -28,11 +30,6 @@ __all__ = [
     "good_poor_softmax",
     "synonym_ensemble",
 ]
-
-LEVEL_WORDS: tuple[str, ...] = ("excellent", "good", "fair", "poor", "bad")  # rating words, best first
-LEVEL_VALUES: tuple[float, ...] = (5.0, 4.0, 3.0, 2.0, 1.0)  # score of each rating word
-QBENCH_POSITIVE_WORDS: tuple[str, ...] = ("good", "high", "fine")  # Q-Bench+ synonym set P
-QBENCH_NEGATIVE_WORDS: tuple[str, ...] = ("poor", "low", "bad")  # Q-Bench+ synonym set N
 
 
 def _as_float32(x: torch.Tensor, name: str) -> torch.Tensor:

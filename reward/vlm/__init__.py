@@ -6,18 +6,36 @@ Example:
     ' '
 """
 
-from reward.vlm.loading import (
-    LOADING_KEYS,
-    ModelLoading,
-    load_processor,
-    load_vlm,
-    loading_of,
-    resolve_device,
-    resolve_dtype,
-    split_loading,
-    thinking_off,
-)
-from reward.vlm.model import VLM, OptionLogProbs, OptionQuery
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# imported on first use, so that settings (ModelLoading) are read without torch
+_HOME = {
+    **dict.fromkeys(
+        (
+            "LOADING_KEYS",
+            "ModelLoading",
+            "load_processor",
+            "load_vlm",
+            "loading_of",
+            "resolve_device",
+            "resolve_dtype",
+            "split_loading",
+            "thinking_off",
+        ),
+        "reward.vlm.loading",
+    ),
+    **dict.fromkeys(("VLM", "OptionLogProbs", "OptionQuery"), "reward.vlm.model"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'reward.vlm' has no attribute {name!r}")
+
 
 __all__ = [
     "LOADING_KEYS",

@@ -17,13 +17,15 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from reward.core.config import from_mapping
+from reward.core.config import parse
 from reward.core.errors import MissingInputError
-from reward.vlm.model import VLM
+
+if TYPE_CHECKING:  # torch and the model are imported when a model loads: settings are read before
+    import torch
+
+    from reward.vlm.model import VLM
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +91,12 @@ def split_loading(cfg: dict[str, Any], *, where: str = "reward") -> tuple[ModelL
     """Take the :class:`ModelLoading` keys out of a flat config mapping: ``(loading, the other keys)``."""
     own = {k: v for k, v in cfg.items() if k in LOADING_KEYS}
     rest = {k: v for k, v in cfg.items() if k not in LOADING_KEYS}
-    return from_mapping(ModelLoading, own, where=where, ignore=()), rest
+    return parse(ModelLoading, own, where=where, ignore=()), rest
 
 
 def resolve_device(device: str | None = None) -> torch.device:
+    import torch
+
     if device and device != "auto":
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -100,6 +104,8 @@ def resolve_device(device: str | None = None) -> torch.device:
 
 def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
     """``auto``: bfloat16 on a GPU that supports it, float32 elsewhere."""
+    import torch
+
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
@@ -214,7 +220,10 @@ def load_vlm(
     fp32 (rounded once to the model's dtype: :func:`merge_lora`); ``merge_adapter=False`` keeps it beside the
     weights, unmerged, computing exactly as in training (slower: two extra matmuls per adapted layer).
     """
+
     from transformers import AutoModelForImageTextToText
+
+    from reward.vlm.model import VLM
 
     if overrides:
         loading = dataclasses.replace(loading or ModelLoading(), **overrides)
@@ -263,6 +272,8 @@ def adapter_base(path: str | Path) -> str | None:
 
 def _delta_fp32(module: Any, base: Any, adapter: str) -> torch.Tensor:
     """B A * scaling in fp32 from the adapter's own weights (any dtype); other layer kinds through peft."""
+    import torch
+
     if isinstance(base, torch.nn.Linear):
         delta = module.lora_B[adapter].weight.float() @ module.lora_A[adapter].weight.float()
         delta = delta.T if module.fan_in_fan_out else delta
@@ -276,6 +287,7 @@ def merge_lora(peft_model: Any) -> int:
     a non-finite result (fp16 overflow) is refused. Returns the number of merged layers; the model keeps its LoRA
     modules until ``peft_model.unload()``.
     """
+    import torch
     from peft.tuners.lora import LoraLayer
 
     merged = 0

@@ -1,9 +1,9 @@
 """Vision-language models: load a checkpoint, read answer-token log-probabilities, generate text.
 
-One primitive serves every scorer of the toolkit (see DESIGN.md): given groups of images and questions about
-them, return the log-probabilities of named candidate tokens at the answer position with one forward pass.
-When several questions are asked about the same images, the image prefix (system turn, user turn start and
-the images) is encoded once and its KV cache is reused for every question (``reuse_prefix=True``).
+One primitive serves every scorer of the toolkit (ARCHITECTURE.md, "One primitive underneath"): given groups of
+images and questions about them, return the log-probabilities of named candidate tokens at the answer position
+with one forward pass. When several questions are asked about the same images, the image prefix (system turn, user
+turn start and the images) is encoded once and its KV cache is reused for every question (``reuse_prefix=True``).
 
 Example:
     >>> vlm = load_vlm("Qwen/Qwen2.5-VL-7B-Instruct")  # doctest: +SKIP
@@ -76,7 +76,7 @@ class ScoringSpeed:
 
     @classmethod
     def unoptimised(cls) -> ScoringSpeed:
-        """The scoring path before issue 18: image processor on the host in the loop, batches in input order,
+        """The scoring path before the faster loop: image processor on the host in the loop, batches in input order,
         per-window vision attention, pageable copies (kept for comparisons: bench/ and the GPU check)."""
         return cls(preprocess="host", group_by_tokens=False, vision_attention="model", pin_memory=False)
 

@@ -3,7 +3,8 @@
 The prefix is everything up to the last ``<|vision_end|>`` (system turn, user turn start, the images); the
 suffix is the question, the end of the user turn, the assistant start and the response prefix. Qwen-VL models
 use 3-D multimodal RoPE, so the suffix gets explicit positions continuing the prefix's
-(``prefix_len + rope_delta``); letting the model infer them silently gives wrong log-probs (ENVIRONMENT.md).
+(``prefix_len + rope_delta``); letting the model infer them silently gives wrong log-probs (tests/test_vlm.py
+compares both paths).
 """
 
 from __future__ import annotations

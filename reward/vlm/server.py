@@ -59,7 +59,7 @@ from typing import Any, TypeVar
 import torch
 from PIL import Image
 
-from reward.core.config import from_mapping
+from reward.core.config import parse
 from reward.core.errors import ConfigError, UserError
 from reward.vlm.model import OptionLogProbs, OptionQuery, content_parts
 
@@ -481,7 +481,7 @@ class OpenAIBackend:
 
     @classmethod
     def from_config(cls, raw: dict[str, Any] | ServerConfig, **kwargs: Any) -> OpenAIBackend:
-        cfg = raw if isinstance(raw, ServerConfig) else from_mapping(ServerConfig, raw, where="server")
+        cfg = raw if isinstance(raw, ServerConfig) else parse(ServerConfig, raw, where="server")
         return cls(cfg, **kwargs)
 
     @property

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from reward.core.config import parse, store_schema, to_plain
 from reward.core.errors import ConfigError
+from reward.core.inputs import missing_model
 from reward.core.outputs import Output
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl
@@ -68,6 +69,9 @@ def parse_settings(cfg: Any) -> BestOfNSettings:
         )
     if s.tasks_per_call < 1:
         problems.append(f"tasks_per_call={s.tasks_per_call}: must be >= 1")
+    gen = to_plain(s.generator) if s.generator else {}
+    if problem := missing_model(gen.get("path"), "generator.path"):
+        problems.append(problem)
     if problems:
         raise ConfigError("invalid best_of_n settings:\n  - " + "\n  - ".join(problems))
     return s
@@ -161,6 +165,7 @@ def run(cfg: Any) -> dict[str, Any]:
         }
     )
     atomic_write_json(out / "summary.json", summary)
+    output.finish()
     logger.info("best-of-%d on %d tasks: %s", s.n, len(tasks), json.dumps(summary))
     require_scores(picker, summary["tasks_scored"], sum(len(r.get("candidates", [])) for r in rows), counts)
     files = {"scores": out / "scores.jsonl", "summary": out / "summary.json", "sheets": out if s.sheets else None}

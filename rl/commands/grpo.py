@@ -30,13 +30,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema, to_plain
+from reward.core.config import library_field_problems, parse, resume_mode, store_schema, to_plain
 from reward.core.errors import ConfigError, UserError
+from reward.core.inputs import missing_model
 from reward.core.outputs import Output
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
@@ -89,7 +90,8 @@ class EvalSettings:
 
 def _paper_trainer() -> dict[str, Any]:
     """trl.GRPOConfig fields: the paper's where App. D.3 states them (group 8, batch 4, eq. 8's loss), ours
-    elsewhere; any other field is added with +trainer.NAME=VALUE."""
+    elsewhere; any other field is set with trainer.NAME=VALUE (checked against GRPOConfig's fields and their types
+    before anything loads)."""
     return {
         "num_generations": 8,  # group size G (the paper: 8)
         # completions per process and step: 32 = the paper's 4 prompts x 8 with one process; with N processes a
@@ -106,19 +108,21 @@ def _paper_trainer() -> dict[str, Any]:
         "max_steps": 500,  # ours
         "lr_scheduler_type": "constant",
         "bf16": None,  # null: on where the GPU supports it
+        "activation_checkpointing": True,  # trl's GRPO default: recompute activations in backward to save memory
         "use_vllm": False,  # true on GPUs: trl's vLLM generation (vllm_mode colocate | server)
         "reward_weights": None,  # one per reward (reward + more_rewards); null: all 1
         "logging_steps": 1,
         "save_steps": 50,
         "save_total_limit": 2,
-        "seed": 42,
         "report_to": "none",
     }
 
 
 @dataclass
 class GrpoSettings:
-    output_dir: str = MISSING  # checkpoints, run.json, policy/, samples/, heldout.jsonl, plots, grpo_result.json
+    aliases: ClassVar[dict[str, str]] = {"output_dir": "out", "trainer.output_dir": "out", "trainer.seed": "seed"}
+
+    out: str = MISSING  # checkpoints, run.json, policy/, samples/, heldout.jsonl, plots, grpo_result.json
     data: str = MISSING  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"[, "scene"]}) or datasets folder
     policy: PolicySettings = field(default_factory=PolicySettings)
     eval_data: str | None = None  # held-out tasks; null: whole scenes / source images from the end of data
@@ -135,12 +139,12 @@ class GrpoSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
-    resume: str = "auto"  # auto: continue the same run in output_dir (refused if it is another run); never
-    overwrite: bool = False  # an earlier run in output_dir is moved aside to output_dir.old-<time> (never deleted)
-    seed: int = 0  # generator seeds (one per task and step, shared by the task's group)
-    samples_per_step: int = 4  # images saved per step in output_dir/samples (first-vs-last grid; main process)
+    resume: str = "auto"  # auto: continue the same run in out (refused if it is another run); never: a new run only
+    overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted)
+    seed: int = 42  # the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)
+    samples_per_step: int = 4  # images saved per step in out/samples (first-vs-last grid; main process)
     stall_timeout_s: float = 1800  # no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)
-    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields
+    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields (any one: trainer.NAME=V)
     plan: bool = False  # true: print the run's plan (batch, memory per GPU of each model) and exit; nothing loads
     plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
 
@@ -151,7 +155,7 @@ store_reward_schemas()
 # settings that may differ when a run is resumed: they change how long it runs, what it logs or where the models sit,
 # not what it learns
 MAY_CHANGE = (
-    "output_dir",
+    "out",
     "resume",
     "overwrite",
     "samples_per_step",
@@ -176,9 +180,6 @@ MAY_CHANGE = (
 )
 
 
-RESUME = {"auto": True, "true": True, "never": False, "false": False}  # true / false: the other commands' spelling
-
-
 class RunIncomplete(UserError):
     """Training ended before ``trainer.max_steps`` without anything asking it to stop."""
 
@@ -193,9 +194,13 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     problem of both is reported together."""
     s = parse(GrpoSettings, cfg, where="")
     problems = _problems(s)
+    from trl import GRPOConfig
+
+    field_problems = library_field_problems(GRPOConfig, s.trainer, "trainer")
+    problems.extend(field_problems)
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = grpo_args(s, Path(s.output_dir))
+        args = None if field_problems else grpo_args(s, Path(s.out))
     except ConfigError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
@@ -207,8 +212,10 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
 
 def _problems(s: GrpoSettings) -> list[str]:
     problems = []
-    if str(s.resume).lower() not in RESUME:
-        problems.append(f"resume={s.resume!r}: use auto (continue the same run) or never (a new run only)")
+    try:
+        resume_mode(s.resume)
+    except ConfigError as err:
+        problems.append(str(err))
     if s.policy.vision not in ("auto", True, False, "true", "false"):
         problems.append(f"policy.vision={s.policy.vision!r}: use auto, true or false")
     if s.policy.image not in POLICY_VIEWS:
@@ -216,7 +223,7 @@ def _problems(s: GrpoSettings) -> list[str]:
     if "{prompt}" not in s.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
     if not s.reward or not to_plain(s.reward).get("name"):
-        problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.path=DIR)")
+        problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
     if not s.generator:
         problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
     if not 0.0 <= s.max_reward_failures <= 1.0:
@@ -239,6 +246,11 @@ def _problems(s: GrpoSettings) -> list[str]:
         )
     problems.extend(report_to_problems(s.trainer.get("report_to", "none")))
     problems.extend(plan_problems(s.plan_for))
+    if not s.plan:  # a plan is made before the models are there
+        gen = to_plain(s.generator) if s.generator else {}
+        for key, value in (("policy.path", s.policy.path), ("generator.path", gen.get("path"))):
+            if problem := missing_model(value, key):
+                problems.append(problem)
     return problems
 
 
@@ -253,6 +265,7 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
         "logging_first_step": True,
         "log_completions": False,
         **s.trainer,
+        "seed": s.seed,
         "remove_unused_columns": False,  # the rewards need task_id
     }
     if args.get("bf16") is None:
@@ -344,10 +357,9 @@ def prepare(s: GrpoSettings, out: Path, *, create: bool = True) -> Output | None
         inputs,
         create=create,
         overwrite=s.overwrite,
-        resume=RESUME[str(s.resume).lower()],
+        resume=resume_mode(s.resume),
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
-        out_key="output_dir",
     )
 
 
@@ -396,7 +408,7 @@ class Trained:
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
-    """Set up, train, report; returns the summary (also ``output_dir/grpo_result.json``)."""
+    """Set up, train, report; returns the summary (also ``out/grpo_result.json``)."""
     s, args = settings_and_args(cfg)
     if s.plan:
         return _print_plan(s, args)
@@ -419,14 +431,14 @@ def _print_plan(s: GrpoSettings, args: Any) -> dict[str, Any]:
 def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:
     """Every check before a model loads (tasks, a full step, devices, the output folder), then the rewards, the
     generator, the output folder and the policy."""
-    out = Path(s.output_dir)
+    out = Path(s.out)
     vision = is_vlm(s.policy.path, s.policy.vision)
     train_tasks, heldout, n_bad = task_split(s, with_eval=s.eval.every > 0)
     check_fills_a_step(train_tasks, args, s)
     train_entries = resolve_devices([s.reward, *s.more_rewards], schema_has_device=reward_has_device, where="reward")
     eval_entries = resolve_devices(s.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
     (generator_cfg,) = resolve_devices([s.generator], schema_has_device=generator_has_device, where="generator")
-    on_main(lambda: prepare(s, out, create=False))  # a refused output_dir fails here, before any model loads
+    on_main(lambda: prepare(s, out, create=False))  # a refused out folder fails here, before any model loads
 
     dog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
     start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
@@ -481,7 +493,7 @@ def resume_point(output: Output, out: Path, args: Any) -> str | None:
 
 def train(setup: Setup, callbacks: list[Any], dog: Watchdog) -> Trained:
     """trl's GRPOTrainer on the training tasks, timed per step, evaluated on the held-out tasks, one console line per
-    step; the policy saved to ``output_dir/policy`` (collective)."""
+    step; the policy saved to ``out/policy`` (collective)."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
@@ -593,6 +605,8 @@ def report(setup: Setup, t: Trained) -> dict[str, Any]:
         result["files"] = run_files(out, result["plots"])
         atomic_write_json(out / "grpo_result.json", result)
         logger.info("%s", summary_text(result))
+        if complete:
+            setup.output.finish()
     t.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
     if not complete:
         raise RunIncomplete(

@@ -1,7 +1,7 @@
 """What ``training/sft.py`` does, as a function of its config: SA-IQA supervised fine-tuning with trl.
 
 Validate everything first (all problems at once), check a resumed run is the same run, train with
-``trl.SFTTrainer`` (loss on the completion only), write ``output_dir/scorer/`` and evaluate it on the test split.
+``trl.SFTTrainer`` (loss on the completion only), write ``out/scorer/`` and evaluate it on the test split.
 """
 
 from __future__ import annotations
@@ -10,28 +10,26 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
 from omegaconf import MISSING
-from transformers.trainer_utils import get_last_checkpoint
 
-from reward.core.config import parse, store_schema
+from reward.core.config import library_field_problems, parse, resume_mode, store_schema
 from reward.core.errors import ConfigError, MissingInputError
+from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
 from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
-from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
+from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from reward.vlm.tokens import resolve_candidates
 from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, write_card
 from training.plan import PlanSettings, plan_problems
 from training.push import push_problems, push_scorer
-from training.rating_loss import weighted_trainer_class
 from training.reporting import report_to_problems
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -52,6 +50,9 @@ from training.shared import (
     uses_deepspeed,
     zero3_init_off,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -108,14 +109,13 @@ class DataSettings:
     # public dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. koniq10k:/data/KonIQ-10k; split train)
     test: str | None = None  # the same kinds, evaluated at the end (metrics.json); NAME:FOLDER's split: test
     cross: list[str] = field(default_factory=list)  # after training: one A3 leaderboard (SRCC/PLCC per dataset) of the
-    # scorer over these sources (NAME:FOLDER[:SPLIT] or manifests), written to output_dir/cross/
+    # scorer over these sources (NAME:FOLDER[:SPLIT] or manifests), written to out/cross/
     # (hf:NAME_OR_DIR[:SPLIT]: a datasets dataset, its train / test split by default)
     columns: HfColumns = field(default_factory=HfColumns)  # hf:... data: the image, MOS and dimension columns
     mos_range: list[float] | None = None  # MOS scale of the rating words; null: each source's own (a dataset's,
     # e.g. SPAQ 0-100 for data.train=spaq:DIR), else [1, 5]
     skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
     max_decode_pixels: int = 36_000_000  # decode guard (not the processor budget: model.max_pixels)
-    synthetic_seed: int = 0  # data.train=synthetic: stream seed
     synthetic_size: int = 64  # data.train=synthetic: image size in pixels
     soft_targets: Any = False  # false: the MOS's word | true: a word drawn from the annotators' votes where the data
     # has them, else from a Gaussian of std soft_std with expectation = MOS | gaussian: from a Gaussian of each row's
@@ -140,7 +140,8 @@ class LossSettings:
 
 
 def _paper_trainer() -> dict[str, Any]:
-    """trl.SFTConfig fields with SA-IQA's defaults; any other field is added with +trainer.NAME=VALUE."""
+    """trl.SFTConfig fields with SA-IQA's defaults; any other field is set with trainer.NAME=VALUE (checked against
+    SFTConfig's fields and their types before anything loads)."""
     return {
         "learning_rate": 2.0e-5,
         "num_train_epochs": 3,
@@ -157,25 +158,32 @@ def _paper_trainer() -> dict[str, Any]:
         "save_steps": 100,
         "save_total_limit": 2,
         "dataloader_num_workers": 0,
-        "seed": 42,
         "report_to": "none",
     }
 
 
 @dataclass
 class SftSettings:
-    output_dir: str = MISSING  # checkpoints, run.json, scorer/, metrics.json
+    aliases: ClassVar[dict[str, str]] = {
+        "output_dir": "out",
+        "trainer.output_dir": "out",
+        "trainer.seed": "seed",
+        "data.synthetic_seed": "seed",
+    }
+
+    out: str = MISSING  # checkpoints, run.json, scorer/, metrics.json
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
-    resume: str = "auto"  # auto: continue the same run from output_dir's last checkpoint; never: a new run only
-    overwrite: bool = False  # true: an output_dir holding another run is moved aside to DIR.old-<time>
+    seed: int = 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle
+    resume: str = "auto"  # auto: continue the same run from out's last checkpoint; never: a new run only
+    overwrite: bool = False  # true: an out folder holding another run is moved aside to DIR.old-<time>
     merge_lora: bool = True  # scorer/ holds the merged model (false: the adapter plus base_model)
-    eval_before: bool = False  # also evaluate the untrained model into output_dir/before/, for comparison
+    eval_before: bool = False  # also evaluate the untrained model into out/before/, for comparison
     eval_batch_size: int = 16  # images per scoring call at the end
-    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (+trainer.NAME=V adds)
+    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (any one: trainer.NAME=V)
     loss: LossSettings = field(default_factory=LossSettings)
     plan: bool = False  # true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads
     plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
@@ -197,8 +205,10 @@ def _validate(s: SftSettings) -> None:
     problems = []
     if len(s.levels.words) != len(s.levels.values) or len(s.levels.words) < 2:
         problems.append(f"levels.words {s.levels.words} and levels.values {s.levels.values} need the same length >= 2")
-    if s.resume not in ("auto", "never"):
-        problems.append(f"resume={s.resume!r}: use auto (continue from the last checkpoint) or never")
+    try:
+        resume_mode(s.resume)
+    except ConfigError as err:
+        problems.append(str(err))
     if s.prompt.type not in (1, 2, 3, 4):
         problems.append(f"prompt.type={s.prompt.type}: SA-IQA has prompt types 1-4")
     if s.data.train in STREAMS and int(s.trainer.get("max_steps", -1)) <= 0:
@@ -217,6 +227,9 @@ def _validate(s: SftSettings) -> None:
     if mr is not None and (len(mr) != 2 or not mr[0] < mr[1]):
         problems.append(f"data.mos_range={mr}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(s))
+    from trl import SFTConfig
+
+    problems.extend(library_field_problems(SFTConfig, s.trainer, "trainer"))
     problems.extend(plan_problems(s.plan_for))
     problems.extend(report_to_problems(s.trainer.get("report_to", "none")))
     problems.extend(push_problems(s.push_to_hub, s.hub_model_id))
@@ -245,46 +258,49 @@ def _prompt_problems(s: SftSettings) -> list[str]:
 
 
 def check_inputs(s: SftSettings) -> None:
-    """The training and test data exist: fail now, not after training (a missing data.test would)."""
+    """The model, the training and test data exist: fail now, not after training (a missing data.test would)."""
     sources = [("data.train", s.data.train), ("data.test", s.data.test)]
     sources += [(f"data.cross[{i}]", v) for i, v in enumerate(s.data.cross)]
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
+    model = missing_model(s.model.path, "model.path")
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
         if value and value not in STREAMS and value not in named and not Path(value).exists()
     ]
-    if missing:
-        raise MissingInputError("\n".join(missing))
+    if model or missing:
+        raise MissingInputError("\n".join([*([model] if model else []), *missing]))
 
 
 def check_output_folder(s: SftSettings) -> Output:
     """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
-    settings = {k: v for k, v in asdict(s).items() if k not in ("output_dir", "plan", "plan_for")}
+    settings = {k: v for k, v in asdict(s).items() if k not in ("out", "plan", "plan_for")}
     inputs = {"model": s.model.path, "data.train": s.data.train}
     return check_output(
-        s.output_dir,
+        s.out,
         "sft",
         settings,
         inputs,
-        resume=s.resume == "auto",
+        resume=resume_mode(s.resume),
         overwrite=s.overwrite,
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
-        out_key="output_dir",
     )
 
 
 def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list[str]) -> None:
     """Every level word must be one token after every dimension's response prefix: fail before training."""
+    from reward.vlm.tokens import resolve_candidates
+
     for q in queries.values():
         resolve_candidates(tokenizer, q["response_prefix"], words)
 
 
 def _trainer_args(s: SftSettings, out: Path) -> Any:
+    import torch
     from trl import SFTConfig
 
-    args = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True, **s.trainer}
+    args = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True, **s.trainer, "seed": s.seed}
     if args.get("bf16") is None:
         args["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if not torch.cuda.is_available():
@@ -298,14 +314,19 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
-    """Train, write ``output_dir/scorer``, evaluate; returns paths, final step and metrics."""
-    from reward.vlm import VLM, load_processor, thinking_off
-
-    s = parse_settings(cfg)
-    if s.plan:
+    """Train, write ``out/scorer``, evaluate; returns paths, final step and metrics."""
+    s = parse(SftSettings, cfg, where="")
+    if s.plan:  # no file needs to exist yet: the plan is made from the settings alone
+        _validate(s)
         return _print_plan(s)
-    check_inputs(s)
-    out = Path(s.output_dir)
+    check_inputs(s)  # a missing file needs no library: said before trl and torch are imported
+    _validate(s)
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from reward.vlm import VLM, load_processor, thinking_off
+    from training.rating_loss import weighted_trainer_class
+
+    out = Path(s.out)
     definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
     meta = scorer_metadata(
         s.prompt.dimensions,
@@ -324,7 +345,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     train_ds, skipped = _train_dataset(s, meta["queries"])
     save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
     args = _trainer_args(s, out)
-    args.distributed_state.wait_for_everyone()  # every process has checked output_dir before it is created
+    args.distributed_state.wait_for_everyone()  # every process has checked out before it is created
     if args.distributed_state.is_main_process:
         output.create()
     args.distributed_state.wait_for_everyone()
@@ -372,7 +393,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         if s.data.test or s.data.cross:  # through the saved directory, exactly as reward=sa-iqa will load it
             from reward.rewards.sa_iqa import build
 
-            reward = build({"path": str(scorer_dir), "batch_size": s.eval_batch_size})
+            reward = build({"model": str(scorer_dir), "batch_size": s.eval_batch_size})
             if s.data.test:
                 result["metrics"] = _evaluate(reward, s, out)
             if s.data.cross:
@@ -383,6 +404,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         if s.push_to_hub and s.hub_model_id:
             result["pushed"] = push_scorer(scorer_dir, s.hub_model_id, message=f"SA-IQA scorer: {out.name}")
     path = atomic_write_json(out / "sft_result.json", result)
+    if trainer.is_world_process_zero():
+        output.finish()
     if "scorer" in result:  # the main process
         srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
         facts = {"steps": result["global_step"], "train loss": result["train_loss"], "test SRCC": srcc}
@@ -406,7 +429,7 @@ def _card(s: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]
     yaml = OmegaConf.load(CONFIG_DIR / "sft.yaml")  # the defaults: the settings dataclass and configs/sft.yaml
     yaml.pop("defaults", None)
     defaults = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SftSettings), yaml))
-    written = Path(s.output_dir) / "metrics.json"
+    written = Path(s.out) / "metrics.json"
     test_info = json.loads(written.read_text()).get("meta", {}).get("data") if written.is_file() else None
     data_info = {k: v for k, v in (("train", result.get("data_train")), ("test", test_info)) if v}
     return ScorerCard(
@@ -450,7 +473,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         ds = synthetic_stream(
             queries,
             words,
-            seed=s.data.synthetic_seed,
+            seed=s.seed,
             size=s.data.synthetic_size,
             mos_range=mos_range,
             soft_std=soft,
@@ -465,13 +488,12 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
             photos=s.data.photos,
             crop=s.data.photos_crop,
             side=s.data.photos_side,
-            seed=s.data.synthetic_seed,
+            seed=s.seed,
             mos_range=mos_range,
             soft_std=soft,
             calibration=s.data.calibration,
         )
         return ds, 0
-    seed = int(s.trainer.get("seed", 42))
     return manifest_dataset(
         s.data.train,
         queries,
@@ -480,7 +502,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         skip_bad=s.data.skip_bad,
         max_pixels=s.data.max_decode_pixels,
         soft_std=soft,
-        seed=seed,
+        seed=s.seed,
         augment=s.data.augment_crop if s.data.augment else None,
         split="train",
         row_std=mode == "gaussian",
@@ -510,6 +532,8 @@ def data_mos_range(s: SftSettings, source: str | None) -> tuple[float, float]:
 
 def _rating_ids(tokenizer: Any, meta: dict[str, Any], s: SftSettings) -> list[int]:
     """The token ids of the level words after every dimension's response prefix (``loss.rating_weight``)."""
+    from reward.vlm.tokens import resolve_candidates
+
     return [
         i
         for q in meta["queries"].values()
@@ -559,6 +583,8 @@ def save_scorer(
 
 def rebuild_from_state(s: SftSettings, state_dict: dict[str, torch.Tensor], args: Any = None) -> Any:
     """A CPU copy of the trained model (with its LoRA adapter when there is one) holding ``state_dict``."""
+    import torch
+
     with zero3_init_off(args):
         model = load_for_training(s.model.path, torch.float32, ModelLoading(attn_implementation=None))
     if s.lora.enabled:
@@ -607,6 +633,7 @@ def _cross_leaderboard(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]
 
 def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
     from reward.data import load_ratings
+    from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 
     mos_range = data_mos_range(s, s.data.test)
     settings = EvalSettings(batch_size=s.eval_batch_size, skip_bad=s.data.skip_bad, mos_range=mos_range)

@@ -5,7 +5,7 @@ training photos, a random crop at native scale (no resampling, so the distortion
 of blur, noise, JPEG, pixelation or exposure (brighten / darken) at a random level 1-5, or leaves the crop
 pristine. Its MOS (dimension ``quality``, 1-5, higher is better) comes from a per-type, per-level calibration
 table (:data:`CALIBRATION`). A fixed set of a few hundred distorted images is memorised by a small VLM, fresh ones
-are not (``ENVIRONMENT.md``), hence the stream.
+are not (tests/test_photos_sft.py), hence the stream.
 
 Photos: by default those shipped in installed packages (scikit-image's ``data`` folder, matplotlib's and
 scikit-learn's sample photos); ``data.photos=DIR`` uses a folder of your own. A quarter of them (chosen by name,

@@ -1,0 +1,34 @@
+"""Checks of the paths a user names, made before anything loads: one line naming the key, never a library's traceback.
+
+Example:
+    >>> missing_model("/no/such/checkpoint", "model.path")
+    'model.path=/no/such/checkpoint: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id'
+    >>> missing_model("Qwen/Qwen2.5-VL-3B-Instruct", "model.path") is None
+    True
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from reward.core.errors import MissingInputError
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # NAME or ORG/NAME, as the Hub spells repo ids
+
+
+def missing_model(value: str | None, key: str) -> str | None:
+    """The problem with a model path ``value`` of setting ``key``, or ``None``: a folder that exists, or a name that
+    could be a Hub id (resolved through the Hub cache when loaded), passes; anything else is named."""
+    if not value or Path(str(value)).expanduser().exists():
+        return None
+    if HUB_ID.match(str(value)) and ".." not in str(value):
+        return None
+    return f"{key}={value}: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id"
+
+
+def check_models(paths: dict[str, str | None]) -> None:
+    """Every missing model of ``{key: path}`` in one :class:`MissingInputError` (none missing: nothing)."""
+    problems = [p for key, value in paths.items() if (p := missing_model(value, key))]
+    if problems:
+        raise MissingInputError("\n".join(problems))

@@ -1,0 +1,99 @@
+"""Reruns like make, and mistakes refused before loading: a complete run rerun says "already complete" and exits 0;
+a run that never started never blocks its corrected rerun; missing model paths are one line each."""
+
+from __future__ import annotations
+
+import pytest
+
+from reward.core.cli import main
+from reward.core.errors import UserError
+from reward.core.outputs import OutputFolderError, RunComplete, check_output, prepare_output
+
+
+def test_the_identical_command_on_a_complete_run_is_already_complete(tmp_path):
+    out = tmp_path / "run"
+    prepare_output(out, "evaluate", {"model": "a", "resume": "never"}).finish()
+    with pytest.raises(RunComplete, match=f"already complete: results in {out}"):
+        check_output(out, "evaluate", {"model": "a", "resume": "auto"}, resume=True)
+    with pytest.raises(OutputFolderError, match="holds another run"):
+        check_output(out, "evaluate", {"model": "b", "resume": "never"})
+
+
+def test_an_unfinished_run_is_still_refused_or_resumed(tmp_path):
+    out = tmp_path / "run"
+    prepare_output(out, "evaluate", {"model": "a"})
+    (out / "scores.jsonl").write_text("{}\n")  # it started, and stopped before its end
+    with pytest.raises(OutputFolderError, match="holds this same run already"):
+        check_output(out, "evaluate", {"model": "a"})
+    assert check_output(out, "evaluate", {"model": "a"}, resume=True).resumed
+
+
+def test_a_run_that_never_started_does_not_block_the_corrected_rerun(tmp_path):
+    out = tmp_path / "run"
+    prepare_output(out, "sft", {"trainer": {"learning_rate": "fast"}})  # failed after making the folder
+    again = prepare_output(out, "sft", {"trainer": {"learning_rate": 1e-3}})
+    assert again.state == "new" and not again.moved_aside
+    assert again.identity["settings"]["trainer"]["learning_rate"] == 1e-3
+
+
+def test_main_prints_already_complete_and_exits_0(tmp_path, capsys):
+    import reward.commands.evaluate  # noqa: F401 - registers the schema
+
+    def run(cfg):
+        raise RunComplete(tmp_path / "o")
+
+    assert main("evaluate", run, argv=["reward=qbench", "data=d", f"out={tmp_path / 'o'}"]) is None
+    assert f"already complete: results in {tmp_path / 'o'}" in capsys.readouterr().out
+
+
+def test_missing_model_paths_are_one_line_each_before_anything_loads(tmp_path, capsys):
+    from training.commands.sft import run
+
+    with pytest.raises(SystemExit) as exited:
+        main("sft", run, argv=["model.path=/missing", "data.train=/nope.jsonl", f"out={tmp_path / 'o'}"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and "HFValidationError" not in err
+    assert err.splitlines() == [
+        "error: model.path=/missing: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a "
+        "Hub id",
+        "data.train=/nope.jsonl: no such file or folder (a ratings manifest or a datasets folder)",
+    ]
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_reward_and_generator_models_are_named():
+    from pace_judge.config import PaceConfig, validate
+    from reward import get_reward
+    from rl.commands.best_of_n import parse_settings
+
+    with pytest.raises(UserError, match=r"^reward.model=/missing: no such folder, and not a Hub id"):
+        get_reward("qbench", {"model": "/missing"})
+    with pytest.raises(ValueError, match=r"model=/missing: no such folder"):
+        validate(PaceConfig(model="/missing", protocol="p.json"))
+    cfg = {"data": "t", "out": "o", "reward": {"name": "scene-proxy"}, "generator": {"name": "sd15-inpaint"}}
+    with pytest.raises(UserError, match=r"generator.path=/missing: no such folder"):
+        parse_settings({**cfg, "generator": {"name": "sd15-inpaint", "path": "/missing"}})
+
+
+def test_an_error_that_needs_no_model_comes_before_the_heavy_imports(tmp_path):
+    """SFT's settings, paths and output folder are checked with torch, transformers, peft and trl not yet imported."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys\n"
+        "from reward.core.cli import main\n"
+        "from training.commands.sft import run\n"
+        "try:\n"
+        f"    main('sft', run, argv=['model.path=/missing', 'data.train=x', 'out={tmp_path / 'o'}'])\n"
+        "except SystemExit as exit:\n"
+        "    heavy = [m for m in ('torch', 'transformers', 'peft', 'trl', 'datasets') if m in sys.modules]\n"
+        "    print('exit', exit.code, 'heavy', heavy)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert "exit 2 heavy []" in done.stdout, done.stdout + done.stderr
+    assert "model.path=/missing: no such folder" in done.stderr

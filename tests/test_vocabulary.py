@@ -1,0 +1,127 @@
+"""One vocabulary across commands: ``out``, ``reward.model``, one ``seed``, ``resume=auto|never``; the old names are
+aliases on the command line, in plain dicts and in recipes, each logged once; hints come from the composed config."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+import reward.core.config as config_module
+from reward.core.cli import compose
+from reward.core.config import parse, resume_mode
+from reward.core.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD_KEYS = re.compile(r"(?<![\w-])(output_dir=|reward\.path=|data\.synthetic_seed=|trainer\.seed=)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_notes(monkeypatch):
+    monkeypatch.setattr(config_module, "_NOTED", set())
+
+
+def test_old_keys_on_the_command_line_are_read_as_the_new_ones_with_one_note_each(caplog):
+    import rl.commands.grpo  # noqa: F401 - registers the schema
+
+    with caplog.at_level(logging.INFO, logger="reward.core.config"):
+        cfg = compose("grpo", ["reward=sa-iqa", "reward.path=/s", "output_dir=/o", "trainer.seed=3", "resume=true"])
+    assert (cfg.reward.model, cfg.out, cfg.seed) == ("/s", "/o", 3)
+    assert "output_dir" not in cfg and "seed" not in cfg.trainer and "path" not in cfg.reward
+    notes = [r.getMessage() for r in caplog.records]
+    assert notes == [
+        "reward.path is an alias of reward.model",
+        "output_dir is an alias of out",
+        "trainer.seed is an alias of seed",
+    ]
+    assert resume_mode(cfg.resume) is True
+
+
+def test_old_keys_in_plain_dicts_are_read_as_the_new_ones():
+    from training.commands.sft import parse_settings
+
+    s = parse_settings(
+        {
+            "output_dir": "/o",
+            "model": {"path": "m"},
+            "data": {"train": "synthetic", "synthetic_seed": 5},
+            "trainer": {"max_steps": 2},
+            "resume": "false",
+        }
+    )
+    assert (s.out, s.seed, resume_mode(s.resume)) == ("/o", 5, False)
+    assert "seed" not in s.trainer and not hasattr(s.data, "synthetic_seed")
+
+
+def test_an_old_and_a_new_key_with_different_values_are_refused():
+    from training.commands.sft import parse_settings
+
+    with pytest.raises(ConfigError, match="output_dir is an alias of out"):
+        parse_settings({"output_dir": "/a", "out": "/b", "model": {"path": "m"}, "data": {"train": "x"}})
+
+
+def test_every_reward_names_its_model_reward_model():
+    from pace_judge.config import PaceConfig
+    from reward.rewards.qbench import QBenchConfig
+    from reward.rewards.sa_iqa import SaIqaConfig
+
+    assert parse(SaIqaConfig, {"path": "/scorer"}, where="reward").model == "/scorer"
+    assert parse(QBenchConfig, {"path": "/vlm"}, where="reward").model == "/vlm"
+    pace = parse(PaceConfig, {"model": {"path": "/vlm", "dtype": "bfloat16", "batch_size": 4}}, where="reward")
+    assert (pace.model, pace.dtype, pace.batch_size) == ("/vlm", "bfloat16", 4)
+
+
+def test_the_judge_has_its_loading_knobs_in_one_place():
+    import pace_judge.commands.judge  # noqa: F401
+
+    cfg = compose("pace", ["model.path=/vlm", "model.dtype=float32", "images=i", "out=o"])
+    assert cfg.model == "/vlm" and cfg.dtype == "float32" and cfg.max_pixels == 802816
+    knobs = ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels", "batch_size")
+    assert all(k in cfg for k in knobs)
+
+
+def test_resume_has_one_spelling_with_true_false_aliases():
+    assert [resume_mode(v) for v in ("auto", "never", "true", "false", True, False)] == [1, 0, 1, 0, 1, 0]
+    with pytest.raises(ConfigError, match="resume='maybe': use auto"):
+        resume_mode("maybe")
+    import reward.commands.evaluate  # noqa: F401
+
+    cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=auto"])
+    assert cfg.resume == "auto"
+
+
+def test_did_you_mean_comes_from_the_config_composed_with_the_overrides():
+    import rl.commands.grpo  # noqa: F401
+
+    with pytest.raises(ConfigError) as err:
+        compose("grpo", ["reward=pace", "reward.thetaa=0.5"])
+    assert "unknown key reward.thetaa (did you mean 'theta'?)" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        compose("grpo", ["reward=pace", "reward.pth=/m"])
+    assert "(did you mean 'model'?)" in str(err.value)
+    assert compose("grpo", ["reward=pace", "reward.path=/m"]).reward.model == "/m"
+
+
+def test_parse_is_the_one_function_from_config_to_settings():
+    assert not hasattr(config_module, "from_mapping")
+
+
+def test_recipes_compose_with_the_new_names():
+    import training.commands.sft  # noqa: F401
+
+    for recipe in sorted((ROOT / "configs" / "recipe").glob("*.yaml")):
+        cfg = compose("sft", [f"+recipe={recipe.stem}", "model.path=m", "out=o", "data.test=t"])
+        assert cfg.out == "o" and cfg.trainer.max_steps > 0
+
+
+def test_configs_and_readme_use_the_new_names():
+    files = [*sorted((ROOT / "configs").rglob("*.yaml")), ROOT / "README.md"]
+    found = [
+        f"{f.relative_to(ROOT)}:{n}: {line.strip()}"
+        for f in files
+        for n, line in enumerate(f.read_text().splitlines(), 1)
+        if OLD_KEYS.search(line) and "| `" not in line  # (the README's table of renamed keys names them)
+    ]
+    assert not found, "\n".join(found)
