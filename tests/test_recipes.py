@@ -177,7 +177,7 @@ def test_the_plan_of_lora_sft_on_the_7b_config_is_within_10_percent_of_its_h200_
             [
                 "model.path=Qwen/Qwen2.5-VL-7B-Instruct",
                 "data.train=synthetic",
-                "output_dir=unused",
+                "out=unused",
                 "trainer.max_steps=4",
                 "lora.enabled=true",
                 "prompt.type=1",
@@ -214,7 +214,7 @@ def test_a_plan_that_does_not_fit_names_the_knobs_and_a_bad_plan_setting_is_refu
     from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
-    base = ["model.path=Qwen/Qwen2.5-VL-72B-Instruct", "data.train=synthetic", "output_dir=x", "trainer.max_steps=1"]
+    base = ["model.path=Qwen/Qwen2.5-VL-72B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
     plan = sft_plan(parse_settings(compose("sft", base)))
     text = format_plan(plan)
     assert not plan.fits and "does NOT fit" in text
@@ -229,7 +229,7 @@ def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
     from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
-    base = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "output_dir=x", "trainer.max_steps=1"]
+    base = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
     one = sft_plan(parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"])))
     two = sft_plan(
         parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3", "plan_for.machines=2"]))
@@ -345,15 +345,15 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
         == 0
     )
     judged = run_judge(
-        compose("pace", ["+recipe=pace-fast", model, "dimension=quality", "images=images", "out=judged"])
+        compose(
+            "pace", ["+recipe=pace-fast", f"model={tiny_vlm_path}", "dimension=quality", "images=images", "out=judged"]
+        )
     )
     assert judged and Path("judged/scores.jsonl").is_file()
-    stored = run_judge(compose("pace", ["+recipe=pace-fast", model, "dimension=sharpness", "images=images", "out=j2"]))
+    stored = run_judge(compose("pace", ["+recipe=pace-fast", vlm, "dimension=sharpness", "images=images", "out=j2"]))
     assert stored and Path("j2/scores.jsonl").is_file()
     from reward.core.errors import UserError
 
     with pytest.raises(UserError, match=r"no expert names it and no stored protocol is within theta=0.8"):
-        run_judge(
-            compose("pace", ["+recipe=pace-fast", model, "dimension=text legibility", "images=images", "out=j3"])
-        )
+        run_judge(compose("pace", ["+recipe=pace-fast", vlm, "dimension=text legibility", "images=images", "out=j3"]))
     assert torch.isfinite(torch.tensor([json.loads(ln)["score"] for ln in Path("judged/scores.jsonl").open()])).all()

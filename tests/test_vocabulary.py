@@ -111,9 +111,11 @@ def test_parse_is_the_one_function_from_config_to_settings():
 def test_recipes_compose_with_the_new_names():
     import training.commands.sft  # noqa: F401
 
-    for recipe in sorted((ROOT / "configs" / "recipe").glob("*.yaml")):
+    sft = [r for r in sorted((ROOT / "configs" / "recipe").glob("*.yaml")) if "training/sft.py" in r.read_text()]
+    assert len(sft) >= 5  # tiny-real-photos(-gpu), qalign-koniq, deqa-koniq, sa-iqa-bench
+    for recipe in sft:
         cfg = compose("sft", [f"+recipe={recipe.stem}", "model.path=m", "out=o", "data.test=t"])
-        assert cfg.out == "o" and cfg.trainer.max_steps > 0
+        assert cfg.out == "o" and cfg.seed == 42
 
 
 def test_configs_and_readme_use_the_new_names():
@@ -122,6 +124,8 @@ def test_configs_and_readme_use_the_new_names():
         f"{f.relative_to(ROOT)}:{n}: {line.strip()}"
         for f in files
         for n, line in enumerate(f.read_text().splitlines(), 1)
-        if OLD_KEYS.search(line) and "| `" not in line  # (the README's table of renamed keys names them)
+        if OLD_KEYS.search(line)
+        and "| `" not in line  # (the README's table of renamed keys names them)
+        and "Config(" not in line  # trl's own config classes keep their output_dir
     ]
     assert not found, "\n".join(found)

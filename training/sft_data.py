@@ -23,8 +23,6 @@ from training.targets import mos_to_word, soft_target, votes_to_levels
 
 logger = logging.getLogger(__name__)
 
-STREAMS = ("synthetic", "distorted-photos")  # data.train names of the endless training streams
-
 
 def conversation(question: str, answer: str) -> dict[str, list[dict[str, Any]]]:
     """The prompt (user turn: the image, then the question) and completion (assistant turn) of one example.

@@ -22,10 +22,8 @@ from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
-from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
-from reward.vlm.tokens import resolve_candidates
 from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, write_card
 from training.plan import PlanSettings, plan_problems
@@ -36,7 +34,6 @@ from training.scorer_format import (
     resolve_definitions,
     scorer_metadata,
 )
-from training.sft_data import STREAMS
 from training.shared import (
     LoraSettings,
     freeze_vision,
@@ -50,6 +47,7 @@ from training.shared import (
     uses_deepspeed,
     zero3_init_off,
 )
+from training.streams import STREAMS
 
 if TYPE_CHECKING:
     import torch
@@ -621,6 +619,7 @@ def save_processor(processor: Any, out: Path) -> None:
 def _cross_leaderboard(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
     """Q-Bench's A3 leaderboard of the trained scorer over ``data.cross``: SRCC/PLCC per dataset and their mean."""
     from reward.data.files import atomic_write_text, json_safe
+    from reward.eval.evaluation import EvalSettings
     from reward.qbench.a3_leaderboard import dataset_names, format_leaderboard, leaderboard
 
     board = leaderboard(reward, dataset_names(list(s.data.cross)), EvalSettings(batch_size=s.eval_batch_size))

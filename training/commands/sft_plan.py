@@ -47,7 +47,7 @@ def visual_tokens(max_pixels: int | None, pixels_per_token: int) -> tuple[int, s
 
 def _rows(s: Any) -> int | None:
     """Rows of data.train (no image is decoded); None for a stream or a source not found here."""
-    from training.sft_data import STREAMS
+    from training.streams import STREAMS
 
     if s.data.train in STREAMS:
         return None
