@@ -344,11 +344,8 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
         )
         == 0
     )
-    judged = run_judge(
-        compose(
-            "pace", ["+recipe=pace-fast", f"model={tiny_vlm_path}", "dimension=quality", "images=images", "out=judged"]
-        )
-    )
+    vlm = f"model={tiny_vlm_path}"
+    judged = run_judge(compose("pace", ["+recipe=pace-fast", vlm, "dimension=quality", "images=images", "out=judged"]))
     assert judged and Path("judged/scores.jsonl").is_file()
     stored = run_judge(compose("pace", ["+recipe=pace-fast", vlm, "dimension=sharpness", "images=images", "out=j2"]))
     assert stored and Path("j2/scores.jsonl").is_file()
