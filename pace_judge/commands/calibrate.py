@@ -66,7 +66,7 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
             )
         out = Path(s.out or folder / "calibration")
         settings = {k: v for k, v in c.items() if k not in ("out", "overwrite")}
-        prepare_output(
+        output = prepare_output(  # held (with its folder's lock) until the calibration is done
             out,
             "pace_judge/calibrate",
             settings,
@@ -75,8 +75,11 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
             resume_hint=None,  # calibration starts anew: no resume= setting
         )
         c["out"] = str(out)
+    else:
+        output = None
     calibrate(c, protocol, folder, backend)
     save_protocol(protocol, target)
+    del output  # the candidates folder is released
     high, low = protocol.anchors["high"], protocol.anchors["low"]  # type: ignore[index]
     logger.info(
         "calibrated %r: high anchor %.2f, low anchor %.2f -> %s", protocol.dimension, high.score, low.score, target
