@@ -4,7 +4,8 @@ Every entry script is three lines: its docstring (the exact command), and ``main
 config ``configs/CONFIG.yaml`` is composed with Hydra's compose API from the settings dataclasses (structured
 configs: unknown keys and wrong types are refused before anything runs) and the command line's overrides;
 ``run(cfg)`` does the work. A :class:`~reward.core.errors.UserError` (bad key, bad file, refused output folder)
-prints its message alone and exits with status 2; any other exception is a bug and keeps its traceback. Under
+prints its message alone and exits with status 2; Ctrl-C prints one line saying where the run can be continued and
+exits with status 130; any other exception is a bug and keeps its traceback. Under
 ``accelerate launch`` only the main process prints the message (the launcher then adds its own report of the exit
 status: ``-q`` silences it for one process, not for several).
 
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 USER_ERROR_STATUS = 2
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
 NON_MAIN_EXIT_DELAY_S = 3.0
 
 
@@ -185,11 +187,37 @@ def main(
         _help(config_name, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
         return None
     setup_logging()
+    cfg = None
     try:
         cfg = compose(config_name, args, subcommands=subcommands)
         return run(cfg)
     except UserError as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        if is_main_process():
+            print(f"interrupted: {interrupted_hint(cfg)}", file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED_STATUS) from None
+
+
+def interrupted_hint(cfg: Any) -> str:
+    """Where an interrupted run stands and how to go on, from its output setting and its kind of ``resume``.
+
+    >>> interrupted_hint({"out": "runs/a", "resume": False})
+    'runs/a holds the run so far; run the same command with resume=true to continue it'
+    >>> interrupted_hint({"output_dir": "d", "resume": "auto"})
+    'd holds the run so far; run the same command again (resume=auto) to continue from its last complete checkpoint'
+    """
+    get = cfg.get if cfg is not None else (lambda key, default=None: default)
+    out = get("out") or get("output_dir")
+    if not out:
+        return "nothing was saved"
+    resume = get("resume", None)
+    held = f"{out} holds the run so far; run the same command"
+    if isinstance(resume, bool):
+        return f"{held} with resume=true to continue it"
+    if isinstance(resume, str):
+        return f"{held} again (resume=auto) to continue from its last complete checkpoint"
+    return f"{out} holds a partial run; run again with overwrite=true (it is moved aside) or another output folder"
 
 
 def _help(config_name: str, doc: str | None, args: list[str], subcommands: Sequence[str]) -> None:
