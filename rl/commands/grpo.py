@@ -17,6 +17,7 @@ Launches (``configs/accelerate/``): one process; several processes (DDP, ``multi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -44,8 +45,10 @@ from rl.rewards import InpaintingRewards, RewardSet, reward_configs, reward_has_
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split, timed_trainer
 from training.shared import (
     LoraSettings,
+    last_complete_checkpoint,
     load_checkpoint_weights,
     lora_config,
+    restored_weights_quiet,
     uses_deepspeed,
     zero3_init_off,
 )
@@ -354,16 +357,14 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     assert output is not None
     resume_from = None
     if output.resumed:
-        from transformers.trainer_utils import get_last_checkpoint
-
-        resume_from = get_last_checkpoint(str(out))
+        resume_from = last_complete_checkpoint(out, main_process=args.process_index == 0)
         if args.process_index == 0:
             truncate_records(out, checkpoint_step(resume_from))
         logger.info("resuming the run in %s from %s", out, resume_from or "its start (no checkpoint yet)")
     wait_for_everyone()
     model, processing_class = load_policy(s.policy, s.lora, vision, args)
-    if resume_from and not s.lora.enabled and not uses_deepspeed(args):
-        load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses Qwen-VL checkpoint keys
+    restored = bool(resume_from) and not s.lora.enabled and not uses_deepspeed(args)
+    restored = restored and load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses the keys
     adapter = InpaintingRewards(
         generator,
         rewards,
@@ -408,7 +409,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     stop = StopRequests()
     trainer.add_callback(stop)  # last: it sees what every other callback asked for
     start = time.perf_counter()
-    train_out = trainer.train(resume_from_checkpoint=resume_from)
+    with restored_weights_quiet() if restored else contextlib.nullcontext():  # its key warnings are moot
+        train_out = trainer.train(resume_from_checkpoint=resume_from)
     elapsed = time.perf_counter() - start
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
     me = {

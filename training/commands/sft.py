@@ -6,6 +6,7 @@ Validate everything first (all problems at once), check a resumed run is the sam
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
@@ -14,7 +15,6 @@ from typing import Any
 
 import torch
 from omegaconf import MISSING
-from transformers.trainer_utils import get_last_checkpoint
 
 from reward.core.config import parse, store_schema
 from reward.core.errors import ConfigError, MissingInputError
@@ -35,10 +35,12 @@ from training.shared import (
     LoraSettings,
     freeze_vision,
     gathered_state_dict,
+    last_complete_checkpoint,
     load_checkpoint_weights,
     load_dtype,
     load_for_training,
     lora_config,
+    restored_weights_quiet,
     uses_deepspeed,
     zero3_init_off,
 )
@@ -291,7 +293,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     if args.distributed_state.is_main_process:
         output.create()
     args.distributed_state.wait_for_everyone()
-    resume_from = get_last_checkpoint(str(out)) if output.resumed else None
+    resume_from = (
+        last_complete_checkpoint(out, main_process=args.distributed_state.is_main_process) if output.resumed else None
+    )
     log_effective_batch(args)
     dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
     model = load_for_training(s.model.path, dtype, s.model.loading())
@@ -309,8 +313,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         vlm = VLM(model.eval(), processor, batch_size=s.eval_batch_size)
         result["metrics_before"] = _evaluate(SaIqaReward(vlm, meta), s, out / "before")
         model.train()
-    if resume_from and not s.lora.enabled and not uses_deepspeed(args):
-        load_checkpoint_weights(model, resume_from)
+    restored = bool(resume_from) and not s.lora.enabled and not uses_deepspeed(args)
+    restored = restored and load_checkpoint_weights(model, resume_from)
     trainer_cls = weighted_trainer_class(s.loss.rating_weight, _rating_ids(processor.tokenizer, meta, s))
     trainer = trainer_cls(
         model=model,
@@ -320,7 +324,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         peft_config=lora_config(s.lora) if s.lora.enabled else None,
         callbacks=callbacks,
     )
-    train_out = trainer.train(resume_from_checkpoint=resume_from)
+    with restored_weights_quiet() if restored else contextlib.nullcontext():  # its key warnings are moot
+        train_out = trainer.train(resume_from_checkpoint=resume_from)
     result["global_step"] = train_out.global_step
     result["train_loss"] = train_out.training_loss
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
