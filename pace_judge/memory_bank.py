@@ -234,7 +234,7 @@ class MemoryBank:
             return RouteResult(None, -1.0, False)
         exact = _stored_slug(entries, dimension)
         if exact is not None:
-            return RouteResult(dimension, 1.0, True, exact)
+            return RouteResult(entries[exact]["dimension"], 1.0, True, exact)
         unknown = self.embedder.unknown(dimension)
         slugs = [s for s in entries if not self.embedder.unknown(entries[s]["dimension"])]
         if unknown:
@@ -263,8 +263,14 @@ class MemoryBank:
 
 
 def _stored_slug(entries: dict[str, Any], dimension: str) -> str | None:
-    """The key of the entry for exactly ``dimension`` (``None``: not stored)."""
-    return next((slug for slug, e in entries.items() if e["dimension"] == dimension), None)
+    """The key of the entry for exactly ``dimension``, else for the one entry that differs from it only in case and
+    spacing (``Sharpness`` finds ``sharpness``); ``None``: not stored."""
+    exact = [slug for slug, e in entries.items() if e["dimension"] == dimension]
+    if exact:
+        return exact[0]
+    folded = " ".join(dimension.casefold().split())
+    near = [slug for slug, e in entries.items() if " ".join(str(e["dimension"]).casefold().split()) == folded]
+    return near[0] if len(near) == 1 else None
 
 
 def _slug_for(entries: dict[str, Any], dimension: str) -> str:
