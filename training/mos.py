@@ -361,3 +361,10 @@ def write_mos(
     if report["flagged"]:
         logger.warning("annotators flagged for review (SRCC < %g): %s", srcc_threshold, report["flagged"])
     return MosPaths(paths["train"], paths["test"], report_path, report)
+
+
+if __name__ == "__main__":  # python training/mos.py raw=RAW.jsonl [out=DIR scale=[1,5] ...]
+    from reward.core.cli import main
+    from training.commands.mos import run
+
+    main("mos", run, doc="python training/mos.py raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]")
