@@ -42,8 +42,8 @@ def test_each_chinese_dimension_has_its_own_readable_folder_and_is_found_by_its_
 
 def test_import_replace_overwrites_only_the_same_dimension(tmp_path, embedder):
     files = {}
-    for i, (dim, n) in enumerate((("清晰度", 1), ("色彩", 2))):
-        files[dim] = tmp_path / "in" / f"protocol{i}.json"
+    for dim, n in (("清晰度", 1), ("色彩", 2)):
+        files[dim] = tmp_path / "in" / f"{dim}.json"  # a file named in Chinese too, unquoted on the command line
         files[dim].parent.mkdir(exist_ok=True)
         save_protocol(_protocol(dim, n), files[dim])
     mem = str(tmp_path / "mem")
@@ -68,9 +68,7 @@ def test_import_replace_overwrites_only_the_same_dimension(tmp_path, embedder):
 def memory_command_cfg(mem: str, cmd: str, dimension: str):
     from reward.core.cli import compose
 
-    return compose(
-        "memory", [cmd, f"memory={mem}", f"dimension='{dimension}'"], subcommands=memory_command.SUBCOMMANDS
-    )
+    return compose("memory", [cmd, f"memory={mem}", f"dimension={dimension}"], subcommands=memory_command.SUBCOMMANDS)
 
 
 def test_a_name_the_embedder_cannot_represent_is_not_routed_by_cosine(tmp_path, embedder, caplog):

@@ -62,7 +62,7 @@ def compose(
                 f"{', '.join(subcommands)}."
             )
         args[0] = f"cmd={args[0]}"
-    args = [_no_sweep(a) for a in args]
+    args = [_quoted(_no_sweep(a)) for a in args]
     bare = [a for a in args if "=" not in a and not a.startswith(("+", "~"))]
     if bare:
         raise ConfigError(f"arguments must be key=value, got {bare}; see configs/{config_name}.yaml for the keys")
@@ -82,6 +82,19 @@ def _no_sweep(arg: str) -> str:
     key, sep, value = arg.partition("=")
     if sep and "," in value and value[:1] not in "[{'\"" and "(" not in value:
         return f"{key}=[{value}]"
+    return arg
+
+
+def _quoted(arg: str) -> str:
+    """``key=value`` with a value in another script than ASCII (``dimension=色彩``) quoted for Hydra, whose lexer
+    takes only ASCII unquoted.
+
+    >>> _quoted("dimension=色彩"), _quoted("n=3"), _quoted("d='色彩'")
+    ("dimension='色彩'", 'n=3', "d='色彩'")
+    """
+    key, sep, value = arg.partition("=")
+    if sep and not value.isascii() and value[:1] not in "'\"[{" and not any(c in value for c in "'\\"):
+        return f"{key}='{value}'"
     return arg
 
 
