@@ -144,3 +144,11 @@ def test_atomically_written_files_follow_the_umask(tmp_path, umask):
         os.umask(old)
     for path in (json_file, png):
         assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o666 & ~umask
+
+
+def test_a_single_result_file_under_a_file_is_refused_before_any_work(tmp_path):
+    from reward.core.outputs import check_output_file
+
+    (tmp_path / "notes.txt").write_text("a file")
+    with pytest.raises(OutputFolderError, match=r"out=.*notes.txt/w.json: .*notes.txt is a file"):
+        check_output_file(tmp_path / "notes.txt" / "w.json")
