@@ -335,7 +335,10 @@ class RunLock:
             self._lock.release()
 
     def __del__(self) -> None:
-        self.release()
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - at interpreter exit; the lock goes with the process anyway
+            pass
 
 
 _HELD: weakref.WeakValueDictionary[str, RunLock] = weakref.WeakValueDictionary()
