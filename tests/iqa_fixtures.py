@@ -57,7 +57,7 @@ def spaq(root: Path, n: int = 10) -> list[list]:
     rows = []
     for i in range(1, n + 1):
         name = f"{i:05d}.jpg"
-        mos = 5 + 9 * i  # an int, as openpyxl returns whole numbers
+        mos = 5 + 90 * i // n  # an int, as openpyxl returns whole numbers; within SPAQ's 0-100 for any n
         image(root / "TestImage" / name, mos / 100, seed=i, fmt="JPEG")
         row = [name, mos, 100 - mos, 50.5 + i % 3, 40 + i, 30.0 + 2 * i, mos - 2.5]
         sheet.append(row)

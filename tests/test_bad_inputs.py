@@ -40,6 +40,7 @@ MISSING_INPUT = {
     "reward/qbench_eval.py": ["task=a1", "model.path=/nope/model", "data=/nope/questions.json", "out={tmp}/out"],
     "training/sft.py": ["model.path=/nope/model", "data.train=/nope/ratings.jsonl", "output_dir={tmp}/out"],
     "training/photos.py": ["brisque", "data=/nope/ratings.jsonl"],
+    "training/mos.py": ["raw=/nope/raw.jsonl"],
     "training/synthetic.py": None,
     "training/perception_questions.py": None,
     "rl/grpo.py": ["policy.path=/nope/model", "data=/nope/tasks.jsonl", "output_dir={tmp}/out", "reward=scene-proxy"],

@@ -17,6 +17,7 @@ from pace_judge.commands import memory as memory_command
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
 from pace_judge.testing import ScriptedBackend, example_protocol
+from reward.data.files import safe_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,7 +159,7 @@ def test_an_uncalibrated_stored_protocol_is_never_scored_until_calibrated(tmp_pa
         PaceReward(fast_cfg, backend=ScriptedBackend(_script, LocalBackend(tiny_vlm)))
 
     split = _calibration_split(tmp_path / "calib")
-    stored = bank / "tactile-satisfaction" / "protocol.json"
+    stored = bank / safe_name("tactile satisfaction") / "protocol.json"
     run_calibrate({"protocol": str(stored), "benchmark": str(split), "memory": str(bank)})
     fast = ScriptedBackend(_script, LocalBackend(tiny_vlm))
     again = PaceReward(fast_cfg, backend=fast)
@@ -186,7 +187,7 @@ def test_a_configured_calibration_source_calibrates_before_storing_and_the_fast_
     first = PaceReward(PaceConfig(**cfg), backend=ScriptedBackend(_script, LocalBackend(tiny_vlm)))
     scores = first.score(images).scores
     assert first.route["path"] == "slow" and first.scorer.protocol.calibrated
-    entry = MemoryBank(tmp_path / "mem", embedder).entries()["tactile-satisfaction"]
+    entry = MemoryBank(tmp_path / "mem", embedder).entries()[safe_name("tactile satisfaction")]
     assert entry["calibrated"] is True
     assert all(1.6 <= s <= 4.4 for s in scores.tolist())
     fast = ScriptedBackend(_script, LocalBackend(tiny_vlm))

@@ -83,7 +83,7 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
             )
         out = Path(s.out or folder / "calibration")
         settings = {k: v for k, v in c.items() if k not in ("out", "overwrite")}
-        prepare_output(
+        output = prepare_output(  # held (with its folder's lock) until the calibration is done
             out,
             "pace_judge/calibrate",
             settings,
@@ -92,6 +92,8 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
             resume_hint=None,  # calibration starts anew: no resume= setting
         )
         c["out"] = str(out)
+    else:
+        output = None
     calibrate(c, protocol, folder, backend)
     if s.benchmark and s.test:
         scorer = backend if backend is not None else _scoring_backend(s)
@@ -110,6 +112,7 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
                 test["hor"],
             )
     save_protocol(protocol, target)
+    del output  # the candidates folder is released
     high, low = protocol.anchors["high"], protocol.anchors["low"]  # type: ignore[index]
     logger.info(
         "calibrated %r: high anchor %.2f, low anchor %.2f -> %s", protocol.dimension, high.score, low.score, target

@@ -79,6 +79,11 @@ def _do(s: MemorySettings, bank: MemoryBank) -> Any:
         logger.info("deleted %r", s.dimension)
         return None
     r = bank.route(s.dimension, s.theta)
+    if r.unknown:
+        logger.info(
+            "%s: the embedder cannot represent %s; slow path (no protocol chosen by cosine)", s.dimension, r.unknown
+        )
+        return r
     note = ""
     if r.fast and r.slug is not None and not bank.entries()[r.slug].get("calibrated"):
         note = " (uncalibrated: it will not be used until calibrated with pace_judge/calibrate.py)"

@@ -22,7 +22,7 @@ from reward.core.outputs import check_output_file
 from reward.core.summary import log_summary
 from reward.data import load_ratings
 from reward.data.datasets import check_source
-from reward.data.files import atomic_write_json, atomic_write_jsonl
+from reward.data.files import atomic_write_json, atomic_write_jsonl, safe_name
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def run(cfg: Any) -> dict[str, Any]:
     if src is None:
         raise ConfigError(f"data={s.data}: give a dataset by name, NAME:FOLDER[:SPLIT] (e.g. spaq:/data/SPAQ:test)")
     src = src.with_default("all")
-    out = Path(s.out) if s.out else Path(src.folder) / f"{src.name}-{src.split}.jsonl"
+    out = Path(s.out) if s.out else Path(src.folder) / f"{safe_name(f'{src.name}-{src.split}')}.jsonl"
     if out.suffix != ".jsonl":
         raise ConfigError(f"out={out}: a manifest is a .jsonl file")
     check_output_file(out, overwrite=s.overwrite, companions=(".json",))

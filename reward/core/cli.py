@@ -4,7 +4,8 @@ Every entry script is three lines: its docstring (the exact command), and ``main
 config ``configs/CONFIG.yaml`` is composed with Hydra's compose API from the settings dataclasses (structured
 configs: unknown keys and wrong types are refused before anything runs) and the command line's overrides;
 ``run(cfg)`` does the work. A :class:`~reward.core.errors.UserError` (bad key, bad file, refused output folder)
-prints its message alone and exits with status 2; any other exception is a bug and keeps its traceback. Under
+prints its message alone and exits with status 2; Ctrl-C prints one line saying where the run can be continued and
+exits with status 130; any other exception is a bug and keeps its traceback. Under
 ``accelerate launch`` only the main process prints the message (the launcher then adds its own report of the exit
 status: ``-q`` silences it for one process, not for several).
 
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 USER_ERROR_STATUS = 2
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
 NON_MAIN_EXIT_DELAY_S = 3.0
 
 
@@ -60,7 +62,7 @@ def compose(
                 f"{', '.join(subcommands)}."
             )
         args[0] = f"cmd={args[0]}"
-    args = [_no_sweep(a) for a in args]
+    args = [_quoted(_no_sweep(a)) for a in args]
     bare = [a for a in args if "=" not in a and not a.startswith(("+", "~"))]
     if bare:
         raise ConfigError(f"arguments must be key=value, got {bare}; see configs/{config_name}.yaml for the keys")
@@ -151,6 +153,19 @@ def _no_sweep(arg: str) -> str:
     key, sep, value = arg.partition("=")
     if sep and "," in value and value[:1] not in "[{'\"" and "(" not in value:
         return f"{key}=[{value}]"
+    return arg
+
+
+def _quoted(arg: str) -> str:
+    """``key=value`` with a value in another script than ASCII (``dimension=色彩``) quoted for Hydra, whose lexer
+    takes only ASCII unquoted.
+
+    >>> _quoted("dimension=色彩"), _quoted("n=3"), _quoted("d='色彩'")
+    ("dimension='色彩'", 'n=3', "d='色彩'")
+    """
+    key, sep, value = arg.partition("=")
+    if sep and not value.isascii() and value[:1] not in "'\"[{" and not any(c in value for c in "'\\"):
+        return f"{key}='{value}'"
     return arg
 
 
@@ -300,6 +315,7 @@ def main(
     setup_logging()
     from reward.core.outputs import RunComplete
 
+    cfg = None
     try:
         args, show = hydra_flags(args)
         cfg = compose(config_name, args, subcommands=subcommands)
@@ -314,6 +330,31 @@ def main(
         return None
     except UserError as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        if is_main_process():
+            print(f"interrupted: {interrupted_hint(cfg)}", file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED_STATUS) from None
+
+
+def interrupted_hint(cfg: Any) -> str:
+    """Where an interrupted run stands and how to go on, from its output setting and its kind of ``resume``.
+
+    >>> interrupted_hint({"out": "runs/a", "resume": False})
+    'runs/a holds the run so far; run the same command with resume=true to continue it'
+    >>> interrupted_hint({"output_dir": "d", "resume": "auto"})
+    'd holds the run so far; run the same command again (resume=auto) to continue from its last complete checkpoint'
+    """
+    get = cfg.get if cfg is not None else (lambda key, default=None: default)
+    out = get("out") or get("output_dir")
+    if not out:
+        return "nothing was saved"
+    resume = get("resume", None)
+    held = f"{out} holds the run so far; run the same command"
+    if isinstance(resume, bool):
+        return f"{held} with resume=true to continue it"
+    if isinstance(resume, str):
+        return f"{held} again (resume=auto) to continue from its last complete checkpoint"
+    return f"{out} holds a partial run; run again with overwrite=true (it is moved aside) or another output folder"
 
 
 MULTIRUN = (

@@ -12,7 +12,9 @@ and modification time), written to ``OUT/run.json`` when the folder is created. 
   complete", exit status 0), and replaces a run that never started (a folder holding only ``run.json``).
 
 Every result file records the run it came from (:meth:`Output.provenance`), so a ``metrics.json`` names its model and
-data.
+data. Before any of this, the folder must be writable (a read-only mount or a path under a file is refused before a
+model loads), and the run takes an exclusive lock on it (``.OUT.lock`` beside it) held until the command ends: a second
+run into the same folder is refused, naming the holder (:func:`lock_output`).
 
 Example:
     >>> import tempfile
@@ -30,7 +32,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+import sys
+import tempfile
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +139,7 @@ class Output:
     identity: dict[str, Any] = field(default_factory=dict)
     replace: bool = False
     moved_aside: Path | None = None
+    lock: RunLock | None = field(default=None, repr=False, compare=False)  # held while this Output lives
 
     @property
     def resumed(self) -> bool:
@@ -153,6 +160,10 @@ class Output:
         """Mark the run complete in ``run.json``: the identical command run again then stops at once
         (:class:`RunComplete`)."""
         atomic_write_json(self.path / RUN_FILE, {**self.identity, "complete": True})
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to the other processes of a launch without the lock (only the main process holds it)."""
+        return {**self.__dict__, "lock": None}
 
     def provenance(self) -> dict[str, Any]:
         """What a result file records about the run: the command, its inputs (model, data) and when it started."""
@@ -222,10 +233,12 @@ def check_output(
     }
     if path.exists() and not path.is_dir():
         raise OutputFolderError(f"{out_key}={path} is a file; pass a folder to write into (it will be created)")
-    if not (path.is_dir() and any(path.iterdir())):
-        return Output(path, "new", identity)
+    check_writable(path, out_key)
+    lock = lock_output(path, out_key)
+    if not (path.is_dir() and any(p.name != INNER_LOCK for p in path.iterdir())):
+        return Output(path, "new", identity, lock=lock)
     if overwrite:
-        return Output(path, "new", identity, replace=True)
+        return Output(path, "new", identity, replace=True, lock=lock)
     saved = _saved_identity(path)
     if saved is None:
         raise OutputFolderError(
@@ -255,7 +268,7 @@ def check_output(
             "start anew"
         )
     identity["started"] = saved.get("started", identity["started"])
-    return Output(path, "resumed", identity)
+    return Output(path, "resumed", identity, lock=lock)
 
 
 def check_output_file(path: str | Path, *, overwrite: bool = False, companions: Sequence[str] = (".png",)) -> Path:
@@ -266,6 +279,7 @@ def check_output_file(path: str | Path, *, overwrite: bool = False, companions: 
         raise OutputFolderError(
             f"out={path} is a folder; pass the path of the file to write (e.g. {path}/result.json)"
         )
+    check_writable(path.parent, "out", shown=path)
     if path.exists():
         if not overwrite:
             raise OutputFolderError(
@@ -303,3 +317,108 @@ def _move_aside(path: Path) -> Path:
     os.replace(path, target)
     logger.warning("overwrite=true: moved the old %s aside to %s", path, target)
     return target
+
+
+INNER_LOCK = ".run.lock"  # the lock inside the folder, when its parent cannot be written
+
+
+def check_writable(path: Path, out_key: str = "out", *, shown: Path | None = None) -> None:
+    """Refuse now, before anything loads, an output ``path`` that cannot be written: under a file, or in a folder
+    this process cannot create files in (read-only mount, permissions). A probe file is created and removed in
+    ``path`` or, when it does not exist yet, in its nearest existing parent."""
+    shown = shown or path
+    target = path
+    while not target.exists() and target.parent != target:
+        target = target.parent
+    if not target.is_dir():
+        raise OutputFolderError(
+            f"{out_key}={shown}: {target} is a file, so no folder can be made under it; pass a folder"
+        )
+    try:
+        fd, probe = tempfile.mkstemp(dir=target, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise OutputFolderError(
+            f"{out_key}={shown}: cannot write in {target} ({err.strerror or err}); pass an {out_key}= folder this "
+            "user can write to"
+        ) from None
+
+
+class RunLock:
+    """An exclusive lock on an output folder held by this process (released when the last :class:`Output` holding
+    it is gone, or when the process ends, however it ends)."""
+
+    def __init__(self, lock: Any, file: Path) -> None:
+        self.file = file
+        self._lock = lock
+
+    def release(self) -> None:
+        """Remove the lock file while still holding it (no litter beside the folder), then let go."""
+        if self._lock.is_locked:
+            self.file.unlink(missing_ok=True)
+            self._lock.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - at interpreter exit; the lock goes with the process anyway
+            pass
+
+
+_HELD: weakref.WeakValueDictionary[str, RunLock] = weakref.WeakValueDictionary()
+
+
+def _lock_file(path: Path) -> Path:
+    """``PARENT/.NAME.lock`` beside the folder (so that moving the folder aside keeps it locked); inside the folder
+    when its parent cannot be written."""
+    path = Path(os.path.abspath(path))
+    parent = path.parent
+    beside = parent / f".{path.name}.lock"
+    if path.name and (not parent.exists() or os.access(parent, os.W_OK)):
+        return beside
+    return path / INNER_LOCK
+
+
+def _holder(lock_file: Path) -> str:
+    try:
+        info = json.loads(lock_file.read_text(encoding="utf-8"))
+        return f"PID {info['pid']} on {info['host']}, started {info['started']}, running: {info['command']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process (its details could not be read)"
+
+
+def lock_output(path: Path, out_key: str = "out") -> RunLock | None:
+    """Take the exclusive lock on the output folder ``path`` for this run (main process of a launch only: the other
+    processes follow it), or refuse at once naming the run that holds it. Taken again by the same process, the lock
+    is shared."""
+    if os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) not in ("0", ""):
+        return None
+    from filelock import FileLock, Timeout
+
+    file = _lock_file(path)
+    held = _HELD.get(str(file))
+    if held is not None:
+        return held
+    file.parent.mkdir(parents=True, exist_ok=True)
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    }
+
+    def write_holder(fd: int) -> None:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+
+    lock = FileLock(str(file), timeout=0, thread_local=False, on_acquired=write_holder)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise OutputFolderError(
+            f"{out_key}={path} is in use by another run ({_holder(file)}). Wait for it to end (the lock goes with "
+            f"it, even if it is killed), or pass another {out_key}= folder."
+        ) from None
+    held = _HELD[str(file)] = RunLock(lock, file)
+    return held

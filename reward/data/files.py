@@ -4,7 +4,10 @@ Whole files are written to a temporary file beside the target and renamed over i
 :func:`atomic_write_json`, :func:`atomic_write_jsonl`, :func:`atomic_write_with`); per-step records are appended a
 line at a time and flushed (:func:`append_jsonl`), and read back ignoring a line torn by a crash
 (:func:`read_records`). JSON is strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an
-undefined value into ``null`` on purpose with :func:`json_safe`.
+undefined value into ``null`` on purpose with :func:`json_safe`. Written files follow the umask like any other file.
+
+A name that comes from data or a protocol (a dimension, a dataset, a model) becomes a file name only through
+:func:`safe_name`: it stays inside its folder, readable, and two different names never give the same file.
 
 Example:
     >>> json_safe({"srcc": float("nan"), "n": np.int64(3), "ci": (0.1, 0.2)})
@@ -13,15 +16,54 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import re
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
+_UNSAFE = re.compile(r"[^\w.\-]+")  # letters of any script, digits, _ . - are kept; anything else becomes "-"
+_HASHED = re.compile(r"-[0-9a-f]{8}$")
+
+
+def safe_name(name: str) -> str:
+    """``name`` (a dimension, dataset, protocol or model name from data) as one file name that stays in its folder.
+
+    Letters of any script, digits, ``_ . -`` are kept; separators, ``..``, spaces and other characters become ``-``.
+    A name kept as it is stays itself; any other gets a short hash of the whole name appended, so two different names
+    never map to the same file (``a/b`` and ``a:b`` differ, and neither can take the plain name ``a-b``; a name that
+    already ends like a hash suffix gets one too).
+
+    >>> safe_name("lighting"), safe_name("清晰度"), safe_name("../../victim/photo")
+    ('lighting', '清晰度', 'victim-photo-f090072e')
+    >>> safe_name("a/b") != safe_name("a:b") and safe_name("a-b") == "a-b"
+    True
+    """
+    text = unicodedata.normalize("NFC", str(name))
+    slug = _UNSAFE.sub("-", text).strip("-.")
+    slug = re.sub(r"-{2,}", "-", slug)
+    while len(slug.encode("utf-8")) > SAFE_NAME_BYTES:
+        slug = slug[:-1]
+    slug = slug.rstrip("-.")
+    if slug == str(name) and slug and not _HASHED.search(slug):  # a kept name never looks like a hashed one
+        return slug
+    digest = hashlib.sha256(str(name).encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{slug}-{digest}" if slug else f"name-{digest}"
+
+
+def _follow_umask(fd: int) -> None:
+    """Give a ``mkstemp`` file (mode 0600) the mode any new file gets: 0666 less the process's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
 
 
 def json_safe(value: Any) -> Any:
@@ -51,6 +93,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        _follow_umask(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -104,7 +147,10 @@ def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
-    os.close(fd)
+    try:
+        _follow_umask(fd)
+    finally:
+        os.close(fd)
     try:
         write(Path(tmp))
         os.replace(tmp, path)

@@ -28,9 +28,26 @@ class ImageError(UserError):
     """An image cannot be used: unreadable, corrupt, too large or in an unsupported mode."""
 
 
+MAX_ASPECT_RATIO = 200.0  # Qwen-VL image processors refuse longer/shorter side above this (smart_resize)
+
+
 def check_pixels(size: tuple[int, int], max_pixels: int | None, name: str) -> None:
-    """Raise ``ImageError`` if an image of ``size`` (width, height) exceeds ``max_pixels`` (``None``: no limit)."""
+    """Raise ``ImageError`` if an image of ``size`` (width, height) exceeds ``max_pixels`` (``None``: no limit), or
+    has a shape the VLM image processors refuse (an aspect ratio above 200:1, an empty side), so that such an image is
+    refused (or skipped and counted under ``skip_bad=true``) with the data, never in the middle of a batch.
+
+    >>> check_pixels((4000, 12), None, "strip.png")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    reward.data.images.ImageError: strip.png: image is 4000x12, an aspect ratio of 333:1; ...
+    """
     width, height = size
+    if min(width, height) < 1:
+        raise ImageError(f"{name}: image is {width}x{height}: it has no pixels; replace it or drop the row.")
+    if max(width, height) / min(width, height) > MAX_ASPECT_RATIO:
+        raise ImageError(
+            f"{name}: image is {width}x{height}, an aspect ratio of {max(width, height) / min(width, height):.0f}:1; "
+            f"Qwen-VL image processors refuse ratios above {MAX_ASPECT_RATIO:.0f}:1. Crop or pad it, or drop the row."
+        )
     if max_pixels is not None and width * height > max_pixels:
         raise ImageError(
             f"{name}: image is {width}x{height} = {width * height:,} pixels, above max_pixels={max_pixels:,}; "

@@ -19,7 +19,7 @@ import numpy as np
 
 from reward.core.errors import UserError
 from reward.data import RatingRow, SkippedRow
-from reward.data.files import atomic_write_json, atomic_write_jsonl, json_safe
+from reward.data.files import atomic_write_json, atomic_write_jsonl, json_safe, safe_name
 from reward.eval.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
 from reward.eval.parallel import SCORES, ScoredImages, image_key, score_images
 from reward.eval.plots import scatter_vs_mos
@@ -184,7 +184,7 @@ def write_results(
         paths[f"plot_{dim}"] = scatter_vs_mos(
             to_mos_scale(pred, score_range, settings.mos_range),
             mos,
-            out / f"scatter_{dim}.png",
+            out / f"scatter_{safe_name(dim)}.png",
             title=f"{title}: {dim}",
             tau_low=settings.taus()[0],
             tau_high=settings.taus()[1],

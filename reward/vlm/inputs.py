@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from reward.data.images import check_pixels
 from reward.vlm.profile import section
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class ImagePreparer:
         flat = [img for g in groups for img in g]
         if not flat:
             return [self._empty() for _ in groups]
+        for i, img in enumerate(flat):  # what the processor would refuse, said of the image (commands skip it earlier)
+            check_pixels(img.size, None, f"image {i} of the batch")
         kwargs = {"device": self.device} if self.device is not None else {}
         with section("image processor"):
             out = self.image_processor(images=flat, return_tensors="pt", **kwargs)

@@ -25,6 +25,7 @@ generation does not gather FSDP shards).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -59,8 +60,10 @@ from training.reporting import report_to_problems
 from training.shared import (
     LoraSettings,
     check_build_locks,
+    last_complete_checkpoint,
     load_checkpoint_weights,
     lora_config,
+    restored_weights_quiet,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
@@ -391,6 +394,7 @@ class Setup:
     model: Any
     processing_class: Any
     resume_from: str | None
+    restored: bool  # the checkpoint's weights were loaded by our code (the trainer's key warnings are moot)
 
 
 @dataclass
@@ -457,8 +461,8 @@ def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:
 
     dog.beat("loading the policy")
     model, processing_class = load_policy(s.policy, s.lora, vision, args)
-    if resume_from and not s.lora.enabled and not uses_deepspeed(args):
-        load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses Qwen-VL checkpoint keys
+    restored = bool(resume_from) and not s.lora.enabled and not uses_deepspeed(args)
+    restored = restored and load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses the keys
     return Setup(
         s=s,
         args=args,
@@ -474,6 +478,7 @@ def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:
         model=model,
         processing_class=processing_class,
         resume_from=resume_from,
+        restored=bool(restored),
     )
 
 
@@ -482,9 +487,7 @@ def resume_point(output: Output, out: Path, args: Any) -> str | None:
     after it are dropped (main process)."""
     if not output.resumed:
         return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    checkpoint = get_last_checkpoint(str(out))
+    checkpoint = last_complete_checkpoint(out, main_process=args.process_index == 0)  # a half-written one: skipped
     if args.process_index == 0:
         truncate_records(out, checkpoint_step(checkpoint))
     logger.info("resuming the run in %s from %s", out, checkpoint or "its start (no checkpoint yet)")
@@ -531,7 +534,8 @@ def train(setup: Setup, callbacks: list[Any], dog: Watchdog) -> Trained:
     stop = StopRequests()
     trainer.add_callback(stop)  # last: it sees what every other callback asked for
     start = time.perf_counter()
-    global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
+    with restored_weights_quiet() if setup.restored else contextlib.nullcontext():  # its key warnings are moot
+        global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
     train_s = time.perf_counter() - start
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
     return Trained(trainer, global_step, train_s, clock, adapter, heldout_cb, stop.requested_at, guard)

@@ -6,6 +6,7 @@ Validate everything first (all problems at once), check a resumed run is the sam
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
@@ -38,10 +39,12 @@ from training.shared import (
     LoraSettings,
     freeze_vision,
     gathered_state_dict,
+    last_complete_checkpoint,
     load_checkpoint_weights,
     load_dtype,
     load_for_training,
     lora_config,
+    restored_weights_quiet,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
@@ -319,7 +322,6 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         return _print_plan(s)
     check_inputs(s)  # a missing file needs no library: said before trl and torch are imported
     _validate(s)
-    from transformers.trainer_utils import get_last_checkpoint
 
     from reward.vlm import VLM, load_processor, thinking_off
     from training.rating_loss import weighted_trainer_class
@@ -347,7 +349,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     if args.distributed_state.is_main_process:
         output.create()
     args.distributed_state.wait_for_everyone()
-    resume_from = get_last_checkpoint(str(out)) if output.resumed else None
+    resume_from = (
+        last_complete_checkpoint(out, main_process=args.distributed_state.is_main_process) if output.resumed else None
+    )
     log_effective_batch(args)
     start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
@@ -366,8 +370,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         vlm = VLM(model.eval(), processor, batch_size=s.eval_batch_size)
         result["metrics_before"] = _evaluate(SaIqaReward(vlm, meta), s, out / "before")
         model.train()
-    if resume_from and not s.lora.enabled and not uses_deepspeed(args):
-        load_checkpoint_weights(model, resume_from)
+    restored = bool(resume_from) and not s.lora.enabled and not uses_deepspeed(args)
+    restored = restored and load_checkpoint_weights(model, resume_from)
     trainer_cls = weighted_trainer_class(s.loss.rating_weight, _rating_ids(processor.tokenizer, meta, s))
     trainer = trainer_cls(
         model=model,
@@ -377,7 +381,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         peft_config=lora_config(s.lora) if s.lora.enabled else None,
         callbacks=callbacks,
     )
-    train_out = trainer.train(resume_from_checkpoint=resume_from)
+    with restored_weights_quiet() if restored else contextlib.nullcontext():  # its key warnings are moot
+        train_out = trainer.train(resume_from_checkpoint=resume_from)
     result["global_step"] = train_out.global_step
     result["train_loss"] = train_out.training_loss
     if trainer.is_world_process_zero():

@@ -81,6 +81,47 @@ def _row(record: Record, image: str, dim: str, meta: dict[str, Any], split: str,
     return row
 
 
+def _scored_row(
+    record: Record, image: str, dim: str, meta: dict[str, Any], split: str, name: str
+) -> dict[str, Any] | ManifestError:
+    """The row of ``record`` for ``dim``, or the error naming a value outside the dataset's scale (a wrong file, or
+    a dataset read with another one's rule): never written on a scale it is not on."""
+    low, high = meta["scale"]
+    raw = record.scores[dim]
+    if not low <= raw <= high:
+        return ManifestError(
+            f"{record.where}: {dim} {raw:g} is outside {name}'s scale [{low:g}, {high:g}]; check that the file is "
+            f"{meta['title']}'s own, or pass skip_bad=true to skip and count such rows"
+        )
+    return _row(record, image, dim, meta, split, name)
+
+
+def _duplicates(rows: list[tuple[int, dict[str, Any]]], file: str) -> int:
+    """Rows that rate an image on a dimension already rated with another value: counted, and said in one warning."""
+    first: dict[tuple[str, str], tuple[int, float]] = {}
+    clashes = []
+    for line, row in rows:
+        key = (row["image"], row["dimension"])
+        if key in first and first[key][1] != row["mos"]:
+            clashes.append((line, key, first[key], row["mos"]))
+        first.setdefault(key, (line, row["mos"]))
+    if clashes:
+        line, (image, dim), (line0, mos0), mos = clashes[0]
+        logger.warning(
+            "%s: %d rows rate an image again with another value (first: line %d rates %s on %s %g, line %d %g); "
+            "both are kept, as the dataset gives them",
+            file,
+            len(clashes),
+            line,
+            image,
+            dim,
+            mos,
+            line0,
+            mos0,
+        )
+    return len(clashes)
+
+
 def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
     """The dataset ``source`` names (``None`` when it is a path), checked without reading it: a registered name
     (else the known ones are listed), a valid split and an existing folder; commands call this before any work.
@@ -153,13 +194,14 @@ def open_dataset(
             continue
         for dim in dims:
             if dim in record.scores:
-                items.append((record.line, _row(record, image, dim, meta, splits[i], src.name)))
+                items.append((record.line, _scored_row(record, image, dim, meta, splits[i], src.name)))
     if not kept:
         raise MissingInputError(
             f"{src}: no image in split {src.split!r} ({len(table.records)} read from {table.file}, split {rule}); "
             f"choose another split: train, val, test or all"
         )
     low, high = meta["scale"]
+    duplicates = _duplicates([(line, item) for line, item in items if isinstance(item, dict)], table.file)
     info = {
         "dataset": src.name,
         "title": meta["title"],
@@ -174,6 +216,7 @@ def open_dataset(
         "values": "as read" if meta["higher_is_better"] else f"DMOS flipped: mos = {low:g} + {high:g} - dmos",
         "dimensions": dims,
         "images": kept,
+        "duplicates": duplicates,  # rows rating an image again with another value (kept; warned about)
     }
     logger.info("%s: %d images from %s (split %s: %s)", src, kept, table.file, src.split, rule)
     return OpenedDataset(src, finder.folder, table.file, items, info)

@@ -1,0 +1,171 @@
+"""Small cases that used to pass in silence or end in a traceback: Ctrl-C, string or huge fusion scores, dataset
+scales and duplicated rows, a command run without arguments, the resume warning of transformers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCKING_EVALUATE = """
+import sys
+import torch
+import reward.commands.evaluate as command
+from reward.core.cli import main
+from reward.rewards.base import RewardOutput
+
+class Blocking:  # scores the first batch, then waits for the test (which sends Ctrl-C) on the second
+    calls = 0
+    def score(self, images, prompts=None):
+        Blocking.calls += 1
+        if Blocking.calls == 2:
+            print("second batch", flush=True)
+            sys.stdin.read()
+        return RewardOutput(torch.full((len(images),), 0.5))
+
+command.get_reward = lambda name, cfg: Blocking()
+main("evaluate", command.run, argv=sys.argv[1:])
+"""
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        env.pop(key, None)
+    return env
+
+
+def _manifest(folder: Path, n: int = 4) -> Path:
+    (folder / "img").mkdir(parents=True)
+    rows = []
+    for i in range(n):
+        Image.fromarray(np.full((56, 56, 3), 50 * i, np.uint8)).save(folder / f"img/{i}.png")
+        rows.append({"image": f"img/{i}.png", "dimension": "lighting", "mos": 1 + i})
+    path = folder / "ratings.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_ctrl_c_prints_one_line_saying_how_to_resume_and_exits_130(tmp_path):
+    data, out = _manifest(tmp_path / "data"), tmp_path / "out"
+    argv = ["reward=qbench", "reward.model=unused", f"data={data}", f"out={out}", "batch_size=2", "num_workers=0"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BLOCKING_EVALUATE, *argv],
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "second batch"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("interrupted:")]
+    assert lines == [f"interrupted: {out} holds the run so far; run the same command with resume=true to continue it"]
+    assert len((out / "scores.jsonl").read_text().splitlines()) == 2  # the first batch is kept for the resume
+
+
+def _fusion_files(folder: Path, change) -> tuple[Path, Path]:
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 5, (40, 2))
+    rows = [{"image": f"{i}.png", "layout": float(x[i, 0]), "lighting": float(x[i, 1])} for i in range(40)]
+    change(rows)
+    pairs = []
+    for _ in range(100):
+        i, j = rng.choice(40, 2, replace=False)
+        pairs.append({"a": f"{i}.png", "b": f"{j}.png", "label": "a" if x[i].sum() > x[j].sum() else "b"})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
+    return folder / "pairs.jsonl", folder / "scores.jsonl"
+
+
+def _fit(pairs: Path, scores: Path, *extra: str):
+    from fusion.commands.fit import run as run_fit
+    from reward.core.cli import compose
+
+    argv = [f"pairs={pairs}", f"scores={scores}", f"out={pairs.parent / 'w.json'}", "bootstrap=0", *extra]
+    return run_fit(compose("fusion", argv))
+
+
+def test_fusion_refuses_a_dimension_written_as_strings_naming_file_and_line(tmp_path):
+    from reward.data.manifest import ManifestError
+
+    def as_strings(rows):
+        for r in rows:
+            r["lighting"] = str(round(r["lighting"], 3))
+
+    pairs, scores = _fusion_files(tmp_path, as_strings)
+    with pytest.raises(ManifestError, match=rf"{scores}:1: 'lighting' is the string '[0-9.]+', not a number"):
+        _fit(pairs, scores)  # it was dropped in silence: a fit on layout alone
+
+
+def test_fusion_refuses_a_score_too_large_to_fit_with_one_clear_message(tmp_path, caplog):
+    from reward.data.manifest import ManifestError
+
+    def huge(rows):
+        rows[3]["layout"] = 1e200
+
+    pairs, scores = _fusion_files(tmp_path, huge)
+    with pytest.raises(ManifestError, match=rf"{scores}:4: 'layout' = 1e\+200 is beyond ±1e\+09, too large"):
+        _fit(pairs, scores)
+    assert "does not differ" not in caplog.text  # no false warning on the way
+    fitted = _fit(pairs, scores, "skip_bad=true")  # or the row is skipped and counted
+    assert fitted.meta["n_skipped"] >= 1 and fitted.meta["warnings"] == []
+
+
+def test_dataset_manifest_refuses_mos_outside_the_scale_and_counts_duplicated_rows(tmp_path, caplog):
+    import iqa_fixtures
+
+    from conftest import run_cli
+    from reward.commands.dataset_manifest import run
+
+    iqa_fixtures.kadid(tmp_path)
+    lines = (tmp_path / "dmos.csv").read_text().splitlines()
+    name, ref, _, var = lines[2].split(",")
+    lines[2] = f"{name},{ref},7.5,{var}"  # KADID-10k's DMOS is on 1-5
+    lines.append(lines[5].rsplit(",", 2)[0] + ",1.11," + lines[5].rsplit(",", 1)[1])  # line 6's image, another DMOS
+    (tmp_path / "dmos.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "m.jsonl"
+    assert run_cli("dataset_manifest", run, [f"data=kadid10k:{tmp_path}", f"out={out}"]) == 2
+    assert not out.exists()
+    with caplog.at_level(logging.WARNING):
+        assert run_cli("dataset_manifest", run, [f"data=kadid10k:{tmp_path}", f"out={out}", "skip_bad=true"]) == 0
+    sidecar = json.loads(out.with_suffix(".json").read_text())
+    assert len(sidecar["skipped"]) == 1 and "7.5 is outside kadid10k's scale [1, 5]" in sidecar["skipped"][0]["reason"]
+    assert sidecar["skipped"][0]["line"] == 3 and sidecar["duplicates"] == 1
+    assert "1 rows rate an image again with another value" in caplog.text
+    assert all(1 <= json.loads(row)["mos"] <= 5 for row in out.read_text().splitlines())
+
+
+def test_mos_script_without_arguments_says_what_it_needs_and_exits_2(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "training/mos.py"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2 and "missing required key raw (set it with raw=...)" in done.stderr
+    raw = tmp_path / "raw.jsonl"
+    rows = [
+        {"image": f"{i}.png", "dimension": "lighting", "annotator": a, "rating": 1 + (i + k) % 5}
+        for i in range(6)
+        for k, a in enumerate("xyz")
+    ]
+    raw.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    made = subprocess.run(
+        [sys.executable, "training/mos.py", f"raw={raw}"], cwd=ROOT, env=_env(), capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "train.jsonl").is_file() and (tmp_path / "annotators.json").is_file()
