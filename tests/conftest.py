@@ -130,6 +130,19 @@ def tiny_small_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_vlm(tmp_path_factory.mktemp("tiny-small-qwen2-vl"), preset="small")
 
 
+def accelerate_config(zero_stage: int, processes: int) -> str:
+    """An accelerate config file's text for DeepSpeed on CPU processes (gloo): ZeRO-3 initialises models sharded and
+    saves the gathered 16-bit weights; ZeRO-2 keeps whole models."""
+    zero3 = zero_stage == 3
+    return (
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+        f"  zero_stage: {zero_stage}\n  offload_optimizer_device: none\n  offload_param_device: none\n"
+        f"  gradient_accumulation_steps: 1\n  zero3_init_flag: {'true' if zero3 else 'false'}\n"
+        + ("  zero3_save_16bit_model: true\n" if zero3 else "")
+        + f"mixed_precision: 'no'\nnum_machines: 1\nnum_processes: {processes}\nmachine_rank: 0\nuse_cpu: false\n"
+    )
+
+
 def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...] = ()) -> int:
     """Run a command as its entry script does (``reward.core.cli.main``); returns the exit status."""
     from reward.core.cli import main

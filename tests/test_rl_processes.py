@@ -21,6 +21,7 @@ import pytest
 from hydra import initialize_config_dir
 from transformers import TrainerCallback
 
+from conftest import accelerate_config
 from reward.core.cli import compose
 from rl.commands.grpo import run as run_grpo
 from rl.inpaint_tasks import write_procedural_tasks
@@ -28,37 +29,8 @@ from rl.inpaint_tasks import write_procedural_tasks
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
-ZERO2_CPU = """\
-compute_environment: LOCAL_MACHINE
-distributed_type: DEEPSPEED
-deepspeed_config:
-  zero_stage: 2
-  offload_optimizer_device: none
-  offload_param_device: none
-  gradient_accumulation_steps: 1
-  zero3_init_flag: false
-mixed_precision: 'no'
-num_machines: 1
-num_processes: 2
-machine_rank: 0
-use_cpu: false
-"""
-ZERO3_CPU = """\
-compute_environment: LOCAL_MACHINE
-distributed_type: DEEPSPEED
-deepspeed_config:
-  zero_stage: 3
-  offload_optimizer_device: none
-  offload_param_device: none
-  gradient_accumulation_steps: 1
-  zero3_init_flag: true
-  zero3_save_16bit_model: true
-mixed_precision: 'no'
-num_machines: 1
-num_processes: 2
-machine_rank: 0
-use_cpu: false
-"""
+ZERO2_CPU = accelerate_config(2, processes=2)
+ZERO3_CPU = accelerate_config(3, processes=2)
 
 
 def _overrides(lm: Path, tasks: Path, out: Path, vlm: Path, per_device: int) -> list[str]:

@@ -13,45 +13,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import accelerate_config
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed extra not installed"),
 ]
 
-CPU_ZERO2 = """\
-compute_environment: LOCAL_MACHINE
-distributed_type: DEEPSPEED
-deepspeed_config:
-  zero_stage: 2
-  offload_optimizer_device: none
-  offload_param_device: none
-  gradient_accumulation_steps: 1
-  zero3_init_flag: false
-mixed_precision: 'no'
-num_machines: 1
-num_processes: 1
-machine_rank: 0
-use_cpu: false
-"""
+CPU_ZERO2 = accelerate_config(2, processes=1)
 
 
-ZERO3_TWO = """\
-compute_environment: LOCAL_MACHINE
-distributed_type: DEEPSPEED
-deepspeed_config:
-  zero_stage: 3
-  offload_optimizer_device: none
-  offload_param_device: none
-  gradient_accumulation_steps: 1
-  zero3_init_flag: true
-  zero3_save_16bit_model: true
-mixed_precision: 'no'
-num_machines: 1
-num_processes: 2
-machine_rank: 0
-use_cpu: false
-"""
+ZERO3_TWO = accelerate_config(3, processes=2)
 FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--num_processes", "2"]  # zero3_save_16bit_model left off
 
 
