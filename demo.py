@@ -131,7 +131,7 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
         f"held-out benchmark of {cfg.sft.test_scenes} scenes.\n\n"
         + "\n".join(rows)
         + f"\n\n![lighting after](sft/scatter_lighting.png)\n\nScorer: `{result['scorer']}` "
-        "(load it with `reward=sa-iqa reward.path=...`).\n"
+        "(load it with `reward=sa-iqa reward.model=...`).\n"
     )
     return text, {"before": before, "after": after, "bench": str(bench.root), "scorer": result["scorer"]}
 

@@ -175,7 +175,7 @@ def reload_on_cpu(scorer: Path, manifest: Path, out: Path) -> dict[str, Any]:
         sys.executable,
         str(ROOT / "reward/evaluate.py"),
         "reward=sa-iqa",
-        f"reward.path={scorer}",
+        f"reward.model={scorer}",
         "reward.device=cpu",
         "reward.dtype=float32",
         f"data={manifest}",

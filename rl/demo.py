@@ -32,7 +32,7 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
 
     tasks = write_procedural_tasks(out / "rl_tasks", cfg.bon.tasks, size=64, seed=cfg.seed + 2)
     if scorer:
-        reward = ["reward=sa-iqa", f"reward.path={scorer}"] + ([f"reward.fusion={fusion}"] if fusion else [])
+        reward = ["reward=sa-iqa", f"reward.model={scorer}"] + ([f"reward.fusion={fusion}"] if fusion else [])
     else:
         reward = ["reward=scene-proxy"]
     judge = "judge={" + json.dumps(JUDGE).replace('"', "")[1:]

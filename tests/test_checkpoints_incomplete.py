@@ -23,7 +23,7 @@ def _cfg(model: Path, data: Path, out: Path):
     overrides = [
         f"model.path={model}",
         f"data.train={data}",
-        f"output_dir={out}",
+        f"out={out}",
         "trainer.max_steps=6",
         "trainer.save_steps=2",
         "trainer.per_device_train_batch_size=4",

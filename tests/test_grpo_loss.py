@@ -17,7 +17,7 @@ def _settings(tmp_path, *extra: str):
     from rl.commands.grpo import parse_settings
 
     tasks = write_procedural_tasks(tmp_path / "tasks", 16, size=32, seed=0)
-    base = [f"policy.path={tmp_path}", f"data={tasks}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    base = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return parse_settings(compose("grpo", overrides=[*base, *extra]))
 

@@ -50,12 +50,12 @@ def test_a_hub_id_missing_from_the_cache_offline_fails_in_one_line_naming_it(off
     with pytest.raises(MissingInputError) as err:
         get_reward("sa-iqa", {"path": "example-org/not-downloaded"})
     message = str(err.value)
-    assert "\n" not in message and "reward.path=example-org/not-downloaded" in message
+    assert "\n" not in message and "reward.model=example-org/not-downloaded" in message
     assert "hf download example-org/not-downloaded" in message and "scorer folder" in message
 
 
 def test_a_path_that_is_neither_a_folder_nor_a_hub_id_is_named(offline_home, tmp_path):
-    with pytest.raises(MissingInputError, match=r"reward.path=.*/no/such/scorer: no such folder"):
+    with pytest.raises(MissingInputError, match=r"reward.model=.*/no/such/scorer: no such folder"):
         get_reward("sa-iqa", {"path": str(tmp_path / "no" / "such" / "scorer")})
 
 
@@ -64,7 +64,7 @@ def _sft_overrides(model: Path, ratings: Path, out: Path, *extra: str) -> list[s
         f"model.path={model}",
         f"data.train={ratings}",
         f"data.test={ratings}",
-        f"output_dir={out}",
+        f"out={out}",
         "prompt.type=1",
         "prompt.dimensions=[lighting]",
         "trainer.max_steps=2",

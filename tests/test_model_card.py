@@ -54,7 +54,7 @@ def test_a_tiny_sft_run_writes_a_card_with_its_base_model_words_metrics_and_comm
         f"model.path={tiny_vlm_path}",
         f"data.train={bench.ratings}",
         f"data.test={bench.ratings}",
-        f"output_dir={out}",
+        f"out={out}",
         "trainer.max_steps=4",
         "trainer.logging_steps=1",
         "trainer.save_steps=2",

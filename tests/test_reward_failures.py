@@ -47,7 +47,7 @@ def _grpo(tiny_lm: Path, tasks: Path, out: Path, url: str, extra: list[str] = ()
     overrides = [
         f"policy.path={tiny_lm}",
         f"data={tasks}",
-        f"output_dir={out}",
+        f"out={out}",
         *_served(url),
         "reward.server.model=tiny",
         *FAST_SERVER,

@@ -161,7 +161,7 @@ def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_pat
     from rl.commands.grpo import parse_settings
 
     base = [
-        f"output_dir={tmp_path}",
+        f"out={tmp_path}",
         "data=t.jsonl",
         "policy.path=p",
         "reward=scene-proxy",
@@ -187,7 +187,7 @@ def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_sta
     os.utime(lock, (lock.stat().st_atime - 3600, lock.stat().st_mtime - 3600))  # left by a build an hour ago
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
-    base = [f"output_dir={tmp_path / 'run'}", "data=t.jsonl", "policy.path=p", "reward=scene-proxy"]
+    base = [f"out={tmp_path / 'run'}", "data=t.jsonl", "policy.path=p", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("grpo", overrides=base)
     with pytest.raises(UserError, match=rf"{lock} is 60 minutes old.*rm {lock}"):

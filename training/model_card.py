@@ -137,7 +137,7 @@ def render_card(card: ScorerCard) -> str:
         "## Use",
         "",
         "```bash",
-        "python reward/evaluate.py reward=sa-iqa reward.path=THIS_FOLDER_OR_REPO_ID data=RATINGS.jsonl out=OUT",
+        "python reward/evaluate.py reward=sa-iqa reward.model=THIS_FOLDER_OR_REPO_ID data=RATINGS.jsonl out=OUT",
         "```",
         "",
         "The folder's `sa_iqa.json` holds the rendered queries, the rating words and their values (and, once "

@@ -92,6 +92,10 @@ store_schema("qbench_eval_schema", QbenchEvalSettings)
 store_reward_schemas()
 
 
+def _check_model(s: QbenchEvalSettings) -> None:
+    check_models({"model.path": s.model.path, "model.adapter": s.model.adapter})
+
+
 def _load_model(s: QbenchEvalSettings) -> Any:
     from reward.vlm import load_vlm
 
@@ -111,7 +115,8 @@ def run(cfg: Any) -> dict[str, Any]:
     s = parse(QbenchEvalSettings, cfg, where="")
     if s.task not in TASKS:
         raise ConfigError(f"task={s.task!r}: choose one of {', '.join(TASKS)}")
-    check_models({"model.path": s.model.path, "model.adapter": s.model.adapter})
+    if s.task == "a3":  # a1 / a2 read their question file first (its problems are named before the model's)
+        _check_model(s)
     if s.data is None and not (s.task == "a3" and s.a3.released):
         raise ConfigError(f"task={s.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
@@ -140,6 +145,7 @@ def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     if problems:
         raise ConfigError("invalid a1 settings:\n  - " + "\n  - ".join(problems))
     questions, skipped = load_questions(s.data, skip_bad=s.skip_bad, allow_absolute_paths=s.allow_absolute_paths)
+    _check_model(s)
     output.create()
     vlm = _load_model(s)
     answers = answer_questions(
@@ -200,6 +206,7 @@ def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     if js.rounds < 1:
         raise ConfigError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
     rows, skipped = load_descriptions(s.data, skip_bad=s.skip_bad, allow_absolute_paths=s.allow_absolute_paths)
+    _check_model(s)
     output.create()
     vlm = _load_model(s)
     outputs = describe(vlm, rows, max_new_tokens=s.a2.max_new_tokens, system=s.a2.system, batch_size=s.batch_size)

@@ -1,13 +1,13 @@
 """A model folder named by a path or by a Hugging Face Hub repo id, resolved to a local folder.
 
-``reward=sa-iqa reward.path=ORG/NAME`` works as ``from_pretrained`` does: the id resolves through the Hugging Face
+``reward=sa-iqa reward.model=ORG/NAME`` works as ``from_pretrained`` does: the id resolves through the Hugging Face
 cache (``HF_HOME``), offline too when the cache holds a snapshot (``HF_HUB_OFFLINE=1``); online, a missing snapshot
 is downloaded. A value naming an existing folder is always that folder.
 
 Example:
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     resolve_model_dir(d, key="reward.path") == Path(d)
+    ...     resolve_model_dir(d, key="reward.model") == Path(d)
     True
 """
 

@@ -2,7 +2,7 @@
 
 Every VLM reward (``sa-iqa``, ``qbench``, ``pace``) can score through it instead of an in-process model::
 
-    accelerate launch rl/grpo.py reward=sa-iqa reward.path=SCORER reward.backend=openai \\
+    accelerate launch rl/grpo.py reward=sa-iqa reward.model=SCORER reward.backend=openai \\
         'reward.server.base_urls=[http://gpu7:8000/v1,http://gpu8:8000/v1]' reward.server.model=sa-iqa ...
 
 - **Data parallel.** Requests are spread over ``base_urls`` (the least busy server first), at most ``concurrency``
