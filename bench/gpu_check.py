@@ -490,7 +490,7 @@ def sft_zero3(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size
         f"model.path={ckpt}",
         "data.train=synthetic",
         f"data.synthetic_size={size}",
-        f"output_dir={out}",
+        f"out={out}",
         f"trainer.max_steps={steps}",
         "+trainer.save_strategy=no",
         f"trainer.per_device_train_batch_size={batch}",

@@ -237,7 +237,7 @@ def run(args: argparse.Namespace, work: Path) -> list[tuple[str, str, Any]]:
     overrides = [
         "+recipe=tiny-real-photos-gpu",
         f"model.path={model}",
-        f"output_dir={work / 'run'}",
+        f"out={work / 'run'}",
         f"data.test={manifest}",
         "eval_batch_size=256",
     ]

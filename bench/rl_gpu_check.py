@@ -135,7 +135,7 @@ def _overrides(p: Parts, out: Path) -> list[str]:
     return [
         f"policy.path={p.policy}",
         f"data={p.tasks}",
-        f"output_dir={out}",
+        f"out={out}",
         "generator=flux-fill",
         f"generator.path={p.pipeline}",
         f"generator.steps={2 if p.dry_run else 4}",
@@ -226,7 +226,7 @@ def zero3_section(table: Table, p: Parts, *, lora: bool) -> None:
         str(ROOT / "rl/grpo.py"),
         f"policy.path={p.policy}",
         f"data={p.tasks}",
-        f"output_dir={out}",
+        f"out={out}",
         "reward=scene-proxy",
         "generator=procedural",
         f"trainer.max_steps={p.steps}",

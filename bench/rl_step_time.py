@@ -45,7 +45,7 @@ def main() -> None:
         overrides = [
             f"policy.path={make_tiny_lm(root / 'lm')}",
             f"data={tasks}",
-            f"output_dir={root / 'run'}",
+            f"out={root / 'run'}",
             "reward=scene-proxy",
             *gen,
             f"trainer.max_steps={args.steps}",

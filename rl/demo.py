@@ -66,7 +66,7 @@ def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> str:
         "generator=procedural",
         f"policy.path={policy}",
         f"data={tasks}",
-        f"output_dir={out / 'grpo'}",
+        f"out={out / 'grpo'}",
         "resume=never",
         "overwrite=true",  # a demo run again: the earlier one is moved aside
         f"trainer.max_steps={cfg.grpo.steps}",
