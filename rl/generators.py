@@ -135,6 +135,16 @@ def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: floa
     return out
 
 
+def candidate_levels(prompt: str, seed: int, level_jitter: float) -> tuple[Any, dict[str, int]]:
+    """The scene and the true quality levels of the ``procedural`` candidate drawn with ``seed`` for ``prompt``
+    (the prompt's levels, each jittered): what the generator paints, so a run can be judged by its known truth."""
+    from training.procedural.scenes import sample_scene
+
+    rng = np.random.default_rng(seed)
+    spec = sample_scene(rng)
+    return spec, jitter_levels(levels_from_prompt(prompt), rng, level_jitter)
+
+
 class ProceduralGenerator:
     """Paints the masked region of any image with a procedural scene at the prompt's quality levels."""
 
@@ -165,18 +175,16 @@ class ProceduralGenerator:
         n: int = 1,
         seed: Seeds = 0,
     ) -> list[list[Image.Image]]:
-        from training.procedural.scenes import render, sample_scene
+        from training.procedural.scenes import render
 
         images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
         out = []
         for image, mask, prompt, base in zip(images, masks, prompts, seeds, strict=True):
-            levels = levels_from_prompt(prompt)
             side = min(max(image.size), self.cfg.render_size)
             candidates = []
             for j in range(n):
-                rng = np.random.default_rng(base + j)
-                spec = sample_scene(rng)
-                scene = render(spec, jitter_levels(levels, rng, self.cfg.level_jitter), side)
+                spec, levels = candidate_levels(prompt, base + j, self.cfg.level_jitter)
+                scene = render(spec, levels, side)
                 scene = scene.resize(image.size, Image.Resampling.BILINEAR) if scene.size != image.size else scene
                 candidates.append(Image.composite(scene, image, mask))
             out.append(candidates)
