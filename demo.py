@@ -252,8 +252,11 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
         f"Held-out pair accuracy: {fmt(acc['true_levels'])} (true levels), {fmt(acc['scorer'])} (scorer). "
         f"Unnormalised, the fit on true levels gives {raw} (generating weight / noise scale): the scale is larger "
         "because the generator makes a tie by a margin, which Davidson's tie model reads differently; the "
-        "direction is what fuses. The scorer's fit can only be as close as its dimension scores track the levels "
-        "(section 2): where a dimension's SRCC is low, its weight moves to the dimensions it is confused with.\n\n"
+        "direction is what fuses.\n\n"
+        "What it shows: given dimension scores that are right, the Bradley-Terry fit with ties recovers how the "
+        "pairs were made. What it does not: the scorer's fit measures this tiny scorer, not the fusion; it can "
+        "only be as close as its dimension scores track the levels (section 2): where a dimension's SRCC is low, "
+        "its weight moves to the dimensions it is confused with.\n\n"
         "![weights](fusion/fusion_weights.png)\n"
     )
     summary = (
