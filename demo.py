@@ -212,7 +212,9 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
     fits = {}
     for name, scores in (("true_levels", true_levels), ("scorer", out / "sft" / "scores.jsonl")):
         target = out / "fusion" / ("fusion_weights.json" if name == "scorer" else "true_levels_weights.json")
-        overrides = [f"pairs={root / 'pairs.jsonl'}", f"scores={scores}", f"out={target}", "bootstrap=100"]
+        # bootstrap intervals for the scorer's weights (its chart); the true levels' fit needs none
+        boot = "bootstrap=100" if name == "scorer" else "bootstrap=0"
+        overrides = [f"pairs={root / 'pairs.jsonl'}", f"scores={scores}", f"out={target}", boot]
         # overwrite: only an interrupted demo leaves a weights file without its section (moved aside)
         fits[name] = run_fit(_compose("fusion", [*overrides, "overwrite=true"]))
     dims = list(fits["true_levels"].dimensions)
