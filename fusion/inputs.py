@@ -65,6 +65,15 @@ class ScoreTable:
     source: str
     written: frozenset[str] = frozenset()  # the image paths as written in the file (for error hints)
     root: Path | None = None  # the folder relative paths were resolved against
+    _by_name: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
+
+    def written_named(self, name: str) -> list[str]:
+        """The image paths as written whose file name is ``name`` (an index built once, for error hints)."""
+        if self._by_name is None:
+            self._by_name = {}
+            for w in sorted(self.written):
+                self._by_name.setdefault(Path(w).name, []).append(w)
+        return self._by_name.get(name, [])
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,7 +293,7 @@ def _root_hint(path: Path, pairs_root: Path | None, table: ScoreTable) -> str:
     such a row resolves to another file and is never matched by name (two images may share one); the fix when
     the scores file's paths are really relative to another folder is ``scores_root=``."""
     rel = path.relative_to(pairs_root).as_posix() if pairs_root is not None and path.is_relative_to(pairs_root) else ""
-    named = sorted(w for w in table.written if w == rel or Path(w).name == path.name)
+    named = table.written_named(path.name)
     if not named:
         return ""
     root = table.root or Path(table.source).resolve().parent
