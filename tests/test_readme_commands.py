@@ -33,6 +33,8 @@ SKIP: dict[str, str] = {
     "make test": "the whole test suite, this test included",
     'dimension="tactile satisfaction"': "the agents write a new protocol: a tiny random VLM cannot (the agents run "
     "with a scripted backend in tests/test_pace_agents.py)",
+    "pipeline=SD_DIR": "the Generator agent writes the text-to-image prompts: a tiny random VLM cannot "
+    "(tests/test_pace_calibrate.py scripts it)",
     "backend=openai server.base_url=URL": "needs an OpenAI-compatible server (tests/test_reward_server.py serves "
     "one on loopback)",
     "a2.judge.base_url=URL": "needs an OpenAI-compatible judge server (tests/test_qbench_a2.py uses a loopback one)",
@@ -69,8 +71,8 @@ BY_VALUE: dict[str, str] = {
     "PATH": "vlm",
     "MODEL": "vlm",
     "MANIFEST": "ratings",
-    "CALIBRATION_MANIFEST": "ratings",
-    "TEST_MANIFEST": "ratings",
+    "CALIBRATION_MANIFEST": "calibration_split",  # calibration and test images must differ: half the samples each
+    "TEST_MANIFEST": "test_split",
     "PAIRS.jsonl": "pairs",
     "FILE": "protocol",
     "SD_DIR": "text_to_image",
@@ -237,6 +239,18 @@ def _copy_samples(dest: Path, manifest: str) -> Path:
     return dest / manifest
 
 
+def _split_samples(dest: Path, half: int) -> Path:
+    """The samples' first (``half=0``) or second half of the images, as a manifest beside a copy of the images."""
+    if not (dest / "images").exists():
+        shutil.copytree(SAMPLES / "images", dest / "images")
+    rows = [json.loads(line) for line in (SAMPLES / "ratings.jsonl").read_text().splitlines()]
+    images = sorted({r["image"] for r in rows})
+    keep = set(images[: len(images) // 2] if half == 0 else images[len(images) // 2 :])
+    path = dest / ("calibration.jsonl" if half == 0 else "test.jsonl")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["image"] in keep))
+    return path
+
+
 def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
     """Resource name -> how to make it (heavy imports only when called)."""
 
@@ -277,6 +291,8 @@ def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
         "text_to_image": pipeline("text-to-image"),
         "ratings": lambda: SAMPLES / "ratings.jsonl",
         "pairs": lambda: SAMPLES / "pairs.jsonl",
+        "calibration_split": lambda: _split_samples(tmp / "split", 0),
+        "test_split": lambda: _split_samples(tmp / "split", 1),
         "images": lambda: SAMPLES / "images",
         "protocol": protocol,
         "memory": lambda: tmp / "memory",
