@@ -19,7 +19,7 @@ def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def judge_by_truth(rows: list[dict[str, Any]], level_jitter: float) -> dict[str, Any]:
+def judge_by_truth(rows: list[dict[str, Any]], level_jitter: float, by_prompt: bool = False) -> dict[str, Any]:
     """Best-of-N rows (``rl/best_of_n.py``'s ``scores.jsonl``) judged by the true quality of each ``procedural``
     candidate: the utility that generated the benchmark's preference pairs (``sum_d w_d level_d``, the default
     weights) of the levels it was painted at (known from its prompt and seed)."""
@@ -33,7 +33,8 @@ def judge_by_truth(rows: list[dict[str, Any]], level_jitter: float) -> dict[str,
     for row in rows:
         if "chosen" not in row:
             continue
-        utility = [preference(candidate_levels(row["prompt"], c["seed"], level_jitter)[1]) for c in row["candidates"]]
+        levels = [candidate_levels(row["prompt"], c["seed"], level_jitter, by_prompt)[1] for c in row["candidates"]]
+        utility = [preference(lv) for lv in levels]
         u_chosen, u_random = utility[row["chosen"]], utility[row["random"]]
         chosen.append(u_chosen)
         rand.append(u_random)
@@ -57,12 +58,14 @@ def judge_by_truth(rows: list[dict[str, Any]], level_jitter: float) -> dict[str,
 def _best_of_n(out: Path, cfg: DictConfig, tasks: Path, name: str, reward: list[str]) -> tuple[str, dict[str, Any]]:
     from rl.commands.best_of_n import run as run_best_of_n
 
-    overrides = [*reward, f"data={tasks}", f"out={out / name}", f"n={cfg.bon.n}", f"seed={cfg.seed}"]
+    # jitter_by_prompt: candidate j of each task moves on its own (else alike in every task: 4 patterns, not 40 tasks)
+    overrides = [*reward, "generator.jitter_by_prompt=true", f"data={tasks}", f"out={out / name}"]
+    overrides += [f"n={cfg.bon.n}", f"seed={cfg.seed}"]
     overrides.append("overwrite=true")  # a demo run again: the earlier one is moved aside
     c = _compose("best_of_n", overrides)
     run_best_of_n(c)
     rows = [json.loads(line) for line in (out / name / "scores.jsonl").read_text().splitlines() if line.strip()]
-    truth = judge_by_truth(rows, float(c.generator.level_jitter))
+    truth = judge_by_truth(rows, float(c.generator.level_jitter), bool(c.generator.jitter_by_prompt))
     return "python rl/best_of_n.py " + " ".join(overrides[:-1]), truth
 
 
@@ -98,7 +101,8 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
     text = (
         f"## 4. Best-of-{cfg.bon.n} reranking of inpainted candidates (`rl/best_of_n.py`)\n\n"
         f"{cfg.bon.tasks} procedural inpainting tasks (80% masks), {cfg.bon.n} candidates each from the `procedural` "
-        "generator, which paints the prompt's quality levels, each moved one step up or down at random: every "
+        "generator, which paints the prompt's quality levels, each moved one step up or down at random (drawn "
+        "anew for every task and candidate): every "
         "candidate's true levels are known. The judge is that truth: the utility that generated the preference pairs "
         "of section 3 (0.4 layout + 0.3 harmony + 0.2 lighting + 0.1 distortion, on levels 1-5), for the reward's "
         "pick against a random pick of the same task (a tie when both are equally good, e.g. the same candidate). "

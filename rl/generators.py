@@ -124,6 +124,8 @@ class ProceduralConfig:
     max_prompt_tokens: int = 77  # words; longer prompts are truncated (and counted by the callers)
     mask_mismatch: str = "resize"  # resize (with a warning) or error
     level_jitter: float = 0.25  # per candidate and dimension: chance the level moves one step up or down
+    jitter_by_prompt: bool = False  # true: the draws also depend on the prompt, so candidate j of different tasks
+    # moves independently (Best-of-N over many tasks); false: candidate j moves alike in every task
 
 
 def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: float) -> dict[str, int]:
@@ -135,12 +137,17 @@ def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: floa
     return out
 
 
-def candidate_levels(prompt: str, seed: int, level_jitter: float) -> tuple[Any, dict[str, int]]:
+def candidate_levels(
+    prompt: str, seed: int, level_jitter: float, by_prompt: bool = False
+) -> tuple[Any, dict[str, int]]:
     """The scene and the true quality levels of the ``procedural`` candidate drawn with ``seed`` for ``prompt``
-    (the prompt's levels, each jittered): what the generator paints, so a run can be judged by its known truth."""
+    (the prompt's levels, each jittered): what the generator paints, so a run can be judged by its known truth.
+    ``by_prompt``: the generator's ``jitter_by_prompt``."""
+    import zlib
+
     from training.procedural.scenes import sample_scene
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, zlib.crc32(prompt.encode("utf-8"))] if by_prompt else seed)
     spec = sample_scene(rng)
     return spec, jitter_levels(levels_from_prompt(prompt), rng, level_jitter)
 
@@ -183,7 +190,7 @@ class ProceduralGenerator:
             side = min(max(image.size), self.cfg.render_size)
             candidates = []
             for j in range(n):
-                spec, levels = candidate_levels(prompt, base + j, self.cfg.level_jitter)
+                spec, levels = candidate_levels(prompt, base + j, self.cfg.level_jitter, self.cfg.jitter_by_prompt)
                 scene = render(spec, levels, side)
                 scene = scene.resize(image.size, Image.Resampling.BILINEAR) if scene.size != image.size else scene
                 candidates.append(Image.composite(scene, image, mask))
