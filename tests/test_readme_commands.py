@@ -100,7 +100,10 @@ APPEND: dict[str, list[str]] = {
         "trainer.per_device_train_batch_size=8",
         "trainer.max_completion_length=8",
         "eval.every=0",
+        "generator.steps=4",  # the diffusers pipelines' 30 denoising steps per candidate
     ],
+    # 24 tasks x 4 candidates x 30 denoising steps: minutes on CPU; 4 tasks in 4 steps show the same
+    "rl/best_of_n.py": ["limit=4", "generator.steps=4"],
 }
 # `python pace_judge/memory.py list|show|import|delete|route ... [dimension=NAME] [protocol=FILE]` is a synopsis:
 # its subcommands, each with the settings it takes, in an order that works on an empty bank
