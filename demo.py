@@ -131,7 +131,8 @@ def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
         "What it shows: the scoring pipeline end to end (ratings manifest in, PLCC/SRCC/KRCC/HOR and scatter plots "
         "out). What it does not: the model is a tiny *random* VLM that knows nothing about quality, so these "
         "correlations are noise on 12 images and no claim about Q-Bench+ on real models.\n\n"
-        f"```\n{format_table(metrics)}\n```\n\n![lighting]({out.name}/scatter_lighting.png)\n"
+        f"```\n{format_table({k: v for k, v in metrics.items() if k != 'meta'})}\n```\n\n"
+        f"![lighting]({out.name}/scatter_lighting.png)\n"
     )
     summary = f"zero-shot Q-Bench+ on {SAMPLES.parent.name}: overall SRCC {metrics['overall']['srcc']:.3f}"
     return text, {"summary": summary}
