@@ -47,7 +47,7 @@ def test_demo_writes_a_report_with_every_section(tmp_path):
     bon = json.loads((out / "sections" / "best_of_n.json").read_text())["data"]
     for picker in ("best_of_n", "best_of_n_scene_proxy"):
         assert bon[picker]["wins"] + bon[picker]["ties"] + bon[picker]["losses"] == 4
-    assert report.count("What it shows") == 5 and "not a claim" in report
+    assert report.count("What it shows") == 5 and "no claim" in report
     assert (out / "best_of_n" / "summary.json").exists() and (out / "best_of_n" / "sheets" / "0000.png").exists()
     assert (out / "grpo" / "reward_curve.png").exists() and (out / "grpo" / "samples_first_last.png").exists()
 
