@@ -3,8 +3,10 @@
 - Pairs file (JSONL): ``{"a": image, "b": image, "label": "a" | "b" | "tie"}``, image paths relative to the
   pairs file's folder.
 - Scores file (JSONL): ``{"image": image, "<dimension>": score, ...}``, image paths relative to the scores
-  file's folder, or to ``scores_root`` (``reward/evaluate.py`` writes ``scores.jsonl`` with paths relative to
-  the evaluated manifest's folder), or absolute. The dimensions are the numeric keys other than
+  file's folder, or to ``scores_root``, or absolute. A ``scores.jsonl`` written by ``reward/evaluate.py`` (or by
+  ``training/sft.py``'s evaluation) names images relative to the evaluated manifest's folder (a dataset's
+  ``FOLDER``): that folder is read from the ``run.json`` beside it, so the file is used as written. Pairs and
+  scores are matched by the resolved image path, never by file name. The dimensions are the numeric keys other than
   :data:`METADATA_KEYS` (``mos``, ``score``, ``dimension``, ...), in order of first appearance, unless given
   explicitly. Several rows for one image are merged (a conflicting value is an error).
 - Or no scores file: a registered reward (e.g. ``sa-iqa``) scores the images named in the pairs.
@@ -17,6 +19,7 @@ logged instead (malformed JSON lines too). Image paths in the pairs file must st
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -61,6 +64,16 @@ class ScoreTable:
     rows: dict[Path, tuple[str, dict[str, float | None]]]
     source: str
     written: frozenset[str] = frozenset()  # the image paths as written in the file (for error hints)
+    root: Path | None = None  # the folder relative paths were resolved against
+    _by_name: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
+
+    def written_named(self, name: str) -> list[str]:
+        """The image paths as written whose file name is ``name`` (an index built once, for error hints)."""
+        if self._by_name is None:
+            self._by_name = {}
+            for w in sorted(self.written):
+                self._by_name.setdefault(Path(w).name, []).append(w)
+        return self._by_name.get(name, [])
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,6 +165,40 @@ def read_pairs(path: str | Path, problems: BadRows | None = None) -> list[Pair]:
     return pairs
 
 
+def evaluated_root(path: str | Path) -> Path | None:
+    """The folder the image paths of ``path`` are relative to when ``reward/evaluate.py`` (or SFT's evaluation of
+    ``data.test``) wrote it: the evaluated manifest's folder, or a dataset's ``FOLDER`` (``NAME:FOLDER[:SPLIT]``),
+    read from the ``run.json`` in the same folder. ``None`` for any other file (paths relative to its own folder).
+    """
+    from reward.core.errors import ConfigError
+    from reward.data.datasets.source import parse_source
+
+    try:
+        run = json.loads((Path(path).parent / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(run, dict) or not isinstance(run.get("settings"), dict):
+        return None
+    settings, inputs = run["settings"], run.get("inputs") or {}
+    if run.get("command") == "evaluate":
+        fingerprint = inputs.get("data") if isinstance(inputs, dict) else None
+        data = fingerprint.get("path") if isinstance(fingerprint, dict) else settings.get("data")
+    elif run.get("command") == "sft" and isinstance(settings.get("data"), dict):
+        data = settings["data"].get("test")
+    else:
+        return None
+    if not isinstance(data, str):
+        return None
+    try:
+        source = parse_source(data)
+    except ConfigError:
+        return None
+    if source is not None:
+        return Path(source.folder).expanduser().resolve()
+    manifest = Path(data).expanduser()
+    return manifest.resolve().parent if manifest.is_file() else None
+
+
 def read_scores(
     path: str | Path,
     dimensions: Sequence[str] | None = None,
@@ -160,12 +207,16 @@ def read_scores(
 ) -> ScoreTable:
     """Parse a scores file into a :class:`ScoreTable` (dimensions chosen as described in the module docstring).
 
-    Relative image paths are resolved against ``root`` (default: the scores file's folder); absolute ones are
-    kept. Only keys are matched here, no image is read, so a path may point anywhere.
+    Relative image paths are resolved against ``root``; without it, against the evaluated manifest's folder for a
+    ``scores.jsonl`` written by ``reward/evaluate.py`` (:func:`evaluated_root`), else the scores file's folder.
+    Absolute ones are kept. Only keys are matched here, no image is read, so a path may point anywhere.
     """
     path = Path(path)
     problems = problems or BadRows(skip_bad=False)
-    folder = Path(root).resolve() if root is not None else path.resolve().parent
+    evaluated = evaluated_root(path) if root is None else None
+    folder = Path(root).resolve() if root is not None else evaluated or path.resolve().parent
+    if evaluated is not None:
+        logger.info("%s: image paths relative to the evaluated data's folder %s (its run.json)", path, evaluated)
     rows: dict[Path, tuple[str, dict[str, float | None]]] = {}
     seen: dict[str, None] = {}  # numeric non-metadata keys in order of first appearance
     written: set[str] = set()
@@ -215,7 +266,7 @@ def read_scores(
                 f"{path}: dimension(s) {absent} requested with dimensions=[...] appear in no row; the file has "
                 f"{list(seen)}. Fix the names in dimensions=[...] or add those scores."
             )
-    return ScoreTable(dims, rows, str(path), frozenset(written))
+    return ScoreTable(dims, rows, str(path), frozenset(written), folder)
 
 
 def _to_numpy(values: Any) -> np.ndarray:
@@ -262,18 +313,36 @@ def score_images_with_reward(
     return ScoreTable(dims_out, rows, f"reward {name}")
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
+
+
 def _root_hint(path: Path, pairs_root: Path | None, table: ScoreTable) -> str:
-    """A hint when the scores file names this image relative to the pairs file's folder instead of its own."""
-    if pairs_root is None or not path.is_relative_to(pairs_root):
+    """Why this pair image has no scores when the scores file has a row of the same relative path or file name:
+    such a row resolves to another file and is never matched by name (two images may share one); the fix when
+    the scores file's paths are really relative to another folder is ``scores_root=``."""
+    rel = path.relative_to(pairs_root).as_posix() if pairs_root is not None and path.is_relative_to(pairs_root) else ""
+    named = table.written_named(path.name)
+    if not named:
         return ""
-    rel = path.relative_to(pairs_root).as_posix()
-    if rel not in table.written:
-        return ""
-    return (
-        f". The scores file has a row for {rel!r} but resolves it against another folder: if its paths are "
-        f"relative to {pairs_root} (reward/evaluate.py writes them relative to the evaluated manifest's folder), "
-        f"pass scores_root={pairs_root}"
-    )
+    root = table.root or Path(table.source).resolve().parent
+    others = [(w, (root / w).resolve()) for w in named[:3]]
+    if any(p.is_file() and not _same_file(p, path) for _, p in others):
+        shown = ", ".join(f"{w!r} -> {p}" for w, p in others)
+        return (
+            f". The scores file's row(s) of the same name ({shown}, relative to {root}) are other images, so they "
+            "are not used for it (images are matched by path, never by file name): score this image, or, if the "
+            "scores file's paths are relative to another folder, pass scores_root=THAT_FOLDER"
+        )
+    if rel in table.written and pairs_root is not None:
+        return (
+            f". The scores file has a row for {rel!r} but resolves it against {root}, where no such file is: if its "
+            f"paths are relative to {pairs_root}, pass scores_root={pairs_root}"
+        )
+    return ""
 
 
 def assemble(pairs: Sequence[Pair], table: ScoreTable, problems: BadRows, pairs_root: Path | None = None) -> PairData:

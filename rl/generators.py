@@ -124,6 +124,8 @@ class ProceduralConfig:
     max_prompt_tokens: int = 77  # words; longer prompts are truncated (and counted by the callers)
     mask_mismatch: str = "resize"  # resize (with a warning) or error
     level_jitter: float = 0.25  # per candidate and dimension: chance the level moves one step up or down
+    jitter_by_prompt: bool = False  # true: the draws also depend on the prompt, so candidate j of different tasks
+    # moves independently (Best-of-N over many tasks); false: candidate j moves alike in every task
 
 
 def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: float) -> dict[str, int]:
@@ -133,6 +135,21 @@ def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: floa
         move = int(rng.choice((-1, 1))) if rng.random() < chance else 0
         out[dim] = min(5, max(1, level + move))
     return out
+
+
+def candidate_levels(
+    prompt: str, seed: int, level_jitter: float, by_prompt: bool = False
+) -> tuple[Any, dict[str, int]]:
+    """The scene and the true quality levels of the ``procedural`` candidate drawn with ``seed`` for ``prompt``
+    (the prompt's levels, each jittered): what the generator paints, so a run can be judged by its known truth.
+    ``by_prompt``: the generator's ``jitter_by_prompt``."""
+    import zlib
+
+    from training.procedural.scenes import sample_scene
+
+    rng = np.random.default_rng([seed, zlib.crc32(prompt.encode("utf-8"))] if by_prompt else seed)
+    spec = sample_scene(rng)
+    return spec, jitter_levels(levels_from_prompt(prompt), rng, level_jitter)
 
 
 class ProceduralGenerator:
@@ -165,18 +182,16 @@ class ProceduralGenerator:
         n: int = 1,
         seed: Seeds = 0,
     ) -> list[list[Image.Image]]:
-        from training.procedural.scenes import render, sample_scene
+        from training.procedural.scenes import render
 
         images, masks, seeds = prepare_call(images, masks, prompts, n, seed, self.cfg.mask_mismatch)
         out = []
         for image, mask, prompt, base in zip(images, masks, prompts, seeds, strict=True):
-            levels = levels_from_prompt(prompt)
             side = min(max(image.size), self.cfg.render_size)
             candidates = []
             for j in range(n):
-                rng = np.random.default_rng(base + j)
-                spec = sample_scene(rng)
-                scene = render(spec, jitter_levels(levels, rng, self.cfg.level_jitter), side)
+                spec, levels = candidate_levels(prompt, base + j, self.cfg.level_jitter, self.cfg.jitter_by_prompt)
+                scene = render(spec, levels, side)
                 scene = scene.resize(image.size, Image.Resampling.BILINEAR) if scene.size != image.size else scene
                 candidates.append(Image.composite(scene, image, mask))
             out.append(candidates)

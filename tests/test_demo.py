@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,21 @@ def test_demo_writes_a_report_with_every_section(tmp_path):
         assert heading in report
     assert (out / "qbench" / "metrics.json").exists() and (out / "sft" / "scorer" / "sa_iqa.json").exists()
     assert (out / "fusion" / "fusion_weights.json").exists() and (out / "fusion" / "fusion_weights.png").exists()
-    assert "dimension" in proc.stdout  # the score table is printed
+    # a quiet console: one line per section and the report's path; each section's own output is in its log
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 6 and lines[-1].endswith(f"report: {out / 'report.md'}"), proc.stdout
+    assert "'loss'" not in proc.stdout + proc.stderr and "Warning" not in proc.stdout + proc.stderr
+    assert "dimension" in (out / "logs" / "qbench.log").read_text()  # the score table, logged
+    assert "'loss'" in (out / "logs" / "sft.log").read_text()  # trl's log dicts
+    # known truth: the fusion fit on the true levels recovers the weights that generated the pairs
+    fusion = json.loads((out / "sections" / "fusion.json").read_text())["data"]
+    assert fusion["cosine"]["true_levels"] > 0.98 and -1 <= fusion["cosine"]["scorer"] <= 1
+    assert "fitted on true levels" in report and "generating weight" in report
+    # Best-of-N judged by each candidate's true levels, for both pickers, every task counted once
+    bon = json.loads((out / "sections" / "best_of_n.json").read_text())["data"]
+    for picker in ("best_of_n", "best_of_n_scene_proxy"):
+        assert bon[picker]["wins"] + bon[picker]["ties"] + bon[picker]["losses"] == 4
+    assert report.count("What it shows") == 5 and "no claim" in report
     assert (out / "best_of_n" / "summary.json").exists() and (out / "best_of_n" / "sheets" / "0000.png").exists()
     assert (out / "grpo" / "reward_curve.png").exists() and (out / "grpo" / "samples_first_last.png").exists()
 

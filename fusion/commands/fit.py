@@ -36,7 +36,8 @@ class FusionSettings:
 
     pairs: str = MISSING  # JSONL rows {"a": image, "b": image, "label": "a"|"b"|"tie"}; paths relative to its folder
     scores: str | None = None  # JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder
-    scores_root: str | None = None  # folder the scores' image paths are relative to; null = the scores file's folder
+    scores_root: str | None = None  # folder the scores' image paths are relative to; null: the evaluated data's
+    # folder for a scores.jsonl of reward/evaluate.py (read from its run.json), else the scores file's folder
     reward: Any = None  # or: reward=NAME, a reward with dimensions (e.g. sa-iqa) scores the images in the pairs
     batch_size: int = 8  # images per Reward.score call (reward= only)
     dimensions: list[str] | None = None  # dimensions to fuse, in order, e.g. [layout,harmony]; null = numeric keys
