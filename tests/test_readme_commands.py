@@ -50,7 +50,18 @@ SKIP: dict[str, str] = {
     "pairs=spaq:/data/SPAQ": "SPAQ is not shipped",
     "kadid10k:/data/kadid10k:test": "KADID-10k is not shipped",
     "--num_processes 8 reward/evaluate.py": "8 processes; tests/test_evaluate_parallel.py launches 2",
-    "reward/evaluate.py ... out=OUT resume=true": "its settings are elided (...): the command above it, resumed",
+    "reward/evaluate.py ... out=OUT resume=auto": "its settings are elided (...): the command above it, resumed",
+    "benchmark=agiqa3k:DIR:train": "AGIQA-3K is not shipped (tests/test_pace_scales.py builds a stand-in folder)",
+    "a3.released=Q-Bench": "Q-Bench's released outputs are not shipped (tests/test_a3_released.py reads a fixture)",
+    # the published rows: 7B checkpoints, the datasets and GPUs; tests/test_recipes.py runs every recipe on tiny models
+    "--num_processes 8 training/sft.py +recipe=qalign-koniq": "a published row (7B, KonIQ-10k, 8 GPUs)",
+    "training/sft.py +recipe=deqa-koniq": "a published row (7B, KonIQ-10k, 8 GPUs)",
+    "training/sft.py +recipe=sa-iqa-bench": "a published row (8B, SA-BENCH, 4 GPUs)",
+    "fusion/fit.py +recipe=sa-iqa-bench-fusion": "a published row (the sa-iqa-bench scorer and SA-BENCH pairs)",
+    "trl sft --config configs/recipe/grpo-expansion-stage1.yaml": "a published row (Qwen2.5-VL-7B)",
+    "rl/grpo.py +recipe=grpo-expansion": "a published row (7B policy, FLUX Fill, 4 GPUs)",
+    "judge.py +recipe=pace-fast": "a published row (its experts and memory bank are the other recipes' outputs)",
+    "--num_machines 2": "two machines",
 }
 
 # `KEY=PLACEHOLDER` -> the resource it names here (a key absent from this table: BY_VALUE decides)
@@ -59,8 +70,8 @@ BY_KEY: dict[tuple[str, str], str] = {
     ("images", "DIR"): "images",
     ("memory", "DIR"): "memory",
     ("generator.path", "DIR"): "sd15",
-    ("reward.path", "DIR/scorer"): "last_scorer",
-    ("reward.path", "RUN/scorer"): "last_scorer",
+    ("reward.model", "DIR/scorer"): "last_scorer",
+    ("reward.model", "RUN/scorer"): "last_scorer",
     ("scores", "DIR/scores.jsonl"): "last_scores",
     ("out", "HELDOUT"): "heldout",
     ("data", "HELDOUT/ratings.jsonl"): "heldout_ratings",
