@@ -183,21 +183,6 @@ def test_a_tasks_manifest_with_a_non_utf8_line_names_it_even_with_skip_bad(tmp_p
 # ------------------------------------------------------------------------------------------ Q-Bench+ files
 
 
-def test_a_hub_id_offline_must_be_in_the_cache_and_online_passes_to_the_loader(tmp_path, monkeypatch):
-    from huggingface_hub import constants
-
-    from reward.core.inputs import missing_model
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
-    problem = missing_model("nope/model", "model.path")
-    assert "not in the local Hugging Face cache while offline" in problem and "hf download nope/model" in problem
-    (tmp_path / "models--nope--model" / "snapshots" / "abc").mkdir(parents=True)
-    assert missing_model("nope/model", "model.path") is None  # cached: the loader reads it offline
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    assert missing_model("other/model", "model.path") is None  # online: the loader fetches it
-
-
 @pytest.mark.parametrize("task", ["a1", "a2"])
 @pytest.mark.parametrize("target", ["/etc/passwd", "{tmp}/elsewhere/real.png"])
 def test_a_question_file_naming_an_absolute_path_is_refused_unless_allowed(task, target, tmp_path, capsys):

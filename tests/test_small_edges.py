@@ -75,7 +75,8 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume_and_exits_130(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.startswith("interrupted:")]
-    assert lines == [f"interrupted: {out} holds the run so far; run the same command with resume=true to continue it"]
+    hint = "run the same command again (resume=auto) to continue it where it stopped"
+    assert lines == [f"interrupted: {out} holds the run so far; {hint}"]
     assert len((out / "scores.jsonl").read_text().splitlines()) == 2  # the first batch is kept for the resume
 
 

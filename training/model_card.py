@@ -184,7 +184,7 @@ def command_line(script: str, settings: Mapping[str, Any], defaults: Mapping[str
     differs from ``defaults`` (the command's config composed without overrides; a key it lacks is ``+key``).
 
     >>> command_line("training/sft.py", {"a": 1, "t": {"lr": 0.1, "x": [1, 2]}}, {"a": 1, "t": {"lr": 0.2}})
-    'python training/sft.py t.lr=0.1 +t.x=[1,2]'
+    "python training/sft.py t.lr=0.1 +t.x='[1,2]'"
     """
     now, base = _flat(settings), _flat(defaults)
     parts = [

@@ -337,23 +337,19 @@ def main(
 
 
 def interrupted_hint(cfg: Any) -> str:
-    """Where an interrupted run stands and how to go on, from its output setting and its kind of ``resume``.
+    """Where an interrupted run stands and how to go on, from its output setting and whether it can resume.
 
-    >>> interrupted_hint({"out": "runs/a", "resume": False})
-    'runs/a holds the run so far; run the same command with resume=true to continue it'
-    >>> interrupted_hint({"output_dir": "d", "resume": "auto"})
-    'd holds the run so far; run the same command again (resume=auto) to continue from its last complete checkpoint'
+    >>> interrupted_hint({"out": "runs/a", "resume": "auto"})
+    'runs/a holds the run so far; run the same command again (resume=auto) to continue it where it stopped'
+    >>> interrupted_hint({"out": "d"})
+    'd holds a partial run; run again with overwrite=true (it is moved aside) or another output folder'
     """
     get = cfg.get if cfg is not None else (lambda key, default=None: default)
     out = get("out") or get("output_dir")
     if not out:
         return "nothing was saved"
-    resume = get("resume", None)
-    held = f"{out} holds the run so far; run the same command"
-    if isinstance(resume, bool):
-        return f"{held} with resume=true to continue it"
-    if isinstance(resume, str):
-        return f"{held} again (resume=auto) to continue from its last complete checkpoint"
+    if get("resume", None) is not None:
+        return f"{out} holds the run so far; run the same command again (resume=auto) to continue it where it stopped"
     return f"{out} holds a partial run; run again with overwrite=true (it is moved aside) or another output folder"
 
 

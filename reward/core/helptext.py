@@ -4,7 +4,7 @@ its settings dataclass (``key: type = default  # comment``), the single home of 
 Example:
     >>> from omegaconf import OmegaConf
     >>> from reward.commands.evaluate import EvaluateSettings
-    >>> print(annotated(OmegaConf.structured(EvaluateSettings))[3])
+    >>> print(next(ln for ln in annotated(OmegaConf.structured(EvaluateSettings)) if ln.startswith("batch_size")))
     batch_size: 16  # images per reward call
 """
 

@@ -3,14 +3,12 @@
 Example:
     >>> missing_model("/no/such/checkpoint", "model.path")
     'model.path=/no/such/checkpoint: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id'
-
-A name that could be a Hub id passes, unless it is an ``ORG/NAME`` id, the run is offline (``HF_HUB_OFFLINE=1``) and
-the local cache has no snapshot of it.
+    >>> missing_model("Qwen/Qwen2.5-VL-3B-Instruct", "model.path") is None  # a Hub id: resolved when loaded
+    True
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -25,25 +23,8 @@ def missing_model(value: str | None, key: str) -> str | None:
     if not value or Path(str(value)).expanduser().exists():
         return None
     if HUB_ID.match(str(value)) and ".." not in str(value):
-        if "/" in str(value) and _offline() and not _cached(str(value)):  # ORG/NAME: what users type for the Hub
-            return (
-                f"{key}={value}: no such folder, and that Hub id is not in the local Hugging Face cache while offline "
-                f"(HF_HUB_OFFLINE=1); download it first (hf download {value}) or pass a checkpoint folder"
-            )
         return None
     return f"{key}={value}: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id"
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _cached(repo_id: str) -> bool:
-    """Whether the Hugging Face cache holds a snapshot of model repo ``repo_id`` (its folder layout, no request)."""
-    from huggingface_hub import constants
-
-    snapshots = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "snapshots"
-    return snapshots.is_dir() and any(snapshots.iterdir())
 
 
 def check_models(paths: dict[str, str | None]) -> None:

@@ -251,7 +251,7 @@ def check_output(
         raise RunComplete(path)
     if not saved.get("complete") and _never_started(path):  # a run that failed before writing anything
         logger.info("%s holds a run that never started; this run replaces it", path)
-        return Output(path, "new", identity)
+        return Output(path, "new", identity, lock=lock)
     diff = differences(before, now, may_change)
     if diff:
         raise OutputFolderError(
