@@ -326,8 +326,9 @@ def _record(session: Session, argv: list[str]) -> None:
     """What later commands name as ``DIR/scorer`` and ``DIR/scores.jsonl``: the last SFT's scorer, the last
     evaluation's scores."""
     settings = dict(t.split("=", 1) for t in argv if "=" in t and not t.startswith("-"))
-    if any(t.endswith("training/sft.py") for t in argv) and "output_dir" in settings:
-        session.last["last_scorer"] = Path(settings["output_dir"]) / "scorer"
+    out = settings.get("out") or settings.get("output_dir")  # (output_dir: the alias)
+    if any(t.endswith("training/sft.py") for t in argv) and out:
+        session.last["last_scorer"] = Path(out) / "scorer"
     if any(t.endswith("reward/evaluate.py") for t in argv) and "out" in settings:
         session.last["last_scores"] = Path(settings["out"]) / "scores.jsonl"
 

@@ -151,7 +151,8 @@ class Output:
             self.moved_aside = _move_aside(self.path)
         if self.resumed:
             logger.info("resuming the run in %s", self.path)
-            atomic_write_json(self.path / RUN_FILE, self.identity)  # running again: its settings, not complete
+            if _saved_identity(self.path) != self.identity:  # running again: its settings, not complete
+                atomic_write_json(self.path / RUN_FILE, self.identity)
             return
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path / RUN_FILE, self.identity)
