@@ -158,10 +158,10 @@ def model_part(
     grads = trainable * weight_bytes / (n if stage >= 2 else 1)
     opt_bytes = 12 if stage >= 1 else 2 * weight_bytes
     optimizer = trainable * opt_bytes / (n if stage >= 1 else 1)
-    per_layer = CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN if launch.activation_checkpointing else None
-    act_rate = per_layer or ACTIVATION_BYTES_PER_TOKEN_HIDDEN
+    checkpointed = launch.activation_checkpointing
+    act_rate = CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN if checkpointed else ACTIVATION_BYTES_PER_TOKEN_HIDDEN
     llm_act = act_rate * tokens * shape.hidden * shape.layers
-    if launch.activation_checkpointing:
+    if checkpointed:
         llm_act += ACTIVATION_BYTES_PER_TOKEN_HIDDEN * tokens * shape.hidden  # the layer being recomputed
     logits = tokens * shape.vocab * (4 + 2)  # fp32 logits for the loss + their bf16 copy
     vision_act = 0.0
@@ -193,14 +193,16 @@ def estimate_step_s(params: float, samples: int, tokens: int, lora: bool) -> tup
     return ref.seconds * scale, basis
 
 
-def advise(plan: Plan, *, lora: bool, checkpointing: bool, per_device: int, max_pixels_key: str) -> list[str]:
-    """The knobs that would make a plan fit, the cheapest first."""
+def advise(plan: Plan, *, lora: bool, fewer_tokens: str) -> list[str]:
+    """The knobs that would make a plan fit, the cheapest first (``fewer_tokens``: the command's own way to shorten
+    the sequences)."""
     launch = plan.launch
     if launch is None or plan.fits:
         return []
     tips = []
+    per_device = launch.per_device
     acts = sum(p.activations for p in plan.parts) / GIB
-    if not checkpointing and acts > 1:
+    if not launch.activation_checkpointing and acts > 1:
         tips.append(f"trainer.activation_checkpointing=true (activations {acts:.1f} GiB)")
     if per_device > 1:
         tips.append(
@@ -213,7 +215,7 @@ def advise(plan: Plan, *, lora: bool, checkpointing: bool, per_device: int, max_
         )
     if not lora:
         tips.append("lora.enabled=true (trains adapters only: no full gradients or optimizer states)")
-    tips.append(f"{max_pixels_key}=... lower (fewer visual tokens per image)")
+    tips.append(fewer_tokens)
     return tips
 
 

@@ -37,17 +37,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'reward.vlm' has no attribute {name!r}")
 
 
-__all__ = [
-    "LOADING_KEYS",
-    "VLM",
-    "ModelLoading",
-    "OptionLogProbs",
-    "OptionQuery",
-    "load_processor",
-    "load_vlm",
-    "loading_of",
-    "resolve_device",
-    "resolve_dtype",
-    "split_loading",
-    "thinking_off",
-]
+__all__ = sorted(_HOME)

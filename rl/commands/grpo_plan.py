@@ -112,11 +112,7 @@ def grpo_plan(s: Any, args: Any) -> Plan:
         "time: no GRPO step time has been measured on a GPU yet (bench/rl_gpu_check.sh measures one)",
     ]
     plan.advice = advise(
-        plan,
-        lora=s.lora.enabled,
-        checkpointing=launch.activation_checkpointing,
-        per_device=launch.per_device,
-        max_pixels_key="reward.max_pixels",
+        plan, lora=s.lora.enabled, fewer_tokens="trainer.max_completion_length=... lower (shorter expansions)"
     )
     if not plan.fits and reward is not None:
         plan.advice.insert(0, "reward.backend=openai: serve the reward on other GPUs (README: served rewards)")

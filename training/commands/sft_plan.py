@@ -91,7 +91,7 @@ def sft_plan(s: Any) -> Plan:
         aligner=not s.model.freeze_aligner and not s.lora.enabled,
     )
     part = model_part(
-        f"policy {shape.name.split('/')[-1]}",
+        f"model {shape.name.split('/')[-1]}",
         shape,
         launch,
         weight_bytes=weight_bytes,
@@ -100,7 +100,6 @@ def sft_plan(s: Any) -> Plan:
         visual_tokens=vis,
         train_vision=train_vision,
     )
-    part.name = f"model {shape.name.split('/')[-1]}"
     plan = Plan(title=f"SFT of {s.model.path}", parts=[part], launch=launch)
     eff = launch.effective_batch
     rows = _rows(s) or s.plan_for.rows
@@ -130,11 +129,5 @@ def sft_plan(s: Any) -> Plan:
     plan.step_s, plan.step_basis = step_s, basis
     if steps:
         plan.lines.append(f"time: about {duration(step_s * steps)} for {steps} steps at the step time below")
-    plan.advice = advise(
-        plan,
-        lora=s.lora.enabled,
-        checkpointing=launch.activation_checkpointing,
-        per_device=launch.per_device,
-        max_pixels_key="model.max_pixels",
-    )
+    plan.advice = advise(plan, lora=s.lora.enabled, fewer_tokens="model.max_pixels=... lower (fewer visual tokens)")
     return plan
