@@ -126,6 +126,11 @@ def test_the_built_in_table_gives_the_published_sizes():
         model_shape("no/such-model")
 
 
+def test_a_lora_adapter_folder_is_planned_as_its_base(tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen2.5-VL-7B-Instruct"}))
+    assert model_shape(str(tmp_path)).total == model_shape("Qwen/Qwen2.5-VL-7B-Instruct").total
+
+
 def _shape(params: int) -> ModelShape:
     return ModelShape("m", "test", params, 0, 0, hidden=10, layers=2, vocab=100, intermediate=20)
 

@@ -147,10 +147,6 @@ class ModelShape:
 def _config_dict(path: str) -> tuple[dict[str, Any], str] | None:
     """The config.json of a model folder, or of a hub id in the local cache; None when neither has one."""
     local = Path(path).expanduser()
-    adapter = local / "adapter_config.json"
-    if local.is_dir() and adapter.is_file() and not (local / "config.json").is_file():  # a LoRA adapter: its base
-        base = json.loads(adapter.read_text()).get("base_model_name_or_path")
-        return _config_dict(str(base)) if base else None
     if local.is_dir() and (local / "config.json").is_file():
         return json.loads((local / "config.json").read_text()), f"{local / 'config.json'}"
     if local.exists() or path.count("/") != 1:
@@ -171,6 +167,11 @@ def model_shape(path: str) -> ModelShape:
 
     Raises ``KeyError`` naming the known names when none of the three has it.
     """
+    from reward.vlm.loading import adapter_base
+
+    local = Path(path).expanduser()
+    if local.is_dir() and not (local / "config.json").is_file():
+        path = adapter_base(local) or path  # a LoRA adapter folder (a stage-1 output): the shape of its base
     found = _config_dict(path)
     if found is None:
         key = next((k for k in BUILTIN if k.lower() == path.lower() or k.split("/")[-1].lower() == path.lower()), None)

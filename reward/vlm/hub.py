@@ -14,16 +14,14 @@ Example:
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 from reward.core.errors import MissingInputError
+from reward.core.inputs import HUB_ID
 
 __all__ = ["is_repo_id", "resolve_model_dir"]
 
 logger = logging.getLogger(__name__)
-
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # ORG/NAME (the Hub's own rule, without its length limits)
 
 
 def is_repo_id(value: str) -> bool:
@@ -32,7 +30,7 @@ def is_repo_id(value: str) -> bool:
     >>> is_repo_id("org/scorer"), is_repo_id("runs/a/scorer"), is_repo_id("/abs/dir")
     (True, False, False)
     """
-    return bool(_REPO_ID.match(value)) and ".." not in value
+    return value.count("/") == 1 and bool(HUB_ID.match(value)) and ".." not in value
 
 
 def resolve_model_dir(value: str | Path, *, key: str, revision: str | None = None) -> Path:
