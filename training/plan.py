@@ -23,10 +23,13 @@ promise. Where the memory does not fit, the plan names the knobs that would make
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from training.plan_models import GENERATOR_PARAMS_B, ModelShape
+
+logger = logging.getLogger(__name__)
 
 GIB = 2**30
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
@@ -230,6 +233,12 @@ def duration(seconds: float) -> str:
     if seconds < 2 * 3600:
         return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
+def report_plan(plan: Plan) -> dict[str, Any]:
+    """Log the plan as a command prints it; returns what the command returns (``{"plan": ...}``)."""
+    logger.info("%s", format_plan(plan))
+    return {"plan": plan.as_dict()}
 
 
 def format_plan(plan: Plan) -> str:

@@ -425,11 +425,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
 
 def _print_plan(s: GrpoSettings, args: Any) -> dict[str, Any]:
     from rl.commands.grpo_plan import grpo_plan
-    from training.plan import format_plan
+    from training.plan import report_plan
 
-    plan = grpo_plan(s, args)
-    logger.info("%s", format_plan(plan))
-    return {"plan": plan.as_dict()}
+    return report_plan(grpo_plan(s, args))
 
 
 def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:

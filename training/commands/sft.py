@@ -453,11 +453,9 @@ def _card(s: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]
 
 def _print_plan(s: SftSettings) -> dict[str, Any]:
     from training.commands.sft_plan import sft_plan
-    from training.plan import format_plan
+    from training.plan import report_plan
 
-    plan = sft_plan(s)
-    logger.info("%s", format_plan(plan))
-    return {"plan": plan.as_dict()}
+    return report_plan(sft_plan(s))
 
 
 def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
