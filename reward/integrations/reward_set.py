@@ -1,0 +1,206 @@
+"""Several rewards scored on the same images: :class:`RewardSet`, used by the trl reward functions
+(:mod:`.trl_rewards`), GRPO's held-out evaluation and Best-of-N.
+
+A reward is built by name from the registry (``reward.get_reward(name, cfg)``) or given built; its direction and
+range are the registry's (``higher_is_better``, ``score_range``), never read from its name. ``normalize`` maps each
+onto [0, 1] with 1 = best, so that several rewards can be mixed with trl's ``reward_weights``; otherwise a
+lower-is-better score is negated (trl maximises). Each reward scores a batch in one ``Reward.score`` call; a batch it
+raises an item's error on (:data:`ITEM_ERRORS`: a bad image) is scored item by item, and an item that raises or
+scores NaN or ±inf is ``None``. A :class:`~reward.core.errors.UserError` (a setting; every scoring server down) is no
+item's problem and propagates, as does any other exception (a bug).
+
+Example:
+    >>> from PIL import Image
+    >>> rewards = RewardSet([{"name": "scene-proxy", "calibration_scenes": 1}], normalize=False)
+    >>> dark = Image.new("RGB", (64, 64), (20, 20, 20))
+    >>> rewards.score([dark, None])["scene-proxy"].raw  # no image, no score
+    [4.199999809265137, None]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reward.core.config import to_plain
+from reward.core.errors import UserError
+from reward.core.registry import import_path
+from reward.rewards.registry import get_reward, reward_info, spec_of
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ITEM_ERRORS", "NamedReward", "RewardSet", "ScoreResult", "named_reward", "reward_configs"]
+
+ITEM_ERRORS = (ValueError, RuntimeError, OSError)  # what a reward raises on a bad image (a UserError excepted)
+
+
+@dataclass(frozen=True)
+class NamedReward:
+    label: str  # unique name in logs: the reward name, suffixed when the same reward appears twice
+    name: str
+    reward: Any
+    higher_is_better: bool
+    score_range: tuple[float, float]
+
+
+@dataclass
+class ScoreResult:
+    """Scores of one reward for a batch: ``value`` (normalised if asked) and ``raw`` per item, ``None`` = no score;
+    ``failed`` counts the items that had an image but no score."""
+
+    value: list[float | None]
+    raw: list[float | None]
+    dimensions: dict[str, list[float | None]] = field(default_factory=dict)
+    failed: int = 0
+
+
+def named_reward(
+    reward: Any,
+    *,
+    name: str | None = None,
+    higher_is_better: bool | None = None,
+    score_range: tuple[float, float] | None = None,
+    normalize: bool = False,
+) -> NamedReward:
+    """``reward`` with its name, direction and range: the registry's for a reward built by ``reward.get_reward``;
+    for one constructed otherwise give ``name`` and ``higher_is_better`` (``score_range`` only with ``normalize``)."""
+    spec = spec_of(reward)
+    name = name or (spec.name if spec else None)
+    higher = higher_is_better if higher_is_better is not None else (spec.higher_is_better if spec else None)
+    span = score_range or (spec.score_range if spec else None)
+    if name is None or higher is None:
+        raise ValueError(
+            f"{type(reward).__name__} was not built by reward.get_reward, so its name and direction are unknown: "
+            "pass trl_reward_func(..., name='my-reward', higher_is_better=True) or build it with reward.get_reward"
+        )
+    if normalize and span is None:
+        raise ValueError(f"{name}: normalize=True needs the reward's score_range=(low, high)")
+    return NamedReward(name, name, reward, higher, tuple(span) if span else (-math.inf, math.inf))
+
+
+def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, config)`` pairs from config nodes with a ``name`` key, or bare names (empty config)."""
+    out = []
+    for entry in entries:
+        if isinstance(entry, str):
+            out.append((entry, {}))
+            continue
+        cfg = to_plain(entry)
+        if not cfg.get("name"):
+            raise ValueError(f"reward config {cfg} has no 'name'; use e.g. {{name: qbench, model: PATH}}")
+        out.append((str(cfg.pop("name")), cfg))
+    return out
+
+
+def reward_has_device(name: str) -> bool:
+    """Whether the registered reward ``name``'s settings have a ``device`` field (custom import paths: no)."""
+    try:
+        config = reward_info(name).config
+    except ValueError:
+        return False
+    if isinstance(config, str):
+        config = import_path(config, what="reward config")
+    return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
+
+
+class RewardSet:
+    """Several rewards scored on the same images. ``entries``: bare names, config nodes with a ``name`` (built by
+    the registry), rewards built by ``reward.get_reward``, or :class:`NamedReward` (kept as they are, so that a set
+    can reuse another's built rewards)."""
+
+    def __init__(self, entries: Sequence[Any], *, normalize: bool = True) -> None:
+        self.normalize = normalize
+        self.rewards: list[NamedReward] = []
+        problems = []
+        for entry in entries:
+            if isinstance(entry, NamedReward):
+                self.rewards.append(entry)
+            elif not isinstance(entry, str | Mapping) and callable(getattr(entry, "score", None)):
+                named = named_reward(entry, normalize=normalize)
+                self.rewards.append(dataclasses.replace(named, label=self._label(named.name)))
+            else:
+                ((name, cfg),) = reward_configs([entry])
+                try:
+                    spec = reward_info(name)
+                    reward = get_reward(name, cfg)
+                except (ValueError, FileNotFoundError) as err:
+                    problems.append(f"reward {name!r}: {err}")
+                    continue
+                self.rewards.append(
+                    NamedReward(self._label(name), name, reward, spec.higher_is_better, spec.score_range)
+                )
+        if problems:
+            raise ValueError("\n".join(problems))
+        if not self.rewards:
+            raise ValueError("no reward configured: give at least one reward name")
+
+    def _label(self, name: str) -> str:
+        return name if all(r.label != name for r in self.rewards) else f"{name}-{len(self.rewards)}"
+
+    @property
+    def labels(self) -> list[str]:
+        return [r.label for r in self.rewards]
+
+    def to_unit(self, r: NamedReward, value: float) -> float:
+        """``value`` on [0, 1] with 1 = best when normalising and the range is finite; else best = highest."""
+        low, high = r.score_range
+        if self.normalize and math.isfinite(low) and math.isfinite(high):
+            value = (value - low) / (high - low)
+            return value if r.higher_is_better else 1.0 - value
+        return value if r.higher_is_better else -value
+
+    def score(self, images: Sequence[Any], prompts: Sequence[str] | None = None) -> dict[str, ScoreResult]:
+        """Every reward on the images that exist (``None`` images give ``None`` scores)."""
+        idx = [i for i, im in enumerate(images) if im is not None]
+        present = [images[i] for i in idx]
+        texts = [prompts[i] for i in idx] if prompts is not None else None
+        out = {}
+        for r in self.rewards:
+            raw: list[float | None] = [None] * len(images)
+            dims: dict[str, list[float | None]] = {}
+            for k, (score, dim_scores) in enumerate(score_each(r, present, texts)):
+                raw[idx[k]] = score
+                for d, v in dim_scores.items():
+                    dims.setdefault(d, [None] * len(images))[idx[k]] = v
+            value = [None if v is None else self.to_unit(r, v) for v in raw]
+            failed = sum(1 for i in idx if raw[i] is None)
+            out[r.label] = ScoreResult(value, raw, dims, failed)
+        return out
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def score_each(
+    r: NamedReward, images: Sequence[Any], prompts: Sequence[str] | None
+) -> list[tuple[float | None, dict[str, float | None]]]:
+    """One batched call; on an item's error, item by item. NaN or infinite scores become ``None``."""
+    if not images:
+        return []
+    try:
+        outs = [r.reward.score(images, prompts)]
+        spans = [range(len(images))]
+    except UserError:
+        raise
+    except ITEM_ERRORS as err:  # a bad image: isolate it
+        logger.warning("reward %s failed on a batch of %d (%s); scoring item by item", r.label, len(images), err)
+        outs, spans = [], []
+        for i in range(len(images)):
+            try:
+                outs.append(r.reward.score([images[i]], None if prompts is None else [prompts[i]]))
+                spans.append(range(i, i + 1))
+            except UserError:
+                raise
+            except ITEM_ERRORS as item_err:
+                logger.warning("reward %s failed on item %d: %s", r.label, i, item_err)
+    result: list[tuple[float | None, dict[str, float | None]]] = [(None, {}) for _ in images]
+    for out, span in zip(outs, spans, strict=True):
+        for k, i in enumerate(span):
+            dims = {d: _finite(float(v[k])) for d, v in out.dimensions.items()}
+            result[i] = (_finite(float(out.scores[k])), dims)
+    return result
