@@ -23,6 +23,7 @@ __all__ = [
     "rerank",
     "reward_info",
     "trl_reward_func",
+    "trl_reward_funcs",
 ]
 
 _HOME = {
@@ -35,6 +36,7 @@ _HOME = {
     "reward_info": "reward.rewards.registry",
     "as_images": "reward.data.images",
     "trl_reward_func": "reward.integrations.trl_rewards",
+    "trl_reward_funcs": "reward.integrations.trl_rewards",
     "images_from_column": "reward.integrations.renderers",
     "render_from_pipeline": "reward.integrations.renderers",
     "rerank": "reward.integrations.rerank",

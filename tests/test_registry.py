@@ -90,6 +90,7 @@ def test_public_api_is_small():
         "reward_info",
         "as_images",
         "trl_reward_func",
+        "trl_reward_funcs",
         "images_from_column",
         "render_from_pipeline",
         "rerank",

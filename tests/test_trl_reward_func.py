@@ -12,7 +12,7 @@ from PIL import Image
 
 from conftest import random_images
 from reward import get_reward, images_from_column, render_from_pipeline, trl_reward_func
-from reward.integrations.trl_rewards import TrlRewardFunc
+from reward.integrations.trl_rewards import TrlRewardFunc, message_text
 
 TRAINER = {
     "use_cpu": True,
@@ -212,7 +212,8 @@ def test_a_nan_score_is_none_and_trl_metrics_count_the_failures():
     f = trl_reward_func(HalfFailing(), images_from_column("image"), name="half", higher_is_better=True)
     out = f(["p"] * 4, ["c"] * 4, image=random_images(4), log_metric=lambda k, v: logged.__setitem__(k, v))
     assert out == [1.0, None, 3.0, None]
-    assert logged == {"half/failed": 2.0}
+    assert set(logged) == {"half/failed", "half/raw", "time/reward_s"}
+    assert logged["half/failed"] == 2.0 and logged["half/raw"] == 2.0  # the mean of the scored items, 1 and 3
     assert f.__name__ == "half"
 
 
@@ -232,6 +233,12 @@ def test_conversational_prompts_and_completions_reach_render_as_text(qbench):
         "completions": ["a green armchair"],
         "columns": ["image", "trainer_state"],
     }
+
+
+def test_message_text_reads_plain_and_conversational_completions():
+    assert message_text("a b") == "a b"
+    assert message_text([{"role": "assistant", "content": "bright room"}]) == "bright room"
+    assert message_text([{"role": "assistant", "content": [{"type": "text", "text": "x"}]}]) == "x"
 
 
 def test_a_bare_reward_reads_the_image_column_under_its_registered_name(qbench):

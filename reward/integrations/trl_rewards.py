@@ -1,4 +1,5 @@
-"""Any reward as a trl reward function: ``reward.trl_reward_func(reward, render)``.
+"""Rewards as trl reward functions: ``reward.trl_reward_func(reward, render)`` and, for several rewards sharing one
+render, ``reward.trl_reward_funcs([r1, r2], render, normalize=True)``.
 
 trl's ``GRPOTrainer`` calls each reward function as ``f(prompts=..., completions=..., completion_ids=...,
 **columns)``: ``columns`` are the dataset's other columns (one value per completion) and trl's ``trainer_state``,
@@ -7,10 +8,22 @@ trl's ``GRPOTrainer`` calls each reward function as ``f(prompts=..., completions
 ``None`` where there is none (trl turns it into NaN and sums rewards with ``nansum``), and logs the mean under
 ``rewards/<__name__>/mean``.
 
-:class:`TrlRewardFunc` is such a function: ``render(prompts, completions, **columns)`` makes one image per
-completion (``None`` for a failed render; see :mod:`reward.integrations.renderers`), the reward scores all images
-of the batch in one ``Reward.score`` call, and a failed or NaN item gives ``None``. Prompts and completions reach
-``render`` as text (a conversational one: the text of its last message).
+:class:`TrlRewards` is the adapter behind both: ``render(prompts, completions, **columns)`` makes one image per
+completion (``None`` for a failed render; see :mod:`reward.integrations.renderers`), once per batch (trl passes every
+reward function of a step the same ``completions`` list) and shared by every reward; each reward scores the batch's
+images in one ``Reward.score`` call, and an item that fails or scores NaN or ±inf is ``None``
+(:class:`~reward.integrations.reward_set.RewardSet`). With several rewards, an item any of them failed on gets
+``None`` from all: trl's ``nansum`` would count the failed one as 0. Prompts and completions reach ``render`` as text
+(a conversational one: the text of its last message). A render may return a :class:`Rendered` instead of the images:
+the texts the rewards get as prompts, and what to do once the batch is scored.
+
+Per batch it logs through trl's ``log_metric``: ``<name>/failed`` (items without a score, a failed render
+included), the means of ``<name>/raw`` and of each of its dimensions ``<name>/<dimension>``, ``time/reward_s``, and
+for a reward scored through servers (``backend=openai``) its requests, failures (``server_failed`` and per reason
+``server_failed/REASON``), retries and mean missing top-k mass. :attr:`TrlRewards.tally` adds up the completions and
+those without a usable reward, for a guard that stops a run whose rewards fail. When every scoring server is down
+(``ServersDown``) the error stops training, or with ``servers_down="none"`` the batch gets ``None`` from every reward
+and the tally keeps the message.
 
 Example:
     >>> from reward import get_reward, trl_reward_func
@@ -28,18 +41,31 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
+import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from reward.integrations.renderers import images_from_column
-from reward.rewards.registry import spec_of
+from reward.integrations.reward_set import NamedReward, RewardSet, ScoreResult, named_reward
+from reward.vlm.server import ServersDown, served_stats
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrlCallable", "TrlRewardFunc", "message_text", "trl_reward_func"]
+__all__ = [
+    "Rendered",
+    "RewardTally",
+    "TrlCallable",
+    "TrlRewardFunc",
+    "TrlRewards",
+    "message_text",
+    "trl_reward_func",
+    "trl_reward_funcs",
+]
 
-Render = Callable[..., Sequence[Any]]  # render(prompts, completions, **columns) -> one image (or None) per completion
+# render(prompts, completions, **columns) -> one image (or None) per completion, or a Rendered
+Render = Callable[..., Any]
 
 
 def message_text(value: Any) -> str:
@@ -66,101 +92,173 @@ def message_text(value: Any) -> str:
     return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
 
 
-class TrlRewardFunc:
-    """A reward as a trl reward function (see the module docstring); built by :func:`trl_reward_func`.
+@dataclass
+class Rendered:
+    """What a render may return instead of the images alone: ``texts``, the prompt each image was drawn from (what
+    ``Reward.score`` gets; default: the completions), and ``when_scored(scores)``, called once the batch is scored
+    with every reward's :class:`~reward.integrations.reward_set.ScoreResult` (e.g. to save sample images)."""
 
-    ``calls`` counts the batches scored, ``last_values`` holds what the last call returned and ``last_failed`` its
-    ``None`` items (also logged to trl as ``<name>/failed`` through ``log_metric``).
-    """
+    images: Sequence[Any]
+    texts: Sequence[str] | None = None
+    when_scored: Callable[[dict[str, ScoreResult]], None] | None = None
 
-    def __init__(
-        self,
-        reward: Any,
-        render: Render,
-        *,
-        name: str,
-        higher_is_better: bool,
-        score_range: tuple[float, float],
-        normalize: bool = False,
-    ) -> None:
+
+@dataclass
+class RewardTally:
+    """Completions scored since the last look, how many got no usable reward, and why (per reward label)."""
+
+    completions: int = 0
+    unusable: int = 0  # an item any reward failed on (or whose render failed): no reward at all
+    render_failed: int = 0
+    failed: Counter = field(default_factory=Counter)  # label -> items that reward gave no score
+    errors: list[str] = field(default_factory=list)  # batch-level errors (every scoring server down)
+
+    def add(self, scores: Mapping[str, ScoreResult], render_failed: int = 0) -> None:
+        n = len(next(iter(scores.values())).value) if scores else 0
+        self.completions += n
+        self.render_failed += render_failed
+        self.unusable += sum(1 for i in range(n) if any(r.value[i] is None for r in scores.values()))
+        for label, res in scores.items():
+            self.failed[label] += sum(1 for v in res.value if v is None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "completions": self.completions,
+            "unusable": self.unusable,
+            "render_failed": self.render_failed,
+            "failed": dict(self.failed),
+            "errors": list(self.errors),
+        }
+
+
+class TrlRewards:
+    """The rewards of a :class:`RewardSet` over one render, as trl reward functions (:meth:`functions`); see the
+    module docstring. ``reward_s`` and ``batches`` time and count the batches scored, ``last`` holds the last batch's
+    scores (before the cross-reward ``None``), ``tally`` what a guard reads (and resets)."""
+
+    def __init__(self, rewards: RewardSet, render: Render, *, servers_down: str = "raise") -> None:
         if not callable(render):
             raise TypeError(
                 f"render must be a function (prompts, completions, **columns) -> images, got {type(render).__name__}; "
                 "e.g. reward.integrations.renderers.images_from_column('image')"
             )
-        self.reward = reward
-        self.render = render
-        self.__name__ = name  # trl logs rewards/<name>/mean
-        self.higher_is_better = higher_is_better
-        self.score_range = score_range
-        self.normalize = normalize
-        self.calls = 0
-        self.last_values: list[float | None] = []
-        self.last_failed = 0
+        if servers_down not in ("raise", "none"):
+            raise ValueError(f"servers_down={servers_down!r}: use 'raise' (stop training) or 'none' (count the batch)")
+        self.rewards, self.render, self.servers_down = rewards, render, servers_down
+        self.tally = RewardTally()
+        self.reward_s = 0.0
+        self.batches = 0
+        self.last: dict[str, ScoreResult] = {}
+        self._batch: Any = None  # the completions list ``last`` was scored for, with its step and texts
+        self._key: tuple[Any, list[str]] | None = None
+
+    def functions(self) -> list[TrlRewardFunc]:
+        """One trl reward function per reward (named after it), sharing each batch's render and scores."""
+        return [TrlRewardFunc(self, r) for r in self.rewards.rewards]
+
+    def values(self, label: str) -> list[float | None]:
+        """What reward ``label`` gives trl for the last batch: ``None`` for an item any reward failed on."""
+        value = self.last[label].value
+        return [None if any(r.value[i] is None for r in self.last.values()) else v for i, v in enumerate(value)]
+
+    def evaluate(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> dict[str, ScoreResult]:
+        """Render the batch and score it with every reward, once per batch (the same ``completions`` list, step and
+        texts)."""
+        n = len(completions)
+        texts = [message_text(c) for c in completions]
+        key = (getattr(columns.get("trainer_state"), "global_step", None), texts)
+        if completions is self._batch and key == self._key:
+            return self.last
+        rendered = self.render([message_text(p) for p in prompts], texts, **columns)
+        rendered = rendered if isinstance(rendered, Rendered) else Rendered(rendered)
+        images = list(rendered.images)
+        if len(images) != n:
+            raise ValueError(
+                f"{', '.join(self.rewards.labels)}: render returned {len(images)} images for {n} completions; it "
+                "must return one per completion (None for a failed one)"
+            )
+        before = {r.label: _copy(s) for r in self.rewards.rewards if (s := served_stats(r.reward)) is not None}
+        start = time.perf_counter()
+        try:
+            scores = self.rewards.score(images, texts if rendered.texts is None else list(rendered.texts))
+        except ServersDown as err:
+            if self.servers_down == "raise":
+                raise
+            logger.warning("%s", err)  # every item unscored; a guard reading the tally stops the run
+            self.tally.errors.append(str(err))
+            scores = {label: ScoreResult([None] * n, [None] * n, {}, n) for label in self.rewards.labels}
+        self.reward_s += time.perf_counter() - start
+        self.batches += 1
+        self.tally.add(scores, sum(im is None for im in images))
+        if callable(log_metric := columns.get("log_metric")):
+            self._log(log_metric, scores, before)
+        if rendered.when_scored is not None:
+            rendered.when_scored(scores)
+        self._batch, self._key, self.last = completions, key, scores
+        return scores
+
+    def _log(self, log_metric: Callable[[str, float], None], scores: dict[str, ScoreResult], before: dict) -> None:
+        for label, res in scores.items():
+            log_metric(f"{label}/failed", float(sum(v is None for v in res.value)))
+            for name, values in {"raw": res.raw, **res.dimensions}.items():
+                if ok := [v for v in values if v is not None]:
+                    log_metric(f"{label}/{name}", sum(ok) / len(ok))
+        log_metric("time/reward_s", self.reward_s)
+        for r in self.rewards.rewards:  # per served reward: requests, failures, retries, missing top-k mass
+            now, old = served_stats(r.reward), before.get(r.label)
+            if now is None or old is None:
+                continue
+            for key in ("requests", "failed", "retries"):
+                log_metric(f"{r.label}/server_{key}", float(now[key] - old[key]))
+            old_reasons = old.get("failed_reasons") or {}
+            for reason, count in (now.get("failed_reasons") or {}).items():
+                if count - old_reasons.get(reason, 0):
+                    log_metric(f"{r.label}/server_failed/{reason}", float(count - old_reasons.get(reason, 0)))
+            if answers := now["answers"] - old["answers"]:
+                log_metric(f"{r.label}/missing_mass", (now["missing_mass_sum"] - old["missing_mass_sum"]) / answers)
+
+
+def _copy(stats: dict[str, Any]) -> dict[str, Any]:
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in stats.items()}
+
+
+class TrlRewardFunc:
+    """One reward of a :class:`TrlRewards` as a trl reward function, named after it; built by
+    :func:`trl_reward_func` and :func:`trl_reward_funcs`.
+
+    ``calls`` counts the batches scored, ``last_values`` holds what the last call returned and ``last_failed`` the
+    items this reward gave no score (also logged to trl as ``<name>/failed`` through ``log_metric``).
+    """
+
+    def __init__(self, scoring: TrlRewards, named: NamedReward) -> None:
+        self.scoring, self.named = scoring, named
+        self.__name__ = named.label  # trl logs rewards/<name>/mean
+        self.reward, self.render = named.reward, scoring.render
+        self.higher_is_better, self.score_range = named.higher_is_better, named.score_range
+        self.normalize = scoring.rewards.normalize
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **columns: Any
     ) -> list[float | None]:
-        n = len(completions)
-        prompt_texts = [message_text(p) for p in prompts]
-        texts = [message_text(c) for c in completions]
-        images = list(self.render(prompt_texts, texts, **columns))
-        if len(images) != n:
-            raise ValueError(
-                f"{self.__name__}: render returned {len(images)} images for {n} completions; it must return one per "
-                "completion (None for a failed one)"
-            )
-        present = [i for i, im in enumerate(images) if im is not None]
-        raw: list[float | None] = [None] * n
-        scored = self._score([images[i] for i in present], [texts[i] for i in present])
-        for i, value in zip(present, scored, strict=True):
-            raw[i] = value
-        self.calls += 1
-        self.last_values = [None if v is None else self.value(v) for v in raw]
-        self.last_failed = sum(v is None for v in raw)
-        log_metric = columns.get("log_metric")
-        if callable(log_metric):
-            log_metric(f"{self.__name__}/failed", float(self.last_failed))
-        return list(self.last_values)
+        self.scoring.evaluate(prompts, completions, **columns)
+        return self.last_values
+
+    @property
+    def calls(self) -> int:
+        return self.scoring.batches
+
+    @property
+    def last_values(self) -> list[float | None]:
+        return self.scoring.values(self.named.label) if self.scoring.last else []
+
+    @property
+    def last_failed(self) -> int:
+        return sum(v is None for v in self.scoring.last[self.named.label].value) if self.scoring.last else 0
 
     def value(self, raw: float) -> float:
         """What trl maximises: the score itself (negated when lower is better); with ``normalize``, the score
         mapped onto [0, 1] by the reward's ``score_range`` with 1 = best."""
-        if self.normalize:
-            low, high = self.score_range
-            unit = (raw - low) / (high - low)
-            return unit if self.higher_is_better else 1.0 - unit
-        return raw if self.higher_is_better else -raw
-
-    def _score(self, images: list[Any], texts: list[str]) -> list[float | None]:
-        """One ``Reward.score`` call for the batch; if it raises, item by item (an item that raises is ``None``;
-        if all do, the first error is raised)."""
-        if not images:
-            return []
-        try:
-            return _floats(self.reward.score(images, texts).scores)
-        except Exception as err:  # noqa: BLE001 - retried item by item below; re-raised if nothing scores
-            if len(images) == 1:
-                raise
-            logger.warning(
-                "%s: scoring the batch of %d failed (%s); scoring item by item", self.__name__, len(images), err
-            )
-            first = err
-        out: list[float | None] = []
-        for image, text in zip(images, texts, strict=True):
-            try:
-                out.extend(_floats(self.reward.score([image], [text]).scores))
-            except Exception as err:  # noqa: BLE001 - a failed item is None, counted in last_failed
-                logger.warning("%s: an item failed: %s", self.__name__, err)
-                out.append(None)
-        if all(v is None for v in out):
-            raise first
-        return out
-
-
-def _floats(scores: Any) -> list[float | None]:
-    values = [float(v) for v in scores.detach().cpu().flatten().tolist()]
-    return [None if math.isnan(v) else v for v in values]
+        return self.scoring.rewards.to_unit(self.named, raw)
 
 
 def trl_reward_func(
@@ -179,25 +277,21 @@ def trl_reward_func(
     trl maximises the returned value: the score (negated when lower is better), or with ``normalize=True`` the score
     on [0, 1] with 1 = best (to mix several rewards with trl's ``reward_weights``).
     """
-    spec = spec_of(reward)
-    name = name or (spec.name if spec else None)
-    higher = higher_is_better if higher_is_better is not None else (spec.higher_is_better if spec else None)
-    span = score_range or (spec.score_range if spec else None)
-    if name is None or higher is None:
-        raise ValueError(
-            f"{type(reward).__name__} was not built by reward.get_reward, so its name and direction are unknown: "
-            "pass trl_reward_func(..., name='my-reward', higher_is_better=True) or build it with reward.get_reward"
-        )
-    if normalize and span is None:
-        raise ValueError(f"{name}: normalize=True needs the reward's score_range=(low, high)")
-    return TrlRewardFunc(
-        reward,
-        render,
-        name=name,
-        higher_is_better=higher,
-        score_range=span or (-math.inf, math.inf),
-        normalize=normalize,
+    named = named_reward(
+        reward, name=name, higher_is_better=higher_is_better, score_range=score_range, normalize=normalize
     )
+    return TrlRewards(RewardSet([named], normalize=normalize), render).functions()[0]
+
+
+def trl_reward_funcs(
+    rewards: Sequence[Any], render: Render, *, normalize: bool = False, servers_down: str = "raise"
+) -> list[TrlRewardFunc]:
+    """Several rewards as trl reward functions that share one render per batch: an item any of them failed on gets
+    ``None`` from all. ``rewards``: built by ``reward.get_reward`` (or given their name and direction with
+    :func:`reward.integrations.reward_set.named_reward`), or names and config nodes for the registry; a reward that
+    appears twice is named ``NAME-i``. ``normalize=True`` puts each on [0, 1] (1 = best) for trl's
+    ``reward_weights``. Their shared :class:`TrlRewards` (tally, timings) is each function's ``scoring``."""
+    return TrlRewards(RewardSet(rewards, normalize=normalize), render, servers_down=servers_down).functions()
 
 
 IMAGE_COLUMNS = ("image", "images")  # dataset columns a reward called by trl reads its images from
