@@ -22,8 +22,9 @@ from PIL import Image
 from transformers import TrainerCallback
 
 from reward.data.files import append_jsonl, atomic_write_jsonl, json_safe, read_records
+from reward.integrations.reward_set import RewardSet
+from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task
-from rl.rewards import InpaintingRewards, RewardSet
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class HeldOutEval(TrainerCallback):
         self,
         tasks: Sequence[Task],
         build_messages: Callable[[Task], list[dict[str, Any]]],
-        adapter: InpaintingRewards,
+        render: InpaintingRender,
         rewards: RewardSet,
         *,
         every: int,
@@ -80,7 +81,7 @@ class HeldOutEval(TrainerCallback):
         history: Path,
         view: Callable[[Task], Image.Image] | None = None,
     ) -> None:
-        self.tasks, self.build_messages, self.adapter, self.rewards = list(tasks), build_messages, adapter, rewards
+        self.tasks, self.build_messages, self.render, self.rewards = list(tasks), build_messages, render, rewards
         self.every, self.max_new_tokens, self.history, self.view = every, max_new_tokens, history, view
         self.trainer: Any = None  # set after the trainer exists (for the wrapped model and the accelerator)
         self.seconds = 0.0
@@ -116,7 +117,7 @@ class HeldOutEval(TrainerCallback):
         mine = list(range(len(self.tasks)))[acc.process_index :: acc.num_processes]
         local: list[tuple[int, str, dict[str, float | None], bool]] = []
         if mine:
-            images, used, _ = self.adapter.generate(
+            images, used, _ = self.render.draw(
                 [texts[i] for i in mine], [self.tasks[i].id for i in mine], HELDOUT_SEED_STEP
             )
             scores = self.rewards.score(images, used)

@@ -1,11 +1,12 @@
 """A run whose rewards fail stops as a failure, never as a success.
 
-:class:`RewardGuard` is a trl/transformers ``TrainerCallback`` over :class:`rl.rewards.InpaintingRewards`: at the end
-of every step it adds up (over every process, so that all of them decide alike) the completions scored since the
-last step and those that got no usable reward. A step with no usable reward at all, or one in which more than
-``max_failed`` of the completions got none, stops training; the command then writes its result with
-``complete: false`` and exits 2 with :meth:`RewardGuard.raise_if_failed`'s message, which names each reward, its
-failure counts and, for rewards scored through servers, the reasons. :func:`require_scores` is the same rule for
+:class:`RewardGuard` is a trl/transformers ``TrainerCallback`` over the tally of GRPO's reward functions
+(:class:`reward.integrations.trl_rewards.TrlRewards`): at the end of every step it adds up (over every process, so
+that all of them decide alike) the completions scored since the last step and those that got no usable reward. A
+step with no usable reward at all, or one in which more than ``max_failed`` of the completions got none, stops
+training; the command then writes its result with ``complete: false`` and exits 2 with
+:meth:`RewardGuard.raise_if_failed`'s message, which names each reward, its failure counts and, for rewards scored
+through servers, the reasons. :func:`require_scores` is the same rule for
 Best-of-N: a run in which no task got a score fails.
 """
 
@@ -17,9 +18,10 @@ from typing import Any
 from transformers import TrainerCallback
 
 from reward.core.errors import UserError
+from reward.integrations.reward_set import RewardSet
+from reward.integrations.trl_rewards import RewardTally, TrlRewards
 from reward.vlm.server import failure_summary, served_stats, server_report
 from rl.processes import gather
-from rl.rewards import InpaintingRewards, RewardSet, RewardTally
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +35,8 @@ def failure_details(rewards: RewardSet, failed: dict[str, int]) -> str:
 
     >>> class R:  # a reward without servers
     ...     pass
-    >>> from rl.rewards import NamedReward
-    >>> rs = RewardSet.__new__(RewardSet)
-    >>> rs.rewards = [NamedReward("qbench", "qbench", R(), True, (0.0, 1.0))]
+    >>> from reward.integrations.reward_set import NamedReward
+    >>> rs = RewardSet([NamedReward("qbench", "qbench", R(), True, (0.0, 1.0))])
     >>> failure_details(rs, {"qbench": 3})
     'reward qbench failed on 3'
     """
@@ -58,16 +59,16 @@ class RewardGuard(TrainerCallback):
     """Stops training at the end of a step whose completions got no usable reward (or more than ``max_failed`` of
     them got none); :attr:`failure` then holds the message. Collective: every process must have it."""
 
-    def __init__(self, adapter: InpaintingRewards, max_failed: float = 1.0) -> None:
+    def __init__(self, scoring: TrlRewards, max_failed: float = 1.0) -> None:
         if not 0.0 <= max_failed <= 1.0:
             raise ValueError(f"max_failed={max_failed}: give a fraction in [0, 1]")
-        self.adapter = adapter
+        self.scoring = scoring
         self.max_failed = max_failed
         self.failure: str | None = None
         self.totals = {"completions": 0, "unusable": 0, "steps_without_reward": 0}
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        mine, self.adapter.tally = self.adapter.tally, RewardTally()
+        mine, self.scoring.tally = self.scoring.tally, RewardTally()
         parts = gather(mine.as_dict())  # every process: the same totals, the same decision
         total = sum(p["completions"] for p in parts)
         if total == 0:  # no reward call this step (a generation reused over several steps)
@@ -82,12 +83,12 @@ class RewardGuard(TrainerCallback):
         for p in parts:
             for label, n in p["failed"].items():
                 failed[label] = failed.get(label, 0) + n
-        inpaint = sum(p["inpaint_failed"] for p in parts)
+        inpaint = sum(p["render_failed"] for p in parts)
         errors = sorted({e for p in parts for e in p["errors"]})
         rule = "no usable reward at all" if unusable == total else f"more than max_reward_failures={self.max_failed:g}"
         self.failure = (
             f"training stopped at step {state.global_step}: {unusable} of {total} completions got no usable reward "
-            f"({rule}): {failure_details(self.adapter.rewards, failed)}"
+            f"({rule}): {failure_details(self.scoring.rewards, failed)}"
             + (f"; inpainting failed on {inpaint}" if inpaint else "")
             + (f"; {errors[0]}" if errors else "")
         )
@@ -97,7 +98,7 @@ class RewardGuard(TrainerCallback):
     def report(self) -> dict[str, Any]:
         """For the run's result file: totals over the run and the failure, if any."""
         report = {**self.totals, "max_reward_failures": self.max_failed, "failure": self.failure}
-        return {**report, "servers": served_reports(self.adapter.rewards)}
+        return {**report, "servers": served_reports(self.scoring.rewards)}
 
     def raise_if_failed(self, where: str) -> None:
         """Raise :class:`RewardsFailed` (exit 2) when the guard stopped the run; ``where``: what was kept."""

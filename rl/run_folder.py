@@ -11,7 +11,7 @@ from typing import Any
 
 from reward.core.config import to_plain
 from reward.core.outputs import Output, prepare_output
-from rl.rewards import reward_configs
+from reward.integrations.reward_set import reward_configs
 
 MODEL_KEYS = ("path", "model", "protocol", "fusion", "memory")  # config keys of rewards and generators naming inputs
 

@@ -4,7 +4,8 @@ rest (log-probabilities, the loss, backward and the optimizer step), plus peak G
 Measured through trl's public contracts only, so that a trl upgrade cannot silently stop it: :class:`StepClock` is a
 ``TrainerCallback`` (a step's start and end) and wraps the reward functions trl calls (:meth:`StepClock.watch`). trl
 samples a step's completions, then hands them to the reward functions: the policy's sampling is the time from the
-step's start to its first reward call. Inpainting and reward times come from :class:`rl.rewards.InpaintingRewards`.
+step's start to its first reward call. Inpainting times come from :class:`rl.inpaint_render.InpaintingRender`, reward
+times from :class:`reward.integrations.trl_rewards.TrlRewards`.
 """
 
 from __future__ import annotations

@@ -13,15 +13,17 @@ import torch
 from hydra import compose, initialize_config_dir
 from PIL import Image
 
-from reward import RewardOutput
+from reward import RewardOutput, images_from_column
 from reward.core.errors import ConfigError
+from reward.integrations.reward_set import NamedReward, RewardSet
+from reward.integrations.trl_rewards import TrlRewards
 from reward.testing.openai_server import serve_scripted
 from rl.commands.best_of_n import run as run_best_of_n
 from rl.commands.grpo import run as run_grpo
 from rl.generators import build_generator
+from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import load_tasks, write_procedural_tasks
 from rl.reward_guard import RewardsFailed
-from rl.rewards import InpaintingRewards, RewardSet
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 OPTIONS = [" good", " poor"]
@@ -123,16 +125,18 @@ def test_served_failures_are_logged_as_server_failed_with_their_reasons(tasks):
     with serve_scripted(OPTIONS, fault="no_choices", fault_every=2) as url:
         server = {"base_urls": [url], "model": "tiny", "backoff": 0.01, "concurrency": 1}
         rewards = RewardSet([{"name": "qbench", "backend": "openai", "server": server}], normalize=False)
-        adapter = InpaintingRewards(build_generator({"name": "procedural"}), rewards, {t.id: t for t in task_list})
+        render = InpaintingRender(build_generator({"name": "procedural"}), {t.id: t for t in task_list})
+        scoring = TrlRewards(rewards, render)
         logged: dict[str, float] = {}
-        scores = adapter.evaluate(["a room"] * 4, [t.id for t in task_list] * 2, log_metric=logged.__setitem__)
+        ids = [t.id for t in task_list] * 2
+        scores = scoring.evaluate(["p"] * 4, ["a room"] * 4, task_id=ids, log_metric=logged.__setitem__)
     assert scores["qbench"].failed == 2  # two malformed answers: failed items, never an exception
     assert logged["qbench/failed"] == 2 and logged["qbench/server_failed"] == 2  # before: 2 and 0
     assert logged["qbench/server_failed/no_choices"] == 2
-    assert adapter.tally.as_dict() == {
+    assert scoring.tally.as_dict() == {
         "completions": 4,
         "unusable": 2,
-        "inpaint_failed": 0,
+        "render_failed": 0,
         "failed": {"qbench": 2},
         "errors": [],
     }
@@ -152,10 +156,17 @@ class Raising:
 
 def test_a_bad_image_is_isolated_but_a_user_error_is_not_swallowed():
     images = [Image.new("RGB", (4, 4), (v, v, v)) for v in (1, 9, 3)]
-    bad_image = RewardSet(["qbench"], built={"qbench": Raising(ValueError("aspect ratio"))}, normalize=False)
+    bad_image = RewardSet([NamedReward("qbench", "qbench", Raising(ValueError("aspect ratio")), True, (0, 1))])
     assert bad_image.score(images)["qbench"].raw == [1.0, None, 1.0]
     from reward.vlm.server import ServersDown
 
-    down = RewardSet(["qbench"], built={"qbench": Raising(ServersDown("every scoring server is down"))})
+    down = RewardSet(
+        [NamedReward("qbench", "qbench", Raising(ServersDown("every scoring server is down")), True, (0, 1))]
+    )
     with pytest.raises(ServersDown):  # before: caught, retried item by item, and counted as qbench/failed
         down.score(images)
+    with pytest.raises(ServersDown):  # trl's own trainer: the error stops training
+        TrlRewards(down, images_from_column("image")).evaluate(["p"] * 3, ["c"] * 3, image=images)
+    counted = TrlRewards(down, images_from_column("image"), servers_down="none")  # GRPO: the guard stops the run
+    assert counted.functions()[0](["p"] * 3, ["c"] * 3, image=images) == [None] * 3
+    assert counted.tally.errors == ["every scoring server is down"] and counted.tally.unusable == 3

@@ -16,10 +16,10 @@ import torch
 
 from conftest import random_images, tiny_reward_config
 from reward import get_reward
+from reward.integrations.reward_set import RewardSet
 from reward.testing.openai_server import serve_openai
 from reward.vlm import OptionQuery
 from reward.vlm.server import OpenAIBackend, ServerConfig, ServersDown, ServerUnavailable
-from rl.rewards import RewardSet
 
 FAST_RETRY = {"backoff": 0.01, "backoff_max": 0.05, "max_retries": 2, "timeout": 30.0}
 

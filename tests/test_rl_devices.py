@@ -10,9 +10,9 @@ import logging
 import pytest
 import torch
 
+from reward.integrations.reward_set import reward_has_device
 from rl.devices import process_device, resolve_devices
 from rl.generators import DiffusersConfig, DiffusersGenerator
-from rl.rewards import reward_has_device
 
 
 @pytest.fixture

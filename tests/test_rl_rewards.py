@@ -1,5 +1,6 @@
-"""rl/rewards.py: any registered reward by name through the trl adapter; normalisation from registry metadata;
-failures and NaN as None with counts; one generation shared by all rewards; common seeds within a group."""
+"""Rewards by name (reward.integrations.reward_set.RewardSet): normalisation from registry metadata, failures and NaN
+as None with counts; GRPO's inpainting render (rl/inpaint_render.py) through the public trl adapter: any registered
+reward, one generation shared by all rewards, common seeds within a group."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from PIL import Image
 
 from conftest import tiny_reward_config
 from reward import RewardOutput, declare_reward, list_rewards, reward_info
+from reward.integrations.reward_set import RewardSet
+from reward.integrations.trl_rewards import TrlRewards
 from reward.rewards.registry import REWARDS, register_reward
 from rl.generators import build_generator
+from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task
-from rl.rewards import InpaintingRewards, RewardSet, completion_text
 
 
 class ConstantReward:
@@ -79,13 +82,7 @@ def test_unknown_reward_fails_before_anything_runs():
         RewardSet(["sa-iqq"])
 
 
-def test_completion_text_reads_plain_and_conversational_completions():
-    assert completion_text("a b") == "a b"
-    assert completion_text([{"role": "assistant", "content": "bright room"}]) == "bright room"
-    assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "x"}]}]) == "x"
-
-
-def _call(adapter: InpaintingRewards, completions: list[str], task_ids: list[str], step: int = 0):
+def _call(scoring: TrlRewards, completions: list[str], task_ids: list[str], step: int = 0):
     metrics: dict[str, list[float]] = {}
     extra: dict[str, list] = {}
     kwargs = {
@@ -94,51 +91,46 @@ def _call(adapter: InpaintingRewards, completions: list[str], task_ids: list[str
         "log_extra": lambda k, v: extra.setdefault(k, []).extend(v),
     }
     values = [
-        fn(prompts=[None] * len(completions), completions=completions, task_id=task_ids, **kwargs)
-        for fn in adapter.functions()
+        fn(prompts=["a room"] * len(completions), completions=completions, task_id=task_ids, **kwargs)
+        for fn in scoring.functions()
     ]
     return values, metrics, extra
 
 
 def test_group_shares_the_generator_seed_so_only_the_prompt_changes_the_reward(tmp_path):
-    adapter = InpaintingRewards(
-        build_generator({"name": "procedural"}),
-        RewardSet(["scene-proxy"]),
-        _tasks(),
-        seed=1,
-        samples_dir=tmp_path,
-        samples_per_step=2,
+    render = InpaintingRender(
+        build_generator({"name": "procedural"}), _tasks(), seed=1, samples_dir=tmp_path, samples_per_step=2
     )
+    scoring = TrlRewards(RewardSet(["scene-proxy"]), render)
     completions = ["a room", "a room", "a bright sunlit warm glowing room", "a room"]
-    (values,), metrics, extra = _call(adapter, completions, ["t0", "t0", "t0", "t1"])
+    (values,), metrics, extra = _call(scoring, completions, ["t0", "t0", "t0", "t1"])
     assert values[0] == values[1]  # same task, same step, same words: same image
     assert values[2] > values[0]  # lighting words raise the scene-proxy reward
     assert values[3] != values[0]  # another task
     assert set(metrics) >= {"scene-proxy/lighting", "scene-proxy/failed", "inpaint/empty", "time/inpaint_s"}
     assert extra["expanded_prompt"] == completions and extra["sample_image"][2] is None
     assert (tmp_path / "step000000_0.png").exists()
-    later, _, _ = _call(adapter, completions, ["t0", "t0", "t0", "t1"], step=1)
+    later, _, _ = _call(scoring, completions, ["t0", "t0", "t0", "t1"], step=1)
     assert later[0][0] != values[0]  # a new step draws new scenes
 
 
 def test_one_generation_is_shared_by_several_rewards_and_empty_or_long_prompts_are_counted():
     gen = build_generator({"name": "procedural", "max_prompt_tokens": 2})
     rs = RewardSet(["scene-proxy", {"name": "scene-proxy", "weights": {"lighting": 1.0}}])
-    adapter = InpaintingRewards(gen, rs, _tasks())
-    values, metrics, _ = _call(adapter, ["", "bright sunlit dark dark"], ["t0", "t1"])
+    scoring = TrlRewards(rs, InpaintingRender(gen, _tasks()))
+    values, metrics, _ = _call(scoring, ["", "bright sunlit dark dark"], ["t0", "t1"])
     assert rs.labels == ["scene-proxy", "scene-proxy-1"] and len(values) == 2
-    assert adapter.timing.batches == 1  # the second reward reused the images
+    assert scoring.batches == 1  # the second reward reused the images
     assert metrics["inpaint/empty"] == [1.0] and metrics["inpaint/truncated"] == [1.0]
 
 
 @pytest.mark.parametrize("name", list_rewards())
 def test_every_registered_reward_works_through_the_adapter(name, request):
-    adapter = InpaintingRewards(
-        build_generator({"name": "procedural"}),
+    scoring = TrlRewards(
         RewardSet([{"name": name, **tiny_reward_config(name, request)}]),
-        _tasks(),
+        InpaintingRender(build_generator({"name": "procedural"}), _tasks()),
     )
-    (values,), metrics, _ = _call(adapter, ["a bright room", "a dark room"], ["t0", "t1"])
+    (values,), metrics, _ = _call(scoring, ["a bright room", "a dark room"], ["t0", "t1"])
     assert all(v is not None and 0.0 <= v <= 1.0 for v in values)  # normalised by the registered score_range
     assert metrics[f"{name}/failed"] == [0.0]
     assert reward_info(name).score_range[0] <= metrics[f"{name}/raw"][0] <= reward_info(name).score_range[1]

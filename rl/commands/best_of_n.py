@@ -27,13 +27,13 @@ from reward.core.outputs import Output
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
+from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.rewards.registry import store_reward_schemas
 from rl.devices import resolve_devices
 from rl.generators import build_generator, inpaint_each
 from rl.inpaint_tasks import load_tasks
 from rl.plots import image_grid
 from rl.reward_guard import require_scores, served_reports
-from rl.rewards import RewardSet, reward_has_device
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,9 @@
 """What ``rl/grpo.py`` does, as a function of its config: GRPO prompt expansion (SA-IQA §4.4, App. D.3) with trl.
 
 The policy (a text LM, or a VLM shown the task image with the region to invent masked out) expands each task's base
-prompt; the generator inpaints the expansion into the task; registered rewards score the result (:mod:`rl.rewards`).
+prompt; the generator inpaints the expansion into the task (:mod:`rl.inpaint_render`); registered rewards score the
+result through the public trl adapter (:mod:`reward.integrations.trl_rewards`: one render per step shared by every
+reward; an item any reward failed on gets no reward from any).
 
 Everything that can fail is checked before a model loads (all problems at once): settings, trl's batch rules for this
 launch's processes, the tasks (enough to fill one step; held out by whole scene / source image), the devices, the
@@ -42,16 +44,18 @@ from reward.core.inputs import missing_model
 from reward.core.outputs import Output
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
+from reward.integrations.reward_set import RewardSet, reward_has_device
+from reward.integrations.trl_rewards import TrlRewards
 from reward.rewards.registry import store_reward_schemas
 from rl.devices import local_rank, placed_device, resolve_devices
 from rl.generators import build_generator, generator_has_device, text_budget
 from rl.heldout import HeldOutEval, read_history, truncate_records
+from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.plots import draw_run_plots, train_curve
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
 from rl.processes import gather, on_main, wait_for_everyone
 from rl.reward_guard import RewardGuard
-from rl.rewards import InpaintingRewards, RewardSet, reward_has_device
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 from rl.summary import StepLine, summarize, summary_text
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
@@ -405,7 +409,8 @@ class Trained:
     global_step: int
     train_s: float
     clock: StepClock
-    adapter: InpaintingRewards
+    render: InpaintingRender
+    scoring: TrlRewards  # the training rewards as trl reward functions over the render
     heldout_cb: HeldOutEval | None
     stopped_at: int | None
     guard: RewardGuard
@@ -448,9 +453,8 @@ def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
         rewards = RewardSet(train_entries, normalize=s.normalize_rewards)
         eval_set = None
-        if s.eval.every > 0:
-            built = {r.label: r.reward for r in rewards.rewards}
-            eval_set = RewardSet([*train_entries, *eval_entries], normalize=s.normalize_rewards, built=built)
+        if s.eval.every > 0:  # the training rewards (as built) and the held-out ones
+            eval_set = RewardSet([*rewards.rewards, *eval_entries], normalize=s.normalize_rewards)
         generator = build_generator(generator_cfg)
     output = on_main(lambda: prepare(s, out))  # decided once, by the main process
     assert output is not None
@@ -500,24 +504,24 @@ def train(setup: Setup, callbacks: list[Any], dog: Watchdog) -> Trained:
     from trl import GRPOTrainer
 
     s, args, out = setup.s, setup.args, setup.out
-    adapter = InpaintingRewards(
+    render = InpaintingRender(
         setup.generator,
-        setup.rewards,
         {t.id: t for t in [*setup.train, *setup.heldout]},
         seed=s.seed,
         samples_dir=out / "samples",
         samples_per_step=s.samples_per_step,
         write_samples=args.process_index == 0,
     )
+    scoring = TrlRewards(setup.rewards, render, servers_down="none")  # all servers down: the guard stops the run
     clock = StepClock()
-    guard = RewardGuard(adapter, s.max_reward_failures)  # a step without usable rewards stops the run
-    heldout_cb = held_out_eval(setup, adapter)
+    guard = RewardGuard(scoring, s.max_reward_failures)  # a step without usable rewards stops the run
+    heldout_cb = held_out_eval(setup, render)
     # the clock first: a step ends before held-out evaluation starts
     first = [clock, guard, WatchdogCallback(dog), *callbacks]
     dog.beat("building the trainer (and the reference model when trainer.beta > 0)")
     trainer = GRPOTrainer(
         model=setup.model,
-        reward_funcs=clock.watch(adapter.functions()),
+        reward_funcs=clock.watch(scoring.functions()),
         args=args,
         train_dataset=Dataset.from_list(training_rows(setup)),
         processing_class=setup.processing_class,
@@ -536,7 +540,7 @@ def train(setup: Setup, callbacks: list[Any], dog: Watchdog) -> Trained:
         global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
     train_s = time.perf_counter() - start
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
-    return Trained(trainer, global_step, train_s, clock, adapter, heldout_cb, stop.requested_at, guard)
+    return Trained(trainer, global_step, train_s, clock, render, scoring, heldout_cb, stop.requested_at, guard)
 
 
 def training_rows(setup: Setup) -> list[dict[str, Any]]:
@@ -550,7 +554,7 @@ def training_rows(setup: Setup) -> list[dict[str, Any]]:
     return rows
 
 
-def held_out_eval(setup: Setup, adapter: InpaintingRewards) -> HeldOutEval | None:
+def held_out_eval(setup: Setup, render: InpaintingRender) -> HeldOutEval | None:
     """The held-out evaluation callback (every ``eval.every`` steps and before the first), or ``None``."""
     if setup.eval_set is None:
         return None
@@ -558,7 +562,7 @@ def held_out_eval(setup: Setup, adapter: InpaintingRewards) -> HeldOutEval | Non
     return HeldOutEval(
         setup.heldout,
         lambda t: build_messages(t, s, vision),
-        adapter,
+        render,
         setup.eval_set,
         every=s.eval.every,
         max_new_tokens=s.eval.max_new_tokens or setup.args.max_completion_length or 64,
@@ -636,7 +640,7 @@ def process_record(setup: Setup, t: Trained) -> dict[str, Any]:
         "process": setup.args.process_index,
         "local_rank": local_rank(),
         "devices": devices,
-        "timing": step_split(t.clock, t.adapter.timing.inpaint_s, t.adapter.timing.reward_s),
+        "timing": step_split(t.clock, t.render.inpaint_s, t.scoring.reward_s),
         "reference": reference_model(t.trainer),
         "heldout_s": t.heldout_cb.seconds if t.heldout_cb else 0.0,
         "peak_memory_gib": peak_memory_gib(),
