@@ -75,7 +75,9 @@ def named_reward(
     if name is None or higher is None:
         raise ValueError(
             f"{type(reward).__name__} was not built by reward.get_reward, so its name and direction are unknown: "
-            "pass trl_reward_func(..., name='my-reward', higher_is_better=True) or build it with reward.get_reward"
+            "pass trl_reward_func(..., name='my-reward', higher_is_better=True) (several rewards: "
+            "reward.integrations.reward_set.named_reward(reward, name='my-reward', higher_is_better=True)) or build "
+            "it with reward.get_reward"
         )
     if normalize and span is None:
         raise ValueError(f"{name}: normalize=True needs the reward's score_range=(low, high)")

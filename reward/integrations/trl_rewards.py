@@ -45,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from reward.integrations.renderers import images_from_column
 from reward.integrations.reward_set import NamedReward, RewardSet, ScoreResult, named_reward
@@ -66,6 +66,7 @@ __all__ = [
 
 # render(prompts, completions, **columns) -> one image (or None) per completion, or a Rendered
 Render = Callable[..., Any]
+ServersDownMode = Literal["raise", "none"]  # every scoring server down: stop training, or no reward for the batch
 
 
 def message_text(value: Any) -> str:
@@ -136,7 +137,7 @@ class TrlRewards:
     module docstring. ``reward_s`` and ``batches`` time and count the batches scored, ``last`` holds the last batch's
     scores (before the cross-reward ``None``), ``tally`` what a guard reads (and resets)."""
 
-    def __init__(self, rewards: RewardSet, render: Render, *, servers_down: str = "raise") -> None:
+    def __init__(self, rewards: RewardSet, render: Render, *, servers_down: ServersDownMode = "raise") -> None:
         if not callable(render):
             raise TypeError(
                 f"render must be a function (prompts, completions, **columns) -> images, got {type(render).__name__}; "
@@ -284,7 +285,7 @@ def trl_reward_func(
 
 
 def trl_reward_funcs(
-    rewards: Sequence[Any], render: Render, *, normalize: bool = False, servers_down: str = "raise"
+    rewards: Sequence[Any], render: Render, *, normalize: bool = False, servers_down: ServersDownMode = "raise"
 ) -> list[TrlRewardFunc]:
     """Several rewards as trl reward functions that share one render per batch: an item any of them failed on gets
     ``None`` from all. ``rewards``: built by ``reward.get_reward`` (or given their name and direction with
