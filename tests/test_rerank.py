@@ -106,7 +106,7 @@ def on_tiny_models(code: str, replacements: dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-def test_the_readme_diffusers_and_trl_snippets_run_as_written(tmp_path, tiny_vlm_path, monkeypatch):
+def test_the_readme_diffusers_and_trl_snippets_run_as_written(tmp_path, tiny_vlm_path, tiny_scorer_path, monkeypatch):
     from reward.testing import make_tiny_lm
     from reward.testing.diffusion import make_tiny_text_to_image
 
@@ -143,3 +143,19 @@ def test_the_readme_diffusers_and_trl_snippets_run_as_written(tmp_path, tiny_vlm
     means = [h["rewards/qbench/mean"] for h in history if "rewards/qbench/mean" in h]
     assert len(means) == 2 and all(0.0 <= m <= 1.0 for m in means)
     assert os.path.isdir(tmp_path / "grpo-out")
+
+    mixed_code = on_tiny_models(
+        readme_block("trl_reward_funcs("),
+        {
+            "ORG/SCORER": str(tiny_scorer_path),
+            "Qwen/Qwen2.5-0.5B-Instruct": str(lm),
+            "max_steps=100": (
+                "max_steps=1, use_cpu=True, bf16=False, report_to='none', per_device_train_batch_size=4, "
+                "num_generations=4, max_completion_length=8, save_strategy='no', logging_steps=1"
+            ),
+        },
+    )
+    exec(compile(mixed_code, "README.md (trl, several rewards)", "exec"), namespace)
+    (logged,) = [h for h in namespace["trainer"].state.log_history if "rewards/sa-iqa/mean" in h]
+    assert 0.0 <= logged["rewards/qbench/mean"] <= 1.0 and 0.0 <= logged["rewards/sa-iqa/mean"] <= 1.0
+    assert namespace["funcs"][0].calls == 1  # one drawing of the batch, scored by both rewards
