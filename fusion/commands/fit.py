@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class FusionSettings:
-    """Settings of ``fusion/fit.py`` (the schema of ``configs/fusion.yaml``); every problem is reported at once."""
+    """Settings of ``fusion/fit.py`` (the schema of ``configs/fit.yaml``); every problem is reported at once."""
 
     pairs: str = MISSING  # JSONL rows {"a": image, "b": image, "label": "a"|"b"|"tie"}; paths relative to its folder
     scores: str | None = None  # JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder
@@ -98,7 +98,7 @@ class FusionSettings:
         return parse(cls, cfg, where="")
 
 
-store_schema("fusion_schema", FusionSettings)
+store_schema("fit_schema", FusionSettings)
 store_reward_schemas()
 
 

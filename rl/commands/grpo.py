@@ -11,7 +11,7 @@ ZeRO-3, as whole models. Held-out evaluation and the final save are collective. 
 ``samples_first_last.png`` are drawn and ``grpo_result.json`` records the models and data, every process's devices,
 the step-time split and peak memory; a run that ends short of ``trainer.max_steps`` fails with the reason. The
 console shows one line per step and, at the end, a summary (:mod:`rl.summary`). A process that makes no progress
-for ``stall_timeout_s`` dumps where it waits and exits 2 (:mod:`training.watchdog`).
+for ``stall_timeout_s`` dumps where it waits and exits 2 (:mod:`training.shared.watchdog`).
 
 ``run`` reads top to bottom: :func:`settings_and_args` (every check of the settings, trl's ``GRPOConfig`` built
 once), :func:`set_up` (tasks, devices, output folder, rewards, generator, policy), :func:`train` (trl's trainer and
@@ -55,9 +55,7 @@ from rl.rewards import InpaintingRewards, RewardSet, reward_has_device
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 from rl.summary import StepLine, summarize, summary_text
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
-from training.plan import PlanSettings, plan_problems
-from training.reporting import report_to_problems
-from training.shared import (
+from training.shared.models import (
     LoraSettings,
     check_build_locks,
     last_complete_checkpoint,
@@ -69,7 +67,9 @@ from training.shared import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.watchdog import Watchdog, WatchdogCallback
+from training.shared.plan import PlanSettings, plan_problems
+from training.shared.reporting import report_to_problems
+from training.shared.watchdog import Watchdog, WatchdogCallback
 
 logger = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
 
 def _print_plan(s: GrpoSettings, args: Any) -> dict[str, Any]:
     from rl.commands.grpo_plan import grpo_plan
-    from training.plan import report_plan
+    from training.shared.plan import report_plan
 
     return report_plan(grpo_plan(s, args))
 

@@ -1,4 +1,4 @@
-"""``rl/grpo.py ... plan=true``: the plan of a GRPO run (:mod:`training.plan`), from its settings alone.
+"""``rl/grpo.py ... plan=true``: the plan of a GRPO run (:mod:`training.shared.plan`), from its settings alone.
 
 Per GPU: the policy (trained: full or LoRA), trl's reference model when β > 0 without LoRA (with LoRA the
 adapter-disabled policy is the reference), the reward's model when it runs in the process (a served reward costs
@@ -12,7 +12,7 @@ from typing import Any
 
 from reward.core.config import to_plain
 from training.commands.sft_plan import shape_or_fail, visual_tokens
-from training.plan import (
+from training.shared.plan import (
     Part,
     Plan,
     advise,
@@ -22,7 +22,7 @@ from training.plan import (
     model_part,
     trainable_params,
 )
-from training.plan_models import model_shape
+from training.shared.plan_models import model_shape
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def _reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tu
 
 def grpo_plan(s: Any, args: Any) -> Plan:
     """The plan of GRPO settings ``s`` (:class:`rl.commands.grpo.GrpoSettings`) with trl's ``GRPOConfig`` ``args``."""
-    from training.shared import load_dtype
+    from training.shared.models import load_dtype
 
     t = s.trainer
     launch = launch_of(

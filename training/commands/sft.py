@@ -27,15 +27,13 @@ from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, write_card
-from training.plan import PlanSettings, plan_problems
 from training.push import push_problems, push_scorer
-from training.reporting import report_to_problems
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
     resolve_definitions,
     scorer_metadata,
 )
-from training.shared import (
+from training.shared.models import (
     LoraSettings,
     freeze_vision,
     gathered_state_dict,
@@ -50,6 +48,8 @@ from training.shared import (
     uses_deepspeed,
     zero3_init_off,
 )
+from training.shared.plan import PlanSettings, plan_problems
+from training.shared.reporting import report_to_problems
 from training.streams import STREAMS
 
 if TYPE_CHECKING:
@@ -453,7 +453,7 @@ def _card(s: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]
 
 def _print_plan(s: SftSettings) -> dict[str, Any]:
     from training.commands.sft_plan import sft_plan
-    from training.plan import report_plan
+    from training.shared.plan import report_plan
 
     return report_plan(sft_plan(s))
 

@@ -1,4 +1,4 @@
-"""``training/sft.py ... plan=true``: the plan of an SFT run (:mod:`training.plan`), from its settings alone."""
+"""``training/sft.py ... plan=true``: the plan of an SFT run (:mod:`training.shared.plan`), from its settings alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from reward.core.errors import ConfigError
-from training.plan import (
+from training.shared.plan import (
     Plan,
     advise,
     duration,
@@ -16,7 +16,7 @@ from training.plan import (
     model_part,
     trainable_params,
 )
-from training.plan_models import BUILTIN, model_shape
+from training.shared.plan_models import BUILTIN, model_shape
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def _rows(s: Any) -> int | None:
 def sft_plan(s: Any) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
     from training.scorer_format import resolve_definitions, scorer_metadata
-    from training.shared import load_dtype
+    from training.shared.models import load_dtype
 
     t = s.trainer
     launch = launch_of(

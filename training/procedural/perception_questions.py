@@ -23,7 +23,7 @@ pair-sharpness             2       2     How is the sharpness of the first image
 
 Held-out photos (``photos="heldout"``) are never used by ``photos="train"``. Example::
 
-    python -m training.perception_questions out=/tmp/a1 n=200 seed=1 photos=heldout
+    python training/perception_questions.py out=/tmp/a1 n=200 seed=1 photos=heldout
 
 >>> q = question_at(0, 0, size=32)
 >>> sorted(q) == ["candidates", "concern", "correct_ans", "family", "images", "question", "type"]

@@ -14,7 +14,7 @@ Two ways to use it:
 
 Everything is deterministic given the seed. Example::
 
-    python -m training.synthetic out=/tmp/bench n=200 size=64 seed=0
+    python training/synthetic.py out=/tmp/bench n=200 size=64 seed=0
 
 >>> import numpy as np
 >>> levels = sample_levels(np.random.default_rng(0))

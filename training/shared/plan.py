@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from training.plan_models import GENERATOR_PARAMS_B, ModelShape
+from training.shared.plan_models import GENERATOR_PARAMS_B, ModelShape
 
 logger = logging.getLogger(__name__)
 
