@@ -2,7 +2,8 @@
 
     python rl/tasks.py out=DIR n=16 [size=64 seed=0 mask_fraction=0.6]      # writes DIR/tasks.jsonl
 
-The tasks are drawn by :func:`rl.inpaint_tasks.write_procedural_tasks`; the settings are :class:`TasksSettings` below.
+The tasks are drawn by :func:`training.procedural.synthetic.write_inpainting_tasks`; the settings are
+:class:`TasksSettings` below.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, store_schema
 from reward.core.summary import log_summary
-from rl.inpaint_tasks import write_procedural_tasks
+from training.procedural.synthetic import write_inpainting_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ store_schema("tasks_schema", TasksSettings)
 
 def run(cfg: Any) -> Path:
     s = parse(TasksSettings, cfg, where="")
-    path = write_procedural_tasks(s.out, s.n, size=s.size, seed=s.seed, mask_fraction=s.mask_fraction)
+    path = write_inpainting_tasks(s.out, s.n, size=s.size, seed=s.seed, mask_fraction=s.mask_fraction)
     log_summary("tasks", {"tasks": s.n, "size": s.size}, {"tasks": path})
     return path
 

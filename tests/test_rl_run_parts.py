@@ -17,7 +17,7 @@ import pytest
 from reward.core.errors import UserError
 from rl.summary import step_line, summarize, summary_text
 from rl.timing import StepClock, step_split
-from training.shared.models import check_build_locks
+from training.shared.deepspeed import check_build_locks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,7 @@ def test_whole_model_loading_leaves_the_launchs_zero3_config_active():
         unset_hf_deepspeed_config,
     )
 
-    from training.shared.models import zero3_init_off
+    from training.shared.deepspeed import zero3_init_off
 
     config = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1})
     plugin = SimpleNamespace(set_deepspeed_weakref=lambda: set_hf_deepspeed_config(config))

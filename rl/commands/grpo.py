@@ -55,18 +55,15 @@ from rl.rewards import InpaintingRewards, RewardSet, reward_has_device
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 from rl.summary import StepLine, summarize, summary_text
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
-from training.shared.models import (
-    LoraSettings,
+from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
+from training.shared.deepspeed import (
     check_build_locks,
-    last_complete_checkpoint,
-    load_checkpoint_weights,
-    lora_config,
-    restored_weights_quiet,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
+from training.shared.models import LoraSettings, lora_config
 from training.shared.plan import PlanSettings, plan_problems
 from training.shared.reporting import report_to_problems
 from training.shared.watchdog import Watchdog, WatchdogCallback

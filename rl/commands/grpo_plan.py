@@ -11,7 +11,6 @@ import logging
 from typing import Any
 
 from reward.core.config import to_plain
-from training.commands.sft_plan import shape_or_fail, visual_tokens
 from training.shared.plan import (
     Part,
     Plan,
@@ -20,7 +19,9 @@ from training.shared.plan import (
     generator_part,
     launch_of,
     model_part,
+    shape_or_fail,
     trainable_params,
+    visual_tokens,
 )
 from training.shared.plan_models import model_shape
 

@@ -33,21 +33,15 @@ from training.scorer_format import (
     resolve_definitions,
     scorer_metadata,
 )
-from training.shared.models import (
-    LoraSettings,
-    freeze_vision,
+from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
+from training.shared.deepspeed import (
     gathered_state_dict,
-    last_complete_checkpoint,
-    load_checkpoint_weights,
-    load_dtype,
-    load_for_training,
-    lora_config,
-    restored_weights_quiet,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
+from training.shared.models import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
 from training.shared.plan import PlanSettings, plan_problems
 from training.shared.reporting import report_to_problems
 from training.streams import STREAMS
@@ -80,7 +74,7 @@ MAY_CHANGE = (
 class ModelSettings(ModelLoading):
     """The VLM to fine-tune; loading knobs from :class:`reward.vlm.ModelLoading` (``dtype=auto``: fp32 master
     weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
-    :func:`training.shared.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
+    :func:`training.shared.models.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
 
     path: str = MISSING  # VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
     freeze_vision: bool = True  # SA-IQA freezes the ViT ...
@@ -481,7 +475,7 @@ def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[
         )
         return ds, 0
     if s.data.train == "distorted-photos":
-        from training.procedural.photos import distorted_photos_stream
+        from training.sft_data import distorted_photos_stream
 
         ds = distorted_photos_stream(
             queries,

@@ -6,7 +6,6 @@ import logging
 import math
 from typing import Any
 
-from reward.core.errors import ConfigError
 from training.shared.plan import (
     Plan,
     advise,
@@ -14,35 +13,15 @@ from training.shared.plan import (
     estimate_step_s,
     launch_of,
     model_part,
+    shape_or_fail,
     trainable_params,
+    visual_tokens,
 )
-from training.shared.plan_models import BUILTIN, model_shape
 
 logger = logging.getLogger(__name__)
 
-ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, when model.max_pixels and the checkpoint set no budget
 RESPONSE_TOKENS = 16  # "The spatial aesthetic layout quality level of this image is good." and the turn's end
 TEMPLATE_TOKENS = 20  # the chat template's system and role markers
-
-
-def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
-    """The shape of ``path``, else of ``stand_in`` (``plan_for.model``: the model a missing output will be)."""
-    try:
-        return model_shape(path)
-    except KeyError:
-        if stand_in:
-            return shape_or_fail(stand_in, "plan_for.model")
-        names = ", ".join(BUILTIN)
-        raise ConfigError(
-            f"{key}={path}: plan=true needs the model's config.json (a folder holding it, or a hub id in the local "
-            f"Hugging Face cache) or a name of the built-in table ({names})"
-        ) from None
-
-
-def visual_tokens(max_pixels: int | None, pixels_per_token: int) -> tuple[int, str]:
-    pixels = max_pixels or ASSUMED_IMAGE_PIXELS
-    why = f"model.max_pixels={max_pixels}" if max_pixels else f"a {ASSUMED_IMAGE_PIXELS // 768}x768 image"
-    return max(1, pixels // pixels_per_token), why
 
 
 def _rows(s: Any) -> int | None:
