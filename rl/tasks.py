@@ -35,9 +35,11 @@ store_schema("tasks_schema", TasksSettings)
 
 
 def run(cfg: Any) -> Path:
-    s = parse(TasksSettings, cfg, where="")
-    path = write_inpainting_tasks(s.out, s.n, size=s.size, seed=s.seed, mask_fraction=s.mask_fraction)
-    log_summary("tasks", {"tasks": s.n, "size": s.size}, {"tasks": path})
+    settings = parse(TasksSettings, cfg, where="")
+    path = write_inpainting_tasks(
+        settings.out, settings.n, size=settings.size, seed=settings.seed, mask_fraction=settings.mask_fraction
+    )
+    log_summary("tasks", {"tasks": settings.n, "size": settings.size}, {"tasks": path})
     return path
 
 

@@ -37,12 +37,20 @@ store_schema("perception_questions_schema", QuestionsSettings)
 
 
 def run(cfg: Any) -> Path:
-    s = parse(QuestionsSettings, cfg, where="")
-    check_families(s.families)  # fail before writing anything
-    if s.fmt not in ("json", "jsonl"):
-        raise ConfigError(f"fmt={s.fmt!r}: use json or jsonl")
-    path = write_questions(s.out, s.n, seed=s.seed, size=s.size, families=s.families, photos=s.photos, fmt=s.fmt)
-    log_summary("perception_questions", {"questions": s.n}, {"questions": path})
+    settings = parse(QuestionsSettings, cfg, where="")
+    check_families(settings.families)  # fail before writing anything
+    if settings.fmt not in ("json", "jsonl"):
+        raise ConfigError(f"fmt={settings.fmt!r}: use json or jsonl")
+    path = write_questions(
+        settings.out,
+        settings.n,
+        seed=settings.seed,
+        size=settings.size,
+        families=settings.families,
+        photos=settings.photos,
+        fmt=settings.fmt,
+    )
+    log_summary("perception_questions", {"questions": settings.n}, {"questions": path})
     return path
 
 

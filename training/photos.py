@@ -48,28 +48,30 @@ store_schema("photos_schema", PhotosSettings)
 
 
 def run(cfg: Any) -> Any:
-    s = parse(PhotosSettings, cfg, where="")
-    check_subcommand(s, NEEDS)
-    if s.cmd == "heldout":
+    settings = parse(PhotosSettings, cfg, where="")
+    check_subcommand(settings, NEEDS)
+    if settings.cmd == "heldout":
         manifest = write_heldout(
-            s.out,
-            s.photos,
-            crop=s.crop,
-            crops_per_photo=s.crops,
-            seed=s.seed,
-            calibration=load_calibration(s.calibration),
-            side=s.side,
+            settings.out,
+            settings.photos,
+            crop=settings.crop,
+            crops_per_photo=settings.crops,
+            seed=settings.seed,
+            calibration=load_calibration(settings.calibration),
+            side=settings.side,
         )
-        log_summary("photos heldout", {"crop": s.crop, "crops per photo": s.crops}, {"manifest": manifest})
+        log_summary(
+            "photos heldout", {"crop": settings.crop, "crops per photo": settings.crops}, {"manifest": manifest}
+        )
         return manifest
-    if s.cmd == "brisque":
-        metrics = evaluate_brisque(s.data, s.out)
-        logger.info("BRISQUE on %s: %s", s.data, json.dumps(metrics))
-        files = {"metrics": Path(s.out) / "brisque_metrics.json" if s.out else None}
+    if settings.cmd == "brisque":
+        metrics = evaluate_brisque(settings.data, settings.out)
+        logger.info("BRISQUE on %s: %s", settings.data, json.dumps(metrics))
+        files = {"metrics": Path(settings.out) / "brisque_metrics.json" if settings.out else None}
         log_summary("photos brisque", {"images": metrics["n"], "SRCC": metrics["srcc"]}, files)
         return metrics
-    path = atomic_write_json(s.out, calibration_from_kadid(s.dmos))
-    log_summary("photos calibration", {"from": s.dmos}, {"calibration": path})
+    path = atomic_write_json(settings.out, calibration_from_kadid(settings.dmos))
+    log_summary("photos calibration", {"from": settings.dmos}, {"calibration": path})
     return path
 
 

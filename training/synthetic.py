@@ -36,12 +36,18 @@ store_schema("synthetic_schema", SyntheticSettings)
 
 
 def run(cfg: Any) -> BenchmarkPaths:
-    s = parse(SyntheticSettings, cfg, where="")
+    settings = parse(SyntheticSettings, cfg, where="")
     paths = write_benchmark(
-        s.out, s.n, size=s.size, seed=s.seed, variants_per_scene=s.variants, n_annotators=s.annotators, n_pairs=s.pairs
+        settings.out,
+        settings.n,
+        size=settings.size,
+        seed=settings.seed,
+        variants_per_scene=settings.variants,
+        n_annotators=settings.annotators,
+        n_pairs=settings.pairs,
     )
     files = {k: v for k, v in vars(paths).items() if k not in ("root", "images", "masks")}
-    log_summary("synthetic benchmark", {"images": s.n, "size": s.size, "folder": paths.root}, files)
+    log_summary("synthetic benchmark", {"images": settings.n, "size": settings.size, "folder": paths.root}, files)
     return paths
 
 

@@ -243,19 +243,19 @@ def _pick(
     task_id: str,
     index: int,
     prompt: str,
-    cands: list[dict[str, Any]],
+    candidates: list[dict[str, Any]],
     rng: random.Random,
     higher: bool,
     counts: dict[str, int],
 ) -> dict[str, Any]:
-    row: dict[str, Any] = {"task": task_id, "index": index, "prompt": prompt, "candidates": cands}
-    ok = [j for j, c in enumerate(cands) if c["score"] is not None]
-    counts["reward_failed"] += len(cands) - len(ok)
+    row: dict[str, Any] = {"task": task_id, "index": index, "prompt": prompt, "candidates": candidates}
+    ok = [j for j, candidate in enumerate(candidates) if candidate["score"] is not None]
+    counts["reward_failed"] += len(candidates) - len(ok)
     if not ok:
         row["error"] = "every candidate failed to score"
         return row
-    row["chosen"] = max(ok, key=lambda j: cands[j]["score"] if higher else -cands[j]["score"])
-    row["random"] = rng.randrange(len(cands))  # the baseline: any candidate, scored or not
+    row["chosen"] = max(ok, key=lambda j: candidates[j]["score"] if higher else -candidates[j]["score"])
+    row["random"] = rng.randrange(len(candidates))  # the baseline: any candidate, scored or not
     return row
 
 
@@ -292,14 +292,14 @@ def summarize(rows: list[dict[str, Any]], judge_higher: bool = True) -> dict[str
     wins = ties = losses = unjudged = 0
     expected = []
     for r in picked:
-        c = r["candidates"]
-        jc, jr = c[r["chosen"]]["judge"], c[r["random"]]["judge"]
+        candidates = r["candidates"]
+        jc, jr = candidates[r["chosen"]]["judge"], candidates[r["random"]]["judge"]
         if jc is None or jr is None:
             unjudged += 1
             continue
         diff = sign * (jc - jr)
         wins, ties, losses = wins + (diff > 0), ties + (diff == 0), losses + (diff < 0)
-        others = [sign * (jc - x["judge"]) for x in c if x["judge"] is not None]
+        others = [sign * (jc - x["judge"]) for x in candidates if x["judge"] is not None]
         expected.append(sum(d > 0 for d in others) / len(others))
     judged = wins + ties + losses
     if judged:

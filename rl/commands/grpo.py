@@ -77,13 +77,13 @@ DEFAULT_TEMPLATE = (
 
 
 @dataclass
-class PromptSettings:
+class ExpansionPromptSettings:
     template: str = DEFAULT_TEMPLATE  # the user turn; {prompt} is the task's base prompt
     system: str | None = None  # optional system turn
 
 
 @dataclass
-class EvalSettings:
+class HeldOutSettings:
     every: int = 10  # held-out evaluation every K steps (0: off)
     max_new_tokens: int | None = None  # null: trainer.max_completion_length
 
@@ -137,8 +137,8 @@ class GrpoSettings:
     max_reward_failures: float = 1.0  # a step in which more than this fraction of the completions got no reward
     # stops the run (exit 2, complete: false); 1.0: only a step with no usable reward at all
     lora: LoraSettings = field(default_factory=LoraSettings)
-    prompt: PromptSettings = field(default_factory=PromptSettings)
-    eval: EvalSettings = field(default_factory=EvalSettings)
+    prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
+    eval: HeldOutSettings = field(default_factory=HeldOutSettings)
     resume: str = "auto"  # auto: continue the same run in out (refused if it is another run); never: a new run only
     overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted)
     seed: int = 42  # the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)

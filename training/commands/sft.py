@@ -85,7 +85,7 @@ class ModelSettings(ModelLoading):
 
 
 @dataclass
-class PromptSettings:
+class ScorerPromptSettings:
     type: int = 4  # SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions
     tag: bool = False  # prepend the <dimension> tag to any type
     dimensions: list[str] = field(default_factory=lambda: list(DEFAULT_DIMENSIONS))
@@ -170,7 +170,7 @@ class SftSettings:
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
-    prompt: PromptSettings = field(default_factory=PromptSettings)
+    prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
     seed: int = 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle
     resume: str = "auto"  # auto: continue the same run from out's last checkpoint; never: a new run only
