@@ -63,9 +63,9 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.models import LoraSettings, lora_config
 from training.shared.plan import PlanSettings, plan_problems
 from training.shared.reporting import report_to_problems
+from training.shared.trainable import LoraSettings, lora_config
 from training.shared.watchdog import Watchdog, WatchdogCallback
 
 logger = logging.getLogger(__name__)

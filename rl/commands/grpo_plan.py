@@ -51,7 +51,7 @@ def _reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tu
 
 def grpo_plan(settings: Any, args: Any) -> Plan:
     """The plan of GRPO settings ``s`` (:class:`rl.commands.grpo.GrpoSettings`) with trl's ``GRPOConfig`` ``args``."""
-    from training.shared.models import load_dtype
+    from training.shared.trainable import load_dtype
 
     trainer = settings.trainer
     launch = launch_of(

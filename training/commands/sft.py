@@ -41,9 +41,9 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.models import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
 from training.shared.plan import PlanSettings, plan_problems
 from training.shared.reporting import report_to_problems
+from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
 from training.streams import STREAMS
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ MAY_CHANGE = (
 class ModelSettings(ModelLoading):
     """The VLM to fine-tune; loading knobs from :class:`reward.vlm.ModelLoading` (``dtype=auto``: fp32 master
     weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
-    :func:`training.shared.models.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
+    :func:`training.shared.trainable.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
 
     path: str = MISSING  # VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
     freeze_vision: bool = True  # SA-IQA freezes the ViT ...

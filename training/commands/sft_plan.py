@@ -42,7 +42,7 @@ def _rows(settings: Any) -> int | None:
 def sft_plan(settings: Any) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
     from training.scorer_format import resolve_definitions, scorer_metadata
-    from training.shared.models import load_dtype
+    from training.shared.trainable import load_dtype
 
     trainer = settings.trainer
     launch = launch_of(

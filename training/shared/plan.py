@@ -3,7 +3,7 @@
 The plan states how the effective batch is made (per device x accumulation x processes), the steps and epochs, the
 samples and visual tokens per step, and the memory each GPU will need, in parts:
 
-- **weights**: every parameter in the load dtype (:func:`training.shared.models.load_dtype` decides, as the run will);
+- **weights**: every parameter in the load dtype (as the run will: :func:`training.shared.trainable.load_dtype`);
 - **gradients**: the trainable parameters, in the weights' dtype;
 - **optimizer**: AdamW's two moments per trainable parameter, in the weights' dtype (torch's AdamW keeps them so),
   or, under DeepSpeed, fp32 moments plus an fp32 master copy (12 bytes per trainable parameter);
