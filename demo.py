@@ -217,7 +217,7 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
         boot = "bootstrap=100" if name == "scorer" else "bootstrap=0"
         overrides = [f"pairs={root / 'pairs.jsonl'}", f"scores={scores}", f"out={target}", boot]
         # overwrite: only an interrupted demo leaves a weights file without its section (moved aside)
-        fits[name] = run_fit(_compose("fusion", [*overrides, "overwrite=true"]))
+        fits[name] = run_fit(_compose("fit", [*overrides, "overwrite=true"]))
     dims = list(fits["true_levels"].dimensions)
     generating = np.array([meta["weights"][d] for d in dims])
     truth_fit = np.array(fits["true_levels"].weights)

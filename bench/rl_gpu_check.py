@@ -103,10 +103,10 @@ class Logs(TrainerCallback):
 def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path | None, steps: int) -> Parts:
     """Procedural tasks, a random text policy, the tiny FLUX Fill pipeline and the reward VLM (built unless given)."""
     from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
-    from rl.inpaint_tasks import write_procedural_tasks
+    from training.procedural.synthetic import write_inpainting_tasks
 
     side = 64 if dry_run else 448
-    tasks = write_procedural_tasks(work / "tasks", 24, size=side, mask_fraction=0.6)
+    tasks = write_inpainting_tasks(work / "tasks", 24, size=side, mask_fraction=0.6)
     hidden, layers = (64, 2) if dry_run else (1024, 12)  # ~0.1B parameters on the GPU
     policy = make_tiny_lm(work / "policy", hidden=hidden, layers=layers)
     pipeline = make_tiny_inpaint_pipeline(work / "flux-fill", "flux-fill")

@@ -20,7 +20,8 @@ from pathlib import Path
 from reward.testing import make_tiny_lm
 from rl.commands.grpo import run as run_grpo
 from rl.generators import build_generator
-from rl.inpaint_tasks import load_tasks, write_procedural_tasks
+from rl.inpaint_tasks import load_tasks
+from training.procedural.synthetic import write_inpainting_tasks
 
 
 def main() -> None:
@@ -35,7 +36,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        tasks = write_procedural_tasks(root / "tasks", 24, size=64, mask_fraction=0.8)
+        tasks = write_inpainting_tasks(root / "tasks", 24, size=64, mask_fraction=0.8)
         gen = ["generator=procedural"]
         if args.generator == "sd15-inpaint":
             from reward.testing import make_tiny_inpaint_pipeline

@@ -16,4 +16,4 @@ from fusion.commands.fit import run  # noqa: E402
 from reward.core.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    main("fusion", run, doc=__doc__)
+    main("fit", run, doc=__doc__)

@@ -15,4 +15,4 @@ from pace_judge.commands.calibrate import run
 from reward.core.cli import main
 
 if __name__ == "__main__":
-    main("pace_calibrate", run, doc=__doc__)
+    main("calibrate", run, doc=__doc__)

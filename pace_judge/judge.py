@@ -12,4 +12,4 @@ from pace_judge.commands.judge import run
 from reward.core.cli import main
 
 if __name__ == "__main__":
-    main("pace", run, doc=__doc__)
+    main("judge", run, doc=__doc__)

@@ -72,10 +72,10 @@ def _best_of_n(out: Path, cfg: DictConfig, tasks: Path, name: str, reward: list[
 def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | None) -> tuple[str, dict[str, Any]]:
     """Best-of-N with the fine-tuned SA-IQA scorer (fused) and with scene-proxy, judged by the candidates' true
     levels."""
-    from rl.inpaint_tasks import write_procedural_tasks
+    from training.procedural.synthetic import write_inpainting_tasks
 
     # 80% masks: the candidate's painted room covers most of the image, so its levels are what a reward can see
-    tasks = write_procedural_tasks(out / "rl_tasks", cfg.bon.tasks, size=64, seed=cfg.seed + 2, mask_fraction=0.8)
+    tasks = write_inpainting_tasks(out / "rl_tasks", cfg.bon.tasks, size=64, seed=cfg.seed + 2, mask_fraction=0.8)
     pickers: list[tuple[str, str, list[str]]] = []
     if scorer:
         fused = [f"reward.fusion={fusion}"] if fusion else []
@@ -125,9 +125,9 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
 def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> tuple[str, dict[str, Any]]:
     """A short GRPO run of the tiny text policy against scene-proxy (full fine-tuning, procedural generator)."""
     from rl.commands.grpo import run as run_grpo
-    from rl.inpaint_tasks import write_procedural_tasks
+    from training.procedural.synthetic import write_inpainting_tasks
 
-    tasks = write_procedural_tasks(out / "grpo_tasks", 40, size=64, seed=cfg.seed + 3, mask_fraction=0.8)
+    tasks = write_inpainting_tasks(out / "grpo_tasks", 40, size=64, seed=cfg.seed + 3, mask_fraction=0.8)
     overrides = [
         "reward=scene-proxy",
         "generator=procedural",

@@ -1,4 +1,4 @@
-"""Inpainting tasks (image, mask, base prompt) for GRPO and Best-of-N, and procedural task sets for CPU runs.
+"""Inpainting tasks (image, mask, base prompt) for GRPO and Best-of-N: read, grouped, split, shown to the policy.
 
 Manifests are read by ``reward.data.load_inpainting``: bad rows are named by ``file:line``; with ``skip_bad`` they
 are skipped and counted, otherwise the first one fails. A mask of another size than its image is kept here and
@@ -7,11 +7,8 @@ resized (with a warning) or refused by the generator (``generator.mask_mismatch`
 Each task belongs to a group: its row's ``scene`` field when there is one, else its source image (by pixels), so
 that :func:`split_heldout` never puts tasks of one scene or one image on both sides of a train / held-out split
 (SA-IQA §4.1 splits by scene). :func:`policy_view` is what a VLM policy is shown: the image with the region to
-invent masked out, as the inpainting model receives it.
-
-Example::
-
-    python rl/tasks.py out=/tmp/tasks n=16 size=64     # writes /tmp/tasks/tasks.jsonl
+invent masked out, as the inpainting model receives it. Procedural task sets for CPU runs are written by
+``python rl/tasks.py`` (:func:`training.procedural.synthetic.write_inpainting_tasks`).
 """
 
 from __future__ import annotations
@@ -24,12 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PIL import Image, ImageFilter
 
 from reward.core.errors import ConfigError
 from reward.data import SkippedRow, load_inpainting
-from reward.data.files import atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image, to_rgb
 
 logger = logging.getLogger(__name__)
@@ -140,31 +135,3 @@ def policy_view(task: Task, mode: str = "masked") -> Image.Image:
         edge = mask.filter(ImageFilter.FIND_EDGES).filter(ImageFilter.MaxFilter(3))
         return Image.composite(Image.new("RGB", task.image.size, (255, 0, 0)), task.image, edge)
     raise ConfigError(f"policy.image={mode!r}: use masked, outline or original")
-
-
-def write_procedural_tasks(
-    out_dir: str | Path, n: int, *, size: int = 64, seed: int = 0, mask_fraction: float = 0.6
-) -> Path:
-    """``n`` procedural rooms (random levels) with a centred mask covering ``mask_fraction`` of each side and the
-    scene's description as base prompt; returns the ``tasks.jsonl`` path (image paths relative to it)."""
-    from training.procedural.scenes import describe, render, sample_scene
-    from training.procedural.synthetic import sample_levels
-
-    if n < 1 or not 0 < mask_fraction <= 1:
-        raise ValueError(f"need n >= 1 and 0 < mask_fraction <= 1, got n={n}, mask_fraction={mask_fraction}")
-    root = Path(out_dir)
-    (root / "images").mkdir(parents=True, exist_ok=True)
-    (root / "masks").mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    rows = []
-    margin = round(size * (1 - mask_fraction) / 2)
-    for k in range(n):
-        spec = sample_scene(rng)
-        levels = sample_levels(rng)
-        image, mask = f"images/t{k:04d}.png", f"masks/t{k:04d}.png"
-        render(spec, levels, size).save(root / image)
-        m = Image.new("L", (size, size), 0)
-        m.paste(255, (margin, margin, size - margin, size - margin))
-        m.save(root / mask)
-        rows.append({"image": image, "mask": mask, "prompt": describe(spec, levels)})
-    return atomic_write_jsonl(root / "tasks.jsonl", rows)

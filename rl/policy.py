@@ -11,7 +11,7 @@ from omegaconf import MISSING
 
 from reward.core.errors import ConfigError, MissingInputError
 from rl.devices import local_rank
-from training.shared import LoraSettings, load_for_training, training_dtype
+from training.shared.trainable import LoraSettings, load_for_training, training_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def load_policy(policy: PolicySettings, lora: LoraSettings, vision: bool, args: 
     model = load_for_training(policy.path, dtype, ModelLoading(), vision=vision)
     logger.info("policy %s loaded in %s (lora=%s, bf16 training=%s)", policy.path, dtype, lora.enabled, args.bf16)
     if vision:
-        from training.shared import freeze_vision
+        from training.shared.trainable import freeze_vision
 
         if policy.freeze_vision:
             freeze_vision(model, vision=True, aligner=True)

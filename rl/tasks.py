@@ -2,11 +2,48 @@
 
     python rl/tasks.py out=DIR n=16 [size=64 seed=0 mask_fraction=0.6]      # writes DIR/tasks.jsonl
 
-Settings: rl/commands/tasks.py (TasksSettings).
+The tasks are drawn by :func:`training.procedural.synthetic.write_inpainting_tasks`; the settings are
+:class:`TasksSettings` below.
 """
 
-from reward.core.cli import main
-from rl.commands.tasks import run
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from reward.core.summary import log_summary
+from training.procedural.synthetic import write_inpainting_tasks
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TasksSettings:
+    out: str = MISSING  # folder to write into (tasks.jsonl, images/, masks/)
+    n: int = 16  # tasks
+    size: int = 64  # image side in pixels
+    seed: int = 0
+    mask_fraction: float = 0.6  # the centred mask covers this fraction of each side
+
+
+store_schema("tasks_schema", TasksSettings)
+
+
+def run(cfg: Any) -> Path:
+    settings = parse(TasksSettings, cfg, where="")
+    path = write_inpainting_tasks(
+        settings.out, settings.n, size=settings.size, seed=settings.seed, mask_fraction=settings.mask_fraction
+    )
+    log_summary("tasks", {"tasks": settings.n, "size": settings.size}, {"tasks": path})
+    return path
+
 
 if __name__ == "__main__":
+    from reward.core.cli import main
+
     main("tasks", run, doc=__doc__)

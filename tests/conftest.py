@@ -39,7 +39,7 @@ def deepspeed_ops(tmp_path_factory: pytest.TempPathFactory):
     import subprocess
     import sys
 
-    from training.shared import check_build_locks
+    from training.shared.deepspeed import check_build_locks
 
     folder = os.environ.get("TEST_TORCH_EXTENSIONS_DIR") or str(tmp_path_factory.mktemp("torch_extensions"))
     before = os.environ.get("TORCH_EXTENSIONS_DIR")

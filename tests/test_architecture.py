@@ -4,20 +4,34 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reward", "training", "pace_judge", "fusion", "rl")
-# who may import whom (besides itself); reward reaches the others only through the registry's lazy strings
+# who may import whom (besides itself): a package, or a part of one named apart (its own rule, stricter than its
+# package's); reward reaches the others only through the entry points of its reward registry. rl uses training's
+# shared plumbing and procedural data only, and those import nothing else of training.
 ALLOWED = {
     "reward": set(),
     "training": {"reward"},
+    "training.shared": {"reward"},
+    "training.procedural": {"reward"},
     "pace_judge": {"reward"},
     "fusion": {"reward"},
-    "rl": {"reward", "training"},
+    "rl": {"reward", "training.shared", "training.procedural"},
 }
+
+
+def _within(name: str, part: str) -> bool:
+    return name == part or name.startswith(part + ".")
+
+
+def _part(name: str) -> str:
+    """The most specific entry of ALLOWED that ``name`` belongs to."""
+    return max((p for p in ALLOWED if _within(name, p)), key=len)
 
 
 def _modules() -> dict[str, Path]:
@@ -68,15 +82,36 @@ def _is_test_helper(name: str) -> bool:
 def test_packages_import_only_downward():
     wrong = []
     for name, targets in GRAPH.items():
-        top = name.split(".")[0]
+        part = _part(name)
         for t in targets:
-            other = t.split(".")[0]
-            if other != top and other not in ALLOWED[top] and not _is_test_helper(name):
+            if not _within(t, part) and not any(_within(t, a) for a in ALLOWED[part]) and not _is_test_helper(name):
                 wrong.append(f"{name} imports {t}")
     assert not wrong, (
-        "imports against the dependency rule (DESIGN: reward <- training, pace_judge, fusion <- rl):\n"
-        + "\n".join(wrong)
+        "imports against the dependency rule (reward <- training, pace_judge, fusion <- rl; rl uses only "
+        "training.shared and training.procedural):\n" + "\n".join(wrong)
     )
+
+
+def test_the_rule_sees_parts_of_a_package():
+    assert _part("rl.commands.grpo") == "rl" and _part("training.shared.plan") == "training.shared"
+    assert _part("training.commands.sft") == "training"
+    assert "training.shared.plan" in GRAPH["rl.commands.grpo_plan"]  # what the rule for rl allows, and checks
+
+
+def test_reward_names_no_package_above_it_even_as_an_import_path():
+    """The ground floor reaches the packages above it only through the entry points they declare (pyproject.toml):
+    no "pace_judge.pace:build" string in reward's registry or anywhere else in reward."""
+    above = "|".join(p for p in PACKAGES if p != "reward")
+    path_like = re.compile(rf"^({above})(\.\w+)+(:[\w.]+)?$|^({above}):[\w.]+$")
+    found = [
+        f"{name}:{node.lineno}: {node.value!r}"
+        for name, path in MODULES.items()
+        if name.split(".")[0] == "reward"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and path_like.match(node.value)
+    ]
+    assert not found, "\n".join(found)
+    assert path_like.match("pace_judge.pace:build") and path_like.match("rl.scene_proxy") and not path_like.match("rl")
 
 
 def test_library_code_never_imports_the_testing_builders():

@@ -14,7 +14,7 @@ from transformers import TrainerCallback
 
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark
-from training.shared import checkpoint_problem, last_complete_checkpoint
+from training.shared.checkpoints import checkpoint_problem, last_complete_checkpoint
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -77,12 +77,12 @@ def test_resume_passes_over_a_truncated_last_checkpoint_and_says_so(crashed, tin
     shutil.copytree(source, out)
     _truncate(out / "checkpoint-4")
     records = _Records()
-    for name in ("training.shared", "transformers"):
+    for name in ("training.shared.checkpoints", "transformers"):
         logging.getLogger(name).addHandler(records)
     try:
         result = run_sft(_cfg(tiny_vlm_path, data, out))
     finally:
-        for name in ("training.shared", "transformers"):
+        for name in ("training.shared.checkpoints", "transformers"):
             logging.getLogger(name).removeHandler(records)
     assert result["global_step"] == 6
     said = [line for line in records.lines if "is incomplete" in line]
@@ -105,7 +105,7 @@ def test_an_incomplete_real_checkpoint_is_passed_over_for_the_one_before(crashed
     out = tmp_path / "run"
     shutil.copytree(crashed[0], out)
     damage(out / "checkpoint-4")
-    with caplog.at_level(logging.WARNING, logger="training.shared"):
+    with caplog.at_level(logging.WARNING, logger="training.shared.checkpoints"):
         assert last_complete_checkpoint(out) == str(out / "checkpoint-2")
     assert why in caplog.text and "checkpoint-4" in caplog.text
     assert not (out / "checkpoint-4").exists() and (out / "incomplete-checkpoint-4").is_dir()
@@ -114,6 +114,6 @@ def test_an_incomplete_real_checkpoint_is_passed_over_for_the_one_before(crashed
 def test_no_complete_checkpoint_means_starting_anew(tmp_path, caplog):
     (tmp_path / "checkpoint-3").mkdir()
     (tmp_path / "checkpoint-3" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
-    with caplog.at_level(logging.WARNING, logger="training.shared"):
+    with caplog.at_level(logging.WARNING, logger="training.shared.checkpoints"):
         assert last_complete_checkpoint(tmp_path) is None
     assert "no trainer_state.json" in caplog.text and "starts again from its first step" in caplog.text

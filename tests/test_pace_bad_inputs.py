@@ -205,6 +205,6 @@ def test_calibrate_refuses_a_candidates_folder_it_did_not_write(tmp_path, capsys
     (tmp_path / "proto" / "calibration").mkdir()
     (tmp_path / "proto" / "calibration" / "notes.txt").write_text("mine")
     argv = [f"protocol={protocol}", f"pipeline={tmp_path / 'no-sd'}", "prompts.positive=[a]", "prompts.negative=[b]"]
-    assert run_cli("pace_calibrate", run_calibrate, argv) == 2
+    assert run_cli("calibrate", run_calibrate, argv) == 2
     assert "already holds files that this command did not write" in capsys.readouterr().err
     assert (tmp_path / "proto" / "calibration" / "notes.txt").read_text() == "mine"

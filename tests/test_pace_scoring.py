@@ -266,7 +266,7 @@ def test_pace_configs_default_to_a_1024_token_budget():
     from reward.core.cli import compose
 
     assert PaceConfig().max_pixels == 802_816
-    assert compose("pace", ["protocol=p", "images=i", "out=o"]).max_pixels == 802_816
+    assert compose("judge", ["protocol=p", "images=i", "out=o"]).max_pixels == 802_816
     assert compose("evaluate", ["reward=pace", "data=d", "out=o"]).reward.max_pixels == 802_816
 
 

@@ -19,7 +19,6 @@ from training.procedural.photos import (
     calibration_from_kadid,
     discover_photos,
     distort,
-    distorted_photos_stream,
     evaluate_brisque,
     load_calibration,
     random_crop,
@@ -28,6 +27,7 @@ from training.procedural.photos import (
     training_photos,
     write_heldout,
 )
+from training.sft_data import distorted_photos_stream
 
 CROP = 112
 

@@ -288,9 +288,9 @@ def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
         return make_tiny_lm(tmp / "tiny-lm")
 
     def tasks() -> Path:
-        from rl.inpaint_tasks import write_procedural_tasks
+        from training.procedural.synthetic import write_inpainting_tasks
 
-        return write_procedural_tasks(tmp / "tasks", 24, size=64, seed=0)
+        return write_inpainting_tasks(tmp / "tasks", 24, size=64, seed=0)
 
     def a1_questions() -> Path:
         from training.procedural.perception_questions import write_questions

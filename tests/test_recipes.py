@@ -22,8 +22,8 @@ import yaml
 from conftest import run_cli
 from reward.core.cli import compose
 from reward.rewards.registry import store_reward_schemas
-from training.plan import GIB, Launch, PlanSettings, format_plan, model_part
-from training.plan_models import BUILTIN, ModelShape, model_shape
+from training.shared.plan import GIB, Launch, PlanSettings, format_plan, model_part
+from training.shared.plan_models import BUILTIN, ModelShape, model_shape
 
 
 def _store_schemas() -> None:
@@ -43,9 +43,9 @@ HYDRA_RECIPES = {  # recipe -> the command whose config it composes into
     "qalign-koniq": "sft",
     "deqa-koniq": "sft",
     "sa-iqa-bench": "sft",
-    "sa-iqa-bench-fusion": "fusion",
+    "sa-iqa-bench-fusion": "fit",
     "grpo-expansion": "grpo",
-    "pace-fast": "pace",
+    "pace-fast": "judge",
     "tiny-real-photos": "sft",
     "tiny-real-photos-gpu": "sft",
 }
@@ -282,7 +282,7 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
     from pace_judge.commands.memory import run as run_memory
     from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
     from rl.commands.grpo import run as run_grpo
-    from rl.commands.tasks import run as run_tasks
+    from rl.tasks import run as run_tasks
     from training.commands.sft import run as run_sft
 
     monkeypatch.chdir(tmp_path)
@@ -304,7 +304,7 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
         compose("sft", ["+recipe=sa-iqa-bench", model, steps, *CPU, "trainer.activation_checkpointing=false"])
     )
     assert bench["global_step"] == 2 and set(bench["metrics"]) >= {"layout", "harmony", "lighting", "distortion"}
-    weights = run_fusion(compose("fusion", ["+recipe=sa-iqa-bench-fusion", "bootstrap=0"]))
+    weights = run_fusion(compose("fit", ["+recipe=sa-iqa-bench-fusion", "bootstrap=0"]))
     assert Path("runs/sa-iqa-bench/scorer/fusion_weights.json").is_file() and weights
 
     tiny_lm = make_tiny_lm(tmp_path / "tiny-lm")
@@ -351,12 +351,14 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
         == 0
     )
     vlm = f"model={tiny_vlm_path}"
-    judged = run_judge(compose("pace", ["+recipe=pace-fast", vlm, "dimension=quality", "images=images", "out=judged"]))
+    judged = run_judge(
+        compose("judge", ["+recipe=pace-fast", vlm, "dimension=quality", "images=images", "out=judged"])
+    )
     assert judged and Path("judged/scores.jsonl").is_file()
-    stored = run_judge(compose("pace", ["+recipe=pace-fast", vlm, "dimension=sharpness", "images=images", "out=j2"]))
+    stored = run_judge(compose("judge", ["+recipe=pace-fast", vlm, "dimension=sharpness", "images=images", "out=j2"]))
     assert stored and Path("j2/scores.jsonl").is_file()
     from reward.core.errors import UserError
 
     with pytest.raises(UserError, match=r"no expert names it and no stored protocol is within theta=0.8"):
-        run_judge(compose("pace", ["+recipe=pace-fast", vlm, "dimension=text legibility", "images=images", "out=j3"]))
+        run_judge(compose("judge", ["+recipe=pace-fast", vlm, "dimension=text legibility", "images=images", "out=j3"]))
     assert torch.isfinite(torch.tensor([json.loads(ln)["score"] for ln in Path("judged/scores.jsonl").open()])).all()

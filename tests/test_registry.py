@@ -96,3 +96,94 @@ def test_public_api_is_small():
         "rerank",
         "Reranked",
     }
+
+
+# ------------------------------------------------------------------------- rewards that other packages register
+
+FAKE_REWARD = {  # what a package's entry point names: register_reward's arguments
+    "factory": f"{__name__}:brightness",
+    "higher_is_better": False,
+    "score_range": (0.0, 255.0),
+    "description": "mean brightness, registered by an entry point (test only)",
+}
+
+
+def test_the_rewards_of_the_packages_above_come_from_their_entry_points_read_on_first_use():
+    """reward names neither pace_judge nor rl: their rewards are listed from pyproject.toml's entry points, and
+    listing them imports only the dicts that declare them, not the rewards' modules."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, reward\n"
+        "names = reward.list_rewards()\n"
+        "print(names, [m for m in ('pace_judge.pace', 'rl.scene_proxy') if m in sys.modules])\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert "['pace', 'qbench', 'sa-iqa', 'scene-proxy'] []" in done.stdout, done.stdout + done.stderr
+    assert reward_info("pace").score_range == (1.0, 5.0) and reward_info("scene-proxy").higher_is_better
+
+
+def test_a_reward_declared_by_entry_point_builds_and_a_broken_one_is_named_not_fatal(monkeypatch, caplog):
+    import logging
+    from importlib import metadata
+
+    from reward.core.registry import Registry
+    from reward.rewards import registry
+
+    group = registry.ENTRY_POINTS
+    points = [
+        metadata.EntryPoint("fake-brightness", f"{__name__}:FAKE_REWARD", group),
+        metadata.EntryPoint("broken", "no_such_package_anywhere:REWARD", group),
+    ]
+    monkeypatch.setattr(metadata, "entry_points", lambda group=None: points if group == registry.ENTRY_POINTS else [])
+    fresh = Registry("reward", required=("higher_is_better", "score_range"), discover=registry._register_entry_points)
+    monkeypatch.setattr(registry, "REWARDS", fresh)
+    with caplog.at_level(logging.WARNING, logger="reward.rewards.registry"):
+        assert list_rewards() == ["fake-brightness"]
+    assert "reward 'broken' (entry point no_such_package_anywhere:REWARD) could not be loaded" in caplog.text
+    assert reward_info("fake-brightness").higher_is_better is False
+    dark, bright = np.zeros((8, 8, 3), np.uint8), np.full((8, 8, 3), 200, np.uint8)
+    assert get_reward("fake-brightness").score([dark, bright]).scores.tolist() == [0.0, 200.0]
+
+
+def test_a_registry_reads_its_other_packages_once_and_only_when_its_names_are_read():
+    from reward.core.registry import Registry
+
+    calls = []
+
+    def discover() -> None:
+        calls.append(1)
+        things.register("found", "builtins:dict")
+
+    things = Registry("thing", discover=discover)
+    things.register("mine", "builtins:dict")  # registering reads nothing
+    assert calls == []
+    assert things.names() == ["found", "mine"] and "found" in things and things.get("found").target == "builtins:dict"
+    assert calls == [1]
+
+
+def test_an_install_older_than_the_entry_points_is_named_with_the_fix(monkeypatch):
+    from importlib import metadata
+    from types import SimpleNamespace
+
+    from reward.core.registry import Registry
+    from reward.rewards import registry
+
+    def stale(name: str) -> object:  # the metadata of an install made before pyproject.toml declared entry points
+        return SimpleNamespace(entry_points=metadata.EntryPoints([]))
+
+    monkeypatch.setattr(metadata, "distribution", stale)
+    assert "has no perceptual_rewards.rewards entry points" in registry.install_note()
+    assert "pip install -e ." in registry.install_note()
+    monkeypatch.setattr(registry, "REWARDS", Registry("reward", required=("higher_is_better",)))
+    with pytest.raises(ValueError, match=r"unknown reward 'pace'.* Note: the installed metadata .* pip install -e \."):
+        get_reward("pace")
+
+    def missing(name: str) -> object:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "distribution", missing)
+    assert "perceptual-rewards is not installed" in registry.install_note()

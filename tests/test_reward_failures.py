@@ -22,8 +22,9 @@ from rl.commands.best_of_n import run as run_best_of_n
 from rl.commands.grpo import run as run_grpo
 from rl.generators import build_generator
 from rl.inpaint_render import InpaintingRender
-from rl.inpaint_tasks import load_tasks, write_procedural_tasks
+from rl.inpaint_tasks import load_tasks
 from rl.reward_guard import RewardsFailed
+from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 OPTIONS = [" good", " poor"]
@@ -43,7 +44,7 @@ def tiny_lm(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory) -> Path:
-    return write_procedural_tasks(tmp_path_factory.mktemp("tasks"), 12, size=32, seed=0, mask_fraction=0.8)
+    return write_inpainting_tasks(tmp_path_factory.mktemp("tasks"), 12, size=32, seed=0, mask_fraction=0.8)
 
 
 def _grpo(tiny_lm: Path, tasks: Path, out: Path, url: str, extra: list[str] = ()) -> dict:

@@ -16,10 +16,10 @@ from reward.core.cli import compose
 from reward.core.outputs import RunComplete
 from rl.commands.best_of_n import run as run_best_of_n
 from rl.generators import ProceduralConfig, build_generator, jitter_levels
-from rl.inpaint_tasks import load_tasks, write_procedural_tasks
+from rl.inpaint_tasks import load_tasks
 from rl.prompt_levels import levels_from_prompt
 from training.procedural.scenes import sample_scene
-from training.procedural.synthetic import DEFAULT_WEIGHTS
+from training.procedural.synthetic import DEFAULT_WEIGHTS, write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 JUDGE = "judge={name: scene-proxy, weights: {layout: 0.25, harmony: 0.25, lighting: 0.25, distortion: 0.25}, size: 96}"
@@ -35,7 +35,7 @@ def _true_quality(prompt: str, seed: int) -> float:
 
 @pytest.mark.slow
 def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the_judge(tmp_path, caplog):
-    manifest = write_procedural_tasks(tmp_path / "tasks", 24, size=64, seed=3)
+    manifest = write_inpainting_tasks(tmp_path / "tasks", 24, size=64, seed=3)
     with manifest.open("a") as f:  # a bad row: named by file:line, skipped, counted
         f.write(json.dumps({"image": "images/t0000.png", "mask": "masks/missing.png", "prompt": "x"}) + "\n")
     out = tmp_path / "bon"
@@ -75,7 +75,7 @@ def _compose(overrides: list[str]):
 
 
 def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp_path):
-    manifest = write_procedural_tasks(tmp_path / "tasks", 3, size=32, seed=1)
+    manifest = write_inpainting_tasks(tmp_path / "tasks", 3, size=32, seed=1)
     out = tmp_path / "bon"
     base = ["reward=scene-proxy", "reward.calibration_scenes=2", f"data={manifest}", f"out={out}", "n=2"]
     first = run_best_of_n(_compose(base))
@@ -96,7 +96,7 @@ def test_n0_is_refused_at_the_start_and_n1_reproduces_one_candidate(tmp_path):
     from conftest import run_cli
     from rl.commands.best_of_n import run
 
-    manifest = write_procedural_tasks(tmp_path / "tasks", 2, size=32, seed=1)
+    manifest = write_inpainting_tasks(tmp_path / "tasks", 2, size=32, seed=1)
     argv = ["reward=scene-proxy", "reward.calibration_scenes=2", f"data={manifest}"]
     assert run_cli("best_of_n", run, [*argv, f"out={tmp_path / 'zero'}", "n=0"]) == 2
     assert not (tmp_path / "zero").exists()

@@ -16,7 +16,8 @@ from conftest import tiny_reward_config
 from reward import list_rewards
 from reward.core.cli import compose
 from rl.commands.grpo import run as run_grpo
-from rl.inpaint_tasks import load_tasks, write_procedural_tasks
+from rl.inpaint_tasks import load_tasks
+from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FAST = ["trainer.learning_rate=5e-3", "trainer.beta=0", "trainer.max_completion_length=16", "trainer.save_steps=1000"]
@@ -60,7 +61,7 @@ def tiny_lm(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory) -> Path:
-    return write_procedural_tasks(tmp_path_factory.mktemp("tasks"), 40, size=64, seed=0, mask_fraction=0.8)
+    return write_inpainting_tasks(tmp_path_factory.mktemp("tasks"), 40, size=64, seed=0, mask_fraction=0.8)
 
 
 def test_config_problems_are_reported_together_before_anything_loads(tmp_path):
@@ -214,7 +215,7 @@ def test_max_completion_length_follows_the_generator_text_budget(tmp_path, tasks
 def _shared_image_manifest(root: Path) -> Path:
     """12 tasks on 6 images (two masks each: lines 1-2, 3-4, ..., 7-8, then image 4 on lines 9 and 14, image 5 on
     15-16) and, on lines 10-13, 4 tasks of one scene on 3 other images."""
-    source = write_procedural_tasks(root / "src", 10, size=32, seed=5)
+    source = write_inpainting_tasks(root / "src", 10, size=32, seed=5)
     rows = [json.loads(line) for line in source.read_text().splitlines()]
     out = []
     for r in rows[:6]:
@@ -243,7 +244,7 @@ def test_held_out_tasks_never_share_an_image_or_a_scene_with_training_tasks(tmp_
 
 
 def test_too_few_tasks_for_one_step_are_refused_before_anything_loads(tmp_path, tiny_lm):
-    small = write_procedural_tasks(tmp_path / "small", 6, size=32)
+    small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
     args = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
     args += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16"]
     with pytest.raises(ValueError, match=r"6 training tasks cannot fill one GRPO step: a step takes 8 prompts \(1 "):
@@ -257,7 +258,7 @@ def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny
     from conftest import run_cli
 
     monkeypatch.setattr(grpo, "check_fills_a_step", lambda *a: 8)  # as before the check: trl then trains 0 steps
-    small = write_procedural_tasks(tmp_path / "small", 6, size=32)
+    small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
     argv = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
     argv += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16", *FAST]
     assert run_cli("grpo", grpo.run, [*argv, "trainer.max_steps=3"]) == 2

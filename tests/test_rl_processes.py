@@ -24,7 +24,7 @@ from transformers import TrainerCallback
 from conftest import accelerate_config
 from reward.core.cli import compose
 from rl.commands.grpo import run as run_grpo
-from rl.inpaint_tasks import write_procedural_tasks
+from training.procedural.synthetic import write_inpainting_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -66,7 +66,7 @@ def parts(tmp_path_factory, tiny_vlm_path):
 
     root = tmp_path_factory.mktemp("rl-processes")
     lm = make_tiny_lm(root / "lm")
-    tasks = write_procedural_tasks(root / "tasks", 12, size=48, mask_fraction=0.8)
+    tasks = write_inpainting_tasks(root / "tasks", 12, size=48, mask_fraction=0.8)
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         single = run_grpo(compose("grpo", overrides=_overrides(lm, tasks, root / "one", tiny_vlm_path, 4)))
     heldout = [json.loads(line) for line in (root / "one" / "heldout.jsonl").read_text().splitlines()]

@@ -17,7 +17,7 @@ import pytest
 from reward.core.errors import UserError
 from rl.summary import step_line, summarize, summary_text
 from rl.timing import StepClock, step_split
-from training.shared import check_build_locks
+from training.shared.deepspeed import check_build_locks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def test_a_stalled_process_dumps_where_it_waits_and_exits_2():
     script = textwrap.dedent(
         """
         import threading
-        from training.watchdog import Watchdog
+        from training.shared.watchdog import Watchdog
 
         def wait_for_the_other_process():
             threading.Event().wait()  # a collective whose peer never comes
@@ -64,7 +64,7 @@ def test_whole_model_loading_leaves_the_launchs_zero3_config_active():
         unset_hf_deepspeed_config,
     )
 
-    from training.shared import zero3_init_off
+    from training.shared.deepspeed import zero3_init_off
 
     config = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1})
     plugin = SimpleNamespace(set_deepspeed_weakref=lambda: set_hf_deepspeed_config(config))

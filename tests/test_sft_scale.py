@@ -13,7 +13,7 @@ from hydra import initialize_config_dir
 from reward.core.cli import compose
 from training.commands.sft import parse_settings
 from training.commands.sft import run as run_sft
-from training.shared import load_dtype
+from training.shared.trainable import load_dtype
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -111,7 +111,7 @@ def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, t
     from reward.vlm import load_processor
     from training.commands.sft import save_scorer
     from training.scorer_format import scorer_metadata
-    from training.shared import LoraSettings, lora_config
+    from training.shared.trainable import LoraSettings, lora_config
 
     model = get_peft_model(AutoModelForImageTextToText.from_pretrained(tiny_vlm_path), lora_config(LoraSettings()))
     settings = parse_settings(

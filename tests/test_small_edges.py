@@ -100,7 +100,7 @@ def _fit(pairs: Path, scores: Path, *extra: str):
     from reward.core.cli import compose
 
     argv = [f"pairs={pairs}", f"scores={scores}", f"out={pairs.parent / 'w.json'}", "bootstrap=0", *extra]
-    return run_fit(compose("fusion", argv))
+    return run_fit(compose("fit", argv))
 
 
 def test_fusion_refuses_a_dimension_written_as_strings_naming_file_and_line(tmp_path):

@@ -12,7 +12,7 @@ from PIL import Image
 from conftest import run_cli
 from reward.core.summary import summary_text
 from training.curves import curve_series, write_train_curve
-from training.reporting import BACKENDS
+from training.shared.reporting import BACKENDS
 
 
 def _closing(stdout: str, title: str) -> list[str]:
@@ -45,8 +45,8 @@ def test_the_curve_plots_every_logged_loss_and_learning_rate_and_not_the_closing
 
 
 def test_the_tasks_and_benchmark_commands_end_with_their_summary(tmp_path, capsys):
-    from rl.commands.tasks import run as run_tasks
-    from training.commands.synthetic import run as run_synthetic
+    from rl.tasks import run as run_tasks
+    from training.synthetic import run as run_synthetic
 
     assert run_cli("tasks", run_tasks, [f"out={tmp_path / 'tasks'}", "n=3", "size=32"]) == 0
     lines = _closing(capsys.readouterr().out, "tasks")

@@ -15,7 +15,7 @@ from reward import RewardOutput, images_from_column, trl_reward_funcs
 from reward.integrations.reward_set import named_reward
 from reward.rewards.registry import REWARDS, register_reward
 from rl.commands.grpo import run as run_grpo
-from rl.inpaint_tasks import write_procedural_tasks
+from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -136,7 +136,7 @@ def masking_rewards():
 
 @pytest.mark.slow
 def test_grpo_gets_none_from_every_reward_for_an_item_one_failed_on(masking_rewards, tiny_lm, tmp_path):
-    tasks = write_procedural_tasks(tmp_path / "tasks", 12, size=32, seed=0, mask_fraction=0.8)
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 12, size=32, seed=0, mask_fraction=0.8)
     overrides = [
         f"policy.path={tiny_lm}",
         f"data={tasks}",

@@ -163,7 +163,7 @@ def annotator_reliability(
             "srcc": pooled,
             "per_dimension": per_dim,
             "flagged": pooled is None or pooled < threshold,
-            "flagged_dimensions": [d for d, s in per_dim.items() if s is None or s < threshold],
+            "flagged_dimensions": [d for d, settings in per_dim.items() if settings is None or settings < threshold],
         }
     return report
 
@@ -182,7 +182,7 @@ def split_scenes(
     """
     if len(ratio) != 2 or min(ratio) < 0 or sum(ratio) <= 0:
         raise ValueError(f"ratio must be two non-negative numbers (train, test) such as (4, 1), got {ratio}")
-    unique = sorted(set(scenes), key=lambda s: hashlib.sha256(f"{seed}:{s}".encode()).hexdigest())
+    unique = sorted(set(scenes), key=lambda scene: hashlib.sha256(f"{seed}:{scene}".encode()).hexdigest())
     n_test = round(len(unique) * ratio[1] / sum(ratio))
     if len(unique) >= 2 and min(ratio) > 0:
         n_test = min(max(n_test, 1), len(unique) - 1)
@@ -384,21 +384,21 @@ def run(cfg: Any) -> MosPaths:
     from reward.core.config import parse
     from reward.core.errors import ConfigError
 
-    s = parse(MosSettings, cfg, where="")
-    if len(s.scale) != 2 or not s.scale[0] < s.scale[1]:
-        raise ConfigError(f"scale={s.scale}: give [low, high] with low < high, e.g. scale=[1,5]")
-    if len(s.ratio) != 2 or min(s.ratio) < 1:
-        raise ConfigError(f"ratio={s.ratio}: give [train, test] scene shares, e.g. ratio=[4,1]")
+    settings = parse(MosSettings, cfg, where="")
+    if len(settings.scale) != 2 or not settings.scale[0] < settings.scale[1]:
+        raise ConfigError(f"scale={settings.scale}: give [low, high] with low < high, e.g. scale=[1,5]")
+    if len(settings.ratio) != 2 or min(settings.ratio) < 1:
+        raise ConfigError(f"ratio={settings.ratio}: give [train, test] scene shares, e.g. ratio=[4,1]")
     paths = write_mos(
-        s.raw,
-        s.out,
-        scale=(float(s.scale[0]), float(s.scale[1])),
-        z_threshold=s.z_threshold,
-        ddof=s.ddof,
-        srcc_threshold=s.srcc_threshold,
-        ratio=(int(s.ratio[0]), int(s.ratio[1])),
-        seed=s.seed,
-        skip_bad=s.skip_bad,
+        settings.raw,
+        settings.out,
+        scale=(float(settings.scale[0]), float(settings.scale[1])),
+        z_threshold=settings.z_threshold,
+        ddof=settings.ddof,
+        srcc_threshold=settings.srcc_threshold,
+        ratio=(int(settings.ratio[0]), int(settings.ratio[1])),
+        seed=settings.seed,
+        skip_bad=settings.skip_bad,
     )
     logger.info("wrote %s, %s and %s", paths.train, paths.test, paths.report_path)
     return paths

@@ -2,11 +2,59 @@
 
     python training/perception_questions.py out=DIR n=200 seed=1 photos=heldout [size=64 fmt=json families=[...]]
 
-Settings: training/commands/perception_questions.py (QuestionsSettings).
+The questions are :mod:`training.procedural.perception_questions`; the settings are :class:`QuestionsSettings` below.
 """
 
-from reward.core.cli import main
-from training.commands.perception_questions import run
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from reward.core.errors import ConfigError
+from reward.core.summary import log_summary
+from training.procedural.perception_questions import check_families, write_questions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class QuestionsSettings:
+    out: str = MISSING  # folder for the question file and its images
+    n: int = 200  # questions
+    seed: int = 0
+    size: int = 64  # image side in pixels
+    photos: str = "train"  # train | heldout | all: which photos the photo families draw from
+    fmt: str = "json"  # json (LLVisionQA list) | jsonl
+    families: list[str] | None = None  # question families (default: all), e.g. [pair-brighter,photo-distortion]
+
+
+store_schema("perception_questions_schema", QuestionsSettings)
+
+
+def run(cfg: Any) -> Path:
+    settings = parse(QuestionsSettings, cfg, where="")
+    check_families(settings.families)  # fail before writing anything
+    if settings.fmt not in ("json", "jsonl"):
+        raise ConfigError(f"fmt={settings.fmt!r}: use json or jsonl")
+    path = write_questions(
+        settings.out,
+        settings.n,
+        seed=settings.seed,
+        size=settings.size,
+        families=settings.families,
+        photos=settings.photos,
+        fmt=settings.fmt,
+    )
+    log_summary("perception_questions", {"questions": settings.n}, {"questions": path})
+    return path
+
 
 if __name__ == "__main__":
+    from reward.core.cli import main
+
     main("perception_questions", run, doc=__doc__)

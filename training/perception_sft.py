@@ -128,37 +128,41 @@ def perception_file_dataset(
     return datasets.Dataset.from_dict(records, features=_features()), len(skipped)
 
 
-def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[Any, int]:
+def mix_perception(settings: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[Any, int]:
     """The training set of ``training/sft.py`` with ``data.perception`` set: perception questions alone
     (``perception_fraction=1``) or interleaved with the rating data at that share."""
     import datasets
 
-    d = s.data
+    data = settings.data
     problems = []
-    if not 0.0 < d.perception_fraction <= 1.0:
-        problems.append(f"data.perception_fraction={d.perception_fraction}: use a share in (0, 1]")
-    if not 0.0 <= float(d.perception_shuffle) <= 1.0:
-        problems.append(f"data.perception_shuffle={d.perception_shuffle}: use a share in [0, 1]")
-    if d.perception_answer not in ANSWER_FORMATS:
-        problems.append(f"data.perception_answer={d.perception_answer!r}: use one of {', '.join(ANSWER_FORMATS)}")
-    if d.perception == "synthetic" and int(s.trainer.get("max_steps", -1)) <= 0:
+    if not 0.0 < data.perception_fraction <= 1.0:
+        problems.append(f"data.perception_fraction={data.perception_fraction}: use a share in (0, 1]")
+    if not 0.0 <= float(data.perception_shuffle) <= 1.0:
+        problems.append(f"data.perception_shuffle={data.perception_shuffle}: use a share in [0, 1]")
+    if data.perception_answer not in ANSWER_FORMATS:
+        problems.append(f"data.perception_answer={data.perception_answer!r}: use one of {', '.join(ANSWER_FORMATS)}")
+    if data.perception == "synthetic" and int(settings.trainer.get("max_steps", -1)) <= 0:
         problems.append("data.perception=synthetic streams without end: set trainer.max_steps=N")
     if problems:
         raise ValueError("invalid sft config:\n  - " + "\n  - ".join(problems))
     skipped = 0
-    if d.perception == "synthetic":
+    if data.perception == "synthetic":
         perception = perception_stream(
-            s.seed, d.synthetic_size, d.perception_families, d.perception_answer, d.perception_shuffle
+            settings.seed,
+            data.synthetic_size,
+            data.perception_families,
+            data.perception_answer,
+            data.perception_shuffle,
         )
     else:
         perception, skipped = perception_file_dataset(
-            d.perception,
-            seed=s.seed,
-            skip_bad=d.skip_bad,
-            answer=d.perception_answer,
-            shuffle=d.perception_shuffle,
+            data.perception,
+            seed=settings.seed,
+            skip_bad=data.skip_bad,
+            answer=data.perception_answer,
+            shuffle=data.perception_shuffle,
         )
-    if d.perception_fraction >= 1.0:
+    if data.perception_fraction >= 1.0:
         return perception, skipped
     ratings, rating_skipped = rating_data()
     ratings = ratings.cast(_features()) if "dimension" not in ratings.column_names else ratings
@@ -169,8 +173,8 @@ def mix_perception(s: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[
         ratings = ratings if isinstance(ratings, datasets.IterableDataset) else ratings.to_iterable_dataset()
     mixed = datasets.interleave_datasets(
         [ratings, perception],
-        probabilities=[1.0 - d.perception_fraction, d.perception_fraction],
-        seed=s.seed,
+        probabilities=[1.0 - data.perception_fraction, data.perception_fraction],
+        seed=settings.seed,
         stopping_strategy="all_exhausted",
     )
     return mixed, skipped + rating_skipped

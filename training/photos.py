@@ -4,11 +4,78 @@
     python training/photos.py brisque data=HELDOUT/ratings.jsonl [out=DIR]
     python training/photos.py calibrate dmos=KADID/dmos.csv out=calibration.json
 
-Settings: training/commands/photos.py (PhotosSettings).
+- ``heldout``: distorted versions of the held-out photos as a ratings manifest (``out/ratings.jsonl``);
+- ``brisque``: the classical peer (BRISQUE) on a ratings manifest, SRCC/PLCC against its MOS;
+- ``calibrate``: per-type, per-level MOS means from KADID-10k's ``dmos.csv`` (JSON for ``data.calibration=``).
+
+The tools are :mod:`training.procedural.photos`; the settings are :class:`PhotosSettings` below.
 """
 
-from reward.core.cli import main
-from training.commands.photos import SUBCOMMANDS, run
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reward.core.config import check_subcommand, parse, store_schema
+from reward.core.summary import log_summary
+from reward.data.files import atomic_write_json
+from training.procedural.photos import calibration_from_kadid, evaluate_brisque, load_calibration, write_heldout
+
+logger = logging.getLogger(__name__)
+
+SUBCOMMANDS = ("heldout", "brisque", "calibrate")
+NEEDS = {"heldout": ("out",), "brisque": ("data",), "calibrate": ("dmos", "out")}
+
+
+@dataclass
+class PhotosSettings:
+    cmd: str = "heldout"  # heldout | brisque | calibrate (the first word of the command line)
+    out: str | None = None  # heldout: folder of the manifest; brisque: folder of metrics.json; calibrate: JSON file
+    photos: str | None = None  # heldout: photo folder (default: the photos of installed packages)
+    crop: int = 112  # heldout: crop side in pixels, at native scale
+    crops: int = 2  # heldout: random crops per held-out photo
+    side: int | None = None  # heldout: downscale photos to this short side first
+    seed: int = 0  # heldout: crop positions and noise
+    calibration: str | None = None  # heldout: MOS table JSON (default: the built-in KADID-shaped table)
+    data: str | None = None  # brisque: ratings manifest to score
+    dmos: str | None = None  # calibrate: KADID-10k's dmos.csv
+
+
+store_schema("photos_schema", PhotosSettings)
+
+
+def run(cfg: Any) -> Any:
+    settings = parse(PhotosSettings, cfg, where="")
+    check_subcommand(settings, NEEDS)
+    if settings.cmd == "heldout":
+        manifest = write_heldout(
+            settings.out,
+            settings.photos,
+            crop=settings.crop,
+            crops_per_photo=settings.crops,
+            seed=settings.seed,
+            calibration=load_calibration(settings.calibration),
+            side=settings.side,
+        )
+        log_summary(
+            "photos heldout", {"crop": settings.crop, "crops per photo": settings.crops}, {"manifest": manifest}
+        )
+        return manifest
+    if settings.cmd == "brisque":
+        metrics = evaluate_brisque(settings.data, settings.out)
+        logger.info("BRISQUE on %s: %s", settings.data, json.dumps(metrics))
+        files = {"metrics": Path(settings.out) / "brisque_metrics.json" if settings.out else None}
+        log_summary("photos brisque", {"images": metrics["n"], "SRCC": metrics["srcc"]}, files)
+        return metrics
+    path = atomic_write_json(settings.out, calibration_from_kadid(settings.dmos))
+    log_summary("photos calibration", {"from": settings.dmos}, {"calibration": path})
+    return path
+
 
 if __name__ == "__main__":
+    from reward.core.cli import main
+
     main("photos", run, doc=__doc__, subcommands=SUBCOMMANDS)

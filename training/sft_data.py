@@ -1,7 +1,8 @@
 """SFT examples for SA-IQA: (image, dimension query) -> "The spatial aesthetic {dimension} ... is {word}."
 
 Examples are trl prompt-completion conversations with an ``images`` column, from a MOS manifest (images
-decoded lazily by ``datasets``) or streamed fresh from the procedural benchmark (``data.train=synthetic``):
+decoded lazily by ``datasets``), or streamed fresh from the procedural benchmark (``data.train=synthetic``) or from
+distorted real photos (``data.train=distorted-photos``):
 a fixed small set is memorised by a small model, fresh images every step are not (tests/test_sft_learning.py).
 """
 
@@ -268,3 +269,78 @@ def stream_features() -> Any:
         }
     ]
     return datasets.Features({"images": datasets.Sequence(datasets.Image()), "prompt": message, "completion": message})
+
+
+def distorted_photos_stream(
+    queries: Mapping[str, Mapping[str, str]],
+    words: Sequence[str],
+    *,
+    photos: str | Path | None = None,
+    crop: int = 112,
+    side: int | None = None,
+    seed: int = 0,
+    mos_range: tuple[float, float] = (1.0, 5.0),
+    soft_std: float | None = None,
+    calibration: str | Path | None = None,
+) -> Any:
+    """``data.train=distorted-photos``: an endless ``datasets.IterableDataset`` of SFT examples (dimension
+    ``quality``) from fresh distorted crops of the training photos (the held-out photos never appear)."""
+    import datasets
+
+    from training.procedural.photos import DIMENSION, STREAM_SHARDS, load_calibration, shard_seed, training_photos
+
+    if DIMENSION not in queries:
+        raise ValueError(
+            f"data.train=distorted-photos trains the dimension {DIMENSION!r}; prompt.dimensions {sorted(queries)} "
+            f"lacks it. Set prompt.dimensions=[{DIMENSION}] (with prompt.type=1 or 2, or a definition)."
+        )
+    if side is not None and side < crop:
+        raise ValueError(f"data.photos_side={side} is smaller than data.photos_crop={crop}: a crop must fit")
+    table = load_calibration(calibration)  # bad files fail here, before training
+    paths = training_photos(photos, crop)
+    logger.info(
+        "distorted-photos stream: %d training photos, %dx%d crops, %d distortion types",
+        len(paths),
+        crop,
+        crop,
+        len(table),
+    )
+    return datasets.IterableDataset.from_generator(
+        _photo_rows,
+        gen_kwargs={
+            "queries": dict(queries),
+            "words": tuple(words),
+            "paths": tuple(map(str, paths)),
+            "crop": crop,
+            "side": side,
+            "seeds": [shard_seed(seed, k) for k in range(STREAM_SHARDS)],  # a list: datasets shards it by worker
+            "mos_range": mos_range,
+            "soft_std": soft_std,
+            "calibration": table,
+        },
+        features=stream_features(),
+    )
+
+
+def _photo_rows(
+    queries: dict,
+    words: tuple[str, ...],
+    paths: tuple[str, ...],
+    crop: int,
+    side: int | None,
+    seeds: list[int],
+    mos_range: tuple[float, float],
+    soft_std: float | None,
+    calibration: dict,
+) -> Iterator[dict[str, Any]]:
+    """The rows of the first of ``seeds`` (each stream is endless): one process reads shard 0, the stream of
+    ``data.seed``; each DataLoader worker (``trainer.dataloader_num_workers``) gets its own shard, a stream of its
+    own (up to :data:`STREAM_SHARDS` workers)."""
+    from training.procedural.photos import DIMENSION, PhotoStream
+
+    seed = seeds[0]
+    stream = PhotoStream([Path(p) for p in paths], crop, seed, calibration, side)
+    for index, ex in enumerate(stream):
+        rng = np.random.default_rng([seed, index, 7])  # the soft-target draw
+        text = answer(queries, DIMENSION, ex.mos, words, mos_range, soft_std, rng)
+        yield {"images": [ex.image], **conversation(queries[DIMENSION]["question"], text)}

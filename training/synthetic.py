@@ -1,12 +1,57 @@
 """Write the procedural interior benchmark (images, MOS, raw ratings, preference pairs, inpainting tasks).
 
-    python -m training.synthetic out=DIR n=200 [size=64 seed=0 variants=1 annotators=5 pairs=N]
+    python training/synthetic.py out=DIR n=200 [size=64 seed=0 variants=1 annotators=5 pairs=N]
 
-Settings: training/commands/synthetic.py (SyntheticSettings).
+The benchmark is :mod:`training.procedural.synthetic` (also the ``data.train=synthetic`` stream of
+``training/sft.py``); the settings are :class:`SyntheticSettings` below.
 """
 
-from reward.core.cli import main
-from training.commands.synthetic import run
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import MISSING
+
+from reward.core.config import parse, store_schema
+from reward.core.summary import log_summary
+from training.procedural.synthetic import BenchmarkPaths, write_benchmark
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SyntheticSettings:
+    out: str = MISSING  # folder to write the benchmark into
+    n: int = 200  # scenes
+    size: int = 64  # image side in pixels
+    seed: int = 0
+    variants: int = 1  # renders per scene (same levels, other furniture)
+    annotators: int = 5  # simulated raters per image (one of them unreliable)
+    pairs: int | None = None  # preference pairs (null: the benchmark's default)
+
+
+store_schema("synthetic_schema", SyntheticSettings)
+
+
+def run(cfg: Any) -> BenchmarkPaths:
+    settings = parse(SyntheticSettings, cfg, where="")
+    paths = write_benchmark(
+        settings.out,
+        settings.n,
+        size=settings.size,
+        seed=settings.seed,
+        variants_per_scene=settings.variants,
+        n_annotators=settings.annotators,
+        n_pairs=settings.pairs,
+    )
+    files = {k: v for k, v in vars(paths).items() if k not in ("root", "images", "masks")}
+    log_summary("synthetic benchmark", {"images": settings.n, "size": settings.size, "folder": paths.root}, files)
+    return paths
+
 
 if __name__ == "__main__":
+    from reward.core.cli import main
+
     main("synthetic", run, doc=__doc__)

@@ -25,14 +25,14 @@ from reward.core.summary import log_summary
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import store_reward_schemas
 
-__all__ = ["FusionSettings", "run"]
+__all__ = ["FusionSettings", "Setup", "fit_weights", "report", "run", "set_up"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class FusionSettings:
-    """Settings of ``fusion/fit.py`` (the schema of ``configs/fusion.yaml``); every problem is reported at once."""
+    """Settings of ``fusion/fit.py`` (the schema of ``configs/fit.yaml``); every problem is reported at once."""
 
     pairs: str = MISSING  # JSONL rows {"a": image, "b": image, "label": "a"|"b"|"tie"}; paths relative to its folder
     scores: str | None = None  # JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder
@@ -98,7 +98,7 @@ class FusionSettings:
         return parse(cls, cfg, where="")
 
 
-store_schema("fusion_schema", FusionSettings)
+store_schema("fit_schema", FusionSettings)
 store_reward_schemas()
 
 
@@ -144,9 +144,28 @@ MIN_DECIDED_FOR_CI = 10  # fewer decided (non-tie) pairs: no bootstrap interval 
 
 
 def run(cfg: Mapping[str, Any]) -> FusionWeights:
-    """Fit fusion weights as configured, log the tables, write ``out`` (JSON) and its ``.png`` bar chart."""
+    """Set up (the settings, the output file, the pairs and their scores), fit the weights with their intervals and
+    held-out comparison, report (the tables, ``out`` as JSON and its ``.png`` bar chart)."""
     settings = FusionSettings.from_config(cfg)
-    check_output_file(settings.out, overwrite=settings.overwrite)  # before any work
+    setup = set_up(settings)
+    weights, comparison = fit_weights(setup)
+    return report(setup, weights, comparison)
+
+
+@dataclass
+class Setup:
+    """What :func:`set_up` reads for :func:`fit_weights` and :func:`report`."""
+
+    settings: FusionSettings
+    data: PairData
+    reward_name: str | None  # the reward that scored the pairs' images (reward=), or None (scores=)
+    provenance: dict[str, Any]  # the inputs' fingerprints
+
+
+def set_up(settings: FusionSettings) -> Setup:
+    """The output file checked before any work, then the pairs matched with their dimension scores (read from
+    ``scores=``, or scored by ``reward=``)."""
+    check_output_file(settings.out, overwrite=settings.overwrite)
     reward_cfg = dict(settings.reward or {})
     reward_name = reward_cfg.pop("name", None)
     data = load_pair_data(
@@ -159,60 +178,95 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
         batch_size=settings.batch_size,
         scores_root=settings.scores_root,
     )
-    summary = f"{data.n_pairs} pairs ({data.n_ties} ties, {len(data.skipped)} bad rows skipped)"
     provenance = {
         "command": "fit",
         "inputs": {"pairs": fingerprint(settings.pairs), "scores": fingerprint(settings.scores)}
         | {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()},
     }
+    return Setup(settings, data, reward_name, provenance)
+
+
+def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
+    """The Bradley-Terry fit, its bootstrap intervals (when enough pairs are decided) and the held-out comparison
+    with uniform and single-dimension weights."""
+    settings, data = setup.settings, setup.data
+    summary = f"{data.n_pairs} pairs ({data.n_ties} ties, {len(data.skipped)} bad rows skipped)"
     logger.info(
         "Fitting %s on %s, tie_model=%s, l2=%g.", list(data.dimensions), summary, settings.tie_model, settings.l2
     )
     options = FitOptions(settings.tie_model, settings.l2, settings.nonneg, settings.max_abs_weight)
-    x_a, x_b, labels = data.x_a, data.x_b, data.labels
-    decided = data.n_pairs - data.n_ties
-    if decided == 0:
+    if data.n_pairs == data.n_ties:
         raise UserError(
             f"all {data.n_pairs} pairs are ties: a tie says nothing about which dimension matters, so no weights can "
             f"be estimated from {settings.pairs}; add pairs with a preferred image (label a or b)"
         )
-    fit = fit_bradley_terry(x_a, x_b, labels, dimensions=data.dimensions, options=options)
-    ci = None
-    ci_note = None
+    bt_fit = fit_bradley_terry(data.x_a, data.x_b, data.labels, dimensions=data.dimensions, options=options)
+    intervals, note = _intervals(setup, bt_fit)
+    comparison = _heldout(setup, options)
+    weights = FusionWeights(
+        dimensions=data.dimensions,
+        weights=bt_fit.weights,
+        ci_low=None if intervals is None else intervals.low,
+        ci_high=None if intervals is None else intervals.high,
+        meta={
+            **_meta(settings, data, bt_fit, intervals, comparison, setup.reward_name),
+            "ci_note": note,
+            "run": setup.provenance,
+        },
+    )
+    logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", bt_fit.nu, format_weights_table(weights))
+    return weights, comparison
+
+
+def _intervals(setup: Setup, bt_fit: BTFit) -> tuple[BootstrapIntervals | None, str | None]:
+    """The weights' bootstrap intervals, or ``None`` and why (``bootstrap=0``, or too few decided pairs)."""
+    settings, data = setup.settings, setup.data
+    decided = data.n_pairs - data.n_ties
     if settings.bootstrap and decided < MIN_DECIDED_FOR_CI:
-        ci_note = (
+        note = (
             f"no confidence intervals: {decided} decided pair(s), fewer than the {MIN_DECIDED_FOR_CI} a bootstrap "
             "needs to say anything"
         )
-        logger.warning("%s", ci_note)
-    elif settings.bootstrap:
-        ci = bootstrap_intervals(
-            x_a, x_b, labels, n_resamples=settings.bootstrap, level=settings.ci_level, seed=settings.seed, fit=fit
-        )
-    rows = []
+        logger.warning("%s", note)
+        return None, note
+    if not settings.bootstrap:
+        return None, None
+    intervals = bootstrap_intervals(
+        data.x_a,
+        data.x_b,
+        data.labels,
+        n_resamples=settings.bootstrap,
+        level=settings.ci_level,
+        seed=settings.seed,
+        fit=bt_fit,
+    )
+    return intervals, None
+
+
+def _heldout(setup: Setup, options: FitOptions) -> list[ComparisonRow]:
+    """Fit on the pairs but a held-out share and compare with uniform and single-dimension weights on the rest."""
+    settings, data = setup.settings, setup.data
     if settings.holdout > 0 and data.n_pairs >= 2:
-        rows = heldout_comparison(
-            x_a,
-            x_b,
-            labels,
+        return heldout_comparison(
+            data.x_a,
+            data.x_b,
+            data.labels,
             dimensions=data.dimensions,
             options=options,
             fraction=settings.holdout,
             seed=settings.seed,
         )
-    elif settings.holdout > 0:
+    if settings.holdout > 0:
         logger.warning("Only %d pair(s): no held-out comparison.", data.n_pairs)
-    weights = FusionWeights(
-        dimensions=data.dimensions,
-        weights=fit.weights,
-        ci_low=None if ci is None else ci.low,
-        ci_high=None if ci is None else ci.high,
-        meta={**_meta(settings, data, fit, ci, rows, reward_name), "ci_note": ci_note, "run": provenance},
-    )
-    logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", fit.nu, format_weights_table(weights))
-    if rows:
-        table = format_comparison_table(rows)
-        logger.info("Held-out comparison (%d pairs, seed %d):\n%s", rows[0].n_heldout, settings.seed, table)
+    return []
+
+
+def report(setup: Setup, weights: FusionWeights, comparison: list[ComparisonRow]) -> FusionWeights:
+    """The held-out table, ``out`` (the weights as JSON), its bar chart and the closing summary."""
+    settings, data = setup.settings, setup.data
+    if comparison:
+        table = format_comparison_table(comparison)
+        logger.info("Held-out comparison (%d pairs, seed %d):\n%s", comparison[0].n_heldout, settings.seed, table)
     out = save_weights(settings.out, weights)
     logger.info("Wrote %s", out)
     plot = plot_weights(weights, out.with_suffix(".png")) if settings.plot else None

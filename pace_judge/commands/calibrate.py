@@ -51,60 +51,62 @@ class CalibrateSettings(CalibrationSource):
 store_schema("calibrate_schema", CalibrateSettings)
 
 
-def _scoring_backend(s: CalibrateSettings) -> Backend | None:
+def _scoring_backend(settings: CalibrateSettings) -> Backend | None:
     """The VLM that scores the test split: ``model.path`` (local) or the configured server; ``None`` without one."""
     from pace_judge.backends import ModelConfig, make_backend
     from reward.vlm.loading import LOADING_KEYS
 
-    if s.backend == "local" and not s.model.path:
+    if settings.backend == "local" and not settings.model.path:
         return None
-    if s.backend == "openai" and not s.server:
+    if settings.backend == "openai" and not settings.server:
         return None
     model = None
-    if s.model.path:
-        knobs = {k: getattr(s.model, k) for k in LOADING_KEYS}
-        model = ModelConfig(s.model.path, batch_size=s.model.batch_size, **knobs)
-    return make_backend(s.backend, model, s.server)
+    if settings.model.path:
+        knobs = {k: getattr(settings.model, k) for k in LOADING_KEYS}
+        model = ModelConfig(settings.model.path, batch_size=settings.model.batch_size, **knobs)
+    return make_backend(settings.backend, model, settings.server)
 
 
 def run(cfg: Any, backend: Backend | None = None) -> Protocol:
     """Calibrate the protocol; returns it calibrated (written to disk and, if set, to the memory bank).
     ``backend``: the Generator agent's (default: built from the settings)."""
-    s = parse(CalibrateSettings, cfg, where="")
-    c = dataclasses.asdict(s)
-    protocol = load_protocol(s.protocol, check_anchors=False, allow_absolute_paths=s.allow_absolute_paths)
-    target = Path(s.output or s.protocol)
+    settings = parse(CalibrateSettings, cfg, where="")
+    config = dataclasses.asdict(settings)
+    protocol = load_protocol(
+        settings.protocol, check_anchors=False, allow_absolute_paths=settings.allow_absolute_paths
+    )
+    target = Path(settings.output or settings.protocol)
     folder = target.resolve().parent
-    if not s.benchmark:  # generative: the candidates folder, checked before anything is rendered
-        if not s.pipeline:
+    if not settings.benchmark:  # generative: the candidates folder, checked before anything is rendered
+        if not settings.pipeline:
             raise CalibrationError(
                 "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
                 "or use benchmark=MANIFEST"
             )
-        out = Path(s.out or folder / "calibration")
-        settings = {k: v for k, v in c.items() if k not in ("out", "overwrite")}
+        out = Path(settings.out or folder / "calibration")
+        record = {k: v for k, v in config.items() if k not in ("out", "overwrite")}
         output = prepare_output(  # held (with its folder's lock) until the calibration is done
             out,
             "pace_judge/calibrate",
-            settings,
-            inputs={"protocol": s.protocol, "pipeline": s.pipeline, "model": s.model.path},
-            overwrite=s.overwrite,
+            record,
+            inputs={"protocol": settings.protocol, "pipeline": settings.pipeline, "model": settings.model.path},
+            overwrite=settings.overwrite,
             resume_hint=None,  # calibration starts anew: no resume= setting
         )
-        c["out"] = str(out)
+        config["out"] = str(out)
     else:
         output = None
-    calibrate(c, protocol, folder, backend)
-    if s.benchmark and s.test:
-        scorer = backend if backend is not None else _scoring_backend(s)
+    calibrate(config, protocol, folder, backend)
+    if settings.benchmark and settings.test:
+        scorer = backend if backend is not None else _scoring_backend(settings)
         if scorer is None:
             logger.info("pass model.path=VLM (or backend=openai) to also score the test split with the protocol")
         else:  # the test split's numbers on the dataset's own scale, kept with the calibration record
-            test = evaluate_test(protocol, c, scorer, batch_size=s.model.batch_size)
+            test = evaluate_test(protocol, config, scorer, batch_size=settings.model.batch_size)
             protocol.provenance["calibration"]["test"] = test
             logger.info(
                 "test split %s (%d images, scale %g-%g): SRCC %.3f, PLCC %.3f, HOR %.3f",
-                s.test,
+                settings.test,
                 test["n"],
                 *test["scale"],
                 test["srcc"],
@@ -117,10 +119,12 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
     logger.info(
         "calibrated %r: high anchor %.2f, low anchor %.2f -> %s", protocol.dimension, high.score, low.score, target
     )
-    if s.memory:
+    if settings.memory:
         from pace_judge.memory_bank import Embedder, MemoryBank
 
-        MemoryBank(s.memory, Embedder(s.embedder)).add(load_protocol(target), replace=True)
+        MemoryBank(settings.memory, Embedder(settings.embedder)).add(load_protocol(target), replace=True)
     facts = {"dimension": protocol.dimension, "high anchor": high.score, "low anchor": low.score}
-    log_summary("pace calibrate", facts, {"protocol": target, "candidates": c.get("out"), "memory bank": s.memory})
+    log_summary(
+        "pace calibrate", facts, {"protocol": target, "candidates": config.get("out"), "memory bank": settings.memory}
+    )
     return load_protocol(target)

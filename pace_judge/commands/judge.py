@@ -62,9 +62,9 @@ def list_images(folder: str | Path) -> list[Path]:
     return files
 
 
-def pace_config(c: dict[str, Any]) -> PaceConfig:
+def pace_config(config: dict[str, Any]) -> PaceConfig:
     """The ``pace`` reward's settings within the judge's."""
-    return parse(PaceConfig, {k: v for k, v in c.items() if k not in JUDGE_KEYS}, where="")
+    return parse(PaceConfig, {k: v for k, v in config.items() if k not in JUDGE_KEYS}, where="")
 
 
 def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
@@ -127,7 +127,7 @@ def _remove_if_empty(out: Path) -> None:
 
 
 def _judge_folder(
-    s: JudgeSettings, pace: PaceConfig, files: list[Path], out: Path, done: list[dict[str, Any]]
+    settings: JudgeSettings, pace: PaceConfig, files: list[Path], out: Path, done: list[dict[str, Any]]
 ) -> tuple[PaceReward, list[dict[str, Any]], list[str]]:
     """Judge the images not in ``done``, appending each batch's rows to ``out/scores.jsonl``."""
     from pace_judge.agents import ProtocolBuildError
@@ -144,16 +144,16 @@ def _judge_folder(
         raise PaceUserError(str(err)) from None
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
-    per_call = max(1, int(s.images_per_call))
+    per_call = max(1, int(settings.images_per_call))
     bar = tqdm(total=len(todo), desc="judging", unit="img", disable=None)
     for start in range(0, len(todo), per_call):
         names, images = [], []
         for path in todo[start : start + per_call]:
             try:
-                images.append(decode(path, s.max_decode_pixels))
+                images.append(decode(path, settings.max_decode_pixels))
                 names.append(path.name)
             except (OSError, ValueError) as err:
-                if not s.skip_bad:
+                if not settings.skip_bad:
                     if isinstance(err, PaceUserError):
                         raise
                     raise PaceUserError(f"{path}: {err} (skip_bad=true skips unreadable images)") from None
@@ -181,25 +181,25 @@ def run(cfg: Any) -> list[dict[str, Any]]:
     """
     from pace_judge.protocol import ProtocolError, load_protocol
 
-    s = parse(JudgeSettings, cfg, where="")
-    c = dataclasses.asdict(s)
-    pace = pace_config(c)
+    settings = parse(JudgeSettings, cfg, where="")
+    config = dataclasses.asdict(settings)
+    pace = pace_config(config)
     try:
         validate(pace)
         if pace.protocol:
             load_protocol(pace.protocol, allow_absolute_paths=pace.allow_absolute_paths)
     except (ProtocolError, FileNotFoundError, ValueError) as err:
         raise PaceUserError(str(err)) from None
-    files = list_images(s.images)
-    settings = {k: v for k, v in c.items() if k not in ("out", "resume", "overwrite")}
-    inputs = {"model": s.model, "images": s.images, "protocol": pace.protocol}
+    files = list_images(settings.images)
+    record = {k: v for k, v in config.items() if k not in ("out", "resume", "overwrite")}
+    inputs = {"model": settings.model, "images": settings.images, "protocol": pace.protocol}
     output = prepare_output(
-        s.out,
+        settings.out,
         "pace_judge/judge",
-        settings,
+        record,
         inputs,
-        resume=resume_mode(s.resume),
-        overwrite=s.overwrite,
+        resume=resume_mode(settings.resume),
+        overwrite=settings.overwrite,
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
     )
@@ -209,7 +209,7 @@ def run(cfg: Any) -> list[dict[str, Any]]:
     if output.resumed:
         atomic_write_jsonl(scores_path, done)  # a line torn by a crash is dropped before appending
     try:
-        reward, rows, skipped = _judge_folder(s, pace, files, out, done)
+        reward, rows, skipped = _judge_folder(settings, pace, files, out, done)
     except UserError:
         if output.state == "new":
             _remove_if_empty(out)  # a run that failed before its first score leaves no folder to refuse a rerun

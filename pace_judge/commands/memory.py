@@ -44,50 +44,59 @@ store_schema("memory_schema", MemorySettings)
 
 
 def run(cfg: Any) -> Any:
-    s = parse(MemorySettings, cfg, where="")
-    check_subcommand(s, NEEDS)
-    bank = MemoryBank(s.memory, Embedder(s.embedder) if s.embedder else None)
+    settings = parse(MemorySettings, cfg, where="")
+    check_subcommand(settings, NEEDS)
+    bank = MemoryBank(settings.memory, Embedder(settings.embedder) if settings.embedder else None)
     try:
-        result = _do(s, bank)
-        log_summary(f"pace memory {s.cmd}", {"protocols": len(bank.entries())}, {"memory bank": s.memory})
+        result = _do(settings, bank)
+        log_summary(
+            f"pace memory {settings.cmd}", {"protocols": len(bank.entries())}, {"memory bank": settings.memory}
+        )
         return result
     except KeyError as err:  # a dimension that is not stored
         raise UserError(str(err.args[0]) if err.args else str(err)) from None
 
 
-def _do(s: MemorySettings, bank: MemoryBank) -> Any:
-    if s.cmd == "list":
+def _do(settings: MemorySettings, bank: MemoryBank) -> Any:
+    if settings.cmd == "list":
         entries = sorted(bank.entries().items())
         for slug, e in entries:
             p = load_protocol(bank.protocol_file(slug), check_anchors=False)
             state = "calibrated  " if e.get("calibrated") else "uncalibrated"
             logger.info("%-32s %2d probes  %s  %s", e["dimension"], len(p.probes), state, slug)
         return [slug for slug, _ in entries]
-    if s.cmd == "show":
-        data = protocol_to_dict(bank.load(s.dimension))
+    if settings.cmd == "show":
+        data = protocol_to_dict(bank.load(settings.dimension))
         logger.info("%s", json.dumps(data, indent=2))
         return data
-    if s.cmd == "import":
+    if settings.cmd == "import":
         slugs = []
-        for path in str(s.protocol).split(","):
-            protocol = load_protocol(path, allow_absolute_paths=s.allow_absolute_paths)
-            slugs.append(bank.add(protocol, replace=s.replace))
+        for path in str(settings.protocol).split(","):
+            protocol = load_protocol(path, allow_absolute_paths=settings.allow_absolute_paths)
+            slugs.append(bank.add(protocol, replace=settings.replace))
             logger.info("imported %s as %s", path, slugs[-1])
         return slugs
-    if s.cmd == "delete":
-        bank.delete(s.dimension)
-        logger.info("deleted %r", s.dimension)
+    if settings.cmd == "delete":
+        bank.delete(settings.dimension)
+        logger.info("deleted %r", settings.dimension)
         return None
-    r = bank.route(s.dimension, s.theta)
+    r = bank.route(settings.dimension, settings.theta)
     if r.unknown:
         logger.info(
-            "%s: the embedder cannot represent %s; slow path (no protocol chosen by cosine)", s.dimension, r.unknown
+            "%s: the embedder cannot represent %s; slow path (no protocol chosen by cosine)",
+            settings.dimension,
+            r.unknown,
         )
         return r
     note = ""
     if r.fast and r.slug is not None and not bank.entries()[r.slug].get("calibrated"):
         note = " (uncalibrated: it will not be used until calibrated with pace_judge/calibrate.py)"
     logger.info(
-        "%s -> %r (cosine %.3f): %s path%s", s.dimension, r.dimension, r.cosine, "fast" if r.fast else "slow", note
+        "%s -> %r (cosine %.3f): %s path%s",
+        settings.dimension,
+        r.dimension,
+        r.cosine,
+        "fast" if r.fast else "slow",
+        note,
     )
     return r

@@ -43,16 +43,18 @@ store_schema("dataset_manifest_schema", DatasetManifestSettings)
 
 def run(cfg: Any) -> dict[str, Any]:
     """Read the dataset, write the manifest and its sidecar; returns the sidecar's content."""
-    s = parse(DatasetManifestSettings, cfg, where="")
-    src = check_source(s.data)
+    settings = parse(DatasetManifestSettings, cfg, where="")
+    src = check_source(settings.data)
     if src is None:
-        raise ConfigError(f"data={s.data}: give a dataset by name, NAME:FOLDER[:SPLIT] (e.g. spaq:/data/SPAQ:test)")
+        raise ConfigError(
+            f"data={settings.data}: give a dataset by name, NAME:FOLDER[:SPLIT] (e.g. spaq:/data/SPAQ:test)"
+        )
     src = src.with_default("all")
-    out = Path(s.out) if s.out else Path(src.folder) / f"{safe_name(f'{src.name}-{src.split}')}.jsonl"
+    out = Path(settings.out) if settings.out else Path(src.folder) / f"{safe_name(f'{src.name}-{src.split}')}.jsonl"
     if out.suffix != ".jsonl":
         raise ConfigError(f"out={out}: a manifest is a .jsonl file")
-    check_output_file(out, overwrite=s.overwrite, companions=(".json",))
-    manifest = load_ratings(str(src), skip_bad=s.skip_bad, check_images=s.check_images)
+    check_output_file(out, overwrite=settings.overwrite, companions=(".json",))
+    manifest = load_ratings(str(src), skip_bad=settings.skip_bad, check_images=settings.check_images)
     home = out.resolve().parent
     rows = []
     for row in manifest.rows:

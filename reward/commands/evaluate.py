@@ -12,12 +12,19 @@ from omegaconf import MISSING
 
 from reward.core.config import parse, resume_mode, store_schema
 from reward.core.errors import ConfigError
-from reward.core.outputs import check_output, path_inputs
+from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
-from reward.eval.evaluation import EvalSettings, NothingScored, evaluate_rows, format_table, write_results
+from reward.eval.evaluation import (
+    EvalResult,
+    EvalSettings,
+    NothingScored,
+    evaluate_rows,
+    format_table,
+    write_results,
+)
 from reward.eval.parallel import process_state
 from reward.rewards.registry import get_reward, reward_info, store_reward_schemas
 from reward.vlm.server import failure_summary, served_stats, server_report
@@ -69,56 +76,66 @@ MAY_CHANGE = (
 store_reward_schemas()
 
 
-def settings_from(s: EvaluateSettings) -> EvalSettings:
-    mos_range = mos_range_of(s.data) if s.mos_range is None else s.mos_range  # a value set by the user wins
+def settings_from(settings: EvaluateSettings) -> EvalSettings:
+    """The scoring settings of :mod:`reward.eval.evaluation`; the MOS scale is the one set, else the data's own."""
+    mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
     if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
-        raise ConfigError(f"mos_range={s.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
+        raise ConfigError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
     return EvalSettings(
-        batch_size=s.batch_size,
-        skip_bad=s.skip_bad,
-        max_decode_pixels=s.max_decode_pixels,
+        batch_size=settings.batch_size,
+        skip_bad=settings.skip_bad,
+        max_decode_pixels=settings.max_decode_pixels,
         mos_range=(float(mos_range[0]), float(mos_range[1])),
-        tau_low=s.hor.tau_low,
-        tau_high=s.hor.tau_high,
-        bootstrap=s.bootstrap,
-        seed=s.seed,
-        num_workers=s.num_workers,
+        tau_low=settings.hor.tau_low,
+        tau_high=settings.hor.tau_high,
+        bootstrap=settings.bootstrap,
+        seed=settings.seed,
+        num_workers=settings.num_workers,
     )
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    """Load the manifest, build the reward, score, write metrics/scores/plots; returns the metrics."""
-    s = parse(EvaluateSettings, cfg, where="")
-    reward_cfg = dict(s.reward or {})
+    """Set up, score, report; returns the metrics (``out/metrics.json``, written by the main process)."""
+    settings = parse(EvaluateSettings, cfg, where="")
+    setup = set_up(settings)
+    result = score(setup)
+    return report(setup, result)
+
+
+@dataclass
+class Setup:
+    """What :func:`set_up` builds for :func:`score` and :func:`report`."""
+
+    settings: EvaluateSettings
+    name: str  # the reward's registered name
+    score_range: tuple[float, float]  # the reward's, from the registry
+    eval_settings: EvalSettings
+    manifest: Any  # reward.data.ManifestResult: the rows, the skipped ones, the dataset's info
+    reward: Any
+    output: Output
+    state: Any  # this process (accelerate's PartialState)
+
+
+def set_up(settings: EvaluateSettings) -> Setup:
+    """The reward named, the output folder checked (new, or this same run resumed), the manifest read (images decoded
+    later), the reward built on this process's device, and the folder created once every process has checked it."""
+    reward_cfg = dict(settings.reward or {})
     name = reward_cfg.pop("name", None)
     if not name:
         raise ConfigError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
-    settings = settings_from(s)
+    eval_settings = settings_from(settings)
     state = process_state()
-    run_settings = {k: v for k, v in dataclasses.asdict(s).items() if k != "out"}
-    inputs = {"data": s.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
-    output = check_output(
-        s.out,
-        "evaluate",
-        run_settings,
-        inputs,
-        resume=resume_mode(s.resume),
-        overwrite=s.overwrite,
-        may_change=MAY_CHANGE,
-        resume_hint="resume=auto",
-    )
-    c = {"data": s.data, "out": s.out}
+    output = check_output_folder(settings, reward_cfg)
     manifest = load_ratings(
-        c["data"],
-        skip_bad=settings.skip_bad,
+        settings.data,
+        skip_bad=eval_settings.skip_bad,
         check_images=False,
-        max_pixels=settings.max_decode_pixels,
-        mos_range=settings.mos_range,
+        max_pixels=eval_settings.max_decode_pixels,
+        mos_range=eval_settings.mos_range,
         lazy_images=True,
-        columns=s.data_columns,
+        columns=settings.data_columns,
     )
     spec = reward_info(name)
-    state = process_state()
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
         reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
     reward = get_reward(name, reward_cfg)
@@ -126,47 +143,74 @@ def run(cfg: Any) -> dict[str, Any]:
     if state.is_main_process:
         output.create()
     state.wait_for_everyone()
-    base = manifest.base if manifest.info else Path(c["data"]).resolve().parent if Path(c["data"]).is_file() else None
+    return Setup(settings, name, spec.score_range, eval_settings, manifest, reward, output, state)
+
+
+def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) -> Output:
+    """The output folder's decision (new, or the same run resumed with ``resume=auto``) or a refusal."""
+    record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "out"}
+    inputs = {"data": settings.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
+    return check_output(
+        settings.out,
+        "evaluate",
+        record,
+        inputs,
+        resume=resume_mode(settings.resume),
+        overwrite=settings.overwrite,
+        may_change=MAY_CHANGE,
+        resume_hint="resume=auto",
+    )
+
+
+def score(setup: Setup) -> EvalResult:
+    """Every row scored, data-parallel over the processes (resumed: only the images not yet in ``scores.jsonl``);
+    when nothing could be scored, the error names what the reward's servers said."""
+    manifest, data = setup.manifest, Path(setup.settings.data)
+    base = manifest.base if manifest.info else data.resolve().parent if data.is_file() else None
     try:
-        result = evaluate_rows(
-            reward,
+        return evaluate_rows(
+            setup.reward,
             manifest.rows,
-            settings,
-            score_range=spec.score_range,
+            setup.eval_settings,
+            score_range=setup.score_range,
             base=base,
             source=manifest.source,
-            out_dir=c["out"],
-            resume=output.resumed,
+            out_dir=setup.settings.out,
+            resume=setup.output.resumed,
             distributed=True,
         )
     except NothingScored as err:
-        served = served_stats(reward)
-        raise NothingScored(f"{err}; reward {name}: {failure_summary(served)}" if served else str(err)) from None
-    served = served_stats(reward)
+        served = served_stats(setup.reward)
+        raise NothingScored(f"{err}; reward {setup.name}: {failure_summary(served)}" if served else str(err)) from None
+
+
+def report(setup: Setup, result: EvalResult) -> dict[str, Any]:
+    """What the numbers are (the servers' failures, the run, the reward's record, the dataset), then on the main
+    process ``metrics.json``, ``scores.jsonl``, the plots, the table and the closing summary."""
+    name, manifest = setup.name, setup.manifest
+    served = served_stats(setup.reward)
     if served is not None:  # how many items the scoring servers failed on, and why
         result.meta["server"] = server_report(served)
-    result.meta["run"] = output.provenance()
-    if getattr(reward, "record", None):  # what the numbers are (e.g. sa-iqa's fusion: mean | bradley-terry)
-        result.meta["reward"] = reward.record
+    result.meta["run"] = setup.output.provenance()
+    if getattr(setup.reward, "record", None):  # what the numbers are (e.g. sa-iqa's fusion: mean | bradley-terry)
+        result.meta["reward"] = setup.reward.record
     if manifest.info:  # a dataset by name: its scale, split rule and seed, the file read
         result.meta["data"] = manifest.info
-    result.skipped = sorted(manifest.skipped + result.skipped, key=lambda s: s.line)
-    if state.is_main_process:
-        paths = write_results(c["out"], result, settings, spec.score_range, title=name)
-        output.finish()
+    result.skipped = sorted(manifest.skipped + result.skipped, key=lambda row: row.line)
+    if setup.state.is_main_process:
+        paths = write_results(setup.settings.out, result, setup.eval_settings, setup.score_range, title=name)
+        setup.output.finish()
         logger.info(
             "reward %s on %s (%d rows, %d skipped, %d processes)\n%s",
             name,
-            c["data"],
+            setup.settings.data,
             len(manifest.rows),
             len(result.skipped),
-            state.num_processes,
+            setup.state.num_processes,
             format_table(result.metrics),
         )
         logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
-        overall = result.metrics.get("overall", {}).get("srcc")
-        log_summary(
-            f"evaluate {name}", {"rows": len(manifest.rows), "skipped": len(result.skipped), "SRCC": overall}, paths
-        )
-    state.wait_for_everyone()
+        facts = {"rows": len(manifest.rows), "skipped": len(result.skipped)}
+        log_summary(f"evaluate {name}", {**facts, "SRCC": result.metrics.get("overall", {}).get("srcc")}, paths)
+    setup.state.wait_for_everyone()
     return {**result.metrics, "skipped": len(result.skipped), "meta": result.meta}

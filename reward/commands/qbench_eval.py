@@ -25,7 +25,7 @@ from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.eval.evaluation import EvalSettings
-from reward.qbench.a2_description import JudgeSettings
+from reward.qbench.a2_description import A2JudgeSettings
 from reward.rewards.registry import store_reward_schemas
 from reward.vlm.loading import ModelLoading, loading_of
 
@@ -58,7 +58,7 @@ class A1Settings:
 class A2Settings:
     max_new_tokens: int = 256  # description length
     system: str | None = None
-    judge: JudgeSettings = field(default_factory=JudgeSettings)  # base_url null: descriptions only
+    judge: A2JudgeSettings = field(default_factory=A2JudgeSettings)  # base_url null: descriptions only
 
 
 @dataclass
@@ -92,49 +92,59 @@ store_schema("qbench_eval_schema", QbenchEvalSettings)
 store_reward_schemas()
 
 
-def _check_model(s: QbenchEvalSettings) -> None:
-    check_models({"model.path": s.model.path, "model.adapter": s.model.adapter})
+def _check_model(settings: QbenchEvalSettings) -> None:
+    check_models({"model.path": settings.model.path, "model.adapter": settings.model.adapter})
 
 
-def _load_model(s: QbenchEvalSettings) -> Any:
+def _load_model(settings: QbenchEvalSettings) -> Any:
     from reward.vlm import load_vlm
 
-    if not s.model.path:
-        raise ConfigError(f"task={s.task} needs a VLM: pass model.path=CHECKPOINT_DIR")
+    if not settings.model.path:
+        raise ConfigError(f"task={settings.task} needs a VLM: pass model.path=CHECKPOINT_DIR")
     return load_vlm(
-        s.model.path,
-        loading_of(s.model),
-        batch_size=s.batch_size,
-        adapter=s.model.adapter,
-        merge_adapter=s.model.merge_adapter,
+        settings.model.path,
+        loading_of(settings.model),
+        batch_size=settings.batch_size,
+        adapter=settings.model.adapter,
+        merge_adapter=settings.model.merge_adapter,
     )
 
 
 def run(cfg: Any) -> dict[str, Any]:
     """Run the configured task; returns its metrics (A2 without a judge: the number of descriptions)."""
-    s = parse(QbenchEvalSettings, cfg, where="")
-    if s.task not in TASKS:
-        raise ConfigError(f"task={s.task!r}: choose one of {', '.join(TASKS)}")
-    if s.task == "a3":  # a1 / a2 read their question file first (its problems are named before the model's)
-        _check_model(s)
-    if s.data is None and not (s.task == "a3" and s.a3.released):
-        raise ConfigError(f"task={s.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
-    settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
-    data = {"data": s.data} if isinstance(s.data, str) else {"data": dict(enumerate(s.data))} if s.data else {}
-    released = {"a3_released": s.a3.released} if s.a3.released else {}
-    inputs = {"model": s.model.path, **path_inputs(data), **path_inputs({"reward": s.reward or {}, **released})}
-    output = check_output(s.out, "qbench_eval", settings, inputs, overwrite=s.overwrite, resume_hint=None)
-    result = {"a1": run_a1, "a2": run_a2, "a3": run_a3}[s.task](s, output)
+    settings = parse(QbenchEvalSettings, cfg, where="")
+    if settings.task not in TASKS:
+        raise ConfigError(f"task={settings.task!r}: choose one of {', '.join(TASKS)}")
+    if settings.task == "a3":  # a1 / a2 read their question file first (its problems are named before the model's)
+        _check_model(settings)
+    if settings.data is None and not (settings.task == "a3" and settings.a3.released):
+        raise ConfigError(f"task={settings.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
+    record = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "overwrite")}
+    data = (
+        {"data": settings.data}
+        if isinstance(settings.data, str)
+        else {"data": dict(enumerate(settings.data))}
+        if settings.data
+        else {}
+    )
+    released = {"a3_released": settings.a3.released} if settings.a3.released else {}
+    inputs = {
+        "model": settings.model.path,
+        **path_inputs(data),
+        **path_inputs({"reward": settings.reward or {}, **released}),
+    }
+    output = check_output(settings.out, "qbench_eval", record, inputs, overwrite=settings.overwrite, resume_hint=None)
+    result = {"a1": run_a1, "a2": run_a2, "a3": run_a3}[settings.task](settings, output)
     output.finish()
     return result
 
 
-def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+def run_a1(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     """A1: the questions are read (and refused) before the output folder is made and the model loads."""
     from reward.qbench.a1_perception import LAYOUTS, MODES, answer_questions, format_metrics, perception_metrics
     from reward.qbench.a1_questions import load_questions
 
-    a1 = s.a1
+    a1 = settings.a1
     problems = []
     if a1.mode not in MODES:
         problems.append(f"a1.mode={a1.mode!r}: choose one of {', '.join(MODES)}")
@@ -144,15 +154,17 @@ def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
         problems.append(f"a1.max_new_tokens={a1.max_new_tokens}: at least 1")
     if problems:
         raise ConfigError("invalid a1 settings:\n  - " + "\n  - ".join(problems))
-    questions, skipped = load_questions(s.data, skip_bad=s.skip_bad, allow_absolute_paths=s.allow_absolute_paths)
-    _check_model(s)
+    questions, skipped = load_questions(
+        settings.data, skip_bad=settings.skip_bad, allow_absolute_paths=settings.allow_absolute_paths
+    )
+    _check_model(settings)
     output.create()
-    vlm = _load_model(s)
+    vlm = _load_model(settings)
     answers = answer_questions(
         vlm,
         questions,
-        seed=s.seed,
-        batch_size=s.batch_size,
+        seed=settings.seed,
+        batch_size=settings.batch_size,
         system=a1.system,
         shuffle=a1.shuffle,
         mode=a1.mode,
@@ -166,22 +178,22 @@ def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
         "mode": a1.mode,
         "prompt": a1.prompt,
         "shuffle": a1.shuffle,
-        "seed": s.seed,
+        "seed": settings.seed,
         "max_new_tokens": a1.max_new_tokens if a1.mode == "generate" else None,
         "parser": "lmms-eval (an unparseable reply counts as wrong)" if a1.mode == "generate" else None,
         "system": a1.system,
-        "model": s.model.path,
-        "adapter": s.model.adapter,
-        "adapter_merged": s.model.merge_adapter if s.model.adapter else None,
-        "dtype": s.model.dtype,
-        "min_pixels": s.model.min_pixels,
-        "max_pixels": s.model.max_pixels,
+        "model": settings.model.path,
+        "adapter": settings.model.adapter,
+        "adapter_merged": settings.model.merge_adapter if settings.model.adapter else None,
+        "dtype": settings.model.dtype,
+        "min_pixels": settings.model.min_pixels,
+        "max_pixels": settings.model.max_pixels,
     }
-    out = Path(s.out)
+    out = Path(settings.out)
     atomic_write_jsonl(out / "answers.jsonl", [a.record() for a in answers])
     if skipped:
         atomic_write_jsonl(out / "skipped.jsonl", [vars(row) for row in skipped])
-    table = format_metrics(metrics, title=f"A1 perception ({a1.mode}, {a1.prompt} prompt): {s.data}")
+    table = format_metrics(metrics, title=f"A1 perception ({a1.mode}, {a1.prompt} prompt): {settings.data}")
     atomic_write_text(out / "metrics.md", table)
     atomic_write_json(out / "metrics.json", metrics)
     logger.info("%d questions (%d skipped)\n%s", len(answers), len(skipped), table)
@@ -192,7 +204,7 @@ def run_a1(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     return metrics
 
 
-def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+def run_a2(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     """A2: the descriptions are read (and refused) before the output folder is made and the model loads."""
     from reward.qbench.a2_description import (
         describe,
@@ -202,15 +214,19 @@ def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
         load_descriptions,
     )
 
-    js = s.a2.judge
+    js = settings.a2.judge
     if js.rounds < 1:
         raise ConfigError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
-    rows, skipped = load_descriptions(s.data, skip_bad=s.skip_bad, allow_absolute_paths=s.allow_absolute_paths)
-    _check_model(s)
+    rows, skipped = load_descriptions(
+        settings.data, skip_bad=settings.skip_bad, allow_absolute_paths=settings.allow_absolute_paths
+    )
+    _check_model(settings)
     output.create()
-    vlm = _load_model(s)
-    outputs = describe(vlm, rows, max_new_tokens=s.a2.max_new_tokens, system=s.a2.system, batch_size=s.batch_size)
-    out = Path(s.out)
+    vlm = _load_model(settings)
+    outputs = describe(
+        vlm, rows, max_new_tokens=settings.a2.max_new_tokens, system=settings.a2.system, batch_size=settings.batch_size
+    )
+    out = Path(settings.out)
     records = [
         {"row": i, "line": r.line, "img_path": [str(p) for p in r.images], "description": o, "golden": r.golden}
         for i, (r, o) in enumerate(zip(rows, outputs, strict=True))
@@ -244,7 +260,7 @@ def run_a2(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     return metrics
 
 
-def run_a3(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+def run_a3(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     """A3: the datasets' names and folders (and the released files) are checked before the output folder is made and
     the reward loads."""
     from reward.qbench.a3_leaderboard import (
@@ -258,57 +274,60 @@ def run_a3(s: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     from reward.qbench.a3_released import RELEASED_SUBSETS, RELEASED_WORDS, read_released, write_released
     from reward.rewards.registry import get_reward
 
-    if not s.a3.temperature > 0:
-        raise ConfigError(f"a3.temperature={s.a3.temperature}: must be > 0 (100: the released notebook; 1: eq. 1)")
-    released = read_released(s.a3.released) if s.a3.released else {}
-    reward_cfg = dict(s.reward or {})
+    if not settings.a3.temperature > 0:
+        raise ConfigError(
+            f"a3.temperature={settings.a3.temperature}: must be > 0 (100: the released notebook; 1: eq. 1)"
+        )
+    released = read_released(settings.a3.released) if settings.a3.released else {}
+    reward_cfg = dict(settings.reward or {})
     name = reward_cfg.pop("name", None) or "qbench"
-    if s.data is not None and name == "qbench" and not reward_cfg.get("model"):
-        if not s.model.path:
+    if settings.data is not None and name == "qbench" and not reward_cfg.get("model"):
+        if not settings.model.path:
             raise ConfigError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
-        reward_cfg.update(vars(loading_of(s.model)), model=s.model.path)  # the harness model, its knobs
-    datasets = dataset_names(s.data) if s.data is not None else {}
-    if s.a3.ensemble and name != "qbench":
+        reward_cfg.update(vars(loading_of(settings.model)), model=settings.model.path)  # the harness model, its knobs
+    datasets = dataset_names(settings.data) if settings.data is not None else {}
+    if settings.a3.ensemble and name != "qbench":
         raise ConfigError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
     output.create()
     result: dict[str, Any] | None = None
     record = None
-    label = s.a3.name or Path(str(reward_cfg.get("model") or name)).name
+    label = settings.a3.name or Path(str(reward_cfg.get("model") or name)).name
     if datasets:
         if name == "qbench":
-            reward_cfg["temperature"] = s.a3.temperature
+            reward_cfg["temperature"] = settings.a3.temperature
         reward = get_reward(name, reward_cfg)
         record = getattr(reward, "record", None)  # e.g. sa-iqa's fusion: mean | bradley-terry
-        if s.a3.ensemble:
-            qc = reward.cfg
+        if settings.a3.ensemble:
+            qbench = reward.cfg
             reward = SynonymTable(
-                reward.vlm, qc.prompt, qc.response_prefix, system=qc.system, temperature=qc.temperature
+                reward.vlm, qbench.prompt, qbench.response_prefix, system=qbench.system, temperature=qbench.temperature
             )
         elif name == "qbench" and tuple(reward.cfg.positive) + tuple(reward.cfg.negative) == ("good", "poor"):
-            reward = GoodPoorLogits(reward, s.a3.temperature)
-        settings = EvalSettings(batch_size=s.batch_size, skip_bad=s.skip_bad)
-        result = leaderboard(reward, datasets, settings)
+            reward = GoodPoorLogits(reward, settings.a3.temperature)
+        result = leaderboard(
+            reward, datasets, EvalSettings(batch_size=settings.batch_size, skip_bad=settings.skip_bad)
+        )
         for dataset, objs in result.pop("per_image", {}).items():  # shared the way Q-Bench shared its own
-            write_released(Path(s.out) / "IQA_outputs" / label / f"{dataset}.json", objs)
+            write_released(Path(settings.out) / "IQA_outputs" / label / f"{dataset}.json", objs)
         if released:  # the scored model's rows are named by the model beside the released ones
             for table in (*result["datasets"].values(), result["mean"]):
                 for v in list(table):
                     table[label if v == "score" else f"{label}:{v}"] = table.pop(v)
     if released:
-        result = add_released(result, released, s.a3.temperature)
+        result = add_released(result, released, settings.a3.temperature)
     assert result is not None
     result["protocol"] = {  # how the numbers were made: compare only with tables made the same way
-        "temperature": s.a3.temperature,
+        "temperature": settings.a3.temperature,
         "score": "exp(g/T) / (exp(g/T) + exp(p/T)) of the good/poor logits (Q-Bench's released notebook; T=1: eq. 1)",
         "subsets": RELEASED_SUBSETS,  # datasets whose cell is the mean over consecutive blocks of this many images
-        "released": s.a3.released,
+        "released": settings.a3.released,
         "released_words": RELEASED_WORDS if released else None,
         "reward": record,
     }
     result["run"] = output.provenance()
-    out = Path(s.out)
-    title = f"A3 assessment: reward {name} (SRCC/PLCC, T={s.a3.temperature:g})" if datasets else "A3 assessment"
-    table = format_leaderboard(result, title=title + (f", released {s.a3.released}" if released else ""))
+    out = Path(settings.out)
+    title = f"A3 assessment: reward {name} (SRCC/PLCC, T={settings.a3.temperature:g})" if datasets else "A3 assessment"
+    table = format_leaderboard(result, title=title + (f", released {settings.a3.released}" if released else ""))
     atomic_write_text(out / "leaderboard.md", table)
     atomic_write_json(out / "leaderboard.json", json_safe(result))
     logger.info("\n%s", table)

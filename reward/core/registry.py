@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,13 +73,32 @@ class Entry:
 
 
 class Registry:
-    """Names of one pluggable family with required metadata (``kind`` is the family's name in messages)."""
+    """Names of one pluggable family with required metadata (``kind`` is the family's name in messages).
 
-    def __init__(self, kind: str, *, required: Sequence[str] = (), plural: str | None = None) -> None:
+    ``discover``: called once, when the names are first read (looked up, listed, iterated), to register entries that
+    other packages declare (their entry points): nothing of theirs is imported before it is needed.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        required: Sequence[str] = (),
+        plural: str | None = None,
+        discover: Callable[[], None] | None = None,
+    ) -> None:
         self.kind = kind
         self.plural = plural or f"{kind}s"
         self.required = tuple(required)
         self._entries: dict[str, Entry] = {}
+        self._discover = discover
+
+    def _discovered(self) -> dict[str, Entry]:
+        """The entries, after the one call of ``discover`` (registering from inside it reads no further)."""
+        if self._discover is not None:
+            discover, self._discover = self._discover, None
+            discover()
+        return self._entries
 
     def register(self, name: str, target: Any, **meta: Any) -> Entry:
         """Add ``name`` (kebab-case) with its target and metadata; every ``required`` key must be given."""
@@ -101,17 +120,17 @@ class Registry:
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
-        return sorted(self._entries)
+        return sorted(self._discovered())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._discovered()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def get(self, name: str) -> Entry:
         """The entry of ``name``; unknown names fail with the close match and the known names."""
-        if name in self._entries:
+        if name in self._discovered():
             return self._entries[name]
         raise UnknownNameError(self.unknown_message(name))
 

@@ -45,7 +45,6 @@ __all__ = [
     "load_question_image",
     "iter_rows",
     "load_questions",
-    "question_row",
 ]
 
 logger = logging.getLogger(__name__)
@@ -79,21 +78,6 @@ class Question:
     def part(self) -> str:
         """``single`` or ``pair``."""
         return "pair" if len(self.images) == 2 else "single"
-
-
-def question_row(
-    img_path: str | list[str], question: str, candidates: list[str], correct: str, type_: int, concern: int, **extra
-) -> dict[str, Any]:
-    """One row in the released format (what :func:`load_questions` reads back)."""
-    return {
-        "img_path": img_path,
-        "question": question,
-        "candidates": list(candidates),
-        "correct_ans": correct,
-        "type": int(type_),
-        "concern": int(concern),
-        **extra,
-    }
 
 
 def json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:

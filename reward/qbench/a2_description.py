@@ -36,7 +36,7 @@ __all__ = [
     "DIMENSIONS",
     "PROMPTS",
     "Description",
-    "JudgeSettings",
+    "A2JudgeSettings",
     "describe",
     "judge",
     "load_descriptions",
@@ -80,7 +80,7 @@ class Description:
 
 
 @dataclass
-class JudgeSettings:
+class A2JudgeSettings:
     base_url: str | None = None  # OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (null: no scoring)
     model: str = "gpt-4o"  # the judge model's name on that endpoint
     api_key_env: str = "OPENAI_API_KEY"  # environment variable holding the key ("EMPTY" if unset, as for vLLM)
@@ -143,18 +143,20 @@ def _judge_message(dimension: str, output: str, golden: str) -> str:
     return f"{_JUDGE[dimension]}\n\n[MLLM DESC]: {output}\n\n[GOLDEN DESC]: {golden}"
 
 
-def judge(outputs: Sequence[str], rows: Sequence[Description], js: JudgeSettings) -> list[dict[str, Any]]:
+def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2JudgeSettings) -> list[dict[str, Any]]:
     """Per row: each dimension's mean score over the valid rounds (``None`` if no round could be parsed) and, as
     ``DIMENSION_rounds``, the rounds' scores (0, 1 or 2)."""
     from openai import OpenAI
 
-    client = OpenAI(base_url=js.base_url, api_key=os.environ.get(js.api_key_env) or "EMPTY", timeout=js.timeout)
+    client = OpenAI(
+        base_url=settings.base_url, api_key=os.environ.get(settings.api_key_env) or "EMPTY", timeout=settings.timeout
+    )
 
     def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:
         i, dim, r = job
         reply = client.chat.completions.create(
-            model=js.model,
-            temperature=js.temperature,
+            model=settings.model,
+            temperature=settings.temperature,
             seed=r,
             messages=[{"role": "user", "content": _judge_message(dim, outputs[i], rows[i].golden)}],
         )
@@ -166,9 +168,9 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], js: JudgeSettings
             )
         return i, dim, score
 
-    jobs = [(i, d, r) for i in range(len(rows)) for d in DIMENSIONS for r in range(js.rounds)]
+    jobs = [(i, d, r) for i in range(len(rows)) for d in DIMENSIONS for r in range(settings.rounds)]
     scores: list[dict[str, list[int]]] = [{d: [] for d in DIMENSIONS} for _ in rows]
-    with ThreadPoolExecutor(max_workers=max(1, js.max_workers)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, settings.max_workers)) as pool:
         for i, dim, s in tqdm(pool.map(ask, jobs), total=len(jobs), desc="A2 judge", disable=None):
             if s is not None:
                 scores[i][dim].append(s)

@@ -5,6 +5,15 @@ dataclass its config is parsed into (also registered as the Hydra schema of ``co
 read the metadata, never the name. A custom reward can be given as ``package.module:factory`` when its factory
 declares the same metadata with :func:`declare_reward`.
 
+The rewards of this package (``qbench``, ``sa-iqa``) are registered here. Any other package, ours above this one
+included, declares its rewards as entry points of the group :data:`ENTRY_POINTS` in its ``pyproject.toml``::
+
+    [project.entry-points."perceptual_rewards.rewards"]
+    my-reward = "my_package:MY_REWARD"   # a dict of register_reward's arguments (factory, metadata, config)
+
+They are registered when the names are first read; the factory and the settings stay import paths until a reward
+is built, so listing the names imports only the small modules holding those dicts.
+
 Example:
     >>> from reward import list_rewards
     >>> "qbench" in list_rewards()
@@ -13,8 +22,10 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from reward.core.config import store_schema, to_plain
@@ -22,9 +33,53 @@ from reward.core.errors import ConfigError
 from reward.core.registry import Registry, import_path
 from reward.rewards.base import Reward
 
-Factory = Callable[[dict[str, Any]], Reward]
+logger = logging.getLogger(__name__)
 
-REWARDS = Registry("reward", required=("higher_is_better", "score_range", "description"))
+Factory = Callable[[dict[str, Any]], Reward]
+ENTRY_POINTS = "perceptual_rewards.rewards"  # the entry point group of rewards declared by other packages
+DISTRIBUTION = "perceptual-rewards"  # this project, whose own packages declare rewards that way too
+
+
+def _register_entry_points() -> None:
+    """Register every reward declared as an entry point of :data:`ENTRY_POINTS` (a name registered already, e.g.
+    by the user's code, is kept); one that cannot be loaded is named in a warning and left out."""
+    points = metadata.entry_points(group=ENTRY_POINTS)
+    for point in points:
+        if point.name in REWARDS:
+            logger.debug("reward %r is registered already: entry point %s not used", point.name, point.value)
+            continue
+        try:
+            registration = point.load()
+        except Exception as err:  # noqa: BLE001 - one broken package must not hide every other reward
+            logger.warning("reward %r (entry point %s) could not be loaded: %s", point.name, point.value, err)
+            continue
+        register_reward(point.name, **registration)
+    if note := install_note():
+        logger.warning("%s", note)
+
+
+def install_note() -> str | None:
+    """Why this project's own entry point rewards are missing (it is not installed, or its installed metadata is
+    older than the entry points: a checkout updated without reinstalling), or ``None``."""
+    try:
+        dist = metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return (
+            f"{DISTRIBUTION} is not installed, so the rewards its packages declare as entry points "
+            f"({ENTRY_POINTS}) are missing: install it with pip install -e . (make does it)"
+        )
+    if not dist.entry_points.select(group=ENTRY_POINTS):
+        return (
+            f"the installed metadata of {DISTRIBUTION} has no {ENTRY_POINTS} entry points (installed before they "
+            "were added?), so the rewards its packages declare there are missing: reinstall it with pip install -e . "
+            "(make does it)"
+        )
+    return None
+
+
+REWARDS = Registry(
+    "reward", required=("higher_is_better", "score_range", "description"), discover=_register_entry_points
+)
 
 
 @dataclass(frozen=True)
@@ -121,7 +176,12 @@ def reward_info(name: str) -> RewardSpec:
             None,
         )
     if name not in REWARDS:
-        raise ConfigError(REWARDS.unknown_message(name) + " A custom one can be given as 'package.module:factory'.")
+        note = install_note()
+        raise ConfigError(
+            REWARDS.unknown_message(name)
+            + " A custom one can be given as 'package.module:factory'."
+            + (f" Note: {note}." if note else "")
+        )
     return REWARDS.get(name).target
 
 
@@ -169,20 +229,4 @@ register_reward(
     score_range=(1.0, 5.0),
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
     config="reward.rewards.sa_iqa:SaIqaConfig",
-)
-register_reward(
-    "pace",
-    "pace_judge.pace:build",
-    higher_is_better=True,
-    score_range=(1.0, 5.0),
-    description="PACE training-free judge of any dimension named in words: protocol probes + anchor comparison",
-    config="pace_judge.config:PaceConfig",
-)
-register_reward(
-    "scene-proxy",
-    "rl.scene_proxy:build",
-    higher_is_better=True,
-    score_range=(1.0, 5.0),
-    description="procedural scenes' proxy statistics calibrated to levels 1-5 and fused (a known optimum, for tests)",
-    config="rl.scene_proxy:SceneProxyConfig",
 )

@@ -69,11 +69,6 @@ class ModelLoading:
             kwargs["device_map"] = self.device_map
         return kwargs
 
-    @property
-    def processor_kwargs(self) -> dict[str, int]:
-        """The visual-token budget for ``from_pretrained`` of the image processor (only the keys that are set)."""
-        return {k: v for k, v in (("min_pixels", self.min_pixels), ("max_pixels", self.max_pixels)) if v is not None}
-
 
 LOADING_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelLoading))
 

@@ -31,7 +31,7 @@ from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.rewards.registry import store_reward_schemas
 from rl.devices import resolve_devices
 from rl.generators import build_generator, inpaint_each
-from rl.inpaint_tasks import load_tasks
+from rl.inpaint_tasks import Task, load_tasks
 from rl.plots import image_grid
 from rl.reward_guard import require_scores, served_reports
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
@@ -61,115 +61,181 @@ store_reward_schemas()
 
 
 def parse_settings(cfg: Any) -> BestOfNSettings:
-    s = parse(BestOfNSettings, cfg, where="")
+    """Typed settings; unknown, missing or mistyped keys and invalid values are reported together."""
+    settings = parse(BestOfNSettings, cfg, where="")
     problems = []
-    if s.n < 1:
+    if settings.n < 1:
         problems.append(
-            f"n={s.n}: give at least 1 candidate per task (n=4 picks the best of 4; n=1 seed=S reproduces one)"
+            f"n={settings.n}: give at least 1 candidate per task (n=4 picks the best of 4; n=1 seed=S reproduces one)"
         )
-    if s.tasks_per_call < 1:
-        problems.append(f"tasks_per_call={s.tasks_per_call}: must be >= 1")
-    gen = to_plain(s.generator) if s.generator else {}
-    if problem := missing_model(gen.get("path"), "generator.path"):
+    if settings.tasks_per_call < 1:
+        problems.append(f"tasks_per_call={settings.tasks_per_call}: must be >= 1")
+    generator = to_plain(settings.generator) if settings.generator else {}
+    if problem := missing_model(generator.get("path"), "generator.path"):
         problems.append(problem)
     if problems:
         raise ConfigError("invalid best_of_n settings:\n  - " + "\n  - ".join(problems))
-    return s
+    return settings
 
 
 def _entry(node: Any) -> Any:
     return node if isinstance(node, str) else to_plain(node)
 
 
-def prepare(s: BestOfNSettings, *, create: bool = True) -> Output | None:
+def prepare(settings: BestOfNSettings, *, create: bool = True) -> Output | None:
     """The output folder: new, or an earlier run moved aside (``overwrite=true``); else refused. With
     ``create=False`` only the refusal is checked (nothing is written), so it comes before any model loads."""
     inputs = run_inputs(
-        {"data": s.data}, [("reward", [s.reward]), ("judge", [s.judge] if s.judge else [])], s.generator
+        {"data": settings.data},
+        [("reward", [settings.reward]), ("judge", [settings.judge] if settings.judge else [])],
+        settings.generator,
     )
-    settings = settings_record(s, leave_out=("out", "overwrite"))
+    record = settings_record(settings, leave_out=("out", "overwrite"))
     return prepare_run_folder(
-        Path(s.out), "best_of_n", settings, inputs, create=create, overwrite=s.overwrite, resume_hint=None
+        Path(settings.out), "best_of_n", record, inputs, create=create, overwrite=settings.overwrite, resume_hint=None
     )
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    """Run Best-of-N over the tasks; returns the summary (also written to ``out/summary.json``)."""
-    s = parse_settings(cfg)
-    tasks, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)
-    tasks = tasks[: s.limit] if s.limit else tasks
+    """Set up, pick the best of N for every task, report; returns the summary (also ``out/summary.json``)."""
+    settings = parse_settings(cfg)
+    setup = set_up(settings)
+    rows, counts = pick_best(setup)
+    return report(setup, rows, counts)
+
+
+@dataclass
+class Setup:
+    """What :func:`set_up` builds for :func:`pick_best` and :func:`report`."""
+
+    settings: BestOfNSettings
+    tasks: list[Task]
+    skipped: int  # bad manifest rows, skipped and counted
+    picker: RewardSet  # the reward that picks
+    judge: RewardSet | None  # the second reward judging chosen vs random
+    generator: Any
+    output: Output
+    out: Path
+
+
+def set_up(settings: BestOfNSettings) -> Setup:
+    """The tasks and a refused ``out=`` first (before any model loads), then the rewards on their devices, the
+    generator and the output folder."""
+    tasks, skipped = load_tasks(settings.data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels)
+    tasks = tasks[: settings.limit] if settings.limit else tasks
     if not tasks:
-        raise ConfigError(f"{s.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
-    prepare(s, create=False)  # a refused out= fails here, before any model loads
-    (picker_cfg,) = resolve_devices([_entry(s.reward)], schema_has_device=reward_has_device, where="reward")
+        raise ConfigError(f"{settings.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
+    prepare(settings, create=False)  # a refused out= fails here, before any model loads
+    (picker_cfg,) = resolve_devices([_entry(settings.reward)], schema_has_device=reward_has_device, where="reward")
     judge_cfg = (
-        resolve_devices([_entry(s.judge)], schema_has_device=reward_has_device, where="judge") if s.judge else []
+        resolve_devices([_entry(settings.judge)], schema_has_device=reward_has_device, where="judge")
+        if settings.judge
+        else []
     )
     picker = RewardSet([picker_cfg], normalize=False)
-    judge = RewardSet(judge_cfg, normalize=False) if s.judge else None
-    generator = build_generator(s.generator)
-    output = prepare(s)
+    judge = RewardSet(judge_cfg, normalize=False) if settings.judge else None
+    generator = build_generator(settings.generator)
+    output = prepare(settings)
     assert output is not None
-    out = output.path
-    (out / "chosen").mkdir(parents=True, exist_ok=True)
-    rng = random.Random(s.seed)
-    label = picker.labels[0]
+    (output.path / "chosen").mkdir(parents=True, exist_ok=True)
+    return Setup(settings, tasks, len(skipped), picker, judge, generator, output, output.path)
+
+
+def pick_best(setup: Setup) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """N candidates per task (``tasks_per_call`` tasks per generator and reward call), each scored by the picker
+    and the judge; the best kept in ``chosen/`` (with its contact sheet). Returns one row per task and the counts
+    of what failed or was cut."""
+    settings = setup.settings
+    rng = random.Random(settings.seed)
     rows: list[dict[str, Any]] = []
     counts = {"generation_failed": 0, "reward_failed": 0, "truncated": 0}
-    for start in tqdm(range(0, len(tasks), s.tasks_per_call), desc="best-of-n", unit="call"):
-        chunk = tasks[start : start + s.tasks_per_call]
-        prompts, cut = generator.truncate([t.prompt for t in chunk])
-        counts["truncated"] += sum(cut)
-        results, errors = inpaint_each(
-            generator, [t.image for t in chunk], [t.mask for t in chunk], prompts, n=s.n, seed=s.seed
-        )
-        counts["generation_failed"] += len(errors)
-        flat = [im for r in results if r is not None for im in r]
-        flat_prompts = [p for r, p in zip(results, prompts, strict=True) if r is not None for _ in range(s.n)]
-        scores = picker.score(flat, flat_prompts)[label]
-        judged = judge.score(flat, flat_prompts)[judge.labels[0]] if judge else None
-        k = 0
+    for start in tqdm(range(0, len(setup.tasks), settings.tasks_per_call), desc="best-of-n", unit="call"):
+        chunk = setup.tasks[start : start + settings.tasks_per_call]
+        candidates, prompts, results = _candidates(setup, chunk, counts)
         for offset, (task, result, prompt) in enumerate(zip(chunk, results, prompts, strict=True)):
             index = start + offset
             if result is None:
                 rows.append({"task": task.id, "index": index, "prompt": prompt, "error": "generation failed"})
                 continue
-            cands = []
-            for j in range(len(result)):
-                cands.append(
-                    {
-                        "seed": s.seed + j,
-                        "score": scores.raw[k],
-                        "dimensions": {d: v[k] for d, v in scores.dimensions.items()},
-                        "judge": judged.raw[k] if judged else None,
-                    }
-                )
-                k += 1
-            rows.append(_pick(task.id, index, prompt, cands, rng, picker.rewards[0].higher_is_better, counts))
+            higher = setup.picker.rewards[0].higher_is_better
+            rows.append(_pick(task.id, index, prompt, candidates.pop(0), rng, higher, counts))
             if "chosen" in rows[-1]:
-                result[rows[-1]["chosen"]].save(out / "chosen" / f"{index:04d}.png")
-                if s.sheets:
-                    _sheet(out / "sheets" / f"{index:04d}.png", task, result, rows[-1], label, bool(judge))
+                _keep(setup, index, task, result, rows[-1])
+    return rows, counts
+
+
+def _candidates(
+    setup: Setup, chunk: list[Task], counts: dict[str, int]
+) -> tuple[list[list[dict[str, Any]]], list[str], list[Any]]:
+    """One generator call for N candidates of every task of ``chunk`` (candidate j with seed + j) and one call of
+    each reward over them all: each generated task's candidates (seed, score, dimensions, judge), the prompts as
+    the generator took them, and the images (``None`` for a task whose generation failed)."""
+    settings, generator, picker, judge = setup.settings, setup.generator, setup.picker, setup.judge
+    prompts, cut = generator.truncate([task.prompt for task in chunk])
+    counts["truncated"] += sum(cut)
+    images = [task.image for task in chunk]
+    results, errors = inpaint_each(
+        generator, images, [task.mask for task in chunk], prompts, n=settings.n, seed=settings.seed
+    )
+    counts["generation_failed"] += len(errors)
+    flat = [image for result in results if result is not None for image in result]
+    flat_prompts = [
+        p for result, p in zip(results, prompts, strict=True) if result is not None for _ in range(settings.n)
+    ]
+    scores = picker.score(flat, flat_prompts)[picker.labels[0]]
+    judged = judge.score(flat, flat_prompts)[judge.labels[0]] if judge else None
+    candidates, k = [], 0
+    for result in (r for r in results if r is not None):
+        candidates.append([])
+        for j in range(len(result)):
+            candidates[-1].append(
+                {
+                    "seed": settings.seed + j,
+                    "score": scores.raw[k],
+                    "dimensions": {d: v[k] for d, v in scores.dimensions.items()},
+                    "judge": judged.raw[k] if judged else None,
+                }
+            )
+            k += 1
+    return candidates, prompts, results
+
+
+def _keep(setup: Setup, index: int, task: Task, images: list[Any], row: dict[str, Any]) -> None:
+    """The chosen candidate to ``chosen/NNNN.png`` and, with ``sheets=true``, the task's contact sheet."""
+    images[row["chosen"]].save(setup.out / "chosen" / f"{index:04d}.png")
+    if setup.settings.sheets:
+        label = setup.picker.labels[0]
+        _sheet(setup.out / "sheets" / f"{index:04d}.png", task, images, row, label, setup.judge is not None)
+
+
+def report(setup: Setup, rows: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
+    """``scores.jsonl``, the summary (chosen vs random, the judge's verdict) in ``summary.json``, and the closing
+    summary; a run whose rewards failed too often fails with the reason."""
+    settings, out, picker, judge = setup.settings, setup.out, setup.picker, setup.judge
     atomic_write_jsonl(out / "scores.jsonl", rows)
     summary = summarize(rows, judge_higher=judge.rewards[0].higher_is_better if judge else True)
     summary.update(
         {
-            "reward": label,
+            "reward": picker.labels[0],
             "judge": judge.labels[0] if judge else None,
-            "n": s.n,
-            "tasks": len(tasks),
-            "skipped_rows": len(skipped),
+            "n": settings.n,
+            "tasks": len(setup.tasks),
+            "skipped_rows": setup.skipped,
             **counts,
             "servers": served_reports(picker),  # a served reward's requests, failures and their reasons
-            "provenance": output.provenance(),
+            "provenance": setup.output.provenance(),
         }
     )
     atomic_write_json(out / "summary.json", summary)
-    output.finish()
-    logger.info("best-of-%d on %d tasks: %s", s.n, len(tasks), json.dumps(summary))
+    setup.output.finish()
+    logger.info("best-of-%d on %d tasks: %s", settings.n, len(setup.tasks), json.dumps(summary))
     require_scores(picker, summary["tasks_scored"], sum(len(r.get("candidates", [])) for r in rows), counts)
-    files = {"scores": out / "scores.jsonl", "summary": out / "summary.json", "sheets": out if s.sheets else None}
-    log_summary(f"best_of_n (n={s.n})", {"tasks": len(tasks)}, files)
+    files = {
+        "scores": out / "scores.jsonl",
+        "summary": out / "summary.json",
+        "sheets": out if settings.sheets else None,
+    }
+    log_summary(f"best_of_n (n={settings.n})", {"tasks": len(setup.tasks)}, files)
     return summary
 
 
@@ -177,19 +243,19 @@ def _pick(
     task_id: str,
     index: int,
     prompt: str,
-    cands: list[dict[str, Any]],
+    candidates: list[dict[str, Any]],
     rng: random.Random,
     higher: bool,
     counts: dict[str, int],
 ) -> dict[str, Any]:
-    row: dict[str, Any] = {"task": task_id, "index": index, "prompt": prompt, "candidates": cands}
-    ok = [j for j, c in enumerate(cands) if c["score"] is not None]
-    counts["reward_failed"] += len(cands) - len(ok)
+    row: dict[str, Any] = {"task": task_id, "index": index, "prompt": prompt, "candidates": candidates}
+    ok = [j for j, candidate in enumerate(candidates) if candidate["score"] is not None]
+    counts["reward_failed"] += len(candidates) - len(ok)
     if not ok:
         row["error"] = "every candidate failed to score"
         return row
-    row["chosen"] = max(ok, key=lambda j: cands[j]["score"] if higher else -cands[j]["score"])
-    row["random"] = rng.randrange(len(cands))  # the baseline: any candidate, scored or not
+    row["chosen"] = max(ok, key=lambda j: candidates[j]["score"] if higher else -candidates[j]["score"])
+    row["random"] = rng.randrange(len(candidates))  # the baseline: any candidate, scored or not
     return row
 
 
@@ -226,14 +292,14 @@ def summarize(rows: list[dict[str, Any]], judge_higher: bool = True) -> dict[str
     wins = ties = losses = unjudged = 0
     expected = []
     for r in picked:
-        c = r["candidates"]
-        jc, jr = c[r["chosen"]]["judge"], c[r["random"]]["judge"]
+        candidates = r["candidates"]
+        jc, jr = candidates[r["chosen"]]["judge"], candidates[r["random"]]["judge"]
         if jc is None or jr is None:
             unjudged += 1
             continue
         diff = sign * (jc - jr)
         wins, ties, losses = wins + (diff > 0), ties + (diff == 0), losses + (diff < 0)
-        others = [sign * (jc - x["judge"]) for x in c if x["judge"] is not None]
+        others = [sign * (jc - x["judge"]) for x in candidates if x["judge"] is not None]
         expected.append(sum(d > 0 for d in others) / len(others))
     judged = wins + ties + losses
     if judged:

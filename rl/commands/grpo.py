@@ -13,7 +13,7 @@ ZeRO-3, as whole models. Held-out evaluation and the final save are collective. 
 ``samples_first_last.png`` are drawn and ``grpo_result.json`` records the models and data, every process's devices,
 the step-time split and peak memory; a run that ends short of ``trainer.max_steps`` fails with the reason. The
 console shows one line per step and, at the end, a summary (:mod:`rl.summary`). A process that makes no progress
-for ``stall_timeout_s`` dumps where it waits and exits 2 (:mod:`training.watchdog`).
+for ``stall_timeout_s`` dumps where it waits and exits 2 (:mod:`training.shared.watchdog`).
 
 ``run`` reads top to bottom: :func:`settings_and_args` (every check of the settings, trl's ``GRPOConfig`` built
 once), :func:`set_up` (tasks, devices, output folder, rewards, generator, policy), :func:`train` (trl's trainer and
@@ -59,21 +59,18 @@ from rl.reward_guard import RewardGuard
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 from rl.summary import StepLine, summarize, summary_text
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
-from training.plan import PlanSettings, plan_problems
-from training.reporting import report_to_problems
-from training.shared import (
-    LoraSettings,
+from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
+from training.shared.deepspeed import (
     check_build_locks,
-    last_complete_checkpoint,
-    load_checkpoint_weights,
-    lora_config,
-    restored_weights_quiet,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
-from training.watchdog import Watchdog, WatchdogCallback
+from training.shared.plan import PlanSettings, plan_problems
+from training.shared.reporting import report_to_problems
+from training.shared.trainable import LoraSettings, lora_config
+from training.shared.watchdog import Watchdog, WatchdogCallback
 
 logger = logging.getLogger(__name__)
 
@@ -84,13 +81,13 @@ DEFAULT_TEMPLATE = (
 
 
 @dataclass
-class PromptSettings:
+class ExpansionPromptSettings:
     template: str = DEFAULT_TEMPLATE  # the user turn; {prompt} is the task's base prompt
     system: str | None = None  # optional system turn
 
 
 @dataclass
-class EvalSettings:
+class HeldOutSettings:
     every: int = 10  # held-out evaluation every K steps (0: off)
     max_new_tokens: int | None = None  # null: trainer.max_completion_length
 
@@ -144,8 +141,8 @@ class GrpoSettings:
     max_reward_failures: float = 1.0  # a step in which more than this fraction of the completions got no reward
     # stops the run (exit 2, complete: false); 1.0: only a step with no usable reward at all
     lora: LoraSettings = field(default_factory=LoraSettings)
-    prompt: PromptSettings = field(default_factory=PromptSettings)
-    eval: EvalSettings = field(default_factory=EvalSettings)
+    prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
+    eval: HeldOutSettings = field(default_factory=HeldOutSettings)
     resume: str = "auto"  # auto: continue the same run in out (refused if it is another run); never: a new run only
     overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted)
     seed: int = 42  # the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)
@@ -199,69 +196,71 @@ def parse_settings(cfg: Any) -> GrpoSettings:
 def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     """Typed settings and trl's ``GRPOConfig`` (built once: building it sets up this launch's processes); every
     problem of both is reported together."""
-    s = parse(GrpoSettings, cfg, where="")
-    problems = _problems(s)
+    settings = parse(GrpoSettings, cfg, where="")
+    problems = _problems(settings)
     from trl import GRPOConfig
 
-    field_problems = library_field_problems(GRPOConfig, s.trainer, "trainer")
+    field_problems = library_field_problems(GRPOConfig, settings.trainer, "trainer")
     problems.extend(field_problems)
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = None if field_problems else grpo_args(s, Path(s.out))
+        args = None if field_problems else grpo_args(settings, Path(settings.out))
     except ConfigError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
         problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
     if problems:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
-    return s, args
+    return settings, args
 
 
-def _problems(s: GrpoSettings) -> list[str]:
+def _problems(settings: GrpoSettings) -> list[str]:
     problems = []
     try:
-        resume_mode(s.resume)
+        resume_mode(settings.resume)
     except ConfigError as err:
         problems.append(str(err))
-    if s.policy.vision not in ("auto", True, False, "true", "false"):
-        problems.append(f"policy.vision={s.policy.vision!r}: use auto, true or false")
-    if s.policy.image not in POLICY_VIEWS:
-        problems.append(f"policy.image={s.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
-    if "{prompt}" not in s.prompt.template:
+    if settings.policy.vision not in ("auto", True, False, "true", "false"):
+        problems.append(f"policy.vision={settings.policy.vision!r}: use auto, true or false")
+    if settings.policy.image not in POLICY_VIEWS:
+        problems.append(f"policy.image={settings.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
+    if "{prompt}" not in settings.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
-    if not s.reward or not to_plain(s.reward).get("name"):
+    if not settings.reward or not to_plain(settings.reward).get("name"):
         problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
-    if not s.generator:
+    if not settings.generator:
         problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
-    if not 0.0 <= s.max_reward_failures <= 1.0:
-        problems.append(f"max_reward_failures={s.max_reward_failures}: give a fraction of a step in [0, 1]")
-    if s.stall_timeout_s < 0:
-        problems.append(f"stall_timeout_s={s.stall_timeout_s}: give seconds (0: no limit)")
-    if s.trainer.get("remove_unused_columns"):
+    if not 0.0 <= settings.max_reward_failures <= 1.0:
+        problems.append(f"max_reward_failures={settings.max_reward_failures}: give a fraction of a step in [0, 1]")
+    if settings.stall_timeout_s < 0:
+        problems.append(f"stall_timeout_s={settings.stall_timeout_s}: give seconds (0: no limit)")
+    if settings.trainer.get("remove_unused_columns"):
         problems.append(
             "trainer.remove_unused_columns=true would drop task_id, which the rewards need; leave it unset"
         )
-    if s.trainer.get("sync_ref_model") and (s.lora.enabled or not s.trainer.get("beta")):
-        why = "with LoRA the reference is the policy with its adapter disabled" if s.lora.enabled else "beta is 0"
+    if settings.trainer.get("sync_ref_model") and (settings.lora.enabled or not settings.trainer.get("beta")):
+        why = (
+            "with LoRA the reference is the policy with its adapter disabled" if settings.lora.enabled else "beta is 0"
+        )
         problems.append(f"trainer.sync_ref_model=true has no reference model to sync ({why}); leave it false")
-    n_rewards = 1 + len(s.more_rewards)
-    weights = s.trainer.get("reward_weights")
+    n_rewards = 1 + len(settings.more_rewards)
+    weights = settings.trainer.get("reward_weights")
     if weights is not None and len(weights) != n_rewards:
         problems.append(
             f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
             "(reward + more_rewards); give one per reward"
         )
-    problems.extend(report_to_problems(s.trainer.get("report_to", "none")))
-    problems.extend(plan_problems(s.plan_for))
-    if not s.plan:  # a plan is made before the models are there
-        gen = to_plain(s.generator) if s.generator else {}
-        for key, value in (("policy.path", s.policy.path), ("generator.path", gen.get("path"))):
+    problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
+    problems.extend(plan_problems(settings.plan_for))
+    if not settings.plan:  # a plan is made before the models are there
+        gen = to_plain(settings.generator) if settings.generator else {}
+        for key, value in (("policy.path", settings.policy.path), ("generator.path", gen.get("path"))):
             if problem := missing_model(value, key):
                 problems.append(problem)
     return problems
 
 
-def grpo_args(s: GrpoSettings, out: Path) -> Any:
+def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
     from trl import GRPOConfig
 
@@ -271,14 +270,14 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
         "logging_steps": 1,
         "logging_first_step": True,
         "log_completions": False,
-        **s.trainer,
-        "seed": s.seed,
+        **settings.trainer,
+        "seed": settings.seed,
         "remove_unused_columns": False,  # the rewards need task_id
     }
     if args.get("bf16") is None:
         args["bf16"] = bf16_available()
     if args.get("max_completion_length") is None:
-        args["max_completion_length"] = text_budget(s.generator) if s.generator else 77
+        args["max_completion_length"] = text_budget(settings.generator) if settings.generator else 77
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
     save_gathered_weights_under_zero3()  # the policy is written as a model, not as DeepSpeed's shards
@@ -290,41 +289,44 @@ def grpo_args(s: GrpoSettings, out: Path) -> Any:
         raise ConfigError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
 
 
-def build_messages(task: Task, s: GrpoSettings, vision: bool) -> list[dict[str, Any]]:
-    text = s.prompt.template.format(prompt=task.prompt)
+def build_messages(task: Task, settings: GrpoSettings, vision: bool) -> list[dict[str, Any]]:
+    text = settings.prompt.template.format(prompt=task.prompt)
     user: Any = [{"type": "image"}, {"type": "text", "text": text}] if vision else text
-    messages = [{"role": "system", "content": s.prompt.system}] if s.prompt.system else []
+    messages = [{"role": "system", "content": settings.prompt.system}] if settings.prompt.system else []
     return messages + [{"role": "user", "content": user}]
 
 
-def task_split(s: GrpoSettings, with_eval: bool) -> tuple[list[Task], list[Task], int]:
+def task_split(settings: GrpoSettings, with_eval: bool) -> tuple[list[Task], list[Task], int]:
     """Training and held-out tasks, and the number of bad rows; held out by whole scene / source image, and a
     held-out set given as ``eval_data`` shares no scene or image with the training tasks."""
-    train, skipped = load_tasks(s.data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)
+    train, skipped = load_tasks(settings.data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels)
     n_bad = len(skipped)
     heldout: list[Task] = []
-    if with_eval and s.eval_data:
-        heldout, skipped_eval = load_tasks(s.eval_data, skip_bad=s.skip_bad, max_pixels=s.max_decode_pixels)
+    if with_eval and settings.eval_data:
+        heldout, skipped_eval = load_tasks(
+            settings.eval_data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels
+        )
         n_bad += len(skipped_eval)
-        shared = {t.group for t in heldout} & {t.group for t in train}
+        shared = {task.group for task in heldout} & {task.group for task in train}
         if shared:
             raise ConfigError(
-                f"eval_data={s.eval_data} shares {len(shared)} scene(s) / source image(s) with data={s.data} (e.g. "
-                f"{sorted(shared)[0]}): held-out rewards would measure memory, not generalisation; remove them"
+                f"eval_data={settings.eval_data} shares {len(shared)} scene(s) / source image(s) with "
+                f"data={settings.data} (e.g. {sorted(shared)[0]}): held-out rewards would measure memory, not "
+                "generalisation; remove them"
             )
     elif with_eval:
-        if len(train) < 2 * s.eval_tasks:
+        if len(train) < 2 * settings.eval_tasks:
             raise ConfigError(
-                f"{s.data}: {len(train)} tasks are too few to hold out eval_tasks={s.eval_tasks}; "
+                f"{settings.data}: {len(train)} tasks are too few to hold out eval_tasks={settings.eval_tasks}; "
                 "give eval_data=TASKS.jsonl, lower eval_tasks, or eval.every=0"
             )
-        train, heldout = split_heldout(train, s.eval_tasks)
+        train, heldout = split_heldout(train, settings.eval_tasks)
     if not train:
-        raise ConfigError(f"{s.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
+        raise ConfigError(f"{settings.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
     return train, heldout, n_bad
 
 
-def check_fills_a_step(train: list[Task], args: Any, s: GrpoSettings) -> int:
+def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> int:
     """Prompts per step (over all processes); refuses when the training tasks cannot fill one step (trl would train
     0 steps and save the untrained policy)."""
     prompts = args.generation_batch_size // args.num_generations
@@ -334,8 +336,12 @@ def check_fills_a_step(train: list[Task], args: Any, s: GrpoSettings) -> int:
             f"({args.world_size} process(es) x trainer.per_device_train_batch_size={args.per_device_train_batch_size}"
             f" x steps_per_generation={args.steps_per_generation} = {args.generation_batch_size} completions, "
             f"trainer.num_generations={args.num_generations} per prompt). Lower trainer.per_device_train_batch_size "
-            f"(or the number of processes), or give more tasks in data={s.data}"
-            + (f" ({s.eval_tasks} are held out: eval_tasks)" if not s.eval_data and s.eval.every > 0 else "")
+            f"(or the number of processes), or give more tasks in data={settings.data}"
+            + (
+                f" ({settings.eval_tasks} are held out: eval_tasks)"
+                if not settings.eval_data and settings.eval.every > 0
+                else ""
+            )
         )
     per_epoch = len(train) // prompts * prompts
     logger.info(
@@ -349,22 +355,22 @@ def check_fills_a_step(train: list[Task], args: Any, s: GrpoSettings) -> int:
     return prompts
 
 
-def prepare(s: GrpoSettings, out: Path, *, create: bool = True) -> Output | None:
+def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output | None:
     """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused; with
     ``create=False`` only a refusal is checked, before any model loads (:func:`rl.run_folder.prepare_run_folder`)."""
     inputs = run_inputs(
-        {"policy": s.policy.path, "data": s.data, "eval_data": s.eval_data},
-        [("reward{i}", [s.reward, *s.more_rewards]), ("eval_reward{i}", s.eval_rewards)],
-        s.generator,
+        {"policy": settings.policy.path, "data": settings.data, "eval_data": settings.eval_data},
+        [("reward{i}", [settings.reward, *settings.more_rewards]), ("eval_reward{i}", settings.eval_rewards)],
+        settings.generator,
     )
     return prepare_run_folder(
         out,
         "grpo",
-        settings_record(s),
+        settings_record(settings),
         inputs,
         create=create,
-        overwrite=s.overwrite,
-        resume=resume_mode(s.resume),
+        overwrite=settings.overwrite,
+        resume=resume_mode(settings.resume),
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
     )
@@ -384,7 +390,7 @@ def checkpoint_step(checkpoint: str | None) -> int:
 class Setup:
     """What :func:`set_up` builds for :func:`train` and :func:`report`."""
 
-    s: GrpoSettings
+    settings: GrpoSettings
     args: Any  # trl.GRPOConfig
     out: Path
     output: Output
@@ -418,55 +424,57 @@ class Trained:
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Set up, train, report; returns the summary (also ``out/grpo_result.json``)."""
-    s, args = settings_and_args(cfg)
-    if s.plan:
-        return _print_plan(s, args)
-    with Watchdog(s.stall_timeout_s) as dog:
-        setup = set_up(s, args, dog)
-        trained = train(setup, callbacks or [], dog)
-        dog.beat("writing the report")
+    settings, args = settings_and_args(cfg)
+    if settings.plan:
+        return _print_plan(settings, args)
+    with Watchdog(settings.stall_timeout_s) as watchdog:
+        setup = set_up(settings, args, watchdog)
+        trained = train(setup, callbacks or [], watchdog)
+        watchdog.beat("writing the report")
         return report(setup, trained)
 
 
-def _print_plan(s: GrpoSettings, args: Any) -> dict[str, Any]:
+def _print_plan(settings: GrpoSettings, args: Any) -> dict[str, Any]:
     from rl.commands.grpo_plan import grpo_plan
-    from training.plan import report_plan
+    from training.shared.plan import report_plan
 
-    return report_plan(grpo_plan(s, args))
+    return report_plan(grpo_plan(settings, args))
 
 
-def set_up(s: GrpoSettings, args: Any, dog: Watchdog) -> Setup:
+def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     """Every check before a model loads (tasks, a full step, devices, the output folder), then the rewards, the
     generator, the output folder and the policy."""
-    out = Path(s.out)
-    vision = is_vlm(s.policy.path, s.policy.vision)
-    train_tasks, heldout, n_bad = task_split(s, with_eval=s.eval.every > 0)
-    check_fills_a_step(train_tasks, args, s)
-    train_entries = resolve_devices([s.reward, *s.more_rewards], schema_has_device=reward_has_device, where="reward")
-    eval_entries = resolve_devices(s.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
-    (generator_cfg,) = resolve_devices([s.generator], schema_has_device=generator_has_device, where="generator")
-    on_main(lambda: prepare(s, out, create=False))  # a refused out folder fails here, before any model loads
+    out = Path(settings.out)
+    vision = is_vlm(settings.policy.path, settings.policy.vision)
+    train_tasks, heldout, n_bad = task_split(settings, with_eval=settings.eval.every > 0)
+    check_fills_a_step(train_tasks, args, settings)
+    train_entries = resolve_devices(
+        [settings.reward, *settings.more_rewards], schema_has_device=reward_has_device, where="reward"
+    )
+    eval_entries = resolve_devices(settings.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
+    (generator_cfg,) = resolve_devices([settings.generator], schema_has_device=generator_has_device, where="generator")
+    on_main(lambda: prepare(settings, out, create=False))  # a refused out folder fails here, before any model loads
 
-    dog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
+    watchdog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
     start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
-    dog.beat("building the rewards and the generator")
+    watchdog.beat("building the rewards and the generator")
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
-        rewards = RewardSet(train_entries, normalize=s.normalize_rewards)
+        rewards = RewardSet(train_entries, normalize=settings.normalize_rewards)
         eval_set = None
-        if s.eval.every > 0:  # the training rewards (as built) and the held-out ones
-            eval_set = RewardSet([*rewards.rewards, *eval_entries], normalize=s.normalize_rewards)
+        if settings.eval.every > 0:  # the training rewards (as built) and the held-out ones
+            eval_set = RewardSet([*rewards.rewards, *eval_entries], normalize=settings.normalize_rewards)
         generator = build_generator(generator_cfg)
-    output = on_main(lambda: prepare(s, out))  # decided once, by the main process
+    output = on_main(lambda: prepare(settings, out))  # decided once, by the main process
     assert output is not None
     resume_from = resume_point(output, out, args)
     wait_for_everyone()
 
-    dog.beat("loading the policy")
-    model, processing_class = load_policy(s.policy, s.lora, vision, args)
-    restored = bool(resume_from) and not s.lora.enabled and not uses_deepspeed(args)
+    watchdog.beat("loading the policy")
+    model, processing_class = load_policy(settings.policy, settings.lora, vision, args)
+    restored = bool(resume_from) and not settings.lora.enabled and not uses_deepspeed(args)
     restored = restored and load_checkpoint_weights(model, resume_from)  # the trainer's own resume misses the keys
     return Setup(
-        s=s,
+        settings=settings,
         args=args,
         out=out,
         output=output,
@@ -496,36 +504,36 @@ def resume_point(output: Output, out: Path, args: Any) -> str | None:
     return checkpoint
 
 
-def train(setup: Setup, callbacks: list[Any], dog: Watchdog) -> Trained:
+def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
     """trl's GRPOTrainer on the training tasks, timed per step, evaluated on the held-out tasks, one console line per
     step; the policy saved to ``out/policy`` (collective)."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
 
-    s, args, out = setup.s, setup.args, setup.out
+    settings, args, out = setup.settings, setup.args, setup.out
     render = InpaintingRender(
         setup.generator,
-        {t.id: t for t in [*setup.train, *setup.heldout]},
-        seed=s.seed,
+        {task.id: task for task in [*setup.train, *setup.heldout]},
+        seed=settings.seed,
         samples_dir=out / "samples",
-        samples_per_step=s.samples_per_step,
+        samples_per_step=settings.samples_per_step,
         write_samples=args.process_index == 0,
     )
     scoring = TrlRewards(setup.rewards, render, servers_down="none")  # all servers down: the guard stops the run
     clock = StepClock()
-    guard = RewardGuard(scoring, s.max_reward_failures)  # a step without usable rewards stops the run
+    guard = RewardGuard(scoring, settings.max_reward_failures)  # a step without usable rewards stops the run
     heldout_cb = held_out_eval(setup, render)
     # the clock first: a step ends before held-out evaluation starts
-    first = [clock, guard, WatchdogCallback(dog), *callbacks]
-    dog.beat("building the trainer (and the reference model when trainer.beta > 0)")
+    first = [clock, guard, WatchdogCallback(watchdog), *callbacks]
+    watchdog.beat("building the trainer (and the reference model when trainer.beta > 0)")
     trainer = GRPOTrainer(
         model=setup.model,
         reward_funcs=clock.watch(scoring.functions()),
         args=args,
         train_dataset=Dataset.from_list(training_rows(setup)),
         processing_class=setup.processing_class,
-        peft_config=lora_config(s.lora) if s.lora.enabled else None,
+        peft_config=lora_config(settings.lora) if settings.lora.enabled else None,
         callbacks=[*first, *([heldout_cb] if heldout_cb else [])],
     )
     if heldout_cb is not None:
@@ -546,10 +554,10 @@ def train(setup: Setup, callbacks: list[Any], dog: Watchdog) -> Trained:
 def training_rows(setup: Setup) -> list[dict[str, Any]]:
     """The training dataset: each task's chat prompt (and, for a VLM policy, its view of the task image)."""
     rows = []
-    for t in setup.train:
-        row: dict[str, Any] = {"prompt": build_messages(t, setup.s, setup.vision), "task_id": t.id}
+    for task in setup.train:
+        row: dict[str, Any] = {"prompt": build_messages(task, setup.settings, setup.vision), "task_id": task.id}
         if setup.vision:
-            row["image"] = policy_view(t, setup.s.policy.image)
+            row["image"] = policy_view(task, setup.settings.policy.image)
         rows.append(row)
     return rows
 
@@ -558,31 +566,31 @@ def held_out_eval(setup: Setup, render: InpaintingRender) -> HeldOutEval | None:
     """The held-out evaluation callback (every ``eval.every`` steps and before the first), or ``None``."""
     if setup.eval_set is None:
         return None
-    s, vision = setup.s, setup.vision
+    settings, vision = setup.settings, setup.vision
     return HeldOutEval(
         setup.heldout,
-        lambda t: build_messages(t, s, vision),
+        lambda task: build_messages(task, settings, vision),
         render,
         setup.eval_set,
-        every=s.eval.every,
-        max_new_tokens=s.eval.max_new_tokens or setup.args.max_completion_length or 64,
+        every=settings.eval.every,
+        max_new_tokens=settings.eval.max_new_tokens or setup.args.max_completion_length or 64,
         history=setup.out / "heldout.jsonl",
-        view=(lambda t: policy_view(t, s.policy.image)) if vision else None,
+        view=(lambda task: policy_view(task, settings.policy.image)) if vision else None,
     )
 
 
-def report(setup: Setup, t: Trained) -> dict[str, Any]:
+def report(setup: Setup, trained: Trained) -> dict[str, Any]:
     """Every process's devices and step-time split (collective), then on the main process the curves, plots,
     ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with the reason."""
-    out, trainer = setup.out, t.trainer
-    processes = gather(process_record(setup, t))  # collective
+    out, trainer = setup.out, trained.trainer
+    processes = gather(process_record(setup, trained))  # collective
     max_steps = trainer.state.max_steps
-    complete = t.guard.failure is None and (t.global_step >= max_steps or t.stopped_at is not None)
+    complete = trained.guard.failure is None and (trained.global_step >= max_steps or trained.stopped_at is not None)
     result: dict[str, Any] = {
-        "global_step": t.global_step,
+        "global_step": trained.global_step,
         "max_steps": max_steps,
         "complete": complete,
-        "stopped_by_callback_at": t.stopped_at,
+        "stopped_by_callback_at": trained.stopped_at,
         "resumed": setup.output.resumed,
         "skipped_rows": setup.n_bad,
         "tasks": {"train": len(setup.train), "heldout": len(setup.heldout)},
@@ -590,11 +598,11 @@ def report(setup: Setup, t: Trained) -> dict[str, Any]:
         "policy_dtype": str(next(setup.model.parameters()).dtype),
         "beta": setup.args.beta,
         "rewards": setup.rewards.labels,
-        "reward_failures": t.guard.report(),
+        "reward_failures": trained.guard.report(),
         "eval_rewards": setup.eval_set.labels if setup.eval_set else [],
         "provenance": setup.output.provenance(),
         "processes": processes,
-        "timing": {"train_s": t.train_s, **mean_timing(processes)},
+        "timing": {"train_s": trained.train_s, **mean_timing(processes)},
     }
     if trainer.is_world_process_zero():
         setup.processing_class.save_pretrained(str(out / "policy"))
@@ -613,21 +621,21 @@ def report(setup: Setup, t: Trained) -> dict[str, Any]:
         logger.info("%s", summary_text(result))
         if complete:
             setup.output.finish()
-    t.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
+    trained.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
     if not complete:
         raise RunIncomplete(
-            f"GRPO ended after {t.global_step} of {max_steps} steps: the training tasks ran out "
+            f"GRPO ended after {trained.global_step} of {max_steps} steps: the training tasks ran out "
             f"(the trainer found no full batch of prompts). The policy so far is in {out / 'policy'}; "
             "see grpo_result.json"
         )
     return result
 
 
-def process_record(setup: Setup, t: Trained) -> dict[str, Any]:
+def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split and peak memory."""
     rewards, eval_set, generator = setup.rewards, setup.eval_set, setup.generator
     devices = {
-        "policy": placed_device(t.trainer.model) or str(t.trainer.accelerator.device),
+        "policy": placed_device(trained.trainer.model) or str(trained.trainer.accelerator.device),
         "generator": placed_device(generator) or str(getattr(generator, "device", "cpu")),
         **{f"reward:{r.label}": placed_device(r.reward) or "none" for r in rewards.rewards},
         **{
@@ -640,9 +648,9 @@ def process_record(setup: Setup, t: Trained) -> dict[str, Any]:
         "process": setup.args.process_index,
         "local_rank": local_rank(),
         "devices": devices,
-        "timing": step_split(t.clock, t.render.inpaint_s, t.scoring.reward_s),
-        "reference": reference_model(t.trainer),
-        "heldout_s": t.heldout_cb.seconds if t.heldout_cb else 0.0,
+        "timing": step_split(trained.clock, trained.render.inpaint_s, trained.scoring.reward_s),
+        "reference": reference_model(trained.trainer),
+        "heldout_s": trained.heldout_cb.seconds if trained.heldout_cb else 0.0,
         "peak_memory_gib": peak_memory_gib(),
     }
 

@@ -1,4 +1,4 @@
-"""``rl/grpo.py ... plan=true``: the plan of a GRPO run (:mod:`training.plan`), from its settings alone.
+"""``rl/grpo.py ... plan=true``: the plan of a GRPO run (:mod:`training.shared.plan`), from its settings alone.
 
 Per GPU: the policy (trained: full or LoRA), trl's reference model when β > 0 without LoRA (with LoRA the
 adapter-disabled policy is the reference), the reward's model when it runs in the process (a served reward costs
@@ -11,8 +11,7 @@ import logging
 from typing import Any
 
 from reward.core.config import to_plain
-from training.commands.sft_plan import shape_or_fail, visual_tokens
-from training.plan import (
+from training.shared.plan import (
     Part,
     Plan,
     advise,
@@ -20,9 +19,11 @@ from training.plan import (
     generator_part,
     launch_of,
     model_part,
+    shape_or_fail,
     trainable_params,
+    visual_tokens,
 )
-from training.plan_models import model_shape
+from training.shared.plan_models import model_shape
 
 logger = logging.getLogger(__name__)
 
@@ -48,27 +49,29 @@ def _reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tu
     return part, f"reward {name}: {shape.total / 1e9:.2f}B parameters in this process ({shape.source})"
 
 
-def grpo_plan(s: Any, args: Any) -> Plan:
+def grpo_plan(settings: Any, args: Any) -> Plan:
     """The plan of GRPO settings ``s`` (:class:`rl.commands.grpo.GrpoSettings`) with trl's ``GRPOConfig`` ``args``."""
-    from training.shared import load_dtype
+    from training.shared.trainable import load_dtype
 
-    t = s.trainer
+    trainer = settings.trainer
     launch = launch_of(
-        s.plan_for,
+        settings.plan_for,
         per_device=args.per_device_train_batch_size,
         accumulation=args.gradient_accumulation_steps,
-        bf16=t.get("bf16") is not False,
+        bf16=trainer.get("bf16") is not False,
         checkpointing=bool(getattr(args, "activation_checkpointing", False)),
     )
-    shape = shape_or_fail(s.policy.path, "policy.path", s.plan_for.model)
-    vlm = shape.vision_params > 0 and s.policy.vision not in (False, "false")
+    shape = shape_or_fail(settings.policy.path, "policy.path", settings.plan_for.model)
+    vlm = shape.vision_params > 0 and settings.policy.vision not in (False, "false")
     vis, vis_why = visual_tokens(None, shape.pixels_per_token) if vlm else (0, "a text policy")
     completion = int(args.max_completion_length)
     tokens = PROMPT_TEXT_TOKENS + vis + completion
-    dtype = load_dtype(s.policy.dtype, lora=s.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0)
-    lora_r = s.lora.r if s.lora.enabled else None
+    dtype = load_dtype(
+        settings.policy.dtype, lora=settings.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0
+    )
+    lora_r = settings.lora.r if settings.lora.enabled else None
     trainable = trainable_params(
-        shape, lora_r=lora_r, lora_targets=list(s.lora.target_modules), vision=False, aligner=False
+        shape, lora_r=lora_r, lora_targets=list(settings.lora.target_modules), vision=False, aligner=False
     )
     policy = model_part(
         f"policy {shape.name.split('/')[-1]}",
@@ -80,16 +83,16 @@ def grpo_plan(s: Any, args: Any) -> Plan:
         visual_tokens=vis,
         train_vision=False,
     )
-    plan = Plan(title=f"GRPO of {s.policy.path}", parts=[policy], launch=launch)
-    beta = float(t.get("beta", 0.0) or 0.0)
-    if beta > 0 and not s.lora.enabled:
+    plan = Plan(title=f"GRPO of {settings.policy.path}", parts=[policy], launch=launch)
+    beta = float(trainer.get("beta", 0.0) or 0.0)
+    if beta > 0 and not settings.lora.enabled:
         plan.parts.append(
             frozen_part("reference policy (beta > 0)", shape.total, dtype.itemsize, launch, sharded=True)
         )
-    reward, reward_line = _reward_part(to_plain(s.reward), launch.bf16, s.plan_for.reward_model)
+    reward, reward_line = _reward_part(to_plain(settings.reward), launch.bf16, settings.plan_for.reward_model)
     if reward is not None:
         plan.parts.append(reward)
-    gen = to_plain(s.generator)
+    gen = to_plain(settings.generator)
     gen_name = gen.get("name", "?")
     if gen_name != "procedural":
         plan.parts.append(generator_part(gen_name, 2 if launch.bf16 else 4))
@@ -102,7 +105,7 @@ def grpo_plan(s: Any, args: Any) -> Plan:
         f"completions per step {eff} = {launch.per_device} per device x {launch.accumulation} accumulation x "
         f"{launch.processes} processes: {prompts} prompts x group {args.num_generations} per generation",
         f"steps: {args.max_steps}; beta {beta:g}"
-        + ("; the reference is the adapter-disabled policy" if beta > 0 and s.lora.enabled else ""),
+        + ("; the reference is the adapter-disabled policy" if beta > 0 and settings.lora.enabled else ""),
         f"per completion: up to {completion} new tokens, about {tokens} tokens with the prompt ({vis_why}"
         + (f", {vis} visual tokens" if vlm else "")
         + ")",
@@ -112,7 +115,7 @@ def grpo_plan(s: Any, args: Any) -> Plan:
         "time: no GRPO step time has been measured on a GPU yet (bench/rl_gpu_check.sh measures one)",
     ]
     plan.advice = advise(
-        plan, lora=s.lora.enabled, fewer_tokens="trainer.max_completion_length=... lower (shorter expansions)"
+        plan, lora=settings.lora.enabled, fewer_tokens="trainer.max_completion_length=... lower (shorter expansions)"
     )
     if not plan.fits and reward is not None:
         plan.advice.insert(0, "reward.backend=openai: serve the reward on other GPUs (README: served rewards)")

@@ -27,29 +27,23 @@ from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, write_card
-from training.plan import PlanSettings, plan_problems
 from training.push import push_problems, push_scorer
-from training.reporting import report_to_problems
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
     resolve_definitions,
     scorer_metadata,
 )
-from training.shared import (
-    LoraSettings,
-    freeze_vision,
+from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
+from training.shared.deepspeed import (
     gathered_state_dict,
-    last_complete_checkpoint,
-    load_checkpoint_weights,
-    load_dtype,
-    load_for_training,
-    lora_config,
-    restored_weights_quiet,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
+from training.shared.plan import PlanSettings, plan_problems
+from training.shared.reporting import report_to_problems
+from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
 from training.streams import STREAMS
 
 if TYPE_CHECKING:
@@ -80,7 +74,7 @@ MAY_CHANGE = (
 class ModelSettings(ModelLoading):
     """The VLM to fine-tune; loading knobs from :class:`reward.vlm.ModelLoading` (``dtype=auto``: fp32 master
     weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
-    :func:`training.shared.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
+    :func:`training.shared.trainable.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
 
     path: str = MISSING  # VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
     freeze_vision: bool = True  # SA-IQA freezes the ViT ...
@@ -91,7 +85,7 @@ class ModelSettings(ModelLoading):
 
 
 @dataclass
-class PromptSettings:
+class ScorerPromptSettings:
     type: int = 4  # SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions
     tag: bool = False  # prepend the <dimension> tag to any type
     dimensions: list[str] = field(default_factory=lambda: list(DEFAULT_DIMENSIONS))
@@ -176,7 +170,7 @@ class SftSettings:
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
-    prompt: PromptSettings = field(default_factory=PromptSettings)
+    prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
     seed: int = 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle
     resume: str = "auto"  # auto: continue the same run from out's last checkpoint; never: a new run only
@@ -195,75 +189,82 @@ class SftSettings:
 store_schema("sft_schema", SftSettings)
 
 
-def parse_settings(cfg: Any) -> SftSettings:
-    """Typed settings from the Hydra config; unknown, missing or mistyped keys in any section fail together."""
+def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
+    """Typed settings from the Hydra config; unknown, missing or mistyped keys and invalid values in any section fail
+    together. ``with_inputs`` (a run): the model and data are checked first, before the validation imports trl, so a
+    missing file is said at once; ``plan=true`` checks none, its model and data may not exist yet."""
     settings = parse(SftSettings, cfg, where="")
+    if with_inputs and not settings.plan:
+        check_inputs(settings)
     _validate(settings)
     return settings
 
 
-def _validate(s: SftSettings) -> None:
+def _validate(settings: SftSettings) -> None:
     problems = []
-    if len(s.levels.words) != len(s.levels.values) or len(s.levels.words) < 2:
-        problems.append(f"levels.words {s.levels.words} and levels.values {s.levels.values} need the same length >= 2")
+    words, values = settings.levels.words, settings.levels.values
+    if len(words) != len(values) or len(words) < 2:
+        problems.append(f"levels.words {words} and levels.values {values} need the same length >= 2")
     try:
-        resume_mode(s.resume)
+        resume_mode(settings.resume)
     except ConfigError as err:
         problems.append(str(err))
-    if s.prompt.type not in (1, 2, 3, 4):
-        problems.append(f"prompt.type={s.prompt.type}: SA-IQA has prompt types 1-4")
-    if s.data.train in STREAMS and int(s.trainer.get("max_steps", -1)) <= 0:
-        problems.append(f"data.train={s.data.train} streams without end: set trainer.max_steps=N")
+    if settings.prompt.type not in (1, 2, 3, 4):
+        problems.append(f"prompt.type={settings.prompt.type}: SA-IQA has prompt types 1-4")
+    if settings.data.train in STREAMS and int(settings.trainer.get("max_steps", -1)) <= 0:
+        problems.append(f"data.train={settings.data.train} streams without end: set trainer.max_steps=N")
     try:
-        s.model.loading()
+        settings.model.loading()
     except ValueError as err:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
-    if soft_mode(s.data.soft_targets) == "?":
-        problems.append(f"data.soft_targets={s.data.soft_targets!r}: use false, true (votes) or gaussian (row std)")
-    elif soft_mode(s.data.soft_targets) == "gaussian" and s.data.train in STREAMS:
+    if soft_mode(settings.data.soft_targets) == "?":
         problems.append(
-            f"data.soft_targets=gaussian needs each row's std; data.train={s.data.train} has none: use true"
+            f"data.soft_targets={settings.data.soft_targets!r}: use false, true (votes) or gaussian (row std)"
         )
-    mr = s.data.mos_range
-    if mr is not None and (len(mr) != 2 or not mr[0] < mr[1]):
-        problems.append(f"data.mos_range={mr}: give [low, high] with low < high, or null for each source's own")
-    problems.extend(_prompt_problems(s))
+    elif soft_mode(settings.data.soft_targets) == "gaussian" and settings.data.train in STREAMS:
+        problems.append(
+            f"data.soft_targets=gaussian needs each row's std; data.train={settings.data.train} has none: use true"
+        )
+    mos_range = settings.data.mos_range
+    if mos_range is not None and (len(mos_range) != 2 or not mos_range[0] < mos_range[1]):
+        problems.append(f"data.mos_range={mos_range}: give [low, high] with low < high, or null for each source's own")
+    problems.extend(_prompt_problems(settings))
     from trl import SFTConfig
 
-    problems.extend(library_field_problems(SFTConfig, s.trainer, "trainer"))
-    problems.extend(plan_problems(s.plan_for))
-    problems.extend(report_to_problems(s.trainer.get("report_to", "none")))
-    problems.extend(push_problems(s.push_to_hub, s.hub_model_id))
-    if s.trainer.get("push_to_hub"):
+    problems.extend(library_field_problems(SFTConfig, settings.trainer, "trainer"))
+    problems.extend(plan_problems(settings.plan_for))
+    problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
+    problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id))
+    if settings.trainer.get("push_to_hub"):
         problems.append("trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)")
     if problems:
         raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
 
-def _prompt_problems(s: SftSettings) -> list[str]:
+def _prompt_problems(settings: SftSettings) -> list[str]:
     """Types 3-4 need a definition of every dimension: say so now, not after training (when the scorer is written)."""
-    dims = s.prompt.dimensions
+    dims = settings.prompt.dimensions
     if not dims or len(set(dims)) != len(dims):
         return [f"prompt.dimensions={dims}: give one or more distinct dimension names"]
-    if s.prompt.type not in (3, 4):
+    if settings.prompt.type not in (3, 4):
         return []
-    defs = resolve_definitions(dims, s.prompt.type, s.prompt.definitions)
+    defs = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
     missing = [d for d in dims if not defs.get(d)]
     if not missing:
         return []
     example = " ".join(f"+prompt.definitions.{d}='...'" for d in missing)
     return [
-        f"prompt.type={s.prompt.type} needs a definition of each dimension; none for {missing}: set "
+        f"prompt.type={settings.prompt.type} needs a definition of each dimension; none for {missing}: set "
         f"prompt.definitions ({example}) or use prompt.type=1 or 2"
     ]
 
 
-def check_inputs(s: SftSettings) -> None:
+def check_inputs(settings: SftSettings) -> None:
     """The model, the training and test data exist: fail now, not after training (a missing data.test would)."""
-    sources = [("data.train", s.data.train), ("data.test", s.data.test)]
-    sources += [(f"data.cross[{i}]", v) for i, v in enumerate(s.data.cross)]
+    sources = [("data.train", settings.data.train), ("data.test", settings.data.test)]
+    sources += [(f"data.cross[{i}]", v) for i, v in enumerate(settings.data.cross)]
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
-    model = missing_model(s.model.path, "model.path")
+    model = missing_model(settings.model.path, "model.path")
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
@@ -273,17 +274,17 @@ def check_inputs(s: SftSettings) -> None:
         raise MissingInputError("\n".join([*([model] if model else []), *missing]))
 
 
-def check_output_folder(s: SftSettings) -> Output:
+def check_output_folder(settings: SftSettings) -> Output:
     """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
-    settings = {k: v for k, v in asdict(s).items() if k not in ("out", "plan", "plan_for")}
-    inputs = {"model": s.model.path, "data.train": s.data.train}
+    record = {k: v for k, v in asdict(settings).items() if k not in ("out", "plan", "plan_for")}
+    inputs = {"model": settings.model.path, "data.train": settings.data.train}
     return check_output(
-        s.out,
+        settings.out,
         "sft",
-        settings,
+        record,
         inputs,
-        resume=resume_mode(s.resume),
-        overwrite=s.overwrite,
+        resume=resume_mode(settings.resume),
+        overwrite=settings.overwrite,
         may_change=MAY_CHANGE,
         resume_hint="resume=auto",
     )
@@ -297,11 +298,17 @@ def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list
         resolve_candidates(tokenizer, q["response_prefix"], words)
 
 
-def _trainer_args(s: SftSettings, out: Path) -> Any:
+def _trainer_args(settings: SftSettings, out: Path) -> Any:
     import torch
     from trl import SFTConfig
 
-    args = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True, **s.trainer, "seed": s.seed}
+    args = {
+        "report_to": "none",
+        "save_strategy": "steps",
+        "logging_first_step": True,
+        **settings.trainer,
+        "seed": settings.seed,
+    }
     if args.get("bf16") is None:
         args["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if not torch.cuda.is_available():
@@ -315,114 +322,206 @@ def _trainer_args(s: SftSettings, out: Path) -> Any:
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
-    """Train, write ``out/scorer``, evaluate; returns paths, final step and metrics."""
-    s = parse(SftSettings, cfg, where="")
-    if s.plan:  # no file needs to exist yet: the plan is made from the settings alone
-        _validate(s)
-        return _print_plan(s)
-    check_inputs(s)  # a missing file needs no library: said before trl and torch are imported
-    _validate(s)
+    """Set up, train, report; returns paths, final step and metrics (also ``out/sft_result.json``)."""
+    settings = parse_settings(cfg, with_inputs=True)
+    if settings.plan:  # no file needs to exist yet: the plan is made from the settings alone
+        return _print_plan(settings)
+    setup = set_up(settings)
+    trained = train(setup, callbacks or [])
+    return report(setup, trained, cfg)
 
-    from reward.vlm import VLM, load_processor, thinking_off
-    from training.rating_loss import weighted_trainer_class
 
-    out = Path(s.out)
-    definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
-    meta = scorer_metadata(
-        s.prompt.dimensions,
-        prompt_type=s.prompt.type,
-        definitions=definitions,
-        tag=s.prompt.tag,
-        level_words=s.levels.words,
-        level_values=s.levels.values,
-        trained_from=s.model.path,
+@dataclass
+class Setup:
+    """What :func:`set_up` builds for :func:`train` and :func:`report`."""
+
+    settings: SftSettings
+    out: Path
+    output: Output
+    meta: dict[str, Any]  # the scorer's sa_iqa.json: dimensions, rendered queries, level words
+    processor: Any
+    train_dataset: Any
+    skipped: int  # bad rows of data.train, skipped and counted
+    args: Any  # trl.SFTConfig
+    model: Any
+    resume_from: str | None  # the checkpoint a resumed run continues from
+
+
+@dataclass
+class Trained:
+    """What :func:`train` leaves for :func:`report`."""
+
+    trainer: Any
+    global_step: int
+    train_loss: float
+    metrics_before: dict[str, Any] | None  # eval_before: the untrained model's metrics on data.test
+    main_process: bool  # the process that writes the run's files
+    scorer: Path | None  # out/scorer, written by the main process (None on the others)
+
+
+def set_up(settings: SftSettings) -> Setup:
+    """Every check before a model loads (each level word one token after every query, the output folder, the
+    training data), then trl's arguments (this launch's processes), the output folder and the model."""
+    from reward.vlm import load_processor, thinking_off
+
+    out = Path(settings.out)
+    meta = _scorer_meta(settings)
+    processor = load_processor(
+        settings.model.path, min_pixels=settings.model.min_pixels, max_pixels=settings.model.max_pixels
     )
-    processor = load_processor(s.model.path, min_pixels=s.model.min_pixels, max_pixels=s.model.max_pixels)
     if thinking_off(processor):
         logger.info("chat template: thinking switched off for training (the answer follows the prompt directly)")
-    _level_check(processor.tokenizer, meta["queries"], s.levels.words)
-    output = check_output_folder(s)
-    train_ds, skipped = _train_dataset(s, meta["queries"])
+    _level_check(processor.tokenizer, meta["queries"], settings.levels.words)
+    output = check_output_folder(settings)
+    train_dataset, skipped = _train_dataset(settings, meta["queries"])
     save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
-    args = _trainer_args(s, out)
+    args = _trainer_args(settings, out)
     args.distributed_state.wait_for_everyone()  # every process has checked out before it is created
     if args.distributed_state.is_main_process:
         output.create()
     args.distributed_state.wait_for_everyone()
-    resume_from = (
-        last_complete_checkpoint(out, main_process=args.distributed_state.is_main_process) if output.resumed else None
-    )
-    log_effective_batch(args)
-    start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
-    dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
-    model = load_for_training(s.model.path, dtype, s.model.loading())
-    if s.model.freeze_vision or s.model.freeze_aligner:
-        freeze_vision(model, vision=s.model.freeze_vision, aligner=s.model.freeze_aligner)
-    result: dict[str, Any] = {"skipped_train_rows": skipped, "output_dir": str(out), "run": output.provenance()}
-    described = getattr(getattr(train_ds, "info", None), "description", None)
-    if described and described.startswith("{"):  # a dataset by name: its scale, split rule and seed
-        result["data_train"] = json.loads(described)
-    if s.eval_before and s.data.test:
-        from reward.rewards.sa_iqa import SaIqaReward
+    main_process = args.distributed_state.is_main_process
+    resume_from = last_complete_checkpoint(out, main_process=main_process) if output.resumed else None
+    model = _load_model(settings, args)
+    return Setup(settings, out, output, meta, processor, train_dataset, skipped, args, model, resume_from)
 
-        if s.model.device_map is None and not uses_deepspeed(args):
-            model.to(args.device)  # score on the training device, not on the CPU the weights were loaded to
-        vlm = VLM(model.eval(), processor, batch_size=s.eval_batch_size)
-        result["metrics_before"] = _evaluate(SaIqaReward(vlm, meta), s, out / "before")
-        model.train()
-    restored = bool(resume_from) and not s.lora.enabled and not uses_deepspeed(args)
-    restored = restored and load_checkpoint_weights(model, resume_from)
-    trainer_cls = weighted_trainer_class(s.loss.rating_weight, _rating_ids(processor.tokenizer, meta, s))
+
+def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
+    """The scorer's ``sa_iqa.json`` metadata: its dimensions, their rendered queries, the level words and values."""
+    definitions = resolve_definitions(settings.prompt.dimensions, settings.prompt.type, settings.prompt.definitions)
+    return scorer_metadata(
+        settings.prompt.dimensions,
+        prompt_type=settings.prompt.type,
+        definitions=definitions,
+        tag=settings.prompt.tag,
+        level_words=settings.levels.words,
+        level_values=settings.levels.values,
+        trained_from=settings.model.path,
+    )
+
+
+def _load_model(settings: SftSettings, args: Any) -> Any:
+    """The model to train, in the dtype of the one precision rule, with the vision tower and aligner frozen as set;
+    DeepSpeed's communication is started first (on CPU launches too, refusing a stale build lock), before any
+    ``zero.Init``."""
+    log_effective_batch(args)
+    start_deepspeed_comm(args)
+    dtype = load_dtype(
+        settings.model.dtype, lora=settings.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args)
+    )
+    model = load_for_training(settings.model.path, dtype, settings.model.loading())
+    if settings.model.freeze_vision or settings.model.freeze_aligner:
+        freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
+    return model
+
+
+def train(setup: Setup, callbacks: list[Any]) -> Trained:
+    """The untrained model evaluated first (``eval_before``), then trl's SFTTrainer (the rating word's loss weighted
+    by ``loss.rating_weight``) from the last complete checkpoint of a resumed run; the scorer saved to
+    ``out/scorer`` by the main process (gathering ZeRO-3's weights takes every process)."""
+    from training.rating_loss import weighted_trainer_class
+
+    settings, args, model = setup.settings, setup.args, setup.model
+    metrics_before = _evaluate_before(setup) if settings.eval_before and settings.data.test else None
+    restored = bool(setup.resume_from) and not settings.lora.enabled and not uses_deepspeed(args)
+    restored = restored and load_checkpoint_weights(model, setup.resume_from)
+    trainer_cls = weighted_trainer_class(
+        settings.loss.rating_weight, _rating_ids(setup.processor.tokenizer, setup.meta, settings)
+    )
     trainer = trainer_cls(
         model=model,
         args=args,
-        train_dataset=train_ds,
-        processing_class=processor,
-        peft_config=lora_config(s.lora) if s.lora.enabled else None,
+        train_dataset=setup.train_dataset,
+        processing_class=setup.processor,
+        peft_config=lora_config(settings.lora) if settings.lora.enabled else None,
         callbacks=callbacks,
     )
     with restored_weights_quiet() if restored else contextlib.nullcontext():  # its key warnings are moot
-        train_out = trainer.train(resume_from_checkpoint=resume_from)
-    result["global_step"] = train_out.global_step
-    result["train_loss"] = train_out.training_loss
-    if trainer.is_world_process_zero():
-        result["train_curve"] = write_train_curve(trainer.state.log_history, out)["png"]
+        train_out = trainer.train(resume_from_checkpoint=setup.resume_from)
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
-    if trainer.is_world_process_zero():
-        scorer_dir = save_scorer(
-            trainer.model, processor, out / "scorer", meta, s, state_dict=full_state, args=trainer.args
+    main_process, scorer = trainer.is_world_process_zero(), None
+    if main_process:
+        scorer = save_scorer(
+            trainer.model,
+            setup.processor,
+            setup.out / "scorer",
+            setup.meta,
+            settings,
+            state_dict=full_state,
+            args=args,
         )
-        result["scorer"] = str(scorer_dir)
-        if s.data.test or s.data.cross:  # through the saved directory, exactly as reward=sa-iqa will load it
-            from reward.rewards.sa_iqa import build
+    return Trained(trainer, train_out.global_step, train_out.training_loss, metrics_before, main_process, scorer)
 
-            reward = build({"model": str(scorer_dir), "batch_size": s.eval_batch_size})
-            if s.data.test:
-                result["metrics"] = _evaluate(reward, s, out)
-            if s.data.cross:
-                result["cross"] = _cross_leaderboard(reward, s, out / "cross")
-        card = _card(s, cfg, meta, result)
-        result["model_card"] = str(write_card(scorer_dir, card))
-        write_card(out, card)  # in place of trl's template in the output folder
-        if s.push_to_hub and s.hub_model_id:
-            result["pushed"] = push_scorer(scorer_dir, s.hub_model_id, message=f"SA-IQA scorer: {out.name}")
+
+def _evaluate_before(setup: Setup) -> dict[str, Any]:
+    """The untrained model's metrics on ``data.test`` (every process scores: under ZeRO-3 the forward pass takes
+    them all; the main process writes ``out/before/``)."""
+    from reward.rewards.sa_iqa import SaIqaReward
+    from reward.vlm import VLM
+
+    settings, args, model = setup.settings, setup.args, setup.model
+    if settings.model.device_map is None and not uses_deepspeed(args):
+        model.to(args.device)  # score on the training device, not on the CPU the weights were loaded to
+    vlm = VLM(model.eval(), setup.processor, batch_size=settings.eval_batch_size)
+    metrics = _evaluate(SaIqaReward(vlm, setup.meta), settings, setup.out / "before", write=args.process_index == 0)
+    model.train()
+    return metrics
+
+
+def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
+    """On the main process: the loss curve, the saved scorer evaluated on ``data.test`` and ``data.cross`` (through
+    its folder, exactly as ``reward=sa-iqa`` will load it), the model card, the upload, ``sft_result.json`` and the
+    closing summary. The other processes write nothing and return what they know."""
+    settings, out = setup.settings, setup.out
+    result: dict[str, Any] = {"skipped_train_rows": setup.skipped, "output_dir": str(out)}
+    result["run"] = setup.output.provenance()
+    described = getattr(getattr(setup.train_dataset, "info", None), "description", None)
+    if described and described.startswith("{"):  # a dataset by name: its scale, split rule and seed
+        result["data_train"] = json.loads(described)
+    if trained.metrics_before is not None:
+        result["metrics_before"] = trained.metrics_before
+    result |= {"global_step": trained.global_step, "train_loss": trained.train_loss}
+    if not trained.main_process or trained.scorer is None:
+        return result
+    result["train_curve"] = write_train_curve(trained.trainer.state.log_history, out)["png"]
+    result["scorer"] = str(trained.scorer)
+    result |= _scorer_metrics(trained.scorer, settings, out)
+    card = _card(settings, cfg, setup.meta, result)
+    result["model_card"] = str(write_card(trained.scorer, card))
+    write_card(out, card)  # in place of trl's template in the output folder
+    if settings.push_to_hub and settings.hub_model_id:
+        result["pushed"] = push_scorer(trained.scorer, settings.hub_model_id, message=f"SA-IQA scorer: {out.name}")
     path = atomic_write_json(out / "sft_result.json", result)
-    if trainer.is_world_process_zero():
-        output.finish()
-    if "scorer" in result:  # the main process
-        srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
-        facts = {"steps": result["global_step"], "train loss": result["train_loss"], "test SRCC": srcc}
-        files = {k: result.get(k) for k in ("scorer", "model_card", "train_curve")}
-        files |= {
-            "metrics": out / "metrics.json" if s.data.test else None,
-            "result": path,
-            "pushed": result.get("pushed"),
-        }
-        log_summary("sft", facts, files)
+    setup.output.finish()
+    srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
+    facts = {"steps": result["global_step"], "train loss": result["train_loss"], "test SRCC": srcc}
+    files = {k: result.get(k) for k in ("scorer", "model_card", "train_curve")}
+    files |= {
+        "metrics": out / "metrics.json" if settings.data.test else None,
+        "result": path,
+        "pushed": result.get("pushed"),
+    }
+    log_summary("sft", facts, files)
     return result
 
 
-def _card(s: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ScorerCard:
+def _scorer_metrics(scorer: Path, settings: SftSettings, out: Path) -> dict[str, Any]:
+    """The saved scorer's metrics on ``data.test`` (``out/metrics.json``) and its leaderboard over ``data.cross``
+    (``out/cross/``), scored through the folder exactly as ``reward=sa-iqa`` loads it."""
+    if not settings.data.test and not settings.data.cross:
+        return {}
+    from reward.rewards.sa_iqa import build
+
+    reward = build({"model": str(scorer), "batch_size": settings.eval_batch_size})
+    found = {}
+    if settings.data.test:
+        found["metrics"] = _evaluate(reward, settings, out)
+    if settings.data.cross:
+        found["cross"] = _cross_leaderboard(reward, settings, out / "cross")
+    return found
+
+
+def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ScorerCard:
     """What the scorer's model card says: base model, data and split, dimensions, words, metrics, the command."""
     from omegaconf import OmegaConf
 
@@ -432,82 +531,80 @@ def _card(s: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]
     yaml = OmegaConf.load(CONFIG_DIR / "sft.yaml")  # the defaults: the settings dataclass and configs/sft.yaml
     yaml.pop("defaults", None)
     defaults = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SftSettings), yaml))
-    written = Path(s.out) / "metrics.json"
+    written = Path(settings.out) / "metrics.json"
     test_info = json.loads(written.read_text()).get("meta", {}).get("data") if written.is_file() else None
     data_info = {k: v for k, v in (("train", result.get("data_train")), ("test", test_info)) if v}
     return ScorerCard(
-        base_model=s.model.path,
+        base_model=settings.model.path,
         dimensions=meta["dimensions"],
-        level_words=s.levels.words,
-        level_values=s.levels.values,
-        train_data=s.data.train,
-        test_data=s.data.test,
+        level_words=settings.levels.words,
+        level_values=settings.levels.values,
+        train_data=settings.data.train,
+        test_data=settings.data.test,
         command=command_line("training/sft.py", given, defaults),
-        prompt_type=s.prompt.type,
-        adapter=s.lora.enabled and not s.merge_lora,
+        prompt_type=settings.prompt.type,
+        adapter=settings.lora.enabled and not settings.merge_lora,
         metrics={k: v for k, v in (result.get("metrics") or {}).items() if isinstance(v, dict)},
         data_info=data_info,
         steps=result.get("global_step"),
     )
 
 
-def _print_plan(s: SftSettings) -> dict[str, Any]:
+def _print_plan(settings: SftSettings) -> dict[str, Any]:
     from training.commands.sft_plan import sft_plan
-    from training.plan import report_plan
+    from training.shared.plan import report_plan
 
-    return report_plan(sft_plan(s))
+    return report_plan(sft_plan(settings))
 
 
-def _train_dataset(s: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
-    from training.sft_data import manifest_dataset, synthetic_stream
+def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
+    from training.sft_data import distorted_photos_stream, manifest_dataset, synthetic_stream
 
-    if s.data.perception:  # Q-Bench A1 multiple-choice questions, mixed with the rating data (perception_sft.py)
+    if settings.data.perception:  # Q-Bench A1 multiple-choice questions mixed with the ratings (perception_sft.py)
         from training.perception_sft import mix_perception
 
-        no_perception = replace(s, data=replace(s.data, perception=None))
-        return mix_perception(s, lambda: _train_dataset(no_perception, queries))
-    words = _sorted_words(s)  # best first
-    mos_range = data_mos_range(s, s.data.train)
-    mode = soft_mode(s.data.soft_targets)
-    soft = s.data.soft_std if mode else None
-    if s.data.train == "synthetic":
-        ds = synthetic_stream(
+        no_perception = replace(settings, data=replace(settings.data, perception=None))
+        return mix_perception(settings, lambda: _train_dataset(no_perception, queries))
+    words = _sorted_words(settings)  # best first
+    mos_range = data_mos_range(settings, settings.data.train)
+    mode = soft_mode(settings.data.soft_targets)
+    soft = settings.data.soft_std if mode else None
+    if settings.data.train == "synthetic":
+        dataset = synthetic_stream(
             queries,
             words,
-            seed=s.seed,
-            size=s.data.synthetic_size,
+            seed=settings.seed,
+            size=settings.data.synthetic_size,
             mos_range=mos_range,
             soft_std=soft,
         )
-        return ds, 0
-    if s.data.train == "distorted-photos":
-        from training.procedural.photos import distorted_photos_stream
-
-        ds = distorted_photos_stream(
+        return dataset, 0
+    if settings.data.train == "distorted-photos":
+        dataset = distorted_photos_stream(
             queries,
             words,
-            photos=s.data.photos,
-            crop=s.data.photos_crop,
-            side=s.data.photos_side,
-            seed=s.seed,
+            photos=settings.data.photos,
+            crop=settings.data.photos_crop,
+            side=settings.data.photos_side,
+            seed=settings.seed,
             mos_range=mos_range,
             soft_std=soft,
-            calibration=s.data.calibration,
+            calibration=settings.data.calibration,
         )
-        return ds, 0
+        return dataset, 0
     return manifest_dataset(
-        s.data.train,
+        settings.data.train,
         queries,
         words,
         mos_range=mos_range,
-        skip_bad=s.data.skip_bad,
-        max_pixels=s.data.max_decode_pixels,
+        skip_bad=settings.data.skip_bad,
+        max_pixels=settings.data.max_decode_pixels,
         soft_std=soft,
-        seed=s.seed,
-        augment=s.data.augment_crop if s.data.augment else None,
+        seed=settings.seed,
+        augment=settings.data.augment_crop if settings.data.augment else None,
         split="train",
         row_std=mode == "gaussian",
-        columns=s.data.columns,
+        columns=settings.data.columns,
     )
 
 
@@ -525,26 +622,26 @@ def soft_mode(value: Any) -> str | None:
     return "gaussian" if text == "gaussian" else "?"
 
 
-def data_mos_range(s: SftSettings, source: str | None) -> tuple[float, float]:
+def data_mos_range(settings: SftSettings, source: str | None) -> tuple[float, float]:
     """The MOS scale of ``source``: ``data.mos_range`` when set, else the source's own (a dataset's), else 1-5."""
-    low, high = s.data.mos_range if s.data.mos_range is not None else mos_range_of(source)
+    low, high = settings.data.mos_range if settings.data.mos_range is not None else mos_range_of(source)
     return float(low), float(high)
 
 
-def _rating_ids(tokenizer: Any, meta: dict[str, Any], s: SftSettings) -> list[int]:
+def _rating_ids(tokenizer: Any, meta: dict[str, Any], settings: SftSettings) -> list[int]:
     """The token ids of the level words after every dimension's response prefix (``loss.rating_weight``)."""
     from reward.vlm.tokens import resolve_candidates
 
     return [
         i
         for q in meta["queries"].values()
-        for i in resolve_candidates(tokenizer, q["response_prefix"], s.levels.words)
+        for i in resolve_candidates(tokenizer, q["response_prefix"], settings.levels.words)
     ]
 
 
-def _sorted_words(s: SftSettings) -> list[str]:
+def _sorted_words(settings: SftSettings) -> list[str]:
     """Level words ordered best first by their values (the MOS bins map onto them in that order)."""
-    pairs = sorted(zip(s.levels.values, s.levels.words, strict=True), reverse=True)
+    pairs = sorted(zip(settings.levels.values, settings.levels.words, strict=True), reverse=True)
     return [w for _, w in pairs]
 
 
@@ -553,7 +650,7 @@ def save_scorer(
     processor: Any,
     scorer_dir: Path,
     meta: dict[str, Any],
-    s: SftSettings,
+    settings: SftSettings,
     *,
     state_dict: dict[str, torch.Tensor] | None = None,
     args: Any = None,
@@ -568,13 +665,15 @@ def save_scorer(
     scorer_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta)
     if state_dict is not None:
-        model = rebuild_from_state(s, state_dict, args)
-    if s.lora.enabled and s.merge_lora:  # the loader's merge: W + B A s in fp32, rounded once to W's dtype
+        model = rebuild_from_state(settings, state_dict, args)
+    if (
+        settings.lora.enabled and settings.merge_lora
+    ):  # the loader's merge: W + B A s in fp32, rounded once to W's dtype
         merge_lora(model)
         model = model.unload()
-    elif s.lora.enabled:
-        local = Path(s.model.path)
-        meta["base_model"] = str(local.resolve()) if local.exists() else s.model.path  # a hub id stays an id
+    elif settings.lora.enabled:
+        local = Path(settings.model.path)
+        meta["base_model"] = str(local.resolve()) if local.exists() else settings.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
     save_processor(processor, scorer_dir)
     write_metadata(scorer_dir, meta)  # the scorer folder's format: reward.rewards.scorer_folder
@@ -582,16 +681,16 @@ def save_scorer(
     return scorer_dir
 
 
-def rebuild_from_state(s: SftSettings, state_dict: dict[str, torch.Tensor], args: Any = None) -> Any:
+def rebuild_from_state(settings: SftSettings, state_dict: dict[str, torch.Tensor], args: Any = None) -> Any:
     """A CPU copy of the trained model (with its LoRA adapter when there is one) holding ``state_dict``."""
     import torch
 
     with zero3_init_off(args):
-        model = load_for_training(s.model.path, torch.float32, ModelLoading(attn_implementation=None))
-    if s.lora.enabled:
+        model = load_for_training(settings.model.path, torch.float32, ModelLoading(attn_implementation=None))
+    if settings.lora.enabled:
         from peft import get_peft_model
 
-        model = get_peft_model(model, lora_config(s.lora))
+        model = get_peft_model(model, lora_config(settings.lora))
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     if unexpected or [k for k in missing if "lora_" in k]:
         raise RuntimeError(
@@ -619,13 +718,15 @@ def save_processor(processor: Any, out: Path) -> None:
     processor.save_pretrained(out)
 
 
-def _cross_leaderboard(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
+def _cross_leaderboard(reward: Any, settings: SftSettings, out: Path) -> dict[str, Any]:
     """Q-Bench's A3 leaderboard of the trained scorer over ``data.cross``: SRCC/PLCC per dataset and their mean."""
     from reward.data.files import atomic_write_text, json_safe
     from reward.eval.evaluation import EvalSettings
     from reward.qbench.a3_leaderboard import dataset_names, format_leaderboard, leaderboard
 
-    board = leaderboard(reward, dataset_names(list(s.data.cross)), EvalSettings(batch_size=s.eval_batch_size))
+    board = leaderboard(
+        reward, dataset_names(list(settings.data.cross)), EvalSettings(batch_size=settings.eval_batch_size)
+    )
     table = format_leaderboard(board, title="cross-dataset: the trained scorer (SRCC/PLCC)")
     atomic_write_text(out / "leaderboard.md", table)
     atomic_write_json(out / "leaderboard.json", json_safe(board))
@@ -633,24 +734,28 @@ def _cross_leaderboard(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]
     return board
 
 
-def _evaluate(reward: Any, s: SftSettings, out: Path) -> dict[str, Any]:
+def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = True) -> dict[str, Any]:
+    """The metrics of ``reward`` on ``data.test``, written to ``out`` (metrics.json, scores, plots) when ``write``."""
     from reward.data import load_ratings
     from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
 
-    mos_range = data_mos_range(s, s.data.test)
-    settings = EvalSettings(batch_size=s.eval_batch_size, skip_bad=s.data.skip_bad, mos_range=mos_range)
+    mos_range = data_mos_range(settings, settings.data.test)
+    eval_settings = EvalSettings(
+        batch_size=settings.eval_batch_size, skip_bad=settings.data.skip_bad, mos_range=mos_range
+    )
     rows = load_ratings(
-        s.data.test,
-        skip_bad=s.data.skip_bad,
+        settings.data.test,
+        skip_bad=settings.data.skip_bad,
         check_images=False,
         mos_range=mos_range,
         default_split="test",
-        columns=s.data.columns,
+        columns=settings.data.columns,
     )
-    base = rows.base if rows.info else Path(s.data.test).resolve().parent
-    result = evaluate_rows(reward, rows.rows, settings, score_range=(1.0, 5.0), base=base, source=rows.source)
+    base = rows.base if rows.info else Path(settings.data.test).resolve().parent
+    result = evaluate_rows(reward, rows.rows, eval_settings, score_range=(1.0, 5.0), base=base, source=rows.source)
     if rows.info:  # a dataset by name: its scale, split rule and seed, the file read
         result.meta["data"] = rows.info
-    write_results(out, result, settings, (1.0, 5.0), title="sa-iqa")
-    logger.info("SA-IQA on %s\n%s", s.data.test, format_table(result.metrics))
+    if write:
+        write_results(out, result, eval_settings, (1.0, 5.0), title="sa-iqa")
+    logger.info("SA-IQA on %s\n%s", settings.data.test, format_table(result.metrics))
     return result.metrics

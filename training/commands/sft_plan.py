@@ -1,4 +1,4 @@
-"""``training/sft.py ... plan=true``: the plan of an SFT run (:mod:`training.plan`), from its settings alone."""
+"""``training/sft.py ... plan=true``: the plan of an SFT run (:mod:`training.shared.plan`), from its settings alone."""
 
 from __future__ import annotations
 
@@ -6,89 +6,72 @@ import logging
 import math
 from typing import Any
 
-from reward.core.errors import ConfigError
-from training.plan import (
+from training.shared.plan import (
     Plan,
     advise,
     duration,
     estimate_step_s,
     launch_of,
     model_part,
+    shape_or_fail,
     trainable_params,
+    visual_tokens,
 )
-from training.plan_models import BUILTIN, model_shape
 
 logger = logging.getLogger(__name__)
 
-ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, when model.max_pixels and the checkpoint set no budget
 RESPONSE_TOKENS = 16  # "The spatial aesthetic layout quality level of this image is good." and the turn's end
 TEMPLATE_TOKENS = 20  # the chat template's system and role markers
 
 
-def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
-    """The shape of ``path``, else of ``stand_in`` (``plan_for.model``: the model a missing output will be)."""
-    try:
-        return model_shape(path)
-    except KeyError:
-        if stand_in:
-            return shape_or_fail(stand_in, "plan_for.model")
-        names = ", ".join(BUILTIN)
-        raise ConfigError(
-            f"{key}={path}: plan=true needs the model's config.json (a folder holding it, or a hub id in the local "
-            f"Hugging Face cache) or a name of the built-in table ({names})"
-        ) from None
-
-
-def visual_tokens(max_pixels: int | None, pixels_per_token: int) -> tuple[int, str]:
-    pixels = max_pixels or ASSUMED_IMAGE_PIXELS
-    why = f"model.max_pixels={max_pixels}" if max_pixels else f"a {ASSUMED_IMAGE_PIXELS // 768}x768 image"
-    return max(1, pixels // pixels_per_token), why
-
-
-def _rows(s: Any) -> int | None:
+def _rows(settings: Any) -> int | None:
     """Rows of data.train (no image is decoded); None for a stream or a source not found here."""
     from training.streams import STREAMS
 
-    if s.data.train in STREAMS:
+    if settings.data.train in STREAMS:
         return None
     try:
         from reward.data import load_ratings
 
-        return len(load_ratings(s.data.train, skip_bad=True, check_images=False, default_split="train").rows)
+        return len(load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train").rows)
     except Exception as err:  # noqa: BLE001 - a plan still prints without the count
         logger.info("plan: data.train not counted (%s)", str(err).splitlines()[0])
         return None
 
 
-def sft_plan(s: Any) -> Plan:
+def sft_plan(settings: Any) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
     from training.scorer_format import resolve_definitions, scorer_metadata
-    from training.shared import load_dtype
+    from training.shared.trainable import load_dtype
 
-    t = s.trainer
+    trainer = settings.trainer
     launch = launch_of(
-        s.plan_for,
-        per_device=int(t.get("per_device_train_batch_size", 8)),
-        accumulation=int(t.get("gradient_accumulation_steps", 1)),
-        bf16=t.get("bf16") is not False,
-        checkpointing=bool(t.get("activation_checkpointing") or t.get("gradient_checkpointing")),
+        settings.plan_for,
+        per_device=int(trainer.get("per_device_train_batch_size", 8)),
+        accumulation=int(trainer.get("gradient_accumulation_steps", 1)),
+        bf16=trainer.get("bf16") is not False,
+        checkpointing=bool(trainer.get("activation_checkpointing") or trainer.get("gradient_checkpointing")),
     )
-    shape = shape_or_fail(s.model.path, "model.path", s.plan_for.model)
-    definitions = resolve_definitions(s.prompt.dimensions, s.prompt.type, s.prompt.definitions)
-    meta = scorer_metadata(s.prompt.dimensions, prompt_type=s.prompt.type, definitions=definitions, tag=s.prompt.tag)
+    shape = shape_or_fail(settings.model.path, "model.path", settings.plan_for.model)
+    definitions = resolve_definitions(settings.prompt.dimensions, settings.prompt.type, settings.prompt.definitions)
+    meta = scorer_metadata(
+        settings.prompt.dimensions, prompt_type=settings.prompt.type, definitions=definitions, tag=settings.prompt.tag
+    )
     question = max(len(q["question"]) for q in meta["queries"].values())
-    vis, vis_why = visual_tokens(s.model.max_pixels, shape.pixels_per_token)
+    vis, vis_why = visual_tokens(settings.model.max_pixels, shape.pixels_per_token)
     tokens = vis + question // 4 + RESPONSE_TOKENS + TEMPLATE_TOKENS
-    dtype = load_dtype(s.model.dtype, lora=s.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0)
+    dtype = load_dtype(
+        settings.model.dtype, lora=settings.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0
+    )
     weight_bytes = dtype.itemsize
-    lora_r = s.lora.r if s.lora.enabled else None
-    train_vision = not s.model.freeze_vision and not s.lora.enabled
+    lora_r = settings.lora.r if settings.lora.enabled else None
+    train_vision = not settings.model.freeze_vision and not settings.lora.enabled
     trainable = trainable_params(
         shape,
         lora_r=lora_r,
-        lora_targets=list(s.lora.target_modules),
+        lora_targets=list(settings.lora.target_modules),
         vision=train_vision,
-        aligner=not s.model.freeze_aligner and not s.lora.enabled,
+        aligner=not settings.model.freeze_aligner and not settings.lora.enabled,
     )
     part = model_part(
         f"model {shape.name.split('/')[-1]}",
@@ -100,11 +83,11 @@ def sft_plan(s: Any) -> Plan:
         visual_tokens=vis,
         train_vision=train_vision,
     )
-    plan = Plan(title=f"SFT of {s.model.path}", parts=[part], launch=launch)
+    plan = Plan(title=f"SFT of {settings.model.path}", parts=[part], launch=launch)
     eff = launch.effective_batch
-    rows = _rows(s) or s.plan_for.rows
-    max_steps = int(t.get("max_steps", -1))
-    epochs = float(t.get("num_train_epochs", 3))
+    rows = _rows(settings) or settings.plan_for.rows
+    max_steps = int(trainer.get("max_steps", -1))
+    epochs = float(trainer.get("num_train_epochs", 3))
     if max_steps > 0:
         steps = max_steps
         epoch_text = f"{steps * eff / rows:.2f} epochs of {rows} rows" if rows else "epochs: a stream has none"
@@ -117,7 +100,7 @@ def sft_plan(s: Any) -> Plan:
         f"model: {shape.total / 1e9:.2f}B parameters ({shape.llm_params / 1e9:.2f}B language model, "
         f"{shape.vision_params / 1e9:.2f}B vision, {shape.aligner_params / 1e9:.3f}B aligner) from {shape.source}",
         f"trained: {trainable / 1e6:,.1f}M parameters ("
-        + (f"LoRA r={lora_r} on {', '.join(s.lora.target_modules)}" if lora_r else "full fine-tuning")
+        + (f"LoRA r={lora_r} on {', '.join(settings.lora.target_modules)}" if lora_r else "full fine-tuning")
         + f"), weights in {str(dtype).removeprefix('torch.')}",
         f"effective batch {eff} = {launch.per_device} per device x {launch.accumulation} accumulation x "
         f"{launch.processes} processes ({launch.processes_per_machine} per machine x {launch.machines} machines)",
@@ -125,9 +108,13 @@ def sft_plan(s: Any) -> Plan:
         f"per step: {eff} samples, {vis} visual tokens per image ({vis_why}), about {tokens} tokens per sample, "
         f"{eff * tokens:,} tokens",
     ]
-    step_s, basis = estimate_step_s(shape.total, launch.per_device * launch.accumulation, tokens, s.lora.enabled)
+    step_s, basis = estimate_step_s(
+        shape.total, launch.per_device * launch.accumulation, tokens, settings.lora.enabled
+    )
     plan.step_s, plan.step_basis = step_s, basis
     if steps:
         plan.lines.append(f"time: about {duration(step_s * steps)} for {steps} steps at the step time below")
-    plan.advice = advise(plan, lora=s.lora.enabled, fewer_tokens="model.max_pixels=... lower (fewer visual tokens)")
+    plan.advice = advise(
+        plan, lora=settings.lora.enabled, fewer_tokens="model.max_pixels=... lower (fewer visual tokens)"
+    )
     return plan

@@ -23,7 +23,7 @@ pair-sharpness             2       2     How is the sharpness of the first image
 
 Held-out photos (``photos="heldout"``) are never used by ``photos="train"``. Example::
 
-    python -m training.perception_questions out=/tmp/a1 n=200 seed=1 photos=heldout
+    python training/perception_questions.py out=/tmp/a1 n=200 seed=1 photos=heldout
 
 >>> q = question_at(0, 0, size=32)
 >>> sorted(q) == ["candidates", "concern", "correct_ans", "family", "images", "question", "type"]
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from reward.core.registry import close_match
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.procedural.scenes import DIMENSIONS, render, sample_scene
 
-__all__ = ["FAMILIES", "PAIR_FAMILIES", "SINGLE_FAMILIES", "question_at", "stream_questions", "write_questions"]
+__all__ = ["FAMILIES", "PAIR_FAMILIES", "SINGLE_FAMILIES", "question_at", "write_questions"]
 
 logger = logging.getLogger(__name__)
 
@@ -251,16 +251,6 @@ def question_at(
         "concern": concern,
         "family": family,
     }
-
-
-def stream_questions(
-    seed: int = 0, size: int = 64, families: Sequence[str] | None = None, photos: str = "train"
-) -> Iterator[dict[str, Any]]:
-    """Endless fresh questions (see :func:`question_at`)."""
-    index = 0
-    while True:
-        yield question_at(seed, index, size, families, photos)
-        index += 1
 
 
 def write_questions(

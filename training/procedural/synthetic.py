@@ -14,7 +14,7 @@ Two ways to use it:
 
 Everything is deterministic given the seed. Example::
 
-    python -m training.synthetic out=/tmp/bench n=200 size=64 seed=0
+    python training/synthetic.py out=/tmp/bench n=200 size=64 seed=0
 
 >>> import numpy as np
 >>> levels = sample_levels(np.random.default_rng(0))
@@ -44,6 +44,7 @@ __all__ = [
     "BenchmarkPaths",
     "Example",
     "SyntheticStream",
+    "centred_mask",
     "example_at",
     "example_generator",
     "pair_label",
@@ -54,6 +55,7 @@ __all__ = [
     "simulate_ratings",
     "stream_examples",
     "write_benchmark",
+    "write_inpainting_tasks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -244,6 +246,51 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_jsonl(path, rows)
 
 
+def _write_task(
+    root: Path, stem: str, spec: SceneSpec, levels: dict[str, int], size: int, mask: Image.Image
+) -> dict[str, str]:
+    """Render ``spec`` at ``levels`` to ``images/STEM.png`` and write ``mask`` to ``masks/STEM.png``; the inpainting
+    task's row ``{"image", "mask", "prompt"}`` (paths relative to ``root``, the scene's description as prompt)."""
+    image, mask_file = f"images/{stem}.png", f"masks/{stem}.png"
+    render(spec, levels, size).save(root / image)
+    mask.save(root / mask_file)
+    return {"image": image, "mask": mask_file, "prompt": describe(spec, levels)}
+
+
+def centred_mask(size: int, fraction: float) -> Image.Image:
+    """A square ``L`` mask (255 = repaint) centred in a ``size`` image, covering ``fraction`` of each side.
+
+    >>> m = centred_mask(10, 0.6)
+    >>> m.getbbox(), m.getpixel((5, 5)), m.getpixel((0, 0))
+    ((2, 2, 8, 8), 255, 0)
+    """
+    margin = round(size * (1 - fraction) / 2)
+    mask = Image.new("L", (size, size), 0)
+    mask.paste(255, (margin, margin, size - margin, size - margin))
+    return mask
+
+
+def write_inpainting_tasks(
+    out_dir: str | Path, n: int, *, size: int = 64, seed: int = 0, mask_fraction: float = 0.6
+) -> Path:
+    """``n`` procedural rooms (random levels) with a centred mask covering ``mask_fraction`` of each side and the
+    scene's description as base prompt, for GRPO and Best-of-N on CPU (``python rl/tasks.py``); returns the
+    ``tasks.jsonl`` path (image paths relative to it). :func:`write_benchmark` writes its tasks the same way, masking
+    a piece of furniture instead."""
+    if n < 1 or not 0 < mask_fraction <= 1:
+        raise ValueError(f"need n >= 1 and 0 < mask_fraction <= 1, got n={n}, mask_fraction={mask_fraction}")
+    root = Path(out_dir)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    (root / "masks").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    mask = centred_mask(size, mask_fraction)
+    rows = []
+    for k in range(n):
+        spec = sample_scene(rng)
+        rows.append(_write_task(root, f"t{k:04d}", spec, sample_levels(rng), size, mask))
+    return atomic_write_jsonl(root / "tasks.jsonl", rows)
+
+
 def write_benchmark(
     out_dir: str | Path,
     n_scenes: int,
@@ -293,11 +340,10 @@ def write_benchmark(
         for k in range(variants_per_scene):
             levels = sample_levels(rng)
             mos = sample_mos(levels, rng, mos_noise)
-            image, mask = f"images/{scene}_v{k}.png", f"masks/{scene}_v{k}.png"
-            render(spec, levels, size).save(root / image)
-            object_mask(spec, levels, 0, size).save(root / mask)
+            task = _write_task(root, f"{scene}_v{k}", spec, levels, size, object_mask(spec, levels, 0, size))
+            image = task["image"]
             level_rows.append({"image": image, "scene": scene, "variant": k, "levels": levels})
-            inpainting.append({"image": image, "mask": mask, "prompt": describe(spec, levels)})
+            inpainting.append(task)
             for d in DIMENSIONS:
                 ratings.append({"image": image, "dimension": d, "mos": round(mos[d], 4), "scene": scene})
                 for name, r in zip(panel.names, simulate_ratings(mos[d], panel, biases, rng), strict=True):

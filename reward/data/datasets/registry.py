@@ -30,7 +30,7 @@ DATASETS = Registry(
 )
 
 _A = "reward.data.datasets.authentic:"
-_S = "reward.data.datasets.synthetic:"
+_S = "reward.data.datasets.full_reference:"
 
 DATASETS.register(
     "koniq10k",

@@ -3,7 +3,7 @@
 The plan states how the effective batch is made (per device x accumulation x processes), the steps and epochs, the
 samples and visual tokens per step, and the memory each GPU will need, in parts:
 
-- **weights**: every parameter in the load dtype (:func:`training.shared.load_dtype` decides, as the run will);
+- **weights**: every parameter in the load dtype (as the run will: :func:`training.shared.trainable.load_dtype`);
 - **gradients**: the trainable parameters, in the weights' dtype;
 - **optimizer**: AdamW's two moments per trainable parameter, in the weights' dtype (torch's AdamW keeps them so),
   or, under DeepSpeed, fp32 moments plus an fp32 master copy (12 bytes per trainable parameter);
@@ -27,7 +27,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from training.plan_models import GENERATOR_PARAMS_B, ModelShape
+from reward.core.errors import ConfigError
+from training.shared.plan_models import BUILTIN, GENERATOR_PARAMS_B, ModelShape, model_shape
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ GIB = 2**30
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
 CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is recomputed at a time
 DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
+ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, when no pixel budget is set (SFT: model.max_pixels)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,31 @@ class Plan:
             "step_s": None if self.step_s is None else round(self.step_s, 3),
             "advice": self.advice,
         }
+
+
+def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
+    """The shape of ``path``, else of ``stand_in`` (``plan_for.model``: the model a missing output will be)."""
+    try:
+        return model_shape(path)
+    except KeyError:
+        if stand_in:
+            return shape_or_fail(stand_in, "plan_for.model")
+        names = ", ".join(BUILTIN)
+        raise ConfigError(
+            f"{key}={path}: plan=true needs the model's config.json (a folder holding it, or a hub id in the local "
+            f"Hugging Face cache) or a name of the built-in table ({names})"
+        ) from None
+
+
+def visual_tokens(max_pixels: int | None, pixels_per_token: int) -> tuple[int, str]:
+    """Visual tokens of one image under the pixel budget ``max_pixels`` (none: a KonIQ-10k-sized image) and why.
+
+    >>> visual_tokens(None, 28 * 28)
+    (1003, 'a 1024x768 image')
+    """
+    pixels = max_pixels or ASSUMED_IMAGE_PIXELS
+    why = f"model.max_pixels={max_pixels}" if max_pixels else f"a {ASSUMED_IMAGE_PIXELS // 768}x768 image"
+    return max(1, pixels // pixels_per_token), why
 
 
 def trainable_params(

