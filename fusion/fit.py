@@ -12,8 +12,8 @@ import os
 # overhead, badly so on a busy machine. Must be set before numpy/scipy load OpenBLAS; an explicit value wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from fusion.commands.fit import run  # noqa: E402
+from fusion.commands.fit import FusionSettings, run  # noqa: E402
 from reward.core.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    main("fusion", run, doc=__doc__)
+    main("fusion", run, schema=FusionSettings, doc=__doc__)

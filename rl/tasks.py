@@ -6,7 +6,7 @@ Settings: rl/commands/tasks.py (TasksSettings).
 """
 
 from reward.core.cli import main
-from rl.commands.tasks import run
+from rl.commands.tasks import TasksSettings, run
 
 if __name__ == "__main__":
-    main("tasks", run, doc=__doc__)
+    main("tasks", run, schema=TasksSettings, doc=__doc__)

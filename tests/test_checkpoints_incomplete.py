@@ -12,6 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from transformers import TrainerCallback
 
+from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark
 from training.shared import checkpoint_problem, last_complete_checkpoint
@@ -32,7 +33,7 @@ def _cfg(model: Path, data: Path, out: Path):
         "prompt.type=1",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return compose("sft", overrides=overrides, schema=SftSettings)
 
 
 class _Crash(TrainerCallback):

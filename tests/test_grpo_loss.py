@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
+from rl.commands.grpo import GrpoSettings
 from rl.inpaint_tasks import write_procedural_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +20,7 @@ def _settings(tmp_path, *extra: str):
     tasks = write_procedural_tasks(tmp_path / "tasks", 16, size=32, seed=0)
     base = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        return parse_settings(compose("grpo", overrides=[*base, *extra]))
+        return parse_settings(compose("grpo", overrides=[*base, *extra], schema=GrpoSettings))
 
 
 def test_the_default_loss_is_eq_8_and_is_recorded_in_run_json(tmp_path):
@@ -37,5 +38,5 @@ def test_help_shows_the_loss_type(capsys):
     from reward.core.cli import main
     from rl.commands.grpo import run
 
-    main("grpo", run, doc="rl/grpo.py", argv=["--help"])
+    main("grpo", run, doc="rl/grpo.py", argv=["--help"], schema=GrpoSettings)
     assert "loss_type: grpo" in capsys.readouterr().out

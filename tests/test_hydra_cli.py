@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from pace_judge.commands.judge import JudgeSettings
+from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
 from reward.core.errors import ConfigError
+from rl.commands.grpo import GrpoSettings
+from training.commands.sft import SftSettings
 
 EVALUATE = ["reward=qbench", "reward.model=Org/vlm", "data=d.jsonl", "out=o"]
 
@@ -17,9 +21,7 @@ def _never(cfg):
 
 @pytest.mark.parametrize("flag", [["--cfg", "job"], ["--cfg=all"]])
 def test_cfg_prints_the_composed_config_without_running(flag, capsys):
-    import reward.commands.evaluate  # noqa: F401
-
-    assert main("evaluate", _never, argv=[*EVALUATE, *flag]) is None
+    assert main("evaluate", _never, argv=[*EVALUATE, *flag], schema=EvaluateSettings) is None
     out = capsys.readouterr().out
     assert "model: Org/vlm" in out and "out: o" in out and "batch_size: 16" in out
 
@@ -37,25 +39,20 @@ def test_cfg_prints_the_composed_config_without_running(flag, capsys):
     ],
 )
 def test_hydra_flags_the_commands_do_not_support_are_refused_in_one_line(argv, message, capsys):
-    import reward.commands.evaluate  # noqa: F401
-
     with pytest.raises(SystemExit) as exited:
-        main("evaluate", _never, argv=[*EVALUATE, *argv])
+        main("evaluate", _never, argv=[*EVALUATE, *argv], schema=EvaluateSettings)
     err = capsys.readouterr().err
     assert exited.value.code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
 
 
 def test_help_shows_each_key_with_its_comment_once(capsys):
-    import pace_judge.commands.judge  # noqa: F401
-    import training.commands.sft  # noqa: F401
-
-    main("sft", _never, argv=["--help"])
+    main("sft", _never, argv=["--help"], schema=SftSettings)
     out = capsys.readouterr().out
     assert "  batch_size" not in out
     assert "seed: 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle" in out
     assert "  gradient_accumulation_steps: 32  # effective batch 8 x 32 x GPUs" in out  # trainer.*: its dict's lines
     assert "  freeze_vision: true  # SA-IQA freezes the ViT ..." in out
-    main("pace", _never, argv=["--help"])
+    main("pace", _never, argv=["--help"], schema=JudgeSettings)
     out = capsys.readouterr().out
     for knob in ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels"):
         assert f"\n{knob}:" in out and f"\n  {knob}:" not in out.split("calibration:")[0], knob
@@ -73,7 +70,7 @@ def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(
     assert "unknown key trainer.lerning_rate (did you mean 'learning_rate'?)" in str(err.value)
     argv = ["model.path=Org/vlm", "data.train=synthetic", "trainer.max_steps=2", f"out={tmp_path / 'o'}"]
     with pytest.raises(SystemExit) as exited:
-        main("sft", run_sft, argv=[*argv, "trainer.learning_rate=fast"])
+        main("sft", run_sft, argv=[*argv, "trainer.learning_rate=fast"], schema=SftSettings)
     assert exited.value.code == 2 and "trainer.learning_rate='fast': expected a float" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing made: the corrected command starts clean
     s = parse_settings({**base, "trainer": {"max_steps": 2, "max_grad_norm": 0.5}})  # any SFTConfig field
@@ -84,9 +81,17 @@ def test_grpo_trainer_keys_are_checked_against_grpo_config():
     from reward.core.cli import compose
     from rl.commands.grpo import parse_settings
 
-    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"])
+    cfg = compose(
+        "grpo",
+        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"],
+        schema=GrpoSettings,
+    )
     with pytest.raises(ConfigError, match=r"trainer.beta='strong': expected a float"):
         parse_settings(cfg)
-    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"])
+    cfg = compose(
+        "grpo",
+        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"],
+        schema=GrpoSettings,
+    )
     with pytest.raises(ConfigError, match=r"unknown key trainer.bta \(did you mean 'beta'\?\)"):
         parse_settings(cfg)

@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 import reward.core.config as config_module
+from pace_judge.commands.judge import JudgeSettings
+from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import compose
 from reward.core.config import parse, resume_mode
 from reward.core.errors import ConfigError
+from rl.commands.grpo import GrpoSettings
+from training.commands.sft import SftSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_KEYS = re.compile(r"(?<![\w-])(output_dir=|reward\.path=|data\.synthetic_seed=|trainer\.seed=)")
@@ -24,17 +28,19 @@ def _fresh_notes(monkeypatch):
 
 
 def test_old_keys_on_the_command_line_are_read_as_the_new_ones_with_one_note_each(caplog):
-    import rl.commands.grpo  # noqa: F401 - registers the schema
-
     with caplog.at_level(logging.INFO, logger="reward.core.config"):
-        cfg = compose("grpo", ["reward=sa-iqa", "reward.path=/s", "output_dir=/o", "trainer.seed=3", "resume=true"])
+        cfg = compose(
+            "grpo",
+            ["reward=sa-iqa", "reward.path=/s", "output_dir=/o", "trainer.seed=3", "resume=true"],
+            schema=GrpoSettings,
+        )
     assert (cfg.reward.model, cfg.out, cfg.seed) == ("/s", "/o", 3)
     assert "output_dir" not in cfg and "seed" not in cfg.trainer and "path" not in cfg.reward
     notes = [r.getMessage() for r in caplog.records]
     assert notes == [
-        "reward.path is an alias of reward.model",
-        "output_dir is an alias of out",
-        "trainer.seed is an alias of seed",
+        "reward.path is an alias of reward.model; the old name goes in 0.3.0",
+        "output_dir is an alias of out; the old name goes in 0.3.0",
+        "trainer.seed is an alias of seed; the old name goes in 0.3.0",
     ]
     assert resume_mode(cfg.resume) is True
 
@@ -60,6 +66,12 @@ def test_an_old_and_a_new_key_with_different_values_are_refused():
 
     with pytest.raises(ConfigError, match="output_dir is an alias of out"):
         parse_settings({"output_dir": "/a", "out": "/b", "model": {"path": "m"}, "data": {"train": "x"}})
+    base = ["model.path=m", "data.train=x"]
+    with pytest.raises(ConfigError, match=r"out='/b' and output_dir='/a' .* \(output_dir is an alias of out\)"):
+        compose("sft", [*base, "output_dir=/a", "out=/b"], schema=SftSettings)  # on the command line too
+    with pytest.raises(ConfigError, match=r"reward.path='/b' and reward.model='/a' .*; give only reward.model"):
+        compose("grpo", ["reward=qbench", "reward.model=/a", "reward.path=/b"], schema=GrpoSettings)
+    assert compose("sft", [*base, "output_dir=/a", "out=/a"], schema=SftSettings).out == "/a"  # the same value: one
 
 
 def test_every_reward_names_its_model_reward_model():
@@ -74,9 +86,7 @@ def test_every_reward_names_its_model_reward_model():
 
 
 def test_the_judge_has_its_loading_knobs_in_one_place():
-    import pace_judge.commands.judge  # noqa: F401
-
-    cfg = compose("pace", ["model.path=/vlm", "model.dtype=float32", "images=i", "out=o"])
+    cfg = compose("pace", ["model.path=/vlm", "model.dtype=float32", "images=i", "out=o"], schema=JudgeSettings)
     assert cfg.model == "/vlm" and cfg.dtype == "float32" and cfg.max_pixels == 802816
     knobs = ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels", "batch_size")
     assert all(k in cfg for k in knobs)
@@ -86,22 +96,19 @@ def test_resume_has_one_spelling_with_true_false_aliases():
     assert [resume_mode(v) for v in ("auto", "never", "true", "false", True, False)] == [1, 0, 1, 0, 1, 0]
     with pytest.raises(ConfigError, match="resume='maybe': use auto"):
         resume_mode("maybe")
-    import reward.commands.evaluate  # noqa: F401
 
-    cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=auto"])
+    cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=auto"], schema=EvaluateSettings)
     assert cfg.resume == "auto"
 
 
 def test_did_you_mean_comes_from_the_config_composed_with_the_overrides():
-    import rl.commands.grpo  # noqa: F401
-
     with pytest.raises(ConfigError) as err:
-        compose("grpo", ["reward=pace", "reward.thetaa=0.5"])
+        compose("grpo", ["reward=pace", "reward.thetaa=0.5"], schema=GrpoSettings)
     assert "unknown key reward.thetaa (did you mean 'theta'?)" in str(err.value)
     with pytest.raises(ConfigError) as err:
-        compose("grpo", ["reward=pace", "reward.pth=/m"])
+        compose("grpo", ["reward=pace", "reward.pth=/m"], schema=GrpoSettings)
     assert "(did you mean 'model'?)" in str(err.value)
-    assert compose("grpo", ["reward=pace", "reward.path=/m"]).reward.model == "/m"
+    assert compose("grpo", ["reward=pace", "reward.path=/m"], schema=GrpoSettings).reward.model == "/m"
 
 
 def test_parse_is_the_one_function_from_config_to_settings():
@@ -109,12 +116,10 @@ def test_parse_is_the_one_function_from_config_to_settings():
 
 
 def test_recipes_compose_with_the_new_names():
-    import training.commands.sft  # noqa: F401
-
     sft = [r for r in sorted((ROOT / "configs" / "recipe").glob("*.yaml")) if "training/sft.py" in r.read_text()]
     assert len(sft) >= 5  # tiny-real-photos(-gpu), qalign-koniq, deqa-koniq, sa-iqa-bench
     for recipe in sft:
-        cfg = compose("sft", [f"+recipe={recipe.stem}", "model.path=m", "out=o", "data.test=t"])
+        cfg = compose("sft", [f"+recipe={recipe.stem}", "model.path=m", "out=o", "data.test=t"], schema=SftSettings)
         assert cfg.out == "o" and cfg.seed == 42
 
 

@@ -6,7 +6,7 @@ Settings: training/commands/perception_questions.py (QuestionsSettings).
 """
 
 from reward.core.cli import main
-from training.commands.perception_questions import run
+from training.commands.perception_questions import QuestionsSettings, run
 
 if __name__ == "__main__":
-    main("perception_questions", run, doc=__doc__)
+    main("perception_questions", run, schema=QuestionsSettings, doc=__doc__)

@@ -8,7 +8,7 @@ Settings: training/commands/photos.py (PhotosSettings).
 """
 
 from reward.core.cli import main
-from training.commands.photos import SUBCOMMANDS, run
+from training.commands.photos import SUBCOMMANDS, PhotosSettings, run
 
 if __name__ == "__main__":
-    main("photos", run, doc=__doc__, subcommands=SUBCOMMANDS)
+    main("photos", run, schema=PhotosSettings, doc=__doc__, subcommands=SUBCOMMANDS)

@@ -6,7 +6,7 @@ Settings: training/commands/synthetic.py (SyntheticSettings).
 """
 
 from reward.core.cli import main
-from training.commands.synthetic import run
+from training.commands.synthetic import SyntheticSettings, run
 
 if __name__ == "__main__":
-    main("synthetic", run, doc=__doc__)
+    main("synthetic", run, schema=SyntheticSettings, doc=__doc__)
