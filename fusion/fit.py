@@ -3,7 +3,7 @@
     python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json
     python fusion/fit.py pairs=PAIRS.jsonl reward=sa-iqa reward.model=SCORER_DIR out=SCORER_DIR/fusion_weights.json
 
-Settings: fusion/commands/fit.py (FusionSettings), each with its default and a one-line comment.
+Settings: fusion/commands/fit.py (FusionSettings), each with its default and its one-line help.
 """
 
 import os

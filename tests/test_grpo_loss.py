@@ -39,4 +39,7 @@ def test_help_shows_the_loss_type(capsys):
     from rl.commands.grpo import run
 
     main("grpo", run, doc="rl/grpo.py", argv=["--help"], schema=GrpoSettings)
-    assert "loss_type: grpo" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "\n  loss_type: grpo  # eq. 8: each completion's token losses averaged over its own length" in out
+    assert "\n  num_generations: 8  # group size G (the paper: 8)\n" in out  # each trainer entry: its own help
+    assert "\n  per_device_train_batch_size: 32  # completions per process and step" in out

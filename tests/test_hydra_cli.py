@@ -1,4 +1,4 @@
-"""Hydra as users know it: --cfg job|all prints the composed config, --help each key with its comment, Hydra's other
+"""Hydra as users know it: --cfg job|all prints the composed config, --help each key with its help, Hydra's other
 flags refused with one message (never ignored), and trainer.* checked against trl's own config fields."""
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ def test_help_shows_each_key_with_its_comment_once(capsys):
     for knob in ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels"):
         assert f"\n{knob}:" in out and f"\n  {knob}:" not in out.split("calibration:")[0], knob
     assert "dtype: auto  # auto: bf16 on a GPU that supports it, fp32 elsewhere" in out
+    calibration = out.split("\ncalibration:")[1].split("\nallow_absolute_paths:")[0]
+    assert "\n  device: null  # null: cuda if available\n" in calibration  # not the next comment's "benchmark mode"
+    assert "\n  dimension: null  # manifest rows of this dimension (default: the protocol's)\n" in calibration
+    assert "\n  mos_range: null  # the benchmark's MOS scale [low, high], mapped onto 1-5" in calibration
+    assert "\ncrops:  # zoom probes" in out and "\n  grid: [2, 2]  # rows x cols of crops" in out  # typed sections
+    assert "\n  retries: 2  # re-asks of an agent" in out and "\n  top_logprobs: 20  # options outside" in out
 
 
 def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(tmp_path, capsys):
@@ -95,3 +101,76 @@ def test_grpo_trainer_keys_are_checked_against_grpo_config():
     )
     with pytest.raises(ConfigError, match=r"unknown key trainer.bta \(did you mean 'beta'\?\)"):
         parse_settings(cfg)
+
+
+def _entry_schemas() -> dict[str, type]:
+    """Every entry script's settings dataclass, read from its ``main(CONFIG, run, schema=NAME)`` call."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = {}
+    for path in [root / "demo.py", *(p for d in PACKAGES for p in sorted((root / d).rglob("*.py")))]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "main":
+                name = next((k.value.id for k in node.keywords if k.arg == "schema"), None)
+                if name is None:
+                    continue
+                module = next(
+                    (
+                        i.module
+                        for i in ast.walk(tree)
+                        if isinstance(i, ast.ImportFrom) and name in [a.name for a in i.names]
+                    ),
+                    ".".join(path.relative_to(root).with_suffix("").parts),
+                )
+                found[str(path.relative_to(root))] = getattr(importlib.import_module(module), name)
+    return found
+
+
+PACKAGES = ("reward", "training", "rl", "fusion", "pace_judge")
+
+
+def test_every_setting_keeps_its_help_in_its_field_not_in_a_comment():
+    """Every settings dataclass of every command (nested sections and the reward and generator groups' included)
+    declares its fields' help in ``field(metadata={"help": ...})``: no field line ends in a comment, which --help
+    would not show (python /work/wt/codemod_help.py FILE converts one)."""
+    import ast
+    import dataclasses
+    import inspect
+    import io
+    import textwrap
+    import tokenize
+
+    from reward.core.config import field_types, is_dataclass_type
+    from reward.core.schemas import groups_of
+
+    schemas = _entry_schemas()
+    assert len(schemas) >= 16, sorted(schemas)
+    todo = list(schemas.values())
+    for schema in schemas.values():
+        todo += [c for schemas_of in groups_of(schema).values() for c in schemas_of().values()]
+    seen: set[type] = set()
+    commented = []
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo += [t for t in field_types(cls).values() if is_dataclass_type(t)]
+        todo += [b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)]
+        lines, start = inspect.getsourcelines(cls)
+        text = textwrap.dedent("".join(lines))
+        comments = {
+            t.start[0]: t.string
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type == tokenize.COMMENT and "noqa" not in t.string
+        }
+        body = ast.parse(text).body[0].body  # type: ignore[attr-defined]
+        for stmt in body:
+            end = stmt.end_lineno
+            if isinstance(stmt, ast.AnnAssign) and "ClassVar" not in ast.unparse(stmt.annotation) and end in comments:
+                commented.append(f"{cls.__module__}.{cls.__qualname__}:{start + end - 1}: {comments[end]}")
+    assert len(seen) > 40 and not commented, "\n".join(commented)

@@ -1,10 +1,11 @@
-"""Typed settings from configs: dataclasses are the single home of defaults and types.
+"""Typed settings from configs: dataclasses are the single home of defaults, types and each key's help
+(``field(default=..., metadata={"help": ...})``, read by :mod:`reward.core.helptext`).
 
 :func:`parse` turns a mapping or a Hydra/OmegaConf node into a settings dataclass (nested dataclasses included) and
 reports every problem at once: unknown keys (with the close match), missing required keys and values of the wrong
-type (``temperature=hot``), each named by its full key. Commands compose their YAML with the same dataclasses
-registered as Hydra structured configs (:func:`store_schema`), so a wrong key or type is refused before anything
-runs; code and tests build the same settings from plain dicts.
+type (``temperature=hot``), each named by its full key. Commands compose their YAML with the same dataclasses,
+registered as Hydra structured configs by the command right before it composes (:mod:`reward.core.schemas`), so a
+wrong key or type is refused before anything runs; code and tests build the same settings from plain dicts.
 
 Old key names stay valid until the version that drops them: a settings dataclass lists them in its ``aliases``
 class variable (old dotted key -> :class:`Alias`: the new dotted key, both relative to the class, and the version

@@ -310,7 +310,7 @@ def _problems(s: GrpoSettings) -> list[str]:
         problems.append(f"policy.image={s.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
     if "{prompt}" not in s.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
-    if not s.reward or not to_plain(s.reward).get("name"):
+    if not isinstance(s.reward, dict) or not s.reward.get("name"):  # (parse made the reward section a plain dict)
         problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
     if not s.generator:
         problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
