@@ -179,12 +179,12 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-Path = tuple[str, ...]
+KeyPath = tuple[str, ...]  # a dotted key as its parts
 
 
 def renamed(
-    cls: Any, key: Sequence[str], *, where: str = "", group: Callable[[Path], Any] | None = None
-) -> tuple[Path, bool]:
+    cls: Any, key: Sequence[str], *, where: str = "", group: Callable[[KeyPath], Any] | None = None
+) -> tuple[KeyPath, bool]:
     """``(key with every old name along it replaced by its new one, whether it lies in an untyped dict section)``:
     the one place where renamed keys are read, for plain dicts (:func:`apply_aliases`) and command lines
     (:mod:`reward.core.cli`) alike. ``key`` is walked from settings dataclass ``cls`` through its nested sections
@@ -231,15 +231,15 @@ def _is_dict_type(tp: Any) -> bool:
     return tp is dict or typing.get_origin(tp) is dict
 
 
-def _leaves(node: Any, path: Path = ()) -> list[tuple[Path, Any]]:
+def _leaves(node: Any, path: KeyPath = ()) -> list[tuple[KeyPath, Any]]:
     if isinstance(node, Mapping) and node:
         return [leaf for k, v in node.items() for leaf in _leaves(v, (*path, k))]
     return [(path, node)]
 
 
 def renamed_items(
-    cls: Any, items: Sequence[tuple[Path, Any]], *, where: str = "", group: Callable[[Path], Any] | None = None
-) -> list[tuple[Path, Any, bool]]:
+    cls: Any, items: Sequence[tuple[KeyPath, Any]], *, where: str = "", group: Callable[[KeyPath], Any] | None = None
+) -> list[tuple[KeyPath, Any, bool]]:
     """``(key, value)`` pairs (keys as paths relative to dataclass ``cls``) as ``(new key, value, in an untyped
     section)`` (:func:`renamed`); an old key and its new name given with different values are refused, naming both.
 
@@ -254,8 +254,8 @@ def renamed_items(
     ...
     reward.core.errors.ConfigError: out='/b' and dir='/a' name the same setting (dir is an alias of out); give only out
     """
-    out: list[tuple[Path, Any, bool]] = []
-    given: dict[Path, tuple[Path, Any]] = {}  # new key -> (the key it was given as, its value)
+    out: list[tuple[KeyPath, Any, bool]] = []
+    given: dict[KeyPath, tuple[KeyPath, Any]] = {}  # new key -> (the key it was given as, its value)
     for old, value in items:
         new, untyped = renamed(cls, [str(k) for k in old], where=where, group=group) if old else ((), False)
         new = old if new == tuple(str(k) for k in old) else new
@@ -291,14 +291,7 @@ def apply_aliases(cls: Any, values: dict[str, Any], where: str = "") -> dict[str
     return out
 
 
-def _get(values: Mapping[Any, Any], key: Path) -> Any:
-    node: Any = values
-    for part in key:
-        node = node[part]
-    return node
-
-
-def _put(values: dict[Any, Any], key: Path, value: Any, where: str) -> None:
+def _put(values: dict[Any, Any], key: KeyPath, value: Any, where: str) -> None:
     node = values
     for n, part in enumerate(key[:-1]):
         child = node.setdefault(part, {})
@@ -386,12 +379,18 @@ def _fits(value: Any, want: type) -> bool:
     return isinstance(value, str)
 
 
+_STORED: dict[tuple[str | None, str], type] = {}
+
+
 def store_schema(name: str, node: type, group: str | None = None) -> None:
     """Register dataclass ``node`` as the Hydra structured config ``name`` (in ``group``), the schema a YAML file
-    names in its defaults list; storing the same schema again is a no-op."""
+    names in its defaults list (:func:`reward.core.schemas.register` calls it for a command); storing the same schema
+    again is a no-op."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=name, node=node, group=group)
+    if _STORED.get((group, name)) is not node:
+        ConfigStore.instance().store(name=name, node=node, group=group)
+        _STORED[(group, name)] = node
 
 
 def check_subcommand(settings: Any, needs: dict[str, tuple[str, ...]]) -> str:
