@@ -8,13 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.data import ManifestError, load_ratings
 from reward.data.images import ImageError
 from reward.vlm import load_processor

@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from transformers import TrainerCallback
 
+from reward.core.cli import compose
 from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.testing.openai_server import serve_scripted
 from reward.vlm import OptionQuery
 from reward.vlm.server import OpenAIBackend, ServerConfig, ServersDown

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
+from reward.core.cli import compose
 from rl.commands.grpo import GrpoSettings
 from rl.inpaint_tasks import write_procedural_tasks
 

@@ -76,7 +76,9 @@ def _sft_overrides(model: Path, ratings: Path, out: Path, *extra: str) -> list[s
 
 
 def _sft_cfg(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
+
+    from reward.core.cli import compose
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     with initialize_config_dir(config_dir=str(configs), version_base="1.3"):

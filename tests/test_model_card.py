@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
+from reward.core.cli import compose
 from training.commands.sft import SftSettings
 from training.model_card import ScorerCard, command_line, render_card
 from training.procedural.synthetic import write_benchmark

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from reward import RewardOutput
+from reward.core.cli import compose
 from reward.core.errors import ConfigError
 from reward.testing.openai_server import serve_scripted
 from rl.commands.best_of_n import BestOfNSettings

@@ -157,8 +157,9 @@ def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():
 
 
 def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_path):
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
 
+    from reward.core.cli import compose
     from rl.commands.grpo import parse_settings
 
     base = [
@@ -178,8 +179,9 @@ def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_pat
 
 
 def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_starts(tmp_path, monkeypatch):
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
 
+    from reward.core.cli import compose
     from rl.commands.grpo import parse_settings
 
     lock = tmp_path / "ext" / "deepspeed_shm_comm" / "lock"

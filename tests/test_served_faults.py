@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from reward import get_reward
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.eval.evaluation import NothingScored
 from reward.testing.openai_server import FAULTS, scripted_top, serve_scripted
 from reward.vlm import OptionQuery

@@ -36,7 +36,7 @@ class Blocking:  # scores the first batch, then waits for the test (which sends 
         return RewardOutput(torch.full((len(images),), 0.5))
 
 command.get_reward = lambda name, cfg: Blocking()
-main("evaluate", command.run, argv=sys.argv[1:])
+main("evaluate", command.run, schema=command.EvaluateSettings, argv=sys.argv[1:])
 """
 
 

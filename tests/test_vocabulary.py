@@ -1,5 +1,6 @@
 """One vocabulary across commands: ``out``, ``reward.model``, one ``seed``, ``resume=auto|never``; the old names are
-aliases on the command line, in plain dicts and in recipes, each logged once; hints come from the composed config."""
+aliases on the command line, in plain dicts and in recipes until the version that drops them, each warned once, read
+in one place for both; hints come from the settings the command line chooses (``reward=pace``: the pace reward's)."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def test_resume_has_one_spelling_with_true_false_aliases():
     assert cfg.resume == "auto"
 
 
-def test_did_you_mean_comes_from_the_config_composed_with_the_overrides():
+def test_did_you_mean_comes_from_the_settings_the_overrides_choose():
     with pytest.raises(ConfigError) as err:
         compose("grpo", ["reward=pace", "reward.thetaa=0.5"], schema=GrpoSettings)
     assert "unknown key reward.thetaa (did you mean 'theta'?)" in str(err.value)
@@ -134,3 +135,19 @@ def test_configs_and_readme_use_the_new_names():
         and "Config(" not in line  # trl's own config classes keep their output_dir
     ]
     assert not found, "\n".join(found)
+
+
+def test_the_judge_sections_are_typed_and_still_take_the_plus_of_their_untyped_days():
+    """server, crops and agents are typed with their dataclasses (their keys and defaults are checked and shown);
+    ``+agents.retries=1``, needed when agents was an untyped dict, still sets the key."""
+    cfg = compose(
+        "pace", ["protocol=p", "images=i", "out=o", "+agents.retries=1", "crops.grid=[3,3]"], schema=JudgeSettings
+    )
+    assert (cfg.agents.retries, cfg.agents.max_rounds, list(cfg.crops.grid), cfg.server.top_logprobs) == (
+        1,
+        3,
+        [3, 3],
+        20,
+    )
+    with pytest.raises(ConfigError, match=r"unknown key agents.retrys \(did you mean 'retries'\?\)"):
+        compose("pace", ["protocol=p", "images=i", "out=o", "agents.retrys=1"], schema=JudgeSettings)

@@ -122,7 +122,7 @@ def _renamed_overrides(args: Sequence[str], keys: Keys) -> list[str]:
     out = list(args)
     for i, (new, _, untyped) in zip(settings, renamed_items(keys.root, items, group=keys.group), strict=True):
         prefix, _, rest = split[i]
-        section = keys.at(".".join(new[:-1]))
+        section = keys.at(".".join(new[:-1])) if len(new) > 1 else None  # (a top-level +key: Hydra's meaning)
         has_key = section is not None and new[-1] in {f.name for f in dataclasses.fields(section)}
         if untyped and not prefix or prefix == "+" and has_key:
             prefix = "++"
