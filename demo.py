@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose, main
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.outputs import prepare_output
 from reward.data.files import atomic_write_json, atomic_write_text, json_safe
 from reward.eval.evaluation import format_table
@@ -50,9 +51,14 @@ SAMPLES = ROOT / "reward/assets/samples/ratings.jsonl"
 @dataclass
 class SftPart:
     enabled: bool = True
-    steps: int = 600  # SFT steps of 16 fresh procedural images (a few minutes on 2 CPU cores)
-    test_scenes: int = 80  # held-out benchmark size
-    pairs: int = 2000  # preference pairs drawn over the benchmark's images (the fusion fits, section 3)
+    steps: int = field(
+        default=600, metadata={"help": "SFT steps of 16 fresh procedural images (a few minutes on 2 CPU cores)"}
+    )
+    test_scenes: int = field(default=80, metadata={"help": "held-out benchmark size"})
+    pairs: int = field(
+        default=2000,
+        metadata={"help": "preference pairs drawn over the benchmark's images (the fusion fits, section 3)"},
+    )
 
 
 @dataclass
@@ -63,32 +69,32 @@ class Toggle:
 @dataclass
 class BonPart:
     enabled: bool = True
-    tasks: int = 40  # procedural inpainting tasks reranked by the SFT scorer and by scene-proxy (Best-of-N)
-    n: int = 4  # candidates per task
+    tasks: int = field(
+        default=40,
+        metadata={"help": "procedural inpainting tasks reranked by the SFT scorer and by scene-proxy (Best-of-N)"},
+    )
+    n: int = field(default=4, metadata={"help": "candidates per task"})
 
 
 @dataclass
 class GrpoPart:
     enabled: bool = True
-    steps: int = 40  # GRPO steps of 2 prompts x 8 completions (tiny text policy, scene-proxy reward)
+    steps: int = field(
+        default=40, metadata={"help": "GRPO steps of 2 prompts x 8 completions (tiny text policy, scene-proxy reward)"}
+    )
 
 
 @dataclass
 class DemoSettings:
-    out: str = "demo_out"  # everything goes here (the tiny models in out/models)
+    out: str = field(default="demo_out", metadata={"help": "everything goes here (the tiny models in out/models)"})
     seed: int = 0
     sft: SftPart = field(default_factory=SftPart)
     fusion: Toggle = field(default_factory=Toggle)
     bon: BonPart = field(default_factory=BonPart)
     grpo: GrpoPart = field(default_factory=GrpoPart)
-    overwrite: bool = False  # true: an out/ holding another demo run is moved aside to out.old-<time>
-
-
-store_schema("demo_schema", DemoSettings)
-
-
-def _compose(name: str, overrides: list[str]) -> DictConfig:
-    return compose(name, overrides)
+    overwrite: bool = field(
+        default=False, metadata={"help": "true: an out/ holding another demo run is moved aside to out.old-<time>"}
+    )
 
 
 @contextlib.contextmanager
@@ -122,7 +128,9 @@ def _mean_srcc(metrics: dict[str, Any]) -> float:
 
 def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
     # resume=true: an interrupted demo continues scoring where it stopped (a new folder is simply made)
-    cfg = _compose("evaluate", [f"reward.model={model}", f"data={SAMPLES}", f"out={out}", "resume=true"])
+    cfg = compose(
+        "evaluate", [f"reward.model={model}", f"data={SAMPLES}", f"out={out}", "resume=true"], schema=EvaluateSettings
+    )
     metrics = run_evaluate(cfg)
     text = (
         "## 1. Zero-shot Q-Bench+ scores of the bundled samples (`reward=qbench`)\n\n"
@@ -139,6 +147,7 @@ def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
 
 
 def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
+    from training.commands.sft import SftSettings
     from training.commands.sft import run as run_sft
     from training.procedural.synthetic import write_benchmark
 
@@ -160,7 +169,7 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
         f"trainer.seed={cfg.seed}",
         f"data.synthetic_seed={cfg.seed}",
     ]
-    result = run_sft(_compose("sft", overrides))
+    result = run_sft(compose("sft", overrides, schema=SftSettings))
     before, after = result["metrics_before"], result["metrics"]
     rows = ["| dimension | SRCC before | SRCC after | PLCC after |", "|---|---|---|---|"]
     for dim in after:
@@ -202,6 +211,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
+    from fusion.commands.fit import FusionSettings
     from fusion.commands.fit import run as run_fit
 
     root = Path(bench)
@@ -217,7 +227,7 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
         boot = "bootstrap=100" if name == "scorer" else "bootstrap=0"
         overrides = [f"pairs={root / 'pairs.jsonl'}", f"scores={scores}", f"out={target}", boot]
         # overwrite: only an interrupted demo leaves a weights file without its section (moved aside)
-        fits[name] = run_fit(_compose("fit", [*overrides, "overwrite=true"]))
+        fits[name] = run_fit(compose("fit", [*overrides, "overwrite=true"], schema=FusionSettings))
     dims = list(fits["true_levels"].dimensions)
     generating = np.array([meta["weights"][d] for d in dims])
     truth_fit = np.array(fits["true_levels"].weights)
@@ -338,4 +348,4 @@ def run(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main("demo", run, doc=__doc__)
+    main("demo", run, schema=DemoSettings, doc=__doc__)

@@ -214,6 +214,7 @@ def run(args: argparse.Namespace, work: Path) -> list[tuple[str, str, Any]]:
     from reward.data import load_image
     from reward.data.files import read_records
     from reward.testing import make_tiny_vlm
+    from training.commands.sft import SftSettings
     from training.commands.sft import run as run_sft
     from training.scorer_format import scorer_metadata
 
@@ -249,7 +250,7 @@ def run(args: argparse.Namespace, work: Path) -> list[tuple[str, str, Any]]:
             "trainer.logging_steps=2",
         ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("sft", overrides=overrides)
+        cfg = compose("sft", overrides=overrides, schema=SftSettings)
     t_train = time.perf_counter()
     result = run_sft(cfg, callbacks=[curve, budget])
     wall = time.perf_counter() - t_train

@@ -160,6 +160,7 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
     from reward.core.cli import compose
     from reward.testing.openai_server import serve_openai
     from reward.vlm import load_vlm
+    from rl.commands.grpo import GrpoSettings
     from rl.commands.grpo import run as run_grpo
     from rl.devices import process_device
 
@@ -180,7 +181,7 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
         watch, logs = WeightWatch(), Logs()
         out = p.work / ("grpo-served" if served else "grpo-local")
         with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-            cfg = compose("grpo", overrides=[*_overrides(p, out), *reward])
+            cfg = compose("grpo", overrides=[*_overrides(p, out), *reward], schema=GrpoSettings)
         start = time.perf_counter()
         result = run_grpo(cfg, callbacks=[watch, logs])
         table.add(name, "wall seconds (load + train + save)", round(time.perf_counter() - start, 1))

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from reward.testing import make_tiny_lm
+from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
 from rl.generators import build_generator
 from rl.inpaint_tasks import load_tasks
@@ -59,7 +60,7 @@ def main() -> None:
         ]
         configs = Path(__file__).resolve().parents[1] / "configs"
         with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
-            result = run_grpo(compose("grpo", overrides=overrides))
+            result = run_grpo(compose("grpo", overrides=overrides, schema=GrpoSettings))
         shares = result["timing"]["shares"]
         print(
             f"GRPO {args.steps} steps ({args.generator}): policy sampling {100 * shares['policy_generation']:.1f}%, "
@@ -83,9 +84,12 @@ def compose_generator(overrides: list[str], configs: Path):
     from hydra import initialize_config_dir
 
     from reward.core.cli import compose
+    from rl.commands.best_of_n import BestOfNSettings
 
     with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
-        return compose("best_of_n", overrides=[*overrides, "data=x", "out=x", "reward=scene-proxy"]).generator
+        return compose(
+            "best_of_n", [*overrides, "data=x", "out=x", "reward=scene-proxy"], schema=BestOfNSettings
+        ).generator
 
 
 if __name__ == "__main__":

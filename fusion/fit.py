@@ -3,7 +3,7 @@
     python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json
     python fusion/fit.py pairs=PAIRS.jsonl reward=sa-iqa reward.model=SCORER_DIR out=SCORER_DIR/fusion_weights.json
 
-Settings: fusion/commands/fit.py (FusionSettings), each with its default and a one-line comment.
+Settings: fusion/commands/fit.py (FusionSettings), each with its default and its one-line help.
 """
 
 import os
@@ -12,8 +12,8 @@ import os
 # overhead, badly so on a busy machine. Must be set before numpy/scipy load OpenBLAS; an explicit value wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from fusion.commands.fit import run  # noqa: E402
+from fusion.commands.fit import FusionSettings, run  # noqa: E402
 from reward.core.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    main("fit", run, doc=__doc__)
+    main("fit", run, schema=FusionSettings, doc=__doc__)

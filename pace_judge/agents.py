@@ -87,16 +87,29 @@ class ProtocolBuildError(RuntimeError):
 
 @dataclass
 class AgentConfig:
-    max_rounds: int = 3  # Visualizer <-> Critic rounds per sub-dimension (paper: at most three)
-    retries: int = 2  # re-asks of an agent whose answer cannot be parsed or validated
-    rules_per_sub: int = 1  # probes asked of the Visualizer per sub-dimension
-    min_sub: int = 3  # the Planner's sub-dimensions: between min_sub and max_sub
+    max_rounds: int = field(
+        default=3, metadata={"help": "Visualizer <-> Critic rounds per sub-dimension (paper: at most three)"}
+    )
+    retries: int = field(
+        default=2, metadata={"help": "re-asks of an agent whose answer cannot be parsed or validated"}
+    )
+    rules_per_sub: int = field(default=1, metadata={"help": "probes asked of the Visualizer per sub-dimension"})
+    min_sub: int = field(default=3, metadata={"help": "the Planner's sub-dimensions: between min_sub and max_sub"})
     max_sub: int = 5
     max_new_tokens: int = 512
-    prompts: str | None = None  # JSON/YAML file overriding some of PROMPTS (role -> template)
-    # a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the Visualizer's revision after
-    # the last critique, unreviewed (Algorithm 1); drop leaves the sub-dimension out (§4.3, A.6, the released code)
-    on_reject: str = "keep_last"
+    prompts: str | None = field(
+        default=None, metadata={"help": "JSON/YAML file overriding some of PROMPTS (role -> template)"}
+    )
+    on_reject: str = field(
+        default="keep_last",
+        metadata={
+            "help": (
+                "a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the "
+                "Visualizer's revision after the last critique, unreviewed (Algorithm 1); drop leaves the "
+                "sub-dimension out (§4.3, A.6, the released code)"
+            )
+        },
+    )
 
 
 def agent_config(raw: dict[str, Any] | None) -> AgentConfig:

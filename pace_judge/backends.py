@@ -7,25 +7,35 @@ position) and ``chat`` (the agents: free text, deterministic by default).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PIL import Image
 
 from reward.vlm import VLM, OptionLogProbs, OptionQuery, load_vlm
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
+if TYPE_CHECKING:
+    from reward.vlm.server import ServerConfig
+
 
 @dataclass
 class ModelConfig:
-    path: str  # VLM checkpoint directory (Qwen2-VL, Qwen2.5-VL, Qwen3-VL ...)
-    dtype: str = "auto"  # auto: bf16 on GPU, fp32 on CPU
-    device: str | None = None  # null: cuda if available
-    batch_size: int = 32  # (image group, probe) queries per forward pass
-    device_map: Any = None  # auto: spread a model too large for one GPU over all GPUs (reward.vlm.loading)
-    attn_implementation: str | None = "sdpa"  # sdpa | flash_attention_2 | eager
-    min_pixels: int | None = None  # processor pixel budget per image (null: the checkpoint's)
-    max_pixels: int | None = 802_816  # 1024 visual tokens per image (and per crop): the main cost knob
+    path: str = field(metadata={"help": "VLM checkpoint directory (Qwen2-VL, Qwen2.5-VL, Qwen3-VL ...)"})
+    dtype: str = field(default="auto", metadata={"help": "auto: bf16 on GPU, fp32 on CPU"})
+    device: str | None = field(default=None, metadata={"help": "null: cuda if available"})
+    batch_size: int = field(default=32, metadata={"help": "(image group, probe) queries per forward pass"})
+    device_map: Any = field(
+        default=None,
+        metadata={"help": "auto: spread a model too large for one GPU over all GPUs (reward.vlm.loading)"},
+    )
+    attn_implementation: str | None = field(default="sdpa", metadata={"help": "sdpa | flash_attention_2 | eager"})
+    min_pixels: int | None = field(
+        default=None, metadata={"help": "processor pixel budget per image (null: the checkpoint's)"}
+    )
+    max_pixels: int | None = field(
+        default=802_816, metadata={"help": "1024 visual tokens per image (and per crop): the main cost knob"}
+    )
 
 
 ProbeResult = OptionLogProbs  # PACE's name for option log-probs with the missing top-k mass
@@ -99,7 +109,7 @@ class LocalBackend:
         return self.vlm.generate(images, prompts, system=system, max_new_tokens=max_new_tokens, do_sample=False)
 
 
-def make_backend(kind: str, model: ModelConfig | None, server: dict[str, Any] | None = None) -> Backend:
+def make_backend(kind: str, model: ModelConfig | None, server: ServerConfig | dict[str, Any] | None = None) -> Backend:
     """``local`` (needs ``model``) or ``openai`` (an OpenAI-compatible server such as vLLM; needs ``server``)."""
     if kind == "local":
         if model is None:

@@ -11,8 +11,8 @@ calibration split, which must be disjoint from the test split. The protocol is r
 ``output=FILE``) with its anchors in ``anchors/`` beside it. Settings: pace_judge/commands/calibrate.py.
 """
 
-from pace_judge.commands.calibrate import run
+from pace_judge.commands.calibrate import CalibrateSettings, run
 from reward.core.cli import main
 
 if __name__ == "__main__":
-    main("calibrate", run, doc=__doc__)
+    main("calibrate", run, schema=CalibrateSettings, doc=__doc__)

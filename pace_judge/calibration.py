@@ -35,8 +35,12 @@ class CalibrationError(UserError):
 
 @dataclass
 class PromptLists:
-    positive: list[str] | None = None  # text-to-image prompts for high-quality candidates
-    negative: list[str] | None = None  # ... and for low-quality ones (give both to skip the Generator agent)
+    positive: list[str] | None = field(
+        default=None, metadata={"help": "text-to-image prompts for high-quality candidates"}
+    )
+    negative: list[str] | None = field(
+        default=None, metadata={"help": "... and for low-quality ones (give both to skip the Generator agent)"}
+    )
 
 
 @dataclass
@@ -46,25 +50,47 @@ class CalibrationSource:
     the ``pace`` reward to calibrate a protocol the memory bank routes to before storing or using it."""
 
     # generative mode
-    pipeline: str | None = None  # diffusers text-to-image checkpoint (e.g. Stable Diffusion v1.5)
-    out: str | None = None  # candidates and contact sheet (default: PROTOCOL_DIR/calibration)
-    candidates: int = 4  # images rendered: half from positive prompts, half from negative ones
-    scores: list[float] | None = None  # one 1-5 score per candidate, e.g. scores=1,3,4,5; null: asked on the terminal
+    pipeline: str | None = field(
+        default=None, metadata={"help": "diffusers text-to-image checkpoint (e.g. Stable Diffusion v1.5)"}
+    )
+    out: str | None = field(
+        default=None, metadata={"help": "candidates and contact sheet (default: PROTOCOL_DIR/calibration)"}
+    )
+    candidates: int = field(
+        default=4, metadata={"help": "images rendered: half from positive prompts, half from negative ones"}
+    )
+    scores: list[float] | None = field(
+        default=None,
+        metadata={"help": "one 1-5 score per candidate, e.g. scores=1,3,4,5; null: asked on the terminal"},
+    )
     prompts: PromptLists = field(default_factory=PromptLists)
-    steps: int = 30  # diffusion steps
-    guidance: float = 7.5  # classifier-free guidance scale
+    steps: int = field(default=30, metadata={"help": "diffusion steps"})
+    guidance: float = field(default=7.5, metadata={"help": "classifier-free guidance scale"})
     height: int = 512
     width: int = 512
     seed: int = 0
-    dtype: str = "auto"  # pipeline dtype (auto: bf16 on GPU, fp32 on CPU)
-    device: str | None = None  # null: cuda if available
+    dtype: str = field(default="auto", metadata={"help": "pipeline dtype (auto: bf16 on GPU, fp32 on CPU)"})
+    device: str | None = field(default=None, metadata={"help": "null: cuda if available"})
     # benchmark mode
-    benchmark: str | None = None  # calibration split's ratings manifest: highest- and lowest-MOS images are anchors
-    test: str | None = None  # the test split's manifest: checked to be disjoint from the calibration split
-    dimension: str | None = None  # manifest rows of this dimension (default: the protocol's)
-    # the benchmark's MOS scale [low, high], mapped onto 1-5; default: a dataset read by name brings its own
-    # (agiqa3k 0-5, spaq 0-100 ...), a manifest 1-5
-    mos_range: list[float] | None = None
+    benchmark: str | None = field(
+        default=None,
+        metadata={"help": "calibration split's ratings manifest: highest- and lowest-MOS images are anchors"},
+    )
+    test: str | None = field(
+        default=None, metadata={"help": "the test split's manifest: checked to be disjoint from the calibration split"}
+    )
+    dimension: str | None = field(
+        default=None, metadata={"help": "manifest rows of this dimension (default: the protocol's)"}
+    )
+    mos_range: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "the benchmark's MOS scale [low, high], mapped onto 1-5; default: a dataset read by name "
+                "brings its own (agiqa3k 0-5, spaq 0-100 ...), a manifest 1-5"
+            )
+        },
+    )
 
     @property
     def configured(self) -> bool:

@@ -6,56 +6,120 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from pace_judge.agents import AgentConfig
 from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
-from reward.core.config import parse
+from reward.core.config import Alias, parse
 from reward.core.inputs import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
+from reward.vlm.server import ServerConfig
 
 
 @dataclass
 class Track2Settings:
-    prompt: str = "comparative"  # comparative: the anchors' scores are not told (PACE §4.5) | scored: they are
+    prompt: str = field(
+        default="comparative",
+        metadata={"help": "comparative: the anchors' scores are not told (PACE §4.5) | scored: they are"},
+    )
 
 
 DEFAULT_MAX_PIXELS = 802_816  # 1024 visual tokens per image on Qwen-VL (pixels / 28^2): a 1024x768 photo stays whole
 
 
 # the model's keys of the older nested form ``model: {path: ..., dtype: ...}``: read as the top-level keys
-MODEL_SECTION_ALIASES = {f"model.{k}": k for k in (*LOADING_KEYS, "batch_size")} | {"model.path": "model"}
+MODEL_SECTION_ALIASES = {f"model.{k}": Alias(k, removed_in="0.3.0") for k in (*LOADING_KEYS, "batch_size")} | {
+    "model.path": Alias("model", removed_in="0.3.0")
+}
 
 
 @dataclass
 class PaceConfig(ModelLoading):
     """Settings of ``reward=pace`` (loading knobs from :class:`reward.vlm.ModelLoading`, at the top level)."""
 
-    aliases: ClassVar[dict[str, str]] = {"path": "model", **MODEL_SECTION_ALIASES}
+    aliases: ClassVar[dict[str, Alias]] = {"path": Alias("model", removed_in="0.3.0"), **MODEL_SECTION_ALIASES}
 
     name: str = "pace"
-    max_pixels: int | None = DEFAULT_MAX_PIXELS  # visual-token budget per image (and per crop); null: the checkpoint's
-    model: str | None = None  # VLM checkpoint directory or Hub id; needed by backend=local
-    dimension: str | None = None  # a quality dimension in words; routed to an expert, the memory or the agents
-    protocol: str | None = None  # a protocol JSON used as is (no agents); alternative to dimension
-    memory: str | None = None  # memory bank folder (stored protocols, routing)
-    omega: list[float] = field(default_factory=lambda: [0.5, 0.5])  # Track 1 / Track 2 weights, sum 1
-    theta: float = 0.8  # routing: fast path when the best cosine to a stored dimension is above this
-    fast_only: bool = False  # PACE-Fast: experts and stored protocols only; a dimension routed nowhere is refused
-    backend: str = "local"  # local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)
-    server: dict[str, Any] = field(default_factory=dict)  # openai backend: base_url, model, api_key, top_logprobs
-    crops: dict[str, Any] = field(default_factory=dict)  # grid: [2, 2], combine: mean | min, enabled, upscale: false
+    max_pixels: int | None = field(
+        default=DEFAULT_MAX_PIXELS,
+        metadata={"help": "visual-token budget per image (and per crop); null: the checkpoint's"},
+    )
+    model: str | None = field(
+        default=None, metadata={"help": "VLM checkpoint directory or Hub id; needed by backend=local"}
+    )
+    dimension: str | None = field(
+        default=None, metadata={"help": "a quality dimension in words; routed to an expert, the memory or the agents"}
+    )
+    protocol: str | None = field(
+        default=None, metadata={"help": "a protocol JSON used as is (no agents); alternative to dimension"}
+    )
+    memory: str | None = field(default=None, metadata={"help": "memory bank folder (stored protocols, routing)"})
+    omega: list[float] = field(
+        default_factory=lambda: [0.5, 0.5], metadata={"help": "Track 1 / Track 2 weights, sum 1"}
+    )
+    theta: float = field(
+        default=0.8, metadata={"help": "routing: fast path when the best cosine to a stored dimension is above this"}
+    )
+    fast_only: bool = field(
+        default=False,
+        metadata={"help": "PACE-Fast: experts and stored protocols only; a dimension routed nowhere is refused"},
+    )
+    backend: str = field(
+        default="local", metadata={"help": "local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)"}
+    )
+    server: ServerConfig = field(
+        default_factory=ServerConfig,
+        metadata={
+            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key, top_logprobs...)"
+        },
+    )
+    crops: CropConfig = field(
+        default_factory=CropConfig, metadata={"help": "zoom probes: asked on the whole image and on a grid of crops"}
+    )
     track2: Track2Settings = field(default_factory=lambda: Track2Settings())
-    probe_weights: str = "uniform"  # Track 1's w_r: uniform (1/N, eq. 6) | agent (the Visualizer's weights)
-    lettering: str = "best-first"  # Track 1's option letters: best-first (A = best) | reversed | shuffled (seeded)
-    lettering_seed: int = 0  # lettering=shuffled: the seed of the options' order (recorded in each explanation)
-    calibration: CalibrationSource = field(default_factory=lambda: CalibrationSource())  # benchmark=MANIFEST or
-    # pipeline=DIR scores=[...]: calibrates a protocol the memory bank routes to before it is stored or used
-    allow_absolute_paths: bool = False  # protocol anchors may be absolute paths (default: inside the file's folder)
-    experts: dict[str, Any] = field(default_factory=dict)  # dimension -> registered reward config ({name: qbench})
-    embedder: str | None = None  # sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)
-    agents: dict[str, Any] = field(default_factory=dict)  # agent settings (pace_judge.agents.AgentConfig)
-    example_image: str | None = None  # the Visualizer's grounding image (default: the first image scored)
-    batch_size: int = 32  # (image group, probe) queries per forward pass
+    probe_weights: str = field(
+        default="uniform", metadata={"help": "Track 1's w_r: uniform (1/N, eq. 6) | agent (the Visualizer's weights)"}
+    )
+    lettering: str = field(
+        default="best-first",
+        metadata={"help": "Track 1's option letters: best-first (A = best) | reversed | shuffled (seeded)"},
+    )
+    lettering_seed: int = field(
+        default=0,
+        metadata={"help": "lettering=shuffled: the seed of the options' order (recorded in each explanation)"},
+    )
+    calibration: CalibrationSource = field(
+        default_factory=lambda: CalibrationSource(),
+        metadata={
+            "help": (
+                "benchmark=MANIFEST or pipeline=DIR scores=[...]: calibrates a protocol the memory bank "
+                "routes to before it is stored or used"
+            )
+        },
+    )
+    allow_absolute_paths: bool = field(
+        default=False, metadata={"help": "protocol anchors may be absolute paths (default: inside the file's folder)"}
+    )
+    experts: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "dimension -> a registered reward standing in for a protocol: one reward config ({name: qbench, "
+            "model: PATH}), a list of them (their mean), or {members: [...], weights: [...]}"
+        },
+    )
+    embedder: str | None = field(
+        default=None, metadata={"help": "sentence-transformers model for routing; default: all-MiniLM-L6-v2 (offline)"}
+    )
+    agents: AgentConfig = field(
+        default_factory=AgentConfig, metadata={"help": "the agents that build a protocol for a new dimension"}
+    )
+    example_image: str | None = field(
+        default=None, metadata={"help": "the Visualizer's grounding image (default: the first image scored)"}
+    )
+    batch_size: int = field(
+        default=32,
+        metadata={"help": "(image group, probe) queries per forward pass", "may_change": True},
+    )
 
 
 def model_config(model: str | None, cfg: PaceConfig) -> ModelConfig | None:
@@ -66,8 +130,8 @@ def model_config(model: str | None, cfg: PaceConfig) -> ModelConfig | None:
     return ModelConfig(str(model), batch_size=cfg.batch_size, **knobs)
 
 
-def crop_config(raw: dict[str, Any]) -> CropConfig:
-    c = parse(CropConfig, raw, where="crops")
+def crop_config(raw: CropConfig | dict[str, Any]) -> CropConfig:
+    c = parse(CropConfig, _plain(raw), where="crops")
     grid = tuple(int(v) for v in c.grid)
     if len(grid) != 2 or min(grid) < 1:
         raise ValueError(f"crops.grid must be [rows, cols] of positive integers, got {c.grid}")

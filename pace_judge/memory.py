@@ -9,8 +9,8 @@
 Settings: pace_judge/commands/memory.py (MemorySettings).
 """
 
-from pace_judge.commands.memory import SUBCOMMANDS, run
+from pace_judge.commands.memory import SUBCOMMANDS, MemorySettings, run
 from reward.core.cli import main
 
 if __name__ == "__main__":
-    main("memory", run, doc=__doc__, subcommands=SUBCOMMANDS)
+    main("memory", run, schema=MemorySettings, doc=__doc__, subcommands=SUBCOMMANDS)

@@ -235,7 +235,7 @@ def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, d
     from pace_judge.agents import agent_config, build_protocol
 
     model = cfg.model.get("path") if isinstance(cfg.model, dict) else cfg.model
-    backbone = str(model or cfg.server.get("model") or "unknown")
+    backbone = str(model or cfg.server.model or "unknown")
     protocol = build_protocol(
         backend, dimension, example, agent_config(cfg.agents), backbone=backbone, reference=reference
     )

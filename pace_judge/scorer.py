@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,10 +27,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CropConfig:
-    grid: tuple[int, int] = (2, 2)  # rows x cols of crops for zoom probes
-    combine: str = "mean"  # mean | min: how a zoom probe merges the whole image with its crops
-    enabled: bool = True  # false: zoom probes are asked on the whole image only
-    upscale: bool = False  # true: each crop enlarged to the whole image's size (one image's tokens per crop)
+    grid: tuple[int, int] = field(default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes"})
+    combine: str = field(
+        default="mean", metadata={"help": "mean | min: how a zoom probe merges the whole image with its crops"}
+    )
+    enabled: bool = field(default=True, metadata={"help": "false: zoom probes are asked on the whole image only"})
+    upscale: bool = field(
+        default=False,
+        metadata={"help": "true: each crop enlarged to the whole image's size (one image's tokens per crop)"},
+    )
 
 
 def protocol_scale(protocol: Protocol) -> str:

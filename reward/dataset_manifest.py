@@ -7,8 +7,8 @@ dataset's own scale, flipped for a DMOS) and a sidecar ``.json`` (scale, split r
 skipped). Known names: reward/data/datasets/registry.py. Settings: reward/commands/dataset_manifest.py.
 """
 
-from reward.commands.dataset_manifest import run
+from reward.commands.dataset_manifest import DatasetManifestSettings, run
 from reward.core.cli import main
 
 if __name__ == "__main__":
-    main("dataset_manifest", run, doc=__doc__)
+    main("dataset_manifest", run, schema=DatasetManifestSettings, doc=__doc__)

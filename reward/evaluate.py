@@ -7,8 +7,8 @@ Writes DIR/metrics.json ({dimension: {plcc, srcc, krcc, hor, n, ...}, "overall":
 scatter plot per dimension with the holistic-bias zone shaded; logs the table. Settings: reward/commands/evaluate.py.
 """
 
-from reward.commands.evaluate import run
+from reward.commands.evaluate import EvaluateSettings, run
 from reward.core.cli import main
 
 if __name__ == "__main__":
-    main("evaluate", run, doc=__doc__)
+    main("evaluate", run, schema=EvaluateSettings, doc=__doc__)

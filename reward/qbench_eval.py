@@ -7,8 +7,8 @@
 Settings: reward/commands/qbench_eval.py (QbenchEvalSettings), which also says what each task writes.
 """
 
-from reward.commands.qbench_eval import run
+from reward.commands.qbench_eval import QbenchEvalSettings, run
 from reward.core.cli import main
 
 if __name__ == "__main__":
-    main("qbench_eval", run, doc=__doc__)
+    main("qbench_eval", run, schema=QbenchEvalSettings, doc=__doc__)

@@ -8,7 +8,7 @@ Settings: rl/commands/best_of_n.py (BestOfNSettings).
 """
 
 from reward.core.cli import main
-from rl.commands.best_of_n import run
+from rl.commands.best_of_n import BestOfNSettings, run
 
 if __name__ == "__main__":
-    main("best_of_n", run, doc=__doc__)
+    main("best_of_n", run, schema=BestOfNSettings, doc=__doc__)

@@ -9,12 +9,6 @@ from typing import Any
 from omegaconf import DictConfig
 
 
-def _compose(name: str, overrides: list[str]) -> DictConfig:
-    from reward.core.cli import compose
-
-    return compose(name, overrides)
-
-
 def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -56,13 +50,15 @@ def judge_by_truth(rows: list[dict[str, Any]], level_jitter: float, by_prompt: b
 
 
 def _best_of_n(out: Path, cfg: DictConfig, tasks: Path, name: str, reward: list[str]) -> tuple[str, dict[str, Any]]:
+    from reward.core.cli import compose
+    from rl.commands.best_of_n import BestOfNSettings
     from rl.commands.best_of_n import run as run_best_of_n
 
     # jitter_by_prompt: candidate j of each task moves on its own (else alike in every task: 4 patterns, not 40 tasks)
     overrides = [*reward, "generator.jitter_by_prompt=true", f"data={tasks}", f"out={out / name}"]
     overrides += [f"n={cfg.bon.n}", f"seed={cfg.seed}"]
     overrides.append("overwrite=true")  # a demo run again: the earlier one is moved aside
-    c = _compose("best_of_n", overrides)
+    c = compose("best_of_n", overrides, schema=BestOfNSettings)
     run_best_of_n(c)
     rows = [json.loads(line) for line in (out / name / "scores.jsonl").read_text().splitlines() if line.strip()]
     truth = judge_by_truth(rows, float(c.generator.level_jitter), bool(c.generator.jitter_by_prompt))
@@ -124,6 +120,8 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
 
 def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> tuple[str, dict[str, Any]]:
     """A short GRPO run of the tiny text policy against scene-proxy (full fine-tuning, procedural generator)."""
+    from reward.core.cli import compose
+    from rl.commands.grpo import GrpoSettings
     from rl.commands.grpo import run as run_grpo
     from training.procedural.synthetic import write_inpainting_tasks
 
@@ -147,7 +145,7 @@ def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> tuple[str, dict[st
         "eval_tasks=6",
         f"trainer.seed={cfg.seed}",
     ]
-    r = run_grpo(_compose("grpo", overrides))
+    r = run_grpo(compose("grpo", overrides, schema=GrpoSettings))
     means = [m for _, m, _ in r["train_curve"]["scene-proxy"]]
     k = max(1, min(10, len(means) // 3))
     first, last = sum(means[:k]) / k, sum(means[-k:]) / k

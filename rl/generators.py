@@ -29,14 +29,14 @@ import inspect
 import logging
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import parse, store_schema, to_plain
+from reward.core.config import parse, to_plain
 from reward.core.registry import Registry
 from reward.vlm.loading import resolve_dtype
 from rl.devices import process_device
@@ -120,12 +120,26 @@ def prepare_call(
 @dataclass
 class ProceduralConfig:
     name: str = "procedural"
-    render_size: int = 256  # the scene is rendered at most this many pixels a side, then resized to the image
-    max_prompt_tokens: int = 77  # words; longer prompts are truncated (and counted by the callers)
-    mask_mismatch: str = "resize"  # resize (with a warning) or error
-    level_jitter: float = 0.25  # per candidate and dimension: chance the level moves one step up or down
-    jitter_by_prompt: bool = False  # true: the draws also depend on the prompt, so candidate j of different tasks
-    # moves independently (Best-of-N over many tasks); false: candidate j moves alike in every task
+    render_size: int = field(
+        default=256,
+        metadata={"help": "the scene is rendered at most this many pixels a side, then resized to the image"},
+    )
+    max_prompt_tokens: int = field(
+        default=77, metadata={"help": "words; longer prompts are truncated (and counted by the callers)"}
+    )
+    mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
+    level_jitter: float = field(
+        default=0.25, metadata={"help": "per candidate and dimension: chance the level moves one step up or down"}
+    )
+    jitter_by_prompt: bool = field(
+        default=False,
+        metadata={
+            "help": (
+                "true: the draws also depend on the prompt, so candidate j of different tasks moves "
+                "independently (Best-of-N over many tasks); false: candidate j moves alike in every task"
+            )
+        },
+    )
 
 
 def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: float) -> dict[str, int]:
@@ -209,22 +223,41 @@ PIPELINES = {  # generator name -> diffusers pipeline class
 
 @dataclass
 class DiffusersConfig:
-    name: str = MISSING  # sd15-inpaint | sdxl-inpaint | flux-fill
-    path: str = MISSING  # pipeline directory (from_pretrained)
-    device: str | None = None  # null: this process's own GPU (cpu without one); cuda:N; 'cuda:{local_rank+4}'; a list
-    dtype: str = "auto"  # auto: bf16 on a GPU that supports it, fp32 elsewhere; or float32 / float16 / bfloat16
-    steps: int = 30  # num_inference_steps
-    guidance: float = 7.5  # guidance_scale
-    strength: float = 1.0  # 1.0: the masked region is painted from noise
-    negative_prompt: str | None = None  # SD1.5/SDXL only
-    batch_size: int = 4  # items per pipeline call (each with n candidates)
-    size_multiple: int = 8  # the pipeline works at the image size rounded down to this (16 for FLUX)
-    max_size: int = 1024  # longer sides are scaled down to this for the pipeline, the output scaled back
-    paste_back: bool = True  # keep the original pixels outside the mask (the VAE round trip alters them)
-    max_prompt_tokens: int | None = None  # null: the text encoder's limit (CLIP 77; FLUX: max_sequence_length)
-    max_sequence_length: int = 512  # FLUX Fill: T5 tokens of the prompt (at most 512; T5 pads to it, cost follows)
-    mask_mismatch: str = "resize"  # resize (with a warning) or error
-    repeat_items: bool = True  # one row per candidate (exact reproduction); false: num_images_per_prompt
+    name: str = field(default=MISSING, metadata={"help": "sd15-inpaint | sdxl-inpaint | flux-fill"})
+    path: str = field(default=MISSING, metadata={"help": "pipeline directory (from_pretrained)"})
+    device: str | None = field(
+        default=None,
+        metadata={"help": "null: this process's own GPU (cpu without one); cuda:N; 'cuda:{local_rank+4}'; a list"},
+    )
+    dtype: str = field(
+        default="auto",
+        metadata={"help": "auto: bf16 on a GPU that supports it, fp32 elsewhere; or float32 / float16 / bfloat16"},
+    )
+    steps: int = field(default=30, metadata={"help": "num_inference_steps"})
+    guidance: float = field(default=7.5, metadata={"help": "guidance_scale"})
+    strength: float = field(default=1.0, metadata={"help": "1.0: the masked region is painted from noise"})
+    negative_prompt: str | None = field(default=None, metadata={"help": "SD1.5/SDXL only"})
+    batch_size: int = field(default=4, metadata={"help": "items per pipeline call (each with n candidates)"})
+    size_multiple: int = field(
+        default=8, metadata={"help": "the pipeline works at the image size rounded down to this (16 for FLUX)"}
+    )
+    max_size: int = field(
+        default=1024,
+        metadata={"help": "longer sides are scaled down to this for the pipeline, the output scaled back"},
+    )
+    paste_back: bool = field(
+        default=True, metadata={"help": "keep the original pixels outside the mask (the VAE round trip alters them)"}
+    )
+    max_prompt_tokens: int | None = field(
+        default=None, metadata={"help": "null: the text encoder's limit (CLIP 77; FLUX: max_sequence_length)"}
+    )
+    max_sequence_length: int = field(
+        default=512, metadata={"help": "FLUX Fill: T5 tokens of the prompt (at most 512; T5 pads to it, cost follows)"}
+    )
+    mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
+    repeat_items: bool = field(
+        default=True, metadata={"help": "one row per candidate (exact reproduction); false: num_images_per_prompt"}
+    )
 
 
 def text_budget(cfg: Any) -> int:
@@ -404,8 +437,12 @@ GENERATORS.register(
     "sdxl-inpaint", _diffusers, config=DiffusersConfig, description="Stable Diffusion XL inpainting (diffusers)"
 )
 GENERATORS.register("flux-fill", _diffusers, config=DiffusersConfig, description="FLUX.1 Fill (diffusers)")
-store_schema("procedural_schema", ProceduralConfig, group="generator")
-store_schema("diffusers_schema", DiffusersConfig, group="generator")
+
+
+def generator_schemas() -> dict[str, type]:
+    """Every registered generator's settings dataclass by the name ``configs/generator/NAME.yaml`` gives it
+    (``NAME_schema``): the ``generator`` config group of a command's settings."""
+    return {f"{name}_schema": GENERATORS.get(name).meta["config"] for name in GENERATORS.names()}
 
 
 def build_generator(cfg: Any) -> Generator:

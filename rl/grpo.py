@@ -11,7 +11,7 @@ not trained on. Writes checkpoints, ``DIR/policy/``, ``DIR/reward_curve.png``, `
 """
 
 from reward.core.cli import main
-from rl.commands.grpo import run
+from rl.commands.grpo import GrpoSettings, run
 
 if __name__ == "__main__":
-    main("grpo", run, doc=__doc__)
+    main("grpo", run, schema=GrpoSettings, doc=__doc__)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -20,11 +20,25 @@ POLICY_VIEWS = ("masked", "outline", "original")
 
 @dataclass
 class PolicySettings:
-    path: str = MISSING  # the prompt expander: a causal LM or a VLM directory (the paper: its stage-1 LoRA SFT)
-    dtype: str = "auto"  # auto: fp32 master weights for full fine-tuning without DeepSpeed; bf16 with LoRA/DeepSpeed
-    vision: str = "auto"  # auto: a VLM (it sees the task image) if its config has a vision part; true; false
-    freeze_vision: bool = True  # VLM policy: the vision tower stays frozen
-    image: str = "masked"  # what a VLM policy sees: masked (region to invent greyed out) | outline | original
+    path: str = field(
+        default=MISSING,
+        metadata={"help": "the prompt expander: a causal LM or a VLM directory (the paper: its stage-1 LoRA SFT)"},
+    )
+    dtype: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: fp32 master weights for full fine-tuning without DeepSpeed; bf16 with LoRA/DeepSpeed"
+        },
+    )
+    vision: str = field(
+        default="auto",
+        metadata={"help": "auto: a VLM (it sees the task image) if its config has a vision part; true; false"},
+    )
+    freeze_vision: bool = field(default=True, metadata={"help": "VLM policy: the vision tower stays frozen"})
+    image: str = field(
+        default="masked",
+        metadata={"help": "what a VLM policy sees: masked (region to invent greyed out) | outline | original"},
+    )
 
 
 def is_vlm(path: str, vision: str | bool) -> bool:

@@ -9,11 +9,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from reward.core.config import to_plain
+from reward.core.config import apply_aliases, to_plain
 from reward.core.outputs import Output, prepare_output
 from reward.integrations.reward_set import reward_configs
+from reward.rewards.registry import reward_schemas
 
-MODEL_KEYS = ("path", "model", "protocol", "fusion", "memory")  # config keys of rewards and generators naming inputs
+MODEL_KEYS = ("model", "protocol", "fusion", "memory")  # config keys of rewards naming inputs (old names read as new)
 
 
 def run_inputs(
@@ -22,14 +23,16 @@ def run_inputs(
     """Every input a run reads: ``files`` as given, then per role (``rewards``: role and its reward entries) each
     reward's model files as ``ROLE.NAME.KEY`` (``ROLE{i}`` when a role has an index), then the generator's model.
 
-    >>> run_inputs({"data": "t.jsonl"}, [("reward", [{"name": "sa-iqa", "path": "/m"}])], {"path": "/g"})
-    {'data': 't.jsonl', 'reward.sa-iqa.path': '/m', 'generator': '/g'}
+    >>> run_inputs({"data": "t.jsonl"}, [("reward", [{"name": "sa-iqa", "model": "/m"}])], {"path": "/g"})
+    {'data': 't.jsonl', 'reward.sa-iqa.model': '/m', 'generator': '/g'}
     """
     inputs: dict[str, Any] = dict(files)
+    schemas = reward_schemas()
     for role, entries in rewards:
         indexed = role.endswith("{i}")
         for i, (name, cfg) in enumerate(reward_configs(entries)):
             label = role.replace("{i}", str(i)) if indexed else role
+            cfg = apply_aliases(schemas.get(f"{name}_schema"), cfg, where=label)  # reward.path: its model
             for key in MODEL_KEYS:
                 if isinstance(cfg.get(key), str):
                     inputs[f"{label}.{name}.{key}"] = cfg[key]

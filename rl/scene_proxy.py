@@ -37,10 +37,16 @@ from training.procedural.synthetic import DEFAULT_WEIGHTS
 @dataclass
 class SceneProxyConfig:
     name: str = "scene-proxy"
-    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))  # fusion weight per dimension
-    size: int = 64  # images are measured at this size (the calibration renders' size)
-    calibration_scenes: int = 8  # renders per (dimension, level) for the 1/5 anchors
-    device: str | None = None  # unused (CPU statistics); accepted so every reward config can name a device
+    weights: dict[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_WEIGHTS), metadata={"help": "fusion weight per dimension"}
+    )
+    size: int = field(
+        default=64, metadata={"help": "images are measured at this size (the calibration renders' size)"}
+    )
+    calibration_scenes: int = field(default=8, metadata={"help": "renders per (dimension, level) for the 1/5 anchors"})
+    device: str | None = field(
+        default=None, metadata={"help": "unused (CPU statistics); accepted so every reward config can name a device"}
+    )
 
 
 @functools.cache

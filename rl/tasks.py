@@ -9,13 +9,13 @@ The tasks are drawn by :func:`training.procedural.synthetic.write_inpainting_tas
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import write_inpainting_tasks
 
@@ -24,14 +24,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class TasksSettings:
-    out: str = MISSING  # folder to write into (tasks.jsonl, images/, masks/)
-    n: int = 16  # tasks
-    size: int = 64  # image side in pixels
+    out: str = field(default=MISSING, metadata={"help": "folder to write into (tasks.jsonl, images/, masks/)"})
+    n: int = field(default=16, metadata={"help": "tasks"})
+    size: int = field(default=64, metadata={"help": "image side in pixels"})
     seed: int = 0
-    mask_fraction: float = 0.6  # the centred mask covers this fraction of each side
-
-
-store_schema("tasks_schema", TasksSettings)
+    mask_fraction: float = field(default=0.6, metadata={"help": "the centred mask covers this fraction of each side"})
 
 
 def run(cfg: Any) -> Path:
@@ -46,4 +43,4 @@ def run(cfg: Any) -> Path:
 if __name__ == "__main__":
     from reward.core.cli import main
 
-    main("tasks", run, doc=__doc__)
+    main("tasks", run, schema=TasksSettings, doc=__doc__)

@@ -143,12 +143,12 @@ def accelerate_config(zero_stage: int, processes: int) -> str:
     )
 
 
-def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...] = ()) -> int:
+def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...] = (), *, schema: type) -> int:
     """Run a command as its entry script does (``reward.core.cli.main``); returns the exit status."""
     from reward.core.cli import main
 
     try:
-        main(config_name, run, argv=argv, subcommands=subcommands)
+        main(config_name, run, schema=schema, argv=argv, subcommands=subcommands)
     except SystemExit as exit_:
         return int(exit_.code or 0)
     return 0

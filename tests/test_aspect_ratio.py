@@ -8,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.data import ManifestError, load_ratings
 from reward.data.images import ImageError
 from reward.vlm import load_processor
@@ -51,7 +53,7 @@ def test_the_data_check_refuses_it_naming_the_line_and_skip_bad_counts_it(tmp_pa
 
 def _evaluate_cfg(**overrides):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()])
+        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()], schema=EvaluateSettings)
 
 
 def test_evaluate_skips_and_counts_it_under_skip_bad(tmp_path, tiny_vlm_path):

@@ -15,6 +15,9 @@ import pytest
 from PIL import Image
 
 from reward.data import ManifestError, load_inpainting, load_ratings
+from rl.commands.best_of_n import BestOfNSettings
+from rl.commands.grpo import GrpoSettings
+from training.commands.sft import SftSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reward", "training", "rl", "fusion", "pace_judge")
@@ -259,6 +262,7 @@ def _best_of_n_prepare(cfg) -> None:
 
 
 # config -> (its command module, settings of a run into {out}, what decides the folder, the key naming the folder)
+SCHEMAS = {"sft": SftSettings, "grpo": GrpoSettings, "best_of_n": BestOfNSettings}
 REUSED_FOLDER = {
     "sft": (
         "training.commands.sft",
@@ -292,16 +296,19 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     from reward.core.outputs import OutputFolderError
 
     module, argv, prepare, out_key = REUSED_FOLDER[config]
-    parse_settings = importlib.import_module(module).parse_settings  # (importing registers the settings schema)
+    command = importlib.import_module(module)
+    parse_settings, schema = command.parse_settings, SCHEMAS[config]
     argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
-    prepare(compose(config, [*argv, "overwrite=true"]))  # the first run makes the folder
+    prepare(compose(config, [*argv, "overwrite=true"], schema=schema))  # the first run makes the folder
     (tmp_path / "run" / "log.txt").write_text("step 1\n")  # and starts (a run that never started is replaced)
     with pytest.raises(OutputFolderError) as refused:
-        prepare(compose(config, argv))  # the same run again (overwrite= is no part of what a run is), not resumed
+        prepare(
+            compose(config, argv, schema=schema)
+        )  # the same run again (overwrite= is no part of what a run is), not resumed
     message = str(refused.value)
     assert "holds this same run already" in message, message
     assert f"another {out_key}=" in message, message
     for key, value in re.findall(r"\b([a-z_][a-z_.]*)=(\S*)", message):
         if key != out_key:
             advice = f"{key}={value.rstrip(',.;')}"
-            parse_settings(compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice]))
+            parse_settings(compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice], schema=schema))

@@ -9,9 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from transformers import TrainerCallback
 
+from reward.core.cli import compose
+from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark
 from training.shared.checkpoints import checkpoint_problem, last_complete_checkpoint
@@ -32,7 +34,7 @@ def _cfg(model: Path, data: Path, out: Path):
         "prompt.type=1",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return compose("sft", overrides=overrides, schema=SftSettings)
 
 
 class _Crash(TrainerCallback):

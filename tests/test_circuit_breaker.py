@@ -10,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.testing.openai_server import serve_scripted
 from reward.vlm import OptionQuery
 from reward.vlm.server import OpenAIBackend, ServerConfig, ServersDown
@@ -81,7 +83,7 @@ def test_evaluate_against_a_hung_server_stops_with_one_message(tmp_path):
         overrides += ["num_workers=0", "reward.server.timeout=0.3", "reward.server.breaker_failures=2"]
         overrides += ["reward.server.max_retries=1", "reward.server.backoff=0.01", "reward.server.concurrency=1"]
         with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-            cfg = compose("evaluate", overrides=overrides)
+            cfg = compose("evaluate", overrides=overrides, schema=EvaluateSettings)
         with pytest.raises(ServersDown, match=r"every scoring server is down \(2 failed tries in a row; .*timeout"):
             run_evaluate(cfg)
 

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from fusion.commands.fit import FusionSettings
+from pace_judge.commands.calibrate import CalibrateSettings
+from reward.commands.dataset_manifest import DatasetManifestSettings
 from reward.core.errors import UserError
 from reward.data import load_pairs, load_ratings
 from reward.data.datasets import DATASETS, check_source, mos_range_of, parse_source
@@ -281,7 +284,7 @@ def test_the_manifest_command_writes_the_same_rows_and_keeps_the_scale(tmp_path)
     from reward.commands.dataset_manifest import run
 
     fx.spaq(tmp_path)
-    assert run_cli("dataset_manifest", run, [f"data=spaq:{tmp_path}:test"]) == 0
+    assert run_cli("dataset_manifest", run, [f"data=spaq:{tmp_path}:test"], schema=DatasetManifestSettings) == 0
     manifest = tmp_path / "spaq-test.jsonl"
     sidecar = json.loads(manifest.with_suffix(".json").read_text())
     assert sidecar["split_rule"].startswith("seeded by image (seed 0") and sidecar["scale"] == [0.0, 100.0]
@@ -289,7 +292,9 @@ def test_the_manifest_command_writes_the_same_rows_and_keeps_the_scale(tmp_path)
     written = load_ratings(manifest, mos_range=mos_range_of(manifest)).rows  # 0-100 rows: the rows name spaq
     assert [(r.image, r.dimension, r.mos) for r in written] == [(r.image, r.dimension, r.mos) for r in direct]
     assert mos_range_of(manifest) == (0.0, 100.0)
-    assert run_cli("dataset_manifest", run, [f"data=spaq:{tmp_path}:test"]) == 2  # exists: refused
+    assert (
+        run_cli("dataset_manifest", run, [f"data=spaq:{tmp_path}:test"], schema=DatasetManifestSettings) == 2
+    )  # exists: refused
 
 
 def test_the_manifest_command_refuses_a_manifest_away_from_its_images(tmp_path, capsys):
@@ -297,7 +302,12 @@ def test_the_manifest_command_refuses_a_manifest_away_from_its_images(tmp_path, 
 
     fx.kadid(tmp_path / "kadid", refs=2)
     (tmp_path / "out").mkdir()
-    status = run_cli("dataset_manifest", run, [f"data=kadid10k:{tmp_path / 'kadid'}", f"out={tmp_path}/out/m.jsonl"])
+    status = run_cli(
+        "dataset_manifest",
+        run,
+        [f"data=kadid10k:{tmp_path / 'kadid'}", f"out={tmp_path}/out/m.jsonl"],
+        schema=DatasetManifestSettings,
+    )
     assert status == 2 and "must sit at or above its images" in capsys.readouterr().err
 
 
@@ -311,7 +321,12 @@ def test_the_manifest_command_counts_the_images_it_wrote(tmp_path, caplog):
         f.write("1001.jpg,0,0,0,0,0,0,50.0,0.5,test\n1002.jpg,1,2,x,4,5,15,60.0,0.5,test\n")  # no votes; a bad count
         f.write("9999.jpg,0.2,0.2,0.2,0.2,0.2,100,50.0,0.5,test\n")  # its image is missing
     caplog.set_level("INFO", logger="reward.commands.dataset_manifest")
-    assert run_cli("dataset_manifest", run, [f"data=koniq10k:{tmp_path}", "skip_bad=true"]) == 0
+    assert (
+        run_cli(
+            "dataset_manifest", run, [f"data=koniq10k:{tmp_path}", "skip_bad=true"], schema=DatasetManifestSettings
+        )
+        == 0
+    )
     assert "wrote " in caplog.text and ": 10 rows (10 images, 3 skipped)" in caplog.text, caplog.text
 
 
@@ -360,7 +375,7 @@ def test_spaq_attributes_fuse_on_pairs_drawn_from_its_mos(tmp_path):
     )
     out = tmp_path / "weights.json"
     argv = [f"pairs=spaq:{tmp_path / 'spaq'}", f"scores={scores}", f"scores_root={tmp_path / 'spaq'}", f"out={out}"]
-    assert run_cli("fit", run_fit, [*argv, "bootstrap=0", "holdout=0", "plot=false"]) == 0
+    assert run_cli("fit", run_fit, [*argv, "bootstrap=0", "holdout=0", "plot=false"], schema=FusionSettings) == 0
     weights = json.loads(out.read_text())
     w = dict(zip(weights["dimensions"], weights["weights"], strict=True))
     assert w["sharpness"] > 0 > w["brightness"]  # the train split's pairs are decided by sharpness
@@ -375,7 +390,15 @@ def test_pace_benchmark_calibration_takes_the_anchors_from_the_train_split(tmp_p
     rows = fx.kadid(tmp_path / "kadid", refs=10)
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
     source = f"kadid10k:{tmp_path / 'kadid'}"
-    assert run_cli("calibrate", run_calibrate, [f"protocol={protocol}", f"benchmark={source}", f"test={source}"]) == 0
+    assert (
+        run_cli(
+            "calibrate",
+            run_calibrate,
+            [f"protocol={protocol}", f"benchmark={source}", f"test={source}"],
+            schema=CalibrateSettings,
+        )
+        == 0
+    )
     train = {r.image.name: r.mos for r in load_ratings(f"{source}:train").rows}  # disjoint from test by reference
     p = load_protocol(protocol)
     assert (p.anchors["high"].score, p.anchors["low"].score) == (max(train.values()), min(train.values()))

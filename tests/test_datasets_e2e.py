@@ -12,19 +12,23 @@ import numpy as np
 import pytest
 from hydra import initialize_config_dir
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
 from reward.core.cli import compose
 from reward.eval.metrics import hor
+from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+SCHEMAS = {"sft": SftSettings, "evaluate": EvaluateSettings, "qbench_eval": QbenchEvalSettings}
 pytestmark = pytest.mark.slow
 
 
 def _cfg(name: str, overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(name, overrides=overrides)
+        return compose(name, overrides=overrides, schema=SCHEMAS[name])
 
 
 @pytest.fixture(scope="module")

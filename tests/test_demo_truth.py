@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from rl.commands.best_of_n import BestOfNSettings
 from rl.demo import judge_by_truth
 from rl.generators import ProceduralConfig, ProceduralGenerator, candidate_levels
 from training.procedural.scenes import render
@@ -68,7 +69,7 @@ def test_scene_proxy_beats_a_random_pick_by_the_true_levels(tmp_path):
 
     tasks = write_inpainting_tasks(tmp_path / "tasks", 30, size=64, seed=2, mask_fraction=0.8)
     overrides = ["reward=scene-proxy", "generator.jitter_by_prompt=true", f"data={tasks}", f"out={tmp_path / 'bon'}"]
-    cfg = compose("best_of_n", [*overrides, "n=4", "sheets=false"])
+    cfg = compose("best_of_n", [*overrides, "n=4", "sheets=false"], schema=BestOfNSettings)
     run_best_of_n(cfg)
     rows = [json.loads(line) for line in (tmp_path / "bon" / "scores.jsonl").read_text().splitlines()]
     t = judge_by_truth(rows, float(cfg.generator.level_jitter), by_prompt=True)

@@ -12,6 +12,7 @@ from hydra import initialize_config_dir
 from PIL import Image
 from run_state import mark_incomplete
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 from reward.core.outputs import RunComplete
@@ -35,7 +36,7 @@ def _manifest(tmp: Path, n: int = 8, extra_rows: list[dict] | None = None) -> Pa
 
 def _cfg(**overrides):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()])
+        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()], schema=EvaluateSettings)
 
 
 def test_evaluate_writes_metrics_scores_and_plots(tmp_path, tiny_vlm_path):
@@ -154,7 +155,12 @@ def test_a_folder_scored_by_another_model_is_never_resumed_and_overwrite_moves_i
     mark_incomplete(out)  # as a crashed run leaves it
     with pytest.raises(ValueError, match="holds this same run already; pass resume=auto"):
         run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out}))
-    again = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True}))
+    with pytest.raises(ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - skip_bad: False -> True"):
+        run_evaluate(
+            _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True, "skip_bad": True})
+        )
+    resumed = {"resume": True, "batch_size": 3, "reward.batch_size": 2}  # keys that may change on resume
+    again = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, **resumed}))
     assert again["meta"]["resumed"] == 8 and (out / "scores.jsonl").read_text() == first  # nothing re-scored
     other = run_evaluate(_cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "overwrite": True}))
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("out.old-")]

@@ -14,6 +14,7 @@ import torch
 from hydra import initialize_config_dir
 from PIL import Image
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 from reward.data import DatasetImage, load_ratings
@@ -59,7 +60,9 @@ def test_two_processes_give_the_metrics_of_one(tmp_path, tiny_vlm_path):
     args = ["reward=qbench", f"reward.model={tiny_vlm_path}", f"data={data}", "batch_size=3", "num_workers=1"]
     outs = {n: tmp_path / f"out{n}" for n in (1, 2)}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        run_evaluate(compose("evaluate", overrides=[*args, f"out={outs[1]}"]))  # one process: this one
+        run_evaluate(
+            compose("evaluate", overrides=[*args, f"out={outs[1]}"], schema=EvaluateSettings)
+        )  # one process: this one
     cmd = [
         sys.executable,
         "-m",

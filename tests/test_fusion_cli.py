@@ -31,7 +31,7 @@ TRUE_W = np.array([1.0, 0.6, 0.3, 0.0])
 
 
 def compose_cfg(*overrides: str, config_dir: Path | None = None):
-    return compose("fit", list(overrides), config_dir=config_dir)
+    return compose("fit", list(overrides), config_dir=config_dir, schema=FusionSettings)
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fusion.commands.fit import FusionSettings
 from fusion.commands.fit import run as run_fit
 from fusion.inputs import load_pair_data
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 
@@ -26,6 +28,7 @@ def evaluated(tiny_scorer_path: Path, tmp_path_factory: pytest.TempPathFactory) 
     cfg = compose(
         "evaluate",
         ["reward=sa-iqa", f"reward.path={tiny_scorer_path}", f"data={SAMPLES / 'ratings.jsonl'}", f"out={out}"],
+        schema=EvaluateSettings,
     )
     run_evaluate(cfg)
     return out / "scores.jsonl"
@@ -41,7 +44,11 @@ def test_evaluate_scores_feed_the_fit_as_written(evaluated, tmp_path):
         for side, x in (("a", data.x_a), ("b", data.x_b)):
             np.testing.assert_array_equal(x[i], [rows[pair[side]][d] for d in data.dimensions])
     out = tmp_path / "w.json"
-    run_fit(compose("fit", [f"pairs={SAMPLES / 'pairs.jsonl'}", f"scores={evaluated}", f"out={out}"]))
+    run_fit(
+        compose(
+            "fit", [f"pairs={SAMPLES / 'pairs.jsonl'}", f"scores={evaluated}", f"out={out}"], schema=FusionSettings
+        )
+    )
     assert json.loads(out.read_text())["dimensions"] == ["lighting", "harmony"]
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
+from reward.core.cli import compose
+from rl.commands.grpo import GrpoSettings
 from training.procedural.synthetic import write_inpainting_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +21,7 @@ def _settings(tmp_path, *extra: str):
     tasks = write_inpainting_tasks(tmp_path / "tasks", 16, size=32, seed=0)
     base = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        return parse_settings(compose("grpo", overrides=[*base, *extra]))
+        return parse_settings(compose("grpo", overrides=[*base, *extra], schema=GrpoSettings))
 
 
 def test_the_default_loss_is_eq_8_and_is_recorded_in_run_json(tmp_path):
@@ -37,5 +39,8 @@ def test_help_shows_the_loss_type(capsys):
     from reward.core.cli import main
     from rl.commands.grpo import run
 
-    main("grpo", run, doc="rl/grpo.py", argv=["--help"])
-    assert "loss_type: grpo" in capsys.readouterr().out
+    main("grpo", run, doc="rl/grpo.py", argv=["--help"], schema=GrpoSettings)
+    out = capsys.readouterr().out
+    assert "\n  loss_type: grpo  # eq. 8: each completion's token losses averaged over its own length" in out
+    assert "\n  num_generations: 8  # group size G (the paper: 8)\n" in out  # each trainer entry: its own help
+    assert "\n  per_device_train_batch_size: 32  # completions per process and step" in out

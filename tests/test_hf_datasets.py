@@ -8,21 +8,24 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.core.errors import MissingInputError
 from reward.data import ManifestError, load_ratings
 from reward.data.datasets import check_source
 from reward.data.hf import parse_hf
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+SCHEMAS = {"evaluate": EvaluateSettings}
 
 
 def _compose(name: str, overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(name, overrides=overrides)
+        return compose(name, overrides=overrides, schema=SCHEMAS[name])
 
 
 def _images(n: int) -> list[Image.Image]:

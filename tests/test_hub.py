@@ -11,6 +11,7 @@ import torch
 from conftest import random_images
 from reward import get_reward
 from reward.core.errors import MissingInputError
+from training.commands.sft import SftSettings
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -75,11 +76,13 @@ def _sft_overrides(model: Path, ratings: Path, out: Path, *extra: str) -> list[s
 
 
 def _sft_cfg(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
+
+    from reward.core.cli import compose
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return compose("sft", overrides=overrides, schema=SftSettings)
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,16 @@
-"""Hydra as users know it: --cfg job|all prints the composed config, --help each key with its comment, Hydra's other
+"""Hydra as users know it: --cfg job|all prints the composed config, --help each key with its help, Hydra's other
 flags refused with one message (never ignored), and trainer.* checked against trl's own config fields."""
 
 from __future__ import annotations
 
 import pytest
 
+from pace_judge.commands.judge import JudgeSettings
+from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
 from reward.core.errors import ConfigError
+from rl.commands.grpo import GrpoSettings
+from training.commands.sft import SftSettings
 
 EVALUATE = ["reward=qbench", "reward.model=Org/vlm", "data=d.jsonl", "out=o"]
 
@@ -17,9 +21,7 @@ def _never(cfg):
 
 @pytest.mark.parametrize("flag", [["--cfg", "job"], ["--cfg=all"]])
 def test_cfg_prints_the_composed_config_without_running(flag, capsys):
-    import reward.commands.evaluate  # noqa: F401
-
-    assert main("evaluate", _never, argv=[*EVALUATE, *flag]) is None
+    assert main("evaluate", _never, argv=[*EVALUATE, *flag], schema=EvaluateSettings) is None
     out = capsys.readouterr().out
     assert "model: Org/vlm" in out and "out: o" in out and "batch_size: 16" in out
 
@@ -37,29 +39,30 @@ def test_cfg_prints_the_composed_config_without_running(flag, capsys):
     ],
 )
 def test_hydra_flags_the_commands_do_not_support_are_refused_in_one_line(argv, message, capsys):
-    import reward.commands.evaluate  # noqa: F401
-
     with pytest.raises(SystemExit) as exited:
-        main("evaluate", _never, argv=[*EVALUATE, *argv])
+        main("evaluate", _never, argv=[*EVALUATE, *argv], schema=EvaluateSettings)
     err = capsys.readouterr().err
     assert exited.value.code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
 
 
 def test_help_shows_each_key_with_its_comment_once(capsys):
-    import pace_judge.commands.judge  # noqa: F401
-    import training.commands.sft  # noqa: F401
-
-    main("sft", _never, argv=["--help"])
+    main("sft", _never, argv=["--help"], schema=SftSettings)
     out = capsys.readouterr().out
     assert "  batch_size" not in out
     assert "seed: 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle" in out
     assert "  gradient_accumulation_steps: 32  # effective batch 8 x 32 x GPUs" in out  # trainer.*: its dict's lines
     assert "  freeze_vision: true  # SA-IQA freezes the ViT ..." in out
-    main("judge", _never, argv=["--help"])
+    main("judge", _never, argv=["--help"], schema=JudgeSettings)
     out = capsys.readouterr().out
     for knob in ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels"):
         assert f"\n{knob}:" in out and f"\n  {knob}:" not in out.split("calibration:")[0], knob
     assert "dtype: auto  # auto: bf16 on a GPU that supports it, fp32 elsewhere" in out
+    calibration = out.split("\ncalibration:")[1].split("\nallow_absolute_paths:")[0]
+    assert "\n  device: null  # null: cuda if available\n" in calibration  # not the next comment's "benchmark mode"
+    assert "\n  dimension: null  # manifest rows of this dimension (default: the protocol's)\n" in calibration
+    assert "\n  mos_range: null  # the benchmark's MOS scale [low, high], mapped onto 1-5" in calibration
+    assert "\ncrops:  # zoom probes" in out and "\n  grid: [2, 2]  # rows x cols of crops" in out  # typed sections
+    assert "\n  retries: 2  # re-asks of an agent" in out and "\n  top_logprobs: 20  # options outside" in out
 
 
 def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(tmp_path, capsys):
@@ -73,7 +76,7 @@ def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(
     assert "unknown key trainer.lerning_rate (did you mean 'learning_rate'?)" in str(err.value)
     argv = ["model.path=Org/vlm", "data.train=synthetic", "trainer.max_steps=2", f"out={tmp_path / 'o'}"]
     with pytest.raises(SystemExit) as exited:
-        main("sft", run_sft, argv=[*argv, "trainer.learning_rate=fast"])
+        main("sft", run_sft, argv=[*argv, "trainer.learning_rate=fast"], schema=SftSettings)
     assert exited.value.code == 2 and "trainer.learning_rate='fast': expected a float" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing made: the corrected command starts clean
     s = parse_settings({**base, "trainer": {"max_steps": 2, "max_grad_norm": 0.5}})  # any SFTConfig field
@@ -84,9 +87,90 @@ def test_grpo_trainer_keys_are_checked_against_grpo_config():
     from reward.core.cli import compose
     from rl.commands.grpo import parse_settings
 
-    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"])
+    cfg = compose(
+        "grpo",
+        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"],
+        schema=GrpoSettings,
+    )
     with pytest.raises(ConfigError, match=r"trainer.beta='strong': expected a float"):
         parse_settings(cfg)
-    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"])
+    cfg = compose(
+        "grpo",
+        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"],
+        schema=GrpoSettings,
+    )
     with pytest.raises(ConfigError, match=r"unknown key trainer.bta \(did you mean 'beta'\?\)"):
         parse_settings(cfg)
+
+
+def _entry_schemas() -> dict[str, type]:
+    """Every entry script's settings dataclass, read from its ``main(CONFIG, run, schema=NAME)`` call."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = {}
+    for path in [root / "demo.py", *(p for d in PACKAGES for p in sorted((root / d).rglob("*.py")))]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "main":
+                name = next((k.value.id for k in node.keywords if k.arg == "schema"), None)
+                if name is None:
+                    continue
+                module = next(
+                    (
+                        i.module
+                        for i in ast.walk(tree)
+                        if isinstance(i, ast.ImportFrom) and name in [a.name for a in i.names]
+                    ),
+                    ".".join(path.relative_to(root).with_suffix("").parts),
+                )
+                found[str(path.relative_to(root))] = getattr(importlib.import_module(module), name)
+    return found
+
+
+PACKAGES = ("reward", "training", "rl", "fusion", "pace_judge")
+
+
+def test_every_setting_keeps_its_help_in_its_field_not_in_a_comment():
+    """Every settings dataclass of every command (nested sections and the reward and generator groups' included)
+    declares its fields' help in ``field(metadata={"help": ...})``: no field line ends in a comment, which --help
+    would not show (python /work/wt/codemod_help.py FILE converts one)."""
+    import ast
+    import dataclasses
+    import inspect
+    import io
+    import textwrap
+    import tokenize
+
+    from reward.core.config import field_types, is_dataclass_type
+    from reward.core.schemas import groups_of
+
+    schemas = _entry_schemas()
+    assert len(schemas) >= 16, sorted(schemas)
+    todo = list(schemas.values())
+    for schema in schemas.values():
+        todo += [c for schemas_of in groups_of(schema).values() for c in schemas_of().values()]
+    seen: set[type] = set()
+    commented = []
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo += [t for t in field_types(cls).values() if is_dataclass_type(t)]
+        todo += [b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)]
+        lines, start = inspect.getsourcelines(cls)
+        text = textwrap.dedent("".join(lines))
+        comments = {
+            t.start[0]: t.string
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type == tokenize.COMMENT and "noqa" not in t.string
+        }
+        body = ast.parse(text).body[0].body  # type: ignore[attr-defined]
+        for stmt in body:
+            end = stmt.end_lineno
+            if isinstance(stmt, ast.AnnAssign) and "ClassVar" not in ast.unparse(stmt.annotation) and end in comments:
+                commented.append(f"{cls.__module__}.{cls.__qualname__}:{start + end - 1}: {comments[end]}")
+    assert len(seen) > 40 and not commented, "\n".join(commented)

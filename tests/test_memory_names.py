@@ -9,6 +9,7 @@ import pytest
 
 from conftest import run_cli
 from pace_judge.commands import memory as memory_command
+from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict, save_protocol
 from pace_judge.testing import example_protocol
@@ -53,11 +54,12 @@ def test_import_replace_overwrites_only_the_same_dimension(tmp_path, embedder):
             memory_command.run,
             ["import", f"memory={mem}", f"protocol={files['清晰度']}"],
             memory_command.SUBCOMMANDS,
+            schema=MemorySettings,
         )
         == 0
     )
     argv = ["import", f"memory={mem}", f"protocol={files['色彩']}", "replace=true"]
-    assert run_cli("memory", memory_command.run, argv, memory_command.SUBCOMMANDS) == 0
+    assert run_cli("memory", memory_command.run, argv, memory_command.SUBCOMMANDS, schema=MemorySettings) == 0
     bank = MemoryBank(mem, embedder)
     assert sorted(e["dimension"] for e in bank.entries().values()) == ["清晰度", "色彩"]
     assert len(bank.load("清晰度").probes) == 1 and len(bank.load("色彩").probes) == 2
@@ -68,7 +70,12 @@ def test_import_replace_overwrites_only_the_same_dimension(tmp_path, embedder):
 def memory_command_cfg(mem: str, cmd: str, dimension: str):
     from reward.core.cli import compose
 
-    return compose("memory", [cmd, f"memory={mem}", f"dimension={dimension}"], subcommands=memory_command.SUBCOMMANDS)
+    return compose(
+        "memory",
+        [cmd, f"memory={mem}", f"dimension={dimension}"],
+        subcommands=memory_command.SUBCOMMANDS,
+        schema=MemorySettings,
+    )
 
 
 def test_a_name_the_embedder_cannot_represent_is_not_routed_by_cosine(tmp_path, embedder, caplog):

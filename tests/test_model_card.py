@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
+from reward.core.cli import compose
+from training.commands.sft import SftSettings
 from training.model_card import ScorerCard, command_line, render_card
 from training.procedural.synthetic import write_benchmark
 
@@ -66,7 +68,7 @@ def test_a_tiny_sft_run_writes_a_card_with_its_base_model_words_metrics_and_comm
         "levels.values=[5,3,1]",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        result = run_sft(compose("sft", overrides=overrides))
+        result = run_sft(compose("sft", overrides=overrides, schema=SftSettings))
     card = (out / "scorer" / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: transformers\n") and "[None]" not in card
     assert f"A fine-tune of `{tiny_vlm_path}`" in card

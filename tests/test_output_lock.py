@@ -13,10 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.core.outputs import OutputFolderError, check_output, prepare_output
 from reward.data.files import atomic_write_json, atomic_write_with
 
@@ -49,7 +51,7 @@ def _manifest(folder: Path) -> Path:
 
 def _cfg(**overrides):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()])
+        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()], schema=EvaluateSettings)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import random_images
 from pace_judge.agents import AgentConfig, ProtocolBuildError, build_protocol
+from pace_judge.commands.judge import JudgeSettings
 from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
 from pace_judge.testing import ScriptedBackend
 
@@ -176,7 +177,7 @@ def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny
     from pace_judge.commands.judge import run as judge
 
     argv = [f"protocol={pace_protocol_path}", f"images={tmp_path / 'imgs'}", f"out={tmp_path / 'out'}"]
-    assert run_cli("judge", judge, [*argv, f"model.path={tiny_vlm_path}", "overwrite=true"]) == 0
+    assert run_cli("judge", judge, [*argv, f"model.path={tiny_vlm_path}", "overwrite=true"], schema=JudgeSettings) == 0
     assert (tmp_path / "out" / "scores.jsonl").exists() and list(tmp_path.glob("out.old-*/agent_failures.json"))
 
 

@@ -14,14 +14,16 @@ from PIL import Image, PngImagePlugin
 
 from conftest import run_cli
 from pace_judge.commands import memory as memory_command
+from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
+from pace_judge.commands.memory import MemorySettings
 from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict, protocol_to_dict
 from pace_judge.testing import example_protocol, write_example_protocol
 
 
 def memory_cli(argv: list[str]) -> int:
-    return run_cli("memory", memory_command.run, argv, memory_command.SUBCOMMANDS)
+    return run_cli("memory", memory_command.run, argv, memory_command.SUBCOMMANDS, schema=MemorySettings)
 
 
 def _with_anchor(folder: Path, high_image: str) -> Path:
@@ -205,6 +207,6 @@ def test_calibrate_refuses_a_candidates_folder_it_did_not_write(tmp_path, capsys
     (tmp_path / "proto" / "calibration").mkdir()
     (tmp_path / "proto" / "calibration" / "notes.txt").write_text("mine")
     argv = [f"protocol={protocol}", f"pipeline={tmp_path / 'no-sd'}", "prompts.positive=[a]", "prompts.negative=[b]"]
-    assert run_cli("calibrate", run_calibrate, argv) == 2
+    assert run_cli("calibrate", run_calibrate, argv, schema=CalibrateSettings) == 2
     assert "already holds files that this command did not write" in capsys.readouterr().err
     assert (tmp_path / "proto" / "calibration" / "notes.txt").read_text() == "mine"

@@ -11,6 +11,7 @@ from PIL import Image
 
 from conftest import run_cli
 from pace_judge.calibration import CalibrationError, parse_scores, set_anchors
+from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
 from pace_judge.testing import ScriptedBackend, example_protocol, write_example_protocol
@@ -41,7 +42,9 @@ def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path):
     ]
     from reward.core.cli import compose
 
-    calibrated = run_calibrate(compose("calibrate", argv), backend=ScriptedBackend(_generator))
+    calibrated = run_calibrate(
+        compose("calibrate", argv, schema=CalibrateSettings), backend=ScriptedBackend(_generator)
+    )
     out = tmp_path / "proto" / "calibration"
     candidates = [np.asarray(Image.open(out / f"candidate_{i}.png")) for i in range(1, 5)]
     assert Image.open(out / "contact_sheet.png").size == (4 * 256, 256 + 24)
@@ -66,14 +69,19 @@ def test_scores_must_be_one_per_candidate_and_anchors_must_differ(tmp_path, caps
     assert "unknown key protocl (did you mean 'protocol'?)" in capsys.readouterr().err
     from reward.core.cli import compose
 
-    assert list(compose("calibrate", ["protocol=p", "scores=1,3,4,5"]).scores) == [1, 3, 4, 5]  # no sweep
+    assert list(compose("calibrate", ["protocol=p", "scores=1,3,4,5"], schema=CalibrateSettings).scores) == [
+        1,
+        3,
+        4,
+        5,
+    ]  # no sweep
     img = Image.new("RGB", (8, 8))
     with pytest.raises(CalibrationError, match="the anchors must differ on this dimension"):
         set_anchors(example_protocol(), tmp_path, img, 3.0, img, 3.0)
 
 
 def main(argv: list[str]) -> int:
-    return run_cli("calibrate", run_calibrate, argv)
+    return run_cli("calibrate", run_calibrate, argv, schema=CalibrateSettings)
 
 
 def test_benchmark_mode_takes_extreme_mos_images_and_requires_disjoint_splits(tmp_path, capsys):

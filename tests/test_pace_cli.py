@@ -16,6 +16,7 @@ from run_state import mark_incomplete
 
 from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 from reward.core.outputs import RunComplete
@@ -78,7 +79,7 @@ def test_evaluate_with_reward_pace_gives_metrics_and_the_bias_zone_plot(tmp_path
         f"out={tmp_path / 'out'}",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        metrics = run_evaluate(compose("evaluate", overrides=overrides))
+        metrics = run_evaluate(compose("evaluate", overrides=overrides, schema=EvaluateSettings))
     assert metrics["sharpness"]["n"] == 6 and "hor" in metrics["sharpness"]
     assert (tmp_path / "out" / "scatter_sharpness.png").stat().st_size > 1000
     scores = [json.loads(line)["score"] for line in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
@@ -126,7 +127,9 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
     with pytest.raises(ValueError, match="holds this same run already; pass resume=auto"):
         run_judge(settings)
     scores.write_text("\n".join(lines[:2]) + "\n" + lines[2][:30])  # a crash after two images, a torn line
-    resumed = run_judge({**settings, "resume": True})
+    with pytest.raises(ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - lettering: 'best-first'"):
+        run_judge({**settings, "resume": True, "lettering": "reversed"})  # a key that changes the scores
+    resumed = run_judge({**settings, "resume": True, "images_per_call": 3, "batch_size": 5})  # keys that may change
     assert [r["image"] for r in resumed] == [r["image"] for r in full]
     assert [r["score"] for r in resumed] == pytest.approx([r["score"] for r in full], abs=1e-6)
     assert len(scores.read_text().splitlines()) == 4

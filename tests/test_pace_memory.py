@@ -14,6 +14,7 @@ import pytest
 
 from conftest import random_images, run_cli
 from pace_judge.commands import memory as memory_command
+from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
 from pace_judge.testing import ScriptedBackend, example_protocol
@@ -78,7 +79,7 @@ def test_two_writer_processes_lose_nothing(tmp_path, embedder):
 
 
 def main(argv: list[str]) -> int:
-    return run_cli("memory", memory_command.run, argv, memory_command.SUBCOMMANDS)
+    return run_cli("memory", memory_command.run, argv, memory_command.SUBCOMMANDS, schema=MemorySettings)
 
 
 def test_memory_cli_imports_lists_shows_and_deletes(tmp_path, pace_protocol_path, embedder, caplog, capsys):

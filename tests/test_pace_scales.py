@@ -13,6 +13,7 @@ from PIL import Image
 from scipy import stats
 
 from conftest import run_cli
+from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
 from pace_judge.testing import write_example_protocol
@@ -61,10 +62,10 @@ def test_a_manifest_takes_its_scale_as_mos_range_and_is_refused_without_it(tmp_p
         rows.append({"image": f"img/{i}.png", "dimension": "sharpness", "mos": mos})
     (data / "calib.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     argv = [f"protocol={protocol}", f"benchmark={data / 'calib.jsonl'}"]
-    assert run_cli("calibrate", run_calibrate, argv) == 2
+    assert run_cli("calibrate", run_calibrate, argv, schema=CalibrateSettings) == 2
     err = capsys.readouterr().err
     assert "MOS 25 (line 1) is outside the scale 1-5; pass the dataset's scale as mos_range=[LOW,HIGH]" in err
-    assert run_cli("calibrate", run_calibrate, [*argv, "mos_range=[0,100]"]) == 0
+    assert run_cli("calibrate", run_calibrate, [*argv, "mos_range=[0,100]"], schema=CalibrateSettings) == 0
     p = load_protocol(protocol)
     assert (p.anchors["high"].score, p.anchors["low"].score) == pytest.approx((4.6, 1.4))  # 90 and 10 of 0-100
     assert p.provenance["calibration"]["mos_range"] == [0.0, 100.0]

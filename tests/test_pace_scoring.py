@@ -10,10 +10,12 @@ import torch
 from PIL import Image
 
 from conftest import random_images
+from pace_judge.commands.judge import JudgeSettings
 from pace_judge.config import PaceConfig
 from pace_judge.pace import PaceReward
 from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict
 from pace_judge.tracks import SYSTEM, final_score
+from reward.commands.evaluate import EvaluateSettings
 from reward.vlm import OptionQuery
 
 EDGES = "Are object edges crisp?\nA. Yes\nB. Somewhat\nC. No\nAnswer with A, B or C."
@@ -261,13 +263,13 @@ def test_crops_keep_their_native_pixels_and_cost_fewer_tokens_than_the_whole_ima
 
 
 def test_pace_configs_default_to_a_1024_token_budget():
-    import pace_judge.commands.judge  # noqa: F401  (registers the judge's settings)
-    import reward.commands.evaluate  # noqa: F401
     from reward.core.cli import compose
 
     assert PaceConfig().max_pixels == 802_816
-    assert compose("judge", ["protocol=p", "images=i", "out=o"]).max_pixels == 802_816
-    assert compose("evaluate", ["reward=pace", "data=d", "out=o"]).reward.max_pixels == 802_816
+    assert compose("judge", ["protocol=p", "images=i", "out=o"], schema=JudgeSettings).max_pixels == 802_816
+    assert (
+        compose("evaluate", ["reward=pace", "data=d", "out=o"], schema=EvaluateSettings).reward.max_pixels == 802_816
+    )
 
 
 def test_the_reward_names_the_scale_of_its_scores(tiny_vlm, pace_protocol_path, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
-from training.commands.sft import parse_settings
+from training.commands.sft import SftSettings, parse_settings
 from training.commands.sft import run as run_sft
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -18,7 +18,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 def _cfg(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return compose("sft", overrides=overrides, schema=SftSettings)
 
 
 def test_the_recipe_sets_stream_steps_learning_rate_and_freezing_and_yields_to_the_command_line(tmp_path):

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from hydra import initialize_config_dir
 
+from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
 from reward.core.cli import compose
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_questions
-from training.commands.sft import _train_dataset, parse_settings
+from training.commands.sft import SftSettings, _train_dataset, parse_settings
 from training.perception_sft import perception_example
 from training.procedural.perception_questions import PHOTOS_HELDOUT, PHOTOS_TRAIN, question_at, write_questions
 from training.procedural.synthetic import write_benchmark
@@ -84,9 +85,11 @@ def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tin
         "prompt.dimensions=[lighting]",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        s = parse_settings(compose("sft", overrides=[*base, "data.perception_fraction=0.5"]))
+        s = parse_settings(compose("sft", overrides=[*base, "data.perception_fraction=0.5"], schema=SftSettings))
         bad = parse_settings(
-            compose("sft", overrides=[*base, "data.perception_fraction=0", "data.perception_answer=x"])
+            compose(
+                "sft", overrides=[*base, "data.perception_fraction=0", "data.perception_answer=x"], schema=SftSettings
+            )
         )
     queries = {"lighting": {"question": "How is the lighting?", "response_prefix": "The lighting is"}}
     ds, _ = _train_dataset(s, queries)
@@ -100,7 +103,11 @@ def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tin
 
 def test_qbench_eval_config_composes_and_a3_reads_model_path(tmp_path, tiny_vlm_path):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("qbench_eval", overrides=["task=a3", f"model.path={tiny_vlm_path}", "data=[]", "out=o"])
+        cfg = compose(
+            "qbench_eval",
+            overrides=["task=a3", f"model.path={tiny_vlm_path}", "data=[]", "out=o"],
+            schema=QbenchEvalSettings,
+        )
     assert cfg.reward.name == "qbench" and cfg.a3.ensemble is False
     with pytest.raises(ValueError, match="task='a4'"):
         run_qbench({"task": "a4", "data": "x", "out": "o"})

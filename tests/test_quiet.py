@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import warnings
 
+from rl.commands.grpo import GrpoSettings
+
 
 def test_grpo_settings_build_trl_config_without_a_deprecation_warning(tmp_path):
     from reward.core.cli import compose
     from rl.commands.grpo import grpo_args, parse_settings
 
-    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", f"out={tmp_path / 'o'}"])
+    cfg = compose(
+        "grpo",
+        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", f"out={tmp_path / 'o'}"],
+        schema=GrpoSettings,
+    )
     s = parse_settings(cfg)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -20,23 +20,16 @@ import torch
 import yaml
 
 from conftest import run_cli
+from fusion.commands.fit import FusionSettings
+from pace_judge.commands.judge import JudgeSettings
+from pace_judge.commands.memory import MemorySettings
 from reward.core.cli import compose
-from reward.rewards.registry import store_reward_schemas
+from rl.commands.grpo import GrpoSettings
+from rl.tasks import TasksSettings
+from training.commands.sft import SftSettings
 from training.shared.plan import GIB, Launch, PlanSettings, format_plan, model_part
 from training.shared.plan_models import BUILTIN, ModelShape, model_shape
 
-
-def _store_schemas() -> None:
-    """The config schemas the entry scripts store on import (commands, rewards, generators)."""
-    import importlib
-
-    for module in ("training.commands.sft", "fusion.commands.fit", "rl.commands.grpo", "rl.generators"):
-        importlib.import_module(module)
-    importlib.import_module("pace_judge.commands.judge")
-    store_reward_schemas()
-
-
-_store_schemas()
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "configs" / "recipe"
 HYDRA_RECIPES = {  # recipe -> the command whose config it composes into
@@ -49,6 +42,7 @@ HYDRA_RECIPES = {  # recipe -> the command whose config it composes into
     "tiny-real-photos": "sft",
     "tiny-real-photos-gpu": "sft",
 }
+SCHEMAS = {"sft": SftSettings, "fusion": FusionSettings, "grpo": GrpoSettings, "pace": JudgeSettings}
 CPU = ["trainer.bf16=false", "trainer.dataloader_num_workers=0"]
 
 
@@ -79,7 +73,7 @@ def test_each_published_recipe_cites_a_source_for_every_value_and_composes_to_it
         m = re.match(r"^\s*([a-z_]+):\s*(\S.*?)\s*(#.*)?$", line)
         if m and not m.group(2).startswith("#") and m.group(1) not in ("defaults",):
             assert m.group(3) and "[" in m.group(3) or line.strip().startswith(("bf16", "path:")), (name, line)
-    cfg = compose(HYDRA_RECIPES[name], [f"+recipe={name}"])
+    cfg = compose(HYDRA_RECIPES[name], [f"+recipe={name}"], schema=SCHEMAS[HYDRA_RECIPES[name]])
     from omegaconf import OmegaConf
 
     composed = OmegaConf.to_container(cfg, resolve=True)
@@ -91,13 +85,13 @@ def test_each_published_recipe_cites_a_source_for_every_value_and_composes_to_it
 
 
 def test_qalign_and_deqa_recipes_hold_the_authors_script_values():
-    q = compose("sft", ["+recipe=qalign-koniq"])
+    q = compose("sft", ["+recipe=qalign-koniq"], schema=SftSettings)
     assert (q.trainer.learning_rate, q.trainer.num_train_epochs, q.trainer.per_device_train_batch_size) == (2e-5, 3, 8)
     assert (q.model.freeze_vision, q.model.freeze_aligner, q.data.soft_targets) == (False, False, False)
-    d = compose("sft", ["+recipe=deqa-koniq"])
+    d = compose("sft", ["+recipe=deqa-koniq"], schema=SftSettings)
     assert (d.data.soft_targets, d.loss.rating_weight, d.trainer.per_device_train_batch_size) == ("gaussian", 20.0, 16)
     assert d.data.cross == q.data.cross and len(q.data.cross) == 4  # inherited from qalign-koniq
-    s = compose("sft", ["+recipe=sa-iqa-bench"])
+    s = compose("sft", ["+recipe=sa-iqa-bench"], schema=SftSettings)
     eff = s.trainer.per_device_train_batch_size * s.trainer.gradient_accumulation_steps * s.plan_for.processes
     assert eff == 256 and s.prompt.type == 4 and not s.lora.enabled  # SA-IQA §4.1
 
@@ -192,6 +186,7 @@ def test_the_plan_of_lora_sft_on_the_7b_config_is_within_10_percent_of_its_h200_
                 "trainer.activation_checkpointing=true",
                 "model.max_pixels=200704",
             ],
+            schema=SftSettings,
         )
     )
     plan = sft_plan(s)
@@ -221,14 +216,14 @@ def test_a_plan_that_does_not_fit_names_the_knobs_and_a_bad_plan_setting_is_refu
     from training.commands.sft_plan import sft_plan
 
     base = ["model.path=Qwen/Qwen2.5-VL-72B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
-    plan = sft_plan(parse_settings(compose("sft", base)))
+    plan = sft_plan(parse_settings(compose("sft", base, schema=SftSettings)))
     text = format_plan(plan)
     assert not plan.fits and "does NOT fit" in text
     assert "lora.enabled=true" in text and "zero3.yaml" in text and "activation_checkpointing=true" in text
     with pytest.raises(Exception, match=r"plan_for.zero_stage=4: DeepSpeed ZeRO stages are 0-3"):
-        parse_settings(compose("sft", [*base, "plan_for.zero_stage=4"]))
+        parse_settings(compose("sft", [*base, "plan_for.zero_stage=4"], schema=SftSettings))
     with pytest.raises(Exception, match=r"model.path=nowhere/model: plan=true needs the model's config.json"):
-        sft_plan(parse_settings(compose("sft", [*base, "model.path=nowhere/model"])))
+        sft_plan(parse_settings(compose("sft", [*base, "model.path=nowhere/model"], schema=SftSettings)))
 
 
 def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
@@ -236,9 +231,17 @@ def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
     from training.commands.sft_plan import sft_plan
 
     base = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
-    one = sft_plan(parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"])))
+    one = sft_plan(
+        parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"], schema=SftSettings))
+    )
     two = sft_plan(
-        parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3", "plan_for.machines=2"]))
+        parse_settings(
+            compose(
+                "sft",
+                [*base, "plan_for.processes=8", "plan_for.zero_stage=3", "plan_for.machines=2"],
+                schema=SftSettings,
+            )
+        )
     )
     assert two.launch.processes == 16 and two.launch.effective_batch == 2 * one.launch.effective_batch
     assert two.parts[0].weights == pytest.approx(one.parts[0].weights / 2)
@@ -291,20 +294,24 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
     model = f"model.path={tiny_vlm_path}"
     steps = "trainer.max_steps=2"
 
-    qalign = run_sft(compose("sft", ["+recipe=qalign-koniq", model, steps, *CPU]))
+    qalign = run_sft(compose("sft", ["+recipe=qalign-koniq", model, steps, *CPU], schema=SftSettings))
     assert qalign["global_step"] == 2 and Path("runs/qalign-koniq/scorer/sa_iqa.json").is_file()
     cross = json.loads(Path("runs/qalign-koniq/cross/leaderboard.json").read_text())
     assert {"spaq", "kadid10k", "livec", "agiqa3k"} <= set(json.dumps(cross).replace('"', " ").split())
     assert set(qalign["metrics"]) >= {"quality"}
 
-    deqa = run_sft(compose("sft", ["+recipe=deqa-koniq", model, steps, *CPU]))
+    deqa = run_sft(compose("sft", ["+recipe=deqa-koniq", model, steps, *CPU], schema=SftSettings))
     assert deqa["global_step"] == 2 and Path("runs/deqa-koniq/scorer/sa_iqa.json").is_file()
 
     bench = run_sft(
-        compose("sft", ["+recipe=sa-iqa-bench", model, steps, *CPU, "trainer.activation_checkpointing=false"])
+        compose(
+            "sft",
+            ["+recipe=sa-iqa-bench", model, steps, *CPU, "trainer.activation_checkpointing=false"],
+            schema=SftSettings,
+        )
     )
     assert bench["global_step"] == 2 and set(bench["metrics"]) >= {"layout", "harmony", "lighting", "distortion"}
-    weights = run_fusion(compose("fit", ["+recipe=sa-iqa-bench-fusion", "bootstrap=0"]))
+    weights = run_fusion(compose("fit", ["+recipe=sa-iqa-bench-fusion", "bootstrap=0"], schema=FusionSettings))
     assert Path("runs/sa-iqa-bench/scorer/fusion_weights.json").is_file() and weights
 
     tiny_lm = make_tiny_lm(tmp_path / "tiny-lm")
@@ -319,7 +326,7 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
     assert done.returncode == 0, done.stderr[-3000:]
     assert Path("runs/grpo-expansion-stage1/adapter_config.json").is_file()
 
-    run_tasks(compose("tasks", ["out=datasets/inpainting", "n=8"]))
+    run_tasks(compose("tasks", ["out=datasets/inpainting", "n=8"], schema=TasksSettings))
     flux = make_tiny_inpaint_pipeline(tmp_path / "tiny-flux", kind="flux-fill")
     grpo = run_grpo(
         compose(
@@ -334,6 +341,7 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
                 "eval.every=0",
                 "trainer.bf16=false",
             ],
+            schema=GrpoSettings,
         )
     )
     assert grpo["global_step"] == 2 and grpo["complete"]
@@ -347,18 +355,33 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
             run_memory,
             ["import", "memory=memory", f"protocol={pace_protocol_path}"],
             ("list", "show", "import", "delete", "route"),
+            schema=MemorySettings,
         )
         == 0
     )
     vlm = f"model={tiny_vlm_path}"
     judged = run_judge(
-        compose("judge", ["+recipe=pace-fast", vlm, "dimension=quality", "images=images", "out=judged"])
+        compose(
+            "judge",
+            ["+recipe=pace-fast", vlm, "dimension=quality", "images=images", "out=judged"],
+            schema=JudgeSettings,
+        )
     )
     assert judged and Path("judged/scores.jsonl").is_file()
-    stored = run_judge(compose("judge", ["+recipe=pace-fast", vlm, "dimension=sharpness", "images=images", "out=j2"]))
+    stored = run_judge(
+        compose(
+            "judge", ["+recipe=pace-fast", vlm, "dimension=sharpness", "images=images", "out=j2"], schema=JudgeSettings
+        )
+    )
     assert stored and Path("j2/scores.jsonl").is_file()
     from reward.core.errors import UserError
 
     with pytest.raises(UserError, match=r"no expert names it and no stored protocol is within theta=0.8"):
-        run_judge(compose("judge", ["+recipe=pace-fast", vlm, "dimension=text legibility", "images=images", "out=j3"]))
+        run_judge(
+            compose(
+                "judge",
+                ["+recipe=pace-fast", vlm, "dimension=text legibility", "images=images", "out=j3"],
+                schema=JudgeSettings,
+            )
+        )
     assert torch.isfinite(torch.tensor([json.loads(ln)["score"] for ln in Path("judged/scores.jsonl").open()])).all()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
 from reward.core.errors import UserError
 from reward.core.outputs import OutputFolderError, RunComplete, check_output, prepare_output
+from rl.commands.grpo import GrpoSettings
+from training.commands.sft import SftSettings
 
 
 def test_the_identical_command_on_a_complete_run_is_already_complete(tmp_path):
@@ -37,12 +40,13 @@ def test_a_run_that_never_started_does_not_block_the_corrected_rerun(tmp_path):
 
 
 def test_main_prints_already_complete_and_exits_0(tmp_path, capsys):
-    import reward.commands.evaluate  # noqa: F401 - registers the schema
-
     def run(cfg):
         raise RunComplete(tmp_path / "o")
 
-    assert main("evaluate", run, argv=["reward=qbench", "data=d", f"out={tmp_path / 'o'}"]) is None
+    assert (
+        main("evaluate", run, argv=["reward=qbench", "data=d", f"out={tmp_path / 'o'}"], schema=EvaluateSettings)
+        is None
+    )
     assert f"already complete: results in {tmp_path / 'o'}" in capsys.readouterr().out
 
 
@@ -50,7 +54,12 @@ def test_missing_model_paths_are_one_line_each_before_anything_loads(tmp_path, c
     from training.commands.sft import run
 
     with pytest.raises(SystemExit) as exited:
-        main("sft", run, argv=["model.path=/missing", "data.train=/nope.jsonl", f"out={tmp_path / 'o'}"])
+        main(
+            "sft",
+            run,
+            argv=["model.path=/missing", "data.train=/nope.jsonl", f"out={tmp_path / 'o'}"],
+            schema=SftSettings,
+        )
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "Traceback" not in err and "HFValidationError" not in err
     assert err.splitlines() == [
@@ -86,9 +95,10 @@ def test_an_error_that_needs_no_model_comes_before_the_heavy_imports(tmp_path):
     code = (
         "import sys\n"
         "from reward.core.cli import main\n"
-        "from training.commands.sft import run\n"
+        "from training.commands.sft import SftSettings, run\n"
         "try:\n"
-        f"    main('sft', run, argv=['model.path=/missing', 'data.train=x', 'out={tmp_path / 'o'}'])\n"
+        f"    argv = ['model.path=/missing', 'data.train=x', 'out={tmp_path / 'o'}']\n"
+        "    main('sft', run, schema=SftSettings, argv=argv)\n"
         "except SystemExit as exit:\n"
         "    heavy = [m for m in ('torch', 'transformers', 'peft', 'trl', 'datasets') if m in sys.modules]\n"
         "    print('exit', exit.code, 'heavy', heavy)\n"
@@ -97,3 +107,86 @@ def test_an_error_that_needs_no_model_comes_before_the_heavy_imports(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
     assert "exit 2 heavy []" in done.stdout, done.stdout + done.stderr
     assert "model.path=/missing: no such folder" in done.stderr
+
+
+def _sft_folder(cfg):
+    from training.commands.sft import check_output_folder, parse_settings
+
+    output = check_output_folder(parse_settings(cfg))
+    output.create()
+    return output
+
+
+def _grpo_folder(cfg):
+    from pathlib import Path
+
+    from rl.commands.grpo import parse_settings, prepare
+
+    s = parse_settings(cfg)
+    return prepare(s, Path(s.out))
+
+
+RESUMABLE = {  # command -> (its folder step, settings, a key that may change on resume, a key that may not)
+    "sft": (
+        _sft_folder,
+        ["model.path=m", "data.train=synthetic", "trainer.max_steps=2", "out={out}"],
+        ("trainer.max_steps=4", "data.test=t.jsonl", "eval_batch_size=2"),
+        ("prompt.type=2", "prompt.type: 4 -> 2"),
+    ),
+    "grpo": (
+        _grpo_folder,
+        ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "out={out}"],
+        ("trainer.max_steps=9", "eval.every=5", "reward.device=cpu", "plan_for.processes=4"),
+        ("trainer.learning_rate=0.5", "trainer.learning_rate: 1e-06 -> 0.5"),
+    ),
+}
+SCHEMAS = {"sft": SftSettings, "grpo": GrpoSettings}
+
+
+@pytest.mark.parametrize("command", sorted(RESUMABLE))
+def test_a_resumed_run_may_change_only_the_keys_marked_on_their_fields(command, tmp_path):
+    """A key marked ``may_change`` (a field, an entry of ``trainer``, a key of the reward group) may differ when the
+    run is resumed; any other refuses the folder, naming it (the evaluate and judge cases run in their own tests)."""
+    from reward.core.cli import compose
+
+    folder, argv, may, may_not = RESUMABLE[command]
+    argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
+    assert folder(compose(command, argv, schema=SCHEMAS[command])).state == "new"
+    (tmp_path / "run" / "log.txt").write_text("step 1\n")  # the run started
+    resumed = folder(compose(command, [*argv, *may, "resume=auto"], schema=SCHEMAS[command]))
+    assert resumed.state == "resumed"
+    key, named = may_not
+    with pytest.raises(OutputFolderError, match="holds another run") as refused:
+        folder(compose(command, [*argv, key, "resume=auto"], schema=SCHEMAS[command]))
+    assert named in str(refused.value) and "1 difference(s)" in str(refused.value)
+
+
+def test_every_key_that_may_change_is_a_setting_of_its_command():
+    """The ``may_change`` marks name keys that exist: a field, an entry the library's config accepts (``trainer``),
+    or a key of one of the group's settings (``reward``, ``generator``)."""
+    import dataclasses
+
+    from trl import GRPOConfig, SFTConfig
+
+    from pace_judge.commands.judge import JudgeSettings
+    from reward.commands.evaluate import EvaluateSettings
+    from reward.core.config import field_types
+    from reward.core.outputs import may_change_keys
+    from reward.core.schemas import groups_of
+
+    library = {"sft": SFTConfig, "grpo": GRPOConfig}
+    for command, schema in {**SCHEMAS, "evaluate": EvaluateSettings, "judge": JudgeSettings}.items():
+        keys = may_change_keys(schema)
+        assert "resume" in keys and "overwrite" in keys, command
+        for key in keys:
+            head, _, rest = key.partition(".")
+            if head in groups_of(schema):
+                options = groups_of(schema)[head]().values()
+                assert any(rest in {f.name for f in dataclasses.fields(o)} for o in options), key
+            elif head == "trainer":
+                assert rest in {f.name for f in dataclasses.fields(library[command])}, key
+            else:
+                node = schema
+                for part in key.split("."):
+                    assert part in field_types(node), key
+                    node = field_types(node)[part]

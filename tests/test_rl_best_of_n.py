@@ -14,6 +14,7 @@ from PIL import Image
 
 from reward.core.cli import compose
 from reward.core.outputs import RunComplete
+from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.best_of_n import run as run_best_of_n
 from rl.generators import ProceduralConfig, build_generator, jitter_levels
 from rl.inpaint_tasks import load_tasks
@@ -40,7 +41,11 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
         f.write(json.dumps({"image": "images/t0000.png", "mask": "masks/missing.png", "prompt": "x"}) + "\n")
     out = tmp_path / "bon"
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("best_of_n", overrides=["reward=scene-proxy", f"data={manifest}", f"out={out}", "n=4", JUDGE])
+        cfg = compose(
+            "best_of_n",
+            overrides=["reward=scene-proxy", f"data={manifest}", f"out={out}", "n=4", JUDGE],
+            schema=BestOfNSettings,
+        )
     with caplog.at_level(logging.WARNING):
         summary = run_best_of_n(cfg)
     assert f"{manifest}:25" in caplog.text and summary["skipped_rows"] == 1 and summary["tasks"] == 24
@@ -71,7 +76,7 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
 
 def _compose(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("best_of_n", overrides=overrides)
+        return compose("best_of_n", overrides=overrides, schema=BestOfNSettings)
 
 
 def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp_path):
@@ -98,7 +103,7 @@ def test_n0_is_refused_at_the_start_and_n1_reproduces_one_candidate(tmp_path):
 
     manifest = write_inpainting_tasks(tmp_path / "tasks", 2, size=32, seed=1)
     argv = ["reward=scene-proxy", "reward.calibration_scenes=2", f"data={manifest}"]
-    assert run_cli("best_of_n", run, [*argv, f"out={tmp_path / 'zero'}", "n=0"]) == 2
+    assert run_cli("best_of_n", run, [*argv, f"out={tmp_path / 'zero'}", "n=0"], schema=BestOfNSettings) == 2
     assert not (tmp_path / "zero").exists()
     one = run_best_of_n(_compose([*argv, f"out={tmp_path / 'one'}", "n=1", "seed=5"]))  # candidate 1 of seed=4
     four = run_best_of_n(_compose([*argv, f"out={tmp_path / 'four'}", "n=4", "seed=4"]))

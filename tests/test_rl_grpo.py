@@ -15,6 +15,7 @@ from transformers import TrainerCallback
 from conftest import tiny_reward_config
 from reward import list_rewards
 from reward.core.cli import compose
+from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
 from rl.inpaint_tasks import load_tasks
 from training.procedural.synthetic import write_inpainting_tasks
@@ -25,7 +26,7 @@ FAST = ["trainer.learning_rate=5e-3", "trainer.beta=0", "trainer.max_completion_
 
 def _cfg(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("grpo", overrides=overrides)
+        return compose("grpo", overrides=overrides, schema=GrpoSettings)
 
 
 class Watch(TrainerCallback):
@@ -261,7 +262,7 @@ def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny
     small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
     argv = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
     argv += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16", *FAST]
-    assert run_cli("grpo", grpo.run, [*argv, "trainer.max_steps=3"]) == 2
+    assert run_cli("grpo", grpo.run, [*argv, "trainer.max_steps=3"], schema=GrpoSettings) == 2
     result = json.loads((tmp_path / "run" / "grpo_result.json").read_text())
     assert result["global_step"] == 0 and result["complete"] is False and result["max_steps"] == 3
 

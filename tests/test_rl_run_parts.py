@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from reward.core.errors import UserError
+from rl.commands.grpo import GrpoSettings
 from rl.summary import step_line, summarize, summary_text
 from rl.timing import StepClock, step_split
 from training.shared.deepspeed import check_build_locks
@@ -156,8 +157,9 @@ def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():
 
 
 def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_path):
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
 
+    from reward.core.cli import compose
     from rl.commands.grpo import parse_settings
 
     base = [
@@ -168,8 +170,8 @@ def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_pat
         "+trainer.sync_ref_model=true",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        lora = compose("grpo", overrides=[*base, "lora.enabled=true"])
-        no_beta = compose("grpo", overrides=[*base, "trainer.beta=0"])
+        lora = compose("grpo", overrides=[*base, "lora.enabled=true"], schema=GrpoSettings)
+        no_beta = compose("grpo", overrides=[*base, "trainer.beta=0"], schema=GrpoSettings)
     with pytest.raises(UserError, match="sync_ref_model=true has no reference model to sync .with LoRA"):
         parse_settings(lora)
     with pytest.raises(UserError, match=r"sync_ref_model=true has no reference model to sync \(beta is 0\)"):
@@ -177,8 +179,9 @@ def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_pat
 
 
 def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_starts(tmp_path, monkeypatch):
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
 
+    from reward.core.cli import compose
     from rl.commands.grpo import parse_settings
 
     lock = tmp_path / "ext" / "deepspeed_shm_comm" / "lock"
@@ -189,6 +192,6 @@ def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_sta
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
     base = [f"out={tmp_path / 'run'}", "data=t.jsonl", "policy.path=p", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("grpo", overrides=base)
+        cfg = compose("grpo", overrides=base, schema=GrpoSettings)
     with pytest.raises(UserError, match=rf"{lock} is 60 minutes old.*rm {lock}"):
         parse_settings(cfg)

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.data.files import safe_name
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -63,7 +65,7 @@ def test_different_names_never_share_a_file_and_plain_names_stay_readable():
 
 def _cfg(**overrides):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()])
+        return compose("evaluate", overrides=[f"{k}={v}" for k, v in overrides.items()], schema=EvaluateSettings)
 
 
 def test_a_dimension_naming_a_path_writes_inside_out_and_leaves_the_victim_untouched(tmp_path, tiny_vlm_path):

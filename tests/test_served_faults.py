@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from reward import get_reward
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.cli import compose
 from reward.eval.evaluation import NothingScored
 from reward.testing.openai_server import FAULTS, scripted_top, serve_scripted
 from reward.vlm import OptionQuery
@@ -133,7 +135,7 @@ def _evaluate(url: str, data: Path, out: Path) -> dict:
     overrides += [f"+reward.server.base_urls=[{url}]", "reward.server.model=tiny", "num_workers=0"]
     overrides += [f"reward.server.{k}={v}" for k, v in FAST.items()]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return run_evaluate(compose("evaluate", overrides=overrides))
+        return run_evaluate(compose("evaluate", overrides=overrides, schema=EvaluateSettings))
 
 
 @pytest.mark.slow

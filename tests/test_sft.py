@@ -15,7 +15,7 @@ from reward import get_reward
 from reward.core.cli import compose
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.tokens import CandidateTokenError
-from training.commands.sft import parse_settings
+from training.commands.sft import SftSettings, parse_settings
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 def _cfg(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return compose("sft", overrides=overrides, schema=SftSettings)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import torch
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
-from training.commands.sft import parse_settings
+from training.commands.sft import SftSettings, parse_settings
 from training.commands.sft import run as run_sft
 from training.shared.trainable import load_dtype
 
@@ -20,7 +20,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 def _cfg(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return compose("sft", overrides=overrides, schema=SftSettings)
 
 
 def _quality_manifest(tmp: Path, n: int = 8, dimension: str = "quality") -> Path:

@@ -15,6 +15,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from fusion.commands.fit import FusionSettings
+from reward.commands.dataset_manifest import DatasetManifestSettings
+
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKING_EVALUATE = """
 import sys
@@ -33,7 +36,7 @@ class Blocking:  # scores the first batch, then waits for the test (which sends 
         return RewardOutput(torch.full((len(images),), 0.5))
 
 command.get_reward = lambda name, cfg: Blocking()
-main("evaluate", command.run, argv=sys.argv[1:])
+main("evaluate", command.run, schema=command.EvaluateSettings, argv=sys.argv[1:])
 """
 
 
@@ -100,7 +103,7 @@ def _fit(pairs: Path, scores: Path, *extra: str):
     from reward.core.cli import compose
 
     argv = [f"pairs={pairs}", f"scores={scores}", f"out={pairs.parent / 'w.json'}", "bootstrap=0", *extra]
-    return run_fit(compose("fit", argv))
+    return run_fit(compose("fit", argv, schema=FusionSettings))
 
 
 def test_fusion_refuses_a_dimension_written_as_strings_naming_file_and_line(tmp_path):
@@ -142,10 +145,21 @@ def test_dataset_manifest_refuses_mos_outside_the_scale_and_counts_duplicated_ro
     lines.append(lines[5].rsplit(",", 2)[0] + ",1.11," + lines[5].rsplit(",", 1)[1])  # line 6's image, another DMOS
     (tmp_path / "dmos.csv").write_text("\n".join(lines) + "\n")
     out = tmp_path / "m.jsonl"
-    assert run_cli("dataset_manifest", run, [f"data=kadid10k:{tmp_path}", f"out={out}"]) == 2
+    assert (
+        run_cli("dataset_manifest", run, [f"data=kadid10k:{tmp_path}", f"out={out}"], schema=DatasetManifestSettings)
+        == 2
+    )
     assert not out.exists()
     with caplog.at_level(logging.WARNING):
-        assert run_cli("dataset_manifest", run, [f"data=kadid10k:{tmp_path}", f"out={out}", "skip_bad=true"]) == 0
+        assert (
+            run_cli(
+                "dataset_manifest",
+                run,
+                [f"data=kadid10k:{tmp_path}", f"out={out}", "skip_bad=true"],
+                schema=DatasetManifestSettings,
+            )
+            == 0
+        )
     sidecar = json.loads(out.with_suffix(".json").read_text())
     assert len(sidecar["skipped"]) == 1 and "7.5 is outside kadid10k's scale [1, 5]" in sidecar["skipped"][0]["reason"]
     assert sidecar["skipped"][0]["line"] == 3 and sidecar["duplicates"] == 1

@@ -10,7 +10,11 @@ import pytest
 from PIL import Image
 
 from conftest import run_cli
+from reward.commands.evaluate import EvaluateSettings
 from reward.core.summary import summary_text
+from rl.commands.tasks import TasksSettings
+from training.commands.sft import SftSettings
+from training.commands.synthetic import SyntheticSettings
 from training.curves import curve_series, write_train_curve
 from training.shared.reporting import BACKENDS
 
@@ -48,12 +52,15 @@ def test_the_tasks_and_benchmark_commands_end_with_their_summary(tmp_path, capsy
     from rl.tasks import run as run_tasks
     from training.synthetic import run as run_synthetic
 
-    assert run_cli("tasks", run_tasks, [f"out={tmp_path / 'tasks'}", "n=3", "size=32"]) == 0
+    assert run_cli("tasks", run_tasks, [f"out={tmp_path / 'tasks'}", "n=3", "size=32"], schema=TasksSettings) == 0
     lines = _closing(capsys.readouterr().out, "tasks")
     assert lines[0].endswith("done: tasks -- tasks 3, size 32")
     assert lines[1:] == [f"  tasks: {tmp_path / 'tasks' / 'tasks.jsonl'}"]
 
-    assert run_cli("synthetic", run_synthetic, [f"out={tmp_path / 'bench'}", "n=4", "size=32"]) == 0
+    assert (
+        run_cli("synthetic", run_synthetic, [f"out={tmp_path / 'bench'}", "n=4", "size=32"], schema=SyntheticSettings)
+        == 0
+    )
     lines = _closing(capsys.readouterr().out, "synthetic benchmark")
     assert "images 4, size 32" in lines[0]
     assert f"  ratings: {tmp_path / 'bench' / 'ratings.jsonl'}" in lines
@@ -71,7 +78,7 @@ def test_evaluate_ends_with_its_summary_naming_the_metrics_and_scores(tmp_path, 
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out"
     argv = ["reward=qbench", f"reward.model={tiny_vlm_path}", f"data={tmp_path / 'r.jsonl'}", f"out={out}"]
-    assert run_cli("evaluate", run_evaluate, argv) == 0
+    assert run_cli("evaluate", run_evaluate, argv, schema=EvaluateSettings) == 0
     lines = _closing(capsys.readouterr().out, "evaluate qbench")
     assert "rows 4, skipped 0, SRCC" in lines[0]
     assert f"  metrics: {out / 'metrics.json'}" in lines and f"  scores: {out / 'scores.jsonl'}" in lines
@@ -91,7 +98,7 @@ def test_a_report_to_backend_that_is_not_installed_is_refused_before_any_model_l
         f"out={tmp_path / 'out'}",
         f"trainer.report_to={backend}",
     ]
-    assert run_cli("sft", run_sft, argv) == 2
+    assert run_cli("sft", run_sft, argv, schema=SftSettings) == 2
     err = capsys.readouterr().err
     assert f"trainer.report_to={backend}: {backend} is not installed; pip install" in err
     assert not (tmp_path / "out").exists()
@@ -101,5 +108,5 @@ def test_an_unknown_report_to_backend_gets_a_suggestion(tmp_path, capsys):
     from training.commands.sft import run as run_sft
 
     argv = [f"model.path={tmp_path}", f"data.train={tmp_path}", f"output_dir={tmp_path / 'o'}"]
-    assert run_cli("sft", run_sft, [*argv, "trainer.report_to=tensorbord"]) == 2
+    assert run_cli("sft", run_sft, [*argv, "trainer.report_to=tensorbord"], schema=SftSettings) == 2
     assert "trainer.report_to=tensorbord: unknown backend. Did you mean 'tensorboard'?" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """One vocabulary across commands: ``out``, ``reward.model``, one ``seed``, ``resume=auto|never``; the old names are
-aliases on the command line, in plain dicts and in recipes, each logged once; hints come from the composed config."""
+aliases on the command line, in plain dicts and in recipes until the version that drops them, each warned once, read
+in one place for both; hints come from the settings the command line chooses (``reward=pace``: the pace reward's)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from pathlib import Path
 import pytest
 
 import reward.core.config as config_module
+from pace_judge.commands.judge import JudgeSettings
+from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import compose
 from reward.core.config import parse, resume_mode
 from reward.core.errors import ConfigError
+from rl.commands.grpo import GrpoSettings
+from training.commands.sft import SftSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_KEYS = re.compile(r"(?<![\w-])(output_dir=|reward\.path=|data\.synthetic_seed=|trainer\.seed=)")
@@ -24,17 +29,19 @@ def _fresh_notes(monkeypatch):
 
 
 def test_old_keys_on_the_command_line_are_read_as_the_new_ones_with_one_note_each(caplog):
-    import rl.commands.grpo  # noqa: F401 - registers the schema
-
     with caplog.at_level(logging.INFO, logger="reward.core.config"):
-        cfg = compose("grpo", ["reward=sa-iqa", "reward.path=/s", "output_dir=/o", "trainer.seed=3", "resume=true"])
+        cfg = compose(
+            "grpo",
+            ["reward=sa-iqa", "reward.path=/s", "output_dir=/o", "trainer.seed=3", "resume=true"],
+            schema=GrpoSettings,
+        )
     assert (cfg.reward.model, cfg.out, cfg.seed) == ("/s", "/o", 3)
     assert "output_dir" not in cfg and "seed" not in cfg.trainer and "path" not in cfg.reward
     notes = [r.getMessage() for r in caplog.records]
     assert notes == [
-        "reward.path is an alias of reward.model",
-        "output_dir is an alias of out",
-        "trainer.seed is an alias of seed",
+        "reward.path is an alias of reward.model; the old name goes in 0.3.0",
+        "output_dir is an alias of out; the old name goes in 0.3.0",
+        "trainer.seed is an alias of seed; the old name goes in 0.3.0",
     ]
     assert resume_mode(cfg.resume) is True
 
@@ -60,6 +67,12 @@ def test_an_old_and_a_new_key_with_different_values_are_refused():
 
     with pytest.raises(ConfigError, match="output_dir is an alias of out"):
         parse_settings({"output_dir": "/a", "out": "/b", "model": {"path": "m"}, "data": {"train": "x"}})
+    base = ["model.path=m", "data.train=x"]
+    with pytest.raises(ConfigError, match=r"out='/b' and output_dir='/a' .* \(output_dir is an alias of out\)"):
+        compose("sft", [*base, "output_dir=/a", "out=/b"], schema=SftSettings)  # on the command line too
+    with pytest.raises(ConfigError, match=r"reward.path='/b' and reward.model='/a' .*; give only reward.model"):
+        compose("grpo", ["reward=qbench", "reward.model=/a", "reward.path=/b"], schema=GrpoSettings)
+    assert compose("sft", [*base, "output_dir=/a", "out=/a"], schema=SftSettings).out == "/a"  # the same value: one
 
 
 def test_every_reward_names_its_model_reward_model():
@@ -74,9 +87,7 @@ def test_every_reward_names_its_model_reward_model():
 
 
 def test_the_judge_has_its_loading_knobs_in_one_place():
-    import pace_judge.commands.judge  # noqa: F401
-
-    cfg = compose("judge", ["model.path=/vlm", "model.dtype=float32", "images=i", "out=o"])
+    cfg = compose("judge", ["model.path=/vlm", "model.dtype=float32", "images=i", "out=o"], schema=JudgeSettings)
     assert cfg.model == "/vlm" and cfg.dtype == "float32" and cfg.max_pixels == 802816
     knobs = ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels", "batch_size")
     assert all(k in cfg for k in knobs)
@@ -86,22 +97,19 @@ def test_resume_has_one_spelling_with_true_false_aliases():
     assert [resume_mode(v) for v in ("auto", "never", "true", "false", True, False)] == [1, 0, 1, 0, 1, 0]
     with pytest.raises(ConfigError, match="resume='maybe': use auto"):
         resume_mode("maybe")
-    import reward.commands.evaluate  # noqa: F401
 
-    cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=auto"])
+    cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=auto"], schema=EvaluateSettings)
     assert cfg.resume == "auto"
 
 
-def test_did_you_mean_comes_from_the_config_composed_with_the_overrides():
-    import rl.commands.grpo  # noqa: F401
-
+def test_did_you_mean_comes_from_the_settings_the_overrides_choose():
     with pytest.raises(ConfigError) as err:
-        compose("grpo", ["reward=pace", "reward.thetaa=0.5"])
+        compose("grpo", ["reward=pace", "reward.thetaa=0.5"], schema=GrpoSettings)
     assert "unknown key reward.thetaa (did you mean 'theta'?)" in str(err.value)
     with pytest.raises(ConfigError) as err:
-        compose("grpo", ["reward=pace", "reward.pth=/m"])
+        compose("grpo", ["reward=pace", "reward.pth=/m"], schema=GrpoSettings)
     assert "(did you mean 'model'?)" in str(err.value)
-    assert compose("grpo", ["reward=pace", "reward.path=/m"]).reward.model == "/m"
+    assert compose("grpo", ["reward=pace", "reward.path=/m"], schema=GrpoSettings).reward.model == "/m"
 
 
 def test_parse_is_the_one_function_from_config_to_settings():
@@ -109,12 +117,10 @@ def test_parse_is_the_one_function_from_config_to_settings():
 
 
 def test_recipes_compose_with_the_new_names():
-    import training.commands.sft  # noqa: F401
-
     sft = [r for r in sorted((ROOT / "configs" / "recipe").glob("*.yaml")) if "training/sft.py" in r.read_text()]
     assert len(sft) >= 5  # tiny-real-photos(-gpu), qalign-koniq, deqa-koniq, sa-iqa-bench
     for recipe in sft:
-        cfg = compose("sft", [f"+recipe={recipe.stem}", "model.path=m", "out=o", "data.test=t"])
+        cfg = compose("sft", [f"+recipe={recipe.stem}", "model.path=m", "out=o", "data.test=t"], schema=SftSettings)
         assert cfg.out == "o" and cfg.seed == 42
 
 
@@ -129,3 +135,19 @@ def test_configs_and_readme_use_the_new_names():
         and "Config(" not in line  # trl's own config classes keep their output_dir
     ]
     assert not found, "\n".join(found)
+
+
+def test_the_judge_sections_are_typed_and_still_take_the_plus_of_their_untyped_days():
+    """server, crops and agents are typed with their dataclasses (their keys and defaults are checked and shown);
+    ``+agents.retries=1``, needed when agents was an untyped dict, still sets the key."""
+    cfg = compose(
+        "pace", ["protocol=p", "images=i", "out=o", "+agents.retries=1", "crops.grid=[3,3]"], schema=JudgeSettings
+    )
+    assert (cfg.agents.retries, cfg.agents.max_rounds, list(cfg.crops.grid), cfg.server.top_logprobs) == (
+        1,
+        3,
+        [3, 3],
+        20,
+    )
+    with pytest.raises(ConfigError, match=r"unknown key agents.retrys \(did you mean 'retries'\?\)"):
+        compose("judge", ["protocol=p", "images=i", "out=o", "agents.retrys=1"], schema=JudgeSettings)

@@ -368,15 +368,25 @@ def write_mos(
 class MosSettings:
     """``python training/mos.py``'s settings (configs/mos.yaml)."""
 
-    raw: str = MISSING  # raw ratings (JSONL: {"image", "dimension", "annotator", "rating"} or "ratings": [...])
-    out: str | None = None  # folder of train.jsonl, test.jsonl, annotators.json (null: the raw file's folder)
-    scale: list[float] = field(default_factory=lambda: [1.0, 5.0])  # the rating scale [low, high]
-    z_threshold: float = 2.0  # a rating with |z| above this within its image is replaced by the mean
-    ddof: int = 0  # the std's delta degrees of freedom (0: population std)
-    srcc_threshold: float = 0.6  # annotators whose SRCC with the MOS is below this are flagged for review
-    ratio: list[int] = field(default_factory=lambda: [4, 1])  # train:test scenes
-    seed: int = 0  # the scene split's seed
-    skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
+    raw: str = field(
+        default=MISSING,
+        metadata={"help": 'raw ratings (JSONL: {"image", "dimension", "annotator", "rating"} or "ratings": [...])'},
+    )
+    out: str | None = field(
+        default=None,
+        metadata={"help": "folder of train.jsonl, test.jsonl, annotators.json (null: the raw file's folder)"},
+    )
+    scale: list[float] = field(default_factory=lambda: [1.0, 5.0], metadata={"help": "the rating scale [low, high]"})
+    z_threshold: float = field(
+        default=2.0, metadata={"help": "a rating with |z| above this within its image is replaced by the mean"}
+    )
+    ddof: int = field(default=0, metadata={"help": "the std's delta degrees of freedom (0: population std)"})
+    srcc_threshold: float = field(
+        default=0.6, metadata={"help": "annotators whose SRCC with the MOS is below this are flagged for review"}
+    )
+    ratio: list[int] = field(default_factory=lambda: [4, 1], metadata={"help": "train:test scenes"})
+    seed: int = field(default=0, metadata={"help": "the scene split's seed"})
+    skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
 
 
 def run(cfg: Any) -> MosPaths:
@@ -406,7 +416,10 @@ def run(cfg: Any) -> MosPaths:
 
 if __name__ == "__main__":  # python training/mos.py raw=RAW.jsonl [out=DIR scale=[1,5] ...]
     from reward.core.cli import main
-    from reward.core.config import store_schema
 
-    store_schema("mos_schema", MosSettings)
-    main("mos", run, doc="python training/mos.py raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]")
+    main(
+        "mos",
+        run,
+        schema=MosSettings,
+        doc="python training/mos.py raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]",
+    )

@@ -8,13 +8,13 @@ The questions are :mod:`training.procedural.perception_questions`; the settings 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.core.summary import log_summary
 from training.procedural.perception_questions import check_families, write_questions
@@ -24,16 +24,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class QuestionsSettings:
-    out: str = MISSING  # folder for the question file and its images
-    n: int = 200  # questions
+    out: str = field(default=MISSING, metadata={"help": "folder for the question file and its images"})
+    n: int = field(default=200, metadata={"help": "questions"})
     seed: int = 0
-    size: int = 64  # image side in pixels
-    photos: str = "train"  # train | heldout | all: which photos the photo families draw from
-    fmt: str = "json"  # json (LLVisionQA list) | jsonl
-    families: list[str] | None = None  # question families (default: all), e.g. [pair-brighter,photo-distortion]
-
-
-store_schema("perception_questions_schema", QuestionsSettings)
+    size: int = field(default=64, metadata={"help": "image side in pixels"})
+    photos: str = field(
+        default="train", metadata={"help": "train | heldout | all: which photos the photo families draw from"}
+    )
+    fmt: str = field(default="json", metadata={"help": "json (LLVisionQA list) | jsonl"})
+    families: list[str] | None = field(
+        default=None, metadata={"help": "question families (default: all), e.g. [pair-brighter,photo-distortion]"}
+    )
 
 
 def run(cfg: Any) -> Path:
@@ -57,4 +58,4 @@ def run(cfg: Any) -> Path:
 if __name__ == "__main__":
     from reward.core.cli import main
 
-    main("perception_questions", run, doc=__doc__)
+    main("perception_questions", run, schema=QuestionsSettings, doc=__doc__)

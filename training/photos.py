@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.config import check_subcommand, parse, store_schema
+from reward.core.config import check_subcommand, parse
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from training.procedural.photos import calibration_from_kadid, evaluate_brisque, load_calibration, write_heldout
@@ -32,19 +32,25 @@ NEEDS = {"heldout": ("out",), "brisque": ("data",), "calibrate": ("dmos", "out")
 
 @dataclass
 class PhotosSettings:
-    cmd: str = "heldout"  # heldout | brisque | calibrate (the first word of the command line)
-    out: str | None = None  # heldout: folder of the manifest; brisque: folder of metrics.json; calibrate: JSON file
-    photos: str | None = None  # heldout: photo folder (default: the photos of installed packages)
-    crop: int = 112  # heldout: crop side in pixels, at native scale
-    crops: int = 2  # heldout: random crops per held-out photo
-    side: int | None = None  # heldout: downscale photos to this short side first
-    seed: int = 0  # heldout: crop positions and noise
-    calibration: str | None = None  # heldout: MOS table JSON (default: the built-in KADID-shaped table)
-    data: str | None = None  # brisque: ratings manifest to score
-    dmos: str | None = None  # calibrate: KADID-10k's dmos.csv
-
-
-store_schema("photos_schema", PhotosSettings)
+    cmd: str = field(
+        default="heldout", metadata={"help": "heldout | brisque | calibrate (the first word of the command line)"}
+    )
+    out: str | None = field(
+        default=None,
+        metadata={"help": "heldout: folder of the manifest; brisque: folder of metrics.json; calibrate: JSON file"},
+    )
+    photos: str | None = field(
+        default=None, metadata={"help": "heldout: photo folder (default: the photos of installed packages)"}
+    )
+    crop: int = field(default=112, metadata={"help": "heldout: crop side in pixels, at native scale"})
+    crops: int = field(default=2, metadata={"help": "heldout: random crops per held-out photo"})
+    side: int | None = field(default=None, metadata={"help": "heldout: downscale photos to this short side first"})
+    seed: int = field(default=0, metadata={"help": "heldout: crop positions and noise"})
+    calibration: str | None = field(
+        default=None, metadata={"help": "heldout: MOS table JSON (default: the built-in KADID-shaped table)"}
+    )
+    data: str | None = field(default=None, metadata={"help": "brisque: ratings manifest to score"})
+    dmos: str | None = field(default=None, metadata={"help": "calibrate: KADID-10k's dmos.csv"})
 
 
 def run(cfg: Any) -> Any:
@@ -78,4 +84,4 @@ def run(cfg: Any) -> Any:
 if __name__ == "__main__":
     from reward.core.cli import main
 
-    main("photos", run, doc=__doc__, subcommands=SUBCOMMANDS)
+    main("photos", run, schema=PhotosSettings, doc=__doc__, subcommands=SUBCOMMANDS)

@@ -8,7 +8,7 @@ test split. Settings: training/commands/sft.py (SftSettings); any trl.SFTConfig 
 """
 
 from reward.core.cli import main
-from training.commands.sft import run
+from training.commands.sft import SftSettings, run
 
 if __name__ == "__main__":
-    main("sft", run, doc=__doc__)
+    main("sft", run, schema=SftSettings, doc=__doc__)

@@ -9,12 +9,12 @@ The benchmark is :mod:`training.procedural.synthetic` (also the ``data.train=syn
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import BenchmarkPaths, write_benchmark
 
@@ -23,16 +23,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class SyntheticSettings:
-    out: str = MISSING  # folder to write the benchmark into
-    n: int = 200  # scenes
-    size: int = 64  # image side in pixels
+    out: str = field(default=MISSING, metadata={"help": "folder to write the benchmark into"})
+    n: int = field(default=200, metadata={"help": "scenes"})
+    size: int = field(default=64, metadata={"help": "image side in pixels"})
     seed: int = 0
-    variants: int = 1  # renders per scene (same levels, other furniture)
-    annotators: int = 5  # simulated raters per image (one of them unreliable)
-    pairs: int | None = None  # preference pairs (null: the benchmark's default)
-
-
-store_schema("synthetic_schema", SyntheticSettings)
+    variants: int = field(default=1, metadata={"help": "renders per scene (same levels, other furniture)"})
+    annotators: int = field(default=5, metadata={"help": "simulated raters per image (one of them unreliable)"})
+    pairs: int | None = field(default=None, metadata={"help": "preference pairs (null: the benchmark's default)"})
 
 
 def run(cfg: Any) -> BenchmarkPaths:
@@ -54,4 +51,4 @@ def run(cfg: Any) -> BenchmarkPaths:
 if __name__ == "__main__":
     from reward.core.cli import main
 
-    main("synthetic", run, doc=__doc__)
+    main("synthetic", run, schema=SyntheticSettings, doc=__doc__)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
@@ -18,12 +18,13 @@ from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terr
 from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
+from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.rewards.fusion_weights import FusionWeights, save_weights
-from reward.rewards.registry import store_reward_schemas
+from reward.rewards.registry import reward_schemas
 
 __all__ = ["FusionSettings", "Setup", "fit_weights", "report", "run", "set_up"]
 
@@ -34,27 +35,74 @@ logger = logging.getLogger(__name__)
 class FusionSettings:
     """Settings of ``fusion/fit.py`` (the schema of ``configs/fit.yaml``); every problem is reported at once."""
 
-    pairs: str = MISSING  # JSONL rows {"a": image, "b": image, "label": "a"|"b"|"tie"}; paths relative to its folder
-    scores: str | None = None  # JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder
-    scores_root: str | None = None  # folder the scores' image paths are relative to; null: the evaluated data's
-    # folder for a scores.jsonl of reward/evaluate.py (read from its run.json), else the scores file's folder
-    reward: Any = None  # or: reward=NAME, a reward with dimensions (e.g. sa-iqa) scores the images in the pairs
-    batch_size: int = 8  # images per Reward.score call (reward= only)
-    dimensions: list[str] | None = None  # dimensions to fuse, in order, e.g. [layout,harmony]; null = numeric keys
-    skip_bad: bool = False  # skip and count bad rows (bad label, unscored image, missing dimension) instead of failing
-    # davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie is y = 0) |
-    # half (a tie is y = 0.5) | drop (ties left out)
-    tie_model: str = "davidson"
-    l2: float = 1e-4  # L2 penalty l2/2*||w||^2 added to the mean negative log-likelihood; 0 = plain MLE
-    nonneg: bool = False  # constrain every weight to be >= 0
-    max_abs_weight: float = 100.0  # box bound on each |w_j|, keeps perfectly separable data finite
-    bootstrap: int = 200  # bootstrap resamples for the weights' confidence intervals; 0 = no intervals
-    ci_level: float = 0.95  # confidence level of the bootstrap intervals
-    holdout: float = 0.2  # fraction of pairs held out to compare with uniform and single-dimension weights; 0 = none
-    seed: int = 0  # seed of the bootstrap and of the held-out split
-    out: str = "fusion_weights.json"  # weights JSON (a scorer directory reads fusion_weights.json); chart: *.png
-    overwrite: bool = False  # true: an existing out file (and its chart) is moved aside to NAME.old-<time>
-    plot: bool = True  # write the bar chart of the weights with their intervals next to out
+    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas}
+
+    pairs: str = field(
+        default=MISSING,
+        metadata={"help": 'JSONL rows {"a": image, "b": image, "label": "a"|"b"|"tie"}; paths relative to its folder'},
+    )
+    scores: str | None = field(
+        default=None,
+        metadata={"help": 'JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder'},
+    )
+    scores_root: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "folder the scores' image paths are relative to; null: the evaluated data's folder for a "
+                "scores.jsonl of reward/evaluate.py (read from its run.json), else the scores file's folder"
+            )
+        },
+    )
+    reward: Any = field(
+        default=None,
+        metadata={"help": "or: reward=NAME, a reward with dimensions (e.g. sa-iqa) scores the images in the pairs"},
+    )
+    batch_size: int = field(default=8, metadata={"help": "images per Reward.score call (reward= only)"})
+    dimensions: list[str] | None = field(
+        default=None, metadata={"help": "dimensions to fuse, in order, e.g. [layout,harmony]; null = numeric keys"}
+    )
+    skip_bad: bool = field(
+        default=False,
+        metadata={"help": "skip and count bad rows (bad label, unscored image, missing dimension) instead of failing"},
+    )
+    tie_model: str = field(
+        default="davidson",
+        metadata={
+            "help": (
+                "davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie "
+                "is y = 0) | half (a tie is y = 0.5) | drop (ties left out)"
+            )
+        },
+    )
+    l2: float = field(
+        default=1e-4,
+        metadata={"help": "L2 penalty l2/2*||w||^2 added to the mean negative log-likelihood; 0 = plain MLE"},
+    )
+    nonneg: bool = field(default=False, metadata={"help": "constrain every weight to be >= 0"})
+    max_abs_weight: float = field(
+        default=100.0, metadata={"help": "box bound on each |w_j|, keeps perfectly separable data finite"}
+    )
+    bootstrap: int = field(
+        default=200, metadata={"help": "bootstrap resamples for the weights' confidence intervals; 0 = no intervals"}
+    )
+    ci_level: float = field(default=0.95, metadata={"help": "confidence level of the bootstrap intervals"})
+    holdout: float = field(
+        default=0.2,
+        metadata={"help": "fraction of pairs held out to compare with uniform and single-dimension weights; 0 = none"},
+    )
+    seed: int = field(default=0, metadata={"help": "seed of the bootstrap and of the held-out split"})
+    out: str = field(
+        default="fusion_weights.json",
+        metadata={"help": "weights JSON (a scorer directory reads fusion_weights.json); chart: *.png"},
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "true: an existing out file (and its chart) is moved aside to NAME.old-<time>"},
+    )
+    plot: bool = field(
+        default=True, metadata={"help": "write the bar chart of the weights with their intervals next to out"}
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -96,10 +144,6 @@ class FusionSettings:
     def from_config(cls, cfg: Any) -> FusionSettings:
         """Validate a config (a Hydra ``DictConfig`` or a plain mapping), reporting every problem at once."""
         return parse(cls, cfg, where="")
-
-
-store_schema("fit_schema", FusionSettings)
-store_reward_schemas()
 
 
 def _meta(

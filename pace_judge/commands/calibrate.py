@@ -11,13 +11,15 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from pace_judge.agents import AgentConfig
 from pace_judge.backends import Backend
 from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate, evaluate_test
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.outputs import prepare_output
 from reward.core.summary import log_summary
 from reward.vlm.loading import ModelLoading
+from reward.vlm.server import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -26,9 +28,11 @@ logger = logging.getLogger(__name__)
 class AgentModel(ModelLoading):
     """The Generator agent's VLM (backend=local); loading knobs from :class:`reward.vlm.ModelLoading`."""
 
-    path: str | None = None  # backend=local: the VLM writing the prompts
+    path: str | None = field(default=None, metadata={"help": "backend=local: the VLM writing the prompts"})
     batch_size: int = 32
-    max_pixels: int | None = 802_816  # 1024 visual tokens per image (Qwen-VL: pixels / 28^2)
+    max_pixels: int | None = field(
+        default=802_816, metadata={"help": "1024 visual tokens per image (Qwen-VL: pixels / 28^2)"}
+    )
 
 
 @dataclass
@@ -36,19 +40,37 @@ class CalibrateSettings(CalibrationSource):
     """The calibration source (:class:`pace_judge.calibration.CalibrationSource`: benchmark or generative mode) and
     what to calibrate."""
 
-    protocol: str = MISSING  # the protocol JSON to calibrate (rewritten with its anchors unless output is set)
-    output: str | None = None  # write the calibrated protocol here instead (anchors/ beside it)
-    memory: str | None = None  # also store the calibrated protocol in this memory bank (replacing the old entry)
-    embedder: str | None = None  # sentence-transformers path for the memory (default: all-MiniLM-L6-v2)
-    backend: str = "local"  # the Generator agent's backend: local | openai
+    protocol: str = field(
+        default=MISSING,
+        metadata={"help": "the protocol JSON to calibrate (rewritten with its anchors unless output is set)"},
+    )
+    output: str | None = field(
+        default=None, metadata={"help": "write the calibrated protocol here instead (anchors/ beside it)"}
+    )
+    memory: str | None = field(
+        default=None,
+        metadata={"help": "also store the calibrated protocol in this memory bank (replacing the old entry)"},
+    )
+    embedder: str | None = field(
+        default=None, metadata={"help": "sentence-transformers path for the memory (default: all-MiniLM-L6-v2)"}
+    )
+    backend: str = field(default="local", metadata={"help": "the Generator agent's backend: local | openai"})
     model: AgentModel = field(default_factory=AgentModel)
-    server: dict[str, Any] = field(default_factory=dict)  # backend=openai: base_url, model, api_key, top_logprobs
-    agents: dict[str, Any] = field(default_factory=dict)  # e.g. {retries: 2, prompts: FILE}
-    overwrite: bool = False  # generative mode: move an existing candidates folder aside (OUT.old-<time>)
-    allow_absolute_paths: bool = False  # accept absolute anchor paths in the protocol (default: inside its folder)
-
-
-store_schema("calibrate_schema", CalibrateSettings)
+    server: ServerConfig = field(
+        default_factory=ServerConfig,
+        metadata={
+            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key, top_logprobs...)"
+        },
+    )
+    agents: AgentConfig = field(
+        default_factory=AgentConfig, metadata={"help": "the Generator agent (e.g. retries, prompts=FILE)"}
+    )
+    overwrite: bool = field(
+        default=False, metadata={"help": "generative mode: move an existing candidates folder aside (OUT.old-<time>)"}
+    )
+    allow_absolute_paths: bool = field(
+        default=False, metadata={"help": "accept absolute anchor paths in the protocol (default: inside its folder)"}
+    )
 
 
 def _scoring_backend(settings: CalibrateSettings) -> Backend | None:
@@ -58,7 +80,7 @@ def _scoring_backend(settings: CalibrateSettings) -> Backend | None:
 
     if settings.backend == "local" and not settings.model.path:
         return None
-    if settings.backend == "openai" and not settings.server:
+    if settings.backend == "openai" and not settings.server.urls:
         return None
     model = None
     if settings.model.path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,9 @@ from tqdm.auto import tqdm
 
 from pace_judge.config import PaceConfig, validate
 from pace_judge.pace import PaceReward
-from reward.core.config import parse, resume_mode, store_schema
+from reward.core.config import parse, resume_mode
 from reward.core.errors import UserError
-from reward.core.outputs import prepare_output
+from reward.core.outputs import may_change_keys, prepare_output
 from reward.core.summary import log_summary
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
@@ -26,26 +26,40 @@ logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 JUDGE_KEYS = ("images", "out", "images_per_call", "skip_bad", "max_decode_pixels", "resume", "overwrite")
-MAY_CHANGE = ("images_per_call", "skip_bad", "max_decode_pixels", "batch_size", "resume", "overwrite")
 SCORES = "scores.jsonl"
 
 
 @dataclass
 class JudgeSettings(PaceConfig):
     """Settings of ``pace_judge/judge.py``: the ``pace`` reward's (:class:`pace_judge.config.PaceConfig`: the model,
-    its loading knobs and PACE's pixel budget at the top level), plus the folder to judge."""
+    its loading knobs and PACE's pixel budget at the top level), plus the folder to judge. Keys marked ``may_change``
+    may differ when a run is resumed: they do not change the scores already written."""
 
-    images: str = MISSING  # folder of images (png, jpg, jpeg, webp, bmp, tif)
-    out: str = MISSING  # output folder (scores.jsonl, summary.json)
-    images_per_call: int = 8  # images judged per batch
-    skip_bad: bool = False  # true: skip unreadable images (logged) instead of failing
-    max_decode_pixels: int | None = DEFAULT_DECODE_PIXELS  # decode guard: larger images are refused unread (the
-    # model's visual-token budget is max_pixels)
-    resume: str = "never"  # auto: continue the same run in out= (images already in scores.jsonl are skipped) | never
-    overwrite: bool = False  # move an existing out= folder aside (OUT.old-<time>) and start anew
-
-
-store_schema("judge_schema", JudgeSettings)
+    images: str = field(default=MISSING, metadata={"help": "folder of images (png, jpg, jpeg, webp, bmp, tif)"})
+    out: str = field(default=MISSING, metadata={"help": "output folder (scores.jsonl, summary.json)"})
+    images_per_call: int = field(default=8, metadata={"help": "images judged per batch", "may_change": True})
+    skip_bad: bool = field(
+        default=False,
+        metadata={"help": "true: skip unreadable images (logged) instead of failing", "may_change": True},
+    )
+    max_decode_pixels: int | None = field(
+        default=DEFAULT_DECODE_PIXELS,
+        metadata={
+            "help": ("decode guard: larger images are refused unread (the model's visual-token budget is max_pixels)"),
+            "may_change": True,
+        },
+    )
+    resume: str = field(
+        default="never",
+        metadata={
+            "help": "auto: continue the same run in out= (images already in scores.jsonl are skipped) | never",
+            "may_change": True,
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "move an existing out= folder aside (OUT.old-<time>) and start anew", "may_change": True},
+    )
 
 
 class PaceUserError(UserError):
@@ -200,7 +214,7 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         inputs,
         resume=resume_mode(settings.resume),
         overwrite=settings.overwrite,
-        may_change=MAY_CHANGE,
+        may_change=may_change_keys(JudgeSettings),
         resume_hint="resume=auto",
     )
     out = output.path

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import MISSING
 
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
-from reward.core.config import check_subcommand, parse, store_schema
+from reward.core.config import check_subcommand, parse
 from reward.core.errors import UserError
 from reward.core.summary import log_summary
 
@@ -30,17 +30,23 @@ NEEDS = {
 
 @dataclass
 class MemorySettings:
-    cmd: str = "list"  # list | show | import | delete | route (the first word of the command line)
-    memory: str = MISSING  # the memory bank folder
-    dimension: str | None = None  # show, delete, route: a dimension in words
-    protocol: str | None = None  # import: protocol JSON file(s), comma-separated
-    replace: bool = False  # import: replace a stored protocol of the same dimension
-    theta: float = 0.8  # route: fast path when the cosine to a stored dimension is above this
-    embedder: str | None = None  # sentence-transformers path (default: all-MiniLM-L6-v2, offline)
-    allow_absolute_paths: bool = False  # import: accept absolute anchor paths (default: inside the protocol's folder)
-
-
-store_schema("memory_schema", MemorySettings)
+    cmd: str = field(
+        default="list", metadata={"help": "list | show | import | delete | route (the first word of the command line)"}
+    )
+    memory: str = field(default=MISSING, metadata={"help": "the memory bank folder"})
+    dimension: str | None = field(default=None, metadata={"help": "show, delete, route: a dimension in words"})
+    protocol: str | None = field(default=None, metadata={"help": "import: protocol JSON file(s), comma-separated"})
+    replace: bool = field(default=False, metadata={"help": "import: replace a stored protocol of the same dimension"})
+    theta: float = field(
+        default=0.8, metadata={"help": "route: fast path when the cosine to a stored dimension is above this"}
+    )
+    embedder: str | None = field(
+        default=None, metadata={"help": "sentence-transformers path (default: all-MiniLM-L6-v2, offline)"}
+    )
+    allow_absolute_paths: bool = field(
+        default=False,
+        metadata={"help": "import: accept absolute anchor paths (default: inside the protocol's folder)"},
+    )
 
 
 def run(cfg: Any) -> Any:

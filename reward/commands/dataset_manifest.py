@@ -10,13 +10,13 @@ the dataset's own scale as ``mos_range``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.core.outputs import check_output_file
 from reward.core.summary import log_summary
@@ -29,16 +29,23 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class DatasetManifestSettings:
-    data: str = MISSING  # NAME:FOLDER[:SPLIT], e.g. kadid10k:/data/kadid10k:test (no split: all)
+    data: str = field(
+        default=MISSING, metadata={"help": "NAME:FOLDER[:SPLIT], e.g. kadid10k:/data/kadid10k:test (no split: all)"}
+    )
     out: str | None = (
         None  # the JSONL manifest, at or below FOLDER's images' common folder; null: FOLDER/NAME-SPLIT.jsonl
     )
-    skip_bad: bool = False  # true: leave out (and count, in the sidecar) rows whose image is missing
-    check_images: bool = False  # true: decode every image now, so that a corrupt one is named (slow on big datasets)
-    overwrite: bool = False  # true: an existing manifest (and its sidecar) is moved aside to NAME.old-<time>
-
-
-store_schema("dataset_manifest_schema", DatasetManifestSettings)
+    skip_bad: bool = field(
+        default=False, metadata={"help": "true: leave out (and count, in the sidecar) rows whose image is missing"}
+    )
+    check_images: bool = field(
+        default=False,
+        metadata={"help": "true: decode every image now, so that a corrupt one is named (slow on big datasets)"},
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "true: an existing manifest (and its sidecar) is moved aside to NAME.old-<time>"},
+    )
 
 
 def run(cfg: Any) -> dict[str, Any]:

@@ -6,13 +6,14 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import parse, resume_mode, store_schema
+from reward.core.config import parse, resume_mode
 from reward.core.errors import ConfigError
-from reward.core.outputs import Output, check_output, path_inputs
+from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
+from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
@@ -26,7 +27,7 @@ from reward.eval.evaluation import (
     write_results,
 )
 from reward.eval.parallel import process_state
-from reward.rewards.registry import get_reward, reward_info, store_reward_schemas
+from reward.rewards.registry import get_reward, reward_info, reward_schemas
 from reward.vlm.server import failure_summary, served_stats, server_report
 
 logger = logging.getLogger(__name__)
@@ -34,46 +35,92 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class HorSettings:
-    tau_low: float | None = None  # MOS at or below: a low-quality image (null: 3 on a 1-5 scale, mapped to mos_range)
-    tau_high: float | None = None  # prediction at or above (on the MOS scale): scored high (null: 4 on 1-5, mapped)
+    tau_low: float | None = field(
+        default=None,
+        metadata={"help": "MOS at or below: a low-quality image (null: 3 on a 1-5 scale, mapped to mos_range)"},
+    )
+    tau_high: float | None = field(
+        default=None,
+        metadata={"help": "prediction at or above (on the MOS scale): scored high (null: 4 on 1-5, mapped)"},
+    )
 
 
 @dataclass
 class EvaluateSettings:
-    reward: Any = MISSING  # reward=NAME selects configs/reward/NAME.yaml; its keys are set with reward.KEY=VALUE
-    data: str = MISSING  # ratings manifest (JSONL: {"image", "dimension", "mos"}), a datasets folder, or a public
-    # dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. kadid10k:/data/kadid10k:test; default split all),
-    # or a datasets dataset hf:NAME_OR_DIR[:SPLIT] (a save_to_disk or parquet folder, or a Hub name; all splits)
-    data_columns: HfColumns = field(default_factory=HfColumns)  # data=hf:...: the image, MOS and dimension columns
-    out: str = MISSING  # output folder: metrics.json, scores.jsonl, scatter plots
-    batch_size: int = 16  # images per reward call
-    num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
-    resume: str = "never"  # auto: continue the same run in out/ (after a crash): score only the missing images | never
-    overwrite: bool = False  # true: an out/ holding another run is moved aside to out.old-<time> (never deleted)
-    skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
-    max_decode_pixels: int | None = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread (not the
-    # processor's budget: that is reward.max_pixels)
-    mos_range: list[float] | None = None  # the MOS scale; null: the dataset's own (NAME:FOLDER, or a manifest written
-    # from one), else [1, 5]
-    hor: HorSettings = field(default_factory=HorSettings)  # Holistic Override Rate thresholds (PACE eq. 1)
-    bootstrap: int = 0  # resamples for 95% CIs of SRCC and HOR (0: off)
-    seed: int = 0
+    """Settings of ``reward/evaluate.py``. Keys marked ``may_change`` may differ when a run is resumed: they do not
+    change the scores already written."""
 
+    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas}
 
-store_schema("evaluate_schema", EvaluateSettings)
-# settings a resumed run may change: they do not change the scores already written
-MAY_CHANGE = (
-    "batch_size",
-    "num_workers",
-    "resume",
-    "overwrite",
-    "bootstrap",
-    "seed",
-    "reward.batch_size",
-    "reward.device",
-    "reward.device_map",
-)
-store_reward_schemas()
+    reward: Any = field(
+        default=MISSING,
+        metadata={
+            "help": "reward=NAME selects configs/reward/NAME.yaml; its keys are set with reward.KEY=VALUE",
+            "may_change": ("batch_size", "device", "device_map"),
+        },
+    )
+    data: str = field(
+        default=MISSING,
+        metadata={
+            "help": (
+                'ratings manifest (JSONL: {"image", "dimension", "mos"}), a datasets folder, or a public '
+                "dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. kadid10k:/data/kadid10k:test; "
+                "default split all), or a datasets dataset hf:NAME_OR_DIR[:SPLIT] (a save_to_disk or "
+                "parquet folder, or a Hub name; all splits)"
+            )
+        },
+    )
+    data_columns: HfColumns = field(
+        default_factory=HfColumns, metadata={"help": "data=hf:...: the image, MOS and dimension columns"}
+    )
+    out: str = field(default=MISSING, metadata={"help": "output folder: metrics.json, scores.jsonl, scatter plots"})
+    batch_size: int = field(default=16, metadata={"help": "images per reward call", "may_change": True})
+    num_workers: int = field(
+        default=2,
+        metadata={
+            "help": "DataLoader workers decoding images while the model scores (0: in the main process)",
+            "may_change": True,
+        },
+    )
+    resume: str = field(
+        default="never",
+        metadata={
+            "help": "auto: continue the same run in out/ (after a crash): score only the missing images | never",
+            "may_change": True,
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "true: an out/ holding another run is moved aside to out.old-<time> (never deleted)",
+            "may_change": True,
+        },
+    )
+    skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
+    max_decode_pixels: int | None = field(
+        default=DEFAULT_MAX_PIXELS,
+        metadata={
+            "help": (
+                "decode guard: larger images are refused unread (not the processor's budget: that is "
+                "reward.max_pixels)"
+            )
+        },
+    )
+    mos_range: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "the MOS scale; null: the dataset's own (NAME:FOLDER, or a manifest written from one), else [1, 5]"
+            )
+        },
+    )
+    hor: HorSettings = field(
+        default_factory=HorSettings, metadata={"help": "Holistic Override Rate thresholds (PACE eq. 1)"}
+    )
+    bootstrap: int = field(
+        default=0, metadata={"help": "resamples for 95% CIs of SRCC and HOR (0: off)", "may_change": True}
+    )
+    seed: int = field(default=0, metadata={"may_change": True})
 
 
 def settings_from(settings: EvaluateSettings) -> EvalSettings:
@@ -157,7 +204,7 @@ def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) 
         inputs,
         resume=resume_mode(settings.resume),
         overwrite=settings.overwrite,
-        may_change=MAY_CHANGE,
+        may_change=may_change_keys(EvaluateSettings),
         resume_hint="resume=auto",
     )
 

@@ -14,19 +14,20 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import parse, store_schema
+from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.core.inputs import check_models
 from reward.core.outputs import Output, check_output, path_inputs
+from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import A2JudgeSettings
-from reward.rewards.registry import store_reward_schemas
+from reward.rewards.registry import reward_schemas
 from reward.vlm.loading import ModelLoading, loading_of
 
 logger = logging.getLogger(__name__)
@@ -39,57 +40,101 @@ class HarnessModel(ModelLoading):
     """The VLM of A1 and A2 (and of reward=qbench in A3 unless reward.model is set); loading knobs from
     :class:`reward.vlm.ModelLoading`."""
 
-    path: str | None = None  # checkpoint directory
-    adapter: str | None = None  # a LoRA adapter directory trained on path, merged into the weights (in fp32)
-    merge_adapter: bool = True  # false: keep the adapter unmerged (exactly the training computation, slower)
+    path: str | None = field(default=None, metadata={"help": "checkpoint directory"})
+    adapter: str | None = field(
+        default=None, metadata={"help": "a LoRA adapter directory trained on path, merged into the weights (in fp32)"}
+    )
+    merge_adapter: bool = field(
+        default=True, metadata={"help": "false: keep the adapter unmerged (exactly the training computation, slower)"}
+    )
 
 
 @dataclass
 class A1Settings:
-    mode: str = "logprob"  # logprob: the letters' log-probs (one pass) | generate: lmms-eval's greedy reply, parsed
-    # paper: Q-Bench+'s layout ("The first image: <image>" ...) + lmms-eval's answer instruction | lmms: lmms-eval's
-    prompt: str = "paper"
-    max_new_tokens: int = 32  # generate: reply length (lmms-eval's 32)
-    shuffle: bool = True  # shuffle the candidates (with seed); false: the file's order (as lmms-eval asks)
-    system: str | None = None  # optional system prompt
+    mode: str = field(
+        default="logprob",
+        metadata={"help": "logprob: the letters' log-probs (one pass) | generate: lmms-eval's greedy reply, parsed"},
+    )
+    prompt: str = field(
+        default="paper",
+        metadata={
+            "help": (
+                "paper: Q-Bench+'s layout (\"The first image: <image>\" ...) + lmms-eval's answer instruction"
+                " | lmms: lmms-eval's own prompt"
+            )
+        },
+    )
+    max_new_tokens: int = field(default=32, metadata={"help": "generate: reply length (lmms-eval's 32)"})
+    shuffle: bool = field(
+        default=True,
+        metadata={"help": "shuffle the candidates (with seed); false: the file's order (as lmms-eval asks)"},
+    )
+    system: str | None = field(default=None, metadata={"help": "optional system prompt"})
 
 
 @dataclass
 class A2Settings:
-    max_new_tokens: int = 256  # description length
+    max_new_tokens: int = field(default=256, metadata={"help": "description length"})
     system: str | None = None
-    judge: A2JudgeSettings = field(default_factory=A2JudgeSettings)  # base_url null: descriptions only
+    judge: A2JudgeSettings = field(
+        default_factory=A2JudgeSettings, metadata={"help": "base_url null: descriptions only"}
+    )
 
 
 @dataclass
 class A3Settings:
-    ensemble: bool = False  # reward=qbench only: all six Table VIII synonym variants from one forward pass
-    # reward=qbench's softmax temperature: 100 as Q-Bench's released notebook (its published table); 1: eq. 1 literally
-    temperature: float = 100.0
-    released: str | None = None  # Q-Bench's leaderboards/IQA_outputs folder: each MODEL/DATASET.json becomes a row
-    name: str | None = None  # the scored model's row and IQA_outputs folder name (default: the model folder's name)
+    ensemble: bool = field(
+        default=False,
+        metadata={"help": "reward=qbench only: all six Table VIII synonym variants from one forward pass"},
+    )
+    temperature: float = field(
+        default=100.0,
+        metadata={
+            "help": (
+                "reward=qbench's softmax temperature: 100 as Q-Bench's released notebook (its published "
+                "table); 1: eq. 1 literally"
+            )
+        },
+    )
+    released: str | None = field(
+        default=None,
+        metadata={"help": "Q-Bench's leaderboards/IQA_outputs folder: each MODEL/DATASET.json becomes a row"},
+    )
+    name: str | None = field(
+        default=None,
+        metadata={"help": "the scored model's row and IQA_outputs folder name (default: the model folder's name)"},
+    )
 
 
 @dataclass
 class QbenchEvalSettings:
-    task: str = "a1"  # a1 | a2 | a3
-    # a1: LLVisionQA JSON/JSONL; a2: golden descriptions; a3: [A.jsonl,B.jsonl] or {name: path} (none: a3.released)
-    data: Any = None
-    out: str = MISSING  # output folder
-    seed: int = 0  # a1: the candidates' shuffle
-    skip_bad: bool = False  # true: skip (and count) bad rows instead of failing
-    allow_absolute_paths: bool = False  # A1/A2: image paths in the file may be absolute (default: inside its folder)
-    batch_size: int = 16  # questions / images per forward pass
+    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas}
+
+    task: str = field(default="a1", metadata={"help": "a1 | a2 | a3"})
+    data: Any = field(
+        default=None,
+        metadata={
+            "help": (
+                "a1: LLVisionQA JSON/JSONL; a2: golden descriptions; a3: [A.jsonl,B.jsonl] or {name: path} "
+                "(none: a3.released)"
+            )
+        },
+    )
+    out: str = field(default=MISSING, metadata={"help": "output folder"})
+    seed: int = field(default=0, metadata={"help": "a1: the candidates' shuffle"})
+    skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
+    allow_absolute_paths: bool = field(
+        default=False, metadata={"help": "A1/A2: image paths in the file may be absolute (default: inside its folder)"}
+    )
+    batch_size: int = field(default=16, metadata={"help": "questions / images per forward pass"})
     model: HarnessModel = field(default_factory=HarnessModel)
     a1: A1Settings = field(default_factory=A1Settings)
     a2: A2Settings = field(default_factory=A2Settings)
     a3: A3Settings = field(default_factory=A3Settings)
-    reward: Any = None  # a3: reward=NAME (default qbench on model.path)
-    overwrite: bool = False  # true: an out/ holding another run is moved aside to out.old-<time>
-
-
-store_schema("qbench_eval_schema", QbenchEvalSettings)
-store_reward_schemas()
+    reward: Any = field(default=None, metadata={"help": "a3: reward=NAME (default qbench on model.path)"})
+    overwrite: bool = field(
+        default=False, metadata={"help": "true: an out/ holding another run is moved aside to out.old-<time>"}
+    )
 
 
 def _check_model(settings: QbenchEvalSettings) -> None:

@@ -1,8 +1,9 @@
 """The one command convention: ``key=value`` overrides composed by Hydra, one way to fail.
 
-Every entry script is three lines: its docstring (the exact command), and ``main(CONFIG, run, doc=__doc__)``. The
-config ``configs/CONFIG.yaml`` is composed with Hydra's compose API from the settings dataclasses (structured
-configs: unknown keys and wrong types are refused before anything runs) and the command line's overrides;
+Every entry script is three lines: its docstring (the exact command), and
+``main(CONFIG, run, schema=Settings, doc=__doc__)``. The config ``configs/CONFIG.yaml`` is composed with Hydra's
+compose API, once, from the settings dataclasses (structured configs, registered by the command right before it
+composes: unknown keys and wrong types are refused before anything runs) and the command line's overrides;
 ``run(cfg)`` does the work. A :class:`~reward.core.errors.UserError` (bad key, bad file, refused output folder)
 prints its message alone and exits with status 2; Ctrl-C prints one line saying where the run can be continued and
 exits with status 130; any other exception is a bug and keeps its traceback. Under
@@ -12,10 +13,10 @@ status: ``-q`` silences it for one process, not for several).
 An entry script (``reward/evaluate.py``) is its docstring, the two imports below and, under the usual ``__main__``
 guard, one call::
 
-    from reward.commands.evaluate import run
+    from reward.commands.evaluate import EvaluateSettings, run
     from reward.core.cli import main
 
-    main("evaluate", run, doc=__doc__)
+    main("evaluate", run, schema=EvaluateSettings, doc=__doc__)
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from reward.core.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from reward.core.schemas import Keys
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +46,22 @@ NON_MAIN_EXIT_DELAY_S = 3.0
 
 
 def compose(
-    config_name: str, overrides: Sequence[str] = (), *, subcommands: Sequence[str] = (), config_dir: Path | None = None
+    config_name: str,
+    overrides: Sequence[str] = (),
+    *,
+    schema: type,
+    subcommands: Sequence[str] = (),
+    config_dir: Path | None = None,
 ) -> Any:
     """``configs/CONFIG_NAME.yaml`` composed with ``overrides`` (``key=value``; with ``subcommands``, a first bare
-    word becomes ``cmd=WORD``); old key names are rewritten to their new ones (one note each, see
-    :func:`reward.core.config.apply_aliases`); Hydra's errors become :class:`ConfigError` messages naming the key."""
+    word becomes ``cmd=WORD``), in one Hydra compose. ``schema``: the command's settings dataclass, registered (with
+    its config groups' schemas) right before composing (:func:`reward.core.schemas.register`). Old key names are
+    rewritten to their new ones first (:func:`reward.core.config.renamed_items`, one warning each; an old key and its
+    new name with different values are refused); Hydra's errors become :class:`ConfigError` messages naming the key."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+
+    from reward.core.schemas import register
 
     args = list(overrides)
     if subcommands:
@@ -67,12 +80,12 @@ def compose(
     if bare:
         raise ConfigError(f"arguments must be key=value, got {bare}; see configs/{config_name}.yaml for the keys")
     config_dir = config_dir or CONFIG_DIR
-    base = _compose_groups(config_name, args, config_dir)
-    args = [_rewrite_override(a, base) for a in args] if base is not None else args
+    keys = register(config_name, schema, config_dir, args)
+    args = _renamed_overrides(args, keys)
     try:
         return _hydra_compose(config_name, args, config_dir)
     except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError(_hydra_message(err, config_name, base)) from None
+        raise ConfigError(_hydra_message(err, config_name, keys)) from None
 
 
 def _hydra_compose(config_name: str, args: Sequence[str], config_dir: Path) -> Any:
@@ -94,54 +107,27 @@ def _split_override(arg: str) -> tuple[str, str, str]:
     return prefix, key, sep + value
 
 
-def _compose_groups(config_name: str, args: Sequence[str], config_dir: Path) -> Any:
-    """The config composed with only the overrides that choose a config group (``reward=pace``): every node of it
-    has the schema the full command line will have; ``None`` when even that fails (the full compose says why)."""
-    groups = []
-    for arg in args:
-        _, key, rest = _split_override(arg)
-        if rest and "." not in key and (config_dir / key).is_dir():
-            groups.append(arg)
-    try:
-        return _hydra_compose(config_name, groups, config_dir)
-    except Exception:  # noqa: BLE001 - reported by the full compose
-        return None
+def _renamed_overrides(args: Sequence[str], keys: Keys) -> list[str]:
+    """``args`` with old key names replaced by their new ones, walking the command's schemas along each dotted key
+    (:func:`reward.core.config.renamed_items`, the same rewrite as plain dicts get). A key of an untyped section
+    (``trainer.*``, checked against its library's fields later) is added or set with ``++``, and so is a ``+key`` of a
+    typed section that has the key (``+agents.retries=1``, from when the section was an untyped dict)."""
+    import dataclasses
 
+    from reward.core.config import renamed_items
 
-def _rewrite_override(arg: str, base: Any) -> str:
-    """``arg`` with old key names replaced by their new ones, walking ``base``'s schemas along the dotted key; a key
-    of an untyped section (e.g. ``trainer.*``, checked against its library's fields later) is added with ``+``."""
-    from omegaconf import DictConfig, OmegaConf
-
-    from reward.core.config import aliases_of, note_alias
-
-    prefix, key, rest = _split_override(arg)
-    if not rest or key.startswith("hydra"):
-        return arg
-    segs = key.split(".")
-    node: Any = base
-    i = 0
-    while i < len(segs):
-        table = aliases_of(OmegaConf.get_type(node)) if isinstance(node, DictConfig) else {}
-        for j in range(len(segs), i, -1):
-            old = ".".join(segs[i:j])
-            if old in table:
-                new = table[old].split(".")
-                note_alias(".".join(segs[:j]), ".".join(segs[:i] + new))
-                segs = segs[:i] + new + segs[j:]
-                break
-        child = node.get(segs[i]) if isinstance(node, DictConfig) and segs[i] in node else None
-        if (
-            child is None
-            and i == len(segs) - 1
-            and isinstance(node, DictConfig)
-            and OmegaConf.get_type(node) is dict
-            and not prefix
-        ):
-            prefix = "+"
-        node = child
-        i += 1
-    return prefix + ".".join(segs) + rest
+    split = [_split_override(a) for a in args]
+    settings = [i for i, (_, key, rest) in enumerate(split) if rest and not key.startswith("hydra")]
+    items = [(tuple(split[i][1].split(".")), split[i][2][1:]) for i in settings]
+    out = list(args)
+    for i, (new, _, untyped) in zip(settings, renamed_items(keys.root, items, group=keys.group), strict=True):
+        prefix, _, rest = split[i]
+        section = keys.at(".".join(new[:-1])) if len(new) > 1 else None  # (a top-level +key: Hydra's meaning)
+        has_key = section is not None and new[-1] in {f.name for f in dataclasses.fields(section)}
+        if untyped and not prefix or prefix == "+" and has_key:
+            prefix = "++"
+        out[i] = prefix + ".".join(new) + rest
+    return out
 
 
 def _no_sweep(arg: str) -> str:
@@ -169,7 +155,7 @@ def _quoted(arg: str) -> str:
     return arg
 
 
-def _hydra_message(err: Exception, config_name: str, base: Any = None) -> str:
+def _hydra_message(err: Exception, config_name: str, keys: Keys | None = None) -> str:
     """Hydra's composition error as one line naming the key, without Hydra's hints about ``+key``."""
     from reward.core.config import TYPE_WORDS
     from reward.core.registry import close_match
@@ -181,7 +167,7 @@ def _hydra_message(err: Exception, config_name: str, base: Any = None) -> str:
     key = _full_key(cause_text)
     if key and "not in" in cause_text.splitlines()[0]:
         parent, _, leaf = key.rpartition(".")
-        hint = _did_you_mean(leaf, base, parent)
+        hint = _did_you_mean(leaf, keys.at(parent) if keys is not None else None)
         return f"unknown key {key}{hint}: not a setting of configs/{config_name}.yaml"
     if key and "could not be converted to" in cause_text:
         value = head.split("=", 1)[1] if "=" in head else "?"
@@ -198,35 +184,18 @@ def _hydra_message(err: Exception, config_name: str, base: Any = None) -> str:
     return " ".join(ln for ln in lines if not ln.startswith(("To append", "See https"))).replace("\t", " ")
 
 
-def _keys_at(cfg: Any, parent: str) -> list[str]:
-    """The keys of ``parent`` (a dotted path, "" for the top) in ``cfg``: the config composed with the command line's
-    group choices, so that ``reward=pace reward.pth=...`` is matched against the pace reward's keys."""
-    from omegaconf import DictConfig, OmegaConf
-
-    if cfg is None:
-        return []
-    try:
-        node = OmegaConf.select(cfg, parent) if parent else cfg
-    except Exception:  # noqa: BLE001 - only a hint
-        return []
-    return [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
-
-
-def _did_you_mean(leaf: str, base: Any, parent: str) -> str:
-    """`` (did you mean 'KEY'?)`` from the keys at ``parent`` and their old names (an old name suggests its new)."""
-    from omegaconf import DictConfig, OmegaConf
+def _did_you_mean(leaf: str, section: type | None) -> str:
+    """`` (did you mean 'KEY'?)`` from the fields of settings dataclass ``section`` and their old names (an old name
+    suggests its new one); the section is the one the command line's group choices give (``reward=pace``)."""
+    import dataclasses
 
     from reward.core.config import aliases_of
     from reward.core.registry import close_match
 
-    keys = _keys_at(base, parent)
-    node = OmegaConf.select(base, parent) if base is not None and parent else base
-    aliases = (
-        {k: v for k, v in aliases_of(OmegaConf.get_type(node)).items() if "." not in k}
-        if isinstance(node, DictConfig)
-        else {}
-    )
-    word = close_match(leaf, keys + list(aliases), fmt="{}")
+    if section is None:
+        return ""
+    aliases = {k: v.new for k, v in aliases_of(section).items() if "." not in k}
+    word = close_match(leaf, [f.name for f in dataclasses.fields(section)] + list(aliases), fmt="{}")
     return f" (did you mean {aliases.get(word, word)!r}?)" if word else ""
 
 
@@ -301,16 +270,18 @@ def main(
     config_name: str,
     run: Callable[[Any], Any],
     *,
+    schema: type,
     doc: str | None = None,
     argv: Sequence[str] | None = None,
     subcommands: Sequence[str] = (),
 ) -> Any:
-    """Compose the config, run the command, and fail the one way (see the module docstring). ``--help`` prints the
-    settings with their comments, ``--cfg job`` (or ``all``) the composed config without running; Hydra's other
-    flags are refused with one message (:func:`hydra_flags`)."""
+    """Compose the config (``schema``: the command's settings dataclass, see :func:`compose`), run the command, and
+    fail the one way (see the module docstring). ``--help`` prints the settings with their help, ``--cfg job`` (or
+    ``all``) the composed config without running; Hydra's other flags are refused with one message
+    (:func:`hydra_flags`)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
-        _help(config_name, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
+        _help(config_name, schema, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
         return None
     setup_logging()
     from reward.core.outputs import RunComplete
@@ -318,7 +289,7 @@ def main(
     cfg = None
     try:
         args, show = hydra_flags(args)
-        cfg = compose(config_name, args, subcommands=subcommands)
+        cfg = compose(config_name, args, schema=schema, subcommands=subcommands)
         if show:
             from omegaconf import OmegaConf
 
@@ -400,13 +371,14 @@ def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
     return rest, show
 
 
-def _help(config_name: str, doc: str | None, args: list[str], subcommands: Sequence[str]) -> None:
+def _help(config_name: str, schema: type, doc: str | None, args: list[str], subcommands: Sequence[str]) -> None:
     from reward.core.helptext import annotated
 
     print((doc or "").strip() + "\n")
     try:
         args, _ = hydra_flags(args)
-        cfg = compose(config_name, args if not subcommands or args else [subcommands[0]], subcommands=subcommands)
+        args = args if not subcommands or args else [subcommands[0]]
+        cfg = compose(config_name, args, schema=schema, subcommands=subcommands)
         print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + "\n".join(annotated(cfg)))
     except UserError as err:
         print(f"error: {err}")

@@ -1,15 +1,18 @@
-"""Typed settings from configs: dataclasses are the single home of defaults and types.
+"""Typed settings from configs: dataclasses are the single home of defaults, types and each key's help
+(``field(default=..., metadata={"help": ...})``, read by :mod:`reward.core.helptext`).
 
 :func:`parse` turns a mapping or a Hydra/OmegaConf node into a settings dataclass (nested dataclasses included) and
 reports every problem at once: unknown keys (with the close match), missing required keys and values of the wrong
-type (``temperature=hot``), each named by its full key. Commands compose their YAML with the same dataclasses
-registered as Hydra structured configs (:func:`store_schema`), so a wrong key or type is refused before anything
-runs; code and tests build the same settings from plain dicts.
+type (``temperature=hot``), each named by its full key. Commands compose their YAML with the same dataclasses,
+registered as Hydra structured configs by the command right before it composes (:mod:`reward.core.schemas`), so a
+wrong key or type is refused before anything runs; code and tests build the same settings from plain dicts.
 
-Old key names stay valid: a settings dataclass lists them in its ``aliases`` class variable (old dotted key -> new
-dotted key, both relative to the class), and :func:`apply_aliases` rewrites them, with one logged note per alias,
-for plain dicts (:func:`parse`) and for command lines (:mod:`reward.core.cli` rewrites overrides before Hydra
-composes) alike. Values that must be one of a few words (``resume=auto|never``) are read by :func:`resume_mode`.
+Old key names stay valid until the version that drops them: a settings dataclass lists them in its ``aliases``
+class variable (old dotted key -> :class:`Alias`: the new dotted key, both relative to the class, and the version
+that removes the old one). :func:`renamed` is the one place they are read, with one warning per alias, for plain
+dicts (:func:`apply_aliases`, used by :func:`parse`) and for command lines (:mod:`reward.core.cli` rewrites
+overrides before Hydra composes) alike. Values that must be one of a few words (``resume=auto|never``) are read by
+:func:`resume_mode`.
 
 Example:
     >>> from dataclasses import dataclass
@@ -29,11 +32,10 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from reward.core.errors import ConfigError
 from reward.core.registry import close_match
@@ -69,11 +71,11 @@ def _drop_missing(node: Any) -> Any:
     return node
 
 
-def _is_dataclass_type(tp: Any) -> bool:
+def is_dataclass_type(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
-def _field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
     import typing
 
     hints = typing.get_type_hints(cls)
@@ -85,19 +87,19 @@ def _problems(cls: type, values: dict[str, Any], prefix: str) -> list[str]:
     from omegaconf import MISSING, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    types = _field_types(cls)
+    types = field_types(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     problems: list[str] = []
     for key, value in values.items():
         full = f"{prefix}.{key}" if prefix else key
         if key not in fields:
-            aliases = {k: v for k, v in aliases_of(cls).items() if "." not in k}
+            aliases = {k: v.new for k, v in aliases_of(cls).items() if "." not in k}
             word = close_match(key, [*fields, *aliases], fmt="{}")
             hint = f" (did you mean {aliases.get(word, word)!r}?)" if word else ""
             problems.append(f"unknown key {full}{hint}")
             continue
         tp = types[key]
-        if _is_dataclass_type(tp) and isinstance(value, Mapping):
+        if is_dataclass_type(tp) and isinstance(value, Mapping):
             problems += _problems(tp, dict(value), full)
             continue
         node = OmegaConf.structured(cls)
@@ -108,7 +110,7 @@ def _problems(cls: type, values: dict[str, Any], prefix: str) -> list[str]:
     for name, f in fields.items():
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         required = not has_default or (f.default is MISSING)
-        if required and values.get(name) is None and not _is_dataclass_type(types[name]):
+        if required and values.get(name) is None and not is_dataclass_type(types[name]):
             full = f"{prefix}.{name}" if prefix else name
             problems.append(f"missing required key {full} (set it with {full}=...)")
     return problems
@@ -136,7 +138,8 @@ def parse(cls: type[T], cfg: Any, *, where: str = "", ignore: tuple[str, ...] = 
 
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     skip = set(ignore) | ({"name"} - fields)
-    values = apply_aliases(cls, {k: v for k, v in to_plain(cfg).items() if k not in skip}, where)
+    plain = cfg if isinstance(cfg, dict) else to_plain(cfg)  # (a plain dict is read as it is, not copied)
+    values = apply_aliases(cls, {k: v for k, v in plain.items() if k not in skip}, where)
     problems = _problems(cls, values, where)
     if problems:
         raise ConfigError(f"invalid {where + ' ' if where else ''}settings:\n  - " + "\n  - ".join(problems))
@@ -149,85 +152,157 @@ def parse(cls: type[T], cfg: Any, *, where: str = "", ignore: tuple[str, ...] = 
         raise ConfigError(f"invalid {where + ' ' if where else ''}settings: {text}") from None
 
 
-def aliases_of(cls: Any) -> dict[str, str]:
-    """Old dotted key -> new dotted key of settings dataclass ``cls`` (its ``aliases`` class variable)."""
+class Alias(NamedTuple):
+    """An old key of a settings dataclass: ``new``, its new dotted name (relative to the class), and ``removed_in``,
+    the version from which the old name is refused."""
+
+    new: str
+    removed_in: str
+
+
+def aliases_of(cls: Any) -> dict[str, Alias]:
+    """Old dotted key -> :class:`Alias` of settings dataclass ``cls`` (its ``aliases`` class variable)."""
     return dict(getattr(cls, "aliases", None) or {}) if isinstance(cls, type) else {}
 
 
 _NOTED: set[tuple[str, str]] = set()
 
 
-def note_alias(old: str, new: str) -> None:
-    """Log once per process that ``old`` was read as ``new``."""
+def note_alias(old: str, new: str, removed_in: str) -> None:
+    """Warn once per process that ``old`` was read as ``new``, and when ``old`` goes."""
     if (old, new) not in _NOTED:
         _NOTED.add((old, new))
-        logger.info("%s is an alias of %s", old, new)
+        logger.warning("%s is an alias of %s; the old name goes in %s", old, new, removed_in)
 
 
 def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-def _pop_dotted(values: dict[str, Any], key: str) -> tuple[bool, Any]:
-    head, _, rest = key.partition(".")
-    if not rest:
-        return (True, values.pop(head)) if head in values else (False, None)
-    node = values.get(head)
-    if not isinstance(node, dict):
-        return False, None
-    found, value = _pop_dotted(node, rest)
-    if found and not node:
-        del values[head]
-    return found, value
+KeyPath = tuple[str, ...]  # a dotted key as its parts
 
 
-def _get_dotted(values: Mapping[str, Any], key: str) -> tuple[bool, Any]:
-    node: Any = values
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
+def renamed(
+    cls: Any, key: Sequence[str], *, where: str = "", group: Callable[[KeyPath], Any] | None = None
+) -> tuple[KeyPath, bool]:
+    """``(key with every old name along it replaced by its new one, whether it lies in an untyped dict section)``:
+    the one place where renamed keys are read, for plain dicts (:func:`apply_aliases`) and command lines
+    (:mod:`reward.core.cli`) alike. ``key`` is walked from settings dataclass ``cls`` through its nested sections
+    (``group(path)``: the dataclass of a config group's chosen option, e.g. ``reward=pace`` for ``("reward",)``);
+    each old name is noted once (:func:`note_alias`). A key below a ``dict`` field (``trainer.max_steps``) is in an
+    untyped section.
+
+    >>> @dataclasses.dataclass
+    ... class C:
+    ...     aliases = {"output_dir": Alias("out", "0.3.0"), "trainer.seed": Alias("seed", "0.3.0")}
+    ...     out: str = ""
+    ...     seed: int = 0
+    ...     trainer: dict = dataclasses.field(default_factory=dict)
+    >>> renamed(C, ["trainer", "seed"]), renamed(C, ["trainer", "max_steps"]), renamed(C, ["out"])
+    ((('seed',), False), (('trainer', 'max_steps'), True), (('out',), False))
+    """
+    segs = list(key)
+    node: Any = cls
+    i = 0
+    while i < len(segs) and is_dataclass_type(node):
+        table = aliases_of(node)
+        for j in range(len(segs), i, -1):
+            alias = table.get(".".join(segs[i:j]))
+            if alias is not None:
+                new = segs[:i] + alias.new.split(".")
+                note_alias(_join(where, ".".join(segs[:j])), _join(where, ".".join(new)), alias.removed_in)
+                segs = new + segs[j:]
+                break
+        tp = field_types(node).get(segs[i])
+        chosen = group(tuple(segs[: i + 1])) if group is not None else None
+        node = tp if is_dataclass_type(tp) else chosen
+        if node is None and i < len(segs) - 1 and _is_dict_type(tp):
+            return tuple(segs), True
+        i += 1
+    return tuple(segs), False
 
 
-def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    node = values
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = value
+def _is_dict_type(tp: Any) -> bool:
+    import types
+    import typing
+
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return any(_is_dict_type(a) for a in typing.get_args(tp))
+    return tp is dict or typing.get_origin(tp) is dict
+
+
+def _leaves(node: Any, path: KeyPath = ()) -> list[tuple[KeyPath, Any]]:
+    if isinstance(node, Mapping) and node:
+        return [leaf for k, v in node.items() for leaf in _leaves(v, (*path, k))]
+    return [(path, node)]
+
+
+def renamed_items(
+    cls: Any, items: Sequence[tuple[KeyPath, Any]], *, where: str = "", group: Callable[[KeyPath], Any] | None = None
+) -> list[tuple[KeyPath, Any, bool]]:
+    """``(key, value)`` pairs (keys as paths relative to dataclass ``cls``) as ``(new key, value, in an untyped
+    section)`` (:func:`renamed`); an old key and its new name given with different values are refused, naming both.
+
+    >>> @dataclasses.dataclass
+    ... class C:
+    ...     aliases = {"dir": Alias("out", "0.3.0")}
+    ...     out: str = ""
+    >>> renamed_items(C, [(("dir",), "/a"), (("out",), "/a")])
+    [(('out',), '/a', False), (('out',), '/a', False)]
+    >>> renamed_items(C, [(("dir",), "/a"), (("out",), "/b")])
+    Traceback (most recent call last):
+    ...
+    reward.core.errors.ConfigError: out='/b' and dir='/a' name the same setting (dir is an alias of out); give only out
+    """
+    out: list[tuple[KeyPath, Any, bool]] = []
+    given: dict[KeyPath, tuple[KeyPath, Any]] = {}  # new key -> (the key it was given as, its value)
+    for old, value in items:
+        new, untyped = renamed(cls, [str(k) for k in old], where=where, group=group) if old else ((), False)
+        new = old if new == tuple(str(k) for k in old) else new
+        first, first_value = given.get(new, (new, value))
+        if first_value != value and (old != new or first != new):  # (one key given twice: the last one counts)
+            alias = old if old != new else first
+            a, b, n, r = (_join(where, ".".join(map(str, p))) for p in (old, first, new, alias))
+            raise ConfigError(
+                f"{a}={value!r} and {b}={first_value!r} name the same setting ({r} is an alias of {n}); give only {n}"
+            )
+        given[new] = (old, value)
+        out.append((new, value, untyped))
+    return out
 
 
 def apply_aliases(cls: Any, values: dict[str, Any], where: str = "") -> dict[str, Any]:
     """``values`` (a plain dict for dataclass ``cls``) with every old key of ``cls.aliases`` (and of its nested
-    settings dataclasses) moved to its new key; giving both an old and a new key with different values fails.
+    settings dataclasses) moved to its new key (:func:`renamed_items`); an old and a new key with different values
+    fail.
 
     >>> @dataclasses.dataclass
     ... class C:
-    ...     aliases = {"output_dir": "out"}
+    ...     aliases = {"output_dir": Alias("out", "0.3.0")}
     ...     out: str = ""
     >>> apply_aliases(C, {"output_dir": "/tmp/x"})
     {'out': '/tmp/x'}
     """
-    if not _is_dataclass_type(cls):
+    if not is_dataclass_type(cls):
         return values
-    values = copy.deepcopy(values)
-    for old, new in aliases_of(cls).items():
-        found, value = _pop_dotted(values, old)
-        if not found:
-            continue
-        note_alias(_join(where, old), _join(where, new))
-        present, existing = _get_dotted(values, new)
-        if present and existing != value:
+    out: dict[str, Any] = {}
+    for key, value, _ in renamed_items(cls, _leaves(values), where=where):
+        _put(out, key, value, where)
+    return out
+
+
+def _put(values: dict[Any, Any], key: KeyPath, value: Any, where: str) -> None:
+    node = values
+    for n, part in enumerate(key[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
             raise ConfigError(
-                f"{_join(where, old)}={value!r} and {_join(where, new)}={existing!r} name the same setting "
-                f"({_join(where, old)} is an alias of {_join(where, new)}); give only {_join(where, new)}"
+                f"{_join(where, '.'.join(map(str, key)))}: {_join(where, '.'.join(map(str, key[: n + 1])))} is a "
+                "value here, not a section (an old key and its new name were both given)"
             )
-        _set_dotted(values, new, value)
-    for key, tp in _field_types(cls).items():
-        if _is_dataclass_type(tp) and isinstance(values.get(key), Mapping):
-            values[key] = apply_aliases(tp, dict(values[key]), _join(where, key))
-    return values
+        node = child
+    if key:
+        node[key[-1]] = value
 
 
 RESUME_WORDS = {"auto": True, "true": True, "never": False, "false": False}
@@ -304,12 +379,18 @@ def _fits(value: Any, want: type) -> bool:
     return isinstance(value, str)
 
 
+_STORED: dict[tuple[str | None, str], type] = {}
+
+
 def store_schema(name: str, node: type, group: str | None = None) -> None:
     """Register dataclass ``node`` as the Hydra structured config ``name`` (in ``group``), the schema a YAML file
-    names in its defaults list; storing the same schema again is a no-op."""
+    names in its defaults list (:func:`reward.core.schemas.register` calls it for a command); storing the same schema
+    again is a no-op."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=name, node=node, group=group)
+    if _STORED.get((group, name)) is not node:
+        ConfigStore.instance().store(name=name, node=node, group=group)
+        _STORED[(group, name)] = node
 
 
 def check_subcommand(settings: Any, needs: dict[str, tuple[str, ...]]) -> str:

@@ -1,5 +1,6 @@
-"""``--help`` and ``--cfg``: a composed config printed with each key's one-line comment, read from the source line of
-its settings dataclass (``key: type = default  # comment``), the single home of the comments: nothing is repeated.
+"""``--help`` and ``--cfg``: a composed config printed with each key's one-line help, read from its settings
+dataclass's field (``field(default=..., metadata={"help": "..."})``, as trl's configs), the single home of the help:
+nothing is repeated. A dict-valued field (``trainer``) gives its entries' help in ``metadata["entries"]``.
 
 Example:
     >>> from omegaconf import OmegaConf
@@ -11,61 +12,33 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-import re
+from collections.abc import Mapping
 from typing import Any
 
-FIELD_LINE = re.compile(r"^\s+(\w+)\s*:[^#]*?#\s?(.*)$")  # name: type = default  # comment
-DICT_LINE = re.compile(r"^\s+[\"'](\w+)[\"']\s*:[^#]*?#\s?(.*)$")  # "name": value,  # comment (a default dict)
-MORE_LINE = re.compile(r"^\s+#\s?(.*)$")  # the comment continued on the next line
 
-
-@functools.cache
-def comments_of(cls: type) -> dict[str, str]:
-    """Field name -> comment of settings dataclass ``cls`` (its own and its bases'), from the source lines."""
-    comments: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            comments.update(_source_comments(klass, FIELD_LINE))
-    return comments
-
-
-def _source_comments(obj: Any, pattern: re.Pattern[str]) -> dict[str, str]:
-    try:
-        lines = inspect.getsource(obj).splitlines()
-    except (OSError, TypeError):
+def help_of(cls: Any) -> dict[str, str]:
+    """Field name -> help of settings dataclass ``cls`` (its own fields and its bases'); ``{}`` for anything else."""
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         return {}
-    found: dict[str, str] = {}
-    last = None
-    for line in lines:
-        m = pattern.match(line)
-        if m:
-            last = m.group(1)
-            found[last] = m.group(2).strip()
-        elif last and (more := MORE_LINE.match(line)) and not line.lstrip().startswith("# noqa"):
-            found[last] += " " + more.group(1).strip()
-        else:
-            last = None
-    return found
+    return {f.name: f.metadata["help"] for f in dataclasses.fields(cls) if f.metadata.get("help")}
 
 
-def _default_dict_comments(cls: type | None, key: str) -> dict[str, str]:
-    """Comments of a dict field's entries, from the source of its default factory (e.g. ``trainer``'s)."""
-    if cls is None or not dataclasses.is_dataclass(cls):
+def entries_help(cls: Any, key: str) -> dict[str, str]:
+    """Entry -> help of the dict-valued field ``key`` of settings dataclass ``cls`` (``metadata["entries"]``)."""
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         return {}
-    for f in dataclasses.fields(cls):
-        if f.name == key and f.default_factory is not dataclasses.MISSING:
-            return _source_comments(f.default_factory, DICT_LINE)
-    return {}
+    entries: Mapping[str, str] = next(
+        (f.metadata.get("entries", {}) for f in dataclasses.fields(cls) if f.name == key), {}
+    )
+    return dict(entries)
 
 
-def annotated(node: Any, indent: int = 0, comments: dict[str, str] | None = None) -> list[str]:
-    """``node`` (a composed config) as YAML lines, each key followed by its comment where it has one."""
+def annotated(node: Any, indent: int = 0, helps: dict[str, str] | None = None) -> list[str]:
+    """``node`` (a composed config) as YAML lines, each key followed by its help where it has one."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     cls = OmegaConf.get_type(node)
-    own = comments if comments is not None else (comments_of(cls) if dataclasses.is_dataclass(cls) else {})
+    own = helps if helps is not None else help_of(cls)
     pad = " " * indent
     lines = []
     for key in node:
@@ -76,8 +49,8 @@ def annotated(node: Any, indent: int = 0, comments: dict[str, str] | None = None
         child = node[key]
         if isinstance(child, DictConfig) and len(child):
             lines.append(f"{pad}{key}:{note}")
-            entries = None if dataclasses.is_dataclass(OmegaConf.get_type(child)) else _default_dict_comments(cls, key)
-            lines += annotated(child, indent + 2, entries)
+            typed = dataclasses.is_dataclass(OmegaConf.get_type(child))
+            lines += annotated(child, indent + 2, None if typed else entries_help(cls, str(key)))
         elif isinstance(child, ListConfig):
             lines.append(f"{pad}{key}: [{', '.join(str(v) for v in OmegaConf.to_container(child))}]{note}")
         else:

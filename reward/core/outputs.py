@@ -4,7 +4,8 @@ A run is identified by its command, its settings and fingerprints of its inputs 
 and modification time), written to ``OUT/run.json`` when the folder is created. Given an existing folder, a command:
 
 - resumes it only when asked to (``resume``) and ``run.json`` describes the same run (every setting equal except a
-  short, explicit list of keys that may change, such as ``trainer.max_steps`` or logging);
+  short, explicit list of keys that may change, such as ``trainer.max_steps`` or logging, marked on the settings'
+  fields: :func:`may_change_keys`);
 - else refuses, naming the keys that differ and the ways out: ``out=`` elsewhere, or ``overwrite=true``, which moves
   the old folder aside to ``OUT.old-<time>`` (nothing is deleted);
 - never writes into a folder it did not make (no ``run.json``) unless ``overwrite=true`` moves that aside too;
@@ -115,6 +116,40 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 
 def _matches(key: str, patterns: Sequence[str]) -> bool:
     return any(key == p or key.startswith(p + ".") for p in patterns)
+
+
+def may_change_keys(cls: type, prefix: str = "") -> tuple[str, ...]:
+    """The settings of dataclass ``cls`` that a resumed run may change (dotted keys for :func:`prepare_output`), read
+    from its fields: ``metadata={"may_change": True}`` marks a key (or a whole section), a tuple marks keys below a
+    field (the entries of a dict such as ``trainer``, the keys of a config group such as ``reward``); nested
+    settings dataclasses are read too.
+
+    >>> from dataclasses import field, make_dataclass
+    >>> Eval = make_dataclass("Eval", [("every", int, field(default=10, metadata={"may_change": True}))])
+    >>> Run = make_dataclass("Run", [
+    ...     ("lr", float, 0.1),
+    ...     ("eval", Eval, field(default_factory=Eval)),
+    ...     ("trainer", dict, field(default_factory=dict, metadata={"may_change": ("max_steps",)})),
+    ... ])
+    >>> may_change_keys(Run)
+    ('eval.every', 'trainer.max_steps')
+    """
+    import dataclasses
+
+    from reward.core.config import field_types, is_dataclass_type
+
+    keys: list[str] = []
+    types = field_types(cls)
+    for f in dataclasses.fields(cls):
+        full = f"{prefix}.{f.name}" if prefix else f.name
+        mark = f.metadata.get("may_change")
+        if mark is True:
+            keys.append(full)
+        elif mark:
+            keys += [f"{full}.{key}" for key in mark]
+        elif is_dataclass_type(types.get(f.name)):
+            keys += may_change_keys(types[f.name], full)
+    return tuple(keys)
 
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any], may_change: Sequence[str] = ()) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,15 @@ _SPLIT_NAMES = {"val": ("validation", "val", "valid", "dev"), "test": ("test",),
 class HfColumns:
     """The columns of an ``hf:`` dataset that hold what a ratings row needs."""
 
-    image: str = "image"  # images: datasets' Image feature, or paths relative to the dataset's folder
-    mos: str = "mos"  # the mean opinion score of each row
-    dimension: str = "dimension"  # each row's dimension name; a dataset without this column is rated on "quality"
+    image: str = field(
+        default="image",
+        metadata={"help": "images: datasets' Image feature, or paths relative to the dataset's folder"},
+    )
+    mos: str = field(default="mos", metadata={"help": "the mean opinion score of each row"})
+    dimension: str = field(
+        default="dimension",
+        metadata={"help": 'each row\'s dimension name; a dataset without this column is rated on "quality"'},
+    )
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +81,18 @@ class Description:
 
 @dataclass
 class A2JudgeSettings:
-    base_url: str | None = None  # OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (null: no scoring)
-    model: str = "gpt-4o"  # the judge model's name on that endpoint
-    api_key_env: str = "OPENAI_API_KEY"  # environment variable holding the key ("EMPTY" if unset, as for vLLM)
-    rounds: int = 5  # the paper's 5 rounds, averaged
-    temperature: float = 1.0  # sampling makes the rounds differ
-    max_workers: int = 8  # concurrent requests
-    timeout: float = 60.0  # seconds per request
+    base_url: str | None = field(
+        default=None, metadata={"help": "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (null: no scoring)"}
+    )
+    model: str = field(default="gpt-4o", metadata={"help": "the judge model's name on that endpoint"})
+    api_key_env: str = field(
+        default="OPENAI_API_KEY",
+        metadata={"help": 'environment variable holding the key ("EMPTY" if unset, as for vLLM)'},
+    )
+    rounds: int = field(default=5, metadata={"help": "the paper's 5 rounds, averaged"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling makes the rounds differ"})
+    max_workers: int = field(default=8, metadata={"help": "concurrent requests"})
+    timeout: float = field(default=60.0, metadata={"help": "seconds per request"})
 
 
 def load_descriptions(

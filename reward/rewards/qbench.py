@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 from PIL import Image
 
-from reward.core.config import parse
+from reward.core.config import Alias, parse
 from reward.core.errors import ConfigError
 from reward.core.inputs import check_models
 from reward.data.images import as_images
@@ -32,20 +32,37 @@ class QBenchConfig(ModelLoading):
     """Settings of ``reward=qbench`` (the loading knobs dtype, device, device_map, attn_implementation, min_pixels
     and max_pixels come from :class:`reward.vlm.ModelLoading`)."""
 
-    aliases: ClassVar[dict[str, str]] = {"path": "model"}
+    aliases: ClassVar[dict[str, Alias]] = {"path": Alias("model", removed_in="0.3.0")}
 
     name: str = "qbench"
-    model: str | None = None  # checkpoint directory of the VLM (backend=openai: only its tokenizer is read, if given)
-    prompt: str = "Rate the quality of the image."  # user question
-    response_prefix: str = "The quality of the image is"  # the answer word follows it
-    positive: tuple[str, ...] = ("good",)  # positive word(s); with ensemble, the synonym set P
-    negative: tuple[str, ...] = ("poor",)  # negative word(s); with ensemble, the synonym set N
-    ensemble: bool = False  # use Q-Bench+'s synonym sets (good/high/fine vs poor/low/bad) unless words given
-    temperature: float = 1.0  # softmax temperature T
-    system: str | None = None  # optional system prompt
-    batch_size: int = 16  # images per forward pass
-    backend: str = "local"  # local: the model in this process; openai: OpenAI-compatible servers (server.*)
-    server: ServerConfig = field(default_factory=ServerConfig)  # backend=openai: base_urls, model, retries, ...
+    model: str | None = field(
+        default=None,
+        metadata={"help": "checkpoint directory of the VLM (backend=openai: only its tokenizer is read, if given)"},
+    )
+    prompt: str = field(default="Rate the quality of the image.", metadata={"help": "user question"})
+    response_prefix: str = field(
+        default="The quality of the image is", metadata={"help": "the answer word follows it"}
+    )
+    positive: tuple[str, ...] = field(
+        default=("good",), metadata={"help": "positive word(s); with ensemble, the synonym set P"}
+    )
+    negative: tuple[str, ...] = field(
+        default=("poor",), metadata={"help": "negative word(s); with ensemble, the synonym set N"}
+    )
+    ensemble: bool = field(
+        default=False,
+        metadata={"help": "use Q-Bench+'s synonym sets (good/high/fine vs poor/low/bad) unless words given"},
+    )
+    temperature: float = field(default=1.0, metadata={"help": "softmax temperature T"})
+    system: str | None = field(default=None, metadata={"help": "optional system prompt"})
+    batch_size: int = field(default=16, metadata={"help": "images per forward pass"})
+    backend: str = field(
+        default="local",
+        metadata={"help": "local: the model in this process; openai: OpenAI-compatible servers (server.*)"},
+    )
+    server: ServerConfig = field(
+        default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
+    )
 
 
 class QBenchReward(TrlCallable):

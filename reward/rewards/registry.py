@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from reward.core.config import store_schema, to_plain
+from reward.core.config import to_plain
 from reward.core.errors import ConfigError
 from reward.core.registry import Registry, import_path
 from reward.rewards.base import Reward
@@ -188,7 +188,7 @@ def reward_info(name: str) -> RewardSpec:
 def get_reward(name: str, cfg: Mapping[str, Any] | Any | None = None, **overrides: Any) -> Reward:
     """Build the reward ``name`` from a config node (Hydra or plain mapping) and keyword overrides."""
     spec = reward_info(name)
-    values = to_plain(cfg)
+    values = dict(cfg) if isinstance(cfg, dict) else to_plain(cfg)  # (a plain dict: copied, not converted)
     values.pop("name", None)
     values.update(overrides)
     reward = spec.build(values)
@@ -205,13 +205,17 @@ def spec_of(reward: Any) -> RewardSpec | None:
     return spec if isinstance(spec, RewardSpec) else None
 
 
-def store_reward_schemas() -> None:
-    """Register every reward's settings dataclass as the Hydra schema ``reward/NAME_schema`` (imports them)."""
+def reward_schemas() -> dict[str, type]:
+    """Every registered reward's settings dataclass by the name ``configs/reward/NAME.yaml`` gives it
+    (``NAME_schema``): the ``reward`` config group of a command's settings (imports them)."""
+    schemas = {}
     for name in REWARDS.names():
         config = REWARDS.get(name).target.config
         if config is not None:
-            node = import_path(config, what="reward config") if isinstance(config, str) else config
-            store_schema(f"{name}_schema", node, group="reward")
+            schemas[f"{name}_schema"] = (
+                import_path(config, what="reward config") if isinstance(config, str) else config
+            )
+    return schemas
 
 
 register_reward(

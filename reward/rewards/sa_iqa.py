@@ -24,7 +24,7 @@ import torch
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import parse
+from reward.core.config import Alias, parse
 from reward.core.errors import MissingInputError
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
@@ -45,17 +45,33 @@ logger = logging.getLogger(__name__)
 class SaIqaConfig(ModelLoading):
     """Settings of ``reward=sa-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
 
-    aliases: ClassVar[dict[str, str]] = {"path": "model"}
+    aliases: ClassVar[dict[str, Alias]] = {"path": Alias("model", removed_in="0.3.0")}
 
     name: str = "sa-iqa"
-    model: str = MISSING  # scorer folder written by training/sft.py (model or adapter, processor, sa_iqa.json),
-    # or its Hub repo id ORG/NAME (resolved through the Hugging Face cache, offline too)
-    fusion: str | None = None  # fusion weights JSON; default: fusion_weights.json in the scorer directory
-    dimensions: list[str] | None = None  # score only these dimensions (default: all of the scorer's)
-    batch_size: int = 32  # (image, dimension) queries per forward pass
-    reuse_prefix: bool = True  # encode each image once for all its dimensions
-    backend: str = "local"  # local: the model in this process; openai: servers of this scorer (server.*)
-    server: ServerConfig = field(default_factory=ServerConfig)  # backend=openai: base_urls, model, retries, ...
+    model: str = field(
+        default=MISSING,
+        metadata={
+            "help": (
+                "scorer folder written by training/sft.py (model or adapter, processor, sa_iqa.json), or "
+                "its Hub repo id ORG/NAME (resolved through the Hugging Face cache, offline too)"
+            )
+        },
+    )
+    fusion: str | None = field(
+        default=None, metadata={"help": "fusion weights JSON; default: fusion_weights.json in the scorer directory"}
+    )
+    dimensions: list[str] | None = field(
+        default=None, metadata={"help": "score only these dimensions (default: all of the scorer's)"}
+    )
+    batch_size: int = field(default=32, metadata={"help": "(image, dimension) queries per forward pass"})
+    reuse_prefix: bool = field(default=True, metadata={"help": "encode each image once for all its dimensions"})
+    backend: str = field(
+        default="local",
+        metadata={"help": "local: the model in this process; openai: servers of this scorer (server.*)"},
+    )
+    server: ServerConfig = field(
+        default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
+    )
 
 
 def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor | None:

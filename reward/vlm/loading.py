@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +36,22 @@ ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "eager
 class ModelLoading:
     """Loading knobs of a VLM checkpoint (every field has a default: the checkpoint's own behaviour)."""
 
-    dtype: str = "auto"  # auto: bf16 on a GPU that supports it, fp32 elsewhere
-    device: str | None = None  # null: cuda if available; ignored when device_map is set
-    device_map: Any = None  # "auto": spread a model larger than one GPU over all GPUs (accelerate)
-    attn_implementation: str | None = "sdpa"  # sdpa, flash_attention_2 (pip install flash-attn), eager; null: default
-    min_pixels: int | None = None  # processor: images smaller than this are upscaled (null: the checkpoint's)
-    max_pixels: int | None = None  # processor: images larger are downscaled; visual tokens = pixels / 28^2
+    dtype: str = field(default="auto", metadata={"help": "auto: bf16 on a GPU that supports it, fp32 elsewhere"})
+    device: str | None = field(
+        default=None, metadata={"help": "null: cuda if available; ignored when device_map is set"}
+    )
+    device_map: Any = field(
+        default=None, metadata={"help": '"auto": spread a model larger than one GPU over all GPUs (accelerate)'}
+    )
+    attn_implementation: str | None = field(
+        default="sdpa", metadata={"help": "sdpa, flash_attention_2 (pip install flash-attn), eager; null: default"}
+    )
+    min_pixels: int | None = field(
+        default=None, metadata={"help": "processor: images smaller than this are upscaled (null: the checkpoint's)"}
+    )
+    max_pixels: int | None = field(
+        default=None, metadata={"help": "processor: images larger are downscaled; visual tokens = pixels / 28^2"}
+    )
 
     def __post_init__(self) -> None:
         problems = []

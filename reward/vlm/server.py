@@ -85,22 +85,50 @@ REASONS = {  # why an item failed (the keys of stats["failed_reasons"]), besides
 
 @dataclass
 class ServerConfig:
-    base_urls: list[str] = field(default_factory=list)  # e.g. [http://gpu7:8000/v1, http://gpu8:8000/v1]
-    base_url: str | None = None  # one server (the same as base_urls=[URL])
-    model: str | None = None  # the served model name; null: the servers' only model
-    api_key: str | None = "EMPTY"  # or the OPENAI_API_KEY environment variable
-    top_logprobs: int = 20  # options outside the top-k: bounded by the k-th probability (vLLM: --max-logprobs)
-    max_missing_mass: float = 0.01  # most option probability absent options may hold (upper bound, as a share of the
-    # options' mass) for an item to be scored, absent ones as 0: the score moves by at most this fraction of its range
-    timeout: float = 60.0  # seconds per request
-    max_retries: int = 3  # further tries of a failed request (another server first), each after a backoff
-    backoff: float = 0.5  # seconds before the first retry, doubled each time (with jitter), at most backoff_max
+    base_urls: list[str] = field(
+        default_factory=list, metadata={"help": "e.g. [http://gpu7:8000/v1, http://gpu8:8000/v1]"}
+    )
+    base_url: str | None = field(default=None, metadata={"help": "one server (the same as base_urls=[URL])"})
+    model: str | None = field(default=None, metadata={"help": "the served model name; null: the servers' only model"})
+    api_key: str | None = field(default="EMPTY", metadata={"help": "or the OPENAI_API_KEY environment variable"})
+    top_logprobs: int = field(
+        default=20,
+        metadata={"help": "options outside the top-k: bounded by the k-th probability (vLLM: --max-logprobs)"},
+    )
+    max_missing_mass: float = field(
+        default=0.01,
+        metadata={
+            "help": (
+                "most option probability absent options may hold (upper bound, as a share of the options' "
+                "mass) for an item to be scored, absent ones as 0: the score moves by at most this fraction"
+                " of its range"
+            )
+        },
+    )
+    timeout: float = field(default=60.0, metadata={"help": "seconds per request"})
+    max_retries: int = field(
+        default=3, metadata={"help": "further tries of a failed request (another server first), each after a backoff"}
+    )
+    backoff: float = field(
+        default=0.5,
+        metadata={"help": "seconds before the first retry, doubled each time (with jitter), at most backoff_max"},
+    )
     backoff_max: float = 8.0
-    concurrency: int = 8  # requests in flight at most, over all servers
-    breaker_failures: int = 5  # failed tries in a row that mark a server down (0: never); all down: the run stops
-    breaker_cooldown: float = 60.0  # seconds a server marked down is skipped before it is tried again
-    tokenizer: str | None = None  # a local tokenizer folder to check option words are one token (default: the model's)
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {enable_thinking: false} (Qwen3-VL)
+    concurrency: int = field(default=8, metadata={"help": "requests in flight at most, over all servers"})
+    breaker_failures: int = field(
+        default=5,
+        metadata={"help": "failed tries in a row that mark a server down (0: never); all down: the run stops"},
+    )
+    breaker_cooldown: float = field(
+        default=60.0, metadata={"help": "seconds a server marked down is skipped before it is tried again"}
+    )
+    tokenizer: str | None = field(
+        default=None,
+        metadata={"help": "a local tokenizer folder to check option words are one token (default: the model's)"},
+    )
+    chat_template_kwargs: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "e.g. {enable_thinking: false} (Qwen3-VL)"}
+    )
 
     @property
     def urls(self) -> list[str]:

@@ -13,24 +13,25 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 from tqdm import tqdm
 
-from reward.core.config import parse, store_schema, to_plain
+from reward.core.config import parse, to_plain
 from reward.core.errors import ConfigError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output
+from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.integrations.reward_set import RewardSet, reward_has_device
-from reward.rewards.registry import store_reward_schemas
+from reward.rewards.registry import reward_schemas
 from rl.devices import resolve_devices
-from rl.generators import build_generator, inpaint_each
+from rl.generators import build_generator, generator_schemas, inpaint_each
 from rl.inpaint_tasks import Task, load_tasks
 from rl.plots import image_grid
 from rl.reward_guard import require_scores, served_reports
@@ -41,23 +42,44 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class BestOfNSettings:
-    data: str = MISSING  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder
-    out: str = MISSING  # output folder: chosen/, scores.jsonl, sheets/, summary.json
-    reward: Any = MISSING  # the reward that picks: reward=NAME selects configs/reward/NAME.yaml
-    generator: Any = MISSING  # generator=NAME selects configs/generator/NAME.yaml
-    judge: Any = None  # a second reward judging chosen vs random (name or config node); null: none
-    n: int = 4  # candidates per task (the paper: 4); n=1 seed=S reproduces candidate S - seed of every task
-    seed: int = 0  # candidate j of every task uses seed + j
-    tasks_per_call: int = 8  # tasks per generator / reward call (each with n candidates)
-    limit: int | None = None  # use only the first tasks
-    skip_bad: bool = True  # bad manifest rows: named by file:line, skipped and counted
-    max_decode_pixels: int = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread
-    sheets: bool = True  # write one contact sheet per task with the scores under the images
-    overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted, never mixed)
+    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas, "generator": generator_schemas}
 
-
-store_schema("best_of_n_schema", BestOfNSettings)
-store_reward_schemas()
+    data: str = field(
+        default=MISSING,
+        metadata={"help": 'inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder'},
+    )
+    out: str = field(default=MISSING, metadata={"help": "output folder: chosen/, scores.jsonl, sheets/, summary.json"})
+    reward: Any = field(
+        default=MISSING, metadata={"help": "the reward that picks: reward=NAME selects configs/reward/NAME.yaml"}
+    )
+    generator: Any = field(default=MISSING, metadata={"help": "generator=NAME selects configs/generator/NAME.yaml"})
+    judge: Any = field(
+        default=None, metadata={"help": "a second reward judging chosen vs random (name or config node); null: none"}
+    )
+    n: int = field(
+        default=4,
+        metadata={
+            "help": "candidates per task (the paper: 4); n=1 seed=S reproduces candidate S - seed of every task"
+        },
+    )
+    seed: int = field(default=0, metadata={"help": "candidate j of every task uses seed + j"})
+    tasks_per_call: int = field(
+        default=8, metadata={"help": "tasks per generator / reward call (each with n candidates)"}
+    )
+    limit: int | None = field(default=None, metadata={"help": "use only the first tasks"})
+    skip_bad: bool = field(
+        default=True, metadata={"help": "bad manifest rows: named by file:line, skipped and counted"}
+    )
+    max_decode_pixels: int = field(
+        default=DEFAULT_MAX_PIXELS, metadata={"help": "decode guard: larger images are refused unread"}
+    )
+    sheets: bool = field(
+        default=True, metadata={"help": "write one contact sheet per task with the scores under the images"}
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "an earlier run in out is moved aside to out.old-<time> (never deleted, never mixed)"},
+    )
 
 
 def parse_settings(cfg: Any) -> BestOfNSettings:

@@ -38,17 +38,18 @@ from typing import Any, ClassVar
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import library_field_problems, parse, resume_mode, store_schema, to_plain
+from reward.core.config import Alias, library_field_problems, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
-from reward.core.outputs import Output
+from reward.core.outputs import Output, may_change_keys
+from reward.core.schemas import SchemaGroups
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.integrations.trl_rewards import TrlRewards
-from reward.rewards.registry import store_reward_schemas
+from reward.rewards.registry import reward_schemas
 from rl.devices import local_rank, placed_device, resolve_devices
-from rl.generators import build_generator, generator_has_device, text_budget
+from rl.generators import build_generator, generator_has_device, generator_schemas, text_budget
 from rl.heldout import HeldOutEval, read_history, truncate_records
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
@@ -82,106 +83,190 @@ DEFAULT_TEMPLATE = (
 
 @dataclass
 class ExpansionPromptSettings:
-    template: str = DEFAULT_TEMPLATE  # the user turn; {prompt} is the task's base prompt
-    system: str | None = None  # optional system turn
+    template: str = field(
+        default=DEFAULT_TEMPLATE, metadata={"help": "the user turn; {prompt} is the task's base prompt"}
+    )
+    system: str | None = field(default=None, metadata={"help": "optional system turn"})
 
 
 @dataclass
 class HeldOutSettings:
-    every: int = 10  # held-out evaluation every K steps (0: off)
-    max_new_tokens: int | None = None  # null: trainer.max_completion_length
+    every: int = field(default=10, metadata={"help": "held-out evaluation every K steps (0: off)", "may_change": True})
+    max_new_tokens: int | None = field(default=None, metadata={"help": "null: trainer.max_completion_length"})
+
+
+# trl.GRPOConfig fields, NAME -> (default, help): the paper's where App. D.3 states them (group 8, batch 4, eq. 8's
+# loss), ours elsewhere; any other field is set with trainer.NAME=VALUE (checked against GRPOConfig's fields and their
+# types before anything loads)
+PAPER_TRAINER: dict[str, tuple[Any, str]] = {
+    "num_generations": (8, "group size G (the paper: 8)"),
+    "per_device_train_batch_size": (
+        32,
+        "completions per process and step: 32 = the paper's 4 prompts x 8 with one process; with N processes a step "
+        "takes N x 32 / 8 prompts, so use 32 / N for the paper's batch (groups may span processes)",
+    ),
+    "gradient_accumulation_steps": (1, ""),
+    "loss_type": (
+        "grpo",
+        "eq. 8: each completion's token losses averaged over its own length, then over the group (trl's grpo; "
+        "trl's own default, dapo, averages over all tokens of the batch)",
+    ),
+    "max_completion_length": (None, "null: the generator's text budget (CLIP 77; FLUX Fill's T5: 512)"),
+    "temperature": (1.0, "ours (the paper gives none)"),
+    "learning_rate": (1.0e-6, "ours (the paper gives none)"),
+    "beta": (0.04, "ours: KL to the reference policy (0 drops the reference model)"),
+    "max_steps": (500, "ours"),
+    "lr_scheduler_type": ("constant", ""),
+    "bf16": (None, "null: on where the GPU supports it"),
+    "activation_checkpointing": (True, "trl's GRPO default: recompute activations in backward to save memory"),
+    "use_vllm": (False, "true on GPUs: trl's vLLM generation (vllm_mode colocate | server)"),
+    "reward_weights": (None, "one per reward (reward + more_rewards); null: all 1"),
+    "logging_steps": (1, ""),
+    "save_steps": (50, ""),
+    "save_total_limit": (2, ""),
+    "report_to": ("none", ""),
+}
 
 
 def _paper_trainer() -> dict[str, Any]:
-    """trl.GRPOConfig fields: the paper's where App. D.3 states them (group 8, batch 4, eq. 8's loss), ours
-    elsewhere; any other field is set with trainer.NAME=VALUE (checked against GRPOConfig's fields and their types
-    before anything loads)."""
-    return {
-        "num_generations": 8,  # group size G (the paper: 8)
-        # completions per process and step: 32 = the paper's 4 prompts x 8 with one process; with N processes a
-        # step takes N x 32 / 8 prompts, so use 32 / N for the paper's batch (groups may span processes)
-        "per_device_train_batch_size": 32,
-        "gradient_accumulation_steps": 1,
-        # eq. 8: each completion's token losses averaged over its own length, then over the group (trl's "grpo";
-        # trl's own default "dapo" averages over all tokens of the batch)
-        "loss_type": "grpo",
-        "max_completion_length": None,  # null: the generator's text budget (CLIP 77; FLUX Fill's T5: 512)
-        "temperature": 1.0,  # ours (the paper gives none)
-        "learning_rate": 1.0e-6,  # ours (the paper gives none)
-        "beta": 0.04,  # ours: KL to the reference policy (0 drops the reference model)
-        "max_steps": 500,  # ours
-        "lr_scheduler_type": "constant",
-        "bf16": None,  # null: on where the GPU supports it
-        "activation_checkpointing": True,  # trl's GRPO default: recompute activations in backward to save memory
-        "use_vllm": False,  # true on GPUs: trl's vLLM generation (vllm_mode colocate | server)
-        "reward_weights": None,  # one per reward (reward + more_rewards); null: all 1
-        "logging_steps": 1,
-        "save_steps": 50,
-        "save_total_limit": 2,
-        "report_to": "none",
-    }
+    return {name: default for name, (default, _) in PAPER_TRAINER.items()}
 
 
 @dataclass
 class GrpoSettings:
-    aliases: ClassVar[dict[str, str]] = {"output_dir": "out", "trainer.output_dir": "out", "trainer.seed": "seed"}
+    """Settings of ``rl/grpo.py``. Keys marked ``may_change`` may differ when a run is resumed: they change how long it
+    runs, what it logs or where the models sit, not what it learns."""
 
-    out: str = MISSING  # checkpoints, run.json, policy/, samples/, heldout.jsonl, plots, grpo_result.json
-    data: str = MISSING  # inpainting tasks manifest (JSONL {"image", "mask", "prompt"[, "scene"]}) or datasets folder
+    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas, "generator": generator_schemas}
+
+    aliases: ClassVar[dict[str, Alias]] = {
+        "output_dir": Alias("out", removed_in="0.3.0"),
+        "trainer.output_dir": Alias("out", removed_in="0.3.0"),
+        "trainer.seed": Alias("seed", removed_in="0.3.0"),
+    }
+
+    out: str = field(
+        default=MISSING,
+        metadata={
+            "help": "checkpoints, run.json, policy/, samples/, heldout.jsonl, plots, grpo_result.json",
+            "may_change": True,
+        },
+    )
+    data: str = field(
+        default=MISSING,
+        metadata={
+            "help": ('inpainting tasks manifest (JSONL {"image", "mask", "prompt"[, "scene"]}) or datasets folder')
+        },
+    )
     policy: PolicySettings = field(default_factory=PolicySettings)
-    eval_data: str | None = None  # held-out tasks; null: whole scenes / source images from the end of data
-    eval_tasks: int = 8  # tasks held out of data when eval_data is null (whole groups: possibly a few more)
-    skip_bad: bool = True  # bad rows named by file:line, skipped and counted
-    max_decode_pixels: int = DEFAULT_MAX_PIXELS  # decode guard: larger images are refused unread
-    reward: Any = None  # reward=NAME selects configs/reward/NAME.yaml (reward.KEY=VALUE sets its keys)
-    generator: Any = None  # generator=NAME selects configs/generator/NAME.yaml
-    more_rewards: list[Any] = field(default_factory=list)  # further training rewards ({name: ..., ...})
-    eval_rewards: list[Any] = field(default_factory=list)  # held-out only: names or {name: ..., ...}
-    normalize_rewards: bool = True  # map each reward onto [0, 1] (1 = best) with its registered score_range
-    max_reward_failures: float = 1.0  # a step in which more than this fraction of the completions got no reward
-    # stops the run (exit 2, complete: false); 1.0: only a step with no usable reward at all
+    eval_data: str | None = field(
+        default=None, metadata={"help": "held-out tasks; null: whole scenes / source images from the end of data"}
+    )
+    eval_tasks: int = field(
+        default=8,
+        metadata={"help": "tasks held out of data when eval_data is null (whole groups: possibly a few more)"},
+    )
+    skip_bad: bool = field(default=True, metadata={"help": "bad rows named by file:line, skipped and counted"})
+    max_decode_pixels: int = field(
+        default=DEFAULT_MAX_PIXELS, metadata={"help": "decode guard: larger images are refused unread"}
+    )
+    reward: Any = field(
+        default=None,
+        metadata={
+            "help": "reward=NAME selects configs/reward/NAME.yaml (reward.KEY=VALUE sets its keys)",
+            "may_change": ("device", "backend", "server", "batch_size"),
+        },
+    )
+    generator: Any = field(
+        default=None,
+        metadata={
+            "help": "generator=NAME selects configs/generator/NAME.yaml",
+            "may_change": ("device", "batch_size"),
+        },
+    )
+    more_rewards: list[Any] = field(
+        default_factory=list, metadata={"help": "further training rewards ({name: ..., ...})"}
+    )
+    eval_rewards: list[Any] = field(
+        default_factory=list, metadata={"help": "held-out only: names or {name: ..., ...}"}
+    )
+    normalize_rewards: bool = field(
+        default=True, metadata={"help": "map each reward onto [0, 1] (1 = best) with its registered score_range"}
+    )
+    max_reward_failures: float = field(
+        default=1.0,
+        metadata={
+            "help": "a step in which more than this fraction of the completions got no reward stops the run (exit 2, "
+            "complete: false); 1.0: only a step with no usable reward at all",
+            "may_change": True,
+        },
+    )
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
-    resume: str = "auto"  # auto: continue the same run in out (refused if it is another run); never: a new run only
-    overwrite: bool = False  # an earlier run in out is moved aside to out.old-<time> (never deleted)
-    seed: int = 42  # the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)
-    samples_per_step: int = 4  # images saved per step in out/samples (first-vs-last grid; main process)
-    stall_timeout_s: float = 1800  # no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)
-    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.GRPOConfig fields (any one: trainer.NAME=V)
-    plan: bool = False  # true: print the run's plan (batch, memory per GPU of each model) and exit; nothing loads
-    plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
-
-
-store_schema("grpo_schema", GrpoSettings)
-store_reward_schemas()
-
-# settings that may differ when a run is resumed: they change how long it runs, what it logs or where the models sit,
-# not what it learns
-MAY_CHANGE = (
-    "out",
-    "resume",
-    "overwrite",
-    "samples_per_step",
-    "max_reward_failures",
-    "plan",
-    "plan_for",
-    "eval.every",
-    "trainer.max_steps",
-    "trainer.logging_steps",
-    "trainer.logging_first_step",
-    "trainer.save_steps",
-    "trainer.save_total_limit",
-    "trainer.report_to",
-    "trainer.dataloader_num_workers",
-    "stall_timeout_s",
-    "reward.device",
-    "reward.backend",
-    "reward.server",
-    "reward.batch_size",
-    "generator.device",
-    "generator.batch_size",
-)
+    resume: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: continue the same run in out (refused if it is another run); never: a new run only",
+            "may_change": True,
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "an earlier run in out is moved aside to out.old-<time> (never deleted)",
+            "may_change": True,
+        },
+    )
+    seed: int = field(
+        default=42,
+        metadata={
+            "help": (
+                "the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)"
+            )
+        },
+    )
+    samples_per_step: int = field(
+        default=4,
+        metadata={
+            "help": "images saved per step in out/samples (first-vs-last grid; main process)",
+            "may_change": True,
+        },
+    )
+    stall_timeout_s: float = field(
+        default=1800,
+        metadata={
+            "help": "no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)",
+            "may_change": True,
+        },
+    )
+    trainer: dict[str, Any] = field(
+        default_factory=_paper_trainer,
+        metadata={
+            "help": "trl.GRPOConfig fields (any one: trainer.NAME=V)",
+            "entries": {name: text for name, (_, text) in PAPER_TRAINER.items() if text},
+            "may_change": (
+                "max_steps",
+                "logging_steps",
+                "logging_first_step",
+                "save_steps",
+                "save_total_limit",
+                "report_to",
+                "dataloader_num_workers",
+            ),
+        },
+    )
+    plan: bool = field(
+        default=False,
+        metadata={
+            "help": "true: print the run's plan (batch, memory per GPU of each model) and exit; nothing loads",
+            "may_change": True,
+        },
+    )
+    plan_for: PlanSettings = field(
+        default_factory=PlanSettings,
+        metadata={"help": "plan=true: GPUs, machines, ZeRO stage, GPU memory", "may_change": True},
+    )
 
 
 class RunIncomplete(UserError):
@@ -226,7 +311,9 @@ def _problems(settings: GrpoSettings) -> list[str]:
         problems.append(f"policy.image={settings.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
     if "{prompt}" not in settings.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
-    if not settings.reward or not to_plain(settings.reward).get("name"):
+    if not isinstance(settings.reward, dict) or not settings.reward.get(
+        "name"
+    ):  # (parse made the reward section a plain dict)
         problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
     if not settings.generator:
         problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
@@ -371,7 +458,7 @@ def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output
         create=create,
         overwrite=settings.overwrite,
         resume=resume_mode(settings.resume),
-        may_change=MAY_CHANGE,
+        may_change=may_change_keys(GrpoSettings),
         resume_hint="resume=auto",
     )
 

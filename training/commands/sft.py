@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import library_field_problems, parse, resume_mode, store_schema
+from reward.core.config import Alias, library_field_problems, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
-from reward.core.outputs import Output, check_output
+from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
@@ -51,24 +51,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# settings a resumed run may change (everything else must equal the saved run's, compared in full)
-MAY_CHANGE = (
-    "resume",
-    "overwrite",
-    "eval_before",
-    "eval_batch_size",
-    "data.test",
-    "trainer.max_steps",
-    "trainer.num_train_epochs",
-    "trainer.logging_steps",
-    "trainer.save_steps",
-    "trainer.save_total_limit",
-    "trainer.report_to",
-    "trainer.dataloader_num_workers",
-    "push_to_hub",
-    "hub_model_id",
-)
-
 
 @dataclass
 class ModelSettings(ModelLoading):
@@ -76,9 +58,11 @@ class ModelSettings(ModelLoading):
     weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
     :func:`training.shared.trainable.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
 
-    path: str = MISSING  # VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
-    freeze_vision: bool = True  # SA-IQA freezes the ViT ...
-    freeze_aligner: bool = True  # ... and the aligner (merger); the LLM is trained
+    path: str = field(
+        default=MISSING, metadata={"help": "VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)"}
+    )
+    freeze_vision: bool = field(default=True, metadata={"help": "SA-IQA freezes the ViT ..."})
+    freeze_aligner: bool = field(default=True, metadata={"help": "... and the aligner (merger); the LLM is trained"})
 
     def loading(self) -> ModelLoading:
         return loading_of(self)
@@ -86,107 +70,233 @@ class ModelSettings(ModelLoading):
 
 @dataclass
 class ScorerPromptSettings:
-    type: int = 4  # SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions
-    tag: bool = False  # prepend the <dimension> tag to any type
+    type: int = field(default=4, metadata={"help": "SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions"})
+    tag: bool = field(default=False, metadata={"help": "prepend the <dimension> tag to any type"})
     dimensions: list[str] = field(default_factory=lambda: list(DEFAULT_DIMENSIONS))
-    definitions: dict[str, str] = field(default_factory=dict)  # name -> definition; default: the paper's
+    definitions: dict[str, str] = field(
+        default_factory=dict, metadata={"help": "name -> definition; default: the paper's"}
+    )
 
 
 @dataclass
 class LevelSettings:
-    words: list[str] = field(default_factory=lambda: list(LEVEL_WORDS))  # rating words, best first; each one token
-    values: list[float] = field(default_factory=lambda: list(LEVEL_VALUES))  # their scores
+    words: list[str] = field(
+        default_factory=lambda: list(LEVEL_WORDS), metadata={"help": "rating words, best first; each one token"}
+    )
+    values: list[float] = field(default_factory=lambda: list(LEVEL_VALUES), metadata={"help": "their scores"})
 
 
 @dataclass
 class DataSettings:
-    train: str = MISSING  # ratings manifest, datasets folder, "synthetic" (fresh procedural scenes every step), or a
-    # public dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. koniq10k:/data/KonIQ-10k; split train)
-    test: str | None = None  # the same kinds, evaluated at the end (metrics.json); NAME:FOLDER's split: test
-    cross: list[str] = field(default_factory=list)  # after training: one A3 leaderboard (SRCC/PLCC per dataset) of the
-    # scorer over these sources (NAME:FOLDER[:SPLIT] or manifests), written to out/cross/
-    # (hf:NAME_OR_DIR[:SPLIT]: a datasets dataset, its train / test split by default)
-    columns: HfColumns = field(default_factory=HfColumns)  # hf:... data: the image, MOS and dimension columns
-    mos_range: list[float] | None = None  # MOS scale of the rating words; null: each source's own (a dataset's,
-    # e.g. SPAQ 0-100 for data.train=spaq:DIR), else [1, 5]
-    skip_bad: bool = True  # bad rows are reported with file and line, skipped and counted
-    max_decode_pixels: int = 36_000_000  # decode guard (not the processor budget: model.max_pixels)
-    synthetic_size: int = 64  # data.train=synthetic: image size in pixels
-    soft_targets: Any = False  # false: the MOS's word | true: a word drawn from the annotators' votes where the data
-    # has them, else from a Gaussian of std soft_std with expectation = MOS | gaussian: from a Gaussian of each row's
-    # own std (DeQA-Score's label: the SD/std/var columns of KonIQ-10k, KADID-10k, AGIQA-3K; a manifest's "std")
-    soft_std: float = 0.5  # std (MOS units) of the Gaussian where a row has no votes (true) or no std (gaussian)
-    perception: str | None = None  # A1 questions mixed in: an LLVisionQA file, or "synthetic" (fresh every step)
-    perception_fraction: float = 0.5  # share of perception examples (1.0: perception only, data.train not read)
-    perception_families: list[str] | None = None  # data.perception=synthetic: question families (default all)
-    perception_answer: str = "letter"  # completion: "letter" (B) or "letter_text" (B. The second image)
-    perception_shuffle: float = 1.0  # share of questions with options shuffled as task=a1 does (0: given order)
-    photos: str | None = None  # data.train=distorted-photos: photo folder (default: photos of installed packages)
-    photos_crop: int = 112  # data.train=distorted-photos: crop side in pixels, at native scale
-    photos_side: int | None = None  # data.train=distorted-photos: downscale photos to this short side first
-    calibration: str | None = None  # data.train=distorted-photos: JSON {type: [MOS at levels 1-5]}
-    augment: bool = False  # manifest training: random native-scale crops and horizontal flips (training.augment)
-    augment_crop: float = 0.875  # side fraction each random crop keeps
+    train: str = field(
+        default=MISSING,
+        metadata={
+            "help": (
+                'ratings manifest, datasets folder, "synthetic" (fresh procedural scenes every step), or a '
+                "public dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. "
+                "koniq10k:/data/KonIQ-10k; split train)"
+            )
+        },
+    )
+    test: str | None = field(
+        default=None,
+        metadata={
+            "help": "the same kinds, evaluated at the end (metrics.json); NAME:FOLDER's split: test",
+            "may_change": True,
+        },
+    )
+    cross: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": (
+                "after training: one A3 leaderboard (SRCC/PLCC per dataset) of the scorer over these "
+                "sources (NAME:FOLDER[:SPLIT] or manifests), written to out/cross/ (hf:NAME_OR_DIR[:SPLIT]:"
+                " a datasets dataset, its train / test split by default)"
+            )
+        },
+    )
+    columns: HfColumns = field(
+        default_factory=HfColumns, metadata={"help": "hf:... data: the image, MOS and dimension columns"}
+    )
+    mos_range: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "MOS scale of the rating words; null: each source's own (a dataset's, e.g. SPAQ 0-100 for "
+                "data.train=spaq:DIR), else [1, 5]"
+            )
+        },
+    )
+    skip_bad: bool = field(
+        default=True, metadata={"help": "bad rows are reported with file and line, skipped and counted"}
+    )
+    max_decode_pixels: int = field(
+        default=36_000_000, metadata={"help": "decode guard (not the processor budget: model.max_pixels)"}
+    )
+    synthetic_size: int = field(default=64, metadata={"help": "data.train=synthetic: image size in pixels"})
+    soft_targets: Any = field(
+        default=False,
+        metadata={
+            "help": (
+                "false: the MOS's word | true: a word drawn from the annotators' votes where the data has "
+                "them, else from a Gaussian of std soft_std with expectation = MOS | gaussian: from a "
+                "Gaussian of each row's own std (DeQA-Score's label: the SD/std/var columns of KonIQ-10k, "
+                'KADID-10k, AGIQA-3K; a manifest\'s "std")'
+            )
+        },
+    )
+    soft_std: float = field(
+        default=0.5,
+        metadata={"help": "std (MOS units) of the Gaussian where a row has no votes (true) or no std (gaussian)"},
+    )
+    perception: str | None = field(
+        default=None, metadata={"help": 'A1 questions mixed in: an LLVisionQA file, or "synthetic" (fresh every step)'}
+    )
+    perception_fraction: float = field(
+        default=0.5, metadata={"help": "share of perception examples (1.0: perception only, data.train not read)"}
+    )
+    perception_families: list[str] | None = field(
+        default=None, metadata={"help": "data.perception=synthetic: question families (default all)"}
+    )
+    perception_answer: str = field(
+        default="letter", metadata={"help": 'completion: "letter" (B) or "letter_text" (B. The second image)'}
+    )
+    perception_shuffle: float = field(
+        default=1.0, metadata={"help": "share of questions with options shuffled as task=a1 does (0: given order)"}
+    )
+    photos: str | None = field(
+        default=None,
+        metadata={"help": "data.train=distorted-photos: photo folder (default: photos of installed packages)"},
+    )
+    photos_crop: int = field(
+        default=112, metadata={"help": "data.train=distorted-photos: crop side in pixels, at native scale"}
+    )
+    photos_side: int | None = field(
+        default=None, metadata={"help": "data.train=distorted-photos: downscale photos to this short side first"}
+    )
+    calibration: str | None = field(
+        default=None, metadata={"help": "data.train=distorted-photos: JSON {type: [MOS at levels 1-5]}"}
+    )
+    augment: bool = field(
+        default=False,
+        metadata={"help": "manifest training: random native-scale crops and horizontal flips (training.augment)"},
+    )
+    augment_crop: float = field(default=0.875, metadata={"help": "side fraction each random crop keeps"})
 
 
 @dataclass
 class LossSettings:
-    rating_weight: float = 1.0  # weight of the rating-word token in the completion loss (1: plain trl loss)
+    rating_weight: float = field(
+        default=1.0, metadata={"help": "weight of the rating-word token in the completion loss (1: plain trl loss)"}
+    )
+
+
+# trl.SFTConfig fields with SA-IQA's defaults, NAME -> (default, help); any other field is set with trainer.NAME=VALUE
+# (checked against SFTConfig's fields and their types before anything loads)
+PAPER_TRAINER: dict[str, tuple[Any, str]] = {
+    "learning_rate": (2.0e-5, ""),
+    "num_train_epochs": (3, ""),
+    "max_steps": (-1, "> 0 overrides epochs (required with the endless streams)"),
+    "per_device_train_batch_size": (8, ""),
+    "gradient_accumulation_steps": (32, "effective batch 8 x 32 x GPUs: SA-IQA's 256 on one GPU (32/N on N)"),
+    "optim": ("adamw_torch", ""),
+    "lr_scheduler_type": ("cosine", ""),
+    "warmup_steps": (0.03, "a float < 1 is a ratio of the total steps"),
+    "weight_decay": (0.0, ""),
+    "bf16": (None, "null: on where the GPU supports it"),
+    "activation_checkpointing": (False, "recompute activations in backward to save memory"),
+    "logging_steps": (10, ""),
+    "save_steps": (100, ""),
+    "save_total_limit": (2, ""),
+    "dataloader_num_workers": (0, ""),
+    "report_to": ("none", ""),
+}
 
 
 def _paper_trainer() -> dict[str, Any]:
-    """trl.SFTConfig fields with SA-IQA's defaults; any other field is set with trainer.NAME=VALUE (checked against
-    SFTConfig's fields and their types before anything loads)."""
-    return {
-        "learning_rate": 2.0e-5,
-        "num_train_epochs": 3,
-        "max_steps": -1,  # > 0 overrides epochs (required with the endless streams)
-        "per_device_train_batch_size": 8,
-        "gradient_accumulation_steps": 32,  # effective batch 8 x 32 x GPUs: SA-IQA's 256 on one GPU (32/N on N)
-        "optim": "adamw_torch",
-        "lr_scheduler_type": "cosine",
-        "warmup_steps": 0.03,  # a float < 1 is a ratio of the total steps
-        "weight_decay": 0.0,
-        "bf16": None,  # null: on where the GPU supports it
-        "activation_checkpointing": False,  # recompute activations in backward to save memory
-        "logging_steps": 10,
-        "save_steps": 100,
-        "save_total_limit": 2,
-        "dataloader_num_workers": 0,
-        "report_to": "none",
-    }
+    return {name: default for name, (default, _) in PAPER_TRAINER.items()}
 
 
 @dataclass
 class SftSettings:
-    aliases: ClassVar[dict[str, str]] = {
-        "output_dir": "out",
-        "trainer.output_dir": "out",
-        "trainer.seed": "seed",
-        "data.synthetic_seed": "seed",
+    """Settings of ``training/sft.py``. Keys marked ``may_change`` may differ when a run is resumed (everything else
+    must equal the saved run's, compared in full)."""
+
+    aliases: ClassVar[dict[str, Alias]] = {
+        "output_dir": Alias("out", removed_in="0.3.0"),
+        "trainer.output_dir": Alias("out", removed_in="0.3.0"),
+        "trainer.seed": Alias("seed", removed_in="0.3.0"),
+        "data.synthetic_seed": Alias("seed", removed_in="0.3.0"),
     }
 
-    out: str = MISSING  # checkpoints, run.json, scorer/, metrics.json
+    out: str = field(default=MISSING, metadata={"help": "checkpoints, run.json, scorer/, metrics.json"})
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
-    seed: int = 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle
-    resume: str = "auto"  # auto: continue the same run from out's last checkpoint; never: a new run only
-    overwrite: bool = False  # true: an out folder holding another run is moved aside to DIR.old-<time>
-    merge_lora: bool = True  # scorer/ holds the merged model (false: the adapter plus base_model)
-    eval_before: bool = False  # also evaluate the untrained model into out/before/, for comparison
-    eval_batch_size: int = 16  # images per scoring call at the end
-    trainer: dict[str, Any] = field(default_factory=_paper_trainer)  # trl.SFTConfig fields (any one: trainer.NAME=V)
+    seed: int = field(
+        default=42, metadata={"help": "the trainer's seed (trl), the training stream's and the manifest's shuffle"}
+    )
+    resume: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: continue the same run from out's last checkpoint; never: a new run only",
+            "may_change": True,
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "true: an out folder holding another run is moved aside to DIR.old-<time>",
+            "may_change": True,
+        },
+    )
+    merge_lora: bool = field(
+        default=True, metadata={"help": "scorer/ holds the merged model (false: the adapter plus base_model)"}
+    )
+    eval_before: bool = field(
+        default=False,
+        metadata={"help": "also evaluate the untrained model into out/before/, for comparison", "may_change": True},
+    )
+    eval_batch_size: int = field(
+        default=16, metadata={"help": "images per scoring call at the end", "may_change": True}
+    )
+    trainer: dict[str, Any] = field(
+        default_factory=_paper_trainer,
+        metadata={
+            "help": "trl.SFTConfig fields (any one: trainer.NAME=V)",
+            "entries": {name: text for name, (_, text) in PAPER_TRAINER.items() if text},
+            "may_change": (
+                "max_steps",
+                "num_train_epochs",
+                "logging_steps",
+                "save_steps",
+                "save_total_limit",
+                "report_to",
+                "dataloader_num_workers",
+            ),
+        },
+    )
     loss: LossSettings = field(default_factory=LossSettings)
-    plan: bool = False  # true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads
-    plan_for: PlanSettings = field(default_factory=PlanSettings)  # plan=true: GPUs, machines, ZeRO stage, GPU memory
-    push_to_hub: bool = False  # upload scorer/ (model, card, sa_iqa.json) to hub_model_id (HfApi.upload_folder)
-    hub_model_id: str | None = None  # push_to_hub: the Hub repo ORG/NAME, created if it does not exist
-
-
-store_schema("sft_schema", SftSettings)
+    plan: bool = field(
+        default=False,
+        metadata={"help": "true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads"},
+    )
+    plan_for: PlanSettings = field(
+        default_factory=PlanSettings, metadata={"help": "plan=true: GPUs, machines, ZeRO stage, GPU memory"}
+    )
+    push_to_hub: bool = field(
+        default=False,
+        metadata={
+            "help": "upload scorer/ (model, card, sa_iqa.json) to hub_model_id (HfApi.upload_folder)",
+            "may_change": True,
+        },
+    )
+    hub_model_id: str | None = field(
+        default=None,
+        metadata={"help": "push_to_hub: the Hub repo ORG/NAME, created if it does not exist", "may_change": True},
+    )
 
 
 def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
@@ -285,7 +395,7 @@ def check_output_folder(settings: SftSettings) -> Output:
         inputs,
         resume=resume_mode(settings.resume),
         overwrite=settings.overwrite,
-        may_change=MAY_CHANGE,
+        may_change=may_change_keys(SftSettings),
         resume_hint="resume=auto",
     )
 

@@ -299,13 +299,27 @@ class PlanSettings:
     """What ``plan=true`` plans for when the launch itself cannot say (a plan runs in one process, before any
     ``accelerate launch``): null values are read from this launch's environment."""
 
-    processes: int | None = None  # GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1
-    machines: int = 1  # machines (accelerate --num_machines)
-    zero_stage: int | None = None  # DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0
-    gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB  # memory of one GPU (H200: 139 GiB as torch reports it)
-    model: str | None = None  # plan with this model (a built-in name) when model.path / policy.path is not here yet
-    reward_model: str | None = None  # GRPO: the same for the reward's model (e.g. a scorer still to be trained)
-    rows: int | None = None  # SFT: training rows to plan epochs with when data.train cannot be read here
+    processes: int | None = field(
+        default=None,
+        metadata={"help": "GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1"},
+    )
+    machines: int = field(default=1, metadata={"help": "machines (accelerate --num_machines)"})
+    zero_stage: int | None = field(
+        default=None, metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0"}
+    )
+    gpu_memory_gib: float = field(
+        default=DEFAULT_GPU_MEMORY_GIB, metadata={"help": "memory of one GPU (H200: 139 GiB as torch reports it)"}
+    )
+    model: str | None = field(
+        default=None,
+        metadata={"help": "plan with this model (a built-in name) when model.path / policy.path is not here yet"},
+    )
+    reward_model: str | None = field(
+        default=None, metadata={"help": "GRPO: the same for the reward's model (e.g. a scorer still to be trained)"}
+    )
+    rows: int | None = field(
+        default=None, metadata={"help": "SFT: training rows to plan epochs with when data.train cannot be read here"}
+    )
 
 
 def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool, checkpointing: bool) -> Launch:

@@ -23,14 +23,17 @@ ALIGNERS = ("merger", "multi_modal_projector", "mm_projector", "aligner")
 
 @dataclass
 class LoraSettings:
-    enabled: bool = False  # LoRA on the language model instead of full fine-tuning
-    r: int = 16  # rank
-    alpha: int = 32  # scaling numerator (lora_alpha)
+    enabled: bool = field(default=False, metadata={"help": "LoRA on the language model instead of full fine-tuning"})
+    r: int = field(default=16, metadata={"help": "rank"})
+    alpha: int = field(default=32, metadata={"help": "scaling numerator (lora_alpha)"})
     dropout: float = 0.05
     target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    )  # projections of the language model's layers (the vision tower is never adapted)
-    modules_to_save: list[str] | None = None  # e.g. [lm_head, embed_tokens]: trained fully beside the adapter
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        metadata={"help": "projections of the language model's layers (the vision tower is never adapted)"},
+    )
+    modules_to_save: list[str] | None = field(
+        default=None, metadata={"help": "e.g. [lm_head, embed_tokens]: trained fully beside the adapter"}
+    )
 
 
 def find_submodule(model: torch.nn.Module, names: Sequence[str]) -> tuple[str, torch.nn.Module] | None:
