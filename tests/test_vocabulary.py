@@ -141,7 +141,7 @@ def test_the_judge_sections_are_typed_and_still_take_the_plus_of_their_untyped_d
     """server, crops and agents are typed with their dataclasses (their keys and defaults are checked and shown);
     ``+agents.retries=1``, needed when agents was an untyped dict, still sets the key."""
     cfg = compose(
-        "pace", ["protocol=p", "images=i", "out=o", "+agents.retries=1", "crops.grid=[3,3]"], schema=JudgeSettings
+        "judge", ["protocol=p", "images=i", "out=o", "+agents.retries=1", "crops.grid=[3,3]"], schema=JudgeSettings
     )
     assert (cfg.agents.retries, cfg.agents.max_rounds, list(cfg.crops.grid), cfg.server.top_logprobs) == (
         1,
