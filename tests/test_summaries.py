@@ -12,11 +12,11 @@ from PIL import Image
 from conftest import run_cli
 from reward.commands.evaluate import EvaluateSettings
 from reward.core.summary import summary_text
-from rl.commands.tasks import TasksSettings
+from rl.tasks import TasksSettings
 from training.commands.sft import SftSettings
-from training.commands.synthetic import SyntheticSettings
 from training.curves import curve_series, write_train_curve
 from training.shared.reporting import BACKENDS
+from training.synthetic import SyntheticSettings
 
 
 def _closing(stdout: str, title: str) -> list[str]:
