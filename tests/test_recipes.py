@@ -42,7 +42,7 @@ HYDRA_RECIPES = {  # recipe -> the command whose config it composes into
     "tiny-real-photos": "sft",
     "tiny-real-photos-gpu": "sft",
 }
-SCHEMAS = {"sft": SftSettings, "fusion": FusionSettings, "grpo": GrpoSettings, "pace": JudgeSettings}
+SCHEMAS = {"sft": SftSettings, "fit": FusionSettings, "grpo": GrpoSettings, "judge": JudgeSettings}
 CPU = ["trainer.bf16=false", "trainer.dataloader_num_workers=0"]
 
 
