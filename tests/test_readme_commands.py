@@ -39,8 +39,8 @@ SKIP: dict[str, str] = {
     "one on loopback)",
     "a2.judge.base_url=URL": "needs an OpenAI-compatible judge server (tests/test_qbench_a2.py uses a loopback one)",
     "--num_processes 4 --gpu_ids 0,1,2,3": "8 GPUs and two reward servers",
-    "trl sft --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct": "downloads a 7B model; tests/test_rl_stage1.py "
-    "runs this recipe on the tiny text policy",
+    "trl sft --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct": "downloads a 7B model; tests/test_rl_grpo.py "
+    "runs this recipe on the tiny text policy (test_the_stage1_recipe_trl_sft_lora_then_grpo_from_the_adapter_folder)",
     "policy.path=STAGE1 lora.enabled=true": "its settings are elided (...): the command above it, completed",
     "vllm serve": "a vLLM server on a GPU",
     "sglang.launch_server": "an SGLang server on a GPU",

@@ -115,5 +115,7 @@ def grpo_plan(s: Any, args: Any) -> Plan:
         plan, lora=s.lora.enabled, fewer_tokens="trainer.max_completion_length=... lower (shorter expansions)"
     )
     if not plan.fits and reward is not None:
-        plan.advice.insert(0, "reward.backend=openai: serve the reward on other GPUs (README: served rewards)")
+        plan.advice.insert(
+            0, "reward.backend=openai: serve the reward on other GPUs (README, 'Rewards served apart from training')"
+        )
     return plan
