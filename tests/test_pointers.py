@@ -1,8 +1,8 @@
 """Nothing points nowhere: every repository path, module and README / ARCHITECTURE section that a comment, docstring,
 error message, config comment or document names exists.
 
-What counts as a pointer (read from the comments and strings of tracked ``.py`` files, and from every line of the
-tracked ``.md``, ``.yaml``, ``.sh`` and ``.toml`` files):
+What counts as a pointer (read from the comments and prose strings of tracked ``.py`` files, and from every line of
+the tracked ``.md``, ``.yaml``, ``.sh`` and ``.toml`` files; this file's own examples aside):
 
 - a path whose first segment is a top-level entry of the repository (``training/procedural/scenes.py``,
   ``configs/recipe/qalign-koniq.yaml``, ``reward/assets/samples/``) and that ends in a tracked file's extension or in

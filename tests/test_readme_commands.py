@@ -108,7 +108,8 @@ APPEND: dict[str, list[str]] = {
     # step); one step of one batch runs the same code (the first command's 3 epochs are 18 batches on the samples)
     "data.test=MANIFEST out=DIR": ["trainer.max_steps=1"],
     "trainer.max_steps=2000": ["trainer.gradient_accumulation_steps=1"],
-    "bench/pace_cost.py": ["--quick"],  # the full run also times a 23M-parameter config, for minutes
+    # the full run also times a 23M-parameter config, for minutes; one timing of 2 images runs every part once
+    "bench/pace_cost.py": ["--quick", "--repeats", "1", "--images", "2"],
     "+recipe=tiny-real-photos": ["trainer.max_steps=2"],  # the recipe's 2,400 steps
     # the paper's 500 steps of 4 prompts x 8 completions of up to 512 tokens (FLUX's T5 budget), held out every 10
     "rl/grpo.py": [

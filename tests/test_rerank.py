@@ -118,6 +118,7 @@ def test_the_readme_diffusers_and_trl_snippets_run_as_written(
             "stabilityai/stable-diffusion-2-1-base": str(t2i),
             "Qwen/Qwen2-VL-2B-Instruct": str(tiny_vlm_path),
             "num_inference_steps=25": "num_inference_steps=2",
+            'output_type="pt")': 'output_type="pt", num_inference_steps=2)',  # (the pipeline's default: 50)
         },
     )
     exec(compile(rerank_code, "README.md (diffusers)", "exec"), namespace)
