@@ -39,8 +39,8 @@ SKIP: dict[str, str] = {
     "one on loopback)",
     "a2.judge.base_url=URL": "needs an OpenAI-compatible judge server (tests/test_qbench_a2.py uses a loopback one)",
     "--num_processes 4 --gpu_ids 0,1,2,3": "8 GPUs and two reward servers",
-    "trl sft --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct": "downloads a 7B model; tests/test_rl_stage1.py "
-    "runs this recipe on the tiny text policy",
+    "trl sft --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct": "downloads a 7B model; tests/test_rl_grpo.py "
+    "runs this recipe on the tiny text policy (test_the_stage1_recipe_trl_sft_lora_then_grpo_from_the_adapter_folder)",
     "policy.path=STAGE1 lora.enabled=true": "its settings are elided (...): the command above it, completed",
     "vllm serve": "a vLLM server on a GPU",
     "sglang.launch_server": "an SGLang server on a GPU",
@@ -98,12 +98,18 @@ BY_VALUE: dict[str, str] = {
     "WEIGHTS.json": "new_file",
 }
 # Where the README's own command would run for minutes on 2 CPU cores (its defaults are the paper's, for GPUs), these
-# shorten it: whole tokens swapped, then settings added to commands holding a marker (only these change the work).
+# shorten it: whole tokens swapped, then settings added to the commands whose README text holds a marker (only these
+# change the work; a test checks that each still matches a README command).
 SHORTER: dict[str, str] = {
     "trainer.max_steps=2000": "trainer.max_steps=2",  # SFT: 2,000 steps of 16
 }
 APPEND: dict[str, list[str]] = {
-    "bench/pace_cost.py": ["--quick"],  # the full run also times a 23M-parameter config, for minutes
+    # SFT's defaults are the paper's: 3 epochs, or the steps given, of 32 accumulated batches of 8 (256 examples a
+    # step); one step of one batch runs the same code (the first command's 3 epochs are 18 batches on the samples)
+    "data.test=MANIFEST out=DIR": ["trainer.max_steps=1"],
+    "trainer.max_steps=2000": ["trainer.gradient_accumulation_steps=1"],
+    # the full run also times a 23M-parameter config, for minutes; one timing of 2 images runs every part once
+    "bench/pace_cost.py": ["--quick", "--repeats", "1", "--images", "2"],
     "+recipe=tiny-real-photos": ["trainer.max_steps=2"],  # the recipe's 2,400 steps
     # the paper's 500 steps of 4 prompts x 8 completions of up to 512 tokens (FLUX's T5 budget), held out every 10
     "rl/grpo.py": [
@@ -113,8 +119,9 @@ APPEND: dict[str, list[str]] = {
         "eval.every=0",
         "generator.steps=4",  # the diffusers pipelines' 30 denoising steps per candidate
     ],
-    # 24 tasks x 4 candidates x 30 denoising steps: minutes on CPU; 4 tasks in 4 steps show the same
-    "rl/best_of_n.py": ["limit=4", "generator.steps=4"],
+    # 24 tasks x 4 candidates x 30 denoising steps: minutes on CPU; 4 tasks in 4 steps show the same. sd15-inpaint's
+    # config loads the checkpoint's float16 weights, whose convolutions crawl on a CPU (2 min here, 20 s in float32)
+    "rl/best_of_n.py": ["limit=4", "generator.steps=4", "generator.dtype=float32"],
 }
 # `python pace_judge/memory.py list|show|import|delete|route ... [dimension=NAME] [protocol=FILE]` is a synopsis:
 # its subcommands, each with the settings it takes, in an order that works on an empty bank
@@ -194,7 +201,7 @@ def substitute(command: str, resolve: Callable[[str], str]) -> list[str]:
         out.append(token)
     out = [SHORTER.get(t, t) for t in out]
     for marker, extra in APPEND.items():
-        if marker in out:
+        if marker in command:
             out += extra
     if out[0] == "python":
         out[0] = sys.executable
@@ -226,10 +233,12 @@ def test_every_skip_names_a_readme_command():
     assert not stale, f"SKIP entries that match no README command (remove or re-point them): {stale}"
     stale = [key for key in SYNOPSES if not any(key in c for c in commands)]
     assert not stale, f"SYNOPSES entries that match no README command: {stale}"
+    stale = [key for key in [*SHORTER, *APPEND] if not any(key in c for c in runnable())]
+    assert not stale, f"SHORTER / APPEND entries that match no command the test runs: {stale}"
 
 
 def test_every_runnable_command_is_fully_substituted():
-    known = set(_builders(Path("/tmp"), Path("/tmp"))) | DYNAMIC
+    known = set(_builders(Path("/tmp"), Path("/tmp"), lambda: Path("/tmp"), lambda kind: Path("/tmp"))) | DYNAMIC
 
     def resolve(name: str) -> str:
         assert name in known, f"no builder for the resource {name!r}"
@@ -265,27 +274,15 @@ def _split_samples(dest: Path, half: int) -> Path:
     return path
 
 
-def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
-    """Resource name -> how to make it (heavy imports only when called)."""
+def _builders(
+    tmp: Path, vlm: Path, lm: Callable[[], Path], pipeline: Callable[[str], Path]
+) -> dict[str, Callable[[], Path]]:
+    """Resource name -> how to make it (heavy imports only when called); ``lm`` and ``pipeline`` give the session's
+    tiny text LM and diffusers pipelines (conftest.py)."""
 
     def protocol() -> Path:  # a copy: calibration writes next to the protocol
         shutil.copytree(SAMPLES / "pace", tmp / "pace")
         return tmp / "pace" / "protocol.json"
-
-    def pipeline(kind: str) -> Callable[[], Path]:
-        def build() -> Path:
-            from reward.testing import make_tiny_inpaint_pipeline, make_tiny_text_to_image
-
-            if kind == "text-to-image":
-                return make_tiny_text_to_image(tmp / kind)
-            return make_tiny_inpaint_pipeline(tmp / kind, kind)
-
-        return build
-
-    def lm() -> Path:
-        from reward.testing import make_tiny_lm
-
-        return make_tiny_lm(tmp / "tiny-lm")
 
     def tasks() -> Path:
         from training.procedural.synthetic import write_inpainting_tasks
@@ -300,9 +297,9 @@ def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
     return {
         "vlm": lambda: vlm,
         "lm": lm,
-        "sd15": pipeline("sd15-inpaint"),
-        "flux": pipeline("flux-fill"),
-        "text_to_image": pipeline("text-to-image"),
+        "sd15": lambda: pipeline("sd15-inpaint"),
+        "flux": lambda: pipeline("flux-fill"),
+        "text_to_image": lambda: pipeline("text-to-image"),
         "ratings": lambda: SAMPLES / "ratings.jsonl",
         "pairs": lambda: SAMPLES / "pairs.jsonl",
         "calibration_split": lambda: _split_samples(tmp / "split", 0),
@@ -334,8 +331,8 @@ def _record(session: Session, argv: list[str]) -> None:
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs_as_written(tiny_vlm_path, tmp_path):
-    session = Session(tmp_path, _builders(tmp_path, tiny_vlm_path))
+def test_every_readme_command_runs_as_written(tiny_vlm_path, tiny_lm_path, tiny_pipeline_path, tmp_path):
+    session = Session(tmp_path, _builders(tmp_path, tiny_vlm_path, lambda: tiny_lm_path, tiny_pipeline_path))
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
