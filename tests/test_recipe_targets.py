@@ -106,6 +106,19 @@ def test_deqa_recipe_trains_on_deqas_soft_labels_and_words(targets):
     assert differ  # DeQA bins the 1-5 vote mean between its extremes, Q-Align the 0-100 MOS
 
 
+def test_the_plan_counts_the_rows_data_keep_keeps(koniq_folder, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.chdir(koniq_folder)
+    low, high = QALIGN_RANGE
+    kept = sum(r["set"] == "training" and low <= float(r["MOS"]) < high for r in koniq_excerpt())
+    training = sum(r["set"] == "training" for r in koniq_excerpt())
+    assert kept < training
+    with caplog.at_level(logging.INFO):
+        assert run_cli("sft", run, ["+recipe=qalign-koniq", "plan=true"], schema=SftSettings) == 0
+    assert f"3 epochs of {kept} rows)" in caplog.text
+
+
 def test_targets_out_refuses_a_stream_naming_the_key(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     argv = ["model.path=m", "data.train=synthetic", "out=o", "trainer.max_steps=1", "targets_out=t.jsonl"]
