@@ -82,6 +82,7 @@ def test_qalign_recipe_trains_on_qaligns_images_words_questions_and_response(tar
         assert line["response"] == f"The quality of the image is {word}."
         assert line["target"] == {w: float(w == word) for w in WORDS}  # one-hot
         assert line["mos"] == pytest.approx(mos, abs=1e-12) and line["prompt"] in QALIGN_QUESTIONS
+        assert "std" not in line  # the SD column is on the 1-5 votes' scale, not the 0-100 MOS's
     assert {line["response"].split()[-1] for line in got.values()} == {f"{w}." for w in WORDS}  # all five words
 
 
@@ -147,6 +148,8 @@ def test_label_and_loss_settings_problems_are_named_together():
     with pytest.raises(ConfigError) as err:
         parse_settings(compose("sft", bad, schema=SftSettings))
     text = str(err.value)
+    with pytest.raises(ConfigError, match="use data.score=mos with soft targets"):
+        parse_settings(compose("sft", ["+recipe=qalign-koniq", "data.soft_targets=gaussian"], schema=SftSettings))
     for said in (
         "data.soft_targets=deqa needs each row's std; data.train=synthetic has none",
         "data.level_range=[5.0, 1.0]: give [low, high] with low < high",

@@ -266,9 +266,9 @@ def rating_examples(
     picks = np.random.default_rng([seed, 31]).integers(len(questions), size=len(rows)) if questions else None
     examples = []
     for i, row in enumerate(rows):
-        std = row.extra.get("std")
+        std = row.extra.get("std") if score == "mos" else None  # another score's scale is not the std's
         std = float(std) if isinstance(std, (int, float)) and std >= 0 else math.nan
-        votes = [float(v) for v in row.extra.get("distribution") or []]
+        votes = [float(v) for v in row.extra.get("distribution") or []] if score == "mos" else []
         try:
             target = rule.target(row.mos, std, votes)
             word = rule.word(row.mos)

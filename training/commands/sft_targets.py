@@ -24,6 +24,11 @@ def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
             problems.append(f"data.keep.{name}={bounds}: give [low, high] with low < high")
     if data.deqa_density not in (None, "pdf", "cdf"):
         problems.append(f"data.deqa_density={data.deqa_density!r}: use pdf, cdf or null (DeQA-Score's per dataset)")
+    if data.score != "mos" and soft_mode(data.soft_targets) is not None:
+        problems.append(
+            f"data.soft_targets={data.soft_targets} reads each row's std or votes, which are on the dataset's own "
+            f"scale, not data.score={data.score}'s: use data.score=mos with soft targets"
+        )
     custom = [k for k, v in (("data.keep", data.keep), ("data.level_range", data.level_range)) if v]
     custom += ["data.score"] if data.score != "mos" else []
     custom += ["prompt.questions"] if settings.prompt.questions else []
