@@ -40,7 +40,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from reward.rewards.scoring import LEVEL_WORDS
+from reward.rewards.levels import LEVEL_WORDS
 
 __all__ = [
     "DEQA_DENSITY",
