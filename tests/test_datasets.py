@@ -139,6 +139,24 @@ def test_kadid_is_a_1_to_5_mos_split_by_reference_without_leaks(tmp_path):
     assert every.info["split_rule"].startswith("seeded by reference") and every.rows[0].extra["std"] == 0.496
 
 
+def test_kadids_var_column_is_the_sd_of_30_votes_not_a_variance():
+    """KADID-10k's dmos.csv rows I01_01_01.png (4.57, 0.496) and I01_01_02.png (4.33, 0.869): over every 30 votes on
+    1-5 whose mean rounds to the dmos, var is the votes' population SD and never their variance, so the reader keeps
+    it as the std as it is (the fixture's 0.496 above)."""
+    from itertools import combinations_with_replacement
+
+    def fits(dmos: float, var: float) -> set[str]:
+        found = set()
+        for votes in combinations_with_replacement(range(1, 6), 30):
+            mean = sum(votes) / 30
+            if round(mean, 2) == dmos:
+                variance = sum((v - mean) ** 2 for v in votes) / 30
+                found |= {k for k, x in (("sd", variance**0.5), ("variance", variance)) if round(x, 3) == var}
+        return found
+
+    assert fits(4.57, 0.496) == {"sd"} and fits(4.33, 0.869) == {"sd"}
+
+
 # ------------------------------------------------------------------------------------------------ LIVE Challenge
 
 

@@ -88,8 +88,13 @@ def test_qalign_and_deqa_recipes_hold_the_authors_script_values():
     q = compose("sft", ["+recipe=qalign-koniq"], schema=SftSettings)
     assert (q.trainer.learning_rate, q.trainer.num_train_epochs, q.trainer.per_device_train_batch_size) == (2e-5, 3, 8)
     assert (q.model.freeze_vision, q.model.freeze_aligner, q.data.soft_targets) == (False, False, False)
+    assert q.prompt.response_prefix == "The quality of the image is" and len(q.prompt.questions) == 9
+    assert q.data.score == "mos_zscore" and q.data.level_range == [6.68487394958, 85.35625]  # Q-Align's files
     d = compose("sft", ["+recipe=deqa-koniq"], schema=SftSettings)
-    assert (d.data.soft_targets, d.loss.rating_weight, d.trainer.per_device_train_batch_size) == ("gaussian", 20.0, 16)
+    assert (d.data.soft_targets, d.loss.kind) == ("deqa", "deqa")
+    assert (d.loss.deqa_weight, d.loss.fidelity_weight) == (0.05, 1.0)  # train.sh's weights
+    assert (d.trainer.per_device_train_batch_size, d.trainer.num_train_epochs) == (32, 6)  # 16 pairs, 3 epochs of A
+    assert d.data.keep == q.data.keep and len(d.prompt.questions) == 10 and d.data.score == "mos"
     assert d.data.cross == q.data.cross and len(q.data.cross) == 4  # inherited from qalign-koniq
     s = compose("sft", ["+recipe=sa-iqa-bench"], schema=SftSettings)
     eff = s.trainer.per_device_train_batch_size * s.trainer.gradient_accumulation_steps * s.plan_for.processes
@@ -202,7 +207,7 @@ def test_plan_true_prints_the_plan_in_seconds_without_any_weights(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "effective batch 64 = 8 per device x 1 accumulation x 8 processes" in out
-    assert "steps: 333 (3 epochs of 7058 rows)" in out and "ZeRO-3" in out and ": fits" in out
+    assert "steps: 333 (3 epochs of 7046 rows)" in out and "ZeRO-3" in out and ": fits" in out
     assert not (tmp_path / "runs").exists()  # nothing created
     grpo = [sys.executable, str(ROOT / "rl/grpo.py"), "+recipe=grpo-expansion", "plan=true", "plan_for.processes=1"]
     done = subprocess.run(grpo, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)

@@ -29,13 +29,13 @@ FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--num_processes", "2"]  # zero
 
 
 def _launch_sft(
-    config: str | list[str], model: Path, tmp_path: Path, *extra: str
+    config: str | list[str], model: Path, tmp_path: Path, *extra: str, ratings: Path | None = None
 ) -> tuple[subprocess.CompletedProcess, Path]:
     """training/sft.py under ``accelerate launch --config_file`` (a config's text) or the given launcher flags, on a
-    tiny benchmark."""
+    tiny benchmark (or the manifest ``ratings``)."""
     from training.procedural.synthetic import write_benchmark
 
-    bench = write_benchmark(tmp_path / "bench", 6, size=56, seed=3)
+    ratings = ratings or write_benchmark(tmp_path / "bench", 6, size=56, seed=3).ratings
     if isinstance(config, str):
         (tmp_path / "accelerate.yaml").write_text(config)
         config = ["--config_file", str(tmp_path / "accelerate.yaml")]
@@ -49,7 +49,7 @@ def _launch_sft(
         "no",
         str(ROOT / "training/sft.py"),
         f"model.path={model}",
-        f"data.train={bench.ratings}",
+        f"data.train={ratings}",
         f"output_dir={out}",
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=4",
@@ -111,3 +111,29 @@ def test_zero3_with_two_processes_trains_and_writes_the_gathered_scorer(tiny_vlm
     assert set(trained) == set(initial) and all(trained[k].shape == initial[k].shape for k in initial)
     name = next(k for k in initial if k.endswith("lm_head.weight"))
     assert not torch.equal(trained[name], initial[name])  # trained, gathered from both processes' shards
+
+
+def test_deqas_loss_runs_under_zero3_and_trains_the_head_it_reads(tiny_vlm_path, tmp_path):
+    """loss.kind=deqa reads the level word's logits through the LM head inside the forward pass: under ZeRO-3 (weights
+    partitioned, gathered by DeepSpeed's hooks) it runs, logs its parts and trains the head."""
+    import json
+    import re
+
+    from safetensors.torch import load_file
+
+    from bench.gpu_check import ZERO3
+    from tests.conftest import random_images
+
+    rows = []
+    for i, image in enumerate(random_images(4, seed=5)):
+        image.save(tmp_path / f"{i}.png")
+        rows.append({"image": f"{i}.png", "dimension": "quality", "mos": 1.5 + i, "std": 0.5})
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    extra = ["prompt.dimensions=[quality]", "data.soft_targets=deqa", "data.level_range=[1,5]", "loss.kind=deqa"]
+    extra += ["trainer.save_steps=100", "trainer.learning_rate=1e-2", "trainer.logging_steps=1"]
+    proc, out = _launch_sft(ZERO3.format(mp="no"), tiny_vlm_path, tmp_path, *extra, ratings=tmp_path / "train.jsonl")
+    kl = [float(v) for v in re.findall(r"'deqa_kl': '([0-9.e+-]+)'", proc.stdout + proc.stderr)]
+    assert len(kl) == 2 and all(0 < v < 100 for v in kl), (proc.stdout + proc.stderr)[-3000:]
+    trained, initial = load_file(out / "scorer" / "model.safetensors"), load_file(tiny_vlm_path / "model.safetensors")
+    name = next(k for k in initial if k.endswith("lm_head.weight"))
+    assert trained[name].shape == initial[name].shape and not torch.equal(trained[name], initial[name])

@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reward.core.errors import ConfigError
-from reward.data import load_ratings
+from training.sft_labels import LabelRule, RatingExamples, rating_examples
 from training.targets import mos_to_word, soft_target, votes_to_levels
 
 logger = logging.getLogger(__name__)
@@ -85,105 +83,103 @@ def manifest_dataset(
     split: str = "train",
     row_std: bool = False,
     columns: Any = None,
+    rule: LabelRule | None = None,
+    questions: Sequence[str] = (),
+    keep: Mapping[str, Sequence[float]] | None = None,
+    score: str = "mos",
+    density: str | None = None,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
-    Rows whose dimension the scorer does not know, whose MOS is outside ``mos_range`` or whose image is missing
-    or corrupt are reported with file and line and skipped (counted), never trained on. ``augment`` (a side
-    fraction) crops and flips each image anew every time it is read (:class:`training.augment.QualityAugment`).
-    A dataset by name (``NAME:FOLDER``) is read at ``split`` unless it names one; its description (scale, split
-    rule, file read) is kept as JSON in the returned dataset's ``info.description``. ``row_std`` (with ``soft_std``)
-    draws each word from a Gaussian of the row's own ``std`` (rows without one use ``soft_std``, and are counted);
-    a ``datasets`` dataset ``hf:NAME_OR_DIR[:SPLIT]`` is read through its ``columns``
-    (:class:`reward.data.hf.HfColumns`).
+    The examples are :func:`training.sft_labels.rating_examples` of ``rule`` (by default the rule of ``soft_std``
+    and ``row_std``: hard targets without ``soft_std``; with it the votes where a row has them, or, with
+    ``row_std``, a Gaussian of the row's own std; rows without one use ``soft_std``). Bad rows are reported with
+    file and line and skipped (counted), never trained on. ``augment`` (a side fraction) crops and flips each image
+    anew every time it is read (:class:`training.augment.QualityAugment`). A dataset by name (``NAME:FOLDER``) is
+    read at ``split`` unless it names one; its description (scale, split rule, file read) is kept as JSON in the
+    returned dataset's ``info.description``; a ``datasets`` dataset ``hf:NAME_OR_DIR[:SPLIT]`` is read through its
+    ``columns`` (:class:`reward.data.hf.HfColumns`). The columns ``level_target`` (the target over ``words``, best
+    first), ``level_mos`` and ``level_std`` are kept for a loss that reads them (``rule.drawn`` false).
     """
     import datasets
 
-    result = load_ratings(
+    if rule is None:
+        soft = None if soft_std is None else ("gaussian" if row_std else "votes")
+        rule = LabelRule(tuple(words), mos_range, soft, soft_std if soft_std is not None else 0.5)
+    read = rating_examples(
         source,
+        queries,
+        rule,
+        questions=questions,
+        keep=keep,
+        score=score,
+        density=density,
+        seed=seed,
         skip_bad=skip_bad,
-        check_images=True,
         max_pixels=max_pixels,
-        mos_range=mos_range,
-        default_split=split,
+        split=split,
         columns=columns,
     )
-    rows = [row for row in result.rows if row.dimension in queries]
-    skipped = len(result.skipped) + len(result.rows) - len(rows)
-    unknown = Counter(row.dimension for row in result.rows if row.dimension not in queries)
-    if unknown:  # one line for all such rows, not one per row
-        first = next(row.line for row in result.rows if row.dimension not in queries)
-        msg = (
-            f"{result.source}: {sum(unknown.values())} rows (first: line {first}) are rated on dimensions "
-            f"{dict(unknown)} that are not in prompt.dimensions {sorted(queries)}"
-        )
-        if not skip_bad or not rows:
-            more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
-            head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
-            raise ConfigError(
-                f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
-                f"the rows" + (f"\nother rows skipped: {more}" if more else "")
-            )
-        logger.warning("skipping %s", msg)
-    keys = ("images", "prompt", "completion", "dimension", "mos", "votes", "std")
-    records: dict[str, list[Any]] = {k: [] for k in keys}
-    for row in rows:
-        conv = conversation(
-            queries[row.dimension]["question"], answer(queries, row.dimension, row.mos, words, mos_range)
-        )
-        records["images"].append([row.image if not isinstance(row.image, Path) else str(row.image)])
-        records["prompt"].append(conv["prompt"])
-        records["completion"].append(conv["completion"])
-        records["dimension"].append(row.dimension)
-        records["mos"].append(row.mos)
-        records["votes"].append([float(v) for v in row.extra.get("distribution") or []])
-        std = row.extra.get("std") if row_std else None
-        records["std"].append(float(std) if isinstance(std, (int, float)) and std >= 0 else float("nan"))
-    info = datasets.DatasetInfo(description=json.dumps(result.info)) if result.info else None
+    examples = read.examples
+    records: dict[str, list[Any]] = {
+        "images": [[ex.image] for ex in examples],
+        "prompt": [conversation(ex.question, ex.response)["prompt"] for ex in examples],
+        "completion": [conversation(ex.question, ex.response)["completion"] for ex in examples],
+        "dimension": [ex.dimension for ex in examples],
+        "level_target": [list(ex.target) for ex in examples],
+        "level_mos": [ex.mos for ex in examples],
+        "level_std": [ex.std for ex in examples],
+    }
+    info = datasets.DatasetInfo(description=json.dumps(read.info)) if read.info else None
     ds = datasets.Dataset.from_dict(records, info=info)
     ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))
-    if soft_std is not None or augment is not None:  # a new word / crop is drawn each time an example is read
-        ds.set_transform(_OnRead(queries, words, mos_range, soft_std, seed, augment))
-    else:
-        ds = ds.remove_columns(["dimension", "mos", "votes", "std"])
-    with_std = sum(math.isfinite(v) for v in records["std"])
-    if soft_std is not None and row_std:
+    rule = read.rule or rule
+    drawn = rule.soft is not None and rule.drawn
+    needed = {"dimension": drawn, "level_target": drawn or not rule.drawn}
+    needed |= {"level_mos": not rule.drawn, "level_std": not rule.drawn}
+    ds = ds.remove_columns([name for name, keep_it in needed.items() if not keep_it])
+    if drawn or augment is not None:  # a new word / crop is drawn each time an example is read
+        ds.set_transform(_OnRead(queries, list(rule.words), drawn, seed, augment))
+    _log_targets(read, len(ds))
+    return ds, read.skipped
+
+
+def _log_targets(read: RatingExamples, n: int) -> None:
+    rule = read.rule
+    if rule is not None and rule.soft == "deqa":
+        logger.info(
+            "soft targets: DeQA-Score's label (%s, MOS range %s) for %d examples", rule.density, rule.level_range, n
+        )
+    elif rule is not None and rule.soft == "gaussian":
+        with_std = sum(math.isfinite(ex.std) for ex in read.examples)
         logger.info(
             "soft targets: %d of %d examples from a Gaussian of their own std (the others: std %g)",
             with_std,
-            len(ds),
-            soft_std,
+            n,
+            rule.soft_std,
         )
-    voted = sum(bool(v) for v in records["votes"])
-    if soft_std is not None and voted and not row_std:
-        logger.info("soft targets: %d of %d examples from the annotators' votes", voted, len(ds))
-    logger.info("SFT data: %d examples from %s (%d rows skipped)", len(ds), result.source, skipped)
-    if result.info:
+    logger.info("SFT data: %d examples from %s (%d rows skipped)", n, read.source, read.skipped)
+    if read.info:
         logger.info(
-            "%s: split %s (%s), scale %s",
-            result.source,
-            result.info["split"],
-            result.info["split_rule"],
-            result.info["scale"],
+            "%s: split %s (%s), scale %s", read.source, read.info["split"], read.info["split_rule"], read.info["scale"]
         )
-    return ds, skipped
 
 
 class _OnRead:
-    """``datasets`` transform: decode the images (augmented if asked), draw the rating word (soft targets)."""
+    """``datasets`` transform: decode the images (augmented if asked), draw the rating word from each row's target
+    (soft targets read with ``drawn``)."""
 
     def __init__(
         self,
         queries: Mapping[str, Mapping[str, str]],
         words: Sequence[str],
-        mos_range: tuple[float, float],
-        soft_std: float | None,
+        drawn: bool,
         seed: int,
         augment: float | None = None,
     ) -> None:
         from training.augment import QualityAugment
 
-        self.queries, self.words, self.mos_range, self.soft_std = queries, list(words), mos_range, soft_std
+        self.queries, self.words, self.drawn = queries, list(words), drawn
         self.rng = np.random.default_rng(seed)
         self.augment = QualityAugment(augment, np.random.default_rng([seed, 1])) if augment is not None else None
 
@@ -194,13 +190,16 @@ class _OnRead:
         images = [[feature.decode_example(im) for im in ims] for ims in batch["images"]]
         if self.augment is not None:
             images = [[self.augment(im) for im in ims] for ims in images]
-        completions = [
-            conversation("", answer(self.queries, d, m, self.words, self.mos_range, self.soft_std, self.rng, v, sd))[
-                "completion"
-            ]
-            for d, m, v, sd in zip(batch["dimension"], batch["mos"], batch["votes"], batch["std"], strict=True)
-        ]
-        return {"images": images, "prompt": batch["prompt"], "completion": completions}
+        out = dict(batch) | {"images": images}
+        if self.drawn:
+            pairs = zip(batch["dimension"], batch["level_target"], strict=True)
+            out["completion"] = [self._draw(d, t) for d, t in pairs]
+        return out
+
+    def _draw(self, dimension: str, target: Sequence[float]) -> list[dict[str, Any]]:
+        probs = np.asarray(target, dtype=float)
+        word = self.words[int(self.rng.choice(len(probs), p=probs / probs.sum()))]
+        return conversation("", f"{self.queries[dimension]['response_prefix']} {word}.")["completion"]
 
 
 def synthetic_stream(

@@ -1,6 +1,7 @@
 """Training targets from a MOS: the rating word (hard target) and a soft distribution over the five levels.
 
-Rating words, level values and bins (as in Q-Align and DeQA-Score, scale [1, 5] cut into five equal bins):
+Rating words, level values and bins (ours: the scale [1, 5] cut into five equal bins closed on the left; Q-Align
+and DeQA-Score cut the range between a dataset's lowest and highest MOS, closed on the right, :func:`range_level`):
 
 ========= ===== ==============
 word      level MOS bin
@@ -15,27 +16,45 @@ excellent 5     [4.2, 5.0]
 Each bin contains its lower edge (1.8 is "poor"); the top bin also contains 5.0. Other scales ``(low, high)``
 are cut the same way into ``len(words)`` equal bins.
 
-Soft targets (DeQA-Score style): a Gaussian of std ``std`` evaluated at the level values 1..5 and normalised,
-whose expectation must equal the MOS exactly. A Gaussian centred on the MOS misses it (the edges truncate it:
-MOS 4.8 gives 4.61 with std 0.7), so :func:`soft_target` *shifts the centre*: the distribution
+Soft targets, ours (``data.soft_targets=gaussian``): a Gaussian of std ``std`` evaluated at the level values 1..5
+and normalised, whose expectation must equal the MOS exactly. A Gaussian centred on the MOS misses it (the edges
+truncate it: MOS 4.8 gives 4.61 with std 0.7), so :func:`soft_target` *shifts the centre*: the distribution
 ``p_k ∝ exp(-(k - c)^2 / (2 std^2))`` has an expectation strictly increasing in ``c``, from 1 to 5, so exactly one
 centre ``c`` gives the MOS; it is found by bisection (expectation error below 1e-9). As ``std -> 0`` this tends
 to the two-neighbour linear split, used directly for ``std`` below ``min_std`` (``method="two-point"`` forces
-it): MOS 3.3 -> 0.7 on "fair", 0.3 on "good". A MOS at an end of the scale gives a one-hot target. DeQA-Score's
-released code instead rescales the distribution affinely (``alpha * p + beta``) and clips negatives, falling back
-to the two-neighbour split; the shift keeps every probability positive and needs no fallback.
+it): MOS 3.3 -> 0.7 on "fair", 0.3 on "good". A MOS at an end of the scale gives a one-hot target. The shift keeps
+every probability positive, sums to 1 and needs no fallback.
+
+The sources' own rules (``data.soft_targets=deqa``, ``data.level_range``): :func:`deqa_soft_label` is DeQA-Score's
+label as its released code computes it (the distribution rescaled affinely to keep the mean, negatives clipped,
+not renormalised, a two-neighbour fallback), and :func:`range_level` the right-closed equal bins between a low and a
+high that both DeQA-Score and Q-Align's released KonIQ labels use.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
-from reward.rewards.scoring import LEVEL_WORDS
+from reward.rewards.levels import LEVEL_WORDS
 
-__all__ = ["bin_edges", "mos_to_level", "mos_to_word", "soft_target", "two_point_target", "votes_to_levels"]
+__all__ = [
+    "DEQA_DENSITY",
+    "DeqaLabel",
+    "bin_edges",
+    "deqa_soft_label",
+    "mos_to_level",
+    "mos_to_word",
+    "range_level",
+    "range_word",
+    "soft_target",
+    "two_point_target",
+    "votes_to_levels",
+]
 
 
 def bin_edges(n_levels: int = 5, scale: tuple[float, float] = (1.0, 5.0)) -> tuple[float, ...]:
@@ -164,3 +183,124 @@ def votes_to_levels(votes: Sequence[float], n_levels: int = 5, scale: tuple[floa
     for value, count in zip(_level_values(counts.size, scale), counts, strict=True):
         out[mos_to_level(float(np.clip(value, *scale)), n_levels, scale) - 1] += count
     return out / out.sum()
+
+
+# ------------------------------------------------------------------------------------------------ the sources' rules
+
+RANGE_EPS = 1e-8  # DeQA-Score's tolerance at the bin edges (gen_soft_label.py, get_level and get_binary_probs)
+
+#: DeQA-Score's density per dataset (``build_soft_labels/config.json``, github.com/zhiyuanyou/DeQA-Score @ 8e4abc8):
+#: the Gaussian's cdf over each level's unit interval for SPAQ ("better for smaller std"), its pdf at the level for
+#: KonIQ-10k and KADID-10k ("better for larger std"); other datasets take the pdf, its code's default branch.
+DEQA_DENSITY = MappingProxyType({"koniq10k": "pdf", "spaq": "cdf", "kadid10k": "pdf"})
+
+
+def range_level(score: float, low: float, high: float, n_levels: int = 5, eps: float = RANGE_EPS) -> int:
+    """The level 1..n_levels of ``score`` among ``n_levels`` equal bins between ``low`` and ``high``, each closed on
+    the right and ``low`` itself in the lowest: level ``i`` holds ``low + (i-1)/n (high-low) - eps < score <=
+    low + i/n (high-low) + eps``. This is DeQA-Score's ``get_level`` (gen_soft_label.py) and Q-Align's level rule
+    (its paper's ``m + (i-1)(M-m)/5 < s <= m + i(M-m)/5``), which reproduces all 9,056 labels of its released KonIQ
+    files with ``m, M = 6.68487394958, 85.35625`` on the 0-100 MOS. (:func:`mos_to_level`, ours, closes each bin on
+    the left instead.)
+
+    >>> [range_level(s, 6.68487394958, 85.35625) for s in (6.68487394958, 22.41914, 22.41916, 85.35625)]
+    [1, 1, 2, 5]
+    """
+    value = float(score)
+    if n_levels < 2 or not high > low:
+        raise ValueError(f"need n_levels >= 2 and low < high, got {n_levels}, ({low}, {high})")
+    if not (math.isfinite(value) and low - eps < value <= high + eps):
+        raise ValueError(f"score {score!r} is outside the level range [{low}, {high}]")
+    for level in range(1, n_levels):
+        if value <= low + level / n_levels * (high - low) + eps:
+            return level
+    return n_levels
+
+
+def range_word(score: float, low: float, high: float, words: Sequence[str] = LEVEL_WORDS) -> str:
+    """The word of :func:`range_level` with ``words`` best first.
+
+    >>> range_word(77.3836206897, 6.68487394958, 85.35625), range_word(53.8874172185, 6.68487394958, 85.35625)
+    ('excellent', 'fair')
+    """
+    return words[len(words) - range_level(score, low, high, len(words))]
+
+
+@dataclass(frozen=True)
+class DeqaLabel:
+    """DeQA-Score's soft label of one image: ``probs`` best level first (its ``level_probs``: excellent ... bad),
+    the raw masses before the adjustment (``level_probs_org``), the MOS and std on the levels' scale 1..n and whether
+    the two-neighbour fallback replaced the adjusted Gaussian."""
+
+    probs: np.ndarray
+    raw: np.ndarray
+    mos_norm: float
+    std_norm: float
+    fallback: bool
+
+
+def deqa_soft_label(
+    mos: float,
+    std: float,
+    low: float,
+    high: float,
+    *,
+    density: str = "pdf",
+    n_levels: int = 5,
+    thre_std: float = 0.2,
+    thre_diff: float = 0.1,
+) -> DeqaLabel:
+    """DeQA-Score's soft label (``build_soft_labels/gen_soft_label.py``, zhiyuanyou/DeQA-Score @ 8e4abc8, l.118-148):
+
+    1. ``m' = (n-1)(mos - low)/(high - low) + 1`` and ``s' = (n-1) std/(high - low)`` (``low, high``: the dataset's
+       lowest and highest MOS);
+    2. ``p_x`` for the levels ``x = n..1``: the Gaussian N(m', s'^2) density at ``x`` (``density="pdf"``) or its mass
+       on ``[x - 0.5, x + 0.5]`` (``"cdf"``), not normalised;
+    3. ``q_x = max(alpha p_x + beta, 0)`` with ``alpha A + n beta = 1`` and ``alpha B + beta sum(x) = m'`` (``A = sum
+       p``, ``B = sum x p``; ``alpha = (m' - mean x)/(B - mean x A + 1e-9)``): the mean kept, clipped at 0 and **not
+       renormalised** (the sum can exceed 1, up to 1.073 on KonIQ-10k), as DeQA trains on it;
+    4. if ``s' < thre_std`` or ``|sum x q_x - m'| > thre_diff``: the two-neighbour linear split of ``m'`` instead.
+
+    >>> label = deqa_soft_label(3.92660550458716, 0.556217750098803, 1.09615384615385, 4.31)  # its released example
+    >>> [round(float(p), 6) for p in label.probs], label.fallback
+    ([0.502519, 0.478528, 0.044838, 0.0, 0.0], False)
+    """
+    if density not in ("pdf", "cdf"):
+        raise ValueError(f"density must be 'pdf' or 'cdf' (DeQA-Score's config.json), got {density!r}")
+    if not high > low:
+        raise ValueError(f"need low < high, got ({low}, {high})")
+    if not (math.isfinite(std) and std >= 0):
+        raise ValueError(f"std must be a finite number >= 0, got {std!r}")
+    range_level(mos, low, high, n_levels)  # inside the range, or a clear error
+    mean_norm = (n_levels - 1) * (float(mos) - low) / (high - low) + 1
+    std_norm = (n_levels - 1) * float(std) / (high - low)
+    xs = np.arange(n_levels, 0, -1, dtype=float)  # n .. 1: best first
+    if std_norm > 0:
+        if density == "pdf":
+            raw = np.exp(-((xs - mean_norm) ** 2) / (2 * std_norm**2)) / (std_norm * math.sqrt(2 * math.pi))
+        else:
+            cdf = np.vectorize(lambda v: 0.5 * (1 + math.erf((v - mean_norm) / (std_norm * math.sqrt(2)))))
+            raw = cdf(xs + 0.5) - cdf(xs - 0.5)
+        total, moment, centre = raw.sum(), raw @ xs, xs.mean()
+        alpha = (mean_norm - centre) / (moment - centre * total + 1e-9)
+        beta = (1.0 - alpha * total) / n_levels
+        probs = np.maximum(alpha * raw + beta, 0.0)
+        diff = abs(float(probs @ xs) - mean_norm)
+    else:  # a zero std: the density is undefined and the threshold on s' applies (DeQA's nan compares false)
+        raw, probs, diff = np.full(n_levels, np.nan), np.full(n_levels, np.nan), math.inf
+    fallback = std_norm < thre_std or diff > thre_diff
+    if fallback:
+        probs = _two_neighbours(mean_norm, n_levels)
+    return DeqaLabel(probs, raw, mean_norm, std_norm, bool(fallback))
+
+
+def _two_neighbours(mean_norm: float, n_levels: int, eps: float = RANGE_EPS) -> np.ndarray:
+    """DeQA-Score's ``get_binary_probs``: ``m'`` split linearly between the two levels around it (best first)."""
+    probs = np.zeros(n_levels)
+    for i in range(1, n_levels):
+        left, right = i - eps, i + 1 + eps
+        if left < mean_norm <= right:
+            probs[i - 1] = (right - mean_norm) / (right - left)
+            probs[i] = (mean_norm - left) / (right - left)
+            break
+    return probs[::-1].copy()

@@ -25,6 +25,7 @@ from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
+from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
 from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, write_card
 from training.push import push_problems, push_scorer
@@ -33,6 +34,7 @@ from training.scorer_format import (
     resolve_definitions,
     scorer_metadata,
 )
+from training.sft_labels import soft_mode, words_best_first
 from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     gathered_state_dict,
@@ -75,6 +77,24 @@ class ScorerPromptSettings:
     dimensions: list[str] = field(default_factory=lambda: list(DEFAULT_DIMENSIONS))
     definitions: dict[str, str] = field(
         default_factory=dict, metadata={"help": "name -> definition; default: the paper's"}
+    )
+    questions: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": (
+                "one dimension: training questions in place of the prompt type's, one drawn per training row (once, "
+                "with seed); the scorer asks the first (e.g. Q-Align's nine)"
+            )
+        },
+    )
+    response_prefix: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "one dimension: the response before the rating word in place of SA-IQA's template (e.g. Q-Align's "
+                '"The quality of the image is"), trained and read by the scorer'
+            )
+        },
     )
 
 
@@ -139,9 +159,49 @@ class DataSettings:
         metadata={
             "help": (
                 "false: the MOS's word | true: a word drawn from the annotators' votes where the data has "
-                "them, else from a Gaussian of std soft_std with expectation = MOS | gaussian: from a "
-                "Gaussian of each row's own std (DeQA-Score's label: the SD/std/var columns of KonIQ-10k, "
-                'KADID-10k, AGIQA-3K; a manifest\'s "std")'
+                "them, else from a Gaussian of std soft_std with expectation = MOS | gaussian (ours): from a "
+                "Gaussian of each row's own std whose centre is shifted to keep the MOS as its expectation (the "
+                "SD/std/var columns of KonIQ-10k, KADID-10k, AGIQA-3K; a manifest's \"std\") | deqa: DeQA-Score's "
+                "label (gen_soft_label.py: MOS and std rescaled by level_range onto the levels, Gaussian pdf or cdf, "
+                "affine fix of the mean, clipped, two-neighbour fallback). Drawn into the text with loss.kind=nll; "
+                "the word of the MOS and the exact target with loss.kind=deqa"
+            )
+        },
+    )
+    score: str = field(
+        default="mos",
+        metadata={
+            "help": (
+                "the value trained and tested as the MOS: mos (the dataset's, as read) or one its reader keeps "
+                "beside it, e.g. mos_zscore (KonIQ-10k's 0-100 MOS, the score of Q-Align's files; set mos_range)"
+            )
+        },
+    )
+    level_range: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "[low, high]: the rating word is the MOS's bin among equal bins between low and high, each closed on "
+                "the right, low in the lowest (Q-Align's and DeQA-Score's rule; deqa's normalisation range too); "
+                "null: equal bins of mos_range closed on the left (ours; deqa: the training rows' own range)"
+            )
+        },
+    )
+    keep: dict[str, list[float]] = field(
+        default_factory=dict,
+        metadata={
+            "help": (
+                "NAME: [low, high]: train and test only on rows with low <= NAME < high (NAME: mos or a value the "
+                "dataset keeps, e.g. mos_zscore: Q-Align's KonIQ subset); the others are counted and left out"
+            )
+        },
+    )
+    deqa_density: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "soft_targets=deqa: pdf (the Gaussian's density at each level) or cdf (its mass on the level's unit "
+                "interval); null: DeQA-Score's config.json choice for the dataset (cdf for spaq, else pdf)"
             )
         },
     )
@@ -186,8 +246,25 @@ class DataSettings:
 
 @dataclass
 class LossSettings:
+    kind: str = field(
+        default="nll",
+        metadata={
+            "help": (
+                "nll: trl's next-token loss of the completion | deqa: DeQA-Score's (training.deqa_loss): "
+                "deqa_weight x (cross-entropy of the other tokens + exact KL of the level word's softmax to the soft "
+                "target) + fidelity_weight x the fidelity loss of the batch's pairs (batch >= 2)"
+            )
+        },
+    )
     rating_weight: float = field(
-        default=1.0, metadata={"help": "weight of the rating-word token in the completion loss (1: plain trl loss)"}
+        default=1.0,
+        metadata={"help": "kind=nll: weight of the rating-word token in the completion loss (1: plain trl loss)"},
+    )
+    deqa_weight: float = field(
+        default=0.05, metadata={"help": "kind=deqa: weight of (CE + KL) of each side (DeQA: --weight_next_token)"}
+    )
+    fidelity_weight: float = field(
+        default=1.0, metadata={"help": "kind=deqa: weight of the pairs' fidelity loss (DeQA: --weight_rank)"}
     )
 
 
@@ -283,6 +360,16 @@ class SftSettings:
         default=False,
         metadata={"help": "true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads"},
     )
+    targets_out: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "FILE: write every training row as it will be trained (JSON lines: image, prompt, response, target "
+                "{word: probability}, mos, std) and exit; no model loads"
+            ),
+            "may_change": True,
+        },
+    )
     plan_for: PlanSettings = field(
         default_factory=PlanSettings, metadata={"help": "plan=true: GPUs, machines, ZeRO stage, GPU memory"}
     )
@@ -329,16 +416,19 @@ def _validate(settings: SftSettings) -> None:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
     if soft_mode(settings.data.soft_targets) == "?":
         problems.append(
-            f"data.soft_targets={settings.data.soft_targets!r}: use false, true (votes) or gaussian (row std)"
+            f"data.soft_targets={settings.data.soft_targets!r}: use false, true (votes), gaussian (row std, ours) or "
+            "deqa (DeQA-Score's label)"
         )
-    elif soft_mode(settings.data.soft_targets) == "gaussian" and settings.data.train in STREAMS:
+    elif soft_mode(settings.data.soft_targets) in ("gaussian", "deqa") and settings.data.train in STREAMS:
         problems.append(
-            f"data.soft_targets=gaussian needs each row's std; data.train={settings.data.train} has none: use true"
+            f"data.soft_targets={soft_mode(settings.data.soft_targets)} needs each row's std; "
+            f"data.train={settings.data.train} has none: use true"
         )
     mos_range = settings.data.mos_range
     if mos_range is not None and (len(mos_range) != 2 or not mos_range[0] < mos_range[1]):
         problems.append(f"data.mos_range={mos_range}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(settings))
+    problems.extend(label_problems(settings, STREAMS))
     from trl import SFTConfig
 
     problems.extend(library_field_problems(SFTConfig, settings.trainer, "trainer"))
@@ -373,8 +463,9 @@ def check_inputs(settings: SftSettings) -> None:
     """The model, the training and test data exist: fail now, not after training (a missing data.test would)."""
     sources = [("data.train", settings.data.train), ("data.test", settings.data.test)]
     sources += [(f"data.cross[{i}]", v) for i, v in enumerate(settings.data.cross)]
+    sources = sources[:1] if settings.targets_out else sources  # targets_out reads data.train only
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
-    model = missing_model(settings.model.path, "model.path")
+    model = None if settings.targets_out else missing_model(settings.model.path, "model.path")
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
@@ -386,7 +477,7 @@ def check_inputs(settings: SftSettings) -> None:
 
 def check_output_folder(settings: SftSettings) -> Output:
     """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
-    record = {k: v for k, v in asdict(settings).items() if k not in ("out", "plan", "plan_for")}
+    record = {k: v for k, v in asdict(settings).items() if k not in ("out", "plan", "plan_for", "targets_out")}
     inputs = {"model": settings.model.path, "data.train": settings.data.train}
     return check_output(
         settings.out,
@@ -436,6 +527,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     settings = parse_settings(cfg, with_inputs=True)
     if settings.plan:  # no file needs to exist yet: the plan is made from the settings alone
         return _print_plan(settings)
+    if settings.targets_out:  # the training rows only: no model, no output folder
+        mos_range = data_mos_range(settings, settings.data.train)
+        return write_training_targets(settings, _scorer_meta(settings)["queries"], mos_range)
     setup = set_up(settings)
     trained = train(setup, callbacks or [])
     return report(setup, trained, cfg)
@@ -499,7 +593,7 @@ def set_up(settings: SftSettings) -> Setup:
 def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
     """The scorer's ``sa_iqa.json`` metadata: its dimensions, their rendered queries, the level words and values."""
     definitions = resolve_definitions(settings.prompt.dimensions, settings.prompt.type, settings.prompt.definitions)
-    return scorer_metadata(
+    meta = scorer_metadata(
         settings.prompt.dimensions,
         prompt_type=settings.prompt.type,
         definitions=definitions,
@@ -508,6 +602,12 @@ def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
         level_values=settings.levels.values,
         trained_from=settings.model.path,
     )
+    for query in meta["queries"].values():  # prompt.questions / response_prefix: one dimension (checked)
+        if settings.prompt.questions:
+            query["question"] = settings.prompt.questions[0]
+        if settings.prompt.response_prefix:
+            query["response_prefix"] = settings.prompt.response_prefix
+    return meta
 
 
 def _load_model(settings: SftSettings, args: Any) -> Any:
@@ -526,18 +626,15 @@ def _load_model(settings: SftSettings, args: Any) -> Any:
 
 
 def train(setup: Setup, callbacks: list[Any]) -> Trained:
-    """The untrained model evaluated first (``eval_before``), then trl's SFTTrainer (the rating word's loss weighted
-    by ``loss.rating_weight``) from the last complete checkpoint of a resumed run; the scorer saved to
-    ``out/scorer`` by the main process (gathering ZeRO-3's weights takes every process)."""
-    from training.rating_loss import weighted_trainer_class
+    """The untrained model evaluated first (``eval_before``), then trl's SFTTrainer (the loss of ``loss.kind``) from
+    the last complete checkpoint of a resumed run; the scorer saved to ``out/scorer`` by the main process (gathering
+    ZeRO-3's weights takes every process)."""
 
     settings, args, model = setup.settings, setup.args, setup.model
     metrics_before = _evaluate_before(setup) if settings.eval_before and settings.data.test else None
     restored = bool(setup.resume_from) and not settings.lora.enabled and not uses_deepspeed(args)
     restored = restored and load_checkpoint_weights(model, setup.resume_from)
-    trainer_cls = weighted_trainer_class(
-        settings.loss.rating_weight, _rating_ids(setup.processor.tokenizer, setup.meta, settings)
-    )
+    trainer_cls = _trainer_class(settings, setup)
     trainer = trainer_cls(
         model=model,
         args=args,
@@ -561,6 +658,28 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
             args=args,
         )
     return Trained(trainer, train_out.global_step, train_out.training_loss, metrics_before, main_process, scorer)
+
+
+def _trainer_class(settings: SftSettings, setup: Setup) -> type:
+    """trl's SFTTrainer with the loss of ``loss.kind``: trl's (the rating word weighted) or DeQA-Score's."""
+    if settings.loss.kind == "deqa":
+        from reward.vlm.tokens import resolve_candidates
+        from training.deqa_loss import deqa_trainer_class
+
+        words = _sorted_words(settings)  # best first, as the rows' soft targets
+        prefix = next(iter(setup.meta["queries"].values()))["response_prefix"]
+        values = sorted(settings.levels.values, reverse=True)
+        return deqa_trainer_class(
+            resolve_candidates(setup.processor.tokenizer, prefix, words),
+            values,
+            deqa_weight=settings.loss.deqa_weight,
+            fidelity_weight=settings.loss.fidelity_weight,
+        )
+    from training.rating_loss import weighted_trainer_class
+
+    return weighted_trainer_class(
+        settings.loss.rating_weight, _rating_ids(setup.processor.tokenizer, setup.meta, settings)
+    )
 
 
 def _evaluate_before(setup: Setup) -> dict[str, Any]:
@@ -706,30 +825,14 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
         settings.data.train,
         queries,
         words,
-        mos_range=mos_range,
         skip_bad=settings.data.skip_bad,
         max_pixels=settings.data.max_decode_pixels,
-        soft_std=soft,
         seed=settings.seed,
         augment=settings.data.augment_crop if settings.data.augment else None,
         split="train",
-        row_std=mode == "gaussian",
         columns=settings.data.columns,
+        **label_kwargs(settings, mos_range),
     )
-
-
-def soft_mode(value: Any) -> str | None:
-    """``data.soft_targets`` as None (hard targets), ``votes`` (true) or ``gaussian``; ``?`` for anything else.
-
-    >>> [soft_mode(v) for v in (False, "false", True, "True", "votes", "gaussian", "soft")]
-    [None, None, 'votes', 'votes', 'votes', 'gaussian', '?']
-    """
-    text = str(value).strip().lower()
-    if text in ("false", "none", "0", ""):
-        return None
-    if text in ("true", "1", "votes"):
-        return "votes"
-    return "gaussian" if text == "gaussian" else "?"
 
 
 def data_mos_range(settings: SftSettings, source: str | None) -> tuple[float, float]:
@@ -751,8 +854,7 @@ def _rating_ids(tokenizer: Any, meta: dict[str, Any], settings: SftSettings) -> 
 
 def _sorted_words(settings: SftSettings) -> list[str]:
     """Level words ordered best first by their values (the MOS bins map onto them in that order)."""
-    pairs = sorted(zip(settings.levels.values, settings.levels.words, strict=True), reverse=True)
-    return [w for _, w in pairs]
+    return words_best_first(settings.levels.words, settings.levels.values)
 
 
 def save_scorer(
@@ -848,6 +950,7 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
     """The metrics of ``reward`` on ``data.test``, written to ``out`` (metrics.json, scores, plots) when ``write``."""
     from reward.data import load_ratings
     from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
+    from training.sft_labels import keep_rows, with_score
 
     mos_range = data_mos_range(settings, settings.data.test)
     eval_settings = EvalSettings(
@@ -862,9 +965,12 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
         columns=settings.data.columns,
     )
     base = rows.base if rows.info else Path(settings.data.test).resolve().parent
-    result = evaluate_rows(reward, rows.rows, eval_settings, score_range=(1.0, 5.0), base=base, source=rows.source)
+    tested = with_score(rows.rows, settings.data.score, rows.source)  # the MOS trained on, the rows kept
+    keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
+    tested, kept_out = keep_rows(tested, keep, rows.source)
+    result = evaluate_rows(reward, tested, eval_settings, score_range=(1.0, 5.0), base=base, source=rows.source)
     if rows.info:  # a dataset by name: its scale, split rule and seed, the file read
-        result.meta["data"] = rows.info
+        result.meta["data"] = rows.info | {"score": settings.data.score, "kept_out": kept_out}
     if write:
         write_results(out, result, eval_settings, (1.0, 5.0), title="sa-iqa")
     logger.info("SA-IQA on %s\n%s", settings.data.test, format_table(result.metrics))

