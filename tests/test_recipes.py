@@ -92,7 +92,7 @@ def test_qalign_and_deqa_recipes_hold_the_authors_script_values():
     assert q.data.score == "mos_zscore" and q.data.level_range == [6.68487394958, 85.35625]  # Q-Align's files
     d = compose("sft", ["+recipe=deqa-koniq"], schema=SftSettings)
     assert (d.data.soft_targets, d.loss.kind) == ("deqa", "deqa")
-    assert (d.loss.deqa_weight, d.loss.fidelity_weight) == (0.05, 1.0)  # train.sh's weights
+    assert (d.loss.deqa_weight, d.loss.fidelity_weight) == (0.05, 1.0)  # DeQA's scripts/train.sh weights
     assert (d.trainer.per_device_train_batch_size, d.trainer.num_train_epochs) == (32, 6)  # 16 pairs, 3 epochs of A
     assert d.data.keep == q.data.keep and len(d.prompt.questions) == 10 and d.data.score == "mos"
     assert d.data.cross == q.data.cross and len(q.data.cross) == 4  # inherited from qalign-koniq

@@ -12,8 +12,9 @@ into pairs (A_i, B_i):
   ``pred = Phi((s_A - s_B) / sqrt 2)`` (``use_fix_std``) from the predicted scores ``s = softmax(the level words'
   logits) . values`` (``closeset_rating_loss``: the five logits only) and ``gt = Phi((mu_A - mu_B) / sqrt(sd_A^2 +
   sd_B^2 + eps))`` from both images' MOS and std (``continuous_rating_loss``), averaged over the pairs;
-- ``loss = fidelity_weight * fidelity + deqa_weight * [(CE_A + KL_A) + (CE_B + KL_B)]`` (train.sh: ``--weight_rank
-  1.0``, ``--weight_next_token 0.05``, ``--weight_softkl 1.0``: KL and CE are 1:1 inside the 0.05).
+- ``loss = fidelity_weight * fidelity + deqa_weight * [(CE_A + KL_A) + (CE_B + KL_B)]``
+  (scripts/train.sh: ``--weight_rank 1.0``, ``--weight_next_token 0.05``, ``--weight_softkl 1.0``: KL and CE are 1:1
+  inside the 0.05).
 
 Pairs: DeQA gives each sample A a random other sample B of its dataset, forwarded as a second batch. Here the batch
 the sampler shuffled is paired in order, (0, 1), (2, 3), ...: a random matching within the batch, which the

@@ -187,7 +187,8 @@ def votes_to_levels(votes: Sequence[float], n_levels: int = 5, scale: tuple[floa
 
 # ------------------------------------------------------------------------------------------------ the sources' rules
 
-RANGE_EPS = 1e-8  # DeQA-Score's tolerance at the bin edges (gen_soft_label.py, get_level and get_binary_probs)
+# DeQA-Score's tolerance at the bin edges (build_soft_labels/gen_soft_label.py, get_level and get_binary_probs)
+RANGE_EPS = 1e-8
 
 #: DeQA-Score's density per dataset (``build_soft_labels/config.json``, github.com/zhiyuanyou/DeQA-Score @ 8e4abc8):
 #: the Gaussian's cdf over each level's unit interval for SPAQ ("better for smaller std"), its pdf at the level for
@@ -198,10 +199,10 @@ DEQA_DENSITY = MappingProxyType({"koniq10k": "pdf", "spaq": "cdf", "kadid10k": "
 def range_level(score: float, low: float, high: float, n_levels: int = 5, eps: float = RANGE_EPS) -> int:
     """The level 1..n_levels of ``score`` among ``n_levels`` equal bins between ``low`` and ``high``, each closed on
     the right and ``low`` itself in the lowest: level ``i`` holds ``low + (i-1)/n (high-low) - eps < score <=
-    low + i/n (high-low) + eps``. This is DeQA-Score's ``get_level`` (gen_soft_label.py) and Q-Align's level rule
-    (its paper's ``m + (i-1)(M-m)/5 < s <= m + i(M-m)/5``), which reproduces all 9,056 labels of its released KonIQ
-    files with ``m, M = 6.68487394958, 85.35625`` on the 0-100 MOS. (:func:`mos_to_level`, ours, closes each bin on
-    the left instead.)
+    low + i/n (high-low) + eps``. This is DeQA-Score's ``get_level`` (build_soft_labels/gen_soft_label.py) and
+    Q-Align's level rule (its paper's ``m + (i-1)(M-m)/5 < s <= m + i(M-m)/5``), which reproduces all 9,056 labels
+    of its released KonIQ files with ``m, M = 6.68487394958, 85.35625`` on the 0-100 MOS. (:func:`mos_to_level`,
+    ours, closes each bin on the left instead.)
 
     >>> [range_level(s, 6.68487394958, 85.35625) for s in (6.68487394958, 22.41914, 22.41916, 85.35625)]
     [1, 1, 2, 5]

@@ -162,7 +162,8 @@ class DataSettings:
                 "them, else from a Gaussian of std soft_std with expectation = MOS | gaussian (ours): from a "
                 "Gaussian of each row's own std whose centre is shifted to keep the MOS as its expectation (the "
                 "SD/std/var columns of KonIQ-10k, KADID-10k, AGIQA-3K; a manifest's \"std\") | deqa: DeQA-Score's "
-                "label (gen_soft_label.py: MOS and std rescaled by level_range onto the levels, Gaussian pdf or cdf, "
+                "label (build_soft_labels/gen_soft_label.py: MOS and std rescaled by level_range onto the levels, "
+                "Gaussian pdf or cdf, "
                 "affine fix of the mean, clipped, two-neighbour fallback). Drawn into the text with loss.kind=nll; "
                 "the word of the MOS and the exact target with loss.kind=deqa"
             )
