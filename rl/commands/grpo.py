@@ -96,8 +96,8 @@ class HeldOutSettings:
 
 
 # trl.GRPOConfig fields, NAME -> (default, help): the paper's where App. D.3 states them (group 8, batch 4, eq. 8's
-# loss), ours elsewhere; any other field is set with trainer.NAME=VALUE (checked against GRPOConfig's fields and their
-# types before anything loads)
+# loss and KL estimator), ours elsewhere; any other field is set with trainer.NAME=VALUE (checked against
+# GRPOConfig's fields and their types before anything loads)
 PAPER_TRAINER: dict[str, tuple[Any, str]] = {
     "num_generations": (8, "group size G (the paper: 8)"),
     "per_device_train_batch_size": (
@@ -110,6 +110,12 @@ PAPER_TRAINER: dict[str, tuple[Any, str]] = {
         "grpo",
         "eq. 8: each completion's token losses averaged over its own length, then over the group (trl's grpo; "
         "trl's own default, dapo, averages over all tokens of the batch)",
+    ),
+    "use_bias_correction_kl": (
+        False,
+        "eq. 8: the KL term is DeepSeekMath's k3 estimator, pi_ref/pi - log(pi_ref/pi) - 1 (its gradient "
+        "beta (1 - pi_ref/pi)); true: trl's default, DeepSeek-V3.2's correction, the KL term x pi/pi_old (its "
+        "gradient beta (log pi - log pi_ref): not eq. 8)",
     ),
     "max_completion_length": (None, "null: the generator's text budget (CLIP 77; FLUX Fill's T5: 512)"),
     "temperature": (1.0, "ours (the paper gives none)"),
