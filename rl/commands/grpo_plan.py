@@ -82,12 +82,20 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
         tokens=tokens,
         visual_tokens=vis,
         train_vision=False,
+        trains_largest_layer=not settings.lora.enabled,
     )
     plan = Plan(title=f"GRPO of {settings.policy.path}", parts=[policy], launch=launch)
     beta = float(trainer.get("beta", 0.0) or 0.0)
     if beta > 0 and not settings.lora.enabled:
         plan.parts.append(
-            frozen_part("reference policy (beta > 0)", shape.total, dtype.itemsize, launch, sharded=True)
+            frozen_part(
+                "reference policy (beta > 0)",
+                shape.total,
+                dtype.itemsize,
+                launch,
+                sharded=True,
+                largest_layer=shape.largest_layer,
+            )
         )
     reward, reward_line = _reward_part(to_plain(settings.reward), launch.bf16, settings.plan_for.reward_model)
     if reward is not None:

@@ -82,6 +82,7 @@ def sft_plan(settings: Any) -> Plan:
         tokens=tokens,
         visual_tokens=vis,
         train_vision=train_vision,
+        trains_largest_layer=not settings.lora.enabled,
     )
     plan = Plan(title=f"SFT of {settings.model.path}", parts=[part], launch=launch)
     eff = launch.effective_batch
