@@ -45,7 +45,10 @@ def test_help_shows_the_loss_type(capsys):
     out = capsys.readouterr().out
     assert "\n  loss_type: grpo  # eq. 8: each completion's token losses averaged over its own length" in out
     assert "\n  num_generations: 8  # group size G (the paper: 8)\n" in out  # each trainer entry: its own help
-    assert "\n  per_device_train_batch_size: 32  # completions per process and step" in out
+    assert "\n  per_device_train_batch_size: 4  # completions per process and micro-step" in out
+    assert (
+        "\n  global_batch_size: null  # ours, not trl's" in out and "SA-IQA App. D.3 (4 prompts x group 8)'s 32" in out
+    )
 
 
 # --- eq. 8 by hand against trl's loss and gradient ------------------------------------------------------------------

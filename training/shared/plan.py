@@ -357,18 +357,30 @@ class PlanSettings:
     )
 
 
+def _per_machine(p: PlanSettings) -> int:
+    """Processes per machine of the planned launch: ``p.processes``, else this launch's (``WORLD_SIZE``)."""
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    return p.processes or max(1, world // max(1, p.machines))
+
+
+def planned_processes(p: PlanSettings) -> int:
+    """Processes of the planned launch, all machines together (the batch is made for them)."""
+    return _per_machine(p) * p.machines
+
+
 def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool, checkpointing: bool) -> Launch:
     """The launch a plan is made for: ``p``'s values, else this process's launcher environment."""
     import os
 
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     stage_env = (
         os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") if os.environ.get("ACCELERATE_USE_DEEPSPEED") else None
     )
     return Launch(
         per_device=per_device,
         accumulation=accumulation,
-        processes_per_machine=p.processes or max(1, world // max(1, p.machines)),
+        processes_per_machine=_per_machine(p),
         machines=p.machines,
         zero_stage=p.zero_stage if p.zero_stage is not None else int(stage_env or 0),
         bf16=bf16,
