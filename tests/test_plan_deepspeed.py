@@ -59,14 +59,17 @@ def _model_states(plan) -> float:
     return sum(p.weights + p.gradients + p.optimizer for p in plan.parts)
 
 
-@pytest.mark.parametrize(("stage", "gpus", "machines"), [(2, 1, 1), (3, 8, 1), (3, 8, 2)])
+LAUNCHES = [(2, 1, 1), (2, 8, 1), (3, 1, 1), (3, 8, 1), (3, 8, 2)]  # (ZeRO stage, GPUs per machine, machines)
+
+
+@pytest.mark.parametrize(("stage", "gpus", "machines"), LAUNCHES)
 def test_model_states_equal_deepspeeds_estimators(stage: int, gpus: int, machines: int):
     plan = _full_fine_tuning_plan(stage, gpus, machines)
     deepspeed = _deepspeed_gpu_bytes(stage, gpus, machines)
     assert _model_states(plan) == pytest.approx(deepspeed, abs=16), (_model_states(plan) / GIB, deepspeed / GIB)
 
 
-@pytest.mark.parametrize(("stage", "gpus", "machines"), [(2, 1, 1), (3, 8, 1), (3, 8, 2)])
+@pytest.mark.parametrize(("stage", "gpus", "machines"), LAUNCHES)
 def test_the_plan_never_says_fits_where_deepspeed_does_not(stage: int, gpus: int, machines: int):
     """On a GPU just too small for DeepSpeed's estimate of the model states alone, the plan does not fit."""
     memory = deepspeed_gib = _deepspeed_gpu_bytes(stage, gpus, machines) / GIB

@@ -209,7 +209,7 @@ def test_plan_true_prints_the_plan_in_seconds_without_any_weights(tmp_path):
     grpo = [sys.executable, str(ROOT / "rl/grpo.py"), "+recipe=grpo-expansion", "plan=true", "plan_for.processes=1"]
     done = subprocess.run(grpo, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "effective batch 32 completions = 8 per device x 4 accumulation x 1 processes" in done.stdout
+    assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in done.stdout
     assert "4 prompts x group 8 per generation" in done.stdout  # App. D.3's batch 4, group 8, on one process too
     assert "reward sa-iqa" in done.stdout and "generator flux-fill" in done.stdout
 

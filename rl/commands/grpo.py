@@ -450,8 +450,9 @@ def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> 
             f"{len(train)} training tasks cannot fill one GRPO step: a step takes {prompts} prompts "
             f"({args.world_size} process(es) x trainer.per_device_train_batch_size={args.per_device_train_batch_size}"
             f" x steps_per_generation={args.steps_per_generation} = {args.generation_batch_size} completions, "
-            f"trainer.num_generations={args.num_generations} per prompt). Lower trainer.per_device_train_batch_size "
-            f"(or the number of processes), or give more tasks in data={settings.data}"
+            f"trainer.num_generations={args.num_generations} per prompt). Lower trainer.global_batch_size (with "
+            "trainer.gradient_accumulation_steps given: trainer.per_device_train_batch_size or the processes), or "
+            f"give more tasks in data={settings.data}"
             + (
                 f" ({settings.eval_tasks} are held out: eval_tasks)"
                 if not settings.eval_data and settings.eval.every > 0

@@ -271,8 +271,9 @@ def advise(plan: Plan, *, lora: bool, fewer_tokens: str) -> list[str]:
         tips.append(f"trainer.activation_checkpointing=true (activations {acts:.1f} GiB)")
     if per_device > 1:
         tips.append(
-            f"trainer.per_device_train_batch_size={max(1, per_device // 2)} with twice the "
-            "trainer.gradient_accumulation_steps (same effective batch)"
+            f"trainer.per_device_train_batch_size={max(1, per_device // 2)} (same effective batch: the accumulation "
+            "derived from trainer.global_batch_size doubles; one given in trainer.gradient_accumulation_steps, double "
+            "it)"
         )
     if launch.zero_stage < 3:
         tips.append(
