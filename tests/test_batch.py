@@ -99,3 +99,20 @@ def test_the_grpo_defaults_train_with_the_papers_4_prompts_x_8_on_one_process_or
     line = _batch_line(plan)
     assert line.startswith(f"effective batch 32 completions = 4 per device x {accumulation} accumulation")
     assert line.endswith("trained with 32): 4 prompts x group 8 per generation")
+
+
+def test_a_grpo_run_prints_its_batch_at_start(tmp_path, caplog):
+    """The batch line comes first, before the checks that refuse a run (here: 3 tasks for App. D.3's 4 prompts)."""
+    from hydra import initialize_config_dir
+
+    from reward.core.cli import CONFIG_DIR
+    from rl.commands.grpo import run
+
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 3, size=32, seed=0)
+    overrides = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("grpo", [*overrides, "eval.every=0", "policy.vision='false'"], schema=GrpoSettings)
+    with caplog.at_level(logging.INFO, logger="rl"), pytest.raises(ConfigError, match="a step takes 4 prompts"):
+        run(cfg)
+    assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in caplog.text
+    assert "SA-IQA App. D.3 (4 prompts x group 8) trained with 32" in caplog.text

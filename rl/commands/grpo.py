@@ -561,11 +561,11 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     """Every check before a model loads (tasks, a full step, devices, the output folder), then the rewards, the
     generator, the output folder and the policy."""
     out = Path(settings.out)
+    batch = resolve_batch(settings.trainer, args.world_size, GRPO_BATCH)
+    logger.info("%s", describe_batch(batch, settings.trainer, GRPO_BATCH))
     vision = is_vlm(settings.policy.path, settings.policy.vision)
     train_tasks, heldout, n_bad = task_split(settings, with_eval=settings.eval.every > 0)
     check_fills_a_step(train_tasks, args, settings)
-    batch = resolve_batch(settings.trainer, args.world_size, GRPO_BATCH)
-    logger.info("%s", describe_batch(batch, settings.trainer, GRPO_BATCH))
     train_entries = resolve_devices(
         [settings.reward, *settings.more_rewards], schema_has_device=reward_has_device, where="reward"
     )
