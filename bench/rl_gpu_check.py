@@ -146,6 +146,7 @@ def _overrides(p: Parts, out: Path) -> list[str]:
         f"trainer.max_steps={p.steps}",
         "trainer.num_generations=4",
         "trainer.per_device_train_batch_size=16",  # 4 prompts x 4 completions a step
+        "trainer.gradient_accumulation_steps=1",
         f"trainer.max_completion_length={8 if p.dry_run else 48}",
         "trainer.learning_rate=1e-6",  # the paper's: what pure-bf16 AdamW rounds away
         "trainer.save_steps=1000",
@@ -235,6 +236,7 @@ def zero3_section(table: Table, p: Parts, *, lora: bool) -> None:
         f"trainer.max_steps={p.steps}",
         "trainer.num_generations=4",
         "trainer.per_device_train_batch_size=8",
+        "trainer.gradient_accumulation_steps=1",
         f"trainer.max_completion_length={8 if p.dry_run else 48}",
         "trainer.learning_rate=1e-5",
         "trainer.save_steps=1000",

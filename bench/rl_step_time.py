@@ -53,6 +53,7 @@ def main() -> None:
             f"trainer.max_steps={args.steps}",
             "trainer.num_generations=8",
             "trainer.per_device_train_batch_size=16",
+            "trainer.gradient_accumulation_steps=1",
             "trainer.max_completion_length=16",
             "trainer.beta=0",
             "eval.every=0",

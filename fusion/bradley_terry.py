@@ -12,8 +12,10 @@ vector ``w`` fuses them into one score ``S = x·w``; a pair ``(A, B)`` is modell
   ``ν`` is fitted with ``w``. Without ties in the data the model is plain Bradley–Terry (``ν = 0``), so
   ``P(A > B) = sigmoid(s)`` exactly as in eq. 2.
 - ``tie_model="zero"``: eq. 2 literally. The paper's labels are ``y ∈ {0, 1}``, "y = 1 if A is preferred, y = 0
-  otherwise", so a tie counts as ``y = 0`` (as a win of B) in the logistic loss.
-- ``tie_model="half"``: a tie counts as ``y = 0.5`` in the logistic loss (ours; the paper does not say this).
+  otherwise", so a tie counts as ``y = 0`` (as a win of B) in the logistic loss. The weights then depend on which
+  image of a tied pair a file lists first (a fit with ties says so in a warning).
+- ``tie_model="half"``: a tie counts as ``y = 0.5`` in the logistic loss: eq. 2's ``y = 0`` averaged over both
+  orders of the tied pair (``½(log σ(-s) + log σ(s))`` is the ``y = ½`` term), so the order does not matter.
 - ``tie_model="drop"``: ties are left out of the fit (and of the log-likelihood).
 
 The objective is the mean negative log-likelihood plus ``l2 / 2 · ||w||²``, minimised by scipy's L-BFGS-B with
@@ -330,15 +332,37 @@ def fit_differences(
     return CoreResult(v / scale, nu, bool(res.success), int(res.nit), str(res.message))
 
 
+def _tie_warnings(n_ties: int, n_pairs: int, tie_model: str, weights: np.ndarray) -> list[str]:
+    """What the ties did to the fit: nothing identified when every pair is a tie (and, under ``zero``, what the
+    weights then say), and under ``zero`` the dependence on which image of a tied pair is listed first."""
+    if n_ties == 0:
+        return []
+    if n_ties == n_pairs and tie_model == "zero":
+        shown = [round(float(w), 2) for w in weights]
+        return [
+            f"all {n_pairs} pairs are ties: no pair says which image is better, and tie_model=zero counts every tie "
+            f"as a win of b, so the fitted weights {shown} only make each pair's a lose to its b (they follow "
+            "which image of each pair is listed first, not what matters); add pairs with a preference, or use "
+            "tie_model=half, davidson or drop"
+        ]
+    if n_ties == n_pairs:
+        return [
+            f"all {n_pairs} pairs are ties: no pair says which image is better, so the weights are not "
+            f"identified and stay at 0 (tie_model={tie_model}: the likelihood is highest where every pair is even); "
+            "add pairs with a preference"
+        ]
+    if tie_model == "zero":
+        return [
+            f"tie_model=zero (eq. 2 literally) counts each of the {n_ties} ties as a win of b: the weights depend "
+            "on which image of a tied pair is listed first; tie_model=half is eq. 2 averaged over both orders and "
+            "does not"
+        ]
+    return []
+
+
 def _degeneracy_warnings(dx: np.ndarray, codes: np.ndarray, dimensions: tuple[str, ...]) -> list[str]:
     """Warnings about data that cannot identify the weights (checked before fitting)."""
     found = []
-    n_ties = int(np.sum(codes == LABEL_TIE))
-    if n_ties == len(codes):
-        found.append(
-            f"all {len(codes)} pairs are ties: no pair says which image is better, so the weights are not "
-            "identified and stay at 0; add pairs with a preference"
-        )
     rms = np.sqrt(np.mean(dx * dx, axis=0))
     constant = rms <= 1e-12 * max(1.0, float(rms.max(initial=0.0)))
     for j in np.flatnonzero(constant):
@@ -412,6 +436,7 @@ def fit_bradley_terry(
     core = fit_differences(dx, codes, options, sample_weight)
     s = dx @ core.weights
     n_ties = int(np.sum(codes == LABEL_TIE))
+    found = _tie_warnings(n_ties, n, options.tie_model, core.weights) + found
     if n_ties == 0 and np.all(np.where(codes == LABEL_A, s, -s) > 0):
         found.append(
             "the pairs are perfectly separable: the fused scores order every pair correctly, so the likelihood "

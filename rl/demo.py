@@ -137,6 +137,7 @@ def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> tuple[str, dict[st
         f"trainer.max_steps={cfg.grpo.steps}",
         "trainer.num_generations=8",
         "trainer.per_device_train_batch_size=16",
+        "trainer.gradient_accumulation_steps=1",
         "trainer.learning_rate=5e-3",
         "trainer.beta=0",
         "trainer.max_completion_length=16",

@@ -50,7 +50,8 @@ def test_help_shows_each_key_with_its_comment_once(capsys):
     out = capsys.readouterr().out
     assert "  batch_size" not in out
     assert "seed: 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle" in out
-    assert "  gradient_accumulation_steps: 32  # effective batch 8 x 32 x GPUs" in out  # trainer.*: its dict's lines
+    assert "  gradient_accumulation_steps: null  # null: derived from global_batch_size (32 on one process" in out
+    assert "  global_batch_size: null  # ours, not trl's: the effective batch" in out  # trainer.*: its dict's lines
     assert "  freeze_vision: true  # SA-IQA freezes the ViT ..." in out
     main("judge", _never, argv=["--help"], schema=JudgeSettings)
     out = capsys.readouterr().out

@@ -115,6 +115,7 @@ APPEND: dict[str, list[str]] = {
     "rl/grpo.py": [
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=8",
+        "trainer.global_batch_size=8",  # one micro-batch a step, not the paper's 32 completions
         "trainer.max_completion_length=8",
         "eval.every=0",
         "generator.steps=4",  # the diffusers pipelines' 30 denoising steps per candidate

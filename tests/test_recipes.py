@@ -27,6 +27,7 @@ from reward.core.cli import compose
 from rl.commands.grpo import GrpoSettings
 from rl.tasks import TasksSettings
 from training.commands.sft import SftSettings
+from training.shared.batch import SFT_BATCH, resolve_batch
 from training.shared.plan import GIB, Launch, PlanSettings, format_plan, model_part
 from training.shared.plan_models import BUILTIN, ModelShape, model_shape
 
@@ -97,8 +98,9 @@ def test_qalign_and_deqa_recipes_hold_the_authors_script_values():
     assert d.data.keep == q.data.keep and len(d.prompt.questions) == 10 and d.data.score == "mos"
     assert d.data.cross == q.data.cross and len(q.data.cross) == 4  # inherited from qalign-koniq
     s = compose("sft", ["+recipe=sa-iqa-bench"], schema=SftSettings)
-    eff = s.trainer.per_device_train_batch_size * s.trainer.gradient_accumulation_steps * s.plan_for.processes
-    assert eff == 256 and s.prompt.type == 4 and not s.lora.enabled  # SA-IQA §4.1
+    batches = [resolve_batch(s.trainer, n, SFT_BATCH) for n in (s.plan_for.processes, 1, 8)]
+    assert [(b.effective, b.accumulation) for b in batches] == [(256, 32), (256, 128), (256, 16)]  # SA-IQA §4.1
+    assert s.trainer.per_device_train_batch_size == 2 and s.prompt.type == 4 and not s.lora.enabled
 
 
 # --- the plan -----------------------------------------------------------------------------------------------------
@@ -139,9 +141,9 @@ def _shape(params: int) -> ModelShape:
     ("stage", "weights", "grads", "optim"),
     [  # 1000 parameters, all trained, bf16 weights (2 bytes), 4 processes; DeepSpeed's Adam: 12 bytes per parameter
         (0, 2000, 2000, 4000),  # no DeepSpeed: torch AdamW keeps two moments in the weights' dtype
-        (1, 2000, 2000, 12000 / 4),
-        (2, 2000, 2000 / 4, 12000 / 4),
-        (3, 2000 / 4, 2000 / 4, 12000 / 4),
+        (1, 2000, 2000 + 4000 / 4, 12000 / 4),  # + the fp32 gradients the optimizer steps on, sharded
+        (2, 2000, (2000 + 4000) / 4, 12000 / 4),  # DeepSpeed's estimate: 2P + 18P/N
+        (3, 2000 / 4, (2000 + 2000) / 4, 12000 / 4),  # DeepSpeed's estimate: 18P/N (no largest layer here)
     ],
 )
 def test_zero_stages_shard_optimizer_then_gradients_then_weights(stage, weights, grads, optim):
@@ -212,7 +214,8 @@ def test_plan_true_prints_the_plan_in_seconds_without_any_weights(tmp_path):
     grpo = [sys.executable, str(ROOT / "rl/grpo.py"), "+recipe=grpo-expansion", "plan=true", "plan_for.processes=1"]
     done = subprocess.run(grpo, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "4 prompts x group 8" not in done.stdout and "1 prompts x group 8" in done.stdout  # 8 completions / G
+    assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in done.stdout
+    assert "4 prompts x group 8 per generation" in done.stdout  # App. D.3's batch 4, group 8, on one process too
     assert "reward sa-iqa" in done.stdout and "generator flux-fill" in done.stdout
 
 
@@ -248,8 +251,10 @@ def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
             )
         )
     )
-    assert two.launch.processes == 16 and two.launch.effective_batch == 2 * one.launch.effective_batch
-    assert two.parts[0].weights == pytest.approx(one.parts[0].weights / 2)
+    assert two.launch.processes == 16 and two.launch.effective_batch == one.launch.effective_batch == 256
+    assert (one.launch.accumulation, two.launch.accumulation) == (4, 2)  # derived for the processes
+    gathered = model_shape("Qwen/Qwen2.5-VL-7B-Instruct").largest_layer * 2  # ZeRO-3: the largest layer, whole
+    assert two.parts[0].weights - gathered == pytest.approx((one.parts[0].weights - gathered) / 2)
     assert f"{PlanSettings().gpu_memory_gib:.0f} GiB per GPU" in format_plan(two)
     assert one.total_gib * GIB == pytest.approx(sum(p.total for p in one.parts))
 
@@ -340,6 +345,7 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
                 f"generator.path={flux}",
                 "trainer.max_steps=2",
                 "trainer.per_device_train_batch_size=8",
+                "trainer.global_batch_size=8",
                 "trainer.max_completion_length=16",
                 "generator.steps=2",
                 "eval.every=0",

@@ -60,6 +60,7 @@ def _grpo(tiny_lm: Path, tasks: Path, out: Path, url: str, extra: list[str] = ()
         "trainer.max_steps=2",
         "trainer.num_generations=2",
         "trainer.per_device_train_batch_size=4",
+        "trainer.gradient_accumulation_steps=1",
         "trainer.max_completion_length=8",
         "trainer.save_steps=1000",
         "eval.every=0",

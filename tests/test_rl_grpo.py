@@ -21,7 +21,13 @@ from rl.inpaint_tasks import load_tasks
 from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-FAST = ["trainer.learning_rate=5e-3", "trainer.beta=0", "trainer.max_completion_length=16", "trainer.save_steps=1000"]
+FAST = [
+    "trainer.learning_rate=5e-3",
+    "trainer.beta=0",
+    "trainer.max_completion_length=16",
+    "trainer.save_steps=1000",
+    "trainer.gradient_accumulation_steps=1",  # one micro-batch a step, not the paper's 32 completions
+]
 
 
 def _cfg(overrides: list[str]):
@@ -246,6 +252,7 @@ def test_too_few_tasks_for_one_step_are_refused_before_anything_loads(tmp_path, 
     small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
     args = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
     args += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16"]
+    args += ["trainer.gradient_accumulation_steps=1"]
     with pytest.raises(ValueError, match=r"6 training tasks cannot fill one GRPO step: a step takes 8 prompts \(1 "):
         run_grpo(_cfg(args))
     assert not (tmp_path / "run").exists()  # nothing written either

@@ -142,6 +142,7 @@ def test_grpo_gets_none_from_every_reward_for_an_item_one_failed_on(masking_rewa
         "trainer.max_steps=2",
         "trainer.num_generations=2",
         "trainer.per_device_train_batch_size=4",
+        "trainer.gradient_accumulation_steps=1",
         "trainer.max_completion_length=8",
         "trainer.save_steps=1000",
         "eval.every=0",

@@ -71,7 +71,9 @@ class FusionSettings:
         metadata={
             "help": (
                 "davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie "
-                "is y = 0) | half (a tie is y = 0.5) | drop (ties left out)"
+                "is y = 0, a win of b, so the weights depend on which image of a tied pair is listed first; "
+                "warned with the number of ties) | half (a tie is y = 0.5: eq. 2 averaged over both orders) | "
+                "drop (ties left out)"
             )
         },
     )

@@ -60,6 +60,17 @@ from rl.reward_guard import RewardGuard
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 from rl.summary import StepLine, summarize, summary_text
 from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
+from training.shared.batch import (
+    GLOBAL_BATCH_KEY,
+    GRPO_BATCH,
+    batch_problems,
+    check_world,
+    describe_batch,
+    global_batch_help,
+    launch_processes,
+    resolve_batch,
+    trl_fields,
+)
 from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     check_build_locks,
@@ -68,7 +79,7 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.plan import PlanSettings, plan_problems
+from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
 from training.shared.trainable import LoraSettings, lora_config
 from training.shared.watchdog import Watchdog, WatchdogCallback
@@ -96,20 +107,31 @@ class HeldOutSettings:
 
 
 # trl.GRPOConfig fields, NAME -> (default, help): the paper's where App. D.3 states them (group 8, batch 4, eq. 8's
-# loss), ours elsewhere; any other field is set with trainer.NAME=VALUE (checked against GRPOConfig's fields and their
-# types before anything loads)
+# loss and KL estimator), ours elsewhere; any other field is set with trainer.NAME=VALUE (checked against
+# GRPOConfig's fields and their types before anything loads)
 PAPER_TRAINER: dict[str, tuple[Any, str]] = {
     "num_generations": (8, "group size G (the paper: 8)"),
     "per_device_train_batch_size": (
-        32,
-        "completions per process and step: 32 = the paper's 4 prompts x 8 with one process; with N processes a step "
-        "takes N x 32 / 8 prompts, so use 32 / N for the paper's batch (groups may span processes)",
+        4,
+        "completions per process and micro-step: 4 divides the paper's 32 on 1, 2, 4 or 8 processes (groups may "
+        "span processes)",
     ),
-    "gradient_accumulation_steps": (1, ""),
+    "gradient_accumulation_steps": (
+        None,
+        "null: derived from global_batch_size (8 on one process, 1 on eight); a number: used as given, the batch "
+        "then grows with the processes",
+    ),
+    GLOBAL_BATCH_KEY: (None, global_batch_help(GRPO_BATCH)),
     "loss_type": (
         "grpo",
         "eq. 8: each completion's token losses averaged over its own length, then over the group (trl's grpo; "
         "trl's own default, dapo, averages over all tokens of the batch)",
+    ),
+    "use_bias_correction_kl": (
+        False,
+        "eq. 8: the KL term is DeepSeekMath's k3 estimator, pi_ref/pi - log(pi_ref/pi) - 1 (its gradient "
+        "beta (1 - pi_ref/pi)); true: trl's default, DeepSeek-V3.2's correction, the KL term x pi/pi_old (its "
+        "gradient beta (log pi - log pi_ref): not eq. 8)",
     ),
     "max_completion_length": (None, "null: the generator's text budget (CLIP 77; FLUX Fill's T5: 512)"),
     "temperature": (1.0, "ours (the paper gives none)"),
@@ -285,7 +307,9 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     problems = _problems(settings)
     from trl import GRPOConfig
 
-    field_problems = library_field_problems(GRPOConfig, settings.trainer, "trainer")
+    field_problems = library_field_problems(GRPOConfig, trl_fields(settings.trainer), "trainer")
+    processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
+    field_problems += batch_problems(settings.trainer, processes, GRPO_BATCH)
     problems.extend(field_problems)
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
@@ -351,13 +375,15 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
     from trl import GRPOConfig
 
+    batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
     args = {
         "report_to": "none",
         "save_strategy": "steps",
         "logging_steps": 1,
         "logging_first_step": True,
         "log_completions": False,
-        **settings.trainer,
+        **trl_fields(settings.trainer),
+        "gradient_accumulation_steps": batch.accumulation,
         "seed": settings.seed,
         "remove_unused_columns": False,  # the rewards need task_id
     }
@@ -371,9 +397,11 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     if uses_deepspeed(None):
         check_build_locks()  # before accelerate starts DeepSpeed (GPU launches), which may build its ops
     try:
-        return GRPOConfig(output_dir=str(out), **args)
+        config = GRPOConfig(output_dir=str(out), **args)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
+    check_world(batch, config.world_size)
+    return config
 
 
 def build_messages(task: Task, settings: GrpoSettings, vision: bool) -> list[dict[str, Any]]:
@@ -422,8 +450,9 @@ def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> 
             f"{len(train)} training tasks cannot fill one GRPO step: a step takes {prompts} prompts "
             f"({args.world_size} process(es) x trainer.per_device_train_batch_size={args.per_device_train_batch_size}"
             f" x steps_per_generation={args.steps_per_generation} = {args.generation_batch_size} completions, "
-            f"trainer.num_generations={args.num_generations} per prompt). Lower trainer.per_device_train_batch_size "
-            f"(or the number of processes), or give more tasks in data={settings.data}"
+            f"trainer.num_generations={args.num_generations} per prompt). Lower trainer.global_batch_size (with "
+            "trainer.gradient_accumulation_steps given: trainer.per_device_train_batch_size or the processes), or "
+            f"give more tasks in data={settings.data}"
             + (
                 f" ({settings.eval_tasks} are held out: eval_tasks)"
                 if not settings.eval_data and settings.eval.every > 0
@@ -532,6 +561,8 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     """Every check before a model loads (tasks, a full step, devices, the output folder), then the rewards, the
     generator, the output folder and the policy."""
     out = Path(settings.out)
+    batch = resolve_batch(settings.trainer, args.world_size, GRPO_BATCH)
+    logger.info("%s", describe_batch(batch, settings.trainer, GRPO_BATCH))
     vision = is_vlm(settings.policy.path, settings.policy.vision)
     train_tasks, heldout, n_bad = task_split(settings, with_eval=settings.eval.every > 0)
     check_fills_a_step(train_tasks, args, settings)

@@ -19,6 +19,7 @@ from training.shared.plan import (
     generator_part,
     launch_of,
     model_part,
+    planned_processes,
     shape_or_fail,
     trainable_params,
     visual_tokens,
@@ -51,13 +52,15 @@ def _reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tu
 
 def grpo_plan(settings: Any, args: Any) -> Plan:
     """The plan of GRPO settings ``s`` (:class:`rl.commands.grpo.GrpoSettings`) with trl's ``GRPOConfig`` ``args``."""
+    from training.shared.batch import GRPO_BATCH, describe_batch, resolve_batch
     from training.shared.trainable import load_dtype
 
     trainer = settings.trainer
+    batch = resolve_batch(trainer, planned_processes(settings.plan_for), GRPO_BATCH)  # args: this launch's
     launch = launch_of(
         settings.plan_for,
-        per_device=args.per_device_train_batch_size,
-        accumulation=args.gradient_accumulation_steps,
+        per_device=batch.per_device,
+        accumulation=batch.accumulation,
         bf16=trainer.get("bf16") is not False,
         checkpointing=bool(getattr(args, "activation_checkpointing", False)),
     )
@@ -82,12 +85,20 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
         tokens=tokens,
         visual_tokens=vis,
         train_vision=False,
+        trains_largest_layer=not settings.lora.enabled,
     )
     plan = Plan(title=f"GRPO of {settings.policy.path}", parts=[policy], launch=launch)
     beta = float(trainer.get("beta", 0.0) or 0.0)
     if beta > 0 and not settings.lora.enabled:
         plan.parts.append(
-            frozen_part("reference policy (beta > 0)", shape.total, dtype.itemsize, launch, sharded=True)
+            frozen_part(
+                "reference policy (beta > 0)",
+                shape.total,
+                dtype.itemsize,
+                launch,
+                sharded=True,
+                largest_layer=shape.largest_layer,
+            )
         )
     reward, reward_line = _reward_part(to_plain(settings.reward), launch.bf16, settings.plan_for.reward_model)
     if reward is not None:
@@ -96,14 +107,14 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
     gen_name = gen.get("name", "?")
     if gen_name != "procedural":
         plan.parts.append(generator_part(gen_name, 2 if launch.bf16 else 4))
-    eff = launch.effective_batch
-    prompts = eff * args.steps_per_generation // args.num_generations
+    per_generation = trainer.get("steps_per_generation") or batch.accumulation  # trl's default: the accumulation
+    prompts = launch.per_device * launch.processes * per_generation // args.num_generations
     plan.lines += [
         f"policy: {shape.total / 1e9:.2f}B parameters from {shape.source}; trained: {trainable / 1e6:,.1f}M ("
         + (f"LoRA r={lora_r}" if lora_r else "full fine-tuning")
         + f"), weights in {str(dtype).removeprefix('torch.')}",
-        f"completions per step {eff} = {launch.per_device} per device x {launch.accumulation} accumulation x "
-        f"{launch.processes} processes: {prompts} prompts x group {args.num_generations} per generation",
+        f"{describe_batch(batch, trainer, GRPO_BATCH)}: {prompts} prompts x group {args.num_generations} per "
+        "generation",
         f"steps: {args.max_steps}; beta {beta:g}"
         + ("; the reference is the adapter-disabled policy" if beta > 0 and settings.lora.enabled else ""),
         f"per completion: up to {completion} new tokens, about {tokens} tokens with the prompt ({vis_why}"

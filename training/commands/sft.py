@@ -35,6 +35,17 @@ from training.scorer_format import (
     scorer_metadata,
 )
 from training.sft_labels import soft_mode, words_best_first
+from training.shared.batch import (
+    GLOBAL_BATCH_KEY,
+    SFT_BATCH,
+    batch_problems,
+    check_world,
+    describe_batch,
+    global_batch_help,
+    launch_processes,
+    resolve_batch,
+    trl_fields,
+)
 from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     gathered_state_dict,
@@ -43,7 +54,7 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.plan import PlanSettings, plan_problems
+from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
 from training.streams import STREAMS
@@ -269,14 +280,19 @@ class LossSettings:
     )
 
 
-# trl.SFTConfig fields with SA-IQA's defaults, NAME -> (default, help); any other field is set with trainer.NAME=VALUE
-# (checked against SFTConfig's fields and their types before anything loads)
+# trl.SFTConfig fields with SA-IQA's defaults, NAME -> (default, help), and our trainer.global_batch_size; any other
+# field is set with trainer.NAME=VALUE (checked against SFTConfig's fields and their types before anything loads)
 PAPER_TRAINER: dict[str, tuple[Any, str]] = {
     "learning_rate": (2.0e-5, ""),
     "num_train_epochs": (3, ""),
     "max_steps": (-1, "> 0 overrides epochs (required with the endless streams)"),
     "per_device_train_batch_size": (8, ""),
-    "gradient_accumulation_steps": (32, "effective batch 8 x 32 x GPUs: SA-IQA's 256 on one GPU (32/N on N)"),
+    "gradient_accumulation_steps": (
+        None,
+        "null: derived from global_batch_size (32 on one process, 4 on eight); a number: used as given, the batch "
+        "then grows with the processes",
+    ),
+    GLOBAL_BATCH_KEY: (None, global_batch_help(SFT_BATCH)),
     "optim": ("adamw_torch", ""),
     "lr_scheduler_type": ("cosine", ""),
     "warmup_steps": (0.03, "a float < 1 is a ratio of the total steps"),
@@ -432,8 +448,10 @@ def _validate(settings: SftSettings) -> None:
     problems.extend(label_problems(settings, STREAMS))
     from trl import SFTConfig
 
-    problems.extend(library_field_problems(SFTConfig, settings.trainer, "trainer"))
+    problems.extend(library_field_problems(SFTConfig, trl_fields(settings.trainer), "trainer"))
     problems.extend(plan_problems(settings.plan_for))
+    processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
+    problems.extend(batch_problems(settings.trainer, processes, SFT_BATCH))
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
     problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id))
     if settings.trainer.get("push_to_hub"):
@@ -504,11 +522,13 @@ def _trainer_args(settings: SftSettings, out: Path) -> Any:
     import torch
     from trl import SFTConfig
 
+    batch = resolve_batch(settings.trainer, launch_processes(), SFT_BATCH)
     args = {
         "report_to": "none",
         "save_strategy": "steps",
         "logging_first_step": True,
-        **settings.trainer,
+        **trl_fields(settings.trainer),
+        "gradient_accumulation_steps": batch.accumulation,
         "seed": settings.seed,
     }
     if args.get("bf16") is None:
@@ -518,9 +538,11 @@ def _trainer_args(settings: SftSettings, out: Path) -> Any:
     args.setdefault("max_length", None)  # never cut the image tokens
     args.setdefault("remove_unused_columns", False)  # the soft-target transform reads dimension and mos
     try:
-        return SFTConfig(output_dir=str(out), **args)
+        config = SFTConfig(output_dir=str(out), **args)
     except TypeError as err:
         raise ConfigError(f"invalid trainer.* settings (trl.SFTConfig): {err}") from None
+    check_world(batch, config.world_size)
+    return config
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
@@ -615,7 +637,7 @@ def _load_model(settings: SftSettings, args: Any) -> Any:
     """The model to train, in the dtype of the one precision rule, with the vision tower and aligner frozen as set;
     DeepSpeed's communication is started first (on CPU launches too, refusing a stale build lock), before any
     ``zero.Init``."""
-    log_effective_batch(args)
+    log_effective_batch(args, settings.trainer)
     start_deepspeed_comm(args)
     dtype = load_dtype(
         settings.model.dtype, lora=settings.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args)
@@ -912,18 +934,11 @@ def rebuild_from_state(settings: SftSettings, state_dict: dict[str, torch.Tensor
     return model
 
 
-def log_effective_batch(args: Any) -> int:
-    """Log (and return) the effective batch: per device x gradient accumulation x processes."""
-    per_device, accum, world = args.per_device_train_batch_size, args.gradient_accumulation_steps, args.world_size
-    effective = per_device * accum * world
-    logger.info(
-        "effective batch %d = %d per device x %d accumulation x %d processes (SA-IQA used 256)",
-        effective,
-        per_device,
-        accum,
-        world,
-    )
-    return effective
+def log_effective_batch(args: Any, trainer: dict[str, Any]) -> int:
+    """Log (and return) the effective batch: per device x gradient accumulation x processes, beside SA-IQA's."""
+    batch = resolve_batch(trainer, args.world_size, SFT_BATCH)
+    logger.info("%s", describe_batch(batch, trainer, SFT_BATCH))
+    return batch.effective
 
 
 def save_processor(processor: Any, out: Path) -> None:

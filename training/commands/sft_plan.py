@@ -13,6 +13,7 @@ from training.shared.plan import (
     estimate_step_s,
     launch_of,
     model_part,
+    planned_processes,
     shape_or_fail,
     trainable_params,
     visual_tokens,
@@ -45,13 +46,15 @@ def _rows(settings: Any) -> int | None:
 def sft_plan(settings: Any) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
     from training.scorer_format import resolve_definitions, scorer_metadata
+    from training.shared.batch import SFT_BATCH, describe_batch, resolve_batch
     from training.shared.trainable import load_dtype
 
     trainer = settings.trainer
+    batch = resolve_batch(trainer, planned_processes(settings.plan_for), SFT_BATCH)
     launch = launch_of(
         settings.plan_for,
-        per_device=int(trainer.get("per_device_train_batch_size", 8)),
-        accumulation=int(trainer.get("gradient_accumulation_steps", 1)),
+        per_device=batch.per_device,
+        accumulation=batch.accumulation,
         bf16=trainer.get("bf16") is not False,
         checkpointing=bool(trainer.get("activation_checkpointing") or trainer.get("gradient_checkpointing")),
     )
@@ -85,6 +88,7 @@ def sft_plan(settings: Any) -> Plan:
         tokens=tokens,
         visual_tokens=vis,
         train_vision=train_vision,
+        trains_largest_layer=not settings.lora.enabled,
     )
     plan = Plan(title=f"SFT of {settings.model.path}", parts=[part], launch=launch)
     eff = launch.effective_batch
@@ -105,8 +109,8 @@ def sft_plan(settings: Any) -> Plan:
         f"trained: {trainable / 1e6:,.1f}M parameters ("
         + (f"LoRA r={lora_r} on {', '.join(settings.lora.target_modules)}" if lora_r else "full fine-tuning")
         + f"), weights in {str(dtype).removeprefix('torch.')}",
-        f"effective batch {eff} = {launch.per_device} per device x {launch.accumulation} accumulation x "
-        f"{launch.processes} processes ({launch.processes_per_machine} per machine x {launch.machines} machines)",
+        f"{describe_batch(batch, trainer, SFT_BATCH)}; {launch.processes_per_machine} per machine x "
+        f"{launch.machines} machines",
         f"steps: {steps or 'unknown'} ({epoch_text})",
         f"per step: {eff} samples, {vis} visual tokens per image ({vis_why}), about {tokens} tokens per sample, "
         f"{eff * tokens:,} tokens",

@@ -4,17 +4,25 @@ The plan states how the effective batch is made (per device x accumulation x pro
 samples and visual tokens per step, and the memory each GPU will need, in parts:
 
 - **weights**: every parameter in the load dtype (as the run will: :func:`training.shared.trainable.load_dtype`);
-- **gradients**: the trainable parameters, in the weights' dtype;
+- **gradients**: the trainable parameters, in the weights' dtype, and under DeepSpeed with bf16 weights also their
+  fp32 copy the optimizer steps on (4 bytes per trainable parameter; 2 under ZeRO-3, which converts them a
+  sub-group at a time: DeepSpeed's estimate counts 18 bytes per parameter there, 20 under ZeRO-1 and 2);
 - **optimizer**: AdamW's two moments per trainable parameter, in the weights' dtype (torch's AdamW keeps them so),
-  or, under DeepSpeed, fp32 moments plus an fp32 master copy (12 bytes per trainable parameter);
+  or, under DeepSpeed, fp32 moments plus, for bf16 weights, an fp32 master copy (12 bytes per trainable parameter);
 - **activations**: per sample and decoder layer about ``34 x tokens x hidden`` bytes (Korthikanti et al., *Reducing
   Activation Recomputation in Large Transformer Models*, §4.1, without the attention-score term that fused
   attention never stores), or ``2 x tokens x hidden`` with activation checkpointing, plus the fp32 logits; a
   trained vision tower adds its own, by the same rule over its patches.
 
-ZeRO stage 1 shards the optimizer over all processes (every machine's), stage 2 the gradients too, stage 3 the
-weights too. These are estimates (an allocator, CUDA context and fragmentation add 1-3 GiB); their one check against
-a measurement is in the tests: LoRA SFT of the Qwen2.5-VL-7B config at batch 4 measured 17.2 GiB on an H200.
+ZeRO stage 1 shards the optimizer and the fp32 gradients over all processes (every machine's), stage 2 the bf16
+gradients too, stage 3 the weights too, and gathers each layer whole for its forward and backward pass: the largest
+one (a VLM's embedding or LM head) is counted whole, with its gradient when it is trained. With every parameter
+trained these model states are DeepSpeed's own estimates (``estimate_zero2_model_states_mem_needs`` and
+``estimate_zero3_model_states_mem_needs`` without offload: ZeRO-2 2 bytes per parameter plus 18 per parameter over
+the GPUs, ZeRO-3 18 over the GPUs plus 4 per parameter of the largest layer; tests/test_plan_deepspeed.py), so the
+plan never says "fits" where they do not. These are estimates (an allocator, CUDA context and fragmentation add 1-3
+GiB); their one check against a measurement (of activations: LoRA, no DeepSpeed) is in the tests: LoRA SFT of the
+Qwen2.5-VL-7B config at batch 4 measured 17.2 GiB on an H200.
 
 The time per step is scaled from a recorded measurement (:data:`MEASURED`) by the work per device and step
 (samples x tokens x parameters), x4/3 for full fine-tuning over LoRA (the weight gradients): a rough guide, not a
@@ -180,14 +188,13 @@ def model_part(
     tokens: int,
     visual_tokens: int,
     train_vision: bool,
+    trains_largest_layer: bool = False,
 ) -> Part:
-    """Memory of a trained model on one device under ``launch`` (see the module docstring for each term)."""
-    n = launch.processes
-    stage = launch.zero_stage
-    weights = shape.total * weight_bytes / (n if stage >= 3 else 1)
-    grads = trainable * weight_bytes / (n if stage >= 2 else 1)
-    opt_bytes = 12 if stage >= 1 else 2 * weight_bytes
-    optimizer = trainable * opt_bytes / (n if stage >= 1 else 1)
+    """Memory of a trained model on one device under ``launch`` (see the module docstring for each term);
+    ``trains_largest_layer``: the largest layer is trained (full fine-tuning), so ZeRO-3 gathers its gradient too."""
+    weights, grads, optimizer = model_states(
+        shape, launch, weight_bytes=weight_bytes, trainable=trainable, trains_largest_layer=trains_largest_layer
+    )
     checkpointed = launch.activation_checkpointing
     act_rate = CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN if checkpointed else ACTIVATION_BYTES_PER_TOKEN_HIDDEN
     llm_act = act_rate * tokens * shape.hidden * shape.layers
@@ -202,10 +209,38 @@ def model_part(
     return Part(name, weights, grads, optimizer, activations)
 
 
-def frozen_part(name: str, params: float, weight_bytes: int, launch: Launch, *, sharded: bool = False) -> Part:
+def model_states(
+    shape: ModelShape, launch: Launch, *, weight_bytes: int, trainable: int, trains_largest_layer: bool
+) -> tuple[float, float, float]:
+    """Bytes of weights, gradients and optimizer state per device (the module docstring: DeepSpeed's estimators'
+    terms when every parameter is trained).
+
+    >>> shape = ModelShape("m", "doc", 1000, 0, 0, hidden=8, layers=1, vocab=10, intermediate=8, largest_layer=100)
+    >>> model_states(shape, Launch(1, 1, 4, zero_stage=3), weight_bytes=2, trainable=1000, trains_largest_layer=True)
+    (700.0, 1200.0, 3000.0)
+    """
+    n, stage = launch.processes, launch.zero_stage
+    weights = shape.total * weight_bytes / (n if stage >= 3 else 1)
+    if stage == 0:  # torch's AdamW: gradients and two moments in the weights' dtype
+        return weights, float(trainable * weight_bytes), float(trainable * 2 * weight_bytes)
+    half = weight_bytes < 4  # DeepSpeed keeps fp32 gradients and master weights of bf16 weights
+    fp32_grads = (2 if stage >= 3 else 4) if half else 0  # ZeRO-3 makes them a sub-group at a time: 18 bytes in all
+    grads = trainable * weight_bytes / (n if stage >= 2 else 1) + trainable * fp32_grads / n
+    optimizer = trainable * (8 + (4 if half else 0)) / n
+    if stage >= 3:  # the largest layer gathered whole, with its gradient when it is trained
+        weights += shape.largest_layer * weight_bytes
+        grads += shape.largest_layer * weight_bytes if trains_largest_layer and trainable else 0
+    return weights, grads, optimizer
+
+
+def frozen_part(
+    name: str, params: float, weight_bytes: int, launch: Launch, *, sharded: bool = False, largest_layer: int = 0
+) -> Part:
     """A model that is only run (a reference policy, a reward, a generator): its weights (ZeRO-3 shards them when
-    they are prepared with the policy)."""
-    return Part(name, params * weight_bytes / (launch.processes if sharded and launch.zero_stage >= 3 else 1))
+    they are prepared with the policy, and gathers its ``largest_layer`` whole)."""
+    if sharded and launch.zero_stage >= 3:
+        return Part(name, params * weight_bytes / launch.processes + largest_layer * weight_bytes)
+    return Part(name, params * weight_bytes)
 
 
 def generator_part(name: str, weight_bytes: int) -> Part:
@@ -236,8 +271,9 @@ def advise(plan: Plan, *, lora: bool, fewer_tokens: str) -> list[str]:
         tips.append(f"trainer.activation_checkpointing=true (activations {acts:.1f} GiB)")
     if per_device > 1:
         tips.append(
-            f"trainer.per_device_train_batch_size={max(1, per_device // 2)} with twice the "
-            "trainer.gradient_accumulation_steps (same effective batch)"
+            f"trainer.per_device_train_batch_size={max(1, per_device // 2)} (same effective batch: the accumulation "
+            "derived from trainer.global_batch_size doubles; one given in trainer.gradient_accumulation_steps, double "
+            "it)"
         )
     if launch.zero_stage < 3:
         tips.append(
@@ -322,18 +358,30 @@ class PlanSettings:
     )
 
 
+def _per_machine(p: PlanSettings) -> int:
+    """Processes per machine of the planned launch: ``p.processes``, else this launch's (``WORLD_SIZE``)."""
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    return p.processes or max(1, world // max(1, p.machines))
+
+
+def planned_processes(p: PlanSettings) -> int:
+    """Processes of the planned launch, all machines together (the batch is made for them)."""
+    return _per_machine(p) * p.machines
+
+
 def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool, checkpointing: bool) -> Launch:
     """The launch a plan is made for: ``p``'s values, else this process's launcher environment."""
     import os
 
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     stage_env = (
         os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") if os.environ.get("ACCELERATE_USE_DEEPSPEED") else None
     )
     return Launch(
         per_device=per_device,
         accumulation=accumulation,
-        processes_per_machine=p.processes or max(1, world // max(1, p.machines)),
+        processes_per_machine=_per_machine(p),
         machines=p.machines,
         zero_stage=p.zero_stage if p.zero_stage is not None else int(stage_env or 0),
         bf16=bf16,

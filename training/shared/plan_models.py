@@ -138,6 +138,7 @@ class ModelShape:
     vision_depth: int = 0
     pixels_per_token: int = 28 * 28  # a visual token covers (patch x merge)^2 pixels
     linear_shapes: tuple[tuple[str, int, int], ...] = ()  # one decoder layer's linear modules: (name, in, out)
+    largest_layer: int = 0  # the parameters of the largest module's own tensors (ZeRO-3 gathers it whole)
 
     @property
     def total(self) -> int:
@@ -200,6 +201,7 @@ def _count(name: str, config: dict[str, Any], source: str) -> ModelShape:
             vision += p.numel()
         else:
             llm += p.numel()
+    largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     text = cfg.text_config if vlm else cfg
     layer = next(m for n, m in model.named_modules() if n.endswith("layers.0") and ".visual" not in f".{n}")
     linears = tuple(
@@ -223,4 +225,5 @@ def _count(name: str, config: dict[str, Any], source: str) -> ModelShape:
         vision_depth=int(getattr(vc, "depth", 0) or 0),
         pixels_per_token=patch * patch,
         linear_shapes=linears,
+        largest_layer=int(largest),
     )
