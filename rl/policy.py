@@ -43,9 +43,9 @@ class PolicySettings:
 
 def is_vlm(path: str, vision: str | bool) -> bool:
     """Whether the policy is a VLM (it then sees the task image): from ``policy.vision`` or its config."""
-    if vision in (True, "true"):
+    if str(vision).lower() == "true":  # the command line's false reaches a str field as 'False'
         return True
-    if vision in (False, "false"):
+    if str(vision).lower() == "false":
         return False
     from transformers import AutoConfig
 

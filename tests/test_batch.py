@@ -111,7 +111,7 @@ def test_a_grpo_run_prints_its_batch_at_start(tmp_path, caplog):
     tasks = write_inpainting_tasks(tmp_path / "tasks", 3, size=32, seed=0)
     overrides = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("grpo", [*overrides, "eval.every=0", "policy.vision='false'"], schema=GrpoSettings)
+        cfg = compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"], schema=GrpoSettings)
     with caplog.at_level(logging.INFO, logger="rl"), pytest.raises(ConfigError, match="a step takes 4 prompts"):
         run(cfg)
     assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in caplog.text

@@ -329,7 +329,7 @@ def _problems(settings: GrpoSettings) -> list[str]:
         resume_mode(settings.resume)
     except ConfigError as err:
         problems.append(str(err))
-    if settings.policy.vision not in ("auto", True, False, "true", "false"):
+    if str(settings.policy.vision).lower() not in ("auto", "true", "false"):
         problems.append(f"policy.vision={settings.policy.vision!r}: use auto, true or false")
     if settings.policy.image not in POLICY_VIEWS:
         problems.append(f"policy.image={settings.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
