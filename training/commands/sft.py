@@ -72,7 +72,15 @@ class ModelSettings(ModelLoading):
 class ScorerPromptSettings:
     type: int = field(default=4, metadata={"help": "SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions"})
     tag: bool = field(default=False, metadata={"help": "prepend the <dimension> tag to any type"})
-    dimensions: list[str] = field(default_factory=lambda: list(DEFAULT_DIMENSIONS))
+    dimensions: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "the scorer's dimensions; null: those data.train rates (a manifest's or dataset's own; synthetic: "
+                "the paper's four)"
+            )
+        },
+    )
     definitions: dict[str, str] = field(
         default_factory=dict, metadata={"help": "name -> definition; default: the paper's"}
     )
@@ -307,7 +315,35 @@ def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
     if with_inputs and not settings.plan:
         check_inputs(settings)
     _validate(settings)
+    if with_inputs and not settings.plan:  # the data's dimensions once every setting is known to be valid
+        settings.prompt.dimensions = train_dimensions(settings)
     return settings
+
+
+def train_dimensions(settings: SftSettings) -> list[str]:
+    """``prompt.dimensions``, or (null) the dimensions ``data.train`` rates, in order of first appearance: a
+    manifest's or dataset's own (read without decoding an image), the synthetic stream's four, the photo stream's
+    ``quality``."""
+    if settings.prompt.dimensions:
+        return list(settings.prompt.dimensions)
+    if settings.data.train == "synthetic":
+        return list(DEFAULT_DIMENSIONS)
+    if settings.data.train == "distorted-photos":
+        from training.procedural.photos import DIMENSION
+
+        return [DIMENSION]
+    from reward.data import load_ratings
+
+    rows = load_ratings(
+        settings.data.train,
+        skip_bad=True,
+        check_images=False,
+        default_split="train",
+        columns=settings.data.columns,
+    ).rows
+    found = list(dict.fromkeys(row.dimension for row in rows))
+    logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
+    return found
 
 
 def _validate(settings: SftSettings) -> None:
@@ -352,21 +388,12 @@ def _validate(settings: SftSettings) -> None:
 
 
 def _prompt_problems(settings: SftSettings) -> list[str]:
-    """Types 3-4 need a definition of every dimension: say so now, not after training (when the scorer is written)."""
+    """The dimensions, when given, are distinct names (types 3-4 ask a dimension without a definition in plain
+    words: :func:`training.prompts.generic_prompt`, said when the scorer's queries are made)."""
     dims = settings.prompt.dimensions
-    if not dims or len(set(dims)) != len(dims):
-        return [f"prompt.dimensions={dims}: give one or more distinct dimension names"]
-    if settings.prompt.type not in (3, 4):
-        return []
-    defs = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
-    missing = [d for d in dims if not defs.get(d)]
-    if not missing:
-        return []
-    example = " ".join(f"+prompt.definitions.{d}='...'" for d in missing)
-    return [
-        f"prompt.type={settings.prompt.type} needs a definition of each dimension; none for {missing}: set "
-        f"prompt.definitions ({example}) or use prompt.type=1 or 2"
-    ]
+    if dims is not None and (not dims or len(set(dims)) != len(dims)):
+        return [f"prompt.dimensions={dims}: give one or more distinct dimension names (or null: data.train's own)"]
+    return []
 
 
 def check_inputs(settings: SftSettings) -> None:
@@ -497,10 +524,12 @@ def set_up(settings: SftSettings) -> Setup:
 
 
 def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
-    """The scorer's ``sa_iqa.json`` metadata: its dimensions, their rendered queries, the level words and values."""
-    definitions = resolve_definitions(settings.prompt.dimensions, settings.prompt.type, settings.prompt.definitions)
-    return scorer_metadata(
-        settings.prompt.dimensions,
+    """The scorer's ``sa_iqa.json`` metadata: its dimensions, their rendered queries, the level words and values; a
+    dimension prompt types 3-4 have no definition of is asked in plain words, said once here."""
+    dims = settings.prompt.dimensions or list(DEFAULT_DIMENSIONS)
+    definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
+    meta = scorer_metadata(
+        dims,
         prompt_type=settings.prompt.type,
         definitions=definitions,
         tag=settings.prompt.tag,
@@ -508,6 +537,17 @@ def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
         level_values=settings.levels.values,
         trained_from=settings.model.path,
     )
+    for dim in meta["generic"]:
+        logger.info(
+            "prompt.type=%d has no definition of %r: it is asked %r (+prompt.definitions.%s='...' gives a type-%d "
+            "query)",
+            settings.prompt.type,
+            dim,
+            meta["queries"][dim]["question"],
+            dim,
+            settings.prompt.type,
+        )
+    return meta
 
 
 def _load_model(settings: SftSettings, args: Any) -> Any:
