@@ -85,6 +85,8 @@ def manifest_dataset(
     split: str = "train",
     row_std: bool = False,
     columns: Any = None,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
@@ -107,6 +109,8 @@ def manifest_dataset(
         mos_range=mos_range,
         default_split=split,
         columns=columns,
+        image_root=image_root,
+        allow_absolute_paths=allow_absolute_paths,
     )
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)
@@ -121,8 +125,8 @@ def manifest_dataset(
             more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
             head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
             raise ConfigError(
-                f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
-                f"the rows" + (f"\nother rows skipped: {more}" if more else "")
+                f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it; null trains the data's "
+                "own dimensions), or remove the rows" + (f"\nother rows skipped: {more}" if more else "")
             )
         logger.warning("skipping %s", msg)
     keys = ("images", "prompt", "completion", "dimension", "mos", "votes", "std")

@@ -24,6 +24,7 @@ from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import reward_schemas
 
@@ -46,12 +47,15 @@ class FusionSettings:
         default=None,
         metadata={"help": 'JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder'},
     )
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     scores_root: str | None = field(
         default=None,
         metadata={
             "help": (
                 "folder the scores' image paths are relative to; null: the evaluated data's folder for a "
-                "scores.jsonl of reward/evaluate.py (read from its run.json), else the scores file's folder"
+                "scores.jsonl of reward/evaluate.py (read from its run.json), else image_root, else the scores "
+                "file's folder"
             )
         },
     )
@@ -230,6 +234,8 @@ def set_up(settings: FusionSettings) -> Setup:
         skip_bad=settings.skip_bad,
         batch_size=settings.batch_size,
         scores_root=settings.scores_root,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
     provenance = {
         "command": "fit",

@@ -18,6 +18,7 @@ from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.eval.evaluation import (
     EvalResult,
     EvalSettings,
@@ -70,6 +71,8 @@ class EvaluateSettings:
             )
         },
     )
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     data_columns: HfColumns = field(
         default_factory=HfColumns, metadata={"help": "data=hf:...: the image, MOS and dimension columns"}
     )
@@ -181,6 +184,8 @@ def set_up(settings: EvaluateSettings) -> Setup:
         mos_range=eval_settings.mos_range,
         lazy_images=True,
         columns=settings.data_columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
     spec = reward_info(name)
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
@@ -212,8 +217,9 @@ def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) 
 def score(setup: Setup) -> EvalResult:
     """Every row scored, data-parallel over the processes (resumed: only the images not yet in ``scores.jsonl``);
     when nothing could be scored, the error names what the reward's servers said."""
-    manifest, data = setup.manifest, Path(setup.settings.data)
-    base = manifest.base if manifest.info else data.resolve().parent if data.is_file() else None
+    manifest, settings = setup.manifest, setup.settings
+    named_relative = manifest.info or settings.image_root or Path(settings.data).is_file()
+    base = manifest.base if named_relative else None  # the manifest's folder, image_root or a dataset's FOLDER
     try:
         return evaluate_rows(
             setup.reward,

@@ -43,6 +43,8 @@ class EvalSettings:
     bootstrap: int = 0  # resamples for 95% confidence intervals of SRCC and HOR (0: none)
     seed: int = 0
     num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
+    image_root: str | None = None  # the folder relative image paths are read from (None: each manifest's own)
+    allow_absolute_paths: bool = False  # manifests may name images by absolute path
 
     def taus(self) -> tuple[float, float]:
         """HOR's thresholds on the MOS scale: the ones set, else PACE's 3 and 4 on a 1-5 scale mapped linearly onto

@@ -23,6 +23,7 @@ from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.curves import write_train_curve
@@ -240,6 +241,8 @@ class SftSettings:
     out: str = field(default=MISSING, metadata={"help": "checkpoints, run.json, scorer/, metrics.json"})
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
@@ -340,6 +343,8 @@ def train_dimensions(settings: SftSettings) -> list[str]:
         check_images=False,
         default_split="train",
         columns=settings.data.columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     ).rows
     found = list(dict.fromkeys(row.dimension for row in rows))
     logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
@@ -755,6 +760,8 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
         split="train",
         row_std=mode == "gaussian",
         columns=settings.data.columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
 
 
@@ -874,8 +881,9 @@ def _cross_leaderboard(reward: Any, settings: SftSettings, out: Path) -> dict[st
     from reward.eval.evaluation import EvalSettings
     from reward.qbench.a3_leaderboard import dataset_names, format_leaderboard, leaderboard
 
+    paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
     board = leaderboard(
-        reward, dataset_names(list(settings.data.cross)), EvalSettings(batch_size=settings.eval_batch_size)
+        reward, dataset_names(list(settings.data.cross)), EvalSettings(batch_size=settings.eval_batch_size, **paths)
     )
     table = format_leaderboard(board, title="cross-dataset: the trained scorer (SRCC/PLCC)")
     atomic_write_text(out / "leaderboard.md", table)
@@ -900,8 +908,10 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
         mos_range=mos_range,
         default_split="test",
         columns=settings.data.columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
-    base = rows.base if rows.info else Path(settings.data.test).resolve().parent
+    base = rows.base if rows.info or settings.image_root else Path(settings.data.test).resolve().parent
     result = evaluate_rows(reward, rows.rows, eval_settings, score_range=(1.0, 5.0), base=base, source=rows.source)
     if rows.info:  # a dataset by name: its scale, split rule and seed, the file read
         result.meta["data"] = rows.info

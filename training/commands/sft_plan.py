@@ -33,7 +33,9 @@ def _rows(settings: Any) -> int | None:
     try:
         from reward.data import load_ratings
 
-        return len(load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train").rows)
+        paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
+        rows = load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train", **paths)
+        return len(rows.rows)
     except Exception as err:  # noqa: BLE001 - a plan still prints without the count
         logger.info("plan: data.train not counted (%s)", str(err).splitlines()[0])
         return None
