@@ -20,6 +20,7 @@ from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.eval.evaluation import (
+    COMPARE,
     EvalResult,
     EvalSettings,
     NothingScored,
@@ -123,6 +124,15 @@ class EvaluateSettings:
     bootstrap: int = field(
         default=0, metadata={"help": "resamples for 95% CIs of SRCC and HOR (0: off)", "may_change": True}
     )
+    compare: str = field(
+        default="dimension",
+        metadata={
+            "help": (
+                "dimension: each row against the reward's score of its dimension (rows of a dimension the reward "
+                "lacks are skipped and counted); fused: every row against the reward's fused score"
+            )
+        },
+    )
     seed: int = field(default=0, metadata={"may_change": True})
 
 
@@ -131,6 +141,8 @@ def settings_from(settings: EvaluateSettings) -> EvalSettings:
     mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
     if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
         raise ConfigError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
+    if settings.compare not in COMPARE:
+        raise ConfigError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
     return EvalSettings(
         batch_size=settings.batch_size,
         skip_bad=settings.skip_bad,
@@ -141,6 +153,7 @@ def settings_from(settings: EvaluateSettings) -> EvalSettings:
         bootstrap=settings.bootstrap,
         seed=settings.seed,
         num_workers=settings.num_workers,
+        compare=settings.compare,
     )
 
 
