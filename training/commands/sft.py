@@ -27,7 +27,7 @@ from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.curves import write_train_curve
-from training.model_card import ScorerCard, command_line, write_card
+from training.model_card import ScorerCard, command_line, launched_as, write_card
 from training.push import push_problems, push_scorer
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -696,12 +696,13 @@ def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[st
         level_values=settings.levels.values,
         train_data=settings.data.train,
         test_data=settings.data.test,
-        command=command_line("training/sft.py", given, defaults),
+        command=command_line("training/sft.py", given, defaults, launch=launched_as("training/sft.py")),
         prompt_type=settings.prompt.type,
         adapter=settings.lora.enabled and not settings.merge_lora,
         metrics={k: v for k, v in (result.get("metrics") or {}).items() if isinstance(v, dict)},
         data_info=data_info,
         steps=result.get("global_step"),
+        location=settings.hub_model_id if settings.push_to_hub and settings.hub_model_id else result["scorer"],
     )
 
 
