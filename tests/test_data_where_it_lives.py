@@ -91,6 +91,22 @@ def test_evaluate_reads_a_manifest_kept_apart_from_its_images_absolute_paths_and
     assert "climbs out of the images' folder" in capsys.readouterr().err
 
 
+def test_a_manifest_apart_from_its_images_is_refused_before_the_model_loads_naming_image_root(
+    tmp_path, shared_photos, capsys, monkeypatch
+):
+    names = sorted(p.name for p in shared_photos.iterdir())
+    apart = _manifest(tmp_path / "manifests" / "ratings.jsonl", names)
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model loaded before the images were looked up")
+
+    monkeypatch.setattr("reward.commands.evaluate.get_reward", no_model)
+    assert _evaluate(tmp_path, tmp_path / "no-model", apart, "refused") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: data={apart}: none of its 6 image files is found")
+    assert err.endswith("read from the data file's folder: name the folder that holds the images with image_root=DIR")
+
+
 def test_the_absolute_path_refusal_names_the_way_out(tmp_path, shared_photos):
     manifest = _manifest(tmp_path / "m.jsonl", [str(shared_photos / "photo0.png")])
     with pytest.raises(ValueError, match=r"m\.jsonl:1: .*is absolute.*image_root=DIR.*allow_absolute_paths=true"):

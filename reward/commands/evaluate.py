@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,7 +12,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from reward.core.config import parse, resume_mode
-from reward.core.errors import ConfigError
+from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
@@ -200,6 +201,7 @@ def set_up(settings: EvaluateSettings) -> Setup:
         image_root=settings.image_root,
         allow_absolute_paths=settings.allow_absolute_paths,
     )
+    check_images_found(manifest.rows, settings)
     spec = reward_info(name)
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
         reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
@@ -209,6 +211,19 @@ def set_up(settings: EvaluateSettings) -> Setup:
         output.create()
     state.wait_for_everyone()
     return Setup(settings, name, spec.score_range, eval_settings, manifest, reward, output, state)
+
+
+def check_images_found(rows: Sequence[Any], settings: EvaluateSettings) -> None:
+    """Before the model loads: a manifest none of whose image files is where it says (kept apart from its images)
+    is refused naming the folder the paths were read from and ``image_root=DIR`` (files are only looked up here)."""
+    paths = [row.image for row in rows if isinstance(row.image, Path)]
+    if not paths or len(paths) < len(rows) or any(path.is_file() for path in paths):
+        return
+    folder = f"image_root {settings.image_root}" if settings.image_root else "the data file's folder"
+    raise MissingInputError(
+        f"data={settings.data}: none of its {len(paths)} image files is found (e.g. {paths[0]}); relative paths are "
+        f"read from {folder}: name the folder that holds the images with image_root=DIR"
+    )
 
 
 def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) -> Output:

@@ -332,7 +332,7 @@ def _image(value: Any, key: str, ctx: _Context, where: str, line: int = 0) -> tu
         hint = f"relative to {folder} {ctx.base_dir}" if ctx.base_dir else "as given"
         raise ManifestError(
             f"{where}: {key!r} image {str(value)!r} not found at {path} (paths are read {hint}); "
-            "fix the path or add the file."
+            "fix the path or add the file (image_root=DIR reads relative paths from another folder)."
         ) from err
     except ImageError as err:
         raise ManifestError(f"{where}: {key!r} image unusable: {err} Replace the file or drop the row.") from err
