@@ -213,6 +213,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
     from fusion.commands.fit import FusionSettings
     from fusion.commands.fit import run as run_fit
+    from reward.core.errors import UserError
 
     root = Path(bench)
     meta = json.loads((root / "benchmark.json").read_text())["preference"]
@@ -220,25 +221,31 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
     true_levels = root / "true_levels.jsonl"
     rows = [json.loads(line) for line in (root / "levels.jsonl").read_text().splitlines() if line.strip()]
     atomic_write_text(true_levels, "".join(json.dumps({"image": r["image"], **r["levels"]}) + "\n" for r in rows))
-    fits = {}
+    fits: dict[str, Any] = {}
+    refused = None  # the fit's reason when the scorer's dimension scores order no pair (nothing usable to write)
     for name, scores in (("true_levels", true_levels), ("scorer", out / "sft" / "scores.jsonl")):
         target = out / "fusion" / ("fusion_weights.json" if name == "scorer" else "true_levels_weights.json")
         # bootstrap intervals for the scorer's weights (its chart); the true levels' fit needs none
         boot = "bootstrap=100" if name == "scorer" else "bootstrap=0"
         overrides = [f"pairs={root / 'pairs.jsonl'}", f"scores={scores}", f"out={target}", boot]
         # overwrite: only an interrupted demo leaves a weights file without its section (moved aside)
-        fits[name] = run_fit(compose("fit", [*overrides, "overwrite=true"], schema=FusionSettings))
+        try:
+            fits[name] = run_fit(compose("fit", [*overrides, "overwrite=true"], schema=FusionSettings))
+        except UserError as err:
+            if name != "scorer":
+                raise
+            refused = str(err)
     dims = list(fits["true_levels"].dimensions)
     generating = np.array([meta["weights"][d] for d in dims])
     truth_fit = np.array(fits["true_levels"].weights)
-    scorer_w = dict(zip(fits["scorer"].dimensions, fits["scorer"].weights, strict=True))
+    scorer_w = dict(zip(fits["scorer"].dimensions, fits["scorer"].weights, strict=True)) if "scorer" in fits else {}
     scorer_fit = np.array([scorer_w.get(d, 0.0) for d in dims])
-    cos = {"true_levels": _cosine(generating, truth_fit), "scorer": _cosine(generating, scorer_fit)}
-    corr = {
-        k: float(np.corrcoef(generating, v)[0, 1]) for k, v in (("true_levels", truth_fit), ("scorer", scorer_fit))
-    }
+    fitted = {"true_levels": truth_fit, **({"scorer": scorer_fit} if "scorer" in fits else {})}
+    cos = {k: _cosine(generating, v) for k, v in fitted.items()}
+    corr = {k: float(np.corrcoef(generating, v)[0, 1]) for k, v in fitted.items()}
     acc = {k: f.meta.get("heldout_accuracy") for k, f in fits.items()}
-    g, t, sc = _unit(generating), _unit(truth_fit), _unit(scorer_fit)
+    g, t = _unit(generating), _unit(truth_fit)
+    sc = _unit(scorer_fit) if "scorer" in fits else np.full(len(dims), np.nan)
     table = "\n".join(f"| {d} | {g[i]:.3f} | {t[i]:.3f} | {sc[i]:.3f} |" for i, d in enumerate(dims))
     bt = meta["bradley_terry_weights"]
     raw = ", ".join(f"{d} {truth_fit[i]:.2f} vs {bt[d]:.2f}" for i, d in enumerate(dims))
@@ -246,6 +253,8 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
 
     def fmt(x: Any) -> str:
         return "n/a" if x is None else f"{x:.3f}"
+
+    no_weights = f"The fit on the scorer's scores wrote no weights: {refused}.\n\n" if refused else ""
 
     text = (
         "## 3. Bradley-Terry fusion of the four dimensions (`fusion/fit.py`)\n\n"
@@ -260,9 +269,10 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
         "| dimension | generating weight | fitted on true levels | fitted on scorer scores |\n|---|---|---|---|\n"
         f"{table}\n\n"
         "Weights are shown normalised to sum 1 (a ranking does not change with their scale). "
-        f"Cosine with the generating weights: {cos['true_levels']:.3f} (true levels), {cos['scorer']:.3f} "
-        f"(scorer); Pearson correlation over the four weights: {corr['true_levels']:.3f}, {corr['scorer']:.3f}. "
-        f"Held-out pair accuracy: {fmt(acc['true_levels'])} (true levels), {fmt(acc['scorer'])} (scorer). "
+        f"Cosine with the generating weights: {cos['true_levels']:.3f} (true levels), {fmt(cos.get('scorer'))} "
+        f"(scorer); Pearson correlation over the four weights: {corr['true_levels']:.3f}, "
+        f"{fmt(corr.get('scorer'))}. "
+        f"Held-out pair accuracy: {fmt(acc['true_levels'])} (true levels), {fmt(acc.get('scorer'))} (scorer). "
         f"Unnormalised, the fit on true levels gives {raw} (generating weight / noise scale): the scale is larger "
         "because the generator makes a tie by a margin, which Davidson's tie model reads differently; the "
         "direction is what fuses.\n\n"
@@ -270,14 +280,14 @@ def fusion_section(out: Path, bench: str) -> tuple[str, dict[str, Any]]:
         "pairs were made. What it does not: the scorer's fit measures this tiny scorer, not the fusion; it can "
         "only be as close as its dimension scores track the levels (section 2): where a dimension's SRCC is low, "
         "its weight moves to the dimensions it is confused with.\n\n"
-        "![weights](fusion/fusion_weights.png)\n"
+        f"{no_weights}" + ("" if refused else "![weights](fusion/fusion_weights.png)\n")
     )
-    summary = (
-        f"Bradley-Terry fusion: cosine with the generating weights {cos['true_levels']:.3f} on true levels, "
-        f"{cos['scorer']:.3f} on the scorer's scores"
+    summary = f"Bradley-Terry fusion: cosine with the generating weights {cos['true_levels']:.3f} on true levels, " + (
+        f"{cos['scorer']:.3f} on the scorer's scores" if not refused else "no usable weights on the scorer's"
     )
-    data = {"cosine": cos, "correlation": corr, "heldout_accuracy": acc, "summary": summary}
-    data["weights"] = {"generating": g.tolist(), "true_levels": t.tolist(), "scorer": sc.tolist(), "dimensions": dims}
+    data = {"cosine": cos, "correlation": corr, "heldout_accuracy": acc, "summary": summary, "refused": refused}
+    scorer = None if refused else sc.tolist()
+    data["weights"] = {"generating": g.tolist(), "true_levels": t.tolist(), "scorer": scorer, "dimensions": dims}
     return text, data
 
 
@@ -327,7 +337,8 @@ def run(cfg: DictConfig) -> None:
         if cfg.fusion.enabled:
             text, _ = _section(out, 3, "fusion", lambda: fusion_section(out, sft["bench"]))
             sections.append(text)
-            fusion = str(out / "fusion" / "fusion_weights.json")
+            weights = out / "fusion" / "fusion_weights.json"  # absent when the fit found no usable weights
+            fusion = str(weights) if weights.is_file() else None
     if cfg.bon.enabled:
         from rl.demo import bon_section
 

@@ -143,13 +143,26 @@ def _bad_value(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def read_pairs(path: str | Path, problems: BadRows | None = None) -> list[Pair]:
-    """Parse a pairs file with ``reward.data.load_pairs`` (labels a/b/tie, paths kept inside its folder)."""
+def read_pairs(
+    path: str | Path,
+    problems: BadRows | None = None,
+    *,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
+) -> list[Pair]:
+    """Parse a pairs file with ``reward.data.load_pairs`` (labels a/b/tie; paths relative to its folder, or to
+    ``image_root``; absolute ones only with ``allow_absolute_paths``)."""
     from reward.data import load_pairs
 
     problems = problems or BadRows(skip_bad=False)
     try:
-        manifest = load_pairs(path, skip_bad=problems.skip_bad, check_images=False)
+        manifest = load_pairs(
+            path,
+            skip_bad=problems.skip_bad,
+            check_images=False,
+            image_root=image_root,
+            allow_absolute_paths=allow_absolute_paths,
+        )
     except ManifestError as err:
         if problems.skip_bad:
             raise
@@ -167,8 +180,9 @@ def read_pairs(path: str | Path, problems: BadRows | None = None) -> list[Pair]:
 
 def evaluated_root(path: str | Path) -> Path | None:
     """The folder the image paths of ``path`` are relative to when ``reward/evaluate.py`` (or SFT's evaluation of
-    ``data.test``) wrote it: the evaluated manifest's folder, or a dataset's ``FOLDER`` (``NAME:FOLDER[:SPLIT]``),
-    read from the ``run.json`` in the same folder. ``None`` for any other file (paths relative to its own folder).
+    ``data.test``) wrote it: its ``image_root``, else the evaluated manifest's folder, or a dataset's ``FOLDER``
+    (``NAME:FOLDER[:SPLIT]``), read from the ``run.json`` in the same folder. ``None`` for any other file (paths
+    relative to its own folder).
     """
     from reward.core.errors import ConfigError
     from reward.data.datasets.source import parse_source
@@ -180,6 +194,8 @@ def evaluated_root(path: str | Path) -> Path | None:
     if not isinstance(run, dict) or not isinstance(run.get("settings"), dict):
         return None
     settings, inputs = run["settings"], run.get("inputs") or {}
+    if isinstance(settings.get("image_root"), str):  # the images' folder the evaluated data named them from
+        return Path(settings["image_root"]).expanduser().resolve()
     if run.get("command") == "evaluate":
         fingerprint = inputs.get("data") if isinstance(inputs, dict) else None
         data = fingerprint.get("path") if isinstance(fingerprint, dict) else settings.get("data")
@@ -204,17 +220,20 @@ def read_scores(
     dimensions: Sequence[str] | None = None,
     problems: BadRows | None = None,
     root: str | Path | None = None,
+    image_root: str | Path | None = None,
 ) -> ScoreTable:
     """Parse a scores file into a :class:`ScoreTable` (dimensions chosen as described in the module docstring).
 
     Relative image paths are resolved against ``root``; without it, against the evaluated manifest's folder for a
-    ``scores.jsonl`` written by ``reward/evaluate.py`` (:func:`evaluated_root`), else the scores file's folder.
-    Absolute ones are kept. Only keys are matched here, no image is read, so a path may point anywhere.
+    ``scores.jsonl`` written by ``reward/evaluate.py`` (:func:`evaluated_root`), else ``image_root`` (the folder the
+    pairs' images are named from), else the scores file's folder. Absolute ones are kept. Only keys are matched
+    here, no image is read, so a path may point anywhere.
     """
     path = Path(path)
     problems = problems or BadRows(skip_bad=False)
     evaluated = evaluated_root(path) if root is None else None
-    folder = Path(root).resolve() if root is not None else evaluated or path.resolve().parent
+    fallback = Path(image_root).expanduser().resolve() if image_root is not None else path.resolve().parent
+    folder = Path(root).resolve() if root is not None else evaluated or fallback
     if evaluated is not None:
         logger.info("%s: image paths relative to the evaluated data's folder %s (its run.json)", path, evaluated)
     rows: dict[Path, tuple[str, dict[str, float | None]]] = {}
@@ -393,26 +412,32 @@ def load_pair_data(
     skip_bad: bool = False,
     batch_size: int = 8,
     scores_root: str | Path | None = None,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> PairData:
-    """Pairs plus their dimension scores, from a scores file or (``reward=name``) scored by a reward model."""
+    """Pairs plus their dimension scores, from a scores file or (``reward=name``) scored by a reward model. The pairs'
+    image paths are relative to their file's folder or to ``image_root`` (absolute only with
+    ``allow_absolute_paths``)."""
     if (scores is None) == (reward is None):
         raise ValueError("Give exactly one source of dimension scores: scores=SCORES.jsonl or reward=NAME.")
     problems = BadRows(skip_bad)
-    rows = read_pairs(pairs, problems)
+    rows = read_pairs(pairs, problems, image_root=image_root, allow_absolute_paths=allow_absolute_paths)
     if scores is not None:
-        table = read_scores(scores, dimensions, problems, root=scores_root)
+        table = read_scores(scores, dimensions, problems, root=scores_root, image_root=image_root)
     else:
         kept = []
         for row in rows:
             absent = [str(p) for p in (row.a, row.b) if not p.is_file()]
             if absent:
-                problems(f"{row.where}: image file(s) {absent} not found (paths are relative to the pairs file)")
+                folder = "image_root" if image_root is not None else "the pairs file's folder"
+                problems(f"{row.where}: image file(s) {absent} not found (paths are relative to {folder})")
             else:
                 kept.append(row)
         rows = kept
         images = list(dict.fromkeys(p for row in rows for p in (row.a, row.b)))
         table = score_images_with_reward(images, reward, reward_cfg, dimensions=dimensions, batch_size=batch_size)
-    data = assemble(rows, table, problems, pairs_root=Path(pairs).resolve().parent)
+    pairs_root = Path(image_root).expanduser().resolve() if image_root is not None else Path(pairs).resolve().parent
+    data = assemble(rows, table, problems, pairs_root=pairs_root)
     if data.skipped:
         logger.warning(
             "Skipped %d bad row(s) (skip_bad=true); the first: %s", len(data.skipped), "; ".join(data.skipped[:3])

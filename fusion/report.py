@@ -28,17 +28,21 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
 
 
 def format_weights_table(weights: FusionWeights) -> str:
-    """One line per dimension: weight and (when present) its bootstrap interval.
+    """One line per dimension: weight, its share of the fused score (``w / sum(w)``: what ``reward=sa-iqa`` fuses
+    with) and (when present) its bootstrap interval.
 
-    >>> print(format_weights_table(FusionWeights(("layout",), (0.8,), (0.6,), (1.1,))))
-    dimension  weight  ci_low  ci_high
-    ---------  ------  ------  -------
-    layout     0.8000  0.6000   1.1000
+    >>> print(format_weights_table(FusionWeights(("layout", "lighting"), (0.6, 0.2), (0.4, 0.0), (1.1, 0.5))))
+    dimension  weight  share  ci_low  ci_high
+    ---------  ------  -----  ------  -------
+    layout     0.6000  0.750  0.4000   1.1000
+    lighting   0.2000  0.250  0.0000   0.5000
     """
-    header = ["dimension", "weight"] + (["ci_low", "ci_high"] if weights.ci_low is not None else [])
+    total = sum(weights.weights)
+    header = ["dimension", "weight", "share"] + (["ci_low", "ci_high"] if weights.ci_low is not None else [])
     rows = []
     for j, name in enumerate(weights.dimensions):
-        cells = [name, f"{weights.weights[j]:.4f}"]
+        share = f"{weights.weights[j] / total:.3f}" if total > 0 else "n/a"
+        cells = [name, f"{weights.weights[j]:.4f}", share]
         if weights.ci_low is not None and weights.ci_high is not None:
             cells += [f"{weights.ci_low[j]:.4f}", f"{weights.ci_high[j]:.4f}"]
         rows.append(cells)

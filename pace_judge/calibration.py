@@ -25,6 +25,7 @@ from pace_judge.protocol import Anchor, Protocol
 from reward.core.errors import UserError
 from reward.data.files import atomic_write_with
 from reward.data.images import load_image, to_rgb
+from reward.data.manifest import image_root_field
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class CalibrationSource:
     test: str | None = field(
         default=None, metadata={"help": "the test split's manifest: checked to be disjoint from the calibration split"}
     )
+    image_root: str | None = image_root_field()
     dimension: str | None = field(
         default=None, metadata={"help": "manifest rows of this dimension (default: the protocol's)"}
     )
@@ -280,10 +282,22 @@ def to_protocol_scale(mos: float, scale: tuple[float, float]) -> float:
     return round(1.0 + 4.0 * (mos - low) / (high - low), 12)
 
 
-def _rows_of(source: str, dim: str, split: str, scale: tuple[float, float], least: int = 2) -> list[Any]:
+def _rows_of(
+    source: str, dim: str, split: str, scale: tuple[float, float], least: int = 2, cfg: dict[str, Any] | None = None
+) -> list[Any]:
     from reward.data import load_ratings
 
-    ratings = load_ratings(source, check_images=False, default_split=split)  # NAME:FOLDER: its split
+    paths = {
+        "image_root": (cfg or {}).get("image_root"),
+        "allow_absolute_paths": (cfg or {}).get("allow_absolute_paths"),
+    }
+    ratings = load_ratings(  # NAME:FOLDER: its split
+        source,
+        check_images=False,
+        default_split=split,
+        image_root=paths["image_root"],
+        allow_absolute_paths=bool(paths["allow_absolute_paths"]),
+    )
     dims = sorted({r.dimension for r in ratings.rows})
     rows = [r for r in ratings.rows if r.dimension == dim] or (ratings.rows if len(dims) == 1 else [])
     if len(rows) < least:
@@ -309,9 +323,9 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
     """Anchors: the calibration split's highest- and lowest-MOS images, their MOS mapped onto 1-5."""
     dim = cfg.get("dimension") or protocol.dimension
     scale = benchmark_scale(cfg)
-    rows = _rows_of(cfg["benchmark"], dim, "train", scale)
+    rows = _rows_of(cfg["benchmark"], dim, "train", scale, cfg=cfg)
     if cfg.get("test"):
-        test = _rows_of(cfg["test"], dim, "test", scale, least=1)
+        test = _rows_of(cfg["test"], dim, "test", scale, least=1, cfg=cfg)
         overlap = {str(r.image) for r in rows} & {str(r.image) for r in test}
         if overlap:
             example = sorted(overlap)[0]
@@ -360,7 +374,7 @@ def evaluate_test(
 
     dim = cfg.get("dimension") or protocol.dimension
     scale = benchmark_scale(cfg)
-    rows = _rows_of(cfg["test"], dim, "test", scale, least=1)
+    rows = _rows_of(cfg["test"], dim, "test", scale, least=1, cfg=cfg)
     judge = DualTrackScorer(protocol, backend, **scorer)
     scores: list[float] = []
     for i in range(0, len(rows), batch_size):

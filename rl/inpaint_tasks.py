@@ -59,10 +59,23 @@ def _open(ref: Any, max_pixels: int | None) -> Image.Image:
 
 
 def load_tasks(
-    source: Any, *, skip_bad: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS
+    source: Any,
+    *,
+    skip_bad: bool = True,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> tuple[list[Task], list[SkippedRow]]:
-    """The usable tasks of a manifest (JSONL, datasets folder or in-memory dataset) and the skipped rows."""
-    result = load_inpainting(source, skip_bad=skip_bad, check_images=False, max_pixels=max_pixels)
+    """The usable tasks of a manifest (JSONL, datasets folder or in-memory dataset) and the skipped rows; image and
+    mask paths relative to the manifest's folder or ``image_root`` (absolute only with ``allow_absolute_paths``)."""
+    result = load_inpainting(
+        source,
+        skip_bad=skip_bad,
+        check_images=False,
+        max_pixels=max_pixels,
+        image_root=image_root,
+        allow_absolute_paths=allow_absolute_paths,
+    )
     tasks, skipped = [], list(result.skipped)
     jsonl = str(result.source).endswith(".jsonl")
     for row in result.rows:

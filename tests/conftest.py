@@ -123,6 +123,31 @@ def random_images(n: int, seed: int = 0, sizes: tuple[int, ...] = (56,)) -> list
     return out
 
 
+PHOTOS = ("astronaut", "camera", "coffee", "chelsea", "rocket", "coins", "immunohistochemistry", "moon")
+
+
+def real_photos(folder: Path, n: int = 6, size: int = 64, prefix: str = "photo") -> list[Path]:
+    """``n`` real photographs from scikit-image (``skimage.data``, shipped with the package), resized to ``size``
+    on the long side and darkened a little more each (photo ``i`` at brightness ``1 - 0.12 i``), saved as PNG in
+    ``folder``; photo ``i``'s MOS on a 1-5 scale is then ``5 - 0.6 i`` (see :func:`photo_mos`)."""
+    import skimage.data
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        pixels = np.asarray(getattr(skimage.data, PHOTOS[i % len(PHOTOS)])())
+        image = Image.fromarray(pixels).convert("RGB")
+        image.thumbnail((size, size))
+        darker = (np.asarray(image, dtype=np.float32) * (1.0 - 0.12 * i)).round().astype(np.uint8)
+        paths.append(folder / f"{prefix}{i}.png")
+        Image.fromarray(darker).save(paths[-1])
+    return paths
+
+
+def photo_mos(i: int) -> float:
+    return round(5.0 - 0.6 * i, 3)
+
+
 @pytest.fixture(scope="session")
 def tiny_small_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The "small" tiny Qwen2-VL preset (16 image tokens for a 112x112 crop), built once per session."""

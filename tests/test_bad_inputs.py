@@ -126,7 +126,7 @@ GOOD = Image.fromarray(np.full((8, 8, 3), 120, np.uint8))
 BAD_ROWS = {
     "corrupt PNG": (_row("corrupt.png"), {"corrupt.png": b"\x89PNG\r\n\x1a\n garbage"}, "cannot read the image"),
     "empty image file": (_row("empty.png"), {"empty.png": b""}, "cannot read the image"),
-    "path climbing out": ({**_row("x"), "image": "../../etc/passwd"}, {}, "outside the manifest's folder"),
+    "path climbing out": ({**_row("x"), "image": "../../etc/passwd"}, {}, "climbs out of the images' folder"),
     "absolute path": ({**_row("x"), "image": "/etc/passwd"}, {}, "is absolute"),
     "NaN MOS": (b'{"image": "img/good.png", "dimension": "quality", "mos": NaN}\n', {}, "must be a finite number"),
     "MOS out of range": (_row("good.png", 7.5), {}, "outside mos_range"),

@@ -90,7 +90,7 @@ def test_resolve_image_path_accepts_inner_paths(tmp_path):
 
 @pytest.mark.parametrize("rel", ["../outside.png", "img/../../outside.png"])
 def test_resolve_image_path_refuses_dotdot_escape(tmp_path, rel):
-    with pytest.raises(ManifestError, match=r"m\.jsonl:3: .*outside the manifest's folder"):
+    with pytest.raises(ManifestError, match=r"m\.jsonl:3: .*climbs out of the images' folder .* image_root=DIR"):
         resolve_image_path(tmp_path / "data", rel, where="m.jsonl:3")
 
 
@@ -99,12 +99,12 @@ def test_resolve_image_path_refuses_absolute(tmp_path):
         resolve_image_path(tmp_path, str(tmp_path / "a.png"), where="m.jsonl:1")
 
 
-def test_resolve_image_path_refuses_symlink_leaving_the_folder(tmp_path):
-    outside = _png(tmp_path / "secret.png")
+def test_resolve_image_path_follows_a_symlinked_image_folder_for_reading(tmp_path):
+    shared = tmp_path / "mnt" / "shared"  # e.g. a read-only mount, linked into the data folder
+    _png(shared / "a.png")
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "link.png").symlink_to(outside)
-    with pytest.raises(ManifestError, match="outside the manifest's folder"):
-        resolve_image_path(tmp_path / "data", "link.png", where="m.jsonl:1")
+    (tmp_path / "data" / "images").symlink_to(shared, target_is_directory=True)
+    assert resolve_image_path(tmp_path / "data", "images/a.png", where="m.jsonl:1") == (shared / "a.png").resolve()
 
 
 # ---------------------------------------------------------------------------------------------- images.py
@@ -238,7 +238,7 @@ BAD_RATING_ROWS = [
     ({"image": "bad.png", "dimension": "x", "mos": 3}, "'image' image unusable: .*bad\\.png: cannot read"),
     (
         {"image": "../a.png", "dimension": "x", "mos": 3},
-        "image path '../a.png' resolves to .* outside the manifest's folder",
+        "image path '../a.png' climbs out of the images' folder",
     ),
     ({"image": "/etc/hosts", "dimension": "x", "mos": 3}, "image path '/etc/hosts' is absolute"),
     ({"image": 5, "dimension": "x", "mos": 3}, "'image' must be an image path"),
@@ -297,7 +297,7 @@ def test_check_images_false_does_not_open_files_but_still_refuses_escapes(imgdir
     path = _manifest(imgdir, [{"image": "img/not-yet.png", "dimension": "x", "mos": 3}])
     assert load_ratings(path, check_images=False).rows[0].image == (imgdir / "img/not-yet.png").resolve()
     path = _manifest(imgdir, [{"image": "../x.png", "dimension": "x", "mos": 3}])
-    with pytest.raises(ManifestError, match="outside"):
+    with pytest.raises(ManifestError, match="climbs out"):
         load_ratings(path, check_images=False)
 
 
@@ -382,7 +382,7 @@ def test_dataset_saved_to_disk_resolves_paths_in_its_folder(imgdir):
     ds = datasets.Dataset.from_dict({"a": ["../img/a.png"], "b": ["../img/b.png"], "label": ["b"]})
     ds.save_to_disk(str(imgdir / "pairs_ds"))
     # paths inside a saved dataset are relative to its folder and may not leave it
-    with pytest.raises(ManifestError, match=r"pairs_ds row 1: .*outside"):
+    with pytest.raises(ManifestError, match=r"pairs_ds row 1: .*climbs out"):
         load_pairs(imgdir / "pairs_ds")
     ds = datasets.Dataset.from_dict({"a": ["a.png"], "b": ["a.png"], "label": ["b"]})
     ds.save_to_disk(str(imgdir / "ok_ds"))

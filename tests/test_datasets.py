@@ -393,7 +393,8 @@ def test_spaq_attributes_fuse_on_pairs_drawn_from_its_mos(tmp_path):
     )
     out = tmp_path / "weights.json"
     argv = [f"pairs=spaq:{tmp_path / 'spaq'}", f"scores={scores}", f"scores_root={tmp_path / 'spaq'}", f"out={out}"]
-    assert run_cli("fit", run_fit, [*argv, "bootstrap=0", "holdout=0", "plot=false"], schema=FusionSettings) == 0
+    fit = [*argv, "bootstrap=0", "holdout=0", "plot=false", "nonneg=false"]  # the free fit: a weight's sign too
+    assert run_cli("fit", run_fit, fit, schema=FusionSettings) == 0
     weights = json.loads(out.read_text())
     w = dict(zip(weights["dimensions"], weights["weights"], strict=True))
     assert w["sharpness"] > 0 > w["brightness"]  # the train split's pairs are decided by sharpness

@@ -86,7 +86,7 @@ def test_float_pixels_become_the_nearest_uint8():
         (torch.zeros(3, 8, 8, dtype=torch.int64), r"dtype torch.int64: the dtype must be uint8 or float"),
         (torch.full((3, 8, 8), float("nan")), r"values in \[nan, nan\]"),
         ([torch.zeros(2, 3, 8, 8)], r"images\[0\] is a batch"),
-        ("photo.png", r"cannot score an object of type str"),
+        (b"photo.png", r"cannot score an object of type bytes"),
         ([1.5], r"images\[0\]: cannot score an object of type float"),
     ],
 )

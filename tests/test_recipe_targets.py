@@ -144,6 +144,7 @@ def test_label_and_loss_settings_problems_are_named_together():
         "loss.kind=deqa",
         "trainer.per_device_train_batch_size=1",
         "prompt.questions=[Rate it.]",
+        "prompt.dimensions=[layout,harmony]",  # (null: checked once data.train's own are read)
     ]
     with pytest.raises(ConfigError) as err:
         parse_settings(compose("sft", bad, schema=SftSettings))

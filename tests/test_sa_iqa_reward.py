@@ -54,7 +54,7 @@ def test_fusion_weights_from_the_directory_or_a_path(scorer_dir, tmp_path):
 def test_weights_missing_a_dimension_are_refused(scorer_dir, tmp_path):
     weights = tmp_path / "w.json"
     weights.write_text(json.dumps({"dimensions": ["lighting"], "weights": [1.0]}))
-    with pytest.raises(ValueError, match=r"no weight for dimensions \['harmony'\]"):
+    with pytest.raises(ValueError, match=r"no weight for dimension\(s\) \['harmony'\] \(it has \['lighting'\]\)"):
         get_reward("sa-iqa", {"path": str(scorer_dir), "fusion": str(weights)})
 
 
@@ -64,7 +64,7 @@ def test_a_directory_without_metadata_is_a_clear_error(tiny_vlm_path):
 
 
 def test_unknown_dimension_is_named(scorer_dir):
-    with pytest.raises(ValueError, match=r"\['layout'\] are not in this scorer"):
+    with pytest.raises(ValueError, match=r"\['layout'\] not in the scorer .*; it has \['lighting', 'harmony'\]"):
         get_reward("sa-iqa", {"path": str(scorer_dir), "dimensions": ["layout"]})
 
 

@@ -61,27 +61,40 @@ def test_full_fine_tuning_keeps_fp32_master_weights_unless_deepspeed_or_lora():
     assert load_dtype("bfloat16", lora=False, bf16=True, deepspeed=False) == torch.bfloat16  # explicit: obeyed
 
 
-def test_a_prompt_type_that_needs_definitions_fails_before_anything_is_loaded(tmp_path):
-    cfg = _cfg(_base(Path("/does/not/matter"), tmp_path / "m.jsonl", tmp_path / "out", "prompt.dimensions=[quality]"))
-    with pytest.raises(ValueError, match=r"prompt.type=4 needs a definition .*\['quality'\].*prompt.definitions"):
-        parse_settings(cfg)
-    ok = _cfg(
+def test_a_dimension_the_prompt_type_cannot_define_is_asked_in_plain_words_and_a_definition_is_used(
+    tiny_vlm_path, tmp_path
+):
+    from training.commands.sft import _scorer_meta
+
+    train = _quality_manifest(tmp_path / "data")
+    settings = parse_settings(_cfg(_base(tiny_vlm_path, train, tmp_path / "out")), with_inputs=True)  # type 4
+    assert settings.prompt.type == 4 and settings.prompt.dimensions == ["quality"]  # the data's own dimension
+    meta = _scorer_meta(settings)
+    assert meta["queries"]["quality"] == {
+        "question": "Please evaluate the quality of this image.",
+        "response_prefix": "The quality of this image is",
+    }
+    assert meta["generic"] == ["quality"]
+    defined = _cfg(
         _base(
-            Path("m"),
-            tmp_path / "m.jsonl",
+            tiny_vlm_path,
+            train,
             tmp_path / "out",
-            "prompt.dimensions=[quality]",
             "+prompt.definitions.quality='How clean and sharp the photo is.'",
         )
     )
-    assert parse_settings(ok).prompt.definitions == {"quality": "How clean and sharp the photo is."}
+    meta = _scorer_meta(parse_settings(defined, with_inputs=True))
+    assert meta["queries"]["quality"]["question"].endswith(
+        "quality level of this image. How clean and sharp the photo is."
+    )
+    assert meta["generic"] == []
 
 
 @pytest.mark.slow
 def test_a_new_dimension_trains_and_unknown_dimensions_fail_in_one_line(tiny_vlm_path, tmp_path, caplog):
     train = _quality_manifest(tmp_path / "data")
     with pytest.raises(ValueError) as info:  # every row skipped: one clear error before the trainer starts
-        run_sft(_cfg(_base(tiny_vlm_path, train, tmp_path / "bad", "prompt.type=1")))
+        run_sft(_cfg(_base(tiny_vlm_path, train, tmp_path / "bad", "prompt.type=1", "prompt.dimensions=[lighting]")))
     message = str(info.value)
     assert "all 8 training rows were skipped" in message and "{'quality': 8}" in message
     assert "prompt.dimensions=['quality']" in message and "\n" not in message.split("set prompt")[0]
@@ -91,7 +104,18 @@ def test_a_new_dimension_trains_and_unknown_dimensions_fail_in_one_line(tiny_vlm
     rows = train.read_text() + train.read_text().replace('"quality"', '"lighting"')
     mixed.write_text(rows.replace('"img/', '"data/img/'))
     with caplog.at_level(logging.WARNING, logger="training.sft_data"):
-        run_sft(_cfg(_base(tiny_vlm_path, mixed, tmp_path / "mixed", "prompt.type=1", "trainer.max_steps=1")))
+        run_sft(
+            _cfg(
+                _base(
+                    tiny_vlm_path,
+                    mixed,
+                    tmp_path / "mixed",
+                    "prompt.type=1",
+                    "prompt.dimensions=[lighting]",
+                    "trainer.max_steps=1",
+                )
+            )
+        )
     lines = [r.getMessage() for r in caplog.records if "not in prompt.dimensions" in r.getMessage()]
     assert len(lines) == 1 and "8 rows (first: line 1)" in lines[0]
 

@@ -2,8 +2,9 @@
 
 YAML front matter (``base_model``, ``library_name``, ``tags``, ``datasets``, ``pipeline_tag``) and a body naming the
 base model, the data and its split, the dimensions with their definitions, the rating words and their values, the
-held-out metrics and the exact command that made the scorer. It replaces the template trl writes ("fine-tuned version
-of [None]").
+held-out metrics, the scorer used from Python (as pyiqa's and Q-Align's are) and from the command line, and the command
+that made it as it was launched (``accelerate launch ...`` when it was). It replaces the template trl writes
+("fine-tuned version of [None]").
 
 Example:
     >>> card = ScorerCard(base_model="Qwen/Qwen2-VL-2B-Instruct", dimensions={"lighting": ""},
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ from typing import Any
 from reward.data.files import atomic_write_text
 from reward.vlm.hub import is_repo_id
 
-__all__ = ["CARD", "ScorerCard", "command_line", "render_card", "write_card"]
+__all__ = ["CARD", "ScorerCard", "command_line", "launched_as", "launcher", "render_card", "write_card"]
 
 CARD = "README.md"
 TAGS = ("image-quality-assessment", "reward-model", "sa-iqa", "vision-language-model", "perceptual-rewards")
@@ -49,6 +51,7 @@ class ScorerCard:
     metrics: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # dimension -> metrics.json's entries
     data_info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # "train"/"test" -> split, rule, ...
     steps: int | None = None
+    location: str = "THIS_FOLDER_OR_REPO_ID"  # where a reader loads the scorer from: its Hub id or its folder
 
 
 def _hub_dataset(source: str | None) -> str | None:
@@ -136,8 +139,21 @@ def render_card(card: ScorerCard) -> str:
         "",
         "## Use",
         "",
+        "From Python, as pyiqa's and Q-Align's scorers are used (image paths, `pathlib.Path`s, PIL images, tensors or "
+        "arrays; one image or a list):",
+        "",
+        "```python",
+        "from reward import get_reward",
+        "",
+        f'scorer = get_reward("sa-iqa", {{"model": {json.dumps(card.location)}}})',
+        'scores = scorer(["photo.png"])  # a tensor of fused scores in [1, 5], one per image',
+        'out = scorer.score("photo.png")  # out.scores and out.dimensions: a tensor per dimension',
+        "```",
+        "",
+        "From the command line, on a ratings manifest:",
+        "",
         "```bash",
-        "python reward/evaluate.py reward=sa-iqa reward.model=THIS_FOLDER_OR_REPO_ID data=RATINGS.jsonl out=OUT",
+        f"python reward/evaluate.py reward=sa-iqa reward.model={card.location} data=RATINGS.jsonl out=OUT",
         "```",
         "",
         "The folder's `sa_iqa.json` holds the rendered queries, the rating words and their values (and, once "
@@ -179,9 +195,61 @@ def _value(v: Any) -> str:
     return shlex.quote(str(v))
 
 
-def command_line(script: str, settings: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
-    """The command that makes these ``settings``: ``python SCRIPT`` with a ``key=value`` for each setting that
-    differs from ``defaults`` (the command's config composed without overrides; a key it lacks is ``+key``).
+def launcher(cmdline: Sequence[str], script: str) -> str | None:
+    """The ``accelerate launch`` part of a launcher's command line (its options, then ``script``), or ``None`` when
+    ``cmdline`` is no ``accelerate launch`` (``python -m accelerate.commands.launch`` reads the same).
+
+    >>> launcher(["/venv/bin/python", "/venv/bin/accelerate", "launch", "--num_processes", "2", "sft.py", "a=1"],
+    ...          "training/sft.py")
+    'accelerate launch --num_processes 2 training/sft.py'
+    >>> launcher(["python", "-m", "accelerate.commands.launch", "--cpu", "/repo/training/sft.py"], "training/sft.py")
+    'accelerate launch --cpu training/sft.py'
+    """
+    args = list(cmdline)
+    for i, arg in enumerate(args):
+        if arg == "accelerate.commands.launch" and i and args[i - 1] == "-m":
+            start = i + 1
+            break
+        if Path(arg).name == "accelerate" and i + 1 < len(args) and args[i + 1] == "launch":
+            start = i + 2
+            break
+    else:
+        return None
+    name = Path(script).name
+    options = args[start:]
+    end = next((i for i, arg in enumerate(options) if Path(arg).name == name or arg == "-m"), len(options))
+    return shlex.join(["accelerate", "launch", *options[:end], script])
+
+
+def launched_as(script: str) -> str:
+    """How this process was started, up to its settings: ``accelerate launch [options] SCRIPT`` when a launcher
+    among its parents is ``accelerate launch`` (read from ``/proc``; where there is none, from accelerate's
+    environment: ``--num_processes``), else ``python SCRIPT``."""
+    pid = os.getppid()
+    for _ in range(4):  # the launcher, or torch's elastic agent under it
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            break
+        found = launcher([a for a in cmdline if a], script)
+        if found:
+            return found
+        pid = int(stat[1])  # the parent's parent
+        if pid <= 1:
+            break
+    if any(key.startswith("ACCELERATE_") for key in os.environ):
+        processes = os.environ.get("WORLD_SIZE", "1")
+        return f"accelerate launch --num_processes {processes} {script}"
+    return f"python {script}"
+
+
+def command_line(
+    script: str, settings: Mapping[str, Any], defaults: Mapping[str, Any], *, launch: str | None = None
+) -> str:
+    """The command that makes these ``settings``: ``launch`` (default ``python SCRIPT``; :func:`launched_as` gives
+    the one this process was started with) and a ``key=value`` for each setting that differs from ``defaults`` (the
+    command's config composed without overrides; a key it lacks is ``+key``).
 
     >>> command_line("training/sft.py", {"a": 1, "t": {"lr": 0.1, "x": [1, 2]}}, {"a": 1, "t": {"lr": 0.2}})
     "python training/sft.py t.lr=0.1 +t.x='[1,2]'"
@@ -192,4 +260,4 @@ def command_line(script: str, settings: Mapping[str, Any], defaults: Mapping[str
         for key, value in now.items()
         if key not in base or base[key] != value
     ]
-    return " ".join([f"python {script}", *parts])
+    return " ".join([launch or f"python {script}", *parts])

@@ -110,12 +110,22 @@ def perception_stream(
 
 
 def perception_file_dataset(
-    path: str, *, seed: int = 0, skip_bad: bool = True, answer: str = "letter", shuffle: float = 1.0
+    path: str,
+    *,
+    seed: int = 0,
+    skip_bad: bool = True,
+    answer: str = "letter",
+    shuffle: float = 1.0,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> Any:
-    """A ``datasets.Dataset`` from an LLVisionQA file (bad rows named by file:line, skipped with ``skip_bad``)."""
+    """A ``datasets.Dataset`` from an LLVisionQA file (bad rows named by file:line, skipped with ``skip_bad``; image
+    paths relative to its folder or ``image_root``, absolute ones only with ``allow_absolute_paths``)."""
     import datasets
 
-    questions, skipped = load_questions(path, skip_bad=skip_bad)
+    questions, skipped = load_questions(
+        path, skip_bad=skip_bad, image_root=image_root, allow_absolute_paths=allow_absolute_paths
+    )
     records: dict[str, list[Any]] = {"images": [], "prompt": [], "completion": []}
     for index, q in enumerate(questions):
         ex = perception_example(
@@ -161,6 +171,8 @@ def mix_perception(settings: Any, rating_data: Callable[[], tuple[Any, int]]) ->
             skip_bad=data.skip_bad,
             answer=data.perception_answer,
             shuffle=data.perception_shuffle,
+            image_root=settings.image_root,
+            allow_absolute_paths=settings.allow_absolute_paths,
         )
     if data.perception_fraction >= 1.0:
         return perception, skipped

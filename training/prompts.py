@@ -12,8 +12,9 @@ the rating word's logits right after :func:`response_prefix`, which ends with ``
 word is tokenised with its leading space, e.g. ``" good"``).
 
 Definitions are plain ``{name: text}`` dicts; pass your own for other dimensions (types 3 and 4 need one, types
-1 and 2 work with any name). §3.2.1 of the paper also mentions a dimension tag in the type-4 query while the
-App. B.1 text has none; ``tag=True`` adds it to any type.
+1 and 2 work with any name; a dimension types 3-4 have no definition of is asked in plain words instead,
+:func:`generic_prompt`: "Please evaluate the quality of this image."). §3.2.1 of the paper also mentions a
+dimension tag in the type-4 query while the App. B.1 text has none; ``tag=True`` adds it to any type.
 
 >>> response("lighting", "good")
 'The spatial aesthetic lighting quality level of this image is good.'
@@ -29,6 +30,8 @@ __all__ = [
     "GENERAL_DEFINITIONS",
     "PROMPT_TYPES",
     "build_prompt",
+    "generic_prompt",
+    "generic_response_prefix",
     "response",
     "response_prefix",
 ]
@@ -123,6 +126,26 @@ def response_prefix(dimension: str) -> str:
     'The spatial aesthetic harmony quality level of this image is'
     """
     return f"The spatial aesthetic {_check_dimension(dimension)} quality level of this image is"
+
+
+def generic_prompt(dimension: str, *, tag: bool = False) -> str:
+    """The query of a dimension the paper does not define, when the prompt type wants a definition (3-4) and none was
+    given: plain words for any dimension, as Q-Align asks (ours; the paper's templates say "spatial aesthetic").
+
+    >>> generic_prompt("quality")
+    'Please evaluate the quality of this image.'
+    """
+    query = f"Please evaluate the {_check_dimension(dimension)} of this image."
+    return f"<{dimension}>{query}" if tag else query
+
+
+def generic_response_prefix(dimension: str) -> str:
+    """The response of :func:`generic_prompt` up to the rating word.
+
+    >>> generic_response_prefix("sharpness") + " good."
+    'The sharpness of this image is good.'
+    """
+    return f"The {_check_dimension(dimension)} of this image is"
 
 
 def response(dimension: str, word: str) -> str:

@@ -12,7 +12,14 @@ from typing import Any
 
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.rewards.scorer_folder import FORMAT
-from training.prompts import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, build_prompt, response_prefix
+from training.prompts import (
+    EXPERT_DEFINITIONS,
+    GENERAL_DEFINITIONS,
+    build_prompt,
+    generic_prompt,
+    generic_response_prefix,
+    response_prefix,
+)
 
 DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
 
@@ -38,15 +45,26 @@ def scorer_metadata(
     trained_from: str | None = None,
 ) -> dict[str, Any]:
     """The ``sa_iqa.json`` content: rendered queries per dimension, level words/values, provenance (written with
-    :func:`reward.rewards.scorer_folder.write_metadata`; fusion weights are a file of their own)."""
+    :func:`reward.rewards.scorer_folder.write_metadata`; fusion weights are a file of their own). Under prompt types
+    3-4 a dimension without a definition is asked in plain words (:func:`training.prompts.generic_prompt`), listed
+    under ``generic``."""
     defs = {d: definitions[d] for d in dimensions if definitions.get(d)}
+    generic = [d for d in dimensions if prompt_type in (3, 4) and d not in defs]
     queries = {
-        d: {"question": build_prompt(d, prompt_type, defs or None, tag=tag), "response_prefix": response_prefix(d)}
+        d: (
+            {"question": generic_prompt(d, tag=tag), "response_prefix": generic_response_prefix(d)}
+            if d in generic
+            else {
+                "question": build_prompt(d, prompt_type, defs or None, tag=tag),
+                "response_prefix": response_prefix(d),
+            }
+        )
         for d in dimensions
     }
     return {
         "format": FORMAT,
         "prompt_type": prompt_type,
+        "generic": generic,
         "tag": tag,
         "dimensions": {d: definitions.get(d, "") for d in dimensions},
         "queries": queries,

@@ -88,6 +88,8 @@ def manifest_dataset(
     keep: Mapping[str, Sequence[float]] | None = None,
     score: str = "mos",
     density: str | None = None,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
 
@@ -119,6 +121,8 @@ def manifest_dataset(
         max_pixels=max_pixels,
         split=split,
         columns=columns,
+        image_root=image_root,
+        allow_absolute_paths=allow_absolute_paths,
     )
     examples = read.examples
     records: dict[str, list[Any]] = {

@@ -241,6 +241,8 @@ def rating_examples(
     max_pixels: int | None = 36_000_000,
     split: str = "train",
     columns: Any = None,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> RatingExamples:
     """The training examples of a ratings source (see the module docstring). Rows whose dimension the scorer does
     not know, whose MOS is outside the rule's MOS range or whose image is missing or corrupt are reported with file
@@ -254,6 +256,8 @@ def rating_examples(
         mos_range=rule.mos_range,
         default_split=split,
         columns=columns,
+        image_root=image_root,
+        allow_absolute_paths=allow_absolute_paths,
     )
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)
@@ -304,8 +308,8 @@ def _unknown_dimensions(
         more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
         head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
         raise ConfigError(
-            f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it), or remove "
-            f"the rows" + (f"\nother rows skipped: {more}" if more else "")
+            f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it; null trains the data's "
+            "own dimensions), or remove the rows" + (f"\nother rows skipped: {more}" if more else "")
         )
     logger.warning("skipping %s", msg)
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+import numpy as np
 from omegaconf import MISSING
 
-from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terry
+from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptions, encode_labels, fit_bradley_terry
 from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
@@ -23,6 +24,7 @@ from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import reward_schemas
 
@@ -45,12 +47,15 @@ class FusionSettings:
         default=None,
         metadata={"help": 'JSONL rows {"image": image, "<dimension>": score, ...}; paths relative to its folder'},
     )
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     scores_root: str | None = field(
         default=None,
         metadata={
             "help": (
                 "folder the scores' image paths are relative to; null: the evaluated data's folder for a "
-                "scores.jsonl of reward/evaluate.py (read from its run.json), else the scores file's folder"
+                "scores.jsonl of reward/evaluate.py (read from its run.json), else image_root, else the scores "
+                "file's folder"
             )
         },
     )
@@ -81,7 +86,15 @@ class FusionSettings:
         default=1e-4,
         metadata={"help": "L2 penalty l2/2*||w||^2 added to the mean negative log-likelihood; 0 = plain MLE"},
     )
-    nonneg: bool = field(default=False, metadata={"help": "constrain every weight to be >= 0"})
+    nonneg: bool = field(
+        default=True,
+        metadata={
+            "help": (
+                "every weight >= 0: reward=sa-iqa fuses with w / sum(w), a weighted mean of the dimensions, so a "
+                "written file is always usable; false: the free fit (refused when its weights sum to 0 or less)"
+            )
+        },
+    )
     max_abs_weight: float = field(
         default=100.0, metadata={"help": "box bound on each |w_j|, keeps perfectly separable data finite"}
     )
@@ -223,6 +236,8 @@ def set_up(settings: FusionSettings) -> Setup:
         skip_bad=settings.skip_bad,
         batch_size=settings.batch_size,
         scores_root=settings.scores_root,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
     provenance = {
         "command": "fit",
@@ -247,6 +262,7 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
             f"be estimated from {settings.pairs}; add pairs with a preferred image (label a or b)"
         )
     bt_fit = fit_bradley_terry(data.x_a, data.x_b, data.labels, dimensions=data.dimensions, options=options)
+    check_usable(setup, bt_fit)
     intervals, note = _intervals(setup, bt_fit)
     comparison = _heldout(setup, options)
     weights = FusionWeights(
@@ -262,6 +278,45 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
     )
     logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", bt_fit.nu, format_weights_table(weights))
     return weights, comparison
+
+
+def check_usable(setup: Setup, bt_fit: BTFit) -> None:
+    """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: weights that change no pair's
+    fused score (with ``nonneg=true``: no dimension orders the pairs better than chance) and free weights summing to
+    0 or less (the reward divides the fused score by their sum); warn about negative weights it can use."""
+    data, w = setup.data, np.asarray(bt_fit.weights, dtype=np.float64)
+    named = ", ".join(f"{d} {v:.4g}" for d, v in zip(data.dimensions, w, strict=True))
+    spread = np.abs((data.x_a - data.x_b) @ w)
+    if not np.any(spread > 1e-9):
+        raise UserError(
+            f"no usable fusion weights: the best fit is w = 0 ({named}), so the fused score would order no pair; "
+            f"{_agreement(data)}. The dimension scores do not separate the pairs: check that {setup.settings.pairs} "
+            "and the scores are of the same images, or score them with a scorer whose dimensions predict these "
+            "preferences (nonneg=false shows the free fit, for inspection only)"
+        )
+    if w.sum() <= 0:
+        raise UserError(
+            f"the free fit's weights sum to {w.sum():.4g} ({named}): reward=sa-iqa divides the fused score by that "
+            "sum and cannot use them, so nothing was written; fit with nonneg=true (the default: every weight >= 0)"
+        )
+    if (w < 0).any():
+        logger.warning(
+            "negative fusion weights (%s): the fused score S = x.w / sum(w) may leave the dimensions' scale; "
+            "nonneg=true (the default) keeps it a weighted mean",
+            named,
+        )
+
+
+def _agreement(data: PairData) -> str:
+    """How often each dimension alone orders the decided pairs as labelled (a tie in the scores counts half)."""
+    codes = encode_labels(data.labels)
+    decided = codes != LABEL_TIE
+    sign = np.where(codes[decided] == LABEL_A, 1.0, -1.0)
+    dx = (data.x_a - data.x_b)[decided] * sign[:, None]
+    right = (dx > 0).sum(axis=0) + 0.5 * (dx == 0).sum(axis=0)
+    parts = ", ".join(f"{d} {r:g}" for d, r in zip(data.dimensions, right, strict=True))
+    n = int(decided.sum())
+    return f"of the {n} decided pairs, each dimension alone orders as labelled: {parts} (chance: {n / 2:g})"
 
 
 def _intervals(setup: Setup, bt_fit: BTFit) -> tuple[BootstrapIntervals | None, str | None]:

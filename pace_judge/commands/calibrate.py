@@ -18,6 +18,7 @@ from pace_judge.protocol import Protocol, load_protocol, save_protocol
 from reward.core.config import parse
 from reward.core.outputs import prepare_output
 from reward.core.summary import log_summary
+from reward.data.manifest import allow_absolute_paths_field
 from reward.vlm.loading import ModelLoading
 from reward.vlm.server import ServerConfig
 
@@ -68,9 +69,7 @@ class CalibrateSettings(CalibrationSource):
     overwrite: bool = field(
         default=False, metadata={"help": "generative mode: move an existing candidates folder aside (OUT.old-<time>)"}
     )
-    allow_absolute_paths: bool = field(
-        default=False, metadata={"help": "accept absolute anchor paths in the protocol (default: inside its folder)"}
-    )
+    allow_absolute_paths: bool = allow_absolute_paths_field()
 
 
 def _scoring_backend(settings: CalibrateSettings) -> Backend | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,14 +12,16 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from reward.core.config import parse, resume_mode
-from reward.core.errors import ConfigError
+from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.eval.evaluation import (
+    COMPARE,
     EvalResult,
     EvalSettings,
     NothingScored,
@@ -70,6 +73,8 @@ class EvaluateSettings:
             )
         },
     )
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     data_columns: HfColumns = field(
         default_factory=HfColumns, metadata={"help": "data=hf:...: the image, MOS and dimension columns"}
     )
@@ -120,6 +125,15 @@ class EvaluateSettings:
     bootstrap: int = field(
         default=0, metadata={"help": "resamples for 95% CIs of SRCC and HOR (0: off)", "may_change": True}
     )
+    compare: str = field(
+        default="dimension",
+        metadata={
+            "help": (
+                "dimension: each row against the reward's score of its dimension (rows of a dimension the reward "
+                "lacks are skipped and counted); fused: every row against the reward's fused score"
+            )
+        },
+    )
     seed: int = field(default=0, metadata={"may_change": True})
 
 
@@ -128,6 +142,8 @@ def settings_from(settings: EvaluateSettings) -> EvalSettings:
     mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
     if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
         raise ConfigError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
+    if settings.compare not in COMPARE:
+        raise ConfigError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
     return EvalSettings(
         batch_size=settings.batch_size,
         skip_bad=settings.skip_bad,
@@ -138,6 +154,7 @@ def settings_from(settings: EvaluateSettings) -> EvalSettings:
         bootstrap=settings.bootstrap,
         seed=settings.seed,
         num_workers=settings.num_workers,
+        compare=settings.compare,
     )
 
 
@@ -181,7 +198,10 @@ def set_up(settings: EvaluateSettings) -> Setup:
         mos_range=eval_settings.mos_range,
         lazy_images=True,
         columns=settings.data_columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
+    check_images_found(manifest.rows, settings)
     spec = reward_info(name)
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
         reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
@@ -191,6 +211,19 @@ def set_up(settings: EvaluateSettings) -> Setup:
         output.create()
     state.wait_for_everyone()
     return Setup(settings, name, spec.score_range, eval_settings, manifest, reward, output, state)
+
+
+def check_images_found(rows: Sequence[Any], settings: EvaluateSettings) -> None:
+    """Before the model loads: a manifest none of whose image files is where it says (kept apart from its images)
+    is refused naming the folder the paths were read from and ``image_root=DIR`` (files are only looked up here)."""
+    paths = [row.image for row in rows if isinstance(row.image, Path)]
+    if not paths or len(paths) < len(rows) or any(path.is_file() for path in paths):
+        return
+    folder = f"image_root {settings.image_root}" if settings.image_root else "the data file's folder"
+    raise MissingInputError(
+        f"data={settings.data}: none of its {len(paths)} image files is found (e.g. {paths[0]}); relative paths are "
+        f"read from {folder}: name the folder that holds the images with image_root=DIR"
+    )
 
 
 def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) -> Output:
@@ -212,8 +245,9 @@ def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) 
 def score(setup: Setup) -> EvalResult:
     """Every row scored, data-parallel over the processes (resumed: only the images not yet in ``scores.jsonl``);
     when nothing could be scored, the error names what the reward's servers said."""
-    manifest, data = setup.manifest, Path(setup.settings.data)
-    base = manifest.base if manifest.info else data.resolve().parent if data.is_file() else None
+    manifest, settings = setup.manifest, setup.settings
+    named_relative = manifest.info or settings.image_root or Path(settings.data).is_file()
+    base = manifest.base if named_relative else None  # the manifest's folder, image_root or a dataset's FOLDER
     try:
         return evaluate_rows(
             setup.reward,

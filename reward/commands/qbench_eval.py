@@ -25,6 +25,7 @@ from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import A2JudgeSettings
 from reward.rewards.registry import reward_schemas
@@ -123,9 +124,8 @@ class QbenchEvalSettings:
     out: str = field(default=MISSING, metadata={"help": "output folder"})
     seed: int = field(default=0, metadata={"help": "a1: the candidates' shuffle"})
     skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
-    allow_absolute_paths: bool = field(
-        default=False, metadata={"help": "A1/A2: image paths in the file may be absolute (default: inside its folder)"}
-    )
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     batch_size: int = field(default=16, metadata={"help": "questions / images per forward pass"})
     model: HarnessModel = field(default_factory=HarnessModel)
     a1: A1Settings = field(default_factory=A1Settings)
@@ -200,7 +200,10 @@ def run_a1(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     if problems:
         raise ConfigError("invalid a1 settings:\n  - " + "\n  - ".join(problems))
     questions, skipped = load_questions(
-        settings.data, skip_bad=settings.skip_bad, allow_absolute_paths=settings.allow_absolute_paths
+        settings.data,
+        skip_bad=settings.skip_bad,
+        allow_absolute_paths=settings.allow_absolute_paths,
+        image_root=settings.image_root,
     )
     _check_model(settings)
     output.create()
@@ -263,7 +266,10 @@ def run_a2(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     if js.rounds < 1:
         raise ConfigError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
     rows, skipped = load_descriptions(
-        settings.data, skip_bad=settings.skip_bad, allow_absolute_paths=settings.allow_absolute_paths
+        settings.data,
+        skip_bad=settings.skip_bad,
+        allow_absolute_paths=settings.allow_absolute_paths,
+        image_root=settings.image_root,
     )
     _check_model(settings)
     output.create()
@@ -350,7 +356,14 @@ def run_a3(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
         elif name == "qbench" and tuple(reward.cfg.positive) + tuple(reward.cfg.negative) == ("good", "poor"):
             reward = GoodPoorLogits(reward, settings.a3.temperature)
         result = leaderboard(
-            reward, datasets, EvalSettings(batch_size=settings.batch_size, skip_bad=settings.skip_bad)
+            reward,
+            datasets,
+            EvalSettings(
+                batch_size=settings.batch_size,
+                skip_bad=settings.skip_bad,
+                image_root=settings.image_root,
+                allow_absolute_paths=settings.allow_absolute_paths,
+            ),
         )
         for dataset, objs in result.pop("per_image", {}).items():  # shared the way Q-Bench shared its own
             write_released(Path(settings.out) / "IQA_outputs" / label / f"{dataset}.json", objs)

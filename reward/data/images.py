@@ -7,6 +7,7 @@ applied (human raters saw the image upright).
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -133,7 +134,7 @@ def load_image(source: str | Path | BinaryIO, *, max_pixels: int | None = DEFAUL
 ACCEPTED_IMAGES = (
     "PIL images; torch tensors C x H x W or a batch B x C x H x W (C = 1 or 3), uint8 in 0..255 or float in [0, 1]; "
     "numpy arrays H x W, H x W x C or a batch B x H x W x C (C = 1 or 3), uint8 or float in [0, 1]; "
-    "one image or a list of them"
+    "image files by path (str or pathlib.Path); one image or a list of them"
 )
 _FLOAT_SLACK = 1e-4  # float pixels this far outside [0, 1] (rounding in a pipeline's output) are clipped, not refused
 
@@ -143,8 +144,9 @@ def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
 
     Accepted: a PIL image (non-RGB modes converted by :func:`to_rgb`), a torch tensor C x H x W or a batch
     B x C x H x W, a numpy array H x W, H x W x C or a batch B x H x W x C (C = 1 or 3; uint8 as is, float in
-    [0, 1] scaled by 255 and rounded: torchvision, pyiqa and diffusers ``output_type="pt"``/``"np"``), one image or
-    a list (or tuple) of them. Items of a type in ``keep`` pass through unchanged (a reward's already-processed
+    [0, 1] scaled by 255 and rounded: torchvision, pyiqa and diffusers ``output_type="pt"``/``"np"``), an image file
+    by path (``"x.png"`` or a ``pathlib.Path``, read by :func:`load_image` as pyiqa and Q-Align read one), one image
+    or a list (or tuple) of them. Items of a type in ``keep`` pass through unchanged (a reward's already-processed
     inputs). Anything else (floats outside [0, 1], another channel count or number of dimensions, other dtypes
     or types) raises ``ValueError``/``TypeError`` saying what was given and what is accepted.
 
@@ -154,9 +156,9 @@ def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
     >>> as_images(np.full((4, 4, 3), 1.0))[0].getpixel((0, 0))
     (255, 255, 255)
     """
-    if isinstance(images, Image.Image | np.ndarray) or _is_tensor(images):
+    if isinstance(images, Image.Image | np.ndarray | str | os.PathLike) or _is_tensor(images):
         return _batch(images, "images")
-    if isinstance(images, str | bytes | Path) or not isinstance(images, Sequence):
+    if isinstance(images, bytes) or not isinstance(images, Sequence):
         raise TypeError(f"cannot score {_describe(images)}; accepted: {ACCEPTED_IMAGES}")
     out: list[Any] = []
     for i, item in enumerate(images):
@@ -192,7 +194,9 @@ def _describe(x: Any) -> str:
 
 
 def _batch(x: Any, name: str) -> list[Image.Image]:
-    """One image or a batch (PIL, tensor or array) as RGB PIL images."""
+    """One image or a batch (PIL, tensor or array) or an image file's path as RGB PIL images."""
+    if isinstance(x, str | os.PathLike):
+        return [load_image(Path(x))]
     if isinstance(x, Image.Image):
         return [x if x.mode == "RGB" else to_rgb(x)]
     if _is_tensor(x):

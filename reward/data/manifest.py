@@ -1,18 +1,30 @@
 """Low-level helpers for JSONL manifests: reading rows with line numbers and resolving image paths safely.
 
-A manifest is a JSONL file, one JSON object per line; image paths inside it are relative to the
-manifest's folder and may not point outside it.
+A manifest is a JSONL file, one JSON object per line; image paths inside it are relative to the manifest's folder (or
+to the ``image_root`` a command is given), never climb out of it with ``..``, and are absolute only with
+``allow_absolute_paths=true``; symlinks are followed for reading.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from dataclasses import field
 from pathlib import Path
+from typing import Any
 
 from reward.core.errors import MissingInputError, UserError
 
-__all__ = ["ManifestError", "iter_jsonl", "read_jsonl", "resolve_image_path"]
+__all__ = [
+    "ABSOLUTE_HINT",
+    "ManifestError",
+    "allow_absolute_paths_field",
+    "image_root_field",
+    "iter_jsonl",
+    "read_jsonl",
+    "resolve_image_path",
+]
 
 
 class ManifestError(UserError):
@@ -82,15 +94,35 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield number, row
 
 
-def resolve_image_path(
-    manifest_dir: Path, rel: str, *, where: str, allow_absolute: bool = False, absolute_hint: str = ""
-) -> Path:
-    """Resolve ``rel`` against ``manifest_dir``, refusing paths that leave that folder.
+ABSOLUTE_HINT = " (or pass allow_absolute_paths=true to read absolute paths)"
+IMAGE_ROOT_HELP = (
+    "folder the data files' relative image paths are read from (a shared or read-only mount); null: each file's "
+    "own folder"
+)
+ALLOW_ABSOLUTE_HELP = "data files may name images by absolute path (refused by default)"
 
-    ``where`` (e.g. ``"data/m.jsonl:3"``) is put at the start of error messages. Absolute paths (unless
-    ``allow_absolute``: the command's ``allow_absolute_paths=true``), ``..`` components that climb out of the folder
-    and symlinks pointing outside it are all refused with a ``ManifestError`` (``absolute_hint`` ends the absolute
-    path's message: the way out a command offers). The file is not required to exist (callers check that).
+
+def image_root_field() -> Any:
+    """The ``image_root`` setting, the same in every command that reads a data file naming images."""
+    return field(default=None, metadata={"help": IMAGE_ROOT_HELP})
+
+
+def allow_absolute_paths_field() -> Any:
+    """The ``allow_absolute_paths`` setting, the same in every command that reads a data file naming images."""
+    return field(default=False, metadata={"help": ALLOW_ABSOLUTE_HELP})
+
+
+def resolve_image_path(
+    manifest_dir: Path, rel: str, *, where: str, allow_absolute: bool = False, absolute_hint: str = ABSOLUTE_HINT
+) -> Path:
+    """Resolve ``rel`` against ``manifest_dir`` (the manifest's folder, or the ``image_root`` a command was given).
+
+    ``where`` (e.g. ``"data/m.jsonl:3"``) is put at the start of error messages. A relative path may not climb out
+    of the folder with ``..``; an absolute one is refused unless ``allow_absolute`` (the command's
+    ``allow_absolute_paths=true``; ``absolute_hint`` ends the refusal: the way out a command offers). Symlinks are
+    followed, as the user's file system lays out their data: an image folder linked from a shared or read-only mount
+    is read where it lives (reading only: nothing a manifest names is ever written). The file is not required to
+    exist (callers check that).
 
     >>> resolve_image_path(Path("/data"), "imgs/a.png", where="m.jsonl:1").as_posix()
     '/data/imgs/a.png'
@@ -103,16 +135,16 @@ def resolve_image_path(
     candidate = Path(rel)
     if candidate.is_absolute() or candidate.drive or candidate.root:
         if allow_absolute:
-            return candidate
+            return candidate.resolve()
         raise ManifestError(
-            f"{where}: image path {rel!r} is absolute; data files must use paths relative to their own folder "
-            f"({manifest_dir}). Move the image under that folder and write the relative path{absolute_hint}."
+            f"{where}: image path {rel!r} is absolute; data files use paths relative to their images' folder "
+            f"({manifest_dir}; image_root=DIR names another one){absolute_hint}."
         )
-    base = Path(manifest_dir).resolve()
-    resolved = (base / candidate).resolve()
-    if not resolved.is_relative_to(base):
+    base = Path(os.path.abspath(manifest_dir))
+    inside = Path(os.path.normpath(base / candidate))  # '..' climbs lexically: a symlink inside is not an escape
+    if not inside.is_relative_to(base):
         raise ManifestError(
-            f"{where}: image path {rel!r} resolves to {resolved}, outside the manifest's folder {base} "
-            "(via '..' or a symlink); keep images inside the manifest's folder."
+            f"{where}: image path {rel!r} climbs out of the images' folder {base} with '..'; write it relative to "
+            "that folder, or name the folder that holds the images with image_root=DIR."
         )
-    return resolved
+    return inside.resolve()

@@ -1,6 +1,7 @@
 """Manifests of rated images, preference pairs and inpainting tasks, from JSONL files or Hugging Face datasets.
 
-Row formats (README.md, "Data formats"); image paths are relative to the manifest's folder:
+Row formats (README.md, "Data formats"); image paths are relative to the manifest's folder (or to the ``image_root``
+a command is given; absolute ones only with ``allow_absolute_paths``):
 
 - ratings: ``{"image", "dimension", "mos"}`` or ``{"image", "dimension", "ratings": [...]}`` (MOS = mean);
 - pairs: ``{"a", "b", "label": "a" | "b" | "tie"}``;
@@ -22,12 +23,13 @@ import logging
 import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from PIL import Image
 
+from reward.core.errors import MissingInputError
 from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, check_pixels, load_image, to_rgb
 from reward.data.labels import parse_label
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
@@ -150,6 +152,8 @@ class _Context:
     max_pixels: int | None
     dataset: Any = None  # the datasets table when images stay encoded (lazy_images)
     info: dict[str, Any] = field(default_factory=dict)  # a dataset source's description (ManifestResult.info)
+    allow_absolute: bool = False  # absolute image paths are read (allow_absolute_paths=true)
+    image_root: bool = False  # base_dir is the image_root the user named, not the manifest's own folder
 
     def where(self, line: int) -> str:
         if self.info.get("pairs"):  # pairs drawn from a dataset's MOS
@@ -172,6 +176,26 @@ def _open_source(
     default_split: str = "all",
     pairs: bool = False,
     columns: Any = None,
+    image_root: str | Path | None = None,
+    allow_absolute: bool = False,
+) -> tuple[_Context, Iterable[_Item]]:
+    ctx, items = _open_rows(source, check_images, max_pixels, lazy_images, default_split, pairs, columns)
+    if image_root is not None and "file" not in ctx.info:  # a dataset by name (NAME:FOLDER) reads its own FOLDER
+        root = Path(image_root).expanduser()
+        if not root.is_dir():
+            raise MissingInputError(f"image_root={image_root}: no such folder; name the folder your images are in")
+        ctx = replace(ctx, base_dir=root, image_root=True)
+    return replace(ctx, allow_absolute=allow_absolute), items
+
+
+def _open_rows(
+    source: Any,
+    check_images: bool,
+    max_pixels: int | None,
+    lazy_images: bool,
+    default_split: str,
+    pairs: bool,
+    columns: Any,
 ) -> tuple[_Context, Iterable[_Item]]:
     from reward.data.datasets import open_dataset, pair_items, parse_source
     from reward.data.hf import open_hf, parse_hf
@@ -295,16 +319,20 @@ def _image(value: Any, key: str, ctx: _Context, where: str, line: int = 0) -> tu
         return image, image.size
     if not isinstance(value, str | Path):
         raise ManifestError(f"{where}: {key!r} must be an image path (string), got {type(value).__name__}.")
-    path = Path(value) if ctx.base_dir is None else resolve_image_path(ctx.base_dir, str(value), where=where)
+    if ctx.base_dir is None:
+        path = Path(value)
+    else:
+        path = resolve_image_path(ctx.base_dir, str(value), where=where, allow_absolute=ctx.allow_absolute)
     if not ctx.check_images:
         return path, None
     try:
         return path, load_image(path, max_pixels=ctx.max_pixels).size
     except FileNotFoundError as err:
-        hint = f"relative to the manifest's folder {ctx.base_dir}" if ctx.base_dir else "as given"
+        folder = "image_root" if ctx.image_root else "the manifest's folder"
+        hint = f"relative to {folder} {ctx.base_dir}" if ctx.base_dir else "as given"
         raise ManifestError(
             f"{where}: {key!r} image {str(value)!r} not found at {path} (paths are read {hint}); "
-            "fix the path or add the file."
+            "fix the path or add the file (image_root=DIR reads relative paths from another folder)."
         ) from err
     except ImageError as err:
         raise ManifestError(f"{where}: {key!r} image unusable: {err} Replace the file or drop the row.") from err
@@ -372,8 +400,12 @@ def _load(
     default_split: str = "all",
     pairs: bool = False,
     columns: Any = None,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> ManifestResult[RowT]:
-    ctx, items = _open_source(source, check_images, max_pixels, lazy_images, default_split, pairs, columns)
+    ctx, items = _open_source(
+        source, check_images, max_pixels, lazy_images, default_split, pairs, columns, image_root, allow_absolute_paths
+    )
     name = ctx.name
     rows: list[RowT] = []
     skipped: list[SkippedRow] = []
@@ -409,6 +441,8 @@ def load_ratings(
     lazy_images: bool = False,
     default_split: str = "all",
     columns: Any = None,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> ManifestResult[RatingRow]:
     """Read a ratings manifest: each row an image, a dimension name and a MOS (or raw ratings, averaged).
 
@@ -421,7 +455,9 @@ def load_ratings(
     rule, file read) is in the result's ``info`` (see :func:`reward.data.datasets.mos_range_of` for its scale).
     A ``datasets`` dataset ``hf:NAME_OR_DIR[:SPLIT]`` (:mod:`reward.data.hf`) has its image, MOS and dimension read
     from the ``columns`` (a :class:`reward.data.hf.HfColumns` or a mapping; default ``image``, ``mos``,
-    ``dimension``).
+    ``dimension``). Relative image paths are read from the manifest's folder, or from ``image_root`` when given (a
+    manifest kept apart from its images; not for ``NAME:FOLDER``, which reads its own folder); absolute ones only
+    with ``allow_absolute_paths``. Symlinks are followed.
     """
     return _load(
         source,
@@ -433,6 +469,8 @@ def load_ratings(
         lazy_images=lazy_images and not check_images,
         default_split=default_split,
         columns=columns,
+        image_root=image_root,
+        allow_absolute_paths=allow_absolute_paths,
     )
 
 
@@ -443,6 +481,8 @@ def load_pairs(
     check_images: bool = True,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     default_split: str = "train",
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> ManifestResult[PairRow]:
     """Read a preference-pair manifest (``a``, ``b``, ``label`` in a/b/tie, case-insensitive); see load_ratings.
 
@@ -457,13 +497,28 @@ def load_pairs(
         example=PAIR_EXAMPLE,
         default_split=default_split,
         pairs=True,
+        image_root=image_root,
+        allow_absolute_paths=allow_absolute_paths,
     )
 
 
 def load_inpainting(
-    source: Any, *, skip_bad: bool = False, check_images: bool = True, max_pixels: int | None = DEFAULT_MAX_PIXELS
+    source: Any,
+    *,
+    skip_bad: bool = False,
+    check_images: bool = True,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    image_root: str | Path | None = None,
+    allow_absolute_paths: bool = False,
 ) -> ManifestResult[InpaintRow]:
     """Read an inpainting-task manifest (``image``, ``mask`` of the same size, ``prompt``); see load_ratings."""
     return _load(
-        source, _inpaint, skip_bad=skip_bad, check_images=check_images, max_pixels=max_pixels, example=INPAINT_EXAMPLE
+        source,
+        _inpaint,
+        skip_bad=skip_bad,
+        check_images=check_images,
+        max_pixels=max_pixels,
+        example=INPAINT_EXAMPLE,
+        image_root=image_root,
+        allow_absolute_paths=allow_absolute_paths,
     )

@@ -2,7 +2,8 @@
 
 Used by ``reward/evaluate.py`` (data-parallel under ``accelerate launch``) and by the SFT trainer's final
 evaluation. Each image is scored once, whatever the number of dimensions it is rated on; a reward with
-per-dimension scores is compared dimension by dimension, one without against every dimension.
+per-dimension scores is compared dimension by dimension (``compare="fused"``: its fused score against every row), one
+without against every dimension. Rows left out are said with their reasons and counts.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,9 @@ class EvalSettings:
     bootstrap: int = 0  # resamples for 95% confidence intervals of SRCC and HOR (0: none)
     seed: int = 0
     num_workers: int = 2  # DataLoader workers decoding images while the model scores (0: in the main process)
+    image_root: str | None = None  # the folder relative image paths are read from (None: each manifest's own)
+    allow_absolute_paths: bool = False  # manifests may name images by absolute path
+    compare: str = "dimension"  # "dimension": a row against the reward's score of its dimension; "fused": its score
 
     def taus(self) -> tuple[float, float]:
         """HOR's thresholds on the MOS scale: the ones set, else PACE's 3 and 4 on a 1-5 scale mapped linearly onto
@@ -59,6 +64,38 @@ class EvalSettings:
 
 
 HOR_TAUS = (3.0, 4.0)  # PACE's HOR thresholds on the 1-5 scale
+COMPARE = ("dimension", "fused")  # EvalSettings.compare
+
+
+def why_skipped(skipped: Sequence[SkippedRow], limit: int = 4) -> str:
+    """The reasons rows were left out, with their counts, most frequent first, on one line.
+
+    >>> why_skipped([SkippedRow(1, "no dimension 'q'"), SkippedRow(2, "no dimension 'q'"), SkippedRow(7, "bad image")])
+    "2 rows: no dimension 'q'; line 7: bad image"
+    """
+    counts = Counter(s.reason for s in skipped)
+    first: dict[str, int] = {}
+    for s in sorted(skipped, key=lambda s: s.line):
+        first.setdefault(s.reason, s.line)
+    parts = [f"{n} rows: {r}" if n > 1 else f"line {first[r]}: {r}" for r, n in counts.most_common(limit)]
+    rest = sum(n for _, n in counts.most_common()[limit:])
+    return "; ".join(parts) + (f"; {rest} more rows for other reasons" if rest else "")
+
+
+def lacking_dimension(reward: Reward, rows: Sequence[RatingRow], compare: str = "dimension") -> SkippedRow | None:
+    """Whether no row can be compared because the reward scores named dimensions and none is a row's (said before
+    any image is scored): the reason, on the first row, else ``None``."""
+    dims = getattr(reward, "dimensions", None)
+    if compare != "dimension" or not rows or not isinstance(dims, list | tuple) or not dims:
+        return None
+    if any(row.dimension in dims for row in rows):
+        return None
+    return SkippedRow(rows[0].line, _no_dimension(sorted({row.dimension for row in rows}), list(dims)))
+
+
+def _no_dimension(wanted: Sequence[str], has: Sequence[str]) -> str:
+    names = ", ".join(repr(d) for d in wanted)
+    return f"the scorer has no dimension {names} (it has {', '.join(has)}); compare its fused score with compare=fused"
 
 
 @dataclass
@@ -117,8 +154,15 @@ def evaluate_rows(
     A reward without dimensions is compared with every row; one with dimensions only with the rows of its own
     dimensions (the others are skipped and counted, never compared with the fused score). With ``out_dir`` the
     scores are written there as they come (``resume``: only missing images are scored); ``distributed`` splits
-    the images across the processes of ``accelerate launch`` (see :mod:`reward.eval.parallel`).
+    the images across the processes of ``accelerate launch`` (see :mod:`reward.eval.parallel`). Rows left out are
+    logged as one warning of reasons with counts; when none is left, :class:`NothingScored` gives them (before any
+    image is scored when the reward lacks every row's dimension).
     """
+    if settings.compare not in COMPARE:
+        raise UserError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
+    lacking = lacking_dimension(reward, rows, settings.compare)
+    if lacking is not None:
+        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking.reason}")
     done = score_rating_rows(
         reward, rows, settings, base=base, source=source, out_dir=out_dir, resume=resume, distributed=distributed
     )
@@ -132,18 +176,18 @@ def evaluate_rows(
                 skipped.append(SkippedRow(row.line, f"image {key} could not be scored"))
             continue
         entry = scored[key]
-        has_dims = len(entry) > 1
+        has_dims = len(entry) > 1 and settings.compare == "dimension"
         if has_dims and row.dimension not in entry:  # a per-dimension reward that does not score this one
-            skipped.append(SkippedRow(row.line, f"the reward has no dimension {row.dimension!r}"))
+            skipped.append(SkippedRow(row.line, _no_dimension([row.dimension], [d for d in entry if d != "score"])))
             continue
-        pred = entry.get(row.dimension, entry["score"])
+        pred = entry["score"] if settings.compare == "fused" else entry.get(row.dimension, entry["score"])
         preds, moses = by_dim.setdefault(row.dimension, ([], []))
         preds.append(pred)
         moses.append(row.mos)
     if not by_dim:
-        raise NothingScored(
-            f"no row could be scored: all {len(rows)} rows were skipped or failed to score (see the warnings above)"
-        )
+        raise NothingScored(f"no row could be scored: {why_skipped(skipped)}")
+    if skipped:
+        logger.warning("%d of %d rows not compared: %s", len(skipped), len(rows), why_skipped(skipped))
     predictions = {d: (np.asarray(p, float), np.asarray(m, float)) for d, (p, m) in by_dim.items()}
     all_p = np.concatenate([p for p, _ in predictions.values()])
     all_m = np.concatenate([m for _, m in predictions.values()])

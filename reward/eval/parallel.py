@@ -230,7 +230,7 @@ def _score_shard(
         dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate
     )
     batches = iter(loader)
-    with tqdm(total=len(shard), desc="scoring", unit="img", disable=None if main else True) as bar:
+    with tqdm(total=len(shard), desc="scoring", unit="img", disable=not main) as bar:  # as best-of-n
         while True:
             with section("data loading"):
                 batch = next(batches, None)

@@ -269,12 +269,22 @@ def _parse(row: dict, base: Path, where: str, line: int, check: bool, allow_abso
 
 
 def load_rows(
-    path: str | Path, parse: Callable[[dict, Path, str, int], T], *, skip_bad: bool = False, what: str = "row"
+    path: str | Path,
+    parse: Callable[[dict, Path, str, int], T],
+    *,
+    skip_bad: bool = False,
+    what: str = "row",
+    image_root: str | Path | None = None,
 ) -> tuple[list[T], list[SkippedRow]]:
-    """Parse every row of a JSON-list or JSONL file with ``parse(row, base_dir, "file:line", line)``. Bad rows
-    raise ``ManifestError`` naming ``file:line``, or with ``skip_bad=True`` are logged, skipped and returned."""
+    """Parse every row of a JSON-list or JSONL file with ``parse(row, base_dir, "file:line", line)``; ``base_dir`` is
+    ``image_root`` when given, else the file's folder. Bad rows raise ``ManifestError`` naming ``file:line``, or with
+    ``skip_bad=True`` are logged, skipped and returned."""
     path = Path(path)
     base = path.resolve() if path.is_dir() else path.resolve().parent
+    if image_root is not None:
+        base = Path(image_root).expanduser().resolve()
+        if not base.is_dir():
+            raise MissingInputError(f"image_root={image_root}: no such folder; name the folder your images are in")
     rows: list[T] = []
     skipped: list[SkippedRow] = []
     for line, item in iter_rows(path):
@@ -297,14 +307,20 @@ def load_rows(
 
 
 def load_questions(
-    path: str | Path, *, skip_bad: bool = False, check_images: bool = True, allow_absolute_paths: bool = False
+    path: str | Path,
+    *,
+    skip_bad: bool = False,
+    check_images: bool = True,
+    allow_absolute_paths: bool = False,
+    image_root: str | Path | None = None,
 ) -> tuple[list[Question], list[SkippedRow]]:
     """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
     ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`. Image paths stay inside
-    the file's folder; absolute ones are read only with ``allow_absolute_paths``."""
+    the file's folder (or ``image_root``); absolute ones are read only with ``allow_absolute_paths``."""
     return load_rows(
         path,
         lambda row, base, where, line: _parse(row, base, where, line, check_images, allow_absolute_paths),
         skip_bad=skip_bad,
         what="question",
+        image_root=image_root,
     )

@@ -96,10 +96,14 @@ class A2JudgeSettings:
 
 
 def load_descriptions(
-    path: str | Path, *, skip_bad: bool = False, allow_absolute_paths: bool = False
+    path: str | Path,
+    *,
+    skip_bad: bool = False,
+    allow_absolute_paths: bool = False,
+    image_root: str | Path | None = None,
 ) -> tuple[list[Description], list[SkippedRow]]:
     """Read a golden-description file; bad rows named by ``file:line`` (or skipped and counted). Image paths stay
-    inside the file's folder; absolute ones are read only with ``allow_absolute_paths``."""
+    inside the file's folder (or ``image_root``); absolute ones are read only with ``allow_absolute_paths``."""
 
     def parse(item: dict, base: Path, where: str, line: int) -> Description:
         golden = next((item[k] for k in GOLDEN_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
@@ -107,7 +111,7 @@ def load_descriptions(
             raise ManifestError(f"{where}: a row needs 'img_path' and a non-empty 'golden_description'.")
         return Description(image_paths(base, item["img_path"], where, True, allow_absolute_paths), golden, line)
 
-    return load_rows(path, parse, skip_bad=skip_bad, what="description")
+    return load_rows(path, parse, skip_bad=skip_bad, what="description", image_root=image_root)
 
 
 def describe(

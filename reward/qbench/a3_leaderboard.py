@@ -214,7 +214,12 @@ def _ratings(path: str, settings: EvalSettings) -> ManifestResult:
     if is_a3_json(path):
         return load_a3_json(path, skip_bad=settings.skip_bad)
     manifest = load_ratings(
-        path, skip_bad=settings.skip_bad, check_images=False, max_pixels=settings.max_decode_pixels
+        path,
+        skip_bad=settings.skip_bad,
+        check_images=False,
+        max_pixels=settings.max_decode_pixels,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
     if manifest.info.get("dimensions"):
         main = manifest.info["dimensions"][0]

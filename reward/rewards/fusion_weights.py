@@ -35,14 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from reward.core.errors import MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_json, json_safe
 
-__all__ = ["WEIGHTS_FILENAME", "FusionWeights", "fuse", "load_weights", "save_weights"]
+__all__ = ["WEIGHTS_FILENAME", "FusionWeights", "FusionWeightsError", "fuse", "load_weights", "save_weights"]
 
 WEIGHTS_FILENAME = "fusion_weights.json"
 _KEYS = ("dimensions", "weights", "ci_low", "ci_high", "meta")
 _EXAMPLE = '{"dimensions": ["layout", "lighting"], "weights": [0.8, 0.4], "ci_low": null, "ci_high": null, "meta": {}}'
+
+
+class FusionWeightsError(UserError):
+    """A fusion weights file that cannot be used: not JSON, malformed, or weights the fused reward cannot divide by;
+    the message names the file and the fix (a command prints it alone and exits with status 2)."""
 
 
 def _is_number(value: object) -> bool:
@@ -180,7 +185,8 @@ def save_weights(path: str | os.PathLike, weights: FusionWeights) -> Path:
 def load_weights(path: str | os.PathLike) -> FusionWeights:
     """Read and validate a weights file (or ``DIR/fusion_weights.json`` when ``path`` is a directory).
 
-    Raises ``FileNotFoundError`` when it is missing and ``ValueError`` listing every problem otherwise.
+    Raises ``FileNotFoundError`` when it is missing and :class:`FusionWeightsError` (a ``ValueError``) listing every
+    problem otherwise.
     """
     path = Path(path)
     if path.is_dir():
@@ -192,14 +198,18 @@ def load_weights(path: str | os.PathLike) -> FusionWeights:
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno}); a fusion weights file looks "
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        where = f"{path}:{err.lineno}" if isinstance(err, json.JSONDecodeError) else str(path)
+        what = f"{err.msg} at column {err.colno}" if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
+        raise FusionWeightsError(
+            f"{where}: not valid JSON ({what}); a fusion weights file looks "
             f"like {_EXAMPLE}. Refit it with fusion/fit.py or fix the JSON."
         ) from err
     found = _problems(data)
     if found:
-        raise ValueError(f"{path}: invalid fusion weights file: " + "; ".join(found) + f". Expected e.g. {_EXAMPLE}.")
+        raise FusionWeightsError(
+            f"{path}: invalid fusion weights file: " + "; ".join(found) + f". Expected e.g. {_EXAMPLE}."
+        )
     return FusionWeights(
         dimensions=tuple(data["dimensions"]),
         weights=tuple(data["weights"]),

@@ -25,11 +25,11 @@ from omegaconf import MISSING
 from PIL import Image
 
 from reward.core.config import Alias, parse
-from reward.core.errors import MissingInputError
+from reward.core.errors import ConfigError, MissingInputError
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
-from reward.rewards.fusion_weights import WEIGHTS_FILENAME, load_weights
+from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
 from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
@@ -75,19 +75,25 @@ class SaIqaConfig(ModelLoading):
 
 
 def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor | None:
-    """Weights ordered as ``dimensions`` from a fusion weights file, or ``None`` when there is no file."""
+    """Weights ordered as ``dimensions`` from a fusion weights file, or ``None`` when there is no file; a file the
+    fused score cannot use (not JSON, malformed, a dimension without a weight, weights summing to 0 or less) is a
+    :class:`~reward.rewards.fusion_weights.FusionWeightsError` naming it and the fix."""
     if not path.is_file():
         return None
     fw = load_weights(path)
     table = dict(zip(fw.dimensions, fw.weights, strict=True))
     missing = [d for d in dimensions if d not in table]
     if missing:
-        raise ValueError(f"{path}: no weight for dimensions {missing}; refit with fusion/fit.py on all dimensions")
+        raise FusionWeightsError(
+            f"{path}: no weight for dimension(s) {missing} (it has {list(fw.dimensions)}); refit with fusion/fit.py "
+            "on the scorer's dimensions, or score only those it has with reward.dimensions=[...]"
+        )
     w = torch.tensor([float(table[d]) for d in dimensions])
     if w.sum() <= 0:
-        raise ValueError(
+        raise FusionWeightsError(
             f"{path}: the weights sum to {w.sum().item():.4g}; the fused score is divided by that sum (keeping eq. "
-            "3's ranking and the 1-5 scale), so it must be positive: refit with fusion/fit.py nonneg=true"
+            "3's ranking and the 1-5 scale), so it must be positive: refit with fusion/fit.py (its default, "
+            "nonneg=true, keeps every weight >= 0)"
         )
     if (w < 0).any():
         logger.warning("%s has negative weights: the fused score may leave the 1-5 scale", path)
@@ -159,6 +165,14 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     loading = loading_of(config)
     config.model = str(resolve_model_dir(config.model, key="reward.model"))  # a folder, or a Hub id (HF cache)
     meta = read_metadata(config.model)
+    dims = config.dimensions or list(meta["queries"])
+    unknown = [d for d in dims if d not in meta["queries"]]
+    if unknown:
+        raise ConfigError(
+            f"reward.dimensions={list(dims)}: {unknown} not in the scorer {config.model}; it has "
+            f"{list(meta['queries'])}"
+        )
+    weights = fusion_of(config, dims)  # a weights file that cannot be used is refused before the model loads
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
@@ -167,19 +181,24 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
         vlm = load_vlm(
             base or config.model, loading, batch_size=config.batch_size, adapter=config.model if base else None
         )
+    return SaIqaReward(vlm, meta, weights=weights, dimensions=dims, reuse_prefix=config.reuse_prefix)
+
+
+def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> torch.Tensor | None:
+    """The fusion weights of ``reward.fusion`` (or the scorer folder's file), said once: Bradley-Terry weights, the
+    plain mean of several dimensions (not eq. 3: logged as a warning), or nothing to fuse (one dimension)."""
     fusion_path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
-    dims = config.dimensions or list(meta["queries"])
     weights = read_fusion_weights(fusion_path, dims)
-    if weights is None:
+    if weights is not None:
+        logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", fusion_path)
+    elif len(dims) > 1:
         logger.warning(
             "reward=sa-iqa: no %s in %s: the fused score is the plain mean of %s (fusion: mean), not SA-IQA eq. 3; "
             "fit Bradley-Terry weights with fusion/fit.py or pass reward.fusion=FILE",
             WEIGHTS_FILENAME,
             config.model,
-            dims,
+            list(dims),
         )
-    else:
-        logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", fusion_path)
-    return SaIqaReward(vlm, meta, weights=weights, dimensions=dims, reuse_prefix=config.reuse_prefix)
+    return weights

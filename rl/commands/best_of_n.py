@@ -28,6 +28,7 @@ from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.rewards.registry import reward_schemas
 from rl.devices import resolve_devices
@@ -48,6 +49,8 @@ class BestOfNSettings:
         default=MISSING,
         metadata={"help": 'inpainting tasks manifest (JSONL {"image", "mask", "prompt"}) or datasets folder'},
     )
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     out: str = field(default=MISSING, metadata={"help": "output folder: chosen/, scores.jsonl, sheets/, summary.json"})
     reward: Any = field(
         default=MISSING, metadata={"help": "the reward that picks: reward=NAME selects configs/reward/NAME.yaml"}
@@ -143,7 +146,13 @@ class Setup:
 def set_up(settings: BestOfNSettings) -> Setup:
     """The tasks and a refused ``out=`` first (before any model loads), then the rewards on their devices, the
     generator and the output folder."""
-    tasks, skipped = load_tasks(settings.data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels)
+    tasks, skipped = load_tasks(
+        settings.data,
+        skip_bad=settings.skip_bad,
+        max_pixels=settings.max_decode_pixels,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
+    )
     tasks = tasks[: settings.limit] if settings.limit else tasks
     if not tasks:
         raise ConfigError(f"{settings.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")

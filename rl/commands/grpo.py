@@ -45,6 +45,7 @@ from reward.core.outputs import Output, may_change_keys
 from reward.core.schemas import SchemaGroups
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.integrations.trl_rewards import TrlRewards
 from reward.rewards.registry import reward_schemas
@@ -188,6 +189,8 @@ class GrpoSettings:
         default=8,
         metadata={"help": "tasks held out of data when eval_data is null (whole groups: possibly a few more)"},
     )
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     skip_bad: bool = field(default=True, metadata={"help": "bad rows named by file:line, skipped and counted"})
     max_decode_pixels: int = field(
         default=DEFAULT_MAX_PIXELS, metadata={"help": "decode guard: larger images are refused unread"}
@@ -414,13 +417,13 @@ def build_messages(task: Task, settings: GrpoSettings, vision: bool) -> list[dic
 def task_split(settings: GrpoSettings, with_eval: bool) -> tuple[list[Task], list[Task], int]:
     """Training and held-out tasks, and the number of bad rows; held out by whole scene / source image, and a
     held-out set given as ``eval_data`` shares no scene or image with the training tasks."""
-    train, skipped = load_tasks(settings.data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels)
+    paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
+    read = {"skip_bad": settings.skip_bad, "max_pixels": settings.max_decode_pixels, **paths}
+    train, skipped = load_tasks(settings.data, **read)
     n_bad = len(skipped)
     heldout: list[Task] = []
     if with_eval and settings.eval_data:
-        heldout, skipped_eval = load_tasks(
-            settings.eval_data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels
-        )
+        heldout, skipped_eval = load_tasks(settings.eval_data, **read)
         n_bad += len(skipped_eval)
         shared = {task.group for task in heldout} & {task.group for task in train}
         if shared:

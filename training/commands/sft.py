@@ -23,11 +23,12 @@ from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
+from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
 from training.curves import write_train_curve
-from training.model_card import ScorerCard, command_line, write_card
+from training.model_card import ScorerCard, command_line, launched_as, write_card
 from training.push import push_problems, push_scorer
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -85,7 +86,15 @@ class ModelSettings(ModelLoading):
 class ScorerPromptSettings:
     type: int = field(default=4, metadata={"help": "SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions"})
     tag: bool = field(default=False, metadata={"help": "prepend the <dimension> tag to any type"})
-    dimensions: list[str] = field(default_factory=lambda: list(DEFAULT_DIMENSIONS))
+    dimensions: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "the scorer's dimensions; null: those data.train rates (a manifest's or dataset's own; synthetic: "
+                "the paper's four)"
+            )
+        },
+    )
     definitions: dict[str, str] = field(
         default_factory=dict, metadata={"help": "name -> definition; default: the paper's"}
     )
@@ -326,6 +335,8 @@ class SftSettings:
     out: str = field(default=MISSING, metadata={"help": "checkpoints, run.json, scorer/, metrics.json"})
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
+    image_root: str | None = image_root_field()
+    allow_absolute_paths: bool = allow_absolute_paths_field()
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
@@ -411,7 +422,43 @@ def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
     if with_inputs and not settings.plan:
         check_inputs(settings)
     _validate(settings)
+    if with_inputs and not settings.plan:  # the data's dimensions once every setting is known to be valid
+        settings.prompt.dimensions = train_dimensions(settings)
+        one_query = settings.prompt.questions or settings.prompt.response_prefix
+        if one_query and len(settings.prompt.dimensions) != 1:
+            raise ConfigError(
+                f"prompt.questions / prompt.response_prefix replace the queries of one dimension, and data.train "
+                f"rates {settings.prompt.dimensions}: set prompt.dimensions=[NAME]"
+            )
     return settings
+
+
+def train_dimensions(settings: SftSettings) -> list[str]:
+    """``prompt.dimensions``, or (null) the dimensions ``data.train`` rates, in order of first appearance: a
+    manifest's or dataset's own (read without decoding an image), the synthetic stream's four, the photo stream's
+    ``quality``."""
+    if settings.prompt.dimensions:
+        return list(settings.prompt.dimensions)
+    if settings.data.train == "synthetic":
+        return list(DEFAULT_DIMENSIONS)
+    if settings.data.train == "distorted-photos":
+        from training.procedural.photos import DIMENSION
+
+        return [DIMENSION]
+    from reward.data import load_ratings
+
+    rows = load_ratings(
+        settings.data.train,
+        skip_bad=True,
+        check_images=False,
+        default_split="train",
+        columns=settings.data.columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
+    ).rows
+    found = list(dict.fromkeys(row.dimension for row in rows))
+    logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
+    return found
 
 
 def _validate(settings: SftSettings) -> None:
@@ -461,21 +508,12 @@ def _validate(settings: SftSettings) -> None:
 
 
 def _prompt_problems(settings: SftSettings) -> list[str]:
-    """Types 3-4 need a definition of every dimension: say so now, not after training (when the scorer is written)."""
+    """The dimensions, when given, are distinct names (types 3-4 ask a dimension without a definition in plain
+    words: :func:`training.prompts.generic_prompt`, said when the scorer's queries are made)."""
     dims = settings.prompt.dimensions
-    if not dims or len(set(dims)) != len(dims):
-        return [f"prompt.dimensions={dims}: give one or more distinct dimension names"]
-    if settings.prompt.type not in (3, 4):
-        return []
-    defs = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
-    missing = [d for d in dims if not defs.get(d)]
-    if not missing:
-        return []
-    example = " ".join(f"+prompt.definitions.{d}='...'" for d in missing)
-    return [
-        f"prompt.type={settings.prompt.type} needs a definition of each dimension; none for {missing}: set "
-        f"prompt.definitions ({example}) or use prompt.type=1 or 2"
-    ]
+    if dims is not None and (not dims or len(set(dims)) != len(dims)):
+        return [f"prompt.dimensions={dims}: give one or more distinct dimension names (or null: data.train's own)"]
+    return []
 
 
 def check_inputs(settings: SftSettings) -> None:
@@ -614,10 +652,12 @@ def set_up(settings: SftSettings) -> Setup:
 
 
 def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
-    """The scorer's ``sa_iqa.json`` metadata: its dimensions, their rendered queries, the level words and values."""
-    definitions = resolve_definitions(settings.prompt.dimensions, settings.prompt.type, settings.prompt.definitions)
+    """The scorer's ``sa_iqa.json`` metadata: its dimensions, their rendered queries, the level words and values; a
+    dimension prompt types 3-4 have no definition of is asked in plain words, said once here."""
+    dims = settings.prompt.dimensions or list(DEFAULT_DIMENSIONS)
+    definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
     meta = scorer_metadata(
-        settings.prompt.dimensions,
+        dims,
         prompt_type=settings.prompt.type,
         definitions=definitions,
         tag=settings.prompt.tag,
@@ -630,6 +670,16 @@ def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
             query["question"] = settings.prompt.questions[0]
         if settings.prompt.response_prefix:
             query["response_prefix"] = settings.prompt.response_prefix
+    for dim in meta["generic"]:
+        logger.info(
+            "prompt.type=%d has no definition of %r: it is asked %r (+prompt.definitions.%s='...' gives a type-%d "
+            "query)",
+            settings.prompt.type,
+            dim,
+            meta["queries"][dim]["question"],
+            dim,
+            settings.prompt.type,
+        )
     return meta
 
 
@@ -793,12 +843,13 @@ def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[st
         level_values=settings.levels.values,
         train_data=settings.data.train,
         test_data=settings.data.test,
-        command=command_line("training/sft.py", given, defaults),
+        command=command_line("training/sft.py", given, defaults, launch=launched_as("training/sft.py")),
         prompt_type=settings.prompt.type,
         adapter=settings.lora.enabled and not settings.merge_lora,
         metrics={k: v for k, v in (result.get("metrics") or {}).items() if isinstance(v, dict)},
         data_info=data_info,
         steps=result.get("global_step"),
+        location=settings.hub_model_id if settings.push_to_hub and settings.hub_model_id else result["scorer"],
     )
 
 
@@ -854,6 +905,8 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
         augment=settings.data.augment_crop if settings.data.augment else None,
         split="train",
         columns=settings.data.columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
         **label_kwargs(settings, mos_range),
     )
 
@@ -952,8 +1005,9 @@ def _cross_leaderboard(reward: Any, settings: SftSettings, out: Path) -> dict[st
     from reward.eval.evaluation import EvalSettings
     from reward.qbench.a3_leaderboard import dataset_names, format_leaderboard, leaderboard
 
+    paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
     board = leaderboard(
-        reward, dataset_names(list(settings.data.cross)), EvalSettings(batch_size=settings.eval_batch_size)
+        reward, dataset_names(list(settings.data.cross)), EvalSettings(batch_size=settings.eval_batch_size, **paths)
     )
     table = format_leaderboard(board, title="cross-dataset: the trained scorer (SRCC/PLCC)")
     atomic_write_text(out / "leaderboard.md", table)
@@ -979,8 +1033,10 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
         mos_range=mos_range,
         default_split="test",
         columns=settings.data.columns,
+        image_root=settings.image_root,
+        allow_absolute_paths=settings.allow_absolute_paths,
     )
-    base = rows.base if rows.info else Path(settings.data.test).resolve().parent
+    base = rows.base if rows.info or settings.image_root else Path(settings.data.test).resolve().parent
     tested = with_score(rows.rows, settings.data.score, rows.source)  # the MOS trained on, the rows kept
     keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
     tested, kept_out = keep_rows(tested, keep, rows.source)

@@ -35,7 +35,8 @@ def _rows(settings: Any) -> int | None:
         from reward.data import load_ratings
         from training.sft_labels import keep_rows
 
-        read = load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train")
+        paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
+        read = load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train", **paths)
         keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
         return len(keep_rows(read.rows, keep, read.source)[0])
     except Exception as err:  # noqa: BLE001 - a plan still prints without the count
@@ -45,7 +46,7 @@ def _rows(settings: Any) -> int | None:
 
 def sft_plan(settings: Any) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
-    from training.scorer_format import resolve_definitions, scorer_metadata
+    from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
     from training.shared.batch import SFT_BATCH, describe_batch, resolve_batch
     from training.shared.trainable import load_dtype
 
@@ -59,10 +60,9 @@ def sft_plan(settings: Any) -> Plan:
         checkpointing=bool(trainer.get("activation_checkpointing") or trainer.get("gradient_checkpointing")),
     )
     shape = shape_or_fail(settings.model.path, "model.path", settings.plan_for.model)
-    definitions = resolve_definitions(settings.prompt.dimensions, settings.prompt.type, settings.prompt.definitions)
-    meta = scorer_metadata(
-        settings.prompt.dimensions, prompt_type=settings.prompt.type, definitions=definitions, tag=settings.prompt.tag
-    )
+    dims = settings.prompt.dimensions or list(DEFAULT_DIMENSIONS)  # null: data.train's own, maybe not there yet
+    definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
+    meta = scorer_metadata(dims, prompt_type=settings.prompt.type, definitions=definitions, tag=settings.prompt.tag)
     question = max(len(q["question"]) for q in meta["queries"].values())
     vis, vis_why = visual_tokens(settings.model.max_pixels, shape.pixels_per_token)
     tokens = vis + question // 4 + RESPONSE_TOKENS + TEMPLATE_TOKENS

@@ -38,7 +38,7 @@ def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
     one = [
         k for k, v in (("prompt.questions", prompt.questions), ("prompt.response_prefix", prompt.response_prefix)) if v
     ]
-    if one and len(settings.prompt.dimensions) != 1:
+    if one and prompt.dimensions is not None and len(prompt.dimensions) != 1:  # null: checked on the data's
         problems.append(f"{' and '.join(one)} replace the queries of one dimension: set prompt.dimensions=[NAME]")
     if loss.kind not in ("nll", "deqa"):
         problems.append(f"loss.kind={loss.kind!r}: use nll (trl's loss) or deqa (DeQA-Score's)")
