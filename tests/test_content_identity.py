@@ -234,3 +234,20 @@ def test_a_split_a_single_table_does_not_have_is_refused_naming_what_it_has(tmp_
     with pytest.raises(ManifestError, match=r"no split 'validation'; it has one table, saved from split 'train'"):
         load_ratings(f"hf:{tmp_path / 'train-only'}:validation")
     assert load_ratings(f"hf:{saved}").info["split"] == "all"
+
+
+def test_a_lora_adapter_is_known_with_the_base_model_it_names(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    adapter = tmp_path / "scorer"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"\x01" * 512)
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base), "r": 8}))
+    settings = {"reward": {"name": "sa-iqa", "model": str(adapter)}}
+    out = tmp_path / "out"
+    _complete(out, settings)
+    assert json.loads((out / "run.json").read_text())["inputs"]["reward.model"]["base_model"]["files"] == 1
+    _replace_keeping_size_and_time(base / "model.safetensors", lambda p: p.write_bytes(bytes(range(255, -1, -1)) * 64))
+    with pytest.raises(OutputFolderError, match=r"inputs.reward.model.base_model.sha256"):
+        check_output(out, "evaluate", settings)

@@ -6,7 +6,8 @@
   ones aside), by relative path and content;
 - a ``datasets`` dataset ``hf:DIR[:SPLIT]``: its folder's files; ``hf:ORG/NAME[:SPLIT]``: the fingerprints
   ``datasets`` gives each split of the cached dataset; a public dataset ``NAME:FOLDER[:SPLIT]``: its folder;
-- a Hub model id ``ORG/NAME`` held in the Hugging Face cache: its snapshot folder's files.
+- a Hub model id ``ORG/NAME`` held in the Hugging Face cache: its snapshot folder's files;
+- a LoRA adapter folder: its files and the base model its ``adapter_config.json`` names.
 
 Paths are kept beside the digests for the reader, but the content decides: a folder re-saved with other values, an
 image replaced in place or weights swapped for others of the same size all give another fingerprint. Files are read
@@ -150,7 +151,26 @@ def _folder(folder: Path) -> dict[str, Any]:
     sizes: dict[str, int] = {}
     digests = file_digests(files, sizes)
     entries = [(Path(f).relative_to(folder).as_posix(), digests[f]) for f in files]
-    return {"path": str(folder), "files": len(files), "bytes": sum(sizes.values()), "sha256": _combined(entries)}
+    record = {"path": str(folder), "files": len(files), "bytes": sum(sizes.values()), "sha256": _combined(entries)}
+    base = _adapter_base(folder)
+    if base is not None:  # a LoRA adapter: the model it is applied to is read as well
+        record["base_model"] = fingerprint(base)
+    return record
+
+
+def _adapter_base(folder: Path) -> str | None:
+    """The base model a peft adapter folder names (``adapter_config.json``), when it is another folder or a Hub id."""
+    try:
+        config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not isinstance(base, str) or not base:
+        return None
+    path = Path(base).expanduser()
+    if not path.is_absolute():
+        path = folder / path if (folder / path).exists() else path
+    return None if path.exists() and path.resolve() == folder.resolve() else str(path if path.exists() else base)
 
 
 def _strings(node: Any) -> Iterable[str]:

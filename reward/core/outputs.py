@@ -1,7 +1,9 @@
 """One output-folder policy for every command that writes a folder: a new folder, the same run resumed, or a refusal.
 
-A run is identified by its command, its settings and fingerprints of its inputs (model and data paths with their size
-and modification time), written to ``OUT/run.json`` when the folder is created. Given an existing folder, a command:
+A run is identified by its command, its settings (secrets shown only as ``<secret given>``: :mod:`reward.core.secrets`)
+and the content of everything it reads (:mod:`reward.core.fingerprints`: the inputs a command names and every setting
+naming a file, folder, dataset or cached Hub model; a manifest with the images its rows name; weights by their bytes),
+written to ``OUT/run.json`` when the folder is created. Given an existing folder, a command:
 
 - resumes it only when asked to (``resume``) and ``run.json`` describes the same run (every setting equal except a
   short, explicit list of keys that may change, such as ``trainer.max_steps`` or logging, marked on the settings'
@@ -14,8 +16,9 @@ and modification time), written to ``OUT/run.json`` when the folder is created. 
 
 Every result file records the run it came from (:meth:`Output.provenance`), so a ``metrics.json`` names its model and
 data. Before any of this, the folder must be writable (a read-only mount or a path under a file is refused before a
-model loads), and the run takes an exclusive lock on it (``.OUT.lock`` beside it) held until the command ends: a second
-run into the same folder is refused, naming the holder (:func:`lock_output`).
+model loads), and the run takes an exclusive lock on it (``.OUT.lock`` beside it, named from the folder's real path, so
+a symlink or another spelling of the folder takes the same lock) held until the command ends, however it ends: a
+second run into the same folder is refused, naming the holder (:func:`lock_output`).
 
 Example:
     >>> import tempfile
@@ -81,10 +84,13 @@ def fingerprint(path: str | Path | None, *, roots: Sequence[str | Path] = ()) ->
 def _names_input(value: str) -> bool:
     """Whether a setting's value names something a run reads: an existing file or folder, a ``datasets`` dataset
     ``hf:...``, a public dataset ``NAME:FOLDER[:SPLIT]`` or a Hub model id held in the Hugging Face cache."""
-    if not value or "://" in value or "\n" in value or len(value) > 4096:
+    if not value or "://" in value or "\n" in value or "\0" in value or len(value) > 4096:
         return False
-    if Path(value).expanduser().exists():
-        return True
+    try:
+        if Path(value).expanduser().exists():
+            return True
+    except (OSError, ValueError):  # a name too long for the file system, and the like: not a file
+        return False
     from reward.core.fingerprints import hub_snapshot
     from reward.data.datasets import parse_source
 
