@@ -251,3 +251,100 @@ def test_a_lora_adapter_is_known_with_the_base_model_it_names(tmp_path):
     _replace_keeping_size_and_time(base / "model.safetensors", lambda p: p.write_bytes(bytes(range(255, -1, -1)) * 64))
     with pytest.raises(OutputFolderError, match=r"inputs.reward.model.base_model.sha256"):
         check_output(out, "evaluate", settings)
+
+
+def test_a_manifest_is_known_by_what_it_names_whatever_its_file_name_or_format(tmp_path):
+    data = _ratings(tmp_path / "data")
+    as_text = data.with_name("ratings.txt")  # JSON lines under another name
+    as_text.write_text(data.read_text())
+    table = tmp_path / "data" / "scores.csv"  # a table naming its images
+    table.write_text("image,score\nimg/1.png,0.5\nimg/2.png,0.7\n")
+    outside = _png(tmp_path / "elsewhere" / "x.png", 9)  # named by a table of a datasets folder, outside it
+    saved = tmp_path / "hfjson"
+    saved.mkdir()
+    (saved / "train.jsonl").write_text(json.dumps({"image": str(outside), "mos": 3.0}) + "\n")
+    settings = {"data": str(as_text), "scores": str(table), "more": f"hf:{saved}"}
+    out = tmp_path / "out"
+    _complete(out, settings)
+    inputs = json.loads((out / "run.json").read_text())["inputs"]
+    assert (inputs["data"]["named"]["files"], inputs["scores"]["named"]["files"]) == (3, 2)
+    assert inputs["more"]["named"]["files"] == 1
+    _replace_keeping_size_and_time(tmp_path / "data" / "img" / "2.png", lambda p: _png(p, 121))
+    _replace_keeping_size_and_time(outside, lambda p: _png(p, 10))
+    with pytest.raises(OutputFolderError) as refused:
+        check_output(out, "evaluate", settings)
+    assert "(3 difference(s))" in str(refused.value)
+    for key in ("inputs.data.named.sha256", "inputs.scores.named.sha256", "inputs.more.named.sha256"):
+        assert key in str(refused.value)
+
+
+def test_a_hub_model_the_run_downloaded_is_the_same_input_on_rerun_and_known_by_its_files(tmp_path, monkeypatch):
+    from reward.core import fingerprints
+
+    snapshot = tmp_path / "hub" / "snapshot"
+    monkeypatch.setattr(fingerprints, "hub_snapshot", lambda value: None)  # not in the cache when the run starts
+    settings = {"reward": {"model": "example-org/tiny-scorer"}}
+    inputs = {"model": "example-org/tiny-scorer"}
+    out = tmp_path / "out"
+    run = prepare_output(out, "evaluate", settings, inputs)
+    (out / "scores.jsonl").write_text("{}")
+    snapshot.mkdir(parents=True)  # the run downloads it
+    (snapshot / "model.safetensors").write_bytes(b"\x00" * 512)
+    monkeypatch.setattr(
+        fingerprints, "hub_snapshot", lambda value: snapshot if value == "example-org/tiny-scorer" else None
+    )
+    run.finish()
+    del run
+    recorded = json.loads((out / "run.json").read_text())["inputs"]["model"]
+    assert recorded["repo"] == "example-org/tiny-scorer" and recorded["files"] == 1
+    with pytest.raises(RunComplete):  # the identical rerun, the model now in the cache: nothing to do
+        check_output(out, "evaluate", settings, inputs)
+    _replace_keeping_size_and_time(snapshot / "model.safetensors", lambda p: p.write_bytes(b"\x01" * 512))
+    with pytest.raises(OutputFolderError, match=r"inputs.model.sha256"):  # another revision in the cache
+        check_output(out, "evaluate", settings, inputs)
+
+
+def test_calibration_and_test_splits_sharing_an_image_by_content_are_refused(tmp_path, capsys):
+    from conftest import run_cli
+    from pace_judge.commands.calibrate import CalibrateSettings
+    from pace_judge.commands.calibrate import run as run_calibrate
+    from pace_judge.protocol import load_protocol
+    from pace_judge.testing import write_example_protocol
+
+    protocol = write_example_protocol(tmp_path / "proto", anchors=False)
+    calib = tmp_path / "data" / "calib.jsonl"
+    rows = [{"image": f"img/{i}.png", "dimension": "sharpness", "mos": 1.0 + i} for i in range(3)]
+    for i in range(3):
+        _png(tmp_path / "data" / "img" / f"{i}.png", 70 * i)
+    calib.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    test = tmp_path / "data" / "test.jsonl"
+    (tmp_path / "data" / "img" / "x").mkdir()
+    shutil.copy(tmp_path / "data" / "img" / "2.png", tmp_path / "data" / "copy.png")
+    for named in ("img/x/../1.png", "copy.png"):  # the same file spelled another way; a copy under another name
+        test.write_text(json.dumps({"image": named, "dimension": "sharpness", "mos": 2.0}) + "\n")
+        argv = [f"protocol={protocol}", f"benchmark={calib}", f"test={test}"]
+        assert run_cli("calibrate", run_calibrate, argv, schema=CalibrateSettings) == 2
+        assert "shares 1 image(s) with the test split" in capsys.readouterr().err
+    _png(tmp_path / "data" / "other.png", 33)
+    test.write_text(json.dumps({"image": "other.png", "dimension": "sharpness", "mos": 2.0}) + "\n")
+    argv = [f"protocol={protocol}", f"benchmark={calib}", f"test={test}"]
+    assert run_cli("calibrate", run_calibrate, argv, schema=CalibrateSettings) == 0
+    record = load_protocol(protocol).provenance["calibration"]
+    assert record["inputs"]["benchmark"]["named"]["files"] == 3 and record["inputs"]["test"]["named"]["files"] == 1
+
+
+def test_calibration_splits_of_tables_are_compared_by_content_never_by_file_name(tmp_path):
+    from pace_judge.calibration import CalibrationError, calibrate_benchmark
+    from pace_judge.testing import example_protocol
+
+    table = datasets.load_from_disk(str(_live_like(tmp_path)))  # jpg/imgN.bmp, gblur/imgN.bmp: both stored imgN.bmp
+    for name, test_rows in (("blurred", [3, 4, 5]), ("leaky", [3, 0])):  # ... and jpg/img0.bmp in both splits
+        splits = datasets.DatasetDict({"train": table.select([0, 1, 2]), "test": table.select(test_rows)})
+        splits.save_to_disk(str(tmp_path / name))
+    cfg = {"dimension": "quality", "mos_range": [1, 5]}
+    blurred = {**cfg, "benchmark": f"hf:{tmp_path / 'blurred'}:train", "test": f"hf:{tmp_path / 'blurred'}:test"}
+    record = calibrate_benchmark(blurred, example_protocol(), tmp_path / "proto")  # same names, other images
+    assert record["high"].startswith("sha256:") and record["high"] != record["low"]
+    leaky = {**cfg, "benchmark": f"hf:{tmp_path / 'leaky'}:train", "test": f"hf:{tmp_path / 'leaky'}:test"}
+    with pytest.raises(CalibrationError, match=r"shares 1 image\(s\) with the test split"):
+        calibrate_benchmark(leaky, example_protocol(), tmp_path / "proto2")

@@ -225,3 +225,34 @@ def test_a_run_ending_in_a_traceback_leaves_no_lock_file_behind(tmp_path):
     crashed = subprocess.run([sys.executable, "-c", crash, str(out)], env=_env(), capture_output=True, text=True)
     assert crashed.returncode == 1 and "RuntimeError: a bug" in crashed.stderr
     assert not (tmp_path / ".out.lock").exists() and (out / "run.json").is_file()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
+def test_a_run_stopped_by_a_signal_leaves_no_lock_file_behind(tmp_path, signal_name):
+    import signal
+
+    out = tmp_path / "out"
+    holder = _held_by_another_process(out)
+    assert (tmp_path / ".out.lock").is_file()
+    holder.send_signal(getattr(signal, signal_name))
+    assert holder.wait(timeout=60) == 128 + getattr(signal, signal_name)  # ended through Python, its handlers ran
+    assert not (tmp_path / ".out.lock").exists()
+    assert check_output(out, "evaluate", {"holder": True}).state == "new"  # the folder is free again
+
+
+def test_out_as_a_symlink_to_a_folder_not_made_yet_is_made_and_locked_as_that_folder(tmp_path):
+    target = tmp_path / "runs" / "a"
+    (tmp_path / "link").symlink_to(target)  # dangling until the run makes its folder
+    run = prepare_output(tmp_path / "link", "evaluate", {"a": 1})
+    assert target.is_dir() and (target / "run.json").is_file() and (tmp_path / "runs" / ".a.lock").is_file()
+    with pytest.raises(OutputFolderError, match="is in use by another run"):
+        _in_another_process_check(target)
+    del run
+    assert not (tmp_path / "runs" / ".a.lock").exists()
+
+
+def _in_another_process_check(folder: Path) -> None:
+    probe = "import sys\nfrom reward.core.outputs import check_output\ncheck_output(sys.argv[1], 'evaluate', {})"
+    done = subprocess.run([sys.executable, "-c", probe, str(folder)], env=_env(), capture_output=True, text=True)
+    if "is in use by another run" in done.stderr:
+        raise OutputFolderError(done.stderr.strip().splitlines()[-1])

@@ -218,3 +218,53 @@ def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_v
     assert given not in logs.out + logs.err and from_env not in logs.out + logs.err
     recorded = json.loads((tmp_path / "given" / "run.json").read_text())["settings"]["reward"]["server"]
     assert recorded["api_key"] == REDACTED
+
+
+def test_every_secret_trainer_key_is_kept_out_of_the_arguments_and_a_tokenizer_token_is_no_secret(tmp_path):
+    from reward.core.secrets import split_hub_token
+
+    token, other = _secret(), _secret("wb_")
+    trainer = {"hub_token": token, "wandb_api_key": other, "eos_token": "<|im_end|>", "chat_token": "<|im_start|>"}
+    args, given = split_hub_token(trainer)
+    assert given == token and args == {"eos_token": "<|im_end|>", "chat_token": "<|im_start|>"}
+    out = tmp_path / "out"
+    run = prepare_output(out, "sft", {"trainer": trainer, "prompt": "<|im_start|>user"})
+    template = "<|im_start|>user ... <|im_end|>"
+    atomic_write_json(out / "chat.json", {"template": template, "note": f"logged in as {other}"})
+    saved = json.loads((out / "run.json").read_text())["settings"]
+    assert saved["trainer"] == {
+        "hub_token": REDACTED,
+        "wandb_api_key": REDACTED,
+        "eos_token": "<|im_end|>",  # a tokenizer's token, shown as given and never blanked from other files
+        "chat_token": "<|im_start|>",
+    }
+    assert json.loads((out / "chat.json").read_text()) == {"template": template, "note": f"logged in as {REDACTED}"}
+    del run
+
+
+def test_a_secret_in_a_urls_query_or_an_authorization_setting_is_never_written(tmp_path):
+    key, bearer = _secret("sk-"), _secret("Bearer ")
+    url = f"https://llm.example/v1?api_key={key}&model=m"
+    settings = {"reward": {"server": {"base_urls": [url, "http://other/v1?sig=abc123&x=1"]}}, "authorization": bearer}
+    out = tmp_path / "out"
+    run = prepare_output(out, "evaluate", settings)
+    saved = json.loads((out / "run.json").read_text())["settings"]
+    assert saved["reward"]["server"]["base_urls"] == [
+        f"https://llm.example/v1?api_key={REDACTED}&model=m",
+        f"http://other/v1?sig={REDACTED}&x=1",
+    ]
+    assert saved["authorization"] == REDACTED and _files_holding(tmp_path, key, bearer, "abc123") == []
+    del run
+
+
+def test_an_uncaught_traceback_never_prints_a_secret(tmp_path):
+    token = _secret()
+    crash = (
+        "import sys\nfrom reward.core.cli import main\nfrom reward.commands.evaluate import EvaluateSettings\n"
+        "def run(cfg):\n    raise RuntimeError('upload refused for ' + sys.argv[1])\n"
+        "main('evaluate', run, argv=['reward=qbench', 'data=d.jsonl', 'out=o', '+reward.api_key=' + sys.argv[1]],"
+        " schema=EvaluateSettings)\n"
+    )
+    crashed = subprocess.run([sys.executable, "-c", crash, token], env=_env(), capture_output=True, text=True)
+    assert crashed.returncode == 1 and f"RuntimeError: upload refused for {REDACTED}" in crashed.stderr
+    assert token not in crashed.stderr + crashed.stdout

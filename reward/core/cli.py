@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from reward.core.errors import ConfigError, UserError
-from reward.core.secrets import redact, redact_argv, redact_text
+from reward.core.secrets import redact, redact_argv, redact_text, redact_tracebacks
 
 if TYPE_CHECKING:
     from reward.core.schemas import Keys
@@ -290,6 +290,7 @@ def main(
         return None
     setup_logging()
     redact_argv(args)  # the secrets given on the command line are known (and never printed or written) from here on
+    redact_tracebacks()
     from reward.core.outputs import RunComplete
 
     cfg = None

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DIGEST_CHARS", "PIECE", "file_digests", "fingerprint", "folder_files", "named_files"]
+__all__ = ["DIGEST_CHARS", "PIECE", "file_digests", "fingerprint", "folder_files", "image_identity", "named_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ DIGEST_CHARS = 32  # hex characters kept of a SHA-256 digest (128 bits)
 PIECE = 64 << 20  # files larger than this are hashed in pieces of this size, in parallel
 CHUNK = 1 << 20  # bytes read at a time
 BATCH = 64  # small files hashed by one thread in a row
-MANIFESTS = (".jsonl", ".json")  # files whose rows name other files (images, masks, anchors)
+MANIFESTS = (".jsonl", ".json", ".ndjson")  # files whose rows name other files (images, masks, anchors) ...
+TABLES = (".csv", ".tsv")  # ... and tables whose cells may; any other small text file starting with { or [ too
 MAX_MANIFEST_BYTES = 1 << 30  # a larger "manifest" is hashed as a file only
 MAX_NAME_CHARS = 4096
 DERIVED_FOLDERS = ("__pycache__",)  # caches made from the content, by reading it
@@ -185,26 +186,39 @@ def _strings(node: Any) -> Iterable[str]:
             yield from _strings(value)
 
 
+def _documents(manifest: Path, text: str) -> list[Any]:
+    """The rows of a manifest's text: one JSON document, JSON lines, or the cells of a CSV/TSV table."""
+    if manifest.suffix.lower() in TABLES:
+        import csv
+
+        dialect = "excel-tab" if manifest.suffix.lower() == ".tsv" else "excel"
+        try:
+            return [list(row) for row in csv.reader(text.splitlines(), dialect=dialect)]
+        except csv.Error:
+            return []
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        pass
+    docs: list[Any] = []
+    for line in text.splitlines():
+        try:
+            docs.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return docs
+
+
 def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> list[str]:
-    """The files a manifest's rows name (absolute, normalised; each once): every string value of a JSONL row, or of a
-    JSON document, that names an existing file relative to the manifest's folder, to one of ``roots``, or absolutely.
+    """The files a manifest's rows name (absolute, normalised; each once): every string value of a JSONL row, of a
+    JSON document or of a CSV/TSV cell, that names an existing file relative to the manifest's folder, to one of
+    ``roots``, or absolutely.
     """
     try:
         text = manifest.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return []
-    docs: list[Any] = []
-    if manifest.suffix == ".json":
-        try:
-            docs = [json.loads(text)]
-        except json.JSONDecodeError:
-            return []
-    else:
-        for line in text.splitlines():
-            try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    docs = _documents(manifest, text)
     bases = [str(manifest.parent), *(os.path.abspath(r) for r in roots)]
     own = os.path.normpath(str(manifest))
     found: set[str] = set()
@@ -222,17 +236,28 @@ def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> list[str]:
     return sorted(found)
 
 
+def _may_name_files(path: Path) -> bool:
+    """A manifest by its name (``.jsonl``, ``.json``, ``.csv``...) or, whatever its name (``ratings.txt``), by its
+    first character: a JSON document or JSON lines."""
+    if path.suffix.lower() in (*MANIFESTS, *TABLES):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64).lstrip()
+    except OSError:
+        return False
+    return head[:1] in (b"{", b"[")
+
+
 def _file(path: Path, roots: Sequence[str | Path]) -> dict[str, Any]:
     size = path.stat().st_size
     record: dict[str, Any] = {"path": str(path), "bytes": size}
-    named = named_files(path, roots) if path.suffix in MANIFESTS and size <= MAX_MANIFEST_BYTES else []
+    named = named_files(path, roots) if size <= MAX_MANIFEST_BYTES and _may_name_files(path) else []
     sizes: dict[str, int] = {}
     digests = file_digests([str(path), *named], sizes)
     record["sha256"] = digests[str(path)]
     if named:
-        base = str(path.parent) + os.sep
-        entries = [(f[len(base) :] if f.startswith(base) else f, digests[f]) for f in named]
-        record["named"] = {"files": len(named), "bytes": sum(sizes[f] for f in named), "sha256": _combined(entries)}
+        record["named"] = _named_record(named, str(path.parent) + os.sep, digests, sizes)
     return record
 
 
@@ -271,8 +296,28 @@ def _named_dataset(value: str) -> dict[str, Any] | None:
 
 def _source_folder(value: str, folder: Path) -> dict[str, Any]:
     """A dataset source (``hf:DIR``, ``NAME:FOLDER``) by its folder's files; ``path`` keeps the source as written."""
-    record = _folder(folder.resolve())
+    real = folder.resolve()
+    record = _folder(real)
+    outside: set[str] = set()  # images a table of the folder names outside it (its own files are hashed already)
+    inside = str(real) + os.sep
+    for table in folder_files(real):
+        if table.suffix.lower() in (*MANIFESTS, *TABLES) and table.stat().st_size <= MAX_MANIFEST_BYTES:
+            outside.update(f for f in named_files(table) if not os.path.realpath(f).startswith(inside))
+    if outside:
+        record["named"] = _named_record(sorted(outside), "")
     return {"path": value, "folder": record.pop("path"), **record}
+
+
+def _named_record(
+    named: Sequence[str], base: str, digests: Mapping[str, str] | None = None, sizes: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """``{"files", "bytes", "sha256"}`` of the files a manifest names (paths under ``base`` written relative);
+    ``digests`` and ``sizes``: already computed."""
+    if digests is None or sizes is None:
+        sizes = {}
+        digests = file_digests(named, sizes)
+    entries = [(f[len(base) :] if base and f.startswith(base) else f, digests[f]) for f in named]
+    return {"files": len(named), "bytes": sum(sizes[f] for f in named), "sha256": _combined(entries)}
 
 
 def hub_snapshot(value: str) -> Path | None:
@@ -316,3 +361,32 @@ def _size(record: Mapping[str, Any]) -> str:
     files = record.get("files") or 1 + (record.get("named") or {}).get("files", 0)
     total = (record.get("bytes") or 0) + (record.get("named") or {}).get("bytes", 0)
     return f"{files} file(s), {total / 1e9:.2f} GB"
+
+
+def image_identity(image: Any) -> str:
+    """What one image is, by its content: ``sha256:DIGEST`` of a file's bytes or of a table cell's bytes, or of a
+    decoded image's pixels (mode, size and bytes); two rows naming one file in two spellings, or two tables' images
+    sharing a file name, are compared by this and never by their names. A file that cannot be read is known by its
+    real path (``path:...``).
+
+    >>> from PIL import Image
+    >>> image_identity(Image.new("RGB", (2, 2))) == image_identity(Image.new("RGB", (2, 2)))
+    True
+    """
+    from PIL import Image
+
+    from reward.data.rows import DatasetImage
+
+    if isinstance(image, DatasetImage):
+        value = image.dataset[image.index][image.column]
+        if isinstance(value, Mapping) and value.get("bytes"):
+            return "sha256:" + _short(hashlib.sha256(value["bytes"]))
+        image = value.get("path") if isinstance(value, Mapping) else value
+    if isinstance(image, Image.Image):
+        h = hashlib.sha256(f"{image.mode}{image.size}".encode())
+        h.update(image.tobytes())
+        return "sha256:" + _short(h)
+    path = os.path.realpath(os.path.expanduser(str(image)))
+    if os.path.isfile(path):
+        return "sha256:" + file_digests([path])[path]
+    return "path:" + path

@@ -204,19 +204,26 @@ class Output:
 
     def create(self) -> None:
         """Move an old folder aside (``overwrite=true``), create the folder and write ``run.json`` (new runs)."""
-        if self.replace and self.path.is_dir():
-            self.moved_aside = _move_aside(self.path)
+        real = Path(os.path.realpath(self.path))  # a symlink to the folder (even one to a folder not made yet)
+        if self.replace and real.is_dir():
+            self.moved_aside = _move_aside(real)
         if self.resumed:
             logger.info("resuming the run in %s", self.path)
             if _saved_identity(self.path) != self.identity:  # running again: its settings, not complete
                 atomic_write_json(self.path / RUN_FILE, self.identity)
             return
-        self.path.mkdir(parents=True, exist_ok=True)
+        real.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path / RUN_FILE, self.identity)
 
     def finish(self) -> None:
         """Mark the run complete in ``run.json``: the identical command run again then stops at once
-        (:class:`RunComplete`)."""
+        (:class:`RunComplete`). An input whose content was unknown when the run started (a Hub model or dataset
+        downloaded by the run) is fingerprinted now."""
+        inputs = dict(self.identity.get("inputs") or {})
+        for role, record in inputs.items():
+            if _unknown(record) and _main_rank():
+                inputs[role] = fingerprint(record["path"]) or record
+        self.identity = {**self.identity, "inputs": inputs}
         atomic_write_json(self.path / RUN_FILE, {**self.identity, "complete": True})
 
     def __getstate__(self) -> dict[str, Any]:
@@ -303,8 +310,9 @@ def check_output(
     identity["inputs"] = run_inputs(path, settings, inputs, saved, out_key)
     if saved is None:  # a new folder, or an old one moved aside (overwrite=true)
         return Output(path, "new", identity, replace=occupied, lock=lock)
-    before = {"command": saved.get("command"), **redact(saved.get("settings", {})), "inputs": saved.get("inputs", {})}
-    now = {"command": command, **identity["settings"], "inputs": identity["inputs"]}
+    saved_inputs = saved.get("inputs") or {}
+    before = {"command": saved.get("command"), **redact(saved.get("settings", {})), "inputs": saved_inputs}
+    now = {"command": command, **identity["settings"], "inputs": _as_saved(saved_inputs, identity["inputs"])}
     if saved.get("complete") and not differences(before, now, ("resume", "overwrite")):
         raise RunComplete(path)
     if not saved.get("complete") and _never_started(path):  # a run that failed before writing anything
@@ -361,6 +369,28 @@ def run_inputs(
         saved_inputs = dict((saved or {}).get("inputs") or {})
         return {role: saved_inputs.get(role, {"path": str(p)} if p is not None else None) for role, p in named.items()}
     return {role: fingerprint(p) for role, p in sorted(named.items())}
+
+
+def _unknown(record: Any) -> bool:
+    """An input recorded by its name alone (nothing readable there when the run started: a Hub id not in the cache)."""
+    return isinstance(record, Mapping) and set(record) == {"path"}
+
+
+def _downloaded(record: Any) -> bool:
+    return isinstance(record, Mapping) and ("repo" in record or "datasets_fingerprint" in record)
+
+
+def _as_saved(saved: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """The current inputs as compared with a saved run: a Hub model or dataset the saved run knew by its name alone
+    (absent from the cache then: the run downloaded it) and now found in the cache is the same input."""
+    out = dict(current)
+    for role, record in current.items():
+        old = saved.get(role)
+        if _downloaded(record) and (old is None or _unknown(old)):
+            name = record.get("repo", record.get("path"))
+            if old is None or old["path"] == name:
+                out[role] = old
+    return {role: record for role, record in out.items() if record is not None or role in saved}
 
 
 def _main_rank() -> bool:
@@ -448,10 +478,11 @@ class RunLock:
     def __init__(self, lock: Any, file: Path) -> None:
         self.file = file
         self._lock = lock
+        self._pid = os.getpid()  # a forked child never releases its parent's lock
 
     def release(self) -> None:
         """Remove the lock file while still holding it (no litter beside the folder), then let go."""
-        if self._lock.is_locked:
+        if self._lock.is_locked and os.getpid() == self._pid:
             self.file.unlink(missing_ok=True)
             self._lock.release()
 
@@ -475,6 +506,27 @@ def _release_all() -> None:
             held.release()
         except OSError:  # pragma: no cover - the lock goes with the process anyway
             pass
+
+
+EXIT_SIGNALS = ("SIGTERM", "SIGHUP")  # a run stopped by these ends as on Ctrl-C: its lock file goes with it
+
+
+def _exit_on_signals() -> None:
+    """A run killed by ``kill`` (SIGTERM) or a closed terminal (SIGHUP) exits through Python (status 128 + the
+    signal's number), so that its exit handlers remove the lock file; a handler set by someone else is kept."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in EXIT_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            signal.signal(number, _exit_by_signal)
+
+
+def _exit_by_signal(number: int, frame: Any) -> None:
+    raise SystemExit(128 + number)
 
 
 def _lock_file(path: Path) -> Path:
@@ -508,6 +560,7 @@ def lock_output(path: Path, out_key: str = "out") -> RunLock | None:
     global _EXIT_HANDLER
     if not _EXIT_HANDLER:
         _EXIT_HANDLER = bool(atexit.register(_release_all))
+        _exit_on_signals()
     file = _lock_file(path)
     held = _HELD.get(str(file))
     if held is not None:

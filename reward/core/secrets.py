@@ -24,7 +24,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import threading
+import traceback
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ __all__ = [
     "redact",
     "redact_argv",
     "redact_text",
+    "redact_tracebacks",
     "remember",
     "split_hub_token",
 ]
@@ -46,7 +50,15 @@ PLACEHOLDERS = frozenset({"", "empty", "none", "null", "-", "dummy", "no-key"}) 
 TOKENIZER_TOKENS = frozenset(  # special tokens of a tokenizer, named *_token but no secret
     f"{w}_token" for w in ("bos", "eos", "unk", "sep", "pad", "cls", "mask", "image", "video", "audio", "vision")
 )
-_SECRET_NAME = re.compile(r"(^|_)(token|key|apikey|secret|passwd|credentials?)$|secret|password|api_?key", re.I)
+_SECRET_NAME = re.compile(
+    r"(^|_)(token|key|apikey|secret|passwd|credentials?|cookie)$|secret|password|api_?key|authorization", re.I
+)
+_SPECIAL_TOKEN = re.compile(r"<\|?[^<>\s]{1,40}\|?>|\[[A-Z_]{2,20}\]|</?s>")  # <|im_end|>, [PAD]: a tokenizer's
+_URL_QUERY_SECRET = re.compile(  # ?token=..., &api_key=..., &sig=...: a secret in a URL's query
+    r"(?P<name>[?&;](?:[\w.-]*(?:token|key|secret|password|passwd|signature|credential)[\w.-]*|sig|auth)=)"
+    r"(?P<value>[^&#\s\"'<>]+)",
+    re.I,
+)
 _SECRET_ENV = re.compile(r"(^|_)(TOKEN|API_KEY|APIKEY|SECRET|SECRET_KEY|PASSWORD|PASSWD|ACCESS_KEY)$|SECRET|PASSWORD")
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<userinfo>[^/\s:@]*:[^/\s@]+)@")
 _remembered: set[str] = set()
@@ -66,7 +78,10 @@ def is_secret_key(key: str) -> bool:
 
 
 def _worth_hiding(value: Any) -> bool:
-    return isinstance(value, str) and value.strip().lower() not in PLACEHOLDERS
+    """A value that may be a secret: not a placeholder for "no key" (``EMPTY``), nor a tokenizer's special token."""
+    if not isinstance(value, str) or value.strip().lower() in PLACEHOLDERS:
+        return False
+    return not _SPECIAL_TOKEN.fullmatch(value.strip())
 
 
 def remember(value: Any) -> None:
@@ -107,6 +122,8 @@ def redact_text(text: str) -> str:
         return text
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
+    if "=" in text:
+        text = _URL_QUERY_SECRET.sub(lambda m: f"{m['name']}{REDACTED}", text)
     for secret in known_secrets():
         if secret in text:
             text = text.replace(secret, REDACTED)
@@ -156,16 +173,38 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
 
 
 def split_hub_token(trainer: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """``trainer.*`` settings without ``hub_token``, and the token. transformers pickles its ``TrainingArguments``
-    into every ``training_args.bin`` (and trl writes them into checkpoints): the token is passed to the upload, or
-    through the environment (``HF_TOKEN``), never through the arguments.
+    """``trainer.*`` settings without any secret (``hub_token``, and any other key named like one), and the Hub
+    token. transformers pickles its ``TrainingArguments`` into every ``training_args.bin`` (and trl writes them into
+    checkpoints): the token is passed to the upload, or through the environment (``HF_TOKEN``), never through the
+    arguments.
 
-    >>> split_hub_token({"learning_rate": 0.1, "hub_token": "hf_abcdefgh1234"})
-    ({'learning_rate': 0.1}, 'hf_abcdefgh1234')
+    >>> split_hub_token({"learning_rate": 0.1, "hub_token": "hf_abcdefgh1234", "eos_token": "<|im_end|>"})
+    ({'learning_rate': 0.1, 'eos_token': '<|im_end|>'}, 'hf_abcdefgh1234')
     """
-    args = dict(trainer)
+    args = {k: v for k, v in trainer.items() if k == "hub_token" or not is_secret_key(k) or not _worth_hiding(v)}
+    for key in set(trainer) - set(args):
+        remember(trainer[key])
     token = args.pop("hub_token", None)
     if _worth_hiding(token):
         remember(token)
         return args, token
     return args, None
+
+
+def redact_tracebacks() -> None:
+    """Uncaught exceptions and warnings are printed (to the console, or to the log a run's output is redirected to)
+    with every known secret replaced: an exception's message may quote a URL, a header or a setting."""
+    if getattr(sys.excepthook, "_redacting", False):
+        return
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        sys.stderr.write(redact_text("".join(traceback.format_exception(kind, value, tb))))
+        sys.stderr.flush()
+
+    def formatwarning(*args: Any, **kwargs: Any) -> str:
+        return redact_text(plain_format(*args, **kwargs))
+
+    plain_format = warnings.formatwarning
+    hook._redacting = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+    warnings.formatwarning = formatwarning  # type: ignore[assignment]
