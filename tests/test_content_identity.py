@@ -187,10 +187,11 @@ def test_every_setting_naming_a_file_is_an_input_and_a_protocol_names_its_anchor
 
 def test_the_output_folder_is_never_one_of_the_inputs(tmp_path):
     out = tmp_path / "out"
-    settings = {"out": str(out), "trainer": {"logging_dir": str(out / "logs")}}
+    logs = tmp_path / "tensorboard"  # a log folder elsewhere: written by the run, not read
+    logs.mkdir()
+    settings = {"out": str(out), "trainer": {"logging_dir": str(logs)}, "model": {"cache_dir": str(tmp_path)}}
     first = prepare_output(out, "grpo", settings)
-    (out / "logs").mkdir()
-    (out / "logs" / "events").write_text("grows as the run goes")
+    (logs / "events").write_text("grows as the run goes")
     first.finish()
     del first
     assert json.loads((out / "run.json").read_text())["inputs"] == {}

@@ -102,19 +102,26 @@ def _names_input(value: str) -> bool:
     return hub_snapshot(value) is not None
 
 
+SERVED = ("server", "servers")  # sections whose ``model`` is what a server runs: never read here
+
+
 def path_inputs(settings: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """Every setting whose value names an input (an existing file or folder such as a model, a scorer, a protocol or
     a manifest; a dataset ``hf:...`` or ``NAME:FOLDER``; a cached Hub model id), by its dotted key: the inputs of a
-    run to fingerprint. Secret settings (:func:`reward.core.secrets.is_secret_key`) are never read.
+    run to fingerprint. Secret settings (:func:`reward.core.secrets.is_secret_key`) are never read, nor the model
+    a ``server`` section names (served elsewhere: a local copy of it is not what the run reads; its ``tokenizer``
+    is).
 
-    >>> path_inputs({"model": "/", "temperature": 1.0, "server": {"base_url": "http://x"}})
-    {'model': '/'}
+    >>> path_inputs({"model": "/", "server": {"base_url": "http://x", "model": "/", "tokenizer": "/"}})
+    {'model': '/', 'server.tokenizer': '/'}
     """
     from reward.core.secrets import is_secret_key
 
     out: dict[str, str] = {}
     for key, value in settings.items():
         full = f"{prefix}.{key}" if prefix else str(key)
+        if str(key) == "model" and prefix.rsplit(".", 1)[-1] in SERVED:
+            continue
         if isinstance(value, Mapping):
             out.update(path_inputs(value, full))
         elif isinstance(value, list | tuple):
@@ -337,7 +344,8 @@ def check_output(
     return Output(path, "resumed", identity, lock=lock)
 
 
-OUTPUT_KEYS = ("out", "output", "output_dir")  # settings naming what a command writes: never its inputs
+# settings naming what a command writes (or a cache it fills): never its inputs
+OUTPUT_KEYS = ("out", "output", "output_dir", "logging_dir", "cache_dir", "offload_folder")
 
 
 def run_inputs(
