@@ -349,3 +349,16 @@ def test_calibration_splits_of_tables_are_compared_by_content_never_by_file_name
     leaky = {**cfg, "benchmark": f"hf:{tmp_path / 'leaky'}:train", "test": f"hf:{tmp_path / 'leaky'}:test"}
     with pytest.raises(CalibrationError, match=r"shares 1 image\(s\) with the test split"):
         calibrate_benchmark(leaky, example_protocol(), tmp_path / "proto2")
+
+
+def test_a_datasets_table_naming_image_files_outside_its_folder_is_known_by_them(tmp_path):
+    images = [_png(tmp_path / "photos" / f"{i}.png", 40 * i) for i in range(3)]
+    table = datasets.Dataset.from_dict({"img_path": [str(p) for p in images], "mos": [1.0, 2.0, 3.0]})
+    table.save_to_disk(str(tmp_path / "table"))  # the table holds the paths, not the images
+    settings = {"data": f"hf:{tmp_path / 'table'}"}
+    out = tmp_path / "out"
+    _complete(out, settings)
+    assert json.loads((out / "run.json").read_text())["inputs"]["data"]["named"]["files"] == 3
+    _replace_keeping_size_and_time(images[1], lambda p: _png(p, 41))
+    with pytest.raises(OutputFolderError, match=r"inputs.data.named.sha256"):
+        check_output(out, "evaluate", settings)

@@ -303,9 +303,45 @@ def _source_folder(value: str, folder: Path) -> dict[str, Any]:
     for table in folder_files(real):
         if table.suffix.lower() in (*MANIFESTS, *TABLES) and table.stat().st_size <= MAX_MANIFEST_BYTES:
             outside.update(f for f in named_files(table) if not os.path.realpath(f).startswith(inside))
+    outside.update(f for f in _table_files(real) if not os.path.realpath(f).startswith(inside))
     if outside:
         record["named"] = _named_record(sorted(outside), "")
     return {"path": value, "folder": record.pop("path"), **record}
+
+
+FILE_COLUMNS = ("image", "img", "path", "file", "mask")  # string columns whose names say they hold file names
+
+
+def _table_files(folder: Path) -> set[str]:
+    """The files a table saved with ``save_to_disk`` points to rather than holds: image cells stored as a path
+    without their bytes, and string columns named like file names (``image``, ``img_path``, ``mask``...), relative
+    to the folder or absolute."""
+    if not ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()):
+        return set()
+    try:
+        import datasets
+        import pyarrow.compute as pc
+
+        data = datasets.load_from_disk(str(folder))
+    except Exception as err:  # noqa: BLE001 - unreadable: the command's own reading names the problem
+        logger.debug("no table files for %s: %s", folder, err)
+        return set()
+    found: set[str] = set()
+    for table in data.values() if isinstance(data, Mapping) else [data]:
+        for name, feature in table.features.items():
+            if isinstance(feature, datasets.Image):  # (the bytes are never copied out of the memory map)
+                column = table.data.column(name)
+                values = pc.filter(pc.struct_field(column, "path"), pc.is_null(pc.struct_field(column, "bytes")))
+                values = values.to_pylist()
+            elif getattr(feature, "dtype", None) == "string" and any(w in name.lower() for w in FILE_COLUMNS):
+                values = table.data.column(name).to_pylist()
+            else:
+                continue
+            for value in {v for v in values if isinstance(v, str) and v and len(v) <= MAX_NAME_CHARS}:
+                candidate = os.path.normpath(os.path.join(folder, os.path.expanduser(value)))
+                if os.path.isfile(candidate):
+                    found.add(candidate)
+    return found
 
 
 def _named_record(
