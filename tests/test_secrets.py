@@ -268,3 +268,21 @@ def test_an_uncaught_traceback_never_prints_a_secret(tmp_path):
     crashed = subprocess.run([sys.executable, "-c", crash, token], env=_env(), capture_output=True, text=True)
     assert crashed.returncode == 1 and f"RuntimeError: upload refused for {REDACTED}" in crashed.stderr
     assert token not in crashed.stderr + crashed.stdout
+
+
+def test_secret_settings_spelled_in_camel_case_with_hyphens_or_as_digits_are_never_written(tmp_path):
+    from reward.core.secrets import split_hub_token
+
+    digits = 91827364554637281
+    settings = {
+        "server": {"apiKey": "sk-" + "c" * 20, "access-token": "at-" + "d" * 20},
+        "trainer": {"hub_token": digits},
+    }
+    out = tmp_path / "out"
+    run = prepare_output(out, "sft", settings)
+    saved = json.loads((out / "run.json").read_text())["settings"]
+    assert saved["server"] == {"apiKey": REDACTED, "access-token": REDACTED}
+    assert saved["trainer"]["hub_token"] == REDACTED
+    assert _files_holding(tmp_path, str(digits), "c" * 20, "d" * 20) == []
+    assert split_hub_token({"hub_token": digits, "authToken": 12345678901}) == ({}, str(digits))
+    del run

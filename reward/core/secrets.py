@@ -53,6 +53,7 @@ TOKENIZER_TOKENS = frozenset(  # special tokens of a tokenizer, named *_token bu
 _SECRET_NAME = re.compile(
     r"(^|_)(token|key|apikey|secret|passwd|credentials?|cookie)$|secret|password|api_?key|authorization", re.I
 )
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPECIAL_TOKEN = re.compile(r"<\|?[^<>\s]{1,40}\|?>|\[[A-Z_]{2,20}\]|</?s>")  # <|im_end|>, [PAD]: a tokenizer's
 _URL_QUERY_SECRET = re.compile(  # ?token=..., &api_key=..., &sig=...: a secret in a URL's query
     r"(?P<name>[?&;](?:[\w.-]*(?:token|key|secret|password|passwd|signature|credential)[\w.-]*|sig|auth)=)"
@@ -70,8 +71,11 @@ def is_secret_key(key: str) -> bool:
 
     >>> [is_secret_key(k) for k in ("trainer.hub_token", "server.api_key", "eos_token", "api_key_env", "max_tokens")]
     [True, True, False, False, False]
+    >>> [is_secret_key(k) for k in ("authToken", "x.apiKey", "access-token", "HF_TOKEN", "token")]
+    [True, True, True, True, True]
     """
-    name = str(key).rsplit(".", 1)[-1].lower()
+    last = str(key).rsplit(".", 1)[-1].lstrip("+~")
+    name = _CAMEL.sub("_", last).replace("-", "_").lower()  # authToken, access-token: auth_token, access_token
     if name in TOKENIZER_TOKENS or name.endswith(("_env", "_file", "_path")):  # where a secret is, not what it is
         return False
     return bool(_SECRET_NAME.search(name))
@@ -82,6 +86,11 @@ def _worth_hiding(value: Any) -> bool:
     if not isinstance(value, str) or value.strip().lower() in PLACEHOLDERS:
         return False
     return not _SPECIAL_TOKEN.fullmatch(value.strip())
+
+
+def _given(value: Any) -> bool:
+    """A secret value given: a string worth hiding (:func:`_worth_hiding`), or a number (a key of digits)."""
+    return _worth_hiding(value) or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
 def remember(value: Any) -> None:
@@ -140,7 +149,10 @@ def redact(node: Any, key: str = "") -> Any:
     if isinstance(node, Mapping):
         out = {}
         for k, v in node.items():
-            if is_secret_key(str(k)) and _worth_hiding(v):
+            if is_secret_key(str(k)) and isinstance(v, int | float) and not isinstance(v, bool):
+                remember(str(v))  # a key of digits, read as a number by the config parser
+                out[k] = REDACTED
+            elif is_secret_key(str(k)) and _worth_hiding(v):
                 remember(v)
                 out[k] = REDACTED
             elif is_secret_key(str(k)) and isinstance(v, Mapping | list | tuple):
@@ -181,10 +193,11 @@ def split_hub_token(trainer: Mapping[str, Any]) -> tuple[dict[str, Any], str | N
     >>> split_hub_token({"learning_rate": 0.1, "hub_token": "hf_abcdefgh1234", "eos_token": "<|im_end|>"})
     ({'learning_rate': 0.1, 'eos_token': '<|im_end|>'}, 'hf_abcdefgh1234')
     """
-    args = {k: v for k, v in trainer.items() if k == "hub_token" or not is_secret_key(k) or not _worth_hiding(v)}
+    args = {k: v for k, v in trainer.items() if k == "hub_token" or not is_secret_key(k) or not _given(v)}
     for key in set(trainer) - set(args):
-        remember(trainer[key])
+        remember(str(trainer[key]))
     token = args.pop("hub_token", None)
+    token = str(token) if _given(token) else token
     if _worth_hiding(token):
         remember(token)
         return args, token
