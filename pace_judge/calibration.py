@@ -23,6 +23,7 @@ from PIL import Image, ImageDraw
 from pace_judge.backends import Backend
 from pace_judge.protocol import Anchor, Protocol
 from reward.core.errors import UserError
+from reward.core.fingerprints import image_identity
 from reward.data.files import atomic_write_with
 from reward.data.images import load_image, to_rgb
 from reward.data.manifest import image_root_field
@@ -315,6 +316,15 @@ def _rows_of(
     return rows
 
 
+def _label(image: Any) -> str:
+    """How an image of a split is named in the record: its path, a table cell's name, or its content's digest."""
+    from reward.data.rows import DatasetImage
+
+    if isinstance(image, DatasetImage):
+        return image.key
+    return image_identity(image) if isinstance(image, Image.Image) else str(image)
+
+
 def _image_of(row: Any) -> Image.Image:
     return row.image if isinstance(row.image, Image.Image) else load_image(row.image)
 
@@ -326,9 +336,10 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
     rows = _rows_of(cfg["benchmark"], dim, "train", scale, cfg=cfg)
     if cfg.get("test"):
         test = _rows_of(cfg["test"], dim, "test", scale, least=1, cfg=cfg)
-        overlap = {str(r.image) for r in rows} & {str(r.image) for r in test}
+        calib = {image_identity(r.image): r for r in rows}  # by content: spellings and file names never hide one
+        overlap = [r for r in test if image_identity(r.image) in calib]
         if overlap:
-            example = sorted(overlap)[0]
+            example = f"{_label(overlap[0].image)}, line {overlap[0].line} of the test split"
             raise CalibrationError(
                 f"the calibration split shares {len(overlap)} image(s) with the test split "
                 f"{cfg['test']} (e.g. {example}); the splits must be disjoint"
@@ -350,8 +361,8 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
         "mode": "benchmark",
         "manifest": str(cfg["benchmark"]),
         "dimension": dim,
-        "high": str(high.image),
-        "low": str(low.image),
+        "high": _label(high.image),
+        "low": _label(low.image),
         "rows": len(rows),
         "mos_range": list(scale),
         "mapping": f"1 + 4 * (mos - {scale[0]:g}) / ({scale[1]:g} - {scale[0]:g})",

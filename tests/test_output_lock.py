@@ -154,3 +154,105 @@ def test_a_single_result_file_under_a_file_is_refused_before_any_work(tmp_path):
     (tmp_path / "notes.txt").write_text("a file")
     with pytest.raises(OutputFolderError, match=r"out=.*notes.txt/w.json: .*notes.txt is a file"):
         check_output_file(tmp_path / "notes.txt" / "w.json")
+
+
+def _held_by_another_process(folder: Path) -> subprocess.Popen:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder)],
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_one_folder_takes_one_lock_whatever_its_spelling(tmp_path):
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "runs" / "a")  # a symlink to the folder
+    (tmp_path / "alias").symlink_to(tmp_path / "runs")  # a symlinked parent
+    spellings = {
+        tmp_path / "runs" / "a": [tmp_path / "link", tmp_path / "alias" / "a", tmp_path / "runs" / "b" / ".." / "a"],
+        tmp_path / "runs" / "new": [tmp_path / "alias" / "new"],  # not made yet: its parent's spellings still count
+    }
+    for held, others in spellings.items():
+        holder = _held_by_another_process(held)
+        try:
+            for other in others:
+                with pytest.raises(
+                    OutputFolderError, match=rf"out={other} is in use by another run \(PID {holder.pid} "
+                ):
+                    check_output(other, "sft", {"a": 1})
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=60)
+    assert not list((tmp_path / "runs").glob(".*.lock")) and not list(tmp_path.glob(".*.lock"))
+
+
+@pytest.mark.parametrize("kind", ["folder", "symlink to a file", "dangling symlink"])
+def test_a_lock_path_that_is_not_a_plain_file_is_refused_in_one_line_and_never_followed(tmp_path, kind, capsys):
+    from reward.core.cli import main
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's notes")
+    lock = tmp_path / ".out.lock"
+    if kind == "folder":
+        lock.mkdir()
+    else:
+        lock.symlink_to(victim if kind == "symlink to a file" else tmp_path / "nowhere")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exited:
+        main(
+            "evaluate",
+            lambda cfg: check_output(cfg.out, "evaluate", {"a": 1}),
+            argv=["reward=qbench", "data=d.jsonl", f"out={out}"],
+            schema=EvaluateSettings,
+        )
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    word = "a folder" if kind == "folder" else "a symlink"
+    assert f"error: out={out}: its lock path {lock} is {word}, not a lock file; remove it" in err
+    assert victim.read_text() == "someone's notes" and not (tmp_path / "nowhere").exists()
+
+
+def test_a_run_ending_in_a_traceback_leaves_no_lock_file_behind(tmp_path):
+    crash = (
+        "import sys\nfrom reward.core.outputs import prepare_output\n"
+        "output = prepare_output(sys.argv[1], 'evaluate', {'a': 1})\nraise RuntimeError('a bug')\n"
+    )
+    out = tmp_path / "out"
+    crashed = subprocess.run([sys.executable, "-c", crash, str(out)], env=_env(), capture_output=True, text=True)
+    assert crashed.returncode == 1 and "RuntimeError: a bug" in crashed.stderr
+    assert not (tmp_path / ".out.lock").exists() and (out / "run.json").is_file()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
+def test_a_run_stopped_by_a_signal_leaves_no_lock_file_behind(tmp_path, signal_name):
+    import signal
+
+    out = tmp_path / "out"
+    holder = _held_by_another_process(out)
+    assert (tmp_path / ".out.lock").is_file()
+    holder.send_signal(getattr(signal, signal_name))
+    assert holder.wait(timeout=60) == 128 + getattr(signal, signal_name)  # ended through Python, its handlers ran
+    assert not (tmp_path / ".out.lock").exists()
+    assert check_output(out, "evaluate", {"holder": True}).state == "new"  # the folder is free again
+
+
+def test_out_as_a_symlink_to_a_folder_not_made_yet_is_made_and_locked_as_that_folder(tmp_path):
+    target = tmp_path / "runs" / "a"
+    (tmp_path / "link").symlink_to(target)  # dangling until the run makes its folder
+    run = prepare_output(tmp_path / "link", "evaluate", {"a": 1})
+    assert target.is_dir() and (target / "run.json").is_file() and (tmp_path / "runs" / ".a.lock").is_file()
+    with pytest.raises(OutputFolderError, match="is in use by another run"):
+        _in_another_process_check(target)
+    del run
+    assert not (tmp_path / "runs" / ".a.lock").exists()
+
+
+def _in_another_process_check(folder: Path) -> None:
+    probe = "import sys\nfrom reward.core.outputs import check_output\ncheck_output(sys.argv[1], 'evaluate', {})"
+    done = subprocess.run([sys.executable, "-c", probe, str(folder)], env=_env(), capture_output=True, text=True)
+    if "is in use by another run" in done.stderr:
+        raise OutputFolderError(done.stderr.strip().splitlines()[-1])

@@ -84,7 +84,7 @@ def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp
     out = tmp_path / "bon"
     base = ["reward=scene-proxy", "reward.calibration_scenes=2", f"data={manifest}", f"out={out}", "n=2"]
     first = run_best_of_n(_compose(base))
-    assert first["provenance"]["inputs"]["data"]["size"] == manifest.stat().st_size  # the data it came from
+    assert first["provenance"]["inputs"]["data"]["bytes"] == manifest.stat().st_size  # the data it came from
     before = {p.name: p.read_bytes() for p in (out / "chosen").iterdir()}
     with pytest.raises(RunComplete, match="already complete"):  # the same run: nothing to do, nothing written
         run_best_of_n(_compose(base))

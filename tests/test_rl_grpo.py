@@ -288,7 +288,7 @@ def test_resume_never_refuses_overwrite_moves_aside_and_a_resume_drops_abandoned
         *FAST,
     ]
     first = run_grpo(_cfg([*base, "trainer.max_steps=2", "trainer.save_steps=2"]))
-    assert first["provenance"]["inputs"]["data"]["size"] == tasks.stat().st_size  # the data it learned from
+    assert first["provenance"]["inputs"]["data"]["bytes"] == tasks.stat().st_size  # the data it learned from
     # a kill between checkpoints: the run went on to steps 3-4 (their rows are written), checkpoint-4 never was
     with (out / "heldout.jsonl").open("a") as f:
         f.writelines(json.dumps({"step": k, "scene-proxy": 9.0, "abandoned": True}) + "\n" for k in (3, 4))

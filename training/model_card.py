@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reward.core.secrets import redact
 from reward.data.files import atomic_write_text
 from reward.vlm.hub import is_repo_id
 
@@ -249,12 +250,13 @@ def command_line(
 ) -> str:
     """The command that makes these ``settings``: ``launch`` (default ``python SCRIPT``; :func:`launched_as` gives
     the one this process was started with) and a ``key=value`` for each setting that differs from ``defaults`` (the
-    command's config composed without overrides; a key it lacks is ``+key``).
+    command's config composed without overrides; a key it lacks is ``+key``); a secret (``trainer.hub_token``, an
+    API key) is written ``<secret given>``.
 
     >>> command_line("training/sft.py", {"a": 1, "t": {"lr": 0.1, "x": [1, 2]}}, {"a": 1, "t": {"lr": 0.2}})
     "python training/sft.py t.lr=0.1 +t.x='[1,2]'"
     """
-    now, base = _flat(settings), _flat(defaults)
+    now, base = _flat(redact(settings)), _flat(defaults)  # a secret is said to be given, never shown
     parts = [
         f"{'' if key in base else '+'}{key}={_value(value)}"
         for key, value in now.items()

@@ -241,7 +241,10 @@ def set_up(settings: FusionSettings) -> Setup:
     )
     provenance = {
         "command": "fit",
-        "inputs": {"pairs": fingerprint(settings.pairs), "scores": fingerprint(settings.scores)}
+        "inputs": {
+            "pairs": fingerprint(settings.pairs),
+            "scores": fingerprint(settings.scores, roots=[settings.scores_root] if settings.scores_root else []),
+        }
         | {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()},
     }
     return Setup(settings, data, reward_name, provenance)

@@ -16,7 +16,7 @@ from pace_judge.backends import Backend
 from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate, evaluate_test
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
 from reward.core.config import parse
-from reward.core.outputs import prepare_output
+from reward.core.outputs import fingerprint, path_inputs, prepare_output
 from reward.core.summary import log_summary
 from reward.data.manifest import allow_absolute_paths_field
 from reward.vlm.loading import ModelLoading
@@ -117,7 +117,12 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
         config["out"] = str(out)
     else:
         output = None
+    read = {k: v for k, v in config.items() if k not in ("out", "output", "memory", "overwrite")}
+    inputs = (
+        output.identity["inputs"] if output is not None else {k: fingerprint(v) for k, v in path_inputs(read).items()}
+    )
     calibrate(config, protocol, folder, backend)
+    protocol.provenance["calibration"]["inputs"] = inputs  # what the anchors came from, by content
     if settings.benchmark and settings.test:
         scorer = backend if backend is not None else _scoring_backend(settings)
         if scorer is None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from reward.core.errors import ConfigError, UserError
+from reward.core.secrets import redact, redact_argv, redact_text, redact_tracebacks
 
 if TYPE_CHECKING:
     from reward.core.schemas import Keys
@@ -217,7 +218,7 @@ def fail(message: str) -> NoReturn:
     Every process of a launch meets the same error; the others wait a moment before exiting, since the launcher
     stops the whole group at the first exit and the main process's message would otherwise never be printed."""
     if is_main_process():
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        print(f"error: {redact_text(message)}", file=sys.stderr, flush=True)
     else:
         time.sleep(NON_MAIN_EXIT_DELAY_S)
     raise SystemExit(USER_ERROR_STATUS)
@@ -225,11 +226,15 @@ def fail(message: str) -> NoReturn:
 
 class _StdoutHandler(logging.StreamHandler):
     """Writes to ``sys.stdout`` as it is when a line is logged (a later redirection, e.g. a caller capturing a
-    command's output, is followed; a closed earlier stream is never written to)."""
+    command's output, is followed; a closed earlier stream is never written to); no secret is ever printed
+    (:func:`reward.core.secrets.redact_text`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         self.stream = sys.stdout
         super().emit(record)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
 
 
 # Library warnings our code cannot fix, silenced here once for every command. transformers 5 renamed
@@ -284,6 +289,8 @@ def main(
         _help(config_name, schema, doc, [a for a in args if a not in ("-h", "--help")], subcommands)
         return None
     setup_logging()
+    redact_argv(args)  # the secrets given on the command line are known (and never printed or written) from here on
+    redact_tracebacks()
     from reward.core.outputs import RunComplete
 
     cfg = None
@@ -293,7 +300,7 @@ def main(
         if show:
             from omegaconf import OmegaConf
 
-            print(OmegaConf.to_yaml(cfg), end="")
+            print(OmegaConf.to_yaml(redact(OmegaConf.to_container(cfg))), end="")
             return None
         return run(cfg)
     except RunComplete as done:
@@ -372,13 +379,18 @@ def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
 
 
 def _help(config_name: str, schema: type, doc: str | None, args: list[str], subcommands: Sequence[str]) -> None:
+    from omegaconf import OmegaConf
+
     from reward.core.helptext import annotated
 
+    redact_argv(args)
     print((doc or "").strip() + "\n")
     try:
         args, _ = hydra_flags(args)
         args = args if not subcommands or args else [subcommands[0]]
         cfg = compose(config_name, args, schema=schema, subcommands=subcommands)
-        print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + "\n".join(annotated(cfg)))
+        redact(OmegaConf.to_container(cfg))  # the secrets set are known: their values are never printed
+        lines = "\n".join(annotated(cfg))
+        print(redact_text(f"settings (configs/{config_name}.yaml; ??? = required):\n" + lines))
     except UserError as err:
         print(f"error: {err}")

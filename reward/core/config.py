@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from reward.core.errors import ConfigError
 from reward.core.registry import close_match
+from reward.core.secrets import redact
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ def parse(cls: type[T], cfg: Any, *, where: str = "", ignore: tuple[str, ...] = 
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     skip = set(ignore) | ({"name"} - fields)
     plain = cfg if isinstance(cfg, dict) else to_plain(cfg)  # (a plain dict is read as it is, not copied)
+    redact(plain)  # the secrets set are known from here on: never written or logged (reward.core.secrets)
     values = apply_aliases(cls, {k: v for k, v in plain.items() if k not in skip}, where)
     problems = _problems(cls, values, where)
     if problems:

@@ -1,7 +1,9 @@
 """One output-folder policy for every command that writes a folder: a new folder, the same run resumed, or a refusal.
 
-A run is identified by its command, its settings and fingerprints of its inputs (model and data paths with their size
-and modification time), written to ``OUT/run.json`` when the folder is created. Given an existing folder, a command:
+A run is identified by its command, its settings (secrets shown only as ``<secret given>``: :mod:`reward.core.secrets`)
+and the content of everything it reads (:mod:`reward.core.fingerprints`: the inputs a command names and every setting
+naming a file, folder, dataset or cached Hub model; a manifest with the images its rows name; weights by their bytes),
+written to ``OUT/run.json`` when the folder is created. Given an existing folder, a command:
 
 - resumes it only when asked to (``resume``) and ``run.json`` describes the same run (every setting equal except a
   short, explicit list of keys that may change, such as ``trainer.max_steps`` or logging, marked on the settings'
@@ -14,8 +16,9 @@ and modification time), written to ``OUT/run.json`` when the folder is created. 
 
 Every result file records the run it came from (:meth:`Output.provenance`), so a ``metrics.json`` names its model and
 data. Before any of this, the folder must be writable (a read-only mount or a path under a file is refused before a
-model loads), and the run takes an exclusive lock on it (``.OUT.lock`` beside it) held until the command ends: a second
-run into the same folder is refused, naming the holder (:func:`lock_output`).
+model loads), and the run takes an exclusive lock on it (``.OUT.lock`` beside it, named from the folder's real path, so
+a symlink or another spelling of the folder takes the same lock) held until the command ends, however it ends: a
+second run into the same folder is refused, naming the holder (:func:`lock_output`).
 
 Example:
     >>> import tempfile
@@ -30,10 +33,12 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from reward.core.errors import UserError
+from reward.core.secrets import redact, redact_argv, redact_text
 from reward.data.files import atomic_write_json, json_safe
 
 logger = logging.getLogger(__name__)
@@ -65,42 +71,62 @@ class RunComplete(Exception):  # noqa: N818 - not an error: the command has noth
         self.path = path
 
 
-def fingerprint(path: str | Path | None) -> dict[str, Any] | None:
-    """What identifies an input: its absolute path, and size and modification time (a folder: of its files, up to
-    2,000 of them, so that a model's weights or a dataset folder changing is seen). ``None`` for no input; a path that
-    does not exist (e.g. a hub id or a stream name like ``synthetic``) is kept as given."""
-    if path is None:
-        return None
-    p = Path(str(path)).expanduser()
-    if not p.exists():
-        return {"path": str(path)}
-    p = p.resolve()
-    if p.is_file():
-        st = p.stat()
-        return {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))[:2000]
-    stats = [f.stat() for f in files]
-    return {
-        "path": str(p),
-        "files": len(files),
-        "size": sum(s.st_size for s in stats),
-        "mtime_ns": max((s.st_mtime_ns for s in stats), default=0),
-    }
+def fingerprint(path: str | Path | None, *, roots: Sequence[str | Path] = ()) -> dict[str, Any] | None:
+    """What identifies an input: its content (:func:`reward.core.fingerprints.fingerprint`: a file's SHA-256 and,
+    for a manifest, the files its rows name; a folder's files; a ``datasets`` dataset; a cached Hub snapshot), with
+    its resolved path for the reader. ``None`` for no input; a value naming nothing readable (a stream name such as
+    ``synthetic``, a Hub id not in the cache) is kept as given."""
+    from reward.core.fingerprints import fingerprint as content
+
+    return content(path, roots=roots)
+
+
+def _names_input(value: str) -> bool:
+    """Whether a setting's value names something a run reads: an existing file or folder, a ``datasets`` dataset
+    ``hf:...``, a public dataset ``NAME:FOLDER[:SPLIT]`` or a Hub model id held in the Hugging Face cache."""
+    if not value or "://" in value or "\n" in value or "\0" in value or len(value) > 4096:
+        return False
+    try:
+        if Path(value).expanduser().exists():
+            return True
+    except (OSError, ValueError):  # a name too long for the file system, and the like: not a file
+        return False
+    from reward.core.fingerprints import hub_snapshot
+    from reward.data.datasets import parse_source
+
+    try:
+        if parse_source(value) is not None:
+            return True
+    except Exception:  # noqa: BLE001 - a malformed source: the command refuses it with its own message
+        return False
+    return hub_snapshot(value) is not None
+
+
+SERVED = ("server", "servers")  # sections whose ``model`` is what a server runs: never read here
 
 
 def path_inputs(settings: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Every setting whose value names an existing file or folder (a model, a scorer, a protocol, a manifest), by its
-    dotted key: the inputs of a run to fingerprint.
+    """Every setting whose value names an input (an existing file or folder such as a model, a scorer, a protocol or
+    a manifest; a dataset ``hf:...`` or ``NAME:FOLDER``; a cached Hub model id), by its dotted key: the inputs of a
+    run to fingerprint. Secret settings (:func:`reward.core.secrets.is_secret_key`) are never read, nor the model
+    a ``server`` section names (served elsewhere: a local copy of it is not what the run reads; its ``tokenizer``
+    is).
 
-    >>> path_inputs({"model": "/", "temperature": 1.0, "server": {"base_url": "http://x"}})
-    {'model': '/'}
+    >>> path_inputs({"model": "/", "server": {"base_url": "http://x", "model": "/", "tokenizer": "/"}})
+    {'model': '/', 'server.tokenizer': '/'}
     """
+    from reward.core.secrets import is_secret_key
+
     out: dict[str, str] = {}
     for key, value in settings.items():
         full = f"{prefix}.{key}" if prefix else str(key)
+        if str(key) == "model" and prefix.rsplit(".", 1)[-1] in SERVED:
+            continue
         if isinstance(value, Mapping):
             out.update(path_inputs(value, full))
-        elif isinstance(value, str) and value and "://" not in value and Path(value).expanduser().exists():
+        elif isinstance(value, list | tuple):
+            out.update(path_inputs({str(i): v for i, v in enumerate(value)}, full))
+        elif isinstance(value, str) and not is_secret_key(full) and _names_input(value):
             out[full] = value
     return out
 
@@ -153,15 +179,18 @@ def may_change_keys(cls: type, prefix: str = "") -> tuple[str, ...]:
 
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any], may_change: Sequence[str] = ()) -> list[str]:
-    """``key: old -> new`` for every leaf setting or input that differs, except keys under ``may_change``.
+    """``key: old -> new`` for every leaf setting or input that differs, except keys under ``may_change`` and secrets
+    (a token or key given, changed or dropped never makes another run, and no value of one is ever shown).
 
     >>> differences({"a": 1, "t": {"lr": 0.1, "steps": 5}}, {"a": 1, "t": {"lr": 0.2, "steps": 9}}, ("t.steps",))
     ['t.lr: 0.1 -> 0.2']
     """
+    from reward.core.secrets import is_secret_key
+
     old, new = _flatten(json_safe(dict(saved))), _flatten(json_safe(dict(current)))
     keys = sorted(set(old) | set(new))
-    changed = [k for k in keys if old.get(k) != new.get(k) and not _matches(k, may_change)]
-    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed]
+    changed = [k for k in keys if old.get(k) != new.get(k) and not _matches(k, may_change) and not is_secret_key(k)]
+    return [redact_text(f"{k}: {old.get(k)!r} -> {new.get(k)!r}") for k in changed]
 
 
 @dataclass
@@ -182,19 +211,26 @@ class Output:
 
     def create(self) -> None:
         """Move an old folder aside (``overwrite=true``), create the folder and write ``run.json`` (new runs)."""
-        if self.replace and self.path.is_dir():
-            self.moved_aside = _move_aside(self.path)
+        real = Path(os.path.realpath(self.path))  # a symlink to the folder (even one to a folder not made yet)
+        if self.replace and real.is_dir():
+            self.moved_aside = _move_aside(real)
         if self.resumed:
             logger.info("resuming the run in %s", self.path)
             if _saved_identity(self.path) != self.identity:  # running again: its settings, not complete
                 atomic_write_json(self.path / RUN_FILE, self.identity)
             return
-        self.path.mkdir(parents=True, exist_ok=True)
+        real.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path / RUN_FILE, self.identity)
 
     def finish(self) -> None:
         """Mark the run complete in ``run.json``: the identical command run again then stops at once
-        (:class:`RunComplete`)."""
+        (:class:`RunComplete`). An input whose content was unknown when the run started (a Hub model or dataset
+        downloaded by the run) is fingerprinted now."""
+        inputs = dict(self.identity.get("inputs") or {})
+        for role, record in inputs.items():
+            if _unknown(record) and _main_rank():
+                inputs[role] = fingerprint(record["path"]) or record
+        self.identity = {**self.identity, "inputs": inputs}
         atomic_write_json(self.path / RUN_FILE, {**self.identity, "complete": True})
 
     def __getstate__(self) -> dict[str, Any]:
@@ -263,26 +299,27 @@ def check_output(
     identity = {
         "schema": SCHEMA,
         "command": command,
-        "settings": json_safe(dict(settings)),
-        "inputs": {role: fingerprint(p) for role, p in (inputs or {}).items()},
+        "settings": redact(json_safe(dict(settings))),
+        "inputs": {},
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     if path.exists() and not path.is_dir():
         raise OutputFolderError(f"{out_key}={path} is a file; pass a folder to write into (it will be created)")
     check_writable(path, out_key)
     lock = lock_output(path, out_key)
-    if not (path.is_dir() and any(p.name != INNER_LOCK for p in path.iterdir())):
-        return Output(path, "new", identity, lock=lock)
-    if overwrite:
-        return Output(path, "new", identity, replace=True, lock=lock)
-    saved = _saved_identity(path)
-    if saved is None:
+    occupied = path.is_dir() and any(p.name != INNER_LOCK for p in path.iterdir())
+    saved = _saved_identity(path) if occupied and not overwrite else None
+    if occupied and not overwrite and saved is None:
         raise OutputFolderError(
             f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
             f"{out_key}= folder, or overwrite=true to move it aside first"
         )
-    before = {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs", {})}
-    now = {"command": command, **identity["settings"], "inputs": identity["inputs"]}
+    identity["inputs"] = run_inputs(path, settings, inputs, saved, out_key)
+    if saved is None:  # a new folder, or an old one moved aside (overwrite=true)
+        return Output(path, "new", identity, replace=occupied, lock=lock)
+    saved_inputs = saved.get("inputs") or {}
+    before = {"command": saved.get("command"), **redact(saved.get("settings", {})), "inputs": saved_inputs}
+    now = {"command": command, **identity["settings"], "inputs": _as_saved(saved_inputs, identity["inputs"])}
     if saved.get("complete") and not differences(before, now, ("resume", "overwrite")):
         raise RunComplete(path)
     if not saved.get("complete") and _never_started(path):  # a run that failed before writing anything
@@ -305,6 +342,67 @@ def check_output(
         )
     identity["started"] = saved.get("started", identity["started"])
     return Output(path, "resumed", identity, lock=lock)
+
+
+# settings naming what a command writes (or a cache it fills): never its inputs
+OUTPUT_KEYS = ("out", "output", "output_dir", "logging_dir", "cache_dir", "offload_folder")
+
+
+def run_inputs(
+    out: Path,
+    settings: Mapping[str, Any],
+    inputs: Mapping[str, str | Path | None] | None,
+    saved: Mapping[str, Any] | None = None,
+    out_key: str = "out",
+) -> dict[str, Any]:
+    """The fingerprints of everything a run reads: the ``inputs`` named (role -> path or source) and every other
+    setting naming an input (:func:`path_inputs`), except what the command writes (``out`` and the like, anything in
+    the output folder). Computed by the main process only: the other processes of a launch follow it and take the
+    fingerprints its ``run.json`` records (their own check then compares the settings alone)."""
+    named = dict(inputs or {})
+    out_real = os.path.realpath(out)
+
+    def written(key: str, value: Any) -> bool:
+        leaf = key.rsplit(".", 1)[-1]
+        if leaf in OUTPUT_KEYS or key == out_key:
+            return True
+        real = os.path.realpath(os.path.expanduser(str(value)))
+        return real == out_real or real.startswith(out_real + os.sep)
+
+    given = {os.path.realpath(os.path.expanduser(str(v))) for v in named.values() if v is not None}
+    for key, value in path_inputs(settings).items():
+        if key not in named and not written(key, value) and os.path.realpath(os.path.expanduser(value)) not in given:
+            named[key] = value
+    if not _main_rank():
+        saved_inputs = dict((saved or {}).get("inputs") or {})
+        return {role: saved_inputs.get(role, {"path": str(p)} if p is not None else None) for role, p in named.items()}
+    return {role: fingerprint(p) for role, p in sorted(named.items())}
+
+
+def _unknown(record: Any) -> bool:
+    """An input recorded by its name alone (nothing readable there when the run started: a Hub id not in the cache)."""
+    return isinstance(record, Mapping) and set(record) == {"path"}
+
+
+def _downloaded(record: Any) -> bool:
+    return isinstance(record, Mapping) and ("repo" in record or "datasets_fingerprint" in record)
+
+
+def _as_saved(saved: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """The current inputs as compared with a saved run: a Hub model or dataset the saved run knew by its name alone
+    (absent from the cache then: the run downloaded it) and now found in the cache is the same input."""
+    out = dict(current)
+    for role, record in current.items():
+        old = saved.get(role)
+        if _downloaded(record) and (old is None or _unknown(old)):
+            name = record.get("repo", record.get("path"))
+            if old is None or old["path"] == name:
+                out[role] = old
+    return {role: record for role, record in out.items() if record is not None or role in saved}
+
+
+def _main_rank() -> bool:
+    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) in ("0", "")
 
 
 def check_output_file(path: str | Path, *, overwrite: bool = False, companions: Sequence[str] = (".png",)) -> Path:
@@ -388,10 +486,11 @@ class RunLock:
     def __init__(self, lock: Any, file: Path) -> None:
         self.file = file
         self._lock = lock
+        self._pid = os.getpid()  # a forked child never releases its parent's lock
 
     def release(self) -> None:
         """Remove the lock file while still holding it (no litter beside the folder), then let go."""
-        if self._lock.is_locked:
+        if self._lock.is_locked and os.getpid() == self._pid:
             self.file.unlink(missing_ok=True)
             self._lock.release()
 
@@ -403,12 +502,46 @@ class RunLock:
 
 
 _HELD: weakref.WeakValueDictionary[str, RunLock] = weakref.WeakValueDictionary()
+_EXIT_HANDLER = False
+
+
+def _release_all() -> None:
+    """At exit, however the command ended (a traceback keeps its :class:`Output` alive to the end), every lock this
+    process holds is released and its file removed (registered after filelock's own exit handler, so it runs
+    first: the file is removed while still held)."""
+    for held in list(_HELD.values()):
+        try:
+            held.release()
+        except OSError:  # pragma: no cover - the lock goes with the process anyway
+            pass
+
+
+EXIT_SIGNALS = ("SIGTERM", "SIGHUP")  # a run stopped by these ends as on Ctrl-C: its lock file goes with it
+
+
+def _exit_on_signals() -> None:
+    """A run killed by ``kill`` (SIGTERM) or a closed terminal (SIGHUP) exits through Python (status 128 + the
+    signal's number), so that its exit handlers remove the lock file; a handler set by someone else is kept."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in EXIT_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            signal.signal(number, _exit_by_signal)
+
+
+def _exit_by_signal(number: int, frame: Any) -> None:
+    raise SystemExit(128 + number)
 
 
 def _lock_file(path: Path) -> Path:
-    """``PARENT/.NAME.lock`` beside the folder (so that moving the folder aside keeps it locked); inside the folder
-    when its parent cannot be written."""
-    path = Path(os.path.abspath(path))
+    """``PARENT/.NAME.lock`` beside the folder (so that moving the folder aside keeps it locked), named from the
+    folder's real path: every spelling of one folder (a symlink to it, ``..``, a symlinked parent) takes the same lock.
+    Inside the folder when its parent cannot be written."""
+    path = Path(os.path.realpath(path))
     parent = path.parent
     beside = parent / f".{path.name}.lock"
     if path.name and (not parent.exists() or os.access(parent, os.W_OK)):
@@ -428,20 +561,25 @@ def lock_output(path: Path, out_key: str = "out") -> RunLock | None:
     """Take the exclusive lock on the output folder ``path`` for this run (main process of a launch only: the other
     processes follow it), or refuse at once naming the run that holds it. Taken again by the same process, the lock
     is shared."""
-    if os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) not in ("0", ""):
+    if not _main_rank():
         return None
     from filelock import FileLock, Timeout
 
+    global _EXIT_HANDLER
+    if not _EXIT_HANDLER:
+        _EXIT_HANDLER = bool(atexit.register(_release_all))
+        _exit_on_signals()
     file = _lock_file(path)
     held = _HELD.get(str(file))
     if held is not None:
         return held
     file.parent.mkdir(parents=True, exist_ok=True)
+    _check_lock_file(file, path, out_key)
     info = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join(redact_argv([Path(sys.executable).name, *sys.argv])),
     }
 
     def write_holder(fd: int) -> None:
@@ -456,5 +594,25 @@ def lock_output(path: Path, out_key: str = "out") -> RunLock | None:
             f"{out_key}={path} is in use by another run ({_holder(file)}). Wait for it to end (the lock goes with "
             f"it, even if it is killed), or pass another {out_key}= folder."
         ) from None
+    except OSError as err:
+        raise OutputFolderError(
+            f"{out_key}={path}: cannot take its lock {file} ({err.strerror or err}); remove that path if no run is "
+            f"using it, or pass another {out_key}= folder"
+        ) from None
     held = _HELD[str(file)] = RunLock(lock, file)
     return held
+
+
+def _check_lock_file(file: Path, path: Path, out_key: str) -> None:
+    """Refuse a lock path that is something else than a plain file (a folder, a symlink: never followed)."""
+    try:
+        mode = os.lstat(file).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode):
+        return
+    kind = "a symlink" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a plain file"
+    raise OutputFolderError(
+        f"{out_key}={path}: its lock path {file} is {kind}, not a lock file; remove it if no run is using it, or pass "
+        f"another {out_key}= folder"
+    )

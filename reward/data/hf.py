@@ -113,8 +113,13 @@ def _read(source: HfSource) -> Any:
 def _pick_split(source: HfSource, data: Any, default_split: str) -> tuple[Any, str]:
     import datasets
 
-    if not isinstance(data, datasets.DatasetDict):
-        return data, source.split or "all"
+    if not isinstance(data, datasets.DatasetDict):  # one table: a split named must be the one it was saved from
+        own = str(data.split) if getattr(data, "split", None) else None
+        if source.split in (None, "all", own):
+            return data, source.split or "all"
+        has = f"one table, saved from split {own!r}" if own else "one table without splits"
+        fix = f"{PREFIX}{source.name}:{own}" if own else f"{PREFIX}{source.name}"
+        raise ManifestError(f"{source}: no split {source.split!r}; it has {has}: pass {fix}")
     splits = list(data)
     if source.split == "all" and "all" not in data:
         return datasets.concatenate_datasets([data[s] for s in splits]), "all"

@@ -22,6 +22,7 @@ import io
 import logging
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,9 +57,9 @@ logger = logging.getLogger(__name__)
 class DatasetImage:
     """An image cell of a ``datasets`` table, decoded only when :meth:`load` is called (streamed input).
 
-    ``key`` names the image (its stored path, else a hash of its bytes), so that rows of one image on several
-    dimensions are scored once. The table is memory-mapped; pickling this (to DataLoader workers) is cheap for a
-    dataset loaded from disk.
+    ``key`` names the image by its content (:func:`cell_name`: the stored file name and a digest of the bytes), so
+    that rows of one image on several dimensions are scored once and two images sharing a file name never merge.
+    The table is memory-mapped; pickling this (to DataLoader workers) is cheap for a dataset loaded from disk.
     """
 
     dataset: Any = field(repr=False, compare=False)
@@ -74,6 +75,22 @@ class DatasetImage:
         if isinstance(value, dict) and value.get("bytes"):
             return load_image(io.BytesIO(value["bytes"]), max_pixels=max_pixels)
         return load_image(value.get("path") if isinstance(value, dict) else value, max_pixels=max_pixels)
+
+
+def cell_name(value: dict[str, Any]) -> str:
+    """The name an encoded image cell ``{"bytes", "path"}`` is scored under: its stored file name and a digest of its
+    bytes, since tables keep only the base name (LIVE's ``jpg/img1.bmp`` and ``gblur/img1.bmp`` are both
+    ``img1.bmp``): two different images never share a name, and one image on several rows is scored once. A cell
+    without bytes (a file the table points to) is named by its normalised path.
+
+    >>> cell_name({"bytes": b"abc", "path": "img1.bmp"}), cell_name({"bytes": None, "path": "./a/../b.png"})
+    ('img1.bmp#ba7816bf8f01cfea', 'b.png')
+    """
+    data, path = value.get("bytes"), value.get("path")
+    if data:
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        return f"{path}#{digest}" if path else f"sha256:{digest}"
+    return os.path.normpath(str(path))
 
 
 ImageRef = Path | Image.Image | DatasetImage
@@ -303,8 +320,7 @@ def _text(row: dict, key: str, where: str, *, allow_empty: bool = False) -> str:
 def _image(value: Any, key: str, ctx: _Context, where: str, line: int = 0) -> tuple[ImageRef, tuple[int, int] | None]:
     """Resolve one image field to a Path (or RGB PIL image, or a lazy DatasetImage) and, if decoded, its size."""
     if ctx.dataset is not None and isinstance(value, dict) and (value.get("bytes") or value.get("path")):
-        name = value.get("path") or "sha1:" + hashlib.sha1(value["bytes"]).hexdigest()[:20]
-        return DatasetImage(ctx.dataset, line - 1, key, f"{key}:{name}"), None
+        return DatasetImage(ctx.dataset, line - 1, key, f"{key}:{cell_name(value)}"), None
     if isinstance(value, dict):  # datasets Image(decode=False): {"bytes": ..., "path": ...}
         value = io.BytesIO(value["bytes"]) if value.get("bytes") else value.get("path")
     if isinstance(value, Image.Image | io.BytesIO):

@@ -157,9 +157,11 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
     ``DIMENSION_rounds``, the rounds' scores (0, 1 or 2)."""
     from openai import OpenAI
 
-    client = OpenAI(
-        base_url=settings.base_url, api_key=os.environ.get(settings.api_key_env) or "EMPTY", timeout=settings.timeout
-    )
+    from reward.core.secrets import remember
+
+    key = os.environ.get(settings.api_key_env) or "EMPTY"
+    remember(key)  # read from a variable of any name: never written or logged either
+    client = OpenAI(base_url=settings.base_url, api_key=key, timeout=settings.timeout)
 
     def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:
         i, dim, r = job

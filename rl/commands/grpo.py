@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, may_change_keys
 from reward.core.schemas import SchemaGroups
+from reward.core.secrets import split_hub_token
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
@@ -379,13 +381,16 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     from trl import GRPOConfig
 
     batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
+    trainer, token = split_hub_token(settings.trainer)  # never pickled into training_args.bin
+    if token and trainer.get("push_to_hub"):  # the trainer's upload reads it from the environment instead
+        os.environ["HF_TOKEN"] = token
     args = {
         "report_to": "none",
         "save_strategy": "steps",
         "logging_steps": 1,
         "logging_first_step": True,
         "log_completions": False,
-        **trl_fields(settings.trainer),
+        **trl_fields(trainer),
         "gradient_accumulation_steps": batch.accumulation,
         "seed": settings.seed,
         "remove_unused_columns": False,  # the rewards need task_id

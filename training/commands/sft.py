@@ -19,6 +19,7 @@ from reward.core.config import Alias, library_field_problems, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output, may_change_keys
+from reward.core.secrets import split_hub_token
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
@@ -500,7 +501,7 @@ def _validate(settings: SftSettings) -> None:
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     problems.extend(batch_problems(settings.trainer, processes, SFT_BATCH))
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
-    problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id))
+    problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id, split_hub_token(settings.trainer)[1]))
     if settings.trainer.get("push_to_hub"):
         problems.append("trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)")
     if problems:
@@ -561,11 +562,12 @@ def _trainer_args(settings: SftSettings, out: Path) -> Any:
     from trl import SFTConfig
 
     batch = resolve_batch(settings.trainer, launch_processes(), SFT_BATCH)
+    trainer, _ = split_hub_token(settings.trainer)  # the token goes to the upload, never into training_args.bin
     args = {
         "report_to": "none",
         "save_strategy": "steps",
         "logging_first_step": True,
-        **trl_fields(settings.trainer),
+        **trl_fields(trainer),
         "gradient_accumulation_steps": batch.accumulation,
         "seed": settings.seed,
     }
@@ -792,7 +794,12 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
     result["model_card"] = str(write_card(trained.scorer, card))
     write_card(out, card)  # in place of trl's template in the output folder
     if settings.push_to_hub and settings.hub_model_id:
-        result["pushed"] = push_scorer(trained.scorer, settings.hub_model_id, message=f"SA-IQA scorer: {out.name}")
+        result["pushed"] = push_scorer(
+            trained.scorer,
+            settings.hub_model_id,
+            message=f"SA-IQA scorer: {out.name}",
+            token=split_hub_token(settings.trainer)[1],
+        )
     path = atomic_write_json(out / "sft_result.json", result)
     setup.output.finish()
     srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
