@@ -10,6 +10,7 @@ from pace_judge.agents import AgentConfig
 from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
+from reward.core.bounds import BATCH, FRACTION, at_least
 from reward.core.config import Alias, parse
 from reward.core.inputs import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
@@ -42,7 +43,10 @@ class PaceConfig(ModelLoading):
     name: str = "pace"
     max_pixels: int | None = field(
         default=DEFAULT_MAX_PIXELS,
-        metadata={"help": "visual-token budget per image (and per crop); null: the checkpoint's"},
+        metadata={
+            "help": "visual-token budget per image (and per crop); null: the checkpoint's",
+            "range": at_least(1),
+        },
     )
     model: str | None = field(
         default=None, metadata={"help": "VLM checkpoint directory or Hub id; needed by backend=local"}
@@ -55,10 +59,14 @@ class PaceConfig(ModelLoading):
     )
     memory: str | None = field(default=None, metadata={"help": "memory bank folder (stored protocols, routing)"})
     omega: list[float] = field(
-        default_factory=lambda: [0.5, 0.5], metadata={"help": "Track 1 / Track 2 weights, sum 1"}
+        default_factory=lambda: [0.5, 0.5], metadata={"help": "Track 1 / Track 2 weights, sum 1", "range": FRACTION}
     )
     theta: float = field(
-        default=0.8, metadata={"help": "routing: fast path when the best cosine to a stored dimension is above this"}
+        default=0.8,
+        metadata={
+            "help": "routing: fast path when the best cosine to a stored dimension is above this",
+            "range": at_least(-1, 1),
+        },
     )
     fast_only: bool = field(
         default=False,
@@ -118,7 +126,7 @@ class PaceConfig(ModelLoading):
     )
     batch_size: int = field(
         default=32,
-        metadata={"help": "(image group, probe) queries per forward pass", "may_change": True},
+        metadata={"help": "(image group, probe) queries per forward pass", "may_change": True, "range": BATCH},
     )
 
 

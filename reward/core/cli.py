@@ -57,10 +57,12 @@ def compose(
     word becomes ``cmd=WORD``), in one Hydra compose. ``schema``: the command's settings dataclass, registered (with
     its config groups' schemas) right before composing (:func:`reward.core.schemas.register`). Old key names are
     rewritten to their new ones first (:func:`reward.core.config.renamed_items`, one warning each; an old key and its
-    new name with different values are refused); Hydra's errors become :class:`ConfigError` messages naming the key."""
+    new name with different values are refused); Hydra's errors become :class:`ConfigError` messages naming the key,
+    and so do values outside their field's range, in every typed section (:mod:`reward.core.bounds`)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from reward.core.bounds import composed_problems
     from reward.core.schemas import register
 
     args = list(overrides)
@@ -83,9 +85,12 @@ def compose(
     keys = register(config_name, schema, config_dir, args)
     args = _renamed_overrides(args, keys)
     try:
-        return _hydra_compose(config_name, args, config_dir)
+        cfg = _hydra_compose(config_name, args, config_dir)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(_hydra_message(err, config_name, keys)) from None
+    if problems := composed_problems(cfg):
+        raise ConfigError(f"invalid settings of configs/{config_name}.yaml:\n  - " + "\n  - ".join(problems))
+    return cfg
 
 
 def _hydra_compose(config_name: str, args: Sequence[str], config_dir: Path) -> Any:

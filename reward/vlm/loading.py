@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reward.core.bounds import at_least
 from reward.core.config import parse
 from reward.core.errors import MissingInputError
 
@@ -47,10 +48,18 @@ class ModelLoading:
         default="sdpa", metadata={"help": "sdpa, flash_attention_2 (pip install flash-attn), eager; null: default"}
     )
     min_pixels: int | None = field(
-        default=None, metadata={"help": "processor: images smaller than this are upscaled (null: the checkpoint's)"}
+        default=None,
+        metadata={
+            "help": "processor: images smaller than this are upscaled (null: the checkpoint's)",
+            "range": at_least(1),
+        },
     )
     max_pixels: int | None = field(
-        default=None, metadata={"help": "processor: images larger are downscaled; visual tokens = pixels / 28^2"}
+        default=None,
+        metadata={
+            "help": "processor: images larger are downscaled; visual tokens = pixels / 28^2",
+            "range": at_least(1),
+        },
     )
 
     def __post_init__(self) -> None:
