@@ -221,18 +221,18 @@ def renamed(
         tp = field_types(node).get(segs[i])
         chosen = group(tuple(segs[: i + 1])) if group is not None else None
         node = tp if is_dataclass_type(tp) else chosen
-        if node is None and i < len(segs) - 1 and _is_dict_type(tp):
+        if node is None and i < len(segs) - 1 and is_dict_type(tp):
             return tuple(segs), True
         i += 1
     return tuple(segs), False
 
 
-def _is_dict_type(tp: Any) -> bool:
+def is_dict_type(tp: Any) -> bool:
     import types
     import typing
 
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return any(_is_dict_type(a) for a in typing.get_args(tp))
+        return any(is_dict_type(a) for a in typing.get_args(tp))
     return tp is dict or typing.get_origin(tp) is dict
 
 
