@@ -12,6 +12,7 @@ from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
 from reward.core.bounds import BATCH, FRACTION, at_least
 from reward.core.config import Alias, parse
+from reward.core.errors import ConfigError
 from reward.core.inputs import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 from reward.vlm.server import ServerConfig
@@ -175,11 +176,17 @@ def calibration_source_or_none(cfg: PaceConfig) -> dict[str, Any]:
         return {}  # reported by validate
 
 
-def validate(cfg: PaceConfig) -> None:
-    """Every config problem at once, before any model is loaded."""
+def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> None:
+    """Every config problem at once, before any model is loaded: a :class:`~reward.core.errors.ConfigError` (one
+    message, exit 2) whose keys carry the prefix ``where`` (``reward`` under ``reward=pace``). ``check_model``
+    false: the model is not loaded from ``model`` (a backend was given), so its path is not checked."""
     problems = []
+    key = f"{where}." if where else ""
     if bool(cfg.protocol) == bool(cfg.dimension):
-        problems.append("pass exactly one of protocol=FILE (used as is) or dimension='...' (routed/built)")
+        which = "both" if cfg.protocol else "neither"
+        problems.append(
+            f"pass exactly one of {key}protocol=FILE (used as is) or {key}dimension='...' (routed/built), got {which}"
+        )
     if len(cfg.omega) != 2 or min(cfg.omega) < 0 or abs(sum(cfg.omega) - 1.0) > 1e-6:
         problems.append(f"omega must be two non-negative weights summing to 1 (e.g. [0.5, 0.5]), got {cfg.omega}")
     if not -1.0 <= cfg.theta <= 1.0:
@@ -188,7 +195,7 @@ def validate(cfg: PaceConfig) -> None:
         problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
-    if cfg.backend == "local" and (problem := missing_model(cfg.model, "model")):
+    if check_model and cfg.backend == "local" and (problem := missing_model(cfg.model, f"{key}model")):
         problems.append(problem)
     for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
         try:
@@ -207,4 +214,6 @@ def validate(cfg: PaceConfig) -> None:
             "(a protocol file is calibrated with python pace_judge/calibrate.py protocol=FILE ...)"
         )
     if problems:
-        raise ValueError("invalid pace config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError(
+            f"invalid {'reward=pace settings' if where else 'pace config'}:\n  - " + "\n  - ".join(problems)
+        )

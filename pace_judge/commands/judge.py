@@ -90,6 +90,8 @@ def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
     try:
         with Image.open(path) as im:
             w, h = im.size
+    except Image.DecompressionBombError as err:  # above twice PIL's own limit: refused on opening
+        raise PaceUserError(f"{path}: {err} It was not decoded; resize it, or skip_bad=true to skip it.") from None
     except (OSError, ValueError):
         w = h = 0  # not an image: load_image says so
     if max_decode_pixels is not None and w * h > max_decode_pixels:

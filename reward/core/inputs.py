@@ -3,7 +3,9 @@
 Example:
     >>> missing_model("/no/such/checkpoint", "model.path")
     'model.path=/no/such/checkpoint: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id'
-    >>> missing_model("Qwen/Qwen2.5-VL-3B-Instruct", "model.path") is None  # a Hub id: resolved when loaded
+    >>> import huggingface_hub.constants
+    >>> online = not huggingface_hub.constants.HF_HUB_OFFLINE
+    >>> missing_model("Qwen/Qwen2.5-VL-3B-Instruct", "model.path") is None or not online  # resolved when loaded
     True
 """
 
@@ -19,12 +21,31 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # NAME or OR
 
 def missing_model(value: str | None, key: str) -> str | None:
     """The problem with a model path ``value`` of setting ``key``, or ``None``: a folder that exists, or a name that
-    could be a Hub id (resolved through the Hub cache when loaded), passes; anything else is named."""
+    could be a Hub id (resolved through the Hub cache when loaded), passes; offline (``HF_HUB_OFFLINE=1``) a Hub id
+    passes only when the Hugging Face cache holds it; anything else is named."""
     if not value or Path(str(value)).expanduser().exists():
         return None
     if HUB_ID.match(str(value)) and ".." not in str(value):
-        return None
+        return _not_cached_offline(str(value), key)
     return f"{key}={value}: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id"
+
+
+def _not_cached_offline(repo: str, key: str) -> str | None:
+    """Offline, a Hub id the cache lacks, named (it would fail when its model loads); online: ``None``."""
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    if not constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        snapshot_download(repo, local_files_only=True)
+    except (LocalEntryNotFoundError, HFValidationError):
+        return (
+            f"{key}={repo}: not a folder, and the Hub repo {repo} is not in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}) while offline (HF_HUB_OFFLINE=1); download it first (hf download {repo}) "
+            f"or point {key} at a local folder"
+        )
+    return None
 
 
 def check_models(paths: dict[str, str | None]) -> None:

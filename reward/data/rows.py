@@ -237,12 +237,34 @@ def _load_from_disk(path: Path) -> Any:
 
 
 def _iter_dataset(ds: Any, ctx: _Context) -> Iterator[_Item]:
+    """The rows of ``ds``; its decoded image columns are read encoded and opened by :func:`load_image` (the pixel
+    count checked against ``max_pixels`` from the header, before decoding: a 13500x13500 image is a bad row, never a
+    ``DecompressionBombError``)."""
+    import datasets
+
+    images = [n for n, f in ds.features.items() if isinstance(f, datasets.Image) and f.decode]
+    table = _encoded(ds) if images else ds
     for line in range(1, len(ds) + 1):
         try:
-            row = dict(ds[line - 1])
+            row = dict(table[line - 1])
+            for name in images:
+                row[name] = _opened(row[name], name, ctx.max_pixels)
+        except ImageError as err:
+            row = ManifestError(f"{ctx.where(line)}: {err}")
         except (OSError, SyntaxError, ValueError) as err:  # an image column that fails to decode
             row = ManifestError(f"{ctx.where(line)}: cannot decode the row ({err}); fix or drop the image.")
         yield line, row
+
+
+def _opened(value: Any, column: str, max_pixels: int | None) -> Any:
+    """An encoded image cell (``{"bytes", "path"}``) opened as :func:`load_image` does (``None`` stays ``None``)."""
+    if not isinstance(value, dict):
+        return value
+    if value.get("bytes"):
+        return load_image(io.BytesIO(value["bytes"]), max_pixels=max_pixels)
+    if value.get("path"):
+        return load_image(value["path"], max_pixels=max_pixels)
+    raise ImageError(f"{column!r} holds neither image bytes nor a path")
 
 
 # ---------------------------------------------------------------------------------------------- fields
