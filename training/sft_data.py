@@ -127,7 +127,6 @@ def manifest_dataset(
         logger.warning("skipping %s", msg)
     keys = ("images", "prompt", "completion", "dimension", "mos", "votes", "std")
     records: dict[str, list[Any]] = {k: [] for k in keys}
-    wide: list[int] = []  # lines whose std is wider than the scale
     for row in rows:
         conv = conversation(
             queries[row.dimension]["question"], answer(queries, row.dimension, row.mos, words, mos_range)
@@ -139,18 +138,7 @@ def manifest_dataset(
         records["mos"].append(row.mos)
         records["votes"].append([float(v) for v in row.extra.get("distribution") or []])
         std = row.extra.get("std") if row_std else None
-        std = float(std) if isinstance(std, (int, float)) and std >= 0 else float("nan")
-        if std > mos_range[1] - mos_range[0]:  # wider than the scale (ratings spread at most half of it): clipped
-            wide.append(row.line)
-        records["std"].append(min(std, mos_range[1] - mos_range[0]))
-    if wide:
-        logger.warning(
-            "%s: %d rows (first: line %d) have a std above the MOS scale's width %g: clipped to it",
-            result.source,
-            len(wide),
-            wide[0],
-            mos_range[1] - mos_range[0],
-        )
+        records["std"].append(float(std) if isinstance(std, (int, float)) and std >= 0 else float("nan"))
     info = datasets.DatasetInfo(description=json.dumps(result.info)) if result.info else None
     ds = datasets.Dataset.from_dict(records, info=info)
     ds = ds.cast_column("images", datasets.Sequence(datasets.Image()))

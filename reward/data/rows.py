@@ -353,8 +353,38 @@ def _rating(row: dict, ctx: _Context, line: int, mos_range: tuple[float, float] 
         mos, used = sum(values) / len(values), ("image", "dimension")
     else:
         raise ManifestError(f"{where}: missing field 'mos' (or 'ratings'); a row looks like {RATING_EXAMPLE}.")
+    _check_spread(row, where, mos_range)
     image, _ = _image(row["image"], "image", ctx, where, line)
     return RatingRow(image, _text(row, "dimension", where), mos, line, _extra(row, used))
+
+
+MAX_VOTE_BINS = 100  # rating values a row's vote distribution may have (AVA's 10 is the most a dataset has)
+
+
+def _check_spread(row: dict, where: str, mos_range: tuple[float, float] | None) -> None:
+    """A row's ``std`` (of its ratings) and ``distribution`` (vote shares or counts per rating value), when given:
+    values that soft targets turn into work, so each is bounded. A std is a finite number >= 0 no wider than the
+    scale (ratings on ``[low, high]`` spread at most half of it); votes are 2 to ``MAX_VOTE_BINS`` finite numbers
+    >= 0 with a positive, finite sum."""
+    std = row.get("std")
+    if std is not None:
+        value = _number(std, "'std'", where)
+        width = None if mos_range is None else mos_range[1] - mos_range[0]
+        if value < 0 or (width is not None and value > width):
+            bound = "" if width is None else f" and at most the scale's width {width:g} (mos_range {tuple(mos_range)})"
+            raise ManifestError(f"{where}: 'std' {value:g} must be >= 0{bound}; fix the value or drop it.")
+    votes = row.get("distribution")
+    if votes is not None:
+        if not isinstance(votes, list | tuple) or not 2 <= len(votes) <= MAX_VOTE_BINS:
+            shown = f"{len(votes)} values" if isinstance(votes, list | tuple) else repr(votes)[:40]
+            raise ManifestError(
+                f"{where}: 'distribution' must be a list of 2 to {MAX_VOTE_BINS} vote counts, got {shown}."
+            )
+        counts = [_number(v, "each vote count in 'distribution'", where) for v in votes]
+        if min(counts) < 0 or not 0 < sum(counts) < math.inf:
+            raise ManifestError(
+                f"{where}: 'distribution' {list(votes)[:10]} must be counts >= 0 with a positive, finite sum."
+            )
 
 
 def _pair(row: dict, ctx: _Context, line: int) -> PairRow:
