@@ -83,10 +83,6 @@ def test_evaluate_with_a_malformed_scorer_exits_2_in_one_line_before_the_model_l
     assert run_cli("evaluate", run_evaluate, argv, schema=EvaluateSettings) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "sa_iqa.json: level_values is [5.0, 4.0, 3.0]" in err
-    good = {**GOOD, "queries": {**GOOD["queries"], "harmony": GOOD["queries"]["lighting"]}}
-    (scorer / "sa_iqa.json").write_text(json.dumps(good))  # a dimension the scorer lacks: refused before loading
-    with pytest.raises(UserError, match=r"reward.dimensions \['layout'\] are not in the scorer"):
-        get_reward("sa-iqa", {"model": str(scorer), "dimensions": ["lighting", "layout"]})
 
 
 def test_a_model_folder_with_a_damaged_json_file_is_refused_naming_it(tmp_path):
@@ -162,3 +158,27 @@ def test_the_judge_refuses_an_image_past_pil_limit_in_one_line(tmp_path):
     Image.new("1", (13500, 13500)).save(tmp_path / "big.png")
     with pytest.raises(PaceUserError, match=r"big.png: Image size \(182250000 pixels\) exceeds limit"):
         decode(Path(tmp_path / "big.png"), None)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'[{"question": "Is it sharp?",\n "candidates": ["\xe9"]}]', r"q.json:2: not UTF-8 text \(byte 47\)"),
+        (b'{"question": "\xe9"}\n{"question": "Is it sharp?", "candidates": ["yes"]}\n', r"q.json:1: .*UTF-8"),
+    ],
+)
+def test_a_question_file_that_is_not_utf8_is_refused_naming_the_line(tmp_path, body, said):
+    from reward.qbench.a1_questions import load_questions
+
+    (tmp_path / "q.json").write_bytes(body)
+    with pytest.raises(ManifestError, match=said):
+        load_questions(tmp_path / "q.json")
+
+
+def test_a_log_line_that_is_not_utf8_is_left_out_like_a_torn_line(tmp_path):
+    from reward.data.files import read_records
+
+    (tmp_path / "scores.jsonl").write_bytes(
+        b'{"image": "a.png", "score": 3.5}\n{"image": "\xff"}\n{"image": "b.png"}\n'
+    )
+    assert [r["image"] for r in read_records(tmp_path / "scores.jsonl")] == ["a.png", "b.png"]

@@ -152,15 +152,16 @@ def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a JSONL log (``[]`` when it does not exist); a line torn by a crash is left out."""
+    """The rows of a JSONL log (``[]`` when it does not exist); a line torn by a crash (not JSON, or not UTF-8) is
+    left out."""
     path = Path(path)
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().splitlines():
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             continue
         if isinstance(row, dict):
             rows.append(row)

@@ -24,9 +24,8 @@ import torch
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.bounds import BATCH
 from reward.core.config import Alias, parse
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
@@ -64,9 +63,7 @@ class SaIqaConfig(ModelLoading):
     dimensions: list[str] | None = field(
         default=None, metadata={"help": "score only these dimensions (default: all of the scorer's)"}
     )
-    batch_size: int = field(
-        default=32, metadata={"help": "(image, dimension) queries per forward pass", "range": BATCH}
-    )
+    batch_size: int = field(default=32, metadata={"help": "(image, dimension) queries per forward pass"})
     reuse_prefix: bool = field(default=True, metadata={"help": "encode each image once for all its dimensions"})
     backend: str = field(
         default="local",
@@ -162,11 +159,6 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     loading = loading_of(config)
     config.model = str(resolve_model_dir(config.model, key="reward.model"))  # a folder, or a Hub id (HF cache)
     meta = read_metadata(config.model)
-    unknown = [d for d in config.dimensions or () if d not in meta["queries"]]
-    if unknown:  # before the model loads
-        raise ConfigError(
-            f"reward.dimensions {unknown} are not in the scorer {config.model}; it knows {list(meta['queries'])}"
-        )
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
