@@ -195,7 +195,7 @@ def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> N
         problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
-    if check_model and cfg.backend == "local" and (problem := missing_model(cfg.model, f"{key}model")):
+    if check_model and cfg.backend == "local" and (problem := missing_model(cfg.model, f"{key}model", cached=True)):
         problems.append(problem)
     for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
         try:

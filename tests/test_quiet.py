@@ -14,7 +14,7 @@ def test_grpo_settings_build_trl_config_without_a_deprecation_warning(tmp_path):
 
     cfg = compose(
         "grpo",
-        ["reward=scene-proxy", f"policy.path={tmp_path}", "data=t.jsonl", f"out={tmp_path / 'o'}"],
+        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", f"out={tmp_path / 'o'}"],
         schema=GrpoSettings,
     )
     s = parse_settings(cfg)

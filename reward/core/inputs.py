@@ -3,9 +3,7 @@
 Example:
     >>> missing_model("/no/such/checkpoint", "model.path")
     'model.path=/no/such/checkpoint: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id'
-    >>> import huggingface_hub.constants
-    >>> online = not huggingface_hub.constants.HF_HUB_OFFLINE
-    >>> missing_model("Qwen/Qwen2.5-VL-3B-Instruct", "model.path") is None or not online  # resolved when loaded
+    >>> missing_model("Qwen/Qwen2.5-VL-3B-Instruct", "model.path") is None  # a Hub id: resolved when loaded
     True
 """
 
@@ -19,14 +17,15 @@ from reward.core.errors import MissingInputError
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # NAME or ORG/NAME, as the Hub spells repo ids
 
 
-def missing_model(value: str | None, key: str) -> str | None:
+def missing_model(value: str | None, key: str, *, cached: bool = False) -> str | None:
     """The problem with a model path ``value`` of setting ``key``, or ``None``: a folder that exists, or a name that
-    could be a Hub id (resolved through the Hub cache when loaded), passes; offline (``HF_HUB_OFFLINE=1``) a Hub id
-    passes only when the Hugging Face cache holds it; anything else is named."""
+    could be a Hub id (resolved through the Hub cache when loaded), passes; anything else is named. ``cached`` (checks
+    made right before the model loads): offline (``HF_HUB_OFFLINE=1``) a Hub id passes only when the Hugging Face
+    cache holds it."""
     if not value or Path(str(value)).expanduser().exists():
         return None
     if HUB_ID.match(str(value)) and ".." not in str(value):
-        return _not_cached_offline(str(value), key)
+        return _not_cached_offline(str(value), key) if cached else None
     return f"{key}={value}: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id"
 
 
@@ -49,7 +48,8 @@ def _not_cached_offline(repo: str, key: str) -> str | None:
 
 
 def check_models(paths: dict[str, str | None]) -> None:
-    """Every missing model of ``{key: path}`` in one :class:`MissingInputError` (none missing: nothing)."""
-    problems = [p for key, value in paths.items() if (p := missing_model(value, key))]
+    """Every missing model of ``{key: path}`` in one :class:`MissingInputError` (none missing: nothing), made right
+    before the models load: offline, a Hub id the cache lacks is missing too."""
+    problems = [p for key, value in paths.items() if (p := missing_model(value, key, cached=True))]
     if problems:
         raise MissingInputError("\n".join(problems))

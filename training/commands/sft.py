@@ -399,7 +399,7 @@ def check_inputs(settings: SftSettings) -> None:
     sources = [("data.train", settings.data.train), ("data.test", settings.data.test)]
     sources += [(f"data.cross[{i}]", v) for i, v in enumerate(settings.data.cross)]
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
-    model = missing_model(settings.model.path, "model.path")
+    model = missing_model(settings.model.path, "model.path", cached=True)
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
