@@ -105,18 +105,25 @@ def _read(source: HfSource) -> Any:
         if folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()):
             return datasets.load_from_disk(str(folder))
         return datasets.load_dataset(str(folder) if folder.is_dir() else source.name)
-    except (FileNotFoundError, ConnectionError) as err:
+    except (FileNotFoundError, ConnectionError, ValueError) as err:
+        if folder.is_dir() and not isinstance(err, FileNotFoundError | ConnectionError):
+            raise _unparsed(source, folder, err) from None
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise MissingInputError(
             f"{source}: datasets cannot read {source.name} ({first}); give a save_to_disk folder, a folder of "
             "parquet/arrow files, or a Hub dataset name that is downloaded (HF_DATASETS_OFFLINE=1 reads the cache)"
         ) from None
-    except (ValueError, OSError, datasets.exceptions.DatasetsError, pyarrow.ArrowException) as err:
-        where = _malformed_line(folder) if folder.is_dir() else None
-        raise ManifestError(
-            f"{source}: datasets cannot read {where or f'{source.name} ({_first_cause(err)})'}; fix or remove that "
-            "file, or give a save_to_disk folder or a folder of parquet/arrow files"
-        ) from None
+    except (OSError, datasets.exceptions.DatasetsError, pyarrow.ArrowException) as err:
+        raise _unparsed(source, folder, err) from None
+
+
+def _unparsed(source: HfSource, folder: Path, err: BaseException) -> ManifestError:
+    """The one-line refusal of files ``datasets`` could not parse: the file and line when found, else its reason."""
+    where = _malformed_line(folder) if folder.is_dir() else None
+    return ManifestError(
+        f"{source}: datasets cannot read {where or f'{source.name} ({_first_cause(err)})'}; fix or remove that "
+        "file, or give a save_to_disk folder or a folder of parquet/arrow files"
+    )
 
 
 def _first_cause(err: BaseException) -> str:
