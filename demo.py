@@ -36,6 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.bounds import at_least
 from reward.core.cli import compose, main
 from reward.core.config import parse
 from reward.core.outputs import prepare_output
@@ -52,12 +53,19 @@ SAMPLES = ROOT / "reward/assets/samples/ratings.jsonl"
 class SftPart:
     enabled: bool = True
     steps: int = field(
-        default=600, metadata={"help": "SFT steps of 16 fresh procedural images (a few minutes on 2 CPU cores)"}
+        default=600,
+        metadata={
+            "help": "SFT steps of 16 fresh procedural images (a few minutes on 2 CPU cores)",
+            "range": at_least(1, 1_000_000),
+        },
     )
-    test_scenes: int = field(default=80, metadata={"help": "held-out benchmark size"})
+    test_scenes: int = field(default=80, metadata={"help": "held-out benchmark size", "range": at_least(1, 1_000_000)})
     pairs: int = field(
         default=2000,
-        metadata={"help": "preference pairs drawn over the benchmark's images (the fusion fits, section 3)"},
+        metadata={
+            "help": "preference pairs drawn over the benchmark's images (the fusion fits, section 3)",
+            "range": at_least(1, 10_000_000),
+        },
     )
 
 
@@ -71,16 +79,23 @@ class BonPart:
     enabled: bool = True
     tasks: int = field(
         default=40,
-        metadata={"help": "procedural inpainting tasks reranked by the SFT scorer and by scene-proxy (Best-of-N)"},
+        metadata={
+            "help": "procedural inpainting tasks reranked by the SFT scorer and by scene-proxy (Best-of-N)",
+            "range": at_least(1, 1_000_000),
+        },
     )
-    n: int = field(default=4, metadata={"help": "candidates per task"})
+    n: int = field(default=4, metadata={"help": "candidates per task", "range": at_least(1, 4096)})
 
 
 @dataclass
 class GrpoPart:
     enabled: bool = True
     steps: int = field(
-        default=40, metadata={"help": "GRPO steps of 2 prompts x 8 completions (tiny text policy, scene-proxy reward)"}
+        default=40,
+        metadata={
+            "help": "GRPO steps of 2 prompts x 8 completions (tiny text policy, scene-proxy reward)",
+            "range": at_least(1, 1_000_000),
+        },
     )
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PIL import Image
 
+from reward.core.bounds import BATCH
 from reward.vlm import VLM, OptionLogProbs, OptionQuery, load_vlm
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 
@@ -24,7 +25,9 @@ class ModelConfig:
     path: str = field(metadata={"help": "VLM checkpoint directory (Qwen2-VL, Qwen2.5-VL, Qwen3-VL ...)"})
     dtype: str = field(default="auto", metadata={"help": "auto: bf16 on GPU, fp32 on CPU"})
     device: str | None = field(default=None, metadata={"help": "null: cuda if available"})
-    batch_size: int = field(default=32, metadata={"help": "(image group, probe) queries per forward pass"})
+    batch_size: int = field(
+        default=32, metadata={"help": "(image group, probe) queries per forward pass", "range": BATCH}
+    )
     device_map: Any = field(
         default=None,
         metadata={"help": "auto: spread a model too large for one GPU over all GPUs (reward.vlm.loading)"},

@@ -10,7 +10,9 @@ from pace_judge.agents import AgentConfig
 from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
+from reward.core.bounds import BATCH, FRACTION, at_least
 from reward.core.config import Alias, parse
+from reward.core.errors import ConfigError
 from reward.core.inputs import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 from reward.vlm.server import ServerConfig
@@ -42,7 +44,10 @@ class PaceConfig(ModelLoading):
     name: str = "pace"
     max_pixels: int | None = field(
         default=DEFAULT_MAX_PIXELS,
-        metadata={"help": "visual-token budget per image (and per crop); null: the checkpoint's"},
+        metadata={
+            "help": "visual-token budget per image (and per crop); null: the checkpoint's",
+            "range": at_least(1),
+        },
     )
     model: str | None = field(
         default=None, metadata={"help": "VLM checkpoint directory or Hub id; needed by backend=local"}
@@ -55,10 +60,14 @@ class PaceConfig(ModelLoading):
     )
     memory: str | None = field(default=None, metadata={"help": "memory bank folder (stored protocols, routing)"})
     omega: list[float] = field(
-        default_factory=lambda: [0.5, 0.5], metadata={"help": "Track 1 / Track 2 weights, sum 1"}
+        default_factory=lambda: [0.5, 0.5], metadata={"help": "Track 1 / Track 2 weights, sum 1", "range": FRACTION}
     )
     theta: float = field(
-        default=0.8, metadata={"help": "routing: fast path when the best cosine to a stored dimension is above this"}
+        default=0.8,
+        metadata={
+            "help": "routing: fast path when the best cosine to a stored dimension is above this",
+            "range": at_least(-1, 1),
+        },
     )
     fast_only: bool = field(
         default=False,
@@ -118,7 +127,7 @@ class PaceConfig(ModelLoading):
     )
     batch_size: int = field(
         default=32,
-        metadata={"help": "(image group, probe) queries per forward pass", "may_change": True},
+        metadata={"help": "(image group, probe) queries per forward pass", "may_change": True, "range": BATCH},
     )
 
 
@@ -167,11 +176,17 @@ def calibration_source_or_none(cfg: PaceConfig) -> dict[str, Any]:
         return {}  # reported by validate
 
 
-def validate(cfg: PaceConfig) -> None:
-    """Every config problem at once, before any model is loaded."""
+def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> None:
+    """Every config problem at once, before any model is loaded: a :class:`~reward.core.errors.ConfigError` (one
+    message, exit 2) whose keys carry the prefix ``where`` (``reward`` under ``reward=pace``). ``check_model``
+    false: the model is not loaded from ``model`` (a backend was given), so its path is not checked."""
     problems = []
+    key = f"{where}." if where else ""
     if bool(cfg.protocol) == bool(cfg.dimension):
-        problems.append("pass exactly one of protocol=FILE (used as is) or dimension='...' (routed/built)")
+        which = "both" if cfg.protocol else "neither"
+        problems.append(
+            f"pass exactly one of {key}protocol=FILE (used as is) or {key}dimension='...' (routed/built), got {which}"
+        )
     if len(cfg.omega) != 2 or min(cfg.omega) < 0 or abs(sum(cfg.omega) - 1.0) > 1e-6:
         problems.append(f"omega must be two non-negative weights summing to 1 (e.g. [0.5, 0.5]), got {cfg.omega}")
     if not -1.0 <= cfg.theta <= 1.0:
@@ -180,7 +195,7 @@ def validate(cfg: PaceConfig) -> None:
         problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
-    if cfg.backend == "local" and (problem := missing_model(cfg.model, "model")):
+    if check_model and cfg.backend == "local" and (problem := missing_model(cfg.model, f"{key}model", cached=True)):
         problems.append(problem)
     for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
         try:
@@ -199,4 +214,6 @@ def validate(cfg: PaceConfig) -> None:
             "(a protocol file is calibrated with python pace_judge/calibrate.py protocol=FILE ...)"
         )
     if problems:
-        raise ValueError("invalid pace config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError(
+            f"invalid {'reward=pace settings' if where else 'pace config'}:\n  - " + "\n  - ".join(problems)
+        )

@@ -33,8 +33,8 @@ logger = logging.getLogger(__name__)
 class PaceReward(TrlCallable):
     """Scores in [1, 5]; ``last_judgement`` keeps the explanations of the last batch."""
 
-    def __init__(self, cfg: PaceConfig, backend: Backend | None = None) -> None:
-        validate(cfg)
+    def __init__(self, cfg: PaceConfig, backend: Backend | None = None, where: str = "") -> None:
+        validate(cfg, where, check_model=backend is None)
         self.cfg = cfg
         self.crops = crop_config(cfg.crops)
         protocol = None
@@ -118,4 +118,4 @@ class PaceReward(TrlCallable):
 
 
 def build(cfg: dict[str, Any]) -> PaceReward:
-    return PaceReward(parse(PaceConfig, cfg, where="reward"))
+    return PaceReward(parse(PaceConfig, cfg, where="reward"), where="reward")

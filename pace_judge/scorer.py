@@ -20,6 +20,7 @@ from PIL import Image
 from pace_judge import tracks
 from pace_judge.backends import Backend
 from pace_judge.protocol import Protocol, protocol_to_dict
+from reward.core.bounds import at_least
 from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CropConfig:
-    grid: tuple[int, int] = field(default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes"})
+    grid: tuple[int, int] = field(
+        default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes", "range": at_least(1, 8)}
+    )
     combine: str = field(
         default="mean", metadata={"help": "mean | min: how a zoom probe merges the whole image with its crops"}
     )

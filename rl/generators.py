@@ -37,6 +37,7 @@ import numpy as np
 from omegaconf import MISSING
 from PIL import Image
 
+from reward.core.bounds import BATCH, SIDE, TOKENS, above, at_least
 from reward.core.config import parse, to_plain
 from reward.core.registry import Registry
 from reward.vlm.loading import resolve_dtype
@@ -123,14 +124,22 @@ class ProceduralConfig:
     name: str = "procedural"
     render_size: int = field(
         default=256,
-        metadata={"help": "the scene is rendered at most this many pixels a side, then resized to the image"},
+        metadata={
+            "help": "the scene is rendered at most this many pixels a side, then resized to the image",
+            "range": SIDE,
+        },
     )
     max_prompt_tokens: int = field(
-        default=77, metadata={"help": "words; longer prompts are truncated (and counted by the callers)"}
+        default=77,
+        metadata={"help": "words; longer prompts are truncated (and counted by the callers)", "range": TOKENS},
     )
     mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
     level_jitter: float = field(
-        default=0.25, metadata={"help": "per candidate and dimension: chance the level moves one step up or down"}
+        default=0.25,
+        metadata={
+            "help": "per candidate and dimension: chance the level moves one step up or down",
+            "range": at_least(0, 5),
+        },
     )
     jitter_by_prompt: bool = field(
         default=False,
@@ -234,26 +243,42 @@ class DiffusersConfig:
         default="auto",
         metadata={"help": "auto: bf16 on a GPU that supports it, fp32 elsewhere; or float32 / float16 / bfloat16"},
     )
-    steps: int = field(default=30, metadata={"help": "num_inference_steps"})
-    guidance: float = field(default=7.5, metadata={"help": "guidance_scale"})
-    strength: float = field(default=1.0, metadata={"help": "1.0: the masked region is painted from noise"})
+    steps: int = field(default=30, metadata={"help": "num_inference_steps", "range": at_least(1, 10_000)})
+    guidance: float = field(default=7.5, metadata={"help": "guidance_scale", "range": at_least(0)})
+    strength: float = field(
+        default=1.0, metadata={"help": "1.0: the masked region is painted from noise", "range": above(0, 1)}
+    )
     negative_prompt: str | None = field(default=None, metadata={"help": "SD1.5/SDXL only"})
-    batch_size: int = field(default=4, metadata={"help": "items per pipeline call (each with n candidates)"})
+    batch_size: int = field(
+        default=4, metadata={"help": "items per pipeline call (each with n candidates)", "range": BATCH}
+    )
     size_multiple: int = field(
-        default=8, metadata={"help": "the pipeline works at the image size rounded down to this (16 for FLUX)"}
+        default=8,
+        metadata={
+            "help": "the pipeline works at the image size rounded down to this (16 for FLUX)",
+            "range": at_least(1, 1024),
+        },
     )
     max_size: int = field(
         default=1024,
-        metadata={"help": "longer sides are scaled down to this for the pipeline, the output scaled back"},
+        metadata={
+            "help": "longer sides are scaled down to this for the pipeline, the output scaled back",
+            "range": SIDE,
+        },
     )
     paste_back: bool = field(
         default=True, metadata={"help": "keep the original pixels outside the mask (the VAE round trip alters them)"}
     )
     max_prompt_tokens: int | None = field(
-        default=None, metadata={"help": "null: the text encoder's limit (CLIP 77; FLUX: max_sequence_length)"}
+        default=None,
+        metadata={"help": "null: the text encoder's limit (CLIP 77; FLUX: max_sequence_length)", "range": TOKENS},
     )
     max_sequence_length: int = field(
-        default=512, metadata={"help": "FLUX Fill: T5 tokens of the prompt (at most 512; T5 pads to it, cost follows)"}
+        default=512,
+        metadata={
+            "help": "FLUX Fill: T5 tokens of the prompt (at most 512; T5 pads to it, cost follows)",
+            "range": TOKENS,
+        },
     )
     mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
     repeat_items: bool = field(

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from reward.core.bounds import at_least
 from reward.core.config import parse
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
@@ -41,9 +42,16 @@ class SceneProxyConfig:
         default_factory=lambda: dict(DEFAULT_WEIGHTS), metadata={"help": "fusion weight per dimension"}
     )
     size: int = field(
-        default=64, metadata={"help": "images are measured at this size (the calibration renders' size)"}
+        default=64,
+        metadata={
+            "help": "images are measured at this size (the calibration renders' size)",
+            "range": at_least(16, 4096),
+        },
     )
-    calibration_scenes: int = field(default=8, metadata={"help": "renders per (dimension, level) for the 1/5 anchors"})
+    calibration_scenes: int = field(
+        default=8,
+        metadata={"help": "renders per (dimension, level) for the 1/5 anchors", "range": at_least(1, 10_000)},
+    )
     device: str | None = field(
         default=None, metadata={"help": "unused (CPU statistics); accepted so every reward config can name a device"}
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from reward.core.bounds import COUNT, SIDE, above
 from reward.core.config import parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import write_inpainting_tasks
@@ -25,10 +26,12 @@ logger = logging.getLogger(__name__)
 @dataclass
 class TasksSettings:
     out: str = field(default=MISSING, metadata={"help": "folder to write into (tasks.jsonl, images/, masks/)"})
-    n: int = field(default=16, metadata={"help": "tasks"})
-    size: int = field(default=64, metadata={"help": "image side in pixels"})
+    n: int = field(default=16, metadata={"help": "tasks", "range": COUNT})
+    size: int = field(default=64, metadata={"help": "image side in pixels", "range": SIDE})
     seed: int = 0
-    mask_fraction: float = field(default=0.6, metadata={"help": "the centred mask covers this fraction of each side"})
+    mask_fraction: float = field(
+        default=0.6, metadata={"help": "the centred mask covers this fraction of each side", "range": above(0, 1)}
+    )
 
 
 def run(cfg: Any) -> Path:

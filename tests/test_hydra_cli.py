@@ -75,7 +75,7 @@ def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(
         parse_settings({**base, "trainer": {"max_steps": 2, "learning_rate": "fast", "lerning_rate": 1}})
     assert "trainer.learning_rate='fast': expected a float" in str(err.value)
     assert "unknown key trainer.lerning_rate (did you mean 'learning_rate'?)" in str(err.value)
-    argv = ["model.path=Org/vlm", "data.train=synthetic", "trainer.max_steps=2", f"out={tmp_path / 'o'}"]
+    argv = [f"model.path={tmp_path}", "data.train=synthetic", "trainer.max_steps=2", f"out={tmp_path / 'o'}"]
     with pytest.raises(SystemExit) as exited:
         main("sft", run_sft, argv=[*argv, "trainer.learning_rate=fast"], schema=SftSettings)
     assert exited.value.code == 2 and "trainer.learning_rate='fast': expected a float" in capsys.readouterr().err

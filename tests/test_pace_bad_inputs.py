@@ -142,7 +142,10 @@ def _images(folder: Path, n: int, size: tuple[int, int] = (40, 32)) -> None:
         Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(folder / f"im{i}.png")
 
 
-def test_judge_refuses_an_out_that_is_a_file_before_loading_anything(tmp_path, pace_protocol_path):
+def test_judge_refuses_an_out_that_is_a_file_before_loading_anything(tmp_path, pace_protocol_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # offline, the uncached Hub id is refused first
     _images(tmp_path / "imgs", 2)
     (tmp_path / "out.txt").write_text("precious")
     settings = {

@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from reward.core.bounds import COUNT, SIDE
 from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.core.summary import log_summary
@@ -25,9 +26,9 @@ logger = logging.getLogger(__name__)
 @dataclass
 class QuestionsSettings:
     out: str = field(default=MISSING, metadata={"help": "folder for the question file and its images"})
-    n: int = field(default=200, metadata={"help": "questions"})
+    n: int = field(default=200, metadata={"help": "questions", "range": COUNT})
     seed: int = 0
-    size: int = field(default=64, metadata={"help": "image side in pixels"})
+    size: int = field(default=64, metadata={"help": "image side in pixels", "range": SIDE})
     photos: str = field(
         default="train", metadata={"help": "train | heldout | all: which photos the photo families draw from"}
     )

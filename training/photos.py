@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reward.core.bounds import SIDE, at_least
 from reward.core.config import check_subcommand, parse
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
@@ -42,9 +43,13 @@ class PhotosSettings:
     photos: str | None = field(
         default=None, metadata={"help": "heldout: photo folder (default: the photos of installed packages)"}
     )
-    crop: int = field(default=112, metadata={"help": "heldout: crop side in pixels, at native scale"})
-    crops: int = field(default=2, metadata={"help": "heldout: random crops per held-out photo"})
-    side: int | None = field(default=None, metadata={"help": "heldout: downscale photos to this short side first"})
+    crop: int = field(default=112, metadata={"help": "heldout: crop side in pixels, at native scale", "range": SIDE})
+    crops: int = field(
+        default=2, metadata={"help": "heldout: random crops per held-out photo", "range": at_least(1, 1000)}
+    )
+    side: int | None = field(
+        default=None, metadata={"help": "heldout: downscale photos to this short side first", "range": SIDE}
+    )
     seed: int = field(default=0, metadata={"help": "heldout: crop positions and noise"})
     calibration: str | None = field(
         default=None, metadata={"help": "heldout: MOS table JSON (default: the built-in KADID-shaped table)"}

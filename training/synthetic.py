@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from reward.core.bounds import COUNT, SIDE, at_least
 from reward.core.config import parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import BenchmarkPaths, write_benchmark
@@ -24,12 +25,19 @@ logger = logging.getLogger(__name__)
 @dataclass
 class SyntheticSettings:
     out: str = field(default=MISSING, metadata={"help": "folder to write the benchmark into"})
-    n: int = field(default=200, metadata={"help": "scenes"})
-    size: int = field(default=64, metadata={"help": "image side in pixels"})
+    n: int = field(default=200, metadata={"help": "scenes", "range": COUNT})
+    size: int = field(default=64, metadata={"help": "image side in pixels", "range": SIDE})
     seed: int = 0
-    variants: int = field(default=1, metadata={"help": "renders per scene (same levels, other furniture)"})
-    annotators: int = field(default=5, metadata={"help": "simulated raters per image (one of them unreliable)"})
-    pairs: int | None = field(default=None, metadata={"help": "preference pairs (null: the benchmark's default)"})
+    variants: int = field(
+        default=1, metadata={"help": "renders per scene (same levels, other furniture)", "range": at_least(1, 1000)}
+    )
+    annotators: int = field(
+        default=5, metadata={"help": "simulated raters per image (one of them unreliable)", "range": at_least(1, 1000)}
+    )
+    pairs: int | None = field(
+        default=None,
+        metadata={"help": "preference pairs (null: the benchmark's default)", "range": at_least(0, 10_000_000)},
+    )
 
 
 def run(cfg: Any) -> BenchmarkPaths:

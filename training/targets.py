@@ -117,9 +117,13 @@ def two_point_target(mos: float, n_levels: int = 5, scale: tuple[float, float] =
 
 
 def _gaussian(values: np.ndarray, centre: float, std: float) -> np.ndarray:
-    logits = -((values - centre) ** 2) / (2.0 * std**2)
+    # -(v - c)^2 without its constant -c^2 (normalised away): exact for a centre far outside the scale too
+    logits = (values * (2.0 * centre) - values**2) / (2.0 * std**2)
     weights = np.exp(logits - logits.max())
     return weights / weights.sum()
+
+
+MAX_STD_WIDTHS = 1000.0  # a wider std changes the target by less than 1e-6: it is taken as this many scale widths
 
 
 def soft_target(
@@ -134,11 +138,15 @@ def soft_target(
     """A distribution over the levels (worst first) with expectation exactly ``mos`` (see module docstring).
 
     ``std`` is in MOS units (for DeQA-Score, the std of the image's ratings). ``method`` is ``"shift"`` (the
-    discretised Gaussian with its centre solved for) or ``"two-point"``.
+    discretised Gaussian with its centre solved for) or ``"two-point"``. The work is bounded whatever the std: the
+    centre is bracketed by doubling steps and bisected at most 200 times, and a std above ``MAX_STD_WIDTHS`` scale
+    widths (the flat limit, the maximum-entropy distribution of that mean) is taken as that many.
 
     >>> p = soft_target(4.8, 0.7)
     >>> round(float(p.sum()), 9), round(float(p @ [1, 2, 3, 4, 5]), 9)
     (1.0, 4.8)
+    >>> round(float(soft_target(4.8, 1e6) @ [1, 2, 3, 4, 5]), 9)  # a std of 1e6: as fast, the same expectation
+    4.8
     """
     value = _check_mos(mos, scale)
     if method not in ("shift", "two-point"):
@@ -149,11 +157,14 @@ def soft_target(
     if method == "two-point" or std < min_std or value in (scale[0], scale[1]):
         return two_point_target(value, n_levels, scale)
     width = scale[1] - scale[0]
+    std = min(std, MAX_STD_WIDTHS * width)
     low, high = scale[0] - width, scale[1] + width
+    step = width
     while _gaussian(values, low, std) @ values > value:  # widen until the expectation brackets the MOS
-        low -= width
+        low, step = low - step, 2 * step
+    step = width
     while _gaussian(values, high, std) @ values < value:
-        high += width
+        high, step = high + step, 2 * step
     for _ in range(200):
         mid = 0.5 * (low + high)
         if _gaussian(values, mid, std) @ values < value:

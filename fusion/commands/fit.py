@@ -19,6 +19,7 @@ from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptio
 from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
+from reward.core.bounds import BATCH, at_least
 from reward.core.config import parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
@@ -63,7 +64,9 @@ class FusionSettings:
         default=None,
         metadata={"help": "or: reward=NAME, a reward with dimensions (e.g. sa-iqa) scores the images in the pairs"},
     )
-    batch_size: int = field(default=8, metadata={"help": "images per Reward.score call (reward= only)"})
+    batch_size: int = field(
+        default=8, metadata={"help": "images per Reward.score call (reward= only)", "range": BATCH}
+    )
     dimensions: list[str] | None = field(
         default=None, metadata={"help": "dimensions to fuse, in order, e.g. [layout,harmony]; null = numeric keys"}
     )
@@ -99,7 +102,11 @@ class FusionSettings:
         default=100.0, metadata={"help": "box bound on each |w_j|, keeps perfectly separable data finite"}
     )
     bootstrap: int = field(
-        default=200, metadata={"help": "bootstrap resamples for the weights' confidence intervals; 0 = no intervals"}
+        default=200,
+        metadata={
+            "help": "bootstrap resamples for the weights' confidence intervals; 0 = no intervals",
+            "range": at_least(0, 1_000_000),
+        },
     )
     ci_level: float = field(default=0.95, metadata={"help": "confidence level of the bootstrap intervals"})
     holdout: float = field(

@@ -15,6 +15,7 @@ from pace_judge.agents import AgentConfig
 from pace_judge.backends import Backend
 from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate, evaluate_test
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
+from reward.core.bounds import BATCH, at_least
 from reward.core.config import parse
 from reward.core.outputs import fingerprint, path_inputs, prepare_output
 from reward.core.summary import log_summary
@@ -30,9 +31,10 @@ class AgentModel(ModelLoading):
     """The Generator agent's VLM (backend=local); loading knobs from :class:`reward.vlm.ModelLoading`."""
 
     path: str | None = field(default=None, metadata={"help": "backend=local: the VLM writing the prompts"})
-    batch_size: int = 32
+    batch_size: int = field(default=32, metadata={"help": "queries per forward pass", "range": BATCH})
     max_pixels: int | None = field(
-        default=802_816, metadata={"help": "1024 visual tokens per image (Qwen-VL: pixels / 28^2)"}
+        default=802_816,
+        metadata={"help": "1024 visual tokens per image (Qwen-VL: pixels / 28^2)", "range": at_least(1)},
     )
 
 

@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from pace_judge.config import PaceConfig, validate
 from pace_judge.pace import PaceReward
+from reward.core.bounds import BATCH, PIXELS
 from reward.core.config import parse, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import may_change_keys, prepare_output
@@ -37,7 +38,9 @@ class JudgeSettings(PaceConfig):
 
     images: str = field(default=MISSING, metadata={"help": "folder of images (png, jpg, jpeg, webp, bmp, tif)"})
     out: str = field(default=MISSING, metadata={"help": "output folder (scores.jsonl, summary.json)"})
-    images_per_call: int = field(default=8, metadata={"help": "images judged per batch", "may_change": True})
+    images_per_call: int = field(
+        default=8, metadata={"help": "images judged per batch", "may_change": True, "range": BATCH}
+    )
     skip_bad: bool = field(
         default=False,
         metadata={"help": "true: skip unreadable images (logged) instead of failing", "may_change": True},
@@ -47,6 +50,7 @@ class JudgeSettings(PaceConfig):
         metadata={
             "help": ("decode guard: larger images are refused unread (the model's visual-token budget is max_pixels)"),
             "may_change": True,
+            "range": PIXELS,
         },
     )
     resume: str = field(
@@ -86,6 +90,8 @@ def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
     try:
         with Image.open(path) as im:
             w, h = im.size
+    except Image.DecompressionBombError as err:  # above twice PIL's own limit: refused on opening
+        raise PaceUserError(f"{path}: {err} It was not decoded; resize it, or skip_bad=true to skip it.") from None
     except (OSError, ValueError):
         w = h = 0  # not an image: load_image says so
     if max_decode_pixels is not None and w * h > max_decode_pixels:

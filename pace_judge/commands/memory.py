@@ -12,6 +12,7 @@ from omegaconf import MISSING
 
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
+from reward.core.bounds import at_least
 from reward.core.config import check_subcommand, parse
 from reward.core.errors import UserError
 from reward.core.summary import log_summary
@@ -38,7 +39,11 @@ class MemorySettings:
     protocol: str | None = field(default=None, metadata={"help": "import: protocol JSON file(s), comma-separated"})
     replace: bool = field(default=False, metadata={"help": "import: replace a stored protocol of the same dimension"})
     theta: float = field(
-        default=0.8, metadata={"help": "route: fast path when the cosine to a stored dimension is above this"}
+        default=0.8,
+        metadata={
+            "help": "route: fast path when the cosine to a stored dimension is above this",
+            "range": at_least(-1, 1),
+        },
     )
     embedder: str | None = field(
         default=None, metadata={"help": "sentence-transformers path (default: all-MiniLM-L6-v2, offline)"}

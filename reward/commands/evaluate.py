@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
+from reward.core.bounds import BATCH, PIXELS, WORKERS, at_least
 from reward.core.config import parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
@@ -34,6 +35,8 @@ from reward.rewards.registry import get_reward, reward_info, reward_schemas
 from reward.vlm.server import failure_summary, served_stats, server_report
 
 logger = logging.getLogger(__name__)
+
+RESAMPLES = at_least(0, 1_000_000)
 
 
 @dataclass
@@ -79,12 +82,15 @@ class EvaluateSettings:
         default_factory=HfColumns, metadata={"help": "data=hf:...: the image, MOS and dimension columns"}
     )
     out: str = field(default=MISSING, metadata={"help": "output folder: metrics.json, scores.jsonl, scatter plots"})
-    batch_size: int = field(default=16, metadata={"help": "images per reward call", "may_change": True})
+    batch_size: int = field(
+        default=16, metadata={"help": "images per reward call", "may_change": True, "range": BATCH}
+    )
     num_workers: int = field(
         default=2,
         metadata={
             "help": "DataLoader workers decoding images while the model scores (0: in the main process)",
             "may_change": True,
+            "range": WORKERS,
         },
     )
     resume: str = field(
@@ -108,7 +114,8 @@ class EvaluateSettings:
             "help": (
                 "decode guard: larger images are refused unread (not the processor's budget: that is "
                 "reward.max_pixels)"
-            )
+            ),
+            "range": PIXELS,
         },
     )
     mos_range: list[float] | None = field(
@@ -123,7 +130,8 @@ class EvaluateSettings:
         default_factory=HorSettings, metadata={"help": "Holistic Override Rate thresholds (PACE eq. 1)"}
     )
     bootstrap: int = field(
-        default=0, metadata={"help": "resamples for 95% CIs of SRCC and HOR (0: off)", "may_change": True}
+        default=0,
+        metadata={"help": "resamples for 95% CIs of SRCC and HOR (0: off)", "may_change": True, "range": RESAMPLES},
     )
     compare: str = field(
         default="dimension",

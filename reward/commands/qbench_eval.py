@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
+from reward.core.bounds import BATCH, TOKENS, above
 from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.core.inputs import check_models
@@ -65,7 +66,9 @@ class A1Settings:
             )
         },
     )
-    max_new_tokens: int = field(default=32, metadata={"help": "generate: reply length (lmms-eval's 32)"})
+    max_new_tokens: int = field(
+        default=32, metadata={"help": "generate: reply length (lmms-eval's 32)", "range": TOKENS}
+    )
     shuffle: bool = field(
         default=True,
         metadata={"help": "shuffle the candidates (with seed); false: the file's order (as lmms-eval asks)"},
@@ -75,7 +78,7 @@ class A1Settings:
 
 @dataclass
 class A2Settings:
-    max_new_tokens: int = field(default=256, metadata={"help": "description length"})
+    max_new_tokens: int = field(default=256, metadata={"help": "description length", "range": TOKENS})
     system: str | None = None
     judge: A2JudgeSettings = field(
         default_factory=A2JudgeSettings, metadata={"help": "base_url null: descriptions only"}
@@ -94,7 +97,8 @@ class A3Settings:
             "help": (
                 "reward=qbench's softmax temperature: 100 as Q-Bench's released notebook (its published "
                 "table); 1: eq. 1 literally"
-            )
+            ),
+            "range": above(0),
         },
     )
     released: str | None = field(
@@ -126,7 +130,7 @@ class QbenchEvalSettings:
     skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
-    batch_size: int = field(default=16, metadata={"help": "questions / images per forward pass"})
+    batch_size: int = field(default=16, metadata={"help": "questions / images per forward pass", "range": BATCH})
     model: HarnessModel = field(default_factory=HarnessModel)
     a1: A1Settings = field(default_factory=A1Settings)
     a2: A2Settings = field(default_factory=A2Settings)

@@ -58,10 +58,14 @@ def compose(
     word becomes ``cmd=WORD``), in one Hydra compose. ``schema``: the command's settings dataclass, registered (with
     its config groups' schemas) right before composing (:func:`reward.core.schemas.register`). Old key names are
     rewritten to their new ones first (:func:`reward.core.config.renamed_items`, one warning each; an old key and its
-    new name with different values are refused); Hydra's errors become :class:`ConfigError` messages naming the key."""
+    new name with different values are refused; a recipe's old keys too: :mod:`reward.core.recipes`); Hydra's errors
+    become :class:`ConfigError` messages naming the key, and so do values outside their field's range, in every typed
+    section (:mod:`reward.core.bounds`)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from reward.core.bounds import composed_problems
+    from reward.core.recipes import apply_recipe_renames, recipe_leaves, recipe_renames, refuse_typed
     from reward.core.schemas import register
 
     args = list(overrides)
@@ -82,11 +86,19 @@ def compose(
         raise ConfigError(f"arguments must be key=value, got {bare}; see configs/{config_name}.yaml for the keys")
     config_dir = config_dir or CONFIG_DIR
     keys = register(config_name, schema, config_dir, args)
+    recipe = recipe_leaves(config_dir, args, set(keys.choices))
+    renames = recipe_renames(keys, recipe)
+    refuse_typed(renames)
     args = _renamed_overrides(args, keys)
     try:
-        return _hydra_compose(config_name, args, config_dir)
+        cfg = _hydra_compose(config_name, args, config_dir)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(_hydra_message(err, config_name, keys)) from None
+    given = {tuple(key.split(".")) for _, key, rest in map(_split_override, args) if rest}
+    apply_recipe_renames(cfg, renames, given, {key for _, key, _ in recipe})
+    if problems := composed_problems(cfg):
+        raise ConfigError(f"invalid settings of configs/{config_name}.yaml:\n  - " + "\n  - ".join(problems))
+    return cfg
 
 
 def _hydra_compose(config_name: str, args: Sequence[str], config_dir: Path) -> Any:

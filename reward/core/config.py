@@ -3,7 +3,8 @@
 
 :func:`parse` turns a mapping or a Hydra/OmegaConf node into a settings dataclass (nested dataclasses included) and
 reports every problem at once: unknown keys (with the close match), missing required keys and values of the wrong
-type (``temperature=hot``), each named by its full key. Commands compose their YAML with the same dataclasses,
+type (``temperature=hot``) and values outside their field's range (``batch_size=0``: :mod:`reward.core.bounds`),
+each named by its full key. Commands compose their YAML with the same dataclasses,
 registered as Hydra structured configs by the command right before it composes (:mod:`reward.core.schemas`), so a
 wrong key or type is refused before anything runs; code and tests build the same settings from plain dicts.
 
@@ -37,6 +38,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from reward.core.bounds import range_of, value_problem
 from reward.core.errors import ConfigError
 from reward.core.registry import close_match
 from reward.core.secrets import redact
@@ -108,6 +110,9 @@ def _problems(cls: type, values: dict[str, Any], prefix: str) -> list[str]:
             OmegaConf.merge(node, {key: value})
         except OmegaConfBaseException as err:
             problems.append(_type_problem(full, value, err))
+            continue
+        if problem := value_problem(full, value, range_of(fields[key])):
+            problems.append(problem)
     for name, f in fields.items():
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         required = not has_default or (f.default is MISSING)
@@ -218,18 +223,18 @@ def renamed(
         tp = field_types(node).get(segs[i])
         chosen = group(tuple(segs[: i + 1])) if group is not None else None
         node = tp if is_dataclass_type(tp) else chosen
-        if node is None and i < len(segs) - 1 and _is_dict_type(tp):
+        if node is None and i < len(segs) - 1 and is_dict_type(tp):
             return tuple(segs), True
         i += 1
     return tuple(segs), False
 
 
-def _is_dict_type(tp: Any) -> bool:
+def is_dict_type(tp: Any) -> bool:
     import types
     import typing
 
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return any(_is_dict_type(a) for a in typing.get_args(tp))
+        return any(is_dict_type(a) for a in typing.get_args(tp))
     return tp is dict or typing.get_origin(tp) is dict
 
 

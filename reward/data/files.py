@@ -129,16 +129,44 @@ def append_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
         os.fsync(handle.fileno())
 
 
+def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
+    """The JSON object in file ``path``; a file that is not UTF-8, not JSON or not an object is a
+    :class:`~reward.core.errors.UserError` naming the file (and the line), ending with ``fix``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "config.json").write_text('{"a": 1,}')
+    ...     read_json_object(Path(d) / "config.json", "re-save it")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    reward.core.errors.UserError: .../config.json:1: not JSON (Expecting property name ...); re-save it
+    """
+    from reward.core.errors import UserError
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); {fix}") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: not JSON ({err.msg}); {fix}") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot be read ({err.strerror or err}); {fix}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a JSON object; {fix}")
+    return data
+
+
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a JSONL log (``[]`` when it does not exist); a line torn by a crash is left out."""
+    """The rows of a JSONL log (``[]`` when it does not exist); a line torn by a crash (not JSON, or not UTF-8) is
+    left out."""
     path = Path(path)
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().splitlines():
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             continue
         if isinstance(row, dict):
             rows.append(row)

@@ -94,20 +94,76 @@ def columns_of(columns: HfColumns | Mapping[str, str] | None) -> HfColumns:
 
 
 def _read(source: HfSource) -> Any:
-    """The ``Dataset`` or ``DatasetDict`` the source names."""
+    """The ``Dataset`` or ``DatasetDict`` the source names; a folder whose files ``datasets`` cannot parse (a
+    malformed JSONL or CSV line, bytes that are not UTF-8, a damaged save_to_disk folder) is refused in one line
+    naming the file and line where :func:`_malformed_line` finds it."""
     import datasets
+    import pyarrow
 
     folder = Path(source.name).expanduser()
-    if folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()):
-        return datasets.load_from_disk(str(folder))
     try:
+        if folder.is_dir() and ((folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()):
+            return datasets.load_from_disk(str(folder))
         return datasets.load_dataset(str(folder) if folder.is_dir() else source.name)
-    except (FileNotFoundError, ValueError, ConnectionError) as err:
+    except (FileNotFoundError, ConnectionError, ValueError) as err:
+        if folder.is_dir() and not isinstance(err, FileNotFoundError | ConnectionError):
+            raise _unparsed(source, folder, err) from None
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise MissingInputError(
             f"{source}: datasets cannot read {source.name} ({first}); give a save_to_disk folder, a folder of "
             "parquet/arrow files, or a Hub dataset name that is downloaded (HF_DATASETS_OFFLINE=1 reads the cache)"
         ) from None
+    except (OSError, datasets.exceptions.DatasetsError, pyarrow.ArrowException) as err:
+        raise _unparsed(source, folder, err) from None
+
+
+def _unparsed(source: HfSource, folder: Path, err: BaseException) -> ManifestError:
+    """The one-line refusal of files ``datasets`` could not parse: the file and line when found, else its reason."""
+    where = _malformed_line(folder) if folder.is_dir() else None
+    return ManifestError(
+        f"{source}: datasets cannot read {where or f'{source.name} ({_first_cause(err)})'}; fix or remove that "
+        "file, or give a save_to_disk folder or a folder of parquet/arrow files"
+    )
+
+
+def _first_cause(err: BaseException) -> str:
+    """The innermost reason of a chained error, on one line (``datasets`` wraps the parser's in its own)."""
+    while (inner := err.__cause__ or err.__context__) is not None and inner is not err:
+        err = inner
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
+
+
+def _malformed_line(folder: Path) -> str | None:
+    """``FILE:LINE: what`` of the first line of a JSON Lines or CSV file under ``folder`` that does not parse as
+    UTF-8 JSON / a CSV row of the header's width (``None``: none found)."""
+    import csv
+    import json
+
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".csv")):
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = path.read_bytes()[: err.start].count(b"\n") + 1
+            return f"{path}:{line}: not UTF-8 text"
+        if path.suffix == ".csv":
+            try:
+                rows = list(csv.reader(text.splitlines()))
+            except csv.Error as err:
+                return f"{path}: {err}"
+            width = len(rows[0]) if rows else 0
+            for number, row in enumerate(rows[1:], start=2):
+                if row and len(row) != width:
+                    return f"{path}:{number}: {len(row)} fields, the header has {width}"
+            continue
+        lines = text.splitlines() if path.suffix == ".jsonl" else [text]
+        for number, line in enumerate(lines, start=1):
+            try:
+                if line.strip():
+                    json.loads(line)
+            except json.JSONDecodeError as err:
+                return f"{path}:{err.lineno if path.suffix == '.json' else number}: not JSON ({err.msg})"
+    return None
 
 
 def _pick_split(source: HfSource, data: Any, default_split: str) -> tuple[Any, str]:

@@ -278,12 +278,34 @@ def _load_from_disk(path: Path) -> Any:
 
 
 def _iter_dataset(ds: Any, ctx: _Context) -> Iterator[_Item]:
+    """The rows of ``ds``; its decoded image columns are read encoded and opened by :func:`load_image` (the pixel
+    count checked against ``max_pixels`` from the header, before decoding: a 13500x13500 image is a bad row, never a
+    ``DecompressionBombError``)."""
+    import datasets
+
+    images = [n for n, f in ds.features.items() if isinstance(f, datasets.Image) and f.decode]
+    table = _encoded(ds) if images else ds
     for line in range(1, len(ds) + 1):
         try:
-            row = dict(ds[line - 1])
+            row = dict(table[line - 1])
+            for name in images:
+                row[name] = _opened(row[name], name, ctx.max_pixels)
+        except ImageError as err:
+            row = ManifestError(f"{ctx.where(line)}: {err}")
         except (OSError, SyntaxError, ValueError) as err:  # an image column that fails to decode
             row = ManifestError(f"{ctx.where(line)}: cannot decode the row ({err}); fix or drop the image.")
         yield line, row
+
+
+def _opened(value: Any, column: str, max_pixels: int | None) -> Any:
+    """An encoded image cell (``{"bytes", "path"}``) opened as :func:`load_image` does (``None`` stays ``None``)."""
+    if not isinstance(value, dict):
+        return value
+    if value.get("bytes"):
+        return load_image(io.BytesIO(value["bytes"]), max_pixels=max_pixels)
+    if value.get("path"):
+        return load_image(value["path"], max_pixels=max_pixels)
+    raise ImageError(f"{column!r} holds neither image bytes nor a path")
 
 
 # ---------------------------------------------------------------------------------------------- fields
@@ -375,8 +397,38 @@ def _rating(row: dict, ctx: _Context, line: int, mos_range: tuple[float, float] 
         mos, used = sum(values) / len(values), ("image", "dimension")
     else:
         raise ManifestError(f"{where}: missing field 'mos' (or 'ratings'); a row looks like {RATING_EXAMPLE}.")
+    _check_spread(row, where, mos_range)
     image, _ = _image(row["image"], "image", ctx, where, line)
     return RatingRow(image, _text(row, "dimension", where), mos, line, _extra(row, used))
+
+
+MAX_VOTE_BINS = 100  # rating values a row's vote distribution may have (AVA's 10 is the most a dataset has)
+
+
+def _check_spread(row: dict, where: str, mos_range: tuple[float, float] | None) -> None:
+    """A row's ``std`` (of its ratings) and ``distribution`` (vote shares or counts per rating value), when given:
+    values that soft targets turn into work, so each is bounded. A std is a finite number >= 0 no wider than the
+    scale (ratings on ``[low, high]`` spread at most half of it); votes are 2 to ``MAX_VOTE_BINS`` finite numbers
+    >= 0 with a positive, finite sum."""
+    std = row.get("std")
+    if std is not None:
+        value = _number(std, "'std'", where)
+        width = None if mos_range is None else mos_range[1] - mos_range[0]
+        if value < 0 or (width is not None and value > width):
+            bound = "" if width is None else f" and at most the scale's width {width:g} (mos_range {tuple(mos_range)})"
+            raise ManifestError(f"{where}: 'std' {value:g} must be >= 0{bound}; fix the value or drop it.")
+    votes = row.get("distribution")
+    if votes is not None:
+        if not isinstance(votes, list | tuple) or not 2 <= len(votes) <= MAX_VOTE_BINS:
+            shown = f"{len(votes)} values" if isinstance(votes, list | tuple) else repr(votes)[:40]
+            raise ManifestError(
+                f"{where}: 'distribution' must be a list of 2 to {MAX_VOTE_BINS} vote counts, got {shown}."
+            )
+        counts = [_number(v, "each vote count in 'distribution'", where) for v in votes]
+        if min(counts) < 0 or not 0 < sum(counts) < math.inf:
+            raise ManifestError(
+                f"{where}: 'distribution' {list(votes)[:10]} must be counts >= 0 with a positive, finite sum."
+            )
 
 
 def _pair(row: dict, ctx: _Context, line: int) -> PairRow:

@@ -45,14 +45,23 @@ def _column(columns: dict[str, Any], name: str, n: int) -> list[Any]:
 
 def images_from_column(column: str = "image", index: int = 0) -> Callable[..., list[Any]]:
     """A render that returns each completion's image from the dataset column ``column``; a list of images (trl's
-    ``images`` column) gives its image at ``index``. ``None`` entries stay ``None`` (no score)."""
+    ``images`` column) gives its image at ``index``. ``None`` entries, and lists without an image at ``index`` (an
+    empty list), are ``None`` (no score, counted).
+
+    >>> images_from_column("images")(["p", "q"], ["c", "d"], images=[[], ["IMG"]])
+    [None, 'IMG']
+    """
 
     def render(prompts: Sequence[str], completions: Sequence[str], **columns: Any) -> list[Any]:
         values = _column(columns, column, len(completions))
-        return [v[index] if isinstance(v, list | tuple) else v for v in values]
+        return [_item(v, index) if isinstance(v, list | tuple) else v for v in values]
 
     render.__name__ = f"images_from_column({column!r})"
     return render
+
+
+def _item(values: Sequence[Any], index: int) -> Any:
+    return values[index] if -len(values) <= index < len(values) else None
 
 
 def render_from_pipeline(

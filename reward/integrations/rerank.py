@@ -3,8 +3,8 @@
 Scores every image with one ``Reward.score`` call and keeps the ``k`` best, best first. The direction is the
 reward's registered ``higher_is_better`` (for a lower-is-better reward the lowest scores come first), never its name.
 Ties are broken by position: of equal scores, the image given first ranks first (a stable sort). An image the
-reward could not score (NaN) ranks after every scored one and is never among the ``k`` unless fewer than ``k`` were
-scored.
+reward could not score (NaN, or ±inf: read as NaN) ranks after every scored one and is never among the ``k`` unless
+fewer than ``k`` were scored.
 
 Example:
     >>> from reward import get_reward, rerank
@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,15 @@ def rerank(
             f"{type(reward).__name__} was not built by reward.get_reward, so its direction is unknown: pass "
             "rerank(..., higher_is_better=True) or build it with reward.get_reward"
         )
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise ValueError(f"rerank: k={k!r} must be a whole number of images to keep (an int, e.g. k=2)")
+    if prompts is not None and (isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence)):
+        raise ValueError(
+            f"rerank: prompts={prompts!r} must be a list of strings, one per image (e.g. prompts=[prompt] * n), not "
+            f"a {type(prompts).__name__}"
+        )
+    if prompts is not None and not all(isinstance(p, str) for p in prompts):
+        raise ValueError("rerank: prompts must be strings, one per image")
     pil = as_images(images)
     if not pil:
         raise ValueError("rerank needs at least one image")
@@ -71,9 +81,10 @@ def rerank(
         raise ValueError(f"rerank: {len(prompts)} prompts for {len(pil)} images; give one prompt per image")
     if not 1 <= k <= len(pil):
         raise ValueError(f"rerank: k={k} must be between 1 and the number of images ({len(pil)})")
-    scores = [float(v) for v in reward.score(pil, None if prompts is None else list(prompts)).scores.tolist()]
-    if len(scores) != len(pil):
-        raise ValueError(f"{type(reward).__name__}.score returned {len(scores)} scores for {len(pil)} images")
+    out = reward.score(pil, None if prompts is None else list(prompts)).scores
+    if getattr(out, "ndim", 1) != 1 or len(out) != len(pil):
+        raise ValueError(f"{type(reward).__name__}.score returned {len(out)} scores for {len(pil)} images")
+    scores = [float(v) if math.isfinite(float(v)) else math.nan for v in out.tolist()]  # ±inf: not scored
 
     def key(i: int) -> tuple[bool, float]:  # unscored last; then best first; sorted() is stable: ties keep order
         s = scores[i]

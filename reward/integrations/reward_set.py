@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["ITEM_ERRORS", "NamedReward", "RewardSet", "ScoreResult", "named_reward", "reward_configs"]
 
 ITEM_ERRORS = (ValueError, RuntimeError, OSError)  # what a reward raises on a bad image (a UserError excepted)
+RANGE_TOLERANCE = 1e-4  # a score this fraction of its range's width outside it is rounding, clipped onto the range
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,14 @@ class NamedReward:
 @dataclass
 class ScoreResult:
     """Scores of one reward for a batch: ``value`` (normalised if asked) and ``raw`` per item, ``None`` = no score;
-    ``failed`` counts the items that had an image but no score."""
+    ``failed`` counts the items that had an image but no score, ``out_of_range`` those of them whose score fell
+    outside the reward's ``score_range`` (see :meth:`RewardSet.in_range`)."""
 
     value: list[float | None]
     raw: list[float | None]
     dimensions: dict[str, list[float | None]] = field(default_factory=dict)
     failed: int = 0
+    out_of_range: int = 0
 
 
 def named_reward(
@@ -81,7 +84,34 @@ def named_reward(
         )
     if normalize and span is None:
         raise ValueError(f"{name}: normalize=True needs the reward's score_range=(low, high)")
-    return NamedReward(name, name, reward, higher, tuple(span) if span else (-math.inf, math.inf))
+    return NamedReward(name, name, reward, higher, checked_range(name, span, normalize) if span else UNBOUNDED)
+
+
+UNBOUNDED = (-math.inf, math.inf)
+
+
+def checked_range(name: str, span: Any, finite: bool = False) -> tuple[float, float]:
+    """``span`` as ``(low, high)`` floats with ``low < high`` (finite ones when ``finite``: a range to normalise by);
+    else a ``ValueError`` naming the reward.
+
+    >>> checked_range("r", (1, 5))
+    (1.0, 5.0)
+    >>> checked_range("r", (1, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: r: score_range=(1, 1) must be (low, high) with low < high, e.g. (1.0, 5.0)
+    """
+    try:
+        low, high = (float(v) for v in span)
+        if isinstance(span, str | bytes) or any(isinstance(v, str | bytes) for v in span):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: score_range={span!r} must be two numbers (low, high), e.g. (1.0, 5.0)") from None
+    if not low < high:
+        raise ValueError(f"{name}: score_range={span!r} must be (low, high) with low < high, e.g. (1.0, 5.0)")
+    if finite and not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name}: normalize=True needs a finite score_range, got {span!r}")
+    return low, high
 
 
 def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -155,8 +185,25 @@ class RewardSet:
             return value if r.higher_is_better else 1.0 - value
         return value if r.higher_is_better else -value
 
+    @staticmethod
+    def in_range(r: NamedReward, value: float | None) -> float | None:
+        """``value`` if it lies in the reward's ``score_range`` (within a rounding tolerance of
+        :data:`RANGE_TOLERANCE` of its width, clipped onto it), else ``None``: a score outside the range the reward
+        declares is no score (a broken model or reward), never a made-up number; the caller counts it.
+
+        >>> r = NamedReward("r", "r", None, True, (1.0, 5.0))
+        >>> RewardSet.in_range(r, 5.0000001), RewardSet.in_range(r, 7.0), RewardSet.in_range(r, None)
+        (5.0, None, None)
+        """
+        low, high = r.score_range
+        if value is None or not (math.isfinite(low) and math.isfinite(high)):
+            return value
+        slack = RANGE_TOLERANCE * (high - low)
+        return min(max(value, low), high) if low - slack <= value <= high + slack else None
+
     def score(self, images: Sequence[Any], prompts: Sequence[str] | None = None) -> dict[str, ScoreResult]:
-        """Every reward on the images that exist (``None`` images give ``None`` scores)."""
+        """Every reward on the images that exist (``None`` images give ``None`` scores); a score outside the reward's
+        range is ``None`` and counted (:meth:`in_range`, one warning per batch)."""
         idx = [i for i, im in enumerate(images) if im is not None]
         present = [images[i] for i in idx]
         texts = [prompts[i] for i in idx] if prompts is not None else None
@@ -164,13 +211,19 @@ class RewardSet:
         for r in self.rewards:
             raw: list[float | None] = [None] * len(images)
             dims: dict[str, list[float | None]] = {}
+            outside = []
             for k, (score, dim_scores) in enumerate(score_each(r, present, texts)):
-                raw[idx[k]] = score
+                raw[idx[k]] = self.in_range(r, score)
+                if score is not None and raw[idx[k]] is None:
+                    outside.append(score)
                 for d, v in dim_scores.items():
                     dims.setdefault(d, [None] * len(images))[idx[k]] = v
+            if outside:
+                note = "reward %s scored %d item(s) outside its score_range %s (e.g. %s): counted as not scored"
+                logger.warning(note, r.label, len(outside), r.score_range, outside[0])
             value = [None if v is None else self.to_unit(r, v) for v in raw]
             failed = sum(1 for i in idx if raw[i] is None)
-            out[r.label] = ScoreResult(value, raw, dims, failed)
+            out[r.label] = ScoreResult(value, raw, dims, failed, len(outside))
         return out
 
 
@@ -202,6 +255,12 @@ def score_each(
                 logger.warning("reward %s failed on item %d: %s", r.label, i, item_err)
     result: list[tuple[float | None, dict[str, float | None]]] = [(None, {}) for _ in images]
     for out, span in zip(outs, spans, strict=True):
+        got = len(out.scores) if getattr(out.scores, "ndim", 1) == 1 else f"shape {tuple(out.scores.shape)} of"
+        if got != len(span):
+            raise UserError(
+                f"reward {r.label}: score returned {got} scores for {len(span)} images; a reward returns one score "
+                "per image (NaN for one it cannot score)"
+            )
         for k, i in enumerate(span):
             dims = {d: _finite(float(v[k])) for d, v in out.dimensions.items()}
             result[i] = (_finite(float(out.scores[k])), dims)

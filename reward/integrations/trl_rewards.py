@@ -17,13 +17,13 @@ images in one ``Reward.score`` call, and an item that fails or scores NaN or ±i
 (a conversational one: the text of its last message). A render may return a :class:`Rendered` instead of the images:
 the texts the rewards get as prompts, and what to do once the batch is scored.
 
-Per batch it logs through trl's ``log_metric``: ``<name>/failed`` (items without a score, a failed render
-included), the means of ``<name>/raw`` and of each of its dimensions ``<name>/<dimension>``, ``time/reward_s``, and
-for a reward scored through servers (``backend=openai``) its requests, failures (``server_failed`` and per reason
-``server_failed/REASON``), retries and mean missing top-k mass. :attr:`TrlRewards.tally` adds up the completions and
-those without a usable reward, for a guard that stops a run whose rewards fail. When every scoring server is down
-(``ServersDown``) the error stops training, or with ``servers_down="none"`` the batch gets ``None`` from every reward
-and the tally keeps the message.
+Per batch it logs through trl's ``log_metric``: ``<name>/failed`` (items without a score, a failed render included;
+``<name>/out_of_range``: those of them scored outside the reward's ``score_range``), the means of ``<name>/raw`` and
+of each of its dimensions ``<name>/<dimension>``, ``time/reward_s``, and for a reward scored through servers
+(``backend=openai``) its requests, failures (``server_failed`` and per reason ``server_failed/REASON``), retries and
+mean missing top-k mass. :attr:`TrlRewards.tally` adds up the completions and those without a usable reward, for a
+guard that stops a run whose rewards fail. When every scoring server is down (``ServersDown``) the error stops
+training, or with ``servers_down="none"`` the batch gets ``None`` from every reward and the tally keeps the message.
 
 Example:
     >>> from reward import get_reward, trl_reward_func
@@ -201,6 +201,8 @@ class TrlRewards:
     def _log(self, log_metric: Callable[[str, float], None], scores: dict[str, ScoreResult], before: dict) -> None:
         for label, res in scores.items():
             log_metric(f"{label}/failed", float(sum(v is None for v in res.value)))
+            if res.out_of_range:
+                log_metric(f"{label}/out_of_range", float(res.out_of_range))
             for name, values in {"raw": res.raw, **res.dimensions}.items():
                 if ok := [v for v in values if v is not None]:
                     log_metric(f"{label}/{name}", sum(ok) / len(ok))

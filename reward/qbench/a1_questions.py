@@ -82,7 +82,11 @@ class Question:
 
 def json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     """Each element of a top-level JSON list with the line it starts on."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise ManifestError(f"{path}:{line}: not UTF-8 text (byte {err.start}); save the file as UTF-8") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -194,8 +198,8 @@ def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
         return _table_items(path)
     if not path.is_file():
         raise MissingInputError(f"question file {str(path)!r} does not exist; pass a LLVisionQA JSON or JSONL file")
-    head = path.read_text(encoding="utf-8").lstrip()[:1]
-    return json_list_items(path) if head == "[" else iter_jsonl(path)
+    head = path.read_bytes().lstrip()[:1]  # (bytes: a line that is not UTF-8 is named where it is read)
+    return json_list_items(path) if head == b"[" else iter_jsonl(path)
 
 
 ABSOLUTE_HINT = " (or pass allow_absolute_paths=true to read absolute paths)"

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import torch
 from PIL import Image
 
+from reward.core.bounds import BATCH, above
 from reward.core.config import Alias, parse
 from reward.core.errors import ConfigError
 from reward.core.inputs import check_models
@@ -53,9 +54,9 @@ class QBenchConfig(ModelLoading):
         default=False,
         metadata={"help": "use Q-Bench+'s synonym sets (good/high/fine vs poor/low/bad) unless words given"},
     )
-    temperature: float = field(default=1.0, metadata={"help": "softmax temperature T"})
+    temperature: float = field(default=1.0, metadata={"help": "softmax temperature T", "range": above(0)})
     system: str | None = field(default=None, metadata={"help": "optional system prompt"})
-    batch_size: int = field(default=16, metadata={"help": "images per forward pass"})
+    batch_size: int = field(default=16, metadata={"help": "images per forward pass", "range": BATCH})
     backend: str = field(
         default="local",
         metadata={"help": "local: the model in this process; openai: OpenAI-compatible servers (server.*)"},

@@ -24,6 +24,7 @@ import torch
 from omegaconf import MISSING
 from PIL import Image
 
+from reward.core.bounds import BATCH
 from reward.core.config import Alias, parse
 from reward.core.errors import ConfigError, MissingInputError
 from reward.data.images import as_images
@@ -63,7 +64,9 @@ class SaIqaConfig(ModelLoading):
     dimensions: list[str] | None = field(
         default=None, metadata={"help": "score only these dimensions (default: all of the scorer's)"}
     )
-    batch_size: int = field(default=32, metadata={"help": "(image, dimension) queries per forward pass"})
+    batch_size: int = field(
+        default=32, metadata={"help": "(image, dimension) queries per forward pass", "range": BATCH}
+    )
     reuse_prefix: bool = field(default=True, metadata={"help": "encode each image once for all its dimensions"})
     backend: str = field(
         default="local",

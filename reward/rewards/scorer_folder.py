@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ FORMAT_NAME = "sa-iqa-scorer"
 VERSION = 1
 FORMAT = f"{FORMAT_NAME}/{VERSION}"
 REQUIRED = ("queries", "level_words", "level_values")
+MAX_LEVELS = 100  # rating words per query: each is a candidate token scored for every image
 
 
 class ScorerFormatError(UserError):
@@ -53,8 +55,9 @@ def write_metadata(scorer_dir: str | Path, meta: Mapping[str, Any]) -> Path:
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
-    """``sa_iqa.json`` of a scorer folder, refused when it is missing, of another format or a newer version, or
-    lacks the queries, level words or values."""
+    """``sa_iqa.json`` of a scorer folder, refused in one line naming the file when it is missing, not UTF-8 JSON, of
+    another format or a newer version, or its queries, level words or values are missing or malformed (a question
+    that is no non-empty string, fewer values than words, a string where a number belongs, empty ``queries``...)."""
     meta_path = Path(path) / METADATA
     if not meta_path.is_file():
         raise MissingInputError(
@@ -62,11 +65,17 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
             "scorer/ folder that training/sft.py writes in its out= folder."
         )
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ScorerFormatError(
+            f"{meta_path}: not UTF-8 text (byte {err.start}); rewrite it with training/sft.py"
+        ) from None
     except json.JSONDecodeError as err:
         raise ScorerFormatError(
             f"{meta_path}: not JSON ({err.msg} at line {err.lineno}); rewrite it with training/sft.py"
         ) from None
+    except OSError as err:
+        raise ScorerFormatError(f"{meta_path}: cannot be read ({err.strerror}); check the scorer folder") from None
     if not isinstance(meta, dict):
         raise ScorerFormatError(f"{meta_path}: not a JSON object; rewrite it with training/sft.py")
     _check(meta, meta_path)
@@ -85,3 +94,46 @@ def _check(meta: Mapping[str, Any], where: Path) -> None:
     missing = [k for k in REQUIRED if k not in meta]
     if missing:
         raise ScorerFormatError(f"{where}: missing keys {missing}; rewrite it with training/sft.py")
+    if problem := _content_problem(meta):
+        raise ScorerFormatError(f"{where}: {problem}; rewrite it with training/sft.py")
+
+
+def _content_problem(meta: Mapping[str, Any]) -> str | None:
+    """What is wrong with the queries, level words and values of ``meta`` (``None``: nothing): every value a reward
+    reads from the file, checked before any model loads.
+
+    >>> _content_problem({"queries": {"a": {"question": "Q", "response_prefix": "P"}}, "level_words": ["x", "y"],
+    ...                   "level_values": [1, "2"]})
+    "level_values[1] is '2', not a finite number"
+    """
+    queries, words, values = meta["queries"], meta["level_words"], meta["level_values"]
+    if not isinstance(queries, dict) or not queries:
+        return f"queries is {_shown(queries)}, not an object of one query per dimension"
+    for dim, query in queries.items():
+        if not isinstance(query, dict):
+            return f"queries.{dim} is {_shown(query)}, not an object with a question and a response_prefix"
+        for key in ("question", "response_prefix"):
+            if not isinstance(query.get(key), str) or (key == "question" and not query[key].strip()):
+                return f"queries.{dim}.{key} is {_shown(query.get(key))}, not a non-empty string"
+    if not isinstance(words, list) or len(words) < 2 or len(words) > MAX_LEVELS:
+        return f"level_words is {_shown(words)}, not a list of 2 to {MAX_LEVELS} words"
+    for i, word in enumerate(words):
+        if not isinstance(word, str) or not word.strip():
+            return f"level_words[{i}] is {_shown(word)}, not a word"
+    if len(set(words)) < len(words):
+        return f"level_words {words} repeats a word"
+    if not isinstance(values, list) or len(values) != len(words):
+        return f"level_values is {_shown(values)}, not a list of {len(words)} numbers (one per level word)"
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"level_values[{i}] is {_shown(value)}, not a finite number"
+    base = meta.get("base_model")
+    if base is not None and (not isinstance(base, str) or not base.strip()):
+        return f"base_model is {_shown(base)}, not a model folder or Hub id (or null for a full model)"
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value as the message shows it: short, with its JSON type when that is the problem."""
+    text = repr(value) if not isinstance(value, (dict, list)) else json.dumps(value)[:60]
+    return "null" if value is None else text if len(text) <= 60 else text[:57] + "..."

@@ -13,14 +13,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reward.core.bounds import at_least
 from reward.core.config import parse
 from reward.core.errors import MissingInputError
+from reward.data.files import read_json_object
 
 if TYPE_CHECKING:  # torch and the model are imported when a model loads: settings are read before
     import torch
@@ -47,10 +48,18 @@ class ModelLoading:
         default="sdpa", metadata={"help": "sdpa, flash_attention_2 (pip install flash-attn), eager; null: default"}
     )
     min_pixels: int | None = field(
-        default=None, metadata={"help": "processor: images smaller than this are upscaled (null: the checkpoint's)"}
+        default=None,
+        metadata={
+            "help": "processor: images smaller than this are upscaled (null: the checkpoint's)",
+            "range": at_least(1),
+        },
     )
     max_pixels: int | None = field(
-        default=None, metadata={"help": "processor: images larger are downscaled; visual tokens = pixels / 28^2"}
+        default=None,
+        metadata={
+            "help": "processor: images larger are downscaled; visual tokens = pixels / 28^2",
+            "range": at_least(1),
+        },
     )
 
     def __post_init__(self) -> None:
@@ -131,6 +140,9 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None
         raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32") from None
 
 
+_RESAVE = "the model folder is damaged: download or save it again (save_pretrained)"
+
+
 def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
     """The checkpoint's processor, also on machines without torchvision (no video processor there).
 
@@ -185,7 +197,7 @@ def _processor_without_video(path: str | Path, budget: dict[str, int] | None = N
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     proc_cfg = Path(path) / "processor_config.json"
-    name = json.loads(proc_cfg.read_text()).get("processor_class") if proc_cfg.is_file() else None
+    name = read_json_object(proc_cfg, _RESAVE).get("processor_class") if proc_cfg.is_file() else None
     if name is None:
         model_type = AutoConfig.from_pretrained(path).model_type
         name = PROCESSOR_MAPPING_NAMES.get(model_type)
@@ -235,6 +247,9 @@ def load_vlm(
     loading = loading or ModelLoading()
     if not Path(path).exists() and not str(path).count("/") == 1:
         raise MissingInputError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
+    for name in ("config.json", "preprocessor_config.json", "processor_config.json"):  # one line, not a traceback
+        if (Path(path) / name).is_file():
+            read_json_object(Path(path) / name, _RESAVE)
     dev = resolve_device(loading.device)
     model = AutoModelForImageTextToText.from_pretrained(
         path, **loading.model_kwargs(resolve_dtype(loading.dtype, dev))
@@ -269,7 +284,7 @@ def adapter_base(path: str | Path) -> str | None:
     config = Path(path) / "adapter_config.json"
     if not config.is_file():
         return None
-    base = json.loads(config.read_text()).get("base_model_name_or_path")
+    base = read_json_object(config, "re-save the adapter with peft's save_pretrained").get("base_model_name_or_path")
     if not base:
         raise MissingInputError(f"{config}: no base_model_name_or_path; the adapter cannot be loaded without its base")
     return str(base)

@@ -59,6 +59,7 @@ from typing import Any, TypeVar
 import torch
 from PIL import Image
 
+from reward.core.bounds import FRACTION, RETRIES, above, at_least
 from reward.core.config import parse
 from reward.core.errors import ConfigError, UserError
 from reward.vlm.model import OptionLogProbs, OptionQuery, content_parts
@@ -93,7 +94,10 @@ class ServerConfig:
     api_key: str | None = field(default="EMPTY", metadata={"help": "or the OPENAI_API_KEY environment variable"})
     top_logprobs: int = field(
         default=20,
-        metadata={"help": "options outside the top-k: bounded by the k-th probability (vLLM: --max-logprobs)"},
+        metadata={
+            "help": "options outside the top-k: bounded by the k-th probability (vLLM: --max-logprobs)",
+            "range": at_least(1, 1000),
+        },
     )
     max_missing_mass: float = field(
         default=0.01,
@@ -102,25 +106,41 @@ class ServerConfig:
                 "most option probability absent options may hold (upper bound, as a share of the options' "
                 "mass) for an item to be scored, absent ones as 0: the score moves by at most this fraction"
                 " of its range"
-            )
+            ),
+            "range": FRACTION,
         },
     )
-    timeout: float = field(default=60.0, metadata={"help": "seconds per request"})
+    timeout: float = field(default=60.0, metadata={"help": "seconds per request", "range": above(0)})
     max_retries: int = field(
-        default=3, metadata={"help": "further tries of a failed request (another server first), each after a backoff"}
+        default=3,
+        metadata={
+            "help": "further tries of a failed request (another server first), each after a backoff",
+            "range": RETRIES,
+        },
     )
     backoff: float = field(
         default=0.5,
-        metadata={"help": "seconds before the first retry, doubled each time (with jitter), at most backoff_max"},
+        metadata={
+            "help": "seconds before the first retry, doubled each time (with jitter), at most backoff_max",
+            "range": at_least(0),
+        },
     )
-    backoff_max: float = 8.0
-    concurrency: int = field(default=8, metadata={"help": "requests in flight at most, over all servers"})
+    backoff_max: float = field(
+        default=8.0, metadata={"help": "the longest wait between retries, in seconds", "range": at_least(0)}
+    )
+    concurrency: int = field(
+        default=8, metadata={"help": "requests in flight at most, over all servers", "range": at_least(1, 4096)}
+    )
     breaker_failures: int = field(
         default=5,
-        metadata={"help": "failed tries in a row that mark a server down (0: never); all down: the run stops"},
+        metadata={
+            "help": "failed tries in a row that mark a server down (0: never); all down: the run stops",
+            "range": at_least(0),
+        },
     )
     breaker_cooldown: float = field(
-        default=60.0, metadata={"help": "seconds a server marked down is skipped before it is tried again"}
+        default=60.0,
+        metadata={"help": "seconds a server marked down is skipped before it is tried again", "range": at_least(0)},
     )
     tokenizer: str | None = field(
         default=None,

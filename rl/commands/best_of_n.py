@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 from tqdm import tqdm
 
+from reward.core.bounds import BATCH, COUNT, PIXELS, at_least
 from reward.core.config import parse, to_plain
 from reward.core.errors import ConfigError
 from reward.core.inputs import missing_model
@@ -62,19 +63,21 @@ class BestOfNSettings:
     n: int = field(
         default=4,
         metadata={
-            "help": "candidates per task (the paper: 4); n=1 seed=S reproduces candidate S - seed of every task"
+            "help": "candidates per task (the paper: 4); n=1 seed=S reproduces candidate S - seed of every task",
+            "range": at_least(1, 4096),
         },
     )
     seed: int = field(default=0, metadata={"help": "candidate j of every task uses seed + j"})
     tasks_per_call: int = field(
-        default=8, metadata={"help": "tasks per generator / reward call (each with n candidates)"}
+        default=8, metadata={"help": "tasks per generator / reward call (each with n candidates)", "range": BATCH}
     )
-    limit: int | None = field(default=None, metadata={"help": "use only the first tasks"})
+    limit: int | None = field(default=None, metadata={"help": "use only the first tasks", "range": COUNT})
     skip_bad: bool = field(
         default=True, metadata={"help": "bad manifest rows: named by file:line, skipped and counted"}
     )
     max_decode_pixels: int = field(
-        default=DEFAULT_MAX_PIXELS, metadata={"help": "decode guard: larger images are refused unread"}
+        default=DEFAULT_MAX_PIXELS,
+        metadata={"help": "decode guard: larger images are refused unread", "range": PIXELS},
     )
     sheets: bool = field(
         default=True, metadata={"help": "write one contact sheet per task with the scores under the images"}

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import torch
 from omegaconf import MISSING
 
+from reward.core.bounds import FRACTION, PIXELS, TOKENS, at_least
 from reward.core.config import Alias, library_field_problems, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
@@ -84,6 +85,7 @@ from training.shared.deepspeed import (
 )
 from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
+from training.shared.sizes import length_hint, require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
 from training.shared.watchdog import Watchdog, WatchdogCallback
 
@@ -105,8 +107,13 @@ class ExpansionPromptSettings:
 
 @dataclass
 class HeldOutSettings:
-    every: int = field(default=10, metadata={"help": "held-out evaluation every K steps (0: off)", "may_change": True})
-    max_new_tokens: int | None = field(default=None, metadata={"help": "null: trainer.max_completion_length"})
+    every: int = field(
+        default=10,
+        metadata={"help": "held-out evaluation every K steps (0: off)", "may_change": True, "range": at_least(0)},
+    )
+    max_new_tokens: int | None = field(
+        default=None, metadata={"help": "null: trainer.max_completion_length", "range": TOKENS}
+    )
 
 
 # trl.GRPOConfig fields, NAME -> (default, help): the paper's where App. D.3 states them (group 8, batch 4, eq. 8's
@@ -189,13 +196,17 @@ class GrpoSettings:
     )
     eval_tasks: int = field(
         default=8,
-        metadata={"help": "tasks held out of data when eval_data is null (whole groups: possibly a few more)"},
+        metadata={
+            "help": "tasks held out of data when eval_data is null (whole groups: possibly a few more)",
+            "range": at_least(1, 1_000_000),
+        },
     )
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
     skip_bad: bool = field(default=True, metadata={"help": "bad rows named by file:line, skipped and counted"})
     max_decode_pixels: int = field(
-        default=DEFAULT_MAX_PIXELS, metadata={"help": "decode guard: larger images are refused unread"}
+        default=DEFAULT_MAX_PIXELS,
+        metadata={"help": "decode guard: larger images are refused unread", "range": PIXELS},
     )
     reward: Any = field(
         default=None,
@@ -226,6 +237,7 @@ class GrpoSettings:
             "help": "a step in which more than this fraction of the completions got no reward stops the run (exit 2, "
             "complete: false); 1.0: only a step with no usable reward at all",
             "may_change": True,
+            "range": FRACTION,
         },
     )
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -258,6 +270,7 @@ class GrpoSettings:
         metadata={
             "help": "images saved per step in out/samples (first-vs-last grid; main process)",
             "may_change": True,
+            "range": at_least(0, 1024),
         },
     )
     stall_timeout_s: float = field(
@@ -265,6 +278,7 @@ class GrpoSettings:
         metadata={
             "help": "no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)",
             "may_change": True,
+            "range": at_least(0),
         },
     )
     trainer: dict[str, Any] = field(
@@ -315,6 +329,7 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     field_problems = library_field_problems(GRPOConfig, trl_fields(settings.trainer), "trainer")
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     field_problems += batch_problems(settings.trainer, processes, GRPO_BATCH)
+    field_problems += trainer_size_problems(settings.trainer)
     problems.extend(field_problems)
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
@@ -673,6 +688,8 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
     with restored_weights_quiet() if setup.restored else contextlib.nullcontext():  # its key warnings are moot
         global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
     train_s = time.perf_counter() - start
+    if guard.failure is None:  # (a guard's stop says why itself, in report)
+        require_trained(global_step, "GRPO", length_hint(settings.trainer))  # no policy from no step
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
     return Trained(trainer, global_step, train_s, clock, render, scoring, heldout_cb, stop.requested_at, guard)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from omegaconf import MISSING
 
+from reward.core.bounds import BATCH, FRACTION, PIXELS, SIDE, above, at_least
 from reward.core.config import Alias, library_field_problems, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
@@ -58,6 +59,7 @@ from training.shared.deepspeed import (
 )
 from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
+from training.shared.sizes import length_hint, require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
 from training.streams import STREAMS
 
@@ -172,9 +174,12 @@ class DataSettings:
         default=True, metadata={"help": "bad rows are reported with file and line, skipped and counted"}
     )
     max_decode_pixels: int = field(
-        default=36_000_000, metadata={"help": "decode guard (not the processor budget: model.max_pixels)"}
+        default=36_000_000,
+        metadata={"help": "decode guard (not the processor budget: model.max_pixels)", "range": PIXELS},
     )
-    synthetic_size: int = field(default=64, metadata={"help": "data.train=synthetic: image size in pixels"})
+    synthetic_size: int = field(
+        default=64, metadata={"help": "data.train=synthetic: image size in pixels", "range": SIDE}
+    )
     soft_targets: Any = field(
         default=False,
         metadata={
@@ -229,13 +234,20 @@ class DataSettings:
     )
     soft_std: float = field(
         default=0.5,
-        metadata={"help": "std (MOS units) of the Gaussian where a row has no votes (true) or no std (gaussian)"},
+        metadata={
+            "help": "std (MOS units) of the Gaussian where a row has no votes (true) or no std (gaussian)",
+            "range": above(0, 100),
+        },
     )
     perception: str | None = field(
         default=None, metadata={"help": 'A1 questions mixed in: an LLVisionQA file, or "synthetic" (fresh every step)'}
     )
     perception_fraction: float = field(
-        default=0.5, metadata={"help": "share of perception examples (1.0: perception only, data.train not read)"}
+        default=0.5,
+        metadata={
+            "help": "share of perception examples (1.0: perception only, data.train not read)",
+            "range": FRACTION,
+        },
     )
     perception_families: list[str] | None = field(
         default=None, metadata={"help": "data.perception=synthetic: question families (default all)"}
@@ -244,17 +256,23 @@ class DataSettings:
         default="letter", metadata={"help": 'completion: "letter" (B) or "letter_text" (B. The second image)'}
     )
     perception_shuffle: float = field(
-        default=1.0, metadata={"help": "share of questions with options shuffled as task=a1 does (0: given order)"}
+        default=1.0,
+        metadata={
+            "help": "share of questions with options shuffled as task=a1 does (0: given order)",
+            "range": FRACTION,
+        },
     )
     photos: str | None = field(
         default=None,
         metadata={"help": "data.train=distorted-photos: photo folder (default: photos of installed packages)"},
     )
     photos_crop: int = field(
-        default=112, metadata={"help": "data.train=distorted-photos: crop side in pixels, at native scale"}
+        default=112,
+        metadata={"help": "data.train=distorted-photos: crop side in pixels, at native scale", "range": SIDE},
     )
     photos_side: int | None = field(
-        default=None, metadata={"help": "data.train=distorted-photos: downscale photos to this short side first"}
+        default=None,
+        metadata={"help": "data.train=distorted-photos: downscale photos to this short side first", "range": SIDE},
     )
     calibration: str | None = field(
         default=None, metadata={"help": "data.train=distorted-photos: JSON {type: [MOS at levels 1-5]}"}
@@ -263,7 +281,9 @@ class DataSettings:
         default=False,
         metadata={"help": "manifest training: random native-scale crops and horizontal flips (training.augment)"},
     )
-    augment_crop: float = field(default=0.875, metadata={"help": "side fraction each random crop keeps"})
+    augment_crop: float = field(
+        default=0.875, metadata={"help": "side fraction each random crop keeps", "range": above(0, 1)}
+    )
 
 
 @dataclass
@@ -280,7 +300,10 @@ class LossSettings:
     )
     rating_weight: float = field(
         default=1.0,
-        metadata={"help": "kind=nll: weight of the rating-word token in the completion loss (1: plain trl loss)"},
+        metadata={
+            "help": "kind=nll: weight of the rating-word token in the completion loss (1: plain trl loss)",
+            "range": at_least(0, 1000),
+        },
     )
     deqa_weight: float = field(
         default=0.05, metadata={"help": "kind=deqa: weight of (CE + KL) of each side (DeQA: --weight_next_token)"}
@@ -366,7 +389,7 @@ class SftSettings:
         metadata={"help": "also evaluate the untrained model into out/before/, for comparison", "may_change": True},
     )
     eval_batch_size: int = field(
-        default=16, metadata={"help": "images per scoring call at the end", "may_change": True}
+        default=16, metadata={"help": "images per scoring call at the end", "may_change": True, "range": BATCH}
     )
     trainer: dict[str, Any] = field(
         default_factory=_paper_trainer,
@@ -497,6 +520,7 @@ def _validate(settings: SftSettings) -> None:
     from trl import SFTConfig
 
     problems.extend(library_field_problems(SFTConfig, trl_fields(settings.trainer), "trainer"))
+    problems.extend(trainer_size_problems(settings.trainer))
     problems.extend(plan_problems(settings.plan_for))
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     problems.extend(batch_problems(settings.trainer, processes, SFT_BATCH))
@@ -523,7 +547,7 @@ def check_inputs(settings: SftSettings) -> None:
     sources += [(f"data.cross[{i}]", v) for i, v in enumerate(settings.data.cross)]
     sources = sources[:1] if settings.targets_out else sources  # targets_out reads data.train only
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
-    model = None if settings.targets_out else missing_model(settings.model.path, "model.path")
+    model = None if settings.targets_out else missing_model(settings.model.path, "model.path", cached=True)
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
@@ -720,6 +744,7 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
     )
     with restored_weights_quiet() if restored else contextlib.nullcontext():  # its key warnings are moot
         train_out = trainer.train(resume_from_checkpoint=setup.resume_from)
+    require_trained(train_out.global_step, "SFT", length_hint(settings.trainer))  # no scorer from no step
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     main_process, scorer = trainer.is_world_process_zero(), None
     if main_process:

@@ -9,11 +9,12 @@ from each checkpoint's published ``config.json`` and counted the same way.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from reward.data.files import read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -145,11 +146,14 @@ class ModelShape:
         return self.llm_params + self.vision_params + self.aligner_params
 
 
+_RESAVE = "the model folder is damaged: download or save it again (save_pretrained)"
+
+
 def _config_dict(path: str) -> tuple[dict[str, Any], str] | None:
     """The config.json of a model folder, or of a hub id in the local cache; None when neither has one."""
     local = Path(path).expanduser()
     if local.is_dir() and (local / "config.json").is_file():
-        return json.loads((local / "config.json").read_text()), f"{local / 'config.json'}"
+        return read_json_object(local / "config.json", _RESAVE), f"{local / 'config.json'}"
     if local.exists() or path.count("/") != 1:
         return None
     try:
@@ -159,7 +163,7 @@ def _config_dict(path: str) -> tuple[dict[str, Any], str] | None:
     except Exception:  # noqa: BLE001 - an id the cache cannot name: not cached
         return None
     if isinstance(cached, str) and Path(cached).is_file():
-        return json.loads(Path(cached).read_text()), f"{cached} (Hugging Face cache)"
+        return read_json_object(cached, _RESAVE), f"{cached} (Hugging Face cache)"
     return None
 
 

@@ -1,0 +1,97 @@
+"""The trainer's sizes and counts, checked before anything loads, and a run that trained no step, refused after.
+
+``trainer.*`` is a library's settings (trl's ``SFTConfig``, ``GRPOConfig``): its types are checked against the
+library's fields, its sizes here, against :data:`TRAINER_RANGES` (one table for SFT and GRPO; a key the table does not
+name passes). A zero, negative or absurd size would otherwise train 0 steps and say done
+(``gradient_accumulation_steps=-3``, ``num_train_epochs=0``), fail deep in torch (``per_device_train_batch_size=0``)
+or run for days. :func:`require_trained` is the backstop after training: a run that made no optimizer step exits
+non-zero, before anything is exported.
+
+Example:
+    >>> trainer_size_problems({"gradient_accumulation_steps": -3, "num_train_epochs": 0, "max_steps": -1})
+    ['trainer.gradient_accumulation_steps=-3: must be between 1 and 65,536', 'trainer.num_train_epochs=0: must be \
+above 0 and at most 10,000 (or set trainer.max_steps=N)']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reward.core.bounds import Range, above, at_least, table_problems
+from reward.core.errors import UserError
+
+MAX_BATCH = 65_536  # samples per device and step, accumulation steps, generations per prompt
+MAX_STEPS = 10**9
+
+TRAINER_RANGES: dict[str, Range] = {
+    "per_device_train_batch_size": at_least(1, MAX_BATCH),
+    "per_device_eval_batch_size": at_least(1, MAX_BATCH),
+    "gradient_accumulation_steps": at_least(1, MAX_BATCH),
+    "global_batch_size": at_least(1, MAX_BATCH * 64),  # ours: the effective batch (training.shared.batch)
+    "max_steps": at_least(-1, MAX_STEPS),  # -1: the epochs decide (0 refused below)
+    "learning_rate": at_least(0, 10),
+    "weight_decay": at_least(0),
+    "max_grad_norm": at_least(0),
+    "warmup_steps": at_least(0, MAX_STEPS),
+    "warmup_ratio": at_least(0, 1),
+    "logging_steps": above(0, MAX_STEPS),
+    "save_steps": above(0, MAX_STEPS),
+    "eval_steps": above(0, MAX_STEPS),
+    "save_total_limit": at_least(1),
+    "dataloader_num_workers": at_least(0, 1024),
+    # GRPO (trl.GRPOConfig)
+    "num_generations": at_least(2, MAX_BATCH),  # a group's advantages need 2 completions
+    "generation_batch_size": at_least(1, MAX_BATCH * 64),
+    "steps_per_generation": at_least(1, MAX_BATCH),
+    "num_iterations": at_least(1, 1000),
+    "max_completion_length": at_least(1, 1_000_000),
+    "max_prompt_length": at_least(1, 1_000_000),
+    "temperature": above(0, 100),
+    "beta": at_least(0),
+    "epsilon": at_least(0),
+}
+MAX_EPOCHS = 10_000
+
+
+def trainer_size_problems(trainer: Mapping[str, Any], where: str = "trainer") -> list[str]:
+    """Out-of-range sizes among ``trainer`` (a ``trainer.*`` section): :data:`TRAINER_RANGES`, plus ``max_steps``
+    -1 or N >= 1, and ``num_train_epochs`` > 0 unless ``max_steps`` sets the length."""
+    problems = table_problems(trainer, TRAINER_RANGES, where)
+    steps = trainer.get("max_steps", -1)
+    if steps == 0:
+        problems.append(f"{where}.max_steps=0: give -1 (the epochs decide) or a number of steps >= 1")
+    epochs = trainer.get("num_train_epochs")
+    steps_set = isinstance(steps, int) and not isinstance(steps, bool) and steps > 0
+    if epochs is not None and not steps_set and not above(0, MAX_EPOCHS).admits(epochs):
+        span = above(0, MAX_EPOCHS).describe()
+        problems.append(f"{where}.num_train_epochs={epochs!r}: must be {span} (or set {where}.max_steps=N)")
+    return problems
+
+
+class NothingTrained(UserError):
+    """A training run that made no optimizer step: nothing is exported and the run is not complete."""
+
+
+def require_trained(global_step: int, what: str, settings_hint: str) -> None:
+    """Refuse a run that made no optimizer step (nothing to export; its result would be the untrained model).
+
+    >>> require_trained(3, "SFT", "")
+    >>> require_trained(0, "SFT", "trainer.num_train_epochs=0")
+    Traceback (most recent call last):
+    ...
+    training.shared.sizes.NothingTrained: SFT trained 0 steps (trainer.num_train_epochs=0): nothing was exported; \
+give the run at least one step (trainer.max_steps=N, or num_train_epochs > 0 over a non-empty training set)
+    """
+    if global_step > 0:
+        return
+    raise NothingTrained(
+        f"{what} trained 0 steps{f' ({settings_hint})' if settings_hint else ''}: nothing was exported; give the run "
+        "at least one step (trainer.max_steps=N, or num_train_epochs > 0 over a non-empty training set)"
+    )
+
+
+def length_hint(trainer: Mapping[str, Any]) -> str:
+    """The settings that set a run's length, as ``key=value`` words (for :func:`require_trained`'s message)."""
+    keys = ("max_steps", "num_train_epochs", "gradient_accumulation_steps", "per_device_train_batch_size")
+    return ", ".join(f"trainer.{k}={trainer[k]}" for k in keys if k in trainer)
