@@ -16,19 +16,15 @@ Example:
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.data.files import atomic_write_text
-from reward.vlm.hub import is_repo_id
+from training.shared.cards import CARD, command_line, front_matter, write_card_text
 
 __all__ = ["CARD", "ScorerCard", "command_line", "render_card", "write_card"]
 
-CARD = "README.md"
 TAGS = ("image-quality-assessment", "reward-model", "sa-iqa", "vision-language-model", "perceptual-rewards")
 METRICS = ("srcc", "plcc", "krcc", "hor", "n")
 
@@ -51,25 +47,14 @@ class ScorerCard:
     steps: int | None = None
 
 
-def _hub_dataset(source: str | None) -> str | None:
-    """The Hub dataset id of an ``hf:ORG/NAME[:SPLIT]`` source (a folder is no Hub dataset)."""
-    if not source or not source.startswith("hf:"):
-        return None
-    name = source[3:].rsplit(":", 1)[0] if source.count(":") > 1 else source[3:]
-    return name if is_repo_id(name) and not Path(name).exists() else None
-
-
 def _front_matter(card: ScorerCard) -> str:
-    lines = ["---"]
-    if is_repo_id(card.base_model) and not Path(card.base_model).exists():
-        lines.append(f"base_model: {card.base_model}")
-    lines.append(f"library_name: {'peft' if card.adapter else 'transformers'}")
-    lines.append("pipeline_tag: image-text-to-text")
-    lines += ["tags:", *(f"- {t}" for t in TAGS)]
-    hub_data = sorted({d for d in (_hub_dataset(card.train_data), _hub_dataset(card.test_data)) if d})
-    if hub_data:
-        lines += ["datasets:", *(f"- {d}" for d in hub_data)]
-    return "\n".join([*lines, "---"])
+    return front_matter(
+        card.base_model,
+        "peft" if card.adapter else "transformers",
+        "image-text-to-text",
+        TAGS,
+        (card.train_data, card.test_data),
+    )
 
 
 def _split(card: ScorerCard, key: str) -> str:
@@ -155,41 +140,4 @@ def render_card(card: ScorerCard) -> str:
 
 def write_card(folder: str | Path, card: ScorerCard) -> Path:
     """Write ``folder/README.md`` (replacing any template there); returns its path."""
-    path = Path(folder) / CARD
-    atomic_write_text(path, render_card(card))
-    return path
-
-
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            out.update(_flat(v, f"{prefix}{k}."))
-        return out or ({prefix[:-1]: {}} if prefix else {})
-    return {prefix[:-1]: node}
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, list | tuple | dict):
-        return shlex.quote(json.dumps(v, separators=(",", ":")).replace('"', ""))
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return str(v).lower()
-    return shlex.quote(str(v))
-
-
-def command_line(script: str, settings: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
-    """The command that makes these ``settings``: ``python SCRIPT`` with a ``key=value`` for each setting that
-    differs from ``defaults`` (the command's config composed without overrides; a key it lacks is ``+key``).
-
-    >>> command_line("training/sft.py", {"a": 1, "t": {"lr": 0.1, "x": [1, 2]}}, {"a": 1, "t": {"lr": 0.2}})
-    "python training/sft.py t.lr=0.1 +t.x='[1,2]'"
-    """
-    now, base = _flat(settings), _flat(defaults)
-    parts = [
-        f"{'' if key in base else '+'}{key}={_value(value)}"
-        for key, value in now.items()
-        if key not in base or base[key] != value
-    ]
-    return " ".join([f"python {script}", *parts])
+    return write_card_text(folder, render_card(card))
