@@ -100,7 +100,9 @@ def _heldout_table(card: PolicyCard, rewards: Sequence[Mapping[str, Any]]) -> li
 
 
 def _training_rewards(card: PolicyCard) -> list[str]:
-    train = (card.result.get("summary") or {}).get("train") or {}
+    train = dict((card.result.get("summary") or {}).get("train") or {})
+    if len(train) == 2:  # one reward: its curve is the total's
+        train.pop("reward", None)
     return [
         f"- training {name}: {v['first']:.4f} over the first {v['steps_each']} step(s) -> {v['last']:.4f} over the "
         "last (the policy's sampled completions)"

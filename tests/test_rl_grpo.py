@@ -4,6 +4,7 @@ generator, scene-proxy reward), held-out rewards, plots, resume, every registere
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from reward import list_rewards
 from reward.core.cli import compose
 from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
-from rl.inpaint_tasks import load_tasks
+from rl.inpaint_tasks import load_tasks, policy_view
 from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -128,7 +129,6 @@ def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny
 def _check_the_policy_card(out: Path, result: dict, heldout: list, *, tiny_lm, tasks, qbench, capsys) -> None:
     """The policy's card (not trl's template): base policy, rewards with their models, generator, tasks, the held-out
     reward before and after, a snippet that runs on the saved policy, and a command that makes the same settings."""
-    import re
     import shlex
 
     from reward.core.config import parse
@@ -216,6 +216,11 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
     assert watch.changed and all("lora_" in n for n in watch.changed)  # the adapter moved, nothing else
     assert (tmp_path / "policy" / "adapter_config.json").exists()
     assert len((tmp_path / "heldout.jsonl").read_text().splitlines()) == 2
+    card = (tmp_path / "policy" / "README.md").read_text()  # the adapter's card, not peft's template
+    assert "library_name: peft" in card and f"A LoRA adapter on `{tiny_vlm_path}` (a vision-language model" in card
+    snippet = re.search(r"## Use\n.*?```python\n(.*?)```", card, re.S).group(1)
+    masked = policy_view(task, "masked")
+    exec(snippet.replace("THIS_FOLDER_OR_REPO_ID", str(tmp_path / "policy")), {"MASKED_IMAGE": masked})
 
 
 def _settings(tmp_path, tasks, *extra: str):
