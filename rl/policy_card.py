@@ -139,7 +139,10 @@ def _use(card: PolicyCard) -> list[str]:
             "```python",
             "from transformers import pipeline",
             "",
-            'expand = pipeline("image-text-to-text", model="THIS_FOLDER_OR_REPO_ID")',
+            "from reward.vlm import load_processor  # the processor, also without torchvision",
+            "",
+            'policy = "THIS_FOLDER_OR_REPO_ID"',
+            'expand = pipeline("image-text-to-text", model=policy, processor=load_processor(policy))',
             f"text = {user!r}",
             'messages = [{"role": "user", "content": [{"type": "image", "image": MASKED_IMAGE}, '
             '{"type": "text", "text": text}]}]',
