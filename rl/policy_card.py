@@ -235,7 +235,8 @@ def render_card(card: PolicyCard) -> str:
 
 def default_record(config_name: str, schema: type, record: Mapping[str, Any]) -> dict[str, Any]:
     """The command's settings with nothing given but the record's choice in each of the schema's config groups
-    (``reward=NAME``): what a card's command line is written against (a choice that does not compose: none)."""
+    (``reward=NAME``): what a card's command line is written against (a choice that does not compose: the config's
+    own; no config at all: none, so that the card's command names every setting rather than the run failing)."""
     from omegaconf import OmegaConf
 
     from reward.core.cli import compose
@@ -245,11 +246,13 @@ def default_record(config_name: str, schema: type, record: Mapping[str, Any]) ->
     chosen = [
         f"{g}={record[g]['name']}" for g in groups if isinstance(record.get(g), Mapping) and record[g].get("name")
     ]
-    try:
-        cfg = compose(config_name, chosen, schema=schema)
-    except ConfigError:
-        cfg = compose(config_name, [], schema=schema)
-    return OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False)  # type: ignore[return-value]
+    for overrides in (chosen, []):
+        try:
+            cfg = compose(config_name, overrides, schema=schema)
+        except ConfigError:
+            continue
+        return OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False)  # type: ignore[return-value]
+    return {}  # no defaults to leave out: the command then names every setting
 
 
 def write_cards(
