@@ -13,18 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fusion.uncertainty import ComparisonRow
+from reward.core.summary import text_table
 from reward.rewards.fusion_weights import FusionWeights
 
 __all__ = ["format_comparison_table", "format_weights_table", "plot_weights"]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True))
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
+    return text_table(header, rows, right)
 
 
 def format_weights_table(weights: FusionWeights) -> str:

@@ -159,9 +159,9 @@ def read_history(path: Path) -> list[dict[str, Any]]:
 
 
 def truncate_records(out: Path, step: int) -> dict[str, int]:
-    """Back to the checkpoint a run resumes from (after ``step`` updates): held-out rows after ``step`` and sample
-    rows (and images) of batches drawn at ``step`` or later are dropped, so no step appears twice and none comes
-    from the abandoned part of the run. Returns how many rows each file lost."""
+    """Back to the checkpoint a run resumes from (after ``step`` updates): held-out rows and sample rows (and
+    images) of steps after ``step`` are dropped (samples are labelled by the update they train), so no step appears
+    twice and none comes from the abandoned part of the run. Returns how many rows each file lost."""
     dropped = {"heldout": 0, "samples": 0}
     history = out / "heldout.jsonl"
     if history.is_file():
@@ -173,7 +173,7 @@ def truncate_records(out: Path, step: int) -> dict[str, int]:
     samples = out / "samples" / "samples.jsonl"
     if samples.is_file():
         rows = read_records(samples)
-        keep = [r for r in rows if int(r.get("step", 0)) < step]  # a batch drawn at step s trains update s + 1
+        keep = [r for r in rows if int(r.get("step", 0)) <= step]  # labelled by the update they train
         dropped["samples"] = len(rows) - len(keep)
         if dropped["samples"]:
             kept_paths = {r.get("path") for r in keep}

@@ -7,7 +7,8 @@ step (:func:`task_seed`; common random numbers: a group's completions differ onl
 the generator's limit; the rewards score the images with the prompts as used. It logs ``inpaint/empty``,
 ``inpaint/truncated``, ``inpaint/failed`` and ``time/inpaint_s`` with trl's ``log_metric``; once the batch is scored,
 the main process (``write_samples``) saves the first ``samples_per_step`` images to ``samples/`` with the first
-reward's value (``samples.jsonl``), and ``log_extra`` gets the prompts used and the sample paths.
+reward's value (``samples.jsonl``), labelled with the step they train (the console's ``step N/M``: a batch trl draws
+after N - 1 updates trains update N), and ``log_extra`` gets the prompts used and the sample paths.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class InpaintingRender:
             log_metric("time/inpaint_s", self.inpaint_s)
 
         def when_scored(scores: dict[str, ScoreResult]) -> None:
-            paths = self._save_samples(step, images, used, next(iter(scores.values())))
+            # labelled by the update these completions train, the console's "step N/M" (trl draws at N - 1)
+            paths = self._save_samples(step + 1, images, used, next(iter(scores.values())))
             if log_extra is not None:
                 log_extra("expanded_prompt", list(used))
                 log_extra("sample_image", paths)

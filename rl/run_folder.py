@@ -27,19 +27,30 @@ def run_inputs(
     {'data': 't.jsonl', 'reward.sa-iqa.model': '/m', 'generator': '/g'}
     """
     inputs: dict[str, Any] = dict(files)
-    schemas = reward_schemas()
     for role, entries in rewards:
         indexed = role.endswith("{i}")
-        for i, (name, cfg) in enumerate(reward_configs(entries)):
+        for i, entry in enumerate(entries):
             label = role.replace("{i}", str(i)) if indexed else role
-            cfg = apply_aliases(schemas.get(f"{name}_schema"), cfg, where=label)  # reward.path: its model
-            for key in MODEL_KEYS:
-                if isinstance(cfg.get(key), str):
-                    inputs[f"{label}.{name}.{key}"] = cfg[key]
+            ((name, models),) = reward_models([entry], where=label)
+            inputs.update({f"{label}.{name}.{key}": path for key, path in models.items()})
     gen = to_plain(generator) if generator else {}
     if isinstance(gen.get("path"), str):
         inputs["generator"] = gen["path"]
     return inputs
+
+
+def reward_models(entries: Sequence[Any], where: str = "reward") -> list[tuple[str, dict[str, str]]]:
+    """Each reward entry's name and the model files its config names (``MODEL_KEYS``; old key names read as new).
+
+    >>> reward_models(["qbench", {"name": "sa-iqa", "path": "/scorer", "batch_size": 4}])
+    [('qbench', {}), ('sa-iqa', {'model': '/scorer'})]
+    """
+    schemas = reward_schemas()
+    out = []
+    for name, cfg in reward_configs(entries):
+        cfg = apply_aliases(schemas.get(f"{name}_schema"), cfg, where=where)  # reward.path: its model
+        out.append((name, {key: cfg[key] for key in MODEL_KEYS if isinstance(cfg.get(key), str)}))
+    return out
 
 
 def settings_record(settings: Any, *, leave_out: Sequence[str] = ()) -> dict[str, Any]:

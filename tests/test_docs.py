@@ -59,3 +59,41 @@ def test_every_config_starts_with_the_command_that_runs_it():
         if first.startswith("# @package"):
             first = path.read_text().splitlines()[1]  # a recipe: after the @package line
         assert re.match(r"# (python|accelerate launch|bash|trl sft) ", first), f"{path}: {first}"
+
+
+def _call_at(code: str, start: int) -> str:
+    """The call that opens at ``code[start:]``, to its closing parenthesis."""
+    depth = 0
+    for end in range(start, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[end], 0)
+        if code[end] == ")" and depth == 0:
+            return code[start : end + 1]
+    return code[start:]
+
+
+def _grpo_configs() -> list[tuple[str, str]]:
+    """Every ``GRPOConfig(...)`` call of the python blocks of the README and of docs/, with where it is."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text()
+        for block in re.finditer(r"```python\n(.*?)```", text, re.S):
+            for call in re.finditer(r"GRPOConfig\(", block.group(1)):
+                line = text[: block.start(1) + call.start()].count("\n") + 1
+                found.append((f"{path.relative_to(ROOT)}:{line}", _call_at(block.group(1), call.start())))
+    return found
+
+
+@pytest.mark.parametrize("where,call", _grpo_configs())
+def test_every_trl_snippet_builds_its_grpo_config_on_this_machine(where, call, tmp_path, monkeypatch):
+    """A snippet copied onto a machine without a bf16 GPU (this CPU one) must not stop at trl's own bf16 check."""
+    import torch
+    from trl import GRPOConfig
+
+    monkeypatch.chdir(tmp_path)  # where its output_dir goes
+    try:
+        eval(call, {"GRPOConfig": GRPOConfig, "torch": torch})  # noqa: S307 - the docs' own code
+    except Exception as err:  # noqa: BLE001 - the message says which snippet and how to fix it
+        pytest.fail(
+            f"{where}: {call} fails on this machine ({err}); let the snippet pick the precision: "
+            "bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported()"
+        )

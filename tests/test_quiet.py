@@ -37,3 +37,22 @@ def test_library_warnings_we_cannot_fix_are_filtered_once_and_others_still_show(
             )
         warnings.warn("`something_else` is deprecated", FutureWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["`something_else` is deprecated"]
+
+
+def test_render_from_pipeline_draws_inside_trls_bar_without_the_pipelines_own(tmp_path, capfd):
+    from diffusers import StableDiffusionPipeline
+
+    from reward.integrations.renderers import render_from_pipeline
+    from reward.testing.diffusion import make_tiny_text_to_image
+
+    pipe = StableDiffusionPipeline.from_pretrained(make_tiny_text_to_image(tmp_path / "t2i"))
+    pipe.set_progress_bar_config(desc="denoising")  # the user's own setting of the pipeline's bar
+    draw = {"num_inference_steps": 2, "height": 64, "width": 64}
+    capfd.readouterr()
+    images = render_from_pipeline(pipe, **draw)(["p", "p"], ["a sunny room", "a dark room"])
+    quiet = capfd.readouterr().err
+    render_from_pipeline(pipe, progress_bar=True, **draw)(["p"], ["a sunny room"])
+    shown = capfd.readouterr().err
+    assert len(images) == 2 and all(im is not None for im in images)
+    assert "denoising" in shown and "denoising" not in quiet  # the bar is drawn only when asked for
+    assert pipe._progress_bar_config == {"desc": "denoising"}  # the pipeline's setting is left as it was

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,30 @@ def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp
     assert second["tasks"] == 1 and sorted(p.name for p in (out / "chosen").iterdir()) == ["0000.png"]
     (old,) = tmp_path.glob("bon.old-*")  # the first run, whole: no file of it beside the new one's
     assert {p.name: p.read_bytes() for p in (old / "chosen").iterdir()} == before
+
+
+def test_the_closing_summary_is_printed_as_a_table_and_kept_whole_in_summary_json(tmp_path, caplog):
+    manifest = write_inpainting_tasks(tmp_path / "tasks", 3, size=32, seed=1)
+    out = tmp_path / "bon"
+    judge = "judge={name: scene-proxy, weights: {layout: 1.0}, calibration_scenes: 2}"
+    argv = ["reward=scene-proxy", "reward.calibration_scenes=2", f"data={manifest}", f"out={out}", "n=2", judge]
+    with caplog.at_level(logging.INFO):
+        summary = run_best_of_n(_compose(argv))
+    printed = [r.getMessage() for r in caplog.records]
+    assert not [m for m in printed if '"mean_chosen"' in m]  # no JSON line on the console
+    (table,) = [
+        m for m in printed if m.startswith("best-of-2 on 3 tasks, picked by scene-proxy, judged by scene-proxy")
+    ]
+    rows = dict(re.split(r"\s{2,}", line.strip()) for line in table.splitlines()[3:])  # label, value
+    assert rows["mean scene-proxy of the chosen candidate"] == f"{summary['mean_chosen']:.4f}"
+    assert rows["mean scene-proxy of a random candidate"] == f"{summary['mean_random']:.4f}"
+    verdict = f"{summary['judge_wins']} / {summary['judge_ties']} / {summary['judge_losses']}"
+    assert rows["judge scene-proxy: chosen wins / ties / losses"] == verdict
+    assert rows["win rate (a tie is no win)"] == f"{summary['win_rate']:.4f}"
+    saved = json.loads((out / "summary.json").read_text())
+    assert {k: saved[k] for k in ("mean_chosen", "win_rate", "servers")} == {
+        k: summary[k] for k in ("mean_chosen", "win_rate", "servers")
+    }
 
 
 def test_n0_is_refused_at_the_start_and_n1_reproduces_one_candidate(tmp_path):

@@ -4,6 +4,7 @@ generator, scene-proxy reward), held-out rewards, plots, resume, every registere
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from reward import list_rewards
 from reward.core.cli import compose
 from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
-from rl.inpaint_tasks import load_tasks
+from rl.inpaint_tasks import load_tasks, policy_view
 from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -90,7 +91,7 @@ def test_config_problems_are_reported_together_before_anything_loads(tmp_path):
 
 
 @pytest.mark.slow
-def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny_lm, tasks, tmp_path, request):
+def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny_lm, tasks, tmp_path, request, capsys):
     out = tmp_path / "run"
     qbench = tiny_reward_config("qbench", request)["model"]
     base = [
@@ -116,12 +117,50 @@ def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny
         assert (out / name).exists(), name
     shares = result["timing"]["shares"]
     assert all(0 < shares[k] < 1 for k in ("policy_generation", "inpainting", "reward", "update_and_rest"))
+    # the first/last sample grid is labelled with the steps the console prints ("step 1/40" ... "step 40/40")
+    samples = [json.loads(line) for line in (out / "samples" / "samples.jsonl").read_text().splitlines()]
+    assert sorted({r["step"] for r in samples}) == [s for s, _, _ in result["train_curve"]["scene-proxy"]]
+    assert min(r["step"] for r in samples) == 1 and max(r["step"] for r in samples) == 40
+    _check_the_policy_card(out, result, heldout, tiny_lm=tiny_lm, tasks=tasks, qbench=qbench, capsys=capsys)
     resumed = run_grpo(_cfg([*base, "trainer.max_steps=42"]))  # resume=auto from checkpoint-40
     assert resumed["global_step"] == 42 and resumed["resumed"]
     with pytest.raises(
         ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - reward.weights.lighting: 0.2 -> 1.0"
     ):
         run_grpo(_cfg([*base, "trainer.max_steps=44", "+reward.weights={lighting: 1.0}"]))
+
+
+def _check_the_policy_card(out: Path, result: dict, heldout: list, *, tiny_lm, tasks, qbench, capsys) -> None:
+    """The policy's card (not trl's template): base policy, rewards with their models, generator, tasks, the held-out
+    reward before and after, a snippet that runs on the saved policy, and a command that makes the same settings."""
+    import shlex
+
+    from reward.core.config import parse
+    from rl.run_folder import settings_record
+
+    card = (out / "policy" / "README.md").read_text()
+    assert card == (out / "README.md").read_text() and "huggingface.co/None" not in card
+    assert result["model_card"] == str(out / "policy" / "README.md")
+    assert f"A fine-tune of `{tiny_lm}` (a text model)" in card and "library_name: transformers" in card
+    assert "| scene-proxy | training (weight 1) | (built in) |" in card
+    assert f"| qbench | held-out only | model `{qbench}` |" in card
+    assert (
+        "`procedural`" in card
+        and f"- training tasks: `{tasks}` (" in card
+        and f"({result['tasks']['heldout']} tasks)" in card
+    )
+    for label in ("scene-proxy", "qbench"):
+        before, after = heldout[0][label], heldout[-1][label]
+        assert f"| {before:.4f} | {after:.4f} | {after - before:+.4f} |" in card, label
+    assert "| step 0 | step 40 | change |" in card
+    snippet = re.search(r"## Use\n.*?```python\n(.*?)```", card, re.S).group(1)
+    exec(snippet.replace("THIS_FOLDER_OR_REPO_ID", str(out / "policy")), {})  # the saved policy expands a prompt
+    assert capsys.readouterr().out.strip()
+    command = re.search(r"## How it was made\n\n```bash\n(.*)\n```", card).group(1)
+    launch, script, *overrides = shlex.split(command)
+    assert (launch, script) == ("python", "rl/grpo.py") and overrides[0] == "reward=scene-proxy"
+    record = json.loads((out / "run.json").read_text())["settings"]
+    assert settings_record(parse(GrpoSettings, _cfg(overrides), where="")) == record  # the command makes this run
 
 
 @pytest.mark.slow
@@ -181,6 +220,11 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
     assert watch.changed and all("lora_" in n for n in watch.changed)  # the adapter moved, nothing else
     assert (tmp_path / "policy" / "adapter_config.json").exists()
     assert len((tmp_path / "heldout.jsonl").read_text().splitlines()) == 2
+    card = (tmp_path / "policy" / "README.md").read_text()  # the adapter's card, not peft's template
+    assert "library_name: peft" in card and f"A LoRA adapter on `{tiny_vlm_path}` (a vision-language model" in card
+    snippet = re.search(r"## Use\n.*?```python\n(.*?)```", card, re.S).group(1)
+    masked = policy_view(task, "masked")
+    exec(snippet.replace("THIS_FOLDER_OR_REPO_ID", str(tmp_path / "policy")), {"MASKED_IMAGE": masked})
 
 
 def _settings(tmp_path, tasks, *extra: str):
@@ -293,7 +337,7 @@ def test_resume_never_refuses_overwrite_moves_aside_and_a_resume_drops_abandoned
     with (out / "heldout.jsonl").open("a") as f:
         f.writelines(json.dumps({"step": k, "scene-proxy": 9.0, "abandoned": True}) + "\n" for k in (3, 4))
     with (out / "samples" / "samples.jsonl").open("a") as f:
-        for k in (2, 3):
+        for k in (3, 4):  # samples are labelled by the step they train, as the console counts steps
             path = str(out / "samples" / f"step{k:06d}_0.png")
             row = {"step": k, "k": 0, "path": path, "prompt": "x", "reward": 9.0, "abandoned": True}
             f.write(json.dumps(row) + "\n")
@@ -304,7 +348,7 @@ def test_resume_never_refuses_overwrite_moves_aside_and_a_resume_drops_abandoned
     heldout = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
     samples = [json.loads(line) for line in (out / "samples" / "samples.jsonl").read_text().splitlines()]
     assert [r["step"] for r in heldout] == [0, 1, 2, 3, 4] and not any("abandoned" in r for r in heldout)
-    assert sorted((r["step"], r["k"]) for r in samples) == [(s, k) for s in range(4) for k in range(2)]
+    assert sorted((r["step"], r["k"]) for r in samples) == [(s, k) for s in range(1, 5) for k in range(2)]
     assert not any("abandoned" in r for r in samples)
     fresh = run_grpo(_cfg([*base, "trainer.max_steps=1", "resume=never", "overwrite=true"]))
     assert fresh["global_step"] == 1 and not fresh["resumed"]

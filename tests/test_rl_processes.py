@@ -13,6 +13,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,9 @@ def test_two_processes_each_on_its_device_collective_heldout_and_save(
     samples = [json.loads(line) for line in (out / "samples" / "samples.jsonl").read_text().splitlines()]
     paths = [r["path"] for r in samples]
     assert len(paths) == len(set(paths)) == 4 and all(Path(p).is_file() for p in paths)  # one writer, no collision
+    command = (out / "policy" / "README.md").read_text().split("## How it was made")[1]
+    given = shlex.join(["accelerate", "launch", *_launcher(launch, tmp_path)])  # the launch as typed, read back
+    assert f"\n{given} rl/grpo.py reward=scene-proxy " in command
     from safetensors.torch import load_file
 
     saved = load_file(out / "policy" / "model.safetensors")  # the gathered weights under ZeRO-3, not placeholders

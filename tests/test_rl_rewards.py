@@ -109,7 +109,7 @@ def test_group_shares_the_generator_seed_so_only_the_prompt_changes_the_reward(t
     assert values[3] != values[0]  # another task
     assert set(metrics) >= {"scene-proxy/lighting", "scene-proxy/failed", "inpaint/empty", "time/inpaint_s"}
     assert extra["expanded_prompt"] == completions and extra["sample_image"][2] is None
-    assert (tmp_path / "step000000_0.png").exists()
+    assert (tmp_path / "step000001_0.png").exists()  # drawn after 0 updates: trains step 1, as the console counts
     later, _, _ = _call(scoring, completions, ["t0", "t0", "t0", "t1"], step=1)
     assert later[0][0] != values[0]  # a new step draws new scenes
 

@@ -18,20 +18,15 @@ Example:
 from __future__ import annotations
 
 import json
-import os
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.secrets import redact
-from reward.data.files import atomic_write_text
-from reward.vlm.hub import is_repo_id
+from training.shared.cards import CARD, command_line, front_matter, launch_of, launched_as, write_card_text
 
-__all__ = ["CARD", "ScorerCard", "command_line", "launched_as", "launcher", "render_card", "write_card"]
+__all__ = ["CARD", "ScorerCard", "command_line", "launch_of", "launched_as", "render_card", "write_card"]
 
-CARD = "README.md"
 TAGS = ("image-quality-assessment", "reward-model", "sa-iqa", "vision-language-model", "perceptual-rewards")
 METRICS = ("srcc", "plcc", "krcc", "hor", "n")
 
@@ -55,25 +50,14 @@ class ScorerCard:
     location: str = "THIS_FOLDER_OR_REPO_ID"  # where a reader loads the scorer from: its Hub id or its folder
 
 
-def _hub_dataset(source: str | None) -> str | None:
-    """The Hub dataset id of an ``hf:ORG/NAME[:SPLIT]`` source (a folder is no Hub dataset)."""
-    if not source or not source.startswith("hf:"):
-        return None
-    name = source[3:].rsplit(":", 1)[0] if source.count(":") > 1 else source[3:]
-    return name if is_repo_id(name) and not Path(name).exists() else None
-
-
 def _front_matter(card: ScorerCard) -> str:
-    lines = ["---"]
-    if is_repo_id(card.base_model) and not Path(card.base_model).exists():
-        lines.append(f"base_model: {card.base_model}")
-    lines.append(f"library_name: {'peft' if card.adapter else 'transformers'}")
-    lines.append("pipeline_tag: image-text-to-text")
-    lines += ["tags:", *(f"- {t}" for t in TAGS)]
-    hub_data = sorted({d for d in (_hub_dataset(card.train_data), _hub_dataset(card.test_data)) if d})
-    if hub_data:
-        lines += ["datasets:", *(f"- {d}" for d in hub_data)]
-    return "\n".join([*lines, "---"])
+    return front_matter(
+        card.base_model,
+        "peft" if card.adapter else "transformers",
+        "image-text-to-text",
+        TAGS,
+        (card.train_data, card.test_data),
+    )
 
 
 def _split(card: ScorerCard, key: str) -> str:
@@ -172,94 +156,4 @@ def render_card(card: ScorerCard) -> str:
 
 def write_card(folder: str | Path, card: ScorerCard) -> Path:
     """Write ``folder/README.md`` (replacing any template there); returns its path."""
-    path = Path(folder) / CARD
-    atomic_write_text(path, render_card(card))
-    return path
-
-
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            out.update(_flat(v, f"{prefix}{k}."))
-        return out or ({prefix[:-1]: {}} if prefix else {})
-    return {prefix[:-1]: node}
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, list | tuple | dict):
-        return shlex.quote(json.dumps(v, separators=(",", ":")).replace('"', ""))
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return str(v).lower()
-    return shlex.quote(str(v))
-
-
-def launcher(cmdline: Sequence[str], script: str) -> str | None:
-    """The ``accelerate launch`` part of a launcher's command line (its options, then ``script``), or ``None`` when
-    ``cmdline`` is no ``accelerate launch`` (``python -m accelerate.commands.launch`` reads the same).
-
-    >>> launcher(["/venv/bin/python", "/venv/bin/accelerate", "launch", "--num_processes", "2", "sft.py", "a=1"],
-    ...          "training/sft.py")
-    'accelerate launch --num_processes 2 training/sft.py'
-    >>> launcher(["python", "-m", "accelerate.commands.launch", "--cpu", "/repo/training/sft.py"], "training/sft.py")
-    'accelerate launch --cpu training/sft.py'
-    """
-    args = list(cmdline)
-    for i, arg in enumerate(args):
-        if arg == "accelerate.commands.launch" and i and args[i - 1] == "-m":
-            start = i + 1
-            break
-        if Path(arg).name == "accelerate" and i + 1 < len(args) and args[i + 1] == "launch":
-            start = i + 2
-            break
-    else:
-        return None
-    name = Path(script).name
-    options = args[start:]
-    end = next((i for i, arg in enumerate(options) if Path(arg).name == name or arg == "-m"), len(options))
-    return shlex.join(["accelerate", "launch", *options[:end], script])
-
-
-def launched_as(script: str) -> str:
-    """How this process was started, up to its settings: ``accelerate launch [options] SCRIPT`` when a launcher
-    among its parents is ``accelerate launch`` (read from ``/proc``; where there is none, from accelerate's
-    environment: ``--num_processes``), else ``python SCRIPT``."""
-    pid = os.getppid()
-    for _ in range(4):  # the launcher, or torch's elastic agent under it
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            break
-        found = launcher([a for a in cmdline if a], script)
-        if found:
-            return found
-        pid = int(stat[1])  # the parent's parent
-        if pid <= 1:
-            break
-    if any(key.startswith("ACCELERATE_") for key in os.environ):
-        processes = os.environ.get("WORLD_SIZE", "1")
-        return f"accelerate launch --num_processes {processes} {script}"
-    return f"python {script}"
-
-
-def command_line(
-    script: str, settings: Mapping[str, Any], defaults: Mapping[str, Any], *, launch: str | None = None
-) -> str:
-    """The command that makes these ``settings``: ``launch`` (default ``python SCRIPT``; :func:`launched_as` gives
-    the one this process was started with) and a ``key=value`` for each setting that differs from ``defaults`` (the
-    command's config composed without overrides; a key it lacks is ``+key``); a secret (``trainer.hub_token``, an
-    API key) is written ``<secret given>``.
-
-    >>> command_line("training/sft.py", {"a": 1, "t": {"lr": 0.1, "x": [1, 2]}}, {"a": 1, "t": {"lr": 0.2}})
-    "python training/sft.py t.lr=0.1 +t.x='[1,2]'"
-    """
-    now, base = _flat(redact(settings)), _flat(defaults)  # a secret is said to be given, never shown
-    parts = [
-        f"{'' if key in base else '+'}{key}={_value(value)}"
-        for key, value in now.items()
-        if key not in base or base[key] != value
-    ]
-    return " ".join([launch or f"python {script}", *parts])
+    return write_card_text(folder, render_card(card))

@@ -10,11 +10,11 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["log_summary", "summary_text"]
+__all__ = ["log_summary", "summary_text", "text_table"]
 
 logger = logging.getLogger("reward.summary")
 
@@ -41,3 +41,22 @@ def log_summary(title: str, facts: Mapping[str, Any], files: Mapping[str, str | 
     text = summary_text(title, facts, files)
     logger.info("%s", text)
     return text
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
+    """A fixed-width text table: the header, a rule, one line per row; columns flagged in ``right`` are
+    right-aligned (numbers), the others left-aligned.
+
+    >>> print(text_table(["pick", "mean"], [["chosen", "0.612"], ["random", "0.43"]], [False, True]))
+    pick     mean
+    ------  -----
+    chosen  0.612
+    random   0.43
+    """
+    right = list(right) if right is not None else [False] * len(header)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True))
+
+    return "\n".join([line(header).rstrip(), line(["-" * w for w in widths]), *(line(r).rstrip() for r in rows)])

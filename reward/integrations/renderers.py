@@ -15,9 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,22 @@ def _item(values: Sequence[Any], index: int) -> Any:
     return values[index] if -len(values) <= index < len(values) else None
 
 
+@contextlib.contextmanager
+def _bar_off(pipe: Any, *, keep: bool) -> Iterator[None]:
+    """The diffusers pipeline's progress bar off for the calls inside (``keep``: left as it is); its own setting
+    (``set_progress_bar_config``) back afterwards."""
+    configure = getattr(pipe, "set_progress_bar_config", None)
+    if keep or configure is None:
+        yield
+        return
+    before = dict(getattr(pipe, "_progress_bar_config", None) or {})
+    configure(**{**before, "disable": True})
+    try:
+        yield
+    finally:
+        configure(**before)
+
+
 def render_from_pipeline(
     pipe: Any,
     *,
@@ -71,6 +88,7 @@ def render_from_pipeline(
     mask_column: str | None = None,
     seed: int = 0,
     batch_size: int | None = None,
+    progress_bar: bool = False,
     **pipe_kwargs: Any,
 ) -> Callable[..., list[Any]]:
     """A render that draws each completion with a diffusers pipeline: ``pipe(prompt=completions, ...).images``.
@@ -79,6 +97,8 @@ def render_from_pipeline(
     ``pipe_kwargs`` go to every call (``num_inference_steps``, ``height``, ``guidance_scale``...). Completions are
     drawn ``batch_size`` at a time (default: all at once), each with a generator seeded by ``seed``, its prompt's text
     and trl's step. A batch the pipeline fails on is retried one by one; a completion that still fails is ``None``.
+    The pipeline's own progress bar is off while it draws (trl's bar is the one to watch; ``progress_bar=True``
+    keeps it); the pipeline's setting is restored after each call.
     """
     import torch
 
@@ -87,7 +107,8 @@ def render_from_pipeline(
 
     def call(prompts: list[str], seeds: list[int], extra: dict[str, list[Any]]) -> list[Any]:
         generators = [torch.Generator("cpu").manual_seed(s) for s in seeds]
-        return list(pipe(prompt=prompts, generator=generators, **extra, **pipe_kwargs).images)
+        with _bar_off(pipe, keep=progress_bar):
+            return list(pipe(prompt=prompts, generator=generators, **extra, **pipe_kwargs).images)
 
     def render(prompts: Sequence[str], completions: Sequence[str], **columns: Any) -> list[Any]:
         n = len(completions)

@@ -10,7 +10,6 @@ random pick are compared on the same tasks (paired); tasks where the random pick
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from reward.core.errors import ConfigError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output
 from reward.core.schemas import SchemaGroups
-from reward.core.summary import log_summary
+from reward.core.summary import log_summary, text_table
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
@@ -262,7 +261,7 @@ def report(setup: Setup, rows: list[dict[str, Any]], counts: dict[str, int]) -> 
     )
     atomic_write_json(out / "summary.json", summary)
     setup.output.finish()
-    logger.info("best-of-%d on %d tasks: %s", settings.n, len(setup.tasks), json.dumps(summary))
+    logger.info("%s", summary_table(summary))  # the numbers as a table here; all of them in summary.json
     require_scores(picker, summary["tasks_scored"], sum(len(r.get("candidates", [])) for r in rows), counts)
     files = {
         "scores": out / "scores.jsonl",
@@ -271,6 +270,55 @@ def report(setup: Setup, rows: list[dict[str, Any]], counts: dict[str, int]) -> 
     }
     log_summary(f"best_of_n (n={settings.n})", {"tasks": len(setup.tasks)}, files)
     return summary
+
+
+def _number(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """The closing summary as a table: the picker's mean reward of the chosen vs a random candidate (the same tasks),
+    the judge's verdict, and what failed.
+
+    >>> print(summary_table({"reward": "qbench", "judge": None, "n": 4, "tasks": 2, "skipped_rows": 0,
+    ...                      "tasks_paired": 2, "mean_chosen": 0.75, "mean_random": 0.5, "random_failed": 0,
+    ...                      "generation_failed": 0, "reward_failed": 1, "truncated": 0}))
+    best-of-4 on 2 tasks, picked by qbench
+                                                            value
+    --------------------------------------------------  ---------
+    mean qbench of the chosen candidate                    0.7500
+    mean qbench of a random candidate                      0.5000
+    tasks compared (chosen and random pick scored)         2 of 2
+    failed: generations / reward scores / random picks  0 / 1 / 0
+    """
+    reward, judge = summary["reward"], summary.get("judge")
+    rows = [
+        [f"mean {reward} of the chosen candidate", _number(summary.get("mean_chosen"))],
+        [f"mean {reward} of a random candidate", _number(summary.get("mean_random"))],
+        ["tasks compared (chosen and random pick scored)", f"{summary['tasks_paired']} of {summary['tasks']}"],
+    ]
+    if judge and "win_rate" in summary:
+        wins, ties, losses = (summary[f"judge_{k}"] for k in ("wins", "ties", "losses"))
+        rows += [
+            [f"judge {judge}: chosen wins / ties / losses", f"{wins} / {ties} / {losses}"],
+            ["win rate (a tie is no win)", _number(summary["win_rate"])],
+            ["win rate of the decided tasks", _number(summary.get("win_rate_decided"))],
+            ["expected win rate against every candidate", _number(summary.get("expected_win_rate"))],
+        ]
+        if summary.get("judge_failed"):
+            rows.append(["tasks the judge could not score", str(summary["judge_failed"])])
+    elif judge:
+        rows.append([f"judge {judge}", "no task judged"])
+    failed = (summary.get(k, 0) for k in ("generation_failed", "reward_failed", "random_failed"))
+    rows.append(["failed: generations / reward scores / random picks", " / ".join(map(str, failed))])
+    if summary.get("truncated"):
+        rows.append(["prompts truncated to the generator's limit", str(summary["truncated"])])
+    head = f"best-of-{summary['n']} on {summary['tasks']} tasks, picked by {reward}"
+    if judge:
+        head += f", judged by {judge}"
+    if summary.get("skipped_rows"):
+        head += f" ({summary['skipped_rows']} bad row(s) skipped)"
+    return head + "\n" + text_table(["", "value"], rows, [False, True])
 
 
 def _pick(

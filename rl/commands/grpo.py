@@ -10,10 +10,11 @@ launch's processes, the tasks (enough to fill one step; held out by whole scene 
 output folder (a new run, the same run resumed with ``resume=auto``, or a refusal; ``overwrite=true`` moves an old
 run aside). Each process builds its rewards and generator on its own device (:mod:`rl.devices`) and, under DeepSpeed
 ZeRO-3, as whole models. Held-out evaluation and the final save are collective. At the end ``reward_curve.png`` and
-``samples_first_last.png`` are drawn and ``grpo_result.json`` records the models and data, every process's devices,
-the step-time split and peak memory; a run that ends short of ``trainer.max_steps`` fails with the reason. The
-console shows one line per step and, at the end, a summary (:mod:`rl.summary`). A process that makes no progress
-for ``stall_timeout_s`` dumps where it waits and exits 2 (:mod:`training.shared.watchdog`).
+``samples_first_last.png`` are drawn, the policy's model card is written (:mod:`rl.policy_card`) and
+``grpo_result.json`` records the models and data, every process's devices, the step-time split and peak memory; a
+run that ends short of ``trainer.max_steps`` fails with the reason. The console shows one line per step and, at the
+end, a summary (:mod:`rl.summary`). A process that makes no progress for ``stall_timeout_s`` dumps where it waits and
+exits 2 (:mod:`training.shared.watchdog`).
 
 ``run`` reads top to bottom: :func:`settings_and_args` (every check of the settings, trl's ``GRPOConfig`` built
 once), :func:`set_up` (tasks, devices, output folder, rewards, generator, policy), :func:`train` (trl's trainer and
@@ -59,6 +60,7 @@ from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.plots import draw_run_plots, train_curve
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
+from rl.policy_card import write_cards
 from rl.processes import gather, on_main, wait_for_everyone
 from rl.reward_guard import RewardGuard
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
@@ -180,7 +182,8 @@ class GrpoSettings:
     out: str = field(
         default=MISSING,
         metadata={
-            "help": "checkpoints, run.json, policy/, samples/, heldout.jsonl, plots, grpo_result.json",
+            "help": "checkpoints, run.json, policy/ (its model card: README.md), samples/, heldout.jsonl, plots, "
+            "grpo_result.json",
             "may_change": True,
         },
     )
@@ -759,6 +762,7 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
         result["plots"] = draw_run_plots(out, result["train_curve"], history)
         result["policy"] = str(out / "policy")
         result["summary"] = summarize(log, history, setup.rewards.labels)
+        result["model_card"] = str(policy_card(setup, result))
         result["files"] = run_files(out, result["plots"])
         atomic_write_json(out / "grpo_result.json", result)
         logger.info("%s", summary_text(result))
@@ -772,6 +776,19 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
             "see grpo_result.json"
         )
     return result
+
+
+def policy_card(setup: Setup, result: dict[str, Any]) -> Path:
+    """``policy/README.md``, also the run folder's ``README.md`` in place of trl's template (:mod:`rl.policy_card`:
+    its settings from the run's record, as ``run.json`` holds them)."""
+    return write_cards(
+        [setup.out / "policy", setup.out],
+        setup.output.identity["settings"],
+        result,
+        schema=GrpoSettings,
+        vision=setup.vision,
+        max_new_tokens=setup.args.max_completion_length,
+    )
 
 
 def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
@@ -813,6 +830,7 @@ def run_files(out: Path, plots: dict[str, str]) -> dict[str, str]:
     """Where every file of the run is (those that exist)."""
     files = {
         "policy": out / "policy",
+        "model card": out / "policy" / "README.md",
         "samples": out / "samples",
         "held-out rewards": out / "heldout.jsonl",
         **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in plots.items()},

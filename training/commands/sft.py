@@ -30,7 +30,7 @@ from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
 from training.curves import write_train_curve
-from training.model_card import ScorerCard, command_line, launched_as, write_card
+from training.model_card import ScorerCard, command_line, launch_of, write_card
 from training.push import push_problems, push_scorer
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -875,7 +875,7 @@ def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[st
         level_values=settings.levels.values,
         train_data=settings.data.train,
         test_data=settings.data.test,
-        command=command_line("training/sft.py", given, defaults, launch=launched_as("training/sft.py")),
+        command=command_line("training/sft.py", given, defaults, launch=launch_of("training/sft.py")),
         prompt_type=settings.prompt.type,
         adapter=settings.lora.enabled and not settings.merge_lora,
         metrics={k: v for k, v in (result.get("metrics") or {}).items() if isinstance(v, dict)},
