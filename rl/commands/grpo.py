@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import Alias, library_field_problems, parse, resume_mode, to_plain
+from reward.core.config import Alias, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, may_change_keys
@@ -71,6 +71,7 @@ from training.shared.deepspeed import (
 from training.shared.plan import PlanSettings, plan_problems
 from training.shared.reporting import report_to_problems
 from training.shared.trainable import LoraSettings, lora_config
+from training.shared.trl_fields import trainer_problems
 from training.shared.watchdog import Watchdog, WatchdogCallback
 
 logger = logging.getLogger(__name__)
@@ -283,9 +284,7 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     problem of both is reported together."""
     settings = parse(GrpoSettings, cfg, where="")
     problems = _problems(settings)
-    from trl import GRPOConfig
-
-    field_problems = library_field_problems(GRPOConfig, settings.trainer, "trainer")
+    field_problems = trainer_problems("GRPOConfig", settings.trainer)
     problems.extend(field_problems)
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import Alias, library_field_problems, parse, resume_mode
+from reward.core.config import Alias, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output, may_change_keys
@@ -25,7 +25,6 @@ from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
-from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, write_card
 from training.push import push_problems, push_scorer
 from training.scorer_format import (
@@ -44,6 +43,7 @@ from training.shared.deepspeed import (
 from training.shared.plan import PlanSettings, plan_problems
 from training.shared.reporting import report_to_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
+from training.shared.trl_fields import trainer_problems
 from training.streams import STREAMS
 
 if TYPE_CHECKING:
@@ -339,9 +339,7 @@ def _validate(settings: SftSettings) -> None:
     if mos_range is not None and (len(mos_range) != 2 or not mos_range[0] < mos_range[1]):
         problems.append(f"data.mos_range={mos_range}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(settings))
-    from trl import SFTConfig
-
-    problems.extend(library_field_problems(SFTConfig, settings.trainer, "trainer"))
+    problems.extend(trainer_problems("SFTConfig", settings.trainer))  # from a table: trl is not imported
     problems.extend(plan_problems(settings.plan_for))
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
     problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id))
@@ -593,6 +591,8 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
     result |= {"global_step": trained.global_step, "train_loss": trained.train_loss}
     if not trained.main_process or trained.scorer is None:
         return result
+    from training.curves import write_train_curve  # matplotlib: imported when drawn, not when settings are checked
+
     result["train_curve"] = write_train_curve(trained.trainer.state.log_history, out)["png"]
     result["scorer"] = str(trained.scorer)
     result |= _scorer_metrics(trained.scorer, settings, out)
