@@ -288,7 +288,7 @@ def main(
 
     cfg = None
     try:
-        args, show = hydra_flags(args)
+        args, show = hydra_flags(args, config_name)
         cfg = compose(config_name, args, schema=schema, subcommands=subcommands)
         if show:
             from omegaconf import OmegaConf
@@ -329,9 +329,9 @@ MULTIRUN = (
     "over key=VALUE), and note that key=a,b is read as the list [a,b]"
 )
 CONFIG_CHOICE = (
-    "each command has one config, configs/{name}.yaml, composed with key=value settings; to reuse a set of settings "
-    "put them in configs/recipe/NAME.yaml and pass +recipe=NAME (--config-name/--config-path/--config-dir are not "
-    "supported)"
+    "each command has one config, configs/{config_name}.yaml, composed with key=value settings; to reuse a set of "
+    "settings put them in configs/recipe/NAME.yaml and pass +recipe=NAME (--config-name/--config-path/--config-dir "
+    "are not supported)"
 )
 HYDRA_KEYS = (
     "{key}: Hydra's own settings (hydra.*) are not used: the command writes only where out= says and logs to the "
@@ -339,9 +339,10 @@ HYDRA_KEYS = (
 )
 
 
-def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
+def hydra_flags(args: Sequence[str], config_name: str = "NAME") -> tuple[list[str], str | None]:
     """``(the key=value settings, what --cfg asks to print or None)``; a Hydra flag these commands do not support
-    (``-m``, ``--config-name``, ``hydra.run.dir=...``, ...) is refused with one :class:`ConfigError`, never ignored.
+    (``-m``, ``--config-name``, ``hydra.run.dir=...``, ...) is refused with one :class:`ConfigError`, never ignored
+    (``config_name``: the command's config, named in the refusal of ``--config-name``).
 
     >>> hydra_flags(["out=o", "--cfg", "job"])
     (['out=o'], 'job')
@@ -359,7 +360,7 @@ def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
         elif flag in ("-m", "--multirun"):
             raise ConfigError(MULTIRUN)
         elif flag in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
-            raise ConfigError(f"{flag}: " + CONFIG_CHOICE)
+            raise ConfigError(f"{flag}: " + CONFIG_CHOICE.format(config_name=config_name))
         elif arg.startswith("-"):
             raise ConfigError(
                 f"unknown option {flag}: commands take key=value settings, --help, and --cfg job|all to print them"
@@ -376,7 +377,7 @@ def _help(config_name: str, schema: type, doc: str | None, args: list[str], subc
 
     print((doc or "").strip() + "\n")
     try:
-        args, _ = hydra_flags(args)
+        args, _ = hydra_flags(args, config_name)
         args = args if not subcommands or args else [subcommands[0]]
         cfg = compose(config_name, args, schema=schema, subcommands=subcommands)
         print(f"settings (configs/{config_name}.yaml; ??? = required):\n" + "\n".join(annotated(cfg)))
