@@ -38,7 +38,20 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+def find_configs() -> Path:
+    """The ``configs/`` folder: the copy an installed wheel ships as the package data ``reward.configs`` (found with
+    importlib.resources), else the checkout's own ``configs/`` beside the packages (a clone, ``pip install -e .``).
+    Hydra reads it as a folder on disk (as pip installs wheels)."""
+    from importlib import resources
+
+    shipped = resources.files("reward").joinpath("configs")
+    if shipped.is_dir():
+        return Path(str(shipped))
+    return Path(__file__).resolve().parents[2] / "configs"
+
+
+CONFIG_DIR = find_configs()
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 USER_ERROR_STATUS = 2
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
