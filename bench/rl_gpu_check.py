@@ -17,7 +17,9 @@ update; peak GPU memory. The served section adds the server's requests and failu
 largest difference between served and in-process scores; the generators section times each tiny diffusers
 pipeline in its auto dtype and checks a candidate drawn alone. Every section is guarded: a failure is a row.
 
-``bench/gpu_check.py`` calls :func:`rl_sections` with its own table and, to build the 7B model once, its checkpoint.
+``bench/gpu_all.py`` runs this check as its ``rl`` stage (``bench/rl_gpu_check.sh``, a subprocess). :func:`rl_sections`
+takes any table and a reward checkpoint, so another check can add these rows to its own table and build the 7B model
+once (nothing does yet).
 """
 
 from __future__ import annotations
@@ -305,8 +307,8 @@ def generator_section(table: Table, p: Parts) -> None:
 def rl_sections(
     table: Table, *, dry_run: bool, work: Path, reward_model: Path | None = None, steps: int | None = None
 ) -> None:
-    """Every RL section into ``table`` (for bench/gpu_check.py): setup, GRPO in-process, GRPO served, served vs
-    in-process scores, the diffusers generators."""
+    """Every RL section into ``table`` (this script's own, or another check's): setup, GRPO in-process, GRPO served,
+    served vs in-process scores, the diffusers generators."""
     steps = steps or (2 if dry_run else 3)
     box: dict[str, Parts] = {}
 

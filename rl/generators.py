@@ -1,7 +1,8 @@
 """Inpainting generators behind one interface: ``inpaint(images, masks, prompts, n, seed) -> list[list[Image]]``.
 
-- ``procedural``: paints the masked region with a procedural interior (``training/scenes.py``) whose quality levels
-  are driven by the prompt's words (``rl/prompt_levels.py``), so prompt choices change quality in a known way on CPU;
+- ``procedural``: paints the masked region with a procedural interior (``training/procedural/scenes.py``) whose
+  quality levels are driven by the prompt's words (``rl/prompt_levels.py``), so prompt choices change quality in a
+  known way on CPU;
 - ``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``: diffusers pipelines (path, device, dtype, steps, guidance,
   strength in ``configs/generator/*.yaml``), the candidates of several items in one call (one row per candidate;
   ``repeat_items=false``: ``num_images_per_prompt``).

@@ -11,6 +11,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # scipy's tiny fits slow down 20-50x with BLAS threads
 
 import logging  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -128,6 +129,35 @@ def tiny_small_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from reward.testing import make_tiny_vlm
 
     return make_tiny_vlm(tmp_path_factory.mktemp("tiny-small-qwen2-vl"), preset="small")
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random text-only causal LM (Qwen2 architecture; the text policy of GRPO and Best-of-N tests), built once
+    per session (shared: tests read it, and write their runs elsewhere)."""
+    from reward.testing import make_tiny_lm
+
+    return make_tiny_lm(tmp_path_factory.mktemp("tiny-lm"))
+
+
+@pytest.fixture(scope="session")
+def tiny_pipeline_path(tmp_path_factory: pytest.TempPathFactory):
+    """``kind -> folder`` of a tiny random diffusers pipeline (``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill`` or
+    ``text-to-image``), each kind built once per session on first use (shared: tests only read it)."""
+    from reward.testing import make_tiny_inpaint_pipeline, make_tiny_text_to_image
+
+    built: dict[str, Path] = {}
+
+    def path(kind: str) -> Path:
+        if kind not in built:
+            folder = tmp_path_factory.mktemp(f"tiny-{kind}")
+            build = (
+                make_tiny_text_to_image if kind == "text-to-image" else partial(make_tiny_inpaint_pipeline, kind=kind)
+            )
+            built[kind] = build(folder)
+        return built[kind]
+
+    return path
 
 
 def accelerate_config(zero_stage: int, processes: int) -> str:

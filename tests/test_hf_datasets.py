@@ -18,9 +18,10 @@ from reward.core.errors import MissingInputError
 from reward.data import ManifestError, load_ratings
 from reward.data.datasets import check_source
 from reward.data.hf import parse_hf
+from training.commands.sft import SftSettings
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-SCHEMAS = {"evaluate": EvaluateSettings}
+SCHEMAS = {"evaluate": EvaluateSettings, "sft": SftSettings}
 
 
 def _compose(name: str, overrides: list[str]):

@@ -26,10 +26,8 @@ def _generator(prompt: str, n_images: int) -> str:
 
 
 @pytest.mark.slow
-def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path):
-    from reward.testing.diffusion import make_tiny_text_to_image
-
-    pipeline = make_tiny_text_to_image(tmp_path / "sd")
+def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path, tiny_pipeline_path):
+    pipeline = tiny_pipeline_path("text-to-image")
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
     argv = [
         f"protocol={protocol}",

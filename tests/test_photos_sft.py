@@ -66,7 +66,8 @@ def test_small_preset_sees_a_112_crop_as_16_image_tokens_through_a_wider_vit(tin
 @pytest.mark.slow
 def test_small_tiny_vlm_learns_exposure_levels_of_heldout_real_photos(tiny_small_vlm_path, tmp_path):
     """The recipe's model, stream and optimiser on the exposure distortions (brighten, darken) of real photos: the
-    held-out photos' exposure levels are ranked after 200 steps (the full mixture needs the recipe's run)."""
+    held-out photos' exposure levels are ranked after 100 steps (measured: SRCC -0.19 -> 0.63; the full mixture
+    needs the recipe's run)."""
     from training.procedural.photos import CALIBRATION, write_heldout
 
     calibration = tmp_path / "exposure.json"
@@ -79,7 +80,7 @@ def test_small_tiny_vlm_learns_exposure_levels_of_heldout_real_photos(tiny_small
         f"output_dir={tmp_path / 'run'}",
         f"data.test={heldout}",
         f"data.calibration={calibration}",
-        "trainer.max_steps=200",
+        "trainer.max_steps=100",
         "trainer.save_steps=1000",
         "eval_before=true",
         "eval_batch_size=32",

@@ -1,6 +1,8 @@
-"""Every command of the README's ```bash blocks runs as written, in order, on the shipped samples and tiny models.
+"""Every command of the README's and the docs pages' ```bash blocks runs as written, in order, on the shipped samples
+and tiny models; then the README's Python snippet, on what its commands wrote.
 
-The README writes placeholders (``PATH``, ``DIR``, ``MANIFEST``, ...) where a user puts their own models and data:
+The README's main flow writes under ``runs/`` (here a temporary folder in its place). The docs pages write
+placeholders (``PATH``, ``DIR``, ``MANIFEST``, ...) where a user puts their own models and data:
 :data:`BY_KEY` and :data:`BY_VALUE` say what each one stands for here (tiny models built in the session, the samples
 of ``reward/assets/samples``, folders of earlier commands), :data:`SHORTER` shortens the few commands that would run
 for minutes as written, and :data:`SKIP` lists, each with its reason, the commands that cannot run on this machine.
@@ -25,12 +27,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+RUNS = re.compile(r"(?<![\w./-])runs/")  # the README's output folder, relative to the clone: a temporary one here
 SAMPLES = ROOT / "reward" / "assets" / "samples"
 
 # Commands that cannot run here, by a piece of text only that command holds -> why (and where it is tested instead).
 SKIP: dict[str, str] = {
     "make demo": "the whole demo (minutes); tests/test_demo.py runs demo.py shortened",
     "make test": "the whole test suite, this test included",
+    "pip install": "installs into the environment; tests/test_install.py builds the wheel, installs it into a fresh "
+    "virtual environment and runs every command from it",
+    "perceptual-rewards": "the installed console script: tests/test_install.py runs every command through it",
+    "python docs/settings.py": "rewrites the docs pages; tests/test_docs.py runs its check",
     'dimension="tactile satisfaction"': "the agents write a new protocol: a tiny random VLM cannot (the agents run "
     "with a scripted backend in tests/test_pace_agents.py)",
     "pipeline=SD_DIR": "the Generator agent writes the text-to-image prompts: a tiny random VLM cannot "
@@ -39,8 +46,8 @@ SKIP: dict[str, str] = {
     "one on loopback)",
     "a2.judge.base_url=URL": "needs an OpenAI-compatible judge server (tests/test_qbench_a2.py uses a loopback one)",
     "--num_processes 4 --gpu_ids 0,1,2,3": "8 GPUs and two reward servers",
-    "trl sft --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct": "downloads a 7B model; tests/test_rl_stage1.py "
-    "runs this recipe on the tiny text policy",
+    "trl sft --model_name_or_path Qwen/Qwen2.5-VL-7B-Instruct": "downloads a 7B model; tests/test_rl_grpo.py "
+    "runs this recipe on the tiny text policy (test_the_stage1_recipe_trl_sft_lora_then_grpo_from_the_adapter_folder)",
     "policy.path=STAGE1 lora.enabled=true": "its settings are elided (...): the command above it, completed",
     "vllm serve": "a vLLM server on a GPU",
     "sglang.launch_server": "an SGLang server on a GPU",
@@ -98,23 +105,34 @@ BY_VALUE: dict[str, str] = {
     "WEIGHTS.json": "new_file",
 }
 # Where the README's own command would run for minutes on 2 CPU cores (its defaults are the paper's, for GPUs), these
-# shorten it: whole tokens swapped, then settings added to commands holding a marker (only these change the work).
+# shorten it: whole tokens swapped, then settings added to the commands whose README text holds a marker (only these
+# change the work; a test checks that each still matches a README command).
 SHORTER: dict[str, str] = {
     "trainer.max_steps=2000": "trainer.max_steps=2",  # SFT: 2,000 steps of 16
 }
 APPEND: dict[str, list[str]] = {
-    "bench/pace_cost.py": ["--quick"],  # the full run also times a 23M-parameter config, for minutes
+    # SFT's defaults are the paper's: 3 epochs, or the steps given, of 32 accumulated batches of 8 (256 examples a
+    # step); one step of one batch runs the same code (the first command's 3 epochs are 18 batches on the samples)
+    "data.test=MANIFEST out=DIR": ["trainer.max_steps=1"],
+    "trainer.max_steps=2000": ["trainer.gradient_accumulation_steps=1"],
+    # the full run also times a 23M-parameter config, for minutes; one timing of 2 images runs every part once
+    "bench/pace_cost.py": ["--quick", "--repeats", "1", "--images", "2"],
     "+recipe=tiny-real-photos": ["trainer.max_steps=2"],  # the recipe's 2,400 steps
+    # the README's main flow, smaller: its scorer trains 4 steps (not 30), its policy 2 (not 4), 4 tasks are picked
+    "out=runs/sft": ["trainer.max_steps=4"],
+    "out=runs/grpo": ["trainer.max_steps=2"],
+    "out=runs/best-of-4": ["limit=4"],
     # the paper's 500 steps of 4 prompts x 8 completions of up to 512 tokens (FLUX's T5 budget), held out every 10
-    "rl/grpo.py": [
+    "data=TASKS.jsonl out=OUT": [
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=8",
         "trainer.max_completion_length=8",
         "eval.every=0",
         "generator.steps=4",  # the diffusers pipelines' 30 denoising steps per candidate
     ],
-    # 24 tasks x 4 candidates x 30 denoising steps: minutes on CPU; 4 tasks in 4 steps show the same
-    "rl/best_of_n.py": ["limit=4", "generator.steps=4"],
+    # 24 tasks x 4 candidates x 30 denoising steps: minutes on CPU; 4 tasks in 4 steps show the same. sd15-inpaint's
+    # config loads the checkpoint's float16 weights, whose convolutions crawl on a CPU (2 min here, 20 s in float32)
+    "data=TASKS.jsonl n=4": ["limit=4", "generator.steps=4", "generator.dtype=float32"],
 }
 # `python pace_judge/memory.py list|show|import|delete|route ... [dimension=NAME] [protocol=FILE]` is a synopsis:
 # its subcommands, each with the settings it takes, in an order that works on an empty bank
@@ -131,10 +149,18 @@ PLACEHOLDER = re.compile(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b|\.\.\.|\w+\.jsonl?\b")
 NOT_PLACEHOLDERS = {"CUDA_VISIBLE_DEVICES"}
 
 
+def documents() -> list[Path]:
+    """The README, then the docs pages in the order its reference table lists them (a page's commands may use what
+    an earlier page's wrote: the last scorer, the last scores)."""
+    pages = re.findall(r"\]\((docs/[\w.-]+\.md)\)", README.read_text(encoding="utf-8"))
+    return [README, *(ROOT / page for page in dict.fromkeys(pages))]
+
+
 def readme_commands(text: str | None = None) -> list[str]:
-    """The commands of the README's ```bash blocks, in order: comment lines dropped, continued lines joined,
-    a trailing ``# comment`` cut."""
-    text = README.read_text(encoding="utf-8") if text is None else text
+    """The commands of the ```bash blocks of the README and the docs pages, in order: comment lines dropped,
+    continued lines joined, a trailing ``# comment`` cut."""
+    if text is None:
+        text = "\n".join(path.read_text(encoding="utf-8") for path in documents())
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         joined = re.sub(r"\s*\\\n\s*", " ", block)
@@ -179,6 +205,7 @@ def substitute(command: str, resolve: Callable[[str], str]) -> list[str]:
     :data:`SHORTER` / :data:`APPEND` applied, and ``python`` / ``accelerate`` those of this interpreter."""
     out = []
     for token in shlex.split(command):
+        token = RUNS.sub(lambda _: resolve("runs") + "/", token)
         key, eq, value = token.partition("=")
         if eq and (key, value) in BY_KEY:
             token = f"{key}={resolve(BY_KEY[key, value])}"
@@ -194,7 +221,7 @@ def substitute(command: str, resolve: Callable[[str], str]) -> list[str]:
         out.append(token)
     out = [SHORTER.get(t, t) for t in out]
     for marker, extra in APPEND.items():
-        if marker in out:
+        if marker in command:
             out += extra
     if out[0] == "python":
         out[0] = sys.executable
@@ -226,10 +253,12 @@ def test_every_skip_names_a_readme_command():
     assert not stale, f"SKIP entries that match no README command (remove or re-point them): {stale}"
     stale = [key for key in SYNOPSES if not any(key in c for c in commands)]
     assert not stale, f"SYNOPSES entries that match no README command: {stale}"
+    stale = [key for key in [*SHORTER, *APPEND] if not any(key in c for c in runnable())]
+    assert not stale, f"SHORTER / APPEND entries that match no command the test runs: {stale}"
 
 
 def test_every_runnable_command_is_fully_substituted():
-    known = set(_builders(Path("/tmp"), Path("/tmp"))) | DYNAMIC
+    known = set(_builders(Path("/tmp"), Path("/tmp"), lambda: Path("/tmp"), lambda kind: Path("/tmp"))) | DYNAMIC
 
     def resolve(name: str) -> str:
         assert name in known, f"no builder for the resource {name!r}"
@@ -265,27 +294,15 @@ def _split_samples(dest: Path, half: int) -> Path:
     return path
 
 
-def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
-    """Resource name -> how to make it (heavy imports only when called)."""
+def _builders(
+    tmp: Path, vlm: Path, lm: Callable[[], Path], pipeline: Callable[[str], Path]
+) -> dict[str, Callable[[], Path]]:
+    """Resource name -> how to make it (heavy imports only when called); ``lm`` and ``pipeline`` give the session's
+    tiny text LM and diffusers pipelines (conftest.py)."""
 
     def protocol() -> Path:  # a copy: calibration writes next to the protocol
         shutil.copytree(SAMPLES / "pace", tmp / "pace")
         return tmp / "pace" / "protocol.json"
-
-    def pipeline(kind: str) -> Callable[[], Path]:
-        def build() -> Path:
-            from reward.testing import make_tiny_inpaint_pipeline, make_tiny_text_to_image
-
-            if kind == "text-to-image":
-                return make_tiny_text_to_image(tmp / kind)
-            return make_tiny_inpaint_pipeline(tmp / kind, kind)
-
-        return build
-
-    def lm() -> Path:
-        from reward.testing import make_tiny_lm
-
-        return make_tiny_lm(tmp / "tiny-lm")
 
     def tasks() -> Path:
         from training.procedural.synthetic import write_inpainting_tasks
@@ -300,9 +317,9 @@ def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
     return {
         "vlm": lambda: vlm,
         "lm": lm,
-        "sd15": pipeline("sd15-inpaint"),
-        "flux": pipeline("flux-fill"),
-        "text_to_image": pipeline("text-to-image"),
+        "sd15": lambda: pipeline("sd15-inpaint"),
+        "flux": lambda: pipeline("flux-fill"),
+        "text_to_image": lambda: pipeline("text-to-image"),
         "ratings": lambda: SAMPLES / "ratings.jsonl",
         "pairs": lambda: SAMPLES / "pairs.jsonl",
         "calibration_split": lambda: _split_samples(tmp / "split", 0),
@@ -316,6 +333,7 @@ def _builders(tmp: Path, vlm: Path) -> dict[str, Callable[[], Path]]:
         "a3_second": lambda: _copy_samples(tmp / "a3" / "second", "spaq.jsonl"),
         "heldout": lambda: tmp / "heldout",
         "heldout_ratings": lambda: tmp / "heldout" / "ratings.jsonl",
+        "runs": lambda: tmp / "runs",
     }
 
 
@@ -334,8 +352,8 @@ def _record(session: Session, argv: list[str]) -> None:
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs_as_written(tiny_vlm_path, tmp_path):
-    session = Session(tmp_path, _builders(tmp_path, tiny_vlm_path))
+def test_every_readme_command_runs_as_written(tiny_vlm_path, tiny_lm_path, tiny_pipeline_path, tmp_path):
+    session = Session(tmp_path, _builders(tmp_path, tiny_vlm_path, lambda: tiny_lm_path, tiny_pipeline_path))
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -350,5 +368,12 @@ def test_every_readme_command_runs_as_written(tiny_vlm_path, tmp_path):
             failures.append(f"{command}\n  ran: {shlex.join(argv)}\n  exit {proc.returncode}: {proc.stderr[-1500:]}")
             continue
         _record(session, argv)
-    assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)
+    for snippet in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+        code = RUNS.sub(lambda _: f"{session.get('runs')}/", snippet)  # on what the README's commands wrote
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        )
+        if proc.returncode != 0:
+            failures.append(f"the README's Python snippet\n{snippet}\n  exit {proc.returncode}: {proc.stderr[-1500:]}")
+    assert not failures, "README / docs commands that fail:\n\n" + "\n\n".join(failures)
     assert json.loads((session.last["last_scores"].parent / "metrics.json").read_text())

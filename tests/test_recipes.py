@@ -278,12 +278,11 @@ def _sa_bench(root: Path) -> None:
 
 @pytest.mark.slow
 def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
-    tiny_vlm_path, tmp_path, monkeypatch, pace_protocol_path
+    tiny_vlm_path, tiny_lm_path, tiny_pipeline_path, tmp_path, monkeypatch, pace_protocol_path
 ):
     from fusion.commands.fit import run as run_fusion
     from pace_judge.commands.judge import run as run_judge
     from pace_judge.commands.memory import run as run_memory
-    from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
     from rl.commands.grpo import run as run_grpo
     from rl.tasks import run as run_tasks
     from training.commands.sft import run as run_sft
@@ -314,7 +313,7 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
     weights = run_fusion(compose("fit", ["+recipe=sa-iqa-bench-fusion", "bootstrap=0"], schema=FusionSettings))
     assert Path("runs/sa-iqa-bench/scorer/fusion_weights.json").is_file() and weights
 
-    tiny_lm = make_tiny_lm(tmp_path / "tiny-lm")
+    tiny_lm = tiny_lm_path
     chats = tmp_path / "datasets" / "expansions"
     chats.mkdir(parents=True)
     row = {"messages": [{"role": "user", "content": "Expand this inpainting prompt: a sofa"}]}
@@ -327,7 +326,7 @@ def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
     assert Path("runs/grpo-expansion-stage1/adapter_config.json").is_file()
 
     run_tasks(compose("tasks", ["out=datasets/inpainting", "n=8"], schema=TasksSettings))
-    flux = make_tiny_inpaint_pipeline(tmp_path / "tiny-flux", kind="flux-fill")
+    flux = tiny_pipeline_path("flux-fill")
     grpo = run_grpo(
         compose(
             "grpo",

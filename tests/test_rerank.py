@@ -106,12 +106,10 @@ def on_tiny_models(code: str, replacements: dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-def test_the_readme_diffusers_and_trl_snippets_run_as_written(tmp_path, tiny_vlm_path, tiny_scorer_path, monkeypatch):
-    from reward.testing import make_tiny_lm
-    from reward.testing.diffusion import make_tiny_text_to_image
-
-    t2i = make_tiny_text_to_image(tmp_path / "t2i")
-    lm = make_tiny_lm(tmp_path / "lm")
+def test_the_readme_diffusers_and_trl_snippets_run_as_written(
+    tmp_path, tiny_vlm_path, tiny_scorer_path, tiny_lm_path, tiny_pipeline_path, monkeypatch
+):
+    t2i, lm = tiny_pipeline_path("text-to-image"), tiny_lm_path
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     rerank_code = on_tiny_models(
@@ -120,6 +118,7 @@ def test_the_readme_diffusers_and_trl_snippets_run_as_written(tmp_path, tiny_vlm
             "stabilityai/stable-diffusion-2-1-base": str(t2i),
             "Qwen/Qwen2-VL-2B-Instruct": str(tiny_vlm_path),
             "num_inference_steps=25": "num_inference_steps=2",
+            'output_type="pt")': 'output_type="pt", num_inference_steps=2)',  # (the pipeline's default: 50)
         },
     )
     exec(compile(rerank_code, "rewards-in-your-code.md (diffusers)", "exec"), namespace)

@@ -39,10 +39,8 @@ def _served(url: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory) -> Path:
-    from reward.testing import make_tiny_lm
-
-    return make_tiny_lm(tmp_path_factory.mktemp("tiny-lm"))
+def tiny_lm(tiny_lm_path) -> Path:
+    return tiny_lm_path
 
 
 @pytest.fixture(scope="module")

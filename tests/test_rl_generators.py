@@ -86,10 +86,8 @@ def test_unknown_generator_names_the_known_ones():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sd15-inpaint", "sdxl-inpaint", "flux-fill"])
-def test_diffusers_candidates_are_batched_and_reproducible_one_by_one(kind, tmp_path_factory):
-    from reward.testing import make_tiny_inpaint_pipeline
-
-    path = make_tiny_inpaint_pipeline(tmp_path_factory.mktemp(kind), kind)
+def test_diffusers_candidates_are_batched_and_reproducible_one_by_one(kind, tiny_pipeline_path):
+    path = tiny_pipeline_path(kind)
     extra = {"size_multiple": 16} if kind == "flux-fill" else {}
     gen = build_generator({"name": kind, "path": str(path), "steps": 2, "dtype": "float32", **extra})
     rng = np.random.default_rng(0)  # not square, masked region off-centre: the random VAE's latent noise shows
@@ -110,13 +108,11 @@ def test_diffusers_candidates_are_batched_and_reproducible_one_by_one(kind, tmp_
 
 
 @pytest.mark.slow
-def test_flux_fill_gives_t5_the_whole_expanded_prompt_as_written(tmp_path_factory):
+def test_flux_fill_gives_t5_the_whole_expanded_prompt_as_written(tiny_pipeline_path):
     """FLUX Fill reads the prompt with T5 (up to max_sequence_length=512 tokens): the whole prompt goes there as
     prompt_2, in its own case; only CLIP's pooled vector reads the first 77 tokens (cut without a CLIP round trip,
     which lower-cased the text and cut it at 77 before T5 ever saw it)."""
-    from reward.testing import make_tiny_inpaint_pipeline
-
-    path = make_tiny_inpaint_pipeline(tmp_path_factory.mktemp("flux"), "flux-fill")
+    path = tiny_pipeline_path("flux-fill")
     gen = build_generator(
         {"name": "flux-fill", "path": str(path), "steps": 1, "dtype": "float32", "size_multiple": 16}
     )

@@ -62,11 +62,9 @@ def _launch(launcher: list[str], overrides: list[str], cwd: Path) -> subprocess.
 
 
 @pytest.fixture(scope="module")
-def parts(tmp_path_factory, tiny_vlm_path):
-    from reward.testing import make_tiny_lm
-
+def parts(tmp_path_factory, tiny_vlm_path, tiny_lm_path):
     root = tmp_path_factory.mktemp("rl-processes")
-    lm = make_tiny_lm(root / "lm")
+    lm = tiny_lm_path
     tasks = write_inpainting_tasks(root / "tasks", 12, size=48, mask_fraction=0.8)
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         single = run_grpo(

@@ -25,7 +25,7 @@ def test_sft_lifts_heldout_lighting_srcc_above_0_6(tiny_vlm_path, tmp_path):
         f"output_dir={tmp_path / 'run'}",
         "prompt.type=2",
         "prompt.dimensions=[lighting,harmony]",
-        "trainer.max_steps=160",
+        "trainer.max_steps=80",  # measured: SRCC -0.50 -> 0.94 after 80 steps of 16 (0.76 after 40)
         "trainer.per_device_train_batch_size=16",
         "trainer.gradient_accumulation_steps=1",
         "trainer.learning_rate=1e-3",

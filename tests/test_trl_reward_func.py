@@ -51,27 +51,23 @@ class Recorded:
 
 
 @pytest.fixture(scope="module")
-def text_to_image_pipe(tmp_path_factory):
+def text_to_image_pipe(tiny_pipeline_path):
     from diffusers import StableDiffusionPipeline
 
-    from reward.testing.diffusion import make_tiny_text_to_image
-
-    pipe = StableDiffusionPipeline.from_pretrained(make_tiny_text_to_image(tmp_path_factory.mktemp("t2i")))
+    pipe = StableDiffusionPipeline.from_pretrained(tiny_pipeline_path("text-to-image"))
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
 
 @pytest.mark.slow
 def test_trl_grpo_trains_a_text_policy_on_images_a_pipeline_draws_scored_by_qbench(
-    tmp_path, tiny_vlm_path, text_to_image_pipe
+    tmp_path, tiny_vlm_path, tiny_lm_path, text_to_image_pipe
 ):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from reward.testing import make_tiny_lm
-
-    lm = make_tiny_lm(tmp_path / "lm")
+    lm = tiny_lm_path
     model = AutoModelForCausalLM.from_pretrained(lm)
     tokenizer = AutoTokenizer.from_pretrained(lm)
     scorer = get_reward("qbench", model=str(tiny_vlm_path))
@@ -105,13 +101,10 @@ def test_trl_grpo_trains_a_text_policy_on_images_a_pipeline_draws_scored_by_qben
 
 
 @pytest.fixture(scope="module")
-def inpaint_pipe(tmp_path_factory):
+def inpaint_pipe(tiny_pipeline_path):
     from diffusers import StableDiffusionInpaintPipeline
 
-    from reward.testing.diffusion import make_tiny_inpaint_pipeline
-
-    path = make_tiny_inpaint_pipeline(tmp_path_factory.mktemp("inpaint"), "sd15-inpaint")
-    pipe = StableDiffusionInpaintPipeline.from_pretrained(path)
+    pipe = StableDiffusionInpaintPipeline.from_pretrained(tiny_pipeline_path("sd15-inpaint"))
     pipe.set_progress_bar_config(disable=True)
     return pipe
 

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from PIL import Image
 
 from reward import RewardOutput, images_from_column, trl_reward_funcs
+from reward.core.cli import compose
 from reward.integrations.reward_set import named_reward
 from reward.rewards.registry import REWARDS, register_reward
+from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
 from training.procedural.synthetic import write_inpainting_tasks
 
@@ -73,15 +75,8 @@ def test_an_item_one_reward_raised_on_gets_none_from_both_and_the_batch_renders_
     assert picky(["p"] * 3, ["d", "e", "f"], **columns) == [0.5, None, 0.5] and len(renders) == 2  # a new batch
 
 
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory) -> Path:
-    from reward.testing import make_tiny_lm
-
-    return make_tiny_lm(tmp_path_factory.mktemp("tiny-lm"))
-
-
 @pytest.mark.slow
-def test_trl_grpo_trainer_gets_none_from_every_reward_for_an_item_one_failed_on(tiny_lm, tmp_path):
+def test_trl_grpo_trainer_gets_none_from_every_reward_for_an_item_one_failed_on(tiny_lm_path, tmp_path):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -107,11 +102,11 @@ def test_trl_grpo_trainer_gets_none_from_every_reward_for_an_item_one_failed_on(
         seed=0,
     )
     trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(tiny_lm),
+        model=AutoModelForCausalLM.from_pretrained(tiny_lm_path),
         reward_funcs=funcs,
         args=args,
         train_dataset=Dataset.from_dict({"prompt": ["a kitchen with warm light"] * 8}),
-        processing_class=AutoTokenizer.from_pretrained(tiny_lm),
+        processing_class=AutoTokenizer.from_pretrained(tiny_lm_path),
     )
     trainer.train()
 
@@ -135,10 +130,10 @@ def masking_rewards():
 
 
 @pytest.mark.slow
-def test_grpo_gets_none_from_every_reward_for_an_item_one_failed_on(masking_rewards, tiny_lm, tmp_path):
+def test_grpo_gets_none_from_every_reward_for_an_item_one_failed_on(masking_rewards, tiny_lm_path, tmp_path):
     tasks = write_inpainting_tasks(tmp_path / "tasks", 12, size=32, seed=0, mask_fraction=0.8)
     overrides = [
-        f"policy.path={tiny_lm}",
+        f"policy.path={tiny_lm_path}",
         f"data={tasks}",
         f"out={tmp_path / 'run'}",
         "reward=scene-proxy",
@@ -152,7 +147,7 @@ def test_grpo_gets_none_from_every_reward_for_an_item_one_failed_on(masking_rewa
         "eval.every=0",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        result = run_grpo(compose("grpo", overrides=overrides))
+        result = run_grpo(compose("grpo", overrides=overrides, schema=GrpoSettings))
     curve = result["train_curve"]
     assert [mean for _, mean, _ in curve["test-marker"]] == [0.0, 0.0]  # without the shared None: 0.25 (1 of 4)
     assert [mean for _, mean, _ in curve["test-first-fails"]] == [1.0, 1.0]

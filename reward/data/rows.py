@@ -1,6 +1,6 @@
 """Manifests of rated images, preference pairs and inpainting tasks, from JSONL files or Hugging Face datasets.
 
-Row formats (README.md, "Data formats"); image paths are relative to the manifest's folder:
+Row formats (docs/datasets.md, "Data formats"); image paths are relative to the manifest's folder:
 
 - ratings: ``{"image", "dimension", "mos"}`` or ``{"image", "dimension", "ratings": [...]}`` (MOS = mean);
 - pairs: ``{"a", "b", "label": "a" | "b" | "tie"}``;

@@ -292,7 +292,7 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     except ConfigError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
-        problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
+        problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (docs/grpo.md)")
     if problems:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
     return settings, args
