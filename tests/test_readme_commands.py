@@ -118,8 +118,8 @@ APPEND: dict[str, list[str]] = {
     # the full run also times a 23M-parameter config, for minutes; one timing of 2 images runs every part once
     "bench/pace_cost.py": ["--quick", "--repeats", "1", "--images", "2"],
     "+recipe=tiny-real-photos": ["trainer.max_steps=2"],  # the recipe's 2,400 steps
-    # the README's main flow, smaller: its scorer trains 4 steps (not 30), its policy 2 (not 4), 4 tasks are picked
-    "out=runs/sft trainer.max_steps=30": ["trainer.max_steps=4"],
+    # the README's main flow, smaller where it proves the same: its policy trains 2 steps (not 4), 4 tasks are picked
+    # (its scorer trains the 30 steps written: with fewer, the fit's non-negative weights may all be 0)
     "out=runs/grpo trainer.max_steps=4": ["trainer.max_steps=2"],
     "out=runs/best-of-4": ["limit=4"],
     # the paper's 500 steps of 4 prompts x 8 completions of up to 512 tokens (FLUX's T5 budget), held out every 10
