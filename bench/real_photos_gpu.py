@@ -3,11 +3,11 @@
     python bench/real_photos_gpu.py --out DIR                 # one GPU: train within --budget-s (default 210 s)
     python bench/real_photos_gpu.py --out DIR --dry-run       # the same steps on the CPU, a few training steps
 
-Steps: the held-out set of the README's real-photo table (distorted crops of the held-out photos, 112 px crops of
-photos downscaled to a 224 short side); BRISQUE on it; the tiny ``small`` VLM built from scratch; ``training/sft.py
-+recipe=tiny-real-photos-gpu`` (library entry, one process) with two callbacks: the held-out SRCC every
-``--every`` steps (the curve) and a wall-clock budget that ends training in time; the final scorer evaluated on the
-held-out set, overall and per distortion type (pristine plus that type), beside BRISQUE on the same images; then
+Steps: the held-out set of the real-photo table of docs/photos.md (distorted crops of the held-out photos, 112 px
+crops of photos downscaled to a 224 short side); BRISQUE on it; the tiny ``small`` VLM built from scratch;
+``training/sft.py +recipe=tiny-real-photos-gpu`` (library entry, one process) with two callbacks: the held-out SRCC
+every ``--every`` steps (the curve) and a wall-clock budget that ends training in time; the final scorer evaluated on
+the held-out set, overall and per distortion type (pristine plus that type), beside BRISQUE on the same images; then
 the scorer is loaded back with ``reward=sa-iqa`` by ``reward/evaluate.py`` in a CPU-only process (it travels).
 Writes ``real_photos.json`` (rows of the GPU table, the curve, the metrics) and ``real_photos_curve.png`` to --out.
 """
@@ -144,7 +144,7 @@ def brisque_per_type(rows: list[dict[str, Any]], raw: np.ndarray) -> dict[str, f
 
 
 def heldout_set(work: Path, dry_run: bool) -> Path:
-    """The README's held-out set (2 crops of each held-out photo; 1 in a dry run)."""
+    """The held-out set of docs/photos.md (2 crops of each held-out photo; 1 in a dry run)."""
     from training.procedural.photos import write_heldout
 
     return write_heldout(work / "heldout", crop=112, side=224, crops_per_photo=1 if dry_run else 2)

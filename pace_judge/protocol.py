@@ -303,7 +303,7 @@ def protocol_from_dict(raw: Any, *, source: str = "protocol", folder: Path | Non
         raise ProtocolError(
             f"{source}: invalid PACE protocol:\n  - "
             + "\n  - ".join(problems)
-            + "\nFix the file (see README, 'PACE judge') or rebuild it with the agents."
+            + "\nFix the file (see docs/judge.md) or rebuild it with the agents."
         )
     return Protocol(dimension or "", probes, subs, anchors, dict(provenance), folder)
 

@@ -161,7 +161,7 @@ def grpo_section(out: Path, cfg: DictConfig, policy: Path) -> tuple[str, dict[st
         f"{100 * t['reward']:.0f}% reward, {100 * t['update_and_rest']:.0f}% the update.\n\n"
         "What it shows: the GRPO loop (policy, generator, reward, update) raising the reward it is trained on. What "
         "it does not: `scene-proxy` is a hand-made image statistic and the reward being optimised, not an "
-        "independent judge; a run this short is noisy (the README gives three seeds of 100 steps).\n\n"
+        "independent judge; a run this short is noisy (docs/grpo.md gives three seeds of 100 steps).\n\n"
         "![reward curve](grpo/reward_curve.png)\n\n![first vs last step](grpo/samples_first_last.png)\n"
     )
     summary = f"GRPO, {cfg.grpo.steps} steps: mean scene-proxy reward {first:.3f} -> {last:.3f}"

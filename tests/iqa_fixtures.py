@@ -1,8 +1,8 @@
 """Tiny dataset folders written in each public dataset's official format (a few rows, small generated images).
 
 Each writer lays the files out as the official archive does (annotation file names, columns, line ends, folders),
-per the research notes verified against the public sources (see the README's datasets table). Image content is
-noise whose brightness follows the MOS, so a scorer has something to rank.
+per the research notes verified against the public sources (see the datasets table of docs/datasets.md). Image
+content is noise whose brightness follows the MOS, so a scorer has something to rank.
 """
 
 from __future__ import annotations

@@ -425,13 +425,13 @@ def test_pace_benchmark_calibration_takes_the_anchors_from_the_train_split(tmp_p
     assert max(train.values()) < max(m for _, _, m in rows) or min(train.values()) > min(m for _, _, m in rows)
 
 
-# ------------------------------------------------------------------------------------------------ the README
+# ------------------------------------------------------------------------------------------------ the docs
 
 
-def test_the_readme_table_names_every_dataset_with_its_scale_and_direction():
+def test_the_docs_table_names_every_dataset_with_its_scale_and_direction():
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text()
     for name in DATASETS.names():
         meta = DATASETS.get(name).meta
         (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{name}` |")]

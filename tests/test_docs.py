@@ -1,5 +1,6 @@
-"""The README stands alone in a user's clone and stays true: no pointer outside the repository, every command it
-shows exists, and every registered reward and generator is named in it."""
+"""The README and its docs/ pages stand alone in a user's clone and stay true: no pointer outside the repository,
+every command they show exists, every entry script and every registered reward and generator is named, every page is
+reachable from the README, and the settings tables of the pages are those the settings dataclasses make now."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from rl.generators import GENERATORS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-DOCS = README + (ROOT / "ARCHITECTURE.md").read_text()
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+DOCS = "\n".join([README, (ROOT / "ARCHITECTURE.md").read_text(), *(page.read_text() for page in PAGES)])
 
 
 # pointers a user's clone cannot follow: notes kept outside the repository, and issue numbers of its tracker
@@ -42,10 +44,50 @@ def test_code_comments_and_tests_point_at_nothing_outside_the_repository():
 
 @pytest.mark.parametrize(
     "path",
-    sorted(set(re.findall(r"(?:python|launch) ((?:reward|training|rl|fusion|pace_judge|bench)/\w+\.py)", README))),
+    sorted(set(re.findall(r"(?:python|launch) ((?:reward|training|rl|fusion|pace_judge|bench|docs)/\w+\.py)", DOCS))),
 )
-def test_every_script_the_readme_runs_exists(path):
+def test_every_script_the_docs_run_exists(path):
     assert (ROOT / path).is_file(), path
+
+
+def test_every_script_is_named_in_the_readme_or_the_docs():
+    """A user finds every command: each file with a ``__main__`` block is named (a package's ``__main__.py`` as
+    ``python -m PACKAGE``)."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    scripts = [
+        name
+        for name in files.split()
+        if not name.startswith("tests/") and 'if __name__ == "__main__":' in (ROOT / name).read_text()
+    ]
+    assert "training/sft.py" in scripts and "docs/settings.py" in scripts
+    named = [f"-m {Path(n).parent.as_posix().replace('/', '.')}" if n.endswith("/__main__.py") else n for n in scripts]
+    missing = [name for name in named if name not in DOCS]
+    assert not missing, f"scripts that neither the README nor docs/ name: {missing}"
+
+
+def test_every_page_is_linked_from_the_readme_and_every_link_resolves():
+    links = re.findall(r"\]\((docs/[\w.-]+\.md)\)", README)
+    assert sorted(set(links)) == sorted(p.relative_to(ROOT).as_posix() for p in PAGES)
+    for page in PAGES:
+        for target in re.findall(r"\]\(([\w./-]+\.md)\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name} links to {target}, which does not exist"
+
+
+def test_the_settings_tables_of_the_pages_are_up_to_date():
+    """Each command's table, generated from its settings dataclass by ``python docs/settings.py``, is on one page and
+    is what the script makes now (a stale one: run it)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("docs_settings", ROOT / "docs" / "settings.py")
+    settings = sys.modules["docs_settings"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(settings)
+    blocks = [m.group(2) for page in PAGES for m in settings.BLOCK.finditer(page.read_text())]
+    assert sorted(blocks) == sorted(settings.commands()), "each command's table once, on its page"
+    stale = [p.name for p in PAGES if settings.refreshed(p.read_text()) != p.read_text()]
+    assert not stale, f"stale settings tables in {stale}: run python docs/settings.py"
 
 
 @pytest.mark.parametrize("name", [*list_rewards(), *GENERATORS.names()])

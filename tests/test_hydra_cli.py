@@ -32,7 +32,7 @@ def test_cfg_prints_the_composed_config_without_running(flag, capsys):
         (["-m", "batch_size=1,2"], "sweeps (-m / --multirun) are not supported"),
         (["--multirun"], "sweeps (-m / --multirun) are not supported"),
         (["hydra.run.dir=/tmp/x"], "hydra.run.dir: Hydra's own settings (hydra.*) are not used"),
-        (["--config-name", "other"], "--config-name: each command has one config, configs/{name}.yaml"),
+        (["--config-name", "other"], "--config-name: each command has one config, configs/evaluate.yaml,"),
         (["-cn=other"], "-cn: each command has one config"),
         (["--cfg", "hydra"], "--cfg hydra: use --cfg job"),
         (["--info"], "unknown option --info"),

@@ -1,5 +1,5 @@
-"""Nothing points nowhere: every repository path, module and README / ARCHITECTURE section that a comment, docstring,
-error message, config comment or document names exists.
+"""Nothing points nowhere: every repository path, module and README / ARCHITECTURE / docs page section that a comment,
+docstring, error message, config comment or document names exists.
 
 What counts as a pointer (read from the comments and prose strings of tracked ``.py`` files, and from every line of
 the tracked ``.md``, ``.yaml``, ``.sh`` and ``.toml`` files; this file's own examples aside):
@@ -14,9 +14,9 @@ the tracked ``.md``, ``.yaml``, ``.sh`` and ``.toml`` files; this file's own exa
   (``training.commands.sft_plan``, ``reward.vlm.server.ServerConfig``): every further segment is a module, or a name
   its module's source mentions;
 - a section cited by its title: ``README, "Data formats"``, ``README "served rewards"``, ``see the README's section
-  'PACE judge'``, ``ARCHITECTURE.md, "One primitive underneath"``, ``README: serving a reward``: the document has a
-  heading (``## ...``) or a paragraph's bold run-in title (``**Rewards served apart from training.**``) of that title
-  (case, backticks and a final period aside).
+  'PACE judge'``, ``ARCHITECTURE.md, "One primitive underneath"``, ``docs/serving.md, "Circuit breaker"``, ``README:
+  serving a reward``: the document has a heading (``## ...``) or a paragraph's bold run-in title (``**Rewards served
+  apart from training.**``) of that title (case, backticks and a final period aside).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def normal(title: str) -> str:
 
 
 SECTION = re.compile(
-    r"\b(README|ARCHITECTURE)(?:\.md)?(?:'s section|,? section|(?!'s\b))\s*(?:[,:(]\s*)*"
+    r"\b(README|ARCHITECTURE|docs/[\w-]+)(?:\.md)?(?:'s section|,? section|(?!'s\b))\s*(?:[,:(]\s*)*"
     r"(?:[\"'“‘]([^\"'”’]+)[\"'”’]|(?<=: )([^)\"']+)\))"
 )
 
@@ -162,7 +162,7 @@ def problems_in(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
                 found.append(f"no tracked file is named {m.group(1)}")
         found += [module_problem(m.group(1).rstrip(".")) for m in dotted.finditer(line)]
         for m in SECTION.finditer(line):
-            cited, document = m.group(2) or m.group(3), DOCUMENTS[m.group(1)]
+            cited, document = m.group(2) or m.group(3), DOCUMENTS.get(m.group(1), f"{m.group(1)}.md")
             if normal(cited) not in titles(document):
                 found.append(f"{document} has no section titled {cited.strip()!r}")
         problems += [(n, problem) for problem in found if problem]
@@ -194,8 +194,10 @@ def test_the_check_finds_each_kind_of_dangling_pointer(tmp_path):
         "``reward.vlm.server.ServerConfig``; reward.model=PATH, rl.log": None,
         "(README: served rewards)": "README.md has no section titled 'served rewards'",
         'the README\'s section "Served rewards"': "README.md has no section titled 'Served rewards'",
-        '(README.md, "Data formats")': None,
-        "(see README, 'Rewards served apart from training')": None,
+        "(README: the main flow, on the shipped samples)": None,
+        '(docs/datasets.md, "Data formats")': None,
+        "(see docs/serving.md, 'Circuit breaker')": None,
+        'docs/serving.md, "Served rewards"': "docs/serving.md has no section titled 'Served rewards'",
         'ARCHITECTURE.md, "One primitive underneath"': None,
         'ARCHITECTURE.md, "Data formats"': "ARCHITECTURE.md has no section titled 'Data formats'",
     }

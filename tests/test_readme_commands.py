@@ -1,6 +1,8 @@
-"""Every command of the README's ```bash blocks runs as written, in order, on the shipped samples and tiny models.
+"""Every command of the README's and the docs pages' ```bash blocks runs as written, in order, on the shipped samples
+and tiny models; then the README's Python snippet, on what its commands wrote.
 
-The README writes placeholders (``PATH``, ``DIR``, ``MANIFEST``, ...) where a user puts their own models and data:
+The README's main flow writes under ``runs/`` (here a temporary folder in its place). The docs pages write
+placeholders (``PATH``, ``DIR``, ``MANIFEST``, ...) where a user puts their own models and data:
 :data:`BY_KEY` and :data:`BY_VALUE` say what each one stands for here (tiny models built in the session, the samples
 of ``reward/assets/samples``, folders of earlier commands), :data:`SHORTER` shortens the few commands that would run
 for minutes as written, and :data:`SKIP` lists, each with its reason, the commands that cannot run on this machine.
@@ -25,12 +27,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+RUNS = re.compile(r"(?<![\w./-])runs/")  # the README's output folder, relative to the clone: a temporary one here
 SAMPLES = ROOT / "reward" / "assets" / "samples"
 
 # Commands that cannot run here, by a piece of text only that command holds -> why (and where it is tested instead).
 SKIP: dict[str, str] = {
     "make demo": "the whole demo (minutes); tests/test_demo.py runs demo.py shortened",
     "make test": "the whole test suite, this test included",
+    "pip install": "installs into the environment; tests/test_install.py builds the wheel, installs it into a fresh "
+    "virtual environment and runs every command from it",
+    "perceptual-rewards": "the installed console script: tests/test_install.py runs every command through it",
+    "python docs/settings.py": "rewrites the docs pages; tests/test_docs.py runs its check",
     'dimension="tactile satisfaction"': "the agents write a new protocol: a tiny random VLM cannot (the agents run "
     "with a scripted backend in tests/test_pace_agents.py)",
     "pipeline=SD_DIR": "the Generator agent writes the text-to-image prompts: a tiny random VLM cannot "
@@ -111,8 +118,12 @@ APPEND: dict[str, list[str]] = {
     # the full run also times a 23M-parameter config, for minutes; one timing of 2 images runs every part once
     "bench/pace_cost.py": ["--quick", "--repeats", "1", "--images", "2"],
     "+recipe=tiny-real-photos": ["trainer.max_steps=2"],  # the recipe's 2,400 steps
+    # the README's main flow, smaller where it proves the same: its policy trains 2 steps (not 4), 4 tasks are picked
+    # (its scorer trains the 30 steps written: with fewer, the fit's non-negative weights may all be 0)
+    "out=runs/grpo trainer.max_steps=4": ["trainer.max_steps=2"],
+    "out=runs/best-of-4": ["limit=4"],
     # the paper's 500 steps of 4 prompts x 8 completions of up to 512 tokens (FLUX's T5 budget), held out every 10
-    "rl/grpo.py": [
+    "data=TASKS.jsonl out=OUT": [
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=8",
         "trainer.global_batch_size=8",  # one micro-batch a step, not the paper's 32 completions
@@ -122,7 +133,7 @@ APPEND: dict[str, list[str]] = {
     ],
     # 24 tasks x 4 candidates x 30 denoising steps: minutes on CPU; 4 tasks in 4 steps show the same. sd15-inpaint's
     # config loads the checkpoint's float16 weights, whose convolutions crawl on a CPU (2 min here, 20 s in float32)
-    "rl/best_of_n.py": ["limit=4", "generator.steps=4", "generator.dtype=float32"],
+    "data=TASKS.jsonl n=4": ["limit=4", "generator.steps=4", "generator.dtype=float32"],
 }
 # `python pace_judge/memory.py list|show|import|delete|route ... [dimension=NAME] [protocol=FILE]` is a synopsis:
 # its subcommands, each with the settings it takes, in an order that works on an empty bank
@@ -139,10 +150,18 @@ PLACEHOLDER = re.compile(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b|\.\.\.|\w+\.jsonl?\b")
 NOT_PLACEHOLDERS = {"CUDA_VISIBLE_DEVICES"}
 
 
+def documents() -> list[Path]:
+    """The README, then the docs pages in the order its reference table lists them (a page's commands may use what
+    an earlier page's wrote: the last scorer, the last scores)."""
+    pages = re.findall(r"\]\((docs/[\w.-]+\.md)\)", README.read_text(encoding="utf-8"))
+    return [README, *(ROOT / page for page in dict.fromkeys(pages))]
+
+
 def readme_commands(text: str | None = None) -> list[str]:
-    """The commands of the README's ```bash blocks, in order: comment lines dropped, continued lines joined,
-    a trailing ``# comment`` cut."""
-    text = README.read_text(encoding="utf-8") if text is None else text
+    """The commands of the ```bash blocks of the README and the docs pages, in order: comment lines dropped,
+    continued lines joined, a trailing ``# comment`` cut."""
+    if text is None:
+        text = "\n".join(path.read_text(encoding="utf-8") for path in documents())
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         joined = re.sub(r"\s*\\\n\s*", " ", block)
@@ -187,6 +206,7 @@ def substitute(command: str, resolve: Callable[[str], str]) -> list[str]:
     :data:`SHORTER` / :data:`APPEND` applied, and ``python`` / ``accelerate`` those of this interpreter."""
     out = []
     for token in shlex.split(command):
+        token = RUNS.sub(lambda _: resolve("runs") + "/", token)
         key, eq, value = token.partition("=")
         if eq and (key, value) in BY_KEY:
             token = f"{key}={resolve(BY_KEY[key, value])}"
@@ -314,6 +334,7 @@ def _builders(
         "a3_second": lambda: _copy_samples(tmp / "a3" / "second", "spaq.jsonl"),
         "heldout": lambda: tmp / "heldout",
         "heldout_ratings": lambda: tmp / "heldout" / "ratings.jsonl",
+        "runs": lambda: tmp / "runs",
     }
 
 
@@ -348,5 +369,12 @@ def test_every_readme_command_runs_as_written(tiny_vlm_path, tiny_lm_path, tiny_
             failures.append(f"{command}\n  ran: {shlex.join(argv)}\n  exit {proc.returncode}: {proc.stderr[-1500:]}")
             continue
         _record(session, argv)
-    assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)
+    for snippet in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+        code = RUNS.sub(lambda _: f"{session.get('runs')}/", snippet)  # on what the README's commands wrote
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        )
+        if proc.returncode != 0:
+            failures.append(f"the README's Python snippet\n{snippet}\n  exit {proc.returncode}: {proc.stderr[-1500:]}")
+    assert not failures, "README / docs commands that fail:\n\n" + "\n\n".join(failures)
     assert json.loads((session.last["last_scores"].parent / "metrics.json").read_text())

@@ -1,6 +1,6 @@
 """``reward.rerank``: the k best of any pipeline's images by a reward's registered direction, all scores kept, ties
-to the image given first, unscored images last; and the README's diffusers and trl snippets run as written (on the
-tiny offline models)."""
+to the image given first, unscored images last; and the diffusers and trl snippets of docs/rewards-in-your-code.md run
+as written (on the tiny offline models; trl's bf16 picked by the snippet itself)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from PIL import Image
 from reward import RewardOutput, get_reward, register_reward, rerank
 from reward.rewards.registry import REWARDS
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+PAGE = (Path(__file__).resolve().parents[1] / "docs" / "rewards-in-your-code.md").read_text()
 
 
 def greys(*levels: int) -> list[Image.Image]:
@@ -93,14 +93,14 @@ def test_rerank_refusals_name_the_fix(proxy):
 
 
 def readme_block(marker: str) -> str:
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", README, flags=re.S) if marker in b]
-    assert len(blocks) == 1, f"the README should show one python block with {marker!r}"
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", PAGE, flags=re.S) if marker in b]
+    assert len(blocks) == 1, f"docs/rewards-in-your-code.md should show one python block with {marker!r}"
     return blocks[0]
 
 
 def on_tiny_models(code: str, replacements: dict[str, str]) -> str:
     for old, new in replacements.items():
-        assert old in code, f"the README snippet no longer contains {old!r}"
+        assert old in code, f"the snippet no longer contains {old!r}"
         code = code.replace(old, new)
     return code
 
@@ -121,7 +121,7 @@ def test_the_readme_diffusers_and_trl_snippets_run_as_written(
             'output_type="pt")': 'output_type="pt", num_inference_steps=2)',  # (the pipeline's default: 50)
         },
     )
-    exec(compile(rerank_code, "README.md (diffusers)", "exec"), namespace)
+    exec(compile(rerank_code, "rewards-in-your-code.md (diffusers)", "exec"), namespace)
     best = namespace["best"]
     assert len(best.indices) == 2 and len(best.all_scores) == 8
     assert best.scores == sorted(best.all_scores, reverse=True)[:2]
@@ -131,13 +131,13 @@ def test_the_readme_diffusers_and_trl_snippets_run_as_written(
         {
             "Qwen/Qwen2.5-0.5B-Instruct": str(lm),
             "max_steps=100": (
-                "max_steps=2, use_cpu=True, bf16=False, report_to='none', per_device_train_batch_size=4, "
+                "max_steps=2, use_cpu=True, report_to='none', per_device_train_batch_size=4, "
                 "num_generations=4, max_completion_length=8, save_strategy='no', logging_steps=1"
             ),
             "num_inference_steps=4": "num_inference_steps=2",
         },
     )
-    exec(compile(trl_code, "README.md (trl)", "exec"), namespace)
+    exec(compile(trl_code, "rewards-in-your-code.md (trl)", "exec"), namespace)
     history = namespace["trainer"].state.log_history
     means = [h["rewards/qbench/mean"] for h in history if "rewards/qbench/mean" in h]
     assert len(means) == 2 and all(0.0 <= m <= 1.0 for m in means)
@@ -149,12 +149,12 @@ def test_the_readme_diffusers_and_trl_snippets_run_as_written(
             "ORG/SCORER": str(tiny_scorer_path),
             "Qwen/Qwen2.5-0.5B-Instruct": str(lm),
             "max_steps=100": (
-                "max_steps=1, use_cpu=True, bf16=False, report_to='none', per_device_train_batch_size=4, "
+                "max_steps=1, use_cpu=True, report_to='none', per_device_train_batch_size=4, "
                 "num_generations=4, max_completion_length=8, save_strategy='no', logging_steps=1"
             ),
         },
     )
-    exec(compile(mixed_code, "README.md (trl, several rewards)", "exec"), namespace)
+    exec(compile(mixed_code, "rewards-in-your-code.md (trl, several rewards)", "exec"), namespace)
     (logged,) = [h for h in namespace["trainer"].state.log_history if "rewards/sa-iqa/mean" in h]
     assert 0.0 <= logged["rewards/qbench/mean"] <= 1.0 and 0.0 <= logged["rewards/sa-iqa/mean"] <= 1.0
     assert namespace["funcs"][0].calls == 1  # one drawing of the batch, scored by both rewards

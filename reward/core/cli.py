@@ -39,7 +39,20 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+def find_configs() -> Path:
+    """The ``configs/`` folder: the copy an installed wheel ships as the package data ``reward.configs`` (found with
+    importlib.resources), else the checkout's own ``configs/`` beside the packages (a clone, ``pip install -e .``).
+    Hydra reads it as a folder on disk (as pip installs wheels)."""
+    from importlib import resources
+
+    shipped = resources.files("reward").joinpath("configs")
+    if shipped.is_dir():
+        return Path(str(shipped))
+    return Path(__file__).resolve().parents[2] / "configs"
+
+
+CONFIG_DIR = find_configs()
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 USER_ERROR_STATUS = 2
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
@@ -307,7 +320,7 @@ def main(
 
     cfg = None
     try:
-        args, show = hydra_flags(args)
+        args, show = hydra_flags(args, config_name)
         cfg = compose(config_name, args, schema=schema, subcommands=subcommands)
         if show:
             from omegaconf import OmegaConf
@@ -348,9 +361,9 @@ MULTIRUN = (
     "over key=VALUE), and note that key=a,b is read as the list [a,b]"
 )
 CONFIG_CHOICE = (
-    "each command has one config, configs/{name}.yaml, composed with key=value settings; to reuse a set of settings "
-    "put them in configs/recipe/NAME.yaml and pass +recipe=NAME (--config-name/--config-path/--config-dir are not "
-    "supported)"
+    "each command has one config, configs/{config_name}.yaml, composed with key=value settings; to reuse a set of "
+    "settings put them in configs/recipe/NAME.yaml and pass +recipe=NAME (--config-name/--config-path/--config-dir "
+    "are not supported)"
 )
 HYDRA_KEYS = (
     "{key}: Hydra's own settings (hydra.*) are not used: the command writes only where out= says and logs to the "
@@ -358,9 +371,10 @@ HYDRA_KEYS = (
 )
 
 
-def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
+def hydra_flags(args: Sequence[str], config_name: str = "NAME") -> tuple[list[str], str | None]:
     """``(the key=value settings, what --cfg asks to print or None)``; a Hydra flag these commands do not support
-    (``-m``, ``--config-name``, ``hydra.run.dir=...``, ...) is refused with one :class:`ConfigError`, never ignored.
+    (``-m``, ``--config-name``, ``hydra.run.dir=...``, ...) is refused with one :class:`ConfigError`, never ignored
+    (``config_name``: the command's config, named in the refusal of ``--config-name``).
 
     >>> hydra_flags(["out=o", "--cfg", "job"])
     (['out=o'], 'job')
@@ -378,7 +392,7 @@ def hydra_flags(args: Sequence[str]) -> tuple[list[str], str | None]:
         elif flag in ("-m", "--multirun"):
             raise ConfigError(MULTIRUN)
         elif flag in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
-            raise ConfigError(f"{flag}: " + CONFIG_CHOICE)
+            raise ConfigError(f"{flag}: " + CONFIG_CHOICE.format(config_name=config_name))
         elif arg.startswith("-"):
             raise ConfigError(
                 f"unknown option {flag}: commands take key=value settings, --help, and --cfg job|all to print them"
@@ -398,7 +412,7 @@ def _help(config_name: str, schema: type, doc: str | None, args: list[str], subc
     redact_argv(args)
     print((doc or "").strip() + "\n")
     try:
-        args, _ = hydra_flags(args)
+        args, _ = hydra_flags(args, config_name)
         args = args if not subcommands or args else [subcommands[0]]
         cfg = compose(config_name, args, schema=schema, subcommands=subcommands)
         redact(OmegaConf.to_container(cfg))  # the secrets set are known: their values are never printed

@@ -330,12 +330,14 @@ def resume_mode(value: Any, key: str = "resume") -> bool:
 
 
 SIMPLE_TYPES = {bool: "true or false", int: "an integer", float: "a float", str: "a string"}
+TYPE_NAMES = {tp.__name__: tp for tp in SIMPLE_TYPES}
 
 
 def library_field_problems(cls: type, values: Mapping[str, Any], where: str) -> list[str]:
     """``values`` checked against a library's settings dataclass ``cls`` (e.g. trl's ``SFTConfig`` for
     ``trainer.*``): unknown keys with their close match, and values that do not fit a field typed as a plain bool,
-    int, float or str (optional or not); fields of richer types are left to the library.
+    int, float or str (optional or not) or as an enum (or a string naming one of its values); fields of richer types
+    are left to the library.
 
     >>> @dataclasses.dataclass
     ... class Lib:
@@ -346,33 +348,76 @@ def library_field_problems(cls: type, values: Mapping[str, Any], where: str) -> 
     trainer.learning_rate='fast': expected a float
     unknown key trainer.lerning_rate (did you mean 'learning_rate'?)
     """
+    return field_problems(library_fields(cls), values, where)
+
+
+def library_fields(cls: type) -> dict[str, str | list[str] | None]:
+    """The init fields of settings dataclass ``cls`` as plain data: the name of a plain type (``"bool"``, ``"int"``,
+    ``"float"``, ``"str"``; optional or not), the sorted values of an enum (``Enum | str`` included), or ``None`` for
+    a richer type. A table of a library's fields that needs no import of the library (:func:`field_problems`).
+
+    >>> @dataclasses.dataclass
+    ... class Lib:
+    ...     steps: int | None = None
+    ...     extra: dict | None = None
+    >>> library_fields(Lib)
+    {'steps': 'int', 'extra': None}
+    """
     import typing
 
     try:
         hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - unresolvable annotations: names only
         hints = {}
-    fields = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    return {f.name: _field_kind(hints.get(f.name)) for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+
+
+def field_problems(
+    fields: Mapping[str, str | Sequence[str] | None], values: Mapping[str, Any], where: str
+) -> list[str]:
+    """``values`` checked against a table of fields (:func:`library_fields`): unknown keys with their close match,
+    values that do not fit a plain type, and values outside an enum's.
+
+    >>> for p in field_problems({"steps": "int", "kind": ["cosine", "linear"]}, {"steps": 1.5, "kind": "cosin"}, "t"):
+    ...     print(p)
+    t.steps=1.5: expected an integer
+    t.kind='cosin': expected one of cosine, linear (did you mean 'cosine'?)
+    """
     problems = []
     for key, value in values.items():
         if key not in fields:
-            problems.append(f"unknown key {where}.{key}{close_match(key, fields, fmt=' (did you mean {!r}?)')}")
+            problems.append(f"unknown key {where}.{key}{close_match(key, list(fields), fmt=' (did you mean {!r}?)')}")
             continue
-        want = _simple_type(hints.get(key))
-        if want is not None and value is not None and not _fits(value, want):
-            problems.append(f"{where}.{key}={value!r}: expected {SIMPLE_TYPES[want]}")
+        kind = fields[key]
+        if value is None or kind is None:
+            continue
+        if isinstance(kind, str):
+            want = TYPE_NAMES[kind]
+            if not _fits(value, want):
+                problems.append(f"{where}.{key}={value!r}: expected {SIMPLE_TYPES[want]}")
+        elif value not in kind:
+            hint = close_match(str(value), list(kind), fmt="did you mean {!r}?")
+            choices = f"one of {', '.join(kind)}" if len(kind) <= 8 or not hint else f"one of {len(kind)} values"
+            problems.append(f"{where}.{key}={value!r}: expected {choices}{f' ({hint})' if hint else ''}")
     return problems
 
 
-def _simple_type(tp: Any) -> type | None:
+def _field_kind(tp: Any) -> str | list[str] | None:
+    import enum
     import types
     import typing
 
     if tp in SIMPLE_TYPES:
-        return tp
+        return tp.__name__
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return sorted(str(m.value) for m in tp)
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         rest = [a for a in typing.get_args(tp) if a is not type(None)]
-        return rest[0] if len(rest) == 1 and rest[0] in SIMPLE_TYPES else None
+        if len(rest) == 1:
+            return _field_kind(rest[0])
+        enums = [a for a in rest if isinstance(a, type) and issubclass(a, enum.Enum)]
+        if len(enums) == 1 and set(rest) == {enums[0], str}:  # Enum | str: the library converts the string
+            return _field_kind(enums[0])
     return None
 
 

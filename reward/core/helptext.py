@@ -57,3 +57,59 @@ def annotated(node: Any, indent: int = 0, helps: dict[str, str] | None = None) -
             value = OmegaConf.to_yaml({key: child}).strip().replace("\n", " ")
             lines.append(f"{pad}{value}{note}")
     return lines
+
+
+def rows(
+    node: Any, prefix: str = "", helps: dict[str, str] | None = None, groups: Any = ()
+) -> list[tuple[str, str, str]]:
+    """``node`` (a composed config) as ``(dotted key, value, help)`` rows, the reference tables of the docs: nested
+    sections flattened, a required key's value ``???``, and each config group in ``groups`` (``reward``,
+    ``generator``: its keys depend on the option chosen) one row whose value is the option's name.
+
+    >>> from omegaconf import OmegaConf
+    >>> from reward.commands.evaluate import EvaluateSettings
+    >>> table = rows(OmegaConf.structured(EvaluateSettings), groups=("reward",))
+    >>> [row[:2] for row in table if row[0] in ("data_columns.mos", "out")]
+    [('data_columns.mos', 'mos'), ('out', '???')]
+    """
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    cls = OmegaConf.get_type(node)
+    own = helps if helps is not None else help_of(cls)
+    out = []
+    for key in node:
+        name, note = f"{prefix}{key}", own.get(key, "")
+        if OmegaConf.is_missing(node, key):
+            out.append((name, "???", note))
+            continue
+        child = node[key]
+        if key in groups and isinstance(child, DictConfig):
+            out.append((name, str(child.get("name", "")), note))
+        elif isinstance(child, DictConfig) and len(child):
+            typed = dataclasses.is_dataclass(OmegaConf.get_type(child))
+            out += rows(child, f"{name}.", None if typed else entries_help(cls, str(key)))
+        elif isinstance(child, ListConfig):
+            out.append((name, f"[{', '.join(str(v) for v in OmegaConf.to_container(child))}]", note))
+        else:
+            out.append((name, OmegaConf.to_yaml({key: child}).strip().split(":", 1)[1].strip(), note))
+    return out
+
+
+def markdown(table: list[tuple[str, str, str]]) -> str:
+    """:func:`rows` as a markdown table: key and default in code, ``|`` escaped.
+
+    >>> print(markdown([("out", "???", "output folder"), ("data_columns.mos", "mos", "a | b")]))
+    | key | default | what it sets |
+    | --- | --- | --- |
+    | `out` | `???` (required) | output folder |
+    | `data_columns.mos` | `mos` | a \\| b |
+    """
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| key | default | what it sets |", "| --- | --- | --- |"]
+    for key, value, note in table:
+        shown = "`???` (required)" if value == "???" else (f"`{cell(value)}`" if value else "")
+        lines.append(f"| `{key}` | {shown} | {cell(note)} |")
+    return "\n".join(lines)

@@ -1,7 +1,7 @@
 """Manifests of rated images, preference pairs and inpainting tasks, from JSONL files or Hugging Face datasets.
 
-Row formats (README.md, "Data formats"); image paths are relative to the manifest's folder (or to the ``image_root``
-a command is given; absolute ones only with ``allow_absolute_paths``):
+Row formats (docs/datasets.md, "Data formats"); image paths are relative to the manifest's folder (or to the
+``image_root`` a command is given; absolute ones only with ``allow_absolute_paths``):
 
 - ratings: ``{"image", "dimension", "mos"}`` or ``{"image", "dimension", "ratings": [...]}`` (MOS = mean);
 - pairs: ``{"a", "b", "label": "a" | "b" | "tie"}``;

@@ -379,8 +379,8 @@ class ServerPool:
                 report = "; ".join(self._last_error[u] for u in self.urls)
                 raise ServersDown(
                     f"every scoring server is down ({self.cfg.breaker_failures} failed tries in a row; {report}); "
-                    "the run stops instead of waiting out every request. Check the servers (README, 'Rewards served "
-                    "apart from training'), or set server.breaker_failures (0: never mark a server down) / "
+                    "the run stops instead of waiting out every request. Check the servers (docs/serving.md), or set "
+                    "server.breaker_failures (0: never mark a server down) / "
                     "server.timeout"
                 )
             healthy = [u for u in up if self._avoid_until[u] <= now and u != avoid]
@@ -546,8 +546,8 @@ class OpenAIBackend:
         report = "\n  - ".join(f"{u}: {v}" for u, v in served.items())
         if not up:
             raise ServerUnavailable(
-                f"no scoring server answered:\n  - {report}\nStart it (README, 'Rewards served apart from "
-                "training') or fix server.base_urls; each URL ends in /v1"
+                f"no scoring server answered:\n  - {report}\nStart it (docs/serving.md) or fix "
+                "server.base_urls; each URL ends in /v1"
             )
         ids = sorted({i for v in up.values() for i in v})
         if self.model is None and len(ids) == 1:

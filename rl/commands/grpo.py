@@ -41,7 +41,7 @@ import torch
 from omegaconf import MISSING
 
 from reward.core.bounds import FRACTION, PIXELS, TOKENS, at_least
-from reward.core.config import Alias, library_field_problems, parse, resume_mode, to_plain
+from reward.core.config import Alias, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, may_change_keys
@@ -89,6 +89,7 @@ from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
 from training.shared.sizes import length_hint, require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
+from training.shared.trl_fields import trainer_problems
 from training.shared.watchdog import Watchdog, WatchdogCallback
 
 logger = logging.getLogger(__name__)
@@ -327,9 +328,7 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     problem of both is reported together."""
     settings = parse(GrpoSettings, cfg, where="")
     problems = _problems(settings)
-    from trl import GRPOConfig
-
-    field_problems = library_field_problems(GRPOConfig, trl_fields(settings.trainer), "trainer")
+    field_problems = trainer_problems("GRPOConfig", trl_fields(settings.trainer))  # from a table: trl not imported
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     field_problems += batch_problems(settings.trainer, processes, GRPO_BATCH)
     field_problems += trainer_size_problems(settings.trainer)
@@ -340,7 +339,7 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     except ConfigError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
-        problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (README)")
+        problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (docs/grpo.md)")
     if problems:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
     return settings, args

@@ -129,7 +129,5 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
         plan, lora=settings.lora.enabled, fewer_tokens="trainer.max_completion_length=... lower (shorter expansions)"
     )
     if not plan.fits and reward is not None:
-        plan.advice.insert(
-            0, "reward.backend=openai: serve the reward on other GPUs (README, 'Rewards served apart from training')"
-        )
+        plan.advice.insert(0, "reward.backend=openai: serve the reward on other GPUs (docs/serving.md)")
     return plan

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from omegaconf import MISSING
 
 from reward.core.bounds import BATCH, FRACTION, PIXELS, SIDE, above, at_least
-from reward.core.config import Alias, library_field_problems, parse, resume_mode
+from reward.core.config import Alias, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output, may_change_keys
@@ -29,7 +29,6 @@ from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
-from training.curves import write_train_curve
 from training.model_card import ScorerCard, command_line, launch_of, write_card
 from training.push import push_problems, push_scorer
 from training.scorer_format import (
@@ -61,6 +60,7 @@ from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
 from training.shared.sizes import length_hint, require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
+from training.shared.trl_fields import trainer_problems
 from training.streams import STREAMS
 
 if TYPE_CHECKING:
@@ -517,9 +517,7 @@ def _validate(settings: SftSettings) -> None:
         problems.append(f"data.mos_range={mos_range}: give [low, high] with low < high, or null for each source's own")
     problems.extend(_prompt_problems(settings))
     problems.extend(label_problems(settings, STREAMS))
-    from trl import SFTConfig
-
-    problems.extend(library_field_problems(SFTConfig, trl_fields(settings.trainer), "trainer"))
+    problems.extend(trainer_problems("SFTConfig", trl_fields(settings.trainer)))  # from a table: trl is not imported
     problems.extend(trainer_size_problems(settings.trainer))
     problems.extend(plan_problems(settings.plan_for))
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
@@ -812,6 +810,8 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
     result |= {"global_step": trained.global_step, "train_loss": trained.train_loss}
     if not trained.main_process or trained.scorer is None:
         return result
+    from training.curves import write_train_curve  # matplotlib: imported when drawn, not when settings are checked
+
     result["train_curve"] = write_train_curve(trained.trainer.state.log_history, out)["png"]
     result["scorer"] = str(trained.scorer)
     result |= _scorer_metrics(trained.scorer, settings, out)

@@ -6,9 +6,9 @@ ground-truth level 1 (bad) .. 5 (excellent) sampled independently, and a strong,
 
 Two ways to use it:
 
-- ``write_benchmark(out_dir, n_scenes)`` writes a fixed benchmark in the manifest formats of README.md ("Data
-  formats") (``ratings.jsonl``, ``raw_ratings.jsonl``, ``pairs.jsonl``, ``inpainting.jsonl``, ``levels.jsonl`` and
-  ``benchmark.json`` with the true preference weights).
+- ``write_benchmark(out_dir, n_scenes)`` writes a fixed benchmark in the manifest formats of docs/datasets.md
+  ("Data formats": ``ratings.jsonl``, ``raw_ratings.jsonl``, ``pairs.jsonl``, ``inpainting.jsonl``, ``levels.jsonl``
+  and ``benchmark.json`` with the true preference weights).
 - ``stream_examples(seed, size)`` / :class:`SyntheticStream` yield fresh images for every training step (a fixed
   set of a few hundred images is memorised by a tiny VLM).
 

@@ -64,7 +64,7 @@ class Measured:
 
 MEASURED = (
     Measured(
-        "LoRA SFT of a random Qwen2.5-VL-7B (bench/gpu_check.py, README 'Real checkpoints at scale')",
+        "LoRA SFT of a random Qwen2.5-VL-7B (bench/gpu_check.py, docs/scale.md)",
         "H200",
         8.29e9,
         4,

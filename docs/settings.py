@@ -1,0 +1,113 @@
+"""The settings tables of the docs pages, made from each command's settings dataclass (the one home of every default
+and its help: the same text as ``--help``).
+
+    python docs/settings.py            # rewrites every table between its markers
+    python docs/settings.py --check    # rewrites nothing; names the stale pages and exits 1 (tests/test_docs.py)
+
+A page asks for a command's table with two lines, ``<!-- settings: NAME -->`` and ``<!-- /settings -->`` (NAME as
+``perceptual-rewards`` knows it: ``sft``, ``best-of-n``, ...); what lies between them is replaced. The table holds
+the composed defaults of ``configs/NAME.yaml`` (``???``: required), nested sections flattened to dotted keys, and a
+config group (``reward``, ``generator``) as one row: its keys depend on the option chosen (``NAME --help
+reward=pace`` prints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import runpy
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+BLOCK = re.compile(r"(<!-- settings: ([\w-]+) -->\n)(.*?)(<!-- /settings -->)", re.S)
+logger = logging.getLogger("docs.settings")
+
+
+@dataclass(frozen=True)
+class Command:
+    """What an entry script passes to ``reward.core.cli.main``."""
+
+    config: str
+    schema: type
+    subcommands: tuple[str, ...]
+
+
+def commands() -> dict[str, str]:
+    """Command name -> the module of its entry script, as ``pyproject.toml`` declares them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return dict(project["entry-points"]["perceptual_rewards.commands"])
+
+
+def command_of(module: str) -> Command:
+    """Run ``module`` as ``__main__`` with ``reward.core.cli.main`` replaced by a recorder: its config name, settings
+    dataclass and subcommands, as the script itself gives them (nothing runs)."""
+    from reward.core import cli
+
+    seen: list[Command] = []
+
+    def record(config: str, run: Any, *, schema: type, subcommands: Any = (), **_: Any) -> None:
+        seen.append(Command(config, schema, tuple(subcommands)))
+
+    original, argv = cli.main, sys.argv
+    cli.main, sys.argv = record, [module]
+    try:
+        runpy.run_module(module, run_name="__main__")
+    finally:
+        cli.main, sys.argv = original, argv
+    if len(seen) != 1:
+        raise RuntimeError(f"{module}: expected one call of reward.core.cli.main, saw {len(seen)}")
+    return seen[0]
+
+
+def table(name: str) -> str:
+    """The markdown settings table of command ``name``."""
+    from reward.core.cli import compose
+    from reward.core.helptext import markdown, rows
+
+    command = command_of(commands()[name])
+    first = list(command.subcommands[:1])
+    cfg = compose(command.config, first, schema=command.schema, subcommands=command.subcommands)
+    groups = tuple(getattr(command.schema, "groups", None) or {})
+    found = [row for row in rows(cfg, groups=groups) if row[0] != "cmd"]
+    where = f"`configs/{command.config}.yaml`, `{commands()[name].replace('.', '/')}.py`"
+    return f"Every key with its default ({where}; `perceptual-rewards {name} --help` prints the same):\n\n" + markdown(
+        found
+    )
+
+
+def refreshed(text: str) -> str:
+    """``text`` (a page) with each settings block regenerated."""
+    return BLOCK.sub(lambda m: f"{m.group(1)}{table(m.group(2))}\n{m.group(4)}", text)
+
+
+def pages() -> list[Path]:
+    return sorted(DOCS.glob("*.md"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only say which pages are stale (exit 1 if any)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("reward").setLevel(logging.WARNING)
+    stale = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        new = refreshed(text)
+        if new != text:
+            stale.append(page.relative_to(ROOT).as_posix())
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    verb = "stale (run python docs/settings.py)" if args.check else "rewritten"
+    logger.info("%s: %s", verb, ", ".join(stale) if stale else "none")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m reward COMMAND key=value ...``: every command by name (``perceptual-rewards``, installed), also under
+``accelerate launch -m reward COMMAND ...`` (see :mod:`reward.core.console`)."""
+
+from reward.core.console import main
+
+if __name__ == "__main__":
+    main()

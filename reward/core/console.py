@@ -1,0 +1,86 @@
+"""Every command under one name, as installed: ``perceptual-rewards NAME key=value ...``.
+
+    perceptual-rewards evaluate reward=qbench reward.model=PATH data=MANIFEST out=DIR
+    python -m reward evaluate ...                                # the same, as a module
+    accelerate launch -q --config_file CONFIG -m reward sft ...  # under accelerate (each process runs the module)
+    perceptual-rewards                                           # the commands, one line each
+    perceptual-rewards --configs                                 # where the configs are (accelerate/, recipe/, ...)
+
+The commands are the entry points of the group :data:`COMMANDS` in ``pyproject.toml`` (a name -> the module of its
+entry script, e.g. ``sft = "training.sft"``): the packages above ``reward`` declare them, so ``reward`` names
+nothing above it. NAME runs that module as ``__main__``, exactly as ``python training/sft.py`` runs the file, with the
+rest of the command line as its arguments (``--help``, ``--cfg job`` and every ``key=value`` work the same). A
+checkout updated without reinstalling may lack a new command: ``pip install -e .`` (``make`` does it) brings it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import runpy
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+
+COMMANDS = "perceptual_rewards.commands"  # the entry point group of the commands
+PROG = "perceptual-rewards"
+
+
+def commands() -> dict[str, str]:
+    """Command name -> the module of its entry script, in the order ``pyproject.toml`` declares them."""
+    return {point.name: point.value for point in metadata.entry_points(group=COMMANDS)}
+
+
+def summary(module: str) -> str:
+    """The first line of the entry script's docstring, read from its source (nothing is imported)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        return "(not importable: reinstall with pip install -e .)"
+    with open(spec.origin, encoding="utf-8") as source:
+        doc = ast.get_docstring(ast.parse(source.read())) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def usage(table: dict[str, str]) -> str:
+    """The commands, one line each, and how to run them."""
+    if not table:
+        return (
+            f"{PROG}: no commands are registered (the installed metadata has no {COMMANDS} entry points: a checkout "
+            "installed before they were added); reinstall with pip install -e . (make does it)"
+        )
+    width = max(map(len, table))
+    lines = [f"  {name:<{width}}  {summary(module)}" for name, module in table.items()]
+    return "\n".join(
+        [
+            f"usage: {PROG} COMMAND [key=value ...]   (also: python -m reward COMMAND ...; under accelerate: "
+            "accelerate launch -m reward COMMAND ...)",
+            "",
+            "commands:",
+            *lines,
+            "",
+            f"{PROG} COMMAND --help prints its settings; --cfg job the composed config; {PROG} --configs the folder "
+            "of the configs (accelerate/, recipe/, ...)",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command named first on the command line (see the module docstring)."""
+    from reward.core.cli import CONFIG_DIR, fail
+    from reward.core.registry import close_match
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    table = commands()
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(table))
+        return
+    if args[0] == "--configs":
+        print(CONFIG_DIR)
+        return
+    name, rest = args[0], args[1:]
+    if name not in table:
+        if not table:
+            fail(usage(table))
+        fail(f"unknown command {name!r}.{close_match(name, list(table))} Commands: {', '.join(table)}")
+    sys.argv = [f"{PROG} {name}", *rest]
+    runpy.run_module(table[name], run_name="__main__", alter_sys=True)

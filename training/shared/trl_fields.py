@@ -1,0 +1,61 @@
+"""trl's ``SFTConfig`` / ``GRPOConfig`` fields without importing trl, so that a ``trainer.*`` mistake is refused as
+fast as any other key's (importing trl imports torch and transformers: 10-16 s on a loaded 2-core machine).
+
+``trl_fields.json`` (package data beside this module) holds each class's init fields as plain data
+(:func:`reward.core.config.library_fields`: a plain type's name, an enum's values, or ``null`` for a richer type,
+left to trl) with the trl and transformers versions it was made from. With those versions installed the table is
+read; with any other, the classes themselves (slower, exact). ``tests/test_trl_fields.py`` regenerates the table
+and fails when trl's fields changed (commit the regenerated file).
+
+    >>> for problem in trainer_problems("SFTConfig", {"lerning_rate": 1e-3, "max_steps": "ten"}):
+    ...     print(problem)
+    unknown key trainer.lerning_rate (did you mean 'learning_rate'?)
+    trainer.max_steps='ten': expected an integer
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from reward.core.config import field_problems, library_fields
+
+TABLE = Path(__file__).with_name("trl_fields.json")
+CLASSES = ("SFTConfig", "GRPOConfig")
+VERSIONED = ("trl", "transformers")  # trl's configs extend transformers' TrainingArguments
+
+
+def installed_versions() -> dict[str, str]:
+    """The installed versions of :data:`VERSIONED` (read from their metadata: nothing is imported)."""
+    return {name: metadata.version(name) for name in VERSIONED}
+
+
+def make_table() -> dict[str, Any]:
+    """The table as the installed trl makes it (imports trl)."""
+    import trl
+
+    return {"versions": installed_versions(), **{name: library_fields(getattr(trl, name)) for name in CLASSES}}
+
+
+@cache
+def fields_of(name: str) -> dict[str, Any]:
+    """The fields of trl's config class ``name``: from the table when it was made from the installed versions,
+    else from the class itself."""
+    table = json.loads(TABLE.read_text(encoding="utf-8")) if TABLE.is_file() else {}
+    if table.get("versions") == installed_versions() and name in table:
+        return table[name]
+    import trl
+
+    return library_fields(getattr(trl, name))
+
+
+def trainer_problems(name: str, values: Mapping[str, Any], where: str = "trainer") -> list[str]:
+    """``values`` (the ``trainer.*`` section) checked against trl's config class ``name``: unknown keys with their
+    close match, values of the wrong plain type, a value outside an enum's."""
+    if name not in CLASSES:
+        raise ValueError(f"{name!r}: one of {', '.join(CLASSES)}")
+    return field_problems(fields_of(name), values, where)
