@@ -93,13 +93,39 @@ def _scoring_backend(settings: CalibrateSettings) -> Backend | None:
 def run(cfg: Any, backend: Backend | None = None) -> Protocol:
     """Calibrate the protocol; returns it calibrated (written to disk and, if set, to the memory bank).
     ``backend``: the Generator agent's (default: built from the settings)."""
-    settings = parse(CalibrateSettings, cfg, where="")
+    setup = set_up(parse(CalibrateSettings, cfg, where=""))
+    calibrate(setup.config, setup.protocol, setup.folder, backend)
+    setup.protocol.provenance["calibration"]["inputs"] = setup.inputs  # what the anchors came from, by content
+    if setup.settings.benchmark and setup.settings.test:
+        _score_test_split(setup, backend)
+    save_protocol(setup.protocol, setup.target)
+    setup.output = None  # the candidates folder is released
+    return report(setup)
+
+
+@dataclasses.dataclass
+class CalibrateSetup:
+    """What a calibration works on: the settings (and their dict), the protocol, where it is written, the
+    candidates folder (generative calibration, held with its lock until done) and the inputs known by content."""
+
+    settings: CalibrateSettings
+    config: dict[str, Any]
+    protocol: Protocol
+    target: Path
+    folder: Path
+    output: Any  # reward.core.outputs.Output, or None
+    inputs: dict[str, Any]
+
+
+def set_up(settings: CalibrateSettings) -> CalibrateSetup:
+    """The protocol read and, for generative calibration, its candidates folder checked before anything renders."""
     config = dataclasses.asdict(settings)
     protocol = load_protocol(
         settings.protocol, check_anchors=False, allow_absolute_paths=settings.allow_absolute_paths
     )
     target = Path(settings.output or settings.protocol)
     folder = target.resolve().parent
+    output = None
     if not settings.benchmark:  # generative: the candidates folder, checked before anything is rendered
         if not settings.pipeline:
             raise CalibrationError(
@@ -117,32 +143,36 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
             resume_hint=None,  # calibration starts anew: no resume= setting
         )
         config["out"] = str(out)
-    else:
-        output = None
     read = {k: v for k, v in config.items() if k not in ("out", "output", "memory", "overwrite")}
     inputs = (
         output.identity["inputs"] if output is not None else {k: fingerprint(v) for k, v in path_inputs(read).items()}
     )
-    calibrate(config, protocol, folder, backend)
-    protocol.provenance["calibration"]["inputs"] = inputs  # what the anchors came from, by content
-    if settings.benchmark and settings.test:
-        scorer = backend if backend is not None else _scoring_backend(settings)
-        if scorer is None:
-            logger.info("pass model.path=VLM (or backend=openai) to also score the test split with the protocol")
-        else:  # the test split's numbers on the dataset's own scale, kept with the calibration record
-            test = evaluate_test(protocol, config, scorer, batch_size=settings.model.batch_size)
-            protocol.provenance["calibration"]["test"] = test
-            logger.info(
-                "test split %s (%d images, scale %g-%g): SRCC %.3f, PLCC %.3f, HOR %.3f",
-                settings.test,
-                test["n"],
-                *test["scale"],
-                test["srcc"],
-                test["plcc"],
-                test["hor"],
-            )
-    save_protocol(protocol, target)
-    del output  # the candidates folder is released
+    return CalibrateSetup(settings, config, protocol, target, folder, output, inputs)
+
+
+def _score_test_split(setup: CalibrateSetup, backend: Backend | None) -> None:
+    """The test split's numbers on the dataset's own scale, kept with the calibration record."""
+    settings = setup.settings
+    scorer = backend if backend is not None else _scoring_backend(settings)
+    if scorer is None:
+        logger.info("pass model.path=VLM (or backend=openai) to also score the test split with the protocol")
+        return
+    test = evaluate_test(setup.protocol, setup.config, scorer, batch_size=settings.model.batch_size)
+    setup.protocol.provenance["calibration"]["test"] = test
+    logger.info(
+        "test split %s (%d images, scale %g-%g): SRCC %.3f, PLCC %.3f, HOR %.3f",
+        settings.test,
+        test["n"],
+        *test["scale"],
+        test["srcc"],
+        test["plcc"],
+        test["hor"],
+    )
+
+
+def report(setup: CalibrateSetup) -> Protocol:
+    """The anchors said, the memory bank updated (if set), the closing summary; the protocol as written."""
+    settings, protocol, target = setup.settings, setup.protocol, setup.target
     high, low = protocol.anchors["high"], protocol.anchors["low"]  # type: ignore[index]
     logger.info(
         "calibrated %r: high anchor %.2f, low anchor %.2f -> %s", protocol.dimension, high.score, low.score, target
@@ -152,7 +182,8 @@ def run(cfg: Any, backend: Backend | None = None) -> Protocol:
 
         MemoryBank(settings.memory, Embedder(settings.embedder)).add(load_protocol(target), replace=True)
     facts = {"dimension": protocol.dimension, "high anchor": high.score, "low anchor": low.score}
+    candidates = setup.config.get("out")
     log_summary(
-        "pace calibrate", facts, {"protocol": target, "candidates": config.get("out"), "memory bank": settings.memory}
+        "pace calibrate", facts, {"protocol": target, "candidates": candidates, "memory bank": settings.memory}
     )
     return load_protocol(target)

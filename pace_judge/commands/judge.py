@@ -199,9 +199,34 @@ def run(cfg: Any) -> list[dict[str, Any]]:
     Everything that can be checked without a model is checked first (settings, images folder, protocol file, the
     output folder); images already scored are skipped on ``resume=auto``.
     """
+    setup = set_up(parse(JudgeSettings, cfg, where=""))
+    judged = judge(setup)
+    report(setup, judged)
+    return judged.every
+
+
+@dataclasses.dataclass
+class JudgeSetup:
+    """What a judge run works on: its settings, the PACE config, the images and the output folder."""
+
+    settings: JudgeSettings
+    pace: Any  # pace_judge.config.PaceConfig
+    files: list[Path]
+    output: Any  # reward.core.outputs.Output
+    done: list[dict[str, Any]]  # rows of a resumed run
+
+
+@dataclasses.dataclass
+class Judged:
+    reward: Any  # the PACE reward, for its route
+    every: list[dict[str, Any]]  # the resumed rows and this run's
+    skipped: list[Any]
+
+
+def set_up(settings: JudgeSettings) -> JudgeSetup:
+    """Settings, protocol, images and the output folder checked (new, or this same run resumed) before any model."""
     from pace_judge.protocol import ProtocolError, load_protocol
 
-    settings = parse(JudgeSettings, cfg, where="")
     config = dataclasses.asdict(settings)
     pace = pace_config(config)
     try:
@@ -223,18 +248,30 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         may_change=may_change_keys(JudgeSettings),
         resume_hint="resume=auto",
     )
-    out = output.path
-    scores_path = out / SCORES
+    scores_path = output.path / SCORES
     done = read_records(scores_path) if output.resumed else []
     if output.resumed:
         atomic_write_jsonl(scores_path, done)  # a line torn by a crash is dropped before appending
+    return JudgeSetup(settings, pace, files, output, done)
+
+
+def judge(setup: JudgeSetup) -> Judged:
+    """The images not yet scored, scored (a run that failed before its first score leaves no folder behind)."""
+    out = setup.output.path
     try:
-        reward, rows, skipped = _judge_folder(settings, pace, files, out, done)
+        reward, rows, skipped = _judge_folder(setup.settings, setup.pace, setup.files, out, setup.done)
     except UserError:
-        if output.state == "new":
+        if setup.output.state == "new":
             _remove_if_empty(out)  # a run that failed before its first score leaves no folder to refuse a rerun
         raise
-    every = done + rows
+    return Judged(reward, setup.done + rows, skipped)
+
+
+def report(setup: JudgeSetup, judged: Judged) -> None:
+    """``summary.json``, the table and the closing summary; the run marked complete."""
+    output, every, reward = setup.output, judged.every, judged.reward
+    out = output.path
+    scores_path = out / SCORES
     if not scores_path.exists():
         atomic_write_jsonl(scores_path, [])  # every image skipped: an empty scores file, not a missing one
     failed = [r["image"] for r in every if r.get("score") is None]
@@ -244,7 +281,7 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         "n": len(every),
         "scored": len(every) - len(failed),
         "failed": len(failed),
-        "skipped": len(skipped),
+        "skipped": len(judged.skipped),
         "route": reward.route,
         "scale": every[0].get("scale") if every else None,
         "protocol_id": every[0].get("protocol_id") if every else None,
@@ -257,6 +294,10 @@ def run(cfg: Any) -> list[dict[str, Any]]:
         "PACE %s (%s)\n%s", reward.route.get("dimension", ""), reward.route.get("path", ""), format_table(every)
     )
     logger.info("wrote %s", scores_path)
-    facts = {"images": len(every), "scored": len(every) - len(failed), "failed": len(failed), "skipped": len(skipped)}
+    facts = {
+        "images": len(every),
+        "scored": len(every) - len(failed),
+        "failed": len(failed),
+        "skipped": len(judged.skipped),
+    }
     log_summary("pace judge", facts, {"scores": scores_path, "summary": out / "summary.json"})
-    return every
