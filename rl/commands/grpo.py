@@ -35,7 +35,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from omegaconf import MISSING
@@ -55,17 +55,12 @@ from reward.integrations.trl_rewards import TrlRewards
 from reward.rewards.registry import reward_schemas
 from rl.devices import local_rank, placed_device, resolve_devices
 from rl.generators import build_generator, generator_has_device, generator_schemas, text_budget
-from rl.heldout import HeldOutEval, read_history, truncate_records
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
-from rl.plots import draw_run_plots, train_curve
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
 from rl.policy_card import write_cards
 from rl.processes import gather, on_main, wait_for_everyone
-from rl.reward_guard import RewardGuard
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
-from rl.summary import StepLine, summarize, summary_text
-from rl.timing import StepClock, StopRequests, mean_timing, peak_memory_gib, step_split
 from training.shared.batch import (
     GLOBAL_BATCH_KEY,
     GRPO_BATCH,
@@ -90,7 +85,12 @@ from training.shared.reporting import report_to_problems
 from training.shared.sizes import length_hint, require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
 from training.shared.trl_fields import trainer_problems
-from training.shared.watchdog import Watchdog, WatchdogCallback
+
+if TYPE_CHECKING:  # callbacks (transformers, peft) are imported when a run starts: a settings error is said at once
+    from rl.heldout import HeldOutEval
+    from rl.reward_guard import RewardGuard
+    from rl.timing import StepClock
+    from training.shared.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -568,6 +568,8 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     settings, args = settings_and_args(cfg)
     if settings.plan:
         return _print_plan(settings, args)
+    from training.shared.watchdog import Watchdog
+
     with Watchdog(settings.stall_timeout_s) as watchdog:
         setup = set_up(settings, args, watchdog)
         trained = train(setup, callbacks or [], watchdog)
@@ -642,6 +644,8 @@ def resume_point(output: Output, out: Path, args: Any) -> str | None:
         return None
     checkpoint = last_complete_checkpoint(out, main_process=args.process_index == 0)  # a half-written one: skipped
     if args.process_index == 0:
+        from rl.heldout import truncate_records  # transformers and peft: loaded when a run starts
+
         truncate_records(out, checkpoint_step(checkpoint))
     logger.info("resuming the run in %s from %s", out, checkpoint or "its start (no checkpoint yet)")
     return checkpoint
@@ -653,6 +657,11 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
+
+    from rl.reward_guard import RewardGuard
+    from rl.summary import StepLine
+    from rl.timing import StepClock, StopRequests
+    from training.shared.watchdog import WatchdogCallback
 
     settings, args, out = setup.settings, setup.args, setup.out
     render = InpaintingRender(
@@ -712,6 +721,8 @@ def held_out_eval(setup: Setup, render: InpaintingRender) -> HeldOutEval | None:
     if setup.eval_set is None:
         return None
     settings, vision = setup.settings, setup.vision
+    from rl.heldout import HeldOutEval
+
     return HeldOutEval(
         setup.heldout,
         lambda task: build_messages(task, settings, vision),
@@ -727,6 +738,10 @@ def held_out_eval(setup: Setup, render: InpaintingRender) -> HeldOutEval | None:
 def report(setup: Setup, trained: Trained) -> dict[str, Any]:
     """Every process's devices and step-time split (collective), then on the main process the curves, plots,
     ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with the reason."""
+    from rl.plots import draw_run_plots, train_curve  # matplotlib: imported when drawn, not when settings are checked
+    from rl.summary import summarize, summary_text
+    from rl.timing import mean_timing
+
     out, trainer = setup.out, trained.trainer
     processes = gather(process_record(setup, trained))  # collective
     max_steps = trainer.state.max_steps
@@ -752,6 +767,8 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
     if trainer.is_world_process_zero():
         setup.processing_class.save_pretrained(str(out / "policy"))
         log = trainer.state.log_history
+        from rl.heldout import read_history
+
         history = read_history(out / "heldout.jsonl")
         result["train_curve"] = train_curve(log, setup.rewards.labels)
         result["frac_reward_zero_std"] = [
@@ -792,6 +809,8 @@ def policy_card(setup: Setup, result: dict[str, Any]) -> Path:
 
 def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split and peak memory."""
+    from rl.timing import peak_memory_gib, step_split
+
     rewards, eval_set, generator = setup.rewards, setup.eval_set, setup.generator
     devices = {
         "policy": placed_device(trained.trainer.model) or str(trained.trainer.accelerator.device),
