@@ -19,16 +19,26 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _logging_left_as_found():
-    """A command run in-process installs its stdout log handler (reward.core.cli.setup_logging) and sets the root
-    level: both are undone after each test, so no later test (or doctest) sees its log lines."""
+def _root_logging_restored():
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     yield
     for handler in [h for h in root.handlers if h not in handlers]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found():
+    """A command run in-process installs its stdout log handler (reward.core.cli.setup_logging) and sets the root
+    level: both are undone after each test, so no later test (or doctest) sees its log lines."""
+    yield from _root_logging_restored()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_logging_left_as_found():
+    """The same for a module's fixtures that run a command once for all its tests."""
+    yield from _root_logging_restored()
 
 
 @pytest.fixture(scope="session")

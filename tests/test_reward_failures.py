@@ -103,7 +103,7 @@ def test_grpo_tolerates_failed_rewards_up_to_max_reward_failures(tiny_lm, tasks,
         with pytest.raises(RewardsFailed, match=r"2 of 4 completions got no usable reward \(more than max_reward_fa"):
             _grpo(tiny_lm, tasks, tmp_path / "strict", url, ["max_reward_failures=0.25"])
     assert json.loads((tmp_path / "strict" / "grpo_result.json").read_text())["complete"] is False
-    with pytest.raises(ConfigError, match=r"max_reward_failures=1.5: give a fraction of a step in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"max_reward_failures=1.5: must be between 0 and 1"):
         _grpo(tiny_lm, tasks, tmp_path / "bad", "http://127.0.0.1:9/v1", ["max_reward_failures=1.5"])
 
 
