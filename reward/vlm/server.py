@@ -96,7 +96,7 @@ class ServerConfig:
         default=20,
         metadata={
             "help": "options outside the top-k: bounded by the k-th probability (vLLM: --max-logprobs)",
-            "range": at_least(1, 1000),
+            "range": at_least(1, 1_000_000),  # up to a whole vocabulary (a check of served vs in-process scores)
         },
     )
     max_missing_mass: float = field(
