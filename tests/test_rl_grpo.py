@@ -303,7 +303,7 @@ def test_too_few_tasks_for_one_step_are_refused_before_anything_loads(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny_lm, monkeypatch):
+def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny_lm, monkeypatch, capsys):
     import rl.commands.grpo as grpo
     from conftest import run_cli
 
@@ -312,8 +312,9 @@ def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny
     argv = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
     argv += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16", *FAST]
     assert run_cli("grpo", grpo.run, [*argv, "trainer.max_steps=3"], schema=GrpoSettings) == 2
-    result = json.loads((tmp_path / "run" / "grpo_result.json").read_text())
-    assert result["global_step"] == 0 and result["complete"] is False and result["max_steps"] == 3
+    assert "error: GRPO trained 0 steps (trainer.max_steps=3" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "policy").exists()  # nothing exported from no step, and never said complete
+    assert not (tmp_path / "run" / "grpo_result.json").exists()
 
 
 @pytest.mark.slow
