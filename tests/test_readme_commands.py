@@ -112,8 +112,13 @@ SHORTER: dict[str, str] = {
 }
 APPEND: dict[str, list[str]] = {
     # SFT's defaults are the paper's: 3 epochs, or the steps given, of 32 accumulated batches of 8 (256 examples a
-    # step); one step of one batch runs the same code (the first command's 3 epochs are 18 batches on the samples)
-    "data.test=MANIFEST out=DIR": ["trainer.max_steps=1"],
+    # step); 30 steps of one batch, as the README's flow, learn enough for the fusion fit that reads its scores to
+    # find weights (a scorer of one step orders no pair, and the fit refuses all-zero weights)
+    "data.test=MANIFEST out=DIR": [
+        "trainer.max_steps=30",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.learning_rate=1e-3",
+    ],
     "trainer.max_steps=2000": ["trainer.gradient_accumulation_steps=1"],
     # the full run also times a 23M-parameter config, for minutes; one timing of 2 images runs every part once
     "bench/pace_cost.py": ["--quick", "--repeats", "1", "--images", "2"],
