@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rl.run_folder import reward_models
-from training.shared.cards import command_line, front_matter, launch_of, write_card_text
+from training.shared.cards import command_line, front_matter, how_it_was_made, launch_of, write_card_text
 
 __all__ = ["TAGS", "PolicyCard", "default_record", "render_card", "write_cards"]
 
@@ -216,12 +216,7 @@ def render_card(card: PolicyCard) -> str:
         "",
         *_use(card),
         "",
-        "## How it was made",
-        "",
-        "```bash",
-        card.command,
-        "```",
-        "",
+        *how_it_was_made(card.command),
     ]
     head = front_matter(
         policy["path"],

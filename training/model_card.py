@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.shared.cards import CARD, command_line, front_matter, launch_of, launched_as, write_card_text
+from training.shared.cards import (
+    CARD,
+    command_line,
+    front_matter,
+    how_it_was_made,
+    launch_of,
+    launched_as,
+    write_card_text,
+)
 
 __all__ = ["CARD", "ScorerCard", "command_line", "launch_of", "launched_as", "render_card", "write_card"]
 
@@ -144,12 +152,7 @@ def render_card(card: ScorerCard) -> str:
         "The folder's `sa_iqa.json` holds the rendered queries, the rating words and their values (and, once "
         "`fusion/fit.py` has run, the fusion weights).",
         "",
-        "## How it was made",
-        "",
-        "```bash",
-        card.command,
-        "```",
-        "",
+        *how_it_was_made(card.command),
     ]
     return _front_matter(card) + "\n\n" + "\n".join(body)
 

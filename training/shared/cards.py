@@ -34,6 +34,7 @@ __all__ = [
     "command_line",
     "front_matter",
     "hub_dataset",
+    "how_it_was_made",
     "hub_model",
     "launch_of",
     "launched_as",
@@ -118,6 +119,11 @@ def launcher(env: Mapping[str, str] | None = None) -> str:
     if precision != "no":
         words.append(f"--mixed_precision {precision}")
     return " ".join(words)
+
+
+def how_it_was_made(command: str) -> list[str]:
+    """A card's closing section: the command that made the model, as a bash block."""
+    return ["## How it was made", "", "```bash", command, "```", ""]
 
 
 def accelerate_prefix(cmdline: Sequence[str], script: str) -> str | None:
