@@ -33,7 +33,8 @@ def _is_entry_point(path: Path) -> bool:
 
 def _entry_points() -> list[str]:
     scripts = [str(p.relative_to(ROOT)) for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
-    return [s for s in [*scripts, "demo.py"] if _is_entry_point(ROOT / s)]
+    # (reward/__main__.py dispatches to these by name: python -m reward COMMAND, tested in test_install.py)
+    return [s for s in [*scripts, "demo.py"] if _is_entry_point(ROOT / s) and not s.endswith("__main__.py")]
 
 
 # For every entry point: arguments naming an input that does not exist (None: the command reads no input file).
