@@ -14,7 +14,7 @@ from omegaconf import MISSING
 from reward.core.bounds import BATCH, PIXELS, WORKERS, at_least
 from reward.core.config import parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
-from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
+from reward.core.outputs import Output, check_output, may_change_keys, overwrite_field, path_inputs, resume_field
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
@@ -93,19 +93,11 @@ class EvaluateSettings:
             "range": WORKERS,
         },
     )
-    resume: str = field(
-        default="never",
-        metadata={
-            "help": "auto: continue the same run in out/ (after a crash): score only the missing images | never",
-            "may_change": True,
-        },
+    resume: str = resume_field(
+        "auto: continue the same run in out/ (after a crash): score only the missing images | never", default="never"
     )
-    overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "true: an out/ holding another run is moved aside to out.old-<time> (never deleted)",
-            "may_change": True,
-        },
+    overwrite: bool = overwrite_field(
+        "true: an out/ holding another run is moved aside to out.old-<time> (never deleted)"
     )
     skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
     max_decode_pixels: int | None = field(

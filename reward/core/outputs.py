@@ -178,6 +178,16 @@ def may_change_keys(cls: type, prefix: str = "") -> tuple[str, ...]:
     return tuple(keys)
 
 
+def resume_field(help: str, default: str = "auto") -> Any:
+    """A command's ``resume`` setting (auto | never, :func:`resume_mode`): it may differ on a resumed run."""
+    return field(default=default, metadata={"help": help, "may_change": True})
+
+
+def overwrite_field(help: str) -> Any:
+    """A command's ``overwrite`` setting (an earlier run moved aside, never deleted): it may differ on a rerun."""
+    return field(default=False, metadata={"help": help, "may_change": True})
+
+
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any], may_change: Sequence[str] = ()) -> list[str]:
     """``key: old -> new`` for every leaf setting or input that differs, except keys under ``may_change`` and secrets
     (a token or key given, changed or dropped never makes another run, and no value of one is ever shown).

@@ -44,7 +44,7 @@ from reward.core.bounds import FRACTION, PIXELS, TOKENS, at_least
 from reward.core.config import Alias, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
-from reward.core.outputs import Output, may_change_keys
+from reward.core.outputs import Output, may_change_keys, overwrite_field, resume_field
 from reward.core.schemas import SchemaGroups
 from reward.core.secrets import split_hub_token
 from reward.data.files import atomic_write_json
@@ -247,20 +247,10 @@ class GrpoSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
-    resume: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: continue the same run in out (refused if it is another run); never: a new run only",
-            "may_change": True,
-        },
+    resume: str = resume_field(
+        "auto: continue the same run in out (refused if it is another run); never: a new run only"
     )
-    overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "an earlier run in out is moved aside to out.old-<time> (never deleted)",
-            "may_change": True,
-        },
-    )
+    overwrite: bool = overwrite_field("an earlier run in out is moved aside to out.old-<time> (never deleted)")
     seed: int = field(
         default=42,
         metadata={

@@ -19,7 +19,7 @@ from reward.core.bounds import BATCH, FRACTION, PIXELS, SIDE, above, at_least
 from reward.core.config import Alias, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
-from reward.core.outputs import Output, check_output, may_change_keys
+from reward.core.outputs import Output, check_output, may_change_keys, overwrite_field, resume_field
 from reward.core.secrets import split_hub_token
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
@@ -367,20 +367,8 @@ class SftSettings:
     seed: int = field(
         default=42, metadata={"help": "the trainer's seed (trl), the training stream's and the manifest's shuffle"}
     )
-    resume: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: continue the same run from out's last checkpoint; never: a new run only",
-            "may_change": True,
-        },
-    )
-    overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "true: an out folder holding another run is moved aside to DIR.old-<time>",
-            "may_change": True,
-        },
-    )
+    resume: str = resume_field("auto: continue the same run from out's last checkpoint; never: a new run only")
+    overwrite: bool = overwrite_field("true: an out folder holding another run is moved aside to DIR.old-<time>")
     merge_lora: bool = field(
         default=True, metadata={"help": "scorer/ holds the merged model (false: the adapter plus base_model)"}
     )
