@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from reward.data.manifest import image_paths
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_question_image, load_questions
 from reward.vlm.model import content_parts
@@ -171,8 +172,7 @@ def mix_perception(settings: Any, rating_data: Callable[[], tuple[Any, int]]) ->
             skip_bad=data.skip_bad,
             answer=data.perception_answer,
             shuffle=data.perception_shuffle,
-            image_root=settings.image_root,
-            allow_absolute_paths=settings.allow_absolute_paths,
+            **image_paths(settings),
         )
     if data.perception_fraction >= 1.0:
         return perception, skipped

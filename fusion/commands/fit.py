@@ -25,7 +25,7 @@ from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
-from reward.data.manifest import allow_absolute_paths_field, image_root_field
+from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import reward_schemas
 
@@ -243,8 +243,7 @@ def set_up(settings: FusionSettings) -> Setup:
         skip_bad=settings.skip_bad,
         batch_size=settings.batch_size,
         scores_root=settings.scores_root,
-        image_root=settings.image_root,
-        allow_absolute_paths=settings.allow_absolute_paths,
+        **image_paths(settings),
     )
     provenance = {
         "command": "fit",

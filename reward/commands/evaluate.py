@@ -20,7 +20,7 @@ from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
-from reward.data.manifest import allow_absolute_paths_field, image_root_field
+from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.eval.evaluation import (
     COMPARE,
     EvalResult,
@@ -198,8 +198,7 @@ def set_up(settings: EvaluateSettings) -> Setup:
         mos_range=eval_settings.mos_range,
         lazy_images=True,
         columns=settings.data_columns,
-        image_root=settings.image_root,
-        allow_absolute_paths=settings.allow_absolute_paths,
+        **image_paths(settings),
     )
     check_images_found(manifest.rows, settings)
     spec = reward_info(name)

@@ -26,7 +26,7 @@ from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
-from reward.data.manifest import allow_absolute_paths_field, image_root_field
+from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import A2JudgeSettings
 from reward.rewards.registry import reward_schemas
@@ -206,8 +206,7 @@ def run_a1(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     questions, skipped = load_questions(
         settings.data,
         skip_bad=settings.skip_bad,
-        allow_absolute_paths=settings.allow_absolute_paths,
-        image_root=settings.image_root,
+        **image_paths(settings),
     )
     _check_model(settings)
     output.create()
@@ -272,8 +271,7 @@ def run_a2(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
     rows, skipped = load_descriptions(
         settings.data,
         skip_bad=settings.skip_bad,
-        allow_absolute_paths=settings.allow_absolute_paths,
-        image_root=settings.image_root,
+        **image_paths(settings),
     )
     _check_model(settings)
     output.create()
@@ -365,8 +363,7 @@ def run_a3(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
             EvalSettings(
                 batch_size=settings.batch_size,
                 skip_bad=settings.skip_bad,
-                image_root=settings.image_root,
-                allow_absolute_paths=settings.allow_absolute_paths,
+                **image_paths(settings),
             ),
         )
         for dataset, objs in result.pop("per_image", {}).items():  # shared the way Q-Bench shared its own

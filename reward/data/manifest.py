@@ -112,6 +112,12 @@ def allow_absolute_paths_field() -> Any:
     return field(default=False, metadata={"help": ALLOW_ABSOLUTE_HELP})
 
 
+def image_paths(settings: Any) -> dict[str, Any]:
+    """A command's ``image_root`` and ``allow_absolute_paths`` (the two fields above) as the keywords of the readers
+    (``load_ratings``, ``load_pairs``, ``load_tasks``, ...)."""
+    return {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
+
+
 def resolve_image_path(
     manifest_dir: Path, rel: str, *, where: str, allow_absolute: bool = False, absolute_hint: str = ABSOLUTE_HINT
 ) -> Path:

@@ -26,6 +26,7 @@ from PIL import Image
 from reward.core.errors import MissingInputError
 from reward.data import ManifestResult, load_ratings
 from reward.data.datasets import check_source
+from reward.data.manifest import image_paths
 from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
 from reward.eval.parallel import image_key
@@ -218,8 +219,7 @@ def _ratings(path: str, settings: EvalSettings) -> ManifestResult:
         skip_bad=settings.skip_bad,
         check_images=False,
         max_pixels=settings.max_decode_pixels,
-        image_root=settings.image_root,
-        allow_absolute_paths=settings.allow_absolute_paths,
+        **image_paths(settings),
     )
     if manifest.info.get("dimensions"):
         main = manifest.info["dimensions"][0]

@@ -28,7 +28,7 @@ from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary, text_table
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
-from reward.data.manifest import allow_absolute_paths_field, image_root_field
+from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.rewards.registry import reward_schemas
 from rl.devices import resolve_devices
@@ -152,8 +152,7 @@ def set_up(settings: BestOfNSettings) -> Setup:
         settings.data,
         skip_bad=settings.skip_bad,
         max_pixels=settings.max_decode_pixels,
-        image_root=settings.image_root,
-        allow_absolute_paths=settings.allow_absolute_paths,
+        **image_paths(settings),
     )
     tasks = tasks[: settings.limit] if settings.limit else tasks
     if not tasks:

@@ -25,7 +25,7 @@ from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
-from reward.data.manifest import allow_absolute_paths_field, image_root_field
+from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
@@ -465,8 +465,7 @@ def train_dimensions(settings: SftSettings) -> list[str]:
         check_images=False,
         default_split="train",
         columns=settings.data.columns,
-        image_root=settings.image_root,
-        allow_absolute_paths=settings.allow_absolute_paths,
+        **image_paths(settings),
     ).rows
     found = list(dict.fromkeys(row.dimension for row in rows))
     logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
@@ -925,8 +924,7 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
         augment=settings.data.augment_crop if settings.data.augment else None,
         split="train",
         columns=settings.data.columns,
-        image_root=settings.image_root,
-        allow_absolute_paths=settings.allow_absolute_paths,
+        **image_paths(settings),
         **label_kwargs(settings, mos_range),
     )
 
@@ -1053,8 +1051,7 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
         mos_range=mos_range,
         default_split="test",
         columns=settings.data.columns,
-        image_root=settings.image_root,
-        allow_absolute_paths=settings.allow_absolute_paths,
+        **image_paths(settings),
     )
     base = rows.base if rows.info or settings.image_root else Path(settings.data.test).resolve().parent
     tested = with_score(rows.rows, settings.data.score, rows.source)  # the MOS trained on, the rows kept

@@ -33,10 +33,12 @@ def _rows(settings: Any) -> int | None:
         return None
     try:
         from reward.data import load_ratings
+        from reward.data.manifest import image_paths
         from training.sft_labels import keep_rows
 
-        paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
-        read = load_ratings(settings.data.train, skip_bad=True, check_images=False, default_split="train", **paths)
+        read = load_ratings(
+            settings.data.train, skip_bad=True, check_images=False, default_split="train", **image_paths(settings)
+        )
         keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
         return len(keep_rows(read.rows, keep, read.source)[0])
     except Exception as err:  # noqa: BLE001 - a plan still prints without the count
