@@ -219,6 +219,23 @@ def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...]
     return 0
 
 
+def cpu_sft_args(out: Path, **extra):
+    """trl's ``SFTConfig`` for a trainer built by hand in a test: batches of 4 on the CPU in fp32, nothing reported,
+    no truncation (image tokens are never cut), the dataset's extra columns kept for the loss."""
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        max_length=None,
+        remove_unused_columns=False,
+        **extra,
+    )
+
+
 def next_token_logprobs(vlm, images: list, question: str, response_prefix: str = ""):
     """An oracle for option log-probabilities: one plain forward pass of the model on the rendered chat (user turn
     with ``images`` then ``question`` -- or the images where ``question`` has ``<image>`` -- assistant start,

@@ -80,9 +80,8 @@ def test_the_loss_of_a_batch_by_hand_with_an_odd_example_out():
 def test_the_trainers_loss_is_deqas_from_the_full_logits_in_one_forward_pass(tiny_vlm_path, tmp_path):
     import datasets
     from transformers import AutoModelForImageTextToText
-    from trl import SFTConfig
 
-    from conftest import random_images
+    from conftest import cpu_sft_args, random_images
     from reward.vlm import load_processor
     from reward.vlm.tokens import resolve_candidates
     from training.sft_data import conversation
@@ -105,15 +104,7 @@ def test_the_trainers_loss_is_deqas_from_the_full_logits_in_one_forward_pass(tin
         }
     )
     model = AutoModelForImageTextToText.from_pretrained(tiny_vlm_path)
-    args = SFTConfig(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=4,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        max_length=None,
-        remove_unused_columns=False,
-    )
+    args = cpu_sft_args(tmp_path)  # one batch of 4 on the CPU, the extra columns kept
     trainer = deqa_trainer_class(ids, VALUES)(model=model, args=args, train_dataset=ds, processing_class=processor)
     batch = next(iter(trainer.get_train_dataloader()))  # unshuffled order is not promised: read it from the batch
     order = [words.index(processor.tokenizer.decode(int(t)).strip()) for t in _level_tokens(batch["labels"], ids)]

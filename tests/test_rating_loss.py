@@ -20,9 +20,9 @@ def test_rating_term_sums_the_nll_of_rating_tokens_only_with_the_causal_shift():
 def test_weighted_loss_is_trl_loss_plus_extra_rating_nll_checked_against_full_logits(tiny_vlm_path, tmp_path):
     import datasets
     from transformers import AutoModelForImageTextToText
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
-    from conftest import random_images
+    from conftest import cpu_sft_args, random_images
     from reward.vlm import load_processor
     from reward.vlm.tokens import resolve_candidates
     from training.sft_data import conversation
@@ -39,15 +39,7 @@ def test_weighted_loss_is_trl_loss_plus_extra_rating_nll_checked_against_full_lo
         }
     )
     model = AutoModelForImageTextToText.from_pretrained(tiny_vlm_path)
-    args = SFTConfig(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=4,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        max_length=None,
-        remove_unused_columns=False,
-    )
+    args = cpu_sft_args(tmp_path)  # one batch of 4 on the CPU, the extra columns kept
     trainer = weighted_trainer_class(3.0, ids)(model=model, args=args, train_dataset=ds, processing_class=processor)
     batch = next(iter(trainer.get_train_dataloader()))
     weighted = trainer.compute_loss(trainer.model, dict(batch)).item()
