@@ -36,9 +36,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
-from reward.core.bounds import at_least
 from reward.core.cli import compose, main
-from reward.core.config import parse
+from reward.core.config import at_least, parse
 from reward.core.outputs import prepare_output
 from reward.data.files import atomic_write_json, atomic_write_text, json_safe
 from reward.eval.evaluation import format_table

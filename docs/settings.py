@@ -65,20 +65,59 @@ def command_of(module: str) -> Command:
     return seen[0]
 
 
+def rows(node: Any, prefix: str = "", groups: Any = (), entries: Any = None) -> list[tuple[str, str, str]]:
+    """``node`` (a full config) as ``(dotted key, value, help)`` rows: sections flattened, a required key ``???``, and
+    a config group in ``groups`` one row holding its option's name (its keys depend on the option)."""
+    import dataclasses
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    cls = OmegaConf.get_type(node)
+    fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+    helps = entries or {k: f.metadata.get("help", "") for k, f in fields.items()}
+    out = []
+    for key in node:
+        name, note = f"{prefix}{key}", helps.get(key, "")
+        if OmegaConf.is_missing(node, key):
+            out.append((name, "???", note))
+            continue
+        child = node[key]
+        if key in groups and isinstance(child, DictConfig):
+            out.append((name, str(child.get("name", "")), note))
+        elif isinstance(child, DictConfig) and len(child):
+            out += rows(child, f"{name}.", entries=fields[key].metadata.get("entries") if key in fields else None)
+        elif isinstance(child, ListConfig):
+            out.append((name, f"[{', '.join(str(v) for v in OmegaConf.to_container(child))}]", note))
+        else:
+            out.append((name, OmegaConf.to_yaml({key: child}).strip().split(":", 1)[1].strip(), note))
+    return out
+
+
+def markdown(table: list[tuple[str, str, str]]) -> str:
+    """:func:`rows` as a markdown table, key and default in code, ``|`` escaped."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| key | default | what it sets |", "| --- | --- | --- |"]
+    for key, value, note in table:
+        shown = "`???` (required)" if value == "???" else (f"`{cell(value)}`" if value else "")
+        lines.append(f"| `{key}` | {shown} | {cell(note)} |")
+    return "\n".join(lines)
+
+
 def table(name: str) -> str:
     """The markdown settings table of command ``name``."""
-    from reward.core.cli import compose
-    from reward.core.helptext import markdown, rows
+    from reward.core.cli import compose, full_config
 
     command = command_of(commands()[name])
     first = list(command.subcommands[:1])
-    cfg = compose(command.config, first, schema=command.schema, subcommands=command.subcommands)
+    cfg = full_config(command.schema, compose(command.config, first, subcommands=command.subcommands))
     groups = tuple(getattr(command.schema, "groups", None) or {})
     found = [row for row in rows(cfg, groups=groups) if row[0] != "cmd"]
     where = f"`configs/{command.config}.yaml`, `{commands()[name].replace('.', '/')}.py`"
-    return f"Every key with its default ({where}; `perceptual-rewards {name} --help` prints the same):\n\n" + markdown(
-        found
-    )
+    head = f"Every key with its default ({where}; `perceptual-rewards {name} --help` prints the same):\n\n"
+    return head + markdown(found)
 
 
 def refreshed(text: str) -> str:

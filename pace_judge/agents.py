@@ -23,7 +23,7 @@ from PIL import Image
 from pace_judge.backends import Backend
 from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
 from pace_judge.protocol import Probe, Protocol, ProtocolError, SubDimension, protocol_from_dict
-from reward.core.bounds import RETRIES, TOKENS, at_least
+from reward.core.config import RETRIES, TOKENS, at_least
 from reward.core.config import parse as parse_settings
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PIL import Image
 
-from reward.core.bounds import BATCH
+from reward.core.config import BATCH
 from reward.vlm import VLM, OptionLogProbs, OptionQuery, load_vlm
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 

@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw
 
 from pace_judge.backends import Backend
 from pace_judge.protocol import Anchor, Protocol
-from reward.core.bounds import SIDE, at_least
+from reward.core.config import SIDE, at_least
 from reward.core.errors import UserError
 from reward.core.fingerprints import image_identity
 from reward.data.files import atomic_write_with

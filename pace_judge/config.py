@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from pace_judge.agents import AgentConfig
 from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
-from reward.core.bounds import BATCH, FRACTION, at_least
-from reward.core.config import Alias, parse
+from reward.core.config import BATCH, FRACTION, at_least, parse
 from reward.core.errors import ConfigError
 from reward.core.inputs import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
@@ -29,17 +28,9 @@ class Track2Settings:
 DEFAULT_MAX_PIXELS = 802_816  # 1024 visual tokens per image on Qwen-VL (pixels / 28^2): a 1024x768 photo stays whole
 
 
-# the model's keys of the older nested form ``model: {path: ..., dtype: ...}``: read as the top-level keys
-MODEL_SECTION_ALIASES = {f"model.{k}": Alias(k, removed_in="0.3.0") for k in (*LOADING_KEYS, "batch_size")} | {
-    "model.path": Alias("model", removed_in="0.3.0")
-}
-
-
 @dataclass
 class PaceConfig(ModelLoading):
     """Settings of ``reward=pace`` (loading knobs from :class:`reward.vlm.ModelLoading`, at the top level)."""
-
-    aliases: ClassVar[dict[str, Alias]] = {"path": Alias("model", removed_in="0.3.0"), **MODEL_SECTION_ALIASES}
 
     name: str = "pace"
     max_pixels: int | None = field(

@@ -20,7 +20,7 @@ from PIL import Image
 from pace_judge import tracks
 from pace_judge.backends import Backend
 from pace_judge.protocol import Protocol, protocol_to_dict
-from reward.core.bounds import at_least
+from reward.core.config import at_least
 from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)

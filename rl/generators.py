@@ -37,8 +37,7 @@ import numpy as np
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.bounds import BATCH, SIDE, TOKENS, above, at_least
-from reward.core.config import parse, to_plain
+from reward.core.config import BATCH, SIDE, TOKENS, above, at_least, parse, to_plain
 from reward.core.registry import Registry
 from reward.vlm.loading import resolve_dtype
 from rl.devices import process_device
@@ -465,10 +464,9 @@ GENERATORS.register(
 GENERATORS.register("flux-fill", _diffusers, config=DiffusersConfig, description="FLUX.1 Fill (diffusers)")
 
 
-def generator_schemas() -> dict[str, type]:
-    """Every registered generator's settings dataclass by the name ``configs/generator/NAME.yaml`` gives it
-    (``NAME_schema``): the ``generator`` config group of a command's settings."""
-    return {f"{name}_schema": GENERATORS.get(name).meta["config"] for name in GENERATORS.names()}
+def generator_config(name: str) -> type | None:
+    """The settings dataclass of the registered generator ``name`` (the ``generator`` config group's option)."""
+    return GENERATORS.get(name).meta["config"] if name in GENERATORS else None
 
 
 def build_generator(cfg: Any) -> Generator:

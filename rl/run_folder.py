@@ -9,12 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from reward.core.config import apply_aliases, to_plain
+from reward.core.config import to_plain
 from reward.core.outputs import Output, prepare_output
 from reward.integrations.reward_set import reward_configs
-from reward.rewards.registry import reward_schemas
 
-MODEL_KEYS = ("model", "protocol", "fusion", "memory")  # config keys of rewards naming inputs (old names read as new)
+MODEL_KEYS = ("model", "protocol", "fusion", "memory")  # config keys of rewards naming inputs
 
 
 def run_inputs(
@@ -40,17 +39,14 @@ def run_inputs(
 
 
 def reward_models(entries: Sequence[Any], where: str = "reward") -> list[tuple[str, dict[str, str]]]:
-    """Each reward entry's name and the model files its config names (``MODEL_KEYS``; old key names read as new).
+    """Each reward entry's name and the model files its config names (``MODEL_KEYS``).
 
-    >>> reward_models(["qbench", {"name": "sa-iqa", "path": "/scorer", "batch_size": 4}])
+    >>> reward_models(["qbench", {"name": "sa-iqa", "model": "/scorer", "batch_size": 4}])
     [('qbench', {}), ('sa-iqa', {'model': '/scorer'})]
     """
-    schemas = reward_schemas()
-    out = []
-    for name, cfg in reward_configs(entries):
-        cfg = apply_aliases(schemas.get(f"{name}_schema"), cfg, where=where)  # reward.path: its model
-        out.append((name, {key: cfg[key] for key in MODEL_KEYS if isinstance(cfg.get(key), str)}))
-    return out
+    return [
+        (name, {k: cfg[k] for k in MODEL_KEYS if isinstance(cfg.get(k), str)}) for name, cfg in reward_configs(entries)
+    ]
 
 
 def settings_record(settings: Any, *, leave_out: Sequence[str] = ()) -> dict[str, Any]:

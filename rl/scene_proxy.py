@@ -26,8 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from reward.core.bounds import at_least
-from reward.core.config import parse
+from reward.core.config import at_least, parse
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput

@@ -15,8 +15,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.bounds import COUNT, SIDE, above
-from reward.core.config import parse
+from reward.core.config import COUNT, SIDE, above, parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import write_inpainting_tasks
 

@@ -269,7 +269,7 @@ def tiny_reward_config(name: str, request) -> dict:
     """A config of every registered reward on the tiny offline models; a new reward must be added here."""
     configs = {
         "qbench": lambda: {"model": str(request.getfixturevalue("tiny_vlm_path"))},
-        "sa-iqa": lambda: {"path": str(request.getfixturevalue("tiny_scorer_path"))},
+        "sa-iqa": lambda: {"model": str(request.getfixturevalue("tiny_scorer_path"))},
         "pace": lambda: {
             "model": str(request.getfixturevalue("tiny_vlm_path")),
             "protocol": str(request.getfixturevalue("pace_protocol_path")),
@@ -279,3 +279,30 @@ def tiny_reward_config(name: str, request) -> dict:
     if name not in configs:
         pytest.fail(f"registered reward {name!r} has no tiny test config in tests/conftest.py")
     return configs[name]()
+
+
+def group_options(schema: type) -> dict[str, list[type]]:
+    """Every option's settings dataclass of each config group of a command's settings (``reward``, ``generator``)."""
+    from reward.rewards.registry import list_rewards
+    from rl.generators import GENERATORS
+
+    names = {"reward": list_rewards, "generator": GENERATORS.names}
+    groups = getattr(schema, "groups", None) or {}
+    return {g: [c for n in names[g]() if (c := choose(n)) is not None] for g, choose in groups.items()}
+
+
+def settings_classes(schemas) -> list[type]:
+    """Every settings dataclass reachable from ``schemas``: their nested sections and their groups' options."""
+    import dataclasses
+
+    from reward.core.config import field_types
+
+    todo = list(schemas) + [c for s in schemas for options in group_options(s).values() for c in options]
+    seen: list[type] = []
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.append(cls)
+        todo += [t for t in field_types(cls).values() if dataclasses.is_dataclass(t)]
+    return seen

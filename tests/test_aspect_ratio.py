@@ -69,7 +69,7 @@ def test_evaluate_skips_and_counts_it_under_skip_bad(tmp_path, tiny_vlm_path):
 
 def test_the_pace_judge_skips_it_and_keeps_the_rest_of_its_batch(tmp_path, tiny_vlm_path, pace_protocol_path):
     _folder(tmp_path / "imgs")
-    base = {"out": str(tmp_path / "o"), "model": {"path": str(tiny_vlm_path)}, "protocol": str(pace_protocol_path)}
+    base = {"out": str(tmp_path / "o"), "model": str(tiny_vlm_path), "protocol": str(pace_protocol_path)}
     with pytest.raises(PaceUserError, match=r"strip.png: .*aspect ratio of 333:1"):
         run_judge({**base, "images": str(tmp_path / "imgs"), "images_per_call": 4})
     rows = run_judge({**base, "images": str(tmp_path / "imgs"), "images_per_call": 4, "skip_bad": True})

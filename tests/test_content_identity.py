@@ -279,10 +279,10 @@ def test_a_manifest_is_known_by_what_it_names_whatever_its_file_name_or_format(t
         assert key in str(refused.value)
 
 
-def test_a_hub_model_the_run_downloaded_is_the_same_input_on_rerun_and_known_by_its_files(tmp_path, monkeypatch):
+def test_a_hub_model_the_run_downloaded_is_the_same_input_on_rerun_and_known_by_its_revision(tmp_path, monkeypatch):
     from reward.core import fingerprints
 
-    snapshot = tmp_path / "hub" / "snapshot"
+    snapshot = tmp_path / "hub" / "snapshots" / ("a" * 40)
     monkeypatch.setattr(fingerprints, "hub_snapshot", lambda value: None)  # not in the cache when the run starts
     settings = {"reward": {"model": "example-org/tiny-scorer"}}
     inputs = {"model": "example-org/tiny-scorer"}
@@ -297,11 +297,14 @@ def test_a_hub_model_the_run_downloaded_is_the_same_input_on_rerun_and_known_by_
     run.finish()
     del run
     recorded = json.loads((out / "run.json").read_text())["inputs"]["model"]
-    assert recorded["repo"] == "example-org/tiny-scorer" and recorded["files"] == 1
+    assert recorded == {"repo": "example-org/tiny-scorer", "revision": "a" * 40}
     with pytest.raises(RunComplete):  # the identical rerun, the model now in the cache: nothing to do
         check_output(out, "evaluate", settings, inputs)
-    _replace_keeping_size_and_time(snapshot / "model.safetensors", lambda p: p.write_bytes(b"\x01" * 512))
-    with pytest.raises(OutputFolderError, match=r"inputs.model.sha256"):  # another revision in the cache
+    newer = snapshot.with_name("b" * 40)
+    monkeypatch.setattr(
+        fingerprints, "hub_snapshot", lambda value: newer if value == "example-org/tiny-scorer" else None
+    )
+    with pytest.raises(OutputFolderError, match=r"inputs.model.revision"):  # another revision in the cache
         check_output(out, "evaluate", settings, inputs)
 
 

@@ -51,7 +51,7 @@ def test_sft_on_koniq_tested_on_spaq_takes_each_scale_from_its_dataset(tiny_vlm_
         f"data.train=koniq10k:{folders['koniq10k']}",  # train split: the set column's 7 training images
         f"data.test=spaq:{folders['spaq']}",  # test split: SPAQ's seeded test images, MOS 0-100
         "data.soft_targets=true",  # from KonIQ's c1..c5
-        f"output_dir={out}",
+        f"out={out}",
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=4",
         "trainer.gradient_accumulation_steps=1",

@@ -28,7 +28,7 @@ def evaluated(tiny_scorer_path: Path, tmp_path_factory: pytest.TempPathFactory) 
     out = tmp_path_factory.mktemp("evaluated") / "eval"
     cfg = compose(
         "evaluate",
-        ["reward=sa-iqa", f"reward.path={tiny_scorer_path}", f"data={SAMPLES / 'ratings.jsonl'}", f"out={out}"],
+        ["reward=sa-iqa", f"reward.model={tiny_scorer_path}", f"data={SAMPLES / 'ratings.jsonl'}", f"out={out}"],
         schema=EvaluateSettings,
     )
     run_evaluate(cfg)

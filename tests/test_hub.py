@@ -41,15 +41,15 @@ def offline_home(tmp_path, monkeypatch):
 def test_a_scorer_hub_id_scores_offline_from_the_cache_as_its_folder_does(tiny_scorer_path, offline_home):
     populated_cache(offline_home, "example-org/tiny-scorer", tiny_scorer_path)
     images = random_images(3, seed=2)
-    by_id = get_reward("sa-iqa", {"path": "example-org/tiny-scorer"}).score(images)
-    by_folder = get_reward("sa-iqa", {"path": str(tiny_scorer_path)}).score(images)
+    by_id = get_reward("sa-iqa", {"model": "example-org/tiny-scorer"}).score(images)
+    by_folder = get_reward("sa-iqa", {"model": str(tiny_scorer_path)}).score(images)
     assert set(by_id.dimensions) == {"lighting", "harmony"}
     torch.testing.assert_close(by_id.scores, by_folder.scores)
 
 
 def test_a_hub_id_missing_from_the_cache_offline_fails_in_one_line_naming_it(offline_home):
     with pytest.raises(MissingInputError) as err:
-        get_reward("sa-iqa", {"path": "example-org/not-downloaded"})
+        get_reward("sa-iqa", {"model": "example-org/not-downloaded"})
     message = str(err.value)
     assert "\n" not in message and "reward.model=example-org/not-downloaded" in message
     assert "hf download example-org/not-downloaded" in message and "scorer folder" in message
@@ -57,7 +57,7 @@ def test_a_hub_id_missing_from_the_cache_offline_fails_in_one_line_naming_it(off
 
 def test_a_path_that_is_neither_a_folder_nor_a_hub_id_is_named(offline_home, tmp_path):
     with pytest.raises(MissingInputError, match=r"reward.model=.*/no/such/scorer: no such folder"):
-        get_reward("sa-iqa", {"path": str(tmp_path / "no" / "such" / "scorer")})
+        get_reward("sa-iqa", {"model": str(tmp_path / "no" / "such" / "scorer")})
 
 
 def _sft_overrides(model: Path, ratings: Path, out: Path, *extra: str) -> list[str]:

@@ -145,14 +145,12 @@ def test_every_setting_keeps_its_help_in_its_field_not_in_a_comment():
     import textwrap
     import tokenize
 
-    from reward.core.config import field_types, is_dataclass_type
-    from reward.core.schemas import groups_of
+    from conftest import settings_classes
 
     schemas = _entry_schemas()
     assert len(schemas) >= 16, sorted(schemas)
-    todo = list(schemas.values())
-    for schema in schemas.values():
-        todo += [c for schemas_of in groups_of(schema).values() for c in schemas_of().values()]
+    todo = settings_classes(schemas.values())
+    todo += [b for cls in todo for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)]
     seen: set[type] = set()
     commented = []
     while todo:
@@ -160,8 +158,6 @@ def test_every_setting_keeps_its_help_in_its_field_not_in_a_comment():
         if cls in seen:
             continue
         seen.add(cls)
-        todo += [t for t in field_types(cls).values() if is_dataclass_type(t)]
-        todo += [b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)]
         lines, start = inspect.getsourcelines(cls)
         text = textwrap.dedent("".join(lines))
         comments = {

@@ -91,7 +91,7 @@ def test_every_vlm_reward_config_passes_the_loading_knobs(tiny_vlm_path, tiny_sc
 
     knobs = {"attn_implementation": "eager", "min_pixels": 112 * 112, "max_pixels": 112 * 112, "dtype": "float32"}
     qbench = get_reward("qbench", {"model": str(tiny_vlm_path), **knobs})
-    sa_iqa = get_reward("sa-iqa", {"path": str(tiny_scorer_path), **knobs})
+    sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path), **knobs})
     pace = get_reward("pace", {"model": str(tiny_vlm_path), "protocol": str(pace_protocol_path), **knobs})
     for vlm in (qbench.vlm, sa_iqa.vlm, pace.backend.vlm):
         assert vlm.model.config._attn_implementation == "eager"

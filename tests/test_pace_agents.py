@@ -159,7 +159,7 @@ def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny
         "dimension=tactile satisfaction",
         f"images={tmp_path / 'imgs'}",
         f"out={tmp_path / 'out'}",
-        f"model.path={tiny_vlm_path}",
+        f"model={tiny_vlm_path}",
         "+agents.max_new_tokens=24",
         "+agents.retries=1",
     ]
@@ -177,7 +177,7 @@ def test_tiny_vlm_cannot_write_a_protocol_and_judge_exits_cleanly(tmp_path, tiny
     from pace_judge.commands.judge import run as judge
 
     argv = [f"protocol={pace_protocol_path}", f"images={tmp_path / 'imgs'}", f"out={tmp_path / 'out'}"]
-    assert run_cli("judge", judge, [*argv, f"model.path={tiny_vlm_path}", "overwrite=true"], schema=JudgeSettings) == 0
+    assert run_cli("judge", judge, [*argv, f"model={tiny_vlm_path}", "overwrite=true"], schema=JudgeSettings) == 0
     assert (tmp_path / "out" / "scores.jsonl").exists() and list(tmp_path.glob("out.old-*/agent_failures.json"))
 
 

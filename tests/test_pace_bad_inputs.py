@@ -152,7 +152,7 @@ def test_judge_refuses_an_out_that_is_a_file_before_loading_anything(tmp_path, p
         "protocol": str(pace_protocol_path),
         "images": str(tmp_path / "imgs"),
         "out": str(tmp_path / "out.txt"),
-        "model": {"path": "no-such-org/no-such-model"},  # would fail if the model were loaded first
+        "model": "no-such-org/no-such-model",  # would fail if the model were loaded first
     }
     with pytest.raises(ValueError, match=r"out=.*out.txt is a file"):
         run_judge(settings)
@@ -164,12 +164,12 @@ def test_judge_decode_guard_names_the_judge_key(tmp_path, tiny_vlm_path, pace_pr
     base = {
         "protocol": str(pace_protocol_path),
         "images": str(tmp_path / "imgs"),
-        "model": {"path": str(tiny_vlm_path)},
+        "model": str(tiny_vlm_path),
         "max_decode_pixels": 1000,
     }
     with pytest.raises(PaceUserError, match=r"64x48 = 3,072 pixels, above max_decode_pixels=1,000") as err:
         run_judge({**base, "out": str(tmp_path / "o1")})
-    assert "Pass a larger max_decode_pixels=N" in str(err.value) and "model.max_pixels" in str(err.value)
+    assert "Pass a larger max_decode_pixels=N" in str(err.value) and "max_pixels is the model" in str(err.value)
 
 
 def test_a_model_giving_nan_writes_null_scores_never_nan(tmp_path, tiny_vlm_path, pace_protocol_path):
@@ -189,7 +189,7 @@ def test_a_model_giving_nan_writes_null_scores_never_nan(tmp_path, tiny_vlm_path
         "protocol": str(pace_protocol_path),
         "images": str(tmp_path / "imgs"),
         "out": str(tmp_path / "out"),
-        "model": {"path": str(broken)},
+        "model": str(broken),
     }
     rows = run_judge(settings)
     assert [r["score"] for r in rows] == [None, None]

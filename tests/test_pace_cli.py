@@ -51,7 +51,7 @@ def test_judge_script_writes_the_scores_the_reward_gives(tmp_path, tiny_vlm_path
         f"protocol={pace_protocol_path}",
         f"images={tmp_path / 'imgs'}",
         f"out={out}",
-        f"model.path={tiny_vlm_path}",
+        f"model={tiny_vlm_path}",
         "images_per_call=2",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
@@ -88,7 +88,7 @@ def test_evaluate_with_reward_pace_gives_metrics_and_the_bias_zone_plot(tmp_path
 
 def test_judge_reports_user_errors_without_a_traceback(tmp_path, tiny_vlm_path, pace_protocol_path):
     (tmp_path / "empty").mkdir()
-    base = {"out": str(tmp_path / "o"), "model": {"path": str(tiny_vlm_path)}, "protocol": str(pace_protocol_path)}
+    base = {"out": str(tmp_path / "o"), "model": str(tiny_vlm_path), "protocol": str(pace_protocol_path)}
     with pytest.raises(PaceUserError, match="holds no image files"):
         run_judge({**base, "images": str(tmp_path / "empty")})
     _images(tmp_path / "imgs", n=1)
@@ -115,7 +115,7 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
         "memory": str(bank),
         "images": str(tmp_path / "imgs"),
         "out": str(tmp_path / "out"),
-        "model": {"path": str(tiny_vlm_path)},
+        "model": str(tiny_vlm_path),
         "images_per_call": 2,
     }
     full = run_judge(settings)

@@ -22,9 +22,7 @@ def _cfg(overrides: list[str]):
 
 
 def test_the_recipe_sets_stream_steps_learning_rate_and_freezing_and_yields_to_the_command_line(tmp_path):
-    s = parse_settings(
-        _cfg(["+recipe=tiny-real-photos", "model.path=m", f"output_dir={tmp_path}", "trainer.max_steps=7"])
-    )
+    s = parse_settings(_cfg(["+recipe=tiny-real-photos", "model.path=m", f"out={tmp_path}", "trainer.max_steps=7"]))
     assert s.data.train == "distorted-photos" and s.prompt.dimensions == ["quality"]
     assert not s.model.freeze_vision and s.loss.rating_weight > 1
     assert s.trainer["max_steps"] == 7 and s.trainer["learning_rate"] == pytest.approx(1e-3)
@@ -34,11 +32,11 @@ def test_the_recipe_sets_stream_steps_learning_rate_and_freezing_and_yields_to_t
 
 def test_a_stream_without_max_steps_or_without_the_quality_dimension_fails_before_training(tiny_vlm_path, tmp_path):
     with pytest.raises(ValueError, match="data.train=distorted-photos streams without end"):
-        parse_settings(_cfg(["model.path=m", "data.train=distorted-photos", f"output_dir={tmp_path}"]))
+        parse_settings(_cfg(["model.path=m", "data.train=distorted-photos", f"out={tmp_path}"]))
     overrides = [
         f"model.path={tiny_vlm_path}",
         "data.train=distorted-photos",
-        f"output_dir={tmp_path / 'run'}",
+        f"out={tmp_path / 'run'}",
         "trainer.max_steps=2",
         "prompt.type=1",
         "prompt.dimensions=[lighting]",
@@ -77,7 +75,7 @@ def test_small_tiny_vlm_learns_exposure_levels_of_heldout_real_photos(tiny_small
     overrides = [
         "+recipe=tiny-real-photos",
         f"model.path={tiny_small_vlm_path}",
-        f"output_dir={tmp_path / 'run'}",
+        f"out={tmp_path / 'run'}",
         f"data.test={heldout}",
         f"data.calibration={calibration}",
         "trainer.max_steps=100",

@@ -26,11 +26,11 @@ def test_grpo_settings_build_trl_config_without_a_deprecation_warning(tmp_path):
 
 
 def test_library_warnings_we_cannot_fix_are_filtered_once_and_others_still_show():
-    from reward.core.cli import quiet_libraries
+    from reward.core.cli import setup_logging
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        quiet_libraries()
+        setup_logging()
         for name in ("gradient_checkpointing_enable", "is_gradient_checkpointing", "gradient_checkpointing"):
             warnings.warn(
                 f"`{name}` is deprecated and will be removed in v6. Use `x` instead.", FutureWarning, stacklevel=1

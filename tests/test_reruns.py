@@ -35,7 +35,7 @@ def test_a_run_that_never_started_does_not_block_the_corrected_rerun(tmp_path):
     out = tmp_path / "run"
     prepare_output(out, "sft", {"trainer": {"learning_rate": "fast"}})  # failed after making the folder
     again = prepare_output(out, "sft", {"trainer": {"learning_rate": 1e-3}})
-    assert again.state == "new" and not again.moved_aside
+    assert again.state == "new" and not again.replace and not list(tmp_path.glob("run.old-*"))
     assert again.identity["settings"]["trainer"]["learning_rate"] == 1e-3
 
 
@@ -168,11 +168,11 @@ def test_every_key_that_may_change_is_a_setting_of_its_command():
 
     from trl import GRPOConfig, SFTConfig
 
+    from conftest import group_options
     from pace_judge.commands.judge import JudgeSettings
     from reward.commands.evaluate import EvaluateSettings
     from reward.core.config import field_types
     from reward.core.outputs import may_change_keys
-    from reward.core.schemas import groups_of
 
     library = {"sft": SFTConfig, "grpo": GRPOConfig}
     for command, schema in {**SCHEMAS, "evaluate": EvaluateSettings, "judge": JudgeSettings}.items():
@@ -180,8 +180,8 @@ def test_every_key_that_may_change_is_a_setting_of_its_command():
         assert "resume" in keys and "overwrite" in keys, command
         for key in keys:
             head, _, rest = key.partition(".")
-            if head in groups_of(schema):
-                options = groups_of(schema)[head]().values()
+            if head in group_options(schema):
+                options = group_options(schema)[head]
                 assert any(rest in {f.name for f in dataclasses.fields(o)} for o in options), key
             elif head == "trainer":
                 assert rest in {f.name for f in dataclasses.fields(library[command])}, key

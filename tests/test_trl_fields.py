@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reward.core.config import library_field_problems, library_fields
+from reward.core.config import field_problems, library_fields
 from training.shared import trl_fields
 from training.shared.trl_fields import TABLE, fields_of, make_table, trainer_problems
 
@@ -46,7 +46,7 @@ def test_the_table_refuses_what_trls_classes_refuse_and_names_the_fix(name):
     import trl
 
     problems = trainer_problems(name, VALUES)
-    assert problems == library_field_problems(getattr(trl, name), VALUES, "trainer")
+    assert problems == field_problems(library_fields(getattr(trl, name)), VALUES, "trainer")
     assert problems == [
         "unknown key trainer.lerning_rate (did you mean 'learning_rate'?)",
         "trainer.max_steps='ten': expected an integer",

@@ -87,7 +87,7 @@ def test_every_reward_names_its_model_reward_model():
 
 
 def test_the_judge_has_its_loading_knobs_in_one_place():
-    cfg = compose("judge", ["model.path=/vlm", "model.dtype=float32", "images=i", "out=o"], schema=JudgeSettings)
+    cfg = compose("judge", ["model=/vlm", "dtype=float32", "images=i", "out=o"], schema=JudgeSettings)
     assert cfg.model == "/vlm" and cfg.dtype == "float32" and cfg.max_pixels == 802816
     knobs = ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels", "batch_size")
     assert all(k in cfg for k in knobs)

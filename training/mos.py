@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from omegaconf import MISSING
 
-from reward.core.bounds import above, at_least
+from reward.core.config import above, at_least
 from reward.data.manifest import ManifestError, iter_jsonl
 from reward.eval.metrics import srcc
 

@@ -14,8 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.bounds import COUNT, SIDE
-from reward.core.config import parse
+from reward.core.config import COUNT, SIDE, parse
 from reward.core.errors import ConfigError
 from reward.core.summary import log_summary
 from training.procedural.perception_questions import check_families, write_questions

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.bounds import SIDE, at_least
-from reward.core.config import check_subcommand, parse
+from reward.core.config import SIDE, at_least, parse
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from training.procedural.photos import calibration_from_kadid, evaluate_brisque, load_calibration, write_heldout
@@ -87,6 +86,6 @@ def run(cfg: Any) -> Any:
 
 
 if __name__ == "__main__":
-    from reward.core.cli import main
+    from reward.core.cli import check_subcommand, main
 
     main("photos", run, schema=PhotosSettings, doc=__doc__, subcommands=SUBCOMMANDS)

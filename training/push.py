@@ -15,9 +15,9 @@ __all__ = ["push_problems", "push_scorer"]
 logger = logging.getLogger(__name__)
 
 
-def push_problems(push: bool, repo_id: str | None, token: str | None = None) -> list[str]:
+def push_problems(push: bool, repo_id: str | None) -> list[str]:
     """What stops a push (no repo id, no token, offline), as messages naming the key and the fix; ``[]`` if none.
-    ``token``: one given in the settings (``trainer.hub_token``), else the login's or ``HF_TOKEN``."""
+    The token is the login's or ``HF_TOKEN``, where ``huggingface_hub`` reads it."""
     if not push:
         return []
     if not repo_id:
@@ -28,18 +28,16 @@ def push_problems(push: bool, repo_id: str | None, token: str | None = None) -> 
 
     if constants.HF_HUB_OFFLINE:
         return ["push_to_hub=true but HF_HUB_OFFLINE=1 is set: unset it to push, or set push_to_hub=false"]
-    if not token and not get_token():
+    if not get_token():
         return ["push_to_hub=true needs a Hugging Face token with write access: run hf auth login or set HF_TOKEN"]
     return []
 
 
-def push_scorer(folder: str | Path, repo_id: str, *, message: str, token: str | None = None) -> str:
-    """Create ``repo_id`` if needed and upload ``folder`` to it in one commit; returns the commit's URL. ``token``:
-    the one given in the settings (``None``: the login's or ``HF_TOKEN``); it goes to the request, never to a file
-    (the folder's files pass :func:`reward.core.secrets.redact_text` when written)."""
+def push_scorer(folder: str | Path, repo_id: str, *, message: str) -> str:
+    """Create ``repo_id`` if needed and upload ``folder`` to it in one commit; returns the commit's URL."""
     from huggingface_hub import HfApi
 
-    api = HfApi(token=token)
+    api = HfApi()
     api.create_repo(repo_id, exist_ok=True)
     commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message)
     logger.info("pushed %s to %s (%s)", folder, repo_id, commit)

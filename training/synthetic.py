@@ -14,8 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.bounds import COUNT, SIDE, at_least
-from reward.core.config import parse
+from reward.core.config import COUNT, SIDE, at_least, parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import BenchmarkPaths, write_benchmark
 

@@ -19,15 +19,13 @@ from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptio
 from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
-from reward.core.bounds import BATCH, at_least
-from reward.core.config import parse
+from reward.core.config import BATCH, at_least, parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
-from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
-from reward.rewards.registry import reward_schemas
+from reward.rewards.registry import reward_config
 
 __all__ = ["FusionSettings", "Setup", "fit_weights", "report", "run", "set_up"]
 
@@ -38,7 +36,7 @@ logger = logging.getLogger(__name__)
 class FusionSettings:
     """Settings of ``fusion/fit.py`` (the schema of ``configs/fit.yaml``); every problem is reported at once."""
 
-    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas}
+    groups: ClassVar[dict] = {"reward": reward_config}
 
     pairs: str = field(
         default=MISSING,

@@ -15,8 +15,7 @@ from pace_judge.agents import AgentConfig
 from pace_judge.backends import Backend
 from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate, evaluate_test
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
-from reward.core.bounds import BATCH, at_least
-from reward.core.config import parse
+from reward.core.config import BATCH, at_least, parse
 from reward.core.outputs import fingerprint, path_inputs, prepare_output
 from reward.core.summary import log_summary
 from reward.data.manifest import allow_absolute_paths_field

@@ -14,8 +14,7 @@ from tqdm.auto import tqdm
 
 from pace_judge.config import PaceConfig, validate
 from pace_judge.pace import PaceReward
-from reward.core.bounds import BATCH, PIXELS
-from reward.core.config import parse, resume_mode
+from reward.core.config import BATCH, PIXELS, parse, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import may_change_keys, overwrite_field, prepare_output, resume_field
 from reward.core.summary import log_summary
@@ -90,7 +89,7 @@ def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
     if max_decode_pixels is not None and w * h > max_decode_pixels:
         raise PaceUserError(
             f"{path}: image is {w}x{h} = {w * h:,} pixels, above max_decode_pixels={max_decode_pixels:,}; it was "
-            "not decoded. Pass a larger max_decode_pixels=N (the decode guard; model.max_pixels is the model's "
+            "not decoded. Pass a larger max_decode_pixels=N (the decode guard; max_pixels is the model's "
             "visual-token budget), or skip_bad=true to skip it."
         )
     return load_image(path, max_pixels=None)

@@ -12,8 +12,8 @@ from omegaconf import MISSING
 
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
-from reward.core.bounds import at_least
-from reward.core.config import check_subcommand, parse
+from reward.core.cli import check_subcommand
+from reward.core.config import at_least, parse
 from reward.core.errors import UserError
 from reward.core.summary import log_summary
 

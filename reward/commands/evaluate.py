@@ -11,11 +11,9 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.bounds import BATCH, PIXELS, WORKERS, at_least
-from reward.core.config import parse, resume_mode
+from reward.core.config import BATCH, PIXELS, WORKERS, at_least, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.outputs import Output, check_output, may_change_keys, overwrite_field, path_inputs, resume_field
-from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
@@ -31,7 +29,7 @@ from reward.eval.evaluation import (
     write_results,
 )
 from reward.eval.parallel import process_state
-from reward.rewards.registry import get_reward, reward_info, reward_schemas
+from reward.rewards.registry import get_reward, reward_config, reward_info
 from reward.vlm.server import failure_summary, served_stats, server_report
 
 logger = logging.getLogger(__name__)
@@ -56,7 +54,7 @@ class EvaluateSettings:
     """Settings of ``reward/evaluate.py``. Keys marked ``may_change`` may differ when a run is resumed: they do not
     change the scores already written."""
 
-    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas}
+    groups: ClassVar[dict] = {"reward": reward_config}
 
     reward: Any = field(
         default=MISSING,

@@ -18,18 +18,16 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.bounds import BATCH, TOKENS, above
-from reward.core.config import parse
+from reward.core.config import BATCH, TOKENS, above, parse
 from reward.core.errors import ConfigError
 from reward.core.inputs import check_models
 from reward.core.outputs import Output, check_output, path_inputs
-from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import A2JudgeSettings
-from reward.rewards.registry import reward_schemas
+from reward.rewards.registry import reward_config
 from reward.vlm.loading import ModelLoading, loading_of
 
 logger = logging.getLogger(__name__)
@@ -113,7 +111,7 @@ class A3Settings:
 
 @dataclass
 class QbenchEvalSettings:
-    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas}
+    groups: ClassVar[dict] = {"reward": reward_config}
 
     task: str = field(default="a1", metadata={"help": "a1 | a2 | a3"})
     data: Any = field(

@@ -3,10 +3,8 @@
 Whole files are written to a temporary file beside the target and renamed over it (:func:`atomic_write_text`,
 :func:`atomic_write_json`, :func:`atomic_write_jsonl`, :func:`atomic_write_with`); per-step records are appended a
 line at a time and flushed (:func:`append_jsonl`), and read back ignoring a line torn by a crash
-(:func:`read_records`). No secret is ever written: every text passes through
-:func:`reward.core.secrets.redact_text` (a token or key known to the process becomes ``<secret given>``). JSON is
-strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an undefined value into ``null`` on
-purpose with :func:`json_safe`. Written files follow the umask like any other file.
+(:func:`read_records`). JSON is strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an
+undefined value into ``null`` on purpose with :func:`json_safe`. Written files follow the umask like any other file.
 
 A name that comes from data or a protocol (a dimension, a dataset, a model) becomes a file name only through
 :func:`safe_name`: it stays inside its folder, readable, and two different names never give the same file.
@@ -30,8 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from reward.core.secrets import redact_text
 
 SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
 _UNSAFE = re.compile(r"[^\w.\-]+")  # letters of any script, digits, _ . - are kept; anything else becomes "-"
@@ -92,9 +88,8 @@ def dumps(obj: Any, **kwargs: Any) -> str:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` (secrets redacted) to a temporary file beside ``path``, then rename it over ``path``."""
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``."""
     path = Path(path)
-    text = redact_text(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -122,7 +117,7 @@ def append_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
     """Append ``rows`` to a JSONL log (created with its folder if needed), flushed to disk before returning."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = redact_text("".join(dumps(r) + "\n" for r in rows))
+    text = "".join(dumps(r) + "\n" for r in rows)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()

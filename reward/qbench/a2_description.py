@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from reward.core.bounds import above, at_least
+from reward.core.config import above, at_least
 from reward.data import SkippedRow
 from reward.data.images import load_image
 from reward.data.manifest import ManifestError
@@ -160,10 +160,7 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
     ``DIMENSION_rounds``, the rounds' scores (0, 1 or 2)."""
     from openai import OpenAI
 
-    from reward.core.secrets import remember
-
     key = os.environ.get(settings.api_key_env) or "EMPTY"
-    remember(key)  # read from a variable of any name: never written or logged either
     client = OpenAI(base_url=settings.base_url, api_key=key, timeout=settings.timeout)
 
     def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from PIL import Image
 
-from reward.core.bounds import BATCH, above
-from reward.core.config import Alias, parse
+from reward.core.config import BATCH, above, parse
 from reward.core.errors import ConfigError
 from reward.core.inputs import check_models
 from reward.data.images import as_images
@@ -32,8 +31,6 @@ from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served
 class QBenchConfig(ModelLoading):
     """Settings of ``reward=qbench`` (the loading knobs dtype, device, device_map, attn_implementation, min_pixels
     and max_pixels come from :class:`reward.vlm.ModelLoading`)."""
-
-    aliases: ClassVar[dict[str, Alias]] = {"path": Alias("model", removed_in="0.3.0")}
 
     name: str = "qbench"
     model: str | None = field(

@@ -205,17 +205,10 @@ def spec_of(reward: Any) -> RewardSpec | None:
     return spec if isinstance(spec, RewardSpec) else None
 
 
-def reward_schemas() -> dict[str, type]:
-    """Every registered reward's settings dataclass by the name ``configs/reward/NAME.yaml`` gives it
-    (``NAME_schema``): the ``reward`` config group of a command's settings (imports them)."""
-    schemas = {}
-    for name in REWARDS.names():
-        config = REWARDS.get(name).target.config
-        if config is not None:
-            schemas[f"{name}_schema"] = (
-                import_path(config, what="reward config") if isinstance(config, str) else config
-            )
-    return schemas
+def reward_config(name: str) -> type | None:
+    """The settings dataclass of the registered reward ``name`` (the ``reward`` config group's option), or ``None``."""
+    config = REWARDS.get(name).target.config if name in REWARDS else None
+    return import_path(config, what="reward config") if isinstance(config, str) else config
 
 
 register_reward(

@@ -18,14 +18,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.bounds import BATCH
-from reward.core.config import Alias, parse
+from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, MissingInputError
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
@@ -45,8 +44,6 @@ logger = logging.getLogger(__name__)
 @dataclass
 class SaIqaConfig(ModelLoading):
     """Settings of ``reward=sa-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
-
-    aliases: ClassVar[dict[str, Alias]] = {"path": Alias("model", removed_in="0.3.0")}
 
     name: str = "sa-iqa"
     model: str = field(

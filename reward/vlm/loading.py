@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reward.core.bounds import at_least
-from reward.core.config import parse
+from reward.core.config import at_least, parse
 from reward.core.errors import MissingInputError
 from reward.data.files import read_json_object
 

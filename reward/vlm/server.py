@@ -59,8 +59,7 @@ from typing import Any, TypeVar
 import torch
 from PIL import Image
 
-from reward.core.bounds import FRACTION, RETRIES, above, at_least
-from reward.core.config import parse
+from reward.core.config import FRACTION, RETRIES, above, at_least, parse
 from reward.core.errors import ConfigError, UserError
 from reward.vlm.model import OptionLogProbs, OptionQuery, content_parts
 

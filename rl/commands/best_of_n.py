@@ -19,20 +19,18 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 from tqdm import tqdm
 
-from reward.core.bounds import BATCH, COUNT, PIXELS, at_least
-from reward.core.config import parse, to_plain
+from reward.core.config import BATCH, COUNT, PIXELS, at_least, parse, to_plain
 from reward.core.errors import ConfigError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output
-from reward.core.schemas import SchemaGroups
 from reward.core.summary import log_summary, text_table
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
-from reward.rewards.registry import reward_schemas
+from reward.rewards.registry import reward_config
 from rl.devices import resolve_devices
-from rl.generators import build_generator, generator_schemas, inpaint_each
+from rl.generators import build_generator, generator_config, inpaint_each
 from rl.inpaint_tasks import Task, load_tasks
 from rl.plots import image_grid
 from rl.reward_guard import require_scores, served_reports
@@ -43,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class BestOfNSettings:
-    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas, "generator": generator_schemas}
+    groups: ClassVar[dict] = {"reward": reward_config, "generator": generator_config}
 
     data: str = field(
         default=MISSING,

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,21 +39,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from omegaconf import MISSING
 
-from reward.core.bounds import FRACTION, PIXELS, TOKENS, at_least
-from reward.core.config import Alias, parse, resume_mode, to_plain
+from reward.core.config import FRACTION, PIXELS, TOKENS, at_least, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, may_change_keys, overwrite_field, resume_field
-from reward.core.schemas import SchemaGroups
-from reward.core.secrets import split_hub_token
 from reward.data.files import atomic_write_json
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.integrations.trl_rewards import TrlRewards
-from reward.rewards.registry import reward_schemas
+from reward.rewards.registry import reward_config
 from rl.devices import local_rank, placed_device, resolve_devices
-from rl.generators import build_generator, generator_has_device, generator_schemas, text_budget
+from rl.generators import build_generator, generator_config, generator_has_device, text_budget
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
@@ -172,13 +168,7 @@ class GrpoSettings:
     """Settings of ``rl/grpo.py``. Keys marked ``may_change`` may differ when a run is resumed: they change how long it
     runs, what it logs or where the models sit, not what it learns."""
 
-    groups: ClassVar[SchemaGroups] = {"reward": reward_schemas, "generator": generator_schemas}
-
-    aliases: ClassVar[dict[str, Alias]] = {
-        "output_dir": Alias("out", removed_in="0.3.0"),
-        "trainer.output_dir": Alias("out", removed_in="0.3.0"),
-        "trainer.seed": Alias("seed", removed_in="0.3.0"),
-    }
+    groups: ClassVar[dict] = {"reward": reward_config, "generator": generator_config}
 
     out: str = field(
         default=MISSING,
@@ -388,9 +378,7 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     from trl import GRPOConfig
 
     batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
-    trainer, token = split_hub_token(settings.trainer)  # never pickled into training_args.bin
-    if token and trainer.get("push_to_hub"):  # the trainer's upload reads it from the environment instead
-        os.environ["HF_TOKEN"] = token
+    trainer = settings.trainer
     args = {
         "report_to": "none",
         "save_strategy": "steps",

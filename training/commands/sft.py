@@ -11,16 +11,14 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import MISSING
 
-from reward.core.bounds import BATCH, FRACTION, PIXELS, SIDE, above, at_least
-from reward.core.config import Alias, parse, resume_mode
+from reward.core.config import BATCH, FRACTION, PIXELS, SIDE, above, at_least, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, check_output, may_change_keys, overwrite_field, resume_field
-from reward.core.secrets import split_hub_token
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
@@ -349,13 +347,6 @@ class SftSettings:
     """Settings of ``training/sft.py``. Keys marked ``may_change`` may differ when a run is resumed (everything else
     must equal the saved run's, compared in full)."""
 
-    aliases: ClassVar[dict[str, Alias]] = {
-        "output_dir": Alias("out", removed_in="0.3.0"),
-        "trainer.output_dir": Alias("out", removed_in="0.3.0"),
-        "trainer.seed": Alias("seed", removed_in="0.3.0"),
-        "data.synthetic_seed": Alias("seed", removed_in="0.3.0"),
-    }
-
     out: str = field(default=MISSING, metadata={"help": "checkpoints, run.json, scorer/, metrics.json"})
     model: ModelSettings = field(default_factory=ModelSettings)
     data: DataSettings = field(default_factory=DataSettings)
@@ -510,7 +501,7 @@ def _validate(settings: SftSettings) -> None:
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     problems.extend(batch_problems(settings.trainer, processes, SFT_BATCH))
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
-    problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id, split_hub_token(settings.trainer)[1]))
+    problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id))
     if settings.trainer.get("push_to_hub"):
         problems.append("trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)")
     if problems:
@@ -571,7 +562,7 @@ def _trainer_args(settings: SftSettings, out: Path) -> Any:
     from trl import SFTConfig
 
     batch = resolve_batch(settings.trainer, launch_processes(), SFT_BATCH)
-    trainer, _ = split_hub_token(settings.trainer)  # the token goes to the upload, never into training_args.bin
+    trainer = settings.trainer
     args = {
         "report_to": "none",
         "save_strategy": "steps",
@@ -810,7 +801,6 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
             trained.scorer,
             settings.hub_model_id,
             message=f"SA-IQA scorer: {out.name}",
-            token=split_hub_token(settings.trainer)[1],
         )
     path = atomic_write_json(out / "sft_result.json", result)
     setup.output.finish()

@@ -35,7 +35,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.core.bounds import above, at_least
+from reward.core.config import above, at_least
 from reward.core.errors import ConfigError
 from training.shared.plan_models import BUILTIN, GENERATOR_PARAMS_B, ModelShape, model_shape
 

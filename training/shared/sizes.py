@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reward.core.bounds import Range, above, at_least, table_problems
+from reward.core.config import Range, above, at_least, range_problem
 from reward.core.errors import UserError
 
 MAX_BATCH = 65_536  # samples per device and step, accumulation steps, generations per prompt
@@ -57,15 +57,18 @@ MAX_EPOCHS = 10_000
 def trainer_size_problems(trainer: Mapping[str, Any], where: str = "trainer") -> list[str]:
     """Out-of-range sizes among ``trainer`` (a ``trainer.*`` section): :data:`TRAINER_RANGES`, plus ``max_steps``
     -1 or N >= 1, and ``num_train_epochs`` > 0 unless ``max_steps`` sets the length."""
-    problems = table_problems(trainer, TRAINER_RANGES, where)
+    problems = [p for k, v in trainer.items() if (p := range_problem(f"{where}.{k}", v, TRAINER_RANGES.get(k)))]
     steps = trainer.get("max_steps", -1)
     if steps == 0:
         problems.append(f"{where}.max_steps=0: give -1 (the epochs decide) or a number of steps >= 1")
     epochs = trainer.get("num_train_epochs")
     steps_set = isinstance(steps, int) and not isinstance(steps, bool) and steps > 0
-    if epochs is not None and not steps_set and not above(0, MAX_EPOCHS).admits(epochs):
-        span = above(0, MAX_EPOCHS).describe()
-        problems.append(f"{where}.num_train_epochs={epochs!r}: must be {span} (or set {where}.max_steps=N)")
+    if (
+        epochs is not None
+        and not steps_set
+        and (problem := range_problem(f"{where}.num_train_epochs", epochs, above(0, MAX_EPOCHS)))
+    ):
+        problems.append(f"{problem} (or set {where}.max_steps=N)")
     return problems
 
 

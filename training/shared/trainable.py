@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reward.core.bounds import at_least
+from reward.core.config import at_least
 from reward.vlm.loading import ModelLoading
 from training.shared.deepspeed import uses_deepspeed
 
