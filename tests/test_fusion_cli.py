@@ -126,7 +126,7 @@ def test_config_starts_with_the_command_and_its_defaults_are_the_settings_datacl
 def test_unknown_and_invalid_settings_are_errors_reported_together():
     with pytest.raises(ConfigError, match=r"unknown key l3 \(did you mean 'l2'\?\)"):
         compose_cfg("pairs=p.jsonl", "scores=s.jsonl", "l3=1")
-    with pytest.raises(ConfigError, match=r"l2=big: expected a float"):
+    with pytest.raises(ConfigError, match=r"l2='big': expected a float"):
         compose_cfg("pairs=p.jsonl", "scores=s.jsonl", "l2=big")
     bad = {
         "pairs": "p.jsonl",

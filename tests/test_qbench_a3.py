@@ -103,7 +103,7 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
     r = run_qbench(
         {
             "task": "a3",
-            "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
+            "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
             "data": data,
             "out": str(tmp_path / "s"),
         }
@@ -117,7 +117,7 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
         run_qbench(
             {
                 "task": "a3",
-                "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
+                "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
                 "data": data,
                 "out": str(tmp_path / "s2"),
             }
@@ -126,7 +126,7 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
         run_qbench(
             {
                 "task": "a3",
-                "reward": {"name": "sa-iqa", "path": str(tiny_scorer_path)},
+                "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
                 "data": [str(tmp_path / "koniq" / "koniq.jsonl")],
                 "out": str(tmp_path / "o"),
                 "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)

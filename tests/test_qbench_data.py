@@ -79,7 +79,7 @@ def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tin
     base = [
         f"model.path={tiny_vlm_path}",
         f"data.train={bench.ratings}",
-        f"output_dir={tmp_path / 'o'}",
+        f"out={tmp_path / 'o'}",
         f"data.perception={qfile}",
         "prompt.type=1",
         "prompt.dimensions=[lighting]",

@@ -35,7 +35,7 @@ def _tune_then_answer(
         "data.perception_fraction=1.0",
         f"data.perception_families=[{','.join(families)}]",
         f"data.perception_shuffle={1.0 if shuffle else 0}",
-        f"output_dir={tmp_path / 'run'}",
+        f"out={tmp_path / 'run'}",
         f"trainer.max_steps={steps}",
         "trainer.per_device_train_batch_size=16",
         "trainer.gradient_accumulation_steps=1",

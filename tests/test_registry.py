@@ -23,9 +23,9 @@ def test_unknown_and_missing_config_keys_are_reported_together():
     assert "unknown key reward.modle (did you mean 'model'?)" in msg
     assert "unknown key reward.temprature (did you mean 'temperature'?)" in msg
     with pytest.raises(ValueError) as err:
-        get_reward("sa-iqa", {"pth": "x", "temprature": 2.0})
+        get_reward("sa-iqa", {"modl": "x", "temprature": 2.0})
     msg = str(err.value)
-    assert "unknown key reward.pth (did you mean 'model'?)" in msg and "missing required key reward.model" in msg
+    assert "unknown key reward.modl (did you mean 'model'?)" in msg and "missing required key reward.model" in msg
     # qbench's model is required only in-process (a served reward may name none): said after the keys are read
     with pytest.raises(ValueError, match=r"reward=qbench needs reward.model=PATH .*or reward.backend=openai"):
         get_reward("qbench", {"temperature": 2.0})

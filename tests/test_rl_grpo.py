@@ -72,7 +72,7 @@ def tasks(tmp_path_factory) -> Path:
 
 def test_config_problems_are_reported_together_before_anything_loads(tmp_path):
     bad = [
-        f"output_dir={tmp_path}",
+        f"out={tmp_path}",
         "data=none.jsonl",
         "policy.path=none",
         "reward=scene-proxy",
@@ -97,7 +97,7 @@ def test_grpo_raises_the_scene_reward_holds_out_a_second_reward_and_resumes(tiny
     base = [
         f"policy.path={tiny_lm}",
         f"data={tasks}",
-        f"output_dir={out}",
+        f"out={out}",
         "reward=scene-proxy",
         "trainer.num_generations=8",
         "trainer.per_device_train_batch_size=16",
@@ -171,7 +171,7 @@ def test_every_registered_reward_trains_a_step(name, tiny_lm, tasks, tmp_path, r
         [
             f"policy.path={tiny_lm}",
             f"data={tasks}",
-            f"output_dir={tmp_path}",
+            f"out={tmp_path}",
             f"reward={name}",
             *overrides,
             "trainer.max_steps=2",
@@ -195,7 +195,7 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
         [
             f"policy.path={tiny_vlm_path}",
             f"data={tasks}",
-            f"output_dir={tmp_path}",
+            f"out={tmp_path}",
             "reward=scene-proxy",
             "lora.enabled=true",
             "trainer.max_steps=1",
@@ -230,7 +230,7 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
 def _settings(tmp_path, tasks, *extra: str):
     from rl.commands.grpo import parse_settings
 
-    base = [f"policy.path={tmp_path}", f"data={tasks}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    base = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     return parse_settings(_cfg([*base, *extra]))
 
 
@@ -294,7 +294,7 @@ def test_held_out_tasks_never_share_an_image_or_a_scene_with_training_tasks(tmp_
 
 def test_too_few_tasks_for_one_step_are_refused_before_anything_loads(tmp_path, tiny_lm):
     small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
-    args = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    args = [f"policy.path={tiny_lm}", f"data={small}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     args += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16"]
     args += ["trainer.gradient_accumulation_steps=1"]
     with pytest.raises(ValueError, match=r"6 training tasks cannot fill one GRPO step: a step takes 8 prompts \(1 "):
@@ -309,7 +309,7 @@ def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny
 
     monkeypatch.setattr(grpo, "check_fills_a_step", lambda *a: 8)  # as before the check: trl then trains 0 steps
     small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
-    argv = [f"policy.path={tiny_lm}", f"data={small}", f"output_dir={tmp_path / 'run'}", "reward=scene-proxy"]
+    argv = [f"policy.path={tiny_lm}", f"data={small}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     argv += ["eval.every=0", "trainer.num_generations=2", "trainer.per_device_train_batch_size=16", *FAST]
     assert run_cli("grpo", grpo.run, [*argv, "trainer.max_steps=3"], schema=GrpoSettings) == 2
     assert "error: GRPO trained 0 steps (trainer.max_steps=3" in capsys.readouterr().err
@@ -323,7 +323,7 @@ def test_resume_never_refuses_overwrite_moves_aside_and_a_resume_drops_abandoned
     base = [
         f"policy.path={tiny_lm}",
         f"data={tasks}",
-        f"output_dir={out}",
+        f"out={out}",
         "reward=scene-proxy",
         "trainer.num_generations=2",
         "trainer.per_device_train_batch_size=4",
@@ -406,7 +406,7 @@ def test_the_stage1_recipe_trl_sft_lora_then_grpo_from_the_adapter_folder(tiny_l
     assert (merged - unmerged).abs().max() < 1e-4 < (merged - plain).abs().max()
 
     out = tmp_path / "run"
-    argv = [f"policy.path={stage1}", f"data={tasks}", f"output_dir={out}", "reward=scene-proxy", "eval.every=0"]
+    argv = [f"policy.path={stage1}", f"data={tasks}", f"out={out}", "reward=scene-proxy", "eval.every=0"]
     group = ["trainer.num_generations=2", "trainer.per_device_train_batch_size=4", "trainer.max_steps=2"]
     result = run_grpo(_cfg([*argv, *group, *FAST]))  # (without max_steps: the command's 500)
     assert result["global_step"] == 2 and result["complete"] and (out / "policy" / "config.json").is_file()

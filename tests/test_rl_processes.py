@@ -39,7 +39,7 @@ def _overrides(lm: Path, tasks: Path, out: Path, vlm: Path, per_device: int) -> 
     return [
         f"policy.path={lm}",
         f"data={tasks}",
-        f"output_dir={out}",
+        f"out={out}",
         "reward=scene-proxy",
         f"eval_rewards=[{{name: qbench, model: '{vlm}'}}]",  # a real model on each process, used collectively
         "trainer.num_generations=2",
@@ -150,7 +150,7 @@ def test_deepspeed_launches_train_with_the_default_kl_term(parts, deepspeed_ops,
     overrides = [
         f"policy.path={lm}",
         f"data={tasks}",
-        f"output_dir={out}",
+        f"out={out}",
         "reward=scene-proxy",
         "trainer.num_generations=4",
         "trainer.per_device_train_batch_size=8",
@@ -204,7 +204,7 @@ def test_a_reward_server_that_dies_mid_run_stops_the_run_at_the_first_step_witho
     overrides = [
         f"policy.path={lm}",
         f"data={tasks}",
-        f"output_dir={tmp_path / 'run'}",
+        f"out={tmp_path / 'run'}",
         "reward=qbench",
         "reward.backend=openai",
         f"reward.server={server}",

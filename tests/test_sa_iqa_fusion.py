@@ -28,7 +28,7 @@ def _scorer(tiny_scorer_path: Path, tmp_path: Path, weights: tuple[float, float]
 
 def test_without_weights_the_mean_is_said_once_at_load_and_recorded(tiny_scorer_path, tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="reward.rewards.sa_iqa"):
-        reward = get_reward("sa-iqa", {"path": str(_scorer(tiny_scorer_path, tmp_path))})
+        reward = get_reward("sa-iqa", {"model": str(_scorer(tiny_scorer_path, tmp_path))})
     said = [r.getMessage() for r in caplog.records if "fusion" in r.getMessage()]
     assert len(said) == 1 and "fusion: mean" in said[0] and "not SA-IQA eq. 3" in said[0]
     assert reward.record == {"fusion": "mean", "fusion_weights": None}
@@ -39,7 +39,7 @@ def test_without_weights_the_mean_is_said_once_at_load_and_recorded(tiny_scorer_
 
 def test_with_weights_the_score_is_eq_3_over_the_sum_of_the_weights(tiny_scorer_path, tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="reward.rewards.sa_iqa"):
-        reward = get_reward("sa-iqa", {"path": str(_scorer(tiny_scorer_path, tmp_path, (3.0, 1.0)))})
+        reward = get_reward("sa-iqa", {"model": str(_scorer(tiny_scorer_path, tmp_path, (3.0, 1.0)))})
     assert any("fusion: bradley-terry" in r.getMessage() for r in caplog.records)
     assert reward.record == {"fusion": "bradley-terry", "fusion_weights": {"lighting": 3.0, "harmony": 1.0}}
     out = reward.score(random_images(3, seed=2))
@@ -49,7 +49,7 @@ def test_with_weights_the_score_is_eq_3_over_the_sum_of_the_weights(tiny_scorer_
 
 def test_weights_that_do_not_sum_above_zero_are_refused(tiny_scorer_path, tmp_path):
     with pytest.raises(ValueError, match=r"weights sum to -1; the fused score is divided by that sum"):
-        get_reward("sa-iqa", {"path": str(_scorer(tiny_scorer_path, tmp_path, (1.0, -2.0)))})
+        get_reward("sa-iqa", {"model": str(_scorer(tiny_scorer_path, tmp_path, (1.0, -2.0)))})
 
 
 def test_evaluate_records_the_fusion_in_its_metrics(tiny_scorer_path, tmp_path):
@@ -60,7 +60,7 @@ def test_evaluate_records_the_fusion_in_its_metrics(tiny_scorer_path, tmp_path):
         im.save(tmp_path / "data" / f"{i}.png")
     rows = [{"image": f"{i}.png", "dimension": "lighting", "mos": 1.0 + i} for i in range(4)]
     (tmp_path / "data" / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = {"reward": {"name": "sa-iqa", "path": str(_scorer(tiny_scorer_path, tmp_path))}}
+    cfg = {"reward": {"name": "sa-iqa", "model": str(_scorer(tiny_scorer_path, tmp_path))}}
     run_evaluate({**cfg, "data": str(tmp_path / "data" / "r.jsonl"), "out": str(tmp_path / "out"), "bootstrap": 0})
     meta = json.loads((tmp_path / "out" / "metrics.json").read_text())["meta"]
     assert meta["reward"]["fusion"] == "mean"

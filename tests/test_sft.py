@@ -38,7 +38,7 @@ def _base(model: Path, bench, out: Path, steps: int = 4, extra: tuple[str, ...] 
         f"model.path={model}",
         f"data.train={bench.ratings}",
         f"data.test={bench.ratings}",
-        f"output_dir={out}",
+        f"out={out}",
         f"trainer.max_steps={steps}",
         "trainer.save_steps=2",
         "trainer.per_device_train_batch_size=4",
@@ -69,7 +69,7 @@ def test_sft_trains_the_language_model_only_and_writes_a_loadable_scorer(tiny_vl
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"layout", "harmony", "lighting", "distortion", "overall"} <= set(metrics)
     assert (out / "scatter_lighting.png").exists()
-    r = get_reward("sa-iqa", {"path": str(scorer)})
+    r = get_reward("sa-iqa", {"model": str(scorer)})
     from PIL import Image
 
     img = Image.open(bench.root / "images" / sorted(p.name for p in (bench.root / "images").iterdir())[0])
@@ -153,13 +153,13 @@ def test_lora_adapter_scorer_records_its_base_model_and_loads(tiny_vlm_path, ben
     assert (out / "scorer" / "adapter_config.json").exists()
     from conftest import random_images
 
-    scores = get_reward("sa-iqa", {"path": str(out / "scorer")}).score(random_images(2)).scores
+    scores = get_reward("sa-iqa", {"model": str(out / "scorer")}).score(random_images(2)).scores
     assert scores.shape == (2,) and torch.isfinite(scores).all()
 
 
 def test_config_problems_are_reported_together(tmp_path):
     with pytest.raises(ValueError) as err:
-        parse_settings(_cfg(["model.path=m", "data.train=synthetic", f"output_dir={tmp_path}", "resume=maybe"]))
+        parse_settings(_cfg(["model.path=m", "data.train=synthetic", f"out={tmp_path}", "resume=maybe"]))
     assert "resume='maybe'" in str(err.value) and "trainer.max_steps" in str(err.value)
 
 

@@ -50,7 +50,7 @@ def _launch_sft(
         str(ROOT / "training/sft.py"),
         f"model.path={model}",
         f"data.train={ratings}",
-        f"output_dir={out}",
+        f"out={out}",
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=4",
         "trainer.gradient_accumulation_steps=1",
@@ -96,7 +96,7 @@ def test_zero3_scorer_holds_the_gathered_trained_weights(tiny_vlm_path, tmp_path
     assert not torch.equal(trained[name], initial[name])  # the LLM was trained ...
     vit = next(k for k in initial if "visual" in k and k.endswith("weight"))
     assert torch.equal(trained[vit], initial[vit])  # ... the frozen ViT was not
-    scores = build({"path": str(scorer), "batch_size": 4}).score(random_images(2)).scores
+    scores = build({"model": str(scorer), "batch_size": 4}).score(random_images(2)).scores
     assert scores.shape == (2,) and bool(((scores >= 1) & (scores <= 5)).all())
 
 

@@ -22,7 +22,7 @@ def test_sft_lifts_heldout_lighting_srcc_above_0_6(tiny_vlm_path, tmp_path):
         f"model.path={tiny_vlm_path}",
         "data.train=synthetic",
         f"data.test={bench.ratings}",
-        f"output_dir={tmp_path / 'run'}",
+        f"out={tmp_path / 'run'}",
         "prompt.type=2",
         "prompt.dimensions=[lighting,harmony]",
         "trainer.max_steps=80",  # measured: SRCC -0.50 -> 0.94 after 80 steps of 16 (0.76 after 40)

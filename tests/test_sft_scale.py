@@ -42,7 +42,7 @@ def _base(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
     return [
         f"model.path={model}",
         f"data.train={train}",
-        f"output_dir={out}",
+        f"out={out}",
         "trainer.max_steps=2",
         "trainer.save_steps=100",
         "trainer.per_device_train_batch_size=4",

@@ -129,7 +129,8 @@ def test_every_declared_range_is_enforced_when_settings_are_parsed():
                 value = [int(v) for v in value] if isinstance(value, list) else int(value)
             with pytest.raises(ConfigError) as err:
                 parse(cls, {f.name: value}, where="s")
-            assert f"s.{f.name}={value!r}: " in str(err.value) or f"s.{f.name}={float(value)!r}: " in str(err.value)
+            shown = [float(v) for v in value] if isinstance(value, list) else float(value)
+            assert f"s.{f.name}={value!r}: " in str(err.value) or f"s.{f.name}={shown!r}: " in str(err.value)
             checked += 1
     assert checked > 60
 

@@ -107,6 +107,6 @@ def test_a_report_to_backend_that_is_not_installed_is_refused_before_any_model_l
 def test_an_unknown_report_to_backend_gets_a_suggestion(tmp_path, capsys):
     from training.commands.sft import run as run_sft
 
-    argv = [f"model.path={tmp_path}", f"data.train={tmp_path}", f"output_dir={tmp_path / 'o'}"]
+    argv = [f"model.path={tmp_path}", f"data.train={tmp_path}", f"out={tmp_path / 'o'}"]
     assert run_cli("sft", run_sft, [*argv, "trainer.report_to=tensorbord"], schema=SftSettings) == 2
     assert "trainer.report_to=tensorbord: unknown backend. Did you mean 'tensorboard'?" in capsys.readouterr().err

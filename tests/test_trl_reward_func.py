@@ -138,7 +138,7 @@ def test_trl_grpo_trains_a_vlm_policy_that_sees_a_column_image_with_a_bare_rewar
         )
     )
     inpainted = trl_reward_func(qbench, render)  # the policy's completion is the inpainting prompt
-    sa_iqa = get_reward("sa-iqa", path=str(tiny_scorer_path))  # bare: it scores the dataset's own image column
+    sa_iqa = get_reward("sa-iqa", model=str(tiny_scorer_path))  # bare: it scores the dataset's own image column
     before = _params(model)
     trainer = GRPOTrainer(
         model=model,

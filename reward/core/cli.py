@@ -56,7 +56,8 @@ def compose(
 ) -> Any:
     """``configs/CONFIG_NAME.yaml`` composed with ``overrides`` (``key=value``; with ``subcommands`` a first bare word
     becomes ``cmd=WORD``); Hydra's errors become one :class:`ConfigError` naming the key. ``schema`` (the command's
-    settings dataclass): the composed settings are checked against it."""
+    settings dataclass): the settings are checked against it and returned with every default (:func:`full_config`).
+    """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -73,11 +74,12 @@ def compose(
                 cfg = hydra_compose(config_name=config_name, overrides=args)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(_hydra_message(err)) from None
-    if schema is not None:
-        from reward.core.config import parse
+    if schema is None:
+        return cfg
+    from reward.core.config import parse
 
-        parse(schema, cfg)
-    return cfg
+    parse(schema, cfg)
+    return full_config(schema, cfg)
 
 
 def _overrides(config_name: str, args: list[str], subcommands: Sequence[str], config_dir: Path) -> list[str]:
@@ -149,16 +151,16 @@ def _hydra_message(err: Exception) -> str:
 def full_config(schema: type, cfg: Any) -> Any:
     """The composed ``cfg`` over every default of ``schema`` (a group's section over its option's defaults): what
     ``--help`` and ``--cfg`` print."""
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
-    from reward.core.config import group_class, to_plain
+    from reward.core.config import group_class, merged, to_plain
 
     values = to_plain(cfg)
     groups = {k: values.pop(k) for k in list(values) if group_class(schema, k, values[k]) is not None}
-    node = OmegaConf.merge(OmegaConf.structured(schema), values)
+    node = merged(schema, values)
     with open_dict(node):
         for key, section in groups.items():
-            node[key] = OmegaConf.merge(OmegaConf.structured(group_class(schema, key, section)), section)
+            node[key] = merged(group_class(schema, key, section), section)
     return node
 
 

@@ -66,13 +66,16 @@ def range_problem(key: str, value: Any, bounds: Range | None) -> str | None:
     if bounds is None:
         nan = any(isinstance(v, float) and math.isnan(v) for v in numbers)
         return f"{key}={value!r}: not a number; give a finite value" if nan else None
-    low, high, strict = bounds
+    low, high, strict = (*bounds, False)[:3]
     if all((low is None or (v > low if strict else v >= low)) and (high is None or v <= high) for v in numbers):
         return None
+    lo, hi = (
+        f"{int(v):,}" if v is not None and float(v).is_integer() and abs(v) >= 10_000 else v for v in (low, high)
+    )
     if high is None:
-        words = f"{'>' if strict else '>='} {low}"
+        words = f"{'>' if strict else '>='} {lo}"
     else:
-        words = f"{'above' if strict else 'between'} {low} {'and at most' if strict else 'and'} {high}"
+        words = f"{'above' if strict else 'between'} {lo} {'and at most' if strict else 'and'} {hi}"
     return f"{key}={value!r}: {'each value ' if isinstance(value, list | tuple) else ''}must be {words}"
 
 
@@ -123,9 +126,12 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
         if section is not None and isinstance(value, Mapping):
             found += problems(section, value, full)
             continue
-        try:
-            typed = OmegaConf.merge(node, {key: value})[key]  # the value as the field's type reads it
-            value = OmegaConf.to_container(typed) if OmegaConf.is_config(typed) else typed
+        try:  # the value as the field's type reads it (OmegaConf takes no int for a float deep in a container)
+            try:
+                typed = OmegaConf.merge(node, {key: value})[key]
+            except OmegaConfBaseException:
+                typed = OmegaConf.merge(node, {key: _floats(value)})[key]
+            values[key] = value = OmegaConf.to_container(typed) if OmegaConf.is_config(typed) else typed
         except OmegaConfBaseException as err:
             text = str(err).splitlines()[0]
             want = next((w for k, w in TYPE_WORDS.items() if f"converted to {k}" in text), text)
@@ -141,6 +147,26 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             full = f"{prefix}.{name}" if prefix else name
             found.append(f"missing required key {full} (set it with {full}=...)")
     return found
+
+
+def _floats(node: Any) -> Any:
+    """Integers inside the lists of a mapping as floats (``keep: {mos: [3, 4]}`` for ``dict[str, list[float]]``)."""
+    if isinstance(node, Mapping):
+        return {k: _floats(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [float(v) if isinstance(v, int) and not isinstance(v, bool) else _floats(v) for v in node]
+    return node
+
+
+def merged(cls: type, values: Mapping[str, Any]) -> Any:
+    """``values`` over the defaults of dataclass ``cls``, typed (an OmegaConf node)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ValidationError
+
+    try:
+        return OmegaConf.merge(OmegaConf.structured(cls), values)
+    except ValidationError:
+        return OmegaConf.merge(OmegaConf.structured(cls), _floats(values))
 
 
 def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
@@ -162,7 +188,7 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
     if found:
         raise ConfigError(f"{title}:\n  - " + "\n  - ".join(found))
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), values))  # type: ignore[return-value]
+        return OmegaConf.to_object(merged(cls, values))  # type: ignore[return-value]
     except ConfigError:
         raise
     except (ValueError, TypeError, OmegaConfBaseException) as err:
@@ -174,6 +200,7 @@ def library_fields(cls: type) -> dict[str, str | list[str] | None]:
     for a richer type (left to the library): a table checked without importing the library (:func:`field_problems`).
     """
     import enum
+    import types
 
     hints = typing.get_type_hints(cls)
 
@@ -182,6 +209,8 @@ def library_fields(cls: type) -> dict[str, str | list[str] | None]:
             return tp.__name__
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
             return sorted(str(m.value) for m in tp)
+        if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+            return None
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
         if len(args) == 1 or (len(enums) == 1 and set(args) == {enums[0], str}):

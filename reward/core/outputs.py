@@ -6,9 +6,9 @@ written to ``OUT/run.json`` when the folder is made. Given an existing folder, a
 stops at once when the identical run already completed there (:class:`RunComplete`, "already complete", exit 0);
 replaces a run that never started; else refuses, naming the differences and the ways out (another ``out=``, or
 ``overwrite=true``, which moves the old folder aside to ``OUT.old-<time>``: nothing is deleted). A folder it did not
-make is never written into. ``out=`` that is, holds or lies inside one of the run's inputs is refused before anything
-moves. The run holds ``filelock``'s lock on the folder (``.NAME.lock`` beside it, from its real path) while it lives:
-the OS drops it when the process ends, however it ends.
+make is never written into. ``out=`` that is or holds one of the run's inputs is refused before anything moves; one
+inside an input folder is left out of that input's fingerprint. The run holds ``filelock``'s lock on the folder
+(``.NAME.lock`` beside it, from its real path) while it lives: the OS drops it when the process ends, however it ends.
 
 Example:
     >>> import tempfile
@@ -146,7 +146,7 @@ def check_output(
     saved = _saved(path) if occupied and not overwrite else None
     if occupied and not overwrite and saved is None:
         raise OutputFolderError(
-            f"{path} holds files this command did not write (no {RUN_FILE}); pass another "
+            f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
             f"{out_key}= folder, or overwrite=true to move it aside first"
         )
     exclude = [os.path.realpath(path)]
@@ -188,19 +188,17 @@ def check_output(
     return Output(path, "resumed", identity, lock=lock)
 
 
-def refuse_inputs(target: Path, inputs: Mapping[str, str], key: str, *, inside: bool = True) -> None:
-    """Refuse, before anything moves, a target that is one of the run's inputs (``role -> path``), holds one
-    (``overwrite=true`` would move it aside) or, with ``inside``, lies inside one (the run would read its own
-    outputs)."""
+def refuse_inputs(target: Path, inputs: Mapping[str, str], key: str) -> None:
+    """Refuse, before anything moves, a target that is one of the run's inputs (``role -> path``) or holds one
+    (``overwrite=true`` would move it aside, and the run would read what it writes)."""
     real = os.path.realpath(target)
     for role, value in inputs.items():
         if not os.path.exists(os.path.expanduser(value)):
             continue
         source = os.path.realpath(os.path.expanduser(value))
-        if source == real or source.startswith(real + os.sep) or inside and real.startswith(source + os.sep):
+        if source == real or source.startswith(real + os.sep):
             raise OutputFolderError(
-                f"{key}={target} is, holds or lies inside the run's input {role}={value}; write "
-                f"elsewhere: pass another {key}="
+                f"{key}={target} is or holds the run's input {role}={value}; write elsewhere: pass another {key}="
             )
 
 
@@ -313,7 +311,7 @@ def check_output_file(
         raise OutputFolderError(
             f"{key}={path} is a folder; pass the path of the file to write (e.g. {path}/result.json)"
         )
-    refuse_inputs(path, inputs or {}, key, inside=False)
+    refuse_inputs(path, inputs or {}, key)
     check_writable(path.parent, key, shown=path)
     if path.exists() and not overwrite:
         raise OutputFolderError(

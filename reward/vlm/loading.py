@@ -104,7 +104,7 @@ def split_loading(cfg: dict[str, Any], *, where: str = "reward") -> tuple[ModelL
     """Take the :class:`ModelLoading` keys out of a flat config mapping: ``(loading, the other keys)``."""
     own = {k: v for k, v in cfg.items() if k in LOADING_KEYS}
     rest = {k: v for k, v in cfg.items() if k not in LOADING_KEYS}
-    return parse(ModelLoading, own, where=where, ignore=()), rest
+    return parse(ModelLoading, own, where=where), rest
 
 
 def resolve_device(device: str | None = None) -> torch.device:
