@@ -364,8 +364,8 @@ def test_dataset_with_pil_images_is_accepted():
     ).cast_column("image", datasets.Image())
     rows = load_ratings(ds).rows
     assert [r.mos for r in rows] == [2.0, 4.5]
-    assert all(isinstance(r.image, Image.Image) and r.image.mode == "RGB" for r in rows)
-    assert rows[1].image.getpixel((0, 0)) == (255, 255, 255)
+    assert all(load_image(r.image).mode == "RGB" for r in rows)
+    assert load_image(rows[1].image).getpixel((0, 0)) == (255, 255, 255)
 
 
 def test_dataset_with_paths_and_bad_row_names_the_row(imgdir):

@@ -1,25 +1,38 @@
-"""Loading images as 8-bit RGB, safely: size checked from the header before decoding, clear errors.
+"""Images as 8-bit RGB, loaded safely: the size checked from the header before decoding, errors naming the file.
 
-Every scorer sees RGB. Grayscale and palette images are expanded, transparency is composited on white,
-16-bit and float images are scaled to 8 bits, CMYK/YCbCr are converted, and the EXIF orientation is
-applied (human raters saw the image upright).
+Grayscale and palette images are expanded, transparency is composited on white, 16-bit and float images are scaled to
+8 bits, CMYK/YCbCr converted and the EXIF orientation applied (raters saw the image upright). An image is a file, a
+stream, a PIL image or a :class:`DatasetImage` (a ``datasets`` table's cell, decoded when loaded).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from reward.core.errors import MissingInputError, UserError
 
-__all__ = ["ACCEPTED_IMAGES", "DEFAULT_MAX_PIXELS", "ImageError", "as_images", "check_pixels", "load_image", "to_rgb"]
+__all__ = [
+    "ACCEPTED_IMAGES",
+    "DEFAULT_MAX_PIXELS",
+    "DatasetImage",
+    "ImageError",
+    "as_images",
+    "cell_name",
+    "check_pixels",
+    "load_image",
+    "to_rgb",
+]
 
 DEFAULT_MAX_PIXELS = 36_000_000  # 6000 x 6000; larger images are refused before decoding
 _ALPHA_MODES = {"RGBA", "LA", "La", "RGBa", "PA"}
@@ -27,6 +40,39 @@ _ALPHA_MODES = {"RGBA", "LA", "La", "RGBa", "PA"}
 
 class ImageError(UserError):
     """An image cannot be used: unreadable, corrupt, too large or in an unsupported mode."""
+
+
+@dataclass(frozen=True)
+class DatasetImage:
+    """An image cell of a ``datasets`` table, left encoded (``{"bytes", "path"}``) until :func:`load_image` decodes it.
+
+    ``key`` names the image by its content (:func:`cell_name`), so one image on several rows is scored once and two
+    images sharing a file name never merge. Pickling it (to DataLoader workers) is cheap for a table on disk.
+    """
+
+    dataset: Any = field(repr=False, compare=False)
+    index: int
+    column: str
+    key: str
+
+    @property
+    def cell(self) -> dict[str, Any]:
+        """The encoded cell, as ``datasets.Image`` takes it."""
+        return self.dataset[self.index][self.column]
+
+
+def cell_name(value: dict[str, Any]) -> str:
+    """An encoded cell's name: its stored file name and a digest of its bytes (tables keep only base names: LIVE's
+    ``jpg/img1.bmp`` and ``gblur/img1.bmp`` are both ``img1.bmp``); a cell without bytes is named by its path.
+
+    >>> cell_name({"bytes": b"abc", "path": "img1.bmp"}), cell_name({"bytes": None, "path": "./a/../b.png"})
+    ('img1.bmp#ba7816bf8f01cfea', 'b.png')
+    """
+    data, path = value.get("bytes"), value.get("path")
+    if data:
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        return f"{path}#{digest}" if path else f"sha256:{digest}"
+    return os.path.normpath(str(path))
 
 
 MAX_ASPECT_RATIO = 200.0  # Qwen-VL image processors refuse longer/shorter side above this (smart_resize)
@@ -97,20 +143,28 @@ def to_rgb(image: Image.Image) -> Image.Image:
         raise ImageError(f"cannot convert an image in mode {mode!r} to RGB ({err}); save it as RGB.") from err
 
 
-def load_image(source: str | Path | BinaryIO, *, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Open, decode and convert an image file (or binary stream) to 8-bit RGB (see :func:`to_rgb`).
+def load_image(source: Any, *, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """``source`` (a path, a binary stream, a PIL image or a :class:`DatasetImage`) as 8-bit RGB (:func:`to_rgb`).
 
-    The pixel count is read from the header and checked against ``max_pixels`` before any decoding; PIL's
-    own decompression-bomb guard is turned into an ``ImageError`` too. Missing files raise
-    ``FileNotFoundError``; unreadable or corrupt files raise ``ImageError``. Both name the file.
+    The pixel count is checked against ``max_pixels`` from the header, before decoding; PIL's decompression-bomb guard
+    becomes an ``ImageError`` too. A missing file raises ``FileNotFoundError``, a corrupt one ``ImageError``, both
+    naming it.
     """
+    name = getattr(source, "key", None) or str(getattr(source, "name", "<image bytes>"))
+    if isinstance(source, DatasetImage):
+        source = source.cell
+    if isinstance(source, dict):  # an encoded datasets.Image cell
+        if not (source.get("bytes") or source.get("path")):
+            raise ImageError(f"{name}: the cell holds neither image bytes nor a path")
+        source = io.BytesIO(source["bytes"]) if source.get("bytes") else source["path"]
+    if isinstance(source, Image.Image):
+        check_pixels(source.size, max_pixels, "in-memory image")
+        return to_rgb(source)
     if isinstance(source, str | Path):
         source = Path(source)
         if not source.is_file():
             raise MissingInputError(f"Image {str(source)!r} does not exist or is not a file.")
         name = str(source)
-    else:
-        name = str(getattr(source, "name", "<image bytes>"))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
