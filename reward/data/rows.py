@@ -16,6 +16,7 @@ its path as the data file writes it, or the cell's name), so callers never ask w
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import numbers
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from reward.core.errors import MissingInputError
-from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, cell_name, load_image
+from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, load_image
 from reward.data.labels import parse_label
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
@@ -212,9 +213,15 @@ def _table_items(ds: Any, name: str) -> Iterator[Item]:
         ds = ds.cast_column(column, datasets.Image(decode=False))
     for i, row in enumerate(ds, start=1):
         for column in images:
-            cell = row[column]
-            if isinstance(cell, dict) and (cell.get("bytes") or cell.get("path")):
-                row[column] = DatasetImage(ds, i - 1, column, f"{column}:{cell_name(cell)}")
+            cell = row[column] or {}
+            if cell.get("bytes"):  # named by content too: tables keep base names (LIVE's jpg/img1.bmp, gblur/img1.bmp)
+                digest = hashlib.sha256(cell["bytes"]).hexdigest()[:16]
+                key = f"{cell['path']}#{digest}" if cell.get("path") else f"sha256:{digest}"
+            elif cell.get("path"):
+                key = os.path.normpath(cell["path"])
+            else:
+                continue
+            row[column] = DatasetImage(ds, i - 1, column, f"{column}:{key}")
         yield i, f"{name} row {i}", row
 
 

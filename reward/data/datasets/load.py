@@ -146,22 +146,16 @@ def _split(records: list[Record], meta: dict[str, Any], rule: str | None, seed: 
 def _row(record: Record, image: str, dim: str, meta: dict[str, Any], split: str, name: str) -> dict | ManifestError:
     """The row of ``record`` for ``dim`` (a DMOS flipped), or the error naming a value outside the dataset's scale (a
     wrong file, or another dataset's): never written on a scale it is not on."""
-    (low, high), raw = meta["scale"], record.scores[dim]
+    (low, high), raw, flip = meta["scale"], record.scores[dim], not meta["higher_is_better"]
     if not low <= raw <= high:
         return ManifestError(
             f"{record.where}: {dim} {raw:g} is outside {name}'s scale [{low:g}, {high:g}]; check that the file is "
             f"{meta['title']}'s own, or pass skip_bad=true to skip and count such rows"
         )
-    row: dict[str, Any] = {
-        "image": image,
-        "dimension": dim,
-        "mos": raw if meta["higher_is_better"] else low + high - raw,
-    }
-    if not meta["higher_is_better"]:
-        row["dmos"] = raw
-    row.update(dataset=name, split=split)
-    if dim in record.std:
-        row["std"] = record.std[dim]
+    row = {"image": image, "dimension": dim, "mos": low + high - raw if flip else raw} | (
+        {"dmos": raw} if flip else {}
+    )
+    row |= {"dataset": name, "split": split} | ({"std": record.std[dim]} if dim in record.std else {})
     if record.distribution is not None and dim == meta["dimensions"][0]:
         row["distribution"] = record.distribution
     return row | {k: v for k, v in record.extra.items() if k not in row}
@@ -173,16 +167,17 @@ def _duplicates(items: list[Item], file: str) -> int:
     clashes = []
     for line, _, row in items:
         if isinstance(row, dict):
-            key = (row["image"], row["dimension"])
-            if key in first and first[key][1] != row["mos"]:
-                clashes.append((line, key, first[key], row["mos"]))
-            first.setdefault(key, (line, row["mos"]))
+            line0, mos0 = first.setdefault((row["image"], row["dimension"]), (line, row["mos"]))
+            if mos0 != row["mos"]:
+                clashes.append(
+                    f"line {line} rates {row['image']} on {row['dimension']} {row['mos']:g}, line {line0} {mos0:g}"
+                )
     if clashes:
-        line, (image, dim), (line0, mos0), mos = clashes[0]
         logger.warning(
-            "%s: %d rows rate an image again with another value (first: line %d rates %s on %s %g, line %d %g); "
-            "both are kept, as the dataset gives them",
-            *(file, len(clashes), line, image, dim, mos, line0, mos0),
+            "%s: %d rows rate an image again with another value (first: %s); both are kept, as the dataset gives them",
+            file,
+            len(clashes),
+            clashes[0],
         )
     return len(clashes)
 
@@ -199,7 +194,7 @@ def open_dataset(
     src = src.with_default(default_split)
     entry = DATASETS.get(src.name)
     meta, finder = entry.meta, Finder(Path(src.folder).expanduser())
-    table = entry.load()(finder)
+    table = entry.load()(finder, meta)
     splits, rule, seed_used = _split(table.records, meta, table.split_rule, seed)
     dims = [d for d in meta["dimensions"] if any(d in r.scores for r in table.records)]
     items: list[Item] = [(line, f"{table.file}:{line}", err) for line, err in table.errors]

