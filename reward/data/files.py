@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from reward.core.secrets import redact_text
+from reward.data.manifest import iter_jsonl
 
 SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
 _UNSAFE = re.compile(r"[^\w.\-]+")  # letters of any script, digits, _ . - are kept; anything else becomes "-"
@@ -155,15 +156,4 @@ def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a JSONL log (``[]`` when it does not exist); a line torn by a crash (not JSON, or not UTF-8) is
     left out."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_bytes().splitlines():
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+    return [row for _, row in iter_jsonl(path) if isinstance(row, dict)] if Path(path).is_file() else []
