@@ -313,9 +313,8 @@ def _load(
     """Every row of ``source`` read as ``kind``; a bad one raises its ``ManifestError`` (file and line) or, with
     ``skip_bad``, is logged and counted. An empty source, or one whose rows are all bad, always raises."""
     name, folder, info, items = _open(source, kind, default_split, columns, image_root)
-    images = _Images(
-        folder, allow_absolute_paths, check_images, max_pixels, image_root is not None and not info.get("file")
-    )
+    from_root = image_root is not None and folder == Path(image_root).expanduser()
+    images = _Images(folder, allow_absolute_paths, check_images, max_pixels, from_root)
     rows, skipped, total = [], [], 0
     for line, where, row in items:
         total += 1
