@@ -170,11 +170,10 @@ def read_pairs(
     problems.skipped.extend(s.reason for s in manifest.skipped)
     pairs = []
     for row in manifest.rows:
-        where = f"{manifest.source}:{row.line}"
         if not (isinstance(row.a, Path) and isinstance(row.b, Path)):
-            problems(f"{where}: 'a' and 'b' must be image paths to match them with the scores")
+            problems(f"{row.where}: 'a' and 'b' must be image paths to match them with the scores")
             continue
-        pairs.append(Pair(where, row.a, row.b, LABEL_NAMES[row.label]))
+        pairs.append(Pair(row.where, row.a, row.b, LABEL_NAMES[row.label]))
     return pairs
 
 
@@ -185,7 +184,7 @@ def evaluated_root(path: str | Path) -> Path | None:
     relative to its own folder).
     """
     from reward.core.errors import ConfigError
-    from reward.data.datasets.source import parse_source
+    from reward.data.datasets import parse_source
 
     try:
         run = json.loads((Path(path).parent / "run.json").read_text(encoding="utf-8"))
@@ -211,8 +210,8 @@ def evaluated_root(path: str | Path) -> Path | None:
         return None
     if source is not None:
         return Path(source.folder).expanduser().resolve()
-    manifest = Path(data).expanduser()
-    return manifest.resolve().parent if manifest.is_file() else None
+    manifest = Path(data).expanduser()  # a JSONL file's folder, or a save_to_disk folder
+    return manifest.resolve() if manifest.is_dir() else manifest.resolve().parent if manifest.is_file() else None
 
 
 def read_scores(

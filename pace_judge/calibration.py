@@ -296,16 +296,13 @@ def _rows_of(
 ) -> list[Any]:
     from reward.data import load_ratings
 
-    paths = {
-        "image_root": (cfg or {}).get("image_root"),
-        "allow_absolute_paths": (cfg or {}).get("allow_absolute_paths"),
-    }
+    cfg = cfg or {}
     ratings = load_ratings(  # NAME:FOLDER: its split
         source,
         check_images=False,
         default_split=split,
-        image_root=paths["image_root"],
-        allow_absolute_paths=bool(paths["allow_absolute_paths"]),
+        image_root=cfg.get("image_root"),
+        allow_absolute_paths=bool(cfg.get("allow_absolute_paths")),
     )
     dims = sorted({r.dimension for r in ratings.rows})
     rows = [r for r in ratings.rows if r.dimension == dim] or (ratings.rows if len(dims) == 1 else [])
@@ -324,19 +321,6 @@ def _rows_of(
     return rows
 
 
-def _label(image: Any) -> str:
-    """How an image of a split is named in the record: its path, a table cell's name, or its content's digest."""
-    from reward.data.rows import DatasetImage
-
-    if isinstance(image, DatasetImage):
-        return image.key
-    return image_identity(image) if isinstance(image, Image.Image) else str(image)
-
-
-def _image_of(row: Any) -> Image.Image:
-    return row.image if isinstance(row.image, Image.Image) else load_image(row.image)
-
-
 def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, backend: Any = None) -> dict[str, Any]:
     """Anchors: the calibration split's highest- and lowest-MOS images, their MOS mapped onto 1-5."""
     dim = cfg.get("dimension") or protocol.dimension
@@ -347,7 +331,7 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
         calib = {image_identity(r.image): r for r in rows}  # by content: spellings and file names never hide one
         overlap = [r for r in test if image_identity(r.image) in calib]
         if overlap:
-            example = f"{_label(overlap[0].image)}, line {overlap[0].line} of the test split"
+            example = f"{overlap[0].key}, line {overlap[0].line} of the test split"
             raise CalibrationError(
                 f"the calibration split shares {len(overlap)} image(s) with the test split "
                 f"{cfg['test']} (e.g. {example}); the splits must be disjoint"
@@ -355,7 +339,7 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
     high = max(rows, key=lambda r: r.mos)
     low = min(rows, key=lambda r: r.mos)
     high_score, low_score = to_protocol_scale(high.mos, scale), to_protocol_scale(low.mos, scale)
-    set_anchors(protocol, folder, _image_of(high), high_score, _image_of(low), low_score)
+    set_anchors(protocol, folder, load_image(high.image), high_score, load_image(low.image), low_score)
     if scale != (1.0, 5.0):
         logger.info(
             "MOS on %g-%g mapped onto 1-5: anchors %g -> %g and %g -> %g",
@@ -369,8 +353,8 @@ def calibrate_benchmark(cfg: dict[str, Any], protocol: Protocol, folder: Path, b
         "mode": "benchmark",
         "manifest": str(cfg["benchmark"]),
         "dimension": dim,
-        "high": _label(high.image),
-        "low": _label(low.image),
+        "high": high.key,
+        "low": low.key,
         "rows": len(rows),
         "mos_range": list(scale),
         "mapping": f"1 + 4 * (mos - {scale[0]:g}) / ({scale[1]:g} - {scale[0]:g})",
@@ -397,7 +381,7 @@ def evaluate_test(
     judge = DualTrackScorer(protocol, backend, **scorer)
     scores: list[float] = []
     for i in range(0, len(rows), batch_size):
-        scores += judge.judge([to_rgb(_image_of(r)) for r in rows[i : i + batch_size]]).scores.tolist()
+        scores += judge.judge([load_image(r.image) for r in rows[i : i + batch_size]]).scores.tolist()
     low, high = scale
     pred = low + (high - low) * (np.asarray(scores, float) - 1.0) / 4.0
     mos = np.asarray([r.mos for r in rows], float)

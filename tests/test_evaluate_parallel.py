@@ -105,17 +105,17 @@ def test_scores_are_written_as_they_come_and_resume_scores_only_the_missing(tmp_
     settings = EvalSettings(batch_size=4, num_workers=0)
     crashing = CountingReward(fail_after_calls=2)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        evaluate_rows(crashing, rows, settings, score_range=(0, 255), base=data.parent, out_dir=out)
+        evaluate_rows(crashing, rows, settings, score_range=(0, 255), out_dir=out)
     written = [json.loads(x)["image"] for x in (out / "scores.jsonl").read_text().splitlines()]
     assert written == [f"img/{i}.png" for i in range(8)]  # two batches of 4 reached the disk before the crash
     resumed = CountingReward()
-    result = evaluate_rows(resumed, rows, settings, score_range=(0, 255), base=data.parent, out_dir=out, resume=True)
+    result = evaluate_rows(resumed, rows, settings, score_range=(0, 255), out_dir=out, resume=True)
     assert resumed.images == 2  # only the two missing images
     assert result.meta == {"processes": 1, "images_per_process": [2], "resumed": 8}
-    full = evaluate_rows(CountingReward(), rows, settings, score_range=(0, 255), base=data.parent)
+    full = evaluate_rows(CountingReward(), rows, settings, score_range=(0, 255))
     assert result.metrics == full.metrics
     fresh = CountingReward()
-    evaluate_rows(fresh, rows, settings, score_range=(0, 255), base=data.parent, out_dir=out, resume=False)
+    evaluate_rows(fresh, rows, settings, score_range=(0, 255), out_dir=out, resume=False)
     assert fresh.images == 10  # resume=false starts over
 
 
@@ -124,13 +124,12 @@ def test_decoding_in_dataloader_workers_gives_the_same_scores_and_names_bad_rows
     (data.parent / "img/3.png").write_bytes(b"not a png")
     rows = load_ratings(data, check_images=False).rows
     skip = EvalSettings(batch_size=2, num_workers=2, skip_bad=True)
-    workers = evaluate_rows(CountingReward(), rows, skip, score_range=(0, 255), base=data.parent)
+    workers = evaluate_rows(CountingReward(), rows, skip, score_range=(0, 255))
     inline = evaluate_rows(
         CountingReward(),
         rows,
         EvalSettings(batch_size=2, num_workers=0, skip_bad=True),
         score_range=(0, 255),
-        base=data.parent,
     )
     assert workers.scores == inline.scores and len(workers.scores) == 5
     assert [s.line for s in workers.skipped][:1] == [7]  # image 3's first row (lines 7 and 8)
@@ -140,7 +139,6 @@ def test_decoding_in_dataloader_workers_gives_the_same_scores_and_names_bad_rows
             rows,
             EvalSettings(batch_size=2, num_workers=2),
             score_range=(0, 255),
-            base=data.parent,
             source=str(data),
         )
 
@@ -158,7 +156,7 @@ def test_a_datasets_input_is_streamed_and_each_image_scored_once(tmp_path):
             table["mos"].append(1.0 + i)
     ds = datasets.Dataset.from_dict(table).cast_column("image", datasets.Image())
     ds.save_to_disk(str(tmp_path / "ds"))
-    rows = load_ratings(tmp_path / "ds", check_images=False, lazy_images=True).rows
+    rows = load_ratings(tmp_path / "ds", check_images=False).rows
     assert all(isinstance(r.image, DatasetImage) for r in rows)  # nothing decoded while reading the manifest
     reward = CountingReward()
     result = evaluate_rows(reward, rows, EvalSettings(batch_size=3, num_workers=1), score_range=(0, 255))

@@ -15,7 +15,7 @@ from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 from reward.core.errors import MissingInputError
-from reward.data import ManifestError, load_ratings
+from reward.data import ManifestError, load_image, load_ratings
 from reward.data.datasets import check_source
 from reward.data.hf import parse_hf
 from training.commands.sft import SftSettings
@@ -114,7 +114,7 @@ def test_a_parquet_folder_is_read_with_load_dataset(tmp_path):
     (tmp_path / "pq").mkdir()
     ds.to_parquet(str(tmp_path / "pq" / "train.parquet"))
     rows = load_ratings(f"hf:{tmp_path / 'pq'}")
-    assert [r.mos for r in rows] == [1.0, 2.0, 3.0, 4.0] and rows.rows[0].image.size == (56, 56)
+    assert [r.mos for r in rows] == [1.0, 2.0, 3.0, 4.0] and load_image(rows.rows[0].image).size == (56, 56)
 
 
 def test_a_missing_column_or_split_or_folder_is_named_with_the_fix(tmp_path):

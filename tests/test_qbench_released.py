@@ -8,9 +8,9 @@ import json
 import pytest
 
 from conftest import random_images
-from reward.data import DatasetImage
+from reward.data import DatasetImage, load_image
 from reward.data.manifest import ManifestError
-from reward.qbench.a1_questions import hf_row, image_name, load_question_image, load_questions
+from reward.qbench.a1_questions import hf_row, image_name, load_questions
 from reward.qbench.a3_data import load_a3_json
 
 HF_ROWS = [  # Q-Bench-HF's documented row, and a pair row of Q-Bench2-HF
@@ -76,7 +76,7 @@ def test_hf_tables_keep_their_images_and_give_the_released_questions(tmp_path, k
     assert [(q.type, q.concern, q.part) for q in questions] == [(2, 3, "single"), (1, 0, "single")]
     image = questions[0].images[0]
     assert isinstance(image, DatasetImage) and image_name(image) == f"{path.name}/0/image"
-    assert load_question_image(image).tobytes() == images[0].convert("RGB").tobytes()
+    assert load_image(image).tobytes() == images[0].convert("RGB").tobytes()
 
 
 def test_hf_pair_tables_give_pairs(tmp_path):
@@ -84,7 +84,7 @@ def test_hf_pair_tables_give_pairs(tmp_path):
     ds.save_to_disk(str(tmp_path / "pairs"))
     questions, _ = load_questions(tmp_path / "pairs")
     assert [q.part for q in questions] == ["pair", "pair"]
-    first, second = (load_question_image(p) for p in questions[1].images)
+    first, second = (load_image(p) for p in questions[1].images)
     assert first.tobytes() == images[1].tobytes() and second.tobytes() == images[2].tobytes()
 
 

@@ -76,7 +76,7 @@ def test_evaluation_skips_rows_of_dimensions_the_scorer_does_not_have(scorer_dir
     bench = write_benchmark(tmp_path / "b", 4, size=56, seed=1)  # rows for layout, harmony, lighting, distortion
     rows = load_ratings(bench.ratings).rows
     reward = get_reward("sa-iqa", {"model": str(scorer_dir)})  # lighting and harmony only
-    result = evaluate_rows(reward, rows, EvalSettings(), score_range=(1.0, 5.0), base=bench.root)
+    result = evaluate_rows(reward, rows, EvalSettings(), score_range=(1.0, 5.0))
     assert set(result.predictions) == {"lighting", "harmony"}
     assert len(result.skipped) == 8 and "no dimension 'layout'" in " ".join(s.reason for s in result.skipped)
 

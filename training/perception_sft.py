@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from reward.data.images import load_image
 from reward.data.manifest import image_paths
 from reward.qbench.a1_perception import lettered_prompt
-from reward.qbench.a1_questions import load_question_image, load_questions
+from reward.qbench.a1_questions import load_questions
 from reward.vlm.model import content_parts
 
 __all__ = ["ANSWER_FORMATS", "mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
@@ -132,7 +133,7 @@ def perception_file_dataset(
         ex = perception_example(
             len(q.images), q.question, q.candidates, q.correct, seed=seed, index=index, answer=answer, shuffle=shuffle
         )
-        records["images"].append([str(p) if isinstance(p, Path) else load_question_image(p) for p in q.images])
+        records["images"].append([str(p) if isinstance(p, Path) else load_image(p) for p in q.images])
         records["prompt"].append(ex["prompt"])
         records["completion"].append(ex["completion"])
     logger.info("perception SFT data: %d questions from %s (%d skipped)", len(questions), path, len(skipped))

@@ -124,7 +124,8 @@ class Example:
     """One training row as it is trained: the image, the question, the response (with the level word), the target
     over the words (best first), the MOS and std the target came from, and whether the word is drawn."""
 
-    image: Any  # a path (str) or a PIL image
+    image: Any  # what datasets.Image takes: a path (str), or a table's encoded cell
+    key: str  # the image's name (its path as the data file writes it)
     dimension: str
     question: str
     response: str
@@ -136,7 +137,7 @@ class Example:
     def as_json(self, words: Sequence[str]) -> dict[str, Any]:
         """The ``targets_out`` line: image, prompt, response, target ``{word: probability}``, mos, std, drawn."""
         row: dict[str, Any] = {
-            "image": str(self.image) if not hasattr(self.image, "size") else "<in-memory image>",
+            "image": self.key,
             "prompt": self.question,
             "response": self.response,
             "target": {w: float(p) for w, p in zip(words, self.target, strict=True)},
@@ -279,12 +280,12 @@ def rating_examples(
         except ValueError as err:
             raise ConfigError(f"{result.source} line {row.line}: {err}") from None
         question = questions[int(picks[i])] if picks is not None else queries[row.dimension]["question"]
-        image = row.image if not isinstance(row.image, Path) else str(row.image)
+        image = str(row.image) if isinstance(row.image, Path) else row.image.cell
         prefix = queries[row.dimension]["response_prefix"]
         drawn = rule.soft is not None and rule.drawn
         response = f"{prefix} {word}."
         examples.append(
-            Example(image, row.dimension, question, response, tuple(map(float, target)), row.mos, std, drawn)
+            Example(image, row.key, row.dimension, question, response, tuple(map(float, target)), row.mos, std, drawn)
         )
     info = dict(result.info)
     if info:

@@ -70,7 +70,7 @@ def run(cfg: Any) -> dict[str, Any]:
         except ValueError:
             raise ConfigError(
                 f"out={out}: the manifest must sit at or above its images (paths in a manifest stay inside its "
-                f"folder), but {row.image} is not below {home}; write it in {manifest.base}"
+                f"folder), but {row.image} is not below {home}; write it in {manifest.info['folder']}"
             ) from None
         rows.append({"image": image, "dimension": row.dimension, "mos": row.mos, **row.extra})
     atomic_write_jsonl(out, rows)

@@ -194,7 +194,6 @@ def set_up(settings: EvaluateSettings) -> Setup:
         check_images=False,
         max_pixels=eval_settings.max_decode_pixels,
         mos_range=eval_settings.mos_range,
-        lazy_images=True,
         columns=settings.data_columns,
         **image_paths(settings),
     )
@@ -242,16 +241,13 @@ def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) 
 def score(setup: Setup) -> EvalResult:
     """Every row scored, data-parallel over the processes (resumed: only the images not yet in ``scores.jsonl``);
     when nothing could be scored, the error names what the reward's servers said."""
-    manifest, settings = setup.manifest, setup.settings
-    named_relative = manifest.info or settings.image_root or Path(settings.data).is_file()
-    base = manifest.base if named_relative else None  # the manifest's folder, image_root or a dataset's FOLDER
+    manifest = setup.manifest
     try:
         return evaluate_rows(
             setup.reward,
             manifest.rows,
             setup.eval_settings,
             score_range=setup.score_range,
-            base=base,
             source=manifest.source,
             out_dir=setup.settings.out,
             resume=setup.output.resumed,

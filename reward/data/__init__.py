@@ -1,9 +1,8 @@
-"""Data in and out: manifests (ratings, pairs, inpainting tasks), images, safe paths, atomic file writes."""
+"""Data in and out: rows of ratings, pairs and inpainting tasks from any source, images, safe paths, atomic files."""
 
-from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image, to_rgb
-from reward.data.manifest import ManifestError, read_jsonl, resolve_image_path
+from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, load_image, to_rgb
+from reward.data.manifest import ManifestError, resolve_image_path
 from reward.data.rows import (
-    DatasetImage,
     ImageRef,
     InpaintRow,
     ManifestResult,
@@ -30,7 +29,6 @@ __all__ = [
     "load_inpainting",
     "load_pairs",
     "load_ratings",
-    "read_jsonl",
     "resolve_image_path",
     "to_rgb",
 ]

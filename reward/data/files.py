@@ -3,8 +3,10 @@
 Whole files are written to a temporary file beside the target and renamed over it (:func:`atomic_write_text`,
 :func:`atomic_write_json`, :func:`atomic_write_jsonl`, :func:`atomic_write_with`); per-step records are appended a
 line at a time and flushed (:func:`append_jsonl`), and read back ignoring a line torn by a crash
-(:func:`read_records`). JSON is strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an
-undefined value into ``null`` on purpose with :func:`json_safe`. Written files follow the umask like any other file.
+(:func:`read_records`). No secret is ever written: every text passes through
+:func:`reward.core.secrets.redact_text` (a token or key known to the process becomes ``<secret given>``). JSON is
+strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an undefined value into ``null`` on
+purpose with :func:`json_safe`. Written files follow the umask like any other file.
 
 A name that comes from data or a protocol (a dimension, a dataset, a model) becomes a file name only through
 :func:`safe_name`: it stays inside its folder, readable, and two different names never give the same file.
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from reward.data.manifest import iter_jsonl
 
 SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
 _UNSAFE = re.compile(r"[^\w.\-]+")  # letters of any script, digits, _ . - are kept; anything else becomes "-"
@@ -59,13 +63,6 @@ def safe_name(name: str) -> str:
     return f"{slug}-{digest}" if slug else f"name-{digest}"
 
 
-def _follow_umask(fd: int) -> None:
-    """Give a ``mkstemp`` file (mode 0600) the mode any new file gets: 0666 less the process's umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)
-
-
 def json_safe(value: Any) -> Any:
     """``value`` with numpy scalars/arrays made plain, tuples made lists, paths made strings and non-finite floats
     made ``None`` (an undefined metric is ``null``, never ``NaN``)."""
@@ -87,22 +84,32 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     return json.dumps(obj, allow_nan=False, **kwargs)
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``."""
+def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
+    """Let ``write`` fill a temporary file beside ``path`` (PIL's ``save``, ``savefig``, ...; its name ends with
+    ``path``'s suffix, for writers that infer the format from it), flush it to disk and rename it over ``path``. The
+    file follows the umask, as any new file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    tmp = Path(name)
     try:
-        _follow_umask(fd)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        os.close(fd)
+        write(tmp)
+        with tmp.open("rb+") as handle:
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically."""
+    return atomic_write_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
@@ -127,13 +134,6 @@ def append_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
 def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
     """The JSON object in file ``path``; a file that is not UTF-8, not JSON or not an object is a
     :class:`~reward.core.errors.UserError` naming the file (and the line), ending with ``fix``.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     _ = (Path(d) / "config.json").write_text('{"a": 1,}')
-    ...     read_json_object(Path(d) / "config.json", "re-save it")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    reward.core.errors.UserError: .../config.json:1: not JSON (Expecting property name ...); re-save it
     """
     from reward.core.errors import UserError
 
@@ -154,35 +154,4 @@ def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a JSONL log (``[]`` when it does not exist); a line torn by a crash (not JSON, or not UTF-8) is
     left out."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_bytes().splitlines():
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
-
-
-def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
-    """Let ``write`` fill a temporary file beside ``path`` (PIL's ``save``, ``savefig``, ``shutil.copyfile`` ...),
-    then rename it over ``path``. The temporary name ends with ``path``'s suffix, so writers that infer the format
-    from it work."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
-    try:
-        _follow_umask(fd)
-    finally:
-        os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return [row for _, row in iter_jsonl(path) if isinstance(row, dict)] if Path(path).is_file() else []

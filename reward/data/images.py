@@ -1,25 +1,36 @@
-"""Loading images as 8-bit RGB, safely: size checked from the header before decoding, clear errors.
+"""Images as 8-bit RGB, loaded safely: the size checked from the header before decoding, errors naming the file.
 
-Every scorer sees RGB. Grayscale and palette images are expanded, transparency is composited on white,
-16-bit and float images are scaled to 8 bits, CMYK/YCbCr are converted, and the EXIF orientation is
-applied (human raters saw the image upright).
+Grayscale and palette images are expanded, transparency is composited on white, 16-bit and float images are scaled to
+8 bits, CMYK/YCbCr converted and the EXIF orientation applied (raters saw the image upright). An image is a file, a
+stream, a PIL image or a :class:`DatasetImage` (a ``datasets`` table's cell, decoded when loaded).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from reward.core.errors import MissingInputError, UserError
 
-__all__ = ["ACCEPTED_IMAGES", "DEFAULT_MAX_PIXELS", "ImageError", "as_images", "check_pixels", "load_image", "to_rgb"]
+__all__ = [
+    "ACCEPTED_IMAGES",
+    "DEFAULT_MAX_PIXELS",
+    "DatasetImage",
+    "ImageError",
+    "as_images",
+    "check_pixels",
+    "load_image",
+    "to_rgb",
+]
 
 DEFAULT_MAX_PIXELS = 36_000_000  # 6000 x 6000; larger images are refused before decoding
 _ALPHA_MODES = {"RGBA", "LA", "La", "RGBa", "PA"}
@@ -27,6 +38,22 @@ _ALPHA_MODES = {"RGBA", "LA", "La", "RGBa", "PA"}
 
 class ImageError(UserError):
     """An image cannot be used: unreadable, corrupt, too large or in an unsupported mode."""
+
+
+@dataclass(frozen=True)
+class DatasetImage:
+    """An image cell of a ``datasets`` table, left encoded (``{"bytes", "path"}``) until :func:`load_image` decodes it;
+    ``key`` names it (by content too). Pickling it (to DataLoader workers) is cheap for a table on disk."""
+
+    dataset: Any = field(repr=False, compare=False)
+    index: int
+    column: str
+    key: str
+
+    @property
+    def cell(self) -> dict[str, Any]:
+        """The encoded cell, as ``datasets.Image`` takes it."""
+        return self.dataset[self.index][self.column]
 
 
 MAX_ASPECT_RATIO = 200.0  # Qwen-VL image processors refuse longer/shorter side above this (smart_resize)
@@ -97,20 +124,28 @@ def to_rgb(image: Image.Image) -> Image.Image:
         raise ImageError(f"cannot convert an image in mode {mode!r} to RGB ({err}); save it as RGB.") from err
 
 
-def load_image(source: str | Path | BinaryIO, *, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Open, decode and convert an image file (or binary stream) to 8-bit RGB (see :func:`to_rgb`).
+def load_image(source: Any, *, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """``source`` (a path, a binary stream, a PIL image or a :class:`DatasetImage`) as 8-bit RGB (:func:`to_rgb`).
 
-    The pixel count is read from the header and checked against ``max_pixels`` before any decoding; PIL's
-    own decompression-bomb guard is turned into an ``ImageError`` too. Missing files raise
-    ``FileNotFoundError``; unreadable or corrupt files raise ``ImageError``. Both name the file.
+    The pixel count is checked against ``max_pixels`` from the header, before decoding; PIL's decompression-bomb guard
+    becomes an ``ImageError`` too. A missing file raises ``FileNotFoundError``, a corrupt one ``ImageError``, both
+    naming it.
     """
+    name = getattr(source, "key", None) or str(getattr(source, "name", "<image bytes>"))
+    if isinstance(source, DatasetImage):
+        source = source.cell
+    if isinstance(source, dict):  # an encoded datasets.Image cell
+        if not (source.get("bytes") or source.get("path")):
+            raise ImageError(f"{name}: the cell holds neither image bytes nor a path")
+        source = io.BytesIO(source["bytes"]) if source.get("bytes") else source["path"]
+    if isinstance(source, Image.Image):
+        check_pixels(source.size, max_pixels, "in-memory image")
+        return to_rgb(source)
     if isinstance(source, str | Path):
         source = Path(source)
         if not source.is_file():
             raise MissingInputError(f"Image {str(source)!r} does not exist or is not a file.")
         name = str(source)
-    else:
-        name = str(getattr(source, "name", "<image bytes>"))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -166,7 +201,7 @@ def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
             out.append(item)
             continue
         converted = _batch(item, f"images[{i}]")
-        if len(converted) != 1 or _is_batch(item):
+        if len(converted) != 1 or getattr(item, "ndim", 0) == 4:
             raise ValueError(
                 f"images[{i}] is a batch ({_describe(item)}); give a batch on its own or a list of single images "
                 f"(accepted: {ACCEPTED_IMAGES})"
@@ -178,10 +213,6 @@ def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
 def _is_tensor(x: Any) -> bool:
     torch = sys.modules.get("torch")  # a tensor exists only if torch was imported: no import here
     return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _is_batch(x: Any) -> bool:
-    return (_is_tensor(x) or isinstance(x, np.ndarray)) and x.ndim == 4
 
 
 def _describe(x: Any) -> str:
@@ -199,33 +230,24 @@ def _batch(x: Any, name: str) -> list[Image.Image]:
         return [load_image(Path(x))]
     if isinstance(x, Image.Image):
         return [x if x.mode == "RGB" else to_rgb(x)]
-    if _is_tensor(x):
-        if x.ndim not in (3, 4):
-            raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
-        channels_first = x.detach().cpu()
-        if channels_first.dtype.is_floating_point:
-            channels_first = channels_first.float()  # bfloat16 and float16 have no numpy twin
-        arr = channels_first.numpy()
-        if arr.ndim == 3:
-            arr = arr[None]
-        _check_channels(arr.shape[1], x, name)
-        return [_from_array(np.moveaxis(a, 0, -1), x, name) for a in arr]
-    if isinstance(x, np.ndarray):
-        if x.ndim not in (2, 3, 4):
-            raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
+    tensor = _is_tensor(x)
+    if not (tensor or isinstance(x, np.ndarray)):
+        raise TypeError(f"{name}: cannot score {_describe(x)}; accepted: {ACCEPTED_IMAGES}")
+    if x.ndim not in ((3, 4) if tensor else (2, 3, 4)):
+        raise ValueError(f"{name}: {_describe(x)} has {x.ndim} dimensions; accepted: {ACCEPTED_IMAGES}")
+    if tensor:  # channels last; bfloat16 and float16 have no numpy twin: as float32
+        values = x.detach().cpu()
+        arr = np.moveaxis((values.float() if values.dtype.is_floating_point else values).numpy(), -3, -1)
+    else:
         arr = x[..., None] if x.ndim == 2 else x
-        arr = arr[None] if arr.ndim == 3 else arr
-        _check_channels(arr.shape[-1], x, name)
-        return [_from_array(a, x, name) for a in arr]
-    raise TypeError(f"{name}: cannot score {_describe(x)}; accepted: {ACCEPTED_IMAGES}")
-
-
-def _check_channels(channels: int, x: Any, name: str) -> None:
-    if channels not in (1, 3):
-        where = "C x H x W (channels first)" if _is_tensor(x) else "H x W x C (channels last)"
+    arr = arr[None] if arr.ndim == 3 else arr
+    if arr.shape[-1] not in (1, 3):
+        layout = "C x H x W (channels first)" if tensor else "H x W x C (channels last)"
         raise ValueError(
-            f"{name}: {_describe(x)} has {channels} channels where {where} needs 1 or 3; accepted: {ACCEPTED_IMAGES}"
+            f"{name}: {_describe(x)} has {arr.shape[-1]} channels where {layout} needs 1 or 3; accepted: "
+            + ACCEPTED_IMAGES
         )
+    return [_from_array(a, x, name) for a in arr]
 
 
 def _from_array(hwc: np.ndarray, original: Any, name: str) -> Image.Image:

@@ -1,8 +1,7 @@
-"""Low-level helpers for JSONL manifests: reading rows with line numbers and resolving image paths safely.
+"""JSONL manifests read line by line, image paths resolved safely, and the two settings every reader of images takes.
 
-A manifest is a JSONL file, one JSON object per line; image paths inside it are relative to the manifest's folder (or
-to the ``image_root`` a command is given), never climb out of it with ``..``, and are absolute only with
-``allow_absolute_paths=true``; symlinks are followed for reading.
+Image paths in a data file are relative to its folder (or to the ``image_root`` a command is given), never climb out
+of it with ``..``, and are absolute only with ``allow_absolute_paths=true``; symlinks are followed for reading.
 """
 
 from __future__ import annotations
@@ -17,14 +16,19 @@ from typing import Any
 from reward.core.errors import MissingInputError, UserError
 
 __all__ = [
-    "ABSOLUTE_HINT",
     "ManifestError",
     "allow_absolute_paths_field",
+    "image_paths",
     "image_root_field",
     "iter_jsonl",
-    "read_jsonl",
     "resolve_image_path",
 ]
+
+IMAGE_ROOT_HELP = (
+    "folder the data files' relative image paths are read from (a shared or read-only mount); null: each file's "
+    "own folder"
+)
+ALLOW_ABSOLUTE_HELP = "data files may name images by absolute path (refused by default)"
 
 
 class ManifestError(UserError):
@@ -32,10 +36,8 @@ class ManifestError(UserError):
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
-    """Like :func:`read_jsonl`, but a bad line yields ``(line_number, ManifestError)`` instead of raising.
-
-    Lets callers skip bad lines and carry on; a missing file still raises ``FileNotFoundError``.
-    """
+    """``(line, row)`` for each non-blank line (from 1); a bad line gives ``(line, ManifestError)`` and reading goes
+    on. A missing file raises ``FileNotFoundError``."""
     path = Path(path)
     if not path.is_file():
         raise MissingInputError(
@@ -46,6 +48,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
         for number, raw in enumerate(handle, start=1):
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+                row = json.loads(text) if text else None
             except UnicodeDecodeError as err:
                 yield (
                     number,
@@ -54,52 +57,25 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
                         f"{err.start + 1}); save the manifest as UTF-8."
                     ),
                 )
-                continue
-            if text:
-                yield number, _parse_line(path, number, text)
-
-
-def _parse_line(path: Path, number: int, text: str) -> dict | ManifestError:
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as err:
-        return ManifestError(
-            f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); each line must be one "
-            'complete JSON object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
-        )
-    if not isinstance(row, dict):
-        return ManifestError(
-            f"{path}:{number}: expected a JSON object, got {type(row).__name__}; write each row as "
-            '{"key": value, ...} on its own line.'
-        )
-    return row
-
-
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, row)`` for each non-blank line of a JSONL file (line numbers start at 1).
-
-    Raises ``FileNotFoundError`` if the file does not exist and ``ManifestError`` for a line that is not
-    valid JSON or not a JSON object.
-
-    >>> import tempfile, os
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     p = os.path.join(d, "m.jsonl")
-    ...     _ = open(p, "w").write('{"image": "a.png", "mos": 3}\\n\\n{"image": "b.png", "mos": 4}\\n')
-    ...     list(read_jsonl(p))
-    [(1, {'image': 'a.png', 'mos': 3}), (3, {'image': 'b.png', 'mos': 4})]
-    """
-    for number, row in iter_jsonl(path):
-        if isinstance(row, ManifestError):
-            raise row
-        yield number, row
-
-
-ABSOLUTE_HINT = " (or pass allow_absolute_paths=true to read absolute paths)"
-IMAGE_ROOT_HELP = (
-    "folder the data files' relative image paths are read from (a shared or read-only mount); null: each file's "
-    "own folder"
-)
-ALLOW_ABSOLUTE_HELP = "data files may name images by absolute path (refused by default)"
+            except json.JSONDecodeError as err:
+                yield (
+                    number,
+                    ManifestError(
+                        f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); each line must be one "
+                        'complete JSON object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
+                    ),
+                )
+            else:
+                if isinstance(row, dict):
+                    yield number, row
+                elif text:
+                    yield (
+                        number,
+                        ManifestError(
+                            f"{path}:{number}: expected a JSON object, got {type(row).__name__}; write each row as "
+                            '{"key": value, ...} on its own line.'
+                        ),
+                    )
 
 
 def image_root_field() -> Any:
@@ -113,22 +89,14 @@ def allow_absolute_paths_field() -> Any:
 
 
 def image_paths(settings: Any) -> dict[str, Any]:
-    """A command's ``image_root`` and ``allow_absolute_paths`` (the two fields above) as the keywords of the readers
-    (``load_ratings``, ``load_pairs``, ``load_tasks``, ...)."""
+    """A command's ``image_root`` and ``allow_absolute_paths`` as the keywords of the readers (``load_ratings``...)."""
     return {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
 
 
-def resolve_image_path(
-    manifest_dir: Path, rel: str, *, where: str, allow_absolute: bool = False, absolute_hint: str = ABSOLUTE_HINT
-) -> Path:
-    """Resolve ``rel`` against ``manifest_dir`` (the manifest's folder, or the ``image_root`` a command was given).
-
-    ``where`` (e.g. ``"data/m.jsonl:3"``) is put at the start of error messages. A relative path may not climb out
-    of the folder with ``..``; an absolute one is refused unless ``allow_absolute`` (the command's
-    ``allow_absolute_paths=true``; ``absolute_hint`` ends the refusal: the way out a command offers). Symlinks are
-    followed, as the user's file system lays out their data: an image folder linked from a shared or read-only mount
-    is read where it lives (reading only: nothing a manifest names is ever written). The file is not required to
-    exist (callers check that).
+def resolve_image_path(folder: Path, rel: str, *, where: str, allow_absolute: bool = False) -> Path:
+    """``rel`` resolved against ``folder`` (the data file's, or ``image_root``); ``where`` (``m.jsonl:3``) starts the
+    errors. ``..`` may not climb out of ``folder``; an absolute path is refused unless ``allow_absolute``. Symlinks
+    are followed (an image folder linked from a read-only mount is read where it lives). The file may not exist.
 
     >>> resolve_image_path(Path("/data"), "imgs/a.png", where="m.jsonl:1").as_posix()
     '/data/imgs/a.png'
@@ -144,9 +112,9 @@ def resolve_image_path(
             return candidate.resolve()
         raise ManifestError(
             f"{where}: image path {rel!r} is absolute; data files use paths relative to their images' folder "
-            f"({manifest_dir}; image_root=DIR names another one){absolute_hint}."
+            f"({folder}; image_root=DIR names another one) (or pass allow_absolute_paths=true to read absolute paths)."
         )
-    base = Path(os.path.abspath(manifest_dir))
+    base = Path(os.path.abspath(folder))
     inside = Path(os.path.normpath(base / candidate))  # '..' climbs lexically: a symlink inside is not an escape
     if not inside.is_relative_to(base):
         raise ManifestError(

@@ -23,7 +23,7 @@ from reward.core.errors import UserError
 from reward.data import RatingRow, SkippedRow
 from reward.data.files import atomic_write_json, atomic_write_jsonl, json_safe, safe_name
 from reward.eval.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
-from reward.eval.parallel import SCORES, ScoredImages, image_key, score_images
+from reward.eval.parallel import SCORES, ScoredImages, score_images
 from reward.eval.plots import scatter_vs_mos
 from reward.rewards.base import Reward
 
@@ -112,17 +112,16 @@ def score_rating_rows(
     rows: Sequence[RatingRow],
     settings: EvalSettings,
     *,
-    base: Path | None = None,
     source: str = "manifest",
     out_dir: str | Path | None = None,
     resume: bool = False,
     distributed: bool = False,
 ) -> ScoredImages:
-    """Score every distinct image of ``rows`` once (an image rated on several dimensions is one call), keyed by
-    :func:`reward.eval.parallel.image_key`."""
+    """Score every distinct image of ``rows`` once (an image rated on several dimensions is one call), keyed by its
+    ``key``."""
     unique: dict[str, RatingRow] = {}
     for row in rows:
-        unique.setdefault(image_key(row, base), row)
+        unique.setdefault(row.key, row)
     return score_images(
         reward,
         [(k, r.image, r.line) for k, r in unique.items()],
@@ -143,7 +142,6 @@ def evaluate_rows(
     settings: EvalSettings,
     *,
     score_range: tuple[float, float],
-    base: Path | None = None,
     source: str = "manifest",
     out_dir: str | Path | None = None,
     resume: bool = False,
@@ -164,13 +162,13 @@ def evaluate_rows(
     if lacking is not None:
         raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking.reason}")
     done = score_rating_rows(
-        reward, rows, settings, base=base, source=source, out_dir=out_dir, resume=resume, distributed=distributed
+        reward, rows, settings, source=source, out_dir=out_dir, resume=resume, distributed=distributed
     )
     scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
     for row in rows:
-        key = image_key(row, base)
+        key = row.key
         if key not in scored:
             if row.line not in skipped_lines:  # another row of the same image was the bad one
                 skipped.append(SkippedRow(row.line, f"image {key} could not be scored"))
@@ -193,7 +191,7 @@ def evaluate_rows(
     all_m = np.concatenate([m for _, m in predictions.values()])
     metrics = {d: _metrics(p, m, settings, score_range) for d, (p, m) in sorted(predictions.items())}
     metrics["overall"] = _metrics(all_p, all_m, settings, score_range)
-    order = dict.fromkeys(image_key(r, base) for r in rows)  # manifest order, whatever the split
+    order = dict.fromkeys(r.key for r in rows)  # manifest order, whatever the split
     scores = [{"image": k, **scored[k]} for k in order if k in scored]
     return EvalResult(metrics, scores, predictions, sorted(skipped, key=lambda s: s.line), done.meta)
 

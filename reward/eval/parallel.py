@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from reward.data import DatasetImage, ImageError, ImageRef, RatingRow, SkippedRow, load_image
+from reward.data import ImageError, ImageRef, SkippedRow, load_image
 from reward.data.files import append_jsonl, read_records
 from reward.rewards.base import Reward
 from reward.vlm.profile import section
@@ -40,20 +40,6 @@ class ScoredImages:
     scores: dict[str, dict[str, float]]
     skipped: list[SkippedRow] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)  # processes, images_per_process, resumed
-
-
-def image_key(row: RatingRow, base: Path | None) -> str:
-    """The name an image is scored under: its path relative to the manifest, or its dataset name."""
-    if isinstance(row.image, DatasetImage):
-        return row.image.key
-    if isinstance(row.image, Image.Image):
-        return f"row{row.line}"
-    if base is not None:
-        try:
-            return row.image.relative_to(base).as_posix()
-        except ValueError:
-            pass
-    return str(row.image)
 
 
 def process_state() -> Any:
@@ -94,12 +80,7 @@ class _Decode(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> tuple[str, Image.Image | None, int, str | None]:
         key, ref, line = self.items[i]
         try:
-            if isinstance(ref, DatasetImage):
-                img = ref.load(self.max_pixels)
-            elif isinstance(ref, Image.Image):
-                img = ref
-            else:
-                img = load_image(ref, max_pixels=self.max_pixels)
+            img = load_image(ref, max_pixels=self.max_pixels)
         except (ImageError, OSError, ValueError) as err:
             return key, None, line, str(err)
         return key, img, line, None

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name, load_question_image
+from reward.data.images import load_image
+from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name
 from reward.vlm import VLM, OptionQuery
 from reward.vlm.model import IMAGE
 
@@ -205,7 +206,7 @@ def answer_questions(
                 shuffle=shuffle,
                 layout=layout,
             )
-            groups.append([load_question_image(p, max_decode_pixels) for p in q.images])
+            groups.append([load_image(p, max_pixels=max_decode_pixels) for p in q.images])
             prompts.append(prompt)
             shown.append((letters, order))
         if mode == "generate":

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from reward.core.errors import MissingInputError
 from reward.data import DatasetImage, SkippedRow
-from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image
+from reward.data.images import ImageError, load_image
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "hf_row",
     "image_name",
     "image_path",
-    "load_question_image",
     "iter_rows",
     "load_questions",
 ]
@@ -188,11 +187,6 @@ def image_name(image: Path | DatasetImage) -> str:
     return image.key if isinstance(image, DatasetImage) else str(image)
 
 
-def load_question_image(image: Path | DatasetImage, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> Any:
-    """The RGB image of a question, from its file or from its table."""
-    return image.load(max_pixels) if isinstance(image, DatasetImage) else load_image(image, max_pixels=max_pixels)
-
-
 def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     if _is_table(path):
         return _table_items(path)
@@ -202,31 +196,24 @@ def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     return json_list_items(path) if head == b"[" else iter_jsonl(path)
 
 
-ABSOLUTE_HINT = " (or pass allow_absolute_paths=true to read absolute paths)"
-
-
 def image_path(base: Path, value: Any, where: str, check: bool, allow_absolute: bool = False) -> Path | DatasetImage:
     if isinstance(value, DatasetImage):  # an image held in a question table
-        if check:
-            try:
-                value.load()
-            except (ImageError, OSError) as err:
-                raise ManifestError(f"{where}: image {value.key!r} is unusable: {err}") from err
-        return value
-    if not isinstance(value, str) or not value.strip():
+        image = value
+    elif isinstance(value, str) and value.strip():
+        image = resolve_image_path(base, value, where=where, allow_absolute=allow_absolute)
+    else:
         raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
-    path = resolve_image_path(base, value, where=where, allow_absolute=allow_absolute, absolute_hint=ABSOLUTE_HINT)
     if check:
         try:
-            load_image(path)
+            load_image(image)
         except FileNotFoundError as err:
             raise ManifestError(
-                f"{where}: image {value!r} not found at {path} (relative paths are read from "
+                f"{where}: image {value!r} not found at {image} (relative paths are read from "
                 f"{base}); fix the path or add the file."
             ) from err
         except (ImageError, OSError) as err:
-            raise ManifestError(f"{where}: image {value!r} is unusable: {err}") from err
-    return path
+            raise ManifestError(f"{where}: image {image_name(image)!r} is unusable: {err}") from err
+    return image
 
 
 def image_paths(

@@ -15,12 +15,13 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
 from reward.core.errors import MissingInputError
 from reward.data import ManifestResult, RatingRow, SkippedRow
-from reward.data.datasets.finder import AmbiguousImage, Finder, ImageNotFound
+from reward.data.datasets.finder import Finder
 from reward.data.datasets.formats import number
 from reward.data.manifest import ManifestError, resolve_image_path
 from reward.qbench.a1_questions import json_list_items
@@ -45,19 +46,19 @@ def a3_row(item: dict, where: str) -> dict[str, Any]:
     return {"image": image.strip(), "dimension": "quality", "mos": number(item.get("gt_score"), where, "'gt_score'")}
 
 
-def _image(folder: Path, finder: Finder, rel: str, where: str) -> Path:
-    path = resolve_image_path(folder, rel, where=where)
-    if path.is_file():
-        return path
+def _image(folder: Path, finder: Finder, rel: str, where: str) -> tuple[Path, str]:
+    """The image's path and its name relative to ``folder`` (as written, else found by its file name below it)."""
+    resolve_image_path(folder, rel, where=where)  # no absolute path, no climbing out
     try:
-        return folder / finder.image(rel)
-    except ImageNotFound:
-        raise ManifestError(
-            f"{where}: image {rel!r} not found at {path} nor by its file name anywhere below {folder}; put the "
-            "JSON in (or above) the dataset's image folder, or pass skip_bad=true to skip and count such rows"
-        ) from None
-    except AmbiguousImage as err:
+        found = finder.image(rel)
+    except LookupError as err:
         raise ManifestError(f"{where}: {err}; keep one copy below {folder}") from None
+    if found is None:
+        raise ManifestError(
+            f"{where}: image {rel!r} not found at {folder / rel} nor by its file name anywhere below {folder}; put "
+            "the JSON in (or above) the dataset's image folder, or pass skip_bad=true to skip and count such rows"
+        )
+    return folder / found, Path(os.path.normpath(found)).as_posix()
 
 
 def load_a3_json(path: str | Path, *, skip_bad: bool = False) -> ManifestResult[RatingRow]:
@@ -76,7 +77,8 @@ def load_a3_json(path: str | Path, *, skip_bad: bool = False) -> ManifestResult[
             if isinstance(item, ManifestError):
                 raise item
             row = a3_row(item, where)
-            rows.append(RatingRow(_image(folder, finder, row["image"], where), "quality", row["mos"], line))
+            image, key = _image(folder, finder, row["image"], where)
+            rows.append(RatingRow(image, "quality", row["mos"], line, where=where, key=key))
         except ManifestError as err:
             if not skip_bad:
                 raise
@@ -87,4 +89,4 @@ def load_a3_json(path: str | Path, *, skip_bad: bool = False) -> ManifestResult[
         raise ManifestError(f"{path}: no usable row{first}")
     if skipped:
         logger.warning("%s: skipped %d of %d rows (skip_bad=true)", path, len(skipped), len(rows) + len(skipped))
-    return ManifestResult(rows, skipped, str(path), folder, {"format": "Q-Bench A3 JSON", "file": str(path)})
+    return ManifestResult(rows, skipped, str(path), {"format": "Q-Bench A3 JSON", "file": str(path)})

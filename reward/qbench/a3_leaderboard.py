@@ -29,7 +29,6 @@ from reward.data.datasets import check_source
 from reward.data.manifest import image_paths
 from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
-from reward.eval.parallel import image_key
 from reward.qbench.a3_data import is_a3_json, load_a3_json
 from reward.qbench.a3_released import RELEASED_WORDS, released_cell
 from reward.rewards.base import RewardOutput
@@ -153,21 +152,20 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
                     )
     for name in datasets:
         manifest = manifests[name]
-        base = manifest.base
-        done = score_rating_rows(reward, manifest.rows, settings, base=base, source=manifest.source)
+        done = score_rating_rows(reward, manifest.rows, settings, source=manifest.source)
         scored, bad = done.scores, done.skipped
         skipped[name] = len(manifest.skipped) + len(bad)
-        rows = [r for r in manifest.rows if image_key(r, base) in scored]
+        rows = [r for r in manifest.rows if r.key in scored]
         mos = np.asarray([r.mos for r in rows], float)
-        first = scored[image_key(rows[0], base)]  # "score" (fused) first, then any per-dimension scores
+        first = scored[rows[0].key]  # "score" (fused) first, then any per-dimension scores
         variants = [k for k in first if k != "score"] if isinstance(reward, SynonymTable) else list(first)
         table[name] = {}
         if isinstance(reward, GoodPoorLogits):  # the released protocol: the same cell as a released model's
             objs = [
                 {
-                    "img_path": image_key(r, base),
+                    "img_path": r.key,
                     "gt_score": r.mos,
-                    **{k: scored[image_key(r, base)][k] for k in RAW_KEYS},
+                    **{k: scored[r.key][k] for k in RAW_KEYS},
                 }
                 for r in rows
             ]
@@ -175,7 +173,7 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
             table[name]["score"] = released_cell(objs, name, reward.temperature)
             variants = []
         for v in variants:
-            pred = np.asarray([scored[image_key(r, base)][v] for r in rows], float)
+            pred = np.asarray([scored[r.key][v] for r in rows], float)
             table[name][v] = {"srcc": srcc(pred, mos), "plcc": plcc(pred, mos), "n": len(rows)}
         logger.info("%s: %d images scored, %d skipped", name, len(rows), skipped[name])
     variants = list(next(iter(table.values())))

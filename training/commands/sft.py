@@ -1043,11 +1043,10 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
         columns=settings.data.columns,
         **image_paths(settings),
     )
-    base = rows.base if rows.info or settings.image_root else Path(settings.data.test).resolve().parent
     tested = with_score(rows.rows, settings.data.score, rows.source)  # the MOS trained on, the rows kept
     keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
     tested, kept_out = keep_rows(tested, keep, rows.source)
-    result = evaluate_rows(reward, tested, eval_settings, score_range=(1.0, 5.0), base=base, source=rows.source)
+    result = evaluate_rows(reward, tested, eval_settings, score_range=(1.0, 5.0), source=rows.source)
     if rows.info:  # a dataset by name: its scale, split rule and seed, the file read
         result.meta["data"] = rows.info | {"score": settings.data.score, "kept_out": kept_out}
     if write:

