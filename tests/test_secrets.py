@@ -189,8 +189,9 @@ def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_v
     from reward.commands.evaluate import run as run_evaluate
     from reward.testing.openai_server import serve_openai
 
-    given, from_env = _secret("sk-"), _secret("sk-")
+    named, from_env = _secret("sk-"), _secret("sk-")
     monkeypatch.setenv("OPENAI_API_KEY", from_env)
+    monkeypatch.setenv("SCORER_SERVER", named)  # a name no rule knows as a secret's
     (tmp_path / "img").mkdir()
     rows = []
     for i in range(3):
@@ -198,14 +199,14 @@ def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_v
         rows.append({"image": f"img/{i}.png", "dimension": "lighting", "mos": 1 + i})
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with serve_openai(tiny_vlm) as url:
-        for name, key in (("given", given), ("env", "null")):  # a key in the settings, then one from the environment
+        for name, env in (("named", "SCORER_SERVER"), ("default", "OPENAI_API_KEY")):
             overrides = [
                 "reward=qbench",
                 "reward.backend=openai",
                 f"reward.server.base_urls=[{url}]",
                 "reward.server.model=tiny",
                 f"reward.server.top_logprobs={len(tiny_vlm.tokenizer)}",
-                f"reward.server.api_key={key}",
+                f"reward.server.api_key_env={env}",
                 f"data={tmp_path / 'r.jsonl'}",
                 f"out={tmp_path / name}",
             ]
@@ -213,11 +214,12 @@ def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_v
                 cfg = compose("evaluate", overrides=overrides, schema=EvaluateSettings)
             setup_logging()
             assert run_evaluate(cfg)["lighting"]["n"] == 3
-    assert _files_holding(tmp_path, given, from_env) == []
+            logging.getLogger("reward").warning("the key in a log line: %s", named)  # as an error message might
+    assert _files_holding(tmp_path, named, from_env) == []
     logs = capfd.readouterr()
-    assert given not in logs.out + logs.err and from_env not in logs.out + logs.err
-    recorded = json.loads((tmp_path / "given" / "run.json").read_text())["settings"]["reward"]["server"]
-    assert recorded["api_key"] == REDACTED
+    assert named not in logs.out + logs.err and from_env not in logs.out + logs.err
+    recorded = json.loads((tmp_path / "named" / "run.json").read_text())["settings"]["reward"]["server"]
+    assert recorded["api_key_env"] == "SCORER_SERVER"  # where the key is, never the key
 
 
 def test_every_secret_trainer_key_is_kept_out_of_the_arguments_and_a_tokenizer_token_is_no_secret(tmp_path):
