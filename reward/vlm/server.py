@@ -42,20 +42,30 @@ class ServerConfig:
     )
     base_url: str | None = field(default=None, metadata={"help": "one server (the same as base_urls=[URL])"})
     model: str | None = field(default=None, metadata={"help": "the served model name; null: the servers' only model"})
-    api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "environment variable holding the key"})
+    api_key_env: str = field(
+        default="OPENAI_API_KEY", metadata={"help": 'environment variable holding the key ("EMPTY" if unset)'}
+    )
     top_logprobs: int = field(  # up to a whole vocabulary (a check of served vs in-process scores)
-        default=20, metadata={"help": "the answer's top-k listed (vLLM: --max-logprobs)", "range": at_least(1, 10**6)}
+        default=20,
+        metadata={
+            "help": "answer tokens listed with their log-probs (vLLM: --max-logprobs)",
+            "range": at_least(1, 10**6),
+        },
     )
     max_missing_mass: float = field(
         default=0.01,
-        metadata={"help": "most share of option probability absent options may hold, taken as 0", "range": FRACTION},
+        metadata={"help": "absent options taken as 0 if they could hold at most this share", "range": FRACTION},
     )
     timeout: float = field(default=60.0, metadata={"help": "seconds per request", "range": above(0)})
-    max_retries: int = field(default=2, metadata={"help": "the client's further tries per server", "range": RETRIES})
-    concurrency: int = field(default=8, metadata={"help": "requests in flight at most", "range": at_least(1, 4096)})
+    max_retries: int = field(
+        default=2, metadata={"help": "the openai client's retries on each server", "range": RETRIES}
+    )
+    concurrency: int = field(
+        default=8, metadata={"help": "requests in flight at most, over all servers", "range": at_least(1, 4096)}
+    )
     tokenizer: str | None = field(
         default=None,
-        metadata={"help": "a local tokenizer folder proving option words one token (default: the model's)"},
+        metadata={"help": "a local tokenizer folder to check option words are one token (default: the model's)"},
     )
     chat_template_kwargs: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "e.g. {enable_thinking: false} (Qwen3-VL)"}
