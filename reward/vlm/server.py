@@ -286,8 +286,8 @@ class OpenAIBackend:
 
     def _ask(self, msgs: list[dict[str, Any]], unreachable: dict[int, Exception], **kw: Any) -> Any:
         """One chat completion, parsed (:func:`parse_answer`), on the URL whose turn it is, then on the next ones while
-        it fails (each client retrying first; a URL not reached joins ``unreachable`` for the rest of the call). An
-        error is returned, not raised: the last one when every URL failed; an :class:`AnswerError` at once."""
+        it fails (each client retrying first; a URL not reached joins ``unreachable`` for the rest of the call).
+        Raises the last error when every URL failed; an :class:`AnswerError` at once (the server answered)."""
         import openai
 
         extra = {"chat_template_kwargs": self.cfg.chat_template_kwargs} if self.cfg.chat_template_kwargs else {}
@@ -307,18 +307,22 @@ class OpenAIBackend:
                 if isinstance(err, openai.APIConnectionError):  # refused, or timed out: not asked again
                     unreachable[i] = err
                 continue
-            try:
-                return parse_answer(answer.http_response.text, top_logprobs="top_logprobs" in kw)
-            except AnswerError as err:
-                return err
-        return error
+            return parse_answer(answer.http_response.text, top_logprobs="top_logprobs" in kw)
+        raise error  # type: ignore[misc]  # set: every URL failed for this item, or was left out before
 
     def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        """``fn`` over ``items`` in threads (HTTP only), what came back counted here: answered requests, failures."""
+        """``fn`` over ``items`` in threads (HTTP only), its result or error each; counted here: answered requests,
+        failures."""
         import openai
 
+        def caught(item: Any) -> Any:
+            try:
+                return fn(item)
+            except (AnswerError, openai.APIError) as err:
+                return err
+
         with ThreadPoolExecutor(max_workers=max(1, min(self.cfg.concurrency, len(items)))) as pool:
-            results = list(pool.map(fn, items))
+            results = list(pool.map(caught, items))
         for result in results:
             self.stats["requests"] += not isinstance(result, openai.APIError)
             if isinstance(result, Exception):
@@ -358,17 +362,12 @@ class OpenAIBackend:
         items = [(g, q) for g in range(len(images)) for q in range(len(queries))]
         unreachable: dict[int, Exception] = {}
 
-        def one(item: tuple[int, int]) -> Any:
+        def one(item: tuple[int, int]) -> tuple[list[float], float]:
             q = queries[item[1]]
             msgs = messages(q.question, images[item[0]], system, q.response_prefix)
             top = self._ask(msgs, unreachable, max_tokens=1, logprobs=True, top_logprobs=self.cfg.top_logprobs)
-            if isinstance(top, Exception):
-                return top
-            try:
-                mass, single = self.cfg.max_missing_mass, self.tokenizer is not None
-                return letter_logprobs(top, q.options, q.separator, max_missing_mass=mass, single_tokens=single)
-            except AnswerError as err:
-                return err
+            mass, single = self.cfg.max_missing_mass, self.tokenizer is not None
+            return letter_logprobs(top, q.options, q.separator, max_missing_mass=mass, single_tokens=single)
 
         logprobs = torch.full((len(images), len(queries), max(len(q.options) for q in queries)), -math.inf)
         missing = torch.zeros(len(images), len(queries))
