@@ -344,8 +344,8 @@ class OpenAIBackend:
             list(zip(prompts, images, strict=True)),
         )
         for text in texts:
-            if isinstance(text, Exception):
-                raise text
+            if isinstance(text, Exception):  # an agent cannot go on without its answer
+                raise RuntimeError(f"a chat request failed on every server: {text}") from text
         return texts
 
     def option_logprobs(
