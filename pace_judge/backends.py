@@ -119,7 +119,7 @@ def make_backend(kind: str, model: ModelConfig | None, server: ServerConfig | di
             raise ValueError("backend=local needs a model: pass model=PATH (a VLM checkpoint directory)")
         return LocalBackend(load_local_vlm(model))
     if kind == "openai":
-        from reward.vlm.server import OpenAIBackend
+        from reward.vlm.server import served_vlm
 
-        return OpenAIBackend.from_config(server or {})
+        return served_vlm(server or {})
     raise ValueError(f"unknown backend {kind!r}; choose local (transformers) or openai (an OpenAI-compatible server)")

@@ -70,7 +70,7 @@ class PaceConfig(ModelLoading):
     server: ServerConfig = field(
         default_factory=ServerConfig,
         metadata={
-            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key, top_logprobs...)"
+            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key_env, top_logprobs...)"
         },
     )
     crops: CropConfig = field(

@@ -84,13 +84,11 @@ class RewardGuard(TrainerCallback):
             for label, n in p["failed"].items():
                 failed[label] = failed.get(label, 0) + n
         inpaint = sum(p["render_failed"] for p in parts)
-        errors = sorted({e for p in parts for e in p["errors"]})
         rule = "no usable reward at all" if unusable == total else f"more than max_reward_failures={self.max_failed:g}"
         self.failure = (
             f"training stopped at step {state.global_step}: {unusable} of {total} completions got no usable reward "
             f"({rule}): {failure_details(self.scoring.rewards, failed)}"
             + (f"; inpainting failed on {inpaint}" if inpaint else "")
-            + (f"; {errors[0]}" if errors else "")
         )
         logger.error("%s", self.failure)
         control.should_training_stop = True

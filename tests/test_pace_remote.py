@@ -12,7 +12,7 @@ from pace_judge.pace import PaceReward
 from pace_judge.tracks import SYSTEM, probe_query
 from reward.testing.openai_server import serve_openai
 from reward.vlm import OptionQuery
-from reward.vlm.server import OpenAIBackend, ServerConfig
+from reward.vlm.server import OpenAIBackend, ServerConfig, served_vlm
 
 
 @pytest.mark.slow
@@ -59,4 +59,4 @@ def test_remote_backend_config_errors_are_clear():
     with pytest.raises(ValueError, match="backend=openai needs server.base_url"):
         OpenAIBackend(ServerConfig(model="m"))
     with pytest.raises(ValueError, match="unknown key server.top_k"):
-        OpenAIBackend.from_config({"base_url": "http://127.0.0.1:9/v1", "model": "m", "top_k": 5})
+        served_vlm({"base_url": "http://127.0.0.1:9/v1", "model": "m", "top_k": 5})

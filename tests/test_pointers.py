@@ -14,7 +14,7 @@ the tracked ``.md``, ``.yaml``, ``.sh`` and ``.toml`` files; this file's own exa
   (``training.commands.sft_plan``, ``reward.vlm.server.ServerConfig``): every further segment is a module, or a name
   its module's source mentions;
 - a section cited by its title: ``README, "Data formats"``, ``README "served rewards"``, ``see the README's section
-  'PACE judge'``, ``ARCHITECTURE.md, "One primitive underneath"``, ``docs/serving.md, "Circuit breaker"``, ``README:
+  'PACE judge'``, ``ARCHITECTURE.md, "One primitive underneath"``, ``docs/serving.md, "Failures"``, ``README:
   serving a reward``: the document has a heading (``## ...``) or a paragraph's bold run-in title (``**Rewards served
   apart from training.**``) of that title (case, backticks and a final period aside).
 """
@@ -196,7 +196,7 @@ def test_the_check_finds_each_kind_of_dangling_pointer(tmp_path):
         'the README\'s section "Served rewards"': "README.md has no section titled 'Served rewards'",
         "(README: the main flow, on the shipped samples)": None,
         '(docs/datasets.md, "Data formats")': None,
-        "(see docs/serving.md, 'Circuit breaker')": None,
+        "(see docs/serving.md, 'Failures')": None,
         'docs/serving.md, "Served rewards"': "docs/serving.md has no section titled 'Served rewards'",
         'ARCHITECTURE.md, "One primitive underneath"': None,
         'ARCHITECTURE.md, "Data formats"': "ARCHITECTURE.md has no section titled 'Data formats'",

@@ -132,3 +132,44 @@ def test_an_sft_run_that_pushes_reads_the_token_from_the_environment_and_writes_
     assert not [name for name, data in hub.files["example-org/tiny-scorer"].items() if token.encode() in data]
     logs = capfd.readouterr()
     assert token not in logs.out + logs.err
+
+
+@pytest.mark.slow
+def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_vlm, tmp_path, monkeypatch, capfd):
+    import numpy as np
+    from PIL import Image
+
+    from reward.commands.evaluate import EvaluateSettings
+    from reward.commands.evaluate import run as run_evaluate
+    from reward.testing.openai_server import serve_openai
+
+    named, from_env = _secret("sk-"), _secret("sk-")
+    monkeypatch.setenv("OPENAI_API_KEY", from_env)
+    monkeypatch.setenv("SCORER_SERVER", named)  # a name no rule knows as a secret's
+    (tmp_path / "img").mkdir()
+    rows = []
+    for i in range(3):
+        Image.fromarray(np.full((56, 56, 3), 70 * i, np.uint8)).save(tmp_path / f"img/{i}.png")
+        rows.append({"image": f"img/{i}.png", "dimension": "lighting", "mos": 1 + i})
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with serve_openai(tiny_vlm) as url:
+        for name, env in (("named", "SCORER_SERVER"), ("default", "OPENAI_API_KEY")):
+            overrides = [
+                "reward=qbench",
+                "reward.backend=openai",
+                f"reward.server.base_urls=[{url}]",
+                "reward.server.model=tiny",
+                f"reward.server.top_logprobs={len(tiny_vlm.tokenizer)}",
+                f"reward.server.api_key_env={env}",
+                f"data={tmp_path / 'r.jsonl'}",
+                f"out={tmp_path / name}",
+            ]
+            with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+                cfg = compose("evaluate", overrides=overrides, schema=EvaluateSettings)
+            setup_logging()
+            assert run_evaluate(cfg)["lighting"]["n"] == 3
+    assert _files_holding(tmp_path, named, from_env) == []
+    logs = capfd.readouterr()
+    assert named not in logs.out + logs.err and from_env not in logs.out + logs.err
+    recorded = json.loads((tmp_path / "named" / "run.json").read_text())["settings"]["reward"]["server"]
+    assert recorded["api_key_env"] == "SCORER_SERVER"  # where the key is, never the key

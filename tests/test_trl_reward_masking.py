@@ -70,7 +70,6 @@ def test_an_item_one_reward_raised_on_gets_none_from_both_and_the_batch_renders_
         "unusable": 1,
         "render_failed": 0,
         "failed": {"picky": 1, "marker": 0},
-        "errors": [],
     }
     assert picky(["p"] * 3, ["d", "e", "f"], **columns) == [0.5, None, 0.5] and len(renders) == 2  # a new batch
 

@@ -61,7 +61,7 @@ class CalibrateSettings(CalibrationSource):
     server: ServerConfig = field(
         default_factory=ServerConfig,
         metadata={
-            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key, top_logprobs...)"
+            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key_env, top_logprobs...)"
         },
     )
     agents: AgentConfig = field(

@@ -6,7 +6,7 @@ range are the registry's (``higher_is_better``, ``score_range``), never read fro
 onto [0, 1] with 1 = best, so that several rewards can be mixed with trl's ``reward_weights``; otherwise a
 lower-is-better score is negated (trl maximises). Each reward scores a batch in one ``Reward.score`` call; a batch it
 raises an item's error on (:data:`ITEM_ERRORS`: a bad image) is scored item by item, and an item that raises or
-scores NaN or ±inf is ``None``. A :class:`~reward.core.errors.UserError` (a setting; every scoring server down) is no
+scores NaN or ±inf is ``None``. A :class:`~reward.core.errors.UserError` (a setting) is no
 item's problem and propagates, as does any other exception (a bug).
 
 Example:

@@ -20,10 +20,9 @@ the texts the rewards get as prompts, and what to do once the batch is scored.
 Per batch it logs through trl's ``log_metric``: ``<name>/failed`` (items without a score, a failed render included;
 ``<name>/out_of_range``: those of them scored outside the reward's ``score_range``), the means of ``<name>/raw`` and
 of each of its dimensions ``<name>/<dimension>``, ``time/reward_s``, and for a reward scored through servers
-(``backend=openai``) its requests, failures (``server_failed`` and per reason ``server_failed/REASON``), retries and
-mean missing top-k mass. :attr:`TrlRewards.tally` adds up the completions and those without a usable reward, for a
-guard that stops a run whose rewards fail. When every scoring server is down (``ServersDown``) the error stops
-training, or with ``servers_down="none"`` the batch gets ``None`` from every reward and the tally keeps the message.
+(``backend=openai``) its requests, failures (``server_failed`` and per reason ``server_failed/REASON``) and mean
+missing top-k mass. :attr:`TrlRewards.tally` adds up the completions and those without a usable reward, for a guard
+that stops a run whose rewards fail.
 
 Example:
     >>> from reward import get_reward, trl_reward_func
@@ -40,18 +39,15 @@ Example:
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from reward.integrations.renderers import images_from_column
 from reward.integrations.reward_set import NamedReward, RewardSet, ScoreResult, named_reward
-from reward.vlm.server import ServersDown, served_stats
-
-logger = logging.getLogger(__name__)
+from reward.vlm.server import served_stats
 
 __all__ = [
     "Rendered",
@@ -66,7 +62,6 @@ __all__ = [
 
 # render(prompts, completions, **columns) -> one image (or None) per completion, or a Rendered
 Render = Callable[..., Any]
-ServersDownMode = Literal["raise", "none"]  # every scoring server down: stop training, or no reward for the batch
 
 
 def message_text(value: Any) -> str:
@@ -112,7 +107,6 @@ class RewardTally:
     unusable: int = 0  # an item any reward failed on (or whose render failed): no reward at all
     render_failed: int = 0
     failed: Counter = field(default_factory=Counter)  # label -> items that reward gave no score
-    errors: list[str] = field(default_factory=list)  # batch-level errors (every scoring server down)
 
     def add(self, scores: Mapping[str, ScoreResult], render_failed: int = 0) -> None:
         n = len(next(iter(scores.values())).value) if scores else 0
@@ -128,7 +122,6 @@ class RewardTally:
             "unusable": self.unusable,
             "render_failed": self.render_failed,
             "failed": dict(self.failed),
-            "errors": list(self.errors),
         }
 
 
@@ -137,15 +130,13 @@ class TrlRewards:
     module docstring. ``reward_s`` and ``batches`` time and count the batches scored, ``last`` holds the last batch's
     scores (before the cross-reward ``None``), ``tally`` what a guard reads (and resets)."""
 
-    def __init__(self, rewards: RewardSet, render: Render, *, servers_down: ServersDownMode = "raise") -> None:
+    def __init__(self, rewards: RewardSet, render: Render) -> None:
         if not callable(render):
             raise TypeError(
                 f"render must be a function (prompts, completions, **columns) -> images, got {type(render).__name__}; "
                 "e.g. reward.integrations.renderers.images_from_column('image')"
             )
-        if servers_down not in ("raise", "none"):
-            raise ValueError(f"servers_down={servers_down!r}: use 'raise' (stop training) or 'none' (count the batch)")
-        self.rewards, self.render, self.servers_down = rewards, render, servers_down
+        self.rewards, self.render = rewards, render
         self.tally = RewardTally()
         self.reward_s = 0.0
         self.batches = 0
@@ -180,14 +171,7 @@ class TrlRewards:
             )
         before = {r.label: _copy(s) for r in self.rewards.rewards if (s := served_stats(r.reward)) is not None}
         start = time.perf_counter()
-        try:
-            scores = self.rewards.score(images, texts if rendered.texts is None else list(rendered.texts))
-        except ServersDown as err:
-            if self.servers_down == "raise":
-                raise
-            logger.warning("%s", err)  # every item unscored; a guard reading the tally stops the run
-            self.tally.errors.append(str(err))
-            scores = {label: ScoreResult([None] * n, [None] * n, {}, n) for label in self.rewards.labels}
+        scores = self.rewards.score(images, texts if rendered.texts is None else list(rendered.texts))
         self.reward_s += time.perf_counter() - start
         self.batches += 1
         self.tally.add(scores, sum(im is None for im in images))
@@ -207,11 +191,11 @@ class TrlRewards:
                 if ok := [v for v in values if v is not None]:
                     log_metric(f"{label}/{name}", sum(ok) / len(ok))
         log_metric("time/reward_s", self.reward_s)
-        for r in self.rewards.rewards:  # per served reward: requests, failures, retries, missing top-k mass
+        for r in self.rewards.rewards:  # per served reward: requests, failures, missing top-k mass
             now, old = served_stats(r.reward), before.get(r.label)
             if now is None or old is None:
                 continue
-            for key in ("requests", "failed", "retries"):
+            for key in ("requests", "failed"):
                 log_metric(f"{r.label}/server_{key}", float(now[key] - old[key]))
             old_reasons = old.get("failed_reasons") or {}
             for reason, count in (now.get("failed_reasons") or {}).items():
@@ -286,15 +270,13 @@ def trl_reward_func(
     return TrlRewards(RewardSet([named], normalize=normalize), render).functions()[0]
 
 
-def trl_reward_funcs(
-    rewards: Sequence[Any], render: Render, *, normalize: bool = False, servers_down: ServersDownMode = "raise"
-) -> list[TrlRewardFunc]:
+def trl_reward_funcs(rewards: Sequence[Any], render: Render, *, normalize: bool = False) -> list[TrlRewardFunc]:
     """Several rewards as trl reward functions that share one render per batch: an item any of them failed on gets
     ``None`` from all. ``rewards``: built by ``reward.get_reward`` (or given their name and direction with
     :func:`reward.integrations.reward_set.named_reward`), or names and config nodes for the registry; a reward that
     appears twice is named ``NAME-i``. ``normalize=True`` puts each on [0, 1] (1 = best) for trl's
     ``reward_weights``. Their shared :class:`TrlRewards` (tally, timings) is each function's ``scoring``."""
-    return TrlRewards(RewardSet(rewards, normalize=normalize), render, servers_down=servers_down).functions()
+    return TrlRewards(RewardSet(rewards, normalize=normalize), render).functions()
 
 
 IMAGE_COLUMNS = ("image", "images")  # dataset columns a reward called by trl reads its images from

@@ -30,10 +30,7 @@ def vocab_logprobs(vlm: Any, images: list[Image.Image], question: str, prefix: s
 @contextmanager
 def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | None = None) -> Iterator[str]:
     """Serve ``vlm`` on 127.0.0.1 (a free port); yields the base URL (``.../v1``) and stops the server after.
-
-    ``stats``: ``stats["requests"]`` counts the chat requests answered; ``stats["fail_with"] = 503`` makes the server
-    answer every request with that status until it is removed.
-    """
+    ``stats["requests"]`` counts the chat requests answered."""
     import base64
     import io
     import threading
@@ -56,8 +53,6 @@ def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | Non
 
     @app.post("/v1/chat/completions")
     def completions(body: dict[str, Any]) -> dict[str, Any]:
-        if counts.get("fail_with"):
-            raise HTTPException(status_code=int(counts["fail_with"]), detail="failing on purpose")
         msgs = list(body["messages"])
         prefix = ""
         if body.get("continue_final_message"):
@@ -108,7 +103,7 @@ def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | Non
         yield f"{url}/v1"
 
 
-# the malformed-answer modes of serve_scripted, and the failure reason (reward.vlm.server.REASONS) each must give
+# the malformed-answer modes of serve_scripted, and the failure reason (docs/serving.md) each must give
 FAULTS: dict[str, str] = {
     "html": "not_json",  # a 200 HTML page (a proxy's error page)
     "not_json": "not_json",  # a 200 body that is not JSON, served as application/json
@@ -152,9 +147,9 @@ def serve_scripted(
 ) -> Iterator[str]:
     """An OpenAI-compatible server on 127.0.0.1 that answers without a model: the top log-probs of
     :func:`scripted_top` over ``options`` from the mean brightness of the request's last image, or, every
-    ``fault_every``-th chat request (counted from 1), the fault ``fault``: a key of :data:`FAULTS` (a malformed 200
-    answer) or of :data:`TRANSPORT_FAULTS`. ``stats["requests"]`` counts chat requests, ``stats["faults"]`` the faulty
-    ones. Yields the base URL (``.../v1``)."""
+    ``fault_every``-th chat request (counted from 1), the fault ``stats["fault"]`` (``fault`` until a test changes it):
+    a key of :data:`FAULTS` (a malformed 200 answer) or of :data:`TRANSPORT_FAULTS`. ``stats["requests"]`` counts chat
+    requests, ``stats["faults"]`` the faulty ones. Yields the base URL (``.../v1``)."""
     import base64
     import io
     import threading
@@ -170,6 +165,7 @@ def serve_scripted(
     counts = stats if stats is not None else {}
     counts.setdefault("requests", 0)
     counts.setdefault("faults", 0)
+    counts.setdefault("fault", fault)
     lock = threading.Lock()
     release = threading.Event()  # a hung request waits for this (set when the server stops)
 
@@ -181,6 +177,7 @@ def serve_scripted(
     def completions(body: dict[str, Any]) -> Any:
         with lock:
             counts["requests"] += 1
+            fault = counts["fault"]
             faulty = fault is not None and counts["requests"] % fault_every == 0
             counts["faults"] += faulty
         if faulty and fault == "hang":

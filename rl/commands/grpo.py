@@ -650,7 +650,7 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
         samples_per_step=settings.samples_per_step,
         write_samples=args.process_index == 0,
     )
-    scoring = TrlRewards(setup.rewards, render, servers_down="none")  # all servers down: the guard stops the run
+    scoring = TrlRewards(setup.rewards, render)
     clock = StepClock()
     guard = RewardGuard(scoring, settings.max_reward_failures)  # a step without usable rewards stops the run
     heldout_cb = held_out_eval(setup, render)
