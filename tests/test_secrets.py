@@ -94,7 +94,7 @@ def test_secrets_of_the_environment_never_reach_a_record_or_a_log_line(tmp_path,
 
 
 def test_the_model_cards_command_says_a_token_was_given():
-    from training.model_card import command_line
+    from training.shared.cards import command_line
 
     token = _secret()
     line = command_line("training/sft.py", {"trainer": {"hub_token": token, "max_steps": 5}}, {"trainer": {}})
