@@ -1,8 +1,7 @@
-"""The model card of a policy ``rl/grpo.py`` trained (``policy/README.md``, and the run folder's ``README.md`` in
-place of trl's template), from the template the scorer's card shares (:mod:`training.shared.cards`): the base policy,
-the rewards with their models, the generator, the tasks, the reward on the held-out tasks before and after training
-(also as the card's model-index), how to use the policy, and the command that made it. Everything it says comes from
-the run's settings record (what ``run.json`` holds) and its result (``grpo_result.json``).
+"""The model card of a policy ``rl/grpo.py`` trained (``policy/README.md``), from the template the scorer's card
+shares (:mod:`training.shared.cards`): base policy, rewards with their models, generator, tasks, the held-out reward
+before and after training, how to use the policy, the command. All of it from the run's settings record (what
+``run.json`` holds) and its result (``grpo_result.json``).
 
 Example:
     >>> record = {"policy": {"path": "Qwen/Qwen2.5-0.5B-Instruct", "image": "masked"}, "data": "tasks.jsonl",
@@ -21,17 +20,16 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rl.run_folder import reward_models
-from training.shared.cards import model_card, settings_command, write_card
+from training.shared.cards import model_card
 
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
 
-__all__ = ["TAGS", "policy_card", "write_cards"]
+__all__ = ["policy_card"]
 
 TAGS = ("grpo", "trl", "prompt-expansion", "inpainting", "perceptual-rewards")
 
@@ -81,8 +79,6 @@ def policy_card(
         tested_on=record.get("eval_data") or record.get("data"),
         record=record,
         result=result,
-        trainer=record.get("trainer") or {},
-        generator=record.get("generator") or {},
         rewards=rewards,
         steps=next(iter(heldout.values()))["steps"] if heldout else None,
         heldout=[[label, roles.get(label, "held-out only"), *_cells(v)] for label, v in heldout.items()],
@@ -93,20 +89,3 @@ def policy_card(
         max_new_tokens=max_new_tokens,
         command=command,
     )
-
-
-def write_cards(
-    folders: Sequence[Path],
-    record: Mapping[str, Any],
-    result: Mapping[str, Any],
-    *,
-    schema: type,
-    vision: bool,
-    max_new_tokens: int,
-) -> Path:
-    """The policy's card, written to each of ``folders`` (the policy's first); returns the first card's path. Its
-    command is ``rl/grpo.py`` with the settings of ``record`` that differ from their defaults, launched as this
-    process was."""
-    command = settings_command("rl/grpo.py", "grpo", schema, record)
-    card = policy_card(record, result, command=command, vision=vision, max_new_tokens=max_new_tokens)
-    return [write_card(folder, card) for folder in folders][0]

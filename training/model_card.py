@@ -1,7 +1,5 @@
 """The model card of a trained SA-IQA scorer (``scorer/README.md``), from the template the policy's card shares
-(:mod:`training.shared.cards`): base model, data and split, dimensions with their definitions, rating words and their
-values, held-out metrics (also as the card's model-index), use from Python and the command line, and the command that
-made it.
+(:mod:`training.shared.cards`): base model, data, dimensions, rating words, held-out metrics, use, the command.
 
 Example:
     >>> card = scorer_card(base_model="Qwen/Qwen2-VL-2B-Instruct", dimensions={"lighting": ""}, level_words=["good"],

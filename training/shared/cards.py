@@ -6,6 +6,7 @@ secret written ``<secret given>``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shlex
@@ -140,24 +141,18 @@ def command_line(
 
 def settings_command(script: str, config_name: str, schema: type, settings: Mapping[str, Any]) -> str:
     """The command that makes ``settings``, launched as this process was: :func:`command_line` against the command's
-    config composed with nothing given but the settings' choice in each config group (a choice that does not compose:
-    the config's own; none at all: every setting is named)."""
+    config composed with each config group chosen as in ``settings`` (a choice that does not compose: the config's
+    own; no config at all: every setting is named)."""
     from omegaconf import OmegaConf
 
     from reward.core.cli import compose
     from reward.core.errors import ConfigError
 
     groups = list(getattr(schema, "groups", {}))
-    chosen = [
-        f"{g}={settings[g]['name']}"
-        for g in groups
-        if isinstance(settings.get(g), Mapping) and settings[g].get("name")
-    ]
+    chosen = [f"{g}={v['name']}" for g in groups if isinstance(v := settings.get(g), Mapping) and v.get("name")]
     defaults: Any = {}
     for overrides in (chosen, []):
-        try:
+        with contextlib.suppress(ConfigError):
             defaults = OmegaConf.to_container(compose(config_name, overrides, schema=schema))
             break
-        except ConfigError:
-            continue
     return command_line(script, settings, defaults, launch=launch_of(script), groups=groups)
