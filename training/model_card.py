@@ -45,12 +45,8 @@ def scorer_card(
     the "train"/"test" data's split and rule, ``location`` where a reader loads the scorer from, ``adapter`` whether
     the folder holds a LoRA adapter."""
     info = {k: (data_info or {}).get(k) or {} for k in ("train", "test")}
-    splits = {
-        k: f" (split {i['split']}: {i.get('split_rule') or 'as given'})" if i.get("split") else ""
-        for k, i in info.items()
-    }
     metrics = {dim: v for dim, v in (metrics or {}).items() if isinstance(v, Mapping)}
-    held_out = test_data != train_data or bool(splits["test"])
+    held_out = test_data != train_data or bool(info["test"].get("split"))
     return model_card(
         "scorer",
         base_model,
@@ -69,7 +65,7 @@ def scorer_card(
         ],
         train_data=train_data,
         test_data=test_data,
-        splits=splits,
+        info=info,
         held_out=held_out,
         prompt_type=prompt_type,
         steps=steps,
