@@ -6,18 +6,20 @@ import json
 from pathlib import Path
 
 import pytest
+from huggingface_hub import ModelCard
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
 from training.commands.sft import SftSettings
-from training.model_card import ScorerCard, command_line, render_card
+from training.model_card import scorer_card
 from training.procedural.synthetic import write_benchmark
+from training.shared.cards import command_line
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def test_the_front_matter_names_a_hub_base_model_and_hub_datasets_only():
-    card = ScorerCard(
+    given = dict(
         base_model="Qwen/Qwen2.5-VL-7B-Instruct",
         dimensions={"lighting": "light and shadow"},
         level_words=["good", "poor"],
@@ -28,12 +30,20 @@ def test_the_front_matter_names_a_hub_base_model_and_hub_datasets_only():
         metrics={"lighting": {"srcc": 0.5, "plcc": 0.25, "krcc": 0.125, "hor": 0.0, "n": 10}},
         adapter=True,
     )
-    text = render_card(card)
+    text = str(scorer_card(**given))
     front = text.split("---")[1]
     assert "base_model: Qwen/Qwen2.5-VL-7B-Instruct" in front and "library_name: peft" in front
     assert "datasets:\n- example-org/ratings" in front and "/local/folder" not in front
     assert "| lighting | 0.500 | 0.250 | 0.125 | 0.000 | 10 |" in text
     assert "On hf:/local/folder:test, not trained on." in text
+    assert "model-index" not in front  # held-out numbers on a folder: in the body only
+    on_the_hub = ModelCard(str(scorer_card(**{**given, "test_data": "hf:example-org/ratings:test"}))).data
+    held_out = {(r.dataset_type, r.dataset_split, r.metric_name, r.metric_value) for r in on_the_hub.eval_results}
+    assert held_out == {
+        ("example-org/ratings", "test", "lighting SRCC", 0.5),
+        ("example-org/ratings", "test", "lighting PLCC", 0.25),
+        ("example-org/ratings", "test", "lighting KRCC", 0.125),
+    }
 
 
 def test_the_command_lists_exactly_the_settings_that_differ_from_the_defaults():
@@ -76,6 +86,7 @@ def test_a_tiny_sft_run_writes_a_card_with_its_base_model_words_metrics_and_comm
     assert "| good | 5 |" in card and "| fair | 3 |" in card and "| poor | 1 |" in card
     srcc = result["metrics"]["lighting"]["srcc"]
     assert f"| lighting | {srcc:.3f} |" in card and "not held out" in card  # test data = training data
+    assert "model-index" not in card  # numbers on the training data are no held-out result
     command = card.split("## How it was made")[1]
     assert all(o.split("=")[0] + "=" in command for o in overrides)
     assert f"model.path={tiny_vlm_path}" in command and "levels.words='[good,fair,poor]'" in command

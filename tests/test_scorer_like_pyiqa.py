@@ -13,7 +13,7 @@ import torch
 
 from conftest import real_photos
 from reward.rewards.registry import get_reward
-from training.model_card import ScorerCard, render_card
+from training.model_card import scorer_card
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +39,7 @@ def test_a_scorer_is_called_on_images_paths_or_a_path_as_pyiqa_and_q_align_are(s
 
 
 def test_the_cards_python_snippet_runs_as_written(tiny_scorer_path, tmp_path, monkeypatch):
-    card = ScorerCard(
+    card = scorer_card(
         base_model="Qwen/Qwen2-VL-2B-Instruct",
         dimensions={"lighting": "", "harmony": ""},
         level_words=["good", "poor"],
@@ -48,7 +48,7 @@ def test_the_cards_python_snippet_runs_as_written(tiny_scorer_path, tmp_path, mo
         command="python training/sft.py",
         location=str(tiny_scorer_path),
     )
-    snippet = render_card(card).split("```python\n")[1].split("```")[0]
+    snippet = str(card).split("```python\n")[1].split("```")[0]
     photo = real_photos(tmp_path, n=1, size=40)[0]
     photo.rename(tmp_path / "photo.png")
     monkeypatch.chdir(tmp_path)
@@ -60,13 +60,13 @@ def test_the_cards_python_snippet_runs_as_written(tiny_scorer_path, tmp_path, mo
 
 def test_the_card_says_accelerate_launch_when_the_scorer_was_made_under_it(tmp_path):
     probe = tmp_path / "PROBE.py"
-    probe.write_text("from training.model_card import launched_as\nprint('LAUNCHED', launched_as('PROBE.py'))\n")
+    probe.write_text("from training.shared.cards import launch_of\nprint('LAUNCHED', launch_of('PROBE.py'))\n")
     launch = Path(sys.executable).parent / "accelerate"
     cmd = [str(launch), "launch"] if launch.is_file() else [sys.executable, "-m", "accelerate.commands.launch"]
     cmd += ["--num_processes", "1", "--cpu", "--mixed_precision", "no", str(probe)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
     said = [line for line in proc.stdout.splitlines() if line.startswith("LAUNCHED")]
-    assert said == ["LAUNCHED accelerate launch --num_processes 1 --cpu --mixed_precision no PROBE.py"], proc.stderr
+    assert said == ["LAUNCHED accelerate launch --num_processes 1 --cpu --mixed_precision no"], proc.stderr
     plain = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert plain.stdout.strip() == "LAUNCHED python PROBE.py"
+    assert plain.stdout.strip() == "LAUNCHED python"

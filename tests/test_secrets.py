@@ -69,6 +69,14 @@ def test_run_json_shows_secret_named_keys_and_url_secrets_as_given_never_their_v
     del run
 
 
+def test_the_model_cards_command_says_a_token_was_given():
+    from training.shared.cards import command_line
+
+    token = _secret()
+    line = command_line("training/sft.py", {"trainer": {"hub_token": token, "max_steps": 5}}, {"trainer": {}})
+    assert token not in line and f"+trainer.hub_token='{REDACTED}'" in line and "+trainer.max_steps=5" in line
+
+
 @pytest.mark.parametrize("flag", [["--cfg", "job"], ["--help"]])
 def test_printed_settings_never_show_a_url_password(flag, capsys, tmp_path):
     from reward.commands.evaluate import EvaluateSettings, run

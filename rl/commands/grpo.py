@@ -54,7 +54,7 @@ from rl.generators import build_generator, generator_config, generator_has_devic
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
-from rl.policy_card import write_cards
+from rl.policy_card import policy_card
 from rl.processes import gather, on_main, wait_for_everyone
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 from training.shared.batch import (
@@ -68,6 +68,7 @@ from training.shared.batch import (
     resolve_batch,
     trl_fields,
 )
+from training.shared.cards import settings_command, write_card
 from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     check_build_locks,
@@ -756,7 +757,7 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
         result["plots"] = draw_run_plots(out, result["train_curve"], history)
         result["policy"] = str(out / "policy")
         result["summary"] = summarize(log, history, setup.rewards.labels)
-        result["model_card"] = str(policy_card(setup, result))
+        result["model_card"] = str(write_policy_card(setup, result))
         result["files"] = run_files(out, result["plots"])
         atomic_write_json(out / "grpo_result.json", result)
         logger.info("%s", summary_text(result))
@@ -772,17 +773,15 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
     return result
 
 
-def policy_card(setup: Setup, result: dict[str, Any]) -> Path:
+def write_policy_card(setup: Setup, result: dict[str, Any]) -> Path:
     """``policy/README.md``, also the run folder's ``README.md`` in place of trl's template (:mod:`rl.policy_card`:
     its settings from the run's record, as ``run.json`` holds them)."""
-    return write_cards(
-        [setup.out / "policy", setup.out],
-        setup.output.identity["settings"],
-        result,
-        schema=GrpoSettings,
-        vision=setup.vision,
-        max_new_tokens=setup.args.max_completion_length,
+    record = setup.output.identity["settings"]
+    command = settings_command("rl/grpo.py", "grpo", GrpoSettings, record)
+    card = policy_card(
+        record, result, command=command, vision=setup.vision, max_new_tokens=setup.args.max_completion_length
     )
+    return [write_card(folder, card) for folder in (setup.out / "policy", setup.out)][0]
 
 
 def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from reward.data.manifest import allow_absolute_paths_field, image_paths, image_
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
-from training.model_card import ScorerCard, command_line, launch_of, write_card
+from training.model_card import scorer_card
 from training.push import push_problems, push_scorer
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -46,6 +46,7 @@ from training.shared.batch import (
     resolve_batch,
     trl_fields,
 )
+from training.shared.cards import settings_command, write_card
 from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     gathered_state_dict,
@@ -63,6 +64,7 @@ from training.streams import STREAMS
 
 if TYPE_CHECKING:
     import torch
+    from huggingface_hub import ModelCard
 
 logger = logging.getLogger(__name__)
 
@@ -832,30 +834,25 @@ def _scorer_metrics(scorer: Path, settings: SftSettings, out: Path) -> dict[str,
     return found
 
 
-def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ScorerCard:
+def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ModelCard:
     """What the scorer's model card says: base model, data and split, dimensions, words, metrics, the command."""
     from omegaconf import OmegaConf
 
-    from reward.core.cli import CONFIG_DIR
-
     given = OmegaConf.to_container(cfg) if OmegaConf.is_config(cfg) else dict(cfg)
-    yaml = OmegaConf.load(CONFIG_DIR / "sft.yaml")  # the defaults: the settings dataclass and configs/sft.yaml
-    yaml.pop("defaults", None)
-    defaults = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SftSettings), yaml))
     written = Path(settings.out) / "metrics.json"
     test_info = json.loads(written.read_text()).get("meta", {}).get("data") if written.is_file() else None
     data_info = {k: v for k, v in (("train", result.get("data_train")), ("test", test_info)) if v}
-    return ScorerCard(
+    return scorer_card(
         base_model=settings.model.path,
         dimensions=meta["dimensions"],
         level_words=settings.levels.words,
         level_values=settings.levels.values,
         train_data=settings.data.train,
         test_data=settings.data.test,
-        command=command_line("training/sft.py", given, defaults, launch=launch_of("training/sft.py")),
+        command=settings_command("training/sft.py", "sft", SftSettings, given),
         prompt_type=settings.prompt.type,
         adapter=settings.lora.enabled and not settings.merge_lora,
-        metrics={k: v for k, v in (result.get("metrics") or {}).items() if isinstance(v, dict)},
+        metrics=result.get("metrics"),
         data_info=data_info,
         steps=result.get("global_step"),
         location=settings.hub_model_id if settings.push_to_hub and settings.hub_model_id else result["scorer"],
