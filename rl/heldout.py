@@ -85,7 +85,7 @@ class HeldOutEval(TrainerCallback):
         self.every, self.max_new_tokens, self.history, self.view = every, max_new_tokens, history, view
         self.trainer: Any = None  # set after the trainer exists (for the wrapped model and the accelerator)
         self.seconds = 0.0
-        self.done = {int(row["step"]) for row in read_records(history) if "step" in row}  # a resumed run's
+        self.done = {int(row["step"]) for row in read_records(history) if "step" in row}  # steps a resumed run has
 
     def _texts(self) -> list[str]:
         from trl.models.utils import unwrap_model_for_generation
