@@ -2,7 +2,8 @@
 
 ``accelerate launch --num_processes N`` starts N processes that all see every GPU; a bare ``cuda`` means GPU 0 in
 each of them until the trainer moves the process to its own. So rewards and generators are never built on a bare
-``cuda``: the device is resolved here, from the process's local rank, the same way accelerate picks the policy's.
+``cuda``: the device is resolved here, from the process's local rank, the same way accelerate picks the policy's
+(accelerate's own ``PartialState().device`` knows no templates or lists, and is a bare ``cuda`` in a single process).
 
 ``device`` (``reward.device``, ``generator.device``, each entry of ``more_rewards`` / ``eval_rewards``) may be:
 
@@ -42,22 +43,13 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0") or 0)
 
 
-def local_world_size() -> int:
-    """Processes on this machine (``LOCAL_WORLD_SIZE``; 1 alone)."""
-    return int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-
-
-def gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def process_device(spec: Any, *, rank: int | None = None, n_gpus: int | None = None, where: str = "device") -> str:
     """The device string this process uses for ``spec`` (see the module docstring); ``rank``: the process's local
     rank (default: this process's)."""
+    import torch
+
     rank = local_rank() if rank is None else rank
-    gpus = gpu_count() if n_gpus is None else n_gpus
+    gpus = torch.cuda.device_count() if n_gpus is None else n_gpus
     if spec is None or (isinstance(spec, str) and spec.strip() in ("", "auto", "cuda")):
         return f"cuda:{rank % gpus}" if gpus else "cpu"
     if isinstance(spec, Sequence) and not isinstance(spec, str):
@@ -83,7 +75,7 @@ def resolve_devices(
     they are). With several processes on a machine, ``device_map`` is refused (each process would spread its own
     copy over every GPU) and one explicit GPU shared by all processes is warned about.
     """
-    processes = local_world_size() if processes is None else processes
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if processes is None else processes
     out = []
     for i, entry in enumerate(entries):
         node = {"name": entry} if isinstance(entry, str) else dict(entry)
@@ -119,17 +111,12 @@ def placed_device(obj: Any, depth: int = 3) -> str | None:
         return None
     if isinstance(obj, torch.nn.Module):
         p = next(obj.parameters(), None)
-        return None if p is None else _normal(p.device)
+        return None if p is None else str(p.device)
     device = getattr(obj, "device", None)
     if isinstance(device, torch.device) and hasattr(obj, "components"):  # a diffusers pipeline
-        return _normal(device)
+        return str(device)
     for attr in ("vlm", "backend", "model", "pipe", "reward"):
         found = placed_device(getattr(obj, attr, None), depth - 1)
         if found is not None:
             return found
     return None
-
-
-def _normal(device: Any) -> str:
-    text = str(device)
-    return "cpu" if text.startswith("cpu") else text

@@ -85,12 +85,7 @@ class HeldOutEval(TrainerCallback):
         self.every, self.max_new_tokens, self.history, self.view = every, max_new_tokens, history, view
         self.trainer: Any = None  # set after the trainer exists (for the wrapped model and the accelerator)
         self.seconds = 0.0
-        self.done = self._steps_done()
-
-    def _steps_done(self) -> set[int]:
-        if not self.history.is_file():
-            return set()
-        return {int(row["step"]) for row in read_records(self.history) if "step" in row}
+        self.done = {int(row["step"]) for row in read_records(history) if "step" in row}  # steps a resumed run has
 
     def _texts(self) -> list[str]:
         from trl.models.utils import unwrap_model_for_generation
@@ -154,22 +149,17 @@ class HeldOutEval(TrainerCallback):
         self._maybe(state)
 
 
-def read_history(path: Path) -> list[dict[str, Any]]:
-    return read_records(path)
-
-
 def truncate_records(out: Path, step: int) -> dict[str, int]:
     """Back to the checkpoint a run resumes from (after ``step`` updates): held-out rows and sample rows (and
     images) of steps after ``step`` are dropped (samples are labelled by the update they train), so no step appears
     twice and none comes from the abandoned part of the run. Returns how many rows each file lost."""
     dropped = {"heldout": 0, "samples": 0}
     history = out / "heldout.jsonl"
-    if history.is_file():
-        rows = read_records(history)
-        keep = [r for r in rows if int(r.get("step", 0)) <= step]
-        dropped["heldout"] = len(rows) - len(keep)
-        if dropped["heldout"]:
-            atomic_write_jsonl(history, keep)
+    rows = read_records(history)
+    keep = [r for r in rows if int(r.get("step", 0)) <= step]
+    dropped["heldout"] = len(rows) - len(keep)
+    if dropped["heldout"]:
+        atomic_write_jsonl(history, keep)
     samples = out / "samples" / "samples.jsonl"
     if samples.is_file():
         rows = read_records(samples)

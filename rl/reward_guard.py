@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
 from reward.core.errors import UserError
 from reward.integrations.reward_set import RewardSet
 from reward.integrations.trl_rewards import RewardTally, TrlRewards
 from reward.vlm.server import failure_summary, served_stats, server_report
-from rl.processes import gather
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +60,6 @@ class RewardGuard(TrainerCallback):
     them got none); :attr:`failure` then holds the message. Collective: every process must have it."""
 
     def __init__(self, scoring: TrlRewards, max_failed: float = 1.0) -> None:
-        if not 0.0 <= max_failed <= 1.0:
-            raise ValueError(f"max_failed={max_failed}: give a fraction in [0, 1]")
         self.scoring = scoring
         self.max_failed = max_failed
         self.failure: str | None = None
@@ -69,7 +67,7 @@ class RewardGuard(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         mine, self.scoring.tally = self.scoring.tally, RewardTally()
-        parts = gather(mine.as_dict())  # every process: the same totals, the same decision
+        parts = gather_object([mine.as_dict()])  # every process: the same totals, the same decision
         total = sum(p["completions"] for p in parts)
         if total == 0:  # no reward call this step (a generation reused over several steps)
             return

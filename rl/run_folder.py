@@ -1,17 +1,25 @@
 """What GRPO and Best-of-N share about their output folder: the inputs a run reads (its identity and provenance) and
-the folder's preparation (new, the same run resumed, an earlier run moved aside, or a refusal)."""
+the folder's preparation (new, the same run resumed, an earlier run moved aside, or a refusal).
+
+Under a launch of several processes the folder is prepared by the main process alone (:func:`on_main`): were every
+process to look for itself, one could see the folder the main process has just created and take it for an earlier
+run. The answer, or the error, reaches every process, so a refusal stops all of them with the same message instead
+of leaving some waiting for the others.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from reward.core.config import to_plain
 from reward.core.outputs import Output, prepare_output
 from reward.integrations.reward_set import reward_configs
+
+T = TypeVar("T")
 
 MODEL_KEYS = ("model", "protocol", "fusion", "memory")  # config keys of rewards naming inputs
 
@@ -71,3 +79,21 @@ def prepare_run_folder(
     if not create and (overwrite or not (out.is_dir() and any(out.iterdir()))) and not out.is_file():
         return None
     return prepare_output(out, command, settings, inputs, overwrite=overwrite, **rules)
+
+
+def on_main(fn: Callable[[], T]) -> T:
+    """``fn()`` on the main process, its result (or exception) on every process (accelerate's broadcast; a plain call
+    in a single process)."""
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    box: list[Any] = [None]
+    if PartialState().is_main_process:
+        try:
+            box = [(True, fn())]
+        except Exception as err:  # noqa: BLE001 - every process must learn of it, or the others wait forever
+            box = [(False, err)]
+    ((ok, value),) = broadcast_object_list(box, from_process=0)
+    if not ok:
+        raise value
+    return value

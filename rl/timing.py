@@ -1,11 +1,12 @@
 """Where a GRPO step's time goes, per process: the policy sampling completions, inpainting, the reward, and the
-rest (log-probabilities, the loss, backward and the optimizer step), plus peak GPU memory.
+rest (log-probabilities, the loss, backward and the optimizer step).
 
 Measured through trl's public contracts only, so that a trl upgrade cannot silently stop it: :class:`StepClock` is a
 ``TrainerCallback`` (a step's start and end) and wraps the reward functions trl calls (:meth:`StepClock.watch`). trl
 samples a step's completions, then hands them to the reward functions: the policy's sampling is the time from the
 step's start to its first reward call. Inpainting times come from :class:`rl.inpaint_render.InpaintingRender`, reward
-times from :class:`reward.integrations.trl_rewards.TrlRewards`.
+times from :class:`reward.integrations.trl_rewards.TrlRewards`. trl's own ``step_time`` metric covers neither the
+optimizer step nor the split, and its profiling timers reach only wandb, mlflow and trackio, not the log history.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
 from transformers import TrainerCallback
 
 
@@ -84,24 +84,6 @@ def step_split(clock: StepClock, inpaint_s: float, reward_s: float) -> dict[str,
         "per_step_s": {k: v / n for k, v in parts.items()},
         "shares": {k: (v / total if total else None) for k, v in parts.items()},
     }
-
-
-def peak_memory_gib() -> float | None:
-    """Peak GPU memory allocated by this process (GiB), ``None`` without a GPU."""
-    if not torch.cuda.is_available():
-        return None
-    return torch.cuda.max_memory_allocated() / 2**30
-
-
-class StopRequests(TrainerCallback):
-    """Whether a callback asked training to stop before ``max_steps`` (a stop condition, not a failure)."""
-
-    def __init__(self) -> None:
-        self.requested_at: int | None = None
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if control.should_training_stop and state.global_step < state.max_steps and self.requested_at is None:
-            self.requested_at = state.global_step
 
 
 def mean_timing(processes: list[dict[str, Any]]) -> dict[str, Any]:

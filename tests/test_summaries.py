@@ -104,6 +104,12 @@ def test_a_report_to_backend_that_is_not_installed_is_refused_before_any_model_l
     assert not (tmp_path / "out").exists()
 
 
+def test_the_report_to_backends_are_transformers_own():
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    assert set(BACKENDS) == set(INTEGRATION_TO_CALLBACK)
+
+
 def test_an_unknown_report_to_backend_gets_a_suggestion(tmp_path, capsys):
     from training.commands.sft import run as run_sft
 

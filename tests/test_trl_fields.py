@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from reward.core.config import field_problems, library_fields
 from training.shared import trl_fields
-from training.shared.trl_fields import TABLE, fields_of, make_table, trainer_problems
+from training.shared.trl_fields import CLASSES, TABLE, VERSIONED, fields_of, trainer_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "reward" / "assets" / "samples"
@@ -33,7 +34,10 @@ VALUES = {
 def test_the_checked_in_table_is_the_installed_trls_own():
     """Regenerates the table from trl's classes: when trl (or transformers) changed, the file is rewritten and the test
     fails until the new table is committed."""
-    made = make_table()
+    import trl
+
+    versions = {lib: metadata.version(lib) for lib in VERSIONED}
+    made = {"versions": versions, **{name: library_fields(getattr(trl, name)) for name in CLASSES}}
     if json.loads(TABLE.read_text(encoding="utf-8")) != made:
         TABLE.write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
         pytest.fail(
@@ -41,7 +45,7 @@ def test_the_checked_in_table_is_the_installed_trls_own():
         )
 
 
-@pytest.mark.parametrize("name", trl_fields.CLASSES)
+@pytest.mark.parametrize("name", CLASSES)
 def test_the_table_refuses_what_trls_classes_refuse_and_names_the_fix(name):
     import trl
 
@@ -65,9 +69,10 @@ def test_an_enum_value_the_table_refuses_trl_refuses_too():
         SFTConfig(output_dir="unused", save_strategy="step", use_cpu=True, report_to="none")
 
 
-def test_with_other_trl_versions_installed_the_classes_themselves_are_read(monkeypatch):
-    monkeypatch.setattr(trl_fields, "installed_versions", lambda: {"trl": "0.0.1", "transformers": "0.0.1"})
-    monkeypatch.setattr(trl_fields, "TABLE", ROOT / "no-such-table.json")
+def test_with_other_trl_versions_installed_the_classes_themselves_are_read(monkeypatch, tmp_path):
+    other = tmp_path / "trl_fields.json"  # another trl's table (its GRPOConfig without fields)
+    other.write_text(json.dumps({"versions": {"trl": "0.0.1", "transformers": "0.0.1"}, "GRPOConfig": {}}))
+    monkeypatch.setattr(trl_fields, "TABLE", other)
     fields_of.cache_clear()
     try:
         import trl

@@ -43,20 +43,19 @@ from reward.core.config import FRACTION, PIXELS, TOKENS, at_least, parse, resume
 from reward.core.errors import ConfigError, UserError
 from reward.core.inputs import missing_model
 from reward.core.outputs import Output, may_change_keys, overwrite_field, resume_field
-from reward.data.files import atomic_write_json
+from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.integrations.trl_rewards import TrlRewards
 from reward.rewards.registry import reward_config
-from rl.devices import local_rank, placed_device, resolve_devices
+from rl.devices import placed_device, resolve_devices
 from rl.generators import build_generator, generator_config, generator_has_device, text_budget
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
 from rl.policy_card import policy_card
-from rl.processes import gather, on_main, wait_for_everyone
-from rl.run_folder import prepare_run_folder, run_inputs, settings_record
+from rl.run_folder import on_main, prepare_run_folder, run_inputs, settings_record
 from training.shared.batch import (
     GLOBAL_BATCH_KEY,
     GRPO_BATCH,
@@ -79,7 +78,7 @@ from training.shared.deepspeed import (
 )
 from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
-from training.shared.sizes import length_hint, require_trained, trainer_size_problems
+from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
 from training.shared.trl_fields import trainer_problems
 
@@ -591,7 +590,7 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     output = on_main(lambda: prepare(settings, out))  # decided once, by the main process
     assert output is not None
     resume_from = resume_point(output, out, args)
-    wait_for_everyone()
+    args.distributed_state.wait_for_everyone()
 
     watchdog.beat("loading the policy")
     model, processing_class = load_policy(settings.policy, settings.lora, vision, args)
@@ -639,8 +638,7 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
 
     from rl.reward_guard import RewardGuard
     from rl.summary import StepLine
-    from rl.timing import StepClock, StopRequests
-    from training.shared.watchdog import WatchdogCallback
+    from rl.timing import StepClock
 
     settings, args, out = setup.settings, setup.args, setup.out
     render = InpaintingRender(
@@ -656,7 +654,7 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
     guard = RewardGuard(scoring, settings.max_reward_failures)  # a step without usable rewards stops the run
     heldout_cb = held_out_eval(setup, render)
     # the clock first: a step ends before held-out evaluation starts
-    first = [clock, guard, WatchdogCallback(watchdog), *callbacks]
+    first = [clock, guard, watchdog, *callbacks]
     watchdog.beat("building the trainer (and the reference model when trainer.beta > 0)")
     trainer = GRPOTrainer(
         model=setup.model,
@@ -672,16 +670,16 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
     trainer.remove_callback(ProgressCallback)
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(StepLine())  # one line per step, not trl's dictionaries
-    stop = StopRequests()
-    trainer.add_callback(stop)  # last: it sees what every other callback asked for
     start = time.perf_counter()
     with restored_weights_quiet() if setup.restored else contextlib.nullcontext():  # its key warnings are moot
         global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
     train_s = time.perf_counter() - start
     if guard.failure is None:  # (a guard's stop says why itself, in report)
-        require_trained(global_step, "GRPO", length_hint(settings.trainer))  # no policy from no step
+        require_trained(global_step, "GRPO", settings.trainer)  # no policy from no step
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
-    return Trained(trainer, global_step, train_s, clock, render, scoring, heldout_cb, stop.requested_at, guard)
+    asked = trainer.control.should_training_stop and global_step < trainer.state.max_steps  # a callback's stop
+    stopped_at = global_step if asked else None
+    return Trained(trainer, global_step, train_s, clock, render, scoring, heldout_cb, stopped_at, guard)
 
 
 def training_rows(setup: Setup) -> list[dict[str, Any]]:
@@ -717,12 +715,15 @@ def held_out_eval(setup: Setup, render: InpaintingRender) -> HeldOutEval | None:
 def report(setup: Setup, trained: Trained) -> dict[str, Any]:
     """Every process's devices and step-time split (collective), then on the main process the curves, plots,
     ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with the reason."""
+    from accelerate.utils import gather_object
+
     from rl.plots import draw_run_plots, train_curve  # matplotlib: imported when drawn, not when settings are checked
     from rl.summary import summarize, summary_text
     from rl.timing import mean_timing
 
     out, trainer = setup.out, trained.trainer
-    processes = gather(process_record(setup, trained))  # collective
+    processes = gather_object([process_record(setup, trained)])  # collective: the last one
+    trainer.accelerator.end_training()  # accelerate's end of a run: a gloo process group left alive aborts the exit
     max_steps = trainer.state.max_steps
     complete = trained.guard.failure is None and (trained.global_step >= max_steps or trained.stopped_at is not None)
     result: dict[str, Any] = {
@@ -746,9 +747,7 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
     if trainer.is_world_process_zero():
         setup.processing_class.save_pretrained(str(out / "policy"))
         log = trainer.state.log_history
-        from rl.heldout import read_history
-
-        history = read_history(out / "heldout.jsonl")
+        history = read_records(out / "heldout.jsonl")
         result["train_curve"] = train_curve(log, setup.rewards.labels)
         result["frac_reward_zero_std"] = [
             (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
@@ -786,7 +785,7 @@ def write_policy_card(setup: Setup, result: dict[str, Any]) -> Path:
 
 def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split and peak memory."""
-    from rl.timing import peak_memory_gib, step_split
+    from rl.timing import step_split
 
     rewards, eval_set, generator = setup.rewards, setup.eval_set, setup.generator
     devices = {
@@ -801,12 +800,12 @@ def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
     }
     return {
         "process": setup.args.process_index,
-        "local_rank": local_rank(),
+        "local_rank": setup.args.local_process_index,
         "devices": devices,
         "timing": step_split(trained.clock, trained.render.inpaint_s, trained.scoring.reward_s),
         "reference": reference_model(trained.trainer),
         "heldout_s": trained.heldout_cb.seconds if trained.heldout_cb else 0.0,
-        "peak_memory_gib": peak_memory_gib(),
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
     }
 
 

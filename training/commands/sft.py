@@ -57,7 +57,7 @@ from training.shared.deepspeed import (
 )
 from training.shared.plan import PlanSettings, plan_problems, planned_processes
 from training.shared.reporting import report_to_problems
-from training.shared.sizes import length_hint, require_trained, trainer_size_problems
+from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
 from training.shared.trl_fields import trainer_problems
 from training.streams import STREAMS
@@ -597,7 +597,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         return write_training_targets(settings, _scorer_meta(settings)["queries"], mos_range)
     setup = set_up(settings)
     trained = train(setup, callbacks or [])
-    return report(setup, trained, cfg)
+    result = report(setup, trained, cfg)
+    trained.trainer.accelerator.end_training()  # the process group destroyed: a gloo one left alive aborts the exit
+    return result
 
 
 @dataclass
@@ -722,7 +724,7 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
     )
     with restored_weights_quiet() if restored else contextlib.nullcontext():  # its key warnings are moot
         train_out = trainer.train(resume_from_checkpoint=setup.resume_from)
-    require_trained(train_out.global_step, "SFT", length_hint(settings.trainer))  # no scorer from no step
+    require_trained(train_out.global_step, "SFT", settings.trainer)  # no scorer from no step
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     main_process, scorer = trainer.is_world_process_zero(), None
     if main_process:

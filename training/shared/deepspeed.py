@@ -90,20 +90,15 @@ def start_deepspeed_comm(args: Any) -> bool:
 STALE_LOCK_S = 20 * 60  # a torch extension build lock older than this was left by an interrupted build
 
 
-def extensions_dir() -> Path:
-    """Where torch builds (and DeepSpeed JIT-compiles) C++ extensions: ``TORCH_EXTENSIONS_DIR`` or the per-user
-    cache."""
-    from torch.utils.cpp_extension import get_default_build_root
-
-    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
-
-
 def check_build_locks(max_age_s: float = STALE_LOCK_S, now: float | None = None) -> None:
     """Refuse to start when an extension build lock is older than any build: torch's ``FileBaton`` would wait on it
-    forever (an interrupted DeepSpeed op build leaves its ``lock`` behind)."""
+    forever (an interrupted DeepSpeed op build leaves its ``lock`` behind). The locks are where torch builds (and
+    DeepSpeed JIT-compiles) C++ extensions: ``TORCH_EXTENSIONS_DIR`` or the per-user cache."""
     import time
 
-    root = extensions_dir()
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
     now = time.time() if now is None else now
     for lock in sorted([*root.glob("*/lock"), *root.glob("*/*/lock")]):
         try:

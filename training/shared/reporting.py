@@ -2,6 +2,8 @@
 
 transformers imports a tracker only when its callback is built, after the model has loaded: a backend that is not
 installed would fail minutes in. :func:`report_to_problems` names it first, with the ``pip`` command that adds it.
+Its names are transformers' (``INTEGRATION_TO_CALLBACK``, kept equal by ``tests/test_summaries.py``), listed here
+because the module that holds them imports torch.
 
 Example:
     >>> report_to_problems("none")
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from reward.core.registry import close_match
@@ -40,10 +41,6 @@ BACKENDS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def _installed(modules: Sequence[str]) -> bool:
-    return any(importlib.util.find_spec(m) is not None for m in modules)
-
-
 def report_to_problems(value: Any, key: str = "trainer.report_to") -> list[str]:
     """A message per backend in ``value`` (a name, a list of names, ``none`` or ``all``) that is unknown or not
     installed; ``[]`` when every one will work."""
@@ -59,7 +56,7 @@ def report_to_problems(value: Any, key: str = "trainer.report_to") -> list[str]:
             )
             continue
         modules, install = BACKENDS[name]
-        available = os.environ.get("KUBEFLOW_TRAINER_SERVER_URL") if name == "kubeflow" else _installed(modules)
-        if not available:
+        found = any(importlib.util.find_spec(m) for m in modules)
+        if not (os.environ.get("KUBEFLOW_TRAINER_SERVER_URL") if name == "kubeflow" else found):
             problems.append(f"{key}={name}: {name} is not installed; {install}, or set {key}=none")
     return problems

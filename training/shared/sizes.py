@@ -4,7 +4,8 @@
 library's fields, its sizes here, against :data:`TRAINER_RANGES` (one table for SFT and GRPO; a key the table does not
 name passes). A zero, negative or absurd size would otherwise train 0 steps and say done
 (``gradient_accumulation_steps=-3``, ``num_train_epochs=0``), fail deep in torch (``per_device_train_batch_size=0``)
-or run for days. :func:`require_trained` is the backstop after training: a run that made no optimizer step exits
+or run for days; trl's configs check only ``warmup_steps``, ``logging_steps`` and ``num_generations``, and only once
+trl is imported. :func:`require_trained` is the backstop after training: a run that made no optimizer step exits
 non-zero, before anything is exported.
 
 Example:
@@ -34,7 +35,6 @@ TRAINER_RANGES: dict[str, Range] = {
     "weight_decay": at_least(0),
     "max_grad_norm": at_least(0),
     "warmup_steps": at_least(0, MAX_STEPS),
-    "warmup_ratio": at_least(0, 1),
     "logging_steps": above(0, MAX_STEPS),
     "save_steps": above(0, MAX_STEPS),
     "eval_steps": above(0, MAX_STEPS),
@@ -46,7 +46,6 @@ TRAINER_RANGES: dict[str, Range] = {
     "steps_per_generation": at_least(1, MAX_BATCH),
     "num_iterations": at_least(1, 1000),
     "max_completion_length": at_least(1, 1_000_000),
-    "max_prompt_length": at_least(1, 1_000_000),
     "temperature": above(0, 100),
     "beta": at_least(0),
     "epsilon": at_least(0),
@@ -72,29 +71,22 @@ def trainer_size_problems(trainer: Mapping[str, Any], where: str = "trainer") ->
     return problems
 
 
-class NothingTrained(UserError):
-    """A training run that made no optimizer step: nothing is exported and the run is not complete."""
+def require_trained(global_step: int, what: str, trainer: Mapping[str, Any]) -> None:
+    """Refuse a run that made no optimizer step (nothing to export; its result would be the untrained model), naming
+    the ``trainer.*`` settings that set its length.
 
-
-def require_trained(global_step: int, what: str, settings_hint: str) -> None:
-    """Refuse a run that made no optimizer step (nothing to export; its result would be the untrained model).
-
-    >>> require_trained(3, "SFT", "")
-    >>> require_trained(0, "SFT", "trainer.num_train_epochs=0")
+    >>> require_trained(3, "SFT", {})
+    >>> require_trained(0, "SFT", {"num_train_epochs": 0})
     Traceback (most recent call last):
     ...
-    training.shared.sizes.NothingTrained: SFT trained 0 steps (trainer.num_train_epochs=0): nothing was exported; \
-give the run at least one step (trainer.max_steps=N, or num_train_epochs > 0 over a non-empty training set)
+    reward.core.errors.UserError: SFT trained 0 steps (trainer.num_train_epochs=0): nothing was exported; give the \
+run at least one step (trainer.max_steps=N, or num_train_epochs > 0 over a non-empty training set)
     """
     if global_step > 0:
         return
-    raise NothingTrained(
-        f"{what} trained 0 steps{f' ({settings_hint})' if settings_hint else ''}: nothing was exported; give the run "
-        "at least one step (trainer.max_steps=N, or num_train_epochs > 0 over a non-empty training set)"
-    )
-
-
-def length_hint(trainer: Mapping[str, Any]) -> str:
-    """The settings that set a run's length, as ``key=value`` words (for :func:`require_trained`'s message)."""
     keys = ("max_steps", "num_train_epochs", "gradient_accumulation_steps", "per_device_train_batch_size")
-    return ", ".join(f"trainer.{k}={trainer[k]}" for k in keys if k in trainer)
+    hint = ", ".join(f"trainer.{k}={trainer[k]}" for k in keys if k in trainer)
+    raise UserError(
+        f"{what} trained 0 steps{f' ({hint})' if hint else ''}: nothing was exported; give the run at least one step "
+        "(trainer.max_steps=N, or num_train_epochs > 0 over a non-empty training set)"
+    )
