@@ -21,7 +21,6 @@ its limit, so the run ends within the budget whatever happens):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -32,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT, arguments, markdown
+
 STAGES = ("scoring", "rl", "photos")
 # seconds each stage is planned to take on one H200 (the photo stage takes what is left)
 PLANNED = {"scoring": 200.0, "rl": 100.0}
@@ -58,41 +58,39 @@ def run_stage(cmd: list[str], log: Path, timeout: float, env: dict[str, str]) ->
 
 
 def rl_rows(log: Path, status: int | str) -> list[list[str]]:
-    """The RL check's result lines (``RESULT ...``, held-out and Best-of-N lines) as table rows."""
+    """The RL check's rows as its log has them (``bench: SECTION | METRIC | VALUE`` lines, logged as they come: a
+    check stopped at its limit keeps the rows it reached), or another script's result lines (``RESULT ...``, held-out
+    and Best-of-N lines); its last lines when it failed with none."""
     rows = []
     for line in log.read_text(errors="replace").splitlines():
         text = line.strip()
         if text.startswith("RESULT"):
             words = text.split()
             rows.append(["rl check", " ".join(words[1:3]), " ".join(words[3:])])
-        elif text.startswith(("best-of", "held-out")) or "| " in text and text.startswith("rl "):
+        elif text.startswith(("best-of", "held-out")):
             rows.append(["rl check", "line", text[:200]])
+        elif " bench: " in text and text.count(" | ") >= 2:
+            rows.append(text.split(" bench: ", 1)[1].split(" | ", 2))
     if not rows and status != 0:
         tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-3:]
         rows.append(["rl check", "last lines", " / ".join(tail)[:300]])
     return rows
 
 
-def markdown(rows: list[list[str]]) -> str:
-    lines = ["| section | metric | value |", "| --- | --- | --- |"]
-    lines += [f"| {s} | {m} | {str(v).replace('|', '/')} |" for s, m, v in rows]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dry-run", action="store_true", help="tiny configs on the CPU (checks the script)")
-    parser.add_argument("--out", default=os.environ.get("OUT") or "gpu_all_out", help="folder for the table and logs")
-    parser.add_argument("--skip", default="", help=f"comma-separated stages to skip: {','.join(STAGES)}")
-    parser.add_argument("--budget-s", type=float, default=540.0, help="the whole run, wheel installation included")
-    parser.add_argument("--started", type=float, default=None, help="epoch seconds the run started (gpu_all.sh)")
-    args = parser.parse_args(argv)
+    args = arguments(
+        __doc__,
+        argv,
+        gpu=True,
+        skip={"default": "", "help": f"comma-separated stages to skip: {','.join(STAGES)}"},
+        budget_s={"type": float, "default": 540.0, "help": "the whole run, wheel installation included"},
+        started={"type": float, "help": "epoch seconds the run started (gpu_all.sh)"},
+    )
     start = args.started or time.time()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    unknown = skip - set(STAGES)
-    if unknown:
-        parser.error(f"--skip {sorted(unknown)}: the stages are {', '.join(STAGES)}")
-    out = Path(args.out)
+    if skip - set(STAGES):
+        sys.exit(f"--skip {sorted(skip - set(STAGES))}: the stages are {', '.join(STAGES)}")
+    out = Path(args.out or "gpu_all_out")
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
     if args.dry_run:
@@ -160,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, info in stages.items():
         rows.append(["run", f"stage {name}: exit status (seconds)", f"{info['status']} ({info['seconds']:.0f})"])
     rows.append(["run", f"total seconds (budget {args.budget_s:.0f})", f"{total:.0f}"])
-    table = markdown(rows)
+    table = markdown(("section", "metric", "value"), rows)
     (out / "table.md").write_text(table + "\n")
     (out / "table.json").write_text(json.dumps({"rows": rows, "stages": stages, "seconds": total}, indent=1))
     print(table, flush=True)

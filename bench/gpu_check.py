@@ -16,149 +16,45 @@ section is guarded: one that fails prints its error in the table and the others 
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import gc
+import importlib.util
 import json
-import logging
 import os
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
+from common import (
+    QWEN25_VL_7B_TEXT,
+    QWEN25_VL_7B_VISION,
+    ROOT,
+    TINY_TEXT,
+    TINY_VISION,
+    Table,
+    arguments,
+    build_checkpoint,
+    guarded,
+    logger,
+    noise_images,
+    workdir,
+)
 from transformers import TrainerCallback
 
-ROOT = Path(__file__).resolve().parents[1]
-logger = logging.getLogger("bench.gpu_check")
-
-# Qwen2.5-VL-7B-Instruct's config.json (architecture values; token ids come from the tokenizer)
-QWEN25_VL_7B_TEXT = {
-    "hidden_size": 3584,
-    "intermediate_size": 18944,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 28,
-    "num_key_value_heads": 4,
-    "vocab_size": 152064,
-    "max_position_embeddings": 128000,
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "sliding_window": 32768,
-    "use_sliding_window": False,
-    "max_window_layers": 28,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
-}
-QWEN25_VL_7B_VISION = {
-    "depth": 32,
-    "hidden_size": 1280,
-    "intermediate_size": 3420,
-    "num_heads": 16,
-    "in_chans": 3,
-    "out_hidden_size": 3584,
-    "patch_size": 14,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "window_size": 112,
-    "fullatt_block_indexes": [7, 15, 23, 31],
-    "tokens_per_second": 2,
-    "hidden_act": "silu",
-}
 # the smaller config for full fine-tuning under ZeRO-3: Qwen2.5-0.5B's language model, an 8-block ViT
 SMALL_TEXT = {
     **QWEN25_VL_7B_TEXT,
-    "hidden_size": 896,
-    "intermediate_size": 4864,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
-    "vocab_size": 151936,
-    "max_window_layers": 24,
+    **{"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14},
+    **{"num_key_value_heads": 2, "vocab_size": 151936, "max_window_layers": 24},
     "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [8, 12, 12]},  # head_dim 64
 }
 SMALL_VISION = {**QWEN25_VL_7B_VISION, "depth": 8, "out_hidden_size": 896, "fullatt_block_indexes": [3, 7]}
-# the dry run: a tiny config of the same architecture
-TINY_TEXT = {
-    **QWEN25_VL_7B_TEXT,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1024,
-    "max_window_layers": 2,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [2, 3, 3]},
-}
-TINY_VISION = {
-    **QWEN25_VL_7B_VISION,
-    "depth": 2,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_heads": 2,
-    "out_hidden_size": 64,
-    "window_size": 56,
-    "fullatt_block_indexes": [1],
-}
-
 H200_BF16_PEAK_TFLOPS = 790.0  # dense bf16 matmul measured on this workplace's H200 (KINDS.md); datasheet ~990
 WORDS = ("excellent", "good", "fair", "poor", "bad")
 DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
-
-
-class Table:
-    """Rows of (section, metric, value), printed once at the end."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, str, str]] = []
-
-    def add(self, section: str, metric: str, value: Any) -> None:
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        self.rows.append((section, metric, text))
-        logger.info("%s | %s | %s", section, metric, text)
-
-    def render(self) -> str:
-        w0 = max([len(r[0]) for r in self.rows] + [7])
-        w1 = max([len(r[1]) for r in self.rows] + [6])
-        lines = [f"{'section':<{w0}}  {'metric':<{w1}}  value", f"{'-' * w0}  {'-' * w1}  -----"]
-        lines += [f"{s:<{w0}}  {m:<{w1}}  {v}" for s, m, v in self.rows]
-        return "\n".join(lines)
-
-    def finish(self, out: str | None, name: str) -> Table:
-        """Print the whole table; with ``out``, also write its rows to ``out/name``."""
-        print("\n" + self.render(), flush=True)
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            (Path(out) / name).write_text(json.dumps(self.rows, indent=1))
-        return self
-
-
-DEADLINE = [float("inf")]  # perf_counter time after which no new section starts (--budget-s)
-
-
-def guarded(table: Table, section: str, fn: Callable[[], None]) -> None:
-    """Run one section; a failure becomes a table row, never the end of the check."""
-    if time.perf_counter() > DEADLINE[0]:
-        table.add(section, "skipped", "the --budget-s time was used up before it")
-        return
-    logger.info("== %s", section)
-    t0 = time.perf_counter()
-    try:
-        fn()
-    except Exception as err:  # noqa: BLE001 - every section must be reported, whatever breaks
-        logger.error("%s failed:\n%s", section, traceback.format_exc())
-        table.add(section, "FAILED", f"{type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''}")
-    finally:
-        table.add(section, "section seconds", round(time.perf_counter() - t0, 1))
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
 
 
 def sync() -> None:
@@ -166,51 +62,8 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, device: torch.device, seed: int = 0) -> Path:
-    """A random-weight Qwen2.5-VL checkpoint directory from config values, with the offline tokenizer."""
-    from transformers import AutoModelForImageTextToText, Qwen2_5_VLConfig
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-
-    from reward.testing import CHAT_TEMPLATE, make_tokenizer
-
-    tok = make_tokenizer()
-    ids = {
-        k: tok.convert_tokens_to_ids(t)
-        for k, t in (
-            ("image_token_id", "<|image_pad|>"),
-            ("video_token_id", "<|video_pad|>"),
-            ("vision_start_token_id", "<|vision_start|>"),
-            ("vision_end_token_id", "<|vision_end|>"),
-        )
-    }
-    text = {
-        **text,
-        "pad_token_id": tok.pad_token_id,
-        "eos_token_id": tok.eos_token_id,
-        "bos_token_id": tok.convert_tokens_to_ids("<|endoftext|>"),
-    }
-    config = Qwen2_5_VLConfig(text_config=text, vision_config=dict(vision), **ids)
-    torch.manual_seed(seed)
-    with device:
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
-    n_params = sum(p.numel() for p in model.parameters())
-    logger.info("built %.2fB parameters on %s; saving to %s", n_params / 1e9, device, out)
-    model.save_pretrained(out, max_shard_size="5GB")
-    del model
-    tok.save_pretrained(out)
-    Qwen2VLImageProcessorPil(min_pixels=pixels, max_pixels=pixels, patch_size=14).save_pretrained(out)
-    (out / "processor_config.json").write_text(json.dumps({"processor_class": "Qwen2_5_VLProcessor"}))
-    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
-    return out
-
-
-def images(n: int, side: int, seed: int = 0, mixed: bool = False) -> list[list[Image.Image]]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        w = side - (28 * (i % 3) if mixed else 0)
-        out.append([Image.fromarray(rng.integers(0, 256, (side, max(w, 28), 3), dtype=np.uint8))])
-    return out
+def images(n: int, side: int, seed: int = 0, mixed: bool = False) -> list[list[Any]]:
+    return [[im] for im in noise_images(n, side, seed, mixed)]
 
 
 def timed(fn: Callable[[], Any], repeats: int = 2) -> tuple[float, Any]:
@@ -245,19 +98,10 @@ def expected(logp: torch.Tensor) -> torch.Tensor:
     return expected_value(logp, torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0]))
 
 
-def scoring_sections(
-    table: Table,
-    ckpt: Path,
-    side: int,
-    n_images: int,
-    peak: float | None,
-    batches: tuple[int, ...],
-    workers: int,
-    small: bool = False,
-) -> None:
+def scoring_sections(table: Table, ckpt: Path, side: int, peak: float | None, dry: bool) -> None:
     """The scoring measurements: the profile before and after, images/s per batch size against the unoptimised path,
-    % of peak, memory, prefix reuse and the score differences the faster path makes (``small``: fewer images and
-    repeats, for the CPU dry run)."""
+    % of peak, memory, prefix reuse and the score differences the faster path makes (``dry``: fewer images, batches
+    and repeats, for the CPU dry run)."""
     from reward.eval.parallel import score_images
     from reward.rewards.qbench import QBenchConfig, QBenchReward
     from reward.vlm import OptionQuery, load_vlm
@@ -266,15 +110,14 @@ def scoring_sections(
     from reward.vlm.profile import profile_scoring
 
     cuda = torch.cuda.is_available()
+    n_images, batches, workers = (16, (4, 8, 16), 2) if dry else (128, (16, 32, 64, 128), 8)
+    repeats, n_prefix, n_mixed = (1, 4, 6) if dry else (2, 16, 16)
     vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map={"": 0} if cuda else None)
     old, fast = ScoringSpeed.unoptimised(), ScoringSpeed()
     q_one = [OptionQuery("Rate the quality of the image.", WORDS, "The quality of the image is")]
+    aesthetic = "the spatial aesthetic {} quality level of this image"
     q_dims = [
-        OptionQuery(
-            f"Please evaluate the spatial aesthetic {d} quality level of this image.",
-            WORDS,
-            f"The spatial aesthetic {d} quality level of this image is",
-        )
+        OptionQuery(f"Please evaluate {aesthetic.format(d)}.", WORDS, aesthetic.format(d).capitalize() + " is")
         for d in DIMENSIONS
     ]
     imgs = images(n_images, side)
@@ -291,25 +134,22 @@ def scoring_sections(
     reward = QBenchReward(QBenchConfig(model="unused"), vlm=vlm)
     items = [(f"img{i}", g[0], i + 1) for i, g in enumerate(imgs)]
     best: dict[str, Any] = {"batch": batches[0], "rate": 0.0}
-    repeats, n_prefix, n_mixed = (1, 4, 6) if small else (2, 16, 16)
 
     def use(speed: ScoringSpeed, batch: int) -> None:
         vlm.speed, vlm.batch_size = speed, batch
 
+    n_prof = min(n_images, 64)
+
     def add_profile(section: str, prof: Any) -> None:
         for part, seconds in prof.parts():
             table.add(section, f"{part} (s, share)", f"{seconds:.3f}, {seconds / prof.total:.1%}")
-        table.add(
-            section, "total (s) / images/s while profiled", f"{prof.total:.3f} / {prof_images[0] / prof.total:.1f}"
-        )
+        table.add(section, "total (s) / images/s while profiled", f"{prof.total:.3f} / {n_prof / prof.total:.1f}")
         pad = prof.padding_share()
         table.add(section, "padding share of the tokens", "n/a" if pad is None else f"{pad:.1%}")
 
-    prof_images = [min(n_images, 64)]
-
     def profile_before() -> None:
         use(old, 16)
-        loop = items[: prof_images[0]]
+        loop = items[:n_prof]
         score_images(reward, loop[:16], batch_size=16, num_workers=0, prepare_in_workers=False)  # warm-up
         with profile_scoring(vlm.model) as prof:
             score_images(reward, loop, batch_size=16, num_workers=workers, prepare_in_workers=False)
@@ -352,7 +192,7 @@ def scoring_sections(
     def profile_after() -> None:
         use(fast, best["batch"])
         with profile_scoring(vlm.model) as prof:
-            vlm.option_logprobs(imgs[: prof_images[0]], q_one)
+            vlm.option_logprobs(imgs[:n_prof], q_one)
         add_profile(f"profile after (fast path, batch {best['batch']})", prof)
 
     def prefix_reuse() -> None:
@@ -406,23 +246,25 @@ class _StepTimer(TrainerCallback):
 
     def __init__(self) -> None:
         self.times: list[float] = []
-        self._t0 = 0.0
 
     def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
         sync()
-        self._t0 = time.perf_counter()
+        self.times.append(-time.perf_counter())
 
     def on_step_end(self, *args: Any, **kwargs: Any) -> None:
         sync()
-        self.times.append(time.perf_counter() - self._t0)
+        self.times[-1] += time.perf_counter()
 
 
 def sft_lora(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size: int) -> None:
     from training.commands.sft import run as run_sft
 
+    name = "SFT LoRA (7B config)"
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     timer = _StepTimer()
+    trainer = {"max_steps": steps, "per_device_train_batch_size": batch, "gradient_accumulation_steps": 1}
+    trainer |= {"learning_rate": 1e-4, "logging_steps": 1, "save_steps": 10_000, "save_strategy": "no"}
     cfg = {
         "output_dir": str(work / "sft-lora"),
         "merge_lora": False,
@@ -430,123 +272,69 @@ def sft_lora(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size:
         "lora": {"enabled": True, "r": 16},
         "prompt": {"type": 1, "dimensions": list(DIMENSIONS)},
         "data": {"train": "synthetic", "synthetic_size": size},
-        "trainer": {
-            "max_steps": steps,
-            "per_device_train_batch_size": batch,
-            "gradient_accumulation_steps": 1,
-            "learning_rate": 1e-4,
-            "logging_steps": 1,
-            "save_steps": 10_000,
-            "save_strategy": "no",
-            "report_to": "none",
-        },
+        "trainer": {**trainer, "report_to": "none"},
     }
     result = run_sft(cfg, callbacks=[timer])
-    table.add("SFT LoRA (7B config)", "steps done", result.get("global_step"))
-    table.add("SFT LoRA (7B config)", "mean train loss", float(result.get("train_loss", float("nan"))))
+    table.add(name, "steps done", result.get("global_step"))
+    table.add(name, "mean train loss", float(result.get("train_loss", float("nan"))))
     if len(timer.times) > 1:
-        table.add("SFT LoRA (7B config)", f"s/step (batch {batch}, after the first)", float(np.mean(timer.times[1:])))
+        table.add(name, f"s/step (batch {batch}, after the first)", float(np.mean(timer.times[1:])))
     if torch.cuda.is_available():
-        table.add("SFT LoRA (7B config)", "peak GPU memory (GiB)", torch.cuda.max_memory_allocated() / 2**30)
-    adapter = Path(result["scorer"]) / "adapter_model.safetensors"
-    table.add("SFT LoRA (7B config)", "adapter written", adapter.is_file())
+        table.add(name, "peak GPU memory (GiB)", torch.cuda.max_memory_allocated() / 2**30)
+    table.add(name, "adapter written", (Path(result["scorer"]) / "adapter_model.safetensors").is_file())
 
 
-ZERO3 = """\
-compute_environment: LOCAL_MACHINE
-distributed_type: DEEPSPEED
-deepspeed_config:
-  zero_stage: 3
-  offload_optimizer_device: none
-  offload_param_device: none
-  gradient_accumulation_steps: 1
-  zero3_init_flag: false
-  zero3_save_16bit_model: true
-mixed_precision: '{mp}'
-num_machines: 1
-num_processes: 1
-machine_rank: 0
-use_cpu: false
-"""
+def _tensors(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}
 
 
 def sft_zero3(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size: int, bf16: bool) -> None:
-    import importlib.util
-
-    from safetensors.torch import load_file
-
+    """Full fine-tuning under ``accelerate launch --use_deepspeed --zero_stage 3`` (one process): the scorer written
+    with every tensor's full shape, changed by training, loaded back by ``reward=sa-iqa``."""
+    name = "SFT full ZeRO-3 (small)"
     if importlib.util.find_spec("deepspeed") is None:
-        table.add("SFT full ZeRO-3 (small)", "skipped", "deepspeed not installed (carry its wheel)")
+        table.add(name, "skipped", "deepspeed not installed (carry its wheel)")
         return
-    (work / "zero3.yaml").write_text(ZERO3.format(mp="bf16" if bf16 else "no"))
     out = work / "sft-zero3"
     cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(work / "zero3.yaml"),
+        *(sys.executable, "-m", "accelerate.commands.launch", "--use_deepspeed", "--zero_stage", "3"),
+        *("--num_processes", "1", "--mixed_precision", "bf16" if bf16 else "no", "--zero3_save_16bit_model", "true"),
+        *("--zero3_init_flag", "false", "--gradient_accumulation_steps", "1"),
         str(ROOT / "training/sft.py"),
-        f"model.path={ckpt}",
-        "data.train=synthetic",
-        f"data.synthetic_size={size}",
-        f"out={out}",
-        f"trainer.max_steps={steps}",
-        "+trainer.save_strategy=no",
-        f"trainer.per_device_train_batch_size={batch}",
-        "trainer.gradient_accumulation_steps=1",
-        "trainer.learning_rate=1e-4",
-        "trainer.logging_steps=1",
+        *(f"model.path={ckpt}", "data.train=synthetic", f"data.synthetic_size={size}", f"out={out}"),
+        *(f"trainer.max_steps={steps}", "+trainer.save_strategy=no", f"trainer.per_device_train_batch_size={batch}"),
+        *("trainer.gradient_accumulation_steps=1", "trainer.learning_rate=1e-4", "trainer.logging_steps=1"),
         "prompt.type=1",
     ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work, env={**os.environ, "DS_BUILD_OPS": "0"})
-    table.add("SFT full ZeRO-3 (small)", "launch + steps + save seconds", time.perf_counter() - t0)
+    table.add(name, "launch + steps + save seconds", time.perf_counter() - t0)
     if proc.returncode != 0:
         logger.error("ZeRO-3 run failed:\n%s", proc.stderr[-4000:])
         lines = [ln for ln in proc.stderr.splitlines() if "Error" in ln or "Could not" in ln] or [""]
         raise RuntimeError(f"accelerate launch exited {proc.returncode}: {lines[0][:150]}")
     result = json.loads((out / "sft_result.json").read_text())
+    table.add(name, "steps done / mean loss", f"{result['global_step']} / {result['train_loss']:.4f}")
+    trained, initial = _tensors(out / "scorer"), _tensors(ckpt)
+    full = [k for k in initial if k in trained and trained[k].shape == initial[k].shape]
+    table.add(name, "scorer tensors with full shapes", f"{len(full)}/{len(initial)}")
     table.add(
-        "SFT full ZeRO-3 (small)", "steps done / mean loss", f"{result['global_step']} / {result['train_loss']:.4f}"
+        name, "tensors changed by training", sum(not torch.equal(trained[k].float(), initial[k].float()) for k in full)
     )
-    scorer = out / "scorer"
-    trained = {}
-    for f in sorted(scorer.glob("*.safetensors")):
-        trained.update(load_file(f))
-    initial = {}
-    for f in sorted(ckpt.glob("*.safetensors")):
-        initial.update(load_file(f))
-    empty = [k for k in initial if k not in trained or trained[k].shape != initial[k].shape]
-    table.add(
-        "SFT full ZeRO-3 (small)", "scorer tensors with full shapes", f"{len(initial) - len(empty)}/{len(initial)}"
-    )
-    changed = sum(not torch.equal(trained[k].float(), initial[k].float()) for k in initial if k in trained)
-    table.add("SFT full ZeRO-3 (small)", "tensors changed by training", changed)
     from reward.rewards.sa_iqa import build
 
-    reward = build({"path": str(scorer), "batch_size": 4, "dtype": "bfloat16" if bf16 else "float32"})
-    scores = reward.score([g[0] for g in images(2, 112)]).scores
-    table.add("SFT full ZeRO-3 (small)", "reward=sa-iqa loads it; scores", [round(float(s), 3) for s in scores])
+    reward = build({"model": str(out / "scorer"), "batch_size": 4, "dtype": "bfloat16" if bf16 else "float32"})
+    scores = reward.score(noise_images(2, 112)).scores
+    table.add(name, "reward=sa-iqa loads it; scores", [round(float(s), 3) for s in scores])
 
 
 def main(argv: list[str] | None = None) -> Table:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dry-run", action="store_true", help="tiny config on the CPU (checks the script)")
-    parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for gpu_check.json")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: scoring,lora,zero3")
-    parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--budget-s", type=float, default=420.0, help="start no section after this many seconds")
-    args = parser.parse_args(argv)
-    DEADLINE[0] = time.perf_counter() + args.budget_s
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout, force=True
-    )
-    for name in ("transformers", "accelerate", "deepspeed", "datasets", "httpx"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    skip = {"help": "comma-separated sections to skip: scoring,lora,zero3", "default": ""}
+    budget = {"type": float, "default": 420.0, "help": "start no section after this many seconds"}
+    args = arguments(__doc__, argv, gpu=True, skip=skip, budget_s=budget)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    if args.dry_run:  # before CUDA is first asked about: this process, the trainer and the launch stay on the CPU
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     table = Table()
@@ -556,28 +344,19 @@ def main(argv: list[str] | None = None) -> Table:
     table.add("setup", "device", gpu)
     table.add("setup", "torch / transformers", f"{torch.__version__} / {transformers.__version__}")
     peak = H200_BF16_PEAK_TFLOPS if cuda and "H200" in gpu else None
-    text, vision = (TINY_TEXT, TINY_VISION) if args.dry_run else (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION)
-    side = 112 if args.dry_run else 448  # 448 px: 256 visual tokens per image
-    n_images = 16 if args.dry_run else 128
-    batches = (4, 8, 16) if args.dry_run else (16, 32, 64, 128)
-    workers = 2 if args.dry_run else 8
-    ctx = tempfile.TemporaryDirectory(prefix="gpu_check_") if args.work is None else contextlib.nullcontext(args.work)
-    with ctx as work_dir:
-        work = Path(work_dir)
-        work.mkdir(parents=True, exist_ok=True)
+    dry = args.dry_run
+    text, vision = (TINY_TEXT, TINY_VISION) if dry else (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION)
+    side = 112 if dry else 448  # 448 px: 256 visual tokens per image
+    with workdir(args.work, "gpu_check_") as work:
         big = work / "qwen2.5-vl-7b-random"
         guarded(table, "build 7B-class model", lambda: build_checkpoint(big, text, vision, side * side, device))
         if "scoring" not in skip:
-            guarded(
-                table,
-                "scoring",
-                lambda: scoring_sections(table, big, side, n_images, peak, batches, workers, small=args.dry_run),
-            )
+            guarded(table, "scoring", lambda: scoring_sections(table, big, side, peak, dry))
         if "lora" not in skip:
             guarded(table, "SFT LoRA (7B config)", lambda: sft_lora(table, big, work, 4 if cuda else 2, 4, side))
         if "zero3" not in skip:
             small = work / "qwen2.5-vl-small-random"
-            small_text, small_vision = (TINY_TEXT, TINY_VISION) if args.dry_run else (SMALL_TEXT, SMALL_VISION)
+            small_text, small_vision = (TINY_TEXT, TINY_VISION) if dry else (SMALL_TEXT, SMALL_VISION)
 
             def zero3() -> None:
                 build_checkpoint(small, small_text, small_vision, side * side, device, seed=1)

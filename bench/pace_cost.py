@@ -12,26 +12,19 @@ group thanks to prefix reuse, plus every suffix): what the ratio would be if cos
 
 from __future__ import annotations
 
-import argparse
-import logging
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from common import QUICK, arguments, best_times, logger, markdown, noise_images, speed_models
 from PIL import Image
 
 from pace_judge.backends import LocalBackend
 from pace_judge.config import PaceConfig
 from pace_judge.pace import PaceReward
-from pace_judge.protocol import Option, Probe, save_protocol
-from pace_judge.testing import example_protocol, write_example_protocol
+from pace_judge.protocol import Anchor, Option, Probe, Protocol, SubDimension, save_protocol
 from reward.rewards.qbench import QBenchConfig, QBenchReward
-from reward.testing import make_tiny_vlm
-from reward.vlm import load_vlm
-
-logger = logging.getLogger("bench.pace_cost")
 
 PROBES = [
     ("Are object edges crisp?", True),
@@ -43,15 +36,21 @@ PROBES = [
 
 
 def write_protocol(folder: Path, n_probes: int) -> Path:
-    """A calibrated protocol with ``n_probes`` Yes/Somewhat/No probes (two with zoom)."""
-    path = write_example_protocol(folder)  # anchors
-    protocol = example_protocol()
-    from pace_judge.protocol import load_protocol
-
-    protocol.anchors = load_protocol(path).anchors
-    opts = (Option("Yes", 5.0), Option("Somewhat", 3.0), Option("No", 1.0))
-    protocol.probes = [Probe(q, opts, 1.0, "edge crispness", zoom) for q, zoom in PROBES[:n_probes]]
-    return save_protocol(protocol, path)
+    """A calibrated protocol with ``n_probes`` Yes/Somewhat/No probes (two with zoom): a smooth high anchor image,
+    a noisy low one."""
+    (folder / "anchors").mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.linspace(0, 255, 64 * 64 * 3).reshape(64, 64, 3).astype(np.uint8)).save(
+        folder / "anchors/high.png"
+    )
+    noise_images(1, 64)[0].save(folder / "anchors/low.png")
+    options = (Option("Yes", 5.0), Option("Somewhat", 3.0), Option("No", 1.0))
+    protocol = Protocol(
+        dimension="sharpness",
+        probes=[Probe(q, options, 1.0, "edge crispness", zoom) for q, zoom in PROBES[:n_probes]],
+        sub_dimensions=[SubDimension("edge crispness", "object edges are crisp, not smeared")],
+        anchors={"high": Anchor("anchors/high.png", 4.6), "low": Anchor("anchors/low.png", 1.4)},
+    )
+    return save_protocol(protocol, folder / "protocol.json")
 
 
 def tokens(vlm, images: list[Image.Image], text: str) -> int:
@@ -77,74 +76,46 @@ def token_ideal(vlm, pace: PaceReward, qbench: QBenchReward, image: Image.Image,
     return (track1 + track2) / tokens(vlm, [image], q_text)
 
 
-def run(vlm, size: int, n_images: int, n_probes: int, repeats: int, folder: Path) -> list[dict[str, float]]:
-    rng = np.random.default_rng(0)
-    images = [Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)) for _ in range(n_images)]
+def run(vlm, size: int, n_images: int, n_probes: int, repeats: int, folder: Path) -> list[list[str]]:
+    """Per crops setting: PACE's and Q-Bench's best seconds per image, their ratio and the token-count ideal."""
+    images = noise_images(n_images, size)
     protocol = write_protocol(folder, n_probes)
     qbench = QBenchReward(QBenchConfig(model="in-memory"), vlm=vlm)
     rows = []
     for crops in (True, False):
-        pace = PaceReward(
-            PaceConfig(model="in-memory", protocol=str(protocol), crops={"enabled": crops}), backend=LocalBackend(vlm)
-        )
+        config = PaceConfig(model="in-memory", protocol=str(protocol), crops={"enabled": crops})
+        pace = PaceReward(config, backend=LocalBackend(vlm))
         pace.score(images), qbench.score(images)  # warm-up
-        best = [float("inf"), float("inf")]
-        for _ in range(repeats):
-            for i, reward in enumerate((pace, qbench)):
-                t0 = time.perf_counter()
-                reward.score(images)
-                best[i] = min(best[i], time.perf_counter() - t0)
+        (t_pace, _, _), (t_qbench, _, _) = best_times([lambda r=r: r.score(images) for r in (pace, qbench)], repeats)
         ideal = token_ideal(vlm, pace, qbench, images[0], n_images)
-        rows.append(
-            {
-                "crops": crops,
-                "pace_s": best[0] / n_images,
-                "qbench_s": best[1] / n_images,
-                "ratio": best[0] / best[1],
-                "ideal": ideal,
-            }
-        )
+        cells = [
+            f"{t_pace / n_images:.4f}",
+            f"{t_qbench / n_images:.4f}",
+            f"{t_pace / t_qbench:.2f}x",
+            f"{ideal:.2f}x",
+        ]
+        rows.append(["2x2" if crops else "off", *cells])
     return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny model only")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--images", type=int, default=8, help="images per call")
-    parser.add_argument("--probes", type=int, default=5, help="probes in the protocol (two of them zoom)")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = arguments(
+        __doc__,
+        quick=QUICK,
+        repeats={"type": int, "default": 3},
+        images={"type": int, "default": 8, "help": "images per call"},
+        probes={"type": int, "default": 5, "help": "probes in the protocol (two of them zoom)"},
+    )
     torch.manual_seed(0)
-    configs = [("tiny (hidden 64, 2 layers, 56 px)", {}, 56)]
-    if not args.quick:
-        configs.append(
-            (
-                "large (hidden 512, 8 layers, ViT 4x256, 448 px)",
-                {"hidden": 512, "layers": 8, "vision_embed": 256, "vision_depth": 4, "image_pixels": 448 * 448},
-                448,
-            )
-        )
-    results = []
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, kwargs, size in configs:
-            vlm = load_vlm(make_tiny_vlm(Path(tmp) / label.split()[0], **kwargs), batch_size=64)
-            for r in run(vlm, size, args.images, args.probes, args.repeats, Path(tmp) / f"p-{label.split()[0]}"):
-                results.append((label, r))
+        for i, (label, vlm, size) in enumerate(speed_models(Path(tmp), args.quick)):
+            for r in run(vlm, size, args.images, args.probes, args.repeats, Path(tmp) / f"p{i}"):
+                rows.append([label, *r])
     logger.info(
         "PACE fast path (%d probes + Track 2) vs one Q-Bench query, %d images per call", args.probes, args.images
     )
-    logger.info("%-48s %6s %11s %11s %7s %13s", "model", "crops", "PACE s/img", "QB s/img", "ratio", "token ideal")
-    for label, r in results:
-        logger.info(
-            "%-48s %6s %11.4f %11.4f %6.2fx %12.2fx",
-            label,
-            "2x2" if r["crops"] else "off",
-            r["pace_s"],
-            r["qbench_s"],
-            r["ratio"],
-            r["ideal"],
-        )
+    logger.info(markdown(["model", "crops", "PACE s/img", "QB s/img", "ratio", "token ideal"], rows))
     logger.info("paper (A100, Qwen2.5-VL-7B): 0.67 s vs 0.12 s per image = 5.6x")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -28,11 +27,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from common import ROOT, Table, arguments, logger, workdir
 from transformers import TrainerCallback
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-logger = logging.getLogger("bench.real_photos_gpu")
 
 GOAL = 0.6  # held-out SRCC per distortion type
 BRISQUE_REFERENCE = ROOT / "bench" / "brisque_heldout.json"
@@ -91,22 +87,18 @@ class TimeBudget(TrainerCallback):
     """Stop training once ``seconds`` of wall time have passed since the first step."""
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.start: float | None = None
-        self.stopped_at: int | None = None
+        self.seconds, self.start = seconds, 0.0
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.start is None:
-            self.start = time.perf_counter()
+        self.start = self.start or time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.start is not None and time.perf_counter() - self.start > self.seconds:
+        if self.elapsed > self.seconds:
             control.should_training_stop = True
-            self.stopped_at = state.global_step
 
     @property
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start if self.start is not None else 0.0
+        return time.perf_counter() - self.start if self.start else 0.0
 
 
 def image_digest(image: Any) -> str:
@@ -171,18 +163,9 @@ def write_brisque_reference(path: Path) -> None:
 def reload_on_cpu(scorer: Path, manifest: Path, out: Path) -> dict[str, Any]:
     """``reward/evaluate.py reward=sa-iqa`` on the CPU (no GPU visible) with the trained scorer; its metrics."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(sys.path)}
-    cmd = [
-        sys.executable,
-        str(ROOT / "reward/evaluate.py"),
-        "reward=sa-iqa",
-        f"reward.model={scorer}",
-        "reward.device=cpu",
-        "reward.dtype=float32",
-        f"data={manifest}",
-        f"out={out}",
-        "batch_size=64",
-        "num_workers=2",
-    ]
+    cmd = [sys.executable, str(ROOT / "reward/evaluate.py"), "reward=sa-iqa", f"reward.model={scorer}"]
+    cmd += ["reward.device=cpu", "reward.dtype=float32", f"data={manifest}", f"out={out}", "batch_size=64"]
+    cmd.append("num_workers=2")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"reward/evaluate.py on the CPU exited {proc.returncode}: {proc.stderr[-800:]}")
@@ -207,9 +190,7 @@ def plot_curve(curve: list[dict[str, Any]], brisque: dict[str, float], path: Pat
     fig.savefig(path, dpi=100, bbox_inches="tight")
 
 
-def run(args: argparse.Namespace, work: Path) -> list[tuple[str, str, Any]]:
-    from hydra import initialize_config_dir
-
+def run(args: argparse.Namespace, work: Path) -> Table:
     from reward.core.cli import compose
     from reward.data import load_image
     from reward.data.files import read_records
@@ -218,8 +199,7 @@ def run(args: argparse.Namespace, work: Path) -> list[tuple[str, str, Any]]:
     from training.commands.sft import run as run_sft
     from training.scorer_format import scorer_metadata
 
-    rows_out: list[tuple[str, str, Any]] = []
-    section = "real photos"
+    table, section = Table(), "real photos"
     t0 = time.perf_counter()
     manifest = heldout_set(work, args.dry_run)
     rows = read_records(manifest)
@@ -228,69 +208,49 @@ def run(args: argparse.Namespace, work: Path) -> list[tuple[str, str, Any]]:
         brisque = brisque_per_type(rows, brisque_raw(rows, images))
     except RuntimeError as err:
         logger.error("%s", err)
-        rows_out.append((section, "BRISQUE", str(err)[:200]))
+        table.add(section, "BRISQUE", str(err)[:200])
         brisque = {}
     logger.info("held-out set: %d images; BRISQUE %s (%.1f s)", len(rows), brisque, time.perf_counter() - t0)
     model = make_tiny_vlm(work / "model", preset="small")
     meta = scorer_metadata(["quality"], prompt_type=1, definitions={})
     curve = HeldoutCurve(rows, images, meta, model, args.every)
     budget = TimeBudget(args.budget_s)
-    overrides = [
-        "+recipe=tiny-real-photos-gpu",
-        f"model.path={model}",
-        f"out={work / 'run'}",
-        f"data.test={manifest}",
-        "eval_batch_size=256",
-    ]
+    overrides = ["+recipe=tiny-real-photos-gpu", f"model.path={model}", f"out={work / 'run'}", f"data.test={manifest}"]
+    overrides.append("eval_batch_size=256")
     if args.dry_run:
-        overrides += [
-            "trainer.max_steps=4",
-            "trainer.per_device_train_batch_size=4",
-            "trainer.dataloader_num_workers=2",
-            "trainer.logging_steps=2",
-        ]
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("sft", overrides=overrides, schema=SftSettings)
+        overrides += ["trainer.max_steps=4", "trainer.per_device_train_batch_size=4"]
+        overrides += ["trainer.dataloader_num_workers=2", "trainer.logging_steps=2"]
+    cfg = compose("sft", overrides=overrides, schema=SftSettings)
     t_train = time.perf_counter()
     result = run_sft(cfg, callbacks=[curve, budget])
     wall = time.perf_counter() - t_train
     steps = int(result["global_step"])
     batch = int(cfg.trainer.per_device_train_batch_size)
-    if not curve.curve or curve.curve[-1]["step"] != steps:
-        curve.curve.append({"step": steps, **_final(work / "run", rows)})
     final = per_type_srcc(rows, _scores(work / "run"))
-    rows_out += [
-        (section, "steps done (batch)", f"{steps} ({batch})"),
-        (section, "training wall seconds (budget)", f"{budget.elapsed:.0f} ({args.budget_s:.0f})"),
-        (section, "examples/s", round(steps * batch / max(budget.elapsed, 1e-9), 1)),
-        (section, "SFT run incl. final evaluation, seconds", round(wall, 1)),
-        (section, "held-out images", len(rows)),
-    ]
+    if not curve.curve or curve.curve[-1]["step"] != steps:
+        curve.curve.append({"step": steps, **final})
+    table.add(section, "steps done (batch)", f"{steps} ({batch})")
+    table.add(section, "training wall seconds (budget)", f"{budget.elapsed:.0f} ({args.budget_s:.0f})")
+    table.add(section, "examples/s", f"{steps * batch / max(budget.elapsed, 1e-9):.1f}")
+    table.add(section, "SFT run incl. final evaluation, seconds", f"{wall:.1f}")
+    table.add(section, "held-out images", len(rows))
     for key in final:
-        rows_out.append(
-            (section, f"SRCC {key}: VLM / BRISQUE", f"{final[key]:.3f} / {brisque.get(key, float('nan')):.3f}")
-        )
+        table.add(section, f"SRCC {key}: VLM / BRISQUE", f"{final[key]:.3f} / {brisque.get(key, float('nan')):.3f}")
     per_type = {k: v for k, v in final.items() if k != "overall"}
     reached = all(v >= GOAL for v in per_type.values())
-    rows_out.append((section, f"every type >= {GOAL}", "yes" if reached else f"no (min {min(per_type.values()):.3f})"))
-    rows_out.append(
-        (section, "curve: step -> overall SRCC", ", ".join(f"{p['step']}: {p['overall']:.2f}" for p in curve.curve))
+    table.add(section, f"every type >= {GOAL}", "yes" if reached else f"no (min {min(per_type.values()):.3f})")
+    table.add(
+        section, "curve: step -> overall SRCC", ", ".join(f"{p['step']}: {p['overall']:.2f}" for p in curve.curve)
     )
     cpu = reload_on_cpu(Path(result["scorer"]), manifest, work / "cpu_eval")
-    gpu_srcc = result["metrics"]["quality"]["srcc"]
-    rows_out.append(
-        (
-            section,
-            "reloaded on CPU (reward=sa-iqa): SRCC / in the run",
-            f"{cpu['quality']['srcc']:.4f} / {gpu_srcc:.4f}",
-        )
-    )
+    srcc = f"{cpu['quality']['srcc']:.4f} / {result['metrics']['quality']['srcc']:.4f}"
+    table.add(section, "reloaded on CPU (reward=sa-iqa): SRCC / in the run", srcc)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plot_curve(curve.curve, brisque, out / "real_photos_curve.png")
-    payload = {"rows": rows_out, "curve": curve.curve, "final": final, "brisque": brisque, "cpu_metrics": cpu}
+    payload = {"rows": table.rows, "curve": curve.curve, "final": final, "brisque": brisque, "cpu_metrics": cpu}
     (out / "real_photos.json").write_text(json.dumps(payload, indent=1))
-    return rows_out
+    return table
 
 
 def _scores(run_dir: Path) -> dict[str, float]:
@@ -301,38 +261,21 @@ def _scores(run_dir: Path) -> dict[str, float]:
     }
 
 
-def _final(run_dir: Path, rows: list[dict[str, Any]]) -> dict[str, float]:
-    return per_type_srcc(rows, _scores(run_dir))
-
-
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default=os.environ.get("OUT", "real_photos_out"))
-    parser.add_argument("--dry-run", action="store_true", help="CPU, 4 steps of 4 (checks the script)")
-    parser.add_argument("--budget-s", type=float, default=210.0, help="training wall-clock budget")
-    parser.add_argument("--every", type=int, default=250, help="held-out SRCC every this many steps")
-    parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--write-brisque", default=None, help="only record BRISQUE of the held-out set to this file")
-    args = parser.parse_args(argv)
-    if args.dry_run:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        args.every = min(args.every, 2)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout, force=True
+    args = arguments(
+        __doc__,
+        argv,
+        gpu=True,
+        budget_s={"type": float, "default": 210.0, "help": "training wall-clock budget"},
+        every={"type": int, "default": 250, "help": "held-out SRCC every this many steps"},
+        write_brisque={"help": "only record BRISQUE of the held-out set to this file"},
     )
-    for name in ("transformers", "accelerate", "datasets", "httpx"):
-        logging.getLogger(name).setLevel(logging.WARNING)
     if args.write_brisque:
-        write_brisque_reference(Path(args.write_brisque))
-        return
-    if args.work:
-        Path(args.work).mkdir(parents=True, exist_ok=True)
-        rows = run(args, Path(args.work))
-    else:
-        with tempfile.TemporaryDirectory(prefix="real_photos_") as tmp:
-            rows = run(args, Path(tmp))
-    width = max(len(m) for _, m, _ in rows)
-    print("\n".join(f"{s}  {m:<{width}}  {v}" for s, m, v in rows), flush=True)
+        return write_brisque_reference(Path(args.write_brisque))
+    args.out = args.out or "real_photos_out"
+    args.every = min(args.every, 2) if args.dry_run else args.every
+    with workdir(args.work, "real_photos_") as work:
+        run(args, work).finish(None, "")
 
 
 if __name__ == "__main__":

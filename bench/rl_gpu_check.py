@@ -24,37 +24,32 @@ once (nothing does yet).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
-import logging
+import json
 import os
+import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.gpu_check import (  # noqa: E402 - the 7B config and the table live in the one GPU check
-    DEADLINE,
+from common import (
     QWEN25_VL_7B_TEXT,
     QWEN25_VL_7B_VISION,
+    ROOT,
     TINY_TEXT,
     TINY_VISION,
     Table,
+    arguments,
     build_checkpoint,
     guarded,
+    workdir,
 )
+from transformers import TrainerCallback
 
-logger = logging.getLogger("bench.rl_gpu_check")
 SECTIONS = (
     "rl grpo in-process reward",
     "rl grpo served reward",
@@ -122,44 +117,29 @@ def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path |
 
 
 def _params(path: Path) -> int:
-    import math
+    from safetensors.torch import load_file
 
-    from safetensors import safe_open
-
-    total = 0
-    for f in path.glob("*.safetensors"):
-        with safe_open(f, "pt") as handle:
-            total += sum(math.prod(handle.get_slice(k).get_shape()) for k in handle.keys())  # noqa: SIM118
-    return total
+    return sum(t.numel() for f in path.glob("*.safetensors") for t in load_file(f).values())
 
 
 def _overrides(p: Parts, out: Path) -> list[str]:
+    dry = p.dry_run
     return [
-        f"policy.path={p.policy}",
-        f"data={p.tasks}",
-        f"out={out}",
-        "generator=flux-fill",
-        f"generator.path={p.pipeline}",
-        f"generator.steps={2 if p.dry_run else 4}",
-        "generator.size_multiple=16",
-        f"generator.max_sequence_length={64 if p.dry_run else 128}",
-        f"trainer.max_steps={p.steps}",
+        *(f"policy.path={p.policy}", f"data={p.tasks}", f"out={out}", "generator=flux-fill"),
+        *(f"generator.path={p.pipeline}", f"generator.steps={2 if dry else 4}", "generator.size_multiple=16"),
+        *(f"generator.max_sequence_length={64 if dry else 128}", f"trainer.max_steps={p.steps}"),
         "trainer.num_generations=4",
         "trainer.per_device_train_batch_size=16",  # 4 prompts x 4 completions a step
-        "trainer.gradient_accumulation_steps=1",
-        f"trainer.max_completion_length={8 if p.dry_run else 48}",
+        *("trainer.gradient_accumulation_steps=1", f"trainer.max_completion_length={8 if dry else 48}"),
         "trainer.learning_rate=1e-6",  # the paper's: what pure-bf16 AdamW rounds away
         "trainer.save_steps=1000",
         f"eval.every={p.steps}",  # held-out before and after, collective
-        "eval_tasks=4",
-        "samples_per_step=2",
+        *("eval_tasks=4", "samples_per_step=2"),
     ]
 
 
 def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
     """One GRPO run; its rows: steps, precision, devices, step-time split, memory (+ the server's figures)."""
-    from hydra import initialize_config_dir
-
     from reward.core.cli import compose
     from reward.testing.openai_server import serve_openai
     from reward.vlm import load_vlm
@@ -183,8 +163,7 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
             torch.cuda.reset_peak_memory_stats()
         watch, logs = WeightWatch(), Logs()
         out = p.work / ("grpo-served" if served else "grpo-local")
-        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-            cfg = compose("grpo", overrides=[*_overrides(p, out), *reward], schema=GrpoSettings)
+        cfg = compose("grpo", overrides=[*_overrides(p, out), *reward], schema=GrpoSettings)
         start = time.perf_counter()
         result = run_grpo(cfg, callbacks=[watch, logs])
         table.add(name, "wall seconds (load + train + save)", round(time.perf_counter() - start, 1))
@@ -218,31 +197,17 @@ def zero3_section(table: Table, p: Parts, *, lora: bool) -> None:
     """GRPO with trl's default KL term (beta 0.04) under ``accelerate launch --use_deepspeed --zero_stage 3``, one
     process per GPU (one on the CPU): a reference model built inside ``zero.Init`` and sharded like the policy, or
     with LoRA the policy with its adapter disabled."""
-    import json
-    import subprocess
-
     name = SECTIONS[5] if lora else SECTIONS[4]
     out = p.work / ("grpo-zero3-lora" if lora else "grpo-zero3")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     cmd = [
         *(sys.executable, "-m", "accelerate.commands.launch", "--use_deepspeed", "--zero_stage", "3"),
         *("--num_processes", str(max(gpus, 1)), "--mixed_precision", "bf16" if gpus else "no"),
-        str(ROOT / "rl/grpo.py"),
-        f"policy.path={p.policy}",
-        f"data={p.tasks}",
-        f"out={out}",
-        "reward=scene-proxy",
-        "generator=procedural",
-        f"trainer.max_steps={p.steps}",
-        "trainer.num_generations=4",
-        "trainer.per_device_train_batch_size=8",
-        "trainer.gradient_accumulation_steps=1",
-        f"trainer.max_completion_length={8 if p.dry_run else 48}",
-        "trainer.learning_rate=1e-5",
-        "trainer.save_steps=1000",
-        "eval.every=0",
-        "stall_timeout_s=300",
-        *(["lora.enabled=true"] if lora else []),
+        *(str(ROOT / "rl/grpo.py"), f"policy.path={p.policy}", f"data={p.tasks}", f"out={out}", "reward=scene-proxy"),
+        *("generator=procedural", f"trainer.max_steps={p.steps}", "trainer.num_generations=4"),
+        *("trainer.per_device_train_batch_size=8", "trainer.gradient_accumulation_steps=1"),
+        *(f"trainer.max_completion_length={8 if p.dry_run else 48}", "trainer.learning_rate=1e-5"),
+        *("trainer.save_steps=1000", "eval.every=0", "stall_timeout_s=300", *(["lora.enabled=true"] if lora else [])),
     ]
     start = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -333,29 +298,17 @@ def rl_sections(
 
 
 def main(argv: list[str] | None = None) -> Table:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dry-run", action="store_true", help="tiny models on the CPU (checks the script)")
-    parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for rl_gpu_check.json")
-    parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--reward-model", default=None, help="a VLM checkpoint to score with (default: build one)")
-    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default 3; dry run 2)")
-    parser.add_argument("--budget-s", type=float, default=420.0, help="start no section after this many seconds")
-    args = parser.parse_args(argv)
-    DEADLINE[0] = time.perf_counter() + args.budget_s
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout, force=True
+    args = arguments(
+        __doc__,
+        argv,
+        gpu=True,
+        reward_model={"help": "a VLM checkpoint to score with (default: build one)"},
+        steps={"type": int, "help": "GRPO steps per run (default 3; dry run 2)"},
+        budget_s={"type": float, "default": 420.0, "help": "start no section after this many seconds"},
     )
-    for noisy in ("transformers", "accelerate", "datasets", "httpx", "httpx2", "diffusers", "uvicorn"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    if args.dry_run:  # before CUDA is first asked about
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     table = Table()
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (dry run)"
-    table.add("rl setup", "device", gpu)
-    scratch = tempfile.TemporaryDirectory(prefix="rl_gpu_check_") if args.work is None else None
-    with scratch or contextlib.nullcontext(args.work) as work_dir:
-        work = Path(work_dir)
-        work.mkdir(parents=True, exist_ok=True)
+    table.add("rl setup", "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (dry run)")
+    with workdir(args.work, "rl_gpu_check_") as work:
         reward = Path(args.reward_model) if args.reward_model else None
         rl_sections(table, dry_run=args.dry_run, work=work, reward_model=reward, steps=args.steps)
     return table.finish(args.out, "rl_gpu_check.json")

@@ -11,13 +11,16 @@ Ratios within one run only: these machines jitter up to 10x.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import tempfile
 import time
 from pathlib import Path
 
-from reward.testing import make_tiny_lm
+from common import arguments, logger
+
+from reward.core.cli import compose
+from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
+from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
 from rl.generators import build_generator
@@ -26,49 +29,34 @@ from training.procedural.synthetic import write_inpainting_tasks
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--generator", default="procedural", choices=["procedural", "sd15-inpaint"])
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    from hydra import initialize_config_dir
-
-    from reward.core.cli import compose
-
+    args = arguments(
+        __doc__,
+        steps={"type": int, "default": 20},
+        generator={"default": "procedural", "choices": ["procedural", "sd15-inpaint"]},
+    )
+    logging.getLogger().setLevel(logging.WARNING)  # the run's own lines; this script's stay
+    logger.setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         tasks = write_inpainting_tasks(root / "tasks", 24, size=64, mask_fraction=0.8)
         gen = ["generator=procedural"]
         if args.generator == "sd15-inpaint":
-            from reward.testing import make_tiny_inpaint_pipeline
-
             path = make_tiny_inpaint_pipeline(root / "sd15", "sd15-inpaint")
             gen = ["generator=sd15-inpaint", f"generator.path={path}", "generator.steps=4", "generator.dtype=float32"]
-        overrides = [
-            f"policy.path={make_tiny_lm(root / 'lm')}",
-            f"data={tasks}",
-            f"out={root / 'run'}",
-            "reward=scene-proxy",
-            *gen,
-            f"trainer.max_steps={args.steps}",
-            "trainer.num_generations=8",
-            "trainer.per_device_train_batch_size=16",
-            "trainer.gradient_accumulation_steps=1",
-            "trainer.max_completion_length=16",
-            "trainer.beta=0",
-            "eval.every=0",
-            f"trainer.save_steps={args.steps}",
-        ]
-        configs = Path(__file__).resolve().parents[1] / "configs"
-        with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
-            result = run_grpo(compose("grpo", overrides=overrides, schema=GrpoSettings))
-        shares = result["timing"]["shares"]
-        print(
-            f"GRPO {args.steps} steps ({args.generator}): policy sampling {100 * shares['policy_generation']:.1f}%, "
-            f"inpainting {100 * shares['inpainting']:.1f}%, reward {100 * shares['reward']:.1f}%, update and the "
-            f"rest {100 * shares['update_and_rest']:.1f}% of the step time"
+        overrides = [f"policy.path={make_tiny_lm(root / 'lm')}", f"data={tasks}", f"out={root / 'run'}"]
+        overrides += ["reward=scene-proxy", *gen, f"trainer.max_steps={args.steps}", "trainer.num_generations=8"]
+        overrides += ["trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1"]
+        overrides += ["trainer.max_completion_length=16", "trainer.beta=0", "eval.every=0"]
+        overrides.append(f"trainer.save_steps={args.steps}")
+        shares = run_grpo(compose("grpo", overrides, schema=GrpoSettings))["timing"]["shares"]
+        logger.info(
+            "GRPO %d steps (%s): policy sampling %.1f%%, inpainting %.1f%%, reward %.1f%%, update and the rest %.1f%% "
+            "of the step time",
+            *(args.steps, args.generator, 100 * shares["policy_generation"], 100 * shares["inpainting"]),
+            *(100 * shares["reward"], 100 * shares["update_and_rest"]),
         )
-        generator = build_generator(compose_generator(gen, configs))
+        bon = compose("best_of_n", [*gen, "data=x", "out=x", "reward=scene-proxy"], schema=BestOfNSettings)
+        generator = build_generator(bon.generator)
         items = load_tasks(tasks)[0][:8]
         images, masks, prompts = [t.image for t in items], [t.mask for t in items], [t.prompt for t in items]
         start = time.perf_counter()
@@ -78,19 +66,7 @@ def main() -> None:
         for i in range(len(items)):
             generator.inpaint([images[i]], [masks[i]], [prompts[i]], n=4, seed=0)
         single = time.perf_counter() - start
-        print(f"Best-of-4 on 8 tasks: one batched call is {single / batched:.2f}x faster than 8 one-task calls")
-
-
-def compose_generator(overrides: list[str], configs: Path):
-    from hydra import initialize_config_dir
-
-    from reward.core.cli import compose
-    from rl.commands.best_of_n import BestOfNSettings
-
-    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
-        return compose(
-            "best_of_n", [*overrides, "data=x", "out=x", "reward=scene-proxy"], schema=BestOfNSettings
-        ).generator
+        logger.info("Best-of-4 on 8 tasks: one batched call is %.2fx faster than 8 one-task calls", single / batched)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,12 @@ Every variant's scores are compared with the unoptimised ones (max |difference|,
 
 from __future__ import annotations
 
-import argparse
-import logging
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from common import LARGE, QUICK, arguments, best_times, logger, markdown
 from PIL import Image
 
 from reward.eval.parallel import score_images
@@ -37,8 +35,6 @@ from reward.rewards.qbench import QBenchConfig, QBenchReward
 from reward.testing import make_tiny_vlm
 from reward.vlm import load_vlm
 from reward.vlm.model import ScoringSpeed
-
-logger = logging.getLogger("bench.scoring_speed")
 
 VARIANTS = {
     "unoptimised": (ScoringSpeed.unoptimised(), False),
@@ -54,16 +50,16 @@ def write_images(folder: Path, n: int, side: int, seed: int = 0) -> list[tuple[s
     folder.mkdir(parents=True, exist_ok=True)
     items = []
     for i in range(n):
-        h = int(side * (0.5 + 0.5 * rng.random()))
-        w = int(side * (0.5 + 0.5 * rng.random()))
+        h, w = int(side * (0.5 + 0.5 * rng.random())), int(side * (0.5 + 0.5 * rng.random()))
         path = folder / f"{i:03d}.jpg"
         Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(path, quality=90)
         items.append((path.name, path, i + 1))
     return items
 
 
-def run_model(vlm, items, batch_size: int, repeats: int, workers: int) -> dict[str, dict[str, float]]:
-    """Each variant's best wall time and CPU time (this process's, all its threads) over ``repeats`` runs."""
+def run_model(vlm, items, batch_size: int, repeats: int, workers: int) -> list[list[str]]:
+    """Each variant's best images/s (wall) and images per CPU-second (this process, all its threads) over ``repeats``
+    runs, as ratios to the unoptimised path's, and its largest score difference from the unoptimised scores."""
     reward = QBenchReward(QBenchConfig(model="unused"), vlm=vlm)
 
     def once(name: str) -> dict[str, dict[str, float]]:
@@ -73,80 +69,53 @@ def run_model(vlm, items, batch_size: int, repeats: int, workers: int) -> dict[s
         ).scores
 
     reference = once("unoptimised")  # warm-up and the scores to compare with
-    wall = dict.fromkeys(VARIANTS, float("inf"))
-    cpu = dict.fromkeys(VARIANTS, float("inf"))
-    diffs = {}
-    for _ in range(repeats):
-        for name in VARIANTS:  # in turn, so that machine load hits all alike
-            w0, c0 = time.perf_counter(), time.process_time()
-            scores = once(name)
-            cpu[name] = min(cpu[name], time.process_time() - c0)
-            wall[name] = min(wall[name], time.perf_counter() - w0)
-            diffs[name] = max(abs(scores[k]["score"] - reference[k]["score"]) for k in reference)
+    times = best_times([lambda v=v: once(v) for v in VARIANTS], repeats)
     vlm.speed = ScoringSpeed()
-    n = len(items)
-    return {v: {"images_s": n / wall[v], "images_cpu_s": n / cpu[v], "max_diff": diffs[v]} for v in VARIANTS}
+    n, (base, base_cpu, _) = len(items), times[0]
+    rows = []
+    for name, (wall, cpu, scores) in zip(VARIANTS, times, strict=True):
+        diff = max(abs(scores[k]["score"] - reference[k]["score"]) for k in reference)
+        rows.append([name, f"{n / wall:.1f}", f"{base / wall:.2f}x", f"{n / cpu:.1f}", f"{base_cpu / cpu:.2f}x"])
+        rows[-1].append(f"{diff:.1e}")
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny model only")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--images", type=int, default=128, help="images for the tiny model (a third for the others)")
-    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (0: all in this process)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: CPU time is the work done)")
-    parser.add_argument("--batch", type=int, default=64, help="images per reward call (the model's batch is 16)")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = arguments(
+        __doc__,
+        quick=QUICK,
+        repeats={"type": int, "default": 5},
+        images={"type": int, "default": 128, "help": "images for the tiny model (a third for the others)"},
+        workers={"type": int, "default": 0, "help": "DataLoader workers (0: all in this process)"},
+        threads={"type": int, "default": 1, "help": "torch threads (1: CPU time is the work done)"},
+        batch={"type": int, "default": 64, "help": "images per reward call (the model's batch is 16)"},
+    )
     torch.set_num_threads(args.threads)
+    fewer = max(args.images // 3, 16)
     configs = [("tiny Qwen2-VL (hidden 64, 2 layers), <= 112 px", {"family": "qwen2_vl"}, 112, args.images)]
     if not args.quick:
         configs += [
-            (
-                "large Qwen2-VL (hidden 512, 8 layers, ViT 4x256), <= 448 px",
-                {"hidden": 512, "layers": 8, "vision_embed": 256, "vision_depth": 4},
-                448,
-                max(args.images // 3, 16),
-            ),
+            ("large Qwen2-VL (hidden 512, 8 layers, ViT 4x256), <= 448 px", LARGE, 448, fewer),
             (
                 "Qwen2.5-VL (hidden 64, windowed ViT 2x64), <= 448 px",
                 {"family": "qwen2_5_vl", "vision_embed": 64},
                 448,
-                max(args.images // 3, 16),
+                fewer,
             ),
         ]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, kwargs, side, n_images in configs:
-            path = make_tiny_vlm(Path(tmp) / f"model{len(rows)}", image_pixels=side * side, **kwargs)
+        for i, (label, kwargs, side, n_images) in enumerate(configs):
+            path = make_tiny_vlm(Path(tmp) / f"model{i}", image_pixels=side * side, **kwargs)
             vlm = load_vlm(path, min_pixels=28 * 28, max_pixels=side * side, batch_size=16)
-            items = write_images(Path(tmp) / f"img{len(rows)}", n_images, side)
-            n_params = sum(p.numel() for p in vlm.model.parameters())
-            result = run_model(vlm, items, args.batch, args.repeats, args.workers)
-            rows.append((f"{label}, {n_params / 1e6:.1f}M, {n_images} images", result))
+            items = write_images(Path(tmp) / f"img{i}", n_images, side)
+            label += f", {sum(p.numel() for p in vlm.model.parameters()) / 1e6:.1f}M, {n_images} images"
+            rows += [[label, *row] for row in run_model(vlm, items, args.batch, args.repeats, args.workers)]
     logger.info(
         "DataLoader workers: %d; torch threads: %d; %d images per reward call, 16 per forward pass; best of %d runs",
-        args.workers,
-        args.threads,
-        args.batch,
-        args.repeats,
+        *(args.workers, args.threads, args.batch, args.repeats),
     )
-    logger.info(
-        "%-78s %-15s %9s %7s %12s %7s %9s", "model", "variant", "images/s", "ratio", "img/CPU-s", "ratio", "max|diff|"
-    )
-    for label, result in rows:
-        base, base_cpu = result["unoptimised"]["images_s"], result["unoptimised"]["images_cpu_s"]
-        for name, r in result.items():
-            logger.info(
-                "%-78s %-15s %9.1f %6.2fx %12.1f %6.2fx %9.1e",
-                label,
-                name,
-                r["images_s"],
-                r["images_s"] / base,
-                r["images_cpu_s"],
-                r["images_cpu_s"] / base_cpu,
-                r["max_diff"],
-            )
+    logger.info(markdown(["model", "variant", "images/s", "ratio", "img/CPU-s", "ratio", "max abs diff"], rows))
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ def tiny_scorer_path(tiny_vlm_path: Path, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="session")
 def pace_protocol_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A calibrated PACE protocol (three probes, one with zoom) with its two anchor images."""
-    from pace_judge.testing import write_example_protocol
+    from pace_doubles import write_example_protocol
 
     return write_example_protocol(tmp_path_factory.mktemp("pace-protocol"))
 

@@ -1,5 +1,5 @@
 """The house plan holds: dependencies point one way, no two modules import each other, library code never imports
-``reward.testing``, and every package says what it is for."""
+the tiny-model builders (``reward.testing``), the demo or ``bench/``, and every package says what it is for."""
 
 from __future__ import annotations
 
@@ -75,8 +75,22 @@ def _imports(path: Path, name: str) -> set[str]:
 GRAPH = {name: _imports(path, name) for name, path in MODULES.items()}
 
 
-def _is_test_helper(name: str) -> bool:
-    return name.split(".")[-1] == "testing" or ".testing." in f"{name}."
+# what tests, the demo and bench/ use and no command does: the one helper package the wheel carries (the tiny-model
+# builders the README calls), and the scripts outside the packages (demo.py; bench/*.py, which import each other by
+# their bare names)
+HELPERS = "reward.testing"
+SCRIPTS = {"demo", "bench", *(p.stem for p in (ROOT / "bench").glob("*.py"))}
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """The first name of every absolute import in ``path`` (lazy imports too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def test_packages_import_only_downward():
@@ -84,7 +98,7 @@ def test_packages_import_only_downward():
     for name, targets in GRAPH.items():
         part = _part(name)
         for t in targets:
-            if not _within(t, part) and not any(_within(t, a) for a in ALLOWED[part]) and not _is_test_helper(name):
+            if not _within(t, part) and not any(_within(t, a) for a in ALLOWED[part]):
                 wrong.append(f"{name} imports {t}")
     assert not wrong, (
         "imports against the dependency rule (reward <- training, pace_judge, fusion <- rl; rl uses only "
@@ -114,14 +128,19 @@ def test_reward_names_no_package_above_it_even_as_an_import_path():
     assert path_like.match("pace_judge.pace:build") and path_like.match("rl.scene_proxy") and not path_like.match("rl")
 
 
-def test_library_code_never_imports_the_testing_builders():
+def test_library_code_never_imports_the_builders_the_demo_or_bench():
     wrong = [
-        f"{n} imports {t}"
-        for n, ts in GRAPH.items()
-        for t in ts
-        if t.startswith("reward.testing") and not _is_test_helper(n)
+        f"{n} imports {t}" for n, ts in GRAPH.items() for t in ts if _within(t, HELPERS) and not _within(n, HELPERS)
     ]
+    wrong += [f"{n} imports {t}" for n, p in MODULES.items() for t in sorted(_absolute_imports(p) & SCRIPTS)]
     assert not wrong, "\n".join(wrong)
+    assert {"demo", "common", "gpu_check"} <= SCRIPTS  # the names the scripts are imported by
+
+
+def test_the_packages_hold_no_demo_and_no_test_double_but_the_builders():
+    """Demo code lives in demo.py and test doubles with the tests: the wheel carries neither."""
+    extra = [n for n in MODULES if {"testing", "demo"} & set(n.split(".")) and not _within(n, HELPERS)]
+    assert not extra, extra
 
 
 def test_no_two_modules_import_each_other():

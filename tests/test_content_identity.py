@@ -309,11 +309,12 @@ def test_a_hub_model_the_run_downloaded_is_the_same_input_on_rerun_and_known_by_
 
 
 def test_calibration_and_test_splits_sharing_an_image_by_content_are_refused(tmp_path, capsys):
+    from pace_doubles import write_example_protocol
+
     from conftest import run_cli
     from pace_judge.commands.calibrate import CalibrateSettings
     from pace_judge.commands.calibrate import run as run_calibrate
     from pace_judge.protocol import load_protocol
-    from pace_judge.testing import write_example_protocol
 
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
     calib = tmp_path / "data" / "calib.jsonl"
@@ -338,8 +339,9 @@ def test_calibration_and_test_splits_sharing_an_image_by_content_are_refused(tmp
 
 
 def test_calibration_splits_of_tables_are_compared_by_content_never_by_file_name(tmp_path):
+    from pace_doubles import example_protocol
+
     from pace_judge.calibration import CalibrationError, calibrate_benchmark
-    from pace_judge.testing import example_protocol
 
     table = datasets.load_from_disk(str(_live_like(tmp_path)))  # jpg/imgN.bmp, gblur/imgN.bmp: both stored imgN.bmp
     for name, test_rows in (("blurred", [3, 4, 5]), ("leaky", [3, 0])):  # ... and jpg/img0.bmp in both splits

@@ -401,9 +401,10 @@ def test_spaq_attributes_fuse_on_pairs_drawn_from_its_mos(tmp_path):
 
 
 def test_pace_benchmark_calibration_takes_the_anchors_from_the_train_split(tmp_path):
+    from pace_doubles import write_example_protocol
+
     from pace_judge.commands.calibrate import run as run_calibrate
     from pace_judge.protocol import load_protocol
-    from pace_judge.testing import write_example_protocol
 
     rows = fx.kadid(tmp_path / "kadid", refs=10)
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)

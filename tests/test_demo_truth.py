@@ -4,15 +4,19 @@ reward that sees them beats a random pick by that truth."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from rl.commands.best_of_n import BestOfNSettings
-from rl.demo import judge_by_truth
 from rl.generators import ProceduralConfig, ProceduralGenerator, candidate_levels
 from training.procedural.scenes import render
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # demo.py, at the root of the checkout
+from demo import judge_by_truth  # noqa: E402
 
 PROMPT = "a bright tidy room with muted colours"
 

@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # the scripts import each other as python bench/NAME.py does
 
 FAKE_RL = """#!/usr/bin/env bash
 # stands in for bench/rl_gpu_check.sh (another helper's): prints what the real one prints
 echo "RESULT sd15-inpaint auto cpu torch.float32 alone-vs-batched max diff 0.0 s 0.5"
 echo "best-of-4: 3 wins"
+echo "12:00:01 INFO bench: rl grpo served reward | steps done | 2 of 2"
 echo "args: $*"
 """
 
@@ -51,6 +52,7 @@ def test_gpu_all_dry_run_writes_one_table_with_every_stage(tmp_path):
     # stage 2: the RL check's lines, called with --dry-run
     assert rows[("rl check", "exit status (seconds)")].startswith("0 ")
     assert rows[("rl check", "sd15-inpaint auto")].startswith("cpu torch.float32")
+    assert rows[("rl grpo served reward", "steps done")] == "2 of 2"  # a row the check logged, kept
     assert "--dry-run" in (out / "rl.log").read_text()
     # stage 3: held-out SRCC per type beside BRISQUE, the curve, the scorer reloaded on the CPU
     types = ("overall", "blur", "noise", "jpeg", "pixelate", "brighten", "darken")
@@ -66,7 +68,7 @@ def test_gpu_all_dry_run_writes_one_table_with_every_stage(tmp_path):
 
 
 def test_a_missing_failing_or_hanging_rl_check_is_a_row(tmp_path, monkeypatch):
-    from bench.gpu_all import main
+    from gpu_all import main
 
     monkeypatch.setenv("RL_CHECK", str(tmp_path / "nowhere.sh"))
     main(["--out", str(tmp_path / "a"), "--skip", "scoring,photos"])

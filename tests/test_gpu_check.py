@@ -29,8 +29,8 @@ def test_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path):
 
 
 def test_a_failing_section_is_reported_and_the_others_still_run():
-    sys.path.insert(0, str(ROOT))
-    from bench.gpu_check import Table, guarded
+    sys.path.insert(0, str(ROOT / "bench"))
+    from common import Table, guarded
 
     table = Table()
     guarded(table, "broken", lambda: 1 / 0)

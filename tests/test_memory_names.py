@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 
 import pytest
+from pace_doubles import example_protocol
 
 from conftest import run_cli
 from pace_judge.commands import memory as memory_command
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict, save_protocol
-from pace_judge.testing import example_protocol
 
 CHINESE = ("清晰度", "色彩", "噪点")  # sharpness, colour, noise
 

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from pace_doubles import ScriptedBackend
 
 from conftest import random_images
 from pace_judge.agents import AgentConfig, ProtocolBuildError, build_protocol
 from pace_judge.commands.judge import JudgeSettings
 from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
-from pace_judge.testing import ScriptedBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = """Here is my decomposition:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pace_doubles import example_protocol, write_example_protocol
 from PIL import Image, PngImagePlugin
 
 from conftest import run_cli
@@ -19,7 +20,6 @@ from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict, protocol_to_dict
-from pace_judge.testing import example_protocol, write_example_protocol
 
 
 def memory_cli(argv: list[str]) -> int:

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from pace_doubles import ScriptedBackend, example_protocol, write_example_protocol
 from PIL import Image
 
 from conftest import run_cli
@@ -14,7 +15,6 @@ from pace_judge.calibration import CalibrationError, parse_scores, set_anchors
 from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
-from pace_judge.testing import ScriptedBackend, example_protocol, write_example_protocol
 
 
 def _generator(prompt: str, n_images: int) -> str:

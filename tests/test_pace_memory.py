@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from pace_doubles import ScriptedBackend, example_protocol
 
 from conftest import random_images, run_cli
 from pace_judge.commands import memory as memory_command
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
-from pace_judge.testing import ScriptedBackend, example_protocol
 from reward.data.files import safe_name
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 from iqa_fixtures import agiqa3k
+from pace_doubles import write_example_protocol
 from PIL import Image
 from scipy import stats
 
@@ -16,7 +17,6 @@ from conftest import run_cli
 from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
-from pace_judge.testing import write_example_protocol
 
 
 def test_agiqa3k_on_0_to_5_calibrates_and_reports_the_test_split_on_0_to_5(tmp_path, tiny_vlm):

@@ -231,7 +231,7 @@ def test_anchored_track2_reads_fp32_answer_logits_from_a_bf16_model(tiny_vlm_pat
 def test_crops_keep_their_native_pixels_and_cost_fewer_tokens_than_the_whole_image(tiny_vlm25_path, tmp_path):
     import shutil
 
-    from pace_judge.testing import write_example_protocol
+    from pace_doubles import write_example_protocol
 
     folder = tmp_path / "vlm"
     shutil.copytree(tiny_vlm25_path, folder)

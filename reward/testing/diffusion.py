@@ -18,25 +18,25 @@ logger = logging.getLogger(__name__)
 TINY_KINDS = ("sd15-inpaint", "sdxl-inpaint", "flux-fill")
 
 
-def _byte_chars() -> list[str]:
-    """GPT-2/CLIP's byte-to-unicode table (the alphabet of a byte-level BPE vocabulary)."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return [chr(c) for c in cs]
+# the UNet recipe SD1.5 and SDXL share (SDXL adds its text-time embedding and its own attention sizes)
+_UNET = {
+    "block_out_channels": (32, 64),
+    "layers_per_block": 1,
+    "sample_size": 32,
+    "out_channels": 4,
+    "down_block_types": ("DownBlock2D", "CrossAttnDownBlock2D"),
+    "up_block_types": ("CrossAttnUpBlock2D", "UpBlock2D"),
+    "norm_num_groups": 32,
+}
 
 
 def make_clip_tokenizer(out_dir: Path, max_length: int = 77):
     """A CLIP tokenizer over single byte characters (no merges), written to ``out_dir`` and loaded back."""
     from transformers import CLIPTokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    chars = _byte_chars()
+    chars = list(bytes_to_unicode().values())  # the byte-level alphabet, in GPT-2's (and CLIP's) order
     vocab = {tok: i for i, tok in enumerate(chars + [c + "</w>" for c in chars])}
     vocab["<|startoftext|>"] = len(vocab)
     vocab["<|endoftext|>"] = len(vocab)
@@ -86,18 +86,7 @@ def _sd15_parts(out: Path, in_channels: int) -> dict:
     from diffusers import DDIMScheduler, UNet2DConditionModel
 
     tok = make_clip_tokenizer(out / "tokenizer")
-    unet = UNet2DConditionModel(
-        block_out_channels=(32, 64),
-        layers_per_block=1,
-        sample_size=32,
-        in_channels=in_channels,
-        out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32,
-        attention_head_dim=4,
-        norm_num_groups=32,
-    )
+    unet = UNet2DConditionModel(**_UNET, in_channels=in_channels, cross_attention_dim=32, attention_head_dim=4)
     scheduler = DDIMScheduler(
         beta_start=0.00085,
         beta_end=0.012,
@@ -136,13 +125,8 @@ def _sdxl(out: Path) -> None:
     tok = make_clip_tokenizer(out / "tokenizer")
     tok2 = make_clip_tokenizer(out / "tokenizer_2")
     unet = UNet2DConditionModel(
-        block_out_channels=(32, 64),
-        layers_per_block=1,
-        sample_size=32,
+        **_UNET,
         in_channels=9,
-        out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
         attention_head_dim=(2, 4),
         use_linear_projection=True,
         addition_embed_type="text_time",
@@ -150,7 +134,6 @@ def _sdxl(out: Path) -> None:
         transformer_layers_per_block=(1, 1),
         projection_class_embeddings_input_dim=80,
         cross_attention_dim=64,
-        norm_num_groups=32,
     )
     scheduler = EulerDiscreteScheduler(
         beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1, timestep_spacing="leading"

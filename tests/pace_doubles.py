@@ -1,6 +1,5 @@
-"""Offline helpers for tests and the bench: a small calibrated protocol with anchors, a scripted chat backend, and a
-loopback OpenAI-compatible server for a local VLM. The tiny text-to-image pipeline calibration runs is
-:func:`reward.testing.diffusion.make_tiny_text_to_image`."""
+"""PACE's test doubles: a small calibrated protocol with its two anchor images, and a scripted chat backend (the tiny
+text-to-image pipeline calibration runs is :func:`reward.testing.make_tiny_text_to_image`)."""
 
 from __future__ import annotations
 
