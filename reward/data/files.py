@@ -3,8 +3,8 @@
 Whole files are written to a temporary file beside the target and renamed over it (:func:`atomic_write_text`,
 :func:`atomic_write_json`, :func:`atomic_write_jsonl`, :func:`atomic_write_with`); per-step records are appended a
 line at a time and flushed (:func:`append_jsonl`), and read back ignoring a line torn by a crash
-(:func:`read_records`). JSON is strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an undefined value into ``null`` on
-purpose with :func:`json_safe`. Written files follow the umask like any other file.
+(:func:`read_records`). JSON is strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an
+undefined value into ``null`` on purpose with :func:`json_safe`. Written files follow the umask like any other file.
 
 A name that comes from data or a protocol (a dimension, a dataset, a model) becomes a file name only through
 :func:`safe_name`: it stays inside its folder, readable, and two different names never give the same file.
