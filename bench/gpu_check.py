@@ -266,7 +266,7 @@ def sft_lora(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size:
     trainer = {"max_steps": steps, "per_device_train_batch_size": batch, "gradient_accumulation_steps": 1}
     trainer |= {"learning_rate": 1e-4, "logging_steps": 1, "save_steps": 10_000, "save_strategy": "no"}
     cfg = {
-        "output_dir": str(work / "sft-lora"),
+        "out": str(work / "sft-lora"),
         "merge_lora": False,
         "model": {"path": str(ckpt)},
         "lora": {"enabled": True, "r": 16},

@@ -63,7 +63,7 @@ def test_help_shows_each_key_with_its_comment_once(capsys):
     assert "\n  dimension: null  # manifest rows of this dimension (default: the protocol's)\n" in calibration
     assert "\n  mos_range: null  # the benchmark's MOS scale [low, high], mapped onto 1-5" in calibration
     assert "\ncrops:  # zoom probes" in out and "\n  grid: [2, 2]  # rows x cols of crops" in out  # typed sections
-    assert "\n  retries: 2  # re-asks of an agent" in out and "\n  top_logprobs: 20  # options outside" in out
+    assert "\n  retries: 2  # re-asks of an agent" in out and "\n  top_logprobs: 20  # answer tokens listed" in out
 
 
 def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(tmp_path, capsys):

@@ -26,6 +26,10 @@ CPU_ZERO2 = accelerate_config(2, processes=1)
 
 ZERO3_TWO = accelerate_config(3, processes=2)
 FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--num_processes", "2"]  # zero3_save_16bit_model left off
+GPU_CHECK_ZERO3 = [  # the launch of bench/gpu_check.py's ZeRO-3 section, on one CPU process
+    *("--use_deepspeed", "--zero_stage", "3", "--num_processes", "1", "--mixed_precision", "no"),
+    *("--zero3_save_16bit_model", "true", "--zero3_init_flag", "false", "--gradient_accumulation_steps", "1"),
+]
 
 
 def _launch_sft(
@@ -79,12 +83,11 @@ def test_zero3_scorer_holds_the_gathered_trained_weights(tiny_vlm_path, tmp_path
     """ZeRO-3 partitions the weights: the scorer must hold the gathered ones (not empty placeholders) and load."""
     from safetensors.torch import load_file
 
-    from bench.gpu_check import ZERO3
     from reward.rewards.sa_iqa import build
     from tests.conftest import random_images
 
     proc, out = _launch_sft(
-        ZERO3.format(mp="no"), tiny_vlm_path, tmp_path, "trainer.save_steps=100", "trainer.learning_rate=1e-2"
+        GPU_CHECK_ZERO3, tiny_vlm_path, tmp_path, "trainer.save_steps=100", "trainer.learning_rate=1e-2"
     )
     assert "effective batch 4 = 4 per device x 1 accumulation x 1 processes" in proc.stdout + proc.stderr
     scorer = out / "scorer"
@@ -121,7 +124,6 @@ def test_deqas_loss_runs_under_zero3_and_trains_the_head_it_reads(tiny_vlm_path,
 
     from safetensors.torch import load_file
 
-    from bench.gpu_check import ZERO3
     from tests.conftest import random_images
 
     rows = []
@@ -131,7 +133,7 @@ def test_deqas_loss_runs_under_zero3_and_trains_the_head_it_reads(tiny_vlm_path,
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     extra = ["prompt.dimensions=[quality]", "data.soft_targets=deqa", "data.level_range=[1,5]", "loss.kind=deqa"]
     extra += ["trainer.save_steps=100", "trainer.learning_rate=1e-2", "trainer.logging_steps=1"]
-    proc, out = _launch_sft(ZERO3.format(mp="no"), tiny_vlm_path, tmp_path, *extra, ratings=tmp_path / "train.jsonl")
+    proc, out = _launch_sft(GPU_CHECK_ZERO3, tiny_vlm_path, tmp_path, *extra, ratings=tmp_path / "train.jsonl")
     kl = [float(v) for v in re.findall(r"'deqa_kl': '([0-9.e+-]+)'", proc.stdout + proc.stderr)]
     assert len(kl) == 2 and all(0 < v < 100 for v in kl), (proc.stdout + proc.stderr)[-3000:]
     trained, initial = load_file(out / "scorer" / "model.safetensors"), load_file(tiny_vlm_path / "model.safetensors")

@@ -113,8 +113,6 @@ def _overrides(config_name: str, args: list[str], subcommands: Sequence[str], co
                 f"{key}={value}: config groups are chosen by name (reward=NAME, generator=NAME, "
                 "+recipe=NAME); no other group can be overridden"
             )
-        if "," in value and value[:1] not in "[{'\"" and "(" not in value:
-            value = f"[{value}]"  # commands run once: key=a,b is the list [a,b], never a sweep
         value = _readable(parser, key, value)
         group = "." not in key and (config_dir / key).is_dir()
         out.append(f"{prefix}{key}{sep}{value}" if group or prefix == "~" else f"++{key}={value}")
@@ -124,7 +122,8 @@ def _overrides(config_name: str, args: list[str], subcommands: Sequence[str], co
 def _readable(parser: Any, key: str, value: str) -> str:
     """``value`` as Hydra's grammar reads it, else quoted (``template=Describe {prompt}``, ``dimension=色彩``); a
     value that cannot be read either way is named with how to quote it."""
-    for candidate in (value, "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"):
+    listed = [f"[{value}]"] if "," in value and value[:1] not in "[{'\"" else []  # key=a,b: the list, no sweep
+    for candidate in (*listed, value, "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"):
         try:
             parser.parse_override(f"{key}={candidate}")
             return candidate
@@ -251,7 +250,7 @@ def main(
         if show == "help":
             print((doc or "").strip() + "\n")
             args = args if not subcommands or args else [subcommands[0]]
-        cfg = compose(config_name, args, subcommands=subcommands)
+        cfg = compose(config_name, args, subcommands=subcommands, schema=None if show else schema)
         if show == "help":
             print(f"settings (configs/{config_name}.yaml; ??? = required):")
             print("\n".join(annotated(full_config(schema, redact(to_plain(cfg))))))
