@@ -149,7 +149,7 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
         *("trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1"),
         *("trainer.lr_scheduler_type=constant", f"trainer.save_steps={cfg.sft.steps // 2}"),
         "trainer.logging_steps=25",
-        *(f"trainer.seed={cfg.seed}", f"data.synthetic_seed={cfg.seed}"),
+        f"seed={cfg.seed}",
     ]
     result = run_sft(compose("sft", overrides, schema=SftSettings))
     before, after = result["metrics_before"], result["metrics"]
@@ -382,7 +382,7 @@ def grpo_section(out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
         *("trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1"),
         *("trainer.learning_rate=5e-3", "trainer.beta=0", "trainer.max_completion_length=16"),
         *(f"trainer.save_steps={cfg.grpo.steps}", f"eval.every={max(1, cfg.grpo.steps // 3)}"),
-        *("eval_tasks=6", f"trainer.seed={cfg.seed}"),
+        *("eval_tasks=6", f"seed={cfg.seed}"),
     ]
     r = run_grpo(compose("grpo", overrides, schema=GrpoSettings))
     means = [m for _, m, _ in r["train_curve"]["scene-proxy"]]
