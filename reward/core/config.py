@@ -1,5 +1,5 @@
 """Typed settings: a dataclass holds each key's default, type, help and range (``field(metadata={"help": ...,
-"range": at_least(1)})``), and :func:`parse` checks a mapping against it, every problem at once: unknown keys (with
+"range": (1, None)})``), and :func:`parse` checks a mapping against it, every problem at once: unknown keys (with
 the close match), values of the wrong type, out of range or NaN, missing required keys, in every nested section and
 in the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields live in
 the dataclass's ``__post_init__`` (as trl's configs), raising :class:`ConfigError`.
@@ -9,7 +9,7 @@ Example:
     >>> @dataclass
     ... class C:
     ...     model: str
-    ...     batch_size: int = field(default=8, metadata={"range": at_least(1)})
+    ...     batch_size: int = field(default=8, metadata={"range": (1, None)})
     >>> parse(C, {"model": "m"})
     C(model='m', batch_size=8)
     >>> parse(C, {"model": "m", "batch_size": 0, "bach": 2})
@@ -32,25 +32,15 @@ from reward.core.errors import ConfigError
 from reward.core.registry import close_match
 
 T = TypeVar("T")
-Range = tuple[float | None, float | None, bool]  # (low, high, strict: above low, not equal to it)
-
-
-def at_least(low: float, high: float | None = None) -> Range:
-    return (low, high, False)
-
-
-def above(low: float, high: float | None = None) -> Range:
-    return (low, high, True)
-
-
-BATCH = at_least(1, 65_536)  # items per call, per device or per step
-WORKERS = at_least(0, 1024)
-FRACTION = at_least(0, 1)
-PIXELS = at_least(1)  # a pixel budget or a decode guard
-SIDE = at_least(8, 16_384)  # an image side in pixels
-COUNT = at_least(1, 10_000_000)
-RETRIES = at_least(0, 100)
-TOKENS = at_least(1, 1_000_000)
+Range = tuple  # (low, high) or (low, high, True): above low, not equal to it; None: open on that side
+BATCH = (1, 65_536)  # items per call, per device or per step
+WORKERS = (0, 1024)
+FRACTION = (0, 1)
+PIXELS = (1, None)  # a pixel budget or a decode guard
+SIDE = (8, 16_384)  # an image side in pixels
+COUNT = (1, 10_000_000)
+RETRIES = (0, 100)
+TOKENS = (1, 1_000_000)
 TYPE_WORDS = {"Float": "a float", "Integer": "an integer", "Boolean": "true or false", "String": "a string"}
 SIMPLE = {bool: "true or false", int: "an integer", float: "a float", str: "a string"}
 
@@ -58,7 +48,7 @@ SIMPLE = {bool: "true or false", int: "an integer", float: "a float", str: "a st
 def range_problem(key: str, value: Any, bounds: Range | None) -> str | None:
     """What is wrong with ``value`` (a number or a list of numbers) for ``bounds``, naming ``key``; NaN is refused.
 
-    >>> range_problem("n", [1, 0], at_least(1, 4)), range_problem("t", 0.0, above(0))
+    >>> range_problem("n", [1, 0], (1, 4)), range_problem("t", 0.0, (0, None, True))
     ('n=[1, 0]: each value must be between 1 and 4', 't=0.0: must be > 0')
     """
     items = value if isinstance(value, list | tuple) else [value]
