@@ -24,9 +24,8 @@ from pace_judge.backends import Backend
 from pace_judge.protocol import Anchor, Protocol
 from reward.core.config import SIDE
 from reward.core.errors import UserError
-from reward.core.fingerprints import image_identity
 from reward.data.files import atomic_write_with
-from reward.data.images import load_image, to_rgb
+from reward.data.images import image_identity, load_image, to_rgb
 from reward.data.manifest import image_root_field
 
 logger = logging.getLogger(__name__)

@@ -247,28 +247,3 @@ def fingerprint(
         return {"path": text, "revision": snapshot.name} if snapshot is not None else {"path": text}
     snapshot = hub_snapshot(text)
     return {"repo": text, "revision": snapshot.name} if snapshot is not None else {"path": text}
-
-
-def image_identity(image: Any) -> str:
-    """What one image is, by its content: ``sha256:DIGEST`` of a file's bytes, of a table cell's bytes or of a decoded
-    image's pixels; a file that cannot be read is known by its real path (``path:...``).
-
-    >>> from PIL import Image
-    >>> image_identity(Image.new("RGB", (2, 2))) == image_identity(Image.new("RGB", (2, 2)))
-    True
-    """
-    from PIL import Image
-
-    from reward.data.rows import DatasetImage
-
-    if isinstance(image, DatasetImage):
-        value = image.dataset[image.index][image.column]
-        if isinstance(value, Mapping) and value.get("bytes"):
-            return "sha256:" + hashlib.sha256(value["bytes"]).hexdigest()[:DIGEST_CHARS]
-        image = value.get("path") if isinstance(value, Mapping) else value
-    if isinstance(image, Image.Image):
-        h = hashlib.sha256(f"{image.mode}{image.size}".encode())
-        h.update(image.tobytes())
-        return "sha256:" + h.hexdigest()[:DIGEST_CHARS]
-    path = os.path.realpath(os.path.expanduser(str(image)))
-    return "sha256:" + file_digests([path])[path][0] if os.path.isfile(path) else "path:" + path
