@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose, main
-from reward.core.config import at_least, parse
+from reward.core.config import parse
 from reward.core.outputs import prepare_output
 from reward.data.files import atomic_write_json, atomic_write_text, json_safe, read_records
 from reward.eval.evaluation import format_table
@@ -49,7 +49,7 @@ SAMPLES = ROOT / "reward/assets/samples/ratings.jsonl"
 
 
 def _count(default: int, what: str, most: int = 1_000_000) -> Any:
-    return field(default=default, metadata={"help": what, "range": at_least(1, most)})
+    return field(default=default, metadata={"help": what, "range": (1, most)})
 
 
 @dataclass

@@ -19,10 +19,6 @@ from reward.rewards.fusion_weights import FusionWeights
 __all__ = ["format_comparison_table", "format_weights_table", "plot_weights"]
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
-    return text_table(header, rows, right)
-
-
 def format_weights_table(weights: FusionWeights) -> str:
     """One line per dimension: weight, its share of the fused score (``w / sum(w)``: what ``reward=sa-iqa`` fuses
     with) and (when present) its bootstrap interval.
@@ -42,13 +38,13 @@ def format_weights_table(weights: FusionWeights) -> str:
         if weights.ci_low is not None and weights.ci_high is not None:
             cells += [f"{weights.ci_low[j]:.4f}", f"{weights.ci_high[j]:.4f}"]
         rows.append(cells)
-    return _table(header, rows, [False] + [True] * (len(header) - 1))
+    return text_table(header, rows, [False] + [True] * (len(header) - 1))
 
 
 def format_comparison_table(rows: Sequence[ComparisonRow]) -> str:
     """One line per fusion: held-out pairwise accuracy (non-tie pairs) and mean log-likelihood per pair."""
     cells = [[r.name, f"{r.accuracy:.3f}", f"{r.log_likelihood:.4f}"] for r in rows]
-    return _table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])
+    return text_table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])
 
 
 def plot_weights(weights: FusionWeights, path: str | Path, title: str = "Bradley–Terry fusion weights") -> Path:

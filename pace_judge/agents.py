@@ -23,7 +23,7 @@ from PIL import Image
 from pace_judge.backends import Backend
 from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
 from pace_judge.protocol import Probe, Protocol, ProtocolError, SubDimension, protocol_from_dict
-from reward.core.config import RETRIES, TOKENS, at_least
+from reward.core.config import RETRIES, TOKENS
 from reward.core.config import parse as parse_settings
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class AgentConfig:
         default=3,
         metadata={
             "help": "Visualizer <-> Critic rounds per sub-dimension (paper: at most three)",
-            "range": at_least(1, 100),
+            "range": (1, 100),
         },
     )
     retries: int = field(
@@ -100,14 +100,14 @@ class AgentConfig:
         metadata={"help": "re-asks of an agent whose answer cannot be parsed or validated", "range": RETRIES},
     )
     rules_per_sub: int = field(
-        default=1, metadata={"help": "probes asked of the Visualizer per sub-dimension", "range": at_least(1, 100)}
+        default=1, metadata={"help": "probes asked of the Visualizer per sub-dimension", "range": (1, 100)}
     )
     min_sub: int = field(
         default=3,
-        metadata={"help": "the Planner's sub-dimensions: between min_sub and max_sub", "range": at_least(1, 100)},
+        metadata={"help": "the Planner's sub-dimensions: between min_sub and max_sub", "range": (1, 100)},
     )
     max_sub: int = field(
-        default=5, metadata={"help": "the most sub-dimensions the Planner may give", "range": at_least(1, 100)}
+        default=5, metadata={"help": "the most sub-dimensions the Planner may give", "range": (1, 100)}
     )
     max_new_tokens: int = field(default=512, metadata={"help": "tokens per agent reply at most", "range": TOKENS})
     prompts: str | None = field(

@@ -22,11 +22,10 @@ from PIL import Image, ImageDraw
 
 from pace_judge.backends import Backend
 from pace_judge.protocol import Anchor, Protocol
-from reward.core.config import SIDE, at_least
+from reward.core.config import SIDE
 from reward.core.errors import UserError
-from reward.core.fingerprints import image_identity
 from reward.data.files import atomic_write_with
-from reward.data.images import load_image, to_rgb
+from reward.data.images import image_identity, load_image, to_rgb
 from reward.data.manifest import image_root_field
 
 logger = logging.getLogger(__name__)
@@ -63,19 +62,19 @@ class CalibrationSource:
         default=4,
         metadata={
             "help": "images rendered: half from positive prompts, half from negative ones",
-            "range": at_least(2, 1000),
+            "range": (2, 1000),
         },
     )
     scores: list[float] | None = field(
         default=None,
         metadata={
             "help": "one 1-5 score per candidate, e.g. scores=1,3,4,5; null: asked on the terminal",
-            "range": at_least(1, 5),
+            "range": (1, 5),
         },
     )
     prompts: PromptLists = field(default_factory=PromptLists)
-    steps: int = field(default=30, metadata={"help": "diffusion steps", "range": at_least(1, 10_000)})
-    guidance: float = field(default=7.5, metadata={"help": "classifier-free guidance scale", "range": at_least(0)})
+    steps: int = field(default=30, metadata={"help": "diffusion steps", "range": (1, 10_000)})
+    guidance: float = field(default=7.5, metadata={"help": "classifier-free guidance scale", "range": (0, None)})
     height: int = field(default=512, metadata={"help": "image height in pixels", "range": SIDE})
     width: int = field(default=512, metadata={"help": "image width in pixels", "range": SIDE})
     seed: int = 0

@@ -10,9 +10,9 @@ from pace_judge.agents import AgentConfig
 from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.scorer import CropConfig
-from reward.core.config import BATCH, FRACTION, at_least, parse
+from reward.core.config import BATCH, FRACTION, parse
 from reward.core.errors import ConfigError
-from reward.core.inputs import missing_model
+from reward.vlm.hub import missing_model
 from reward.vlm.loading import LOADING_KEYS, ModelLoading
 from reward.vlm.server import ServerConfig
 
@@ -37,7 +37,7 @@ class PaceConfig(ModelLoading):
         default=DEFAULT_MAX_PIXELS,
         metadata={
             "help": "visual-token budget per image (and per crop); null: the checkpoint's",
-            "range": at_least(1),
+            "range": (1, None),
         },
     )
     model: str | None = field(
@@ -57,7 +57,7 @@ class PaceConfig(ModelLoading):
         default=0.8,
         metadata={
             "help": "routing: fast path when the best cosine to a stored dimension is above this",
-            "range": at_least(-1, 1),
+            "range": (-1, 1),
         },
     )
     fast_only: bool = field(

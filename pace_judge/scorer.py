@@ -20,7 +20,6 @@ from PIL import Image
 from pace_judge import tracks
 from pace_judge.backends import Backend
 from pace_judge.protocol import Protocol, protocol_to_dict
-from reward.core.config import at_least
 from reward.data.images import load_image, to_rgb
 
 logger = logging.getLogger(__name__)
@@ -29,7 +28,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class CropConfig:
     grid: tuple[int, int] = field(
-        default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes", "range": at_least(1, 8)}
+        default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes", "range": (1, 8)}
     )
     combine: str = field(
         default="mean", metadata={"help": "mean | min: how a zoom probe merges the whole image with its crops"}

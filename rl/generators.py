@@ -37,7 +37,7 @@ import numpy as np
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import BATCH, SIDE, TOKENS, above, at_least, parse, to_plain
+from reward.core.config import BATCH, SIDE, TOKENS, parse, to_plain
 from reward.core.registry import Registry
 from reward.vlm.loading import resolve_dtype
 from rl.devices import process_device
@@ -137,7 +137,7 @@ class ProceduralConfig:
         default=0.25,
         metadata={
             "help": "per candidate and dimension: chance the level moves one step up or down",
-            "range": at_least(0, 5),
+            "range": (0, 5),
         },
     )
     jitter_by_prompt: bool = field(
@@ -242,10 +242,10 @@ class DiffusersConfig:
         default="auto",
         metadata={"help": "auto: bf16 on a GPU that supports it, fp32 elsewhere; or float32 / float16 / bfloat16"},
     )
-    steps: int = field(default=30, metadata={"help": "num_inference_steps", "range": at_least(1, 10_000)})
-    guidance: float = field(default=7.5, metadata={"help": "guidance_scale", "range": at_least(0)})
+    steps: int = field(default=30, metadata={"help": "num_inference_steps", "range": (1, 10_000)})
+    guidance: float = field(default=7.5, metadata={"help": "guidance_scale", "range": (0, None)})
     strength: float = field(
-        default=1.0, metadata={"help": "1.0: the masked region is painted from noise", "range": above(0, 1)}
+        default=1.0, metadata={"help": "1.0: the masked region is painted from noise", "range": (0, 1, True)}
     )
     negative_prompt: str | None = field(default=None, metadata={"help": "SD1.5/SDXL only"})
     batch_size: int = field(
@@ -255,7 +255,7 @@ class DiffusersConfig:
         default=8,
         metadata={
             "help": "the pipeline works at the image size rounded down to this (16 for FLUX)",
-            "range": at_least(1, 1024),
+            "range": (1, 1024),
         },
     )
     max_size: int = field(

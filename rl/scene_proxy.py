@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from reward.core.config import at_least, parse
+from reward.core.config import parse
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
@@ -44,12 +44,12 @@ class SceneProxyConfig:
         default=64,
         metadata={
             "help": "images are measured at this size (the calibration renders' size)",
-            "range": at_least(16, 4096),
+            "range": (16, 4096),
         },
     )
     calibration_scenes: int = field(
         default=8,
-        metadata={"help": "renders per (dimension, level) for the 1/5 anchors", "range": at_least(1, 10_000)},
+        metadata={"help": "renders per (dimension, level) for the 1/5 anchors", "range": (1, 10_000)},
     )
     device: str | None = field(
         default=None, metadata={"help": "unused (CPU statistics); accepted so every reward config can name a device"}

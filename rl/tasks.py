@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, SIDE, above, parse
+from reward.core.config import COUNT, SIDE, parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import write_inpainting_tasks
 
@@ -29,7 +29,7 @@ class TasksSettings:
     size: int = field(default=64, metadata={"help": "image side in pixels", "range": SIDE})
     seed: int = 0
     mask_fraction: float = field(
-        default=0.6, metadata={"help": "the centred mask covers this fraction of each side", "range": above(0, 1)}
+        default=0.6, metadata={"help": "the centred mask covers this fraction of each side", "range": (0, 1, True)}
     )
 
 

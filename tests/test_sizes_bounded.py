@@ -107,7 +107,7 @@ def test_every_size_or_count_setting_declares_its_range():
         if SIZE_WORDS.search(f.name) and _numeric(field_types(cls)[f.name]) and range_of(f) is None
     ]
     assert len(_settings_classes()) > 30
-    assert not undeclared, f"give these fields metadata={{'range': at_least(...)}}: {undeclared}"
+    assert not undeclared, f"give these fields metadata={{'range': (low, high)}}: {undeclared}"
 
 
 def _below(bounds) -> float | None:

@@ -11,7 +11,7 @@ from PIL import Image
 
 from conftest import run_cli
 from reward.commands.evaluate import EvaluateSettings
-from reward.core.summary import summary_text
+from reward.core.summary import log_summary
 from rl.tasks import TasksSettings
 from training.commands.sft import SftSettings
 from training.curves import curve_series, write_train_curve
@@ -27,7 +27,7 @@ def _closing(stdout: str, title: str) -> list[str]:
 
 
 def test_a_summary_names_the_facts_and_each_file_given():
-    text = summary_text("fit", {"pairs": 40, "ties": None, "SRCC": 0.51234}, {"weights": "w.json", "plot": None})
+    text = log_summary("fit", {"pairs": 40, "ties": None, "SRCC": 0.51234}, {"weights": "w.json", "plot": None})
     assert text == "done: fit -- pairs 40, SRCC 0.512\n  weights: w.json"
 
 

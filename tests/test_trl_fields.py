@@ -11,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from reward.core.config import field_problems, library_fields
 from training.shared import trl_fields
-from training.shared.trl_fields import CLASSES, TABLE, VERSIONED, fields_of, trainer_problems
+from training.shared.trl_fields import (
+    CLASSES,
+    TABLE,
+    VERSIONED,
+    field_problems,
+    fields_of,
+    library_fields,
+    trainer_problems,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "reward" / "assets" / "samples"

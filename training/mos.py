@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 from omegaconf import MISSING
 
-from reward.core.config import above, at_least
 from reward.data.manifest import ManifestError, iter_jsonl
 from reward.eval.metrics import srcc
 
@@ -380,20 +379,23 @@ class MosSettings:
     scale: list[float] = field(default_factory=lambda: [1.0, 5.0], metadata={"help": "the rating scale [low, high]"})
     z_threshold: float = field(
         default=2.0,
-        metadata={"help": "a rating with |z| above this within its image is replaced by the mean", "range": above(0)},
+        metadata={
+            "help": "a rating with |z| above this within its image is replaced by the mean",
+            "range": (0, None, True),
+        },
     )
     ddof: int = field(
-        default=0, metadata={"help": "the std's delta degrees of freedom (0: population std)", "range": at_least(0, 1)}
+        default=0, metadata={"help": "the std's delta degrees of freedom (0: population std)", "range": (0, 1)}
     )
     srcc_threshold: float = field(
         default=0.6,
         metadata={
             "help": "annotators whose SRCC with the MOS is below this are flagged for review",
-            "range": at_least(-1, 1),
+            "range": (-1, 1),
         },
     )
     ratio: list[int] = field(
-        default_factory=lambda: [4, 1], metadata={"help": "train:test scenes", "range": at_least(0, 1000)}
+        default_factory=lambda: [4, 1], metadata={"help": "train:test scenes", "range": (0, 1000)}
     )
     seed: int = field(default=0, metadata={"help": "the scene split's seed"})
     skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})

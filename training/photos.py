@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.config import SIDE, at_least, parse
+from reward.core.config import SIDE, parse
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from training.procedural.photos import calibration_from_kadid, evaluate_brisque, load_calibration, write_heldout
@@ -43,9 +43,7 @@ class PhotosSettings:
         default=None, metadata={"help": "heldout: photo folder (default: the photos of installed packages)"}
     )
     crop: int = field(default=112, metadata={"help": "heldout: crop side in pixels, at native scale", "range": SIDE})
-    crops: int = field(
-        default=2, metadata={"help": "heldout: random crops per held-out photo", "range": at_least(1, 1000)}
-    )
+    crops: int = field(default=2, metadata={"help": "heldout: random crops per held-out photo", "range": (1, 1000)})
     side: int | None = field(
         default=None, metadata={"help": "heldout: downscale photos to this short side first", "range": SIDE}
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, SIDE, at_least, parse
+from reward.core.config import COUNT, SIDE, parse
 from reward.core.summary import log_summary
 from training.procedural.synthetic import BenchmarkPaths, write_benchmark
 
@@ -28,14 +28,14 @@ class SyntheticSettings:
     size: int = field(default=64, metadata={"help": "image side in pixels", "range": SIDE})
     seed: int = 0
     variants: int = field(
-        default=1, metadata={"help": "renders per scene (same levels, other furniture)", "range": at_least(1, 1000)}
+        default=1, metadata={"help": "renders per scene (same levels, other furniture)", "range": (1, 1000)}
     )
     annotators: int = field(
-        default=5, metadata={"help": "simulated raters per image (one of them unreliable)", "range": at_least(1, 1000)}
+        default=5, metadata={"help": "simulated raters per image (one of them unreliable)", "range": (1, 1000)}
     )
     pairs: int | None = field(
         default=None,
-        metadata={"help": "preference pairs (null: the benchmark's default)", "range": at_least(0, 10_000_000)},
+        metadata={"help": "preference pairs (null: the benchmark's default)", "range": (0, 10_000_000)},
     )
 
 

@@ -19,7 +19,7 @@ from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptio
 from fusion.inputs import PairData, load_pair_data
 from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
-from reward.core.config import BATCH, at_least, parse
+from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.core.summary import log_summary
@@ -103,7 +103,7 @@ class FusionSettings:
         default=200,
         metadata={
             "help": "bootstrap resamples for the weights' confidence intervals; 0 = no intervals",
-            "range": at_least(0, 1_000_000),
+            "range": (0, 1_000_000),
         },
     )
     ci_level: float = field(default=0.95, metadata={"help": "confidence level of the bootstrap intervals"})

@@ -15,7 +15,7 @@ from pace_judge.agents import AgentConfig
 from pace_judge.backends import Backend
 from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate, evaluate_test
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
-from reward.core.config import BATCH, at_least, parse
+from reward.core.config import BATCH, parse
 from reward.core.outputs import fingerprint, path_inputs, prepare_output
 from reward.core.summary import log_summary
 from reward.data.manifest import allow_absolute_paths_field
@@ -33,7 +33,7 @@ class AgentModel(ModelLoading):
     batch_size: int = field(default=32, metadata={"help": "queries per forward pass", "range": BATCH})
     max_pixels: int | None = field(
         default=802_816,
-        metadata={"help": "1024 visual tokens per image (Qwen-VL: pixels / 28^2)", "range": at_least(1)},
+        metadata={"help": "1024 visual tokens per image (Qwen-VL: pixels / 28^2)", "range": (1, None)},
     )
 
 

@@ -16,7 +16,7 @@ from pace_judge.config import PaceConfig, validate
 from pace_judge.pace import PaceReward
 from reward.core.config import BATCH, PIXELS, parse, resume_mode
 from reward.core.errors import UserError
-from reward.core.outputs import may_change_keys, overwrite_field, prepare_output, resume_field
+from reward.core.outputs import may_change_keys, prepare_output
 from reward.core.summary import log_summary
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
@@ -52,10 +52,17 @@ class JudgeSettings(PaceConfig):
             "range": PIXELS,
         },
     )
-    resume: str = resume_field(
-        "auto: continue the same run in out= (images already in scores.jsonl are skipped) | never", default="never"
+    resume: str = field(
+        default="never",
+        metadata={
+            "help": "auto: continue the same run in out= (images already in scores.jsonl are skipped) | never",
+            "may_change": True,
+        },
     )
-    overwrite: bool = overwrite_field("move an existing out= folder aside (OUT.old-<time>) and start anew")
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "move an existing out= folder aside (OUT.old-<time>) and start anew", "may_change": True},
+    )
 
 
 class PaceUserError(UserError):

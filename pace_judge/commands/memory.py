@@ -13,7 +13,7 @@ from omegaconf import MISSING
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
 from reward.core.cli import check_subcommand
-from reward.core.config import at_least, parse
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.summary import log_summary
 
@@ -42,7 +42,7 @@ class MemorySettings:
         default=0.8,
         metadata={
             "help": "route: fast path when the cosine to a stored dimension is above this",
-            "range": at_least(-1, 1),
+            "range": (-1, 1),
         },
     )
     embedder: str | None = field(

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, PIXELS, WORKERS, at_least, parse, resume_mode
+from reward.core.config import BATCH, PIXELS, WORKERS, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
-from reward.core.outputs import Output, check_output, may_change_keys, overwrite_field, path_inputs, resume_field
+from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
@@ -34,7 +34,7 @@ from reward.vlm.server import failure_summary, served_stats, server_report
 
 logger = logging.getLogger(__name__)
 
-RESAMPLES = at_least(0, 1_000_000)
+RESAMPLES = (0, 1_000_000)
 
 
 @dataclass
@@ -91,11 +91,19 @@ class EvaluateSettings:
             "range": WORKERS,
         },
     )
-    resume: str = resume_field(
-        "auto: continue the same run in out/ (after a crash): score only the missing images | never", default="never"
+    resume: str = field(
+        default="never",
+        metadata={
+            "help": "auto: continue the same run in out/ (after a crash): score only the missing images | never",
+            "may_change": True,
+        },
     )
-    overwrite: bool = overwrite_field(
-        "true: an out/ holding another run is moved aside to out.old-<time> (never deleted)"
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "true: an out/ holding another run is moved aside to out.old-<time> (never deleted)",
+            "may_change": True,
+        },
     )
     skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
     max_decode_pixels: int | None = field(

@@ -18,9 +18,8 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, TOKENS, above, parse
+from reward.core.config import BATCH, TOKENS, parse
 from reward.core.errors import ConfigError
-from reward.core.inputs import check_models
 from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
@@ -28,6 +27,7 @@ from reward.data.manifest import allow_absolute_paths_field, image_paths, image_
 from reward.eval.evaluation import EvalSettings
 from reward.qbench.a2_description import A2JudgeSettings
 from reward.rewards.registry import reward_config
+from reward.vlm.hub import check_models
 from reward.vlm.loading import ModelLoading, loading_of
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class A3Settings:
                 "reward=qbench's softmax temperature: 100 as Q-Bench's released notebook (its published "
                 "table); 1: eq. 1 literally"
             ),
-            "range": above(0),
+            "range": (0, None, True),
         },
     )
     released: str | None = field(

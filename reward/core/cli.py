@@ -20,6 +20,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,15 +30,8 @@ from reward.core.registry import close_match
 logger = logging.getLogger(__name__)
 
 
-def find_configs() -> Path:
-    """``configs/``: the copy a wheel ships as the package data ``reward.configs``, else the checkout's own."""
-    from importlib import resources
-
-    shipped = resources.files("reward").joinpath("configs")
-    return Path(str(shipped)) if shipped.is_dir() else Path(__file__).resolve().parents[2] / "configs"
-
-
-CONFIG_DIR = find_configs()
+_SHIPPED = resources.files("reward").joinpath("configs")  # a wheel ships configs/ as the package data reward.configs
+CONFIG_DIR = Path(str(_SHIPPED)) if _SHIPPED.is_dir() else Path(__file__).resolve().parents[2] / "configs"
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 NOT_SUPPORTED = {
     "-m": "sweeps (-m / --multirun) are not supported: each command runs once (key=a,b is read as the list [a,b])",

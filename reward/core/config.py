@@ -1,5 +1,5 @@
 """Typed settings: a dataclass holds each key's default, type, help and range (``field(metadata={"help": ...,
-"range": at_least(1)})``), and :func:`parse` checks a mapping against it, every problem at once: unknown keys (with
+"range": (1, None)})``), and :func:`parse` checks a mapping against it, every problem at once: unknown keys (with
 the close match), values of the wrong type, out of range or NaN, missing required keys, in every nested section and
 in the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields live in
 the dataclass's ``__post_init__`` (as trl's configs), raising :class:`ConfigError`.
@@ -9,7 +9,7 @@ Example:
     >>> @dataclass
     ... class C:
     ...     model: str
-    ...     batch_size: int = field(default=8, metadata={"range": at_least(1)})
+    ...     batch_size: int = field(default=8, metadata={"range": (1, None)})
     >>> parse(C, {"model": "m"})
     C(model='m', batch_size=8)
     >>> parse(C, {"model": "m", "batch_size": 0, "bach": 2})
@@ -32,33 +32,22 @@ from reward.core.errors import ConfigError
 from reward.core.registry import close_match
 
 T = TypeVar("T")
-Range = tuple[float | None, float | None, bool]  # (low, high, strict: above low, not equal to it)
-
-
-def at_least(low: float, high: float | None = None) -> Range:
-    return (low, high, False)
-
-
-def above(low: float, high: float | None = None) -> Range:
-    return (low, high, True)
-
-
-BATCH = at_least(1, 65_536)  # items per call, per device or per step
-WORKERS = at_least(0, 1024)
-FRACTION = at_least(0, 1)
-PIXELS = at_least(1)  # a pixel budget or a decode guard
-SIDE = at_least(8, 16_384)  # an image side in pixels
-COUNT = at_least(1, 10_000_000)
-RETRIES = at_least(0, 100)
-TOKENS = at_least(1, 1_000_000)
+Range = tuple  # (low, high) or (low, high, True): above low, not equal to it; None: open on that side
+BATCH = (1, 65_536)  # items per call, per device or per step
+WORKERS = (0, 1024)
+FRACTION = (0, 1)
+PIXELS = (1, None)  # a pixel budget or a decode guard
+SIDE = (8, 16_384)  # an image side in pixels
+COUNT = (1, 10_000_000)
+RETRIES = (0, 100)
+TOKENS = (1, 1_000_000)
 TYPE_WORDS = {"Float": "a float", "Integer": "an integer", "Boolean": "true or false", "String": "a string"}
-SIMPLE = {bool: "true or false", int: "an integer", float: "a float", str: "a string"}
 
 
 def range_problem(key: str, value: Any, bounds: Range | None) -> str | None:
     """What is wrong with ``value`` (a number or a list of numbers) for ``bounds``, naming ``key``; NaN is refused.
 
-    >>> range_problem("n", [1, 0], at_least(1, 4)), range_problem("t", 0.0, above(0))
+    >>> range_problem("n", [1, 0], (1, 4)), range_problem("t", 0.0, (0, None, True))
     ('n=[1, 0]: each value must be between 1 and 4', 't=0.0: must be > 0')
     """
     items = value if isinstance(value, list | tuple) else [value]
@@ -193,60 +182,6 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
         raise
     except (ValueError, TypeError, OmegaConfBaseException) as err:
         raise ConfigError(f"{title}: " + str(err).replace("\n", "\n  ")) from None
-
-
-def library_fields(cls: type) -> dict[str, str | list[str] | None]:
-    """The init fields of a library's settings dataclass as data: a plain type's name, an enum's values, or ``None``
-    for a richer type (left to the library): a table checked without importing the library (:func:`field_problems`).
-    """
-    import enum
-    import types
-
-    hints = typing.get_type_hints(cls)
-
-    def kind(tp: Any) -> str | list[str] | None:
-        if tp in SIMPLE:
-            return tp.__name__
-        if isinstance(tp, type) and issubclass(tp, enum.Enum):
-            return sorted(str(m.value) for m in tp)
-        if typing.get_origin(tp) not in (typing.Union, types.UnionType):
-            return None
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
-        if len(args) == 1 or (len(enums) == 1 and set(args) == {enums[0], str}):
-            return kind(enums[0] if enums else args[0])
-        return None
-
-    return {f.name: kind(hints.get(f.name)) for f in dataclasses.fields(cls) if f.init}
-
-
-def field_problems(fields: Mapping[str, Any], values: Mapping[str, Any], where: str) -> list[str]:
-    """``values`` checked against a table of :func:`library_fields`: unknown keys, plain types, enum values.
-
-    >>> for p in field_problems({"steps": "int", "kind": ["cosine", "linear"]}, {"steps": 1.5, "kind": "cosin"}, "t"):
-    ...     print(p)
-    t.steps=1.5: expected an integer
-    t.kind='cosin': expected one of cosine, linear (did you mean 'cosine'?)
-    """
-    found = []
-    names = {"bool": bool, "int": int, "float": float, "str": str}
-    for key, value in values.items():
-        kind = fields.get(key, "?")
-        if kind == "?":
-            found.append(f"unknown key {where}.{key}{close_match(key, list(fields), fmt=' (did you mean {!r}?)')}")
-        elif isinstance(kind, str) and value is not None and not _fits(value, names[kind]):
-            found.append(f"{where}.{key}={value!r}: expected {SIMPLE[names[kind]]}")
-        elif isinstance(kind, list) and value is not None and value not in kind:
-            hint = close_match(str(value), kind, fmt=" (did you mean {!r}?)")
-            choices = ", ".join(kind) if len(kind) <= 8 or not hint else f"{len(kind)} values"
-            found.append(f"{where}.{key}={value!r}: expected one of {choices}{hint}")
-    return found
-
-
-def _fits(value: Any, want: type) -> bool:
-    if want is bool or isinstance(value, bool):
-        return want is bool and isinstance(value, bool)
-    return isinstance(value, int | float) if want is float else isinstance(value, want)
 
 
 def resume_mode(value: Any, key: str = "resume") -> bool:

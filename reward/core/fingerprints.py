@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,18 +35,8 @@ logger = logging.getLogger(__name__)
 DIGEST_CHARS = 32  # hex characters kept of a SHA-256 digest (128 bits)
 MAX_MANIFEST_BYTES = 1 << 30  # a larger "manifest" is known as a file only
 SKIPPED = ("__pycache__",)
-
-
-def _cache() -> sqlite3.Connection | None:
-    folder = Path(os.environ.get("PERCEPTUAL_REWARDS_CACHE") or Path("~/.cache/perceptual-rewards").expanduser())
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(folder / "digests.sqlite", timeout=60)
-        db.execute("CREATE TABLE IF NOT EXISTS digests (inode TEXT PRIMARY KEY, stat TEXT, digest TEXT)")
-        return db
-    except (OSError, sqlite3.Error) as err:  # no cache: every file is hashed
-        logger.debug("no digest cache in %s: %s", folder, err)
-        return None
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # NAME or ORG/NAME, as the Hub spells repo ids
+_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 
 def _hash(path: str) -> str:
@@ -58,8 +49,15 @@ def file_digests(paths: Iterable[str | Path]) -> dict[str, tuple[str, int]]:
     parallel threads: hashlib releases the GIL) and cached."""
     stats = {p: os.stat(p) for p in dict.fromkeys(str(p) for p in paths)}
     keys = {p: (f"{s.st_dev}:{s.st_ino}", f"{s.st_size}:{s.st_mtime_ns}:{s.st_ctime_ns}") for p, s in stats.items()}
-    db = _cache()
+    folder = Path(os.environ.get("PERCEPTUAL_REWARDS_CACHE") or Path("~/.cache/perceptual-rewards").expanduser())
     known: dict[str, tuple[str, str]] = {}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        db: sqlite3.Connection | None = sqlite3.connect(folder / "digests.sqlite", timeout=60)
+        db.execute("CREATE TABLE IF NOT EXISTS digests (inode TEXT PRIMARY KEY, stat TEXT, digest TEXT)")
+    except (OSError, sqlite3.Error) as err:  # no cache: every file is hashed
+        logger.debug("no digest cache in %s: %s", folder, err)
+        db = None
     if db is not None:
         inodes = [k for k, _ in keys.values()]
         for i in range(0, len(inodes), 500):
@@ -125,15 +123,6 @@ def _folder(folder: Path, exclude: Sequence[str]) -> dict[str, Any]:
     return record
 
 
-def _strings(node: Any) -> Iterable[str]:
-    if isinstance(node, str):
-        if 0 < len(node) <= 4096 and "\n" not in node:
-            yield node
-    elif isinstance(node, Mapping | list):
-        for value in node.values() if isinstance(node, Mapping) else node:
-            yield from _strings(value)
-
-
 def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> list[str]:
     """The files a manifest's rows name (absolute, each once): every string of a JSON document, of a JSON line or of
     a CSV/TSV cell that names an existing file relative to the manifest's folder, to one of ``roots``, or
@@ -143,22 +132,13 @@ def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> list[str]:
     except (OSError, UnicodeDecodeError):
         return []
     if manifest.suffix.lower() in (".csv", ".tsv"):
-        docs: list[Any] = list(
-            csv.reader(text.splitlines(), dialect="excel-tab" if manifest.suffix == ".tsv" else "excel")
-        )
-    else:
-        try:
-            docs = [json.loads(text)]
-        except json.JSONDecodeError:
-            docs = []
-            for line in text.splitlines():
-                try:
-                    docs.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
+        dialect = "excel-tab" if manifest.suffix.lower() == ".tsv" else "excel"
+        strings = {cell for row in csv.reader(text.splitlines(), dialect=dialect) for cell in row}
+    else:  # every JSON string literal, whatever the document's shape (keys too: they name no file)
+        strings = {json.loads(f'"{s}"') if "\\" in s else s for s in _JSON_STRING.findall(text)}
     bases = [str(manifest.parent), *(os.path.abspath(r) for r in roots)]
     found = set()
-    for value in {s for doc in docs for s in _strings(doc)}:
+    for value in (s for s in strings if 0 < len(s) <= 4096):
         for base in [""] if os.path.isabs(value) else bases:
             candidate = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
             if os.path.isfile(candidate):
@@ -229,8 +209,6 @@ def _source(value: str, folder: Path, exclude: Sequence[str]) -> dict[str, Any]:
 
 def hub_snapshot(value: str, repo_type: str = "model") -> Path | None:
     """The cached snapshot folder of a Hub id ``ORG/NAME`` (never downloaded here), or ``None``."""
-    from reward.core.inputs import HUB_ID
-
     if value.count("/") != 1 or not HUB_ID.match(value) or ".." in value or Path(value).expanduser().exists():
         return None
     try:
@@ -269,28 +247,3 @@ def fingerprint(
         return {"path": text, "revision": snapshot.name} if snapshot is not None else {"path": text}
     snapshot = hub_snapshot(text)
     return {"repo": text, "revision": snapshot.name} if snapshot is not None else {"path": text}
-
-
-def image_identity(image: Any) -> str:
-    """What one image is, by its content: ``sha256:DIGEST`` of a file's bytes, of a table cell's bytes or of a decoded
-    image's pixels; a file that cannot be read is known by its real path (``path:...``).
-
-    >>> from PIL import Image
-    >>> image_identity(Image.new("RGB", (2, 2))) == image_identity(Image.new("RGB", (2, 2)))
-    True
-    """
-    from PIL import Image
-
-    from reward.data.rows import DatasetImage
-
-    if isinstance(image, DatasetImage):
-        value = image.dataset[image.index][image.column]
-        if isinstance(value, Mapping) and value.get("bytes"):
-            return "sha256:" + hashlib.sha256(value["bytes"]).hexdigest()[:DIGEST_CHARS]
-        image = value.get("path") if isinstance(value, Mapping) else value
-    if isinstance(image, Image.Image):
-        h = hashlib.sha256(f"{image.mode}{image.size}".encode())
-        h.update(image.tobytes())
-        return "sha256:" + h.hexdigest()[:DIGEST_CHARS]
-    path = os.path.realpath(os.path.expanduser(str(image)))
-    return "sha256:" + file_digests([path])[path][0] if os.path.isfile(path) else "path:" + path

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reward.core.cli import is_main_process
 from reward.core.errors import UserError
 from reward.core.fingerprints import fingerprint, hub_snapshot
 from reward.core.secrets import is_secret_key, redact
@@ -58,9 +59,6 @@ class OutputFolderError(UserError):
 
 class RunComplete(Exception):  # noqa: N818 - not an error: the command has nothing to do
     """The identical command already completed in this folder, as ``make`` finds a target up to date."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"already complete: results in {path} (overwrite=true runs it anew)")
 
 
 @dataclass
@@ -91,7 +89,7 @@ class Output:
     def finish(self) -> None:
         """Mark the run complete (the identical command then stops at once); an input known by its name alone when
         the run started (a Hub model the run downloaded) is fingerprinted now."""
-        inputs = {k: fingerprint(v["path"]) if _by_name(v) else v for k, v in self.identity["inputs"].items()}
+        inputs = {k: fingerprint(v["path"]) if v.keys() == {"path"} else v for k, v in self.identity["inputs"].items()}
         self.identity = {**self.identity, "inputs": inputs}
         atomic_write_json(self.path / RUN_FILE, {**self.identity, "complete": True})
 
@@ -101,10 +99,6 @@ class Output:
     def provenance(self) -> dict[str, Any]:
         """What a result file records about its run: the command, its inputs and when it started."""
         return {k: self.identity.get(k) for k in ("command", "inputs", "started")}
-
-
-def _by_name(record: Any) -> bool:
-    return isinstance(record, Mapping) and set(record) == {"path"}
 
 
 def prepare_output(
@@ -150,7 +144,7 @@ def check_output(
             f"{out_key}= folder, or overwrite=true to move it aside first"
         )
     exclude = [os.path.realpath(path)]
-    if main_rank():
+    if is_main_process():
         found = {k: fingerprint(v, exclude=exclude) for k, v in sorted(named.items())}
     else:  # the other processes of a launch take what the main process recorded
         found = {k: ((saved or {}).get("inputs") or {}).get(k, {"path": v}) for k, v in sorted(named.items())}
@@ -166,7 +160,7 @@ def check_output(
     before = {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs") or {}}
     now = {"command": command, **identity["settings"], "inputs": _as_saved(saved.get("inputs") or {}, found)}
     if saved.get("complete") and not differences(before, now, ("resume", "overwrite")):
-        raise RunComplete(path)
+        raise RunComplete(f"already complete: results in {path} (overwrite=true runs it anew)")
     if not saved.get("complete") and all(p.name == RUN_FILE for p in path.iterdir()):
         logger.info("%s holds a run that never started; this run replaces it", path)
         return Output(path, "new", identity, lock=lock)
@@ -206,7 +200,9 @@ def _as_saved(saved: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str,
     """The current inputs as compared with a saved run: a Hub model the saved run knew by name (it downloaded it) and
     now found in the cache is the same input."""
     return {
-        k: saved[k] if _by_name(saved.get(k)) and v.get("repo", v.get("path")) == saved[k]["path"] else v
+        k: saved[k]
+        if (saved.get(k) or {}).keys() == {"path"} and v.get("repo", v.get("path")) == saved[k]["path"]
+        else v
         for k, v in current.items()
     }
 
@@ -278,20 +274,6 @@ def may_change_keys(cls: type, prefix: str = "") -> tuple[str, ...]:
         elif dataclasses.is_dataclass(types.get(f.name)):
             keys += may_change_keys(types[f.name], full)
     return tuple(keys)
-
-
-def resume_field(help: str, default: str = "auto") -> Any:
-    """A command's ``resume`` setting (auto | never); it may differ on a resumed run."""
-    return field(default=default, metadata={"help": help, "may_change": True})
-
-
-def overwrite_field(help: str) -> Any:
-    """A command's ``overwrite`` setting (an earlier run moved aside, never deleted)."""
-    return field(default=False, metadata={"help": help, "may_change": True})
-
-
-def main_rank() -> bool:
-    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) in ("0", "")
 
 
 def check_output_file(
@@ -374,7 +356,7 @@ def lock_output(path: Path, key: str = "out") -> Any:
     """``filelock``'s lock on the output folder (main process of a launch only), shared within a process; a folder
     in use by another run is refused at once. The lock file ``.NAME.lock`` lies beside the folder (inside it when the
     parent cannot be written), named from the folder's real path so that every spelling takes the same lock."""
-    if not main_rank():
+    if not is_main_process():
         return None
     from filelock import FileLock, Timeout
 
@@ -391,14 +373,7 @@ def lock_output(path: Path, key: str = "out") -> Any:
             f"{key}={path}: its lock path {file} is {kind}, not a lock file; remove it if no run is using it, or "
             f"pass another {key}= folder"
         )
-    holder = f"PID {os.getpid()} on {socket.gethostname()}, started {time.strftime('%Y-%m-%dT%H:%M:%S')}, running: "
-    holder += " ".join([Path(sys.executable).name, *sys.argv])
-
-    def write_holder(fd: int) -> None:  # who holds it, for the refusal of a second run
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, holder.encode("utf-8", "replace"), 0)
-
-    lock = FileLock(file, timeout=0, thread_local=False, on_acquired=write_holder)
+    lock = FileLock(file, timeout=0, thread_local=False)
     try:
         lock.acquire()
     except Timeout:
@@ -412,5 +387,8 @@ def lock_output(path: Path, key: str = "out") -> Any:
         ) from None
     except OSError as err:
         raise OutputFolderError(f"{key}={path}: cannot take its lock {file} ({err.strerror or err})") from None
+    started = time.strftime("%Y-%m-%dT%H:%M:%S")  # who holds it, for the refusal of a second run
+    command = " ".join([Path(sys.executable).name, *sys.argv])
+    Path(file).write_text(f"PID {os.getpid()} on {socket.gethostname()}, started {started}, running: {command}")
     _HELD[file] = lock
     return lock

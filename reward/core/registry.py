@@ -1,8 +1,8 @@
 """One small registry for every pluggable family (rewards, generators, datasets): names, metadata, suggestions.
 
 A :class:`Registry` maps kebab-case names to an :class:`Entry`: a target (an object, or ``"package.module:attr"``
-imported on first use) and metadata that callers read instead of checking names. Unknown names fail with the
-close match and the list of known names; the registry is the only source of that list.
+imported on first use) and metadata that callers read instead of checking names. An unknown name fails with the
+close match and the known names; the registry is the only source of that list.
 
 Example:
     >>> colours = Registry("colour", required=("rgb",))
@@ -12,25 +12,18 @@ Example:
     >>> colours.get("dep-red")
     Traceback (most recent call last):
     ...
-    reward.core.registry.UnknownNameError: unknown colour 'dep-red'. Did you mean 'deep-red'? Known colours: deep-red.
+    reward.core.errors.ConfigError: unknown colour 'dep-red'. Did you mean 'deep-red'? Known colours: deep-red.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.core.errors import UserError
-
-
-class UnknownNameError(UserError, KeyError):
-    """A name that is not registered (the message lists the close match and the known names)."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
+from reward.core.errors import ConfigError, UserError
 
 
 def close_match(name: str, choices: Sequence[str], fmt: str = " Did you mean {!r}?") -> str:
@@ -44,7 +37,7 @@ def close_match(name: str, choices: Sequence[str], fmt: str = " Did you mean {!r
 
 
 def import_path(path: str, *, what: str = "object") -> Any:
-    """The object at ``"package.module:attr"`` (``attr`` may be dotted); clear errors for bad paths."""
+    """The object at ``"package.module:attr"`` (``attr`` may be dotted); a bad path is one clear error."""
     module, _, attr = path.partition(":")
     if not module or not attr:
         raise UserError(f"{what} {path!r} must look like 'package.module:function'")
@@ -73,32 +66,13 @@ class Entry:
 
 
 class Registry:
-    """Names of one pluggable family with required metadata (``kind`` is the family's name in messages).
+    """Names of one pluggable family with required metadata (``kind``: the family's name in messages).
+    ``discover``: called once, when the names are first read, to register what other packages declare (their entry
+    points), so that nothing of theirs is imported before it is needed."""
 
-    ``discover``: called once, when the names are first read (looked up, listed, iterated), to register entries that
-    other packages declare (their entry points): nothing of theirs is imported before it is needed.
-    """
-
-    def __init__(
-        self,
-        kind: str,
-        *,
-        required: Sequence[str] = (),
-        plural: str | None = None,
-        discover: Callable[[], None] | None = None,
-    ) -> None:
-        self.kind = kind
-        self.plural = plural or f"{kind}s"
-        self.required = tuple(required)
+    def __init__(self, kind: str, *, required: Sequence[str] = (), discover: Callable[[], None] | None = None) -> None:
+        self.kind, self.required, self._discover = kind, tuple(required), discover
         self._entries: dict[str, Entry] = {}
-        self._discover = discover
-
-    def _discovered(self) -> dict[str, Entry]:
-        """The entries, after the one call of ``discover`` (registering from inside it reads no further)."""
-        if self._discover is not None:
-            discover, self._discover = self._discover, None
-            discover()
-        return self._entries
 
     def register(self, name: str, target: Any, **meta: Any) -> Entry:
         """Add ``name`` (kebab-case) with its target and metadata; every ``required`` key must be given."""
@@ -106,36 +80,30 @@ class Registry:
             raise ValueError(f"{self.kind} name {name!r} must be kebab-case (lower case, words joined by '-')")
         if name in self._entries:
             raise ValueError(f"{self.kind} {name!r} is already registered")
-        missing = [k for k in self.required if meta.get(k) is None]
-        if missing:
+        if missing := [k for k in self.required if meta.get(k) is None]:
             raise ValueError(f"{self.kind} {name!r}: metadata {missing} is required at registration")
-        entry = Entry(name, target, dict(meta))
-        self._entries[name] = entry
-        return entry
+        self._entries[name] = Entry(name, target, dict(meta))
+        return self._entries[name]
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` (tests that register a temporary entry)."""
-        self.get(name)
-        del self._entries[name]
+        del self._entries[self.get(name).name]
 
     def names(self) -> list[str]:
-        """The registered names, sorted."""
-        return sorted(self._discovered())
+        """The registered names, sorted (the other packages' discovered first)."""
+        if self._discover is not None:
+            discover, self._discover = self._discover, None
+            discover()
+        return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._discovered()
+        return name in self.names()
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
-
-    def get(self, name: str) -> Entry:
-        """The entry of ``name``; unknown names fail with the close match and the known names."""
-        if name in self._discovered():
+    def get(self, name: str, hint: str = "") -> Entry:
+        """The entry of ``name``; an unknown one fails with the close match, the known names and ``hint``."""
+        if name in self.names():
             return self._entries[name]
-        raise UnknownNameError(self.unknown_message(name))
-
-    def unknown_message(self, name: str) -> str:
-        return (
-            f"unknown {self.kind} {name!r}.{close_match(name, self.names())} "
-            f"Known {self.plural}: {', '.join(self.names())}."
+        names = self.names()
+        raise ConfigError(
+            f"unknown {self.kind} {name!r}.{close_match(name, names)} Known {self.kind}s: {', '.join(names)}.{hint}"
         )

@@ -1,10 +1,9 @@
-"""The last lines every command prints: what it did, in a few facts, and where its files are.
+"""The last lines every command prints (what it did in a few facts, and where its files are), and text tables.
 
 Example:
-    >>> print(summary_text("evaluate", {"rows": 8, "skipped": 0, "SRCC": 0.41234}, {"metrics": "out/metrics.json",
-    ...                    "plots": None}))
+    >>> print(log_summary("evaluate", {"rows": 8, "skipped": 0, "SRCC": 0.41234}, {"metrics": "out/m", "x": None}))
     done: evaluate -- rows 8, skipped 0, SRCC 0.412
-      metrics: out/metrics.json
+      metrics: out/m
 """
 
 from __future__ import annotations
@@ -14,38 +13,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["log_summary", "summary_text", "text_table"]
-
 logger = logging.getLogger("reward.summary")
 
 
-def _fact(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) >= 1000 or value == int(value) else f"{value:.3f}"
-    return str(value)
-
-
-def summary_text(title: str, facts: Mapping[str, Any], files: Mapping[str, str | Path | None]) -> str:
-    """The summary as text: ``done: TITLE -- key value, ...`` then one ``  name: path`` line per file given
-    (``None`` entries are left out, so callers can pass optional files as they are)."""
-    head = f"done: {title}"
-    shown = [f"{k} {_fact(v)}" for k, v in facts.items() if v is not None]
-    if shown:
-        head += " -- " + ", ".join(shown)
-    lines = [head, *(f"  {name}: {path}" for name, path in files.items() if path is not None)]
-    return "\n".join(lines)
-
-
 def log_summary(title: str, facts: Mapping[str, Any], files: Mapping[str, str | Path | None]) -> str:
-    """Log the command's closing summary (:func:`summary_text`) and return it."""
-    text = summary_text(title, facts, files)
+    """Log ``done: TITLE -- key value, ...`` and one ``  name: path`` line per file given (``None`` ones left out)."""
+
+    def fact(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) >= 1000 or v == int(v) else f"{v:.3f}"
+        return str(v)
+
+    shown = [f"{k} {fact(v)}" for k, v in facts.items() if v is not None]
+    head = f"done: {title}" + (" -- " + ", ".join(shown) if shown else "")
+    text = "\n".join([head, *(f"  {name}: {path}" for name, path in files.items() if path is not None)])
     logger.info("%s", text)
     return text
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
-    """A fixed-width text table: the header, a rule, one line per row; columns flagged in ``right`` are
-    right-aligned (numbers), the others left-aligned.
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    """A fixed-width table: the header, a rule, one line per row; columns flagged in ``right`` right-aligned.
 
     >>> print(text_table(["pick", "mean"], [["chosen", "0.612"], ["random", "0.43"]], [False, True]))
     pick     mean
@@ -53,10 +40,9 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequ
     chosen  0.612
     random   0.43
     """
-    right = list(right) if right is not None else [False] * len(header)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True))
-
-    return "\n".join([line(header).rstrip(), line(["-" * w for w in widths]), *(line(r).rstrip() for r in rows)])
+    lines = [header, ["-" * w for w in widths], *rows]
+    return "\n".join(
+        "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)).rstrip()
+        for cells in lines
+    )

@@ -7,11 +7,12 @@ stream, a PIL image or a :class:`DatasetImage` (a ``datasets`` table's cell, dec
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,26 @@ def _from_array(hwc: np.ndarray, original: Any, name: str) -> Image.Image:
     if pixels.shape[-1] == 1:
         return Image.fromarray(np.ascontiguousarray(pixels[..., 0]), "L").convert("RGB")
     return Image.fromarray(np.ascontiguousarray(pixels), "RGB")
+
+
+def image_identity(image: Any) -> str:
+    """What one image is, by its content: ``sha256:DIGEST`` of a file's bytes, of a table cell's bytes or of a decoded
+    image's pixels; a file that cannot be read is known by its real path (``path:...``).
+
+    >>> from PIL import Image
+    >>> image_identity(Image.new("RGB", (2, 2))) == image_identity(Image.new("RGB", (2, 2)))
+    True
+    """
+    from reward.core.fingerprints import DIGEST_CHARS, file_digests
+
+    if isinstance(image, DatasetImage):
+        value = image.dataset[image.index][image.column]
+        if isinstance(value, Mapping) and value.get("bytes"):
+            return "sha256:" + hashlib.sha256(value["bytes"]).hexdigest()[:DIGEST_CHARS]
+        image = value.get("path") if isinstance(value, Mapping) else value
+    if isinstance(image, Image.Image):
+        h = hashlib.sha256(f"{image.mode}{image.size}".encode())
+        h.update(image.tobytes())
+        return "sha256:" + h.hexdigest()[:DIGEST_CHARS]
+    path = os.path.realpath(os.path.expanduser(str(image)))
+    return "sha256:" + file_digests([path])[path][0] if os.path.isfile(path) else "path:" + path

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from reward.core.config import above, at_least
 from reward.data import SkippedRow
 from reward.data.images import load_image
 from reward.data.manifest import ManifestError
@@ -90,12 +89,10 @@ class A2JudgeSettings:
         default="OPENAI_API_KEY",
         metadata={"help": 'environment variable holding the key ("EMPTY" if unset, as for vLLM)'},
     )
-    rounds: int = field(default=5, metadata={"help": "the paper's 5 rounds, averaged", "range": at_least(1, 100)})
-    temperature: float = field(
-        default=1.0, metadata={"help": "sampling makes the rounds differ", "range": at_least(0, 2)}
-    )
-    max_workers: int = field(default=8, metadata={"help": "concurrent requests", "range": at_least(1, 1024)})
-    timeout: float = field(default=60.0, metadata={"help": "seconds per request", "range": above(0)})
+    rounds: int = field(default=5, metadata={"help": "the paper's 5 rounds, averaged", "range": (1, 100)})
+    temperature: float = field(default=1.0, metadata={"help": "sampling makes the rounds differ", "range": (0, 2)})
+    max_workers: int = field(default=8, metadata={"help": "concurrent requests", "range": (1, 1024)})
+    timeout: float = field(default=60.0, metadata={"help": "seconds per request", "range": (0, None, True)})
 
 
 def load_descriptions(

@@ -14,14 +14,14 @@ from typing import Any
 import torch
 from PIL import Image
 
-from reward.core.config import BATCH, above, parse
+from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError
-from reward.core.inputs import check_models
 from reward.data.images import as_images
 from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm.hub import check_models
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
 from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
@@ -51,7 +51,7 @@ class QBenchConfig(ModelLoading):
         default=False,
         metadata={"help": "use Q-Bench+'s synonym sets (good/high/fine vs poor/low/bad) unless words given"},
     )
-    temperature: float = field(default=1.0, metadata={"help": "softmax temperature T", "range": above(0)})
+    temperature: float = field(default=1.0, metadata={"help": "softmax temperature T", "range": (0, None, True)})
     system: str | None = field(default=None, metadata={"help": "optional system prompt"})
     batch_size: int = field(default=16, metadata={"help": "images per forward pass", "range": BATCH})
     backend: str = field(

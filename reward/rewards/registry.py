@@ -175,14 +175,8 @@ def reward_info(name: str) -> RewardSpec:
             meta.get("description", "custom reward from an import path"),
             None,
         )
-    if name not in REWARDS:
-        note = install_note()
-        raise ConfigError(
-            REWARDS.unknown_message(name)
-            + " A custom one can be given as 'package.module:factory'."
-            + (f" Note: {note}." if note else "")
-        )
-    return REWARDS.get(name).target
+    note = f" Note: {install_note()}." if name not in REWARDS and install_note() else ""
+    return REWARDS.get(name, hint=" A custom one can be given as 'package.module:factory'." + note).target
 
 
 def get_reward(name: str, cfg: Mapping[str, Any] | Any | None = None, **overrides: Any) -> Reward:

@@ -17,9 +17,9 @@ import logging
 from pathlib import Path
 
 from reward.core.errors import MissingInputError
-from reward.core.inputs import HUB_ID
+from reward.core.fingerprints import HUB_ID
 
-__all__ = ["is_repo_id", "resolve_model_dir"]
+__all__ = ["check_models", "is_repo_id", "missing_model", "resolve_model_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,3 +62,41 @@ def resolve_model_dir(value: str | Path, *, key: str, revision: str | None = Non
         ) from None
     logger.info("%s=%s: the Hub snapshot at %s", key, text, local)
     return Path(local)
+
+
+def missing_model(value: str | None, key: str, *, cached: bool = False) -> str | None:
+    """The problem with a model path ``value`` of setting ``key``, or ``None``: a folder that exists, or a name that
+    could be a Hub id (resolved through the Hub cache when loaded), passes; anything else is named. ``cached`` (checks
+    made right before the model loads): offline (``HF_HUB_OFFLINE=1``) a Hub id passes only when the Hugging Face
+    cache holds it."""
+    if not value or Path(str(value)).expanduser().exists():
+        return None
+    if HUB_ID.match(str(value)) and ".." not in str(value):
+        return _not_cached_offline(str(value), key) if cached else None
+    return f"{key}={value}: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id"
+
+
+def _not_cached_offline(repo: str, key: str) -> str | None:
+    """Offline, a Hub id the cache lacks, named (it would fail when its model loads); online: ``None``."""
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    if not constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        snapshot_download(repo, local_files_only=True)
+    except (LocalEntryNotFoundError, HFValidationError):
+        return (
+            f"{key}={repo}: not a folder, and the Hub repo {repo} is not in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}) while offline (HF_HUB_OFFLINE=1); download it first (hf download {repo}) "
+            f"or point {key} at a local folder"
+        )
+    return None
+
+
+def check_models(paths: dict[str, str | None]) -> None:
+    """Every missing model of ``{key: path}`` in one :class:`MissingInputError` (none missing: nothing), made right
+    before the models load: offline, a Hub id the cache lacks is missing too."""
+    problems = [p for key, value in paths.items() if (p := missing_model(value, key, cached=True))]
+    if problems:
+        raise MissingInputError("\n".join(problems))

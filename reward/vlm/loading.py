@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reward.core.config import at_least, parse
+from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from reward.data.files import read_json_object
 
@@ -50,14 +50,14 @@ class ModelLoading:
         default=None,
         metadata={
             "help": "processor: images smaller than this are upscaled (null: the checkpoint's)",
-            "range": at_least(1),
+            "range": (1, None),
         },
     )
     max_pixels: int | None = field(
         default=None,
         metadata={
             "help": "processor: images larger are downscaled; visual tokens = pixels / 28^2",
-            "range": at_least(1),
+            "range": (1, None),
         },
     )
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from reward.core.config import FRACTION, RETRIES, above, at_least, parse
+from reward.core.config import FRACTION, RETRIES, parse
 from reward.core.errors import ConfigError, UserError
 from reward.vlm.model import OptionLogProbs, OptionQuery, content_parts
 
@@ -47,19 +47,19 @@ class ServerConfig:
         default=20,
         metadata={
             "help": "answer tokens listed with their log-probs (vLLM: --max-logprobs)",
-            "range": at_least(1, 10**6),
+            "range": (1, 10**6),
         },
     )
     max_missing_mass: float = field(
         default=0.01,
         metadata={"help": "absent options taken as 0 if they could hold at most this share", "range": FRACTION},
     )
-    timeout: float = field(default=60.0, metadata={"help": "seconds per request", "range": above(0)})
+    timeout: float = field(default=60.0, metadata={"help": "seconds per request", "range": (0, None, True)})
     max_retries: int = field(
         default=2, metadata={"help": "the openai client's retries on each server", "range": RETRIES}
     )
     concurrency: int = field(
-        default=8, metadata={"help": "requests in flight at most, over all servers", "range": at_least(1, 4096)}
+        default=8, metadata={"help": "requests in flight at most, over all servers", "range": (1, 4096)}
     )
     tokenizer: str | None = field(
         default=None,

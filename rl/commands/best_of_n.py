@@ -19,9 +19,8 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 from tqdm import tqdm
 
-from reward.core.config import BATCH, COUNT, PIXELS, at_least, parse, to_plain
+from reward.core.config import BATCH, COUNT, PIXELS, parse, to_plain
 from reward.core.errors import ConfigError
-from reward.core.inputs import missing_model
 from reward.core.outputs import Output
 from reward.core.summary import log_summary, text_table
 from reward.data.files import atomic_write_json, atomic_write_jsonl
@@ -29,6 +28,7 @@ from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.rewards.registry import reward_config
+from reward.vlm.hub import missing_model
 from rl.devices import resolve_devices
 from rl.generators import build_generator, generator_config, inpaint_each
 from rl.inpaint_tasks import Task, load_tasks
@@ -61,7 +61,7 @@ class BestOfNSettings:
         default=4,
         metadata={
             "help": "candidates per task (the paper: 4); n=1 seed=S reproduces candidate S - seed of every task",
-            "range": at_least(1, 4096),
+            "range": (1, 4096),
         },
     )
     seed: int = field(default=0, metadata={"help": "candidate j of every task uses seed + j"})

@@ -39,16 +39,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import FRACTION, PIXELS, TOKENS, at_least, parse, resume_mode, to_plain
+from reward.core.config import FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
-from reward.core.inputs import missing_model
-from reward.core.outputs import Output, may_change_keys, overwrite_field, resume_field
+from reward.core.outputs import Output, may_change_keys
 from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.integrations.trl_rewards import TrlRewards
 from reward.rewards.registry import reward_config
+from reward.vlm.hub import missing_model
 from rl.devices import placed_device, resolve_devices
 from rl.generators import build_generator, generator_config, generator_has_device, text_budget
 from rl.inpaint_render import InpaintingRender
@@ -108,7 +108,7 @@ class ExpansionPromptSettings:
 class HeldOutSettings:
     every: int = field(
         default=10,
-        metadata={"help": "held-out evaluation every K steps (0: off)", "may_change": True, "range": at_least(0)},
+        metadata={"help": "held-out evaluation every K steps (0: off)", "may_change": True, "range": (0, None)},
     )
     max_new_tokens: int | None = field(
         default=None, metadata={"help": "null: trainer.max_completion_length", "range": TOKENS}
@@ -192,7 +192,7 @@ class GrpoSettings:
         default=8,
         metadata={
             "help": "tasks held out of data when eval_data is null (whole groups: possibly a few more)",
-            "range": at_least(1, 1_000_000),
+            "range": (1, 1_000_000),
         },
     )
     image_root: str | None = image_root_field()
@@ -237,10 +237,20 @@ class GrpoSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
-    resume: str = resume_field(
-        "auto: continue the same run in out (refused if it is another run); never: a new run only"
+    resume: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: continue the same run in out (refused if it is another run); never: a new run only",
+            "may_change": True,
+        },
     )
-    overwrite: bool = overwrite_field("an earlier run in out is moved aside to out.old-<time> (never deleted)")
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "an earlier run in out is moved aside to out.old-<time> (never deleted)",
+            "may_change": True,
+        },
+    )
     seed: int = field(
         default=42,
         metadata={
@@ -254,7 +264,7 @@ class GrpoSettings:
         metadata={
             "help": "images saved per step in out/samples (first-vs-last grid; main process)",
             "may_change": True,
-            "range": at_least(0, 1024),
+            "range": (0, 1024),
         },
     )
     stall_timeout_s: float = field(
@@ -262,7 +272,7 @@ class GrpoSettings:
         metadata={
             "help": "no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)",
             "may_change": True,
-            "range": at_least(0),
+            "range": (0, None),
         },
     )
     trainer: dict[str, Any] = field(

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, FRACTION, PIXELS, SIDE, above, at_least, parse, resume_mode
+from reward.core.config import BATCH, FRACTION, PIXELS, SIDE, parse, resume_mode
 from reward.core.errors import ConfigError, MissingInputError
-from reward.core.inputs import missing_model
-from reward.core.outputs import Output, check_output, may_change_keys, overwrite_field, resume_field
+from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
 from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
+from reward.vlm.hub import missing_model
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
 from training.model_card import scorer_card
@@ -236,7 +236,7 @@ class DataSettings:
         default=0.5,
         metadata={
             "help": "std (MOS units) of the Gaussian where a row has no votes (true) or no std (gaussian)",
-            "range": above(0, 100),
+            "range": (0, 100, True),
         },
     )
     perception: str | None = field(
@@ -282,7 +282,7 @@ class DataSettings:
         metadata={"help": "manifest training: random native-scale crops and horizontal flips (training.augment)"},
     )
     augment_crop: float = field(
-        default=0.875, metadata={"help": "side fraction each random crop keeps", "range": above(0, 1)}
+        default=0.875, metadata={"help": "side fraction each random crop keeps", "range": (0, 1, True)}
     )
 
 
@@ -302,7 +302,7 @@ class LossSettings:
         default=1.0,
         metadata={
             "help": "kind=nll: weight of the rating-word token in the completion loss (1: plain trl loss)",
-            "range": at_least(0, 1000),
+            "range": (0, 1000),
         },
     )
     deqa_weight: float = field(
@@ -360,8 +360,20 @@ class SftSettings:
     seed: int = field(
         default=42, metadata={"help": "the trainer's seed (trl), the training stream's and the manifest's shuffle"}
     )
-    resume: str = resume_field("auto: continue the same run from out's last checkpoint; never: a new run only")
-    overwrite: bool = overwrite_field("true: an out folder holding another run is moved aside to DIR.old-<time>")
+    resume: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: continue the same run from out's last checkpoint; never: a new run only",
+            "may_change": True,
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "true: an out folder holding another run is moved aside to DIR.old-<time>",
+            "may_change": True,
+        },
+    )
     merge_lora: bool = field(
         default=True, metadata={"help": "scorer/ holds the merged model (false: the adapter plus base_model)"}
     )

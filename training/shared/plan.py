@@ -35,7 +35,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.core.config import above, at_least
 from reward.core.errors import ConfigError
 from training.shared.plan_models import BUILTIN, GENERATOR_PARAMS_B, ModelShape, model_shape
 
@@ -340,18 +339,16 @@ class PlanSettings:
         default=None,
         metadata={
             "help": "GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1",
-            "range": at_least(1, 4096),
+            "range": (1, 4096),
         },
     )
-    machines: int = field(
-        default=1, metadata={"help": "machines (accelerate --num_machines)", "range": at_least(1, 100_000)}
-    )
+    machines: int = field(default=1, metadata={"help": "machines (accelerate --num_machines)", "range": (1, 100_000)})
     zero_stage: int | None = field(
         default=None, metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0"}
     )
     gpu_memory_gib: float = field(
         default=DEFAULT_GPU_MEMORY_GIB,
-        metadata={"help": "memory of one GPU (H200: 139 GiB as torch reports it)", "range": above(0, 100_000)},
+        metadata={"help": "memory of one GPU (H200: 139 GiB as torch reports it)", "range": (0, 100_000, True)},
     )
     model: str | None = field(
         default=None,
@@ -364,7 +361,7 @@ class PlanSettings:
         default=None,
         metadata={
             "help": "SFT: training rows to plan epochs with when data.train cannot be read here",
-            "range": at_least(1, 10**10),
+            "range": (1, 10**10),
         },
     )
 

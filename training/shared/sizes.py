@@ -19,36 +19,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reward.core.config import Range, above, at_least, range_problem
+from reward.core.config import Range, range_problem
 from reward.core.errors import UserError
 
 MAX_BATCH = 65_536  # samples per device and step, accumulation steps, generations per prompt
 MAX_STEPS = 10**9
 
 TRAINER_RANGES: dict[str, Range] = {
-    "per_device_train_batch_size": at_least(1, MAX_BATCH),
-    "per_device_eval_batch_size": at_least(1, MAX_BATCH),
-    "gradient_accumulation_steps": at_least(1, MAX_BATCH),
-    "global_batch_size": at_least(1, MAX_BATCH * 64),  # ours: the effective batch (training.shared.batch)
-    "max_steps": at_least(-1, MAX_STEPS),  # -1: the epochs decide (0 refused below)
-    "learning_rate": at_least(0, 10),
-    "weight_decay": at_least(0),
-    "max_grad_norm": at_least(0),
-    "warmup_steps": at_least(0, MAX_STEPS),
-    "logging_steps": above(0, MAX_STEPS),
-    "save_steps": above(0, MAX_STEPS),
-    "eval_steps": above(0, MAX_STEPS),
-    "save_total_limit": at_least(1),
-    "dataloader_num_workers": at_least(0, 1024),
+    "per_device_train_batch_size": (1, MAX_BATCH),
+    "per_device_eval_batch_size": (1, MAX_BATCH),
+    "gradient_accumulation_steps": (1, MAX_BATCH),
+    "global_batch_size": (1, MAX_BATCH * 64),  # ours: the effective batch (training.shared.batch)
+    "max_steps": (-1, MAX_STEPS),  # -1: the epochs decide (0 refused below)
+    "learning_rate": (0, 10),
+    "weight_decay": (0, None),
+    "max_grad_norm": (0, None),
+    "warmup_steps": (0, MAX_STEPS),
+    "logging_steps": (0, MAX_STEPS, True),
+    "save_steps": (0, MAX_STEPS, True),
+    "eval_steps": (0, MAX_STEPS, True),
+    "save_total_limit": (1, None),
+    "dataloader_num_workers": (0, 1024),
     # GRPO (trl.GRPOConfig)
-    "num_generations": at_least(2, MAX_BATCH),  # a group's advantages need 2 completions
-    "generation_batch_size": at_least(1, MAX_BATCH * 64),
-    "steps_per_generation": at_least(1, MAX_BATCH),
-    "num_iterations": at_least(1, 1000),
-    "max_completion_length": at_least(1, 1_000_000),
-    "temperature": above(0, 100),
-    "beta": at_least(0),
-    "epsilon": at_least(0),
+    "num_generations": (2, MAX_BATCH),  # a group's advantages need 2 completions
+    "generation_batch_size": (1, MAX_BATCH * 64),
+    "steps_per_generation": (1, MAX_BATCH),
+    "num_iterations": (1, 1000),
+    "max_completion_length": (1, 1_000_000),
+    "temperature": (0, 100, True),
+    "beta": (0, None),
+    "epsilon": (0, None),
 }
 MAX_EPOCHS = 10_000
 
@@ -65,7 +65,7 @@ def trainer_size_problems(trainer: Mapping[str, Any], where: str = "trainer") ->
     if (
         epochs is not None
         and not steps_set
-        and (problem := range_problem(f"{where}.num_train_epochs", epochs, above(0, MAX_EPOCHS)))
+        and (problem := range_problem(f"{where}.num_train_epochs", epochs, (0, MAX_EPOCHS, True)))
     ):
         problems.append(f"{problem} (or set {where}.max_steps=N)")
     return problems

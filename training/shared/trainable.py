@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reward.core.config import at_least
 from reward.vlm.loading import ModelLoading
 from training.shared.deepspeed import uses_deepspeed
 
@@ -25,11 +24,9 @@ ALIGNERS = ("merger", "multi_modal_projector", "mm_projector", "aligner")
 @dataclass
 class LoraSettings:
     enabled: bool = field(default=False, metadata={"help": "LoRA on the language model instead of full fine-tuning"})
-    r: int = field(default=16, metadata={"help": "rank", "range": at_least(1, 4096)})
-    alpha: int = field(default=32, metadata={"help": "scaling numerator (lora_alpha)", "range": at_least(1, 100_000)})
-    dropout: float = field(
-        default=0.05, metadata={"help": "dropout on the LoRA layers' input", "range": at_least(0, 0.99)}
-    )
+    r: int = field(default=16, metadata={"help": "rank", "range": (1, 4096)})
+    alpha: int = field(default=32, metadata={"help": "scaling numerator (lora_alpha)", "range": (1, 100_000)})
+    dropout: float = field(default=0.05, metadata={"help": "dropout on the LoRA layers' input", "range": (0, 0.99)})
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         metadata={"help": "projections of the language model's layers (the vision tower is never adapted)"},

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from reward.core.errors import ConfigError, MissingInputError
-from reward.core.registry import UnknownNameError, close_match
+from reward.core.registry import close_match
 from reward.data.datasets.finder import Finder
 from reward.data.datasets.formats import Record
 from reward.data.datasets.registry import DATASETS
@@ -105,7 +105,7 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
     >>> check_source("kadid1k:/data")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    reward.core.registry.UnknownNameError: unknown dataset 'kadid1k'. Did you mean 'kadid10k'? Known datasets: ...
+    reward.core.errors.ConfigError: unknown dataset 'kadid1k'. Did you mean 'kadid10k'? Known datasets: ...
     """
     src = source if isinstance(source, DatasetSource) else parse_source(source)
     if src is None:
@@ -115,12 +115,8 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
 
         check_hf(HfSource(src.folder, src.split))
         return src
-    try:
-        title = DATASETS.get(src.name).meta["title"]
-    except UnknownNameError as err:
-        raise UnknownNameError(
-            f"{err} (If {str(source)!r} is meant as a file or folder: it does not exist.)"
-        ) from None
+    hint = f" (If {str(source)!r} is meant as a file or folder: it does not exist.)"
+    title = DATASETS.get(src.name, hint=hint).meta["title"]
     if not Path(src.folder).expanduser().is_dir():
         raise MissingInputError(
             f"{src}: the folder {src.folder} does not exist; give the folder you unpacked {title} into"
