@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reward.core import console
+from reward import console
 from reward.core.cli import CONFIG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +133,7 @@ def test_the_wheel_ships_every_config_and_the_commands_run_from_it(installed, ti
     # --cfg job of every command through the console, in one process (each module run as __main__ in turn)
     driver = (
         "import contextlib, io, json, sys\n"
-        "from reward.core import console, cli\n"
+        "from reward import console\nfrom reward.core import cli\n"
         "out = {'configs': str(cli.CONFIG_DIR), 'reward': __import__('reward').__file__}\n"
         f"for name, first in {json.dumps({n: FIRST_WORD.get(n, []) for n in DECLARED})}.items():\n"
         "    buf = io.StringIO()\n"

@@ -41,7 +41,7 @@ def test_a_run_that_never_started_does_not_block_the_corrected_rerun(tmp_path):
 
 def test_main_prints_already_complete_and_exits_0(tmp_path, capsys):
     def run(cfg):
-        raise RunComplete(tmp_path / "o")
+        raise RunComplete(f"already complete: results in {tmp_path / 'o'} (overwrite=true runs it anew)")
 
     assert (
         main("evaluate", run, argv=["reward=qbench", "data=d", f"out={tmp_path / 'o'}"], schema=EvaluateSettings)

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import ConfigError, UserError, is_main_process
 from reward.core.registry import close_match
 
 logger = logging.getLogger(__name__)
@@ -177,11 +177,6 @@ def annotated(node: Any, indent: int = 0, entries: dict[str, str] | None = None)
         else:
             lines.append(f"{pad}{OmegaConf.to_yaml({key: node[key]}).strip()}{note}")
     return lines
-
-
-def is_main_process() -> bool:
-    """Rank 0 of a distributed launch (or not launched at all), from the launcher's environment."""
-    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) in ("0", "")
 
 
 def fail(message: str) -> NoReturn:

@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+
 
 class UserError(ValueError):
     """A problem the user can fix; the message names the file or key and the fix."""
@@ -24,3 +26,8 @@ class ConfigError(UserError):
 
 class MissingInputError(UserError, FileNotFoundError):
     """An input file or folder named by the user does not exist."""
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a distributed launch (or not launched at all), from the launcher's environment."""
+    return os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) in ("0", "")

@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.cli import is_main_process
-from reward.core.errors import UserError
+from reward.core.errors import UserError, is_main_process
 from reward.core.fingerprints import fingerprint, hub_snapshot
 from reward.core.secrets import is_secret_key, redact
 from reward.data.files import atomic_write_json, json_safe
