@@ -194,9 +194,9 @@ def test_under_accelerate_launch_a_mistake_is_the_one_line_of_the_command(instal
     assert lines == [  # every problem at once, one a line, and nothing else (no traceback, no launcher report)
         "error: invalid settings:",
         "  - unknown key data.trian (did you mean 'train'?)",
-        "  - missing required key model.path (set it with model.path=...)",
         "  - missing required key data.train (set it with data.train=...)",
         "  - missing required key out (set it with out=...)",
+        "  - missing required key model.path (set it with model.path=...)",
     ]
     assert proc.returncode == 1  # accelerate's own status for a failed process
 

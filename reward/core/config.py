@@ -132,7 +132,9 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
         required = f.default is MISSING or (
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         )
-        if required and values.get(name) is None:
+        if name not in values and dataclasses.is_dataclass(types[name]):  # a section not given: its required keys
+            found += problems(types[name], {}, f"{prefix}.{name}" if prefix else name)
+        elif required and values.get(name) is None:
             full = f"{prefix}.{name}" if prefix else name
             found.append(f"missing required key {full} (set it with {full}=...)")
     return found

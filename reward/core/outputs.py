@@ -82,6 +82,8 @@ class Output:
             move_aside(real)
         if self.resumed:
             logger.info("resuming the run in %s", self.path)
+            if _saved(self.path) == self.identity:  # nothing changed: the folder is left as it is
+                return
         real.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path / RUN_FILE, self.identity)
 
