@@ -153,10 +153,11 @@ def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixel
     from transformers.utils import is_torchvision_available
 
     budget = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
-    if is_torchvision_available():
+    base = _processor_class(path)
+    if is_torchvision_available() or "video_processor" not in base.get_attributes():
         processor = AutoProcessor.from_pretrained(path, **budget)
     else:
-        processor = _processor_without_video(path, budget)
+        processor = _processor_without_video(base, path, budget)
     if budget:
         _check_budget(processor.image_processor, budget, path)
     processor.tokenizer.padding_side = "left"
@@ -190,34 +191,41 @@ def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path
         )
 
 
-def _processor_without_video(path: str | Path, budget: dict[str, int] | None = None) -> Any:
-    """Build the model's processor with ``video_processor=None``: its video processor needs torchvision."""
+def _processor_class(path: str | Path) -> type:
+    """The checkpoint's processor class: ``processor_config.json``'s, else its model type's."""
     import transformers
-    from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
+    from transformers import AutoConfig
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     proc_cfg = Path(path) / "processor_config.json"
     name = read_json_object(proc_cfg, _RESAVE).get("processor_class") if proc_cfg.is_file() else None
-    if name is None:
-        model_type = AutoConfig.from_pretrained(path).model_type
-        name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    name = name or PROCESSOR_MAPPING_NAMES.get(AutoConfig.from_pretrained(path).model_type)
     if name is None or not hasattr(transformers, name):
-        raise ValueError(
-            f"{path}: no processor is known for this checkpoint without torchvision ({name or 'no processor_class'});"
-            " install torchvision or use a Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoint"
-        )
-    base = getattr(transformers, name)
+        raise ValueError(f"{path}: no processor is known for this checkpoint ({name or 'no processor_class'})")
+    return getattr(transformers, name)
+
+
+def _processor_without_video(base: type, path: str | Path, budget: dict[str, int]) -> Any:
+    """``base`` built with no video processor (it needs torchvision), with the settings of ``processor_config.json``."""
+    import inspect
+
+    from transformers import AutoImageProcessor, AutoTokenizer, ProcessorMixin
 
     class _NoVideoProcessor(base):  # type: ignore[misc, valid-type]
+        apply_chat_template = ProcessorMixin.apply_chat_template  # a family's own only adds video settings (SmolVLM)
+
         def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
+            super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
 
     # saved under the real class's name, so a checkpoint written here loads as that class where torchvision exists
     _NoVideoProcessor.__name__ = _NoVideoProcessor.__qualname__ = base.__name__
-
+    proc_cfg = Path(path) / "processor_config.json"
+    own = inspect.signature(base.__init__).parameters
+    saved = read_json_object(proc_cfg, _RESAVE) if proc_cfg.is_file() else {}
+    settings = {k: v for k, v in saved.items() if k in own and k not in base.get_attributes() + ["chat_template"]}
     tokenizer = AutoTokenizer.from_pretrained(path)
-    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **(budget or {}))
-    return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template)
+    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **budget)
+    return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template, **settings)
 
 
 def load_vlm(
