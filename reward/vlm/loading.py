@@ -22,6 +22,7 @@ from reward.core.bounds import at_least
 from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from reward.data.files import read_json_object
+from reward.vlm.families import Family, family_of
 
 if TYPE_CHECKING:  # torch and the model are imported when a model loads: settings are read before
     import torch
@@ -57,7 +58,8 @@ class ModelLoading:
     max_pixels: int | None = field(
         default=None,
         metadata={
-            "help": "processor: images larger are downscaled; visual tokens = pixels / 28^2",
+            "help": "processor: images larger are downscaled (Qwen-VL: visual tokens = pixels / 28^2; InternVL, Ovis2: "
+            "that many pixels of tiles)",
             "range": at_least(1),
         },
     )
@@ -146,22 +148,41 @@ _RESAVE = "the model folder is damaged: download or save it again (save_pretrain
 def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
     """The checkpoint's processor, also on machines without torchvision (no video processor there).
 
-    ``min_pixels``/``max_pixels`` set the image processor's pixel budget (visual tokens per image = pixels /
-    (patch * merge)^2, e.g. 28^2 for Qwen2.5-VL); ``None`` keeps the checkpoint's.
+    ``min_pixels``/``max_pixels`` bound the pixels an image is read at, as its family reads them
+    (:data:`reward.vlm.families.FAMILIES`: resized to that area, e.g. pixels / 28^2 visual tokens for Qwen2.5-VL, or
+    cut in that many pixels' worth of tiles); ``None`` keeps the checkpoint's.
     """
-    from transformers import AutoProcessor
+    from transformers import AutoConfig, AutoProcessor
     from transformers.utils import is_torchvision_available
 
-    budget = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
     base = _processor_class(path)
     if is_torchvision_available() or "video_processor" not in base.get_attributes():
-        processor = AutoProcessor.from_pretrained(path, **budget)
+        processor = AutoProcessor.from_pretrained(path)
     else:
-        processor = _processor_without_video(base, path, budget)
-    if budget:
-        _check_budget(processor.image_processor, budget, path)
+        processor = _processor_without_video(base, path)
+    if min_pixels or max_pixels:
+        family = family_of(AutoConfig.from_pretrained(path).model_type)
+        _set_budget(processor.image_processor, family, min_pixels, max_pixels, path)
     processor.tokenizer.padding_side = "left"
     return processor
+
+
+def _set_budget(image_processor: Any, family: Family, low: int | None, high: int | None, path: str | Path) -> None:
+    """Bound the pixels an image is read at, as :attr:`Family.pixels` says for ``family``."""
+    size = image_processor.size
+    if family.pixels == "area":  # Qwen-VL's smart resize reads the area bounds from the size's edges
+        low, high = low or size.shortest_edge, high or size.longest_edge
+        image_processor.size = dataclasses.replace(size, shortest_edge=low, longest_edge=high)
+    elif family.pixels == "tiles":
+        tile = size.height * size.width
+        image_processor.crop_to_patches = True
+        image_processor.min_patches = max(1, (low or tile) // tile)
+        image_processor.max_patches = max(1, (high or tile * image_processor.max_patches) // tile)
+    else:
+        raise ValueError(
+            f"{path}: {family.label} reads every image at one resolution ({type(image_processor).__name__}); leave "
+            "min_pixels/max_pixels unset"
+        )
 
 
 THINKING_OFF = "{%- set enable_thinking = false -%}"
@@ -180,17 +201,6 @@ def thinking_off(processor: Any) -> bool:
     return changed
 
 
-def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path) -> None:
-    size = getattr(image_processor, "size", None)
-    got = {"min_pixels": getattr(size, "shortest_edge", None), "max_pixels": getattr(size, "longest_edge", None)}
-    wrong = {k: got[k] for k, v in budget.items() if got[k] != v}
-    if wrong:
-        raise ValueError(
-            f"{path}: the image processor did not take {budget} (it has {got}); this processor "
-            "class has no pixel budget, leave min_pixels/max_pixels unset"
-        )
-
-
 def _processor_class(path: str | Path) -> type:
     """The checkpoint's processor class: ``processor_config.json``'s, else its model type's."""
     import transformers
@@ -205,7 +215,7 @@ def _processor_class(path: str | Path) -> type:
     return getattr(transformers, name)
 
 
-def _processor_without_video(base: type, path: str | Path, budget: dict[str, int]) -> Any:
+def _processor_without_video(base: type, path: str | Path) -> Any:
     """``base`` built with no video processor (it needs torchvision), with the settings of ``processor_config.json``."""
     import inspect
 
@@ -224,7 +234,7 @@ def _processor_without_video(base: type, path: str | Path, budget: dict[str, int
     saved = read_json_object(proc_cfg, _RESAVE) if proc_cfg.is_file() else {}
     settings = {k: v for k, v in saved.items() if k in own and k not in base.get_attributes() + ["chat_template"]}
     tokenizer = AutoTokenizer.from_pretrained(path)
-    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **budget)
+    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
     return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template, **settings)
 
 

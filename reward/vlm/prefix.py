@@ -71,7 +71,10 @@ class PrefixEncoder:
                 suffixes.extend(r[cut:] for r in rows)
             if any(any(row) for row in self.processor.create_mm_token_type_ids(suffixes)):
                 raise ValueError("queries about one image group must share the text before the images")
-            inputs = to_device({**pad(self.processor, prefixes), **image_inputs(self.processor, groups, pin=pin)}, self.device)
+            inputs = {**pad(self.processor, prefixes), **image_inputs(self.processor, groups, pin=pin)}
+        with section("transfer"):
+            inputs = to_device(inputs, self.device)
+        with section("tokenizer"):
             position_ids, next_pos = self._prefix_positions(inputs)
         out = self.model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
         with section("tokenizer"):
