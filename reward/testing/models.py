@@ -398,7 +398,7 @@ TINY: dict[str, Tiny] = {
         _qwen_vision({"patch_size": 14, "image_size": 56}),
         lambda side: (
             "Glm4vImageProcessorPil",
-            {"size": {"shortest_edge": (side * 14) ** 2, "longest_edge": (side * 14) ** 2}, "patch_size": 14},
+            {"size": {"shortest_edge": 2 * (side * 14) ** 2, "longest_edge": 2 * (side * 14) ** 2}, "patch_size": 14},
         ),
         "Glm4vProcessor",
         top={
@@ -481,6 +481,10 @@ def make_tiny_vlm(
     config = config_class(text_config=text, vision_config=vision, **top)
     torch.manual_seed(seed)
     model = transformers.AutoModelForImageTextToText.from_config(config)
+    with torch.no_grad():  # a matrix its init leaves at zero (Gemma 3's projector) would hide the images
+        for p in model.parameters():
+            if p.dim() > 1 and not p.any():
+                p.normal_(0, 0.08)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     ip_name, ip_settings = spec.image_processor(sizes["image_side"])

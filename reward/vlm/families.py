@@ -31,6 +31,7 @@ class Family:
     # what min_pixels/max_pixels set: "area" (the image is resized to that many pixels, Qwen-VL's smart resize),
     # "tiles" (at most max_pixels / tile pixels crops of the tile size), None (a fixed resolution: refused)
     pixels: str | None = "area"
+    frames: int = 1  # the image processor's area budget counts this many frames of an image (GLM-4V repeats it)
     # visual tokens of one image (or tile) from the model config; None: pixels / (patch x merge)^2
     tokens: Callable[[Any], int] | None = None
     skips: dict[str, str] = field(default_factory=dict)  # check (of CHECKS) -> why it is not run
@@ -42,15 +43,19 @@ FAMILIES: dict[str, Family] = {
     "qwen3_vl": Family("Qwen3-VL", ("Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-8B-Instruct")),
     "qwen3_5": Family("Qwen3.5", ("Qwen/Qwen3.5-27B",)),
     "qwen3_5_moe": Family("Qwen3.5 MoE", ("Qwen/Qwen3.5-35B-A3B",)),
-    "glm4v": Family("GLM-4.1V", ("zai-org/GLM-4.1V-9B-Thinking",)),
+    "glm4v": Family("GLM-4.1V", ("zai-org/GLM-4.1V-9B-Thinking",), frames=2),
     "ovis2": Family(
         "Ovis2",
         ("thisisiron/Ovis2-1B-hf", "thisisiron/Ovis2-2B-hf"),
         vision="vision_tower",
         aligner="visual_embeddings_table",
         pixels="tiles",
-        tokens=lambda c: (c.vision_config.image_size // c.vision_config.patch_size // c.vision_config.hidden_stride)
+        tokens=lambda c: (c.vision_config.image_size // (c.vision_config.patch_size * c.vision_config.hidden_stride))
         ** 2,
+        skips={
+            "GRPO policy": "trl tokenizes the policy's prompts without return_tensors, and transformers' Ovis2Processor "
+            "then fails on its own grids ('list' object has no attribute 'tolist')"
+        },
     ),
     "internvl": Family(
         "InternVL3",
@@ -83,6 +88,10 @@ FAMILIES: dict[str, Family] = {
         aligner="multi_modal_projector",
         pixels=None,
         tokens=lambda c: (c.vision_config.image_size // c.vision_config.patch_size) ** 2,
+        skips={
+            "GRPO policy": "trl's GRPOTrainer passes every processor output to its log-prob function, which does not "
+            "take LLaVA-OneVision's batch_num_images"
+        },
     ),
 }
 

@@ -119,8 +119,7 @@ def concat(parts: Sequence[PreparedImages], *, pin: bool = False) -> dict[str, t
 
 def image_inputs(processor: Any, groups: Sequence[PreparedImages], *, pin: bool = False) -> dict[str, torch.Tensor]:
     """The model's image inputs of ``groups``, in order (what the processor makes only for itself left out)."""
-    unused = set(getattr(processor, "unused_input_names", ()))
-    return {k: v for k, v in concat(groups, pin=pin).items() if k not in unused}
+    return {k: v for k, v in concat(groups, pin=pin).items() if k in processor.model_input_names}
 
 
 def token_ids(processor: Any, texts: Sequence[str], groups: Sequence[PreparedImages]) -> list[list[int]]:

@@ -171,7 +171,8 @@ def _set_budget(image_processor: Any, family: Family, low: int | None, high: int
     """Bound the pixels an image is read at, as :attr:`Family.pixels` says for ``family``."""
     size = image_processor.size
     if family.pixels == "area":  # Qwen-VL's smart resize reads the area bounds from the size's edges
-        low, high = low or size.shortest_edge, high or size.longest_edge
+        low = low * family.frames if low else size.shortest_edge
+        high = high * family.frames if high else size.longest_edge
         image_processor.size = dataclasses.replace(size, shortest_edge=low, longest_edge=high)
     elif family.pixels == "tiles":
         tile = size.height * size.width
@@ -179,10 +180,7 @@ def _set_budget(image_processor: Any, family: Family, low: int | None, high: int
         image_processor.min_patches = max(1, (low or tile) // tile)
         image_processor.max_patches = max(1, (high or tile * image_processor.max_patches) // tile)
     else:
-        raise ValueError(
-            f"{path}: {family.label} reads every image at one resolution ({type(image_processor).__name__}); leave "
-            "min_pixels/max_pixels unset"
-        )
+        logger.warning("%s: %s reads every image at one resolution; min_pixels/max_pixels change nothing", path, family.label)
 
 
 THINKING_OFF = "{%- set enable_thinking = false -%}"
@@ -227,12 +225,16 @@ def _processor_without_video(base: type, path: str | Path) -> Any:
         def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
             super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
 
-    # saved under the real class's name, so a checkpoint written here loads as that class where torchvision exists
+    # saved under the real class's name, with its settings (save_pretrained reads the signature), so that a
+    # checkpoint written here loads as that class where torchvision exists
     _NoVideoProcessor.__name__ = _NoVideoProcessor.__qualname__ = base.__name__
+    own = inspect.signature(base.__init__)
+    _NoVideoProcessor.__init__.__signature__ = own.replace(  # type: ignore[attr-defined]
+        parameters=[p for name, p in own.parameters.items() if name != "video_processor"]
+    )
     proc_cfg = Path(path) / "processor_config.json"
-    own = inspect.signature(base.__init__).parameters
     saved = read_json_object(proc_cfg, _RESAVE) if proc_cfg.is_file() else {}
-    settings = {k: v for k, v in saved.items() if k in own and k not in base.get_attributes() + ["chat_template"]}
+    settings = {k: v for k, v in saved.items() if k in own.parameters and k not in [*base.get_attributes(), "chat_template"]}
     tokenizer = AutoTokenizer.from_pretrained(path)
     image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
     return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template, **settings)

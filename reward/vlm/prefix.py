@@ -52,6 +52,7 @@ class PrefixEncoder:
         self.model = model
         self.processor = processor
         self._rope_index = getattr(getattr(model, "model", None), "get_rope_index", None)
+        self._image_token = model.config.image_token_id  # the placeholder image features replace
 
     @property
     def device(self) -> torch.device:
@@ -69,7 +70,7 @@ class PrefixEncoder:
                 cut = shared_length(rows)
                 prefixes.append(rows[0][:cut])
                 suffixes.extend(r[cut:] for r in rows)
-            if any(any(row) for row in self.processor.create_mm_token_type_ids(suffixes)):
+            if any(self._image_token in row for row in suffixes):
                 raise ValueError("queries about one image group must share the text before the images")
             inputs = {**pad(self.processor, prefixes), **image_inputs(self.processor, groups, pin=pin)}
         with section("transfer"):
