@@ -16,8 +16,8 @@ from transformers import TrainerCallback
 
 from conftest import next_token_logprobs, random_images
 from reward import get_reward
-from reward.rewards.registry import reward_info
 from reward.core.cli import compose
+from reward.rewards.registry import reward_info
 from reward.testing.models import TINY, make_tiny_vlm
 from reward.vlm import OptionQuery, load_vlm
 from reward.vlm.families import FAMILIES
@@ -51,7 +51,8 @@ def _budget(name: str) -> dict[str, int]:
 
 
 def _images() -> list[Image.Image]:
-    return [im.resize(size) for im, size in zip(random_images(3, seed=3), [(56, 56), (120, 80), (40, 90)])]
+    sizes = [(56, 56), (120, 80), (40, 90)]
+    return [im.resize(size) for im, size in zip(random_images(3, seed=3), sizes, strict=True)]
 
 
 def test_every_family_has_a_tiny_builder():
@@ -241,3 +242,9 @@ def test_each_family_trains_as_a_grpo_policy_that_sees_the_task_image(name, tiny
 
     assert run_grpo(cfg, callbacks=[Watch()])["global_step"] == 1
     assert any("pixel_values" in keys for keys in seen)  # the policy was given the task image
+
+
+def test_the_support_table_of_the_docs_is_made_from_the_families():
+    page = (CONFIGS.parent / "docs" / "backbones.md").read_text()
+    assert page.count("<!-- families -->") == 1  # filled by python docs/settings.py, checked by tests/test_docs.py
+    assert all(f"| `{name}` |" in page for name in NAMES)

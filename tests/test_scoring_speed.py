@@ -18,7 +18,7 @@ from conftest import next_token_logprobs
 from reward.eval.parallel import score_images
 from reward.rewards.qbench import QBenchConfig, QBenchReward
 from reward.vlm import OptionQuery, load_vlm
-from reward.vlm.inputs import PreparedImages, device_preprocessing, encode, fast_image_processor
+from reward.vlm.inputs import device_preprocessing, encode, fast_image_processor
 from reward.vlm.model import ScoringSpeed
 from reward.vlm.vision_attention import batched_vision_attention, varlen_sdpa
 

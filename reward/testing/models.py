@@ -218,7 +218,10 @@ def _pinpoints(side: int) -> list[list[int]]:
 
 
 def _qwen_pixels(patch: int, cls: str = "Qwen2VLImageProcessorPil"):
-    return lambda side: (cls, {"min_pixels": (side * patch) ** 2, "max_pixels": (side * patch) ** 2, "patch_size": patch})
+    return lambda side: (
+        cls,
+        {"min_pixels": (side * patch) ** 2, "max_pixels": (side * patch) ** 2, "patch_size": patch},
+    )
 
 
 _QWEN_IDS = {
@@ -275,7 +278,9 @@ TINY: dict[str, Tiny] = {
     ),
     "qwen3_5": Tiny(
         "Qwen3_5Config",
-        lambda hidden, layers: _text(hidden, layers, rope_parameters=_mrope(hidden // 4, mrope_interleaved=True), **_GDN),
+        lambda hidden, layers: _text(
+            hidden, layers, rope_parameters=_mrope(hidden // 4, mrope_interleaved=True), **_GDN
+        ),
         _qwen_vision(_Q3_VISION),
         _qwen_pixels(16),
         "Qwen3VLProcessor",
@@ -284,7 +289,9 @@ TINY: dict[str, Tiny] = {
     ),
     "qwen3_5_moe": Tiny(
         "Qwen3_5MoeConfig",
-        lambda hidden, layers: _text(hidden, layers, rope_parameters=_mrope(hidden // 4, mrope_interleaved=True), **_GDN, **_MOE),
+        lambda hidden, layers: _text(
+            hidden, layers, rope_parameters=_mrope(hidden // 4, mrope_interleaved=True), **_GDN, **_MOE
+        ),
         _qwen_vision(_Q3_VISION),
         _qwen_pixels(16),
         "Qwen3VLProcessor",
@@ -358,7 +365,11 @@ TINY: dict[str, Tiny] = {
         lambda hidden, embed, depth, side: _vit(embed, depth, side * 8, 8),
         lambda side: (
             "SmolVLMImageProcessorPil",
-            {"do_image_splitting": False, "size": {"longest_edge": side * 8}, "max_image_size": {"longest_edge": side * 8}},
+            {
+                "do_image_splitting": False,
+                "size": {"longest_edge": side * 8},
+                "max_image_size": {"longest_edge": side * 8},
+            },
         ),
         "SmolVLMProcessor",
         {"image_seq_len": 4},
@@ -410,7 +421,14 @@ TINY: dict[str, Tiny] = {
             "video_end_token_id": "<|end_of_video|>",
         },
         tokens={"image_token": "<|image|>", "video_token": "<|video|>"},
-        specials=("<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|user|>", "<|assistant|>"),
+        specials=(
+            "<|begin_of_image|>",
+            "<|end_of_image|>",
+            "<|begin_of_video|>",
+            "<|end_of_video|>",
+            "<|user|>",
+            "<|assistant|>",
+        ),
         template=chat_template("<|begin_of_image|><|image|><|end_of_image|>", "<|{role}|>\n", ""),
     ),
 }

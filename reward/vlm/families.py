@@ -50,11 +50,12 @@ FAMILIES: dict[str, Family] = {
         vision="vision_tower",
         aligner="visual_embeddings_table",
         pixels="tiles",
-        tokens=lambda c: (c.vision_config.image_size // (c.vision_config.patch_size * c.vision_config.hidden_stride))
-        ** 2,
+        tokens=lambda c: (
+            (c.vision_config.image_size // (c.vision_config.patch_size * c.vision_config.hidden_stride)) ** 2
+        ),
         skips={
-            "GRPO policy": "trl tokenizes the policy's prompts without return_tensors, and transformers' Ovis2Processor "
-            "then fails on its own grids ('list' object has no attribute 'tolist')"
+            "GRPO policy": "trl tokenizes the policy's prompts without return_tensors, and transformers' "
+            "Ovis2Processor then fails on its own grids ('list' object has no attribute 'tolist')"
         },
     ),
     "internvl": Family(
@@ -75,7 +76,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "smolvlm": Family(
         "SmolVLM",
-        ("HuggingFaceTB/SmolVLM-Instruct", "HuggingFaceTB/SmolVLM2-2.2B-Instruct"),
+        ("HuggingFaceTB/SmolVLM2-2.2B-Instruct",),
         vision="vision_model",
         aligner="connector",
         pixels=None,

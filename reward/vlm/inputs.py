@@ -82,7 +82,10 @@ class ImagePreparer:
             for group in groups:
                 data = dict(self.image_processor(images=[list(group)], **kwargs)) if group else {}
                 if self.dtype is not None:
-                    data = {k: v.to(self.dtype) if torch.is_tensor(v) and v.is_floating_point() else v for k, v in data.items()}
+                    data = {
+                        k: v.to(self.dtype) if torch.is_tensor(v) and v.is_floating_point() else v
+                        for k, v in data.items()
+                    }
                 out.append(PreparedImages(data, len(group)))
         return out
 

@@ -58,8 +58,8 @@ class ModelLoading:
     max_pixels: int | None = field(
         default=None,
         metadata={
-            "help": "processor: images larger are downscaled (Qwen-VL: visual tokens = pixels / 28^2; InternVL, Ovis2: "
-            "that many pixels of tiles)",
+            "help": "processor: images larger are downscaled (Qwen-VL: visual tokens = pixels / 28^2; InternVL, "
+            "Ovis2: that many pixels of tiles)",
             "range": at_least(1),
         },
     )
@@ -180,7 +180,9 @@ def _set_budget(image_processor: Any, family: Family, low: int | None, high: int
         image_processor.min_patches = max(1, (low or tile) // tile)
         image_processor.max_patches = max(1, (high or tile * image_processor.max_patches) // tile)
     else:
-        logger.warning("%s: %s reads every image at one resolution; min_pixels/max_pixels change nothing", path, family.label)
+        logger.warning(
+            "%s: %s reads every image at one resolution; min_pixels/max_pixels change nothing", path, family.label
+        )
 
 
 THINKING_OFF = "{%- set enable_thinking = false -%}"
@@ -214,7 +216,7 @@ def _processor_class(path: str | Path) -> type:
 
 
 def _processor_without_video(base: type, path: str | Path) -> Any:
-    """``base`` built with no video processor (it needs torchvision), with the settings of ``processor_config.json``."""
+    """``base`` without its video processor (it needs torchvision), with the settings of ``processor_config.json``."""
     import inspect
 
     from transformers import AutoImageProcessor, AutoTokenizer, ProcessorMixin
@@ -234,7 +236,9 @@ def _processor_without_video(base: type, path: str | Path) -> Any:
     )
     proc_cfg = Path(path) / "processor_config.json"
     saved = read_json_object(proc_cfg, _RESAVE) if proc_cfg.is_file() else {}
-    settings = {k: v for k, v in saved.items() if k in own.parameters and k not in [*base.get_attributes(), "chat_template"]}
+    settings = {
+        k: v for k, v in saved.items() if k in own.parameters and k not in [*base.get_attributes(), "chat_template"]
+    }
     tokenizer = AutoTokenizer.from_pretrained(path)
     image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
     return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template, **settings)
