@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,8 +171,8 @@ def _text(hidden: int, layers: int, **extra: Any) -> dict:
 @dataclass(frozen=True)
 class Tiny:
     """How one family's tiny checkpoint is built: its config class with the text and vision parts (functions of
-    the sizes), its image processor, processor and tokenizer. A config value naming a special token (``"<image>"``)
-    becomes that token's id."""
+    the sizes), its image processor and processor, the tokenizer's named tokens and chat template. A config value
+    naming a token (``"<image>"``) becomes its id; every token the template or the config names is a special one."""
 
     config: str
     text: Any  # (hidden, layers) -> the text_config dict
@@ -181,35 +182,40 @@ class Tiny:
     processor_kwargs: dict = field(default_factory=dict)
     top: dict = field(default_factory=dict)
     tokens: dict = field(default_factory=lambda: QWEN_TOKENS)
-    specials: tuple[str, ...] = ()
     template: str = CHAT_TEMPLATE
     metaspace: bool = False
-    patch: int = 14  # pixels of a vision patch side
 
 
-def _qwen_vision(extra: dict):
+def _qwen_vision(**extra: Any):
     return lambda hidden, embed, depth, side: {
-        "depth": depth,
-        "hidden_size": embed,
-        "intermediate_size": embed * 2,
-        "num_heads": 2,
-        "out_hidden_size": hidden,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
+        **dict(depth=depth, hidden_size=embed, intermediate_size=embed * 2, num_heads=2, out_hidden_size=hidden),
+        **dict(spatial_merge_size=2, temporal_patch_size=2, patch_size=14),
         **extra,
     }
 
 
-def _vit(embed: int, depth: int, image_size: int, patch: int) -> dict:
-    """A plain ViT's sizes (SigLIP's, InternViT's, Idefics3's and Ovis2's field names)."""
-    return {
-        "hidden_size": embed,
-        "intermediate_size": embed * 2,
-        "num_hidden_layers": depth,
-        "num_attention_heads": 2,
-        "image_size": image_size,
-        "patch_size": patch,
+def _vit(patch: int, pixels: int | None = None, **extra: Any):
+    """A plain ViT (SigLIP's, InternViT's, Idefics3's and Ovis2's field names) of ``pixels`` (default ``patch``)
+    times the side in patches."""
+    return lambda hidden, embed, depth, side: {
+        **dict(hidden_size=embed, intermediate_size=embed * 2, num_hidden_layers=depth, num_attention_heads=2),
+        **dict(image_size=side * (pixels or patch), patch_size=patch, **extra),
     }
+
+
+def _pixels(cls: str, patch: int, frames: int = 1):
+    """A Qwen-VL-style image processor reading ``side`` patches a side (x ``frames``: GLM-4V counts 2)."""
+    return lambda side: (
+        cls,
+        {
+            "size": dict(shortest_edge=frames * (side * patch) ** 2, longest_edge=frames * (side * patch) ** 2),
+            "patch_size": patch,
+        },
+    )
+
+
+def _square(cls: str, pixels: int, **extra: Any):
+    return lambda side: (cls, {"size": {"height": side * pixels, "width": side * pixels}, **extra})
 
 
 def _pinpoints(side: int) -> list[list[int]]:
@@ -217,96 +223,79 @@ def _pinpoints(side: int) -> list[list[int]]:
     return [[side * h, side * w] for h in (1, 2) for w in (1, 2)]
 
 
-def _qwen_pixels(patch: int, cls: str = "Qwen2VLImageProcessorPil"):
-    return lambda side: (
-        cls,
-        {"min_pixels": (side * patch) ** 2, "max_pixels": (side * patch) ** 2, "patch_size": patch},
-    )
-
-
-_QWEN_IDS = {
-    "image_token_id": "<|image_pad|>",
-    "video_token_id": "<|video_pad|>",
-    "vision_start_token_id": "<|vision_start|>",
-    "vision_end_token_id": "<|vision_end|>",
-}
-_Q3_VISION = {"patch_size": 16, "num_position_embeddings": 64}
+_QWEN_IDS = dict(image_token_id="<|image_pad|>", video_token_id="<|video_pad|>")
+_QWEN_IDS.update(vision_start_token_id="<|vision_start|>", vision_end_token_id="<|vision_end|>")
+_Q3 = {"patch_size": 16, "num_position_embeddings": 64}
 # Qwen3.5: Gated DeltaNet (linear attention) and full attention layers in turn
-_GDN = {
-    "full_attention_interval": 2,
-    "linear_key_head_dim": 16,
-    "linear_value_head_dim": 16,
-    "linear_num_key_heads": 2,
-    "linear_num_value_heads": 4,
-}
-_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32}
+_GDN = dict(full_attention_interval=2, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2)
+_GDN.update(linear_num_value_heads=4)
+_MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32)
+_QWEN2 = lambda hidden, layers: _text(hidden, layers, model_type="qwen2")  # noqa: E731
+_MROPE = lambda hidden, layers, **extra: _text(hidden, layers, rope_parameters=_mrope(hidden // 4, **extra))  # noqa: E731
 
 TINY: dict[str, Tiny] = {
     "qwen2_vl": Tiny(
         "Qwen2VLConfig",
-        lambda hidden, layers: _text(hidden, layers, rope_parameters=_mrope(hidden // 4)),
+        _MROPE,
         lambda hidden, embed, depth, side: {
-            "depth": depth,
-            "embed_dim": embed,
-            "hidden_size": hidden,
-            "num_heads": 2,
-            "mlp_ratio": 2,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
+            **dict(depth=depth, embed_dim=embed, hidden_size=hidden, num_heads=2, mlp_ratio=2, patch_size=14),
+            **dict(spatial_merge_size=2, temporal_patch_size=2),
         },
-        _qwen_pixels(14),
+        _pixels("Qwen2VLImageProcessorPil", 14),
         "Qwen2VLProcessor",
         top=_QWEN_IDS,
     ),
     "qwen2_5_vl": Tiny(
         "Qwen2_5_VLConfig",
-        lambda hidden, layers: _text(hidden, layers, rope_parameters=_mrope(hidden // 4)),
-        _qwen_vision({"patch_size": 14, "window_size": 56, "fullatt_block_indexes": [1]}),
-        _qwen_pixels(14),
+        _MROPE,
+        _qwen_vision(window_size=56, fullatt_block_indexes=[1]),
+        _pixels("Qwen2VLImageProcessorPil", 14),
         "Qwen2_5_VLProcessor",
         top=_QWEN_IDS,
     ),
     "qwen3_vl": Tiny(
         "Qwen3VLConfig",
-        lambda hidden, layers: _text(hidden, layers, rope_parameters=_mrope(hidden // 4, mrope_interleaved=True)),
-        _qwen_vision({**_Q3_VISION, "deepstack_visual_indexes": [0]}),
-        _qwen_pixels(16),
+        lambda hidden, layers: _MROPE(hidden, layers, mrope_interleaved=True),
+        _qwen_vision(**_Q3, deepstack_visual_indexes=[0]),
+        _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
         top=_QWEN_IDS,
-        patch=16,
     ),
     "qwen3_5": Tiny(
         "Qwen3_5Config",
-        lambda hidden, layers: _text(
-            hidden, layers, rope_parameters=_mrope(hidden // 4, mrope_interleaved=True), **_GDN
-        ),
-        _qwen_vision(_Q3_VISION),
-        _qwen_pixels(16),
+        lambda hidden, layers: {**_MROPE(hidden, layers, mrope_interleaved=True), **_GDN},
+        _qwen_vision(**_Q3),
+        _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
         top=_QWEN_IDS,
-        patch=16,
     ),
     "qwen3_5_moe": Tiny(
         "Qwen3_5MoeConfig",
-        lambda hidden, layers: _text(
-            hidden, layers, rope_parameters=_mrope(hidden // 4, mrope_interleaved=True), **_GDN, **_MOE
-        ),
-        _qwen_vision(_Q3_VISION),
-        _qwen_pixels(16),
+        lambda hidden, layers: {**_MROPE(hidden, layers, mrope_interleaved=True), **_GDN, **_MOE},
+        _qwen_vision(**_Q3),
+        _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
         top=_QWEN_IDS,
-        patch=16,
+    ),
+    "glm4v": Tiny(
+        "Glm4vConfig",
+        lambda hidden, layers: _text(hidden, layers, rope_parameters=_mrope(hidden // 8, partial_rotary_factor=0.5)),
+        _qwen_vision(image_size=56),
+        _pixels("Glm4vImageProcessorPil", 14, frames=2),
+        "Glm4vProcessor",
+        top={
+            **dict(image_token_id="<|image|>", image_start_token_id="<|begin_of_image|>"),
+            **dict(image_end_token_id="<|end_of_image|>", video_token_id="<|video|>"),
+            **dict(video_start_token_id="<|begin_of_video|>", video_end_token_id="<|end_of_video|>"),
+        },
+        tokens={"image_token": "<|image|>", "video_token": "<|video|>"},
+        template=chat_template("<|begin_of_image|><|image|><|end_of_image|>", "<|{role}|>\n", ""),
     ),
     "ovis2": Tiny(
         "Ovis2Config",
-        lambda hidden, layers: _text(hidden, layers, model_type="qwen2"),
-        lambda hidden, embed, depth, side: {
-            **_vit(embed, depth, side * 8, 8),
-            "hidden_stride": 2,  # 2x2 patches a visual token
-            "vocab_size": 64,  # the visual vocabulary
-        },
-        lambda side: ("Ovis2ImageProcessorPil", {"size": {"height": side * 8, "width": side * 8}}),
+        _QWEN2,
+        _vit(8, hidden_stride=2, vocab_size=64),  # 2x2 patches a visual token, a visual vocabulary of 64
+        _square("Ovis2ImageProcessorPil", 8),
         "Ovis2Processor",
         {"image_seq_length": 4},
         top={
@@ -314,24 +303,18 @@ TINY: dict[str, Tiny] = {
             "visual_indicator_token_ids": ["<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>"],
         },
         tokens={"image_token": "<image>"},
-        specials=("<IMG_ATOM>", "<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>"),
         template=chat_template("<image>\n"),
-        patch=8,
     ),
     "internvl": Tiny(
         "InternVLConfig",
-        lambda hidden, layers: _text(hidden, layers, model_type="qwen2"),
-        lambda hidden, embed, depth, side: _vit(embed, depth, side * 14, 14),
-        lambda side: ("GotOcr2ImageProcessorPil", {"size": {"height": side * 14, "width": side * 14}}),
+        _QWEN2,
+        _vit(14),
+        _square("GotOcr2ImageProcessorPil", 14),
         "InternVLProcessor",
         {"image_seq_length": 4},
         top={"image_token_id": "<IMG_CONTEXT>", "image_seq_length": 4, "downsample_ratio": 0.5},
-        tokens={
-            "start_image_token": "<img>",
-            "end_image_token": "</img>",
-            "context_image_token": "<IMG_CONTEXT>",
-            "video_token": "<video>",
-        },
+        tokens=dict(start_image_token="<img>", end_image_token="</img>", context_image_token="<IMG_CONTEXT>")
+        | {"video_token": "<video>"},
         template=chat_template("<IMG_CONTEXT>\n"),
     ),
     "gemma3": Tiny(
@@ -343,26 +326,20 @@ TINY: dict[str, Tiny] = {
             sliding_window=16,  # shorter than a prompt: the cache keeps a window
             layer_types=["sliding_attention", "full_attention"][:layers] + ["full_attention"] * (layers - 2),
         ),
-        lambda hidden, embed, depth, side: {**_vit(embed, depth, side * 7, 7), "model_type": "siglip_vision_model"},
-        lambda side: ("Gemma3ImageProcessorPil", {"size": {"height": side * 7, "width": side * 7}}),
+        _vit(7, model_type="siglip_vision_model"),
+        _square("Gemma3ImageProcessorPil", 7),
         "Gemma3Processor",
         {"image_seq_length": 4},
-        top={
-            "mm_tokens_per_image": 4,
-            "boi_token_index": "<start_of_image>",
-            "eoi_token_index": "<end_of_image>",
-            "image_token_index": "<image_soft_token>",
-        },
+        top=dict(mm_tokens_per_image=4, boi_token_index="<start_of_image>", eoi_token_index="<end_of_image>")
+        | {"image_token_index": "<image_soft_token>"},
         tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"},
-        specials=("<start_of_turn>", "<end_of_turn>"),
         template=chat_template("<start_of_image>", "<start_of_turn>{role}\n", "<end_of_turn>\n", "model"),
         metaspace=True,
-        patch=7,
     ),
     "smolvlm": Tiny(
         "SmolVLMConfig",
         lambda hidden, layers: _text(hidden, layers, model_type="llama"),
-        lambda hidden, embed, depth, side: _vit(embed, depth, side * 8, 8),
+        _vit(8),
         lambda side: (
             "SmolVLMImageProcessorPil",
             {
@@ -374,62 +351,21 @@ TINY: dict[str, Tiny] = {
         "SmolVLMProcessor",
         {"image_seq_len": 4},
         top={"image_token_id": "<image>", "scale_factor": 2},
-        tokens={
-            "fake_image_token": "<fake_token_around_image>",
-            "image_token": "<image>",
-            "global_image_token": "<global-img>",
-            "end_of_utterance_token": "<end_of_utterance>",
-        },
+        tokens=dict(fake_image_token="<fake_token_around_image>", image_token="<image>")
+        | dict(global_image_token="<global-img>", end_of_utterance_token="<end_of_utterance>"),
         template=chat_template("<image>", "<|im_start|>{role}:", "<end_of_utterance>\n"),
-        patch=8,
     ),
     "llava_onevision": Tiny(
         "LlavaOnevisionConfig",
-        lambda hidden, layers: _text(hidden, layers, model_type="qwen2"),
-        lambda hidden, embed, depth, side: {**_vit(embed, depth, side * 7, 14), "model_type": "siglip_vision_model"},
-        lambda side: (
-            "LlavaOnevisionImageProcessorPil",
-            {"size": {"height": side * 7, "width": side * 7}, "image_grid_pinpoints": _pinpoints(side * 7)},
-        ),
+        _QWEN2,
+        _vit(14, 7, model_type="siglip_vision_model"),
+        _square("LlavaOnevisionImageProcessorPil", 7, image_grid_pinpoints=_pinpoints(28)),
         "LlavaOnevisionProcessor",
         {"num_image_tokens": 4, "vision_feature_select_strategy": "full"},
-        top={
-            "image_token_index": "<image>",
-            "video_token_index": "<video>",
-            "vision_feature_select_strategy": "full",
-            "image_grid_pinpoints": _pinpoints(28),
-        },
+        top=dict(image_token_index="<image>", video_token_index="<video>", vision_feature_select_strategy="full")
+        | {"image_grid_pinpoints": _pinpoints(28)},
         tokens={"image_token": "<image>", "video_token": "<video>"},
         template=chat_template("<image>\n"),
-        patch=14,
-    ),
-    "glm4v": Tiny(
-        "Glm4vConfig",
-        lambda hidden, layers: _text(hidden, layers, rope_parameters=_mrope(hidden // 8, partial_rotary_factor=0.5)),
-        _qwen_vision({"patch_size": 14, "image_size": 56}),
-        lambda side: (
-            "Glm4vImageProcessorPil",
-            {"size": {"shortest_edge": 2 * (side * 14) ** 2, "longest_edge": 2 * (side * 14) ** 2}, "patch_size": 14},
-        ),
-        "Glm4vProcessor",
-        top={
-            "image_token_id": "<|image|>",
-            "video_token_id": "<|video|>",
-            "image_start_token_id": "<|begin_of_image|>",
-            "image_end_token_id": "<|end_of_image|>",
-            "video_start_token_id": "<|begin_of_video|>",
-            "video_end_token_id": "<|end_of_video|>",
-        },
-        tokens={"image_token": "<|image|>", "video_token": "<|video|>"},
-        specials=(
-            "<|begin_of_image|>",
-            "<|end_of_image|>",
-            "<|begin_of_video|>",
-            "<|end_of_video|>",
-            "<|user|>",
-            "<|assistant|>",
-        ),
-        template=chat_template("<|begin_of_image|><|image|><|end_of_image|>", "<|{role}|>\n", ""),
     ),
 }
 
@@ -441,7 +377,6 @@ PRESETS: dict[str, dict[str, int]] = {
     # 8x8 patches -> 16 image tokens; train its ViT (recipe tiny-real-photos)
     "small": {"hidden": 64, "layers": 2, "vision_embed": 64, "vision_depth": 2, "image_side": 8},
 }
-FAMILIES: tuple[str, ...] = tuple(TINY)
 
 
 def _ids(value: Any, tokenizer: Any) -> Any:
@@ -484,7 +419,8 @@ def make_tiny_vlm(
         return out
     out.mkdir(parents=True, exist_ok=True)
     spec = TINY[family]
-    tokenizer = make_tokenizer(spec.tokens, specials=spec.specials, template=spec.template, metaspace=spec.metaspace)
+    named = re.findall(r"<[^<>\s'{}\\]+>", spec.template + json.dumps(spec.top))  # the template's and config's
+    tokenizer = make_tokenizer(spec.tokens, specials=tuple(named), template=spec.template, metaspace=spec.metaspace)
     common = {
         "vocab_size": len(tokenizer),
         "pad_token_id": tokenizer.pad_token_id,
