@@ -18,7 +18,7 @@ from conftest import next_token_logprobs
 from reward.eval.parallel import score_images
 from reward.rewards.qbench import QBenchConfig, QBenchReward
 from reward.vlm import OptionQuery, load_vlm
-from reward.vlm.inputs import device_preprocessing, encode, fast_image_processor
+from reward.vlm.inputs import device_preprocessing, fast_image_processor
 from reward.vlm.model import ScoringSpeed
 from reward.vlm.vision_attention import batched_vision_attention, varlen_sdpa
 
@@ -40,22 +40,6 @@ def _images(sizes=SIZES, seed: int = 0) -> list[Image.Image]:
 def vlm25(tiny_vlm25_path):
     """The tiny Qwen2.5-VL (windowed vision attention) with a pixel budget that keeps image sizes apart."""
     return load_vlm(tiny_vlm25_path, min_pixels=28 * 28, max_pixels=224 * 224, batch_size=6)
-
-
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
-def test_encode_from_prepared_images_equals_the_processor(family, request):
-    fixture = {"qwen2_vl": "tiny_vlm_path", "qwen2_5_vl": "tiny_vlm25_path", "qwen3_vl": "tiny_vlm3_path"}[family]
-    vlm = load_vlm(request.getfixturevalue(fixture), min_pixels=32 * 32, max_pixels=224 * 224)
-    imgs = _images()
-    groups = [imgs[:1], imgs[1:3], [], imgs[3:4]]  # one, two and no images per row
-    texts = [vlm.render(len(g), "Rate the quality of the image.", "The quality of the image is") for g in groups]
-    expected = vlm.processor(text=texts, images=[im for g in groups for im in g], padding=True, return_tensors="pt")
-    preparer = vlm.image_preparer()
-    got = encode(vlm.processor, texts, [preparer(g) for g in groups])
-    assert set(got) == set(expected.keys())
-    for key, value in expected.items():
-        assert torch.equal(got[key], value), key
-    assert len(set(expected["attention_mask"].sum(1).tolist())) == len(groups)  # every row padded differently
 
 
 def test_fast_path_equals_the_unoptimised_path_and_a_plain_forward(vlm25):

@@ -253,7 +253,7 @@ def load_vlm(
     merge_adapter: bool = True,
     **overrides: Any,
 ) -> VLM:
-    """Load a Hugging Face VLM checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
+    """Load a Hugging Face VLM checkpoint of any family of :data:`reward.vlm.families.FAMILIES` for scoring.
 
     ``loading`` holds the knobs (dtype, device or device_map, attn_implementation, the processor's min/max
     pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).
