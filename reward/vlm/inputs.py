@@ -111,18 +111,14 @@ def _cat(parts: list[torch.Tensor], pin: bool) -> torch.Tensor:
     return out
 
 
-def concat(parts: Sequence[PreparedImages], *, pin: bool = False) -> dict[str, torch.Tensor]:
-    """The tensors of ``parts`` in order as one batch; ``pin``: they land in pinned host memory."""
+def image_inputs(processor: Any, parts: Sequence[PreparedImages], *, pin: bool = False) -> dict[str, torch.Tensor]:
+    """The model's image inputs of ``parts``, in order, in pinned host memory if ``pin`` (what the processor makes
+    only for itself, such as SmolVLM's rows and columns, left out)."""
     nonempty = [p for p in parts if p.n_images]
-    keys = [k for k, v in nonempty[0].data.items() if isinstance(v, torch.Tensor)] if nonempty else []
+    keys = [k for k in (nonempty[0].data if nonempty else {}) if k in processor.model_input_names]
     if len(nonempty) == 1 and not pin:
         return {k: nonempty[0].data[k] for k in keys}
     return {k: _cat([p.data[k] for p in nonempty], pin) for k in keys}
-
-
-def image_inputs(processor: Any, groups: Sequence[PreparedImages], *, pin: bool = False) -> dict[str, torch.Tensor]:
-    """The model's image inputs of ``groups``, in order (what the processor makes only for itself left out)."""
-    return {k: v for k, v in concat(groups, pin=pin).items() if k in processor.model_input_names}
 
 
 def token_ids(processor: Any, texts: Sequence[str], groups: Sequence[PreparedImages]) -> list[list[int]]:
@@ -135,21 +131,12 @@ def token_ids(processor: Any, texts: Sequence[str], groups: Sequence[PreparedIma
     return processor.tokenizer(expanded)["input_ids"]
 
 
-def type_ids_name(processor: Any) -> str | None:
-    """Under which name the processor gives each token's modality (text 0, image 1), if it does: Qwen-VL's M-RoPE
-    and Gemma 3's bidirectional image attention read them."""
-    if not getattr(processor, "return_mm_token_type_ids", False):
-        return None
-    names = processor.model_input_names
-    return "mm_token_type_ids" if "mm_token_type_ids" in names else "token_type_ids"
-
-
 def pad(processor: Any, ids: Sequence[Sequence[int]], side: str = "left") -> dict[str, torch.Tensor]:
-    """``input_ids`` and ``attention_mask`` of ``ids`` padded on ``side``, with the modality ids where the processor
-    gives them (see :func:`type_ids_name`)."""
+    """``input_ids`` and ``attention_mask`` of ``ids`` padded on ``side``, with each token's modality (text 0, image
+    1) where the processor gives it (Qwen-VL's M-RoPE and Gemma 3's image attention read it), under its name."""
     out = dict(processor.tokenizer.pad({"input_ids": list(ids)}, padding_side=side, return_tensors="pt"))
-    name = type_ids_name(processor)
-    if name:
+    if getattr(processor, "return_mm_token_type_ids", False):
+        name = "mm_token_type_ids" if "mm_token_type_ids" in processor.model_input_names else "token_type_ids"
         out[name] = torch.tensor(processor.create_mm_token_type_ids(out["input_ids"]))
     return out
 
