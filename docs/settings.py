@@ -1,5 +1,5 @@
 """The settings tables of the docs pages, made from each command's settings dataclass (the one home of every default
-and its help: the same text as ``--help``).
+and its help: the same text as ``--help``), and the table of VLM families (``reward.vlm.families.FAMILIES``).
 
     python docs/settings.py            # rewrites every table between its markers
     python docs/settings.py --check    # rewrites nothing; names the stale pages and exits 1 (tests/test_docs.py)
@@ -8,7 +8,7 @@ A page asks for a command's table with two lines, ``<!-- settings: NAME -->`` an
 ``perceptual-rewards`` knows it: ``sft``, ``best-of-n``, ...); what lies between them is replaced. The table holds
 the composed defaults of ``configs/NAME.yaml`` (``???``: required), nested sections flattened to dotted keys, and a
 config group (``reward``, ``generator``) as one row: its keys depend on the option chosen (``NAME --help
-reward=pace`` prints them).
+reward=pace`` prints them). ``<!-- families -->`` ... ``<!-- /families -->`` holds the families' support table.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 BLOCK = re.compile(r"(<!-- settings: ([\w-]+) -->\n)(.*?)(<!-- /settings -->)", re.S)
+FAMILY_BLOCK = re.compile(r"(<!-- families -->\n)(.*?)(<!-- /families -->)", re.S)
 logger = logging.getLogger("docs.settings")
 
 
@@ -120,9 +121,33 @@ def table(name: str) -> str:
     return head + markdown(found)
 
 
+def families_table() -> str:
+    """The markdown table of the VLM families: what the test matrix runs on each (tests/test_families.py)."""
+    from reward.vlm.families import CHECKS, FAMILIES
+
+    lines = [
+        "| family | model type | covers, e.g. | pixel budget | " + " | ".join(CHECKS) + " |",
+        "| --- " * (4 + len(CHECKS)) + "|",
+    ]
+    notes = []
+    for name, family in FAMILIES.items():
+        cells = []
+        for check in CHECKS:
+            if check in family.skips:
+                notes.append(f"{len(notes) + 1}. {family.label}, {check}: {family.skips[check]}.")
+                cells.append(f"no ({len(notes)})")
+            else:
+                cells.append("yes")
+        ids = ", ".join(f"`{i}`" for i in family.ids)
+        budget = {"area": "area", "tiles": "tiles", None: "fixed"}[family.pixels]
+        lines.append(f"| {family.label} | `{name}` | {ids} | {budget} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + ("\n\n" + "\n".join(notes) if notes else "")
+
+
 def refreshed(text: str) -> str:
-    """``text`` (a page) with each settings block regenerated."""
-    return BLOCK.sub(lambda m: f"{m.group(1)}{table(m.group(2))}\n{m.group(4)}", text)
+    """``text`` (a page) with each settings block and the families block regenerated."""
+    text = BLOCK.sub(lambda m: f"{m.group(1)}{table(m.group(2))}\n{m.group(4)}", text)
+    return FAMILY_BLOCK.sub(lambda m: f"{m.group(1)}{families_table()}\n{m.group(3)}", text)
 
 
 def pages() -> list[Path]:

@@ -2,9 +2,10 @@
 
 The prompt is rendered as [anchor, anchor, target] + question; everything up to the second image's end is the same
 for all targets, so it runs once per batch and its KV cache is expanded to the targets; each target's image and the
-question then run as a suffix with pixel values. Qwen-VL's 3-D multimodal RoPE positions of the suffix are taken from
-``get_rope_index`` over the whole sequence (prefix + padded suffix), so the result equals the plain path (tested
-against it, also with targets of different sizes). Models without ``get_rope_index`` use the plain path.
+question then run as a suffix with pixel values, padded on the right (each row read at its own last token). Qwen-VL's
+3-D multimodal RoPE positions of the suffix are taken from ``get_rope_index`` over the whole sequence (prefix + padded
+suffix), so the result equals the plain path (tested against it, also with targets of different sizes). Models without
+``get_rope_index`` use the plain path.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from PIL import Image
 
 from reward.vlm import VLM, OptionLogProbs, OptionQuery
 from reward.vlm.answer_head import fp32_answer_head, gather_candidates
+from reward.vlm.prefix import repeat_cache
 
 
 def supports_anchor_prefix(vlm: VLM) -> bool:
@@ -37,8 +39,8 @@ def anchored_logprobs(
     out = torch.full((len(targets), 1, len(ids)), -math.inf)
     text = vlm.render(len(anchors) + 1, query.question, query.response_prefix, system)
     cut = 0
-    for _ in anchors:
-        cut = text.index(vlm.prefix.vision_end, cut) + len(vlm.prefix.vision_end)
+    for _ in anchors:  # after the anchors' image placeholders
+        cut = text.index(vlm.processor.image_token, cut) + len(vlm.processor.image_token)
     prefix, suffix = text[:cut], text[cut:]
     step = max(1, vlm.batch_size)
     for start in range(0, len(targets), step):
@@ -56,9 +58,9 @@ def _chunk_logprobs(
     pin = vlm.processor(text=[prefix], images=anchors, return_tensors="pt").to(dev)
     cache_out = model(**pin, use_cache=True, logits_to_keep=1)
     cache = cache_out.cache if getattr(cache_out, "cache", None) is not None else cache_out.past_key_values
-    if n > 1:
-        cache.batch_repeat_interleave(n)
-    sin = vlm.processor(text=[suffix] * n, images=targets, padding=True, return_tensors="pt").to(dev)
+    repeat_cache(cache, n)
+    sin = vlm.processor(text=[suffix] * n, images=targets, padding=True, padding_side="right", return_tensors="pt")
+    sin = sin.to(dev)
     mask = torch.cat([pin["attention_mask"].expand(n, -1), sin["attention_mask"]], dim=1)
     grids = torch.cat([torch.cat([pin["image_grid_thw"], sin["image_grid_thw"][b : b + 1]]) for b in range(n)])
     extra = {}
@@ -67,12 +69,14 @@ def _chunk_logprobs(
     full_ids = torch.cat([pin["input_ids"].expand(n, -1), sin["input_ids"]], dim=1)
     pos, _ = model.model.get_rope_index(input_ids=full_ids, image_grid_thw=grids, attention_mask=mask, **extra)
     suffix_inputs = {k: v for k, v in sin.items() if k != "attention_mask"}
+    last = sin["attention_mask"].sum(-1) - 1
+    keep = torch.unique(last)  # the positions some row answers at
     logits = model(
         **suffix_inputs,
         attention_mask=mask,
         position_ids=pos[:, :, pin["input_ids"].shape[1] :],
         cache=cache,
         use_cache=True,
-        logits_to_keep=1,
-    ).logits[:, -1]
+        logits_to_keep=keep,
+    ).logits[torch.arange(n, device=dev), torch.searchsorted(keep, last)]
     return torch.log_softmax(logits.float(), dim=-1)

@@ -252,7 +252,7 @@ def next_token_logprobs(vlm, images: list, question: str, response_prefix: str =
         parts = [*({"type": "image"} for _ in images), {"type": "text", "text": question}]
     messages = [{"role": "user", "content": parts}]
     text = vlm.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + response_prefix
-    inputs = vlm.processor(text=[text], images=images or None, return_tensors="pt")
+    inputs = vlm.processor(text=[text], images=[images] if images else None, return_tensors="pt")  # one sample's
     with torch.no_grad():
         logits = vlm.model(**inputs).logits[0, -1]
     return logits.float().log_softmax(-1)

@@ -11,7 +11,6 @@ from typing import Any
 _HOME = {
     "ANSWER_WORDS": "reward.testing.models",
     "CHAT_TEMPLATE": "reward.testing.models",
-    "FAMILIES": "reward.testing.models",
     "make_tokenizer": "reward.testing.models",
     "make_tiny_vlm": "reward.testing.models",
     "make_tiny_lm": "reward.testing.models",

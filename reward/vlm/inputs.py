@@ -1,11 +1,12 @@
 """Model inputs in two halves: images processed anywhere (DataLoader workers, the GPU), text joined at batch time.
 
-The image processor (resize, normalise, cut into patches) is the costly host step of scoring. Here it runs apart
-from the text: :class:`ImagePreparer` turns an image group into :class:`PreparedImages` (pixel values in the vision
-tower's dtype and the patch grid), a small picklable object that DataLoader workers can make while the model scores
-the previous batch. :func:`encode` then expands each image placeholder to the image's token count (the processor's
-own rule), tokenizes the batch with left padding and concatenates the pixel values straight into pinned memory, so
-that :func:`to_device` can copy them without blocking. The result equals ``processor(text=..., images=...)``.
+The image processor (resize, normalise, cut into patches or tiles) is the costly host step of scoring. Here it runs
+apart from the text: :class:`ImagePreparer` turns an image group into :class:`PreparedImages` (the image processor's
+tensors, pixel values in the vision tower's dtype), a small picklable object that DataLoader workers can make while
+the model scores the previous batch. :func:`token_ids` then expands each image placeholder as the family's processor
+does (``replace_image_token``) and :func:`encode` pads the batch (left) and joins the groups' tensors, in pinned
+memory where asked, so that :func:`to_device` copies them without blocking. The result equals
+``processor(text=..., images=...)`` for every family (tests/test_families.py).
 
 Where torchvision is importable the processor is the fast (torch) one and can run on the GPU itself
 (:func:`device_preprocessing`); where it is not (this CPU machine), the PIL one runs on the host, as before.
@@ -13,8 +14,8 @@ Where torchvision is importable the processor is the fast (torch) one and can ru
 Example:
     >>> from reward.vlm.inputs import PreparedImages
     >>> import torch
-    >>> PreparedImages(torch.zeros(16, 1176), torch.tensor([[1, 4, 4]]), merge=2).n_tokens
-    4
+    >>> PreparedImages({"pixel_values": torch.zeros(16, 1176)}, 1).size
+    18816
 """
 
 from __future__ import annotations
@@ -35,27 +36,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class PreparedImages:
-    """One image group after the image processor: ``pixel_values`` [patches, patch dim] and ``grid_thw`` [images, 3]
-    (patches = the sum of each row's product); ``merge`` is the spatial merge size (tokens = patches / merge^2)."""
+    """One image group after the image processor: its tensors (``pixel_values`` and what else the family's image
+    processor makes: patch grids, tile counts, image sizes) for ``n_images`` images."""
 
-    pixel_values: torch.Tensor
-    grid_thw: torch.Tensor
-    merge: int = 2
-
-    @property
-    def n_images(self) -> int:
-        return int(self.grid_thw.shape[0])
+    data: dict[str, torch.Tensor]
+    n_images: int
 
     @property
-    def n_tokens(self) -> int:
-        """Visual tokens the group adds to a sequence."""
-        return int(self.grid_thw.prod(-1).sum()) // self.merge**2
-
-    def split(self) -> list[PreparedImages]:
-        """One :class:`PreparedImages` per image."""
-        sizes = self.grid_thw.prod(-1).tolist()
-        parts = torch.split(self.pixel_values, sizes)
-        return [PreparedImages(p, g[None], self.merge) for p, g in zip(parts, self.grid_thw, strict=True)]
+    def size(self) -> int:
+        """The pixel values' element count: it grows with the visual tokens (batches group similar sizes)."""
+        pixels = self.data.get("pixel_values")
+        return 0 if pixels is None else pixels.numel()
 
 
 class ImagePreparer:
@@ -65,77 +56,95 @@ class ImagePreparer:
     ``device``: run a fast (torchvision) processor on that device (see :func:`device_preprocessing`).
     """
 
-    def __init__(self, image_processor: Any, dtype: torch.dtype | None = None, device: torch.device | None = None):
+    def __init__(
+        self,
+        image_processor: Any,
+        dtype: torch.dtype | None = None,
+        device: torch.device | None = None,
+        settings: dict[str, Any] | None = None,
+    ):
         self.image_processor = image_processor
         self.dtype = dtype
         self.device = device
-        self.merge = int(getattr(image_processor, "merge_size", 1) or 1)
+        self.settings = settings or {}  # what the processor passes its image processor (image_settings)
 
     def __call__(self, images: Sequence[Image.Image]) -> PreparedImages:
         return self.many([images])[0]
 
     def many(self, groups: Sequence[Sequence[Image.Image]]) -> list[PreparedImages]:
-        """Every group's images in one processor call, split back per group (groups may be empty: no images)."""
+        """Every group's images, one processor call per group (groups may be empty: no images)."""
         flat = [img for g in groups for img in g]
-        if not flat:
-            return [self._empty() for _ in groups]
         for i, img in enumerate(flat):  # what the processor would refuse, said of the image (commands skip it earlier)
             check_pixels(img.size, None, f"image {i} of the batch")
-        kwargs = {"device": self.device} if self.device is not None else {}
+        kwargs = {**self.settings, "return_tensors": "pt"} | ({"device": self.device} if self.device else {})
+        out = []
         with section("image processor"):
-            out = self.image_processor(images=flat, return_tensors="pt", **kwargs)
-            pixel_values, grid = out["pixel_values"], out["image_grid_thw"]
-            if self.dtype is not None:
-                pixel_values = pixel_values.to(self.dtype)
-        per_image = PreparedImages(pixel_values, grid, self.merge).split()
-        result, i = [], 0
-        for g in groups:
-            part = per_image[i : i + len(g)]
-            i += len(g)
-            result.append(concat(part) if part else self._empty())  # one image: a view, no copy
-        return result
-
-    def _empty(self) -> PreparedImages:
-        return PreparedImages(
-            torch.zeros(0, 0, dtype=self.dtype or torch.float32), torch.zeros(0, 3, dtype=torch.long), self.merge
-        )
+            for group in groups:
+                data = dict(self.image_processor(images=[list(group)], **kwargs)) if group else {}
+                if self.dtype is not None:
+                    data = {
+                        k: v.to(self.dtype) if torch.is_tensor(v) and v.is_floating_point() else v
+                        for k, v in data.items()
+                    }
+                out.append(PreparedImages(data, len(group)))
+        return out
 
 
-def concat(parts: Sequence[PreparedImages], *, pin: bool = False) -> PreparedImages:
-    """The images of ``parts`` in order as one group; ``pin``: the pixel values land in pinned host memory."""
+def image_settings(processor: Any) -> dict[str, Any]:
+    """What ``processor(images=...)`` passes its image processor beyond the image processor's own settings (e.g.
+    InternVL's ``crop_to_patches``, SmolVLM's ``return_row_col_info``)."""
+    return processor._merge_kwargs(tokenizer_init_kwargs=processor.tokenizer.init_kwargs)["images_kwargs"]
+
+
+def _cat(parts: list[torch.Tensor], pin: bool) -> torch.Tensor:
+    """``parts`` joined along dim 0, zero-padded to the largest on the other dims (tiles or images per row)."""
+    shape = [sum(p.shape[0] for p in parts), *(max(p.shape[d] for p in parts) for d in range(1, parts[0].dim()))]
+    first = parts[0]
+    pin = pin and first.device.type == "cpu" and torch.cuda.is_available()
+    out = (torch.zeros if len({p.shape[1:] for p in parts}) > 1 else torch.empty)(
+        shape, dtype=first.dtype, device=first.device, pin_memory=pin
+    )
+    row = 0
+    for p in parts:
+        out[(slice(row, row + p.shape[0]), *(slice(0, n) for n in p.shape[1:]))] = p
+        row += p.shape[0]
+    return out
+
+
+def image_inputs(processor: Any, parts: Sequence[PreparedImages], *, pin: bool = False) -> dict[str, torch.Tensor]:
+    """The model's image inputs of ``parts``, in order, in pinned host memory if ``pin`` (what the processor makes
+    only for itself, such as SmolVLM's rows and columns, left out)."""
     nonempty = [p for p in parts if p.n_images]
-    merge = parts[0].merge if parts else 1
-    if not nonempty:
-        return PreparedImages(torch.zeros(0, 0), torch.zeros(0, 3, dtype=torch.long), merge)
-    pin = pin and nonempty[0].pixel_values.device.type == "cpu" and torch.cuda.is_available()
+    keys = [k for k in (nonempty[0].data if nonempty else {}) if k in processor.model_input_names]
     if len(nonempty) == 1 and not pin:
-        return nonempty[0]
-    first = nonempty[0].pixel_values
-    rows = sum(p.pixel_values.shape[0] for p in nonempty)
-    buf = torch.empty((rows, first.shape[1]), dtype=first.dtype, device=first.device, pin_memory=pin)
-    torch.cat([p.pixel_values for p in nonempty], out=buf)
-    return PreparedImages(buf, torch.cat([p.grid_thw for p in nonempty]), merge)
+        return {k: nonempty[0].data[k] for k in keys}
+    return {k: _cat([p.data[k] for p in nonempty], pin) for k in keys}
+
+
+def token_ids(processor: Any, texts: Sequence[str], groups: Sequence[PreparedImages]) -> list[list[int]]:
+    """The token ids of ``texts`` (unpadded), each image placeholder expanded as the processor does; row ``i`` holds
+    ``groups[i]``'s images, in order."""
+    if len(texts) != len(groups):
+        raise ValueError(f"token_ids: {len(texts)} texts but {len(groups)} image groups")
+    replacements = [processor.replace_image_token(g.data, i) for g in groups for i in range(g.n_images)]
+    expanded, _ = processor.get_text_with_replacements(list(texts), replacements)
+    return processor.tokenizer(expanded)["input_ids"]
+
+
+def pad(processor: Any, ids: Sequence[Sequence[int]], side: str = "left") -> dict[str, torch.Tensor]:
+    """``input_ids`` and ``attention_mask`` of ``ids`` padded on ``side``, with each token's modality (text 0, image
+    1) where the processor gives it (Qwen-VL's M-RoPE and Gemma 3's image attention read it), under its name."""
+    out = dict(processor.tokenizer.pad({"input_ids": list(ids)}, padding_side=side, return_tensors="pt"))
+    if getattr(processor, "return_mm_token_type_ids", False):
+        name = "mm_token_type_ids" if "mm_token_type_ids" in processor.model_input_names else "token_type_ids"
+        out[name] = torch.tensor(processor.create_mm_token_type_ids(out["input_ids"]))
+    return out
 
 
 def encode(processor: Any, texts: Sequence[str], groups: Sequence[PreparedImages], *, pin: bool = False) -> dict:
     """``processor(text=texts, images=..., padding=True, return_tensors="pt")`` from prepared images: row ``i`` of
     ``texts`` holds ``groups[i]``'s images, in order."""
-    if len(texts) != len(groups):
-        raise ValueError(f"encode: {len(texts)} texts but {len(groups)} image groups")
-    images = concat(groups, pin=pin)
-    replacements = []
-    if images.n_images:
-        grid = {"image_grid_thw": images.grid_thw}
-        replacements = [processor.replace_image_token(grid, i) for i in range(images.n_images)]
-    expanded, _ = processor.get_text_with_replacements(list(texts), replacements)
-    enc = processor.tokenizer(expanded, padding=True, return_tensors="pt")
-    out: dict[str, torch.Tensor] = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-    if "mm_token_type_ids" in getattr(processor, "model_input_names", []):
-        out["mm_token_type_ids"] = torch.tensor(processor.create_mm_token_type_ids(enc["input_ids"]))
-    if images.n_images:
-        out["pixel_values"] = images.pixel_values
-        out["image_grid_thw"] = images.grid_thw
-    return out
+    return {**pad(processor, token_ids(processor, texts, groups)), **image_inputs(processor, groups, pin=pin)}
 
 
 def to_device(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from reward.data.files import read_json_object
+from reward.vlm.families import Family, family_of
 
 if TYPE_CHECKING:  # torch and the model are imported when a model loads: settings are read before
     import torch
@@ -56,7 +57,8 @@ class ModelLoading:
     max_pixels: int | None = field(
         default=None,
         metadata={
-            "help": "processor: images larger are downscaled; visual tokens = pixels / 28^2",
+            "help": "processor: images larger are downscaled (Qwen-VL: visual tokens = pixels / 28^2; InternVL, "
+            "Ovis2: that many pixels of tiles)",
             "range": (1, None),
         },
     )
@@ -145,21 +147,41 @@ _RESAVE = "the model folder is damaged: download or save it again (save_pretrain
 def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
     """The checkpoint's processor, also on machines without torchvision (no video processor there).
 
-    ``min_pixels``/``max_pixels`` set the image processor's pixel budget (visual tokens per image = pixels /
-    (patch * merge)^2, e.g. 28^2 for Qwen2.5-VL); ``None`` keeps the checkpoint's.
+    ``min_pixels``/``max_pixels`` bound the pixels an image is read at, as its family reads them
+    (:data:`reward.vlm.families.FAMILIES`: resized to that area, e.g. pixels / 28^2 visual tokens for Qwen2.5-VL, or
+    cut in that many pixels' worth of tiles); ``None`` keeps the checkpoint's.
     """
-    from transformers import AutoProcessor
+    from transformers import AutoConfig, AutoProcessor
     from transformers.utils import is_torchvision_available
 
-    budget = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
-    if is_torchvision_available():
-        processor = AutoProcessor.from_pretrained(path, **budget)
+    base = _processor_class(path)
+    if is_torchvision_available() or "video_processor" not in base.get_attributes():
+        processor = AutoProcessor.from_pretrained(path)
     else:
-        processor = _processor_without_video(path, budget)
-    if budget:
-        _check_budget(processor.image_processor, budget, path)
+        processor = _processor_without_video(base, path)
+    if min_pixels or max_pixels:
+        family = family_of(AutoConfig.from_pretrained(path).model_type)
+        _set_budget(processor.image_processor, family, min_pixels, max_pixels, path)
     processor.tokenizer.padding_side = "left"
     return processor
+
+
+def _set_budget(image_processor: Any, family: Family, low: int | None, high: int | None, path: str | Path) -> None:
+    """Bound the pixels an image is read at, as :attr:`Family.pixels` says for ``family``."""
+    size = image_processor.size
+    if family.pixels == "area":  # Qwen-VL's smart resize reads the area bounds from the size's edges
+        low = low * family.frames if low else size.shortest_edge
+        high = high * family.frames if high else size.longest_edge
+        image_processor.size = dataclasses.replace(size, shortest_edge=low, longest_edge=high)
+    elif family.pixels == "tiles":
+        tile = size.height * size.width
+        image_processor.crop_to_patches = True
+        image_processor.min_patches = max(1, (low or tile) // tile)
+        image_processor.max_patches = max(1, (high or tile * image_processor.max_patches) // tile)
+    else:
+        logger.warning(
+            "%s: %s reads every image at one resolution; min_pixels/max_pixels change nothing", path, family.label
+        )
 
 
 THINKING_OFF = "{%- set enable_thinking = false -%}"
@@ -178,45 +200,47 @@ def thinking_off(processor: Any) -> bool:
     return changed
 
 
-def _check_budget(image_processor: Any, budget: dict[str, int], path: str | Path) -> None:
-    size = getattr(image_processor, "size", None)
-    got = {"min_pixels": getattr(size, "shortest_edge", None), "max_pixels": getattr(size, "longest_edge", None)}
-    wrong = {k: got[k] for k, v in budget.items() if got[k] != v}
-    if wrong:
-        raise ValueError(
-            f"{path}: the image processor did not take {budget} (it has {got}); this processor "
-            "class has no pixel budget, leave min_pixels/max_pixels unset"
-        )
-
-
-def _processor_without_video(path: str | Path, budget: dict[str, int] | None = None) -> Any:
-    """Build the model's processor with ``video_processor=None``: its video processor needs torchvision."""
+def _processor_class(path: str | Path) -> type:
+    """The checkpoint's processor class: ``processor_config.json``'s, else its model type's."""
     import transformers
-    from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
+    from transformers import AutoConfig
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     proc_cfg = Path(path) / "processor_config.json"
     name = read_json_object(proc_cfg, _RESAVE).get("processor_class") if proc_cfg.is_file() else None
-    if name is None:
-        model_type = AutoConfig.from_pretrained(path).model_type
-        name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    name = name or PROCESSOR_MAPPING_NAMES.get(AutoConfig.from_pretrained(path).model_type)
     if name is None or not hasattr(transformers, name):
-        raise ValueError(
-            f"{path}: no processor is known for this checkpoint without torchvision ({name or 'no processor_class'});"
-            " install torchvision or use a Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoint"
-        )
-    base = getattr(transformers, name)
+        raise ValueError(f"{path}: no processor is known for this checkpoint ({name or 'no processor_class'})")
+    return getattr(transformers, name)
+
+
+def _processor_without_video(base: type, path: str | Path) -> Any:
+    """``base`` without its video processor (it needs torchvision), with the settings of ``processor_config.json``."""
+    import inspect
+
+    from transformers import AutoImageProcessor, AutoTokenizer, ProcessorMixin
 
     class _NoVideoProcessor(base):  # type: ignore[misc, valid-type]
+        apply_chat_template = ProcessorMixin.apply_chat_template  # a family's own only adds video settings (SmolVLM)
+
         def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
+            super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
 
-    # saved under the real class's name, so a checkpoint written here loads as that class where torchvision exists
+    # saved under the real class's name, with its settings (save_pretrained reads the signature), so that a
+    # checkpoint written here loads as that class where torchvision exists
     _NoVideoProcessor.__name__ = _NoVideoProcessor.__qualname__ = base.__name__
-
+    own = inspect.signature(base.__init__)
+    _NoVideoProcessor.__init__.__signature__ = own.replace(  # type: ignore[attr-defined]
+        parameters=[p for name, p in own.parameters.items() if name != "video_processor"]
+    )
+    proc_cfg = Path(path) / "processor_config.json"
+    saved = read_json_object(proc_cfg, _RESAVE) if proc_cfg.is_file() else {}
+    settings = {
+        k: v for k, v in saved.items() if k in own.parameters and k not in [*base.get_attributes(), "chat_template"]
+    }
     tokenizer = AutoTokenizer.from_pretrained(path)
-    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil", **(budget or {}))
-    return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template)
+    image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
+    return _NoVideoProcessor(image_processor, tokenizer, chat_template=tokenizer.chat_template, **settings)
 
 
 def load_vlm(
@@ -228,7 +252,7 @@ def load_vlm(
     merge_adapter: bool = True,
     **overrides: Any,
 ) -> VLM:
-    """Load a Hugging Face VLM checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ...) for scoring.
+    """Load a Hugging Face VLM checkpoint of any family of :data:`reward.vlm.families.FAMILIES` for scoring.
 
     ``loading`` holds the knobs (dtype, device or device_map, attn_implementation, the processor's min/max
     pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).

@@ -32,9 +32,10 @@ from reward.vlm.inputs import (
     device_preprocessing,
     encode,
     fast_image_processor,
+    image_settings,
     to_device,
 )
-from reward.vlm.prefix import PrefixEncoder, split_at_images
+from reward.vlm.prefix import PrefixEncoder
 from reward.vlm.profile import current, section
 from reward.vlm.tokens import default_separator, resolve_candidates
 from reward.vlm.vision_attention import batched_vision_attention
@@ -163,6 +164,7 @@ class VLM:
         self._told: set[str] = set()
         self._device_failed = False  # the image processor failed on the device once: the host one from then on
         self.prefix = PrefixEncoder(model, processor)
+        self._image_settings = image_settings(processor)
         template = getattr(processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None) or ""
         # thinking templates (Qwen3-VL): switched off so that the answer position is the rating word
         self._template_kwargs = {"enable_thinking": False} if "enable_thinking" in str(template) else {}
@@ -224,7 +226,7 @@ class VLM:
             members = list(range(w_start, min(len(images), w_start + window)))
             prepared = dict(zip(members, self._prepare([images[g] for g in members]), strict=True))
             if self.speed.group_by_tokens:  # similar visual token counts in one batch: less padding
-                members.sort(key=lambda g: prepared[g].n_tokens)
+                members.sort(key=lambda g: prepared[g].size)
             for b_start in range(0, len(members), groups_per_batch):
                 chunk = members[b_start : b_start + groups_per_batch]
                 texts = [
@@ -249,13 +251,16 @@ class VLM:
     def image_preparer(self) -> ImagePreparer | None:
         """The image processor as a picklable callable for DataLoader workers (group -> ``PreparedImages``), or
         ``None`` when :attr:`speed` runs it on the GPU instead (then pass the PIL images)."""
-        if self._device_preprocessing():
-            return None
-        return ImagePreparer(self.processor.image_processor, dtype=self._vision_dtype())
+        return None if self._device_preprocessing() else self._preparer()
+
+    def _preparer(self, device: torch.device | None = None) -> ImagePreparer:
+        """The image processor (the fast one on ``device`` if given) with the settings the processor gives it."""
+        image_processor = self._fast_image_processor() if device else self.processor.image_processor
+        return ImagePreparer(image_processor, self._vision_dtype(), device, self._image_settings)
 
     def _prepare(self, groups: Sequence[ImageGroup | PreparedImages]) -> list[PreparedImages]:
         """Every group as ``PreparedImages``: the PIL ones through the image processor (on the GPU where
-        :attr:`speed` allows, else on the host, all in one call)."""
+        :attr:`speed` allows, else on the host, one call per group)."""
         todo = [i for i, g in enumerate(groups) if not isinstance(g, PreparedImages)]
         result: list[Any] = list(groups)
         if todo:
@@ -263,14 +268,14 @@ class VLM:
             prepared = None
             if self._device_preprocessing():
                 try:
-                    prepared = ImagePreparer(self._fast_image_processor(), self._vision_dtype(), self.device).many(pil)
+                    prepared = self._preparer(self.device).many(pil)
                 except Exception as err:  # noqa: BLE001 - an optional accelerator path: the host one always works
                     logger.warning(
                         "the image processor on %s failed (%s); it runs on the host from now on", self.device, err
                     )
                     self._device_failed = True
             if prepared is None:
-                prepared = ImagePreparer(self.processor.image_processor, self._vision_dtype()).many(pil)
+                prepared = self._preparer().many(pil)
             for i, p in zip(todo, prepared, strict=True):
                 result[i] = p
         return result
@@ -307,14 +312,7 @@ class VLM:
         return self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
 
     def _logits_shared_prefix(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool) -> torch.Tensor:
-        prefixes, suffixes = [], []
-        for row in texts:
-            parts = [split_at_images(t, self.prefix.vision_end) for t in row]
-            prefixes.append(parts[0][0])
-            suffixes.append([s for _, s in parts])
-            if any(p != parts[0][0] for p, _ in parts):
-                raise ValueError("queries about one image group must share the text before the images")
-        return self.prefix.suffix_logits(self._encode(prefixes, groups, pin), suffixes)
+        return self.prefix.suffix_logits(groups, texts, pin)
 
     def _vision_dtype(self) -> torch.dtype:
         visual = getattr(getattr(self.model, "model", None), "visual", None)

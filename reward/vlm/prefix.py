@@ -1,10 +1,14 @@
-"""Encode an image prefix once, reuse its KV cache for many question suffixes.
+"""Encode an image prefix once, reuse its cache for many question suffixes.
 
-The prefix is everything up to the last ``<|vision_end|>`` (system turn, user turn start, the images); the
-suffix is the question, the end of the user turn, the assistant start and the response prefix. Qwen-VL models
-use 3-D multimodal RoPE, so the suffix gets explicit positions continuing the prefix's
-(``prefix_len + rope_delta``); letting the model infer them silently gives wrong log-probs (tests/test_vlm.py
-compares both paths).
+Every query about one image group is tokenized in full; the tokens they share (system turn, user turn start, the
+images) are the prefix, run once, and its cache is copied to each query; only the rest (the question, the end of the
+user turn, the assistant start and the response prefix) runs per query. Splitting the token ids, not the text, keeps
+the tokens exactly those of the plain path for every tokenizer. The copy holds every state the prefix left: keys and
+values, and the convolution and recurrent states of linear-attention layers (Qwen3.5's Gated DeltaNet). Suffixes are
+padded on the right, so that no padding sits between a prefix and its suffix (a recurrent state would read it), and
+each row's answer is read at its own last token. Qwen-VL models use 3-D multimodal RoPE, so the suffix gets explicit
+positions continuing the prefix's (``prefix_len + rope_delta``); letting the model infer them silently gives wrong
+log-probs (tests/test_families.py compares both paths on every family).
 """
 
 from __future__ import annotations
@@ -14,16 +18,31 @@ from typing import Any
 
 import torch
 
+from reward.vlm.inputs import PreparedImages, image_inputs, pad, to_device, token_ids
 from reward.vlm.profile import section
 
 
-def split_at_images(text: str, vision_end: str) -> tuple[str, str]:
-    """Split a rendered prompt after its last image: ``(prefix, suffix)``."""
-    pos = text.rfind(vision_end)
-    if pos < 0:
-        raise ValueError(f"prompt has no image (no {vision_end!r}): the shared-prefix path needs images")
-    cut = pos + len(vision_end)
-    return text[:cut], text[cut:]
+def shared_length(rows: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens all ``rows`` share, leaving each at least one of its own.
+
+    >>> shared_length([[1, 2, 3, 4], [1, 2, 5]]), shared_length([[1, 2], [1, 2]])
+    (2, 1)
+    """
+    n = min(len(r) for r in rows) - 1
+    first = rows[0]
+    return next((i for i in range(n) if any(r[i] != first[i] for r in rows)), n)
+
+
+def repeat_cache(cache: Any, n: int) -> None:
+    """Each row of ``cache`` repeated ``n`` times in place (row ``b * n + q``): its keys and values, and the
+    convolution and recurrent states of linear-attention layers."""
+    for layer in cache.layers:
+        if hasattr(layer, "batch_repeat_interleave"):
+            layer.batch_repeat_interleave(n)
+        for states in (getattr(layer, "conv_states", {}), getattr(layer, "recurrent_states", {})):
+            for i, state in states.items():
+                if state is not None:
+                    states[i] = state.repeat_interleave(n, dim=0)
 
 
 class PrefixEncoder:
@@ -32,52 +51,54 @@ class PrefixEncoder:
     def __init__(self, model: Any, processor: Any) -> None:
         self.model = model
         self.processor = processor
-        tok = processor.tokenizer
-        self.vision_end: str = (
-            getattr(processor, "vision_end_token", None) or getattr(tok, "vision_end_token", None) or "<|vision_end|>"
-        )
-        inner = getattr(model, "model", None)
-        self._rope_index = getattr(inner, "get_rope_index", None)
+        self._rope_index = getattr(getattr(model, "model", None), "get_rope_index", None)
+        self._image_token = model.config.image_token_id  # the placeholder image features replace
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def suffix_logits(self, inputs: dict[str, torch.Tensor], suffixes: Sequence[Sequence[str]]) -> torch.Tensor:
-        """Next-token logits after each suffix, rows group-major ([G*Q, V]); every group has Q suffixes.
-
-        ``inputs``: the prefixes with their images, as the processor encodes them (``reward.vlm.inputs.encode``),
-        on the model's device.
-        """
-        n_q = len(suffixes[0])
-        prefix_mask = inputs["attention_mask"]
-        position_ids, next_pos = self._prefix_positions(inputs)
+    def suffix_logits(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool = False) -> torch.Tensor:
+        """Next-token logits after each text, rows group-major ([G*Q, V]); every group has Q texts, which must share
+        the text before (and with) their images."""
+        n_q = len(texts[0])
+        with section("tokenizer"):
+            ids = token_ids(self.processor, [t for row in texts for t in row], [g for g in groups for _ in range(n_q)])
+            prefixes, suffixes = [], []
+            for g in range(len(groups)):
+                rows = ids[g * n_q : (g + 1) * n_q]
+                cut = shared_length(rows)
+                prefixes.append(rows[0][:cut])
+                suffixes.extend(r[cut:] for r in rows)
+            if any(self._image_token in row for row in suffixes):
+                raise ValueError("queries about one image group must share the text before the images")
+            inputs = {**pad(self.processor, prefixes), **image_inputs(self.processor, groups, pin=pin)}
+        with section("transfer"):
+            inputs = to_device(inputs, self.device)
+        with section("tokenizer"):
+            position_ids, next_pos = self._prefix_positions(inputs)
         out = self.model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
         with section("tokenizer"):
-            cache = out.cache if hasattr(out, "cache") and out.cache is not None else out.past_key_values
-            if n_q > 1:
-                cache.batch_repeat_interleave(n_q)
-            tok = self.processor.tokenizer
-            flat_suffixes = [s for row in suffixes for s in row]
-            enc = tok(flat_suffixes, add_special_tokens=False, padding=True, return_tensors="pt").to(self.device)
-            s_ids, s_mask = enc["input_ids"], enc["attention_mask"]
-            start = next_pos.repeat_interleave(n_q)[:, None]
-            s_pos = (start + s_mask.long().cumsum(-1) - 1).clamp_min(0)
-            s_pos = torch.where(s_mask.bool(), s_pos, start)
+            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+            repeat_cache(cache, n_q)
+            enc = pad(self.processor, suffixes, side="right")
+            s_ids, s_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+            s_pos = next_pos.repeat_interleave(n_q)[:, None] + torch.arange(s_ids.shape[1], device=self.device)
             if self._rope_index is not None:
                 s_pos = s_pos[None].expand(3, -1, -1)
-            mask = torch.cat([prefix_mask.repeat_interleave(n_q, dim=0), s_mask], dim=1)
+            mask = torch.cat([inputs["attention_mask"].repeat_interleave(n_q, dim=0), s_mask], dim=1)
+            last = s_mask.sum(-1) - 1
+            keep = torch.unique(last)  # the positions some row answers at: logits of those only
         logits = self.model(
-            input_ids=s_ids, attention_mask=mask, position_ids=s_pos, cache=cache, use_cache=True, logits_to_keep=1
+            input_ids=s_ids, attention_mask=mask, position_ids=s_pos, cache=cache, use_cache=True, logits_to_keep=keep
         ).logits
-        return logits[:, -1]
+        return logits[torch.arange(len(last), device=logits.device), torch.searchsorted(keep, last)]
 
-    def _prefix_positions(self, inputs: Any) -> tuple[torch.Tensor | None, torch.Tensor]:
+    def _prefix_positions(self, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         mask = inputs["attention_mask"]
         length = mask.long().sum(-1)
         if self._rope_index is None:
-            pos = (mask.long().cumsum(-1) - 1).clamp_min(0)
-            return pos, length
+            return (mask.long().cumsum(-1) - 1).clamp_min(0), length
         kwargs = {k: inputs[k] for k in ("image_grid_thw", "mm_token_type_ids") if k in inputs}
         pos, deltas = self._rope_index(input_ids=inputs["input_ids"], attention_mask=mask, **kwargs)
         return pos, length + deltas.view(-1).to(length.device)

@@ -66,7 +66,7 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
     )
     shape = shape_or_fail(settings.policy.path, "policy.path", settings.plan_for.model)
     vlm = shape.vision_params > 0 and settings.policy.vision not in (False, "false")
-    vis, vis_why = visual_tokens(None, shape.pixels_per_token) if vlm else (0, "a text policy")
+    vis, vis_why = visual_tokens(None, shape) if vlm else (0, "a text policy")
     completion = int(args.max_completion_length)
     tokens = PROMPT_TEXT_TOKENS + vis + completion
     dtype = load_dtype(

@@ -66,7 +66,7 @@ def sft_plan(settings: Any) -> Plan:
     definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
     meta = scorer_metadata(dims, prompt_type=settings.prompt.type, definitions=definitions, tag=settings.prompt.tag)
     question = max(len(q["question"]) for q in meta["queries"].values())
-    vis, vis_why = visual_tokens(settings.model.max_pixels, shape.pixels_per_token)
+    vis, vis_why = visual_tokens(settings.model.max_pixels, shape)
     tokens = vis + question // 4 + RESPONSE_TOKENS + TEMPLATE_TOKENS
     dtype = load_dtype(
         settings.model.dtype, lora=settings.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0

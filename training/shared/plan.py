@@ -156,15 +156,18 @@ def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
         ) from None
 
 
-def visual_tokens(max_pixels: int | None, pixels_per_token: int) -> tuple[int, str]:
-    """Visual tokens of one image under the pixel budget ``max_pixels`` (none: a KonIQ-10k-sized image) and why.
+def visual_tokens(max_pixels: int | None, shape: ModelShape) -> tuple[int, str]:
+    """Visual tokens of one image of ``shape``'s family under the pixel budget ``max_pixels`` (none: a
+    KonIQ-10k-sized image), or at its fixed resolution, and why.
 
-    >>> visual_tokens(None, 28 * 28)
+    >>> visual_tokens(None, ModelShape("m", "", 0, 0, 0, 1, 1, 1, 1))
     (1003, 'a 1024x768 image')
     """
+    if shape.image_tokens:
+        return shape.image_tokens, "an image (one tile) at the resolution of its config"
     pixels = max_pixels or ASSUMED_IMAGE_PIXELS
     why = f"model.max_pixels={max_pixels}" if max_pixels else f"a {ASSUMED_IMAGE_PIXELS // 768}x768 image"
-    return max(1, pixels // pixels_per_token), why
+    return max(1, pixels // shape.pixels_per_token), why
 
 
 def trainable_params(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reward.data.files import read_json_object
+from reward.vlm.families import family_of
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ class ModelShape:
     vision_hidden: int = 0
     vision_depth: int = 0
     pixels_per_token: int = 28 * 28  # a visual token covers (patch x merge)^2 pixels
+    image_tokens: int = 0  # visual tokens of an image (or tile) at the family's fixed resolution; 0: pixels decide
     linear_shapes: tuple[tuple[str, int, int], ...] = ()  # one decoder layer's linear modules: (name, in, out)
     largest_layer: int = 0  # the parameters of the largest module's own tensors (ZeRO-3 gathers it whole)
 
@@ -187,6 +189,11 @@ def model_shape(path: str) -> ModelShape:
     return _count(path, config, source)
 
 
+def _side(size: int | list[int]) -> int:
+    """One side of a square size given as a number or as [height, width] (InternVL's)."""
+    return size[0] if isinstance(size, list | tuple) else size
+
+
 def _count(name: str, config: dict[str, Any], source: str) -> ModelShape:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
@@ -197,24 +204,25 @@ def _count(name: str, config: dict[str, Any], source: str) -> ModelShape:
     with torch.device("meta"):
         auto = AutoModelForImageTextToText if vlm else AutoModelForCausalLM
         model = auto.from_config(cfg)
+    family = family_of(kind)
     vision = aligner = llm = 0
     for pname, p in model.named_parameters():
-        if ".visual." in f".{pname}" and "merger" in pname:
+        if family.aligner in pname:
             aligner += p.numel()
-        elif ".visual." in f".{pname}":
+        elif f".{family.vision}." in f".{pname}":
             vision += p.numel()
         else:
             llm += p.numel()
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     text = cfg.text_config if vlm else cfg
-    layer = next(m for n, m in model.named_modules() if n.endswith("layers.0") and ".visual" not in f".{n}")
+    layer = next(m for n, m in model.named_modules() if n.endswith("layers.0") and f".{family.vision}." not in f".{n}")
     linears = tuple(
         (n.split(".")[-1], m.in_features, m.out_features)
         for n, m in layer.named_modules()
         if isinstance(m, torch.nn.Linear)
     )
     vc = getattr(cfg, "vision_config", None)
-    patch = getattr(vc, "patch_size", 14) * getattr(vc, "spatial_merge_size", 2) if vc is not None else 28
+    patch = _side(getattr(vc, "patch_size", 14)) * getattr(vc, "spatial_merge_size", 2) if vc is not None else 28
     return ModelShape(
         name=name,
         source=source,
@@ -225,9 +233,10 @@ def _count(name: str, config: dict[str, Any], source: str) -> ModelShape:
         layers=text.num_hidden_layers,
         vocab=text.vocab_size,
         intermediate=text.intermediate_size,
-        vision_hidden=int(getattr(vc, "hidden_size", 0) if kind != "qwen2_vl" else getattr(vc, "embed_dim", 0)),
-        vision_depth=int(getattr(vc, "depth", 0) or 0),
+        vision_hidden=int(getattr(vc, "embed_dim", 0) or getattr(vc, "hidden_size", 0)),
+        vision_depth=int(getattr(vc, "depth", 0) or getattr(vc, "num_hidden_layers", 0)),
         pixels_per_token=patch * patch,
+        image_tokens=family.tokens(cfg) if vlm and family.tokens else 0,
         linear_shapes=linears,
         largest_layer=int(largest),
     )

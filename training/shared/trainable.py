@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reward.vlm.families import FAMILIES
 from reward.vlm.loading import ModelLoading
 from training.shared.deepspeed import uses_deepspeed
 
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-VISION_TOWERS = ("visual", "vision_tower", "vision_model")  # attribute names across VLM families
-ALIGNERS = ("merger", "multi_modal_projector", "mm_projector", "aligner")
+VISION_TOWERS = tuple(dict.fromkeys(f.vision for f in FAMILIES.values()))  # module names across VLM families
+ALIGNERS = tuple(dict.fromkeys(f.aligner for f in FAMILIES.values()))
 
 
 @dataclass
