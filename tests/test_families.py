@@ -139,7 +139,7 @@ def test_every_reward_scores_with_each_family(name, tiny, pace_protocol_path, tm
     shutil.copytree(tiny(name), scorer)
     (scorer / "sa_iqa.json").write_text(json.dumps(scorer_metadata(["lighting"], prompt_type=1, definitions={})))
     configs = {
-        "sa-iqa": {"path": str(scorer)},
+        "sa-iqa": {"model": str(scorer)},
         "qbench": {"model": str(tiny(name))},
         "pace": {"model": str(tiny(name)), "protocol": str(pace_protocol_path), **_budget(name)},
     }
@@ -182,7 +182,7 @@ def test_sft_trains_each_family_and_its_scorer_reloads_to_the_same_scores(name, 
     overrides = [
         f"model.path={tiny(name)}",
         f"data.train={ratings}",
-        f"output_dir={tmp_path / 'run'}",
+        f"out={tmp_path / 'run'}",
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=2",
         "trainer.gradient_accumulation_steps=1",
@@ -201,8 +201,8 @@ def test_sft_trains_each_family_and_its_scorer_reloads_to_the_same_scores(name, 
     assert all(torch.equal(now[n], w) for n, w in keep.tower.items())  # the vision tower stayed as it was
     scorer = Path(result["scorer"])
     images = _images()
-    reloaded = get_reward("sa-iqa", {"path": str(scorer), "dtype": "float32"}).score(images).scores
-    in_memory = get_reward("sa-iqa", {"path": str(scorer)})  # its queries and words, the trained weights
+    reloaded = get_reward("sa-iqa", {"model": str(scorer), "dtype": "float32"}).score(images).scores
+    in_memory = get_reward("sa-iqa", {"model": str(scorer)})  # its queries and words, the trained weights
     model = keep.model.get_base_model() if lora else keep.model  # LoRA: merged into it when the scorer was saved
     in_memory.vlm = VLM(model.float().eval(), in_memory.vlm.processor)
     assert read_metadata(scorer)["level_words"] == list(WORDS)
@@ -221,7 +221,7 @@ def test_each_family_trains_as_a_grpo_policy_that_sees_the_task_image(name, tiny
     overrides = [
         f"policy.path={tiny(name)}",
         f"data={tasks}",
-        f"output_dir={tmp_path / 'run'}",
+        f"out={tmp_path / 'run'}",
         "reward=scene-proxy",
         "lora.enabled=true",
         "trainer.max_steps=1",
