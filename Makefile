@@ -26,6 +26,7 @@ bench: $(STAMP)  ## speed ratios (not part of the tests)
 	HF_HUB_OFFLINE=1 $(PY) bench/scoring_speed.py
 	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) bench/fusion_bench.py
 	HF_HUB_OFFLINE=1 $(PY) bench/pace_cost.py
+	HF_HUB_OFFLINE=1 $(PY) bench/identity.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -367,3 +367,28 @@ def test_a_datasets_table_naming_image_files_outside_its_folder_is_known_by_them
     _replace_keeping_size_and_time(images[1], lambda p: _png(p, 41))
     with pytest.raises(OutputFolderError, match=r"inputs.data.named.sha256"):
         check_output(out, "evaluate", settings)
+
+
+def test_an_unchanged_manifest_is_not_read_again_and_an_image_rewritten_with_its_time_kept_is_seen(
+    tmp_path, monkeypatch
+):
+    """The digest cache (DVC's rule): a rerun whose manifest and images keep their stat reads neither again; an image
+    rewritten in place with its size and modification time put back has another change time, so it is hashed anew."""
+    from reward.core import fingerprints
+
+    monkeypatch.setenv("PERCEPTUAL_REWARDS_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "img").mkdir()
+    for i in range(3):
+        (tmp_path / f"img/{i}.png").write_bytes(bytes([i]) * 64)
+    manifest = tmp_path / "r.jsonl"
+    manifest.write_text("".join(json.dumps({"image": f"img/{i}.png", "mos": 3}) + "\n" for i in range(3)))
+    first = fingerprints.fingerprint(manifest)
+    read = []
+    monkeypatch.setattr(fingerprints, "named_files", lambda *a: read.append(a) or {})
+    monkeypatch.setattr(fingerprints, "_hash", lambda p: read.append(p) or "")
+    assert fingerprints.fingerprint(manifest) == first and read == []  # from the cache: nothing read
+    monkeypatch.undo()
+    monkeypatch.setenv("PERCEPTUAL_REWARDS_CACHE", str(tmp_path / "cache"))
+    _replace_keeping_size_and_time(tmp_path / "img/1.png", lambda p: p.write_bytes(b"\xff" * 64))
+    again = fingerprints.fingerprint(manifest)
+    assert again["named"]["sha256"] != first["named"]["sha256"] and again["sha256"] == first["sha256"]

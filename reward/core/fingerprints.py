@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -25,6 +26,7 @@ import logging
 import os
 import re
 import sqlite3
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,41 +41,59 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # NAME or OR
 _JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 
+def _cache() -> sqlite3.Connection | None:
+    """The digest cache (``$PERCEPTUAL_REWARDS_CACHE``, default ``~/.cache/perceptual-rewards``), or ``None``."""
+    folder = Path(os.environ.get("PERCEPTUAL_REWARDS_CACHE") or Path("~/.cache/perceptual-rewards").expanduser())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(folder / "digests.sqlite", timeout=60)
+        db.execute("CREATE TABLE IF NOT EXISTS files (dev, ino, size, mtime, ctime, digest, PRIMARY KEY (dev, ino))")
+        db.execute("CREATE TABLE IF NOT EXISTS manifests (key PRIMARY KEY, record, files)")
+        return db
+    except (OSError, sqlite3.Error) as err:  # no cache: every file is hashed
+        logger.debug("no digest cache in %s: %s", folder, err)
+        return None
+
+
+def _sig(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def _hash(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()[:DIGEST_CHARS]
 
 
-def file_digests(paths: Iterable[str | Path]) -> dict[str, tuple[str, int]]:
-    """``{path: (SHA-256 hex, size)}`` of every file, from the cache while a file's stat is unchanged, else read (in
-    parallel threads: hashlib releases the GIL) and cached."""
-    stats = {p: os.stat(p) for p in dict.fromkeys(str(p) for p in paths)}
-    keys = {p: (f"{s.st_dev}:{s.st_ino}", f"{s.st_size}:{s.st_mtime_ns}:{s.st_ctime_ns}") for p, s in stats.items()}
-    folder = Path(os.environ.get("PERCEPTUAL_REWARDS_CACHE") or Path("~/.cache/perceptual-rewards").expanduser())
-    known: dict[str, tuple[str, str]] = {}
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        db: sqlite3.Connection | None = sqlite3.connect(folder / "digests.sqlite", timeout=60)
-        db.execute("CREATE TABLE IF NOT EXISTS digests (inode TEXT PRIMARY KEY, stat TEXT, digest TEXT)")
-    except (OSError, sqlite3.Error) as err:  # no cache: every file is hashed
-        logger.debug("no digest cache in %s: %s", folder, err)
-        db = None
-    if db is not None:
-        inodes = [k for k, _ in keys.values()]
-        for i in range(0, len(inodes), 500):
-            chunk = inodes[i : i + 500]
-            rows = db.execute(f"SELECT * FROM digests WHERE inode IN ({','.join('?' * len(chunk))})", chunk)
-            known.update((inode, (stat, digest)) for inode, stat, digest in rows)
-    digests = {p: known[k][1] for p, (k, st) in keys.items() if known.get(k, ("",))[0] == st}
+def file_digests(files: Mapping[str, os.stat_result] | Iterable[str | Path]) -> dict[str, tuple[str, int]]:
+    """``{path: (SHA-256 hex, size)}`` of every file (given as paths, or as ``{path: stat}`` already taken), from the
+    cache while a file's stat is unchanged, else read (in parallel threads: hashlib releases the GIL) and cached."""
+    stats = dict(files) if isinstance(files, Mapping) else {p: os.stat(p) for p in dict.fromkeys(map(str, files))}
+    db = _cache()
+    known: dict[tuple[int, int], tuple[int, int, int, str]] = {}
+    by_device: dict[int, list[int]] = {}
+    for st in stats.values():
+        by_device.setdefault(st.st_dev, []).append(st.st_ino)
+    for dev, inodes in by_device.items() if db is not None else ():
+        for i in range(0, len(inodes), 900):
+            chunk = inodes[i : i + 900]
+            rows = db.execute(
+                f"SELECT * FROM files WHERE dev = ? AND ino IN ({','.join('?' * len(chunk))})", [dev, *chunk]
+            )
+            known.update(((d, n), tuple(rest)) for d, n, *rest in rows)
+    digests = {
+        p: hit[3]
+        for p, st in stats.items()
+        if (hit := known.get((st.st_dev, st.st_ino))) and hit[:3] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    }
     todo = [p for p in stats if p not in digests]
     with ThreadPoolExecutor(min(16, 2 * (os.cpu_count() or 2))) as pool:
         digests.update(zip(todo, pool.map(_hash, todo), strict=True))
     if db is not None and todo:
+        rows = [(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digests[p]) for p in todo
+                if (st := stats[p])]  # fmt: skip
         try:
             with db:
-                db.executemany(
-                    "INSERT OR REPLACE INTO digests VALUES (?, ?, ?)", [(*keys[p], digests[p]) for p in todo]
-                )
+                db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", rows)
         except sqlite3.Error as err:  # a busy or read-only cache: the digests are still right
             logger.debug("digest cache not updated: %s", err)
     return {p: (digests[p], stats[p].st_size) for p in stats}
@@ -100,7 +120,7 @@ def folder_files(folder: Path, exclude: Sequence[str] = ()) -> list[Path]:
     return sorted(found)
 
 
-def _record(files: Sequence[str], base: str = "") -> dict[str, Any]:
+def _record(files: Mapping[str, os.stat_result] | Sequence[str], base: str = "") -> dict[str, Any]:
     """``{"files", "bytes", "sha256"}`` of ``files`` (names under ``base`` written relative)."""
     digests = file_digests(files)
     h = hashlib.sha256()
@@ -123,33 +143,48 @@ def _folder(folder: Path, exclude: Sequence[str]) -> dict[str, Any]:
     return record
 
 
-def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> list[str]:
+def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> dict[str, os.stat_result]:
     """The files a manifest's rows name (absolute, each once): every string of a JSON document, of a JSON line or of
     a CSV/TSV cell that names an existing file relative to the manifest's folder, to one of ``roots``, or
     absolutely."""
     try:
         text = manifest.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return []
+        return {}
     if manifest.suffix.lower() in (".csv", ".tsv"):
         dialect = "excel-tab" if manifest.suffix.lower() == ".tsv" else "excel"
         strings = {cell for row in csv.reader(text.splitlines(), dialect=dialect) for cell in row}
     else:  # every JSON string literal, whatever the document's shape (keys too: they name no file)
         strings = {json.loads(f'"{s}"') if "\\" in s else s for s in _JSON_STRING.findall(text)}
     bases = [str(manifest.parent), *(os.path.abspath(r) for r in roots)]
-    found = set()
-    for value in (s for s in strings if 0 < len(s) <= 4096):
+    found = {}
+    for value in (s for s in strings if 0 < len(s) <= 4096 and "\n" not in s):
         for base in [""] if os.path.isabs(value) else bases:
             candidate = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
-            if os.path.isfile(candidate):
-                found.add(candidate)
+            try:
+                st = os.stat(candidate)
+            except (OSError, ValueError):
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found[candidate] = st
                 break
-    found.discard(os.path.normpath(str(manifest)))
-    return sorted(found)
+    found.pop(os.path.normpath(str(manifest)), None)
+    return dict(sorted(found.items()))
 
 
 def _file(path: Path, roots: Sequence[str | Path]) -> dict[str, Any]:
-    named: list[str] = []
+    """A file's record; a manifest's also holds the files it names. An unchanged manifest whose named files are all
+    unchanged (by stat) gives its cached record without being read again."""
+    db, key = _cache(), json.dumps([*_sig(path.stat()), [str(r) for r in roots]])
+    row = db.execute("SELECT record, files FROM manifests WHERE key = ?", (key,)).fetchone() if db else None
+    if row is not None:
+        paths, sigs = json.loads(row[1])
+        try:
+            if [_sig(st) for st in map(os.stat, paths)] == sigs:
+                return json.loads(row[0])
+        except OSError:  # a named file is gone: read the manifest anew
+            pass
+    named: dict[str, os.stat_result] = {}
     if path.stat().st_size <= MAX_MANIFEST_BYTES:
         with open(path, "rb") as f:
             head = f.read(64).lstrip()[:1]
@@ -159,6 +194,10 @@ def _file(path: Path, roots: Sequence[str | Path]) -> dict[str, Any]:
     record: dict[str, Any] = {"path": str(path), "bytes": size, "sha256": digest}
     if named:
         record["named"] = _record(named, str(path.parent) + os.sep)
+    if named and db is not None:  # a busy or read-only cache: the record is still right
+        files = json.dumps([list(named), [_sig(st) for st in named.values()]])
+        with contextlib.suppress(sqlite3.Error), db:
+            db.execute("INSERT OR REPLACE INTO manifests VALUES (?, ?, ?)", (key, json.dumps(record), files))
     return record
 
 
