@@ -47,6 +47,12 @@ def test_every_reward_scores_a_float_tensor_of_a_photo_as_the_photo_not_as_black
     assert float(reward.score([tensor]).scores[0]) == pytest.approx(expected, abs=1e-4)
 
 
+@pytest.mark.parametrize("name", list_rewards())
+def test_every_reward_scores_no_image_as_no_score(name, request):
+    out = get_reward(name, tiny_reward_config(name, request)).score([])
+    assert out.scores.shape == (0,) and all(v.shape == (0,) for v in (out.dimensions or {}).values())
+
+
 def test_a_reward_scores_a_photo_the_same_in_every_form_users_hold_it(request, photo):
     reward = get_reward("qbench", tiny_reward_config("qbench", request))
     expected = float(reward.score([Image.fromarray(photo)]).scores[0])

@@ -21,18 +21,20 @@ from reward.commands.dataset_manifest import DatasetManifestSettings
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKING_EVALUATE = """
 import sys
+import threading
 import torch
 import reward.commands.evaluate as command
 from reward.core.cli import main
 from reward.rewards.base import RewardOutput
 
-class Blocking:  # scores the first batch, then waits for the test (which sends Ctrl-C) on the second
+class Blocking:  # scores the first batch, then waits for the test's Ctrl-C on the second (never finishing it)
     calls = 0
     def score(self, images, prompts=None):
         Blocking.calls += 1
         if Blocking.calls == 2:
             print("second batch", flush=True)
-            sys.stdin.read()
+            while True:  # back in the main thread's bytecode often: the signal is handled whichever thread got it
+                threading.Event().wait(0.05)
         return RewardOutput(torch.full((len(images),), 0.5))
 
 command.get_reward = lambda name, cfg: Blocking()
@@ -64,13 +66,12 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume_and_exits_130(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", BLOCKING_EVALUATE, *argv],
         env=_env(),
-        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        assert proc.stdout.readline().strip() == "second batch"
+        assert proc.stdout.readline().strip() == "second batch"  # the event: the second batch is being scored
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -184,3 +185,61 @@ def test_mos_script_without_arguments_says_what_it_needs_and_exits_2(tmp_path):
     )
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "train.jsonl").is_file() and (tmp_path / "annotators.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["out="], "out= is empty: name the output folder (an unset shell variable?)"),
+        (["reward=sa-iqa", "reward.model="], "reward.model= is empty: name a scorer folder or a Hub repo id"),
+        (["reward.model={tmp}"], "reward.model={tmp}: not a checkpoint folder (no config.json in it)"),
+        (["hydra/job_logging=disabled"], "hydra/job_logging: Hydra's own settings (hydra.*) are not used"),
+        (["hydra.job.chdir=true"], "hydra.job.chdir: Hydra's own settings (hydra.*) are not used"),
+        (["db/mysql=x"], "db/mysql=x: config groups are chosen by name"),
+    ],
+)
+def test_what_an_unset_variable_or_a_hydra_group_gives_is_one_line_and_exit_2(args, said, tmp_path, capsys):
+    from conftest import run_cli
+    from reward.commands.evaluate import EvaluateSettings, run
+
+    data = _manifest(tmp_path / "data")
+    base = {
+        "reward=qbench": None,
+        f"reward.model={ROOT}/no-model": None,
+        f"data={data}": None,
+        f"out={tmp_path}/o": None,
+    }
+    keys = {a.split("=")[0] for a in args}
+    argv = [a for a in base if a.split("=")[0] not in keys] + [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert run_cli("evaluate", run, argv, schema=EvaluateSettings) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert said.replace("{tmp}", str(tmp_path)) in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_output_folder_whose_lock_file_name_would_be_too_long_is_locked_all_the_same(tmp_path):
+    from reward.core.outputs import prepare_output
+
+    out = tmp_path / ("a" * 250)  # a folder name the file system takes; ".NAME.lock" it would not
+    run = prepare_output(out, "evaluate", {"a": 1})
+    assert (out / "run.json").is_file() and run.lock is not None and run.lock.is_locked
+
+
+def test_a_datasets_folder_whose_splits_disagree_on_a_columns_type_is_one_line(tmp_path, capsys):
+    from conftest import run_cli
+    from reward.commands.evaluate import EvaluateSettings, run
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for i in range(4):
+        Image.new("RGB", (16, 16), (40 * i, 0, 0)).save(folder / f"{i}.png")
+    rows = {"train": [1.0, 2.0], "test": ["x2", "x3"]}  # the MOS a number in one split, a word in the other
+    for split, values in rows.items():
+        lines = [json.dumps({"image": f"{i}.png", "mos": v, "dimension": "q"}) for i, v in enumerate(values)]
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    argv = ["reward=qbench", f"reward.model={ROOT}", f"data=hf:{folder}:train", f"out={tmp_path / 'o'}"]
+    assert run_cli("evaluate", run, argv, schema=EvaluateSettings) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith(f"error: hf:{folder}:train: datasets cannot read"), err

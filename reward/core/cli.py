@@ -203,6 +203,8 @@ def setup_logging(level: int = logging.INFO) -> None:
     warnings.filterwarnings(
         "ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning
     )
+    if os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1") == "1" and "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()  # datasets' "Generating split" bars too
     if os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1") == "1" and "transformers" in sys.modules:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
     root = logging.getLogger()

@@ -36,6 +36,8 @@ def is_repo_id(value: str) -> bool:
 def resolve_model_dir(value: str | Path, *, key: str, revision: str | None = None) -> Path:
     """The local folder ``value`` names: an existing folder as given, else the cached (or, online, downloaded)
     snapshot of the Hub repo id ``value``. Anything else fails in one line naming ``key``, the value and the fix."""
+    if not str(value).strip():
+        raise MissingInputError(f"{key}= is empty: name a scorer folder or a Hub repo id ORG/NAME")
     path = Path(str(value)).expanduser()
     if path.exists():
         return path
@@ -69,7 +71,14 @@ def missing_model(value: str | None, key: str, *, cached: bool = False) -> str |
     could be a Hub id (resolved through the Hub cache when loaded), passes; anything else is named. ``cached`` (checks
     made right before the model loads): offline (``HF_HUB_OFFLINE=1``) a Hub id passes only when the Hugging Face
     cache holds it."""
-    if not value or Path(str(value)).expanduser().exists():
+    if value is None:
+        return None
+    if not str(value).strip():
+        return f"{key}= is empty: name a checkpoint folder or a Hub id (ORG/NAME) (an unset shell variable?)"
+    folder = Path(str(value)).expanduser()
+    if folder.is_dir() and not any((folder / f).is_file() for f in ("config.json", "adapter_config.json")):
+        return f"{key}={value}: not a checkpoint folder (no config.json in it); pass a model's folder or a Hub id"
+    if folder.exists():
         return None
     if HUB_ID.match(str(value)) and ".." not in str(value):
         return _not_cached_offline(str(value), key) if cached else None

@@ -213,7 +213,11 @@ class VLM:
         images; otherwise the plain path is as fast). How batches are fed is :attr:`speed` (the scores stay the same).
         """
         per_group = _per_group_queries(images, queries)
-        n_q = len(per_group[0]) if per_group else 0
+        if not per_group:  # no image: no row, each query's options still resolved (the shape says how many)
+            flat = list(queries) if queries and isinstance(queries[0], OptionQuery) else []
+            k = max((len(self.candidate_ids(q, system)) for q in flat), default=0)  # type: ignore[arg-type]
+            return OptionLogProbs(torch.empty(0, len(flat), k))
+        n_q = len(per_group[0])
         resolved = {q: self.candidate_ids(q, system) for q in dict.fromkeys(q for qs in per_group for q in qs)}
         ids = [[resolved[q] for q in qs] for qs in per_group]  # each distinct query resolved once per call
         k_max = max((len(i) for row in ids for i in row), default=0)
