@@ -205,8 +205,8 @@ class DualTrackScorer:
         self.lettering = lettering if lettering != "shuffled" else f"shuffled (seed {lettering_seed})"
         self.orders = letterings(protocol.probes, lettering, lettering_seed)
         self.queries = [
-            lettered_query(p.question, [o.text for o in o_])
-            for p, o_ in zip(protocol.probes, self.orders, strict=True)
+            lettered_query(p.question, [o.text for o in order])
+            for p, order in zip(protocol.probes, self.orders, strict=True)
         ]
         self.zoom = [p.zoom for p in protocol.probes]
         self.n_crops = self.crops.grid[0] * self.crops.grid[1] if self.crops.enabled and any(self.zoom) else 0
