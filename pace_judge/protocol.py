@@ -175,10 +175,8 @@ def _probe(raw: Any, where: str, sub_names: set[str], problems: list[str]) -> Pr
                 problems.append(f"{ow} must be an object {{text, score}}, got {o!r}")
                 continue
             _unknown(o, "option", ow, problems)
-            text, score = (
-                _text(o.get("text"), f"{ow}.text", problems),
-                _num(o.get("score"), f"{ow}.score", problems, scale=True),
-            )
+            text = _text(o.get("text"), f"{ow}.text", problems)
+            score = _num(o.get("score"), f"{ow}.score", problems, scale=True)
             if text is not None and score is not None:
                 options.append(Option(text, score))
         if len({o.text.lower() for o in options}) < len(options):
