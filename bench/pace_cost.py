@@ -20,10 +20,10 @@ import torch
 from common import QUICK, arguments, best_times, logger, markdown, noise_images, speed_models
 from PIL import Image
 
-from pace_judge.backends import LocalBackend
 from pace_judge.config import PaceConfig
 from pace_judge.pace import PaceReward
 from pace_judge.protocol import Anchor, Option, Probe, Protocol, SubDimension, save_protocol
+from pace_judge.tracks import CropConfig
 from reward.rewards.qbench import QBenchConfig, QBenchReward
 
 PROBES = [
@@ -61,7 +61,7 @@ def token_ideal(vlm, pace: PaceReward, qbench: QBenchReward, image: Image.Image,
     """Tokens PACE runs per image (shared prefixes once per group, every suffix, the anchors once per batch) over
     Q-Bench's."""
     scorer = pace.scorer
-    assert scorer is not None and scorer.rank is not None and scorer.anchor_images is not None
+    assert scorer is not None and scorer.rank is not None and scorer.anchor_images
     prefix = tokens(vlm, [image], vlm.render(1, "", ""))  # image group prefix (+ a few template tokens)
     suffixes = [tokens(vlm, [], q.question) + 4 for q in scorer.queries]  # question + end of turn + assistant start
     zoom_suffixes = [n for n, z in zip(suffixes, scorer.zoom, strict=True) if z]
@@ -83,8 +83,8 @@ def run(vlm, size: int, n_images: int, n_probes: int, repeats: int, folder: Path
     qbench = QBenchReward(QBenchConfig(model="in-memory"), vlm=vlm)
     rows = []
     for crops in (True, False):
-        config = PaceConfig(model="in-memory", protocol=str(protocol), crops={"enabled": crops})
-        pace = PaceReward(config, backend=LocalBackend(vlm))
+        config = PaceConfig(model="in-memory", protocol=str(protocol), crops=CropConfig(enabled=crops))
+        pace = PaceReward(config, backend=vlm)
         pace.score(images), qbench.score(images)  # warm-up
         (t_pace, _, _), (t_qbench, _, _) = best_times([lambda r=r: r.score(images) for r in (pace, qbench)], repeats)
         ideal = token_ideal(vlm, pace, qbench, images[0], n_images)

@@ -1,30 +1,31 @@
 """PACE's agents (§4.3, appendix A.1): Planner, Visualizer, Critic and Generator build a protocol from a dimension.
 
-The prompts are the paper's (A.1.2) as editable defaults (``agents.prompts=FILE``, a JSON or YAML mapping of
-role -> template). Decoding is deterministic. Every answer is parsed robustly and validated; an answer that stays
-unusable after ``retries`` re-asks is a recorded failure with its raw text -- never a crash and never a silently
-empty protocol: when no probe survives, :class:`ProtocolBuildError` says why and carries every failure.
+The prompts are the paper's (A.1.2) as editable defaults (``agents.prompts=FILE``, JSON or YAML: role -> template);
+decoding is deterministic. JSON is read out of free-text answers (fences, prose, single quotes, trailing commas, Python
+literals; nothing is executed). An answer still unusable after ``retries`` re-asks is a recorded failure with its raw
+text, never a crash nor a silently empty protocol: :class:`ProtocolBuildError` carries every failure.
 
-Example (a scripted backend stands in for the VLM; see tests/test_pace_agents.py):
-    >>> build_protocol(backend, "tactile satisfaction", image)  # doctest: +SKIP
+    >>> parse_json("Sure! ```json\\n{'rules': [{'q': 'Crisp?', 'w': 1.0,},],}\\n``` Hope this helps.")
+    {'rules': [{'q': 'Crisp?', 'w': 1.0}]}
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
-from pace_judge.backends import Backend
-from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
-from pace_judge.protocol import Probe, Protocol, ProtocolError, SubDimension, protocol_from_dict
+from pace_judge.protocol import Probe, Protocol, SubDimension, protocol_from_dict
 from reward.core.config import RETRIES, TOKENS
-from reward.core.config import parse as parse_settings
+from reward.core.errors import ConfigError, UserError
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,10 @@ REFERENCE_NOTE = (
     "fits '{target}', change what does not:\n{rules}\n"
 )
 SIBLINGS_NOTE = "Rules already in this protocol (the rule under review must not duplicate any of them):\n{rules}\n"
-ON_REJECT = ("keep_last", "drop")
 RETRY_NOTE = "\n\nYour previous answer could not be used ({error}). Reply again with the requested format only."
+ON_REJECT = ("keep_last", "drop")
+_FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)```", re.S)
+_CLOSE = {"{": "}", "[": "]"}
 
 
 class ProtocolBuildError(RuntimeError):
@@ -90,10 +93,7 @@ class ProtocolBuildError(RuntimeError):
 class AgentConfig:
     max_rounds: int = field(
         default=3,
-        metadata={
-            "help": "Visualizer <-> Critic rounds per sub-dimension (paper: at most three)",
-            "range": (1, 100),
-        },
+        metadata={"help": "Visualizer <-> Critic rounds per sub-dimension (paper: at most three)", "range": (1, 100)},
     )
     retries: int = field(
         default=2,
@@ -124,73 +124,156 @@ class AgentConfig:
         },
     )
 
-
-def agent_config(raw: dict[str, Any] | None) -> AgentConfig:
-    cfg = parse_settings(AgentConfig, raw or {}, where="agents")
-    if cfg.max_rounds < 1 or cfg.retries < 0 or cfg.rules_per_sub < 1 or not 1 <= cfg.min_sub <= cfg.max_sub:
-        raise ValueError(
-            f"agents: need max_rounds >= 1, retries >= 0, rules_per_sub >= 1, 1 <= min_sub <= max_sub; got {cfg}"
-        )
-    if cfg.on_reject not in ON_REJECT:
-        raise ValueError(f"agents.on_reject={cfg.on_reject!r}: choose one of {', '.join(ON_REJECT)}")
-    return cfg
+    def __post_init__(self) -> None:
+        if self.min_sub > self.max_sub:
+            raise ConfigError(f"agents.min_sub={self.min_sub} is above agents.max_sub={self.max_sub}")
+        if self.on_reject not in ON_REJECT:
+            raise ConfigError(f"agents.on_reject={self.on_reject!r}: choose one of {', '.join(ON_REJECT)}")
 
 
-def load_prompts(path: str | None) -> dict[str, str]:
-    prompts = dict(PROMPTS)
-    if path:
+def _literal(span: str) -> Any:
+    """``span`` read as JSON (trailing commas allowed) or as a Python literal; ``ValueError`` when neither reads it."""
+    for attempt in (span, re.sub(r",\s*([}\]])", r"\1", span)):
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise ValueError(f"agents.prompts={path}: cannot read it as UTF-8 text ({err})") from None
-        if Path(path).suffix in (".yaml", ".yml"):
-            from omegaconf import OmegaConf
+            return json.loads(attempt)
+        except json.JSONDecodeError:
+            pass
+    pythonish = re.sub(r"\b(true|false|null)\b", lambda m: {"true": "True", "false": "False"}.get(m[1], "None"), span)
+    for attempt in (span, pythonish):
+        try:
+            return ast.literal_eval(attempt)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    raise ValueError("no valid JSON object")
 
-            custom = OmegaConf.to_container(OmegaConf.create(text))
-        else:
-            custom = json.loads(text)
-        unknown = set(custom) - set(PROMPTS)  # type: ignore[arg-type]
-        if unknown:
-            raise ValueError(f"{path}: unknown agent roles {sorted(unknown)}; use {sorted(PROMPTS)}")
-        prompts.update(custom)  # type: ignore[arg-type]
-    return prompts
+
+def parse_json(text: str) -> Any:
+    """The first JSON object or list in ``text`` (fenced blocks first): the shortest readable span from each opening
+    bracket; ``ValueError`` when there is none."""
+    text = text or ""
+    for block in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        for i in [i for i, ch in enumerate(block) if ch in _CLOSE]:
+            for j in [j for j in range(i + 1, len(block)) if block[j] == _CLOSE[block[i]]]:
+                try:
+                    return _literal(block[i : j + 1])
+                except ValueError:
+                    pass
+    raise ValueError("the answer holds no JSON object")
+
+
+def parse_verdict(text: str) -> tuple[bool, str]:
+    """The Critic's ``Yes. Reason: ...`` / ``No. Reason: ...`` (also VALID/INVALID or {"valid": ..., "reason"})."""
+    stripped = (text or "").strip()
+    m = re.match(r"^[\s*_#>`-]*(yes|no|valid|invalid)\b[*_`]*(?:[.:,!]\s*|\s+|$)(.*)$", stripped, re.I | re.S)
+    if m:
+        reason = re.sub(r"^reason\s*:\s*", "", m.group(2).strip(), flags=re.I)
+        return m.group(1).lower() in ("yes", "valid"), reason.strip() or "no reason given"
+    try:
+        obj = parse_json(stripped)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("valid"), bool):
+        return obj["valid"], str(obj.get("reason", "no reason given"))
+    raise ValueError("the verdict starts with neither Yes nor No")
+
+
+def _scores(probe: Probe) -> str:
+    return ", ".join(f"{o.text}: {o.score:g}" for o in probe.options)
+
+
+def _rules(probes: Sequence[Probe]) -> str:
+    return "\n".join(f'- "{p.question}" ({_scores(p)})' for p in probes)
+
+
+def rule_to_probe(rule: Any, sub_dimension: str, *, where: str = "rule") -> Probe:
+    """A Visualizer rule ({question, option_scores, weight, zoom}) as a validated probe whose scores are monotone in
+    the Visualizer's order of the options (a non-monotone map is refused before the Critic sees it)."""
+    if not isinstance(rule, dict):
+        raise ValueError(f"{where} must be an object")
+    scores = rule.get("option_scores", rule.get("options"))
+    if isinstance(scores, dict):
+        scores = [{"text": str(k).split("/")[-1].strip(), "score": v} for k, v in scores.items()]
+    elif not isinstance(scores, list):
+        raise ValueError(f"{where}.option_scores must map option text to score")
+    raw = {"question": rule.get("question"), "options": scores, "weight": rule.get("weight", 1.0)}
+    raw |= {"sub_dimension": sub_dimension} | ({"zoom": rule["zoom"]} if isinstance(rule.get("zoom"), bool) else {})
+    probe = protocol_from_dict({"schema": "pace-protocol/1", "dimension": "x", "probes": [raw]}, source=where).probes[
+        0
+    ]
+    diffs = [b.score - a.score for a, b in zip(probe.options, probe.options[1:], strict=False)]
+    if not (all(d > 0 for d in diffs) or all(d < 0 for d in diffs)):
+        raise ValueError(
+            f"{where}: scores {[o.score for o in probe.options]} are not monotone in the order of the options"
+        )
+    return probe
+
+
+def _parse_rules(sub: str, answer: str) -> list[Probe]:
+    obj = parse_json(answer)
+    rules = obj.get("rules") if isinstance(obj, dict) else obj
+    if not isinstance(rules, list) or not rules:
+        raise ValueError('expected {"rules": [...]} with at least one rule')
+    return [rule_to_probe(r, sub, where=f"rules[{i}]") for i, r in enumerate(rules)]
 
 
 @dataclass
 class Agents:
     """The four agents sharing one backend (the paper uses one backbone with different prompts)."""
 
-    backend: Backend
+    backend: Any  # reward.vlm.VLM, reward.vlm.server.OpenAIBackend or a test double with chat()
     cfg: AgentConfig = field(default_factory=AgentConfig)
-    prompts: dict[str, str] = field(default_factory=lambda: dict(PROMPTS))
     failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.prompts = dict(PROMPTS)
+        if self.cfg.prompts:
+            path = Path(self.cfg.prompts)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise UserError(f"agents.prompts={path}: cannot read it as UTF-8 text ({err})") from None
+            if path.suffix in (".yaml", ".yml"):
+                from omegaconf import OmegaConf
+
+                custom = OmegaConf.to_container(OmegaConf.create(text))
+            else:
+                custom = json.loads(text)
+            if unknown := set(custom) - set(PROMPTS):  # type: ignore[arg-type]
+                raise UserError(f"{path}: unknown agent roles {sorted(unknown)}; use {sorted(PROMPTS)}")
+            self.prompts.update(custom)  # type: ignore[arg-type]
 
     def ask(
         self,
         role: str,
         prompts: Sequence[str],
         images: Sequence[Sequence[Image.Image]],
-        parse: Any,
+        parse: Callable[[str], Any] | list[Callable[[str], Any]],
         context: Sequence[dict[str, Any]],
     ) -> list[Any]:
-        """Ask ``prompts`` in one batch, parse each answer (``parse``: one function, or one per prompt); re-ask the
-        unusable ones; ``None`` where every try failed."""
+        """Ask ``prompts`` in one batch and parse each answer (one parser, or one per prompt), re-asking the unusable
+        ones; ``None`` where every try failed (recorded in ``failures``)."""
         parsers = parse if isinstance(parse, list) else [parse] * len(prompts)
         results: list[Any] = [None] * len(prompts)
-        pending = list(range(len(prompts)))
-        errors: dict[int, str] = {}
+        pending, errors = list(range(len(prompts))), {}
         raws: dict[int, list[str]] = {i: [] for i in pending}
+        chat = getattr(self.backend, "chat", None)
         for _ in range(self.cfg.retries + 1):
             if not pending:
                 break
             asked = [prompts[i] + (RETRY_NOTE.format(error=errors[i]) if i in errors else "") for i in pending]
-            answers = self.backend.chat(asked, [images[i] for i in pending], max_new_tokens=self.cfg.max_new_tokens)
+            groups = [images[i] for i in pending]
+            n = self.cfg.max_new_tokens
+            answers = (
+                chat(asked, groups, max_new_tokens=n)
+                if chat
+                else self.backend.generate(groups, asked, max_new_tokens=n)
+            )
             still = []
             for i, answer in zip(pending, answers, strict=True):
                 raws[i].append(answer)
                 try:
                     results[i] = parsers[i](answer)
-                except (AnswerFormatError, ProtocolError, ValueError, TypeError, KeyError) as err:
+                except (ValueError, TypeError, KeyError) as err:
                     errors[i] = " ".join(str(err).split())[:400]
                     still.append(i)
             pending = still
@@ -199,83 +282,68 @@ class Agents:
             logger.warning("%s agent: unusable answer after %d tries (%s)", role, self.cfg.retries + 1, errors[i])
         return results
 
-    # -- Planner ----------------------------------------------------------------------------------------
     def plan(self, dimension: str) -> list[SubDimension]:
         c = self.cfg
         prompt = self.prompts["planner"].format(dimension=dimension, min_sub=c.min_sub, max_sub=c.max_sub)
-        return self.ask("planner", [prompt], [[]], self._parse_plan, [{"dimension": dimension}])[0] or []
 
-    def _parse_plan(self, answer: str) -> list[SubDimension]:
-        obj = parse_json(answer)
-        items = obj.get("subdimensions", obj.get("sub_dimensions")) if isinstance(obj, dict) else obj
-        if not isinstance(items, list):
-            raise ValueError('expected {"subdimensions": [...]}')
-        subs = []
-        for it in items:
-            name = it.get("name") if isinstance(it, dict) else it
-            if not isinstance(name, str) or not name.strip():
-                raise ValueError(f"sub-dimension {it!r} has no name")
-            desc = str(it.get("description", "")) if isinstance(it, dict) else ""
-            subs.append(SubDimension(name.strip(), desc.strip()))
-        if len({s.name.lower() for s in subs}) != len(subs):
-            raise ValueError("sub-dimensions repeat a name")
-        if not self.cfg.min_sub <= len(subs) <= self.cfg.max_sub:
-            raise ValueError(f"{len(subs)} sub-dimensions; give {self.cfg.min_sub} to {self.cfg.max_sub}")
-        return subs
+        def parse(answer: str) -> list[SubDimension]:
+            obj = parse_json(answer)
+            items = obj.get("subdimensions", obj.get("sub_dimensions")) if isinstance(obj, dict) else obj
+            if not isinstance(items, list):
+                raise ValueError('expected {"subdimensions": [...]}')
+            subs = []
+            for it in items:
+                name = it.get("name") if isinstance(it, dict) else it
+                if not isinstance(name, str) or not name.strip():
+                    raise ValueError(f"sub-dimension {it!r} has no name")
+                subs.append(
+                    SubDimension(name.strip(), str(it.get("description", "")).strip() if isinstance(it, dict) else "")
+                )
+            if len({s.name.lower() for s in subs}) != len(subs):
+                raise ValueError("sub-dimensions repeat a name")
+            if not c.min_sub <= len(subs) <= c.max_sub:
+                raise ValueError(f"{len(subs)} sub-dimensions; give {c.min_sub} to {c.max_sub}")
+            return subs
 
-    # -- Visualizer -------------------------------------------------------------------------------------
+        return self.ask("planner", [prompt], [[]], parse, [{"dimension": dimension}])[0] or []
+
     def visualize(
         self,
         dimension: str,
         subs: Sequence[SubDimension],
         image: Image.Image | None,
-        feedback: Sequence[str],
+        feedback: dict[str, str],
         round_: int,
-        refcontext: str = "",
+        refcontext: str,
     ) -> list[list[Probe] | None]:
         prompts = [
             self.prompts["visualizer"].format(
                 dimension=dimension,
                 sub_dimension=s.name,
                 description=s.description or s.name,
-                feedback=f,
+                feedback=feedback[s.name],
                 max_rules=self.cfg.rules_per_sub,
                 refcontext=refcontext,
             )
-            for s, f in zip(subs, feedback, strict=True)
+            for s in subs
         ]
         images = [[image] if image is not None else [] for _ in subs]
-        parsers = [self._rules_parser(s) for s in subs]
-        ctx = [{"sub_dimension": s.name, "round": round_} for s in subs]
-        return self.ask("visualizer", prompts, images, parsers, ctx)
+        parsers = [partial(_parse_rules, s.name) for s in subs]
+        return self.ask(
+            "visualizer", prompts, images, parsers, [{"sub_dimension": s.name, "round": round_} for s in subs]
+        )
 
-    def _rules_parser(self, sub: SubDimension) -> Any:
-        def parse(answer: str) -> list[Probe]:
-            obj = parse_json(answer)
-            rules = obj.get("rules") if isinstance(obj, dict) else obj
-            if not isinstance(rules, list) or not rules:
-                raise ValueError('expected {"rules": [...]} with at least one rule')
-            return [rule_to_probe(r, sub.name, where=f"rules[{i}]") for i, r in enumerate(rules)]
-
-        return parse
-
-    # -- Critic -----------------------------------------------------------------------------------------
     def criticize(
-        self,
-        dimension: str,
-        probes: Sequence[Probe],
-        round_: int,
-        siblings: Sequence[Sequence[Probe]] | None = None,
+        self, dimension: str, probes: Sequence[Probe], round_: int, siblings: Sequence[Sequence[Probe]]
     ) -> list[tuple[bool, str]]:
-        """One verdict per probe; ``siblings[i]``: the rules probe ``i`` is reviewed against for redundancy (§4.3: the
-        Critic rejects probes that are "redundant")."""
-        siblings = siblings or [[] for _ in probes]
+        """One verdict per probe, each reviewed against ``siblings[i]``, the rules before it (§4.3: the Critic
+        rejects "redundant" probes)."""
         prompts = [
             self.prompts["critic"].format(
                 dimension=dimension,
                 question=p.question,
-                option_scores=_option_scores(p),
-                context=SIBLINGS_NOTE.format(rules=_rule_lines(sib)) if sib else "",
+                option_scores=_scores(p),
+                context=SIBLINGS_NOTE.format(rules=_rules(sib)) if sib else "",
             )
             for p, sib in zip(probes, siblings, strict=True)
         ]
@@ -283,8 +351,8 @@ class Agents:
         verdicts = self.ask("critic", prompts, [[] for _ in probes], parse_verdict, ctx)
         return [v if v is not None else (False, "the critic's answer could not be read") for v in verdicts]
 
-    # -- Generator --------------------------------------------------------------------------------------
     def calibration_prompts(self, protocol: Protocol, n: int = 2) -> tuple[list[str], list[str]]:
+        """The Generator's ``n`` positive and ``n`` negative text-to-image prompts for calibration."""
         rules = "\n".join(f"- {p.question}" for p in protocol.probes)
         prompt = self.prompts["generator"].format(dimension=protocol.dimension, rules=rules, n=n)
 
@@ -304,58 +372,8 @@ class Agents:
         return out
 
 
-def _option_scores(probe: Probe) -> str:
-    return ", ".join(f"{o.text}: {o.score:g}" for o in probe.options)
-
-
-def _rule_lines(probes: Sequence[Probe]) -> str:
-    return "\n".join(f'- "{p.question}" ({_option_scores(p)})' for p in probes)
-
-
-def reference_context(reference: tuple[Protocol, float] | None, dimension: str) -> str:
-    """Prompt 3's ``[refcontext]``: the rules of the closest stored protocol (as the released code passes them)."""
-    if reference is None:
-        return ""
-    protocol, cosine = reference
-    return REFERENCE_NOTE.format(
-        dimension=protocol.dimension, cosine=cosine, target=dimension, rules=_rule_lines(protocol.probes)
-    )
-
-
-def rule_to_probe(rule: Any, sub_dimension: str, *, where: str = "rule") -> Probe:
-    """A Visualizer rule ({question, option_scores, weight, zoom}) as a validated probe.
-
-    The option order is the Visualizer's; its scores must be monotone in that order (a non-monotone map is refused
-    here, before the Critic sees it).
-    """
-    if not isinstance(rule, dict):
-        raise ValueError(f"{where} must be an object")
-    scores = rule.get("option_scores", rule.get("options"))
-    if isinstance(scores, dict):
-        options = [{"text": str(k).split("/")[-1].strip(), "score": v} for k, v in scores.items()]
-    elif isinstance(scores, list):
-        options = scores
-    else:
-        raise ValueError(f"{where}.option_scores must map option text to score")
-    probe_raw = {
-        "question": rule.get("question"),
-        "options": options,
-        "weight": rule.get("weight", 1.0),
-        "sub_dimension": sub_dimension,
-    }
-    if isinstance(rule.get("zoom"), bool):
-        probe_raw["zoom"] = rule["zoom"]
-    raw = {"schema": "pace-protocol/1", "dimension": "x", "probes": [probe_raw]}
-    probe = protocol_from_dict(raw, source=where).probes[0]
-    values = [o.score for o in probe.options]
-    diffs = [b - a for a, b in zip(values, values[1:], strict=False)]
-    if not (all(d > 0 for d in diffs) or all(d < 0 for d in diffs)):
-        raise ValueError(f"{where}: scores {values} are not monotone in the order of the options")
-    return probe
-
-
 def build_protocol(
-    backend: Backend,
+    backend: Any,
     dimension: str,
     image: Image.Image | None,
     cfg: AgentConfig | None = None,
@@ -364,19 +382,23 @@ def build_protocol(
     reference: tuple[Protocol, float] | None = None,
 ) -> Protocol:
     """The slow path (Algorithm 1, lines 5-17): plan, then up to ``max_rounds`` Visualizer <-> Critic rounds per
-    sub-dimension. The Critic reviews each probe against the probes before it (the same answer's earlier rules and
-    those already accepted) to reject duplicates. A sub-dimension still rejected after the last round keeps the
-    Visualizer's revision made with the last critique, unreviewed (``on_reject=keep_last``), or is left out
-    (``drop``). ``reference``: the closest stored protocol and its cosine, shown to the Visualizer as reference rules.
-    """
+    sub-dimension, the Critic reviewing each probe against the probes before it (the same answer's earlier rules and
+    those accepted) to reject duplicates. A sub-dimension still rejected keeps the Visualizer's revision made with the
+    last critique, unreviewed (``on_reject=keep_last``), or is left out (``drop``). ``reference``: the closest stored
+    protocol and its cosine, shown to the Visualizer as reference rules."""
     cfg = cfg or AgentConfig()
-    agents = Agents(backend, cfg, load_prompts(cfg.prompts))
+    agents = Agents(backend, cfg)
     subs = agents.plan(dimension)
     if not subs:
         raise ProtocolBuildError(
             _failure_message(dimension, "the Planner gave no usable sub-dimensions", agents.failures), agents.failures
         )
-    refcontext = reference_context(reference, dimension)
+    refcontext = ""
+    if reference is not None:  # appendix A.1.2's [refcontext]: the closest stored protocol's rules
+        stored, cosine = reference
+        refcontext = REFERENCE_NOTE.format(
+            dimension=stored.dimension, cosine=cosine, target=dimension, rules=_rules(stored.probes)
+        )
     accepted: dict[str, list[Probe]] = {}
     last_proposal: dict[str, list[Probe]] = {}
     critic_log: list[dict[str, Any]] = []
@@ -387,9 +409,7 @@ def build_protocol(
         if not pending:
             break
         rounds = round_
-        proposals = agents.visualize(
-            dimension, pending, image, [feedback[s.name] for s in pending], round_, refcontext
-        )
+        proposals = agents.visualize(dimension, pending, image, feedback, round_, refcontext)
         before = [p for probes in accepted.values() for p in probes]
         flat: list[tuple[SubDimension, Probe]] = []
         siblings: list[list[Probe]] = []
@@ -398,7 +418,7 @@ def build_protocol(
                 last_proposal[s.name] = probes
             for j, p in enumerate(probes or []):
                 flat.append((s, p))
-                siblings.append(before + list((probes or [])[:j]))
+                siblings.append(before + probes[:j])  # type: ignore[index]
         verdicts = agents.criticize(dimension, [p for _, p in flat], round_, siblings) if flat else []
         reasons: dict[str, list[str]] = {}
         for (sub, probe), (ok, reason) in zip(flat, verdicts, strict=True):
@@ -415,24 +435,18 @@ def build_protocol(
             feedback[s.name] = " ".join(reasons.get(s.name, [])) or feedback[s.name]
         pending = [s for s in pending if s.name not in accepted]
     if not accepted:
-        raise ProtocolBuildError(
-            _failure_message(dimension, f"no probe was accepted in {rounds} round(s)", agents.failures, critic_log),
-            agents.failures,
-        )
+        what = f"no probe was accepted in {rounds} round(s)"
+        raise ProtocolBuildError(_failure_message(dimension, what, agents.failures, critic_log), agents.failures)
     unaccepted = [s.name for s in pending]
     unreviewed: list[dict[str, Any]] = []
     kept_last: dict[str, list[Probe]] = {}
     if pending and cfg.on_reject == "keep_last":  # Algorithm 1 line 14 after the last critique: q_i is kept
-        revised = agents.visualize(
-            dimension, pending, image, [feedback[s.name] for s in pending], rounds + 1, refcontext
-        )
+        revised = agents.visualize(dimension, pending, image, feedback, rounds + 1, refcontext)
         for s, probes in zip(pending, revised, strict=True):
             how = "last_revision" if probes else "last_rejected"
-            probes = probes or last_proposal.get(s.name)
-            if probes:
+            if probes := probes or last_proposal.get(s.name):
                 kept_last[s.name] = probes
                 unreviewed += [{"sub_dimension": s.name, "question": p.question, "kept": how} for p in probes]
-    probes = [p for s in subs for p in accepted.get(s.name, kept_last.get(s.name, []))]
     dropped = [name for name in unaccepted if name not in kept_last]
     if unaccepted:
         logger.warning(
@@ -442,7 +456,6 @@ def build_protocol(
             sorted(kept_last),
             dropped,
         )
-    kept = [s for s in subs if s.name in accepted or s.name in kept_last]
     provenance = {
         "backbone": backbone,
         "rounds": rounds,
@@ -455,18 +468,19 @@ def build_protocol(
     }
     if reference is not None:
         provenance["reference"] = {"dimension": reference[0].dimension, "cosine": round(float(reference[1]), 4)}
+    probes = [p for s in subs for p in accepted.get(s.name, kept_last.get(s.name, []))]
+    kept = [s for s in subs if s.name in accepted or s.name in kept_last]
     return Protocol(dimension, probes, kept, None, provenance)
 
 
 def _failure_message(
-    dimension: str, what: str, failures: list[dict[str, Any]], critic: list[dict[str, Any]] | None = None
+    dimension: str, what: str, failures: list[dict[str, Any]], critic: list[dict[str, Any]] = ()
 ) -> str:
     lines = [f"the agents could not build a protocol for {dimension!r}: {what}."]
     for f in failures[:3]:
         raw = (f["raw"][-1] if f.get("raw") else "")[:160].replace("\n", " ")
         lines.append(f"  {f['agent']}: {f['error']} (last answer: {raw!r})")
-    for c in (critic or [])[-3:]:
-        lines.append(f"  critic rejected {c['question']!r}: {c['reason']}")
+    lines += [f"  critic rejected {c['question']!r}: {c['reason']}" for c in critic[-3:]]
     lines.append(
         "The model may be too weak to write protocols: use a stronger backbone (e.g. Qwen2.5-VL-7B), "
         "or pass protocol=FILE (a hand-written pace-protocol JSON)."

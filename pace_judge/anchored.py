@@ -1,10 +1,8 @@
 """Track 2 with the anchors encoded once: [high anchor, low anchor] is a prefix shared by every target image.
 
-The prompt is rendered as [anchor, anchor, target] + question; everything up to the second image's end is the same
-for all targets, so it runs once per batch and its KV cache is expanded to the targets; each target's image and the
-question then run as a suffix with pixel values, padded on the right (each row read at its own last token). Qwen-VL's
-3-D multimodal RoPE positions of the suffix are taken from ``get_rope_index`` over the whole sequence (prefix + padded
-suffix), so the result equals the plain path (tested against it, also with targets of different sizes). Models without
+The prefix (up to the second image's end) runs once per batch and its KV cache is expanded to the targets; each
+target's image and the question run as a right-padded suffix. Qwen-VL's 3-D RoPE positions of the suffix come from
+``get_rope_index`` over the whole sequence, so the result equals the plain path (tested against it); models without
 ``get_rope_index`` use the plain path.
 """
 

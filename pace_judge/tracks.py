@@ -1,19 +1,17 @@
-"""PACE dual-track scoring (§4.5): the queries it asks and the formulas that turn answer log-probs into a score.
+"""PACE's dual-track score (§4.5): the queries, the formulas (eq. 4-10) and :class:`DualTrackScorer`.
 
-Track 1 asks every probe with its options lettered in score order (A = highest score, as the released code does) and
-reads the softmax over exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5). A backbone that favours the letter A
-moves every score up under that order: ``lettering=reversed`` (A = lowest) or ``shuffled`` (a seeded order per probe,
-recorded in each explanation) measure or average out that bias. alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max -
-S_min) with the protocol's own bounds (eq. 6), with uniform weights w_r = 1/N as the paper's implementation
-(``probe_weights=agent``: the Visualizer's weights). Probes flagged ``zoom`` are also asked on enlarged crops and
-combined by mean or min; the crops keep their native pixels (``upscale=True``: enlarged to the image's size, as
-before). Track 2 shows the target with the high and low anchors, purely comparatively by default (the released code's
-prompt; the anchors' human scores are not told), and reads five rank letters with V = (1, .75, .5, .25, 0): alpha2 =
-sum_k P(k) V_k (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2) clamped to the anchors' range (eq.
-9-10); without anchors, alpha1 is mapped onto [S_min, S_max] and flagged. Sums are taken in float64.
+Track 1 asks every probe with its options lettered in score order (A = highest, as the released code does;
+``lettering=reversed`` or a seeded ``shuffled`` order measure or average out a bias for A) and reads the softmax over
+exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5); alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min)
+with the protocol's own bounds (eq. 6), w_r = 1/N as the paper's implementation (``probe_weights=agent``: the
+Visualizer's). Zoom probes are also asked on a grid of crops at native pixels, combined by mean or min. Track 2 shows
+[high anchor, low anchor, target], purely comparatively by default, and reads five rank letters: alpha2 = sum_k P(k)
+V_k with V = (1, .75, .5, .25, 0) (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2) clamped to the
+anchors' range (eq. 9-10); without anchors, alpha1 is mapped onto [S_min, S_max] and flagged. Sums in float64.
 
-Example:
-    >>> import torch
+One ``option_logprobs`` call asks every probe about a batch (each image's prefix encoded once), a second the zoom
+probes about the crops, a third Track 2 (the local model encodes the anchors once: :mod:`pace_judge.anchored`).
+
     >>> alpha2_from_logits(torch.zeros(1, 5)).round(decimals=6).tolist()  # uniform over the five ranks -> the middle
     [0.5]
     >>> final_score(torch.tensor([1.0]), torch.tensor([0.0]), (0.5, 0.5), y_low=1.4, y_high=4.6).tolist()
@@ -22,15 +20,20 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import string
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
 
-from pace_judge.protocol import Option, Probe
-from reward.vlm import OptionQuery
+from pace_judge.protocol import Option, Probe, Protocol, protocol_to_dict
+from reward.data.images import load_image, to_rgb
+from reward.vlm import VLM, OptionQuery
 
 LETTERS = string.ascii_uppercase
 # The system turn is part of every image group's shared prefix: what is said once here is not repeated per probe.
@@ -38,7 +41,7 @@ SYSTEM = (
     "You inspect images for visual quality. Each question lists lettered options; reply with the letter of "
     "exactly one option and nothing else."
 )
-RANK_VALUES = (1.0, 0.75, 0.5, 0.25, 0.0)  # Track 2: identical to high ... identical to low (PACE eq. 8)
+RANK_VALUES = (1.0, 0.75, 0.5, 0.25, 0.0)  # Track 2: identical to high ... identical to low (eq. 8)
 RANK_LABELS = (
     "Identical in {dim} to the high-quality anchor",
     "Closer in {dim} to the high-quality anchor",
@@ -53,122 +56,91 @@ COMPARATIVE = (
     "A) Extremely similar to Image 1\nB) Closer to Image 1\nC) Right in the middle\nD) Closer to Image 2\n"
     "E) Extremely similar to Image 2\nREPLY WITH THE LETTER ONLY."
 )
-RANK_PROMPTS = ("comparative", "scored")  # scored: this toolkit's earlier prompt, which tells the anchors' scores
+RANK_PROMPTS = ("comparative", "scored")  # scored: tells the model the anchors' scores
 PROBE_WEIGHTS = ("uniform", "agent")  # uniform: w_r = 1/N (eq. 6) | agent: the Visualizer's weight of each probe
 LETTERINGS = ("best-first", "reversed", "shuffled")  # Track 1's option order: A = best | A = worst | seeded
 
 
-def letter_list(n: int) -> str:
-    """'A or B', 'A, B or C' ...: the prompt names exactly the letters present."""
-    letters = list(LETTERS[:n])
-    return letters[0] if n == 1 else ", ".join(letters[:-1]) + f" or {letters[-1]}"
+@dataclass
+class CropConfig:
+    grid: tuple[int, int] = field(
+        default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes", "range": (1, 8)}
+    )
+    combine: str = field(
+        default="mean", metadata={"help": "mean | min: how a zoom probe merges the whole image with its crops"}
+    )
+    enabled: bool = field(default=True, metadata={"help": "false: zoom probes are asked on the whole image only"})
+    upscale: bool = field(
+        default=False,
+        metadata={"help": "true: each crop enlarged to the whole image's size (one image's tokens per crop)"},
+    )
+
+
+def lettered_query(question: str, texts: Sequence[str]) -> OptionQuery:
+    """``question`` with its options lettered A, B, ... and answered with one of exactly those letters."""
+    letters = LETTERS[: len(texts)]
+    lines = [f"{letter}. {text}" for letter, text in zip(letters, texts, strict=True)]
+    answer = f"Answer with {', '.join(letters[:-1])} or {letters[-1]}."
+    return OptionQuery("\n".join([question, *lines, answer]), tuple(letters), "")
 
 
 def letterings(probes: Sequence[Probe], lettering: str = "best-first", seed: int = 0) -> list[tuple[Option, ...]]:
-    """Each probe's options in the order they are lettered A, B, ...: ``best-first`` (score order, highest first),
-    ``reversed`` (lowest first) or ``shuffled`` (one seeded permutation per probe, in probe order).
+    """Each probe's options in the order they are lettered: ``best-first`` (highest score first), ``reversed`` or
+    ``shuffled`` (one seeded permutation per probe, in probe order).
 
-    >>> from pace_judge.protocol import Option, Probe
     >>> p = Probe("Sharp?", (Option("Yes", 5.0), Option("Somewhat", 3.0), Option("No", 1.0)))
     >>> [[o.text for o in opts] for opts in letterings([p], "reversed")]
     [['No', 'Somewhat', 'Yes']]
     """
-    if lettering not in LETTERINGS:
-        raise ValueError(f"lettering={lettering!r}: choose one of {', '.join(LETTERINGS)}")
     rng = np.random.default_rng(seed)
-    orders = []
-    for p in probes:
-        opts = p.lettered
-        if lettering == "reversed":
-            opts = opts[::-1]
-        elif lettering == "shuffled":
-            opts = tuple(opts[int(i)] for i in rng.permutation(len(opts)))
-        orders.append(opts)
+    orders = [p.lettered[::-1] if lettering == "reversed" else p.lettered for p in probes]
+    if lettering == "shuffled":
+        orders = [tuple(opts[int(i)] for i in rng.permutation(len(opts))) for opts in orders]
     return orders
 
 
-def probe_weights(probes: Sequence[Probe], mode: str = "uniform") -> list[float]:
-    """w_r of eq. 6: ``uniform`` (1 for every probe; alpha1 divides by their sum, so w_r = 1/N) or ``agent`` (the
-    protocol's own weights).
-
-    >>> from pace_judge.protocol import Option, Probe
-    >>> ps = [Probe("q", (Option("a", 5.0), Option("b", 1.0)), w) for w in (3.0, 0.5)]
-    >>> probe_weights(ps), probe_weights(ps, "agent")
-    ([1.0, 1.0], [3.0, 0.5])
-    """
-    if mode not in PROBE_WEIGHTS:
-        raise ValueError(f"probe_weights={mode!r}: choose one of {', '.join(PROBE_WEIGHTS)}")
-    return [1.0 if mode == "uniform" else float(p.weight) for p in probes]
-
-
-def probe_query(probe: Probe, options: Sequence[Option] | None = None) -> OptionQuery:
-    """Track 1's question for one probe: options lettered in the given order (default: score order, highest
-    first)."""
-    opts = tuple(options) if options is not None else probe.lettered
-    lines = [f"{LETTERS[i]}. {o.text}" for i, o in enumerate(opts)]
-    text = "\n".join([probe.question, *lines, f"Answer with {letter_list(len(opts))}."])
-    return OptionQuery(text, tuple(LETTERS[: len(opts)]), "")
-
-
 def rank_query(dimension: str, high_score: float, low_score: float, variant: str = "comparative") -> OptionQuery:
-    """Track 2's question; the images are [high anchor, low anchor, target] in this order.
-
-    ``comparative`` (PACE §4.5: "Track 2 operates purely on comparative visuals") asks where the target stands
-    between the anchors without their scores; ``scored`` also tells the model the anchors' human scores. The anchors
-    come first so that the text before the target is the same for every image: a server with prefix caching (vLLM's
-    automatic prefix caching) encodes the anchors once for all targets.
+    """Track 2's question about [high anchor, low anchor, target]: ``comparative`` (§4.5: "purely on comparative
+    visuals") does not tell the anchors' scores, ``scored`` does. The anchors come first, so the text before the target
+    is the same for every image (a server's prefix cache encodes them once).
 
     >>> [("4.6" in rank_query("sharpness", 4.6, 1.4, v).question) for v in ("comparative", "scored")]
     [False, True]
     """
     if variant == "comparative":
         return OptionQuery(COMPARATIVE.format(dim=dimension), tuple(LETTERS[:5]), "")
-    if variant != "scored":
-        raise ValueError(f"track2.prompt={variant!r}: choose one of {', '.join(RANK_PROMPTS)}")
-    labels = [f"{LETTERS[i]}. {lab.format(dim=dimension)}" for i, lab in enumerate(RANK_LABELS)]
-    text = (
+    intro = (
         f"We are judging the {dimension} of images. The first image is the high-quality anchor (human {dimension} "
         f"score {high_score:g} of 5); the second image is the low-quality anchor (human score {low_score:g} of 5); "
-        f"the third image is the target. Comparing only their {dimension}, where does the target stand?\n"
-        + "\n".join(labels)
-        + f"\nAnswer with {letter_list(len(labels))}."
+        f"the third image is the target. Comparing only their {dimension}, where does the target stand?"
     )
-    return OptionQuery(text, tuple(LETTERS[: len(labels)]), "")
+    return lettered_query(intro, [label.format(dim=dimension) for label in RANK_LABELS])
 
 
-def crop_grid(image: Image.Image, grid: tuple[int, int] = (2, 2), *, upscale: bool = False) -> list[Image.Image]:
-    """The image cut into ``rows x cols`` tiles (Crop & Zoom) at their native pixels, so that a crop never costs more
-    visual tokens than the whole image; ``upscale``: each tile enlarged back to the image's size (bicubic).
+def crop_grid(image: Image.Image, grid: Sequence[int] = (2, 2), *, upscale: bool = False) -> list[Image.Image]:
+    """The image cut into ``rows x cols`` tiles at their native pixels (a crop never costs more visual tokens than
+    the whole image); ``upscale``: each tile enlarged back to the image's size.
 
     >>> [t.size for t in crop_grid(Image.new("RGB", (64, 48)), (2, 2))]
     [(32, 24), (32, 24), (32, 24), (32, 24)]
     """
-    rows, cols = grid
-    w, h = image.size
-    tiles = []
-    for r in range(rows):
-        for c in range(cols):
-            box = (c * w // cols, r * h // rows, (c + 1) * w // cols, (r + 1) * h // rows)
-            tile = image.crop(box)
-            tiles.append(tile.resize((w, h), Image.Resampling.BICUBIC) if upscale else tile)
-    return tiles
-
-
-def option_probs(logprobs: torch.Tensor, n_options: Sequence[int]) -> list[torch.Tensor]:
-    """Softmax over each probe's own letters: ``logprobs[..., q, :n_q]`` -> probabilities (float32)."""
-    return [torch.softmax(logprobs[..., q, :n].float(), dim=-1) for q, n in enumerate(n_options)]
+    (rows, cols), (w, h) = grid, image.size
+    boxes = [
+        (c * w // cols, r * h // rows, (c + 1) * w // cols, (r + 1) * h // rows)
+        for r in range(rows)
+        for c in range(cols)
+    ]
+    return [image.crop(b).resize((w, h), Image.Resampling.BICUBIC) if upscale else image.crop(b) for b in boxes]
 
 
 def expected_scores(
-    logprobs: torch.Tensor, probes: Sequence[Probe], orders: Sequence[Sequence[Option]] | None = None
+    logprobs: torch.Tensor, orders: Sequence[Sequence[Option]]
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """E_r (eq. 5) for every probe: ``[..., Q]``, and the per-probe option probabilities (in letter order; the
-    options lettered as in ``orders``, default score order)."""
-    probs = option_probs(logprobs, [len(p.options) for p in probes])
-    orders = orders if orders is not None else [p.lettered for p in probes]
+    """E_r (eq. 5) of every probe ``[..., Q]`` and each probe's option probabilities (a softmax over its own letters,
+    the options lettered as in ``orders``)."""
+    probs = [torch.softmax(logprobs[..., q, : len(opts)].float(), dim=-1) for q, opts in enumerate(orders)]
     values = [torch.tensor([o.score for o in opts]) for opts in orders]
-    e = torch.stack([(pr * v).sum(-1) for pr, v in zip(probs, values, strict=True)], dim=-1)
-    return e, probs
+    return torch.stack([(p * v).sum(-1) for p, v in zip(probs, values, strict=True)], dim=-1), probs
 
 
 def combine_crops(full: torch.Tensor, crops: torch.Tensor, zoom: Sequence[bool], how: str = "mean") -> torch.Tensor:
@@ -176,14 +148,8 @@ def combine_crops(full: torch.Tensor, crops: torch.Tensor, zoom: Sequence[bool],
     if crops.shape[1] == 0 or not any(zoom):
         return full
     stacked = torch.cat([full[:, None], crops], dim=1)
-    if how == "mean":
-        merged = stacked.mean(1)
-    elif how == "min":
-        merged = stacked.min(1).values
-    else:
-        raise ValueError(f"crops.combine must be 'mean' or 'min', got {how!r}")
-    mask = torch.tensor(list(zoom))
-    return torch.where(mask, merged, full)
+    merged = stacked.mean(1) if how == "mean" else stacked.min(1).values
+    return torch.where(torch.tensor(list(zoom)), merged, full)
 
 
 def alpha1(e: torch.Tensor, weights: Sequence[float], bounds: tuple[float, float]) -> torch.Tensor:
@@ -205,3 +171,152 @@ def final_score(
     w1, w2 = omega
     alpha = a1.double() if a2 is None else w1 * a1.double() + w2 * a2.double()
     return (y_low + (y_high - y_low) * alpha).clamp(min(y_low, y_high), max(y_low, y_high))
+
+
+@dataclass
+class Judgement:
+    """The images' scores, alpha1 and alpha2 (tensors [B]) and one explanation per image."""
+
+    scores: torch.Tensor
+    alpha1: torch.Tensor
+    alpha2: torch.Tensor | None
+    explanations: list[dict[str, Any]]
+
+
+class DualTrackScorer:
+    """PACE's dual-track score of images under one protocol; ``backend``: a :class:`reward.vlm.VLM`, an
+    OpenAI-compatible backend (:mod:`reward.vlm.server`) or anything with their ``option_logprobs``."""
+
+    def __init__(
+        self,
+        protocol: Protocol,
+        backend: Any,
+        *,
+        omega: tuple[float, float] = (0.5, 0.5),
+        crops: CropConfig | None = None,
+        track2_prompt: str = "comparative",
+        probe_weights: str = "uniform",
+        lettering: str = "best-first",
+        lettering_seed: int = 0,
+    ) -> None:
+        self.protocol, self.backend, self.omega = protocol, backend, omega
+        self.crops, self.track2_prompt, self.probe_weights = crops or CropConfig(), track2_prompt, probe_weights
+        self.weights = [1.0 if probe_weights == "uniform" else float(p.weight) for p in protocol.probes]  # w_r
+        self.lettering = lettering if lettering != "shuffled" else f"shuffled (seed {lettering_seed})"
+        self.orders = letterings(protocol.probes, lettering, lettering_seed)
+        self.queries = [
+            lettered_query(p.question, [o.text for o in order])
+            for p, order in zip(protocol.probes, self.orders, strict=True)
+        ]
+        self.zoom = [p.zoom for p in protocol.probes]
+        self.n_crops = self.crops.grid[0] * self.crops.grid[1] if self.crops.enabled and any(self.zoom) else 0
+        self.anchor_images: list[Image.Image] = []
+        self.rank: OptionQuery | None = None
+        low, high = protocol.score_bounds
+        self.scale = f"options {low:g}-{high:g} (uncalibrated)"  # what the scores' numbers mean
+        if protocol.anchors:
+            self.anchor_images = [load_image(protocol.anchor_path(w)) for w in ("high", "low")]
+            high, low = protocol.anchors["high"].score, protocol.anchors["low"].score
+            self.rank = rank_query(protocol.dimension, high, low, track2_prompt)
+            self.scale = f"anchors {low:g}-{high:g}"  # the human scale of eq. 10
+        scored = protocol_to_dict(protocol)  # what scores depend on: not the provenance, not where anchors lie
+        scored.pop("provenance")
+        for anchor in scored.get("anchors", {}).values():
+            anchor.pop("image")
+        self.protocol_id = hashlib.sha256(json.dumps(scored, sort_keys=True).encode()).hexdigest()[:12]
+        for query in self.queries + ([self.rank] if self.rank else []):  # letters not single tokens fail now
+            if hasattr(backend, "candidate_ids"):
+                backend.candidate_ids(query, SYSTEM)
+
+    def track1(self, images: Sequence[Image.Image]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+        """Expected option scores ``[B, 1 + crops, Q]`` (the whole image, then its crops; a probe without zoom keeps
+        the whole image's value), the whole image's option probabilities per probe, and the letter mass a remote
+        top-k list missed ``[B, 1 + crops, Q]``."""
+        b, per = len(images), 1 + self.n_crops
+        res = self.backend.option_logprobs([[img] for img in images], self.queries, system=SYSTEM)
+        e_full, probs = expected_scores(res.logprobs, self.orders)  # [B, Q]
+        e_all = e_full[:, None, :].repeat(1, per, 1)
+        missing = torch.zeros(b, per, len(self.queries))
+        missing[:, 0] = res.missing_mass
+        if self.n_crops:
+            zoom = [q for q, z in enumerate(self.zoom) if z]
+            groups = [[c] for img in images for c in crop_grid(img, self.crops.grid, upscale=self.crops.upscale)]
+            crops = self.backend.option_logprobs(groups, [self.queries[q] for q in zoom], system=SYSTEM)
+            e_all[:, 1:, zoom] = expected_scores(crops.logprobs, [self.orders[q] for q in zoom])[0].view(
+                b, self.n_crops, len(zoom)
+            )
+            missing[:, 1:, zoom] = crops.missing_mass.view(b, self.n_crops, len(zoom))
+        return e_all, probs, missing
+
+    def track2(self, images: Sequence[Image.Image]) -> torch.Tensor:
+        """Track 2's rank log-probs ``[B, 5]``; a local model encodes the anchors once per batch."""
+        from pace_judge.anchored import anchored_logprobs, supports_anchor_prefix
+
+        if isinstance(self.backend, VLM) and len(images) > 1 and supports_anchor_prefix(self.backend):
+            return anchored_logprobs(self.backend, self.anchor_images, images, self.rank, system=SYSTEM).logprobs[:, 0]
+        groups = [[*self.anchor_images, img] for img in images]  # anchors first: a prefix shared across targets
+        return self.backend.option_logprobs(groups, [self.rank], system=SYSTEM).logprobs[:, 0]
+
+    def judge(self, images: Sequence[Image.Image]) -> Judgement:
+        images = [to_rgb(im) for im in images]
+        e_all, probs, missing = self.track1(images)
+        e = combine_crops(e_all[:, 0], e_all[:, 1:], self.zoom, self.crops.combine)
+        a1 = alpha1(e, self.weights, self.protocol.score_bounds)
+        a2 = rank_probs = None
+        y_low, y_high = self.protocol.score_bounds
+        if self.rank is not None and self.protocol.anchors:
+            logprobs = self.track2(images)
+            a2, rank_probs = alpha2_from_logits(logprobs), torch.softmax(logprobs.float(), dim=-1)
+            y_low, y_high = self.protocol.anchors["low"].score, self.protocol.anchors["high"].score
+        scores = final_score(a1, a2, self.omega, y_low=y_low, y_high=y_high).float()
+        judged = Judgement(scores, a1.float(), None if a2 is None else a2.float(), [])
+        for i in range(len(images)):
+            judged.explanations.append(self._explain(i, judged, e, e_all, probs, missing, rank_probs))
+        return judged
+
+    def _explain(
+        self,
+        i: int,
+        judged: Judgement,
+        e: torch.Tensor,
+        e_all: torch.Tensor,
+        probs: list[torch.Tensor],
+        missing: torch.Tensor,
+        rank_probs: torch.Tensor | None,
+    ) -> dict[str, Any]:
+        """Image ``i``: each probe's option probabilities (whole image) and expected score (after crops), the crops'
+        expected scores, sub-dimension scores, alpha1, alpha2 and Track 2's rank probabilities."""
+        probes, subs = [], {}
+        for q, p in enumerate(self.protocol.probes):
+            entry: dict[str, Any] = {
+                "question": p.question,
+                "sub_dimension": p.sub_dimension,
+                "weight": self.weights[q],
+                "options": {o.text: round(float(probs[q][i, k]), 6) for k, o in enumerate(self.orders[q])},
+                "letters": {LETTERS[k]: o.text for k, o in enumerate(self.orders[q])},
+                "expected": round(float(e[i, q]), 6),
+            }
+            if p.zoom and e_all.shape[1] > 1:
+                entry["whole_image"] = round(float(e_all[i, 0, q]), 6)
+                entry["crops"] = [round(float(v), 6) for v in e_all[i, 1:, q]]
+            if float(missing[i, :, q].max()) > 0:
+                entry["missing_mass"] = round(float(missing[i, :, q].max()), 6)
+            probes.append(entry)
+            subs.setdefault(p.sub_dimension or self.protocol.dimension, []).append((self.weights[q], float(e[i, q])))
+        out: dict[str, Any] = {
+            "score": float(judged.scores[i]),
+            "alpha1": float(judged.alpha1[i]),
+            "alpha2": None if judged.alpha2 is None else float(judged.alpha2[i]),
+            "calibrated": self.protocol.calibrated,
+            "scale": self.scale,
+            "protocol_id": self.protocol_id,
+            "dimension": self.protocol.dimension,
+            "sub_dimensions": {k: sum(w * v for w, v in wv) / sum(w for w, _ in wv) for k, wv in subs.items()},
+            "probe_weights": self.probe_weights,
+            "lettering": self.lettering,
+            "probes": probes,
+        }
+        if rank_probs is not None:
+            out["ranks"] = [round(float(v), 6) for v in rank_probs[i]]
+            out["track2_prompt"] = self.track2_prompt
+        return out

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from pace_judge.backends import Backend, ProbeResult
 from pace_judge.protocol import Anchor, Option, Probe, Protocol, SubDimension, save_protocol
-from reward.vlm import OptionQuery
+from reward.vlm import OptionLogProbs, OptionQuery
 
 
 def example_protocol(dimension: str = "sharpness") -> Protocol:
@@ -55,7 +55,7 @@ class ScriptedBackend:
     ``calls`` records every (prompt, n_images) asked.
     """
 
-    def __init__(self, script: Callable[[str, int], str], probes: Backend | None = None) -> None:
+    def __init__(self, script: Callable[[str, int], str], probes: Any = None) -> None:
         self.script = script
         self.probes = probes
         self.calls: list[tuple[str, int]] = []
@@ -76,7 +76,7 @@ class ScriptedBackend:
 
     def option_logprobs(
         self, images: Sequence[Sequence[Image.Image]], queries: Sequence[OptionQuery], *, system: str | None = None
-    ) -> ProbeResult:
+    ) -> OptionLogProbs:
         if self.probes is None:
             raise RuntimeError("this scripted backend has no model for option log-probabilities")
         return self.probes.option_logprobs(images, queries, system=system)

@@ -11,11 +11,11 @@ import pytest
 from hydra import initialize_config_dir
 from PIL import Image
 
-from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.errors import UserError
 from reward.data import ManifestError, load_ratings
 from reward.data.images import ImageError
 from reward.vlm import load_processor
@@ -70,7 +70,7 @@ def test_evaluate_skips_and_counts_it_under_skip_bad(tmp_path, tiny_vlm_path):
 def test_the_pace_judge_skips_it_and_keeps_the_rest_of_its_batch(tmp_path, tiny_vlm_path, pace_protocol_path):
     _folder(tmp_path / "imgs")
     base = {"out": str(tmp_path / "o"), "model": str(tiny_vlm_path), "protocol": str(pace_protocol_path)}
-    with pytest.raises(PaceUserError, match=r"strip.png: .*aspect ratio of 333:1"):
+    with pytest.raises(UserError, match=r"strip.png: .*aspect ratio of 333:1"):
         run_judge({**base, "images": str(tmp_path / "imgs"), "images_per_call": 4})
     rows = run_judge({**base, "images": str(tmp_path / "imgs"), "images_per_call": 4, "skip_bad": True})
     assert [r["image"] for r in rows] == ["img0.png", "img1.png", "img2.png"]

@@ -341,7 +341,8 @@ def test_calibration_and_test_splits_sharing_an_image_by_content_are_refused(tmp
 def test_calibration_splits_of_tables_are_compared_by_content_never_by_file_name(tmp_path):
     from pace_doubles import example_protocol
 
-    from pace_judge.calibration import CalibrationError, calibrate_benchmark
+    from pace_judge.calibration import CalibrationSource, calibrate_benchmark
+    from reward.core.errors import UserError
 
     table = datasets.load_from_disk(str(_live_like(tmp_path)))  # jpg/imgN.bmp, gblur/imgN.bmp: both stored imgN.bmp
     for name, test_rows in (("blurred", [3, 4, 5]), ("leaky", [3, 0])):  # ... and jpg/img0.bmp in both splits
@@ -349,11 +350,13 @@ def test_calibration_splits_of_tables_are_compared_by_content_never_by_file_name
         splits.save_to_disk(str(tmp_path / name))
     cfg = {"dimension": "quality", "mos_range": [1, 5]}
     blurred = {**cfg, "benchmark": f"hf:{tmp_path / 'blurred'}:train", "test": f"hf:{tmp_path / 'blurred'}:test"}
-    record = calibrate_benchmark(blurred, example_protocol(), tmp_path / "proto")  # same names, other images
+    record = calibrate_benchmark(
+        CalibrationSource(**blurred), example_protocol(), tmp_path / "proto"
+    )  # same names, other images
     assert record["high"].startswith("image:img") and record["high"] != record["low"]  # the cell's name and digest
     leaky = {**cfg, "benchmark": f"hf:{tmp_path / 'leaky'}:train", "test": f"hf:{tmp_path / 'leaky'}:test"}
-    with pytest.raises(CalibrationError, match=r"shares 1 image\(s\) with the test split"):
-        calibrate_benchmark(leaky, example_protocol(), tmp_path / "proto2")
+    with pytest.raises(UserError, match=r"shares 1 image\(s\) with the test split"):
+        calibrate_benchmark(CalibrationSource(**leaky), example_protocol(), tmp_path / "proto2")
 
 
 def test_a_datasets_table_naming_image_files_outside_its_folder_is_known_by_them(tmp_path):

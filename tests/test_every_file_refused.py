@@ -153,10 +153,10 @@ def test_reward_pace_with_neither_protocol_nor_dimension_is_refused_naming_the_k
 
 
 def test_the_judge_refuses_an_image_past_pil_limit_in_one_line(tmp_path):
-    from pace_judge.commands.judge import PaceUserError, decode
+    from pace_judge.commands.judge import decode
 
     Image.new("1", (13500, 13500)).save(tmp_path / "big.png")
-    with pytest.raises(PaceUserError, match=r"big.png: Image size \(182250000 pixels\) exceeds limit"):
+    with pytest.raises(UserError, match=r"big.png: Image size \(182250000 pixels\) exceeds limit"):
         decode(Path(tmp_path / "big.png"), None)
 
 

@@ -13,6 +13,7 @@ from pace_judge.commands import memory as memory_command
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict, save_protocol
+from reward.core.errors import UserError
 
 CHINESE = ("清晰度", "色彩", "噪点")  # sharpness, colour, noise
 
@@ -37,7 +38,7 @@ def test_each_chinese_dimension_has_its_own_readable_folder_and_is_found_by_its_
     for dim, n in sizes.items():
         stored = bank.load(dim)
         assert stored.dimension == dim and len(stored.probes) == n  # 色彩 shows 色彩, not 清晰度
-    with pytest.raises(KeyError, match="no stored protocol for '锐度'"):
+    with pytest.raises(UserError, match="no stored protocol for '锐度'"):
         bank.load("锐度")
 
 

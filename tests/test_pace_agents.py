@@ -13,9 +13,8 @@ import pytest
 from pace_doubles import ScriptedBackend
 
 from conftest import random_images
-from pace_judge.agents import AgentConfig, ProtocolBuildError, build_protocol
+from pace_judge.agents import AgentConfig, ProtocolBuildError, build_protocol, parse_json, parse_verdict
 from pace_judge.commands.judge import JudgeSettings
-from pace_judge.parsing import AnswerFormatError, parse_json, parse_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = """Here is my decomposition:
@@ -46,9 +45,9 @@ def test_json_is_read_through_fences_prose_quotes_and_trailing_commas():
     assert parse_json('The answer {"a": {"b": "}"}, "c": true} done') == {"a": {"b": "}"}, "c": True}
     assert parse_json("{'ok': True, 'none': None, 'n': null}") == {"ok": True, "none": None, "n": None}
     assert parse_json('noise {not json} then {"x": 1}') == {"x": 1}
-    with pytest.raises(AnswerFormatError):
+    with pytest.raises(ValueError, match="no JSON object"):
         parse_json("I cannot help with that.")
-    with pytest.raises(AnswerFormatError):
+    with pytest.raises(ValueError, match="no JSON object"):
         parse_json("{'x': __import__('os').system('echo pwned')}")  # literals only: nothing is executed
     assert parse_verdict("Yes. Reason: edges are visible") == (True, "edges are visible")
     assert parse_verdict("**No**, Reason: needs the photographer's intent") == (
@@ -56,7 +55,7 @@ def test_json_is_read_through_fences_prose_quotes_and_trailing_commas():
         "needs the photographer's intent",
     )
     assert parse_verdict('{"valid": false, "reason": "inverted"}') == (False, "inverted")
-    with pytest.raises(AnswerFormatError):
+    with pytest.raises(ValueError, match="neither Yes nor No"):
         parse_verdict("Maybe.")
 
 

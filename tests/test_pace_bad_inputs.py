@@ -16,10 +16,10 @@ from PIL import Image, PngImagePlugin
 from conftest import run_cli
 from pace_judge.commands import memory as memory_command
 from pace_judge.commands.calibrate import CalibrateSettings
-from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
 from pace_judge.commands.memory import MemorySettings
-from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict, protocol_to_dict
+from pace_judge.protocol import load_protocol, protocol_from_dict, protocol_to_dict
+from reward.core.errors import UserError
 
 
 def memory_cli(argv: list[str]) -> int:
@@ -61,7 +61,7 @@ def test_memory_import_refuses_an_anchor_that_is_not_an_image_inside_the_protoco
     err = capsys.readouterr().err
     assert EXPECTED[case] in err and str(protocol) in err and "Traceback" not in err
     assert not bank.exists() or not list(bank.rglob("*.png"))  # nothing was copied into the bank
-    with pytest.raises(ProtocolError, match=EXPECTED[case].split(" (")[0].replace("(", r"\(")):
+    with pytest.raises(UserError, match=EXPECTED[case].split(" (")[0].replace("(", r"\(")):
         load_protocol(protocol)
 
 
@@ -103,7 +103,7 @@ def test_the_memory_index_cannot_point_outside_the_bank(tmp_path, capsys):
 def test_probe_weights_outside_a_sane_range_are_refused(weight):
     raw = protocol_to_dict(example_protocol())
     raw["probes"][0]["weight"] = weight
-    with pytest.raises(ProtocolError, match=r"probes\[0\]\.weight") as err:
+    with pytest.raises(UserError, match=r"probes\[0\]\.weight") as err:
         protocol_from_dict(raw, source="p.json")
     assert "outside 0.001-1000" in str(err.value) or "must be a finite number" in str(err.value)
 
@@ -113,7 +113,7 @@ def test_unknown_protocol_keys_are_errors_naming_the_close_match():
     raw["probes"][1]["wieght"] = raw["probes"][1].pop("weight")
     raw["anchor"] = {"high": {"image": "h.png", "score": 4}, "low": {"image": "l.png", "score": 2}}
     raw["probes"][0]["options"][0]["scroe"] = 5
-    with pytest.raises(ProtocolError) as err:
+    with pytest.raises(UserError) as err:
         protocol_from_dict(raw, source="p.json")
     msg = str(err.value)
     assert "unknown key probes[1].wieght (did you mean 'weight'?)" in msg
@@ -125,7 +125,7 @@ def test_a_latin1_protocol_and_a_corrupt_memory_index_are_named(tmp_path, capsys
     path = tmp_path / "p.json"
     text = json.dumps(protocol_to_dict(example_protocol("netteté")), ensure_ascii=False)
     path.write_bytes(text.encode("latin-1"))
-    with pytest.raises(ProtocolError, match=rf"{path}: not UTF-8 text \(byte 0xe9 at offset \d+\)"):
+    with pytest.raises(UserError, match=rf"{path}: not UTF-8 text \(byte 0xe9 at offset \d+\)"):
         load_protocol(path)
     bank = tmp_path / "mem"
     bank.mkdir()
@@ -167,7 +167,7 @@ def test_judge_decode_guard_names_the_judge_key(tmp_path, tiny_vlm_path, pace_pr
         "model": str(tiny_vlm_path),
         "max_decode_pixels": 1000,
     }
-    with pytest.raises(PaceUserError, match=r"64x48 = 3,072 pixels, above max_decode_pixels=1,000") as err:
+    with pytest.raises(UserError, match=r"64x48 = 3,072 pixels, above max_decode_pixels=1,000") as err:
         run_judge({**base, "out": str(tmp_path / "o1")})
     assert "Pass a larger max_decode_pixels=N" in str(err.value) and "max_pixels is the model" in str(err.value)
 

@@ -11,10 +11,11 @@ from pace_doubles import ScriptedBackend, example_protocol, write_example_protoc
 from PIL import Image
 
 from conftest import run_cli
-from pace_judge.calibration import CalibrationError, parse_scores, set_anchors
+from pace_judge.calibration import set_anchors
 from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
+from reward.core.errors import UserError
 
 
 def _generator(prompt: str, n_images: int) -> str:
@@ -58,11 +59,12 @@ def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path, tiny_
 
 
 def test_scores_must_be_one_per_candidate_and_anchors_must_differ(tmp_path, capsys):
-    assert parse_scores("1,3,4,5", 4) == [1.0, 3.0, 4.0, 5.0] and parse_scores([2, 5], 2) == [2.0, 5.0]
-    with pytest.raises(CalibrationError, match="give exactly 4 scores"):
-        parse_scores("1,3,4", 4)
-    with pytest.raises(CalibrationError, match="give exactly 4 scores, each from 1 to 5"):
-        parse_scores("0,3,4,5", 4)
+    assert main(["protocol=p", "pipeline=sd", "scores=1,3,4"]) == 2  # refused before anything renders
+    assert "give exactly 4 scores, each from 1 to 5" in capsys.readouterr().err
+    assert main(["protocol=p", "pipeline=sd", "candidates=2", "scores=2,5", "mos_range=[5,1]"]) == 2
+    assert "mos_range=[5.0, 1.0]: give [LOW, HIGH], HIGH above LOW" in capsys.readouterr().err
+    assert main(["protocol=p", "pipeline=sd", "scores=0,3,4,5"]) == 2
+    assert "scores=[0.0, 3.0, 4.0, 5.0]: each value must be between 1 and 5" in capsys.readouterr().err
     assert main(["protocl=x"]) == 2
     assert "unknown key protocl (did you mean 'protocol'?)" in capsys.readouterr().err
     from reward.core.cli import compose
@@ -74,7 +76,7 @@ def test_scores_must_be_one_per_candidate_and_anchors_must_differ(tmp_path, caps
         5,
     ]  # no sweep
     img = Image.new("RGB", (8, 8))
-    with pytest.raises(CalibrationError, match="the anchors must differ on this dimension"):
+    with pytest.raises(UserError, match="the anchors must differ on this dimension"):
         set_anchors(example_protocol(), tmp_path, img, 3.0, img, 3.0)
 
 
@@ -111,5 +113,5 @@ def test_interactive_scores_are_asked_until_valid(monkeypatch, tmp_path):
     monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
     assert calibrate.ask_scores(4, tmp_path / "sheet.png") == [2.0, 4.5, 1.0, 5.0]  # "great" and 6 asked again
     monkeypatch.setattr(calibrate.sys.stdin, "isatty", lambda: False, raising=False)
-    with pytest.raises(CalibrationError, match="no terminal to ask on: look at .*sheet.png and pass scores="):
+    with pytest.raises(UserError, match="no terminal to ask on: look at .*sheet.png and pass scores="):
         calibrate.ask_scores(4, tmp_path / "sheet.png")

@@ -14,11 +14,11 @@ from hydra import initialize_config_dir
 from PIL import Image
 from run_state import mark_incomplete
 
-from pace_judge.commands.judge import PaceUserError
 from pace_judge.commands.judge import run as run_judge
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.errors import UserError
 from reward.core.outputs import RunComplete
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,16 +89,16 @@ def test_evaluate_with_reward_pace_gives_metrics_and_the_bias_zone_plot(tmp_path
 def test_judge_reports_user_errors_without_a_traceback(tmp_path, tiny_vlm_path, pace_protocol_path):
     (tmp_path / "empty").mkdir()
     base = {"out": str(tmp_path / "o"), "model": str(tiny_vlm_path), "protocol": str(pace_protocol_path)}
-    with pytest.raises(PaceUserError, match="holds no image files"):
+    with pytest.raises(UserError, match="holds no image files"):
         run_judge({**base, "images": str(tmp_path / "empty")})
     _images(tmp_path / "imgs", n=1)
     (tmp_path / "imgs" / "broken.png").write_bytes(b"not a png")
-    with pytest.raises(PaceUserError, match=r"broken.png: .*skip_bad=true"):
+    with pytest.raises(UserError, match=r"broken.png: .*skip_bad=true"):
         run_judge({**base, "images": str(tmp_path / "imgs")})
     assert not (tmp_path / "o").exists()  # failed before its first score: no folder left to refuse the rerun
     rows = run_judge({**base, "images": str(tmp_path / "imgs"), "skip_bad": True})
     assert [r["image"] for r in rows] == ["img0.png"]
-    with pytest.raises(PaceUserError, match="protocol file .* does not exist"):
+    with pytest.raises(UserError, match="protocol file .* does not exist"):
         run_judge({**base, "images": str(tmp_path / "imgs"), "protocol": str(tmp_path / "nope.json")})
 
 

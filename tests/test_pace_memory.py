@@ -14,6 +14,7 @@ import pytest
 from pace_doubles import ScriptedBackend, example_protocol
 
 from conftest import random_images, run_cli
+from pace_judge.calibration import CalibrationSource
 from pace_judge.commands import memory as memory_command
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
@@ -138,31 +139,32 @@ def _calibration_split(folder: Path) -> Path:
 
 
 def test_an_uncalibrated_stored_protocol_is_never_scored_until_calibrated(tmp_path, tiny_vlm, embedder):
-    from pace_judge.backends import LocalBackend
     from pace_judge.commands.calibrate import run as run_calibrate
     from pace_judge.config import PaceConfig
     from pace_judge.pace import PaceReward
-    from pace_judge.route import UncalibratedProtocolError
+    from reward.core.errors import UserError
 
     images = random_images(2, seed=4)
     bank = tmp_path / "mem"
     cfg = {"model": "unused", "dimension": "tactile satisfaction", "memory": str(bank)}
-    slow = ScriptedBackend(_script, LocalBackend(tiny_vlm))
+    slow = ScriptedBackend(_script, tiny_vlm)
     first = PaceReward(PaceConfig(**cfg), backend=slow)
     assert first.scorer is None  # the Visualizer waits for an example image: the first one scored
-    with pytest.raises(UncalibratedProtocolError, match="pace_judge/calibrate.py protocol=.*memory=") as err:
+    with pytest.raises(UserError, match="pace_judge/calibrate.py protocol=.*memory=") as err:
         first.score(images)
     assert str(bank) in str(err.value) and any(n == 1 for _, n in slow.calls)  # built from the example image
     entries = MemoryBank(bank, embedder).entries()
     assert [(e["dimension"], e["calibrated"]) for e in entries.values()] == [("tactile satisfaction", False)]
     fast_cfg = PaceConfig(**{**cfg, "dimension": "satisfaction of tactile feel"})
-    with pytest.raises(UncalibratedProtocolError):  # the fast path refuses the draft too, before any scoring
-        PaceReward(fast_cfg, backend=ScriptedBackend(_script, LocalBackend(tiny_vlm)))
+    with pytest.raises(
+        UserError, match="stored uncalibrated"
+    ):  # the fast path refuses the draft too, before any scoring
+        PaceReward(fast_cfg, backend=ScriptedBackend(_script, tiny_vlm))
 
     split = _calibration_split(tmp_path / "calib")
     stored = bank / safe_name("tactile satisfaction") / "protocol.json"
     run_calibrate({"protocol": str(stored), "benchmark": str(split), "memory": str(bank)})
-    fast = ScriptedBackend(_script, LocalBackend(tiny_vlm))
+    fast = ScriptedBackend(_script, tiny_vlm)
     again = PaceReward(fast_cfg, backend=fast)
     assert again.route["path"] == "fast" and again.route["matched"] == "tactile satisfaction" and fast.calls == []
     judged = again.judge(images)
@@ -173,7 +175,6 @@ def test_an_uncalibrated_stored_protocol_is_never_scored_until_calibrated(tmp_pa
 def test_a_configured_calibration_source_calibrates_before_storing_and_the_fast_path_reuses_it(
     tmp_path, tiny_vlm, embedder
 ):
-    from pace_judge.backends import LocalBackend
     from pace_judge.config import PaceConfig
     from pace_judge.pace import PaceReward
 
@@ -183,15 +184,15 @@ def test_a_configured_calibration_source_calibrates_before_storing_and_the_fast_
         "model": "unused",
         "dimension": "tactile satisfaction",
         "memory": str(tmp_path / "mem"),
-        "calibration": {"benchmark": str(split)},
+        "calibration": CalibrationSource(benchmark=str(split)),
     }
-    first = PaceReward(PaceConfig(**cfg), backend=ScriptedBackend(_script, LocalBackend(tiny_vlm)))
+    first = PaceReward(PaceConfig(**cfg), backend=ScriptedBackend(_script, tiny_vlm))
     scores = first.score(images).scores
     assert first.route["path"] == "slow" and first.scorer.protocol.calibrated
     entry = MemoryBank(tmp_path / "mem", embedder).entries()[safe_name("tactile satisfaction")]
     assert entry["calibrated"] is True
     assert all(1.6 <= s <= 4.4 for s in scores.tolist())
-    fast = ScriptedBackend(_script, LocalBackend(tiny_vlm))
+    fast = ScriptedBackend(_script, tiny_vlm)
     again = PaceReward(PaceConfig(**{**cfg, "dimension": "satisfaction of tactile feel"}), backend=fast)
     assert again.route["path"] == "fast" and fast.calls == []
     assert again.scorer.protocol_id == first.scorer.protocol_id
@@ -199,7 +200,6 @@ def test_a_configured_calibration_source_calibrates_before_storing_and_the_fast_
 
 
 def test_the_visualizer_sees_the_closest_stored_protocol_as_reference_rules(tmp_path, tiny_vlm, embedder):
-    from pace_judge.backends import LocalBackend
     from pace_judge.config import PaceConfig
     from pace_judge.pace import PaceReward
 
@@ -216,9 +216,9 @@ def test_the_visualizer_sees_the_closest_stored_protocol_as_reference_rules(tmp_
         "model": "unused",
         "dimension": "surface feel",  # cosine 0.44 to "tactile satisfaction": below theta, the slow path
         "memory": str(tmp_path / "mem"),
-        "calibration": {"benchmark": str(_calibration_split(tmp_path / "calib"))},
+        "calibration": CalibrationSource(benchmark=str(_calibration_split(tmp_path / "calib"))),
     }
-    reward = PaceReward(PaceConfig(**cfg), backend=ScriptedBackend(script, LocalBackend(tiny_vlm)))
+    reward = PaceReward(PaceConfig(**cfg), backend=ScriptedBackend(script, tiny_vlm))
     reward.score(random_images(1, seed=2))
     assert reward.route["path"] == "slow" and len(seen) == 3
     for prompt in seen:

@@ -6,10 +6,9 @@ import pytest
 import torch
 
 from conftest import random_images
-from pace_judge.backends import LocalBackend
 from pace_judge.config import PaceConfig
 from pace_judge.pace import PaceReward
-from pace_judge.tracks import SYSTEM, probe_query
+from pace_judge.tracks import SYSTEM
 from reward.testing.openai_server import serve_openai
 from reward.vlm import OptionQuery
 from reward.vlm.server import OpenAIBackend, ServerConfig, served_vlm
@@ -20,7 +19,7 @@ def test_remote_backend_scores_like_the_local_model_and_fails_letters_outside_a_
     tiny_vlm, pace_protocol_path
 ):
     images = random_images(2, seed=21)
-    local = PaceReward(PaceConfig(model="x", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
+    local = PaceReward(PaceConfig(model="x", protocol=str(pace_protocol_path)), backend=tiny_vlm)
     expected = local.judge(images)
     with serve_openai(tiny_vlm) as url:
         full = OpenAIBackend(ServerConfig(base_url=url, model="tiny", top_logprobs=len(tiny_vlm.tokenizer)))
@@ -29,7 +28,7 @@ def test_remote_backend_scores_like_the_local_model_and_fails_letters_outside_a_
         assert remote.alpha2.tolist() == pytest.approx(expected.alpha2.tolist(), abs=1e-5)
         assert all("missing_mass" not in p for e in remote.explanations for p in e["probes"])
 
-        query = probe_query(local.scorer.protocol.probes[0])  # three letters
+        query = local.scorer.queries[0]  # the first probe: three letters
         top3 = (
             tiny_vlm.option_logprobs(
                 [[images[0]]], [OptionQuery(query.question, ("A",), "")], system=SYSTEM, return_vocab=True

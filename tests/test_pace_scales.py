@@ -20,14 +20,13 @@ from pace_judge.protocol import load_protocol
 
 
 def test_agiqa3k_on_0_to_5_calibrates_and_reports_the_test_split_on_0_to_5(tmp_path, tiny_vlm):
-    from pace_judge.backends import LocalBackend
-    from pace_judge.scorer import DualTrackScorer
+    from pace_judge.tracks import DualTrackScorer
     from reward.data import load_ratings
 
     agiqa3k(tmp_path / "agiqa", per_prompt=3)
     protocol = write_example_protocol(tmp_path / "proto", anchors=False)
     src = f"agiqa3k:{tmp_path / 'agiqa'}"
-    backend = LocalBackend(tiny_vlm)
+    backend = tiny_vlm
     cfg = {"protocol": str(protocol), "benchmark": f"{src}:train", "test": f"{src}:test", "dimension": "quality"}
     run_calibrate(cfg, backend=backend)
 

@@ -13,9 +13,10 @@ from conftest import random_images
 from pace_judge.commands.judge import JudgeSettings
 from pace_judge.config import PaceConfig
 from pace_judge.pace import PaceReward
-from pace_judge.protocol import ProtocolError, load_protocol, protocol_from_dict
+from pace_judge.protocol import load_protocol, protocol_from_dict
 from pace_judge.tracks import SYSTEM, final_score
 from reward.commands.evaluate import EvaluateSettings
+from reward.core.errors import UserError
 from reward.vlm import OptionQuery
 
 EDGES = "Are object edges crisp?\nA. Yes\nB. Somewhat\nC. No\nAnswer with A, B or C."
@@ -53,12 +54,10 @@ def _hand_alpha1(vlm, img, combine, weights=(1.0, 1.0, 1.0)):
 
 
 def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pace_protocol_path):
-    from pace_judge.backends import LocalBackend
-
     folder = pace_protocol_path.parent
     high, low = Image.open(folder / "anchors/high.png").convert("RGB"), Image.open(folder / "anchors/low.png")
     images = random_images(3, seed=11, sizes=(56, 70))  # two sizes: crops and padding differ per image
-    reward = PaceReward(PaceConfig(model="unused", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
+    reward = PaceReward(PaceConfig(model="unused", protocol=str(pace_protocol_path)), backend=tiny_vlm)
     judged = reward.judge(images)
     rank_text = reward.scorer.rank.question
     assert "in terms of sharpness?" in rank_text and "E) Extremely similar to Image 2" in rank_text
@@ -84,18 +83,18 @@ def test_track1_crops_track2_and_final_score_match_hand_computation(tiny_vlm, pa
 def test_uncalibrated_protocol_maps_track1_onto_its_own_option_bounds_and_min_combines_crops(
     tiny_vlm, pace_protocol_path, tmp_path
 ):
-    from pace_judge.backends import LocalBackend
-
     raw = json.loads(pace_protocol_path.read_text())
     raw.pop("anchors")
     for probe in raw["probes"]:  # scores 2..4 only: S_min = 2, S_max = 4 (not the 1-5 scale)
         for o in probe["options"]:
             o["score"] = {5: 4, 3: 3, 1: 2}.get(o["score"], o["score"])
     (tmp_path / "p.json").write_text(json.dumps(raw))
+    from pace_judge.tracks import CropConfig
+
     cfg = PaceConfig(
-        model="unused", protocol=str(tmp_path / "p.json"), crops={"combine": "min"}, probe_weights="agent"
+        model="unused", protocol=str(tmp_path / "p.json"), crops=CropConfig(combine="min"), probe_weights="agent"
     )
-    judged = PaceReward(cfg, backend=LocalBackend(tiny_vlm)).judge(random_images(2, seed=3))
+    judged = PaceReward(cfg, backend=tiny_vlm).judge(random_images(2, seed=3))
     for i, img in enumerate(random_images(2, seed=3)):
         whole = _expected(tiny_vlm, img, EDGES, [4, 3, 2])
         edges = min([whole] + [_expected(tiny_vlm, c, EDGES, [4, 3, 2]) for c in _crops(img)])
@@ -130,7 +129,7 @@ def test_a_bad_protocol_names_every_bad_field_at_once():
         ],
         "anchors": {"high": {"image": "h.png", "score": 2}, "low": {"image": "l.png", "score": 3}},
     }
-    with pytest.raises(ProtocolError) as err:
+    with pytest.raises(UserError) as err:
         protocol_from_dict(raw, source="p.json")
     msg = str(err.value)
     for expected in (
@@ -149,11 +148,11 @@ def test_a_bad_protocol_names_every_bad_field_at_once():
 def test_protocol_files_report_json_position_and_missing_anchor_images(tmp_path, pace_protocol_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "pace-protocol/1",\n "dimension": }')
-    with pytest.raises(ProtocolError, match=r"bad.json:2:15: not valid JSON"):
+    with pytest.raises(UserError, match=r"bad.json:2:15: not valid JSON"):
         load_protocol(bad)
     moved = tmp_path / "moved.json"
     moved.write_text(pace_protocol_path.read_text())  # anchors are relative to the protocol's folder
-    with pytest.raises(ProtocolError, match=r"anchor images not found: anchors.high.image = \S*/anchors/high.png"):
+    with pytest.raises(UserError, match=r"anchor images not found: anchors.high.image = \S*/anchors/high.png"):
         load_protocol(moved)
     p = load_protocol(pace_protocol_path)
     assert p.calibrated and p.anchor_path("high").is_file() and [q.zoom for q in p.probes] == [True, False, False]
@@ -192,16 +191,13 @@ def test_anchors_encoded_once_equal_the_plain_path_for_targets_of_different_size
 
 
 def test_crops_are_asked_only_the_zoom_probes_in_one_call(tiny_vlm, pace_protocol_path):
-    from pace_judge.backends import LocalBackend
-
-    class Counting(LocalBackend):
+    class Counting:
         def __init__(self, vlm):
-            super().__init__(vlm)
-            self.calls: list[tuple[int, tuple[str, ...]]] = []
+            self.vlm, self.calls = vlm, []
 
         def option_logprobs(self, images, queries, *, system=None):
             self.calls.append((len(images), tuple(q.question.splitlines()[0] for q in queries)))
-            return super().option_logprobs(images, queries, system=system)
+            return self.vlm.option_logprobs(images, queries, system=system)
 
     backend = Counting(tiny_vlm)
     reward = PaceReward(PaceConfig(model="unused", protocol=str(pace_protocol_path)), backend=backend)
@@ -241,7 +237,7 @@ def test_crops_keep_their_native_pixels_and_cost_fewer_tokens_than_the_whole_ima
     protocol = write_example_protocol(tmp_path / "proto")
     budget = 28 * 28 * 16  # 16 visual tokens: a 112x112 image stays whole (4 x 4 tokens), not the checkpoint's 4
     reward = PaceReward(PaceConfig(model=str(folder), protocol=str(protocol), max_pixels=budget, min_pixels=28 * 28))
-    processor = reward.backend.vlm.processor.image_processor
+    processor = reward.backend.processor.image_processor
     assert processor.size["longest_edge"] == budget  # the budget reached the loaded processor
     groups = []
     ask = reward.backend.option_logprobs
@@ -273,13 +269,11 @@ def test_pace_configs_default_to_a_1024_token_budget():
 
 
 def test_the_reward_names_the_scale_of_its_scores(tiny_vlm, pace_protocol_path, tmp_path):
-    from pace_judge.backends import LocalBackend
-
-    calibrated = PaceReward(PaceConfig(model="x", protocol=str(pace_protocol_path)), backend=LocalBackend(tiny_vlm))
+    calibrated = PaceReward(PaceConfig(model="x", protocol=str(pace_protocol_path)), backend=tiny_vlm)
     raw = json.loads(pace_protocol_path.read_text())
     raw.pop("anchors")
     (tmp_path / "p.json").write_text(json.dumps(raw))
-    draft = PaceReward(PaceConfig(model="x", protocol=str(tmp_path / "p.json")), backend=LocalBackend(tiny_vlm))
-    ids = [calibrated.identity(), draft.identity()]
-    assert [i["scale"] for i in ids] == ["anchors 1.4-4.6", "options 1-5 (uncalibrated)"]
-    assert ids[0]["protocol_id"] != ids[1]["protocol_id"]
+    draft = PaceReward(PaceConfig(model="x", protocol=str(tmp_path / "p.json")), backend=tiny_vlm)
+    scorers = [calibrated.scorer, draft.scorer]
+    assert [s.scale for s in scorers] == ["anchors 1.4-4.6", "options 1-5 (uncalibrated)"]
+    assert scorers[0].protocol_id != scorers[1].protocol_id

@@ -10,8 +10,7 @@ import torch
 from PIL import Image
 
 from pace_judge.protocol import Option, Probe, Protocol
-from pace_judge.scorer import DualTrackScorer
-from pace_judge.tracks import LETTERS
+from pace_judge.tracks import LETTERS, DualTrackScorer
 from reward.vlm import OptionLogProbs, OptionQuery
 
 YES_NO = (Option("Yes", 5.0), Option("No", 1.0))

@@ -12,10 +12,12 @@ from typing import Any
 from omegaconf import MISSING
 
 from pace_judge.agents import AgentConfig
-from pace_judge.backends import Backend
-from pace_judge.calibration import CalibrationError, CalibrationSource, calibrate, evaluate_test
+from pace_judge.calibration import CalibrationSource, calibrate, evaluate_test
+from pace_judge.config import DEFAULT_MAX_PIXELS, load_backend
+from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
 from reward.core.config import BATCH, parse
+from reward.core.errors import UserError
 from reward.core.outputs import fingerprint, path_inputs, prepare_output
 from reward.core.summary import log_summary
 from reward.data.manifest import allow_absolute_paths_field
@@ -32,7 +34,7 @@ class AgentModel(ModelLoading):
     path: str | None = field(default=None, metadata={"help": "backend=local: the VLM writing the prompts"})
     batch_size: int = field(default=32, metadata={"help": "queries per forward pass", "range": BATCH})
     max_pixels: int | None = field(
-        default=802_816,
+        default=DEFAULT_MAX_PIXELS,
         metadata={"help": "1024 visual tokens per image (Qwen-VL: pixels / 28^2)", "range": (1, None)},
     )
 
@@ -73,116 +75,71 @@ class CalibrateSettings(CalibrationSource):
     allow_absolute_paths: bool = allow_absolute_paths_field()
 
 
-def _scoring_backend(settings: CalibrateSettings) -> Backend | None:
-    """The VLM that scores the test split: ``model.path`` (local) or the configured server; ``None`` without one."""
-    from pace_judge.backends import ModelConfig, make_backend
-    from reward.vlm.loading import LOADING_KEYS
+def run(cfg: Any, backend: Any = None) -> Protocol:
+    """Calibrate the protocol; returns it as written (and stored in the memory bank, if set). ``backend``: the
+    Generator agent's and the test split's model (default: ``model.path`` or the servers, loaded when needed)."""
+    settings = parse(CalibrateSettings, cfg, where="")
+    protocol, target, output, inputs = set_up(settings)
+    agent = not settings.benchmark and not (settings.prompts.positive and settings.prompts.negative)
+    calibrate(settings, protocol, target.resolve().parent, backend or (_backend(settings) if agent else None))
+    protocol.provenance["calibration"]["inputs"] = inputs  # what the anchors came from, by content
+    if settings.benchmark and settings.test:
+        if scorer := backend or _backend(settings):
+            test = evaluate_test(protocol, settings, scorer, batch_size=settings.model.batch_size)
+            protocol.provenance["calibration"]["test"] = test
+            said = "test split %s (%d images, scale %g-%g): SRCC %.3f, PLCC %.3f, HOR %.3f"
+            logger.info(said, settings.test, test["n"], *test["scale"], test["srcc"], test["plcc"], test["hor"])
+        else:
+            logger.info("pass model.path=VLM (or backend=openai) to also score the test split with the protocol")
+    save_protocol(protocol, target)
+    del output  # the candidates folder is released
+    return report(settings, protocol, target)
 
+
+def _backend(settings: CalibrateSettings) -> Any:
+    """``model.path`` (backend=local) or the servers; ``None`` without one (generative mode: the servers' error)."""
     if settings.backend == "local" and not settings.model.path:
         return None
-    if settings.backend == "openai" and not settings.server.urls:
+    if settings.backend == "openai" and not settings.server.urls and settings.benchmark:
         return None
-    model = None
-    if settings.model.path:
-        knobs = {k: getattr(settings.model, k) for k in LOADING_KEYS}
-        model = ModelConfig(settings.model.path, batch_size=settings.model.batch_size, **knobs)
-    return make_backend(settings.backend, model, settings.server)
+    return load_backend(settings.backend, settings.model.path, settings.model, settings.server)
 
 
-def run(cfg: Any, backend: Backend | None = None) -> Protocol:
-    """Calibrate the protocol; returns it calibrated (written to disk and, if set, to the memory bank).
-    ``backend``: the Generator agent's (default: built from the settings)."""
-    setup = set_up(parse(CalibrateSettings, cfg, where=""))
-    calibrate(setup.config, setup.protocol, setup.folder, backend)
-    setup.protocol.provenance["calibration"]["inputs"] = setup.inputs  # what the anchors came from, by content
-    if setup.settings.benchmark and setup.settings.test:
-        _score_test_split(setup, backend)
-    save_protocol(setup.protocol, setup.target)
-    setup.output = None  # the candidates folder is released
-    return report(setup)
-
-
-@dataclasses.dataclass
-class CalibrateSetup:
-    """What a calibration works on: the settings (and their dict), the protocol, where it is written, the
-    candidates folder (generative calibration, held with its lock until done) and the inputs known by content."""
-
-    settings: CalibrateSettings
-    config: dict[str, Any]
-    protocol: Protocol
-    target: Path
-    folder: Path
-    output: Any  # reward.core.outputs.Output, or None
-    inputs: dict[str, Any]
-
-
-def set_up(settings: CalibrateSettings) -> CalibrateSetup:
-    """The protocol read and, for generative calibration, its candidates folder checked before anything renders."""
-    config = dataclasses.asdict(settings)
+def set_up(settings: CalibrateSettings) -> tuple[Protocol, Path, Any, dict[str, Any]]:
+    """The protocol read and, for generative calibration, its candidates folder checked before anything renders:
+    ``(protocol, where it is written, the candidates folder, the inputs by content)``."""
     protocol = load_protocol(
         settings.protocol, check_anchors=False, allow_absolute_paths=settings.allow_absolute_paths
     )
     target = Path(settings.output or settings.protocol)
-    folder = target.resolve().parent
-    output = None
-    if not settings.benchmark:  # generative: the candidates folder, checked before anything is rendered
-        if not settings.pipeline:
-            raise CalibrationError(
-                "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
-                "or use benchmark=MANIFEST"
-            )
-        out = Path(settings.out or folder / "calibration")
-        record = {k: v for k, v in config.items() if k not in ("out", "overwrite")}
-        output = prepare_output(  # held (with its folder's lock) until the calibration is done
-            out,
-            "pace_judge/calibrate",
-            record,
-            inputs={"protocol": settings.protocol, "pipeline": settings.pipeline, "model": settings.model.path},
-            overwrite=settings.overwrite,
-            resume_hint=None,  # calibration starts anew: no resume= setting
+    config = dataclasses.asdict(settings)
+    if settings.benchmark:
+        read = {k: v for k, v in config.items() if k not in ("out", "output", "memory", "overwrite")}
+        return protocol, target, None, {k: fingerprint(v) for k, v in path_inputs(read).items()}
+    if not settings.pipeline:
+        raise UserError(
+            "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
+            "or use benchmark=MANIFEST"
         )
-        config["out"] = str(out)
-    read = {k: v for k, v in config.items() if k not in ("out", "output", "memory", "overwrite")}
-    inputs = (
-        output.identity["inputs"] if output is not None else {k: fingerprint(v) for k, v in path_inputs(read).items()}
+    settings.out = str(settings.out or target.resolve().parent / "calibration")
+    output = prepare_output(  # held (with its folder's lock) until the calibration is done
+        settings.out,
+        "pace_judge/calibrate",
+        {k: v for k, v in config.items() if k not in ("out", "overwrite")},
+        inputs={"protocol": settings.protocol, "pipeline": settings.pipeline, "model": settings.model.path},
+        overwrite=settings.overwrite,
+        resume_hint=None,  # calibration starts anew: no resume= setting
     )
-    return CalibrateSetup(settings, config, protocol, target, folder, output, inputs)
+    return protocol, target, output, output.identity["inputs"]
 
 
-def _score_test_split(setup: CalibrateSetup, backend: Backend | None) -> None:
-    """The test split's numbers on the dataset's own scale, kept with the calibration record."""
-    settings = setup.settings
-    scorer = backend if backend is not None else _scoring_backend(settings)
-    if scorer is None:
-        logger.info("pass model.path=VLM (or backend=openai) to also score the test split with the protocol")
-        return
-    test = evaluate_test(setup.protocol, setup.config, scorer, batch_size=settings.model.batch_size)
-    setup.protocol.provenance["calibration"]["test"] = test
-    logger.info(
-        "test split %s (%d images, scale %g-%g): SRCC %.3f, PLCC %.3f, HOR %.3f",
-        settings.test,
-        test["n"],
-        *test["scale"],
-        test["srcc"],
-        test["plcc"],
-        test["hor"],
-    )
-
-
-def report(setup: CalibrateSetup) -> Protocol:
+def report(settings: CalibrateSettings, protocol: Protocol, target: Path) -> Protocol:
     """The anchors said, the memory bank updated (if set), the closing summary; the protocol as written."""
-    settings, protocol, target = setup.settings, setup.protocol, setup.target
-    high, low = protocol.anchors["high"], protocol.anchors["low"]  # type: ignore[index]
-    logger.info(
-        "calibrated %r: high anchor %.2f, low anchor %.2f -> %s", protocol.dimension, high.score, low.score, target
-    )
+    high, low = protocol.anchors["high"].score, protocol.anchors["low"].score  # type: ignore[index]
+    logger.info("calibrated %r: high anchor %.2f, low anchor %.2f -> %s", protocol.dimension, high, low, target)
     if settings.memory:
-        from pace_judge.memory_bank import Embedder, MemoryBank
-
         MemoryBank(settings.memory, Embedder(settings.embedder)).add(load_protocol(target), replace=True)
-    facts = {"dimension": protocol.dimension, "high anchor": high.score, "low anchor": low.score}
-    candidates = setup.config.get("out")
-    log_summary(
-        "pace calibrate", facts, {"protocol": target, "candidates": candidates, "memory bank": settings.memory}
-    )
+    facts = {"dimension": protocol.dimension, "high anchor": high, "low anchor": low}
+    files = {"protocol": target, "candidates": settings.out, "memory bank": settings.memory}
+    log_summary("pace calibrate", facts, files)
     return load_protocol(target)

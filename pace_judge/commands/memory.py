@@ -14,7 +14,6 @@ from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
 from reward.core.cli import check_subcommand
 from reward.core.config import parse
-from reward.core.errors import UserError
 from reward.core.summary import log_summary
 
 logger = logging.getLogger(__name__)
@@ -57,57 +56,46 @@ class MemorySettings:
 def run(cfg: Any) -> Any:
     settings = parse(MemorySettings, cfg, where="")
     check_subcommand(settings, NEEDS)
-    bank = MemoryBank(settings.memory, Embedder(settings.embedder) if settings.embedder else None)
-    try:
-        result = _do(settings, bank)
-        log_summary(
-            f"pace memory {settings.cmd}", {"protocols": len(bank.entries())}, {"memory bank": settings.memory}
-        )
-        return result
-    except KeyError as err:  # a dimension that is not stored
-        raise UserError(str(err.args[0]) if err.args else str(err)) from None
-
-
-def _do(settings: MemorySettings, bank: MemoryBank) -> Any:
+    bank = MemoryBank(settings.memory, Embedder(settings.embedder))
+    result: Any = None
     if settings.cmd == "list":
-        entries = sorted(bank.entries().items())
-        for slug, e in entries:
-            p = load_protocol(bank.protocol_file(slug), check_anchors=False)
-            state = "calibrated  " if e.get("calibrated") else "uncalibrated"
-            logger.info("%-32s %2d probes  %s  %s", e["dimension"], len(p.probes), state, slug)
-        return [slug for slug, _ in entries]
-    if settings.cmd == "show":
-        data = protocol_to_dict(bank.load(settings.dimension))
-        logger.info("%s", json.dumps(data, indent=2))
-        return data
-    if settings.cmd == "import":
-        slugs = []
+        entries = bank.entries()
+        result = sorted(entries)
+        for slug in result:
+            entry, protocol = entries[slug], load_protocol(bank.protocol_file(slug), check_anchors=False)
+            state = "calibrated  " if entry.get("calibrated") else "uncalibrated"
+            logger.info("%-32s %2d probes  %s  %s", entry["dimension"], len(protocol.probes), state, slug)
+    elif settings.cmd == "show":
+        result = protocol_to_dict(bank.load(settings.dimension))
+        logger.info("%s", json.dumps(result, indent=2))
+    elif settings.cmd == "import":
+        result = []
         for path in str(settings.protocol).split(","):
-            protocol = load_protocol(path, allow_absolute_paths=settings.allow_absolute_paths)
-            slugs.append(bank.add(protocol, replace=settings.replace))
-            logger.info("imported %s as %s", path, slugs[-1])
-        return slugs
-    if settings.cmd == "delete":
+            result.append(
+                bank.add(
+                    load_protocol(path, allow_absolute_paths=settings.allow_absolute_paths), replace=settings.replace
+                )
+            )
+            logger.info("imported %s as %s", path, result[-1])
+    elif settings.cmd == "delete":
         bank.delete(settings.dimension)
         logger.info("deleted %r", settings.dimension)
-        return None
-    r = bank.route(settings.dimension, settings.theta)
-    if r.unknown:
-        logger.info(
-            "%s: the embedder cannot represent %s; slow path (no protocol chosen by cosine)",
-            settings.dimension,
-            r.unknown,
-        )
-        return r
-    note = ""
-    if r.fast and r.slug is not None and not bank.entries()[r.slug].get("calibrated"):
-        note = " (uncalibrated: it will not be used until calibrated with pace_judge/calibrate.py)"
-    logger.info(
-        "%s -> %r (cosine %.3f): %s path%s",
-        settings.dimension,
-        r.dimension,
-        r.cosine,
-        "fast" if r.fast else "slow",
-        note,
-    )
-    return r
+    else:
+        result = r = bank.route(settings.dimension, settings.theta)
+        if r.unknown:
+            logger.info(
+                "%s: the embedder cannot represent %s; slow path (no protocol chosen by cosine)",
+                settings.dimension,
+                r.unknown,
+            )
+        else:
+            uncalibrated = r.fast and r.slug is not None and not bank.entries()[r.slug].get("calibrated")
+            note = (
+                " (uncalibrated: it will not be used until calibrated with pace_judge/calibrate.py)"
+                if uncalibrated
+                else ""
+            )
+            path = "fast" if r.fast else "slow"
+            logger.info("%s -> %r (cosine %.3f): %s path%s", settings.dimension, r.dimension, r.cosine, path, note)
+    log_summary(f"pace memory {settings.cmd}", {"protocols": len(bank.entries())}, {"memory bank": settings.memory})
+    return result
