@@ -92,12 +92,13 @@ def test_with_other_trl_versions_installed_the_classes_themselves_are_read(monke
         fields_of.cache_clear()
 
 
-def test_a_trainer_typo_is_refused_before_trl_or_torch_is_imported():
+def test_a_trainer_typo_is_refused_before_trl_or_torch_is_imported(tmp_path):
     """The refusal's speed, measured by what it needs: neither trl nor torch (10-16 s to import on a loaded machine)
     is imported before ``training/sft.py`` refuses ``trainer.lerning_rate``."""
+    (tmp_path / "config.json").write_text("{}")  # a checkpoint folder, as far as the checks before loading go
     code = (
         "import json, runpy, sys\n"
-        f"sys.argv = ['training/sft.py', 'model.path={SAMPLES}', 'data.train={SAMPLES / 'ratings.jsonl'}', "
+        f"sys.argv = ['training/sft.py', 'model.path={tmp_path}', 'data.train={SAMPLES / 'ratings.jsonl'}', "
         "'trainer.lerning_rate=1e-3', 'out=unused']\n"
         "try:\n"
         "    runpy.run_path('training/sft.py', run_name='__main__')\n"

@@ -76,7 +76,8 @@ def missing_model(value: str | None, key: str, *, cached: bool = False) -> str |
     if not str(value).strip():
         return f"{key}= is empty: name a checkpoint folder or a Hub id (ORG/NAME) (an unset shell variable?)"
     folder = Path(str(value)).expanduser()
-    if folder.is_dir() and not any((folder / f).is_file() for f in ("config.json", "adapter_config.json")):
+    checkpoint = any((folder / f).is_file() for f in ("config.json", "adapter_config.json"))
+    if cached and folder.is_dir() and not checkpoint:  # right before loading: a folder that holds no model
         return f"{key}={value}: not a checkpoint folder (no config.json in it); pass a model's folder or a Hub id"
     if folder.exists():
         return None
