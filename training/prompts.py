@@ -1,4 +1,6 @@
-"""The SA-IQA queries and response template (SA-IQA paper, App. B.1), verbatim, for any set of dimensions.
+"""The SA-IQA queries and response template, verbatim, for any set of dimensions: as the authors released them
+(``wording="release"``: github.com/AlibabaResearch/SA-IQA, ``tools/prompt_configs.py``, the prompts the released
+``sa-iqa-prompt4`` model was trained on) or as the paper prints them (``wording="paper"``: App. B.1).
 
 Four prompt types (the paper's ablation, Table 4; type 4 is the one SA-IQA uses):
 
@@ -7,14 +9,17 @@ Four prompt types (the paper's ablation, Table 4; type 4 is the one SA-IQA uses)
 3. detailed, general description: type 1 followed by the dimension's general definition;
 4. detailed, expert-aware description: type 1 followed by the dimension's expert-aware definition.
 
+The release tags types 2, 3 and 4 (``<layout>Please evaluate ...``); App. B.1 prints the tag in type 2 only (§3.2.1
+says type 4 carries one). The image comes first in both (the release's ``<image>`` opens every query); the texts
+are otherwise the same, word for word.
+
 Response: ``The spatial aesthetic {dimension} quality level of this image is {rating_word}.`` The scorer reads
 the rating word's logits right after :func:`response_prefix`, which ends with ``is`` (no trailing space: the
 word is tokenised with its leading space, e.g. ``" good"``).
 
 Definitions are plain ``{name: text}`` dicts; pass your own for other dimensions (types 3 and 4 need one, types
 1 and 2 work with any name; a dimension types 3-4 have no definition of is asked in plain words instead,
-:func:`generic_prompt`: "Please evaluate the quality of this image."). §3.2.1 of the paper also mentions a
-dimension tag in the type-4 query while the App. B.1 text has none; ``tag=True`` adds it to any type.
+:func:`generic_prompt`: "Please evaluate the quality of this image.").
 
 >>> response("lighting", "good")
 'The spatial aesthetic lighting quality level of this image is good.'
@@ -29,6 +34,7 @@ __all__ = [
     "EXPERT_DEFINITIONS",
     "GENERAL_DEFINITIONS",
     "PROMPT_TYPES",
+    "WORDINGS",
     "build_prompt",
     "generic_prompt",
     "generic_response_prefix",
@@ -44,6 +50,8 @@ PROMPT_TYPES: Mapping[int, str] = MappingProxyType(
         4: "detailed, expert-aware description",
     }
 )
+
+WORDINGS = ("release", "paper")  # the authors' released prompts, App. B.1 as printed
 
 GENERAL_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 3
     {
@@ -86,10 +94,21 @@ def _check_dimension(dimension: str) -> str:
     return dimension
 
 
+def tagged(prompt_type: int, wording: str = "release") -> bool:
+    """Whether the query of ``prompt_type`` starts with the ``<dimension>`` tag under ``wording``.
+
+    >>> [tagged(t) for t in (1, 2, 3, 4)], [tagged(t, "paper") for t in (1, 2, 3, 4)]
+    ([False, True, True, True], [False, True, False, False])
+    """
+    if wording not in WORDINGS:
+        raise ValueError(f"wording must be one of {WORDINGS}, got {wording!r}")
+    return prompt_type == 2 or (wording == "release" and prompt_type in (3, 4))
+
+
 def build_prompt(
-    dimension: str, prompt_type: int = 4, definitions: Mapping[str, str] | None = None, *, tag: bool = False
+    dimension: str, prompt_type: int = 4, definitions: Mapping[str, str] | None = None, *, wording: str = "release"
 ) -> str:
-    """The query of SA-IQA prompt type ``prompt_type`` (1-4) for ``dimension``.
+    """The query of SA-IQA prompt type ``prompt_type`` (1-4) for ``dimension``, in ``wording`` (release | paper).
 
     ``definitions`` replaces the paper's definitions (general for type 3, expert-aware for type 4).
 
@@ -114,9 +133,7 @@ def build_prompt(
                 f"{sorted(table)}. Pass definitions={{{dimension!r}: '...'}} or use prompt type 1 or 2."
             )
         query = f"{query} {table[dimension].strip()}"
-    if prompt_type == 2 or tag:
-        query = f"<{dimension}>{query}"
-    return query
+    return f"<{dimension}>{query}" if tagged(prompt_type, wording) else query
 
 
 def response_prefix(dimension: str) -> str:

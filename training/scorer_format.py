@@ -19,6 +19,7 @@ from training.prompts import (
     generic_prompt,
     generic_response_prefix,
     response_prefix,
+    tagged,
 )
 
 DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
@@ -38,7 +39,7 @@ def scorer_metadata(
     *,
     prompt_type: int,
     definitions: Mapping[str, str],
-    tag: bool = False,
+    wording: str = "release",
     level_words: Sequence[str] = LEVEL_WORDS,
     level_values: Sequence[float] = LEVEL_VALUES,
     base_model: str | None = None,
@@ -52,10 +53,13 @@ def scorer_metadata(
     generic = [d for d in dimensions if prompt_type in (3, 4) and d not in defs]
     queries = {
         d: (
-            {"question": generic_prompt(d, tag=tag), "response_prefix": generic_response_prefix(d)}
+            {
+                "question": generic_prompt(d, tag=tagged(prompt_type, wording)),
+                "response_prefix": generic_response_prefix(d),
+            }
             if d in generic
             else {
-                "question": build_prompt(d, prompt_type, defs or None, tag=tag),
+                "question": build_prompt(d, prompt_type, defs or None, wording=wording),
                 "response_prefix": response_prefix(d),
             }
         )
@@ -65,7 +69,7 @@ def scorer_metadata(
         "format": FORMAT,
         "prompt_type": prompt_type,
         "generic": generic,
-        "tag": tag,
+        "wording": wording,
         "dimensions": {d: definitions.get(d, "") for d in dimensions},
         "queries": queries,
         "level_words": list(level_words),
