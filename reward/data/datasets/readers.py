@@ -362,7 +362,7 @@ def read_sa_bench(finder: Finder, meta: dict[str, Any]) -> Table:
             "(hf download AliHome3D/SA-BENCH --repo-type dataset --local-dir DIR)"
         )
     records = [r for t in tables for r in t.records]
-    table = Table(records, tables[0].file, [e for t in tables for e in t.errors], "official: the released files")
+    table = Table(records, str(finder.folder / "annotations"), [e for t in tables for e in t.errors], "official")
     table.info = {"level": "mos_int", "files": [t.file for t in tables]}
     return _d1_cleaned(table) if meta.get("cleaned") else table
 
