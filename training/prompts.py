@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from reward.rewards.levels import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS
+
 __all__ = [
     "EXPERT_DEFINITIONS",
     "GENERAL_DEFINITIONS",
@@ -52,40 +54,6 @@ PROMPT_TYPES: Mapping[int, str] = MappingProxyType(
 )
 
 WORDINGS = ("release", "paper")  # the authors' released prompts, App. B.1 as printed
-
-GENERAL_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 3
-    {
-        "layout": "The layout dimension describes the spatial distribution and positional relationships of major "
-        "elements within a composition. Assess how the layout contributes to the overall organization, structure, "
-        "and balance of the image.",
-        "harmony": "The harmony dimension emphasizes stylistic consistency, color matching, and overall visual "
-        "coordination. Consider how well the elements come together to create a unified and pleasing appearance.",
-        "lighting": "The lighting dimension focuses on the interaction between light and shadow, including the "
-        "quality of lighting effects and the sense of three-dimensionality. Assess how lighting enhances or affects "
-        "the depth and overall atmosphere of an image.",
-        "distortion": "The distortion dimension describes the degree of distortion in shapes or the fidelity of "
-        "background details. Assess how the distortion impacts the perceived realism and visual quality of the "
-        "image.",
-    }
-)
-
-EXPERT_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 4
-    {
-        "layout": "The layout dimension describes the spatial distribution, positional relationships, and quantity "
-        "of major elements within the space. Consider how the layout supports the overall visual order, maintains "
-        "balance, and enhances the functional aesthetics of the image.",
-        "harmony": "The harmony dimension focuses on stylistic consistency, color coordination, and overall visual "
-        "cohesion. Examine how well the combination of elements creates a balanced and visually pleasant "
-        "composition, avoiding clashes or imbalances in style and color.",
-        "lighting": "The lighting dimension examines the quality of light effects, shadow interactions, and the "
-        "realism of light sources. Assess how well lighting contributes to the overall depth, mood, and "
-        "authenticity of the image, emphasizing both natural and artificial lighting scenarios.",
-        "distortion": "The distortion dimension assesses whether soft furnishings (e.g., cabinets, carpets) or fixed "
-        "structures (e.g., floors, walls) appear deformed or misaligned. Additionally, evaluate the realism and "
-        "material accuracy of textures, and judge whether any distortion negatively impacts the overall aesthetic "
-        "quality of the image.",
-    }
-)
 
 
 def _check_dimension(dimension: str) -> str:
