@@ -22,7 +22,7 @@ from reward.data import load_ratings
 from training.commands.sft import SftSettings, run
 
 ROOT = Path(__file__).resolve().parents[1]
-MOS_TO_WORD = {1: "bad", 2: "poor", 3: "fair", 4: "good", 5: "excellent"}  # convert_csv_to_jsonl.py
+MOS_TO_WORD = {1: "bad", 2: "poor", 3: "fair", 4: "good", 5: "excellent"}  # SA-IQA/tools/convert_csv_to_jsonl.py
 RELEASED_PROMPT4 = {  # tools/prompt_configs.py, PROMPTS[4], as released
     "distortion": "<image><distortion>Please evaluate the spatial aesthetic distortion quality level of this image. "
     "The distortion dimension assesses whether soft furnishings (e.g., cabinets, carpets) or fixed structures (e.g., "
@@ -44,9 +44,9 @@ RELEASED_PROMPT4 = {  # tools/prompt_configs.py, PROMPTS[4], as released
 
 
 def released_converter(path: Path, image_dir: str, dim: str) -> list[dict]:
-    """The rows ``convert_csv_to_jsonl.py --prompt_version 4 --score_column {dim}_score_mos_int`` writes for one CSV:
-    a row without an id or a score, or whose score's int() is not 1-5, is skipped; the response template is the one
-    the script spells out for distortion (App. B.1 prints the same for every dimension)."""
+    """The rows ``SA-IQA/tools/convert_csv_to_jsonl.py --prompt_version 4 --score_column {dim}_score_mos_int`` writes
+    for one CSV: a row without an id or a score, or whose score's int() is not 1-5, is skipped; the response template
+    is the one the script spells out for distortion (App. B.1 prints the same for every dimension)."""
     out = []
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
