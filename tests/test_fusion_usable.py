@@ -70,6 +70,7 @@ def test_eq_2_and_3_as_written_fit_free_weights_and_fuse_them_undivided(tmp_path
     import torch
 
     from conftest import random_images
+    from reward.integrations.reward_set import RewardSet
 
     folder = write_pairs(tmp_path / "d", np.array([1.5, -2.0]))
     assert fit_cli(folder, "nonneg=false", "divide_by_sum=false", "l2=0") == 0
@@ -77,6 +78,10 @@ def test_eq_2_and_3_as_written_fit_free_weights_and_fuse_them_undivided(tmp_path
     assert fw.weights[0] > 0.5 and fw.weights[1] < -0.5 and fw.meta["divide_by_sum"] is False
     reward = get_reward("sa-iqa", {"model": str(tiny_scorer_path), "fusion": str(folder / "w.json")})
     assert reward.record["fusion"] == "bradley-terry, eq. 3 undivided"
+    w = fw.weights  # the fused score's own range, which reward sets normalise by (dimensions on 1-5)
+    assert reward.score_range == pytest.approx((w[0] * 1 + w[1] * 5, w[0] * 5 + w[1] * 1), abs=1e-5)
+    scored = RewardSet([reward]).score(random_images(3, seed=4))["sa-iqa"]  # as GRPO and Best-of-N score
+    assert scored.failed == 0 and all(0 <= v <= 1 for v in scored.value)
     out = reward.score(random_images(3, seed=4))
     eq3 = fw.weights[0] * out.dimensions["lighting"] + fw.weights[1] * out.dimensions["harmony"]
     assert torch.allclose(out.scores, eq3, atol=1e-5)

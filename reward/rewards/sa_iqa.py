@@ -5,11 +5,11 @@ prefix (SA-IQA eq. 6-7 of App. D.2); all dimensions of one image share one encod
 (``fusion: bradley-terry``) is SA-IQA eq. 3, S = sum_d w_d x_d, with the Bradley-Terry weights of
 ``fusion_weights.json``, divided by sum_d w_d: a positive constant, so the ranking of images is eq. 3's and the
 score stays on the 1-5 scale (weights summing to 0 or less are refused); a file fitted with ``divide_by_sum=false``
-(its ``meta``) gives eq. 3 as written, undivided, whose scale is the weights' (the reward's score_range is then
-not). Without a weights file the fused score is the plain mean of the dimensions (``fusion: mean``), a reward the
-paper never used: the reward says so once when it loads, and every run records which fusion it used. The scorer
-folder's format is :mod:`reward.rewards.scorer_folder`. ``backend=openai`` asks OpenAI-compatible servers serving
-the scorer (``server.base_urls``; :mod:`reward.vlm.server`) instead of loading it.
+(its ``meta``) gives eq. 3 as written, undivided, on the weights' scale (the reward's own ``score_range`` says it,
+not the registered 1-5). Without a weights file the fused score is the plain mean of the dimensions (``fusion:
+mean``), a reward the paper never used: the reward says so once when it loads, and every run records which fusion it
+used. The scorer folder's format is :mod:`reward.rewards.scorer_folder`. ``backend=openai`` asks OpenAI-compatible
+servers serving the scorer (``server.base_urls``; :mod:`reward.vlm.server`) instead of loading it.
 """
 
 from __future__ import annotations
@@ -139,6 +139,16 @@ class SaIqaReward(TrlCallable):
     def image_preparer(self) -> ImagePreparer | None:
         """The image processor for DataLoader workers (``score`` then takes its ``PreparedImages``)."""
         return self.vlm.image_preparer()
+
+    @property
+    def score_range(self) -> tuple[float, float] | None:
+        """The fused score's range under eq. 3 undivided (the weights' scale; rewards sets read it), else ``None``: the
+        registered 1-5."""
+        if self.weights is None or self.divide_by_sum:
+            return None
+        ends = torch.stack([self.weights * self.values.min(), self.weights * self.values.max()])
+        low, high = float(ends.min(dim=0).values.sum()), float(ends.max(dim=0).values.sum())
+        return (low, high) if low < high else None
 
     @property
     def record(self) -> dict[str, Any]:
