@@ -113,15 +113,14 @@ def response_prefix(dimension: str) -> str:
     return f"The spatial aesthetic {_check_dimension(dimension)} quality level of this image is"
 
 
-def generic_prompt(dimension: str, *, tag: bool = False) -> str:
+def generic_prompt(dimension: str) -> str:
     """The query of a dimension the paper does not define, when the prompt type wants a definition (3-4) and none was
     given: plain words for any dimension, as Q-Align asks (ours; the paper's templates say "spatial aesthetic").
 
     >>> generic_prompt("quality")
     'Please evaluate the quality of this image.'
     """
-    query = f"Please evaluate the {_check_dimension(dimension)} of this image."
-    return f"<{dimension}>{query}" if tag else query
+    return f"Please evaluate the {_check_dimension(dimension)} of this image."
 
 
 def generic_response_prefix(dimension: str) -> str:

@@ -19,7 +19,6 @@ from training.prompts import (
     generic_prompt,
     generic_response_prefix,
     response_prefix,
-    tagged,
 )
 
 DEFAULT_DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
@@ -54,7 +53,7 @@ def scorer_metadata(
     queries = {
         d: (
             {
-                "question": generic_prompt(d, tag=tagged(prompt_type, wording)),
+                "question": generic_prompt(d),  # ours, untagged: the release tags its own prompts only
                 "response_prefix": generic_response_prefix(d),
             }
             if d in generic
