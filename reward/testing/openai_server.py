@@ -197,7 +197,7 @@ def serve_scripted(
         top: list[dict[str, Any]] = [
             {"token": t, "logprob": v, "bytes": None} for t, v in scripted_top(options, brightness)
         ]
-        content = max(top, key=lambda e: e["logprob"])["token"]  # the answer: the most probable option
+        content = max(top[: len(options)], key=lambda e: e["logprob"])["token"]  # the answer: the likeliest option
         if faulty and fault == "options_absent":
             top = [{"token": " the", "logprob": math.log(0.7)}, {"token": " a", "logprob": math.log(0.3)}]
         elif faulty and fault == "option_missing":
