@@ -265,6 +265,16 @@ def word_id(tokenizer, context: str, word: str) -> int:
     return full[-1]
 
 
+@pytest.fixture(scope="session")
+def scripted_chat_url():
+    """A loopback chat server answering ``{"score": N}``, N from 5 to 1 in steps of 0.1, higher for a brighter image
+    (``reward=chat-judge``)."""
+    from reward.testing.openai_server import serve_scripted
+
+    with serve_scripted([f'{{"score": {5 - k / 10:g}}}' for k in range(41)]) as url:
+        yield url
+
+
 def tiny_reward_config(name: str, request) -> dict:
     """A config of every registered reward on the tiny offline models; a new reward must be added here."""
     configs = {
@@ -275,6 +285,7 @@ def tiny_reward_config(name: str, request) -> dict:
             "protocol": str(request.getfixturevalue("pace_protocol_path")),
         },
         "scene-proxy": lambda: {"calibration_scenes": 2},
+        "chat-judge": lambda: {"server": {"base_url": request.getfixturevalue("scripted_chat_url")}},
     }
     if name not in configs:
         pytest.fail(f"registered reward {name!r} has no tiny test config in tests/conftest.py")

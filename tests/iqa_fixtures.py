@@ -216,3 +216,43 @@ def flive(root: Path, n: int = 10) -> list[tuple[str, float]]:
     padded = "".join(f"{a},{b},{'True' if i == 2 else 'False'}\n" for i, (a, b) in enumerate(rows[2:], start=2))
     (db / "labels=640_padded.csv").write_text("name_image,mos_image,is_valid\n" + padded)
     return rows
+
+
+SA_BENCH = {"distortion": "2k", "harmony": "7k", "layout": "6k", "lighting": "3k"}  # as the release names its files
+
+
+def sa_bench(root: Path, n: int = 6) -> dict[str, list[dict]]:
+    """SA-BENCH as published: ``annotations/{dimension}_{2k|7k|6k|3k}_{train|test|full}.csv`` (``id``, the
+    annotators' ``{dimension}_score_{name}`` columns, some left empty, ``_score_mos``, ``_score_mos_int``, ``model``
+    for two dimensions only) and ``images/{dimension}/{id}.jpg``; ``n`` images per dimension, the last third in test.
+    Returns each file's rows by ``{dimension}_{split}``."""
+    written: dict[str, list[dict]] = {}
+    for d, (dim, subset) in enumerate(SA_BENCH.items()):
+        raters = ["ann1", "ann2", "ann3", "ann4"]
+        columns = ["id", *(f"{dim}_score_{a}" for a in raters), f"{dim}_score_mos", f"{dim}_score_mos_int"]
+        columns += ["model"] if dim in ("harmony", "layout") else []
+        rows = []
+        for i in range(n):
+            ident = 1000 * (d + 1) + i  # ids differ across dimensions, as SA-BENCH's images do
+            scores = [1 + (i + k) % 5 for k in range(len(raters))]
+            if i % 3 == 1:
+                scores[-1] = None  # an image rated by three annotators
+            given = [s for s in scores if s is not None]
+            mos = sum(given) / len(given)
+            row = {
+                "id": ident,
+                **{f"{dim}_score_{a}": "" if s is None else s for a, s in zip(raters, scores, strict=True)},
+            }
+            row |= {f"{dim}_score_mos": round(mos, 4), f"{dim}_score_mos_int": int(mos + 0.5), "model": "flux-inpaint"}
+            rows.append({k: v for k, v in row.items() if k in columns})
+            image(root / "images" / dim / f"{ident}.jpg", (mos - 1) / 4, seed=ident, fmt="JPEG")
+        cut = n - n // 3
+        for split, part in (("train", rows[:cut]), ("test", rows[cut:]), ("full", rows)):
+            path = root / "annotations" / f"{dim}_{subset}_{split}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("w", newline="") as f:
+                writer = csv.DictWriter(f, columns)
+                writer.writeheader()
+                writer.writerows(part)
+            written[f"{dim}_{split}"] = part
+    return written

@@ -64,6 +64,29 @@ def test_the_default_fit_writes_weights_the_reward_uses_where_the_free_fit_would
     assert reward.record["fusion"] == "bradley-terry"
 
 
+def test_eq_2_and_3_as_written_fit_free_weights_and_fuse_them_undivided(tmp_path, tiny_scorer_path):
+    """The SA-IQA fusion recipe's settings: the free fit (weights summing below 0 here) is written, and the reward
+    applies S = x.w itself, not divided by the sum."""
+    import torch
+
+    from conftest import random_images
+    from reward.integrations.reward_set import RewardSet
+
+    folder = write_pairs(tmp_path / "d", np.array([1.5, -2.0]))
+    assert fit_cli(folder, "nonneg=false", "divide_by_sum=false", "l2=0") == 0
+    fw = load_weights(folder / "w.json")
+    assert fw.weights[0] > 0.5 and fw.weights[1] < -0.5 and fw.meta["divide_by_sum"] is False
+    reward = get_reward("sa-iqa", {"model": str(tiny_scorer_path), "fusion": str(folder / "w.json")})
+    assert reward.record["fusion"] == "bradley-terry, eq. 3 undivided"
+    w = fw.weights  # the fused score's own range, which reward sets normalise by (dimensions on 1-5)
+    assert reward.score_range == pytest.approx((w[0] * 1 + w[1] * 5, w[0] * 5 + w[1] * 1), abs=1e-5)
+    scored = RewardSet([reward]).score(random_images(3, seed=4))["sa-iqa"]  # as GRPO and Best-of-N score
+    assert scored.failed == 0 and all(0 <= v <= 1 for v in scored.value)
+    out = reward.score(random_images(3, seed=4))
+    eq3 = fw.weights[0] * out.dimensions["lighting"] + fw.weights[1] * out.dimensions["harmony"]
+    assert torch.allclose(out.scores, eq3, atol=1e-5)
+
+
 def test_weights_that_order_no_pair_are_refused_at_fit_time_with_why(tmp_path, capsys):
     folder = write_pairs(tmp_path / "d", np.array([-1.5, -1.0]))  # both dimensions order the pairs backwards
     assert fit_cli(folder) == 2

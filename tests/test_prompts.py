@@ -1,4 +1,5 @@
-"""SA-IQA prompt types 1-4 and the response template, verbatim from the paper's App. B.1."""
+"""SA-IQA prompt types 1-4 and the response template, verbatim from the paper's App. B.1 (``wording="paper"``) and the
+authors' released tools/prompt_configs.py (``wording="release"``, the default: the tag in types 2-4)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ DIMENSIONS = ("layout", "harmony", "lighting", "distortion")
 
 
 def test_type_4_is_the_default_and_matches_the_paper_word_for_word():
-    assert build_prompt("layout") == (
+    assert build_prompt("layout", wording="paper") == (
         "Please evaluate the spatial aesthetic layout quality level of this image. The layout dimension describes "
         "the spatial distribution, positional relationships, and quantity of major elements within the space. "
         "Consider how the layout supports the overall visual order, maintains balance, and enhances the functional "
@@ -31,7 +32,8 @@ def test_type_4_is_the_default_and_matches_the_paper_word_for_word():
     ],
 )
 def test_detailed_types_carry_the_papers_definitions(dimension, prompt_type, phrase):
-    prompt = build_prompt(dimension, prompt_type)
+    prompt = build_prompt(dimension, prompt_type, wording="paper")
+    assert build_prompt(dimension, prompt_type) == f"<{dimension}>{prompt}"  # the release tags types 3-4 too
     assert prompt.startswith(f"Please evaluate the spatial aesthetic {dimension} quality level of this image. ")
     assert prompt.endswith(".") and phrase in prompt
 
@@ -41,7 +43,10 @@ def test_concise_types_and_the_dimension_tag():
     assert build_prompt("lighting", 2) == (
         "<lighting>Please evaluate the spatial aesthetic lighting quality level of this image."
     )
-    assert build_prompt("lighting", 4, tag=True).startswith("<lighting>Please evaluate")
+    assert build_prompt("lighting", 1, wording="release") == build_prompt("lighting", 1, wording="paper")
+    assert build_prompt("lighting", 2, wording="paper") == build_prompt("lighting", 2)
+    with pytest.raises(ValueError, match="wording must be one of"):
+        build_prompt("lighting", 4, wording="printed")
     assert build_prompt("any new dimension", 1).startswith("Please evaluate the spatial aesthetic any new dimension")
 
 

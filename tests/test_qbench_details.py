@@ -16,6 +16,10 @@ def test_the_lmms_prompt_ends_with_lmms_evals_newline_and_the_paper_layout_does_
     lmms, _, _ = lettered_prompt("Which is sharper?", ("Left", "Right"), n_images=2, seed=0, index=0, layout="lmms")
     paper, _, _ = lettered_prompt("Which is sharper?", ("Left", "Right"), n_images=2, seed=0, index=0)
     assert lmms.endswith(INSTRUCTION + "\n") and paper.endswith(INSTRUCTION)
+    exact, _, _ = lettered_prompt(
+        "Which is sharper?", ("Left", "Right"), n_images=2, seed=0, index=0, layout="paper-exact"
+    )
+    assert exact == paper.removesuffix("\n" + INSTRUCTION) and exact.endswith("B. Right")  # as the paper prints it
 
 
 def _answer(concern: int, right: bool) -> Answer:

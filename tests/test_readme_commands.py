@@ -56,6 +56,9 @@ SKIP: dict[str, str] = {
     "data=spaq:/data/SPAQ:test": "SPAQ is not shipped",
     "pairs=spaq:/data/SPAQ": "SPAQ is not shipped",
     "kadid10k:/data/kadid10k:test": "KADID-10k is not shipped",
+    "data=sa-bench:/data/SA-BENCH:test:layout": "SA-BENCH is not shipped (tests/test_sa_bench.py builds a stand-in)",
+    "reward=chat-judge reward.server.base_url=": "needs an OpenAI-compatible chat model (tests/test_chat_judge.py "
+    "serves one on loopback)",
     "--num_processes 8 reward/evaluate.py": "8 processes; tests/test_evaluate_parallel.py launches 2",
     "reward/evaluate.py ... out=OUT resume=auto": "its settings are elided (...): the command above it, resumed",
     "benchmark=agiqa3k:DIR:train": "AGIQA-3K is not shipped (tests/test_pace_scales.py builds a stand-in folder)",

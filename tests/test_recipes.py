@@ -101,6 +101,7 @@ def test_qalign_and_deqa_recipes_hold_the_authors_script_values():
     batches = [resolve_batch(s.trainer, n, SFT_BATCH) for n in (s.plan_for.processes, 1, 8)]
     assert [(b.effective, b.accumulation) for b in batches] == [(256, 32), (256, 128), (256, 16)]  # SA-IQA §4.1
     assert s.trainer.per_device_train_batch_size == 2 and s.prompt.type == 4 and not s.lora.enabled
+    assert (s.prompt.wording, s.data.level_from) == ("release", "mos_int")  # the released prompts and targets
 
 
 # --- the plan -----------------------------------------------------------------------------------------------------
@@ -276,14 +277,14 @@ def _datasets(root: Path) -> None:
 
 
 def _sa_bench(root: Path) -> None:
-    """SA-BENCH's layout for the recipe: train/test ratings manifests and human preference pairs."""
-    from training.procedural.synthetic import write_benchmark
-
+    """SA-BENCH as published (annotation CSVs, images per dimension) and preference pairs of its images for the
+    fusion recipe (the paper's 750 pairs are not released): the brighter image preferred."""
     bench = root / "datasets" / "SA-BENCH"
-    files = write_benchmark(bench, 12, size=56, seed=0)
-    rows = files.ratings.read_text().splitlines()
-    (bench / "train.jsonl").write_text("\n".join(rows[: len(rows) * 4 // 5]) + "\n")
-    (bench / "test.jsonl").write_text("\n".join(rows[len(rows) * 4 // 5 :]) + "\n")
+    written = fx.sa_bench(bench)
+    images = [(f"images/{d}/{r['id']}.jpg", r[f"{d}_score_mos"]) for d in fx.SA_BENCH for r in written[f"{d}_full"]]
+    pairs = [(a, b) for i, a in enumerate(images) for b in images[i + 1 :: 5]]
+    rows = [{"a": a, "b": b, "label": "tie" if ma == mb else "a" if ma > mb else "b"} for (a, ma), (b, mb) in pairs]
+    (bench / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 @pytest.mark.slow

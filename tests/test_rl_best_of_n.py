@@ -111,8 +111,9 @@ def test_the_closing_summary_is_printed_as_a_table_and_kept_whole_in_summary_jso
         m for m in printed if m.startswith("best-of-2 on 3 tasks, picked by scene-proxy, judged by scene-proxy")
     ]
     rows = dict(re.split(r"\s{2,}", line.strip()) for line in table.splitlines()[3:])  # label, value
-    assert rows["mean scene-proxy of the chosen candidate"] == f"{summary['mean_chosen']:.4f}"
-    assert rows["mean scene-proxy of a random candidate"] == f"{summary['mean_random']:.4f}"
+    assert rows["mean scene-proxy of the chosen candidate (self-judged)"] == f"{summary['mean_chosen']:.4f}"
+    assert rows["mean scene-proxy of a random candidate (self-judged)"] == f"{summary['mean_random']:.4f}"
+    assert summary["mean_chosen_vs_random"].startswith("self-judged: the picker's own reward")
     verdict = f"{summary['judge_wins']} / {summary['judge_ties']} / {summary['judge_losses']}"
     assert rows["judge scene-proxy: chosen wins / ties / losses"] == verdict
     assert rows["win rate (a tie is no win)"] == f"{summary['win_rate']:.4f}"

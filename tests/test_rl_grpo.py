@@ -166,7 +166,11 @@ def _check_the_policy_card(out: Path, result: dict, heldout: list, *, tiny_lm, t
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list_rewards())
 def test_every_registered_reward_trains_a_step(name, tiny_lm, tasks, tmp_path, request):
-    overrides = [f"reward.{k}={v}" for k, v in tiny_reward_config(name, request).items()]
+    cfg = tiny_reward_config(name, request)
+    flat = {f"{k}.{k2}": v2 for k, v in cfg.items() if isinstance(v, dict) for k2, v2 in v.items()}  # server.base_url
+    overrides = [
+        f"reward.{k}={v}" for k, v in (flat | {k: v for k, v in cfg.items() if not isinstance(v, dict)}).items()
+    ]
     cfg = _cfg(
         [
             f"policy.path={tiny_lm}",

@@ -4,14 +4,13 @@ Steps, each a function so tests reach it:
 
 1. :func:`read_raw_ratings`: rows ``{"image", "dimension", "annotator", "rating"[, "scene"]}`` (one per annotator),
    or grouped rows ``{"image", "dimension", "ratings": [...]}`` (anonymous) / ``"ratings": {annotator: rating}``.
-2. :func:`clean_group` / :func:`aggregate`: per image and dimension, the mean rating; ratings whose z-score
+2. :func:`~reward.data.raters.aggregate`: per image and dimension, the mean rating; ratings whose z-score
    ``(x - mean) / std`` within that image's ratings exceeds ``z_threshold`` (2) in absolute value are replaced
    by that mean and the MOS is recomputed (one pass). ``std`` is the population std (``ddof=0``) by default.
-   Note: with ``n`` ratings no z-score can exceed ``sqrt((n - 1) (n - ddof) / n)`` (Samuelson's inequality):
-   ``sqrt(n - 1)`` = 2 for five ratings, so with SA-BENCH's usual five raters the rule never fires. The report
-   counts such groups (``groups_that_cannot_fire``) instead of hiding it.
-3. :func:`annotator_reliability`: each annotator's SRCC between their raw ratings and the final MOS, per
-   dimension and pooled; below 0.6 (or undefined) the annotator is *flagged for review*, never dropped.
+   With five ratings or fewer the rule never fires (:mod:`reward.data.raters`); the report counts such groups
+   (``groups_that_cannot_fire``) instead of hiding it.
+3. :func:`~reward.data.raters.annotator_reliability`: each annotator's SRCC between their raw ratings and the final
+   MOS, per dimension and pooled; below 0.6 (or undefined) the annotator is *flagged for review*, never dropped.
 4. :func:`split_scenes`: a deterministic scene-level split (default 4:1): scenes are ordered by a seeded hash and
    the first share goes to test, so all images of a scene stay on one side. Rows without ``scene`` are their
    own scene.
@@ -26,18 +25,15 @@ import json
 import logging
 import math
 import numbers
-import warnings
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from omegaconf import MISSING
 
 from reward.data.manifest import ManifestError, iter_jsonl
-from reward.eval.metrics import srcc
+from reward.data.raters import MosRow, RawRating, aggregate, annotator_reliability, clean_group, max_abs_z
 
 __all__ = [
     "MosPaths",
@@ -55,117 +51,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 RAW_EXAMPLE = '{"image": "images/a.png", "dimension": "lighting", "annotator": "a0", "rating": 4}'
-
-
-@dataclass(frozen=True)
-class RawRating:
-    """One rating; ``annotator`` is None for anonymous ratings, ``scene`` None when the row named none."""
-
-    image: str
-    dimension: str
-    annotator: str | None
-    rating: float
-    scene: str | None = None
-
-
-@dataclass(frozen=True)
-class MosRow:
-    """The cleaned MOS of one image and dimension (``std`` of the cleaned ratings, population std)."""
-
-    image: str
-    dimension: str
-    mos: float
-    std: float
-    n_ratings: int
-    n_outliers: int
-    scene: str
-
-
-def max_abs_z(n: int, ddof: int = 0) -> float:
-    """The largest |z-score| any of ``n`` ratings can reach: ``sqrt((n - 1) (n - ddof) / n)``.
-
-    >>> max_abs_z(5), round(max_abs_z(7), 4)
-    (2.0, 2.4495)
-    """
-    return math.sqrt((n - 1) * (n - ddof) / n) if n > ddof else 0.0
-
-
-def clean_group(ratings: Sequence[float], *, z_threshold: float = 2.0, ddof: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Replace ratings with ``|x - mean| / std > z_threshold`` by the group mean; return (ratings, outlier mask).
-
-    The MOS is then the mean of the returned ratings. A constant group (std 0) has no outliers, and a z-score
-    equal to the threshold up to rounding (``[1, 1, 1, 1, 5]`` has z = 2 exactly) is not above it.
-
-    >>> cleaned, outlier = clean_group([3, 3, 3, 3, 3, 3, 5])  # mean 23/7, std 0.6999, z(5) = 2.449
-    >>> outlier.tolist(), round(float(cleaned.mean()), 4)  # (6 * 3 + 23/7) / 7
-    ([False, False, False, False, False, False, True], 3.0408)
-    """
-    x = np.asarray(ratings, dtype=np.float64)
-    mean = x.mean()
-    std = x.std(ddof=ddof) if x.size > ddof else 0.0
-    if std == 0.0:
-        return x.copy(), np.zeros(x.shape, dtype=bool)
-    outlier = np.abs(x - mean) / std > z_threshold * (1 + 1e-9)  # |z| exactly 2, as in [1, 1, 1, 1, 5], stays
-    return np.where(outlier, mean, x), outlier
-
-
-def aggregate(ratings: Iterable[RawRating], *, z_threshold: float = 2.0, ddof: int = 0) -> list[MosRow]:
-    """One :class:`MosRow` per (image, dimension), sorted by image then dimension."""
-    groups: dict[tuple[str, str], list[RawRating]] = defaultdict(list)
-    for r in ratings:
-        groups[(r.image, r.dimension)].append(r)
-    rows = []
-    for (image, dimension), group in sorted(groups.items()):
-        cleaned, outlier = clean_group([r.rating for r in group], z_threshold=z_threshold, ddof=ddof)
-        scene = next((r.scene for r in group if r.scene is not None), None) or image
-        rows.append(
-            MosRow(
-                image, dimension, float(cleaned.mean()), float(cleaned.std()), len(group), int(outlier.sum()), scene
-            )
-        )
-    return rows
-
-
-def _srcc(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """:func:`reward.eval.metrics.srcc`, or ``None`` where it is undefined (fewer than 3 items, a constant side)."""
-    if len(x) < 3:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        value = srcc(x, y)
-    return None if math.isnan(value) else value
-
-
-def annotator_reliability(
-    ratings: Iterable[RawRating], mos: Iterable[MosRow], *, threshold: float = 0.6
-) -> dict[str, dict[str, Any]]:
-    """Per annotator: ``{"n", "srcc", "per_dimension", "flagged", "flagged_dimensions"}``.
-
-    ``srcc`` pools all the annotator's (rating, MOS) pairs across dimensions; None when undefined (fewer than 3
-    items or constant ratings), which also flags the annotator. Anonymous ratings are not assessed.
-    """
-    table = {(m.image, m.dimension): m.mos for m in mos}
-    pairs: dict[str, dict[str, tuple[list[float], list[float]]]] = defaultdict(lambda: defaultdict(lambda: ([], [])))
-    for r in ratings:
-        if r.annotator is None:
-            continue
-        xs, ys = pairs[r.annotator][r.dimension]
-        xs.append(r.rating)
-        ys.append(table[(r.image, r.dimension)])
-    report = {}
-    for name in sorted(pairs):
-        per_dim = {d: _srcc(xs, ys) for d, (xs, ys) in sorted(pairs[name].items())}
-        all_x = [x for xs, _ in pairs[name].values() for x in xs]
-        all_y = [y for _, ys in pairs[name].values() for y in ys]
-        pooled = _srcc(all_x, all_y)
-        report[name] = {
-            "n": len(all_x),
-            "srcc": pooled,
-            "per_dimension": per_dim,
-            "flagged": pooled is None or pooled < threshold,
-            "flagged_dimensions": [d for d, settings in per_dim.items() if settings is None or settings < threshold],
-        }
-    return report
 
 
 def split_scenes(

@@ -1,4 +1,6 @@
-"""The SA-IQA queries and response template (SA-IQA paper, App. B.1), verbatim, for any set of dimensions.
+"""The SA-IQA queries and response template, verbatim, for any set of dimensions: as the authors released them
+(``wording="release"``: github.com/AlibabaResearch/SA-IQA, ``tools/prompt_configs.py``, the prompts the released
+``sa-iqa-prompt4`` model was trained on) or as the paper prints them (``wording="paper"``: App. B.1).
 
 Four prompt types (the paper's ablation, Table 4; type 4 is the one SA-IQA uses):
 
@@ -7,14 +9,17 @@ Four prompt types (the paper's ablation, Table 4; type 4 is the one SA-IQA uses)
 3. detailed, general description: type 1 followed by the dimension's general definition;
 4. detailed, expert-aware description: type 1 followed by the dimension's expert-aware definition.
 
+The release tags types 2, 3 and 4 (``<layout>Please evaluate ...``); App. B.1 prints the tag in type 2 only (§3.2.1
+says type 4 carries one). The image comes first in both (the release's ``<image>`` opens every query); the texts
+are otherwise the same, word for word.
+
 Response: ``The spatial aesthetic {dimension} quality level of this image is {rating_word}.`` The scorer reads
 the rating word's logits right after :func:`response_prefix`, which ends with ``is`` (no trailing space: the
 word is tokenised with its leading space, e.g. ``" good"``).
 
 Definitions are plain ``{name: text}`` dicts; pass your own for other dimensions (types 3 and 4 need one, types
 1 and 2 work with any name; a dimension types 3-4 have no definition of is asked in plain words instead,
-:func:`generic_prompt`: "Please evaluate the quality of this image."). §3.2.1 of the paper also mentions a
-dimension tag in the type-4 query while the App. B.1 text has none; ``tag=True`` adds it to any type.
+:func:`generic_prompt`: "Please evaluate the quality of this image.").
 
 >>> response("lighting", "good")
 'The spatial aesthetic lighting quality level of this image is good.'
@@ -25,10 +30,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from reward.rewards.levels import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS
+
 __all__ = [
     "EXPERT_DEFINITIONS",
     "GENERAL_DEFINITIONS",
     "PROMPT_TYPES",
+    "WORDINGS",
     "build_prompt",
     "generic_prompt",
     "generic_response_prefix",
@@ -45,39 +53,7 @@ PROMPT_TYPES: Mapping[int, str] = MappingProxyType(
     }
 )
 
-GENERAL_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 3
-    {
-        "layout": "The layout dimension describes the spatial distribution and positional relationships of major "
-        "elements within a composition. Assess how the layout contributes to the overall organization, structure, "
-        "and balance of the image.",
-        "harmony": "The harmony dimension emphasizes stylistic consistency, color matching, and overall visual "
-        "coordination. Consider how well the elements come together to create a unified and pleasing appearance.",
-        "lighting": "The lighting dimension focuses on the interaction between light and shadow, including the "
-        "quality of lighting effects and the sense of three-dimensionality. Assess how lighting enhances or affects "
-        "the depth and overall atmosphere of an image.",
-        "distortion": "The distortion dimension describes the degree of distortion in shapes or the fidelity of "
-        "background details. Assess how the distortion impacts the perceived realism and visual quality of the "
-        "image.",
-    }
-)
-
-EXPERT_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 4
-    {
-        "layout": "The layout dimension describes the spatial distribution, positional relationships, and quantity "
-        "of major elements within the space. Consider how the layout supports the overall visual order, maintains "
-        "balance, and enhances the functional aesthetics of the image.",
-        "harmony": "The harmony dimension focuses on stylistic consistency, color coordination, and overall visual "
-        "cohesion. Examine how well the combination of elements creates a balanced and visually pleasant "
-        "composition, avoiding clashes or imbalances in style and color.",
-        "lighting": "The lighting dimension examines the quality of light effects, shadow interactions, and the "
-        "realism of light sources. Assess how well lighting contributes to the overall depth, mood, and "
-        "authenticity of the image, emphasizing both natural and artificial lighting scenarios.",
-        "distortion": "The distortion dimension assesses whether soft furnishings (e.g., cabinets, carpets) or fixed "
-        "structures (e.g., floors, walls) appear deformed or misaligned. Additionally, evaluate the realism and "
-        "material accuracy of textures, and judge whether any distortion negatively impacts the overall aesthetic "
-        "quality of the image.",
-    }
-)
+WORDINGS = ("release", "paper")  # the authors' released prompts, App. B.1 as printed
 
 
 def _check_dimension(dimension: str) -> str:
@@ -86,10 +62,21 @@ def _check_dimension(dimension: str) -> str:
     return dimension
 
 
+def tagged(prompt_type: int, wording: str = "release") -> bool:
+    """Whether the query of ``prompt_type`` starts with the ``<dimension>`` tag under ``wording``.
+
+    >>> [tagged(t) for t in (1, 2, 3, 4)], [tagged(t, "paper") for t in (1, 2, 3, 4)]
+    ([False, True, True, True], [False, True, False, False])
+    """
+    if wording not in WORDINGS:
+        raise ValueError(f"wording must be one of {WORDINGS}, got {wording!r}")
+    return prompt_type == 2 or (wording == "release" and prompt_type in (3, 4))
+
+
 def build_prompt(
-    dimension: str, prompt_type: int = 4, definitions: Mapping[str, str] | None = None, *, tag: bool = False
+    dimension: str, prompt_type: int = 4, definitions: Mapping[str, str] | None = None, *, wording: str = "release"
 ) -> str:
-    """The query of SA-IQA prompt type ``prompt_type`` (1-4) for ``dimension``.
+    """The query of SA-IQA prompt type ``prompt_type`` (1-4) for ``dimension``, in ``wording`` (release | paper).
 
     ``definitions`` replaces the paper's definitions (general for type 3, expert-aware for type 4).
 
@@ -114,9 +101,7 @@ def build_prompt(
                 f"{sorted(table)}. Pass definitions={{{dimension!r}: '...'}} or use prompt type 1 or 2."
             )
         query = f"{query} {table[dimension].strip()}"
-    if prompt_type == 2 or tag:
-        query = f"<{dimension}>{query}"
-    return query
+    return f"<{dimension}>{query}" if tagged(prompt_type, wording) else query
 
 
 def response_prefix(dimension: str) -> str:
@@ -128,15 +113,14 @@ def response_prefix(dimension: str) -> str:
     return f"The spatial aesthetic {_check_dimension(dimension)} quality level of this image is"
 
 
-def generic_prompt(dimension: str, *, tag: bool = False) -> str:
+def generic_prompt(dimension: str) -> str:
     """The query of a dimension the paper does not define, when the prompt type wants a definition (3-4) and none was
     given: plain words for any dimension, as Q-Align asks (ours; the paper's templates say "spatial aesthetic").
 
     >>> generic_prompt("quality")
     'Please evaluate the quality of this image.'
     """
-    query = f"Please evaluate the {_check_dimension(dimension)} of this image."
-    return f"<{dimension}>{query}" if tag else query
+    return f"Please evaluate the {_check_dimension(dimension)} of this image."
 
 
 def generic_response_prefix(dimension: str) -> str:

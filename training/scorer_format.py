@@ -38,7 +38,7 @@ def scorer_metadata(
     *,
     prompt_type: int,
     definitions: Mapping[str, str],
-    tag: bool = False,
+    wording: str = "release",
     level_words: Sequence[str] = LEVEL_WORDS,
     level_values: Sequence[float] = LEVEL_VALUES,
     base_model: str | None = None,
@@ -52,10 +52,13 @@ def scorer_metadata(
     generic = [d for d in dimensions if prompt_type in (3, 4) and d not in defs]
     queries = {
         d: (
-            {"question": generic_prompt(d, tag=tag), "response_prefix": generic_response_prefix(d)}
+            {
+                "question": generic_prompt(d),  # ours, untagged: the release tags its own prompts only
+                "response_prefix": generic_response_prefix(d),
+            }
             if d in generic
             else {
-                "question": build_prompt(d, prompt_type, defs or None, tag=tag),
+                "question": build_prompt(d, prompt_type, defs or None, wording=wording),
                 "response_prefix": response_prefix(d),
             }
         )
@@ -65,7 +68,7 @@ def scorer_metadata(
         "format": FORMAT,
         "prompt_type": prompt_type,
         "generic": generic,
-        "tag": tag,
+        "wording": wording,
         "dimensions": {d: definitions.get(d, "") for d in dimensions},
         "queries": queries,
         "level_words": list(level_words),

@@ -11,7 +11,8 @@ is read (the cross-entropy's expectation is then the soft target's); otherwise i
 uses the target itself (``loss.kind=deqa``).
 
 :func:`rating_examples` reads a ratings source into :class:`Example` s (one question per row drawn once with the
-seed when several are given, rows outside ``keep`` left out, the MOS read from ``score``); :func:`write_targets`
+seed when several are given, rows outside ``keep`` left out, the MOS read from ``score``, a hard target's level from
+``level_from`` where the rows give one, e.g. SA-BENCH's released ``mos_int``); :func:`write_targets`
 writes them as JSON lines (``training/sft.py ... targets_out=FILE``).
 """
 
@@ -235,6 +236,7 @@ def rating_examples(
     questions: Sequence[str] = (),
     keep: Mapping[str, Sequence[float]] | None = None,
     score: str = "mos",
+    level_from: str | None = None,
     density: str | None = None,
     seed: int = 0,
     skip_bad: bool = True,
@@ -248,7 +250,8 @@ def rating_examples(
     """The training examples of a ratings source (see the module docstring). Rows whose dimension the scorer does
     not know, whose MOS is outside the rule's MOS range or whose image is missing or corrupt are reported with file
     and line and skipped (counted), never trained on. ``questions`` (one dimension): each row's question drawn from
-    them once, with ``seed``; else the dimension's query."""
+    them once, with ``seed``; else the dimension's query. ``level_from`` (hard targets; null: the source's own, e.g.
+    SA-BENCH's ``mos_int``; ``mos``: none): the row value giving the word's level 1..n, the best word's n."""
     result = load_ratings(
         source,
         skip_bad=skip_bad,
@@ -268,6 +271,8 @@ def rating_examples(
     if not rows:
         raise ConfigError(f"{result.source}: no training row is left after data.keep={dict(keep or {})}")
     rule = _resolved(rule, rows, result.info, density)
+    level_from = (level_from or result.info.get("level")) if rule.soft is None else None
+    level_from = None if level_from == "mos" else level_from
     picks = np.random.default_rng([seed, 31]).integers(len(questions), size=len(rows)) if questions else None
     examples = []
     for i, row in enumerate(rows):
@@ -275,8 +280,9 @@ def rating_examples(
         std = float(std) if isinstance(std, (int, float)) and std >= 0 else math.nan
         votes = [float(v) for v in row.extra.get("distribution") or []] if score == "mos" else []
         try:
-            target = rule.target(row.mos, std, votes)
-            word = rule.word(row.mos)
+            word = rule.word(row.mos) if level_from is None else _level_word(row, level_from, rule.words)
+            hard = np.eye(len(rule.words))[rule.words.index(word)]
+            target = rule.target(row.mos, std, votes) if level_from is None else hard
         except ValueError as err:
             raise ConfigError(f"{result.source} line {row.line}: {err}") from None
         question = questions[int(picks[i])] if picks is not None else queries[row.dimension]["question"]
@@ -291,6 +297,14 @@ def rating_examples(
     if info:
         info |= {"score": score, "kept_out": kept_out}
     return RatingExamples(examples, skipped, kept_out, result.source, info, rule)
+
+
+def _level_word(row: Any, name: str, words: Sequence[str]) -> str:
+    """The word whose level (1..n; the first of ``words``, the best, is n) the row's value ``name`` gives."""
+    level = _value(row, name)
+    if level is None or level != int(level) or not 1 <= level <= len(words):
+        raise ValueError(f"data.level_from={name}: the row's {name} is {row.extra.get(name)!r}, not 1-{len(words)}")
+    return words[len(words) - int(level)]
 
 
 def _unknown_dimensions(

@@ -91,8 +91,18 @@ class FusionSettings:
         default=True,
         metadata={
             "help": (
-                "every weight >= 0: reward=sa-iqa fuses with w / sum(w), a weighted mean of the dimensions, so a "
-                "written file is always usable; false: the free fit (refused when its weights sum to 0 or less)"
+                "every weight >= 0 (ours): with divide_by_sum a weighted mean of the dimensions, so a written file "
+                "is always usable; false: the free fit of eq. 2 (with divide_by_sum, refused when its weights sum to "
+                "0 or less)"
+            )
+        },
+    )
+    divide_by_sum: bool = field(
+        default=True,
+        metadata={
+            "help": (
+                "reward=sa-iqa divides the fused score by sum(w) (ours: the same ranking, kept on the dimensions' "
+                "1-5 scale); false: eq. 3 as written, S = x.w (recorded in the file, applied by the reward)"
             )
         },
     )
@@ -183,6 +193,7 @@ def _meta(
         "nu": fit.nu,
         "l2": settings.l2,
         "nonneg": settings.nonneg,
+        "divide_by_sum": settings.divide_by_sum,
         "max_abs_weight": settings.max_abs_weight,
         "train_accuracy": fit.accuracy(data.x_a, data.x_b, data.labels),
         "train_log_likelihood_per_pair": fit.log_likelihood / data.n_pairs,
@@ -290,7 +301,7 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
 def check_usable(setup: Setup, bt_fit: BTFit) -> None:
     """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: weights that change no pair's
     fused score (with ``nonneg=true``: no dimension orders the pairs better than chance) and free weights summing to
-    0 or less (the reward divides the fused score by their sum); warn about negative weights it can use."""
+    0 or less when the reward divides the fused score by their sum; warn about negative weights it can use."""
     data, w = setup.data, np.asarray(bt_fit.weights, dtype=np.float64)
     named = ", ".join(f"{d} {v:.4g}" for d, v in zip(data.dimensions, w, strict=True))
     spread = np.abs((data.x_a - data.x_b) @ w)
@@ -301,12 +312,13 @@ def check_usable(setup: Setup, bt_fit: BTFit) -> None:
             "and the scores are of the same images, or score them with a scorer whose dimensions predict these "
             "preferences (nonneg=false shows the free fit, for inspection only)"
         )
-    if w.sum() <= 0:
+    if w.sum() <= 0 and setup.settings.divide_by_sum:
         raise UserError(
             f"the free fit's weights sum to {w.sum():.4g} ({named}): reward=sa-iqa divides the fused score by that "
-            "sum and cannot use them, so nothing was written; fit with nonneg=true (the default: every weight >= 0)"
+            "sum and cannot use them, so nothing was written; fit with nonneg=true (the default: every weight >= 0) "
+            "or use eq. 3 as written (divide_by_sum=false)"
         )
-    if (w < 0).any():
+    if (w < 0).any() and setup.settings.divide_by_sum:
         logger.warning(
             "negative fusion weights (%s): the fused score S = x.w / sum(w) may leave the dimensions' scale; "
             "nonneg=true (the default) keeps it a weighted mean",

@@ -60,7 +60,7 @@ class A1Settings:
         metadata={
             "help": (
                 "paper: Q-Bench+'s layout (\"The first image: <image>\" ...) + lmms-eval's answer instruction"
-                " | lmms: lmms-eval's own prompt"
+                " | paper-exact: the layout alone, as the paper prints it | lmms: lmms-eval's own prompt"
             )
         },
     )

@@ -2,7 +2,8 @@
 (:mod:`.trl_rewards`), GRPO's held-out evaluation and Best-of-N.
 
 A reward is built by name from the registry (``reward.get_reward(name, cfg)``) or given built; its direction and
-range are the registry's (``higher_is_better``, ``score_range``), never read from its name. ``normalize`` maps each
+range are the registry's (``higher_is_better``, ``score_range``; a reward's own ``score_range`` attribute, where it
+has one, wins: ``sa-iqa`` with eq. 3 undivided), never read from its name. ``normalize`` maps each
 onto [0, 1] with 1 = best, so that several rewards can be mixed with trl's ``reward_weights``; otherwise a
 lower-is-better score is negated (trl maximises). Each reward scores a batch in one ``Reward.score`` call; a batch it
 raises an item's error on (:data:`ITEM_ERRORS`: a bad image) is scored item by item, and an item that raises or
@@ -74,7 +75,7 @@ def named_reward(
     spec = spec_of(reward)
     name = name or (spec.name if spec else None)
     higher = higher_is_better if higher_is_better is not None else (spec.higher_is_better if spec else None)
-    span = score_range or (spec.score_range if spec else None)
+    span = score_range or getattr(reward, "score_range", None) or (spec.score_range if spec else None)
     if name is None or higher is None:
         raise ValueError(
             f"{type(reward).__name__} was not built by reward.get_reward, so its name and direction are unknown: "
@@ -162,9 +163,8 @@ class RewardSet:
                 except (ValueError, FileNotFoundError) as err:
                     problems.append(f"reward {name!r}: {err}")
                     continue
-                self.rewards.append(
-                    NamedReward(self._label(name), name, reward, spec.higher_is_better, spec.score_range)
-                )
+                span = getattr(reward, "score_range", None) or spec.score_range  # a reward's own, where it says
+                self.rewards.append(NamedReward(self._label(name), name, reward, spec.higher_is_better, span))
         if problems:
             raise ValueError("\n".join(problems))
         if not self.rewards:

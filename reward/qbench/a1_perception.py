@@ -59,7 +59,7 @@ MODES = ("logprob", "generate")
 # Table III's per-axis columns of pair questions, as concern codes: low-level (Distortion / Other) and pairwise
 # (Compare / Joint); each code is one of the four cells (comparison / joint x distortion / other)
 PAIR_AXES: dict[str, tuple[int, ...]] = {"distortion": (0, 2), "other": (1, 3), "compare": (0, 1), "joint": (2, 3)}
-LAYOUTS = ("paper", "lmms")
+LAYOUTS = ("paper", "paper-exact", "lmms")  # paper-exact: the paper's layout without lmms-eval's instruction
 
 
 def lettered_prompt(
@@ -76,8 +76,9 @@ def lettered_prompt(
 
     ``order[k]`` is the index in ``candidates`` of the option shown under letter ``k``; the shuffle depends only
     on ``(seed, index)``. ``layout``: ``paper`` places the images after the question with :data:`IMAGE` markers
-    ("The first image: <image>" for pairs) as Q-Bench+ prints its input format; ``lmms`` is lmms-eval's text, the
-    images before it, ending with its post-prompt's newline.
+    ("The first image: <image>" for pairs) as Q-Bench+ prints its input format, followed by lmms-eval's answer
+    instruction (``paper-exact``: without it, as the paper prints it); ``lmms`` is lmms-eval's text, the images
+    before it, ending with its post-prompt's newline.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
@@ -86,11 +87,11 @@ def lettered_prompt(
         order = [int(i) for i in np.random.default_rng([seed, index]).permutation(len(candidates))]
     letters = tuple(string.ascii_uppercase[: len(candidates)])
     lines = [question.strip()]
-    if layout == "paper":
+    if layout != "lmms":
         lines += list(PAIR_IMAGES) if n_images == 2 else [IMAGE] * n_images
         lines.append("Choose between one of the following options:")
     lines += [f"{letter}. {candidates[i]}" for letter, i in zip(letters, order, strict=True)]
-    lines.append(INSTRUCTION)
+    lines += [] if layout == "paper-exact" else [INSTRUCTION]
     text = "\n".join(lines)
     return (text + "\n" if layout == "lmms" else text), letters, order  # lmms-eval's post_prompt ends with "\n"
 

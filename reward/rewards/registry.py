@@ -221,3 +221,11 @@ register_reward(
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
     config="reward.rewards.sa_iqa:SaIqaConfig",
 )
+register_reward(
+    "chat-judge",
+    "reward.rewards.chat_judge:build",
+    higher_is_better=True,
+    score_range=(1.0, 5.0),
+    description='a chat model over an OpenAI-compatible API asked SA-IQA App. B.2\'s prompt, its {"score": N} read',
+    config="reward.rewards.chat_judge:ChatJudgeConfig",
+)

@@ -3,12 +3,13 @@
 Each dimension's score is the expected value over the level words' probabilities after the dimension's response
 prefix (SA-IQA eq. 6-7 of App. D.2); all dimensions of one image share one encoded image prefix. The fused score
 (``fusion: bradley-terry``) is SA-IQA eq. 3, S = sum_d w_d x_d, with the Bradley-Terry weights of
-``fusion_weights.json``, divided by sum_d w_d: a positive constant, so the ranking of images is eq. 3's and the score
-stays on the 1-5 scale (weights summing to 0 or less are refused). Without a weights file the fused score is the
-plain mean of the dimensions (``fusion: mean``), a reward the paper never used: the reward says so once when it
-loads, and every run records which fusion it used. The scorer folder's format is :mod:`reward.rewards.scorer_folder`.
-``backend=openai`` asks OpenAI-compatible servers serving the scorer (``server.base_urls``; :mod:`reward.vlm.server`)
-instead of loading it.
+``fusion_weights.json``, divided by sum_d w_d: a positive constant, so the ranking of images is eq. 3's and the
+score stays on the 1-5 scale (weights summing to 0 or less are refused); a file fitted with ``divide_by_sum=false``
+(its ``meta``) gives eq. 3 as written, undivided, on the weights' scale (the reward's own ``score_range`` says it,
+not the registered 1-5). Without a weights file the fused score is the plain mean of the dimensions (``fusion:
+mean``), a reward the paper never used: the reward says so once when it loads, and every run records which fusion it
+used. The scorer folder's format is :mod:`reward.rewards.scorer_folder`. ``backend=openai`` asks OpenAI-compatible
+servers serving the scorer (``server.base_urls``; :mod:`reward.vlm.server`) instead of loading it.
 """
 
 from __future__ import annotations
@@ -74,9 +75,10 @@ class SaIqaConfig(ModelLoading):
     )
 
 
-def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor | None:
-    """Weights ordered as ``dimensions`` from a fusion weights file, or ``None`` when there is no file; a file the
-    fused score cannot use (not JSON, malformed, a dimension without a weight, weights summing to 0 or less) is a
+def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> tuple[torch.Tensor, bool] | None:
+    """Weights ordered as ``dimensions`` from a fusion weights file and whether the fused score is divided by their
+    sum (unless the file says ``divide_by_sum: false``), or ``None`` when there is no file; a file the fused score
+    cannot use (not JSON, malformed, a dimension without a weight, weights to divide by a sum of 0 or less) is a
     :class:`~reward.rewards.fusion_weights.FusionWeightsError` naming it and the fix."""
     if not path.is_file():
         return None
@@ -89,6 +91,9 @@ def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor |
             "on the scorer's dimensions, or score only those it has with reward.dimensions=[...]"
         )
     w = torch.tensor([float(table[d]) for d in dimensions])
+    if fw.meta.get("divide_by_sum") is False:
+        logger.info("%s: eq. 3 as written (divide_by_sum=false): S = x.w, on the weights' scale", path)
+        return w, False
     if w.sum() <= 0:
         raise FusionWeightsError(
             f"{path}: the weights sum to {w.sum().item():.4g}; the fused score is divided by that sum (keeping eq. "
@@ -97,7 +102,7 @@ def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> torch.Tensor |
         )
     if (w < 0).any():
         logger.warning("%s has negative weights: the fused score may leave the 1-5 scale", path)
-    return w
+    return w, True
 
 
 class SaIqaReward(TrlCallable):
@@ -109,6 +114,7 @@ class SaIqaReward(TrlCallable):
         meta: dict[str, Any],
         *,
         weights: torch.Tensor | None = None,
+        divide_by_sum: bool = True,
         dimensions: Sequence[str] | None = None,
         reuse_prefix: bool = True,
     ) -> None:
@@ -124,8 +130,8 @@ class SaIqaReward(TrlCallable):
             for d in self.dimensions
         ]
         self.vlm = vlm
-        self.weights = weights
-        self.fusion = "mean" if weights is None else "bradley-terry"  # recorded with every run's scores
+        self.weights, self.divide_by_sum = weights, divide_by_sum
+        self.fusion = "mean" if weights is None else "bradley-terry" + ("" if divide_by_sum else ", eq. 3 undivided")
         self.reuse_prefix = reuse_prefix
         for q in self.queries:
             vlm.candidate_ids(q)  # multi-token level words fail here, before any scoring
@@ -133,6 +139,16 @@ class SaIqaReward(TrlCallable):
     def image_preparer(self) -> ImagePreparer | None:
         """The image processor for DataLoader workers (``score`` then takes its ``PreparedImages``)."""
         return self.vlm.image_preparer()
+
+    @property
+    def score_range(self) -> tuple[float, float] | None:
+        """The fused score's range under eq. 3 undivided (the weights' scale; rewards sets read it), else ``None``: the
+        registered 1-5."""
+        if self.weights is None or self.divide_by_sum:
+            return None
+        ends = torch.stack([self.weights * self.values.min(), self.weights * self.values.max()])
+        low, high = float(ends.min(dim=0).values.sum()), float(ends.max(dim=0).values.sum())
+        return (low, high) if low < high else None
 
     @property
     def record(self) -> dict[str, Any]:
@@ -153,7 +169,7 @@ class SaIqaReward(TrlCallable):
         if self.weights is None:
             fused = per_dim.mean(dim=1)
         else:
-            fused = per_dim @ self.weights / self.weights.sum()
+            fused = per_dim @ self.weights / (self.weights.sum() if self.divide_by_sum else 1.0)
         per_dim = per_dim.masked_fill(failed, math.nan)
         dims = {d: per_dim[:, i].contiguous() for i, d in enumerate(self.dimensions)}
         return RewardOutput(scores=fused.float().masked_fill(failed.any(dim=1), math.nan), dimensions=dims)
@@ -172,7 +188,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
             f"reward.dimensions={list(dims)}: {unknown} not in the scorer {config.model}; it has "
             f"{list(meta['queries'])}"
         )
-    weights = fusion_of(config, dims)  # a weights file that cannot be used is refused before the model loads
+    weights, divide = fusion_of(config, dims)  # a weights file that cannot be used is refused before the model loads
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
@@ -181,16 +197,18 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
         vlm = load_vlm(
             base or config.model, loading, batch_size=config.batch_size, adapter=config.model if base else None
         )
-    return SaIqaReward(vlm, meta, weights=weights, dimensions=dims, reuse_prefix=config.reuse_prefix)
+    return SaIqaReward(
+        vlm, meta, weights=weights, divide_by_sum=divide, dimensions=dims, reuse_prefix=config.reuse_prefix
+    )
 
 
-def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> torch.Tensor | None:
+def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | None, bool]:
     """The fusion weights of ``reward.fusion`` (or the scorer folder's file), said once: Bradley-Terry weights, the
     plain mean of several dimensions (not eq. 3: logged as a warning), or nothing to fuse (one dimension)."""
     fusion_path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
     if config.fusion and not fusion_path.is_file():
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
-    weights = read_fusion_weights(fusion_path, dims)
+    weights, divide = read_fusion_weights(fusion_path, dims) or (None, True)
     if weights is not None:
         logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", fusion_path)
     elif len(dims) > 1:
@@ -201,4 +219,4 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> torch.Tensor | None:
             config.model,
             list(dims),
         )
-    return weights
+    return weights, divide

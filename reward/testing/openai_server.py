@@ -146,7 +146,8 @@ def serve_scripted(
     stats: dict[str, Any] | None = None,
 ) -> Iterator[str]:
     """An OpenAI-compatible server on 127.0.0.1 that answers without a model: the top log-probs of
-    :func:`scripted_top` over ``options`` from the mean brightness of the request's last image, or, every
+    :func:`scripted_top` over ``options`` from the mean brightness of the request's last image (the answer's text:
+    the most probable option), or, every
     ``fault_every``-th chat request (counted from 1), the fault ``stats["fault"]`` (``fault`` until a test changes it):
     a key of :data:`FAULTS` (a malformed 200 answer) or of :data:`TRANSPORT_FAULTS`. ``stats["requests"]`` counts chat
     requests, ``stats["faults"]`` the faulty ones. Yields the base URL (``.../v1``)."""
@@ -196,6 +197,7 @@ def serve_scripted(
         top: list[dict[str, Any]] = [
             {"token": t, "logprob": v, "bytes": None} for t, v in scripted_top(options, brightness)
         ]
+        content = max(top[: len(options)], key=lambda e: e["logprob"])["token"]  # the answer: the likeliest option
         if faulty and fault == "options_absent":
             top = [{"token": " the", "logprob": math.log(0.7)}, {"token": " a", "logprob": math.log(0.3)}]
         elif faulty and fault == "option_missing":
@@ -209,7 +211,7 @@ def serve_scripted(
         choice: dict[str, Any] = {
             "index": 0,
             "finish_reason": "length",
-            "message": {"role": "assistant", "content": top[0]["token"]},
+            "message": {"role": "assistant", "content": content},
             "logprobs": {"content": [{**top[0], "top_logprobs": top}]},
         }
         if faulty and fault == "no_logprobs":

@@ -326,6 +326,27 @@ class OpenAIBackend:
                 self._failed(result)
         return results
 
+    def answers(
+        self,
+        prompts: Sequence[str],
+        images: Sequence[Sequence[Image.Image]],
+        *,
+        system: str | None = None,
+        max_new_tokens: int = 512,
+        parse: Callable[[str], Any] | None = None,
+    ) -> list[Any]:
+        """One deterministic answer per (prompt, image group), read by ``parse`` (an :class:`AnswerError` it raises
+        fails the item), or the item's error; failures counted in ``stats`` with their reason, never raised."""
+        unreachable: dict[int, Exception] = {}
+
+        def one(item: tuple[str, Sequence[Image.Image]]) -> Any:
+            text = self._ask(messages(item[0], item[1], system), unreachable, max_tokens=max_new_tokens)
+            return parse(text) if parse else text
+
+        results = self._map(one, list(zip(prompts, images, strict=True)))
+        self.stats["answers"] += sum(not isinstance(r, Exception) for r in results)
+        return results
+
     def chat(
         self,
         prompts: Sequence[str],
@@ -335,11 +356,7 @@ class OpenAIBackend:
         max_new_tokens: int = 512,
     ) -> list[str]:
         """One deterministic answer per (prompt, image group); a request that failed on every server raises."""
-        unreachable: dict[int, Exception] = {}
-        texts = self._map(
-            lambda item: self._ask(messages(item[0], item[1], system), unreachable, max_tokens=max_new_tokens),
-            list(zip(prompts, images, strict=True)),
-        )
+        texts = self.answers(prompts, images, system=system, max_new_tokens=max_new_tokens)
         for text in texts:
             if isinstance(text, Exception):  # an agent cannot go on without its answer
                 raise RuntimeError(f"a chat request failed on every server: {text}") from text

@@ -247,6 +247,7 @@ def report(setup: Setup, rows: list[dict[str, Any]], counts: dict[str, int]) -> 
     summary.update(
         {
             "reward": picker.labels[0],
+            "mean_chosen_vs_random": "self-judged: the picker's own reward, higher by construction (judge= is not)",
             "judge": judge.labels[0] if judge else None,
             "n": settings.n,
             "tasks": len(setup.tasks),
@@ -283,15 +284,15 @@ def summary_table(summary: dict[str, Any]) -> str:
     best-of-4 on 2 tasks, picked by qbench
                                                             value
     --------------------------------------------------  ---------
-    mean qbench of the chosen candidate                    0.7500
-    mean qbench of a random candidate                      0.5000
+    mean qbench of the chosen candidate (self-judged)      0.7500
+    mean qbench of a random candidate (self-judged)        0.5000
     tasks compared (chosen and random pick scored)         2 of 2
     failed: generations / reward scores / random picks  0 / 1 / 0
     """
     reward, judge = summary["reward"], summary.get("judge")
     rows = [
-        [f"mean {reward} of the chosen candidate", _number(summary.get("mean_chosen"))],
-        [f"mean {reward} of a random candidate", _number(summary.get("mean_random"))],
+        [f"mean {reward} of the chosen candidate (self-judged)", _number(summary.get("mean_chosen"))],
+        [f"mean {reward} of a random candidate (self-judged)", _number(summary.get("mean_random"))],
         ["tasks compared (chosen and random pick scored)", f"{summary['tasks_paired']} of {summary['tasks']}"],
     ]
     if judge and "win_rate" in summary:

@@ -28,6 +28,7 @@ from reward.vlm.hub import missing_model
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
 from training.model_card import scorer_card
+from training.prompts import WORDINGS
 from training.push import push_problems, push_scorer
 from training.scorer_format import (
     DEFAULT_DIMENSIONS,
@@ -88,7 +89,15 @@ class ModelSettings(ModelLoading):
 @dataclass
 class ScorerPromptSettings:
     type: int = field(default=4, metadata={"help": "SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions"})
-    tag: bool = field(default=False, metadata={"help": "prepend the <dimension> tag to any type"})
+    wording: str = field(
+        default="release",
+        metadata={
+            "help": (
+                "release: the authors' released prompts (the <dimension> tag in types 2-4, what sa-iqa-prompt4 was "
+                "trained on) | paper: App. B.1 as printed (the tag in type 2 only)"
+            )
+        },
+    )
     dimensions: list[str] | None = field(
         default=None,
         metadata={
@@ -201,6 +210,16 @@ class DataSettings:
             "help": (
                 "the value trained and tested as the MOS: mos (the dataset's, as read) or one its reader keeps "
                 "beside it, e.g. mos_zscore (KonIQ-10k's 0-100 MOS, the score of Q-Align's files; set mos_range)"
+            )
+        },
+    )
+    level_from: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "hard targets: a value of each row read as its rating word's level 1..n (n: the best word) instead "
+                "of the MOS's bin; null: the source's own where it has one (sa-bench: mos_int, the released targets), "
+                "else the MOS's bin; mos: always the MOS's bin"
             )
         },
     )
@@ -488,6 +507,8 @@ def _validate(settings: SftSettings) -> None:
         problems.append(str(err))
     if settings.prompt.type not in (1, 2, 3, 4):
         problems.append(f"prompt.type={settings.prompt.type}: SA-IQA has prompt types 1-4")
+    if settings.prompt.wording not in WORDINGS:
+        problems.append(f"prompt.wording={settings.prompt.wording!r}: use release (the authors' code) or paper")
     if settings.data.train in STREAMS and int(settings.trainer.get("max_steps", -1)) <= 0:
         problems.append(f"data.train={settings.data.train} streams without end: set trainer.max_steps=N")
     try:
@@ -678,7 +699,7 @@ def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
         dims,
         prompt_type=settings.prompt.type,
         definitions=definitions,
-        tag=settings.prompt.tag,
+        wording=settings.prompt.wording,
         level_words=settings.levels.words,
         level_values=settings.levels.values,
         trained_from=settings.model.path,

@@ -64,7 +64,9 @@ def sft_plan(settings: Any) -> Plan:
     shape = shape_or_fail(settings.model.path, "model.path", settings.plan_for.model)
     dims = settings.prompt.dimensions or list(DEFAULT_DIMENSIONS)  # null: data.train's own, maybe not there yet
     definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
-    meta = scorer_metadata(dims, prompt_type=settings.prompt.type, definitions=definitions, tag=settings.prompt.tag)
+    meta = scorer_metadata(
+        dims, prompt_type=settings.prompt.type, definitions=definitions, wording=settings.prompt.wording
+    )
     question = max(len(q["question"]) for q in meta["queries"].values())
     vis, vis_why = visual_tokens(settings.model.max_pixels, shape)
     tokens = vis + question // 4 + RESPONSE_TOKENS + TEMPLATE_TOKENS

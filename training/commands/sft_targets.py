@@ -1,6 +1,6 @@
 """``training/sft.py``'s label settings: the rule that turns each training row into its rating word and target
-(``data.soft_targets``, ``score``, ``level_range``, ``keep``, ``deqa_density``, ``prompt.questions``), its checks, and
-``targets_out=FILE``, which writes the rows as they will be trained (:mod:`training.sft_labels`)."""
+(``data.soft_targets``, ``score``, ``level_from``, ``level_range``, ``keep``, ``deqa_density``, ``prompt.questions``),
+its checks, and ``targets_out=FILE``, which writes the rows as they will be trained (:mod:`training.sft_labels`)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
             problems.append(f"data.keep.{name}={bounds}: give [low, high] with low < high")
     if data.deqa_density not in (None, "pdf", "cdf"):
         problems.append(f"data.deqa_density={data.deqa_density!r}: use pdf, cdf or null (DeQA-Score's per dataset)")
+    if data.level_from not in (None, "mos") and soft_mode(data.soft_targets) is not None:
+        problems.append(f"data.level_from={data.level_from} gives hard targets: leave data.soft_targets=false")
     if data.score != "mos" and soft_mode(data.soft_targets) is not None:
         problems.append(
             f"data.soft_targets={data.soft_targets} reads each row's std or votes, which are on the dataset's own "
@@ -80,6 +82,7 @@ def label_kwargs(settings: Any, mos_range: tuple[float, float]) -> dict[str, Any
         "questions": list(settings.prompt.questions),
         "keep": keep,
         "score": data.score,
+        "level_from": data.level_from,
         "density": data.deqa_density,
     }
 

@@ -57,6 +57,7 @@ class Table:
     file: str  # the metadata file read, named in messages and recorded in the outputs
     errors: list[tuple[int, ManifestError]] = field(default_factory=list)
     split_rule: str | None = None  # how the official split was read (None: a seeded split is drawn)
+    info: dict[str, Any] = field(default_factory=dict)  # what else the outputs record about the data
 
 
 def collect(file: str, items: Iterable[tuple[int, Any]], parse: Callable[[Any, str], Record | None]) -> Table:

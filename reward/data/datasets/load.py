@@ -1,7 +1,8 @@
-"""``NAME:FOLDER[:SPLIT]``: a public dataset named where a manifest is accepted, read into a manifest's rows.
+"""``NAME:FOLDER[:SPLIT][:DIMENSION]``: a public dataset named where a manifest is accepted, read into its rows.
 
 ``kadid10k:/data/kadid10k:test`` reads KADID-10k's own files from ``/data/kadid10k`` and keeps its test split; without
-``:SPLIT`` the command's default applies. A value naming an existing file or folder is always a path, even with a
+``:SPLIT`` the command's default applies (``full``, SA-BENCH's name, is ``all``); ``:DIMENSION`` keeps one of its
+dimensions (``sa-bench:DIR:train:layout``). A value naming an existing file or folder is always a path, even with a
 colon in it. ``hf:NAME_OR_DIR[:SPLIT]`` (:mod:`reward.data.hf`) is parsed here too, as the source named ``hf``.
 
 :func:`open_dataset` gives the rows a ratings manifest would hold (``{"image", "dimension", "mos", ...}``, image paths
@@ -11,8 +12,8 @@ Every row is higher-is-better on the dataset's scale (a DMOS ``d`` becomes ``low
 carries its ``dataset``, ``split``, ``std``, votes (``distribution``) and what the files say (``prompt``, ...).
 
 Example:
-    >>> parse_source("kadid10k:/data/kadid10k:test")
-    DatasetSource(name='kadid10k', folder='/data/kadid10k', split='test')
+    >>> parse_source("kadid10k:/data/kadid10k:test"), str(parse_source("sa-bench:/d:full:layout"))
+    (DatasetSource(name='kadid10k', folder='/data/kadid10k', split='test', dimension=None), 'sa-bench:/d:all:layout')
     >>> parse_source("runs/ratings.jsonl") is None, mos_range_of("spaq:/tmp"), mos_range_of("ratings.jsonl")
     (True, (0.0, 100.0), (1.0, 5.0))
 """
@@ -40,24 +41,26 @@ __all__ = ["DatasetSource", "OpenedDataset", "check_source", "mos_range_of", "op
 
 logger = logging.getLogger(__name__)
 
-SPLITS = ("train", "val", "test", "all")
+SPLITS = ("train", "val", "test", "all", "full")
 _SOURCE = re.compile(r"^([a-z][a-z0-9-]*):(?!//)(.+)$")  # name:rest, but not a URL (scheme://...)
 Item = tuple[int, str, dict | ManifestError]  # (line, "file:line", the row or why it cannot be used)
 
 
 @dataclass(frozen=True)
 class DatasetSource:
-    """A dataset by name: its registry name, the folder holding its files, and the split (``None``: the default)."""
+    """A dataset by name: its registry name, the folder holding its files, the split (``None``: the default) and the
+    one dimension kept (``None``: all)."""
 
     name: str
     folder: str
     split: str | None = None
+    dimension: str | None = None
 
     def with_default(self, split: str) -> DatasetSource:
         return self if self.split else replace(self, split=split)
 
     def __str__(self) -> str:
-        return f"{self.name}:{self.folder}" + (f":{self.split}" if self.split else "")
+        return f"{self.name}:{self.folder}" + "".join(f":{p}" for p in (self.split, self.dimension) if p)
 
 
 @dataclass
@@ -89,11 +92,14 @@ def parse_source(value: Any) -> DatasetSource | None:
         hf = parse_hf(value.strip())
         return DatasetSource(name, hf.name, hf.split) if hf else None
     head, sep, tail = rest.rpartition(":")
+    dimension = None
+    if sep and tail not in SPLITS and ":" in head and head.rpartition(":")[2] in SPLITS:  # ...:SPLIT:DIMENSION
+        dimension, (head, sep, tail) = tail, head.rpartition(":")
     if sep and tail in SPLITS:
-        return DatasetSource(name, head, tail)
+        return DatasetSource(name, head, "all" if tail == "full" else tail, dimension)
     if sep and tail and "/" not in tail and "\\" not in tail:
         raise ConfigError(
-            f"{value}: unknown split {tail!r}.{close_match(tail, SPLITS)} Use {', '.join(SPLITS[:-1])} or all."
+            f"{value}: unknown split {tail!r}.{close_match(tail, SPLITS)} Use {', '.join(SPLITS[:3])} or all."
         )
     return DatasetSource(name, rest)
 
@@ -116,7 +122,13 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
         check_hf(HfSource(src.folder, src.split))
         return src
     hint = f" (If {str(source)!r} is meant as a file or folder: it does not exist.)"
-    title = DATASETS.get(src.name, hint=hint).meta["title"]
+    meta = DATASETS.get(src.name, hint=hint).meta
+    title, dims = meta["title"], meta["dimensions"]
+    if src.dimension is not None and src.dimension not in dims:
+        raise ConfigError(
+            f"{src}: {title} has no dimension {src.dimension!r}.{close_match(src.dimension, dims)} Its "
+            f"dimensions: {', '.join(dims)}"
+        )
     if not Path(src.folder).expanduser().is_dir():
         raise MissingInputError(
             f"{src}: the folder {src.folder} does not exist; give the folder you unpacked {title} into"
@@ -196,7 +208,7 @@ def open_dataset(
     items: list[Item] = [(line, f"{table.file}:{line}", err) for line, err in table.errors]
     kept = 0
     for record, split in zip(table.records, splits, strict=True):
-        if src.split not in ("all", split):
+        if src.split not in ("all", split) or src.dimension not in (None, *record.scores):
             continue
         kept += 1
         try:
@@ -212,7 +224,7 @@ def open_dataset(
         if isinstance(image, ManifestError):
             items.append((record.line, record.where, image))
             continue
-        for dim in (d for d in dims if d in record.scores):
+        for dim in (d for d in dims if d in record.scores and src.dimension in (None, d)):
             items.append((record.line, record.where, _row(record, image, dim, meta, split, src.name)))
     if not kept:
         raise MissingInputError(
@@ -232,10 +244,10 @@ def open_dataset(
         "scale": [low, high],
         "higher_is_better": meta["higher_is_better"],
         "values": "as read" if meta["higher_is_better"] else f"DMOS flipped: mos = {low:g} + {high:g} - dmos",
-        "dimensions": dims,
+        "dimensions": [src.dimension] if src.dimension else dims,
         "images": kept,
         "duplicates": _duplicates(items, table.file),  # rows rating an image again with another value (kept)
-    }
+    } | table.info
     logger.info("%s: %d images from %s (split %s: %s)", src, kept, table.file, src.split, rule)
     if pairs:
         info["pairs"] = "drawn from the MOS: each image with 5 others (seeded), the higher MOS preferred"

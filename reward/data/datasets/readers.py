@@ -8,7 +8,10 @@ AGIQA-3K by its prompt, so that a split never puts one scene or prompt on both s
 from __future__ import annotations
 
 import csv
+import logging
+import math
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from reward.data.datasets.formats import (
 from reward.data.datasets.splits import DEFAULT_SEED, seeded_split
 from reward.data.manifest import ManifestError
 
+logger = logging.getLogger(__name__)
 KONIQ_SETS = {"training": "train", "validation": "val", "test": "test"}
 KONIQ_OFFICIAL = Path(__file__).with_name("koniq10k_val_test.csv")  # subpic/koniq (MIT): the 1000 + 2015 names
 
@@ -334,3 +338,83 @@ def read_pipal(finder: Finder, meta: dict[str, Any]) -> Table:
     parts = [collect(str(file), read_text_rows(file), parse) for file in files]
     errors = [e for part in parts for e in part.errors]
     return Table([r for part in parts for r in part.records], str(files[0].parent), errors)
+
+
+SA_BENCH_SUBSETS = {"layout": "6k", "harmony": "7k", "lighting": "3k", "distortion": "2k"}  # the release's file names
+
+
+def read_sa_bench(finder: Finder, meta: dict[str, Any]) -> Table:
+    """``annotations/{dimension}_{6k|7k|3k|2k}_{train|test}.csv`` as released (``id``, each annotator's
+    ``{dimension}_score_*``, ``{dimension}_score_mos``, ``{dimension}_score_mos_int``, ``model``), the images
+    ``images/{dimension}/{id}.jpg``: the MOS is ``_score_mos``; ``mos_int`` (the released targets' level, 1-5), the
+    annotators' ``raters`` and ``model`` are kept; the split is the file's. With ``cleaned`` (``sa-bench-cleaned``) the
+    MOS is recomputed from the annotator columns as App. D.1 does, and ``mos_int`` is its rounding (half up)."""
+    tables = []
+    for dim, subset in SA_BENCH_SUBSETS.items():
+        for split in ("train", "test"):
+            path = finder.folder / "annotations" / f"{dim}_{subset}_{split}.csv"
+            if path.is_file():
+                columns = ["id", f"{dim}_score_mos", f"{dim}_score_mos_int"]
+                tables.append(collect(str(path), read_csv(path, columns), partial(_sa_bench_row, finder, dim, split)))
+    if not tables:
+        raise MissingInputError(
+            f"no SA-BENCH annotations below {finder.folder}: expected annotations/layout_6k_train.csv and the like "
+            "(hf download AliHome3D/SA-BENCH --repo-type dataset --local-dir DIR)"
+        )
+    records = [r for t in tables for r in t.records]
+    table = Table(records, str(finder.folder / "annotations"), [e for t in tables for e in t.errors], "official")
+    table.info = {"level": "mos_int", "files": [t.file for t in tables]}
+    return _d1_cleaned(table) if meta.get("cleaned") else table
+
+
+def _sa_bench_row(finder: Finder, dim: str, split: str, row: dict, where: str) -> Record:
+    """One row of an SA-BENCH annotation file (a missing image, or a level outside 1-5, is the row's error)."""
+    prefix, level = f"{dim}_score_", f"{dim}_score_mos_int"
+    image = f"images/{dim}/{row['id']}.jpg"
+    if not row["id"] or not (finder.folder / image).is_file():
+        raise ManifestError(f"{where}: image {image} not found below {finder.folder}")
+    value = int(number(row[level], where, level))  # truncated, as the released converter's int()
+    if not 1 <= value <= 5:
+        raise ManifestError(f"{where}: {level} {value} is not 1-5 (the released converter skips the row)")
+    raters = {
+        c.removeprefix(prefix): number(v, where, c)
+        for c, v in row.items()
+        if c.startswith(prefix) and c not in (f"{prefix}mos", level) and v
+    }
+    extra = {"id": row["id"], "mos_int": value, "raters": raters} | (
+        {"model": row["model"]} if row.get("model") else {}
+    )
+    return Record(image, {dim: number(row[f"{prefix}mos"], where, f"{prefix}mos")}, split=split, extra=extra)
+
+
+def _d1_cleaned(table: Table) -> Table:
+    """SA-BENCH's MOS and level recomputed from its annotator columns with App. D.1's cleaning (the released values
+    kept as ``mos_released``, ``mos_int_released``); the annotators flagged (SRCC < 0.6) and what changed recorded."""
+    from reward.data.raters import RawRating, aggregate, annotator_reliability
+
+    ratings = [
+        RawRating(r.image, dim, name, value)
+        for r in table.records
+        for dim in r.scores
+        for name, value in r.extra["raters"].items()
+    ]
+    cleaned = {(m.image, m.dimension): m for m in aggregate(ratings)}
+    changed = 0
+    for r in table.records:
+        dim = next(iter(r.scores))
+        if (m := cleaned.get((r.image, dim))) is not None:
+            r.extra |= {"mos_released": r.scores[dim], "mos_int_released": r.extra["mos_int"]}
+            r.scores[dim], r.std[dim], r.extra["mos_int"] = m.mos, m.std, math.floor(m.mos + 0.5)
+            changed += abs(m.mos - r.extra["mos_released"]) > 1e-3  # beyond a printed MOS's rounding
+    reliability = annotator_reliability(ratings, cleaned.values())
+    flagged = {name: a["srcc"] for name, a in reliability.items() if a["flagged"]}
+    if flagged:
+        logger.warning("%s: annotators flagged for review (SRCC < 0.6, App. D.1): %s", table.file, flagged)
+    table.info |= {
+        "cleaning": "App. D.1: |z| > 2 replaced by the mean, MOS recomputed; annotators with SRCC < 0.6 flagged",
+        "annotators_flagged": flagged,
+        "ratings_replaced": sum(m.n_outliers for m in cleaned.values()),
+        "mos_differs_from_released": changed,
+        "without_annotator_columns": len(table.records) - len(cleaned),
+    }
+    return table

