@@ -125,6 +125,8 @@ def serve(settings: StudySettings) -> int:
     study, run_dir = Path(settings.study), Path(settings.run or "")
     read = {name: run_dir / name for name in ("run.json", "chosen", "random", "heldout")}  # what a study reads
     record, inputs = {"seed": settings.seed, "limit": settings.limit}, {k: v for k, v in read.items() if v.exists()}
+    if not (study / "study.json").is_file():
+        pairs_of(run_dir)  # a bad run= is refused before the study folder is made
     _held = prepare_output(study, "study", record, inputs, resume=True, overwrite=settings.overwrite, out_key="study")
     if not (study / "study.json").is_file():
         build(study, run_dir, settings.seed, settings.limit)
@@ -266,15 +268,16 @@ def report_text(result: dict[str, Any]) -> str:
             name,
             str(t["n"]),
             *(pct(t[k]) for k in ("better", "comparable", "worse")),
-            f"{t['p_value']:.4f}" if "p_value" in t else "n/a",
+            f"{t['p_value']:.2g}" if "p_value" in t else "n/a",
             f"{pct(t['preferred'])} [{pct(t['ci95'][0])}, {pct(t['ci95'][1])}]" if "ci95" in t else "n/a",
         ]
         for name, t in result["rows"].items()
     ]
     method, baseline = result["method"], result["baseline"]
-    header = ["rater", "answers", f"{method} better", "comparable", f"{baseline} better", "sign test p"]
-    text = f"blind study of {result['command']} run {result['run']}: {method} vs {baseline}, {result['pairs']} pairs\n"
-    text += text_table([*header, "share of decided [95% CI]"], table, [False, *[True] * 6])
+    text = f"blind study of the {result['command']} run {result['run']} ({result['pairs']} pairs): the share of "
+    text += f"answers preferring {method}, neither (comparable) or {baseline}\n"
+    header = ["rater", "n", method, "comparable", baseline, "sign test p", f"{method} of decided [95% CI]"]
+    text += text_table(header, table, [False, *[True] * 6])
     if result["fleiss_kappa"] is not None:
         text += (
             f"\nFleiss' kappa {result['fleiss_kappa']:.3f} over the {result['kappa_pairs']} pairs every rater answered"

@@ -232,4 +232,4 @@ def test_the_page_in_a_real_browser_saves_each_answer_as_given_and_the_report_co
         0.5 * (first > 0),
         0.5 * (first < 0),
     )
-    assert "the reward's pick better" in report and "Fleiss' kappa" in report
+    assert "the reward's pick of decided" in report and "Fleiss' kappa" in report
