@@ -1,17 +1,11 @@
-"""A blind pairwise study of a Best-of-N or GRPO run, as SA-IQA §4.4-4.5 judge them with people.
+"""A blind pairwise study of a Best-of-N or GRPO run by people, as SA-IQA §4.4-4.5 ran theirs (docs/study.md).
 
-    python rl/study.py serve run=RUN study=STUDY [port=8765 seed=0 limit=null]
+    python rl/study.py serve run=RUN study=STUDY [port=8765 seed=0 limit=null]   # raters open /?rater=NAME
     python rl/study.py report study=STUDY
 
-- ``serve``: the first time, the pairs of ``run`` (Best-of-N: the reward's pick vs the random pick of the same
-  candidates; GRPO: the trained policy's image vs the base prompt's, same task and seed) are shuffled into
-  ``STUDY/study.json`` with their images (``images/NNNN-left.png``, ``-right.png``: sides drawn by ``seed``); then a
-  page on 127.0.0.1 shows each pair side by side, the source hidden, and takes better / comparable / worse (keys 1 2 3
-  or the arrows, or a click). Each answer is appended to ``answers/RATER.jsonl`` and flushed to disk as it is given;
-  a rater's page (``/?rater=NAME``) continues at their first unanswered pair. Ctrl-C stops the server.
-- ``report``: per rater and pooled, the paper's three percentages, a sign test (better vs worse, ties left out) and
-  the 95% Wilson interval of the share preferred among decided pairs; Fleiss' kappa when several raters answered the
-  same pairs. Written to ``STUDY/report.json``.
+``serve`` makes the study the first time (the run's pairs shuffled, each side drawn, the sources hidden), then serves
+its page on 127.0.0.1: each answer is appended to ``answers/RATER.jsonl`` and flushed as it is given. ``report``: the
+three percentages per rater and pooled, a sign test, a 95% Wilson interval, Fleiss' kappa (``report.json``).
 """
 
 from __future__ import annotations
@@ -206,12 +200,8 @@ def tally(verdicts: list[int]) -> dict[str, Any]:
     out: dict[str, Any] = {"n": n, "better": better / n, "comparable": verdicts.count(0) / n, "worse": worse / n}
     if better + worse:
         test = binomtest(better, better + worse)
-        ci = test.proportion_ci(method="wilson")
-        out |= {
-            "p_value": float(test.pvalue),
-            "preferred": better / (better + worse),
-            "ci95": [float(ci.low), float(ci.high)],
-        }
+        ci = [float(x) for x in test.proportion_ci(method="wilson")]
+        out |= {"p_value": float(test.pvalue), "preferred": better / (better + worse), "ci95": ci}
     return out
 
 
@@ -278,10 +268,8 @@ def report_text(result: dict[str, Any]) -> str:
     text += f"answers preferring {method}, neither (comparable) or {baseline}\n"
     header = ["rater", "n", method, "comparable", baseline, "sign test p", f"{method} of decided [95% CI]"]
     text += text_table(header, table, [False, *[True] * 6])
-    if result["fleiss_kappa"] is not None:
-        text += (
-            f"\nFleiss' kappa {result['fleiss_kappa']:.3f} over the {result['kappa_pairs']} pairs every rater answered"
-        )
+    if (kappa := result["fleiss_kappa"]) is not None:
+        text += f"\nFleiss' kappa {kappa:.3f} over the {result['kappa_pairs']} pairs every rater answered"
     return text
 
 
