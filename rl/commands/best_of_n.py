@@ -50,9 +50,7 @@ class BestOfNSettings:
     )
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
-    out: str = field(
-        default=MISSING, metadata={"help": "writes chosen/, random/, scores.jsonl, sheets/, summary.json"}
-    )
+    out: str = field(default=MISSING, metadata={"help": "chosen/, random/, scores.jsonl, sheets/, summary.json"})
     reward: Any = field(
         default=MISSING, metadata={"help": "the reward that picks: reward=NAME selects configs/reward/NAME.yaml"}
     )
