@@ -6,7 +6,9 @@ The evaluation is collective: every process takes part (the same decision on eve
 ZeRO-3 the policy's weights can be gathered for generation. Every process generates every held-out prompt (greedy:
 the same text everywhere), then inpaints and scores its share of the tasks; the main process gathers the scores and
 appends the row to ``output_dir/heldout.jsonl`` (a resumed run continues the curve; :func:`truncate_records` drops
-rows of steps after the checkpoint it resumes from).
+rows of steps after the checkpoint it resumes from). The last evaluation also saves, for a blind study
+(``rl/study.py``), each task's image beside its base prompt's, drawn with the same seed: ``heldout/NNNN-policy.png``,
+``heldout/NNNN-base.png`` and ``heldout/pairs.jsonl`` (the prompts).
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ class HeldOutEval(TrainerCallback):
         ) as model:
             return policy_generate(model, trainer.processing_class, messages, images, self.max_new_tokens)
 
-    def evaluate(self, step: int) -> dict[str, Any] | None:
-        """The held-out row of ``step`` (on the main process; ``None`` on the others). Collective."""
+    def evaluate(self, step: int, final: bool = False) -> dict[str, Any] | None:
+        """The held-out row of ``step`` (on the main process; ``None`` on the others); the ``final`` one also saves
+        the images of the policy's and of the base prompts. Collective."""
         from accelerate.utils import gather_object
 
         start = time.perf_counter()
@@ -116,6 +119,8 @@ class HeldOutEval(TrainerCallback):
                 [texts[i] for i in mine], [self.tasks[i].id for i in mine], HELDOUT_SEED_STEP
             )
             scores = self.rewards.score(images, used)
+            if final:
+                self._save_pairs(mine, images)
             for k, i in enumerate(mine):
                 local.append((i, used[k], {label: res.value[k] for label, res in scores.items()}, images[k] is None))
         rows = sorted(gather_object(local) if acc.num_processes > 1 else local, key=lambda r: r[0])
@@ -132,15 +137,32 @@ class HeldOutEval(TrainerCallback):
             ok = [r[2][label] for r in rows if r[2].get(label) is not None]
             row[label] = sum(ok) / len(ok) if ok else None
         append_jsonl(self.history, [json_safe(row)])
+        if final:
+            pairs = [
+                {"index": r[0], "task": self.tasks[r[0]].id, "prompt": self.tasks[r[0]].prompt, "expanded": r[1]}
+                for r in rows
+            ]
+            atomic_write_jsonl(self.history.parent / "heldout" / "pairs.jsonl", json_safe(pairs))
         logger.info("held-out rewards at step %d: %s", step, {k: row[k] for k in self.rewards.labels})
         return row
+
+    def _save_pairs(self, mine: list[int], images: list[Image.Image | None]) -> None:
+        """This process's share of the tasks: the policy's image and the base prompt's, drawn with the same seed."""
+        tasks = [self.tasks[i] for i in mine]
+        base, _, _ = self.render.draw([t.prompt for t in tasks], [t.id for t in tasks], HELDOUT_SEED_STEP)
+        folder = self.history.parent / "heldout"
+        folder.mkdir(exist_ok=True)
+        for i, policy, plain in zip(mine, images, base, strict=True):
+            if policy is not None and plain is not None:
+                policy.save(folder / f"{i:04d}-policy.png")
+                plain.save(folder / f"{i:04d}-base.png")
 
     def _maybe(self, state: Any) -> None:
         step = state.global_step
         if self.trainer is None or step in self.done:
             return
         if step == 0 or step % self.every == 0 or step == state.max_steps:
-            self.evaluate(step)
+            self.evaluate(step, final=step == state.max_steps)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._maybe(state)

@@ -24,7 +24,8 @@ from reward.core.cli import CONFIG_DIR
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reward", "training", "rl", "fusion", "pace_judge")
 DECLARED = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][console.COMMANDS]
-FIRST_WORD = {"memory": ["list"], "photos": ["heldout"]}  # commands with subcommands: one to compose
+# commands with subcommands: one to compose
+FIRST_WORD = {"memory": ["list"], "photos": ["heldout"], "study": ["report"]}
 
 
 def entry_scripts() -> dict[str, str]:
@@ -48,7 +49,7 @@ def entry_scripts() -> dict[str, str]:
 
 def test_every_entry_script_is_a_command_named_after_its_config():
     scripts = entry_scripts()
-    assert len(scripts) == 15 and {n.replace("_", "-"): m for n, m in scripts.items()} == DECLARED
+    assert len(scripts) == 16 and {n.replace("_", "-"): m for n, m in scripts.items()} == DECLARED
 
 
 def test_the_console_runs_a_command_by_name_and_names_a_close_one(monkeypatch, capsys):
@@ -129,6 +130,7 @@ def test_the_wheel_ships_every_config_and_the_commands_run_from_it(installed, ti
     configs = sorted(p.relative_to(ROOT / "configs").as_posix() for p in (ROOT / "configs").rglob("*.yaml"))
     assert sorted(n for n in names if n.startswith("reward/configs/")) == [f"reward/configs/{c}" for c in configs]
     assert "training/shared/trl_fields.json" in names and "reward/assets/samples/ratings.jsonl" in names
+    assert "rl/study.html" in names  # the study's page
 
     # --cfg job of every command through the console, in one process (each module run as __main__ in turn)
     driver = (

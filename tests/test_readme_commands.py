@@ -50,6 +50,8 @@ SKIP: dict[str, str] = {
     "runs this recipe on the tiny text policy (test_the_stage1_recipe_trl_sft_lora_then_grpo_from_the_adapter_folder)",
     "policy.path=STAGE1 lora.enabled=true": "its settings are elided (...): the command above it, completed",
     "vllm serve": "a vLLM server on a GPU",
+    "rl/study.py serve": "serves its page until Ctrl-C (tests/test_study.py answers on it in headless chromium)",
+    "rl/study.py report": "reports raters' answers (tests/test_study.py gives some in headless chromium first)",
     "sglang.launch_server": "an SGLang server on a GPU",
     "koniq10k:/data/KonIQ-10k": "KonIQ-10k is not shipped (tests/test_datasets_e2e.py builds stand-in folders)",
     "spaq:/data/SPAQ,kadid10k": "SPAQ, KADID-10k, LIVE Challenge and AGIQA-3K are not shipped",

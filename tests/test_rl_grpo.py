@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from hydra import initialize_config_dir
+from PIL import Image
 from transformers import TrainerCallback
 
 from conftest import tiny_reward_config
@@ -18,7 +19,11 @@ from reward import list_rewards
 from reward.core.cli import compose
 from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
+from rl.generators import build_generator
+from rl.heldout import HELDOUT_SEED_STEP
+from rl.inpaint_render import task_seed
 from rl.inpaint_tasks import load_tasks, policy_view
+from rl.study import pairs_of
 from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -224,6 +229,14 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
     assert watch.changed and all("lora_" in n for n in watch.changed)  # the adapter moved, nothing else
     assert (tmp_path / "policy" / "adapter_config.json").exists()
     assert len((tmp_path / "heldout.jsonl").read_text().splitlines()) == 2
+    # the last held-out evaluation saved each task's image beside its base prompt's, drawn with the same seed
+    command, pairs = pairs_of(tmp_path)
+    heldout = {t.id: t for t in load_tasks(tasks)[0]}
+    assert command == "grpo" and len(pairs) == 2
+    for pair in pairs:
+        task, seed = heldout[pair["task"]], task_seed(42, pair["task"], HELDOUT_SEED_STEP)  # seed=42: the default
+        base = build_generator({"name": "procedural"}).inpaint([task.image], [task.mask], [task.prompt], seed=[seed])
+        assert np.array_equal(np.asarray(base[0][0]), np.asarray(Image.open(pair["baseline"])))
     card = (tmp_path / "policy" / "README.md").read_text()  # the adapter's card, not peft's template
     assert "library_name: peft" in card and f"A LoRA adapter on `{tiny_vlm_path}` (a vision-language model" in card
     snippet = re.search(r"## Use\n.*?```python\n(.*?)```", card, re.S).group(1)

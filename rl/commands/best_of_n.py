@@ -1,11 +1,12 @@
 """What ``rl/best_of_n.py`` does: N candidates per task in one batched generator call, scored in one batched reward
 call, the best kept, and compared with a random choice (mean reward; win rate judged by a second reward).
 
-Outputs in ``out``: ``chosen/NNNN.png``, ``scores.jsonl`` (every candidate's seed, scores and dimensions),
-``sheets/NNNN.png`` (contact sheet per task, scores printed under the images, the chosen one marked) and
-``summary.json`` (with the models and data it came from). ``out`` must be new: an earlier run there is refused, or
-moved aside whole with ``overwrite=true``, so no file of one run sits beside files of another. The chosen and the
-random pick are compared on the same tasks (paired); tasks where the random pick failed are counted apart.
+Outputs in ``out``: ``chosen/NNNN.png``, ``random/NNNN.png`` (the random pick: a blind study sets the two side by
+side, ``rl/study.py``), ``scores.jsonl`` (every candidate's seed, scores and dimensions), ``sheets/NNNN.png`` (contact
+sheet per task, scores printed under the images, the chosen one marked) and ``summary.json`` (with the models and
+data it came from). ``out`` must be new: an earlier run there is refused, or moved aside whole with
+``overwrite=true``, so no file of one run sits beside files of another. The chosen and the random pick are compared
+on the same tasks (paired); tasks where the random pick failed are counted apart.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class BestOfNSettings:
     )
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
-    out: str = field(default=MISSING, metadata={"help": "output folder: chosen/, scores.jsonl, sheets/, summary.json"})
+    out: str = field(default=MISSING, metadata={"help": "chosen/, random/, scores.jsonl, sheets/, summary.json"})
     reward: Any = field(
         default=MISSING, metadata={"help": "the reward that picks: reward=NAME selects configs/reward/NAME.yaml"}
     )
@@ -167,7 +168,8 @@ def set_up(settings: BestOfNSettings) -> Setup:
     generator = build_generator(settings.generator)
     output = prepare(settings)
     assert output is not None
-    (output.path / "chosen").mkdir(parents=True, exist_ok=True)
+    for folder in ("chosen", "random"):
+        (output.path / folder).mkdir(parents=True, exist_ok=True)
     return Setup(settings, tasks, len(skipped), picker, judge, generator, output, output.path)
 
 
@@ -231,8 +233,10 @@ def _candidates(
 
 
 def _keep(setup: Setup, index: int, task: Task, images: list[Any], row: dict[str, Any]) -> None:
-    """The chosen candidate to ``chosen/NNNN.png`` and, with ``sheets=true``, the task's contact sheet."""
-    images[row["chosen"]].save(setup.out / "chosen" / f"{index:04d}.png")
+    """The chosen candidate to ``chosen/NNNN.png``, the random pick to ``random/NNNN.png`` and, with ``sheets=true``,
+    the task's contact sheet."""
+    for pick in ("chosen", "random"):
+        images[row[pick]].save(setup.out / pick / f"{index:04d}.png")
     if setup.settings.sheets:
         label = setup.picker.labels[0]
         _sheet(setup.out / "sheets" / f"{index:04d}.png", task, images, row, label, setup.judge is not None)
