@@ -68,7 +68,7 @@ def token_ideal(vlm, pace: PaceReward, qbench: QBenchReward, image: Image.Image,
     track1 = prefix + sum(suffixes) + scorer.n_crops * (prefix + sum(zoom_suffixes))  # crops: zoom probes only
     rank_text = vlm.render(3, scorer.rank.question, "")
     track2 = tokens(vlm, [*scorer.anchor_images, image], rank_text)
-    end = vlm.prefix.vision_end
+    end = vlm.processor.tokenizer.convert_ids_to_tokens(vlm.model.config.vision_end_token_id)  # Qwen-VL's marker
     anchors_prefix = rank_text[: rank_text.index(end, rank_text.index(end) + len(end)) + len(end)]
     shared = tokens(vlm, list(scorer.anchor_images), anchors_prefix)
     track2 = track2 - shared + shared / n_images  # the anchors' prefix runs once per batch

@@ -93,7 +93,7 @@ def test_every_vlm_reward_config_passes_the_loading_knobs(tiny_vlm_path, tiny_sc
     qbench = get_reward("qbench", {"model": str(tiny_vlm_path), **knobs})
     sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path), **knobs})
     pace = get_reward("pace", {"model": str(tiny_vlm_path), "protocol": str(pace_protocol_path), **knobs})
-    for vlm in (qbench.vlm, sa_iqa.vlm, pace.backend.vlm):
+    for vlm in (qbench.vlm, sa_iqa.vlm, pace.backend):
         assert vlm.model.config._attn_implementation == "eager"
         assert vlm.processor.image_processor.size.longest_edge == 112 * 112
     with pytest.raises(ValueError, match="attn_implementation='flash'"):

@@ -24,7 +24,7 @@ from reward.data.files import atomic_write_json
 from reward.data.hf import HfColumns
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
-from reward.vlm.hub import missing_model
+from reward.vlm.hub import check_models, missing_model
 from reward.vlm.loading import ModelLoading, loading_of, merge_lora
 from training.commands.sft_targets import label_kwargs, label_problems, write_training_targets
 from training.model_card import scorer_card
@@ -558,7 +558,7 @@ def check_inputs(settings: SftSettings) -> None:
     sources += [(f"data.cross[{i}]", v) for i, v in enumerate(settings.data.cross)]
     sources = sources[:1] if settings.targets_out else sources  # targets_out reads data.train only
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
-    model = None if settings.targets_out else missing_model(settings.model.path, "model.path", cached=True)
+    model = None if settings.targets_out else missing_model(settings.model.path, "model.path")
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
@@ -670,6 +670,7 @@ def set_up(settings: SftSettings) -> Setup:
 
     out = Path(settings.out)
     meta = _scorer_meta(settings)
+    check_models({"model.path": settings.model.path})  # a folder that holds no model, an uncached Hub id offline
     processor = load_processor(
         settings.model.path, min_pixels=settings.model.min_pixels, max_pixels=settings.model.max_pixels
     )
