@@ -171,3 +171,27 @@ def test_every_setting_keeps_its_help_in_its_field_not_in_a_comment():
             if isinstance(stmt, ast.AnnAssign) and "ClassVar" not in ast.unparse(stmt.annotation) and end in comments:
                 commented.append(f"{cls.__module__}.{cls.__qualname__}:{start + end - 1}: {comments[end]}")
     assert len(seen) > 40 and not commented, "\n".join(commented)
+
+
+@pytest.mark.parametrize(
+    ("typed", "read"),
+    [
+        ("Describe, in detail: {prompt}", "Describe, in detail: {prompt}"),  # braces and a comma: quoted for Hydra
+        ("it's {prompt}", "it's {prompt}"),
+        ("C:\\styles\\x {prompt}", "C:\\styles\\x {prompt}"),  # backslashes kept as typed
+        ("costs \\${5} {prompt}", "costs ${5} {prompt}"),  # \${ is OmegaConf's literal ${
+    ],
+)
+def test_a_value_is_read_as_typed_whatever_hydras_grammar_makes_of_it(typed, read):
+    from reward.core.cli import compose
+    from reward.core.config import to_plain
+
+    assert to_plain(compose("grpo", [f"prompt.template={typed}"]))["prompt"]["template"] == read
+
+
+def test_an_interpolation_that_names_no_setting_is_one_message_naming_the_key():
+    from reward.core.cli import compose
+    from reward.core.config import to_plain
+
+    with pytest.raises(ConfigError, match=r"prompt\.template: Interpolation key 'x' not found; .* \\\$\{\.\.\.\}"):
+        to_plain(compose("grpo", ["prompt.template=a ${x} {prompt}"]))

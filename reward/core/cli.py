@@ -117,7 +117,9 @@ def _readable(parser: Any, key: str, value: str) -> str:
     """``value`` as Hydra's grammar reads it, else quoted (``template=Describe {prompt}``, ``dimension=色彩``); a
     value that cannot be read either way is named with how to quote it."""
     listed = [f"[{value}]"] if "," in value and value[:1] not in "[{'\"" else []  # key=a,b: the list, no sweep
-    for candidate in (*listed, value, "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"):
+    tail = len(value) - len(value.rstrip("\\"))  # backslashes are kept as typed, except before a quote
+    quoted = "'" + value[: len(value) - tail].replace("\\'", "\\\\'").replace("'", "\\'") + "\\" * 2 * tail + "'"
+    for candidate in (*listed, value, quoted):
         try:
             parser.parse_override(f"{key}={candidate}")
             return candidate

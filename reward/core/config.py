@@ -71,11 +71,19 @@ def range_problem(key: str, value: Any, bounds: Range | None) -> str | None:
 def to_plain(cfg: Any) -> dict[str, Any]:
     """A Hydra/OmegaConf node, mapping or dataclass as a plain dict (``???`` markers dropped: missing reads absent)."""
     from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
 
     if cfg is None:
         return {}
     if isinstance(cfg, DictConfig):
-        cfg = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+        try:
+            cfg = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+        except InterpolationResolutionError as err:  # ${...} in a value: OmegaConf's interpolation
+            key = getattr(err, "full_key", "") or "a setting"
+            raise ConfigError(
+                f"{key}: {str(err).splitlines()[0]}; ${{...}} refers to another setting: write a literal one as "
+                f"\\${{...}} (inside the shell's quotes)"
+            ) from None
     elif dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         cfg = dataclasses.asdict(cfg)
     if not isinstance(cfg, Mapping):
