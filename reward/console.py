@@ -24,6 +24,7 @@ from importlib import metadata
 
 COMMANDS = "perceptual_rewards.commands"  # the entry point group of the commands
 PROG = "perceptual-rewards"
+started_as: str | None = None  # "perceptual-rewards NAME" when this process runs a command by name
 
 
 def commands() -> dict[str, str]:
@@ -82,5 +83,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not table:
             fail(usage(table))
         fail(f"unknown command {name!r}.{close_match(name, list(table))} Commands: {', '.join(table)}")
-    sys.argv = [f"{PROG} {name}", *rest]
-    runpy.run_module(table[name], run_name="__main__", alter_sys=True)
+    global started_as
+    started_as = f"{PROG} {name}"
+    sys.argv = [started_as, *rest]
+    try:
+        runpy.run_module(table[name], run_name="__main__", alter_sys=True)
+    finally:
+        started_as = None

@@ -75,6 +75,21 @@ def test_a_checkout_installed_before_the_commands_existed_is_told_to_reinstall(m
     assert exited.value.code == 2 and "reinstall with pip install -e ." in capsys.readouterr().err
 
 
+def test_messages_name_the_commands_as_this_process_was_started(monkeypatch, tmp_path):
+    from reward.core.cli import as_run
+
+    text = "fit one with python fusion/fit.py pairs=P; accelerate launch --config_file configs/accelerate/zero2.yaml "
+    text += "training/sft.py ...; see docs/configs/x"
+    monkeypatch.chdir(ROOT)
+    assert as_run(text) == text  # from the checkout, as typed there
+    monkeypatch.setattr(console, "started_as", "perceptual-rewards fit")
+    monkeypatch.chdir(tmp_path)  # elsewhere, by name: the commands by name, configs/ the shipped folder's path
+    assert as_run(text) == (
+        f"fit one with perceptual-rewards fit pairs=P; accelerate launch --config_file {CONFIG_DIR}/accelerate/"
+        "zero2.yaml -m reward sft ...; see docs/configs/x"
+    )
+
+
 def test_in_a_checkout_the_configs_are_its_own():
     assert CONFIG_DIR == ROOT / "configs"
 
@@ -153,6 +168,13 @@ def test_the_wheel_ships_every_config_and_the_commands_run_from_it(installed, ti
     for name, text in shown.items():  # the composed config holds what the checkout's configs/NAME.yaml sets
         own = yaml.safe_load((ROOT / "configs" / f"{name.replace('-', '_')}.yaml").read_text()) or {}
         assert set(own) - {"defaults"} <= set(yaml.safe_load(text)), name
+
+    # --help says the commands and configs the installed user has (no checkout's training/sft.py, configs/)
+    proc = run_installed(installed, [installed["bin"] / "perceptual-rewards", "sft", "--help"])
+    shipped = installed["site"] / "reward" / "configs"
+    assert proc.returncode == 0 and "perceptual-rewards sft model.path=" in proc.stdout, proc.stdout
+    assert f"--config_file {shipped}/accelerate/zero2.yaml -m reward sft" in proc.stdout
+    assert "training/sft.py" not in proc.stdout and f"({shipped}/sft.yaml; ??? = required)" in proc.stdout
 
     # one tiny evaluate by the console script, on the samples the wheel ships
     samples = installed["site"] / "reward" / "assets" / "samples"

@@ -181,11 +181,28 @@ def annotated(node: Any, indent: int = 0, entries: dict[str, str] | None = None)
     return lines
 
 
+def as_run(text: str) -> str:
+    """``text`` with the commands and configs it names spelt for this installation: started as ``perceptual-rewards
+    NAME`` (a wheel has no ``training/sft.py``), ``python training/sft.py`` reads ``perceptual-rewards sft`` (under
+    ``accelerate launch``: ``-m reward sft``); where
+    ``configs/`` is not the shipped configs' folder seen from here, ``configs/X`` reads that folder's path."""
+    from reward import console
+
+    if console.started_as:
+        for name, module in console.commands().items():
+            script = f"{module.replace('.', '/')}.py"
+            text = re.sub(rf"(accelerate launch[^\n]*?){re.escape(script)}", rf"\1-m reward {name}", text)
+            text = text.replace(f"python {script}", f"perceptual-rewards {name}")
+    if Path("configs").resolve() != CONFIG_DIR.resolve():
+        text = re.sub(r"(?<![\w/.])configs/", lambda _: f"{CONFIG_DIR}/", text)
+    return text
+
+
 def fail(message: str) -> NoReturn:
     """Print a user error once (main process) and exit 2; the other processes of a launch wait a moment, since the
     launcher stops the group at the first exit and the main process's message would be lost."""
     if is_main_process():
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        print(f"error: {as_run(message)}", file=sys.stderr, flush=True)
     else:
         time.sleep(3.0)
     raise SystemExit(2)
@@ -241,11 +258,11 @@ def main(
     try:
         args, show = _flags([a for a in args if a not in ("-h", "--help")], config_name, show)
         if show == "help":
-            print((doc or "").strip() + "\n")
+            print(as_run((doc or "").strip()) + "\n")
             args = args if not subcommands or args else [subcommands[0]]
         cfg = compose(config_name, args, subcommands=subcommands, schema=None if show else schema)
         if show == "help":
-            print(f"settings (configs/{config_name}.yaml; ??? = required):")
+            print(as_run(f"settings (configs/{config_name}.yaml; ??? = required):"))
             print("\n".join(annotated(full_config(schema, redact(to_plain(cfg))))))
             return None
         if show:
