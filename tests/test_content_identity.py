@@ -199,6 +199,24 @@ def test_the_output_folder_is_never_one_of_the_inputs(tmp_path):
         check_output(out, "grpo", settings)
 
 
+def test_an_output_inside_an_input_folder_and_its_old_runs_moved_aside_are_not_that_input(tmp_path):
+    images = tmp_path / "images"  # the judged folder, with the run's output inside it
+    images.mkdir()
+    (images / "a.png").write_bytes(b"an image")
+    out, settings = images / "scores", {"images": str(images)}
+    for _ in range(2):  # the second run: overwrite=true moves the first aside, to images/scores.old-<time>
+        run = prepare_output(out, "judge", settings, overwrite=True)
+        (out / "scores.jsonl").write_text("{}")
+        run.finish()
+        del run
+    assert [p.name.startswith("scores.old-") for p in images.iterdir() if p.is_dir()].count(True) == 1
+    with pytest.raises(RunComplete):  # the identical rerun: complete, not "inputs changed"
+        check_output(out, "judge", settings)
+    (images / "a.png").write_bytes(b"another image")
+    with pytest.raises(OutputFolderError, match="inputs.images"):
+        check_output(out, "judge", settings)
+
+
 @pytest.mark.slow
 def test_evaluate_reruns_after_an_image_or_the_weights_changed_are_refused_naming_them(tmp_path, tiny_vlm_path):
     data = _ratings(tmp_path / "data")

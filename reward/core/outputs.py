@@ -7,8 +7,9 @@ stops at once when the identical run already completed there (:class:`RunComplet
 replaces a run that never started; else refuses, naming the differences and the ways out (another ``out=``, or
 ``overwrite=true``, which moves the old folder aside to ``OUT.old-<time>``: nothing is deleted). A folder it did not
 make is never written into. ``out=`` that is or holds one of the run's inputs is refused before anything moves; one
-inside an input folder is left out of that input's fingerprint. The run holds ``filelock``'s lock on the folder
-(``.NAME.lock`` beside it, from its real path) while it lives: the OS drops it when the process ends, however it ends.
+inside an input folder (and the old runs moved aside beside it) is left out of that input's fingerprint. The run
+holds ``filelock``'s lock on the folder (``.NAME.lock`` beside it, from its real path) while it lives: the OS drops it
+when the process ends, however it ends.
 
 Example:
     >>> import tempfile
@@ -24,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import logging
@@ -144,7 +146,8 @@ def check_output(
             f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
             f"{out_key}= folder, or overwrite=true to move it aside first"
         )
-    exclude = [os.path.realpath(path)]
+    real = os.path.realpath(path)
+    exclude = [real, *glob.glob(glob.escape(real) + ".old-*")]  # its own outputs, old ones moved aside too
     if is_main_process():
         found = {k: fingerprint(v, exclude=exclude) for k, v in sorted(named.items())}
     else:  # the other processes of a launch take what the main process recorded
