@@ -279,7 +279,12 @@ def calibrate_benchmark(cfg: CalibrationSource, protocol: Protocol, folder: Path
                 f"the calibration split shares {len(overlap)} image(s) with the test split "
                 f"{cfg.test} (e.g. {example}); the splits must be disjoint"
             )
-    high, low = max(rows, key=lambda r: r.mos), min(rows, key=lambda r: r.mos)
+    high, low = max(rows, key=lambda r: r.mos), min(rows, key=lambda r: r.mos)  # among ties: the first row
+    ties = {which: sum(r.mos == a.mos for r in rows) for which, a in (("high", high), ("low", low))}
+    for which, a in (("high", high), ("low", low)):
+        if ties[which] > 1:
+            said = "%s anchor: %s (line %s), the first in row order of %d rows tied at MOS %g"
+            logger.info(said, which, a.key, a.line, ties[which], a.mos)
     high_score, low_score = to_protocol_scale(high.mos, scale), to_protocol_scale(low.mos, scale)
     set_anchors(protocol, folder, load_image(high.image), high_score, load_image(low.image), low_score)
     if scale != (1.0, 5.0):
@@ -302,6 +307,7 @@ def calibrate_benchmark(cfg: CalibrationSource, protocol: Protocol, folder: Path
         "mapping": f"1 + 4 * (mos - {scale[0]:g}) / ({scale[1]:g} - {scale[0]:g})",
         "high_mos": float(high.mos),
         "low_mos": float(low.mos),
+        "ties": {**ties, "rule": "the first in row order"},
     }
 
 

@@ -85,7 +85,8 @@ def set_up(settings: JudgeSettings) -> tuple[Any, list[Path], list[dict[str, Any
     folder = Path(settings.images)
     if not folder.is_dir():
         raise UserError(f"images={folder} is not a folder; pass images=DIR (a folder of image files)")
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    # hidden files are neither judged nor fingerprinted (reward.core.fingerprints skips them): what is read is known
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith("."))
     if not files:
         raise UserError(f"images={folder} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
     config = dataclasses.asdict(settings)
