@@ -292,15 +292,14 @@ def test_a_near_miss_of_theta_is_said_once_and_the_agents_failure_names_theta(tm
 
 def test_experts_are_matched_by_the_memory_banks_rule(embedder, tiny_vlm_path):
     from pace_judge.config import PaceConfig
-    from pace_judge.route import resolve
+    from pace_judge.pace import PaceReward
 
     qbench = {"name": "qbench", "model": str(tiny_vlm_path)}
-    experts = {"清晰度": qbench, "Image Blur": qbench}
-    cfg = PaceConfig(model="unused", dimension="色彩", experts=experts)  # [UNK] [UNK], as 清晰度: no cosine
-    route, _ = resolve(cfg, backend=None)
-    assert route["path"] == "slow"
-    cfg = PaceConfig(model="unused", dimension="image  blur", experts=experts, theta=0.99)  # case and spacing aside
-    assert resolve(cfg, backend=None)[1].expert == "Image Blur"
+    cfg = {"model": "unused", "experts": {"噪点": qbench, "Image Blur": qbench}}
+    unknown = PaceReward(PaceConfig(**cfg, dimension="色彩"), backend=ScriptedBackend(_script))
+    assert unknown.route["path"] == "slow"  # [UNK] [UNK], as 噪点 is (cosine 1.000): no cosine between them
+    spaced = PaceReward(PaceConfig(**cfg, dimension="image  blur", theta=0.99), backend=ScriptedBackend(_script))
+    assert spaced.route["matched"] == "Image Blur"  # the same name, case and spacing aside
 
 
 def test_experts_given_whole_on_the_command_line_in_any_script():
