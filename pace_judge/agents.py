@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
 from PIL import Image
 
 from pace_judge.protocol import Probe, Protocol, SubDimension, protocol_from_dict
@@ -227,19 +227,14 @@ class Agents:
     def __post_init__(self) -> None:
         self.prompts = dict(PROMPTS)
         if self.cfg.prompts:
-            path = Path(self.cfg.prompts)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                raise UserError(f"agents.prompts={path}: cannot read it as UTF-8 text ({err})") from None
-            if path.suffix in (".yaml", ".yml"):
-                from omegaconf import OmegaConf
-
-                custom = OmegaConf.to_container(OmegaConf.create(text))
-            else:
-                custom = json.loads(text)
-            if unknown := set(custom) - set(PROMPTS):  # type: ignore[arg-type]
-                raise UserError(f"{path}: unknown agent roles {sorted(unknown)}; use {sorted(PROMPTS)}")
+            try:  # JSON or YAML
+                custom = OmegaConf.to_container(OmegaConf.load(self.cfg.prompts))
+            except Exception as err:  # noqa: BLE001 - unreadable, not UTF-8, neither JSON nor YAML: named
+                said = " ".join(str(err).split())
+                raise UserError(f"agents.prompts={self.cfg.prompts}: unreadable as JSON or YAML ({said})") from None
+            unknown = sorted(set(custom) - set(PROMPTS)) if isinstance(custom, dict) else ["(not a mapping)"]
+            if unknown:
+                raise UserError(f"agents.prompts={self.cfg.prompts}: unknown roles {unknown}; use {sorted(PROMPTS)}")
             self.prompts.update(custom)  # type: ignore[arg-type]
 
     def ask(

@@ -142,12 +142,8 @@ def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> An
         from reward.vlm.server import served_vlm
 
         return served_vlm(server)
-    if kind != "local":
-        raise ConfigError(
-            f"unknown backend {kind!r}; choose local (transformers) or openai (an OpenAI-compatible server)"
-        )
-    if not model:
-        raise ConfigError("backend=local needs a model: pass model=PATH (a VLM checkpoint directory)")
+    if kind != "local" or not model:
+        raise ConfigError(f"backend={kind}: choose local with a model=PATH (a VLM checkpoint) or openai (a server)")
     return load_vlm(str(model), loading_of(settings), batch_size=settings.batch_size)
 
 

@@ -107,25 +107,13 @@ def set_up(settings: JudgeSettings) -> tuple[Any, list[Path], list[dict[str, Any
 
 
 def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
-    """``path`` decoded, after its header's size is checked against the judge's own decode guard; any problem is a
-    :class:`UserError` that names the path."""
+    """``path`` decoded, its size checked from the header first; a problem is a :class:`UserError` naming the path
+    and the judge's keys."""
     try:
-        with Image.open(path) as im:
-            w, h = im.size
-    except Image.DecompressionBombError as err:  # above twice PIL's own limit: refused on opening
-        raise UserError(f"{path}: {err} It was not decoded; resize it, or skip_bad=true to skip it.") from None
-    except (OSError, ValueError):
-        w = h = 0  # not an image: load_image says so
-    if max_decode_pixels is not None and w * h > max_decode_pixels:
-        raise UserError(
-            f"{path}: image is {w}x{h} = {w * h:,} pixels, above max_decode_pixels={max_decode_pixels:,}; it was "
-            "not decoded. Pass a larger max_decode_pixels=N (the decode guard; max_pixels is the model's "
-            "visual-token budget), or skip_bad=true to skip it."
-        )
-    try:
-        return load_image(path, max_pixels=None)
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: {err} (skip_bad=true skips unreadable images)") from None
+        return load_image(path, max_pixels=max_decode_pixels)
+    except (UserError, OSError, ValueError) as err:
+        said = str(err).replace("max_pixels", "max_decode_pixels")  # the judge's decode guard
+        raise UserError(f"{said} (max_pixels is the model's visual-token budget; skip_bad=true skips it)") from None
 
 
 def judge(
@@ -160,10 +148,7 @@ def judge(
                 json_safe({"image": n, **e}) for n, e in zip(names, reward.judge(images).explanations, strict=True)
             ]
             before = (done or rows or batch)[0]
-            if [before.get("scale"), before.get("protocol_id")] != [
-                batch[0].get("scale"),
-                batch[0].get("protocol_id"),
-            ]:
+            if any(before.get(k) != batch[0].get(k) for k in ("scale", "protocol_id")):
                 raise UserError(
                     f"{out / SCORES} holds scores on {before['scale']!r} (protocol {before['protocol_id']}); this run "
                     f"scores on {batch[0]['scale']!r} (protocol {batch[0]['protocol_id']}): one scores file never "
