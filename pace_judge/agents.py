@@ -251,18 +251,12 @@ class Agents:
         results: list[Any] = [None] * len(prompts)
         pending, errors = list(range(len(prompts))), {}
         raws: dict[int, list[str]] = {i: [] for i in pending}
-        chat = getattr(self.backend, "chat", None)
+        chat = getattr(self.backend, "chat", None) or (lambda p, g, **kw: self.backend.generate(g, p, **kw))
         for _ in range(self.cfg.retries + 1):
             if not pending:
                 break
             asked = [prompts[i] + (RETRY_NOTE.format(error=errors[i]) if i in errors else "") for i in pending]
-            groups = [images[i] for i in pending]
-            n = self.cfg.max_new_tokens
-            answers = (
-                chat(asked, groups, max_new_tokens=n)
-                if chat
-                else self.backend.generate(groups, asked, max_new_tokens=n)
-            )
+            answers = chat(asked, [images[i] for i in pending], max_new_tokens=self.cfg.max_new_tokens)
             still = []
             for i, answer in zip(pending, answers, strict=True):
                 raws[i].append(answer)

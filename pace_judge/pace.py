@@ -67,12 +67,8 @@ class PaceReward(TrlCallable):
             lettering_seed=cfg.lettering_seed,
         )
         if not judge.calibrated:
-            logger.warning(
-                "protocol for %r has no anchors: Track 1 only, mapped to the option scale [%g, %g]; "
-                "calibrate it with pace_judge/calibrate.py",
-                judge.dimension,
-                *judge.score_bounds,
-            )
+            said = "protocol for %r has no anchors: Track 1 only, on the option scale [%g, %g]; calibrate it with %s"
+            logger.warning(said, judge.dimension, *judge.score_bounds, "pace_judge/calibrate.py")
 
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         """Scores with explanations (per-probe option probabilities, sub-dimension scores, alpha1, alpha2)."""

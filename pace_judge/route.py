@@ -89,25 +89,15 @@ class ExpertJudge:
         w = torch.tensor(self.weights, dtype=torch.float64)
         scores = (torch.stack(mapped, 1) * w).sum(1) / w.sum()
         unit = (scores - 1.0) / 4.0
+        same = {"alpha2": None, "expert": self.name, "scale": "experts 1-5", "dimension": self.dimension, "probes": []}
         expl = []
         for i in range(len(images)):
             members = [
                 {"expert": name, "dimension": dim, "raw": float(r[i]), "score": float(m[i]), "weight": wt}
                 for (name, _, _), (r, dim), m, wt in zip(self.members, raws, mapped, self.weights, strict=True)
             ]
-            expl.append(
-                {
-                    "score": float(scores[i]),
-                    "alpha1": float(unit[i]),
-                    "alpha2": None,
-                    "expert": self.name,
-                    "raw": members[0]["raw"] if len(members) == 1 else None,
-                    "members": members,
-                    "scale": "experts 1-5",
-                    "dimension": self.dimension,
-                    "probes": [],
-                }
-            )
+            raw = members[0]["raw"] if len(members) == 1 else None
+            expl.append({"score": float(scores[i]), "alpha1": float(unit[i]), **same, "raw": raw, "members": members})
         return Judgement(scores.float(), unit.float(), None, expl)
 
 
