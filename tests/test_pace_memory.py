@@ -247,10 +247,11 @@ def test_several_experts_give_their_mean_on_the_1_to_5_scale(tiny_vlm_path, tiny
     from reward import get_reward
 
     images = random_images(3, seed=9)
-    members = [{"name": "qbench", "model": str(tiny_vlm_path)}, {"name": "sa-iqa", "model": str(tiny_scorer_path)}]
+    sa_iqa = {"name": "sa-iqa", "model": str(tiny_scorer_path), "dimensions": ["lighting"]}  # one: it stands in
+    members = [{"name": "qbench", "model": str(tiny_vlm_path)}, sa_iqa]
     pace = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "noise", "experts": {"noise": members}})
     qbench = get_reward("qbench", {"model": str(tiny_vlm_path)}).score(images).scores.double()
-    sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path)}).score(images).scores.double()
+    sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path)}).score(images).dimensions["lighting"].double()
     judged = pace.judge(images)
     expected = ((1 + 4 * qbench) + sa_iqa) / 2  # qbench 0-1 mapped onto 1-5; sa-iqa already on 1-5
     assert judged.scores.tolist() == pytest.approx(expected.tolist(), abs=1e-5)
