@@ -338,3 +338,33 @@ def test_an_expert_scoring_several_dimensions_gives_the_one_it_is_named_after(ti
         ConfigError, match=r"sa-iqa scores the dimensions \['lighting', 'harmony'\], none named 'noise'"
     ):
         unnamed.judge(images)
+
+
+def test_the_memory_bank_a_judge_run_stores_into_is_no_new_input_of_its_rerun(
+    tmp_path, tiny_vlm, tiny_vlm_path, monkeypatch
+):
+    from run_state import mark_incomplete
+
+    from pace_judge import pace
+    from pace_judge.commands.judge import run as run_judge
+    from reward.core.outputs import RunComplete
+
+    monkeypatch.setattr(pace, "load_backend", lambda *a: ScriptedBackend(_script, tiny_vlm))
+    MemoryBank(tmp_path / "mem").add(example_protocol("text legibility"))  # a bank that exists: an input
+    (tmp_path / "imgs").mkdir()
+    for i, image in enumerate(random_images(2, seed=5)):
+        image.save(tmp_path / "imgs" / f"{i}.png")
+    settings = {
+        "dimension": "tactile satisfaction",
+        "memory": str(tmp_path / "mem"),
+        "calibration": {"benchmark": str(_calibration_split(tmp_path / "calib"))},
+        "images": str(tmp_path / "imgs"),
+        "out": str(tmp_path / "out"),
+        "model": str(tiny_vlm_path),
+    }
+    rows = run_judge(settings)  # the slow path stores its calibrated protocol in the bank
+    assert len(MemoryBank(tmp_path / "mem").entries()) == 2
+    with pytest.raises(RunComplete, match="already complete"):
+        run_judge(settings)
+    mark_incomplete(tmp_path / "out")
+    assert [r["score"] for r in run_judge({**settings, "resume": "auto"})] == [r["score"] for r in rows]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from pace_judge.pace import PaceReward
 from pace_judge.protocol import load_protocol
 from reward.core.config import BATCH, PIXELS, parse, resume_mode
 from reward.core.errors import UserError
-from reward.core.outputs import may_change_keys, prepare_output
+from reward.core.outputs import RUN_FILE, fingerprint, may_change_keys, prepare_output
 from reward.core.summary import log_summary
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
@@ -154,6 +155,9 @@ def judge(
                     f"scores on {batch[0]['scale']!r} (protocol {batch[0]['protocol_id']}): one scores file never "
                     "mixes them. Pass overwrite=true to move the old run aside, or another out= folder."
                 )
+            if settings.memory and not rows:  # the bank as this run left it (it stores what it builds): no new input
+                output.identity["inputs"]["memory"] = fingerprint(settings.memory, exclude=[os.path.realpath(out)])
+                atomic_write_json(out / RUN_FILE, output.identity)
             append_jsonl(out / SCORES, batch)
             rows.extend(batch)
     except ProtocolBuildError as err:
