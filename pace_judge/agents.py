@@ -438,23 +438,11 @@ def build_protocol(
                 unreviewed += [{"sub_dimension": s.name, "question": p.question, "kept": how} for p in probes]
     dropped = [name for name in unaccepted if name not in kept_last]
     if unaccepted:
-        logger.warning(
-            "sub-dimensions without an accepted probe after %d rounds: %s (kept unreviewed: %s; dropped: %s)",
-            rounds,
-            unaccepted,
-            sorted(kept_last),
-            dropped,
-        )
-    provenance = {
-        "backbone": backbone,
-        "rounds": rounds,
-        "critic": critic_log,
-        "failures": agents.failures,
-        "on_reject": cfg.on_reject,
-        "unaccepted_sub_dimensions": unaccepted,
-        "unreviewed": unreviewed,
-        "dropped_sub_dimensions": dropped,
-    }
+        said = "sub-dimensions without an accepted probe after %d rounds: %s (kept unreviewed: %s; dropped: %s)"
+        logger.warning(said, rounds, unaccepted, sorted(kept_last), dropped)
+    provenance = {"backbone": backbone, "rounds": rounds, "critic": critic_log, "failures": agents.failures}
+    provenance |= {"on_reject": cfg.on_reject, "unaccepted_sub_dimensions": unaccepted, "unreviewed": unreviewed}
+    provenance["dropped_sub_dimensions"] = dropped
     if reference is not None:
         provenance["reference"] = {"dimension": reference[0].dimension, "cosine": round(float(reference[1]), 4)}
     probes = [p for s in subs for p in accepted.get(s.name, kept_last.get(s.name, []))]
