@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
 from PIL import Image
 
 from pace_judge.protocol import Probe, Protocol, SubDimension, protocol_from_dict
@@ -227,19 +227,14 @@ class Agents:
     def __post_init__(self) -> None:
         self.prompts = dict(PROMPTS)
         if self.cfg.prompts:
-            path = Path(self.cfg.prompts)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                raise UserError(f"agents.prompts={path}: cannot read it as UTF-8 text ({err})") from None
-            if path.suffix in (".yaml", ".yml"):
-                from omegaconf import OmegaConf
-
-                custom = OmegaConf.to_container(OmegaConf.create(text))
-            else:
-                custom = json.loads(text)
-            if unknown := set(custom) - set(PROMPTS):  # type: ignore[arg-type]
-                raise UserError(f"{path}: unknown agent roles {sorted(unknown)}; use {sorted(PROMPTS)}")
+            try:  # JSON or YAML
+                custom = OmegaConf.to_container(OmegaConf.load(self.cfg.prompts))
+            except Exception as err:  # noqa: BLE001 - unreadable, not UTF-8, neither JSON nor YAML: named
+                said = " ".join(str(err).split())
+                raise UserError(f"agents.prompts={self.cfg.prompts}: unreadable as JSON or YAML ({said})") from None
+            unknown = sorted(set(custom) - set(PROMPTS)) if isinstance(custom, dict) else ["(not a mapping)"]
+            if unknown:
+                raise UserError(f"agents.prompts={self.cfg.prompts}: unknown roles {unknown}; use {sorted(PROMPTS)}")
             self.prompts.update(custom)  # type: ignore[arg-type]
 
     def ask(
@@ -256,18 +251,12 @@ class Agents:
         results: list[Any] = [None] * len(prompts)
         pending, errors = list(range(len(prompts))), {}
         raws: dict[int, list[str]] = {i: [] for i in pending}
-        chat = getattr(self.backend, "chat", None)
+        chat = getattr(self.backend, "chat", None) or (lambda p, g, **kw: self.backend.generate(g, p, **kw))
         for _ in range(self.cfg.retries + 1):
             if not pending:
                 break
             asked = [prompts[i] + (RETRY_NOTE.format(error=errors[i]) if i in errors else "") for i in pending]
-            groups = [images[i] for i in pending]
-            n = self.cfg.max_new_tokens
-            answers = (
-                chat(asked, groups, max_new_tokens=n)
-                if chat
-                else self.backend.generate(groups, asked, max_new_tokens=n)
-            )
+            answers = chat(asked, [images[i] for i in pending], max_new_tokens=self.cfg.max_new_tokens)
             still = []
             for i, answer in zip(pending, answers, strict=True):
                 raws[i].append(answer)
@@ -449,23 +438,11 @@ def build_protocol(
                 unreviewed += [{"sub_dimension": s.name, "question": p.question, "kept": how} for p in probes]
     dropped = [name for name in unaccepted if name not in kept_last]
     if unaccepted:
-        logger.warning(
-            "sub-dimensions without an accepted probe after %d rounds: %s (kept unreviewed: %s; dropped: %s)",
-            rounds,
-            unaccepted,
-            sorted(kept_last),
-            dropped,
-        )
-    provenance = {
-        "backbone": backbone,
-        "rounds": rounds,
-        "critic": critic_log,
-        "failures": agents.failures,
-        "on_reject": cfg.on_reject,
-        "unaccepted_sub_dimensions": unaccepted,
-        "unreviewed": unreviewed,
-        "dropped_sub_dimensions": dropped,
-    }
+        said = "sub-dimensions without an accepted probe after %d rounds: %s (kept unreviewed: %s; dropped: %s)"
+        logger.warning(said, rounds, unaccepted, sorted(kept_last), dropped)
+    provenance = {"backbone": backbone, "rounds": rounds, "critic": critic_log, "failures": agents.failures}
+    provenance |= {"on_reject": cfg.on_reject, "unaccepted_sub_dimensions": unaccepted, "unreviewed": unreviewed}
+    provenance["dropped_sub_dimensions"] = dropped
     if reference is not None:
         provenance["reference"] = {"dimension": reference[0].dimension, "cosine": round(float(reference[1]), 4)}
     probes = [p for s in subs for p in accepted.get(s.name, kept_last.get(s.name, []))]

@@ -108,12 +108,10 @@ def calibrate(cfg: CalibrationSource, protocol: Protocol, folder: Path, backend:
     """Give ``protocol`` its two anchors (saved in ``folder/anchors``): benchmark mode when ``cfg.benchmark`` is set,
     else generative (``backend``: the Generator agent's model, unless ``cfg.prompts`` are given); the record goes to
     its provenance."""
-    record = (
-        calibrate_benchmark(cfg, protocol, folder)
-        if cfg.benchmark
-        else calibrate_generative(cfg, protocol, folder, backend)
-    )
-    protocol.provenance["calibration"] = record
+    if cfg.benchmark:
+        protocol.provenance["calibration"] = calibrate_benchmark(cfg, protocol, folder)
+    else:
+        protocol.provenance["calibration"] = calibrate_generative(cfg, protocol, folder, backend)
     return protocol
 
 
@@ -199,29 +197,19 @@ def calibrate_generative(
     out = Path(cfg.out or folder / "calibration")
     out.mkdir(parents=True, exist_ok=True)
     tile = 256
-    sheet = Image.new("RGB", (tile * len(images), tile + 24), "white")  # the candidates side by side, numbered
+    contact = Image.new("RGB", (tile * len(images), tile + 24), "white")  # the candidates side by side, numbered
     for i, img in enumerate(images):
         img.save(out / f"candidate_{i + 1}.png")
-        sheet.paste(to_rgb(img).resize((tile, tile)), (i * tile, 24))
-        ImageDraw.Draw(sheet).text((i * tile + 6, 5), str(i + 1), fill="black")
-    atomic_write_with(out / "contact_sheet.png", lambda tmp: sheet.save(tmp, format="PNG"))
+        contact.paste(to_rgb(img).resize((tile, tile)), (i * tile, 24))
+        ImageDraw.Draw(contact).text((i * tile + 6, 5), str(i + 1), fill="black")
+    atomic_write_with(out / "contact_sheet.png", lambda tmp: contact.save(tmp, format="PNG"))
     logger.info("candidates and contact sheet in %s", out)
-    scores = (
-        [float(s) for s in cfg.scores]
-        if cfg.scores is not None
-        else ask_scores(len(images), out / "contact_sheet.png")
-    )
+    sheet = out / "contact_sheet.png"
+    scores = [float(s) for s in cfg.scores] if cfg.scores is not None else ask_scores(len(images), sheet)
     hi, lo = max(range(len(scores)), key=scores.__getitem__), min(range(len(scores)), key=scores.__getitem__)
     set_anchors(protocol, folder, images[hi], scores[hi], images[lo], scores[lo])
-    return {
-        "mode": "generative",
-        "pipeline": str(cfg.pipeline),
-        "prompts": prompts,
-        "scores": scores,
-        "seed": cfg.seed,
-        "high": hi + 1,
-        "low": lo + 1,
-    }
+    record = {"mode": "generative", "pipeline": str(cfg.pipeline), "prompts": prompts, "scores": scores}
+    return record | {"seed": cfg.seed, "high": hi + 1, "low": lo + 1}
 
 
 def to_protocol_scale(mos: float, scale: tuple[float, float]) -> float:
@@ -279,30 +267,21 @@ def calibrate_benchmark(cfg: CalibrationSource, protocol: Protocol, folder: Path
                 f"the calibration split shares {len(overlap)} image(s) with the test split "
                 f"{cfg.test} (e.g. {example}); the splits must be disjoint"
             )
-    high, low = max(rows, key=lambda r: r.mos), min(rows, key=lambda r: r.mos)
+    high, low = max(rows, key=lambda r: r.mos), min(rows, key=lambda r: r.mos)  # among ties: the first row
+    ties = {which: sum(r.mos == a.mos for r in rows) for which, a in (("high", high), ("low", low))}
+    for which, a in (("high", high), ("low", low)):
+        if ties[which] > 1:
+            said = "%s anchor: %s (line %s), the first in row order of %d rows tied at MOS %g"
+            logger.info(said, which, a.key, a.line, ties[which], a.mos)
     high_score, low_score = to_protocol_scale(high.mos, scale), to_protocol_scale(low.mos, scale)
     set_anchors(protocol, folder, load_image(high.image), high_score, load_image(low.image), low_score)
     if scale != (1.0, 5.0):
-        logger.info(
-            "MOS on %g-%g mapped onto 1-5: anchors %g -> %g and %g -> %g",
-            *scale,
-            high.mos,
-            high_score,
-            low.mos,
-            low_score,
-        )
-    return {
-        "mode": "benchmark",
-        "manifest": str(cfg.benchmark),
-        "dimension": dim,
-        "high": high.key,
-        "low": low.key,
-        "rows": len(rows),
-        "mos_range": list(scale),
-        "mapping": f"1 + 4 * (mos - {scale[0]:g}) / ({scale[1]:g} - {scale[0]:g})",
-        "high_mos": float(high.mos),
-        "low_mos": float(low.mos),
-    }
+        said = "MOS on %g-%g mapped onto 1-5: anchors %g -> %g and %g -> %g"
+        logger.info(said, *scale, high.mos, high_score, low.mos, low_score)
+    mapping = f"1 + 4 * (mos - {scale[0]:g}) / ({scale[1]:g} - {scale[0]:g})"
+    record = {"mode": "benchmark", "manifest": str(cfg.benchmark), "dimension": dim, "high": high.key, "low": low.key}
+    record |= {"rows": len(rows), "mos_range": list(scale), "mapping": mapping, "high_mos": float(high.mos)}
+    return record | {"low_mos": float(low.mos), "ties": {**ties, "rule": "the first in row order"}}
 
 
 def evaluate_test(protocol: Protocol, cfg: CalibrationSource, backend: Any, *, batch_size: int = 16) -> dict[str, Any]:
@@ -321,12 +300,6 @@ def evaluate_test(protocol: Protocol, cfg: CalibrationSource, backend: Any, *, b
     pred = low + (high - low) * (np.asarray(scores, float) - 1.0) / 4.0
     mos = np.asarray([r.mos for r in rows], float)
     tau = (low + (high - low) * 2.0 / 4.0, low + (high - low) * 3.0 / 4.0)
-    return {
-        "manifest": str(cfg.test),
-        "n": len(rows),
-        "scale": [low, high],
-        "srcc": srcc(pred, mos),
-        "plcc": plcc(pred, mos),
-        "hor": hor(pred, mos, tau_low=tau[0], tau_high=tau[1], pred_range=(low, high), mos_range=(low, high)),
-        "hor_thresholds": list(tau),
-    }
+    horr = hor(pred, mos, tau_low=tau[0], tau_high=tau[1], pred_range=(low, high), mos_range=(low, high))
+    record = {"manifest": str(cfg.test), "n": len(rows), "scale": [low, high], "srcc": srcc(pred, mos)}
+    return record | {"plcc": plcc(pred, mos), "hor": horr, "hor_thresholds": list(tau)}

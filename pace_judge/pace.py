@@ -10,7 +10,7 @@ or the agents build one, which is stored. Each explanation names its ``scale`` a
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -39,11 +39,16 @@ class PaceReward(TrlCallable):
         self.backend = backend if backend is not None else load_backend(cfg.backend, cfg.model, cfg, cfg.server)
         self.scorer: DualTrackScorer | None = None
         self.expert: ExpertJudge | None = None
-        self.route: dict[str, Any] = {}
-        if protocol is not None:
-            self._use({"dimension": protocol.dimension, "path": "protocol file", "file": cfg.protocol}, protocol)
-        elif routed := resolve(cfg, self.backend, None, defer=True):  # None: the slow path waits for an image
-            self._use(*routed)
+        self.build: Callable[[Image.Image | None], Protocol] | None = None  # the slow path, waiting for an image
+        if protocol is None:
+            self.route, found = resolve(cfg, self.backend)
+        else:
+            found = protocol
+            self.route = {"dimension": protocol.dimension, "path": "protocol file", "file": cfg.protocol}
+        if callable(found):
+            self.build = found
+        else:
+            self._use(self.route, found)
 
     def _use(self, route: dict[str, Any], judge: ExpertJudge | Protocol) -> None:
         self.route = route
@@ -62,18 +67,14 @@ class PaceReward(TrlCallable):
             lettering_seed=cfg.lettering_seed,
         )
         if not judge.calibrated:
-            logger.warning(
-                "protocol for %r has no anchors: Track 1 only, mapped to the option scale [%g, %g]; "
-                "calibrate it with pace_judge/calibrate.py",
-                judge.dimension,
-                *judge.score_bounds,
-            )
+            said = "protocol for %r has no anchors: Track 1 only, on the option scale [%g, %g]; calibrate it with %s"
+            logger.warning(said, judge.dimension, *judge.score_bounds, "pace_judge/calibrate.py")
 
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         """Scores with explanations (per-probe option probabilities, sub-dimension scores, alpha1, alpha2)."""
-        if self.scorer is None and self.expert is None:  # the slow path: the first image scored is the example
-            self._use(*resolve(self.cfg, self.backend, images[0] if images else None))  # type: ignore[misc]
-            self.route["example"] = "first image scored"
+        if self.build is not None:  # the slow path: the first image scored is the example
+            build, self.build = self.build, None
+            self._use({**self.route, "example": "first image scored"}, build(images[0] if images else None))
         return (self.expert or self.scorer).judge(list(images))  # type: ignore[union-attr]
 
     def score(self, images: Sequence[Image.Image] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:

@@ -1,39 +1,48 @@
 """Fast and slow paths for a dimension named in words (PACE §4.2, A.1.3).
 
-Order: configured expert rewards (exact name, or cosine > theta to its name); a stored protocol of the memory bank
-(cosine > theta); else the agents build a protocol from an example image (slow path), with the closest stored
-protocol as reference, and it is stored. A protocol from the bank is only used calibrated: without anchors it is
-calibrated from ``calibration`` (and stored back) or refused with the command that calibrates it.
+Order: configured expert rewards, then a stored protocol of the memory bank, each by one rule
+(:func:`pace_judge.memory_bank.match`: the exact name, case and spacing aside, or cosine > theta); else the agents
+build a protocol from an example image (slow path), with the closest stored protocol as reference, and it is stored;
+the closest expert or stored protocol missed is said, with the ``theta=`` that would route to it. A protocol from the
+bank is only used calibrated: without anchors it is calibrated from ``calibration`` (and stored back) or refused with
+the command that calibrates it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from PIL import Image
 
+from pace_judge.agents import ProtocolBuildError, build_protocol
 from pace_judge.config import PaceConfig
-from pace_judge.memory_bank import Embedder, MemoryBank
+from pace_judge.memory_bank import Embedder, MemoryBank, exact_key, match
 from pace_judge.protocol import Protocol, load_protocol
 from pace_judge.tracks import Judgement
 from reward.core.errors import ConfigError, UserError
 from reward.data.images import load_image
+from reward.rewards.base import RewardOutput
 
 logger = logging.getLogger(__name__)
+
+NEAR = 0.1  # a closest name within this of theta is a near miss: said as a warning
 
 
 class ExpertJudge:
     """Registered rewards standing in for a protocol (A.1.3: "an ensemble of specialized IQA experts ... to compute a
     consensus score"): each member's score mapped linearly from its ``score_range`` onto 1-5, their (weighted) mean.
-    A member that fails fails the judgement: no default score stands in for it. ``cfg``: one reward config
-    (``{name: qbench, ...}``), a list of them, or ``{members: [...], weights: [...]}``."""
+    A member scoring several dimensions gives the one named as the expert (``experts.lighting``: its ``lighting``),
+    never its fused score. A member that fails fails the judgement: no default score stands in for it. ``cfg``: one
+    reward config (``{name: qbench, ...}``), a list of them, or ``{members: [...], weights: [...]}``."""
 
-    def __init__(self, dimension: str, cfg: Any) -> None:
+    def __init__(self, dimension: str, expert: str, cfg: Any) -> None:
         from reward.rewards.registry import get_reward, reward_info
 
-        where, weights = f"experts.{dimension}", None
+        where, weights = f"experts.{expert}", None
         members = cfg if isinstance(cfg, list) else [cfg]
         if isinstance(cfg, dict) and "members" in cfg:
             if extra := sorted(set(cfg) - {"members", "weights", "combine"}):
@@ -46,7 +55,7 @@ class ExpertJudge:
         self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(members)
         if len(self.weights) != len(members) or min(self.weights) < 0 or sum(self.weights) <= 0:
             raise ConfigError(f"{where}.weights: one non-negative weight per member, not all zero; got {weights}")
-        self.dimension, self.members = dimension, []
+        self.dimension, self.expert, self.members = dimension, expert, []
         for i, raw in enumerate(members):
             raw = dict(raw)
             name, at = raw.pop("name", None), where + (f".members[{i}]" if len(members) > 1 else "")
@@ -58,34 +67,37 @@ class ExpertJudge:
             self.members.append((name, (low, high), get_reward(name, raw)))
         self.name = "+".join(m[0] for m in self.members)
 
+    def named(self, out: RewardOutput, member: str) -> tuple[torch.Tensor, str | None]:
+        """The score of the dimension named as the expert when the reward scores dimensions (of its only one when it
+        scores one), else its score; a reward scoring several, none of them named so, is refused."""
+        dims = out.dimensions
+        key = exact_key({d: d for d in dims}, self.expert) or (next(iter(dims)) if len(dims) == 1 else None)
+        if dims and key is None:
+            raise ConfigError(
+                f"experts.{self.expert}: reward {member} scores the dimensions {list(dims)}, none named "
+                f"{self.expert!r}; name the expert after the one it stands for (experts.{next(iter(dims))}=...), or "
+                "have the reward score only that one (dimensions: [NAME] in its config)"
+            )
+        return (out.scores if key is None else dims[key]).double(), key
+
     def judge(self, images: list[Image.Image]) -> Judgement:
-        raws = [reward.score(images).scores.double() for _, _, reward in self.members]
+        raws = [self.named(reward.score(images), name) for name, _, reward in self.members]
         mapped = [
             1.0 + 4.0 * ((r - low) / (high - low)).clamp(0, 1)
-            for r, (_, (low, high), _) in zip(raws, self.members, strict=True)
+            for (r, _), (_, (low, high), _) in zip(raws, self.members, strict=True)
         ]
         w = torch.tensor(self.weights, dtype=torch.float64)
         scores = (torch.stack(mapped, 1) * w).sum(1) / w.sum()
         unit = (scores - 1.0) / 4.0
+        same = {"alpha2": None, "expert": self.name, "scale": "experts 1-5", "dimension": self.dimension, "probes": []}
         expl = []
         for i in range(len(images)):
             members = [
-                {"expert": name, "raw": float(r[i]), "score": float(m[i]), "weight": wt}
-                for (name, _, _), r, m, wt in zip(self.members, raws, mapped, self.weights, strict=True)
+                {"expert": name, "dimension": dim, "raw": float(r[i]), "score": float(m[i]), "weight": wt}
+                for (name, _, _), (r, dim), m, wt in zip(self.members, raws, mapped, self.weights, strict=True)
             ]
-            expl.append(
-                {
-                    "score": float(scores[i]),
-                    "alpha1": float(unit[i]),
-                    "alpha2": None,
-                    "expert": self.name,
-                    "raw": members[0]["raw"] if len(members) == 1 else None,
-                    "members": members,
-                    "scale": "experts 1-5",
-                    "dimension": self.dimension,
-                    "probes": [],
-                }
-            )
+            raw = members[0]["raw"] if len(members) == 1 else None
+            expl.append({"score": float(scores[i]), "alpha1": float(unit[i]), **same, "raw": raw, "members": members})
         return Judgement(scores.float(), unit.float(), None, expl)
 
 
@@ -117,60 +129,59 @@ def calibrated(cfg: PaceConfig, bank: MemoryBank, slug: str, backend: Any) -> Pr
 
 
 def resolve(
-    cfg: PaceConfig, backend: Any, example: Image.Image | None, *, defer: bool = False
-) -> tuple[dict[str, Any], ExpertJudge | Protocol] | None:
-    """Route ``cfg.dimension``: ``(how, an expert judge or a protocol)``; ``None`` when the slow path needs an image
-    not yet seen (``defer``)."""
-    dimension = cfg.dimension or ""
-    names = list(cfg.experts)
-    expert = next((name for name in names if name.lower() == dimension.lower()), None)
-    if expert is None and names:
-        embedder = Embedder(cfg.embedder)
-        cos = embedder.encode(names) @ embedder.encode([dimension])[0]
-        expert = names[int(cos.argmax())] if float(cos.max()) > cfg.theta else None
-    if expert is not None:
-        judge = ExpertJudge(dimension, cfg.experts[expert])
-        logger.info("%r -> expert reward %s (fast path)", dimension, judge.name)
-        return {"dimension": dimension, "path": f"expert {judge.name}", "matched": expert}, judge
-    bank = hit = reference = None
+    cfg: PaceConfig, backend: Any
+) -> tuple[dict[str, Any], ExpertJudge | Protocol | Callable[[Image.Image | None], Protocol]]:
+    """Route ``cfg.dimension``, once: ``(how, an expert judge or a protocol)``, or on the slow path ``(how, the build
+    of its protocol from an example image)`` (built now from ``example_image`` when set). A dimension not routed to
+    the closest expert or stored protocol by a near miss of ``theta`` is said, with the ``theta=`` that routes it."""
+    dimension, theta = cfg.dimension or "", cfg.theta
+    embedder = Embedder(cfg.embedder)
+    missed = []  # (what, the closest name, its cosine) not above theta
+    if cfg.experts:
+        hit = match(embedder, dimension, {name: name for name in cfg.experts}, theta, warn=not cfg.memory)
+        if hit.fast:
+            judge = ExpertJudge(dimension, hit.slug, cfg.experts[hit.slug])
+            logger.info("%r -> expert reward %s (fast path)", dimension, judge.name)
+            return {"dimension": dimension, "path": f"expert {judge.name}", "matched": hit.slug}, judge
+        if hit.slug is not None:
+            missed.append(("expert", hit.dimension, hit.cosine))
+    bank = reference = None
     if cfg.memory:
-        bank = MemoryBank(cfg.memory, Embedder(cfg.embedder))
-        hit = bank.route(dimension, cfg.theta)
-        if hit.fast and hit.slug is not None:
-            logger.info(
-                "%r -> stored %r (cosine %.3f > %.2f, fast path)", dimension, hit.dimension, hit.cosine, cfg.theta
-            )
+        bank = MemoryBank(cfg.memory, embedder)
+        hit = bank.route(dimension, theta)
+        if hit.fast:
+            logger.info("%r -> stored %r (cosine %.3f > %.2f, fast path)", dimension, hit.dimension, hit.cosine, theta)
             info = {"dimension": dimension, "path": "fast", "matched": hit.dimension, "cosine": hit.cosine}
             return info, calibrated(cfg, bank, hit.slug, backend)
         if hit.slug is not None:  # the Visualizer's reference rules (appendix A.1.2, [refcontext])
-            logger.info(
-                "%r: closest stored %r, cosine %.3f <= %.2f: slow path",
-                dimension,
-                hit.dimension,
-                hit.cosine,
-                cfg.theta,
-            )
+            missed.append(("stored protocol", hit.dimension, hit.cosine))
             reference = (load_protocol(bank.protocol_file(hit.slug), check_anchors=False), hit.cosine)
+    said = "; ".join(
+        f"the closest {what} is {name!r} at cosine {cos:.3f}, not above theta={theta} (theta="
+        f"{math.floor(cos * 100 - 1e-9) / 100:.2f} routes it there, or dimension={name!r})"
+        for what, name, cos in missed
+    )
     if cfg.fast_only:
-        closest = (
-            f"; the closest stored dimension is {hit.dimension!r} at cosine {hit.cosine:.3f}"
-            if hit and hit.slug
-            else ""
-        )
         raise ConfigError(
-            f"dimension={dimension!r}: no expert names it and no stored protocol is within theta={cfg.theta}"
-            f"{closest}. fast_only=true never builds a protocol: add an expert (experts.NAME=...), import a "
-            "calibrated protocol into memory= (pace_judge/memory.py import), or set fast_only=false for the agents"
+            f"dimension={dimension!r}: no expert names it and no stored protocol is within theta={theta}"
+            f"{'; ' + said if said else ''}. fast_only=true never builds a protocol: add an expert "
+            "(experts.NAME=...), import a calibrated protocol into memory= (pace_judge/memory.py import), or set "
+            "fast_only=false for the agents"
         )
-    if example is None and cfg.example_image:
-        example = load_image(cfg.example_image)
-    if example is None and defer:
-        return None
-    from pace_judge.agents import build_protocol
+    if said:
+        near = max(cos for _, _, cos in missed) > theta - NEAR
+        logger.log(logging.WARNING if near else logging.INFO, "%r: slow path (the agents): %s", dimension, said)
 
-    backbone = str(cfg.model or cfg.server.model or "unknown")
-    protocol = build_protocol(backend, dimension, example, cfg.agents, backbone=backbone, reference=reference)
-    if bank is None:
-        return {"dimension": dimension, "path": "slow", "stored": False}, protocol
-    slug = bank.add(protocol)  # stored at once (uncalibrated until calibrated): the agents' work is never lost
-    return {"dimension": dimension, "path": "slow", "stored": True}, calibrated(cfg, bank, slug, backend)
+    def build(example: Image.Image | None) -> Protocol:
+        backbone = str(cfg.model or cfg.server.model or "unknown")
+        try:
+            protocol = build_protocol(backend, dimension, example, cfg.agents, backbone=backbone, reference=reference)
+        except ProtocolBuildError as err:
+            raise ProtocolBuildError(f"{err}\nRouting: {said}" if said else str(err), err.failures) from None
+        if bank is None:
+            return protocol
+        slug = bank.add(protocol)  # stored at once (uncalibrated until calibrated): the agents' work is never lost
+        return calibrated(cfg, bank, slug, backend)
+
+    info = {"dimension": dimension, "path": "slow", "stored": bank is not None}
+    return (info, build(load_image(cfg.example_image))) if cfg.example_image else (info, build)

@@ -4,6 +4,7 @@ and benchmark mode with disjoint splits."""
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -115,3 +116,20 @@ def test_interactive_scores_are_asked_until_valid(monkeypatch, tmp_path):
     monkeypatch.setattr(calibrate.sys.stdin, "isatty", lambda: False, raising=False)
     with pytest.raises(UserError, match="no terminal to ask on: look at .*sheet.png and pass scores="):
         calibrate.ask_scores(4, tmp_path / "sheet.png")
+
+
+def test_ties_for_an_anchor_are_broken_by_row_order_and_said(tmp_path, caplog):
+    protocol = write_example_protocol(tmp_path / "proto", anchors=False)
+    (tmp_path / "img").mkdir()
+    rows = []
+    for i, mos in enumerate([3.0, 5.0, 1.0, 5.0, 5.0, 1.0]):
+        Image.fromarray(np.full((40, 40, 3), 40 * i, np.uint8)).save(tmp_path / f"img/{i}.png")
+        rows.append({"image": f"img/{i}.png", "dimension": "sharpness", "mos": mos})
+    (tmp_path / "calib.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level(logging.INFO, logger="pace_judge.calibration"):
+        run_calibrate({"protocol": str(protocol), "benchmark": str(tmp_path / "calib.jsonl")})
+    assert "high anchor: img/1.png (line 2), the first in row order of 3 rows tied at MOS 5" in caplog.text
+    assert "low anchor: img/2.png (line 3), the first in row order of 2 rows tied at MOS 1" in caplog.text
+    record = load_protocol(protocol).provenance["calibration"]
+    assert (record["high"], record["low"]) == ("img/1.png", "img/2.png")
+    assert record["ties"] == {"high": 3, "low": 2, "rule": "the first in row order"}

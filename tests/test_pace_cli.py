@@ -102,6 +102,27 @@ def test_judge_reports_user_errors_without_a_traceback(tmp_path, tiny_vlm_path, 
         run_judge({**base, "images": str(tmp_path / "imgs"), "protocol": str(tmp_path / "nope.json")})
 
 
+def test_hidden_files_are_neither_judged_nor_inputs_and_an_out_inside_the_folder_is_none(
+    tmp_path, tiny_vlm_path, pace_protocol_path
+):
+    folder = tmp_path / "imgs"
+    _images(folder, n=2)
+    (folder / ".hidden.png").write_bytes((folder / "img0.png").read_bytes())
+    out = folder / "judged"  # the run's own output folder, inside the folder it judges
+    settings = {
+        "protocol": str(pace_protocol_path),
+        "images": str(folder),
+        "out": str(out),
+        "model": str(tiny_vlm_path),
+    }
+    assert [r["image"] for r in run_judge(settings)] == ["img0.png", "img1.png"]
+    (folder / ".hidden.png").write_bytes((folder / "img1.png").read_bytes())  # neither read nor fingerprinted
+    with pytest.raises(RunComplete, match="already complete"):
+        run_judge(settings)
+    mark_incomplete(out)  # as a crashed run leaves it: its own scores are no new input
+    assert [r["image"] for r in run_judge({**settings, "resume": "auto"})] == ["img0.png", "img1.png"]
+
+
 @pytest.mark.slow
 def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_path, pace_protocol_path):
     from pace_judge.commands import memory as memory_command

@@ -247,10 +247,11 @@ def test_several_experts_give_their_mean_on_the_1_to_5_scale(tiny_vlm_path, tiny
     from reward import get_reward
 
     images = random_images(3, seed=9)
-    members = [{"name": "qbench", "model": str(tiny_vlm_path)}, {"name": "sa-iqa", "model": str(tiny_scorer_path)}]
+    sa_iqa = {"name": "sa-iqa", "model": str(tiny_scorer_path), "dimensions": ["lighting"]}  # one: it stands in
+    members = [{"name": "qbench", "model": str(tiny_vlm_path)}, sa_iqa]
     pace = get_reward("pace", {"model": str(tiny_vlm_path), "dimension": "noise", "experts": {"noise": members}})
     qbench = get_reward("qbench", {"model": str(tiny_vlm_path)}).score(images).scores.double()
-    sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path)}).score(images).scores.double()
+    sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path)}).score(images).dimensions["lighting"].double()
     judged = pace.judge(images)
     expected = ((1 + 4 * qbench) + sa_iqa) / 2  # qbench 0-1 mapped onto 1-5; sa-iqa already on 1-5
     assert judged.scores.tolist() == pytest.approx(expected.tolist(), abs=1e-5)
@@ -268,3 +269,102 @@ def test_several_experts_give_their_mean_on_the_1_to_5_scale(tiny_vlm_path, tiny
     )
     expected = (3 * (1 + 4 * qbench) + sa_iqa) / 4
     assert weighted.score(images).scores.tolist() == pytest.approx(expected.tolist(), abs=1e-5)
+
+
+def test_a_near_miss_of_theta_is_said_once_and_the_agents_failure_names_theta(tmp_path, embedder, caplog):
+    from pace_judge.agents import ProtocolBuildError
+    from pace_judge.config import PaceConfig
+    from pace_judge.pace import PaceReward
+
+    MemoryBank(tmp_path / "mem", embedder).add(example_protocol("sharpness"))
+    experts = {"sharpness": {"name": "qbench", "model": "unused"}}  # never loaded: not routed to
+    cfg = PaceConfig(model="unused", dimension="image sharpness", memory=str(tmp_path / "mem"), experts=experts)
+    with caplog.at_level(logging.INFO, logger="pace_judge"):
+        reward = PaceReward(cfg, backend=ScriptedBackend(lambda prompt, n: "I cannot help with that."))
+        with pytest.raises(ProtocolBuildError) as err:
+            reward.score(random_images(1, seed=3))
+    said = [r.getMessage() for r in caplog.records if "not above theta" in r.getMessage()]
+    assert len(said) == 1 and "'image sharpness': slow path" in said[0]  # cosine 0.789: said once, not per call
+    for what in ("expert", "stored protocol"):
+        assert f"the closest {what} is 'sharpness' at cosine 0.789, not above theta=0.8 (theta=0.78 routes" in said[0]
+    assert "Routing: the closest expert is 'sharpness' at cosine 0.789" in str(err.value)
+    assert "theta=0.78 routes it there, or dimension='sharpness'" in str(err.value)
+
+
+def test_experts_are_matched_by_the_memory_banks_rule(embedder, tiny_vlm_path):
+    from pace_judge.config import PaceConfig
+    from pace_judge.pace import PaceReward
+
+    qbench = {"name": "qbench", "model": str(tiny_vlm_path)}
+    cfg = {"model": "unused", "experts": {"噪点": qbench, "Image Blur": qbench}}
+    unknown = PaceReward(PaceConfig(**cfg, dimension="色彩"), backend=ScriptedBackend(_script))
+    assert unknown.route["path"] == "slow"  # [UNK] [UNK], as 噪点 is (cosine 1.000): no cosine between them
+    spaced = PaceReward(PaceConfig(**cfg, dimension="image  blur", theta=0.99), backend=ScriptedBackend(_script))
+    assert spaced.route["matched"] == "Image Blur"  # the same name, case and spacing aside
+
+
+def test_experts_given_whole_on_the_command_line_in_any_script():
+    from pace_judge.commands.judge import JudgeSettings
+    from reward.core.cli import compose
+    from reward.core.config import parse
+    from reward.core.errors import ConfigError
+
+    rest = ["images=IMAGES", "out=OUT", "dimension=清晰度"]
+    line = "experts={清晰度: {name: qbench}, image sharpness: [{name: qbench}, {name: sa-iqa}]}"
+    settings = parse(JudgeSettings, compose("judge", [line, *rest]))
+    assert settings.experts == {
+        "清晰度": {"name": "qbench"},
+        "image sharpness": [{"name": "qbench"}, {"name": "sa-iqa"}],
+    }
+    with pytest.raises(ConfigError, match=r"experts=5: give a mapping \{DIMENSION: \{name: REWARD"):
+        parse(JudgeSettings, compose("judge", ["experts=5", *rest]))
+
+
+def test_an_expert_scoring_several_dimensions_gives_the_one_it_is_named_after(tiny_scorer_path):
+    from reward import get_reward
+    from reward.core.errors import ConfigError
+
+    images = random_images(3, seed=10)
+    sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path)}).score(images)
+    cfg = {"model": str(tiny_scorer_path), "dimension": "Lighting"}
+    pace = get_reward("pace", {**cfg, "experts": {"lighting": {"name": "sa-iqa", "model": str(tiny_scorer_path)}}})
+    judged = pace.judge(images)
+    assert judged.scores.tolist() == pytest.approx(sa_iqa.dimensions["lighting"].tolist(), abs=1e-5)  # 1-5 already
+    assert judged.scores.tolist() != pytest.approx(sa_iqa.scores.tolist(), abs=1e-5)  # not the fused score
+    assert judged.explanations[0]["members"][0]["dimension"] == "lighting"
+    noise = {"noise": {"name": "sa-iqa", "model": str(tiny_scorer_path)}}
+    unnamed = get_reward("pace", {**cfg, "dimension": "noise", "experts": noise})
+    with pytest.raises(
+        ConfigError, match=r"sa-iqa scores the dimensions \['lighting', 'harmony'\], none named 'noise'"
+    ):
+        unnamed.judge(images)
+
+
+def test_the_memory_bank_a_judge_run_stores_into_is_no_new_input_of_its_rerun(
+    tmp_path, tiny_vlm, tiny_vlm_path, monkeypatch
+):
+    from run_state import mark_incomplete
+
+    from pace_judge import pace
+    from pace_judge.commands.judge import run as run_judge
+    from reward.core.outputs import RunComplete
+
+    monkeypatch.setattr(pace, "load_backend", lambda *a: ScriptedBackend(_script, tiny_vlm))
+    MemoryBank(tmp_path / "mem").add(example_protocol("text legibility"))  # a bank that exists: an input
+    (tmp_path / "imgs").mkdir()
+    for i, image in enumerate(random_images(2, seed=5)):
+        image.save(tmp_path / "imgs" / f"{i}.png")
+    settings = {
+        "dimension": "tactile satisfaction",
+        "memory": str(tmp_path / "mem"),
+        "calibration": {"benchmark": str(_calibration_split(tmp_path / "calib"))},
+        "images": str(tmp_path / "imgs"),
+        "out": str(tmp_path / "out"),
+        "model": str(tiny_vlm_path),
+    }
+    rows = run_judge(settings)  # the slow path stores its calibrated protocol in the bank
+    assert len(MemoryBank(tmp_path / "mem").entries()) == 2
+    with pytest.raises(RunComplete, match="already complete"):
+        run_judge(settings)
+    mark_incomplete(tmp_path / "out")
+    assert [r["score"] for r in run_judge({**settings, "resume": "auto"})] == [r["score"] for r in rows]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from pace_judge.pace import PaceReward
 from pace_judge.protocol import load_protocol
 from reward.core.config import BATCH, PIXELS, parse, resume_mode
 from reward.core.errors import UserError
-from reward.core.outputs import may_change_keys, prepare_output
+from reward.core.outputs import RUN_FILE, fingerprint, may_change_keys, prepare_output
 from reward.core.summary import log_summary
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
@@ -85,7 +86,8 @@ def set_up(settings: JudgeSettings) -> tuple[Any, list[Path], list[dict[str, Any
     folder = Path(settings.images)
     if not folder.is_dir():
         raise UserError(f"images={folder} is not a folder; pass images=DIR (a folder of image files)")
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    # hidden files are neither judged nor fingerprinted (reward.core.fingerprints skips them): what is read is known
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith("."))
     if not files:
         raise UserError(f"images={folder} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
     config = dataclasses.asdict(settings)
@@ -106,25 +108,13 @@ def set_up(settings: JudgeSettings) -> tuple[Any, list[Path], list[dict[str, Any
 
 
 def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
-    """``path`` decoded, after its header's size is checked against the judge's own decode guard; any problem is a
-    :class:`UserError` that names the path."""
+    """``path`` decoded, its size checked from the header first; a problem is a :class:`UserError` naming the path
+    and the judge's keys."""
     try:
-        with Image.open(path) as im:
-            w, h = im.size
-    except Image.DecompressionBombError as err:  # above twice PIL's own limit: refused on opening
-        raise UserError(f"{path}: {err} It was not decoded; resize it, or skip_bad=true to skip it.") from None
-    except (OSError, ValueError):
-        w = h = 0  # not an image: load_image says so
-    if max_decode_pixels is not None and w * h > max_decode_pixels:
-        raise UserError(
-            f"{path}: image is {w}x{h} = {w * h:,} pixels, above max_decode_pixels={max_decode_pixels:,}; it was "
-            "not decoded. Pass a larger max_decode_pixels=N (the decode guard; max_pixels is the model's "
-            "visual-token budget), or skip_bad=true to skip it."
-        )
-    try:
-        return load_image(path, max_pixels=None)
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: {err} (skip_bad=true skips unreadable images)") from None
+        return load_image(path, max_pixels=max_decode_pixels)
+    except (UserError, OSError, ValueError) as err:
+        said = str(err).replace("max_pixels", "max_decode_pixels")  # the judge's decode guard
+        raise UserError(f"{said} (max_pixels is the model's visual-token budget; skip_bad=true skips it)") from None
 
 
 def judge(
@@ -159,15 +149,15 @@ def judge(
                 json_safe({"image": n, **e}) for n, e in zip(names, reward.judge(images).explanations, strict=True)
             ]
             before = (done or rows or batch)[0]
-            if [before.get("scale"), before.get("protocol_id")] != [
-                batch[0].get("scale"),
-                batch[0].get("protocol_id"),
-            ]:
+            if any(before.get(k) != batch[0].get(k) for k in ("scale", "protocol_id")):
                 raise UserError(
                     f"{out / SCORES} holds scores on {before['scale']!r} (protocol {before['protocol_id']}); this run "
                     f"scores on {batch[0]['scale']!r} (protocol {batch[0]['protocol_id']}): one scores file never "
                     "mixes them. Pass overwrite=true to move the old run aside, or another out= folder."
                 )
+            if settings.memory and not rows:  # the bank as this run left it (it stores what it builds): no new input
+                output.identity["inputs"]["memory"] = fingerprint(settings.memory, exclude=[os.path.realpath(out)])
+                atomic_write_json(out / RUN_FILE, output.identity)
             append_jsonl(out / SCORES, batch)
             rows.extend(batch)
     except ProtocolBuildError as err:

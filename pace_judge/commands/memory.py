@@ -71,11 +71,8 @@ def run(cfg: Any) -> Any:
     elif settings.cmd == "import":
         result = []
         for path in str(settings.protocol).split(","):
-            result.append(
-                bank.add(
-                    load_protocol(path, allow_absolute_paths=settings.allow_absolute_paths), replace=settings.replace
-                )
-            )
+            protocol = load_protocol(path, allow_absolute_paths=settings.allow_absolute_paths)
+            result.append(bank.add(protocol, replace=settings.replace))
             logger.info("imported %s as %s", path, result[-1])
     elif settings.cmd == "delete":
         bank.delete(settings.dimension)
@@ -83,18 +80,10 @@ def run(cfg: Any) -> Any:
     else:
         result = r = bank.route(settings.dimension, settings.theta)
         if r.unknown:
-            logger.info(
-                "%s: the embedder cannot represent %s; slow path (no protocol chosen by cosine)",
-                settings.dimension,
-                r.unknown,
-            )
+            logger.info("%s: the embedder cannot represent %s; slow path", settings.dimension, r.unknown)
         else:
-            uncalibrated = r.fast and r.slug is not None and not bank.entries()[r.slug].get("calibrated")
-            note = (
-                " (uncalibrated: it will not be used until calibrated with pace_judge/calibrate.py)"
-                if uncalibrated
-                else ""
-            )
+            draft = r.fast and not bank.entries()[r.slug].get("calibrated")
+            note = " (uncalibrated: not used until calibrated with pace_judge/calibrate.py)" if draft else ""
             path = "fast" if r.fast else "slow"
             logger.info("%s -> %r (cosine %.3f): %s path%s", settings.dimension, r.dimension, r.cosine, path, note)
     log_summary(f"pace memory {settings.cmd}", {"protocols": len(bank.entries())}, {"memory bank": settings.memory})
