@@ -16,12 +16,9 @@ from fusion.uncertainty import ComparisonRow
 from reward.core.summary import text_table
 from reward.rewards.fusion_weights import FusionWeights
 
-__all__ = ["format_comparison_table", "format_weights_table", "plot_weights"]
-
 
 def format_weights_table(weights: FusionWeights) -> str:
-    """One line per dimension: weight, its share of the fused score (``w / sum(w)``: what ``reward=sa-iqa`` fuses
-    with) and (when present) its bootstrap interval.
+    """One line per dimension: weight, share (``w / sum(w)``, what ``reward=sa-iqa`` fuses with), bootstrap interval.
 
     >>> print(format_weights_table(FusionWeights(("layout", "lighting"), (0.6, 0.2), (0.4, 0.0), (1.1, 0.5))))
     dimension  weight  share  ci_low  ci_high
@@ -29,26 +26,23 @@ def format_weights_table(weights: FusionWeights) -> str:
     layout     0.6000  0.750  0.4000   1.1000
     lighting   0.2000  0.250  0.0000   0.5000
     """
-    total = sum(weights.weights)
-    header = ["dimension", "weight", "share"] + (["ci_low", "ci_high"] if weights.ci_low is not None else [])
-    rows = []
-    for j, name in enumerate(weights.dimensions):
-        share = f"{weights.weights[j] / total:.3f}" if total > 0 else "n/a"
-        cells = [name, f"{weights.weights[j]:.4f}", share]
-        if weights.ci_low is not None and weights.ci_high is not None:
-            cells += [f"{weights.ci_low[j]:.4f}", f"{weights.ci_high[j]:.4f}"]
-        rows.append(cells)
+    total, ci = sum(weights.weights), weights.ci_low is not None and weights.ci_high is not None
+    header = ["dimension", "weight", "share"] + (["ci_low", "ci_high"] if ci else [])
+    rows = [
+        [name, f"{w:.4f}", f"{w / total:.3f}" if total > 0 else "n/a"]
+        + ([f"{weights.ci_low[j]:.4f}", f"{weights.ci_high[j]:.4f}"] if ci else [])
+        for j, (name, w) in enumerate(zip(weights.dimensions, weights.weights, strict=True))
+    ]
     return text_table(header, rows, [False] + [True] * (len(header) - 1))
 
 
 def format_comparison_table(rows: Sequence[ComparisonRow]) -> str:
-    """One line per fusion: held-out pairwise accuracy (non-tie pairs) and mean log-likelihood per pair."""
     cells = [[r.name, f"{r.accuracy:.3f}", f"{r.log_likelihood:.4f}"] for r in rows]
     return text_table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])
 
 
 def plot_weights(weights: FusionWeights, path: str | Path, title: str = "Bradley–Terry fusion weights") -> Path:
-    """Bar chart of the weights with their intervals as error bars, saved as PNG (atomically)."""
+    """Bar chart of the weights, their intervals as error bars, saved as PNG (atomically)."""
     from reward.eval.plots import new_figure, save_figure
 
     d = len(weights.dimensions)
