@@ -1,21 +1,16 @@
 """Bradley–Terry fusion of dimension scores (SA-IQA §3.2.2, eq. 2–3), with ties.
 
-An image's dimension scores ``x`` fuse into ``S = x·w``; a pair ``(A, B)`` is modelled from ``s = (x_A - x_B)·w``
-(no intercept). Ties, which eq. 2 has no outcome for, follow ``tie_model``:
+Dimension scores ``x`` fuse into ``S = x·w``; a pair ``(A, B)`` is modelled from ``s = (x_A - x_B)·w`` (no
+intercept). Ties, which eq. 2 has no outcome for, follow ``tie_model``: ``davidson`` (default, ours; Davidson 1970,
+``π = exp(S)``, ``ν`` fitted with ``w``)::
 
-- ``davidson`` (default, ours): Davidson (1970), ``π = exp(S)``, ``ν = exp(θ)`` fitted with ``w``::
+    P(A) = πA / (πA + πB + ν√(πA πB)),  P(B) = πB / (...),  P(tie) = ν√(πA πB) / (...)
 
-      P(A) = πA / (πA + πB + ν√(πA πB)),  P(B) = πB / (...),  P(tie) = ν√(πA πB) / (...)
-
-  Without ties in the data ``ν = 0`` and ``P(A > B) = sigmoid(s)``, eq. 2 exactly.
-- ``zero``: eq. 2 literally, a tie is ``y = 0`` (a win of B): the weights depend on which image of a tied pair is
-  listed first (said in a warning).
-- ``half``: a tie is ``y = 0.5``, eq. 2's ``y = 0`` averaged over both orders of the pair.
-- ``drop``: ties are left out.
-
-The objective is the mean negative log-likelihood plus ``l2 / 2 · ||w||²``, minimised by L-BFGS-B with analytic
-gradients; each weight is boxed to ``[-max_abs_weight, max_abs_weight]`` (``[0, ...]`` with ``nonneg``) so that
-degenerate data (separable pairs, all ties) still gives finite numbers.
+without ties ``ν = 0`` and ``P(A > B) = sigmoid(s)``, eq. 2 exactly; ``zero``: eq. 2 literally, a tie is ``y = 0`` (a
+win of B, so the weights depend on which image of a tied pair is listed first); ``half``: a tie is ``y = 0.5`` (eq. 2
+averaged over both orders); ``drop``: ties left out. The mean negative log-likelihood plus ``l2 / 2 · ||w||²`` is
+minimised by L-BFGS-B with analytic gradients, each weight boxed to ``[-max_abs_weight, max_abs_weight]`` (``[0,
+...]`` with ``nonneg``) so that degenerate data (separable pairs, all ties) still gives finite numbers.
 
 >>> import numpy as np
 >>> x_a = np.array([[4.0, 2.0], [1.0, 3.0], [5.0, 5.0], [2.0, 1.0]])
@@ -79,7 +74,7 @@ class FitOptions:
 class BTFit:
     """A fitted fusion: ``weights`` [d] (``S = x·w``), Davidson's ``nu`` (0 under the other tie models or without
     ties), the ``dimensions``' names, the ``options``, the pairs and ties used, the training log-likelihood (without
-    the penalty), what L-BFGS-B reported and the degenerate-data ``warnings`` logged."""
+    the penalty), whether L-BFGS-B converged and the degenerate-data ``warnings`` logged."""
 
     weights: np.ndarray
     nu: float
@@ -90,12 +85,7 @@ class BTFit:
     log_likelihood: float
     converged: bool
     n_iter: int
-    message: str = ""
     warnings: tuple[str, ...] = ()
-
-    @property
-    def tie_model(self) -> str:
-        return self.options.tie_model
 
     def score(self, x: np.ndarray) -> np.ndarray:
         """Fused scores ``S = x·w`` for ``x`` [n, d] (eq. 3)."""
@@ -103,7 +93,9 @@ class BTFit:
 
     def predict_proba(self, x_a: np.ndarray, x_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(P(A wins), P(B wins), P(tie))`` per pair; ``P(tie)`` is 0 unless Davidson's ``ν > 0``."""
-        return outcome_probabilities(self.score(x_a) - self.score(x_b), self.nu if self.tie_model == "davidson" else 0)
+        return outcome_probabilities(
+            self.score(x_a) - self.score(x_b), self.nu if self.options.tie_model == "davidson" else 0
+        )
 
     def accuracy(self, x_a: np.ndarray, x_b: np.ndarray, labels: Sequence[str] | np.ndarray) -> float:
         """Pairwise accuracy of the fused scores on the non-tie pairs (:func:`pairwise_accuracy`)."""
@@ -112,7 +104,7 @@ class BTFit:
     def log_likelihood_of(self, x_a: np.ndarray, x_b: np.ndarray, labels: Sequence[str] | np.ndarray) -> float:
         """Total log-likelihood of ``labels`` under this fit (a tie read as its tie model says)."""
         s = (np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)) @ self.weights
-        return float(np.sum(pair_log_likelihood(s, encode_labels(labels), self.tie_model, self.nu)))
+        return float(np.sum(pair_log_likelihood(s, encode_labels(labels), self.options.tie_model, self.nu)))
 
 
 def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -351,6 +343,5 @@ def fit_bradley_terry(
         log_likelihood=float(np.sum(ll if sample_weight is None else ll * sample_weight)),
         converged=bool(res.success),
         n_iter=int(res.nit),
-        message=str(res.message),
         warnings=tuple(found),
     )

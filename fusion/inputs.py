@@ -1,16 +1,11 @@
-"""Read preference pairs and dimension scores into the arrays the Bradley–Terry fit takes.
+"""Preference pairs (``reward.data.load_pairs``) and their dimension scores, as the arrays the fit takes.
 
-- Pairs (JSONL, ``reward.data.load_pairs``): ``{"a": image, "b": image, "label": "a" | "b" | "tie"}``, paths
-  relative to the file's folder (or ``image_root``) and kept inside it.
-- Scores (JSONL): ``{"image": image, "<dimension>": score, ...}``, paths relative to the file's folder, to
-  ``scores_root``, or absolute; a ``scores.jsonl`` of ``reward/evaluate.py`` (or of SFT's evaluation) is relative to
-  the evaluated data's folder, read from the ``run.json`` beside it. Pairs and scores are matched by resolved path,
-  never by file name. The dimensions are the numeric keys other than :data:`METADATA_KEYS`, in order of first
-  appearance, unless named. Several rows of one image are merged (a conflicting value is an error).
-- Or a registered reward with dimensions (e.g. ``sa-iqa``) scores the pairs' images.
-
-A bad row (missing key, unknown label, an image without scores, a dimension missing) raises ``ValueError`` naming the
-file and line and the fix; with ``skip_bad=True`` it is skipped, counted and logged.
+Scores (JSONL ``{"image": image, "<dimension>": score, ...}``) name images relative to their file's folder, to
+``scores_root``, or absolutely; a ``scores.jsonl`` of ``reward/evaluate.py`` (or SFT's evaluation) relative to the
+evaluated data's folder, read from the ``run.json`` beside it. Pairs and scores are matched by resolved path, never
+by file name. The dimensions are the numeric keys but :data:`METADATA_KEYS`, in order, unless named; rows of one
+image merge. Or a reward with dimensions (e.g. ``sa-iqa``) scores the pairs' images. A bad row raises ``ValueError``
+naming file, line and fix; with ``skip_bad=True`` it is skipped, counted and logged.
 """
 
 from __future__ import annotations

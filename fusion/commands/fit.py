@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,12 +18,11 @@ from omegaconf import MISSING
 
 from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptions, fit_bradley_terry
 from fusion.inputs import PairData, load_pair_data
-from fusion.report import format_comparison_table, format_weights_table, plot_weights
 from fusion.uncertainty import ComparisonRow, bootstrap_intervals, heldout_comparison
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
-from reward.core.summary import log_summary
+from reward.core.summary import log_summary, text_table
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import reward_config
@@ -145,11 +145,11 @@ class FusionSettings:
                 f"reward={self.reward!r} must name a registered reward: reward=NAME selects configs/reward/NAME.yaml"
             )
         dims = self.dimensions
-        if dims is not None and (not dims or not all(isinstance(d, str) for d in dims)):
-            problems.append(
-                f"dimensions={dims!r} must be a non-empty list of names, e.g. dimensions=[layout,lighting]"
-            )
         checks = {
+            "dimensions": (
+                dims is None or bool(dims) and all(isinstance(d, str) for d in dims),
+                "a non-empty list of names, e.g. dimensions=[layout,lighting]",
+            ),
             "tie_model": (self.tie_model in TIE_MODELS, f"one of {list(TIE_MODELS)}"),
             "l2": (self.l2 >= 0, "a number >= 0"),
             "max_abs_weight": (self.max_abs_weight > 0, "a number > 0"),
@@ -326,7 +326,8 @@ def report(setup: Setup, weights: FusionWeights, comparison: list[ComparisonRow]
     """The held-out table, ``out`` (the weights as JSON), its bar chart and the closing summary."""
     settings, data = setup.settings, setup.data
     if comparison:
-        table = format_comparison_table(comparison)
+        cells = [[r.name, f"{r.accuracy:.3f}", f"{r.log_likelihood:.4f}"] for r in comparison]
+        table = text_table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])
         logger.info("Held-out comparison (%d pairs, seed %d):\n%s", comparison[0].n_heldout, settings.seed, table)
     out = save_weights(settings.out, weights)
     plot = plot_weights(weights, out.with_suffix(".png")) if settings.plot else None
@@ -336,3 +337,45 @@ def report(setup: Setup, weights: FusionWeights, comparison: list[ComparisonRow]
         {"weights": out, "plot": plot},
     )
     return weights
+
+
+def format_weights_table(weights: FusionWeights) -> str:
+    """One line per dimension: weight, share (``w / sum(w)``, what ``reward=sa-iqa`` fuses with), bootstrap interval.
+
+    >>> print(format_weights_table(FusionWeights(("layout", "lighting"), (0.6, 0.2), (0.4, 0.0), (1.1, 0.5))))
+    dimension  weight  share  ci_low  ci_high
+    ---------  ------  -----  ------  -------
+    layout     0.6000  0.750  0.4000   1.1000
+    lighting   0.2000  0.250  0.0000   0.5000
+    """
+    total, ci = sum(weights.weights), weights.ci_low is not None and weights.ci_high is not None
+    header = ["dimension", "weight", "share"] + (["ci_low", "ci_high"] if ci else [])
+    rows = [
+        [name, f"{w:.4f}", f"{w / total:.3f}" if total > 0 else "n/a"]
+        + ([f"{weights.ci_low[j]:.4f}", f"{weights.ci_high[j]:.4f}"] if ci else [])
+        for j, (name, w) in enumerate(zip(weights.dimensions, weights.weights, strict=True))
+    ]
+    return text_table(header, rows, [False] + [True] * (len(header) - 1))
+
+
+def plot_weights(weights: FusionWeights, path: str | Path, title: str = "Bradley–Terry fusion weights") -> Path:
+    """Bar chart of the weights, their intervals as error bars, saved as PNG (atomically)."""
+    from reward.eval.plots import new_figure, save_figure
+
+    d = len(weights.dimensions)
+    fig, ax = new_figure((max(4.0, 1.0 + 1.1 * d), 3.6), dpi=100)
+    yerr = None
+    if weights.ci_low is not None and weights.ci_high is not None:
+        yerr = [
+            [max(w - lo, 0.0) for w, lo in zip(weights.weights, weights.ci_low, strict=True)],
+            [max(hi - w, 0.0) for w, hi in zip(weights.weights, weights.ci_high, strict=True)],
+        ]
+        level = weights.meta.get("ci_level")
+        title += f" ({level:.0%} bootstrap CI)" if isinstance(level, float) else " (bootstrap CI)"
+    ax.bar(range(d), weights.weights, yerr=yerr, capsize=5, color="#4c72b0", ecolor="#222222")
+    ax.axhline(0.0, color="#555555", linewidth=0.8)
+    ax.set_xticks(range(d), weights.dimensions, rotation=20 if d > 5 else 0)
+    ax.set_ylabel("weight w")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=120)
