@@ -1,10 +1,7 @@
-"""Score every row of a ratings manifest with a reward and compare with the human MOS.
-
-Used by ``reward/evaluate.py`` (data-parallel under ``accelerate launch``) and by the SFT trainer's final
-evaluation. Each image is scored once, whatever the number of dimensions it is rated on; a reward with
-per-dimension scores is compared dimension by dimension (``compare="fused"``: its fused score against every row), one
-without against every dimension. Rows left out are said with their reasons and counts.
-"""
+"""Score every row of a ratings manifest with a reward and compare with the human MOS (``reward/evaluate.py``, SFT's
+final evaluation, Q-Bench A3). Each image is scored once, whatever the number of dimensions it is rated on; a reward
+with dimensions is compared dimension by dimension (``compare="fused"``: its fused score against every row), one
+without against every row. Rows left out are said with their reasons and counts."""
 
 from __future__ import annotations
 
@@ -56,11 +53,8 @@ class EvalSettings:
         >>> EvalSettings(mos_range=(0.0, 100.0)).taus(), EvalSettings(mos_range=(0.0, 100.0), tau_low=40).taus()
         ((50.0, 75.0), (40.0, 75.0))
         """
-        low, high = (float(v) for v in to_mos_scale(np.array(HOR_TAUS), (1.0, 5.0), self.mos_range))
-        return (
-            low if self.tau_low is None else float(self.tau_low),
-            high if self.tau_high is None else float(self.tau_high),
-        )
+        mapped = to_mos_scale(np.array(HOR_TAUS), (1.0, 5.0), self.mos_range)
+        return tuple(float(m if t is None else t) for m, t in zip(mapped, (self.tau_low, self.tau_high), strict=True))
 
 
 HOR_TAUS = (3.0, 4.0)  # PACE's HOR thresholds on the 1-5 scale
@@ -74,23 +68,10 @@ def why_skipped(skipped: Sequence[SkippedRow], limit: int = 4) -> str:
     "2 rows: no dimension 'q'; line 7: bad image"
     """
     counts = Counter(s.reason for s in skipped)
-    first: dict[str, int] = {}
-    for s in sorted(skipped, key=lambda s: s.line):
-        first.setdefault(s.reason, s.line)
+    first = {s.reason: s.line for s in sorted(skipped, key=lambda s: -s.line)}  # the earliest line wins
     parts = [f"{n} rows: {r}" if n > 1 else f"line {first[r]}: {r}" for r, n in counts.most_common(limit)]
     rest = sum(n for _, n in counts.most_common()[limit:])
     return "; ".join(parts) + (f"; {rest} more rows for other reasons" if rest else "")
-
-
-def lacking_dimension(reward: Reward, rows: Sequence[RatingRow], compare: str = "dimension") -> SkippedRow | None:
-    """Whether no row can be compared because the reward scores named dimensions and none is a row's (said before
-    any image is scored): the reason, on the first row, else ``None``."""
-    dims = getattr(reward, "dimensions", None)
-    if compare != "dimension" or not rows or not isinstance(dims, list | tuple) or not dims:
-        return None
-    if any(row.dimension in dims for row in rows):
-        return None
-    return SkippedRow(rows[0].line, _no_dimension(sorted({row.dimension for row in rows}), list(dims)))
 
 
 def _no_dimension(wanted: Sequence[str], has: Sequence[str]) -> str:
@@ -107,33 +88,15 @@ class EvalResult:
     meta: dict[str, Any] = field(default_factory=dict)  # processes, images_per_process, resumed
 
 
-def score_rating_rows(
-    reward: Reward,
-    rows: Sequence[RatingRow],
-    settings: EvalSettings,
-    *,
-    source: str = "manifest",
-    out_dir: str | Path | None = None,
-    resume: bool = False,
-    distributed: bool = False,
-) -> ScoredImages:
-    """Score every distinct image of ``rows`` once (an image rated on several dimensions is one call), keyed by its
-    ``key``."""
+def score_rating_rows(reward: Reward, rows: Sequence[RatingRow], settings: EvalSettings, **where: Any) -> ScoredImages:
+    """Every distinct image of ``rows`` scored once (an image rated on several dimensions is one call), keyed by its
+    ``key``; ``where``: the ``source``, ``out_dir``, ``resume``, ``distributed`` of :func:`.parallel.score_images`."""
     unique: dict[str, RatingRow] = {}
     for row in rows:
         unique.setdefault(row.key, row)
-    return score_images(
-        reward,
-        [(k, r.image, r.line) for k, r in unique.items()],
-        batch_size=settings.batch_size,
-        num_workers=settings.num_workers,
-        max_pixels=settings.max_decode_pixels,
-        skip_bad=settings.skip_bad,
-        source=source,
-        out_dir=out_dir,
-        resume=resume,
-        distributed=distributed,
-    )
+    items = [(k, r.image, r.line) for k, r in unique.items()]
+    batching = {"batch_size": settings.batch_size, "num_workers": settings.num_workers, "skip_bad": settings.skip_bad}
+    return score_images(reward, items, max_pixels=settings.max_decode_pixels, **batching, **where)
 
 
 def evaluate_rows(
@@ -142,28 +105,22 @@ def evaluate_rows(
     settings: EvalSettings,
     *,
     score_range: tuple[float, float],
-    source: str = "manifest",
-    out_dir: str | Path | None = None,
-    resume: bool = False,
-    distributed: bool = False,
+    **where: Any,
 ) -> EvalResult:
-    """Score ``rows`` and compute PLCC/SRCC/KRCC/HOR per dimension and overall.
+    """``rows`` scored (``where``: as :func:`score_rating_rows`) and PLCC/SRCC/KRCC/HOR per dimension and overall.
 
-    A reward without dimensions is compared with every row; one with dimensions only with the rows of its own
-    dimensions (the others are skipped and counted, never compared with the fused score). With ``out_dir`` the
-    scores are written there as they come (``resume``: only missing images are scored); ``distributed`` splits
-    the images across the processes of ``accelerate launch`` (see :mod:`reward.eval.parallel`). Rows left out are
-    logged as one warning of reasons with counts; when none is left, :class:`NothingScored` gives them (before any
-    image is scored when the reward lacks every row's dimension).
-    """
+    A reward with dimensions is compared only with the rows of its own dimensions (the others are skipped and
+    counted, never compared with the fused score). Rows left out are one warning of reasons with counts; when none
+    is left, :class:`NothingScored` gives them (before any image is scored when the reward lacks every row's
+    dimension)."""
     if settings.compare not in COMPARE:
         raise UserError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
-    lacking = lacking_dimension(reward, rows, settings.compare)
-    if lacking is not None:
-        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking.reason}")
-    done = score_rating_rows(
-        reward, rows, settings, source=source, out_dir=out_dir, resume=resume, distributed=distributed
-    )
+    dims = getattr(reward, "dimensions", None)  # none of the rows' dimensions: said before any image is scored
+    known = list(dims) if isinstance(dims, list | tuple) and settings.compare == "dimension" else []
+    if known and rows and not any(row.dimension in known for row in rows):
+        lacking = _no_dimension(sorted({row.dimension for row in rows}), known)
+        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking}")
+    done = score_rating_rows(reward, rows, settings, **where)
     scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
@@ -222,14 +179,15 @@ def write_results(
         part.unlink()
     if result.skipped:
         paths["skipped"] = atomic_write_jsonl(out / "skipped.jsonl", [vars(s) for s in result.skipped])
+    tau_low, tau_high = settings.taus()
     for dim, (pred, mos) in result.predictions.items():
         paths[f"plot_{dim}"] = scatter_vs_mos(
             to_mos_scale(pred, score_range, settings.mos_range),
             mos,
             out / f"scatter_{safe_name(dim)}.png",
             title=f"{title}: {dim}",
-            tau_low=settings.taus()[0],
-            tau_high=settings.taus()[1],
+            tau_low=tau_low,
+            tau_high=tau_high,
             mos_range=settings.mos_range,
             hor=result.metrics[dim].get("hor") or math.nan,
         )
@@ -239,13 +197,9 @@ def write_results(
 def format_table(metrics: dict[str, dict[str, Any]]) -> str:
     """A fixed-width table of the per-dimension metrics."""
     cols = ["plcc", "plcc_logistic", "srcc", "krcc", "hor", "n"]
-    lines = [f"{'dimension':<14}" + "".join(f"{c:>14}" for c in cols)]
-    for dim, m in metrics.items():
-        if not isinstance(m, dict):
-            continue
-        cells = []
-        for c in cols:
-            v = m.get(c)
-            cells.append(f"{'n/a':>14}" if v is None else f"{v:>14d}" if c == "n" else f"{v:>14.4f}")
-        lines.append(f"{dim:<14}" + "".join(cells))
-    return "\n".join(lines)
+    cells = [
+        [dim, *("n/a" if m.get(c) is None else f"{m[c]:d}" if c == "n" else f"{m[c]:.4f}" for c in cols)]
+        for dim, m in metrics.items()
+        if isinstance(m, dict)
+    ]
+    return "\n".join(f"{row[0]:<14}" + "".join(f"{c:>14}" for c in row[1:]) for row in [["dimension", *cols], *cells])

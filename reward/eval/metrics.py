@@ -17,53 +17,36 @@ from scipy import optimize, special, stats
 
 from reward.data.labels import LABEL_A, LABEL_TIE, label_codes
 
-__all__ = [
-    "bootstrap_ci",
-    "hor",
-    "krcc",
-    "logistic_4",
-    "pairwise_accuracy",
-    "plcc",
-    "plcc_logistic",
-    "srcc",
-    "summarize",
-]
-
-
-def _as_array(x: Any, name: str) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch tensor, possibly on GPU
-        x = x.detach().float().cpu().numpy()
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim > 1 and arr.size == max(arr.shape):
-        arr = arr.reshape(-1)  # accept [N, 1] / [1, N]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one score per image), got shape {arr.shape}.")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or inf at index {int(np.flatnonzero(~np.isfinite(arr))[0])}.")
-    return arr
-
 
 def _pair(pred: Any, mos: Any) -> tuple[np.ndarray, np.ndarray]:
-    p, m = _as_array(pred, "pred"), _as_array(mos, "mos")
+    """Both as 1-D float arrays ([N, 1] and tensors accepted) of one length, finite."""
+    arrays = []
+    for x, name in ((pred, "pred"), (mos, "mos")):
+        arr = np.asarray(x.detach().float().cpu() if hasattr(x, "detach") else x, dtype=np.float64)
+        arr = arr.reshape(-1) if arr.ndim > 1 and arr.size == max(arr.shape) else arr
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (one score per image), got shape {arr.shape}.")
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{name} contains NaN or inf at index {int(np.flatnonzero(~np.isfinite(arr))[0])}.")
+        arrays.append(arr)
+    p, m = arrays
     if p.shape != m.shape:
         raise ValueError(f"pred has {p.size} scores but mos has {m.size}; pass one prediction per rated image.")
     return p, m
 
 
-def _degenerate(p: np.ndarray, m: np.ndarray, metric: str) -> bool:
-    """Warn and return True when a correlation is undefined (fewer than 2 items or a constant array)."""
-    if p.size < 2:
-        warnings.warn(f"{metric}: needs at least 2 items, got {p.size}; returning nan.", RuntimeWarning, stacklevel=3)
-        return True
-    for arr, name in ((p, "pred"), (m, "mos")):
-        if np.ptp(arr) == 0:
-            warnings.warn(
-                f"{metric}: {name} is constant (all {arr[0]:g}), correlation is undefined; returning nan.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return True
-    return False
+def _correlation(name: str, pred: Any, mos: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """The arrays and the correlation (scipy's kendalltau for krcc: tau-b, spearmanr for srcc, else pearsonr), or
+    nan with a warning when it is undefined (fewer than 2 items, a constant array)."""
+    p, m = _pair(pred, mos)
+    why = f"needs at least 2 items, got {p.size}" if p.size < 2 else None
+    for arr, side in ((p, "pred"), (m, "mos")):
+        if why is None and np.ptp(arr) == 0:
+            why = f"{side} is constant (all {arr[0]:g}), correlation is undefined"
+    if why:
+        warnings.warn(f"{name}: {why}; returning nan.", RuntimeWarning, stacklevel=3)
+        return p, m, math.nan
+    return p, m, float({"srcc": stats.spearmanr, "krcc": stats.kendalltau}.get(name, stats.pearsonr)(p, m)[0])
 
 
 def plcc(pred: Any, mos: Any) -> float:
@@ -72,10 +55,7 @@ def plcc(pred: Any, mos: Any) -> float:
     >>> round(plcc([1, 2, 3], [1, 3, 2]), 6)  # deviations [-1, 0, 1] and [-1, 1, 0]: 1 / sqrt(2 * 2)
     0.5
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "plcc"):
-        return math.nan
-    return float(stats.pearsonr(p, m)[0])
+    return _correlation("plcc", pred, mos)[2]
 
 
 def srcc(pred: Any, mos: Any) -> float:
@@ -84,10 +64,7 @@ def srcc(pred: Any, mos: Any) -> float:
     >>> srcc([0.1, 0.5, 0.2, 0.9], [1, 3, 2, 4])
     1.0
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "srcc"):
-        return math.nan
-    return float(stats.spearmanr(p, m)[0])
+    return _correlation("srcc", pred, mos)[2]
 
 
 def krcc(pred: Any, mos: Any) -> float:
@@ -96,10 +73,7 @@ def krcc(pred: Any, mos: Any) -> float:
     >>> round(krcc([1, 2, 3, 4], [1, 3, 2, 4]), 6)  # 5 concordant, 1 discordant pair -> (5 - 1) / 6
     0.666667
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "krcc"):
-        return math.nan
-    return float(stats.kendalltau(p, m)[0])
+    return _correlation("krcc", pred, mos)[2]
 
 
 def logistic_4(x: np.ndarray, b1: float, b2: float, b3: float, b4: float) -> np.ndarray:
@@ -120,10 +94,9 @@ def plcc_logistic(pred: Any, mos: Any) -> float:
     >>> plcc_logistic(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0]) > plcc(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0])
     True
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "plcc_logistic"):
-        return math.nan
-    raw = float(stats.pearsonr(p, m)[0])
+    p, m, raw = _correlation("plcc_logistic", pred, mos)
+    if math.isnan(raw):
+        return raw
     hi, lo = (m.max(), m.min()) if raw >= 0 else (m.min(), m.max())
     p0 = [hi, lo, float(p.mean()), float(p.std())]
     try:
@@ -224,10 +197,8 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile bootstrap ``(low, high)`` confidence interval of ``metric_fn(*arrays)`` at level ``1 - alpha``.
 
-    The arrays are resampled jointly (same indices), ``n`` times, with a seeded generator
-    (``scipy.stats.bootstrap``, paired); resamples where the metric is nan (e.g. constant) are ignored, and
-    warnings inside the resamples are silenced. Use
-    ``functools.partial`` to pass keyword arguments such as HOR's thresholds.
+    The arrays are resampled jointly, ``n`` times, seeded (``scipy.stats.bootstrap``, paired); resamples where the
+    metric is nan are ignored, their warnings silenced. ``functools.partial`` passes keywords (HOR's thresholds).
 
     >>> lo, hi = bootstrap_ci(plcc, [1, 2, 3, 4, 5, 6], [1.2, 1.9, 3.4, 3.8, 5.1, 6.3], n=200)
     >>> lo <= plcc([1, 2, 3, 4, 5, 6], [1.2, 1.9, 3.4, 3.8, 5.1, 6.3]) <= hi
@@ -260,9 +231,7 @@ def bootstrap_ci(
 
 
 def summarize(pred: Any, mos: Any, **hor_kwargs: Any) -> dict[str, float | int]:
-    """All correlation metrics and HOR in one dict: keys plcc, plcc_logistic, srcc, krcc, hor, n.
-
-    ``hor_kwargs`` go to :func:`hor` (``tau_low``, ``tau_high``, ``pred_range``, ``mos_range``).
+    """plcc, plcc_logistic, srcc, krcc, hor (``hor_kwargs`` go to :func:`hor`) and n in one dict.
 
     >>> s = summarize([1, 2, 3, 4.5], [1, 2, 3, 4])
     >>> sorted(s), s["n"], s["srcc"], s["hor"]
