@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -89,8 +88,7 @@ class EvalResult:
 
 
 def score_rating_rows(reward: Reward, rows: Sequence[RatingRow], settings: EvalSettings, **where: Any) -> ScoredImages:
-    """Every distinct image of ``rows`` scored once (an image rated on several dimensions is one call), keyed by its
-    ``key``; ``where``: the ``source``, ``out_dir``, ``resume``, ``distributed`` of :func:`.parallel.score_images`."""
+    """Each distinct image of ``rows`` scored once, by its ``key``; ``where``: as :func:`.parallel.score_images`'s."""
     unique: dict[str, RatingRow] = {}
     for row in rows:
         unique.setdefault(row.key, row)
@@ -125,12 +123,11 @@ def evaluate_rows(
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
     for row in rows:
-        key = row.key
-        if key not in scored:
+        if row.key not in scored:
             if row.line not in skipped_lines:  # another row of the same image was the bad one
-                skipped.append(SkippedRow(row.line, f"image {key} could not be scored"))
+                skipped.append(SkippedRow(row.line, f"image {row.key} could not be scored"))
             continue
-        entry = scored[key]
+        entry = scored[row.key]
         has_dims = len(entry) > 1 and settings.compare == "dimension"
         if has_dims and row.dimension not in entry:  # a per-dimension reward that does not score this one
             skipped.append(SkippedRow(row.line, _no_dimension([row.dimension], [d for d in entry if d != "score"])))
@@ -144,10 +141,9 @@ def evaluate_rows(
     if skipped:
         logger.warning("%d of %d rows not compared: %s", len(skipped), len(rows), why_skipped(skipped))
     predictions = {d: (np.asarray(p, float), np.asarray(m, float)) for d, (p, m) in by_dim.items()}
-    all_p = np.concatenate([p for p, _ in predictions.values()])
-    all_m = np.concatenate([m for _, m in predictions.values()])
     metrics = {d: _metrics(p, m, settings, score_range) for d, (p, m) in sorted(predictions.items())}
-    metrics["overall"] = _metrics(all_p, all_m, settings, score_range)
+    every = (np.concatenate([v[i] for v in predictions.values()]) for i in (0, 1))
+    metrics["overall"] = _metrics(*every, settings, score_range)
     order = dict.fromkeys(r.key for r in rows)  # manifest order, whatever the split
     scores = [{"image": k, **scored[k]} for k in order if k in scored]
     return EvalResult(metrics, scores, predictions, sorted(skipped, key=lambda s: s.line), done.meta)
@@ -169,28 +165,18 @@ def write_results(
 ) -> dict[str, Path]:
     """``metrics.json``, ``scores.jsonl`` and one scatter plot per dimension in ``out_dir``."""
     out = Path(out_dir)
-    metrics = dict(result.metrics)
-    metrics["skipped"] = len(result.skipped)
-    if result.meta:
-        metrics["meta"] = result.meta
+    metrics = {**result.metrics, "skipped": len(result.skipped), **({"meta": result.meta} if result.meta else {})}
     paths = {"metrics": atomic_write_json(out / "metrics.json", metrics)}
     paths["scores"] = atomic_write_jsonl(out / SCORES, result.scores)  # complete: replaces the partial files
     for part in out.glob("scores.rank*.jsonl"):
         part.unlink()
     if result.skipped:
         paths["skipped"] = atomic_write_jsonl(out / "skipped.jsonl", [vars(s) for s in result.skipped])
-    tau_low, tau_high = settings.taus()
+    taus, mos_range = settings.taus(), settings.mos_range
     for dim, (pred, mos) in result.predictions.items():
-        paths[f"plot_{dim}"] = scatter_vs_mos(
-            to_mos_scale(pred, score_range, settings.mos_range),
-            mos,
-            out / f"scatter_{safe_name(dim)}.png",
-            title=f"{title}: {dim}",
-            tau_low=tau_low,
-            tau_high=tau_high,
-            mos_range=settings.mos_range,
-            hor=result.metrics[dim].get("hor") or math.nan,
-        )
+        path, mapped = out / f"scatter_{safe_name(dim)}.png", to_mos_scale(pred, score_range, mos_range)
+        hor_value = result.metrics[dim].get("hor") or None
+        paths[f"plot_{dim}"] = scatter_vs_mos(mapped, mos, path, f"{title}: {dim}", taus, mos_range, hor_value)
     return paths
 
 

@@ -78,17 +78,14 @@ def krcc(pred: Any, mos: Any) -> float:
 
 def logistic_4(x: np.ndarray, b1: float, b2: float, b3: float, b4: float) -> np.ndarray:
     """VQEG 4-parameter logistic ``(b1 - b2) / (1 + exp(-(x - b3) / |b4|)) + b2`` (computed without overflow)."""
-    scale = max(abs(b4), 1e-12)
-    return (b1 - b2) * special.expit((np.asarray(x) - b3) / scale) + b2
+    return (b1 - b2) * special.expit((np.asarray(x) - b3) / max(abs(b4), 1e-12)) + b2
 
 
 def plcc_logistic(pred: Any, mos: Any) -> float:
-    """PLCC after mapping ``pred`` onto the MOS scale with the VQEG 4-parameter logistic (:func:`logistic_4`).
-
-    The fit starts from ``b1 = max(mos)``, ``b2 = min(mos)`` (swapped for a decreasing relation),
-    ``b3 = mean(pred)``, ``b4 = std(pred)``. If the fit fails (also with fewer than 4 points), a warning is
-    issued and the raw PLCC returned. The result keeps the sign of the fitted curve's slope, so predictions
-    that run against the MOS give a negative value (as raw PLCC would) instead of a flattering positive one.
+    """PLCC after mapping ``pred`` onto the MOS scale with the VQEG logistic (:func:`logistic_4`), started from
+    ``b1, b2 = max(mos), min(mos)`` (swapped for a decreasing relation), ``b3 = mean(pred)``, ``b4 = std(pred)``. A
+    failed fit (also with fewer than 4 points) warns and gives the raw PLCC. The sign is the fitted curve's slope's,
+    so predictions that run against the MOS stay negative.
 
     >>> x = [1, 2, 3, 4, 5, 6]
     >>> plcc_logistic(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0]) > plcc(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0])
@@ -97,8 +94,7 @@ def plcc_logistic(pred: Any, mos: Any) -> float:
     p, m, raw = _correlation("plcc_logistic", pred, mos)
     if math.isnan(raw):
         return raw
-    hi, lo = (m.max(), m.min()) if raw >= 0 else (m.min(), m.max())
-    p0 = [hi, lo, float(p.mean()), float(p.std())]
+    p0 = [*((m.max(), m.min()) if raw >= 0 else (m.min(), m.max())), float(p.mean()), float(p.std())]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optimize.OptimizeWarning)  # "covariance not estimated": fit is fine
@@ -132,29 +128,25 @@ def hor(
     pred_range: tuple[float, float] = (1.0, 5.0),
     mos_range: tuple[float, float] = (1.0, 5.0),
 ) -> float:
-    """Holistic Override Rate (PACE eq. 1): ``#(y_i <= tau_low and yhat_i >= tau_high) / #(y_i <= tau_low)``.
-
-    Predictions are first mapped linearly from ``pred_range`` onto ``mos_range``; thresholds are on the MOS
-    scale. Returns a fraction in [0, 1] (lower is better), or ``nan`` -- with a warning -- only when no image
-    has ``mos <= tau_low``. Comparisons allow a 1e-9 tolerance so that mapped values hit the thresholds exactly.
+    """Holistic Override Rate (PACE eq. 1): ``#(y_i <= tau_low and yhat_i >= tau_high) / #(y_i <= tau_low)``, the
+    predictions mapped linearly from ``pred_range`` onto ``mos_range`` first (thresholds on the MOS scale, with a
+    1e-9 tolerance). Lower is better; ``nan`` with a warning when no image has ``mos <= tau_low``.
 
     >>> hor([0.9, 0.8, 0.2, 0.9], [2.0, 3.0, 1.0, 5.0], pred_range=(0, 1))  # mapped 4.6, 4.2, 1.8, 4.6 -> 2/3
     0.6666666666666666
     """
     p, m = _pair(pred, mos)
-    (p_lo, p_hi), (m_lo, m_hi) = pred_range, mos_range
-    if not p_hi > p_lo or not m_hi > m_lo:
+    if not pred_range[1] > pred_range[0] or not mos_range[1] > mos_range[0]:
         raise ValueError(
             f"pred_range {pred_range} and mos_range {mos_range} must each be (low, high) with low < high."
         )
-    mapped = to_mos_scale(p, pred_range, mos_range)
     low = m <= tau_low + 1e-9
     if not low.any():
         warnings.warn(
             f"hor: no image has mos <= tau_low={tau_low}; HOR is undefined, returning nan.", RuntimeWarning, 2
         )
         return math.nan
-    return float((mapped[low] >= tau_high - 1e-9).sum() / low.sum())
+    return float((to_mos_scale(p, pred_range, mos_range)[low] >= tau_high - 1e-9).sum() / low.sum())
 
 
 def pairwise_accuracy(
@@ -165,12 +157,9 @@ def pairwise_accuracy(
     ties: Literal["exclude", "margin"] = "exclude",
     tie_margin: float = 0.0,
 ) -> float:
-    """Fraction of pairs whose preferred image (label ``"a"`` or ``"b"``) the scores agree with.
-
-    A pair labelled ``"a"``/``"b"`` counts 1 if the scores prefer that image by more than ``tie_margin``,
-    0.5 if ``|pred_a - pred_b| <= tie_margin`` (the scores call it a tie) and 0 otherwise. Pairs labelled
-    ``"tie"`` are left out with ``ties="exclude"``; with ``ties="margin"`` they count 1 when
-    ``|pred_a - pred_b| <= tie_margin``, else 0. Returns ``nan`` with a warning when no pair is counted.
+    """Fraction of pairs whose preferred image (label ``"a"``/``"b"``) the scores agree with: 1 if they prefer it by
+    more than ``tie_margin``, 0.5 within it, else 0. ``"tie"`` pairs are left out (``ties="exclude"``) or count 1
+    within ``tie_margin`` (``ties="margin"``). ``nan`` with a warning when no pair is counted.
 
     >>> pairwise_accuracy([3, 1, 2, 5], [2, 2, 2, 1], ["a", "a", "b", "tie"])  # 1 + 0 + 0.5 over 3 pairs
     0.5
@@ -213,14 +202,9 @@ def bootstrap_ci(
         raise ValueError(f"all arrays must have the same length, got {[len(x) for x in data]}.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        rng = np.random.default_rng(seed)
         res = stats.bootstrap(
-            data,
-            lambda *xs: metric_fn(*xs),
-            paired=True,
-            vectorized=False,
-            n_resamples=n,
-            method="percentile",
-            random_state=np.random.default_rng(seed),
+            data, metric_fn, paired=True, vectorized=False, n_resamples=n, method="percentile", random_state=rng
         )
     values = np.asarray(res.bootstrap_distribution, dtype=float)  # scipy's percentile gives nan if any one is nan
     if np.isnan(values).all():

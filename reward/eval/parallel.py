@@ -1,12 +1,10 @@
 """Score the distinct images of a manifest once each: data-parallel, decoded by DataLoader workers, written as it goes.
 
-Under ``accelerate launch --num_processes N reward/evaluate.py ...`` the images still to score are split into N
-contiguous shards; each process appends each batch's scores to its own file in the output folder (process 0:
-``scores.jsonl``, process r: ``scores.rank{r}.jsonl``), so a crash loses at most one batch, and the scores are
-gathered at the end. ``resume=True`` reads those files first and scores only the missing images. ``num_workers``
-DataLoader workers decode the images and run the reward's image processor when it offers one
-(``reward.image_preparer()``, :class:`reward.vlm.inputs.ImagePreparer`), so the model receives ready tensors. Under
-a profile (:func:`reward.vlm.profile.profile_scoring`) the wait for the next batch is timed as "data loading".
+Under ``accelerate launch --num_processes N`` the images still to score are split into N contiguous shards; each
+process appends each batch's scores to its own file (``scores.jsonl``, ``scores.rank{r}.jsonl``), so a crash loses
+at most one batch; ``resume=True`` scores only the images missing from them. The workers decode the images and run
+the reward's image processor (``reward.image_preparer()``) when it offers one; under a profile
+(:func:`reward.vlm.profile.profile_scoring`) the wait for a batch is "data loading".
 """
 
 from __future__ import annotations
@@ -101,11 +99,9 @@ def score_images(
     distributed: bool = False,
     prepare_in_workers: bool = True,
 ) -> ScoredImages:
-    """Score each ``(key, image, line)`` once (keys distinct); see the module docstring.
-
-    ``distributed``: split across the processes of ``accelerate launch`` and gather (every process must call).
-    ``prepare_in_workers``: run the reward's image processor in the DataLoader workers when it offers one.
-    """
+    """Score each ``(key, image, line)`` once (keys distinct); ``distributed``: split across the processes of
+    ``accelerate launch`` and gathered (every process calls); ``prepare_in_workers``: the image processor in the
+    DataLoader workers."""
     from accelerate.utils import gather_object
 
     state = process_state() if distributed else None
