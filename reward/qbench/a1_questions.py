@@ -34,18 +34,6 @@ from reward.data import DatasetImage, SkippedRow
 from reward.data.images import ImageError, load_image
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
-__all__ = [
-    "CONCERNS",
-    "QUESTION_EXAMPLE",
-    "TYPES",
-    "Question",
-    "hf_row",
-    "image_name",
-    "image_path",
-    "iter_rows",
-    "load_questions",
-]
-
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -196,34 +184,34 @@ def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
     return json_list_items(path) if head == b"[" else iter_jsonl(path)
 
 
-def image_path(base: Path, value: Any, where: str, check: bool, allow_absolute: bool = False) -> Path | DatasetImage:
-    if isinstance(value, DatasetImage):  # an image held in a question table
-        image = value
-    elif isinstance(value, str) and value.strip():
-        image = resolve_image_path(base, value, where=where, allow_absolute=allow_absolute)
-    else:
-        raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
-    if check:
-        try:
-            load_image(image)
-        except FileNotFoundError as err:
-            raise ManifestError(
-                f"{where}: image {value!r} not found at {image} (relative paths are read from "
-                f"{base}); fix the path or add the file."
-            ) from err
-        except (ImageError, OSError) as err:
-            raise ManifestError(f"{where}: image {image_name(image)!r} is unusable: {err}") from err
-    return image
-
-
 def image_paths(
     base: Path, value: Any, where: str, check: bool, allow_absolute: bool = False
 ) -> tuple[Path | DatasetImage, ...]:
-    """``img_path``: one path, or a list of two for a pair (inside the file's folder unless ``allow_absolute``)."""
-    paths = value if isinstance(value, list) else [value]
-    if len(paths) not in (1, 2):
-        raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(paths)}.")
-    return tuple(image_path(base, p, where, check, allow_absolute) for p in paths)
+    """``img_path``: one path, or a list of two for a pair (inside the file's folder unless ``allow_absolute``), or
+    images held in a question table; with ``check`` each is decoded once."""
+    values = value if isinstance(value, list) else [value]
+    if len(values) not in (1, 2):
+        raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(values)}.")
+    images = []
+    for value in values:
+        if isinstance(value, DatasetImage):
+            image = value
+        elif isinstance(value, str) and value.strip():
+            image = resolve_image_path(base, value, where=where, allow_absolute=allow_absolute)
+        else:
+            raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
+        try:
+            if check:
+                load_image(image)
+        except FileNotFoundError as err:
+            raise ManifestError(
+                f"{where}: image {value!r} not found at {image} (relative paths are read from {base}); fix the path "
+                "or add the file."
+            ) from err
+        except (ImageError, OSError) as err:
+            raise ManifestError(f"{where}: image {image_name(image)!r} is unusable: {err}") from err
+        images.append(image)
+    return tuple(images)
 
 
 def _parse(row: dict, base: Path, where: str, line: int, check: bool, allow_absolute: bool = False) -> Question:
@@ -286,7 +274,9 @@ def load_rows(
             rows.append(parse(item, base, where, line))
         except ManifestError as err:
             if not skip_bad:
-                raise ManifestError(f"{err} (skip_bad=true skips and counts such rows)") from err
+                raise ManifestError(
+                    f"{str(err).rstrip('.')}; or pass skip_bad=true to skip and count such rows"
+                ) from err
             logger.warning("skipping bad %s: %s", what, err)
             skipped.append(SkippedRow(line, str(err)))
     if not rows:
