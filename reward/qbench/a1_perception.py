@@ -39,18 +39,6 @@ from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name
 from reward.vlm import VLM, OptionQuery
 from reward.vlm.model import IMAGE
 
-__all__ = [
-    "INSTRUCTION",
-    "LAYOUTS",
-    "MODES",
-    "Answer",
-    "answer_questions",
-    "format_metrics",
-    "lettered_prompt",
-    "parse_choice",
-    "perception_metrics",
-]
-
 logger = logging.getLogger(__name__)
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
@@ -187,39 +175,27 @@ def answer_questions(
 ) -> list[Answer]:
     """Ask every question (singles and pairs alike); ``mode``: ``logprob`` reads the answer from the letter
     log-probabilities, ``generate`` parses a greedy reply of up to ``max_new_tokens`` tokens (:func:`parse_choice`).
-
-    ``index`` in the shuffle seed is the question's position in ``questions``.
-    """
+    The shuffle's ``index`` is the question's position in ``questions``."""
     if mode not in MODES:
         raise ValueError(f"a1.mode={mode!r}: choose one of {', '.join(MODES)}")
     answers: list[Answer] = []
+    asked = {"seed": seed, "shuffle": shuffle, "layout": layout}
     bar = tqdm(total=len(questions), desc=f"A1 ({mode})", unit="q", disable=None)
     for start in range(0, len(questions), batch_size):
         chunk = list(enumerate(questions[start : start + batch_size], start=start))
-        groups, prompts, shown = [], [], []
-        for index, q in chunk:
-            prompt, letters, order = lettered_prompt(
-                q.question,
-                q.candidates,
-                n_images=len(q.images),
-                seed=seed,
-                index=index,
-                shuffle=shuffle,
-                layout=layout,
-            )
-            groups.append([load_image(p, max_pixels=max_decode_pixels) for p in q.images])
-            prompts.append(prompt)
-            shown.append((letters, order))
+        shown = [lettered_prompt(q.question, q.candidates, n_images=len(q.images), index=i, **asked) for i, q in chunk]
+        groups = [[load_image(p, max_pixels=max_decode_pixels) for p in q.images] for _, q in chunk]
         if mode == "generate":
+            prompts = [prompt for prompt, _, _ in shown]
             replies = vlm.generate(groups, prompts, system=system, max_new_tokens=max_new_tokens, do_sample=False)
-            for (_, q), (letters, order), reply in zip(chunk, shown, replies, strict=True):
+            for (_, q), (_, letters, order), reply in zip(chunk, shown, replies, strict=True):
                 letter, rule = parse_choice(reply, letters, [q.candidates[i] for i in order])
                 chosen = None if letter is None else letters.index(letter)
                 answers.append(Answer(q, letters, order, None, chosen, None, reply, rule))
         else:
-            queries = [[OptionQuery(p, letters)] for p, (letters, _) in zip(prompts, shown, strict=True)]
+            queries = [[OptionQuery(prompt, letters)] for prompt, letters, _ in shown]
             logp = vlm.option_logprobs(groups, queries, system=system).logprobs[:, 0]
-            for (_, q), (letters, order), row in zip(chunk, shown, logp, strict=True):
+            for (_, q), (_, letters, order), row in zip(chunk, shown, logp, strict=True):
                 logp_letters = row[: len(letters)].float()
                 probs = torch.softmax(logp_letters, dim=-1)
                 mass = float(logp_letters.exp().sum())
@@ -263,27 +239,18 @@ def perception_metrics(answers: Sequence[Answer]) -> dict[str, Any]:
 
 def format_metrics(metrics: dict[str, Any], title: str = "A1 perception") -> str:
     """A markdown table: one row per part (single / pair / all), columns by type and by concern."""
-    cols = list(TYPES.values())
-    concern_cols = {part: list(CONCERNS[part].values()) for part in ("single", "pair")}
 
     def cell(m: dict[str, Any] | None) -> str:
         return "-" if not m or m.get("accuracy") is None else f"{m['accuracy']:.3f} ({m['n']})"
 
     lines = [f"### {title}", ""]
-    for part in ("single", "pair"):
-        if part not in metrics:
-            continue
-        m = metrics[part]
-        header = ["part", *cols, *concern_cols[part], "overall"]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for part, m in ((part, metrics[part]) for part in ("single", "pair") if part in metrics):
         axes = list(m.get("by_axis", {}))
-        header += axes
-        lines[-2] = "| " + " | ".join(header) + " |"
-        lines[-1] = "|" + "---|" * len(header)
-        row = [part] + [cell(m["by_type"].get(c)) for c in cols]
-        row += [cell(m["by_concern"].get(c)) for c in concern_cols[part]] + [cell(m)]
+        header = ["part", *TYPES.values(), *CONCERNS[part].values(), "overall", *axes]
+        row = [part, *(cell(m["by_type"].get(c)) for c in TYPES.values())]
+        row += [*(cell(m["by_concern"].get(c)) for c in CONCERNS[part].values()), cell(m)]
         row += [cell(m["by_axis"][a]) for a in axes]
-        lines += ["| " + " | ".join(row) + " |", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), "| " + " | ".join(row) + " |", ""]
     lines.append(f"**all questions: {cell(metrics)}**")
     if metrics.get("unparsed"):
         lines.append(f"\n{metrics['unparsed']} repl(ies) gave no letter (counted wrong; lmms-eval would guess)")

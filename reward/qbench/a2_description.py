@@ -1,10 +1,7 @@
 """Q-Bench A2 description: the paper's prompts generate a low-level description per image or pair; a text judge
 (any OpenAI-compatible endpoint) scores completeness, precision and relevance 0/1/2 against the golden
-description, 5 rounds averaged.
-
-A description file (JSON list or JSONL) holds ``{"img_path": "a.jpg" | ["a.jpg", "b.jpg"], "golden_description":
-"..."}`` (``gt_description`` or ``description`` are read too); paths relative to the file's folder (absolute
-ones only with ``allow_absolute_paths=true``).
+description, 5 rounds averaged. A description file (JSON list or JSONL) holds ``{"img_path": "a.jpg" | ["a.jpg",
+"b.jpg"], "golden_description": "..."}`` (or ``gt_description``, ``description``), read as A1's questions are.
 
 Example:
     >>> parse_score("The output is quite complete. Score: 2")
@@ -31,17 +28,6 @@ from reward.data.manifest import ManifestError
 from reward.qbench.a1_questions import image_paths, load_rows
 from reward.vlm import VLM
 from reward.vlm.model import IMAGE
-
-__all__ = [
-    "DIMENSIONS",
-    "PROMPTS",
-    "Description",
-    "A2JudgeSettings",
-    "describe",
-    "judge",
-    "load_descriptions",
-    "parse_score",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -148,10 +134,6 @@ def parse_score(text: str) -> int | None:
     return int(bare.group(1)) if bare else None
 
 
-def _judge_message(dimension: str, output: str, golden: str) -> str:
-    return f"{_JUDGE[dimension]}\n\n[MLLM DESC]: {output}\n\n[GOLDEN DESC]: {golden}"
-
-
 def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2JudgeSettings) -> list[dict[str, Any]]:
     """Per row: each dimension's mean score over the valid rounds (``None`` if no round could be parsed) and, as
     ``DIMENSION_rounds``, the rounds' scores (0, 1 or 2)."""
@@ -162,11 +144,10 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
 
     def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:
         i, dim, r = job
+        content = f"{_JUDGE[dim]}\n\n[MLLM DESC]: {outputs[i]}\n\n[GOLDEN DESC]: {rows[i].golden}"
+        messages = [{"role": "user", "content": content}]
         reply = client.chat.completions.create(
-            model=settings.model,
-            temperature=settings.temperature,
-            seed=r,
-            messages=[{"role": "user", "content": _judge_message(dim, outputs[i], rows[i].golden)}],
+            model=settings.model, temperature=settings.temperature, seed=r, messages=messages
         )
         text = reply.choices[0].message.content or ""
         score = parse_score(text)
@@ -182,13 +163,8 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
         for i, dim, s in tqdm(pool.map(ask, jobs), total=len(jobs), desc="A2 judge", disable=None):
             if s is not None:
                 scores[i][dim].append(s)
-    return [
-        {
-            **{d: (float(np.mean(v)) if v else None) for d, v in row.items()},
-            **{f"{d}_rounds": v for d, v in row.items()},
-        }
-        for row in scores
-    ]
+    means = [{d: float(np.mean(v)) if v else None for d, v in row.items()} for row in scores]
+    return [m | {f"{d}_rounds": v for d, v in row.items()} for m, row in zip(means, scores, strict=True)]
 
 
 def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Description]) -> dict[str, Any]:
@@ -210,19 +186,15 @@ def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Descri
         items = [s for s, r in zip(per_row, rows, strict=True) if r.part == part]
         if not items:
             continue
-        means: dict[str, Any] = {d: _mean([s[d] for s in items]) for d in DIMENSIONS}
-        scored = {d: sum(s[d] is not None for s in items) for d in DIMENSIONS}
+        kept = {d: [s[d] for s in items if s[d] is not None] for d in DIMENSIONS}
+        means: dict[str, Any] = {d: float(np.mean(v)) if v else None for d, v in kept.items()}
+        scored = {d: len(v) for d, v in kept.items()}
         incomplete = [d for d in DIMENSIONS if scored[d] < len(items)]
         means["sum"] = None if incomplete else sum(means[d] for d in DIMENSIONS)
         rounds = {d: [v for x in items for v in (x.get(f"{d}_rounds") or [])] for d in DIMENSIONS}
         p = {d: [rounds[d].count(k) / len(rounds[d]) for k in (0, 1, 2)] if rounds[d] else None for d in DIMENSIONS}
         out[part] = {**means, "n": len(items), "n_scored": scored, "incomplete": incomplete, "p": p}
     return out
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    kept = [v for v in values if v is not None]
-    return float(np.mean(kept)) if kept else None
 
 
 def format_description_table(metrics: dict[str, Any]) -> str:
