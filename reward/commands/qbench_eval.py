@@ -349,10 +349,7 @@ def run_a3(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
         reward = get_reward(name, reward_cfg)
         record = getattr(reward, "record", None)  # e.g. sa-iqa's fusion: mean | bradley-terry
         if settings.a3.ensemble:
-            qbench = reward.cfg
-            reward = SynonymTable(
-                reward.vlm, qbench.prompt, qbench.response_prefix, system=qbench.system, temperature=qbench.temperature
-            )
+            reward = SynonymTable(reward)
         elif name == "qbench" and tuple(reward.cfg.positive) + tuple(reward.cfg.negative) == ("good", "poor"):
             reward = GoodPoorLogits(reward, settings.a3.temperature)
         result = leaderboard(

@@ -1,19 +1,8 @@
-"""Q-Bench A1 perception: each question asked as a lettered multiple choice.
-
-The candidates are shuffled with a seed (the same order on every run and machine) and the prompt lists exactly the
-letters present, in the paper's layout (Q-Bench+ §II-B: the question, the image -- for a pair "The first image:
-<image>" and "The second image: <image>" -- then "Choose between one of the following options:" and the options)
-followed by lmms-eval's answer instruction (:data:`INSTRUCTION`; the paper's format has none), or lmms-eval's layout
-(images first, the question, the lettered options and the instruction with its trailing newline). Two ways to
-answer:
-
-- ``logprob``: the most probable of the shown letters at the first position of the reply (one forward pass, no
-  sampling); this toolkit's own protocol, not how published A1 tables were made;
-- ``generate``: lmms-eval's protocol -- a greedy reply of up to 32 tokens, parsed for a letter or, in a reply of more
-  than five words, an option's text (:func:`parse_choice`); a reply that cannot be parsed counts as wrong (lmms-eval
-  guesses at random instead).
-
-Accuracy is reported overall, for single images and pairs separately, and by question type and concern.
+"""Q-Bench A1 perception: each question asked as a lettered multiple choice (:func:`lettered_prompt`), answered
+``logprob`` (the most probable shown letter at the reply's first position, one forward pass: this toolkit's own
+protocol, not how published A1 tables were made) or ``generate`` (lmms-eval's protocol: a greedy reply parsed by
+:func:`parse_choice`; a reply that cannot be parsed counts as wrong, where lmms-eval guesses at random). Accuracy is
+reported overall, for single images and pairs, by question type and concern, and on Table III's axes.
 
 Example:
     >>> prompt, letters, order = lettered_prompt("Is it blurry?", ("Yes", "No"), n_images=1, seed=0, index=0)
@@ -35,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from reward.data.images import load_image
-from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name
+from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name, markdown_table
 from reward.vlm import VLM, OptionQuery
 from reward.vlm.model import IMAGE
 
@@ -60,14 +49,12 @@ def lettered_prompt(
     shuffle: bool = True,
     layout: str = "paper",
 ) -> tuple[str, tuple[str, ...], list[int]]:
-    """The multiple-choice prompt, its letters (exactly as many as candidates) and the shown order.
-
-    ``order[k]`` is the index in ``candidates`` of the option shown under letter ``k``; the shuffle depends only
-    on ``(seed, index)``. ``layout``: ``paper`` places the images after the question with :data:`IMAGE` markers
-    ("The first image: <image>" for pairs) as Q-Bench+ prints its input format, followed by lmms-eval's answer
-    instruction (``paper-exact``: without it, as the paper prints it); ``lmms`` is lmms-eval's text, the images
-    before it, ending with its post-prompt's newline.
-    """
+    """The multiple-choice prompt, its letters (as many as candidates) and the shown order: ``order[k]`` is the
+    index in ``candidates`` of the option under letter ``k``, shuffled by ``(seed, index)`` alone. ``layout``:
+    ``paper`` is Q-Bench+ §II-B (the question, the images -- "The first image: <image>" for pairs --, "Choose between
+    one of the following options:", the options) plus lmms-eval's :data:`INSTRUCTION` (``paper-exact``: without it,
+    as the paper prints it); ``lmms`` is lmms-eval's text, the images before it, ending with its post-prompt's
+    newline."""
     if layout not in LAYOUTS:
         raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
     order = list(range(len(candidates)))
@@ -250,7 +237,7 @@ def format_metrics(metrics: dict[str, Any], title: str = "A1 perception") -> str
         row = [part, *(cell(m["by_type"].get(c)) for c in TYPES.values())]
         row += [*(cell(m["by_concern"].get(c)) for c in CONCERNS[part].values()), cell(m)]
         row += [cell(m["by_axis"][a]) for a in axes]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), "| " + " | ".join(row) + " |", ""]
+        lines += [*markdown_table(header, [row]), ""]
     lines.append(f"**all questions: {cell(metrics)}**")
     if metrics.get("unparsed"):
         lines.append(f"\n{metrics['unparsed']} repl(ies) gave no letter (counted wrong; lmms-eval would guess)")

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from reward.data import SkippedRow
 from reward.data.images import load_image
 from reward.data.manifest import ManifestError
-from reward.qbench.a1_questions import image_paths, load_rows
+from reward.qbench.a1_questions import image_paths, load_rows, markdown_table
 from reward.vlm import VLM
 from reward.vlm.model import IMAGE
 
@@ -168,13 +168,10 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
 
 
 def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Description]) -> dict[str, Any]:
-    """Mean completeness / precision / relevance and their sum, for single images and pairs, and ``p``: per
-    dimension the frequencies ``[P0, P1, P2]`` of the scores 0, 1, 2 over every judged round of every row, as
-    Q-Bench+'s Tables IV and V report them (``None`` without the rounds' scores).
-
-    A dimension's mean is over the rows the judge scored on it (``n_scored``); the sum (Q-Bench+'s "Sum." column) is
-    given only when every dimension was scored on every row, else it is ``None`` and ``incomplete`` names the
-    dimensions short of rows: a sum is never taken over a missing dimension or over different rows.
+    """Per part (single images, pairs): each dimension's mean over the rows the judge scored on it (``n_scored``),
+    their sum (Q-Bench+'s "Sum.") only when every dimension was scored on every row (else ``None``, and
+    ``incomplete`` names the dimensions short of rows), and ``p``: per dimension the frequencies ``[P0, P1, P2]`` of
+    the scores over every judged round, as Tables IV and V report them.
 
     >>> rows = [Description((Path("a.png"),), "gold", 1)]
     >>> m = description_metrics([{"completeness": 2.0, "precision": None, "relevance": 1.0}], rows)["single"]
@@ -199,24 +196,19 @@ def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Descri
 
 def format_description_table(metrics: dict[str, Any]) -> str:
     """Markdown as Q-Bench+'s Tables IV / V: per dimension P0 / P1 / P2 and the score, then the sum."""
-    cols = [*DIMENSIONS, "sum"]
-    header = [h for d in DIMENSIONS for h in (f"{d} P0/P1/P2", d)] + ["sum"]
-    lines = [
-        "### A2 description (0-2 per dimension)",
-        "",
-        "| part | " + " | ".join(header) + " | n |",
-        "|" + "---|" * (len(header) + 2),
-    ]
-    notes = []
+    header = ["part", *(h for d in DIMENSIONS for h in (f"{d} P0/P1/P2", d)), "sum", "n"]
+    rows, notes = [], []
     for part, m in metrics.items():
-        score = {c: "-" if m[c] is None else f"{m[c]:.3f}" for c in cols}
-        freq = {
-            d: "/".join(f"{100 * v:.2f}%" for v in ps) if (ps := (m.get("p") or {}).get(d)) else "-"
-            for d in DIMENSIONS
-        }
-        cells = [x for d in DIMENSIONS for x in (freq[d], score[d])] + [score["sum"]]
-        lines.append(f"| {part} | " + " | ".join(cells) + f" | {m['n']} |")
+        p, cells = m.get("p") or {}, [part]
+        for d in DIMENSIONS:
+            cells += ["/".join(f"{100 * v:.2f}%" for v in p[d]) if p.get(d) else "-", _score(m[d])]
+        rows.append([*cells, _score(m["sum"]), str(m["n"])])
         if m.get("incomplete"):
             short = ", ".join(f"{d} ({m['n_scored'][d]} of {m['n']} rows)" for d in m["incomplete"])
             notes.append(f"- {part}: no sum, the judge's replies gave no score for {short}")
+    lines = ["### A2 description (0-2 per dimension)", "", *markdown_table(header, rows)]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

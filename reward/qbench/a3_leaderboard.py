@@ -37,11 +37,11 @@ from reward.data.datasets.formats import number
 from reward.data.manifest import ManifestError, image_paths, resolve_image_path
 from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
-from reward.qbench.a1_questions import load_rows
+from reward.qbench.a1_questions import load_rows, markdown_table
 from reward.qbench.a3_released import RELEASED_WORDS, released_cell
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import synonym_ensemble
-from reward.vlm import VLM, OptionQuery
+from reward.vlm import OptionQuery
 
 logger = logging.getLogger(__name__)
 
@@ -60,23 +60,21 @@ ENSEMBLE_WORDS: tuple[str, ...] = ("good", "high", "fine", "poor", "low", "bad")
 
 
 class SynonymTable:
-    """A reward whose ``dimensions`` are the Table VIII variants, all from one read of the six words."""
+    """``reward=qbench`` whose ``dimensions`` are the Table VIII variants, all from one read of the six words."""
 
-    def __init__(
-        self, vlm: VLM, prompt: str, response_prefix: str, *, system: str | None = None, temperature: float = 1.0
-    ) -> None:
-        self.vlm, self.system, self.temperature = vlm, system, temperature
-        self.query = OptionQuery(prompt, ENSEMBLE_WORDS, response_prefix)
-        vlm.candidate_ids(self.query, system)  # multi-token words fail now
+    def __init__(self, reward: Any) -> None:
+        self.vlm, self.cfg = reward.vlm, reward.cfg
+        self.query = OptionQuery(self.cfg.prompt, ENSEMBLE_WORDS, self.cfg.response_prefix)
+        self.vlm.candidate_ids(self.query, self.cfg.system)  # multi-token words fail now
 
     def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
-        logp = self.vlm.option_logprobs([[im] for im in images], [self.query], system=self.system).logprobs[:, 0]
-        col = {w: i for i, w in enumerate(ENSEMBLE_WORDS)}
-        dims: dict[str, torch.Tensor] = {}
-        for name, pos, neg in VARIANTS:  # equal set sizes: log-probs give the same result as logits
-            dims[name] = synonym_ensemble(
-                logp[:, [col[w] for w in pos]], logp[:, [col[w] for w in neg]], self.temperature
-            )
+        logp = self.vlm.option_logprobs([[im] for im in images], [self.query], system=self.cfg.system).logprobs[:, 0]
+
+        def cols(words: tuple[str, ...]) -> torch.Tensor:
+            return logp[:, [ENSEMBLE_WORDS.index(w) for w in words]]
+
+        # equal set sizes: log-probs give the same result as logits
+        dims = {name: synonym_ensemble(cols(pos), cols(neg), self.cfg.temperature) for name, pos, neg in VARIANTS}
         return RewardOutput(scores=dims["good-poor"], dimensions=dims)
 
 
@@ -252,16 +250,9 @@ def format_leaderboard(result: Mapping[str, Any], title: str) -> str:
     """Markdown: rows are variants (one row without the ensemble), columns the datasets and their mean, cells
     ``SRCC/PLCC`` as in the paper's tables."""
     names = list(result["datasets"])
-    variants = list(result["mean"])
-    header = ["variant", *names, "mean"]
-    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def cell(m: Mapping[str, float] | None) -> str:
-        if m is None:
-            return "-"
-        return "/".join("n/a" if m[k] != m[k] else f"{m[k]:.3f}" for k in ("srcc", "plcc"))
+        return "-" if m is None else "/".join("n/a" if m[k] != m[k] else f"{m[k]:.3f}" for k in ("srcc", "plcc"))
 
-    for v in variants:
-        row = [v] + [cell(result["datasets"][d].get(v)) for d in names] + [cell(result["mean"][v])]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [[v, *(cell(result["datasets"][d].get(v)) for d in names), cell(m)] for v, m in result["mean"].items()]
+    return "\n".join([f"### {title}", "", *markdown_table(["variant", *names, "mean"], rows)]) + "\n"
