@@ -291,30 +291,31 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
 
 
 def check_usable(setup: Setup, bt_fit: BTFit) -> None:
-    """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: weights that change no pair's
-    fused score (with ``nonneg=true``: no dimension orders the pairs better than chance) and free weights summing to
-    0 or less when the reward divides the fused score by their sum; warn about negative weights it can use."""
-    data, w = setup.data, np.asarray(bt_fit.weights, dtype=np.float64)
+    """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: when no dimension favours the
+    preferred images (then the best non-negative fit is w = 0: no weighting beats the plain mean, whatever ``nonneg``),
+    and free weights summing to 0 or less when the reward divides by their sum; warn about negative weights."""
+    data, settings, w = setup.data, setup.settings, np.asarray(bt_fit.weights, dtype=np.float64)
     named = ", ".join(f"{d} {v:.4g}" for d, v in zip(data.dimensions, w, strict=True))
-    if not np.any(np.abs((data.x_a - data.x_b) @ w) > 1e-9):
-        decided = data.labels != LABEL_TIE  # how often each dimension alone orders them as labelled (a tie: half)
-        dx = (data.x_a - data.x_b)[decided] * np.where(data.labels[decided] == LABEL_A, 1.0, -1.0)[:, None]
-        right = (dx > 0).sum(axis=0) + 0.5 * (dx == 0).sum(axis=0)
-        parts, n = ", ".join(f"{d} {r:g}" for d, r in zip(data.dimensions, right, strict=True)), int(decided.sum())
+    decided = data.labels != LABEL_TIE  # each dimension's mean score lead of the preferred image (> 0: it predicts)
+    lead = ((data.x_a - data.x_b)[decided] * np.where(data.labels[decided] == LABEL_A, 1.0, -1.0)[:, None]).mean(0)
+    flat = not np.any(np.abs((data.x_a - data.x_b) @ w) > 1e-9)
+    if flat or (w.sum() <= 0 and settings.divide_by_sum and not np.any(lead > 0)):
+        leads = ", ".join(f"{d} {v:+.3g}" for d, v in zip(data.dimensions, lead, strict=True))
         raise UserError(
-            f"no usable fusion weights: the best fit is w = 0 ({named}), so the fused score would order no pair; "
-            f"of the {n} decided pairs, each dimension alone orders as labelled: {parts} (chance: {n / 2:g}). "
-            f"The dimension scores do not separate the pairs: check that {setup.settings.pairs} "
-            "and the scores are of the same images, or score them with a scorer whose dimensions predict these "
-            "preferences (nonneg=false shows the free fit, for inspection only)"
+            f"no usable fusion weights: no dimension predicts these preferences better than the plain mean (each "
+            f"dimension's mean lead of the preferred image over {int(decided.sum())} decided pairs: {leads}), so "
+            "nothing was written and reward=sa-iqa keeps the plain mean of the dimensions (its fusion without a "
+            f"weights file). Check the scores: that {settings.pairs} and they are of the same images, and how the "
+            "scorer agrees with human ratings: perceptual-rewards evaluate reward=sa-iqa reward.model=SCORER "
+            "data=RATINGS.jsonl out=DIR"
         )
-    if w.sum() <= 0 and setup.settings.divide_by_sum:
+    if w.sum() <= 0 and settings.divide_by_sum:
         raise UserError(
             f"the free fit's weights sum to {w.sum():.4g} ({named}): reward=sa-iqa divides the fused score by that "
             "sum and cannot use them, so nothing was written; fit with nonneg=true (the default: every weight >= 0) "
             "or use eq. 3 as written (divide_by_sum=false)"
         )
-    if (w < 0).any() and setup.settings.divide_by_sum:
+    if (w < 0).any() and settings.divide_by_sum:
         logger.warning(
             "negative fusion weights (%s): the fused score S = x.w / sum(w) may leave the dimensions' scale; "
             "nonneg=true (the default) keeps it a weighted mean",
