@@ -1,8 +1,7 @@
 """Bradley–Terry fusion of dimension scores into one reward (SA-IQA §3.2.2), ties handled; weights as JSON.
 
-Fit with ``python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json`` (settings:
-fusion/commands/fit.py);
-read and apply the weights with :func:`load_weights` and :meth:`FusionWeights.fuse`.
+Fit with ``perceptual-rewards fit pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json`` (settings:
+:mod:`fusion.commands.fit`); read and apply the weights with :func:`load_weights` and :meth:`FusionWeights.fuse`.
 """
 
 from fusion.bradley_terry import BTFit, FitOptions, fit_bradley_terry

@@ -1,7 +1,7 @@
 """Preference pairs (``reward.data.load_pairs``) and their dimension scores, as the arrays the fit takes.
 
 Scores (JSONL ``{"image": image, "<dimension>": score, ...}``) name images relative to their file's folder, to
-``scores_root``, or absolutely; a ``scores.jsonl`` of ``reward/evaluate.py`` (or SFT's evaluation) relative to the
+``scores_root``, or absolutely; the ``scores.jsonl`` of an ``evaluate`` run (or SFT's evaluation) relative to the
 evaluated data's folder, read from the ``run.json`` beside it. Pairs and scores are matched by resolved path, never
 by file name. The dimensions are the numeric keys but :data:`METADATA_KEYS`, in order, unless named; rows of one
 image merge. Or a reward with dimensions (e.g. ``sa-iqa``) scores the pairs' images. A bad row raises ``ValueError``
@@ -105,7 +105,7 @@ def _bad_value(row: Mapping[str, Any]) -> str | None:
 
 
 def evaluated_root(path: str | Path) -> Path | None:
-    """The folder a ``scores.jsonl`` written by ``reward/evaluate.py`` (or by SFT's evaluation of ``data.test``) names
+    """The folder a ``scores.jsonl`` written by ``evaluate`` (or by SFT's evaluation of ``data.test``) names
     its images from: its ``image_root``, else the evaluated manifest's folder or a dataset's ``FOLDER``, read from the
     ``run.json`` beside it. ``None`` for any other file."""
     from reward.core.errors import ConfigError

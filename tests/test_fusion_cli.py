@@ -319,3 +319,30 @@ def test_intervals_that_cannot_be_estimated_are_not_reported_and_all_ties_are_re
     with pytest.raises(ValueError, match="all 40 pairs are ties"):
         run_fit(compose_cfg(f"pairs={ties}", f"scores={data.scores}", f"out={data.root / 't.json'}"))
     assert not (data.root / "t.json").exists()
+
+
+@pytest.mark.parametrize("module", ["fusion.fit", "reward.evaluate", "reward.qbench_eval"])
+def test_help_names_the_console_command_not_files_a_wheel_lacks(module, capsys):
+    """--help prints the entry script's docstring: it shows ``perceptual-rewards NAME``, never ``python PATH.py``."""
+    import importlib
+
+    from reward.core.cli import main
+
+    entry = importlib.import_module(module)
+    schema = next(v for k, v in vars(entry).items() if k.endswith("Settings"))
+    name = module.split(".")[-1]
+    main(name, entry.run, schema=schema, doc=entry.__doc__, argv=["--help"])
+    shown = capsys.readouterr().out
+    assert f"perceptual-rewards {name.replace('_', '-')} " in shown
+    assert not re.search(r"python \w+/|\w+/commands/\w+\.py", shown), shown[:400]
+
+
+def test_refusals_name_the_fit_command_not_its_file(tmp_path):
+    from reward.core.errors import MissingInputError
+
+    with pytest.raises(MissingInputError, match=r"Fit one with `perceptual-rewards fit pairs=") as missing:
+        load_weights(tmp_path / "none.json")
+    with pytest.raises(ConfigError) as bad:
+        FusionSettings.from_config({"pairs": "p.jsonl", "scores": "s.jsonl", "out": "w.txt"})
+    for said in (str(missing.value), str(bad.value)):
+        assert "fusion/" not in said and ".py" not in said and "perceptual-rewards fit" in said

@@ -1,4 +1,4 @@
-"""What ``python fusion/fit.py`` does, callable from tests: settings → pairs → fit → intervals → comparison → files.
+"""What ``perceptual-rewards fit`` does, callable from tests: settings → pairs → fit → intervals → comparison → files.
 
 >>> FusionSettings.from_config({"pairs": "p.jsonl", "scores": "s.jsonl"}).out
 'fusion_weights.json'
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class FusionSettings:
-    """Settings of ``fusion/fit.py`` (the schema of ``configs/fit.yaml``); every problem is reported at once."""
+    """Settings of ``perceptual-rewards fit`` (the schema of ``configs/fit.yaml``); every problem reported at once."""
 
     groups: ClassVar[dict] = {"reward": reward_config}
 
@@ -50,9 +50,9 @@ class FusionSettings:
         default=None,
         metadata={
             "help": (
-                "folder the scores' image paths are relative to; null: the evaluated data's folder for a "
-                "scores.jsonl of reward/evaluate.py (read from its run.json), else image_root, else the scores "
-                "file's folder"
+                "folder the scores' image paths are relative to; null: the evaluated data's folder for the "
+                "scores.jsonl of an evaluate run (read from its run.json), else image_root, else the scores file's "
+                "folder"
             )
         },
     )
@@ -161,8 +161,8 @@ class FusionSettings:
         problems += [f"{k}={getattr(self, k)!r} must be {expected}" for k, (ok, expected) in checks.items() if not ok]
         if problems:
             raise ConfigError(
-                "invalid fusion settings: " + "; ".join(problems) + ". Run e.g. `python fusion/fit.py "
-                "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: fusion/commands/fit.py)."
+                "invalid fusion settings: " + "; ".join(problems) + ". Run e.g. `perceptual-rewards fit "
+                "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: perceptual-rewards fit --help)."
             )
 
     @classmethod

@@ -1,4 +1,4 @@
-"""What ``reward/evaluate.py`` does: score a ratings manifest with a reward and compare with the human MOS."""
+"""What ``perceptual-rewards evaluate`` does: score a ratings manifest with a reward and compare with the human MOS."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ class HorSettings:
 
 @dataclass
 class EvaluateSettings:
-    """Settings of ``reward/evaluate.py``. Keys marked ``may_change`` may differ when a run is resumed: they do not
-    change the scores already written."""
+    """Settings of ``perceptual-rewards evaluate``. Keys marked ``may_change`` may differ when a run is resumed:
+    they do not change the scores already written."""
 
     groups: ClassVar[dict] = {"reward": reward_config}
 

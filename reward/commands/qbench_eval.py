@@ -1,4 +1,4 @@
-"""What ``reward/qbench_eval.py`` does: the Q-Bench+ harness, one task per run.
+"""What ``perceptual-rewards qbench-eval`` does: the Q-Bench+ harness, one task per run.
 
 - ``task=a1``: perception questions -> ``metrics.json`` (accuracy overall, by type and concern, singles and pairs),
   ``metrics.md``, ``answers.jsonl`` (chosen letter and its probability per question), ``skipped.jsonl``.

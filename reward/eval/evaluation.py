@@ -1,4 +1,4 @@
-"""Score every row of a ratings manifest with a reward and compare with the human MOS (``reward/evaluate.py``, SFT's
+"""Score every row of a ratings manifest with a reward and compare with the human MOS (the ``evaluate`` command, SFT's
 final evaluation, Q-Bench A3). Each image is scored once, whatever the number of dimensions it is rated on; a reward
 with dimensions is compared dimension by dimension (``compare="fused"``: its fused score against every row), one
 without against every row. Rows left out are said with their reasons and counts."""

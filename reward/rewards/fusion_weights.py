@@ -1,4 +1,4 @@
-"""The fusion weights file: what ``fusion/fit.py`` writes and what ``reward=sa-iqa`` reads from a scorer directory.
+"""The fusion weights file: what the ``fit`` command writes and what ``reward=sa-iqa`` reads from a scorer directory.
 
 It lives in ``reward`` because both sides of that contract use it (``fusion`` may import ``reward``, not the
 reverse).
@@ -149,7 +149,7 @@ def fuse(weights: FusionWeights, dimension_scores: Mapping[str, Any]) -> Any:
         raise ValueError(
             f"Cannot fuse: no scores for dimension(s) {missing}; the fusion weights were fitted on "
             f"{list(weights.dimensions)} and the scores have {sorted(dimension_scores)}. Score every weighted "
-            "dimension, or refit the weights on the dimensions you have (fusion/fit.py dimensions=[...])."
+            "dimension, or refit the weights on the dimensions you have (perceptual-rewards fit dimensions=[...])."
         )
     values = [dimension_scores[d] for d in weights.dimensions]
     torch = sys.modules.get("torch")  # a tensor can only exist if torch was imported; never import it here
@@ -193,7 +193,7 @@ def load_weights(path: str | os.PathLike) -> FusionWeights:
         path = path / WEIGHTS_FILENAME
     if not path.is_file():
         raise MissingInputError(
-            f"Fusion weights file {str(path)!r} does not exist. Fit one with `python fusion/fit.py "
+            f"Fusion weights file {str(path)!r} does not exist. Fit one with `perceptual-rewards fit "
             f"pairs=PAIRS.jsonl scores=SCORES.jsonl out={path}` (or put {WEIGHTS_FILENAME} in the scorer directory)."
         )
     try:
@@ -203,7 +203,7 @@ def load_weights(path: str | os.PathLike) -> FusionWeights:
         what = f"{err.msg} at column {err.colno}" if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
         raise FusionWeightsError(
             f"{where}: not valid JSON ({what}); a fusion weights file looks "
-            f"like {_EXAMPLE}. Refit it with fusion/fit.py or fix the JSON."
+            f"like {_EXAMPLE}. Refit it with perceptual-rewards fit or fix the JSON."
         ) from err
     found = _problems(data)
     if found:
