@@ -113,8 +113,12 @@ def evaluate_rows(
     dimension)."""
     if settings.compare not in COMPARE:
         raise UserError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
-    dims = getattr(reward, "dimensions", None)  # none of the rows' dimensions: said before any image is scored
-    known = list(dims) if isinstance(dims, list | tuple) and settings.compare == "dimension" else []
+    dims = getattr(reward, "dimensions", None)
+    judged = (getattr(reward, "route", None) or {}).get(
+        "dimension"
+    )  # a judge of one dimension (a protocol's) names it
+    dims = list(dims) if isinstance(dims, list | tuple) else [judged] if judged else []
+    known = dims if settings.compare == "dimension" else []  # none of the rows' dimensions: said before scoring
     if known and rows and not any(row.dimension in known for row in rows):
         lacking = _no_dimension(sorted({row.dimension for row in rows}), known)
         raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking}")
@@ -128,11 +132,11 @@ def evaluate_rows(
                 skipped.append(SkippedRow(row.line, f"image {row.key} could not be scored"))
             continue
         entry = scored[row.key]
-        has_dims = len(entry) > 1 and settings.compare == "dimension"
-        if has_dims and row.dimension not in entry:  # a per-dimension reward that does not score this one
-            skipped.append(SkippedRow(row.line, _no_dimension([row.dimension], [d for d in entry if d != "score"])))
+        has = known or [d for d in entry if d != "score" and settings.compare == "dimension"]
+        if has and row.dimension not in has:  # a reward of other dimensions: skipped, never compared with its score
+            skipped.append(SkippedRow(row.line, _no_dimension([row.dimension], has)))
             continue
-        pred = entry["score"] if settings.compare == "fused" else entry.get(row.dimension, entry["score"])
+        pred = entry.get(row.dimension, entry["score"]) if has else entry["score"]
         preds, moses = by_dim.setdefault(row.dimension, ([], []))
         preds.append(pred)
         moses.append(row.mos)
@@ -181,11 +185,17 @@ def write_results(
 
 
 def format_table(metrics: dict[str, dict[str, Any]]) -> str:
-    """A fixed-width table of the per-dimension metrics."""
+    """A fixed-width table of the per-dimension metrics; its ``overall`` row (footnoted) pools every dimension."""
     cols = ["plcc", "plcc_logistic", "srcc", "krcc", "hor", "n"]
     cells = [
-        [dim, *("n/a" if m.get(c) is None else f"{m[c]:d}" if c == "n" else f"{m[c]:.4f}" for c in cols)]
+        [
+            dim + "*" * (dim == "overall"),
+            *("n/a" if m.get(c) is None else f"{m[c]:d}" if c == "n" else f"{m[c]:.4f}" for c in cols),
+        ]
         for dim, m in metrics.items()
         if isinstance(m, dict)
     ]
-    return "\n".join(f"{row[0]:<14}" + "".join(f"{c:>14}" for c in row[1:]) for row in [["dimension", *cols], *cells])
+    table = [f"{row[0]:<14}" + "".join(f"{c:>14}" for c in row[1:]) for row in [["dimension", *cols], *cells]]
+    if "overall" in metrics:
+        table.append("* overall: every dimension's rows pooled into one set (the paper's pooled test set), not a mean")
+    return "\n".join(table)
