@@ -195,7 +195,18 @@ def set_up(settings: EvaluateSettings) -> Setup:
         raise ConfigError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
     eval_settings = settings_from(settings)
     state = process_state()
-    output = check_output_folder(settings, reward_cfg)
+    record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "out"}  # new, or this run resumed
+    inputs = {"data": settings.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
+    output = check_output(
+        settings.out,
+        "evaluate",
+        record,
+        inputs,
+        resume=resume_mode(settings.resume),
+        overwrite=settings.overwrite,
+        may_change=may_change_keys(EvaluateSettings),
+        resume_hint="resume=auto",
+    )
     manifest = load_ratings(
         settings.data,
         skip_bad=eval_settings.skip_bad,
@@ -227,22 +238,6 @@ def check_images_found(rows: Sequence[Any], settings: EvaluateSettings) -> None:
     raise MissingInputError(
         f"data={settings.data}: none of its {len(paths)} image files is found (e.g. {paths[0]}); relative paths are "
         f"read from {folder}: name the folder that holds the images with image_root=DIR"
-    )
-
-
-def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) -> Output:
-    """The output folder's decision (new, or the same run resumed with ``resume=auto``) or a refusal."""
-    record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "out"}
-    inputs = {"data": settings.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
-    return check_output(
-        settings.out,
-        "evaluate",
-        record,
-        inputs,
-        resume=resume_mode(settings.resume),
-        overwrite=settings.overwrite,
-        may_change=may_change_keys(EvaluateSettings),
-        resume_hint="resume=auto",
     )
 
 

@@ -223,10 +223,10 @@ def summarize(pred: Any, mos: Any, **hor_kwargs: Any) -> dict[str, float | int]:
     """
     p, m = _pair(pred, mos)
     return {
-        "plcc": plcc(p, m),
+        "plcc": _correlation("plcc", p, m)[2],
         "plcc_logistic": plcc_logistic(p, m),
-        "srcc": srcc(p, m),
-        "krcc": krcc(p, m),
+        "srcc": _correlation("srcc", p, m)[2],
+        "krcc": _correlation("krcc", p, m)[2],
         "hor": hor(p, m, **hor_kwargs),
         "n": int(p.size),
     }
