@@ -6,7 +6,7 @@ Fit with ``perceptual-rewards fit pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIG
 
 from fusion.bradley_terry import BTFit, FitOptions, fit_bradley_terry
 from fusion.uncertainty import bootstrap_intervals, heldout_comparison
-from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeights, fuse, load_weights, save_weights
+from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeights, load_weights, save_weights
 
 __all__ = [
     "WEIGHTS_FILENAME",
@@ -15,7 +15,6 @@ __all__ = [
     "FusionWeights",
     "bootstrap_intervals",
     "fit_bradley_terry",
-    "fuse",
     "heldout_comparison",
     "load_weights",
     "save_weights",
