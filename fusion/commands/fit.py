@@ -1,6 +1,6 @@
 """What ``perceptual-rewards fit`` does, callable from tests: settings → pairs → fit → intervals → comparison → files.
 
->>> FusionSettings.from_config({"pairs": "p.jsonl", "scores": "s.jsonl"}).out
+>>> parse(FusionSettings, {"pairs": "p.jsonl", "scores": "s.jsonl"}).out
 'fusion_weights.json'
 """
 
@@ -165,11 +165,6 @@ class FusionSettings:
                 "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: perceptual-rewards fit --help)."
             )
 
-    @classmethod
-    def from_config(cls, cfg: Any) -> FusionSettings:
-        """Validate a config (a Hydra ``DictConfig`` or a plain mapping), reporting every problem at once."""
-        return parse(cls, cfg, where="")
-
 
 MIN_DECIDED_FOR_CI = 10  # fewer decided (non-tie) pairs: no bootstrap interval is reported, and the file says why
 
@@ -177,7 +172,7 @@ MIN_DECIDED_FOR_CI = 10  # fewer decided (non-tie) pairs: no bootstrap interval 
 def run(cfg: Mapping[str, Any]) -> FusionWeights:
     """Set up (the settings, the output file, the pairs and their scores), fit the weights with their intervals and
     held-out comparison, report (the tables, ``out`` as JSON and its ``.png`` bar chart)."""
-    settings = FusionSettings.from_config(cfg)
+    settings = parse(FusionSettings, cfg)
     setup = set_up(settings)
     weights, comparison = fit_weights(setup)
     return report(setup, weights, comparison)
