@@ -1,9 +1,9 @@
 """Fit Bradley–Terry fusion weights for dimension scores (SA-IQA §3.2.2) and write them as JSON + a bar chart.
 
-    python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json
-    python fusion/fit.py pairs=PAIRS.jsonl reward=sa-iqa reward.model=SCORER_DIR out=SCORER_DIR/fusion_weights.json
+    perceptual-rewards fit pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json
+    perceptual-rewards fit pairs=PAIRS.jsonl reward=sa-iqa reward.model=SCORER_DIR out=SCORER_DIR/fusion_weights.json
 
-Settings: fusion/commands/fit.py (FusionSettings), each with its default and its one-line help.
+Every setting with its default and its one-line help: perceptual-rewards fit --help.
 """
 
 import os

@@ -1,11 +1,7 @@
-"""How sure are the fusion weights, and do they beat simpler fusions? Bootstrap intervals and a held-out check.
-
-- :func:`bootstrap_intervals`: percentile confidence intervals for each weight from pairs resampled with
-  replacement (as multinomial counts, so each refit starts from the full fit and is cheap); seeded.
-- :func:`heldout_comparison`: a seeded split into training and held-out pairs; the Bradley–Terry fit on the
-  training pairs is compared, on the held-out pairs, with uniform weights and with each single dimension. A
-  baseline is a fixed direction ``u`` (all ones, or one dimension) whose scale ``α`` in ``w = α·u`` (and the tie
-  parameter) is fitted on the same training pairs with the same options, so log-likelihoods compare fairly.
+"""How sure are the fusion weights, and do they beat simpler fusions? Seeded bootstrap intervals (pairs resampled as
+multinomial counts, each refit started from the full fit) and a held-out check against uniform weights and each
+single dimension: a baseline is a direction ``u`` whose scale ``α`` in ``w = α·u`` (and ``ν``) is fitted on the same
+training pairs with the same options, so log-likelihoods compare fairly.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -37,24 +33,19 @@ from fusion.bradley_terry import (
     pairwise_accuracy,
 )
 
-__all__ = ["BootstrapIntervals", "ComparisonRow", "bootstrap_intervals", "heldout_comparison", "heldout_split"]
-
 
 @dataclass(frozen=True, eq=False)
 class BootstrapIntervals:
-    """Percentile intervals ``[low, high]`` at ``level`` for each weight, from ``n_resamples`` refits."""
+    """Percentile intervals ``[low, high]`` for each weight, from the ``samples`` [n_resamples, d] of the refits."""
 
     low: np.ndarray
     high: np.ndarray
-    level: float
-    n_resamples: int
-    seed: int
-    samples: np.ndarray  # [n_resamples, d] bootstrap weights
+    samples: np.ndarray
 
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """One fusion evaluated on held-out pairs: accuracy on non-tie pairs and mean log-likelihood per pair."""
+    """One fusion on held-out pairs: accuracy on the non-tie pairs and mean log-likelihood per pair."""
 
     name: str
     accuracy: float
@@ -73,12 +64,9 @@ def bootstrap_intervals(
     seed: int = 0,
     fit: BTFit | None = None,
 ) -> BootstrapIntervals:
-    """Percentile bootstrap intervals for the weights of :func:`~fusion.bradley_terry.fit_bradley_terry`.
-
-    Pairs are resampled with replacement ``n_resamples`` times from ``numpy.random.default_rng(seed)``, so the
-    same inputs and seed give the same intervals. Each refit starts from ``fit`` (the full-data fit, computed
-    here when not given); degenerate-data warnings come from that fit only, not once per resample.
-    """
+    """Percentile bootstrap intervals of the weights: pairs resampled ``n_resamples`` times from
+    ``default_rng(seed)``, each refit started from ``fit`` (the full fit, made here when not given; its warnings are
+    the only ones logged)."""
     if n_resamples < 2:
         raise ValueError(f"n_resamples={n_resamples} is too small for an interval; use at least 2 (e.g. 200).")
     if not 0.0 < level < 1.0:
@@ -93,10 +81,10 @@ def bootstrap_intervals(
     samples = np.empty((n_resamples, dx.shape[1]))
     for k in range(n_resamples):
         counts = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
-        samples[k] = fit_differences(dx, codes, options, sample_weight=counts, init=(fit.weights, fit.nu)).weights
+        samples[k] = fit_differences(dx, codes, options, sample_weight=counts, init=(fit.weights, fit.nu))[0]
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(samples, [alpha, 1.0 - alpha], axis=0)
-    return BootstrapIntervals(low=low, high=high, level=level, n_resamples=n_resamples, seed=seed, samples=samples)
+    return BootstrapIntervals(low, high, samples)
 
 
 def heldout_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,12 +100,6 @@ def heldout_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.nd
     return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
 
 
-def _evaluate(name: str, w: np.ndarray, nu: float, dx: np.ndarray, codes: np.ndarray, tie_model: str) -> ComparisonRow:
-    s = dx @ w
-    ll = pair_log_likelihood(s, codes, tie_model, nu)
-    return ComparisonRow(name, pairwise_accuracy(s, codes), float(np.mean(ll)), len(codes))
-
-
 def heldout_comparison(
     x_a: np.ndarray,
     x_b: np.ndarray,
@@ -128,11 +110,9 @@ def heldout_comparison(
     fraction: float = 0.2,
     seed: int = 0,
 ) -> list[ComparisonRow]:
-    """Held-out accuracy and mean log-likelihood of: the full Bradley–Terry fit (row ``"bradley-terry"``),
-    uniform weights (``"uniform"``) and each single dimension (its name), all fitted on the same training pairs.
-
-    The split is :func:`heldout_split` with ``fraction`` and ``seed``. Needs at least 2 pairs.
-    """
+    """Held-out accuracy and mean log-likelihood of the Bradley–Terry fit (``"bradley-terry"``), uniform weights
+    (``"uniform"``) and each single dimension (its name), all fitted on the same training pairs
+    (:func:`heldout_split`; at least 2 pairs)."""
     options = options or FitOptions()
     dx = np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)
     codes = encode_labels(labels)
@@ -141,11 +121,14 @@ def heldout_comparison(
         raise ValueError(f"A held-out comparison needs at least 2 pairs; got {n}.")
     names = list(dimensions) if dimensions is not None else [f"x{j}" for j in range(d)]
     train, test = heldout_split(n, fraction, seed)
-    full = fit_differences(dx[train], codes[train], options)
-    rows = [_evaluate("bradley-terry", full.weights, full.nu, dx[test], codes[test], options.tie_model)]
-    directions = [("uniform", np.ones(d))] + [(name, np.eye(d)[j]) for j, name in enumerate(names)]
-    for name, u in directions:
-        proj = (dx @ u)[:, None]  # a 1-D fit of the scale α along u
-        core = fit_differences(proj[train], codes[train], options)
-        rows.append(_evaluate(name, core.weights[0] * u, core.nu, dx[test], codes[test], options.tie_model))
+    w, nu, _ = fit_differences(dx[train], codes[train], options)
+    fits = [("bradley-terry", w, nu)]
+    for name, u in [("uniform", np.ones(d))] + [(name, np.eye(d)[j]) for j, name in enumerate(names)]:
+        alpha, nu, _ = fit_differences((dx @ u)[train, None], codes[train], options)  # the scale α along u
+        fits.append((name, alpha[0] * u, nu))
+    rows = []
+    for name, w, nu in fits:
+        s = dx[test] @ w
+        ll = pair_log_likelihood(s, codes[test], options.tie_model, nu)
+        rows.append(ComparisonRow(name, pairwise_accuracy(s, codes[test]), float(np.mean(ll)), len(test)))
     return rows

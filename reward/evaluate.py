@@ -1,10 +1,10 @@
 """Score a ratings manifest with a reward and compare with the human MOS.
 
-    python reward/evaluate.py reward=qbench reward.model=PATH data=MANIFEST out=DIR
-    accelerate launch --num_processes N reward/evaluate.py ...      # data-parallel: each process scores 1/N
+    perceptual-rewards evaluate reward=qbench reward.model=PATH data=MANIFEST out=DIR
+    accelerate launch --num_processes N -m reward evaluate ...      # data-parallel: each process scores 1/N
 
 Writes DIR/metrics.json ({dimension: {plcc, srcc, krcc, hor, n, ...}, "overall": ...}), DIR/scores.jsonl and a
-scatter plot per dimension with the holistic-bias zone shaded; logs the table. Settings: reward/commands/evaluate.py.
+scatter plot per dimension with the holistic-bias zone shaded; logs the table. Every setting: --help.
 """
 
 from reward.commands.evaluate import EvaluateSettings, run

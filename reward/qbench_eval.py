@@ -1,10 +1,10 @@
 """Q-Bench+ harness: A1 perception, A2 description, A3 assessment leaderboard.
 
-    python reward/qbench_eval.py task=a1 model.path=PATH data=LLVISIONQA.json out=DIR
-    python reward/qbench_eval.py task=a2 model.path=PATH data=LLDESCRIBE.json out=DIR a2.judge.base_url=URL
-    python reward/qbench_eval.py task=a3 model.path=PATH data=[KONIQ.jsonl,SPAQ.jsonl] out=DIR a3.ensemble=true
+    perceptual-rewards qbench-eval task=a1 model.path=PATH data=LLVISIONQA.json out=DIR
+    perceptual-rewards qbench-eval task=a2 model.path=PATH data=LLDESCRIBE.json out=DIR a2.judge.base_url=URL
+    perceptual-rewards qbench-eval task=a3 model.path=PATH data=[KONIQ.jsonl,SPAQ.jsonl] out=DIR a3.ensemble=true
 
-Settings: reward/commands/qbench_eval.py (QbenchEvalSettings), which also says what each task writes.
+Every setting: perceptual-rewards qbench-eval --help; what each task writes: docs/qbench.md.
 """
 
 from reward.commands.qbench_eval import QbenchEvalSettings, run

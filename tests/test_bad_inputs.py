@@ -50,6 +50,7 @@ MISSING_INPUT = {
     "rl/grpo.py": ["policy.path=/nope/model", "data=/nope/tasks.jsonl", "out={tmp}/out", "reward=scene-proxy"],
     "rl/best_of_n.py": ["reward=scene-proxy", "data=/nope/tasks.jsonl", "out={tmp}/out"],
     "rl/tasks.py": None,
+    "rl/study.py": ["serve", "run=/nope/run", "study={tmp}/study"],
     "fusion/fit.py": ["pairs=/nope/pairs.jsonl", "scores=/nope/scores.jsonl", "out={tmp}/w.json"],
     "pace_judge/judge.py": ["protocol=/nope/protocol.json", "images={tmp}", "out={tmp}/out", "model=/nope/m"],
     "pace_judge/memory.py": ["import", "memory={tmp}/memory", "protocol=/nope/protocol.json"],

@@ -186,3 +186,30 @@ def test_non_finite_scores_are_counted_as_skipped_and_never_written(tmp_path):
     assert 0 < odd < 8 and len(written) == 8 - odd and all(r["score"] == 3.0 for r in written)
     assert sum("non-finite score" in s.reason for s in result.skipped) == odd  # named once per image
     assert len(result.skipped) == 2 * odd  # and both of its rows (two dimensions) counted as skipped
+
+
+def test_a_judge_of_one_dimension_skips_and_counts_the_other_rows_and_the_table_says_overall_is_pooled(tmp_path):
+    """A judge whose route names one dimension (reward=pace with a protocol) is compared with that dimension's rows
+    only: the others are skipped with the reason and counted, never plotted under their names."""
+    from reward.data import load_ratings
+    from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
+    from reward.rewards.base import RewardOutput
+
+    class LightingJudge:
+        route = {"dimension": "lighting", "path": "protocol file"}
+
+        def score(self, images, prompts=None):
+            return RewardOutput(scores=torch.tensor([1 + im.getpixel((0, 0))[0] / 60 for im in images]))
+
+    rows = load_ratings(_manifest(tmp_path / "data")).rows  # 8 images, each rated on lighting and noise
+    result = evaluate_rows(LightingJudge(), rows, EvalSettings(), score_range=(1, 5), out_dir=tmp_path / "o")
+    assert set(result.metrics) == {"lighting", "overall"} and result.metrics["lighting"]["n"] == 8
+    assert result.metrics["lighting"]["srcc"] == pytest.approx(1.0)  # pixel value 30 i against MOS 1 + 4 i / 7
+    assert len(result.skipped) == 8 and all(
+        "no dimension 'noise' (it has lighting)" in s.reason for s in result.skipped
+    )
+    paths = write_results(tmp_path / "o", result, EvalSettings(), (1, 5), title="judge")
+    assert "plot_noise" not in paths and not (tmp_path / "o" / "scatter_noise.png").exists()
+    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["skipped"] == 8
+    table = format_table(result.metrics).splitlines()
+    assert table[-2].startswith("overall*") and table[-1].startswith("* overall: every dimension's rows pooled")

@@ -341,7 +341,7 @@ def test_load_weights_explains_what_is_wrong(tmp_path, text, message):
 
 
 def test_load_weights_missing_file_says_how_to_make_one(tmp_path):
-    with pytest.raises(FileNotFoundError, match="fusion/fit.py"):
+    with pytest.raises(FileNotFoundError, match="perceptual-rewards fit"):
         load_weights(tmp_path / "nope.json")
     with pytest.raises(FileNotFoundError, match=WEIGHTS_FILENAME):
         load_weights(tmp_path)  # a scorer directory without weights

@@ -21,6 +21,7 @@ from fusion.bradley_terry import outcome_probabilities
 from fusion.commands.fit import FusionSettings
 from fusion.commands.fit import run as run_fit
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.rewards.fusion_weights import load_weights
 
@@ -120,7 +121,7 @@ def test_config_starts_with_the_command_and_its_defaults_are_the_settings_datacl
     lines = (CONFIGS / "fit.yaml").read_text().splitlines()
     assert lines[0] == "# python fusion/fit.py pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json"
     cfg = compose_cfg("pairs=p.jsonl", "scores=s.jsonl")
-    assert FusionSettings.from_config(cfg) == FusionSettings(pairs="p.jsonl", scores="s.jsonl")
+    assert parse(FusionSettings, cfg) == FusionSettings(pairs="p.jsonl", scores="s.jsonl")
 
 
 def test_unknown_and_invalid_settings_are_errors_reported_together():
@@ -138,15 +139,15 @@ def test_unknown_and_invalid_settings_are_errors_reported_together():
         "colour": "red",
     }
     with pytest.raises(ValueError) as info:
-        FusionSettings.from_config(bad)
+        parse(FusionSettings, bad)
     assert "unknown key colour" in str(info.value)
     bad.pop("colour")
     with pytest.raises(ValueError) as info:
-        FusionSettings.from_config(bad)
+        parse(FusionSettings, bad)
     for part in ("tie_model='bt'", "l2=-1", "bootstrap=1", "out='w.png'"):
         assert part in str(info.value)
     with pytest.raises(ValueError, match="exactly one of scores=SCORES.jsonl or reward=NAME"):
-        FusionSettings.from_config({"pairs": "p.jsonl"})
+        parse(FusionSettings, {"pairs": "p.jsonl"})
     with pytest.raises(ValueError, match=r"missing required key pairs \(set it with pairs=...\)"):
         run_fit(compose_cfg("scores=s.jsonl"))
 
@@ -319,3 +320,30 @@ def test_intervals_that_cannot_be_estimated_are_not_reported_and_all_ties_are_re
     with pytest.raises(ValueError, match="all 40 pairs are ties"):
         run_fit(compose_cfg(f"pairs={ties}", f"scores={data.scores}", f"out={data.root / 't.json'}"))
     assert not (data.root / "t.json").exists()
+
+
+@pytest.mark.parametrize("module", ["fusion.fit", "reward.evaluate", "reward.qbench_eval"])
+def test_help_names_the_console_command_not_files_a_wheel_lacks(module, capsys):
+    """--help prints the entry script's docstring: it shows ``perceptual-rewards NAME``, never ``python PATH.py``."""
+    import importlib
+
+    from reward.core.cli import main
+
+    entry = importlib.import_module(module)
+    schema = next(v for k, v in vars(entry).items() if k.endswith("Settings"))
+    name = module.split(".")[-1]
+    main(name, entry.run, schema=schema, doc=entry.__doc__, argv=["--help"])
+    shown = capsys.readouterr().out
+    assert f"perceptual-rewards {name.replace('_', '-')} " in shown
+    assert not re.search(r"python \w+/|\w+/commands/\w+\.py", shown), shown[:400]
+
+
+def test_refusals_name_the_fit_command_not_its_file(tmp_path):
+    from reward.core.errors import MissingInputError
+
+    with pytest.raises(MissingInputError, match=r"Fit one with `perceptual-rewards fit pairs=") as missing:
+        load_weights(tmp_path / "none.json")
+    with pytest.raises(ConfigError) as bad:
+        parse(FusionSettings, {"pairs": "p.jsonl", "scores": "s.jsonl", "out": "w.txt"})
+    for said in (str(missing.value), str(bad.value)):
+        assert "fusion/" not in said and ".py" not in said and "perceptual-rewards fit" in said

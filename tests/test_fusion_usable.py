@@ -1,6 +1,6 @@
 """Fusion has no dead end: the fit writes only weights the fused reward can use (every weight >= 0 by default), refuses
-at fit time weights that order no pair or that sum to 0 or less, and a weights file the reward cannot use is one line
-and status 2, said before the model loads."""
+at fit time data no weighting fits (once, whatever nonneg) and free weights that sum to 0 or less, and a weights file
+the reward cannot use is one line and status 2, said before the model loads."""
 
 from __future__ import annotations
 
@@ -87,12 +87,19 @@ def test_eq_2_and_3_as_written_fit_free_weights_and_fuse_them_undivided(tmp_path
     assert torch.allclose(out.scores, eq3, atol=1e-5)
 
 
-def test_weights_that_order_no_pair_are_refused_at_fit_time_with_why(tmp_path, capsys):
-    folder = write_pairs(tmp_path / "d", np.array([-1.5, -1.0]))  # both dimensions order the pairs backwards
-    assert fit_cli(folder) == 2
-    err = capsys.readouterr().err
-    assert "no usable fusion weights: the best fit is w = 0" in err
-    assert "do not separate the pairs" in err and "each dimension alone orders as labelled: lighting " in err
+def test_data_no_weighting_fits_is_said_once_whatever_nonneg_with_how_to_check_the_scorer(tmp_path, capsys):
+    """Both dimensions order the pairs backwards: nonneg=true (w = 0) and nonneg=false (weights summing below 0) give
+    the same one-line refusal, which sends the user to no other nonneg setting (no loop) but to the scorer."""
+    folder = write_pairs(tmp_path / "d", np.array([-1.5, -1.0]))
+    said = []
+    for nonneg in ("true", "false"):
+        assert fit_cli(folder, f"nonneg={nonneg}") == 2
+        said.append(capsys.readouterr().err.strip())
+    assert said[0] == said[1] and len(said[0].splitlines()) == 1
+    assert "no dimension predicts these preferences better than the plain mean" in said[0]
+    assert re.search(r"lighting -\d[\d.]*, harmony -\d", said[0])  # each dimension's lead of the preferred image
+    assert "keeps the plain mean" in said[0] and "perceptual-rewards evaluate reward=sa-iqa" in said[0]
+    assert "nonneg=" not in said[0] and "inspection" not in said[0]
     assert not (folder / "w.json").exists()
 
 

@@ -11,7 +11,7 @@ from conftest import random_images
 from reward.data import DatasetImage, load_image
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_questions import hf_row, image_name, load_questions
-from reward.qbench.a3_data import load_a3_json
+from reward.qbench.a3_leaderboard import load_a3_json
 
 HF_ROWS = [  # Q-Bench-HF's documented row, and a pair row of Q-Bench2-HF
     {

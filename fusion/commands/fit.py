@@ -1,6 +1,6 @@
-"""What ``python fusion/fit.py`` does, callable from tests: settings → pairs → fit → intervals → comparison → files.
+"""What ``perceptual-rewards fit`` does, callable from tests: settings → pairs → fit → intervals → comparison → files.
 
->>> FusionSettings.from_config({"pairs": "p.jsonl", "scores": "s.jsonl"}).out
+>>> parse(FusionSettings, {"pairs": "p.jsonl", "scores": "s.jsonl"}).out
 'fusion_weights.json'
 """
 
@@ -10,31 +10,29 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from omegaconf import MISSING
 
-from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptions, encode_labels, fit_bradley_terry
+from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptions, fit_bradley_terry
 from fusion.inputs import PairData, load_pair_data
-from fusion.report import format_comparison_table, format_weights_table, plot_weights
-from fusion.uncertainty import BootstrapIntervals, ComparisonRow, bootstrap_intervals, heldout_comparison
+from fusion.uncertainty import ComparisonRow, bootstrap_intervals, heldout_comparison
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
-from reward.core.summary import log_summary
+from reward.core.summary import log_summary, text_table
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import reward_config
-
-__all__ = ["FusionSettings", "Setup", "fit_weights", "report", "run", "set_up"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class FusionSettings:
-    """Settings of ``fusion/fit.py`` (the schema of ``configs/fit.yaml``); every problem is reported at once."""
+    """Settings of ``perceptual-rewards fit`` (the schema of ``configs/fit.yaml``); every problem reported at once."""
 
     groups: ClassVar[dict] = {"reward": reward_config}
 
@@ -52,9 +50,9 @@ class FusionSettings:
         default=None,
         metadata={
             "help": (
-                "folder the scores' image paths are relative to; null: the evaluated data's folder for a "
-                "scores.jsonl of reward/evaluate.py (read from its run.json), else image_root, else the scores "
-                "file's folder"
+                "folder the scores' image paths are relative to; null: the evaluated data's folder for the "
+                "scores.jsonl of an evaluate run (read from its run.json), else image_root, else the scores file's "
+                "folder"
             )
         },
     )
@@ -147,72 +145,25 @@ class FusionSettings:
                 f"reward={self.reward!r} must name a registered reward: reward=NAME selects configs/reward/NAME.yaml"
             )
         dims = self.dimensions
-        if dims is not None and (not dims or not all(isinstance(d, str) for d in dims)):
-            problems.append(
-                f"dimensions={dims!r} must be a non-empty list of names, e.g. dimensions=[layout,lighting]"
-            )
-        checks = [
-            ("tie_model", lambda v: v in TIE_MODELS, f"one of {list(TIE_MODELS)}"),
-            ("l2", lambda v: v >= 0, "a number >= 0"),
-            ("max_abs_weight", lambda v: v > 0, "a number > 0"),
-            ("bootstrap", lambda v: v == 0 or v >= 2, "0 (no intervals) or an int >= 2"),
-            ("ci_level", lambda v: 0 < v < 1, "a number in (0, 1), e.g. 0.95"),
-            ("holdout", lambda v: 0 <= v < 1, "a fraction in [0, 1), e.g. 0.2"),
-            ("batch_size", lambda v: v >= 1, "an int >= 1"),
-            ("out", lambda v: v.endswith(".json"), "a path ending in .json"),
-        ]
-        for key, ok, expected in checks:
-            if not ok(getattr(self, key)):
-                problems.append(f"{key}={getattr(self, key)!r} must be {expected}")
+        checks = {
+            "dimensions": (
+                dims is None or bool(dims) and all(isinstance(d, str) for d in dims),
+                "a non-empty list of names, e.g. dimensions=[layout,lighting]",
+            ),
+            "tie_model": (self.tie_model in TIE_MODELS, f"one of {list(TIE_MODELS)}"),
+            "l2": (self.l2 >= 0, "a number >= 0"),
+            "max_abs_weight": (self.max_abs_weight > 0, "a number > 0"),
+            "bootstrap": (self.bootstrap == 0 or self.bootstrap >= 2, "0 (no intervals) or an int >= 2"),
+            "ci_level": (0 < self.ci_level < 1, "a number in (0, 1), e.g. 0.95"),
+            "holdout": (0 <= self.holdout < 1, "a fraction in [0, 1), e.g. 0.2"),
+            "out": (self.out.endswith(".json"), "a path ending in .json"),
+        }
+        problems += [f"{k}={getattr(self, k)!r} must be {expected}" for k, (ok, expected) in checks.items() if not ok]
         if problems:
             raise ConfigError(
-                "invalid fusion settings: " + "; ".join(problems) + ". Run e.g. `python fusion/fit.py "
-                "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: fusion/commands/fit.py)."
+                "invalid fusion settings: " + "; ".join(problems) + ". Run e.g. `perceptual-rewards fit "
+                "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: perceptual-rewards fit --help)."
             )
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> FusionSettings:
-        """Validate a config (a Hydra ``DictConfig`` or a plain mapping), reporting every problem at once."""
-        return parse(cls, cfg, where="")
-
-
-def _meta(
-    settings: FusionSettings,
-    data: PairData,
-    fit: BTFit,
-    ci: BootstrapIntervals | None,
-    rows: list[ComparisonRow],
-    reward_name: str | None,
-) -> dict[str, Any]:
-    """The ``meta`` block of the weights file: the data, the model, the held-out check, provenance."""
-    return {
-        "n_pairs": data.n_pairs,
-        "n_ties": data.n_ties,
-        "n_skipped": len(data.skipped),
-        "tie_model": settings.tie_model,
-        "nu": fit.nu,
-        "l2": settings.l2,
-        "nonneg": settings.nonneg,
-        "divide_by_sum": settings.divide_by_sum,
-        "max_abs_weight": settings.max_abs_weight,
-        "train_accuracy": fit.accuracy(data.x_a, data.x_b, data.labels),
-        "train_log_likelihood_per_pair": fit.log_likelihood / data.n_pairs,
-        "heldout_fraction": settings.holdout if rows else 0.0,
-        "heldout_accuracy": rows[0].accuracy if rows else None,
-        "heldout_log_likelihood_per_pair": rows[0].log_likelihood if rows else None,
-        "heldout_baselines": {
-            r.name: {"accuracy": r.accuracy, "log_likelihood_per_pair": r.log_likelihood} for r in rows[1:]
-        },
-        "bootstrap": settings.bootstrap,
-        "ci_level": settings.ci_level if ci is not None else None,
-        "seed": settings.seed,
-        "converged": fit.converged,
-        "warnings": list(fit.warnings),
-        "pairs": settings.pairs,
-        "scores": settings.scores,
-        "reward": reward_name,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
 
 
 MIN_DECIDED_FOR_CI = 10  # fewer decided (non-tie) pairs: no bootstrap interval is reported, and the file says why
@@ -221,7 +172,7 @@ MIN_DECIDED_FOR_CI = 10  # fewer decided (non-tie) pairs: no bootstrap interval 
 def run(cfg: Mapping[str, Any]) -> FusionWeights:
     """Set up (the settings, the output file, the pairs and their scores), fit the weights with their intervals and
     held-out comparison, report (the tables, ``out`` as JSON and its ``.png`` bar chart)."""
-    settings = FusionSettings.from_config(cfg)
+    settings = parse(FusionSettings, cfg)
     setup = set_up(settings)
     weights, comparison = fit_weights(setup)
     return report(setup, weights, comparison)
@@ -281,44 +232,85 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
         )
     bt_fit = fit_bradley_terry(data.x_a, data.x_b, data.labels, dimensions=data.dimensions, options=options)
     check_usable(setup, bt_fit)
-    intervals, note = _intervals(setup, bt_fit)
-    comparison = _heldout(setup, options)
-    weights = FusionWeights(
-        dimensions=data.dimensions,
-        weights=bt_fit.weights,
-        ci_low=None if intervals is None else intervals.low,
-        ci_high=None if intervals is None else intervals.high,
-        meta={
-            **_meta(settings, data, bt_fit, intervals, comparison, setup.reward_name),
-            "ci_note": note,
-            "run": setup.provenance,
+    pairs, decided, ci, note = (data.x_a, data.x_b, data.labels), data.n_pairs - data.n_ties, None, None
+    if settings.bootstrap and decided < MIN_DECIDED_FOR_CI:
+        note = (
+            f"no confidence intervals: {decided} decided pair(s), fewer than the {MIN_DECIDED_FOR_CI} a bootstrap "
+            "needs to say anything"
+        )
+        logger.warning("%s", note)
+    elif settings.bootstrap:
+        ci = bootstrap_intervals(
+            *pairs, n_resamples=settings.bootstrap, level=settings.ci_level, seed=settings.seed, fit=bt_fit
+        )
+    rows = []
+    if settings.holdout > 0 and data.n_pairs >= 2:
+        split = {"fraction": settings.holdout, "seed": settings.seed}
+        rows = heldout_comparison(*pairs, dimensions=data.dimensions, options=options, **split)
+    elif settings.holdout > 0:
+        logger.warning("Only %d pair(s): no held-out comparison.", data.n_pairs)
+    meta = {  # the data, the model, the held-out check, provenance
+        "n_pairs": data.n_pairs,
+        "n_ties": data.n_ties,
+        "n_skipped": len(data.skipped),
+        "tie_model": settings.tie_model,
+        "nu": bt_fit.nu,
+        "l2": settings.l2,
+        "nonneg": settings.nonneg,
+        "divide_by_sum": settings.divide_by_sum,
+        "max_abs_weight": settings.max_abs_weight,
+        "train_accuracy": bt_fit.accuracy(*pairs),
+        "train_log_likelihood_per_pair": bt_fit.log_likelihood / data.n_pairs,
+        "heldout_fraction": settings.holdout if rows else 0.0,
+        "heldout_accuracy": rows[0].accuracy if rows else None,
+        "heldout_log_likelihood_per_pair": rows[0].log_likelihood if rows else None,
+        "heldout_baselines": {
+            r.name: {"accuracy": r.accuracy, "log_likelihood_per_pair": r.log_likelihood} for r in rows[1:]
         },
-    )
+        "bootstrap": settings.bootstrap,
+        "ci_level": settings.ci_level if ci is not None else None,
+        "seed": settings.seed,
+        "converged": bt_fit.converged,
+        "warnings": list(bt_fit.warnings),
+        "pairs": settings.pairs,
+        "scores": settings.scores,
+        "reward": setup.reward_name,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "ci_note": note,
+        "run": setup.provenance,
+    }
+    low, high = (None, None) if ci is None else (ci.low, ci.high)
+    weights = FusionWeights(data.dimensions, bt_fit.weights, ci_low=low, ci_high=high, meta=meta)
     logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", bt_fit.nu, format_weights_table(weights))
-    return weights, comparison
+    return weights, rows
 
 
 def check_usable(setup: Setup, bt_fit: BTFit) -> None:
-    """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: weights that change no pair's
-    fused score (with ``nonneg=true``: no dimension orders the pairs better than chance) and free weights summing to
-    0 or less when the reward divides the fused score by their sum; warn about negative weights it can use."""
-    data, w = setup.data, np.asarray(bt_fit.weights, dtype=np.float64)
+    """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: when no dimension favours the
+    preferred images (then the best non-negative fit is w = 0: no weighting beats the plain mean, whatever ``nonneg``),
+    and free weights summing to 0 or less when the reward divides by their sum; warn about negative weights."""
+    data, settings, w = setup.data, setup.settings, np.asarray(bt_fit.weights, dtype=np.float64)
     named = ", ".join(f"{d} {v:.4g}" for d, v in zip(data.dimensions, w, strict=True))
-    spread = np.abs((data.x_a - data.x_b) @ w)
-    if not np.any(spread > 1e-9):
+    decided = data.labels != LABEL_TIE  # each dimension's mean score lead of the preferred image (> 0: it predicts)
+    lead = ((data.x_a - data.x_b)[decided] * np.where(data.labels[decided] == LABEL_A, 1.0, -1.0)[:, None]).mean(0)
+    flat = not np.any(np.abs((data.x_a - data.x_b) @ w) > 1e-9)
+    if flat or (w.sum() <= 0 and settings.divide_by_sum and not np.any(lead > 0)):
+        leads = ", ".join(f"{d} {v:+.3g}" for d, v in zip(data.dimensions, lead, strict=True))
         raise UserError(
-            f"no usable fusion weights: the best fit is w = 0 ({named}), so the fused score would order no pair; "
-            f"{_agreement(data)}. The dimension scores do not separate the pairs: check that {setup.settings.pairs} "
-            "and the scores are of the same images, or score them with a scorer whose dimensions predict these "
-            "preferences (nonneg=false shows the free fit, for inspection only)"
+            f"no usable fusion weights: no dimension predicts these preferences better than the plain mean (each "
+            f"dimension's mean lead of the preferred image over {int(decided.sum())} decided pairs: {leads}), so "
+            "nothing was written and reward=sa-iqa keeps the plain mean of the dimensions (its fusion without a "
+            f"weights file). Check the scores: that {settings.pairs} and they are of the same images, and how the "
+            "scorer agrees with human ratings: perceptual-rewards evaluate reward=sa-iqa reward.model=SCORER "
+            "data=RATINGS.jsonl out=DIR"
         )
-    if w.sum() <= 0 and setup.settings.divide_by_sum:
+    if w.sum() <= 0 and settings.divide_by_sum:
         raise UserError(
             f"the free fit's weights sum to {w.sum():.4g} ({named}): reward=sa-iqa divides the fused score by that "
             "sum and cannot use them, so nothing was written; fit with nonneg=true (the default: every weight >= 0) "
             "or use eq. 3 as written (divide_by_sum=false)"
         )
-    if (w < 0).any() and setup.settings.divide_by_sum:
+    if (w < 0).any() and settings.divide_by_sum:
         logger.warning(
             "negative fusion weights (%s): the fused score S = x.w / sum(w) may leave the dimensions' scale; "
             "nonneg=true (the default) keeps it a weighted mean",
@@ -326,75 +318,60 @@ def check_usable(setup: Setup, bt_fit: BTFit) -> None:
         )
 
 
-def _agreement(data: PairData) -> str:
-    """How often each dimension alone orders the decided pairs as labelled (a tie in the scores counts half)."""
-    codes = encode_labels(data.labels)
-    decided = codes != LABEL_TIE
-    sign = np.where(codes[decided] == LABEL_A, 1.0, -1.0)
-    dx = (data.x_a - data.x_b)[decided] * sign[:, None]
-    right = (dx > 0).sum(axis=0) + 0.5 * (dx == 0).sum(axis=0)
-    parts = ", ".join(f"{d} {r:g}" for d, r in zip(data.dimensions, right, strict=True))
-    n = int(decided.sum())
-    return f"of the {n} decided pairs, each dimension alone orders as labelled: {parts} (chance: {n / 2:g})"
-
-
-def _intervals(setup: Setup, bt_fit: BTFit) -> tuple[BootstrapIntervals | None, str | None]:
-    """The weights' bootstrap intervals, or ``None`` and why (``bootstrap=0``, or too few decided pairs)."""
-    settings, data = setup.settings, setup.data
-    decided = data.n_pairs - data.n_ties
-    if settings.bootstrap and decided < MIN_DECIDED_FOR_CI:
-        note = (
-            f"no confidence intervals: {decided} decided pair(s), fewer than the {MIN_DECIDED_FOR_CI} a bootstrap "
-            "needs to say anything"
-        )
-        logger.warning("%s", note)
-        return None, note
-    if not settings.bootstrap:
-        return None, None
-    intervals = bootstrap_intervals(
-        data.x_a,
-        data.x_b,
-        data.labels,
-        n_resamples=settings.bootstrap,
-        level=settings.ci_level,
-        seed=settings.seed,
-        fit=bt_fit,
-    )
-    return intervals, None
-
-
-def _heldout(setup: Setup, options: FitOptions) -> list[ComparisonRow]:
-    """Fit on the pairs but a held-out share and compare with uniform and single-dimension weights on the rest."""
-    settings, data = setup.settings, setup.data
-    if settings.holdout > 0 and data.n_pairs >= 2:
-        return heldout_comparison(
-            data.x_a,
-            data.x_b,
-            data.labels,
-            dimensions=data.dimensions,
-            options=options,
-            fraction=settings.holdout,
-            seed=settings.seed,
-        )
-    if settings.holdout > 0:
-        logger.warning("Only %d pair(s): no held-out comparison.", data.n_pairs)
-    return []
-
-
 def report(setup: Setup, weights: FusionWeights, comparison: list[ComparisonRow]) -> FusionWeights:
     """The held-out table, ``out`` (the weights as JSON), its bar chart and the closing summary."""
     settings, data = setup.settings, setup.data
     if comparison:
-        table = format_comparison_table(comparison)
+        cells = [[r.name, f"{r.accuracy:.3f}", f"{r.log_likelihood:.4f}"] for r in comparison]
+        table = text_table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])
         logger.info("Held-out comparison (%d pairs, seed %d):\n%s", comparison[0].n_heldout, settings.seed, table)
     out = save_weights(settings.out, weights)
-    logger.info("Wrote %s", out)
     plot = plot_weights(weights, out.with_suffix(".png")) if settings.plot else None
-    if plot:
-        logger.info("Wrote %s", plot)
     log_summary(
         "fusion fit",
         {"pairs": data.n_pairs, "ties": data.n_ties, "dimensions": len(data.dimensions)},
         {"weights": out, "plot": plot},
     )
     return weights
+
+
+def format_weights_table(weights: FusionWeights) -> str:
+    """One line per dimension: weight, share (``w / sum(w)``, what ``reward=sa-iqa`` fuses with), bootstrap interval.
+
+    >>> print(format_weights_table(FusionWeights(("layout", "lighting"), (0.6, 0.2), (0.4, 0.0), (1.1, 0.5))))
+    dimension  weight  share  ci_low  ci_high
+    ---------  ------  -----  ------  -------
+    layout     0.6000  0.750  0.4000   1.1000
+    lighting   0.2000  0.250  0.0000   0.5000
+    """
+    total, ci = sum(weights.weights), weights.ci_low is not None and weights.ci_high is not None
+    header = ["dimension", "weight", "share"] + (["ci_low", "ci_high"] if ci else [])
+    rows = [
+        [name, f"{w:.4f}", f"{w / total:.3f}" if total > 0 else "n/a"]
+        + ([f"{weights.ci_low[j]:.4f}", f"{weights.ci_high[j]:.4f}"] if ci else [])
+        for j, (name, w) in enumerate(zip(weights.dimensions, weights.weights, strict=True))
+    ]
+    return text_table(header, rows, [False] + [True] * (len(header) - 1))
+
+
+def plot_weights(weights: FusionWeights, path: str | Path, title: str = "Bradley–Terry fusion weights") -> Path:
+    """Bar chart of the weights, their intervals as error bars, saved as PNG (atomically)."""
+    from reward.eval.plots import new_figure, save_figure
+
+    d = len(weights.dimensions)
+    fig, ax = new_figure((max(4.0, 1.0 + 1.1 * d), 3.6), dpi=100)
+    yerr = None
+    if weights.ci_low is not None and weights.ci_high is not None:
+        yerr = [
+            [max(w - lo, 0.0) for w, lo in zip(weights.weights, weights.ci_low, strict=True)],
+            [max(hi - w, 0.0) for w, hi in zip(weights.weights, weights.ci_high, strict=True)],
+        ]
+        level = weights.meta.get("ci_level")
+        title += f" ({level:.0%} bootstrap CI)" if isinstance(level, float) else " (bootstrap CI)"
+    ax.bar(range(d), weights.weights, yerr=yerr, capsize=5, color="#4c72b0", ecolor="#222222")
+    ax.axhline(0.0, color="#555555", linewidth=0.8)
+    ax.set_xticks(range(d), weights.dimensions, rotation=20 if d > 5 else 0)
+    ax.set_ylabel("weight w")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=120)

@@ -1,4 +1,4 @@
-"""What ``reward/evaluate.py`` does: score a ratings manifest with a reward and compare with the human MOS."""
+"""What ``perceptual-rewards evaluate`` does: score a ratings manifest with a reward and compare with the human MOS."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ class HorSettings:
 
 @dataclass
 class EvaluateSettings:
-    """Settings of ``reward/evaluate.py``. Keys marked ``may_change`` may differ when a run is resumed: they do not
-    change the scores already written."""
+    """Settings of ``perceptual-rewards evaluate``. Keys marked ``may_change`` may differ when a run is resumed:
+    they do not change the scores already written."""
 
     groups: ClassVar[dict] = {"reward": reward_config}
 
@@ -143,27 +143,6 @@ class EvaluateSettings:
     seed: int = field(default=0, metadata={"may_change": True})
 
 
-def settings_from(settings: EvaluateSettings) -> EvalSettings:
-    """The scoring settings of :mod:`reward.eval.evaluation`; the MOS scale is the one set, else the data's own."""
-    mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
-    if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
-        raise ConfigError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
-    if settings.compare not in COMPARE:
-        raise ConfigError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
-    return EvalSettings(
-        batch_size=settings.batch_size,
-        skip_bad=settings.skip_bad,
-        max_decode_pixels=settings.max_decode_pixels,
-        mos_range=(float(mos_range[0]), float(mos_range[1])),
-        tau_low=settings.hor.tau_low,
-        tau_high=settings.hor.tau_high,
-        bootstrap=settings.bootstrap,
-        seed=settings.seed,
-        num_workers=settings.num_workers,
-        compare=settings.compare,
-    )
-
-
 def run(cfg: Any) -> dict[str, Any]:
     """Set up, score, report; returns the metrics (``out/metrics.json``, written by the main process)."""
     settings = parse(EvaluateSettings, cfg, where="")
@@ -193,9 +172,31 @@ def set_up(settings: EvaluateSettings) -> Setup:
     name = reward_cfg.pop("name", None)
     if not name:
         raise ConfigError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
-    eval_settings = settings_from(settings)
+    mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
+    if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
+        raise ConfigError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
+    if settings.compare not in COMPARE:
+        raise ConfigError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
+    kept = ("batch_size", "skip_bad", "max_decode_pixels", "bootstrap", "seed", "num_workers", "compare")
+    eval_settings = EvalSettings(  # the scoring settings of reward.eval.evaluation; the MOS scale set, else the data's
+        **{k: getattr(settings, k) for k in kept},
+        mos_range=(float(mos_range[0]), float(mos_range[1])),
+        tau_low=settings.hor.tau_low,
+        tau_high=settings.hor.tau_high,
+    )
     state = process_state()
-    output = check_output_folder(settings, reward_cfg)
+    record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "out"}  # new, or this run resumed
+    inputs = {"data": settings.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
+    output = check_output(
+        settings.out,
+        "evaluate",
+        record,
+        inputs,
+        resume=resume_mode(settings.resume),
+        overwrite=settings.overwrite,
+        may_change=may_change_keys(EvaluateSettings),
+        resume_hint="resume=auto",
+    )
     manifest = load_ratings(
         settings.data,
         skip_bad=eval_settings.skip_bad,
@@ -227,22 +228,6 @@ def check_images_found(rows: Sequence[Any], settings: EvaluateSettings) -> None:
     raise MissingInputError(
         f"data={settings.data}: none of its {len(paths)} image files is found (e.g. {paths[0]}); relative paths are "
         f"read from {folder}: name the folder that holds the images with image_root=DIR"
-    )
-
-
-def check_output_folder(settings: EvaluateSettings, reward_cfg: dict[str, Any]) -> Output:
-    """The output folder's decision (new, or the same run resumed with ``resume=auto``) or a refusal."""
-    record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "out"}
-    inputs = {"data": settings.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
-    return check_output(
-        settings.out,
-        "evaluate",
-        record,
-        inputs,
-        resume=resume_mode(settings.resume),
-        overwrite=settings.overwrite,
-        may_change=may_change_keys(EvaluateSettings),
-        resume_hint="resume=auto",
     )
 
 

@@ -1,4 +1,4 @@
-"""What ``reward/qbench_eval.py`` does: the Q-Bench+ harness, one task per run.
+"""What ``perceptual-rewards qbench-eval`` does: the Q-Bench+ harness, one task per run.
 
 - ``task=a1``: perception questions -> ``metrics.json`` (accuracy overall, by type and concern, singles and pairs),
   ``metrics.md``, ``answers.jsonl`` (chosen letter and its probability per question), ``skipped.jsonl``.
@@ -25,8 +25,9 @@ from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.eval.evaluation import EvalSettings
-from reward.qbench.a2_description import A2JudgeSettings
-from reward.rewards.registry import reward_config
+from reward.qbench import a1_perception, a1_questions, a2_description, a3_leaderboard, a3_released
+from reward.rewards.registry import get_reward, reward_config
+from reward.vlm import load_vlm
 from reward.vlm.hub import check_models
 from reward.vlm.loading import ModelLoading, loading_of
 
@@ -58,10 +59,8 @@ class A1Settings:
     prompt: str = field(
         default="paper",
         metadata={
-            "help": (
-                "paper: Q-Bench+'s layout (\"The first image: <image>\" ...) + lmms-eval's answer instruction"
-                " | paper-exact: the layout alone, as the paper prints it | lmms: lmms-eval's own prompt"
-            )
+            "help": "paper: Q-Bench+'s layout (\"The first image: <image>\" ...) + lmms-eval's answer instruction"
+            " | paper-exact: the layout alone, as the paper prints it | lmms: lmms-eval's own prompt"
         },
     )
     max_new_tokens: int = field(
@@ -73,13 +72,19 @@ class A1Settings:
     )
     system: str | None = field(default=None, metadata={"help": "optional system prompt"})
 
+    def __post_init__(self) -> None:
+        choices = {"mode": (self.mode, a1_perception.MODES), "prompt": (self.prompt, a1_perception.LAYOUTS)}
+        problems = [f"a1.{k}={v!r}: choose one of {', '.join(ok)}" for k, (v, ok) in choices.items() if v not in ok]
+        if problems:
+            raise ConfigError("; ".join(problems))
+
 
 @dataclass
 class A2Settings:
     max_new_tokens: int = field(default=256, metadata={"help": "description length", "range": TOKENS})
     system: str | None = None
-    judge: A2JudgeSettings = field(
-        default_factory=A2JudgeSettings, metadata={"help": "base_url null: descriptions only"}
+    judge: a2_description.A2JudgeSettings = field(
+        default_factory=a2_description.A2JudgeSettings, metadata={"help": "base_url null: descriptions only"}
     )
 
 
@@ -92,10 +97,8 @@ class A3Settings:
     temperature: float = field(
         default=100.0,
         metadata={
-            "help": (
-                "reward=qbench's softmax temperature: 100 as Q-Bench's released notebook (its published "
-                "table); 1: eq. 1 literally"
-            ),
+            "help": "reward=qbench's softmax temperature: 100 as Q-Bench's released notebook (its published "
+            "table); 1: eq. 1 literally",
             "range": (0, None, True),
         },
     )
@@ -117,10 +120,8 @@ class QbenchEvalSettings:
     data: Any = field(
         default=None,
         metadata={
-            "help": (
-                "a1: LLVisionQA JSON/JSONL; a2: golden descriptions; a3: [A.jsonl,B.jsonl] or {name: path} "
-                "(none: a3.released)"
-            )
+            "help": "a1: LLVisionQA JSON/JSONL; a2: golden descriptions; a3: [A.jsonl,B.jsonl] or {name: path} "
+            "(none: a3.released)"
         },
     )
     out: str = field(default=MISSING, metadata={"help": "output folder"})
@@ -138,155 +139,96 @@ class QbenchEvalSettings:
         default=False, metadata={"help": "true: an out/ holding another run is moved aside to out.old-<time>"}
     )
 
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ConfigError(f"task={self.task!r}: choose one of {', '.join(TASKS)}")
 
-def _check_model(settings: QbenchEvalSettings) -> None:
-    check_models({"model.path": settings.model.path, "model.adapter": settings.model.adapter})
 
-
-def _load_model(settings: QbenchEvalSettings) -> Any:
-    from reward.vlm import load_vlm
-
+def _load_model(settings: QbenchEvalSettings, output: Output | None = None) -> Any:
+    """The harness VLM, its files checked first, loaded once the output folder is made."""
     if not settings.model.path:
         raise ConfigError(f"task={settings.task} needs a VLM: pass model.path=CHECKPOINT_DIR")
-    return load_vlm(
-        settings.model.path,
-        loading_of(settings.model),
-        batch_size=settings.batch_size,
-        adapter=settings.model.adapter,
-        merge_adapter=settings.model.merge_adapter,
-    )
+    check_models({"model.path": settings.model.path, "model.adapter": settings.model.adapter})
+    if output is not None:
+        output.create()
+    model = settings.model
+    kwargs = {"adapter": model.adapter, "merge_adapter": model.merge_adapter}
+    return load_vlm(model.path, loading_of(model), batch_size=settings.batch_size, **kwargs)
 
 
 def run(cfg: Any) -> dict[str, Any]:
     """Run the configured task; returns its metrics (A2 without a judge: the number of descriptions)."""
     settings = parse(QbenchEvalSettings, cfg, where="")
-    if settings.task not in TASKS:
-        raise ConfigError(f"task={settings.task!r}: choose one of {', '.join(TASKS)}")
     if settings.task == "a3":  # a1 / a2 read their question file first (its problems are named before the model's)
-        _check_model(settings)
+        check_models({"model.path": settings.model.path, "model.adapter": settings.model.adapter})
     if settings.data is None and not (settings.task == "a3" and settings.a3.released):
         raise ConfigError(f"task={settings.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
     record = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "overwrite")}
-    data = (
-        {"data": settings.data}
-        if isinstance(settings.data, str)
-        else {"data": dict(enumerate(settings.data))}
-        if settings.data
-        else {}
-    )
-    released = {"a3_released": settings.a3.released} if settings.a3.released else {}
-    inputs = {
-        "model": settings.model.path,
-        **path_inputs(data),
-        **path_inputs({"reward": settings.reward or {}, **released}),
-    }
+    named = {"data": settings.data, "reward": settings.reward or {}, "a3_released": settings.a3.released}
+    inputs = {"model": settings.model.path, **path_inputs(named)}
     output = check_output(settings.out, "qbench_eval", record, inputs, overwrite=settings.overwrite, resume_hint=None)
-    result = {"a1": run_a1, "a2": run_a2, "a3": run_a3}[settings.task](settings, output)
+    reading = {"skip_bad": settings.skip_bad, **image_paths(settings)}  # how the data files are read
+    result = {"a1": run_a1, "a2": run_a2, "a3": run_a3}[settings.task](settings, output, reading)
     output.finish()
     return result
 
 
-def run_a1(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
-    """A1: the questions are read (and refused) before the output folder is made and the model loads."""
-    from reward.qbench.a1_perception import LAYOUTS, MODES, answer_questions, format_metrics, perception_metrics
-    from reward.qbench.a1_questions import load_questions
+def _write(out: Path, title: str, metrics: dict[str, Any], table: str, facts: dict[str, Any], **files: Path) -> None:
+    """``metrics.json`` and ``metrics.md`` beside ``files``, and the closing summary."""
+    atomic_write_text(out / "metrics.md", table)
+    atomic_write_json(out / "metrics.json", metrics)
+    log_summary(title, facts, {**files, "metrics": out / "metrics.json", "table": out / "metrics.md"})
 
-    a1 = settings.a1
-    problems = []
-    if a1.mode not in MODES:
-        problems.append(f"a1.mode={a1.mode!r}: choose one of {', '.join(MODES)}")
-    if a1.prompt not in LAYOUTS:
-        problems.append(f"a1.prompt={a1.prompt!r}: choose one of {', '.join(LAYOUTS)}")
-    if a1.max_new_tokens < 1:
-        problems.append(f"a1.max_new_tokens={a1.max_new_tokens}: at least 1")
-    if problems:
-        raise ConfigError("invalid a1 settings:\n  - " + "\n  - ".join(problems))
-    questions, skipped = load_questions(
-        settings.data,
-        skip_bad=settings.skip_bad,
-        **image_paths(settings),
-    )
-    _check_model(settings)
-    output.create()
-    vlm = _load_model(settings)
-    answers = answer_questions(
-        vlm,
-        questions,
-        seed=settings.seed,
-        batch_size=settings.batch_size,
-        system=a1.system,
-        shuffle=a1.shuffle,
-        mode=a1.mode,
-        layout=a1.prompt,
-        max_new_tokens=a1.max_new_tokens,
-    )
-    metrics = perception_metrics(answers)
-    metrics["skipped"] = len(skipped)
-    metrics["run"] = output.provenance()
+
+def run_a1(settings: QbenchEvalSettings, output: Output, reading: dict[str, Any]) -> dict[str, Any]:
+    """A1: the questions are read (and refused) before the output folder is made and the model loads."""
+    a1, model, out = settings.a1, settings.model, Path(settings.out)
+    questions, skipped = a1_questions.load_questions(settings.data, **reading)
+    vlm = _load_model(settings, output)
+    asked = {"system": a1.system, "shuffle": a1.shuffle, "mode": a1.mode, "max_new_tokens": a1.max_new_tokens}
+    asked |= {"seed": settings.seed, "batch_size": settings.batch_size, "layout": a1.prompt}
+    answers = a1_perception.answer_questions(vlm, questions, **asked)
+    metrics = a1_perception.perception_metrics(answers) | {"skipped": len(skipped), "run": output.provenance()}
+    generate = a1.mode == "generate"
     metrics["protocol"] = {  # how the numbers were made: compare only with tables made the same way
-        "mode": a1.mode,
-        "prompt": a1.prompt,
-        "shuffle": a1.shuffle,
+        **{k: getattr(a1, k) for k in ("mode", "prompt", "shuffle")},
         "seed": settings.seed,
-        "max_new_tokens": a1.max_new_tokens if a1.mode == "generate" else None,
-        "parser": "lmms-eval (an unparseable reply counts as wrong)" if a1.mode == "generate" else None,
+        "max_new_tokens": a1.max_new_tokens if generate else None,
+        "parser": "lmms-eval (an unparseable reply counts as wrong)" if generate else None,
         "system": a1.system,
-        "model": settings.model.path,
-        "adapter": settings.model.adapter,
-        "adapter_merged": settings.model.merge_adapter if settings.model.adapter else None,
-        "dtype": settings.model.dtype,
-        "min_pixels": settings.model.min_pixels,
-        "max_pixels": settings.model.max_pixels,
+        "model": model.path,
+        "adapter": model.adapter,
+        "adapter_merged": model.merge_adapter if model.adapter else None,
+        **{k: getattr(model, k) for k in ("dtype", "min_pixels", "max_pixels")},
     }
-    out = Path(settings.out)
     atomic_write_jsonl(out / "answers.jsonl", [a.record() for a in answers])
     if skipped:
         atomic_write_jsonl(out / "skipped.jsonl", [vars(row) for row in skipped])
-    table = format_metrics(metrics, title=f"A1 perception ({a1.mode}, {a1.prompt} prompt): {settings.data}")
-    atomic_write_text(out / "metrics.md", table)
-    atomic_write_json(out / "metrics.json", metrics)
+    title = f"A1 perception ({a1.mode}, {a1.prompt} prompt): {settings.data}"
+    table = a1_perception.format_metrics(metrics, title=title)
     logger.info("%d questions (%d skipped)\n%s", len(answers), len(skipped), table)
-    files = {"answers": out / "answers.jsonl", "metrics": out / "metrics.json", "table": out / "metrics.md"}
-    log_summary(
-        "qbench_eval a1", {"questions": len(answers), "skipped": len(skipped), "accuracy": metrics["accuracy"]}, files
-    )
+    facts = {"questions": len(answers), "skipped": len(skipped), "accuracy": metrics["accuracy"]}
+    _write(out, "qbench_eval a1", metrics, table, facts, answers=out / "answers.jsonl")
     return metrics
 
 
-def run_a2(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+def run_a2(settings: QbenchEvalSettings, output: Output, reading: dict[str, Any]) -> dict[str, Any]:
     """A2: the descriptions are read (and refused) before the output folder is made and the model loads."""
-    from reward.qbench.a2_description import (
-        describe,
-        description_metrics,
-        format_description_table,
-        judge,
-        load_descriptions,
-    )
-
-    js = settings.a2.judge
-    if js.rounds < 1:
-        raise ConfigError(f"a2.judge.rounds={js.rounds}: at least one round is needed")
-    rows, skipped = load_descriptions(
-        settings.data,
-        skip_bad=settings.skip_bad,
-        **image_paths(settings),
-    )
-    _check_model(settings)
-    output.create()
-    vlm = _load_model(settings)
-    outputs = describe(
-        vlm, rows, max_new_tokens=settings.a2.max_new_tokens, system=settings.a2.system, batch_size=settings.batch_size
-    )
-    out = Path(settings.out)
+    a2, js, out = settings.a2, settings.a2.judge, Path(settings.out)
+    rows, skipped = a2_description.load_descriptions(settings.data, **reading)
+    vlm = _load_model(settings, output)
+    asked = {"max_new_tokens": a2.max_new_tokens, "system": a2.system, "batch_size": settings.batch_size}
+    texts = a2_description.describe(vlm, rows, **asked)
+    per_row = a2_description.judge(texts, rows, js) if js.base_url else [{} for _ in rows]
     records = [
-        {"row": i, "line": r.line, "img_path": [str(p) for p in r.images], "description": o, "golden": r.golden}
-        for i, (r, o) in enumerate(zip(rows, outputs, strict=True))
+        {"row": i, "line": r.line, "img_path": [str(p) for p in r.images], "description": o, "golden": r.golden} | s
+        for i, (r, o, s) in enumerate(zip(rows, texts, per_row, strict=True))
     ]
+    atomic_write_jsonl(out / "descriptions.jsonl", records)
     if not js.base_url:
-        atomic_write_jsonl(out / "descriptions.jsonl", records)
         logger.warning(
-            "no judge configured (a2.judge.base_url is null): wrote %d descriptions to %s and skipped "
-            "the scoring; set a2.judge.base_url=URL a2.judge.model=NAME to score them",
+            "no judge configured (a2.judge.base_url is null): wrote %d descriptions to %s and skipped the scoring; "
+            "set a2.judge.base_url=URL a2.judge.model=NAME to score them",
             len(records),
             out / "descriptions.jsonl",
         )
@@ -296,95 +238,58 @@ def run_a2(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
             {"descriptions": out / "descriptions.jsonl"},
         )
         return {"descriptions": len(records), "skipped": len(skipped), "scored": False}
-    per_row = judge(outputs, rows, js)
-    for rec, scores in zip(records, per_row, strict=True):
-        rec.update(scores)
-    atomic_write_jsonl(out / "descriptions.jsonl", records)
-    parts = description_metrics(per_row, rows)
+    parts = a2_description.description_metrics(per_row, rows)
     metrics: dict[str, Any] = {**parts, "skipped": len(skipped), "scored": True, "run": output.provenance()}
-    table = format_description_table(parts)
-    atomic_write_text(out / "metrics.md", table)
-    atomic_write_json(out / "metrics.json", metrics)
+    table = a2_description.format_description_table(parts)
     logger.info("A2 with judge %s (%d rounds)\n%s", js.model, js.rounds, table)
-    files = {"descriptions": out / "descriptions.jsonl", "metrics": out / "metrics.json", "table": out / "metrics.md"}
-    log_summary("qbench_eval a2", {"descriptions": len(records), "judge": js.model}, files)
+    facts = {"descriptions": len(records), "judge": js.model}
+    _write(out, "qbench_eval a2", metrics, table, facts, descriptions=out / "descriptions.jsonl")
     return metrics
 
 
-def run_a3(settings: QbenchEvalSettings, output: Output) -> dict[str, Any]:
+def run_a3(settings: QbenchEvalSettings, output: Output, reading: dict[str, Any]) -> dict[str, Any]:
     """A3: the datasets' names and folders (and the released files) are checked before the output folder is made and
     the reward loads."""
-    from reward.qbench.a3_leaderboard import (
-        GoodPoorLogits,
-        SynonymTable,
-        add_released,
-        dataset_names,
-        format_leaderboard,
-        leaderboard,
-    )
-    from reward.qbench.a3_released import RELEASED_SUBSETS, RELEASED_WORDS, read_released, write_released
-    from reward.rewards.registry import get_reward
-
-    if not settings.a3.temperature > 0:
-        raise ConfigError(
-            f"a3.temperature={settings.a3.temperature}: must be > 0 (100: the released notebook; 1: eq. 1)"
-        )
-    released = read_released(settings.a3.released) if settings.a3.released else {}
+    a3, out = settings.a3, Path(settings.out)
+    released = a3_released.read_released(a3.released) if a3.released else {}
     reward_cfg = dict(settings.reward or {})
     name = reward_cfg.pop("name", None) or "qbench"
     if settings.data is not None and name == "qbench" and not reward_cfg.get("model"):
         if not settings.model.path:
             raise ConfigError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
         reward_cfg.update(vars(loading_of(settings.model)), model=settings.model.path)  # the harness model, its knobs
-    datasets = dataset_names(settings.data) if settings.data is not None else {}
-    if settings.a3.ensemble and name != "qbench":
+    datasets = a3_leaderboard.dataset_names(settings.data) if settings.data is not None else {}
+    if a3.ensemble and name != "qbench":
         raise ConfigError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
     output.create()
-    result: dict[str, Any] | None = None
-    record = None
-    label = settings.a3.name or Path(str(reward_cfg.get("model") or name)).name
+    result, record, label = None, None, a3.name or Path(str(reward_cfg.get("model") or name)).name
     if datasets:
-        if name == "qbench":
-            reward_cfg["temperature"] = settings.a3.temperature
-        reward = get_reward(name, reward_cfg)
+        reward = get_reward(name, reward_cfg | ({"temperature": a3.temperature} if name == "qbench" else {}))
         record = getattr(reward, "record", None)  # e.g. sa-iqa's fusion: mean | bradley-terry
-        if settings.a3.ensemble:
-            qbench = reward.cfg
-            reward = SynonymTable(
-                reward.vlm, qbench.prompt, qbench.response_prefix, system=qbench.system, temperature=qbench.temperature
-            )
+        if a3.ensemble:
+            reward = a3_leaderboard.SynonymTable(reward)
         elif name == "qbench" and tuple(reward.cfg.positive) + tuple(reward.cfg.negative) == ("good", "poor"):
-            reward = GoodPoorLogits(reward, settings.a3.temperature)
-        result = leaderboard(
-            reward,
-            datasets,
-            EvalSettings(
-                batch_size=settings.batch_size,
-                skip_bad=settings.skip_bad,
-                **image_paths(settings),
-            ),
-        )
+            reward = a3_leaderboard.GoodPoorLogits(reward, a3.temperature)
+        result = a3_leaderboard.leaderboard(reward, datasets, EvalSettings(batch_size=settings.batch_size, **reading))
         for dataset, objs in result.pop("per_image", {}).items():  # shared the way Q-Bench shared its own
-            write_released(Path(settings.out) / "IQA_outputs" / label / f"{dataset}.json", objs)
+            a3_released.write_released(out / "IQA_outputs" / label / f"{dataset}.json", objs)
         if released:  # the scored model's rows are named by the model beside the released ones
             for table in (*result["datasets"].values(), result["mean"]):
                 for v in list(table):
                     table[label if v == "score" else f"{label}:{v}"] = table.pop(v)
     if released:
-        result = add_released(result, released, settings.a3.temperature)
-    assert result is not None
+        result = a3_leaderboard.add_released(result, released, a3.temperature)
     result["protocol"] = {  # how the numbers were made: compare only with tables made the same way
-        "temperature": settings.a3.temperature,
+        "temperature": a3.temperature,
         "score": "exp(g/T) / (exp(g/T) + exp(p/T)) of the good/poor logits (Q-Bench's released notebook; T=1: eq. 1)",
-        "subsets": RELEASED_SUBSETS,  # datasets whose cell is the mean over consecutive blocks of this many images
-        "released": settings.a3.released,
-        "released_words": RELEASED_WORDS if released else None,
+        "subsets": a3_released.RELEASED_SUBSETS,  # datasets whose cell averages blocks of this many images
+        "released": a3.released,
+        "released_words": a3_released.RELEASED_WORDS if released else None,
         "reward": record,
     }
     result["run"] = output.provenance()
-    out = Path(settings.out)
-    title = f"A3 assessment: reward {name} (SRCC/PLCC, T={settings.a3.temperature:g})" if datasets else "A3 assessment"
-    table = format_leaderboard(result, title=title + (f", released {settings.a3.released}" if released else ""))
+    title = f"A3 assessment: reward {name} (SRCC/PLCC, T={a3.temperature:g})" if datasets else "A3 assessment"
+    table = a3_leaderboard.format_leaderboard(result, title=title + (f", released {a3.released}" if released else ""))
     atomic_write_text(out / "leaderboard.md", table)
     atomic_write_json(out / "leaderboard.json", json_safe(result))
     logger.info("\n%s", table)

@@ -1,16 +1,12 @@
-"""Score every row of a ratings manifest with a reward and compare with the human MOS.
-
-Used by ``reward/evaluate.py`` (data-parallel under ``accelerate launch``) and by the SFT trainer's final
-evaluation. Each image is scored once, whatever the number of dimensions it is rated on; a reward with
-per-dimension scores is compared dimension by dimension (``compare="fused"``: its fused score against every row), one
-without against every dimension. Rows left out are said with their reasons and counts.
-"""
+"""Score every row of a ratings manifest with a reward and compare with the human MOS (the ``evaluate`` command, SFT's
+final evaluation, Q-Bench A3). Each image is scored once, whatever the number of dimensions it is rated on; a reward
+with dimensions is compared dimension by dimension (``compare="fused"``: its fused score against every row), one
+without against every row. Rows left out are said with their reasons and counts."""
 
 from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -56,11 +52,8 @@ class EvalSettings:
         >>> EvalSettings(mos_range=(0.0, 100.0)).taus(), EvalSettings(mos_range=(0.0, 100.0), tau_low=40).taus()
         ((50.0, 75.0), (40.0, 75.0))
         """
-        low, high = (float(v) for v in to_mos_scale(np.array(HOR_TAUS), (1.0, 5.0), self.mos_range))
-        return (
-            low if self.tau_low is None else float(self.tau_low),
-            high if self.tau_high is None else float(self.tau_high),
-        )
+        mapped = to_mos_scale(np.array(HOR_TAUS), (1.0, 5.0), self.mos_range)
+        return tuple(float(m if t is None else t) for m, t in zip(mapped, (self.tau_low, self.tau_high), strict=True))
 
 
 HOR_TAUS = (3.0, 4.0)  # PACE's HOR thresholds on the 1-5 scale
@@ -74,23 +67,10 @@ def why_skipped(skipped: Sequence[SkippedRow], limit: int = 4) -> str:
     "2 rows: no dimension 'q'; line 7: bad image"
     """
     counts = Counter(s.reason for s in skipped)
-    first: dict[str, int] = {}
-    for s in sorted(skipped, key=lambda s: s.line):
-        first.setdefault(s.reason, s.line)
+    first = {s.reason: s.line for s in sorted(skipped, key=lambda s: -s.line)}  # the earliest line wins
     parts = [f"{n} rows: {r}" if n > 1 else f"line {first[r]}: {r}" for r, n in counts.most_common(limit)]
     rest = sum(n for _, n in counts.most_common()[limit:])
     return "; ".join(parts) + (f"; {rest} more rows for other reasons" if rest else "")
-
-
-def lacking_dimension(reward: Reward, rows: Sequence[RatingRow], compare: str = "dimension") -> SkippedRow | None:
-    """Whether no row can be compared because the reward scores named dimensions and none is a row's (said before
-    any image is scored): the reason, on the first row, else ``None``."""
-    dims = getattr(reward, "dimensions", None)
-    if compare != "dimension" or not rows or not isinstance(dims, list | tuple) or not dims:
-        return None
-    if any(row.dimension in dims for row in rows):
-        return None
-    return SkippedRow(rows[0].line, _no_dimension(sorted({row.dimension for row in rows}), list(dims)))
 
 
 def _no_dimension(wanted: Sequence[str], has: Sequence[str]) -> str:
@@ -107,33 +87,14 @@ class EvalResult:
     meta: dict[str, Any] = field(default_factory=dict)  # processes, images_per_process, resumed
 
 
-def score_rating_rows(
-    reward: Reward,
-    rows: Sequence[RatingRow],
-    settings: EvalSettings,
-    *,
-    source: str = "manifest",
-    out_dir: str | Path | None = None,
-    resume: bool = False,
-    distributed: bool = False,
-) -> ScoredImages:
-    """Score every distinct image of ``rows`` once (an image rated on several dimensions is one call), keyed by its
-    ``key``."""
+def score_rating_rows(reward: Reward, rows: Sequence[RatingRow], settings: EvalSettings, **where: Any) -> ScoredImages:
+    """Each distinct image of ``rows`` scored once, by its ``key``; ``where``: as :func:`.parallel.score_images`'s."""
     unique: dict[str, RatingRow] = {}
     for row in rows:
         unique.setdefault(row.key, row)
-    return score_images(
-        reward,
-        [(k, r.image, r.line) for k, r in unique.items()],
-        batch_size=settings.batch_size,
-        num_workers=settings.num_workers,
-        max_pixels=settings.max_decode_pixels,
-        skip_bad=settings.skip_bad,
-        source=source,
-        out_dir=out_dir,
-        resume=resume,
-        distributed=distributed,
-    )
+    items = [(k, r.image, r.line) for k, r in unique.items()]
+    batching = {"batch_size": settings.batch_size, "num_workers": settings.num_workers, "skip_bad": settings.skip_bad}
+    return score_images(reward, items, max_pixels=settings.max_decode_pixels, **batching, **where)
 
 
 def evaluate_rows(
@@ -142,43 +103,40 @@ def evaluate_rows(
     settings: EvalSettings,
     *,
     score_range: tuple[float, float],
-    source: str = "manifest",
-    out_dir: str | Path | None = None,
-    resume: bool = False,
-    distributed: bool = False,
+    **where: Any,
 ) -> EvalResult:
-    """Score ``rows`` and compute PLCC/SRCC/KRCC/HOR per dimension and overall.
+    """``rows`` scored (``where``: as :func:`score_rating_rows`) and PLCC/SRCC/KRCC/HOR per dimension and overall.
 
-    A reward without dimensions is compared with every row; one with dimensions only with the rows of its own
-    dimensions (the others are skipped and counted, never compared with the fused score). With ``out_dir`` the
-    scores are written there as they come (``resume``: only missing images are scored); ``distributed`` splits
-    the images across the processes of ``accelerate launch`` (see :mod:`reward.eval.parallel`). Rows left out are
-    logged as one warning of reasons with counts; when none is left, :class:`NothingScored` gives them (before any
-    image is scored when the reward lacks every row's dimension).
-    """
+    A reward with dimensions is compared only with the rows of its own dimensions (the others are skipped and
+    counted, never compared with the fused score). Rows left out are one warning of reasons with counts; when none
+    is left, :class:`NothingScored` gives them (before any image is scored when the reward lacks every row's
+    dimension)."""
     if settings.compare not in COMPARE:
         raise UserError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
-    lacking = lacking_dimension(reward, rows, settings.compare)
-    if lacking is not None:
-        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking.reason}")
-    done = score_rating_rows(
-        reward, rows, settings, source=source, out_dir=out_dir, resume=resume, distributed=distributed
-    )
+    dims = getattr(reward, "dimensions", None)
+    judged = (getattr(reward, "route", None) or {}).get(
+        "dimension"
+    )  # a judge of one dimension (a protocol's) names it
+    dims = list(dims) if isinstance(dims, list | tuple) else [judged] if judged else []
+    known = dims if settings.compare == "dimension" else []  # none of the rows' dimensions: said before scoring
+    if known and rows and not any(row.dimension in known for row in rows):
+        lacking = _no_dimension(sorted({row.dimension for row in rows}), known)
+        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking}")
+    done = score_rating_rows(reward, rows, settings, **where)
     scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
     by_dim: dict[str, tuple[list[float], list[float]]] = {}
     for row in rows:
-        key = row.key
-        if key not in scored:
+        if row.key not in scored:
             if row.line not in skipped_lines:  # another row of the same image was the bad one
-                skipped.append(SkippedRow(row.line, f"image {key} could not be scored"))
+                skipped.append(SkippedRow(row.line, f"image {row.key} could not be scored"))
             continue
-        entry = scored[key]
-        has_dims = len(entry) > 1 and settings.compare == "dimension"
-        if has_dims and row.dimension not in entry:  # a per-dimension reward that does not score this one
-            skipped.append(SkippedRow(row.line, _no_dimension([row.dimension], [d for d in entry if d != "score"])))
+        entry = scored[row.key]
+        has = known or [d for d in entry if d != "score" and settings.compare == "dimension"]
+        if has and row.dimension not in has:  # a reward of other dimensions: skipped, never compared with its score
+            skipped.append(SkippedRow(row.line, _no_dimension([row.dimension], has)))
             continue
-        pred = entry["score"] if settings.compare == "fused" else entry.get(row.dimension, entry["score"])
+        pred = entry.get(row.dimension, entry["score"]) if has else entry["score"]
         preds, moses = by_dim.setdefault(row.dimension, ([], []))
         preds.append(pred)
         moses.append(row.mos)
@@ -187,10 +145,9 @@ def evaluate_rows(
     if skipped:
         logger.warning("%d of %d rows not compared: %s", len(skipped), len(rows), why_skipped(skipped))
     predictions = {d: (np.asarray(p, float), np.asarray(m, float)) for d, (p, m) in by_dim.items()}
-    all_p = np.concatenate([p for p, _ in predictions.values()])
-    all_m = np.concatenate([m for _, m in predictions.values()])
     metrics = {d: _metrics(p, m, settings, score_range) for d, (p, m) in sorted(predictions.items())}
-    metrics["overall"] = _metrics(all_p, all_m, settings, score_range)
+    every = (np.concatenate([v[i] for v in predictions.values()]) for i in (0, 1))
+    metrics["overall"] = _metrics(*every, settings, score_range)
     order = dict.fromkeys(r.key for r in rows)  # manifest order, whatever the split
     scores = [{"image": k, **scored[k]} for k in order if k in scored]
     return EvalResult(metrics, scores, predictions, sorted(skipped, key=lambda s: s.line), done.meta)
@@ -212,40 +169,33 @@ def write_results(
 ) -> dict[str, Path]:
     """``metrics.json``, ``scores.jsonl`` and one scatter plot per dimension in ``out_dir``."""
     out = Path(out_dir)
-    metrics = dict(result.metrics)
-    metrics["skipped"] = len(result.skipped)
-    if result.meta:
-        metrics["meta"] = result.meta
+    metrics = {**result.metrics, "skipped": len(result.skipped), **({"meta": result.meta} if result.meta else {})}
     paths = {"metrics": atomic_write_json(out / "metrics.json", metrics)}
     paths["scores"] = atomic_write_jsonl(out / SCORES, result.scores)  # complete: replaces the partial files
     for part in out.glob("scores.rank*.jsonl"):
         part.unlink()
     if result.skipped:
         paths["skipped"] = atomic_write_jsonl(out / "skipped.jsonl", [vars(s) for s in result.skipped])
+    taus, mos_range = settings.taus(), settings.mos_range
     for dim, (pred, mos) in result.predictions.items():
-        paths[f"plot_{dim}"] = scatter_vs_mos(
-            to_mos_scale(pred, score_range, settings.mos_range),
-            mos,
-            out / f"scatter_{safe_name(dim)}.png",
-            title=f"{title}: {dim}",
-            tau_low=settings.taus()[0],
-            tau_high=settings.taus()[1],
-            mos_range=settings.mos_range,
-            hor=result.metrics[dim].get("hor") or math.nan,
-        )
+        path, mapped = out / f"scatter_{safe_name(dim)}.png", to_mos_scale(pred, score_range, mos_range)
+        hor_value = result.metrics[dim].get("hor") or None
+        paths[f"plot_{dim}"] = scatter_vs_mos(mapped, mos, path, f"{title}: {dim}", taus, mos_range, hor_value)
     return paths
 
 
 def format_table(metrics: dict[str, dict[str, Any]]) -> str:
-    """A fixed-width table of the per-dimension metrics."""
+    """A fixed-width table of the per-dimension metrics; its ``overall`` row (footnoted) pools every dimension."""
     cols = ["plcc", "plcc_logistic", "srcc", "krcc", "hor", "n"]
-    lines = [f"{'dimension':<14}" + "".join(f"{c:>14}" for c in cols)]
-    for dim, m in metrics.items():
-        if not isinstance(m, dict):
-            continue
-        cells = []
-        for c in cols:
-            v = m.get(c)
-            cells.append(f"{'n/a':>14}" if v is None else f"{v:>14d}" if c == "n" else f"{v:>14.4f}")
-        lines.append(f"{dim:<14}" + "".join(cells))
-    return "\n".join(lines)
+    cells = [
+        [
+            dim + "*" * (dim == "overall"),
+            *("n/a" if m.get(c) is None else f"{m[c]:d}" if c == "n" else f"{m[c]:.4f}" for c in cols),
+        ]
+        for dim, m in metrics.items()
+        if isinstance(m, dict)
+    ]
+    table = [f"{row[0]:<14}" + "".join(f"{c:>14}" for c in row[1:]) for row in [["dimension", *cols], *cells]]
+    if "overall" in metrics:
+        table.append("* overall: every dimension's rows pooled into one set (the paper's pooled test set), not a mean")
+    return "\n".join(table)

@@ -17,53 +17,36 @@ from scipy import optimize, special, stats
 
 from reward.data.labels import LABEL_A, LABEL_TIE, label_codes
 
-__all__ = [
-    "bootstrap_ci",
-    "hor",
-    "krcc",
-    "logistic_4",
-    "pairwise_accuracy",
-    "plcc",
-    "plcc_logistic",
-    "srcc",
-    "summarize",
-]
-
-
-def _as_array(x: Any, name: str) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch tensor, possibly on GPU
-        x = x.detach().float().cpu().numpy()
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim > 1 and arr.size == max(arr.shape):
-        arr = arr.reshape(-1)  # accept [N, 1] / [1, N]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one score per image), got shape {arr.shape}.")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or inf at index {int(np.flatnonzero(~np.isfinite(arr))[0])}.")
-    return arr
-
 
 def _pair(pred: Any, mos: Any) -> tuple[np.ndarray, np.ndarray]:
-    p, m = _as_array(pred, "pred"), _as_array(mos, "mos")
+    """Both as 1-D float arrays ([N, 1] and tensors accepted) of one length, finite."""
+    arrays = []
+    for x, name in ((pred, "pred"), (mos, "mos")):
+        arr = np.asarray(x.detach().float().cpu() if hasattr(x, "detach") else x, dtype=np.float64)
+        arr = arr.reshape(-1) if arr.ndim > 1 and arr.size == max(arr.shape) else arr
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (one score per image), got shape {arr.shape}.")
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{name} contains NaN or inf at index {int(np.flatnonzero(~np.isfinite(arr))[0])}.")
+        arrays.append(arr)
+    p, m = arrays
     if p.shape != m.shape:
         raise ValueError(f"pred has {p.size} scores but mos has {m.size}; pass one prediction per rated image.")
     return p, m
 
 
-def _degenerate(p: np.ndarray, m: np.ndarray, metric: str) -> bool:
-    """Warn and return True when a correlation is undefined (fewer than 2 items or a constant array)."""
-    if p.size < 2:
-        warnings.warn(f"{metric}: needs at least 2 items, got {p.size}; returning nan.", RuntimeWarning, stacklevel=3)
-        return True
-    for arr, name in ((p, "pred"), (m, "mos")):
-        if np.ptp(arr) == 0:
-            warnings.warn(
-                f"{metric}: {name} is constant (all {arr[0]:g}), correlation is undefined; returning nan.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return True
-    return False
+def _correlation(name: str, pred: Any, mos: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """The arrays and the correlation (scipy's kendalltau for krcc: tau-b, spearmanr for srcc, else pearsonr), or
+    nan with a warning when it is undefined (fewer than 2 items, a constant array)."""
+    p, m = _pair(pred, mos)
+    why = f"needs at least 2 items, got {p.size}" if p.size < 2 else None
+    for arr, side in ((p, "pred"), (m, "mos")):
+        if why is None and np.ptp(arr) == 0:
+            why = f"{side} is constant (all {arr[0]:g}), correlation is undefined"
+    if why:
+        warnings.warn(f"{name}: {why}; returning nan.", RuntimeWarning, stacklevel=3)
+        return p, m, math.nan
+    return p, m, float({"srcc": stats.spearmanr, "krcc": stats.kendalltau}.get(name, stats.pearsonr)(p, m)[0])
 
 
 def plcc(pred: Any, mos: Any) -> float:
@@ -72,10 +55,7 @@ def plcc(pred: Any, mos: Any) -> float:
     >>> round(plcc([1, 2, 3], [1, 3, 2]), 6)  # deviations [-1, 0, 1] and [-1, 1, 0]: 1 / sqrt(2 * 2)
     0.5
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "plcc"):
-        return math.nan
-    return float(stats.pearsonr(p, m)[0])
+    return _correlation("plcc", pred, mos)[2]
 
 
 def srcc(pred: Any, mos: Any) -> float:
@@ -84,10 +64,7 @@ def srcc(pred: Any, mos: Any) -> float:
     >>> srcc([0.1, 0.5, 0.2, 0.9], [1, 3, 2, 4])
     1.0
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "srcc"):
-        return math.nan
-    return float(stats.spearmanr(p, m)[0])
+    return _correlation("srcc", pred, mos)[2]
 
 
 def krcc(pred: Any, mos: Any) -> float:
@@ -96,36 +73,28 @@ def krcc(pred: Any, mos: Any) -> float:
     >>> round(krcc([1, 2, 3, 4], [1, 3, 2, 4]), 6)  # 5 concordant, 1 discordant pair -> (5 - 1) / 6
     0.666667
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "krcc"):
-        return math.nan
-    return float(stats.kendalltau(p, m)[0])
+    return _correlation("krcc", pred, mos)[2]
 
 
 def logistic_4(x: np.ndarray, b1: float, b2: float, b3: float, b4: float) -> np.ndarray:
     """VQEG 4-parameter logistic ``(b1 - b2) / (1 + exp(-(x - b3) / |b4|)) + b2`` (computed without overflow)."""
-    scale = max(abs(b4), 1e-12)
-    return (b1 - b2) * special.expit((np.asarray(x) - b3) / scale) + b2
+    return (b1 - b2) * special.expit((np.asarray(x) - b3) / max(abs(b4), 1e-12)) + b2
 
 
 def plcc_logistic(pred: Any, mos: Any) -> float:
-    """PLCC after mapping ``pred`` onto the MOS scale with the VQEG 4-parameter logistic (:func:`logistic_4`).
-
-    The fit starts from ``b1 = max(mos)``, ``b2 = min(mos)`` (swapped for a decreasing relation),
-    ``b3 = mean(pred)``, ``b4 = std(pred)``. If the fit fails (also with fewer than 4 points), a warning is
-    issued and the raw PLCC returned. The result keeps the sign of the fitted curve's slope, so predictions
-    that run against the MOS give a negative value (as raw PLCC would) instead of a flattering positive one.
+    """PLCC after mapping ``pred`` onto the MOS scale with the VQEG logistic (:func:`logistic_4`), started from
+    ``b1, b2 = max(mos), min(mos)`` (swapped for a decreasing relation), ``b3 = mean(pred)``, ``b4 = std(pred)``. A
+    failed fit (also with fewer than 4 points) warns and gives the raw PLCC. The sign is the fitted curve's slope's,
+    so predictions that run against the MOS stay negative.
 
     >>> x = [1, 2, 3, 4, 5, 6]
     >>> plcc_logistic(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0]) > plcc(x, [1, 1.1, 1.5, 3.5, 3.9, 4.0])
     True
     """
-    p, m = _pair(pred, mos)
-    if _degenerate(p, m, "plcc_logistic"):
-        return math.nan
-    raw = float(stats.pearsonr(p, m)[0])
-    hi, lo = (m.max(), m.min()) if raw >= 0 else (m.min(), m.max())
-    p0 = [hi, lo, float(p.mean()), float(p.std())]
+    p, m, raw = _correlation("plcc_logistic", pred, mos)
+    if math.isnan(raw):
+        return raw
+    p0 = [*((m.max(), m.min()) if raw >= 0 else (m.min(), m.max())), float(p.mean()), float(p.std())]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optimize.OptimizeWarning)  # "covariance not estimated": fit is fine
@@ -159,29 +128,25 @@ def hor(
     pred_range: tuple[float, float] = (1.0, 5.0),
     mos_range: tuple[float, float] = (1.0, 5.0),
 ) -> float:
-    """Holistic Override Rate (PACE eq. 1): ``#(y_i <= tau_low and yhat_i >= tau_high) / #(y_i <= tau_low)``.
-
-    Predictions are first mapped linearly from ``pred_range`` onto ``mos_range``; thresholds are on the MOS
-    scale. Returns a fraction in [0, 1] (lower is better), or ``nan`` -- with a warning -- only when no image
-    has ``mos <= tau_low``. Comparisons allow a 1e-9 tolerance so that mapped values hit the thresholds exactly.
+    """Holistic Override Rate (PACE eq. 1): ``#(y_i <= tau_low and yhat_i >= tau_high) / #(y_i <= tau_low)``, the
+    predictions mapped linearly from ``pred_range`` onto ``mos_range`` first (thresholds on the MOS scale, with a
+    1e-9 tolerance). Lower is better; ``nan`` with a warning when no image has ``mos <= tau_low``.
 
     >>> hor([0.9, 0.8, 0.2, 0.9], [2.0, 3.0, 1.0, 5.0], pred_range=(0, 1))  # mapped 4.6, 4.2, 1.8, 4.6 -> 2/3
     0.6666666666666666
     """
     p, m = _pair(pred, mos)
-    (p_lo, p_hi), (m_lo, m_hi) = pred_range, mos_range
-    if not p_hi > p_lo or not m_hi > m_lo:
+    if not pred_range[1] > pred_range[0] or not mos_range[1] > mos_range[0]:
         raise ValueError(
             f"pred_range {pred_range} and mos_range {mos_range} must each be (low, high) with low < high."
         )
-    mapped = to_mos_scale(p, pred_range, mos_range)
     low = m <= tau_low + 1e-9
     if not low.any():
         warnings.warn(
             f"hor: no image has mos <= tau_low={tau_low}; HOR is undefined, returning nan.", RuntimeWarning, 2
         )
         return math.nan
-    return float((mapped[low] >= tau_high - 1e-9).sum() / low.sum())
+    return float((to_mos_scale(p, pred_range, mos_range)[low] >= tau_high - 1e-9).sum() / low.sum())
 
 
 def pairwise_accuracy(
@@ -192,12 +157,9 @@ def pairwise_accuracy(
     ties: Literal["exclude", "margin"] = "exclude",
     tie_margin: float = 0.0,
 ) -> float:
-    """Fraction of pairs whose preferred image (label ``"a"`` or ``"b"``) the scores agree with.
-
-    A pair labelled ``"a"``/``"b"`` counts 1 if the scores prefer that image by more than ``tie_margin``,
-    0.5 if ``|pred_a - pred_b| <= tie_margin`` (the scores call it a tie) and 0 otherwise. Pairs labelled
-    ``"tie"`` are left out with ``ties="exclude"``; with ``ties="margin"`` they count 1 when
-    ``|pred_a - pred_b| <= tie_margin``, else 0. Returns ``nan`` with a warning when no pair is counted.
+    """Fraction of pairs whose preferred image (label ``"a"``/``"b"``) the scores agree with: 1 if they prefer it by
+    more than ``tie_margin``, 0.5 within it, else 0. ``"tie"`` pairs are left out (``ties="exclude"``) or count 1
+    within ``tie_margin`` (``ties="margin"``). ``nan`` with a warning when no pair is counted.
 
     >>> pairwise_accuracy([3, 1, 2, 5], [2, 2, 2, 1], ["a", "a", "b", "tie"])  # 1 + 0 + 0.5 over 3 pairs
     0.5
@@ -224,10 +186,8 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile bootstrap ``(low, high)`` confidence interval of ``metric_fn(*arrays)`` at level ``1 - alpha``.
 
-    The arrays are resampled jointly (same indices), ``n`` times, with a seeded generator
-    (``scipy.stats.bootstrap``, paired); resamples where the metric is nan (e.g. constant) are ignored, and
-    warnings inside the resamples are silenced. Use
-    ``functools.partial`` to pass keyword arguments such as HOR's thresholds.
+    The arrays are resampled jointly, ``n`` times, seeded (``scipy.stats.bootstrap``, paired); resamples where the
+    metric is nan are ignored, their warnings silenced. ``functools.partial`` passes keywords (HOR's thresholds).
 
     >>> lo, hi = bootstrap_ci(plcc, [1, 2, 3, 4, 5, 6], [1.2, 1.9, 3.4, 3.8, 5.1, 6.3], n=200)
     >>> lo <= plcc([1, 2, 3, 4, 5, 6], [1.2, 1.9, 3.4, 3.8, 5.1, 6.3]) <= hi
@@ -242,14 +202,9 @@ def bootstrap_ci(
         raise ValueError(f"all arrays must have the same length, got {[len(x) for x in data]}.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        rng = np.random.default_rng(seed)
         res = stats.bootstrap(
-            data,
-            lambda *xs: metric_fn(*xs),
-            paired=True,
-            vectorized=False,
-            n_resamples=n,
-            method="percentile",
-            random_state=np.random.default_rng(seed),
+            data, metric_fn, paired=True, vectorized=False, n_resamples=n, method="percentile", random_state=rng
         )
     values = np.asarray(res.bootstrap_distribution, dtype=float)  # scipy's percentile gives nan if any one is nan
     if np.isnan(values).all():
@@ -260,9 +215,7 @@ def bootstrap_ci(
 
 
 def summarize(pred: Any, mos: Any, **hor_kwargs: Any) -> dict[str, float | int]:
-    """All correlation metrics and HOR in one dict: keys plcc, plcc_logistic, srcc, krcc, hor, n.
-
-    ``hor_kwargs`` go to :func:`hor` (``tau_low``, ``tau_high``, ``pred_range``, ``mos_range``).
+    """plcc, plcc_logistic, srcc, krcc, hor (``hor_kwargs`` go to :func:`hor`) and n in one dict.
 
     >>> s = summarize([1, 2, 3, 4.5], [1, 2, 3, 4])
     >>> sorted(s), s["n"], s["srcc"], s["hor"]
@@ -270,10 +223,10 @@ def summarize(pred: Any, mos: Any, **hor_kwargs: Any) -> dict[str, float | int]:
     """
     p, m = _pair(pred, mos)
     return {
-        "plcc": plcc(p, m),
+        "plcc": _correlation("plcc", p, m)[2],
         "plcc_logistic": plcc_logistic(p, m),
-        "srcc": srcc(p, m),
-        "krcc": krcc(p, m),
+        "srcc": _correlation("srcc", p, m)[2],
+        "krcc": _correlation("krcc", p, m)[2],
         "hor": hor(p, m, **hor_kwargs),
         "n": int(p.size),
     }

@@ -25,28 +25,20 @@ def scatter_vs_mos(
     pred_on_mos_scale: Sequence[float],
     mos: Sequence[float],
     path: str | Path,
-    *,
     title: str,
-    tau_low: float = 3.0,
-    tau_high: float = 4.0,
+    taus: tuple[float, float] = (3.0, 4.0),
     mos_range: tuple[float, float] = (1.0, 5.0),
     hor: float | None = None,
 ) -> Path:
-    """Scatter of predictions (already mapped to the MOS scale) against MOS; the zone MOS <= tau_low and
-    prediction >= tau_high (low-quality images scored high) is shaded red, the ideal diagonal dashed."""
-    lo, hi = mos_range
+    """Predictions (mapped to the MOS scale) against MOS; the zone MOS <= tau_low and prediction >= tau_high
+    (low-quality images scored high) shaded red, the ideal diagonal dashed."""
+    (lo, hi), (tau_low, tau_high) = mos_range, taus
     fig, ax = new_figure((4.2, 4.2))
-    ax.add_patch(
-        Rectangle(
-            (lo, tau_high), tau_low - lo, hi - tau_high, color="tab:red", alpha=0.15, lw=0, label="holistic bias zone"
-        )
-    )
+    zone = Rectangle((lo, tau_high), tau_low - lo, hi - tau_high, color="tab:red", alpha=0.15, lw=0)
+    ax.add_patch(zone).set_label("holistic bias zone")
     ax.plot([lo, hi], [lo, hi], "--", color="gray", lw=1, label="ideal")
     ax.scatter(np.asarray(mos), np.asarray(pred_on_mos_scale), s=14, alpha=0.75, color="tab:blue")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("human MOS")
-    ax.set_ylabel("prediction (mapped to the MOS scale)")
+    ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="human MOS", ylabel="prediction (mapped to the MOS scale)")
     ax.set_title(title if hor is None or np.isnan(hor) else f"{title}  (HOR = {100 * hor:.1f}%)", fontsize=9)
     ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()

@@ -1,19 +1,8 @@
-"""Q-Bench A1 perception: each question asked as a lettered multiple choice.
-
-The candidates are shuffled with a seed (the same order on every run and machine) and the prompt lists exactly the
-letters present, in the paper's layout (Q-Bench+ §II-B: the question, the image -- for a pair "The first image:
-<image>" and "The second image: <image>" -- then "Choose between one of the following options:" and the options)
-followed by lmms-eval's answer instruction (:data:`INSTRUCTION`; the paper's format has none), or lmms-eval's layout
-(images first, the question, the lettered options and the instruction with its trailing newline). Two ways to
-answer:
-
-- ``logprob``: the most probable of the shown letters at the first position of the reply (one forward pass, no
-  sampling); this toolkit's own protocol, not how published A1 tables were made;
-- ``generate``: lmms-eval's protocol -- a greedy reply of up to 32 tokens, parsed for a letter or, in a reply of more
-  than five words, an option's text (:func:`parse_choice`); a reply that cannot be parsed counts as wrong (lmms-eval
-  guesses at random instead).
-
-Accuracy is reported overall, for single images and pairs separately, and by question type and concern.
+"""Q-Bench A1 perception: each question asked as a lettered multiple choice (:func:`lettered_prompt`), answered
+``logprob`` (the most probable shown letter at the reply's first position, one forward pass: this toolkit's own
+protocol, not how published A1 tables were made) or ``generate`` (lmms-eval's protocol: a greedy reply parsed by
+:func:`parse_choice`; a reply that cannot be parsed counts as wrong, where lmms-eval guesses at random). Accuracy is
+reported overall, for single images and pairs, by question type and concern, and on Table III's axes.
 
 Example:
     >>> prompt, letters, order = lettered_prompt("Is it blurry?", ("Yes", "No"), n_images=1, seed=0, index=0)
@@ -35,21 +24,9 @@ import torch
 from tqdm.auto import tqdm
 
 from reward.data.images import load_image
-from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name
+from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name, markdown_table
 from reward.vlm import VLM, OptionQuery
 from reward.vlm.model import IMAGE
-
-__all__ = [
-    "INSTRUCTION",
-    "LAYOUTS",
-    "MODES",
-    "Answer",
-    "answer_questions",
-    "format_metrics",
-    "lettered_prompt",
-    "parse_choice",
-    "perception_metrics",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -72,14 +49,12 @@ def lettered_prompt(
     shuffle: bool = True,
     layout: str = "paper",
 ) -> tuple[str, tuple[str, ...], list[int]]:
-    """The multiple-choice prompt, its letters (exactly as many as candidates) and the shown order.
-
-    ``order[k]`` is the index in ``candidates`` of the option shown under letter ``k``; the shuffle depends only
-    on ``(seed, index)``. ``layout``: ``paper`` places the images after the question with :data:`IMAGE` markers
-    ("The first image: <image>" for pairs) as Q-Bench+ prints its input format, followed by lmms-eval's answer
-    instruction (``paper-exact``: without it, as the paper prints it); ``lmms`` is lmms-eval's text, the images
-    before it, ending with its post-prompt's newline.
-    """
+    """The multiple-choice prompt, its letters (as many as candidates) and the shown order: ``order[k]`` is the
+    index in ``candidates`` of the option under letter ``k``, shuffled by ``(seed, index)`` alone. ``layout``:
+    ``paper`` is Q-Bench+ §II-B (the question, the images -- "The first image: <image>" for pairs --, "Choose between
+    one of the following options:", the options) plus lmms-eval's :data:`INSTRUCTION` (``paper-exact``: without it,
+    as the paper prints it); ``lmms`` is lmms-eval's text, the images before it, ending with its post-prompt's
+    newline."""
     if layout not in LAYOUTS:
         raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
     order = list(range(len(candidates)))
@@ -187,39 +162,27 @@ def answer_questions(
 ) -> list[Answer]:
     """Ask every question (singles and pairs alike); ``mode``: ``logprob`` reads the answer from the letter
     log-probabilities, ``generate`` parses a greedy reply of up to ``max_new_tokens`` tokens (:func:`parse_choice`).
-
-    ``index`` in the shuffle seed is the question's position in ``questions``.
-    """
+    The shuffle's ``index`` is the question's position in ``questions``."""
     if mode not in MODES:
         raise ValueError(f"a1.mode={mode!r}: choose one of {', '.join(MODES)}")
     answers: list[Answer] = []
+    asked = {"seed": seed, "shuffle": shuffle, "layout": layout}
     bar = tqdm(total=len(questions), desc=f"A1 ({mode})", unit="q", disable=None)
     for start in range(0, len(questions), batch_size):
         chunk = list(enumerate(questions[start : start + batch_size], start=start))
-        groups, prompts, shown = [], [], []
-        for index, q in chunk:
-            prompt, letters, order = lettered_prompt(
-                q.question,
-                q.candidates,
-                n_images=len(q.images),
-                seed=seed,
-                index=index,
-                shuffle=shuffle,
-                layout=layout,
-            )
-            groups.append([load_image(p, max_pixels=max_decode_pixels) for p in q.images])
-            prompts.append(prompt)
-            shown.append((letters, order))
+        shown = [lettered_prompt(q.question, q.candidates, n_images=len(q.images), index=i, **asked) for i, q in chunk]
+        groups = [[load_image(p, max_pixels=max_decode_pixels) for p in q.images] for _, q in chunk]
         if mode == "generate":
+            prompts = [prompt for prompt, _, _ in shown]
             replies = vlm.generate(groups, prompts, system=system, max_new_tokens=max_new_tokens, do_sample=False)
-            for (_, q), (letters, order), reply in zip(chunk, shown, replies, strict=True):
+            for (_, q), (_, letters, order), reply in zip(chunk, shown, replies, strict=True):
                 letter, rule = parse_choice(reply, letters, [q.candidates[i] for i in order])
                 chosen = None if letter is None else letters.index(letter)
                 answers.append(Answer(q, letters, order, None, chosen, None, reply, rule))
         else:
-            queries = [[OptionQuery(p, letters)] for p, (letters, _) in zip(prompts, shown, strict=True)]
+            queries = [[OptionQuery(prompt, letters)] for prompt, letters, _ in shown]
             logp = vlm.option_logprobs(groups, queries, system=system).logprobs[:, 0]
-            for (_, q), (letters, order), row in zip(chunk, shown, logp, strict=True):
+            for (_, q), (_, letters, order), row in zip(chunk, shown, logp, strict=True):
                 logp_letters = row[: len(letters)].float()
                 probs = torch.softmax(logp_letters, dim=-1)
                 mass = float(logp_letters.exp().sum())
@@ -263,27 +226,18 @@ def perception_metrics(answers: Sequence[Answer]) -> dict[str, Any]:
 
 def format_metrics(metrics: dict[str, Any], title: str = "A1 perception") -> str:
     """A markdown table: one row per part (single / pair / all), columns by type and by concern."""
-    cols = list(TYPES.values())
-    concern_cols = {part: list(CONCERNS[part].values()) for part in ("single", "pair")}
 
     def cell(m: dict[str, Any] | None) -> str:
         return "-" if not m or m.get("accuracy") is None else f"{m['accuracy']:.3f} ({m['n']})"
 
     lines = [f"### {title}", ""]
-    for part in ("single", "pair"):
-        if part not in metrics:
-            continue
-        m = metrics[part]
-        header = ["part", *cols, *concern_cols[part], "overall"]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for part, m in ((part, metrics[part]) for part in ("single", "pair") if part in metrics):
         axes = list(m.get("by_axis", {}))
-        header += axes
-        lines[-2] = "| " + " | ".join(header) + " |"
-        lines[-1] = "|" + "---|" * len(header)
-        row = [part] + [cell(m["by_type"].get(c)) for c in cols]
-        row += [cell(m["by_concern"].get(c)) for c in concern_cols[part]] + [cell(m)]
+        header = ["part", *TYPES.values(), *CONCERNS[part].values(), "overall", *axes]
+        row = [part, *(cell(m["by_type"].get(c)) for c in TYPES.values())]
+        row += [*(cell(m["by_concern"].get(c)) for c in CONCERNS[part].values()), cell(m)]
         row += [cell(m["by_axis"][a]) for a in axes]
-        lines += ["| " + " | ".join(row) + " |", ""]
+        lines += [*markdown_table(header, [row]), ""]
     lines.append(f"**all questions: {cell(metrics)}**")
     if metrics.get("unparsed"):
         lines.append(f"\n{metrics['unparsed']} repl(ies) gave no letter (counted wrong; lmms-eval would guess)")

@@ -1,31 +1,19 @@
-"""Q-Bench A1 question files: the released LLVisionQA / LLVisionQA-pair JSON format, or the same rows as JSONL;
-and the Hugging Face layout lmms-eval reads (``q-future/Q-Bench-HF``, ``Q-Bench2-HF``).
-
-A row::
-
-    {"img_path": "imgs/001.jpg" | ["a.jpg", "b.jpg"], "question": "Is this image blurry?",
-     "candidates": ["Yes", "No"], "correct_ans": "No", "type": 0, "concern": 1}
-
-``type``: 0 yes-or-no, 1 what, 2 how. ``concern`` 0-3: the four quadrants of the paper (single images:
-global / in-context x distortion / other; pairs: comparison / joint x distortion / other). Image paths are
-relative to the file's folder (absolute ones only with ``allow_absolute_paths``). Every bad row is named by
-``file:line`` (also inside a JSON list) and either fails or, with ``skip_bad``, is skipped and counted.
-
-A Hugging Face row (:func:`hf_row`) has ``option0``..``option3`` padded with ``"N/A"``, ``correct_choice`` (a
-letter), integer ``question_type`` / ``question_concern`` and the images in ``image``, or ``image1`` and ``image2``;
-it is read from a ``.parquet`` file, a folder saved with ``datasets``' ``save_to_disk`` (images kept encoded in
-the table, decoded when asked) or JSON/JSONL rows with image paths.
-
-Example:
-    >>> rows, skipped = load_questions("llvisionqa_dev.json")  # doctest: +SKIP
+"""Q-Bench A1 question files: the released LLVisionQA / LLVisionQA-pair JSON (or the same rows as JSONL), a row
+:data:`QUESTION_EXAMPLE` (``img_path`` one path or a pair; ``type`` 0 yes-or-no, 1 what, 2 how; ``concern`` 0-3, the
+paper's four quadrants: :data:`CONCERNS`), image paths relative to the file's folder (absolute ones only with
+``allow_absolute_paths``); or the Hugging Face layout lmms-eval reads (``q-future/Q-Bench-HF``, ``Q-Bench2-HF``,
+:func:`hf_row`) from a ``.parquet`` file, a ``save_to_disk`` folder (images decoded when asked) or JSON/JSONL. Every
+bad row is named by ``file:line`` (also inside a JSON list) and fails or, with ``skip_bad``, is skipped and counted.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,18 +21,6 @@ from reward.core.errors import MissingInputError
 from reward.data import DatasetImage, SkippedRow
 from reward.data.images import ImageError, load_image
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
-
-__all__ = [
-    "CONCERNS",
-    "QUESTION_EXAMPLE",
-    "TYPES",
-    "Question",
-    "hf_row",
-    "image_name",
-    "image_path",
-    "iter_rows",
-    "load_questions",
-]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,6 +53,15 @@ class Question:
     def part(self) -> str:
         """``single`` or ``pair``."""
         return "pair" if len(self.images) == 2 else "single"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a markdown table.
+
+    >>> markdown_table(["part", "n"], [["pair", "2"]])
+    ['| part | n |', '|---|---|', '| pair | 2 |']
+    """
+    return ["| " + " | ".join(header) + " |", "|---" * len(header) + "|", *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def json_list_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
@@ -124,12 +109,7 @@ def hf_row(row: dict, where: str) -> dict:
     {'img_path': 'a.jpg', 'question': 'How is the lighting of this building?', 'candidates': ['High', 'Low',
      'Medium'], 'correct_ans': 'Low', 'type': 2, 'concern': 3, 'id': 0}
     """
-    candidates = []
-    for key in HF_OPTIONS:
-        option = row.get(key)
-        if option is None or str(option).strip() == "N/A":
-            break
-        candidates.append(option)
+    candidates = list(takewhile(lambda o: o is not None and str(o).strip() != "N/A", map(row.get, HF_OPTIONS)))
     letter = row.get("correct_choice")
     index = ord(letter.strip().upper()) - ord("A") if isinstance(letter, str) and len(letter.strip()) == 1 else -1
     if not 0 <= index < len(candidates):
@@ -149,10 +129,6 @@ def hf_row(row: dict, where: str) -> dict:
         "concern": row.get("question_concern"),
         **{k: v for k, v in row.items() if k not in used},
     }
-
-
-def _is_table(path: Path) -> bool:
-    return path.is_dir() or path.suffix.lower() == ".parquet"
 
 
 def _table_items(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
@@ -187,43 +163,34 @@ def image_name(image: Path | DatasetImage) -> str:
     return image.key if isinstance(image, DatasetImage) else str(image)
 
 
-def iter_rows(path: Path) -> Iterator[tuple[int, dict | ManifestError]]:
-    if _is_table(path):
-        return _table_items(path)
-    if not path.is_file():
-        raise MissingInputError(f"question file {str(path)!r} does not exist; pass a LLVisionQA JSON or JSONL file")
-    head = path.read_bytes().lstrip()[:1]  # (bytes: a line that is not UTF-8 is named where it is read)
-    return json_list_items(path) if head == b"[" else iter_jsonl(path)
-
-
-def image_path(base: Path, value: Any, where: str, check: bool, allow_absolute: bool = False) -> Path | DatasetImage:
-    if isinstance(value, DatasetImage):  # an image held in a question table
-        image = value
-    elif isinstance(value, str) and value.strip():
-        image = resolve_image_path(base, value, where=where, allow_absolute=allow_absolute)
-    else:
-        raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
-    if check:
-        try:
-            load_image(image)
-        except FileNotFoundError as err:
-            raise ManifestError(
-                f"{where}: image {value!r} not found at {image} (relative paths are read from "
-                f"{base}); fix the path or add the file."
-            ) from err
-        except (ImageError, OSError) as err:
-            raise ManifestError(f"{where}: image {image_name(image)!r} is unusable: {err}") from err
-    return image
-
-
 def image_paths(
     base: Path, value: Any, where: str, check: bool, allow_absolute: bool = False
 ) -> tuple[Path | DatasetImage, ...]:
-    """``img_path``: one path, or a list of two for a pair (inside the file's folder unless ``allow_absolute``)."""
-    paths = value if isinstance(value, list) else [value]
-    if len(paths) not in (1, 2):
-        raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(paths)}.")
-    return tuple(image_path(base, p, where, check, allow_absolute) for p in paths)
+    """``img_path``: one path, or a list of two for a pair (inside the file's folder unless ``allow_absolute``), or
+    images held in a question table; with ``check`` each is decoded once."""
+    values = value if isinstance(value, list) else [value]
+    if len(values) not in (1, 2):
+        raise ManifestError(f"{where}: 'img_path' must be one path or a list of two (a pair), got {len(values)}.")
+    images = []
+    for value in values:
+        if isinstance(value, DatasetImage):
+            image = value
+        elif isinstance(value, str) and value.strip():
+            image = resolve_image_path(base, value, where=where, allow_absolute=allow_absolute)
+        else:
+            raise ManifestError(f"{where}: 'img_path' entries must be non-empty strings, got {value!r}.")
+        try:
+            if check:
+                load_image(image)
+        except FileNotFoundError as err:
+            raise ManifestError(
+                f"{where}: image {value!r} not found at {image} (relative paths are read from {base}); fix the path "
+                "or add the file."
+            ) from err
+        except (ImageError, OSError) as err:
+            raise ManifestError(f"{where}: image {image_name(image)!r} is unusable: {err}") from err
+        images.append(image)
+    return tuple(images)
 
 
 def _parse(row: dict, base: Path, where: str, line: int, check: bool, allow_absolute: bool = False) -> Question:
@@ -276,17 +243,26 @@ def load_rows(
         base = Path(image_root).expanduser().resolve()
         if not base.is_dir():
             raise MissingInputError(f"image_root={image_root}: no such folder; name the folder your images are in")
+    table = path.is_dir() or path.suffix.lower() == ".parquet"
+    if not table and not path.is_file():
+        raise MissingInputError(f"question file {str(path)!r} does not exist; pass a LLVisionQA JSON or JSONL file")
+    if table:
+        items = _table_items(path)
+    else:  # (bytes: a line that is not UTF-8 is named where it is read)
+        items = json_list_items(path) if path.read_bytes().lstrip()[:1] == b"[" else iter_jsonl(path)
     rows: list[T] = []
     skipped: list[SkippedRow] = []
-    for line, item in iter_rows(path):
-        where = f"{path} row {line}" if _is_table(path) else f"{path}:{line}"
+    for line, item in items:
+        where = f"{path} row {line}" if table else f"{path}:{line}"
         try:
             if isinstance(item, ManifestError):
                 raise item
             rows.append(parse(item, base, where, line))
         except ManifestError as err:
             if not skip_bad:
-                raise ManifestError(f"{err} (skip_bad=true skips and counts such rows)") from err
+                raise ManifestError(
+                    f"{str(err).rstrip('.')}; or pass skip_bad=true to skip and count such rows"
+                ) from err
             logger.warning("skipping bad %s: %s", what, err)
             skipped.append(SkippedRow(line, str(err)))
     if not rows:
@@ -308,10 +284,5 @@ def load_questions(
     """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
     ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`. Image paths stay inside
     the file's folder (or ``image_root``); absolute ones are read only with ``allow_absolute_paths``."""
-    return load_rows(
-        path,
-        lambda row, base, where, line: _parse(row, base, where, line, check_images, allow_absolute_paths),
-        skip_bad=skip_bad,
-        what="question",
-        image_root=image_root,
-    )
+    parse = functools.partial(_parse, check=check_images, allow_absolute=allow_absolute_paths)
+    return load_rows(path, parse, skip_bad=skip_bad, what="question", image_root=image_root)

@@ -1,10 +1,7 @@
 """Q-Bench A2 description: the paper's prompts generate a low-level description per image or pair; a text judge
 (any OpenAI-compatible endpoint) scores completeness, precision and relevance 0/1/2 against the golden
-description, 5 rounds averaged.
-
-A description file (JSON list or JSONL) holds ``{"img_path": "a.jpg" | ["a.jpg", "b.jpg"], "golden_description":
-"..."}`` (``gt_description`` or ``description`` are read too); paths relative to the file's folder (absolute
-ones only with ``allow_absolute_paths=true``).
+description, 5 rounds averaged. A description file (JSON list or JSONL) holds ``{"img_path": "a.jpg" | ["a.jpg",
+"b.jpg"], "golden_description": "..."}`` (or ``gt_description``, ``description``), read as A1's questions are.
 
 Example:
     >>> parse_score("The output is quite complete. Score: 2")
@@ -28,20 +25,9 @@ from tqdm.auto import tqdm
 from reward.data import SkippedRow
 from reward.data.images import load_image
 from reward.data.manifest import ManifestError
-from reward.qbench.a1_questions import image_paths, load_rows
+from reward.qbench.a1_questions import image_paths, load_rows, markdown_table
 from reward.vlm import VLM
 from reward.vlm.model import IMAGE
-
-__all__ = [
-    "DIMENSIONS",
-    "PROMPTS",
-    "Description",
-    "A2JudgeSettings",
-    "describe",
-    "judge",
-    "load_descriptions",
-    "parse_score",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -148,10 +134,6 @@ def parse_score(text: str) -> int | None:
     return int(bare.group(1)) if bare else None
 
 
-def _judge_message(dimension: str, output: str, golden: str) -> str:
-    return f"{_JUDGE[dimension]}\n\n[MLLM DESC]: {output}\n\n[GOLDEN DESC]: {golden}"
-
-
 def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2JudgeSettings) -> list[dict[str, Any]]:
     """Per row: each dimension's mean score over the valid rounds (``None`` if no round could be parsed) and, as
     ``DIMENSION_rounds``, the rounds' scores (0, 1 or 2)."""
@@ -162,11 +144,10 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
 
     def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:
         i, dim, r = job
+        content = f"{_JUDGE[dim]}\n\n[MLLM DESC]: {outputs[i]}\n\n[GOLDEN DESC]: {rows[i].golden}"
+        messages = [{"role": "user", "content": content}]
         reply = client.chat.completions.create(
-            model=settings.model,
-            temperature=settings.temperature,
-            seed=r,
-            messages=[{"role": "user", "content": _judge_message(dim, outputs[i], rows[i].golden)}],
+            model=settings.model, temperature=settings.temperature, seed=r, messages=messages
         )
         text = reply.choices[0].message.content or ""
         score = parse_score(text)
@@ -182,23 +163,15 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
         for i, dim, s in tqdm(pool.map(ask, jobs), total=len(jobs), desc="A2 judge", disable=None):
             if s is not None:
                 scores[i][dim].append(s)
-    return [
-        {
-            **{d: (float(np.mean(v)) if v else None) for d, v in row.items()},
-            **{f"{d}_rounds": v for d, v in row.items()},
-        }
-        for row in scores
-    ]
+    means = [{d: float(np.mean(v)) if v else None for d, v in row.items()} for row in scores]
+    return [m | {f"{d}_rounds": v for d, v in row.items()} for m, row in zip(means, scores, strict=True)]
 
 
 def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Description]) -> dict[str, Any]:
-    """Mean completeness / precision / relevance and their sum, for single images and pairs, and ``p``: per
-    dimension the frequencies ``[P0, P1, P2]`` of the scores 0, 1, 2 over every judged round of every row, as
-    Q-Bench+'s Tables IV and V report them (``None`` without the rounds' scores).
-
-    A dimension's mean is over the rows the judge scored on it (``n_scored``); the sum (Q-Bench+'s "Sum." column) is
-    given only when every dimension was scored on every row, else it is ``None`` and ``incomplete`` names the
-    dimensions short of rows: a sum is never taken over a missing dimension or over different rows.
+    """Per part (single images, pairs): each dimension's mean over the rows the judge scored on it (``n_scored``),
+    their sum (Q-Bench+'s "Sum.") only when every dimension was scored on every row (else ``None``, and
+    ``incomplete`` names the dimensions short of rows), and ``p``: per dimension the frequencies ``[P0, P1, P2]`` of
+    the scores over every judged round, as Tables IV and V report them.
 
     >>> rows = [Description((Path("a.png"),), "gold", 1)]
     >>> m = description_metrics([{"completeness": 2.0, "precision": None, "relevance": 1.0}], rows)["single"]
@@ -210,8 +183,9 @@ def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Descri
         items = [s for s, r in zip(per_row, rows, strict=True) if r.part == part]
         if not items:
             continue
-        means: dict[str, Any] = {d: _mean([s[d] for s in items]) for d in DIMENSIONS}
-        scored = {d: sum(s[d] is not None for s in items) for d in DIMENSIONS}
+        kept = {d: [s[d] for s in items if s[d] is not None] for d in DIMENSIONS}
+        means: dict[str, Any] = {d: float(np.mean(v)) if v else None for d, v in kept.items()}
+        scored = {d: len(v) for d, v in kept.items()}
         incomplete = [d for d in DIMENSIONS if scored[d] < len(items)]
         means["sum"] = None if incomplete else sum(means[d] for d in DIMENSIONS)
         rounds = {d: [v for x in items for v in (x.get(f"{d}_rounds") or [])] for d in DIMENSIONS}
@@ -220,31 +194,21 @@ def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Descri
     return out
 
 
-def _mean(values: Sequence[float | None]) -> float | None:
-    kept = [v for v in values if v is not None]
-    return float(np.mean(kept)) if kept else None
-
-
 def format_description_table(metrics: dict[str, Any]) -> str:
     """Markdown as Q-Bench+'s Tables IV / V: per dimension P0 / P1 / P2 and the score, then the sum."""
-    cols = [*DIMENSIONS, "sum"]
-    header = [h for d in DIMENSIONS for h in (f"{d} P0/P1/P2", d)] + ["sum"]
-    lines = [
-        "### A2 description (0-2 per dimension)",
-        "",
-        "| part | " + " | ".join(header) + " | n |",
-        "|" + "---|" * (len(header) + 2),
-    ]
-    notes = []
+    header = ["part", *(h for d in DIMENSIONS for h in (f"{d} P0/P1/P2", d)), "sum", "n"]
+    rows, notes = [], []
     for part, m in metrics.items():
-        score = {c: "-" if m[c] is None else f"{m[c]:.3f}" for c in cols}
-        freq = {
-            d: "/".join(f"{100 * v:.2f}%" for v in ps) if (ps := (m.get("p") or {}).get(d)) else "-"
-            for d in DIMENSIONS
-        }
-        cells = [x for d in DIMENSIONS for x in (freq[d], score[d])] + [score["sum"]]
-        lines.append(f"| {part} | " + " | ".join(cells) + f" | {m['n']} |")
+        p, cells = m.get("p") or {}, [part]
+        for d in DIMENSIONS:
+            cells += ["/".join(f"{100 * v:.2f}%" for v in p[d]) if p.get(d) else "-", _score(m[d])]
+        rows.append([*cells, _score(m["sum"]), str(m["n"])])
         if m.get("incomplete"):
             short = ", ".join(f"{d} ({m['n_scored'][d]} of {m['n']} rows)" for d in m["incomplete"])
             notes.append(f"- {part}: no sum, the judge's replies gave no score for {short}")
+    lines = ["### A2 description (0-2 per dimension)", "", *markdown_table(header, rows)]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

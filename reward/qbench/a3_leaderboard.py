@@ -1,11 +1,16 @@
-"""Q-Bench A3 assessment leaderboard: a reward over several IQA manifests -> SRCC/PLCC per dataset and their mean.
+"""Q-Bench A3 assessment leaderboard: a reward over several IQA datasets -> SRCC/PLCC per dataset and their mean.
 
 Like Table VI of Q-Bench+. ``reward=qbench`` (good/poor) keeps each image's two log-probabilities, scores them as
 Q-Bench's released notebook does (:mod:`reward.qbench.a3_released`: temperature 100 by default) and can write them in
 the released files' layout; the released models' own files become rows of the same table (:func:`add_released`). With
-``ensemble=True`` (reward ``qbench`` only) the synonym-ensemble variants of Table VIII are computed from one forward
-pass: the six words good, high, fine, poor, low, bad are read together at the answer position and every variant is eq.
-2 on a subset of them.
+``ensemble=True`` (reward ``qbench`` only) the six words good, high, fine, poor, low, bad are read in one forward pass
+and every synonym variant of Table VIII is eq. 2 on a subset of them.
+
+A dataset is a ratings manifest, a dataset by name, or an A3 JSON file as released in ``Q-Future/Q-Bench``
+(``a3_iqa_databases/jsons/*.json``): a list of ``{"img_path": NAME, "gt_score": "3.83"}`` (``gt_score`` a string,
+``"2.82 "`` in ``cgi.json``, or a number; ``image`` instead of ``img_path`` in Q-Align's files), each image read
+relative to the JSON's folder, else found by its file name anywhere below it (put the JSON in, or above, the
+dataset's image folder), rated on the dimension ``quality``. ``livec.json`` keeps LIVE Challenge's 7 training images.
 
 Example:
     >>> [name for name, _, _ in VARIANTS][:3]
@@ -15,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,28 +30,22 @@ import torch
 from PIL import Image
 
 from reward.core.errors import MissingInputError
-from reward.data import ManifestResult, load_ratings
+from reward.data import ManifestResult, RatingRow, load_ratings
 from reward.data.datasets import check_source
-from reward.data.manifest import image_paths
+from reward.data.datasets.finder import Finder
+from reward.data.datasets.formats import number
+from reward.data.manifest import ManifestError, image_paths, resolve_image_path
 from reward.eval.evaluation import EvalSettings, score_rating_rows
 from reward.eval.metrics import plcc, srcc
-from reward.qbench.a3_data import is_a3_json, load_a3_json
+from reward.qbench.a1_questions import load_rows, markdown_table
 from reward.qbench.a3_released import RELEASED_WORDS, released_cell
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import synonym_ensemble
-from reward.vlm import VLM, OptionQuery
-
-__all__ = [
-    "VARIANTS",
-    "GoodPoorLogits",
-    "SynonymTable",
-    "add_released",
-    "dataset_names",
-    "format_leaderboard",
-    "leaderboard",
-]
+from reward.vlm import OptionQuery
 
 logger = logging.getLogger(__name__)
+
+A3_EXAMPLE = '[{"img_path": "00001.jpg", "gt_score": "48.86"}, ...]'
 
 # Table VIII: (name, positive words, negative words); the six words are read in one query.
 VARIANTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -60,23 +60,21 @@ ENSEMBLE_WORDS: tuple[str, ...] = ("good", "high", "fine", "poor", "low", "bad")
 
 
 class SynonymTable:
-    """A reward whose ``dimensions`` are the Table VIII variants, all from one read of the six words."""
+    """``reward=qbench`` whose ``dimensions`` are the Table VIII variants, all from one read of the six words."""
 
-    def __init__(
-        self, vlm: VLM, prompt: str, response_prefix: str, *, system: str | None = None, temperature: float = 1.0
-    ) -> None:
-        self.vlm, self.system, self.temperature = vlm, system, temperature
-        self.query = OptionQuery(prompt, ENSEMBLE_WORDS, response_prefix)
-        vlm.candidate_ids(self.query, system)  # multi-token words fail now
+    def __init__(self, reward: Any) -> None:
+        self.vlm, self.cfg = reward.vlm, reward.cfg
+        self.query = OptionQuery(self.cfg.prompt, ENSEMBLE_WORDS, self.cfg.response_prefix)
+        self.vlm.candidate_ids(self.query, self.cfg.system)  # multi-token words fail now
 
     def score(self, images: Sequence[Image.Image], prompts: Sequence[str] | None = None) -> RewardOutput:
-        logp = self.vlm.option_logprobs([[im] for im in images], [self.query], system=self.system).logprobs[:, 0]
-        col = {w: i for i, w in enumerate(ENSEMBLE_WORDS)}
-        dims: dict[str, torch.Tensor] = {}
-        for name, pos, neg in VARIANTS:  # equal set sizes: log-probs give the same result as logits
-            dims[name] = synonym_ensemble(
-                logp[:, [col[w] for w in pos]], logp[:, [col[w] for w in neg]], self.temperature
-            )
+        logp = self.vlm.option_logprobs([[im] for im in images], [self.query], system=self.cfg.system).logprobs[:, 0]
+
+        def cols(words: tuple[str, ...]) -> torch.Tensor:
+            return logp[:, [ENSEMBLE_WORDS.index(w) for w in words]]
+
+        # equal set sizes: log-probs give the same result as logits
+        dims = {name: synonym_ensemble(cols(pos), cols(neg), self.cfg.temperature) for name, pos, neg in VARIANTS}
         return RewardOutput(scores=dims["good-poor"], dimensions=dims)
 
 
@@ -161,14 +159,7 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
         variants = [k for k in first if k != "score"] if isinstance(reward, SynonymTable) else list(first)
         table[name] = {}
         if isinstance(reward, GoodPoorLogits):  # the released protocol: the same cell as a released model's
-            objs = [
-                {
-                    "img_path": r.key,
-                    "gt_score": r.mos,
-                    **{k: scored[r.key][k] for k in RAW_KEYS},
-                }
-                for r in rows
-            ]
+            objs = [{"img_path": r.key, "gt_score": r.mos, **{k: scored[r.key][k] for k in RAW_KEYS}} for r in rows]
             per_image[name] = objs
             table[name]["score"] = released_cell(objs, name, reward.temperature)
             variants = []
@@ -176,9 +167,7 @@ def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings
             pred = np.asarray([scored[r.key][v] for r in rows], float)
             table[name][v] = {"srcc": srcc(pred, mos), "plcc": plcc(pred, mos), "n": len(rows)}
         logger.info("%s: %d images scored, %d skipped", name, len(rows), skipped[name])
-    variants = list(next(iter(table.values())))
-    mean = {v: {m: float(np.mean([table[d][v][m] for d in table])) for m in ("srcc", "plcc")} for v in variants}
-    result: dict[str, Any] = {"datasets": table, "mean": mean, "skipped": skipped}
+    result: dict[str, Any] = {"datasets": table, "mean": _means(table), "skipped": skipped}
     if per_image:
         result["per_image"] = per_image  # the released files' objects, per dataset (written, not kept in the JSON)
     return result
@@ -196,21 +185,23 @@ def add_released(
         words = RELEASED_WORDS.get(model, ("good", "poor"))
         for dataset, objs in datasets.items():
             table.setdefault(dataset, {})[model] = released_cell(objs, dataset, temperature, words)
-    rows = list(dict.fromkeys(v for cells in table.values() for v in cells))
-    mean, mean_of = {}, {}
-    for v in rows:
-        have = [d for d in table if v in table[d]]
-        mean[v] = {m: float(np.mean([table[d][v][m] for d in have])) for m in ("srcc", "plcc")}
-        mean_of[v] = have
-    result["mean"], result["mean_of"] = mean, mean_of
+    result["mean"] = _means(table)
+    result["mean_of"] = {v: [d for d in table if v in table[d]] for v in result["mean"]}
     return result
 
 
+def _means(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    """Each row's mean SRCC and PLCC over the datasets it has, the rows in order of first appearance."""
+    rows = dict.fromkeys(v for cells in table.values() for v in cells)
+    return {
+        v: {m: float(np.mean([t[v][m] for t in table.values() if v in t])) for m in ("srcc", "plcc")} for v in rows
+    }
+
+
 def _ratings(path: str, settings: EvalSettings) -> ManifestResult:
-    """One dataset of the leaderboard: an A3 JSON file as released (:mod:`reward.qbench.a3_data`), a ratings
-    manifest, or a dataset by name (its whole folder, split ``all`` unless named; only its MOS, ``quality``, is
-    compared, not its other dimensions)."""
-    if is_a3_json(path):
+    """One dataset of the leaderboard: an A3 JSON file (:func:`load_a3_json`), a ratings manifest, or a dataset by
+    name (its whole folder, split ``all`` unless named; only its MOS, ``quality``, is compared)."""
+    if isinstance(path, str | Path) and str(path).lower().endswith(".json") and Path(path).is_file():
         return load_a3_json(path, skip_bad=settings.skip_bad)
     manifest = load_ratings(
         path,
@@ -225,20 +216,43 @@ def _ratings(path: str, settings: EvalSettings) -> ManifestResult:
     return manifest
 
 
+def load_a3_json(path: str | Path, *, skip_bad: bool = False) -> ManifestResult[RatingRow]:
+    """The rows of an A3 JSON file (see the module); a bad row fails naming ``file:line``, or with ``skip_bad`` is
+    skipped and counted. Images are found (not decoded) now."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingInputError(f"A3 file {str(path)!r} does not exist; pass a Q-Bench A3 JSON list like {A3_EXAMPLE}")
+    finder = Finder(path.resolve().parent)
+
+    def parse(item: dict, folder: Path, where: str, line: int) -> RatingRow:
+        rel = item.get("img_path", item.get("image"))
+        if not isinstance(rel, str) or not rel.strip():
+            raise ManifestError(f"{where}: no 'img_path' (or 'image'); rows look like {A3_EXAMPLE}.")
+        rel = rel.strip()
+        resolve_image_path(folder, rel, where=where)  # no absolute path, no climbing out
+        try:
+            found = finder.image(rel)
+        except LookupError as err:
+            raise ManifestError(f"{where}: {err}; keep one copy below {folder}") from None
+        if found is None:
+            raise ManifestError(
+                f"{where}: image {rel!r} not found at {folder / rel} nor by its file name anywhere below {folder}; "
+                "put the JSON in (or above) the dataset's image folder"
+            )
+        key, mos = Path(os.path.normpath(found)).as_posix(), number(item.get("gt_score"), where, "'gt_score'")
+        return RatingRow(folder / found, "quality", mos, line, where=where, key=key)
+
+    rows, skipped = load_rows(path, parse, skip_bad=skip_bad)
+    return ManifestResult(rows, skipped, str(path), {"format": "Q-Bench A3 JSON", "file": str(path)})
+
+
 def format_leaderboard(result: Mapping[str, Any], title: str) -> str:
     """Markdown: rows are variants (one row without the ensemble), columns the datasets and their mean, cells
     ``SRCC/PLCC`` as in the paper's tables."""
     names = list(result["datasets"])
-    variants = list(result["mean"])
-    header = ["variant", *names, "mean"]
-    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def cell(m: Mapping[str, float] | None) -> str:
-        if m is None:
-            return "-"
-        return "/".join("n/a" if m[k] != m[k] else f"{m[k]:.3f}" for k in ("srcc", "plcc"))
+        return "-" if m is None else "/".join("n/a" if m[k] != m[k] else f"{m[k]:.3f}" for k in ("srcc", "plcc"))
 
-    for v in variants:
-        row = [v] + [cell(result["datasets"][d].get(v)) for d in names] + [cell(result["mean"][v])]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [[v, *(cell(result["datasets"][d].get(v)) for d in names), cell(m)] for v, m in result["mean"].items()]
+    return "\n".join([f"### {title}", "", *markdown_table(["variant", *names, "mean"], rows)]) + "\n"

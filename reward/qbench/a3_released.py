@@ -14,7 +14,7 @@ printed from those files by the released notebook, whose protocol this module fo
 - InstructBLIP (Flan-T5-XL), ``instructblip_t5``, is read with "high" / "low" (``logit_high``, ``logit_low``), the
   words that model prefers (the paper's Table VI); every other model with "good" / "poor".
 
-Our own A3 runs write the same files (:func:`write_released`), so a new model can be shared and compared the same way.
+Our own A3 runs write the same files (:func:`write_released`), to be shared and compared the same way.
 
 Example:
     >>> objs = read_released_text('{"img_path": "a.jpg", "gt_score": 3.1, "logit_good": 2.0, "logit_poor": 1.0}'
@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 import json
-import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,19 +37,6 @@ from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_text
 from reward.eval.metrics import plcc, srcc
 
-__all__ = [
-    "RELEASED_SUBSETS",
-    "RELEASED_WORDS",
-    "RELEASED_TEMPERATURE",
-    "good_poor_scores",
-    "read_released",
-    "read_released_text",
-    "released_cell",
-    "write_released",
-]
-
-logger = logging.getLogger(__name__)
-
 RELEASED_TEMPERATURE = 100.0  # the released notebook's softmax temperature
 # datasets whose published cell is the mean over consecutive subsets of this many images (CGIQA-6K: game, movie)
 RELEASED_SUBSETS: dict[str, int] = {"cgi": 3000}
@@ -58,47 +45,35 @@ RELEASED_WORDS: dict[str, tuple[str, str]] = {"instructblip_t5": ("high", "low")
 FIELDS = ("img_path", "gt_score", "logit_good", "logit_poor")
 
 
-class ReleasedFileError(UserError):
-    """A released A3 file that cannot be read; the message names the file and the object."""
-
-
 def read_released_text(text: str, where: str = "<text>") -> list[dict[str, Any]]:
     """The JSON objects of one file, written back to back (a JSON list is read too); each must have ``img_path``,
     ``gt_score`` (a number or a numeric string) and ``logit_good`` / ``logit_poor`` (numbers)."""
-    decoder = json.JSONDecoder()
-    objs: list[Any] = []
-    i, n = 0, len(text)
-    while True:
-        while i < n and text[i] in " \t\r\n,":
-            i += 1
-        if i >= n:
-            break
+    decoder, objs, i, between = json.JSONDecoder(), [], 0, re.compile(r"[ \t\r\n,]*")
+    while (i := between.match(text, i).end()) < len(text):
         try:
             obj, i = decoder.raw_decode(text, i)
         except json.JSONDecodeError as err:
-            raise ReleasedFileError(f"{where}: not JSON at character {err.pos}: {err.msg}") from None
+            raise UserError(f"{where}: not JSON at character {err.pos}: {err.msg}") from None
         objs.extend(obj if isinstance(obj, list) else [obj])
     out = []
     for k, obj in enumerate(objs, 1):
         missing = [f for f in FIELDS if not isinstance(obj, dict) or f not in obj]
         if missing:
-            raise ReleasedFileError(f"{where}: object {k} has no {', '.join(missing)}; each needs {', '.join(FIELDS)}")
+            raise UserError(f"{where}: object {k} has no {', '.join(missing)}; each needs {', '.join(FIELDS)}")
         try:
             row = {**obj, "gt_score": float(str(obj["gt_score"]).strip())}
             row["logit_good"], row["logit_poor"] = float(obj["logit_good"]), float(obj["logit_poor"])
         except (TypeError, ValueError):
-            raise ReleasedFileError(f"{where}: object {k}: gt_score and the logits must be numbers") from None
+            raise UserError(f"{where}: object {k}: gt_score and the logits must be numbers") from None
         out.append(row)
     if not out:
-        raise ReleasedFileError(f"{where}: no objects")
+        raise UserError(f"{where}: no objects")
     return out
 
 
 def read_released(folder: str | Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """``{model: {dataset: objects}}`` from ``folder/MODEL/DATASET.json`` (Q-Bench's ``IQA_outputs`` folder).
-
-    Folders and files whose name starts with ``.`` (notebook checkpoints) are skipped, and so are the ``.json`` files
-    of a model that are not A3 outputs (named in a warning)."""
+    """``{model: {dataset: objects}}`` from ``folder/MODEL/DATASET.json`` (Q-Bench's ``IQA_outputs`` folder); names
+    starting with ``.`` (notebook checkpoints) are skipped."""
     root = Path(folder)
     if not root.is_dir():
         raise MissingInputError(
@@ -107,8 +82,7 @@ def read_released(folder: str | Path) -> dict[str, dict[str, list[dict[str, Any]
         )
     models: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for model_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        files = sorted(p for p in model_dir.glob("*.json") if not p.name.startswith("."))
-        for path in files:
+        for path in sorted(p for p in model_dir.glob("*.json") if not p.name.startswith(".")):
             models.setdefault(model_dir.name, {})[path.stem] = read_released_text(path.read_text(), str(path))
     if not models:
         raise MissingInputError(f"a3.released={str(folder)!r} holds no MODEL/DATASET.json files")
@@ -127,7 +101,7 @@ def good_poor_scores(
         g = np.asarray([float(o[f"logit_{words[0]}"]) for o in objs]) / temperature
         p = np.asarray([float(o[f"logit_{words[1]}"]) for o in objs]) / temperature
     except KeyError as err:
-        raise ReleasedFileError(f"no {err.args[0]} in the released objects") from None
+        raise UserError(f"no {err.args[0]} in the released objects") from None
     with np.errstate(over="ignore", invalid="ignore"):
         return np.exp(g) / (np.exp(g) + np.exp(p))
 
@@ -145,20 +119,12 @@ def released_cell(
     parts = [objs[k * size : (k + 1) * size] for k in range(blocks)] if blocks > 1 else [objs]
     cells = []
     for part in parts:
-        pred = good_poor_scores(part, temperature, words)
-        mos = np.asarray([o["gt_score"] for o in part], float)
+        pred, mos = good_poor_scores(part, temperature, words), np.asarray([o["gt_score"] for o in part], float)
         cells.append((srcc(pred, mos), plcc(pred, mos)))
-    return {
-        "srcc": float(np.mean([c[0] for c in cells])),
-        "plcc": float(np.mean([c[1] for c in cells])),
-        "n": len(objs),
-    }
+    mean_srcc, mean_plcc = (float(np.mean(c)) for c in zip(*cells, strict=True))
+    return {"srcc": mean_srcc, "plcc": mean_plcc, "n": len(objs)}
 
 
 def write_released(path: str | Path, objs: Iterable[Mapping[str, Any]]) -> Path:
     """Write objects back to back, as Q-Bench released them (one file per model and dataset)."""
-    text = "".join(json.dumps({k: o[k] for k in FIELDS}) for o in objs)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)
-    return path
+    return atomic_write_text(path, "".join(json.dumps({k: o[k] for k in FIELDS}) for o in objs))

@@ -1,4 +1,4 @@
-"""The fusion weights file: what ``fusion/fit.py`` writes and what ``reward=sa-iqa`` reads from a scorer directory.
+"""The fusion weights file: what the ``fit`` command writes and what ``reward=sa-iqa`` reads from a scorer directory.
 
 It lives in ``reward`` because both sides of that contract use it (``fusion`` may import ``reward``, not the
 reverse).
@@ -37,8 +37,6 @@ import numpy as np
 
 from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_json, json_safe
-
-__all__ = ["WEIGHTS_FILENAME", "FusionWeights", "FusionWeightsError", "fuse", "load_weights", "save_weights"]
 
 WEIGHTS_FILENAME = "fusion_weights.json"
 _KEYS = ("dimensions", "weights", "ci_low", "ci_high", "meta")
@@ -130,45 +128,41 @@ class FusionWeights:
         }
 
     def fuse(self, dimension_scores: Mapping[str, Any]) -> Any:
-        """Fused scores ``Σ_j w_j · dimension_scores[dimensions[j]]``; see :func:`fuse`."""
-        return fuse(self, dimension_scores)
+        """Fused scores ``Σ_j w_j · dimension_scores[dimensions[j]]`` of per-dimension scores (same-shape numpy
+        arrays, torch tensors, lists or numbers).
 
+        Returns a torch tensor (on the first tensor's device, floating dtype, differentiable) when any input is a
+        tensor, else a float numpy array. Extra dimensions in ``dimension_scores`` are ignored; missing ones raise.
 
-def fuse(weights: FusionWeights, dimension_scores: Mapping[str, Any]) -> Any:
-    """Fuse per-dimension scores (same-shape numpy arrays, torch tensors, lists or numbers) into one score.
-
-    Returns a torch tensor (on the first tensor's device, floating dtype, differentiable) when any input is a
-    tensor, else a float numpy array. Extra dimensions in ``dimension_scores`` are ignored; missing ones raise.
-
-    >>> fw = FusionWeights(dimensions=("layout", "lighting"), weights=(2.0, -1.0))
-    >>> fuse(fw, {"lighting": [1.0, 3.0], "layout": [1.0, 1.0], "mos": [5.0, 5.0]}).tolist()
-    [1.0, -1.0]
-    """
-    missing = [d for d in weights.dimensions if d not in dimension_scores]
-    if missing:
-        raise ValueError(
-            f"Cannot fuse: no scores for dimension(s) {missing}; the fusion weights were fitted on "
-            f"{list(weights.dimensions)} and the scores have {sorted(dimension_scores)}. Score every weighted "
-            "dimension, or refit the weights on the dimensions you have (fusion/fit.py dimensions=[...])."
-        )
-    values = [dimension_scores[d] for d in weights.dimensions]
-    torch = sys.modules.get("torch")  # a tensor can only exist if torch was imported; never import it here
-    tensors = [v for v in values if torch is not None and isinstance(v, torch.Tensor)]
-    if tensors:
-        ref = tensors[0]
-        dtype = ref.dtype if ref.is_floating_point() else torch.get_default_dtype()
-        columns = [torch.as_tensor(v, dtype=dtype, device=ref.device) for v in values]
-    else:
-        columns = [np.asarray(v) for v in values]
-        columns = [c if c.dtype.kind == "f" else c.astype(np.float64) for c in columns]
-    shapes = {tuple(c.shape) for c in columns}
-    if len(shapes) != 1:
-        found = {d: tuple(c.shape) for d, c in zip(weights.dimensions, columns, strict=True)}
-        raise ValueError(f"Cannot fuse: dimension scores have different shapes {found}; give one score per image.")
-    total = columns[0] * weights.weights[0]
-    for w, column in zip(weights.weights[1:], columns[1:], strict=True):
-        total = total + column * w
-    return total
+        >>> fw = FusionWeights(dimensions=("layout", "lighting"), weights=(2.0, -1.0))
+        >>> fw.fuse({"lighting": [1.0, 3.0], "layout": [1.0, 1.0], "mos": [5.0, 5.0]}).tolist()
+        [1.0, -1.0]
+        """
+        missing = [d for d in self.dimensions if d not in dimension_scores]
+        if missing:
+            raise ValueError(
+                f"Cannot fuse: no scores for dimension(s) {missing}; the fusion weights were fitted on "
+                f"{list(self.dimensions)} and the scores have {sorted(dimension_scores)}. Score every weighted "
+                "dimension, or refit the weights on the dimensions you have (perceptual-rewards fit dimensions=[...])."
+            )
+        values = [dimension_scores[d] for d in self.dimensions]
+        torch = sys.modules.get("torch")  # a tensor can only exist if torch was imported; never import it here
+        tensors = [v for v in values if torch is not None and isinstance(v, torch.Tensor)]
+        if tensors:
+            ref = tensors[0]
+            dtype = ref.dtype if ref.is_floating_point() else torch.get_default_dtype()
+            columns = [torch.as_tensor(v, dtype=dtype, device=ref.device) for v in values]
+        else:
+            columns = [np.asarray(v) for v in values]
+            columns = [c if c.dtype.kind == "f" else c.astype(np.float64) for c in columns]
+        shapes = {tuple(c.shape) for c in columns}
+        if len(shapes) != 1:
+            found = {d: tuple(c.shape) for d, c in zip(self.dimensions, columns, strict=True)}
+            raise ValueError(f"Cannot fuse: dimension scores have different shapes {found}; give one score per image.")
+        total = columns[0] * self.weights[0]
+        for w, column in zip(self.weights[1:], columns[1:], strict=True):
+            total = total + column * w
+        return total
 
 
 def save_weights(path: str | os.PathLike, weights: FusionWeights) -> Path:
@@ -193,7 +187,7 @@ def load_weights(path: str | os.PathLike) -> FusionWeights:
         path = path / WEIGHTS_FILENAME
     if not path.is_file():
         raise MissingInputError(
-            f"Fusion weights file {str(path)!r} does not exist. Fit one with `python fusion/fit.py "
+            f"Fusion weights file {str(path)!r} does not exist. Fit one with `perceptual-rewards fit "
             f"pairs=PAIRS.jsonl scores=SCORES.jsonl out={path}` (or put {WEIGHTS_FILENAME} in the scorer directory)."
         )
     try:
@@ -203,7 +197,7 @@ def load_weights(path: str | os.PathLike) -> FusionWeights:
         what = f"{err.msg} at column {err.colno}" if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
         raise FusionWeightsError(
             f"{where}: not valid JSON ({what}); a fusion weights file looks "
-            f"like {_EXAMPLE}. Refit it with fusion/fit.py or fix the JSON."
+            f"like {_EXAMPLE}. Refit it with perceptual-rewards fit or fix the JSON."
         ) from err
     found = _problems(data)
     if found:
