@@ -180,7 +180,7 @@ def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> N
     if (cfg.calibration.benchmark or cfg.calibration.pipeline) and not cfg.memory:
         problems.append(
             "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "
-            "(a protocol file is calibrated with python pace_judge/calibrate.py protocol=FILE ...)"
+            "(a protocol file is calibrated with perceptual-rewards calibrate protocol=FILE ...)"
         )
     if problems:
         raise ConfigError(

@@ -100,7 +100,7 @@ class MemoryBank:
         except UserError as err:
             raise UserError(
                 f"{err}\nThe memory bank's index is damaged: restore {path} from a copy, or move it away and "
-                "import the protocols again (python pace_judge/memory.py import memory=... protocol=...)"
+                "import the protocols again (perceptual-rewards memory import memory=... protocol=...)"
             ) from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             got = data.get("schema") if isinstance(data, dict) else type(data).__name__

@@ -68,7 +68,7 @@ class PaceReward(TrlCallable):
         )
         if not judge.calibrated:
             said = "protocol for %r has no anchors: Track 1 only, on the option scale [%g, %g]; calibrate it with %s"
-            logger.warning(said, judge.dimension, *judge.score_bounds, "pace_judge/calibrate.py")
+            logger.warning(said, judge.dimension, *judge.score_bounds, "perceptual-rewards calibrate")
 
     def judge(self, images: Sequence[Image.Image]) -> Judgement:
         """Scores with explanations (per-probe option probabilities, sub-dimension scores, alpha1, alpha2)."""

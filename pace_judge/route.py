@@ -116,7 +116,7 @@ def calibrated(cfg: PaceConfig, bank: MemoryBank, slug: str, backend: Any) -> Pr
         raise UserError(
             f"{bank.folder}: the protocol for {protocol.dimension!r} is stored uncalibrated (no anchors); PACE "
             "calibrates a protocol once before using it, and scores on its option scale would not be comparable "
-            f"with calibrated ones. Calibrate it once:\n  python pace_judge/calibrate.py protocol={file} "
+            f"with calibrated ones. Calibrate it once:\n  perceptual-rewards calibrate protocol={file} "
             f"memory={bank.folder} benchmark=CALIBRATION_MANIFEST [test=TEST_MANIFEST]   (or pipeline=SD_DIR "
             "model.path=VLM_DIR scores=s1,s2,s3,s4)\nor set calibration.benchmark=MANIFEST (or "
             "calibration.pipeline=DIR calibration.scores=[...]) to calibrate it here."
@@ -165,7 +165,7 @@ def resolve(
         raise ConfigError(
             f"dimension={dimension!r}: no expert names it and no stored protocol is within theta={theta}"
             f"{'; ' + said if said else ''}. fast_only=true never builds a protocol: add an expert "
-            "(experts.NAME=...), import a calibrated protocol into memory= (pace_judge/memory.py import), or set "
+            "(experts.NAME=...), import a calibrated protocol into memory= (perceptual-rewards memory import), or set "
             "fast_only=false for the agents"
         )
     if said:

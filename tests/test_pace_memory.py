@@ -150,7 +150,7 @@ def test_an_uncalibrated_stored_protocol_is_never_scored_until_calibrated(tmp_pa
     slow = ScriptedBackend(_script, tiny_vlm)
     first = PaceReward(PaceConfig(**cfg), backend=slow)
     assert first.scorer is None  # the Visualizer waits for an example image: the first one scored
-    with pytest.raises(UserError, match="pace_judge/calibrate.py protocol=.*memory=") as err:
+    with pytest.raises(UserError, match="perceptual-rewards calibrate protocol=.*memory=") as err:
         first.score(images)
     assert str(bank) in str(err.value) and any(n == 1 for _, n in slow.calls)  # built from the example image
     entries = MemoryBank(bank, embedder).entries()

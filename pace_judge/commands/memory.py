@@ -83,7 +83,7 @@ def run(cfg: Any) -> Any:
             logger.info("%s: the embedder cannot represent %s; slow path", settings.dimension, r.unknown)
         else:
             draft = r.fast and not bank.entries()[r.slug].get("calibrated")
-            note = " (uncalibrated: not used until calibrated with pace_judge/calibrate.py)" if draft else ""
+            note = " (uncalibrated: not used until calibrated with perceptual-rewards calibrate)" if draft else ""
             path = "fast" if r.fast else "slow"
             logger.info("%s -> %r (cosine %.3f): %s path%s", settings.dimension, r.dimension, r.cosine, path, note)
     log_summary(f"pace memory {settings.cmd}", {"protocols": len(bank.entries())}, {"memory bank": settings.memory})
