@@ -24,7 +24,6 @@ from importlib import metadata
 
 COMMANDS = "perceptual_rewards.commands"  # the entry point group of the commands
 PROG = "perceptual-rewards"
-started_as: str | None = None  # "perceptual-rewards NAME" when this process runs a command by name
 
 
 def commands() -> dict[str, str]:
@@ -67,7 +66,7 @@ def usage(table: dict[str, str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command named first on the command line (see the module docstring)."""
-    from reward.core.cli import CONFIG_DIR, fail
+    from reward.core import cli
     from reward.core.registry import close_match
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -76,17 +75,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(usage(table))
         return
     if args[0] == "--configs":
-        print(CONFIG_DIR)
+        print(cli.CONFIG_DIR)
         return
     name, rest = args[0], args[1:]
     if name not in table:
         if not table:
-            fail(usage(table))
-        fail(f"unknown command {name!r}.{close_match(name, list(table))} Commands: {', '.join(table)}")
-    global started_as
-    started_as = f"{PROG} {name}"
-    sys.argv = [started_as, *rest]
+            cli.fail(usage(table))
+        cli.fail(f"unknown command {name!r}.{close_match(name, list(table))} Commands: {', '.join(table)}")
+    cli.started_as = (f"{PROG} {name}", table)  # messages name the commands so (cli.as_run)
+    sys.argv = [f"{PROG} {name}", *rest]
     try:
         runpy.run_module(table[name], run_name="__main__", alter_sys=True)
     finally:
-        started_as = None
+        cli.started_as = None

@@ -76,13 +76,14 @@ def test_a_checkout_installed_before_the_commands_existed_is_told_to_reinstall(m
 
 
 def test_messages_name_the_commands_as_this_process_was_started(monkeypatch, tmp_path):
+    from reward.core import cli
     from reward.core.cli import as_run
 
     text = "fit one with python fusion/fit.py pairs=P; accelerate launch --config_file configs/accelerate/zero2.yaml "
     text += "training/sft.py ...; see docs/configs/x"
     monkeypatch.chdir(ROOT)
     assert as_run(text) == text  # from the checkout, as typed there
-    monkeypatch.setattr(console, "started_as", "perceptual-rewards fit")
+    monkeypatch.setattr(cli, "started_as", ("perceptual-rewards fit", DECLARED))
     monkeypatch.chdir(tmp_path)  # elsewhere, by name: the commands by name, configs/ the shipped folder's path
     assert as_run(text) == (
         f"fit one with perceptual-rewards fit pairs=P; accelerate launch --config_file {CONFIG_DIR}/accelerate/"

@@ -28,6 +28,7 @@ from reward.core.errors import ConfigError, UserError, is_main_process
 from reward.core.registry import close_match
 
 logger = logging.getLogger(__name__)
+started_as: tuple[str, dict[str, str]] | None = None  # run by name: ("perceptual-rewards NAME", {name: module})
 
 
 _SHIPPED = resources.files("reward").joinpath("configs")  # a wheel ships configs/ as the package data reward.configs
@@ -186,10 +187,8 @@ def as_run(text: str) -> str:
     NAME`` (a wheel has no ``training/sft.py``), ``python training/sft.py`` reads ``perceptual-rewards sft`` (under
     ``accelerate launch``: ``-m reward sft``); where
     ``configs/`` is not the shipped configs' folder seen from here, ``configs/X`` reads that folder's path."""
-    from reward import console
-
-    if console.started_as:
-        for name, module in console.commands().items():
+    if started_as is not None:
+        for name, module in started_as[1].items():
             script = f"{module.replace('.', '/')}.py"
             text = re.sub(rf"(accelerate launch[^\n]*?){re.escape(script)}", rf"\1-m reward {name}", text)
             text = text.replace(f"python {script}", f"perceptual-rewards {name}")
