@@ -212,9 +212,16 @@ class VLM:
         per group and their KV cache serves all queries (used when there are several queries and every group has
         images; otherwise the plain path is as fast). How batches are fed is :attr:`speed` (the scores stay the same).
         """
-        per_group = _per_group_queries(images, queries)
+        if not queries:
+            raise ValueError("option_logprobs: no queries given")
+        shared = isinstance(queries[0], OptionQuery)
+        per_group = [list(queries) if shared else list(qs) for qs in (images if shared else queries)]  # type: ignore
+        if len(per_group) != len(images) or len({len(q) for q in per_group}) > 1:
+            raise ValueError(
+                "option_logprobs: pass one query list for all image groups, or one per group (same length)"
+            )
         if not per_group:  # no image: no row, each query's options still resolved (the shape says how many)
-            flat = list(queries) if queries and isinstance(queries[0], OptionQuery) else []
+            flat = list(queries) if shared else []
             k = max((len(self.candidate_ids(q, system)) for q in flat), default=0)  # type: ignore[arg-type]
             return OptionLogProbs(torch.empty(0, len(flat), k))
         n_q = len(per_group[0])
@@ -259,74 +266,57 @@ class VLM:
 
     def _preparer(self, device: torch.device | None = None) -> ImagePreparer:
         """The image processor (the fast one on ``device`` if given) with the settings the processor gives it."""
+        visual = getattr(getattr(self.model, "model", None), "visual", None)
+        dtype = getattr(visual, "dtype", None)  # the vision tower's (the model's where it has none)
+        dtype = dtype if isinstance(dtype, torch.dtype) else next(self.model.parameters()).dtype
         image_processor = self._fast_image_processor() if device else self.processor.image_processor
-        return ImagePreparer(image_processor, self._vision_dtype(), device, self._image_settings)
+        return ImagePreparer(image_processor, dtype, device, self._image_settings)
 
     def _prepare(self, groups: Sequence[ImageGroup | PreparedImages]) -> list[PreparedImages]:
         """Every group as ``PreparedImages``: the PIL ones through the image processor (on the GPU where
         :attr:`speed` allows, else on the host, one call per group)."""
         todo = [i for i, g in enumerate(groups) if not isinstance(g, PreparedImages)]
         result: list[Any] = list(groups)
-        if todo:
-            pil = [list(groups[i]) for i in todo]
-            prepared = None
-            if self._device_preprocessing():
-                try:
-                    prepared = self._preparer(self.device).many(pil)
-                except Exception as err:  # noqa: BLE001 - an optional accelerator path: the host one always works
-                    logger.warning(
-                        "the image processor on %s failed (%s); it runs on the host from now on", self.device, err
-                    )
-                    self._device_failed = True
-            if prepared is None:
-                prepared = self._preparer().many(pil)
-            for i, p in zip(todo, prepared, strict=True):
-                result[i] = p
+        pil = [list(groups[i]) for i in todo]
+        prepared = None
+        if todo and self._device_preprocessing():
+            try:
+                prepared = self._preparer(self.device).many(pil)
+            except Exception as err:  # noqa: BLE001 - an optional accelerator path: the host one always works
+                logger.warning(
+                    "the image processor on %s failed (%s); it runs on the host from now on", self.device, err
+                )
+                self._device_failed = True
+        for i, p in zip(todo, prepared or (self._preparer().many(pil) if todo else []), strict=True):
+            result[i] = p
         return result
 
     def _chunk_logprobs(
         self, groups: list[PreparedImages], texts: list[list[str]], reuse_prefix: bool
     ) -> torch.Tensor:
-        """[rows, V] fp32 log-probs on the device for one batch of groups (rows group-major)."""
+        """[rows, V] fp32 log-probs on the device for one batch of groups (rows group-major): the shared image
+        prefix encoded once (:mod:`reward.vlm.prefix`), or each (group, query) as one full sequence."""
         pin = self.speed.pin_memory and self.device.type == "cuda"
-        with fp32_answer_head(self.model), self._vision_attention():
+        batched = self.speed.vision_attention == "batched"
+        with (
+            fp32_answer_head(self.model),
+            batched_vision_attention(self.model) if batched else contextlib.nullcontext(),
+        ):
             if reuse_prefix:
-                logits = self._logits_shared_prefix(groups, texts, pin)
+                logits = self.prefix.suffix_logits(groups, texts, pin)
             else:
-                logits = self._logits_plain(groups, texts, pin)
+                with section("tokenizer"):
+                    flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
+                    inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
+                    if (prof := current()) is not None:
+                        mask = inputs["attention_mask"]
+                        prof.count("tokens", mask.numel())
+                        prof.count("padding tokens", mask.numel() - int(mask.sum()))
+                with section("transfer"):
+                    inputs = to_device(inputs, self.device)
+                logits = self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
         with section("answer head"):
             return torch.log_softmax(logits.float(), dim=-1)
-
-    def _encode(self, texts: list[str], groups: list[PreparedImages], pin: bool) -> dict[str, torch.Tensor]:
-        with section("tokenizer"):
-            inputs = encode(self.processor, texts, groups, pin=pin)
-            prof = current()
-            if prof is not None:
-                mask = inputs["attention_mask"]
-                prof.count("tokens", mask.numel())
-                prof.count("padding tokens", mask.numel() - int(mask.sum()))
-        with section("transfer"):
-            return to_device(inputs, self.device)
-
-    def _logits_plain(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool) -> torch.Tensor:
-        """Each (group, query) as one full sequence; rows are group-major."""
-        flat_texts = [t for row in texts for t in row]
-        flat_groups = [g for g, row in zip(groups, texts, strict=True) for _ in row]
-        inputs = self._encode(flat_texts, flat_groups, pin)
-        return self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
-
-    def _logits_shared_prefix(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool) -> torch.Tensor:
-        return self.prefix.suffix_logits(groups, texts, pin)
-
-    def _vision_dtype(self) -> torch.dtype:
-        visual = getattr(getattr(self.model, "model", None), "visual", None)
-        dtype = getattr(visual, "dtype", None)
-        return dtype if isinstance(dtype, torch.dtype) else next(self.model.parameters()).dtype
-
-    def _vision_attention(self) -> Any:
-        if self.speed.vision_attention == "batched":
-            return batched_vision_attention(self.model)
-        return contextlib.nullcontext()
 
     def _device_preprocessing(self) -> bool:
         mode = self.speed.preprocess
@@ -384,19 +374,3 @@ class VLM:
 
 def _n_images(group: ImageGroup | PreparedImages) -> int:
     return group.n_images if isinstance(group, PreparedImages) else len(group)
-
-
-def _per_group_queries(
-    images: Sequence[ImageGroup | PreparedImages], queries: Sequence[OptionQuery] | Sequence[Sequence[OptionQuery]]
-) -> list[list[OptionQuery]]:
-    if not queries:
-        raise ValueError("option_logprobs: no queries given")
-    if isinstance(queries[0], OptionQuery):
-        shared = list(queries)  # type: ignore[arg-type]
-        return [shared for _ in images]
-    per = [list(q) for q in queries]  # type: ignore[arg-type]
-    if len(per) != len(images):
-        raise ValueError(f"option_logprobs: {len(images)} image groups but {len(per)} query lists; pass one per group")
-    if len({len(q) for q in per}) > 1:
-        raise ValueError("option_logprobs: every image group needs the same number of queries")
-    return per
