@@ -29,8 +29,7 @@ from typing import Any
 
 from reward.core.config import to_plain
 from reward.core.errors import UserError
-from reward.core.registry import import_path
-from reward.rewards.registry import get_reward, reward_info, spec_of
+from reward.rewards.registry import checked_range, get_reward, reward_config, reward_info, spec_of
 
 logger = logging.getLogger(__name__)
 
@@ -91,30 +90,6 @@ def named_reward(
 UNBOUNDED = (-math.inf, math.inf)
 
 
-def checked_range(name: str, span: Any, finite: bool = False) -> tuple[float, float]:
-    """``span`` as ``(low, high)`` floats with ``low < high`` (finite ones when ``finite``: a range to normalise by);
-    else a ``ValueError`` naming the reward.
-
-    >>> checked_range("r", (1, 5))
-    (1.0, 5.0)
-    >>> checked_range("r", (1, 1))
-    Traceback (most recent call last):
-    ...
-    ValueError: r: score_range=(1, 1) must be (low, high) with low < high, e.g. (1.0, 5.0)
-    """
-    try:
-        low, high = (float(v) for v in span)
-        if isinstance(span, str | bytes) or any(isinstance(v, str | bytes) for v in span):
-            raise TypeError
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: score_range={span!r} must be two numbers (low, high), e.g. (1.0, 5.0)") from None
-    if not low < high:
-        raise ValueError(f"{name}: score_range={span!r} must be (low, high) with low < high, e.g. (1.0, 5.0)")
-    if finite and not (math.isfinite(low) and math.isfinite(high)):
-        raise ValueError(f"{name}: normalize=True needs a finite score_range, got {span!r}")
-    return low, high
-
-
 def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
     """``(name, config)`` pairs from config nodes with a ``name`` key, or bare names (empty config)."""
     out = []
@@ -131,12 +106,7 @@ def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def reward_has_device(name: str) -> bool:
     """Whether the registered reward ``name``'s settings have a ``device`` field (custom import paths: no)."""
-    try:
-        config = reward_info(name).config
-    except ValueError:
-        return False
-    if isinstance(config, str):
-        config = import_path(config, what="reward config")
+    config = reward_config(name)
     return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
 
 

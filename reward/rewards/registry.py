@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -116,15 +117,30 @@ def register_reward(
 
 
 def _spec(name: str, factory: Any, higher: Any, score_range: Any, description: str, config: Any) -> RewardSpec:
-    try:
-        low, high = (float(v) for v in score_range)
-    except (TypeError, ValueError):
-        raise ValueError(f"reward {name!r}: score_range must be (low, high), got {score_range!r}") from None
-    if not low < high:
-        raise ValueError(f"reward {name!r}: score_range {score_range} must be (low, high) with low < high")
     if not isinstance(higher, bool):
         raise ValueError(f"reward {name!r}: higher_is_better must be true or false, got {higher!r}")
-    return RewardSpec(name, factory, higher, (low, high), description, config)
+    return RewardSpec(name, factory, higher, checked_range(f"reward {name!r}", score_range), description, config)
+
+
+def checked_range(name: str, span: Any, finite: bool = False) -> tuple[float, float]:
+    """``span`` as ``(low, high)`` floats with ``low < high`` (finite ones when ``finite``: a range to normalise by).
+
+    >>> checked_range("r", (1, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: r: score_range=(1, 1) must be (low, high) with low < high, e.g. (1.0, 5.0)
+    """
+    try:
+        if isinstance(span, str | bytes) or any(isinstance(v, str | bytes) for v in span):
+            raise TypeError
+        low, high = (float(v) for v in span)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: score_range={span!r} must be two numbers (low, high), e.g. (1.0, 5.0)") from None
+    if not low < high:
+        raise ValueError(f"{name}: score_range={span!r} must be (low, high) with low < high, e.g. (1.0, 5.0)")
+    if finite and not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name}: normalize=True needs a finite score_range, got {span!r}")
+    return low, high
 
 
 def declare_reward(*, higher_is_better: bool, score_range: tuple[float, float], description: str = "") -> Callable:

@@ -274,10 +274,6 @@ class OpenAIBackend:
             return []
         return resolve_candidates(self.tokenizer, query.response_prefix, query.options, query.separator)
 
-    def check(self, queries: Sequence[OptionQuery], *, system: str | None = None) -> None:
-        for q in queries:
-            self.candidate_ids(q, system)
-
     def image_preparer(self) -> None:
         return None  # the server prepares the images it is sent
 
