@@ -49,23 +49,13 @@ VISION_ATTENTION = ("batched", "model")
 
 @dataclass
 class ScoringSpeed:
-    """How :meth:`VLM.option_logprobs` feeds the model; every choice gives the same scores (fp32 within 1e-4).
+    """How :meth:`VLM.option_logprobs` feeds the model; every choice gives the same scores (fp32 within 1e-4)."""
 
-    ``preprocess``: where the image processor runs for PIL inputs: ``device`` (the fast torchvision processor on the
-    model's GPU), ``host`` (on the CPU, in the scoring loop unless DataLoader workers prepare the images, see
-    :meth:`VLM.image_preparer`) or ``auto`` (``device`` where torchvision is importable and the model is on a GPU,
-    else ``host``). ``group_by_tokens``: batch image groups with similar visual token counts together (less
-    padding). ``vision_attention``: ``batched`` runs the vision tower's packed SDPA attention as a few batched calls
-    (``reward.vlm.vision_attention``), ``model`` as transformers runs it (one call per image or window).
-    ``pin_memory``: batches are built in pinned host memory and copied without blocking. ``window_batches``: image
-    groups are prepared (and sorted) this many batches at a time.
-    """
-
-    preprocess: str = "auto"
-    group_by_tokens: bool = True
-    vision_attention: str = "batched"
-    pin_memory: bool = True
-    window_batches: int = 8
+    preprocess: str = "auto"  # image processor: device (torchvision on the GPU), host, auto (device where it can)
+    group_by_tokens: bool = True  # batch image groups of similar visual token counts (less padding)
+    vision_attention: str = "batched"  # the tower's packed SDPA as a few batched calls (vision_attention.py); model
+    pin_memory: bool = True  # batches built in pinned host memory, copied without blocking
+    window_batches: int = 8  # image groups prepared (and sorted) this many batches at a time
 
     def __post_init__(self) -> None:
         if self.preprocess not in PREPROCESS:
@@ -160,7 +150,11 @@ class VLM:
         self.tokenizer = processor.tokenizer
         self.batch_size = batch_size
         self.speed = speed or ScoringSpeed()
-        self._fast: Any = None  # the torchvision twin of the image processor, made on first use (False: none)
+        try:  # the torchvision twin of the image processor, same settings (None: none); optional
+            self._fast: Any = fast_image_processor(processor.image_processor)
+        except Exception as err:  # noqa: BLE001 - the processor itself always works
+            logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
+            self._fast = None
         self._told: set[str] = set()
         self._device_failed = False  # the image processor failed on the device once: the host one from then on
         self.prefix = PrefixEncoder(model, processor)
@@ -269,7 +263,7 @@ class VLM:
         visual = getattr(getattr(self.model, "model", None), "visual", None)
         dtype = getattr(visual, "dtype", None)  # the vision tower's (the model's where it has none)
         dtype = dtype if isinstance(dtype, torch.dtype) else next(self.model.parameters()).dtype
-        image_processor = self._fast_image_processor() if device else self.processor.image_processor
+        image_processor = self._fast if device else self.processor.image_processor
         return ImagePreparer(image_processor, dtype, device, self._image_settings)
 
     def _prepare(self, groups: Sequence[ImageGroup | PreparedImages]) -> list[PreparedImages]:
@@ -322,21 +316,11 @@ class VLM:
         mode = self.speed.preprocess
         if mode == "host" or self._device_failed:
             return False
-        why_not = device_preprocessing(self._fast_image_processor() or self.processor.image_processor, self.device)
+        why_not = device_preprocessing(self._fast or self.processor.image_processor, self.device)
         if why_not is not None and mode == "device" and why_not not in self._told:
             self._told.add(why_not)
             logger.info("image processing stays on the host (preprocess=device asked for): %s", why_not)
         return why_not is None
-
-    def _fast_image_processor(self) -> Any | None:
-        """The torchvision (fast) twin of the PIL image processor, with the same settings; None without torchvision."""
-        if self._fast is None:
-            try:
-                self._fast = fast_image_processor(self.processor.image_processor) or False
-            except Exception as err:  # noqa: BLE001 - the twin is optional: the processor itself always works
-                logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
-                self._fast = False
-        return self._fast or None
 
     # -- generation ------------------------------------------------------------------------------------
     @torch.inference_mode()
