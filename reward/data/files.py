@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from reward.core.errors import UserError
 from reward.data.manifest import iter_jsonl
 
 SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
@@ -129,23 +130,20 @@ def append_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
         os.fsync(handle.fileno())
 
 
-def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
-    """The JSON object in file ``path``; a file that is not UTF-8, not JSON or not an object is a
-    :class:`~reward.core.errors.UserError` naming the file (and the line), ending with ``fix``.
-    """
-    from reward.core.errors import UserError
-
+def read_json_object(path: str | Path, fix: str, error: type[UserError] = UserError) -> dict[str, Any]:
+    """The JSON object in file ``path``; a file that is not UTF-8, not JSON or not an object is an ``error`` naming
+    the file (and the line), ending with ``fix``."""
     path = Path(path)
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); {fix}") from None
+        raise error(f"{path}: not UTF-8 text (byte {err.start}); {fix}") from None
     except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{err.lineno}: not JSON ({err.msg}); {fix}") from None
+        raise error(f"{path}:{err.lineno}: not JSON ({err.msg}); {fix}") from None
     except OSError as err:
-        raise UserError(f"{path}: cannot be read ({err.strerror or err}); {fix}") from None
+        raise error(f"{path}: cannot be read ({err.strerror or err}); {fix}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path}: not a JSON object; {fix}")
+        raise error(f"{path}: not a JSON object; {fix}")
     return data
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from reward.core.errors import MissingInputError, UserError
-from reward.data.files import atomic_write_json
+from reward.data.files import atomic_write_json, read_json_object
 
 __all__ = ["FORMAT", "METADATA", "ScorerFormatError", "read_metadata", "write_metadata"]
 
@@ -65,20 +65,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
             f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.model at the "
             "scorer/ folder that training/sft.py writes in its out= folder."
         )
-    try:
-        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise ScorerFormatError(
-            f"{meta_path}: not UTF-8 text (byte {err.start}); rewrite it with training/sft.py"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise ScorerFormatError(
-            f"{meta_path}: not JSON ({err.msg} at line {err.lineno}); rewrite it with training/sft.py"
-        ) from None
-    except OSError as err:
-        raise ScorerFormatError(f"{meta_path}: cannot be read ({err.strerror}); check the scorer folder") from None
-    if not isinstance(meta, dict):
-        raise ScorerFormatError(f"{meta_path}: not a JSON object; rewrite it with training/sft.py")
+    meta = read_json_object(meta_path, "rewrite it with training/sft.py", ScorerFormatError)
     _check(meta, meta_path)
     return meta
 
