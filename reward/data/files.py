@@ -1,13 +1,7 @@
-"""Files written so that a crash never leaves a half-written result, and never a NaN in JSON.
-
-Whole files are written to a temporary file beside the target and renamed over it (:func:`atomic_write_text`,
-:func:`atomic_write_json`, :func:`atomic_write_jsonl`, :func:`atomic_write_with`); per-step records are appended a
-line at a time and flushed (:func:`append_jsonl`), and read back ignoring a line torn by a crash
-(:func:`read_records`). JSON is strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an
-undefined value into ``null`` on purpose with :func:`json_safe`. Written files follow the umask like any other file.
-
-A name that comes from data or a protocol (a dimension, a dataset, a model) becomes a file name only through
-:func:`safe_name`: it stays inside its folder, readable, and two different names never give the same file.
+"""Files written so that a crash never leaves a half-written result, and never a NaN in JSON: whole files through a
+temporary file renamed over the target, logs appended a line at a time and flushed (a torn line is skipped when read
+back), strict JSON (:func:`json_safe` turns an undefined value into ``null``), and :func:`safe_name` for file names
+made from data.
 
 Example:
     >>> json_safe({"srcc": float("nan"), "n": np.int64(3), "ci": (0.1, 0.2)})

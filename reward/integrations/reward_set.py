@@ -1,14 +1,8 @@
-"""Several rewards scored on the same images: :class:`RewardSet`, used by the trl reward functions
-(:mod:`.trl_rewards`), GRPO's held-out evaluation and Best-of-N.
+"""Several rewards scored on the same images (the trl adapter's, GRPO's held-out evaluation and Best-of-N's).
 
-A reward is built by name from the registry (``reward.get_reward(name, cfg)``) or given built; its direction and
-range are the registry's (``higher_is_better``, ``score_range``; a reward's own ``score_range`` attribute, where it
-has one, wins: ``sa-iqa`` with eq. 3 undivided), never read from its name. ``normalize`` maps each
-onto [0, 1] with 1 = best, so that several rewards can be mixed with trl's ``reward_weights``; otherwise a
-lower-is-better score is negated (trl maximises). Each reward scores a batch in one ``Reward.score`` call; a batch it
-raises an item's error on (:data:`ITEM_ERRORS`: a bad image) is scored item by item, and an item that raises or
-scores NaN or ±inf is ``None``. A :class:`~reward.core.errors.UserError` (a setting) is no
-item's problem and propagates, as does any other exception (a bug).
+Direction and range are the registry's (a reward's own ``score_range`` wins), never read from its name; ``normalize``
+maps each onto [0, 1] with 1 = best. A batch a reward raises an item's error on (:data:`ITEM_ERRORS`) is scored item
+by item, and an item that raises or scores NaN or ±inf is ``None``; a ``UserError`` or any other exception propagates.
 
 Example:
     >>> from PIL import Image

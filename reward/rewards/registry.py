@@ -1,18 +1,13 @@
-"""The reward registry: the single source of reward names and their metadata.
+"""The reward registry: the single source of reward names and their metadata (``higher_is_better``,
+``score_range``, the settings dataclass: the Hydra schema of ``configs/reward/NAME.yaml``). Callers read the
+metadata, never the name; ``package.module:factory`` names a custom reward declared with :func:`declare_reward`.
 
-Every reward declares its direction (``higher_is_better``) and ``score_range`` when registered, and the settings
-dataclass its config is parsed into (also registered as the Hydra schema of ``configs/reward/NAME.yaml``). Callers
-read the metadata, never the name. A custom reward can be given as ``package.module:factory`` when its factory
-declares the same metadata with :func:`declare_reward`.
-
-The rewards of this package (``qbench``, ``sa-iqa``) are registered here. Any other package, ours above this one
-included, declares its rewards as entry points of the group :data:`ENTRY_POINTS` in its ``pyproject.toml``::
+Other packages (ours above this one included) declare rewards as entry points of :data:`ENTRY_POINTS`::
 
     [project.entry-points."perceptual_rewards.rewards"]
     my-reward = "my_package:MY_REWARD"   # a dict of register_reward's arguments (factory, metadata, config)
 
-They are registered when the names are first read; the factory and the settings stay import paths until a reward
-is built, so listing the names imports only the small modules holding those dicts.
+registered when the names are first read (factory and settings stay import paths until a reward is built).
 
 Example:
     >>> from reward import list_rewards

@@ -1,16 +1,7 @@
-"""The SA-IQA scorer folder's format: ``sa_iqa.json``, written by ``training/sft.py`` and read by ``reward=sa-iqa``.
-
-This module is the one owner of that file (write, read, version check). It lives in ``reward`` because both sides
-use it (``training`` may import ``reward``, not the reverse). A scorer folder holds:
-
-- the model (or a LoRA adapter, with ``base_model`` set) and its processor, written by their libraries;
-- ``sa_iqa.json`` (:func:`write_metadata`): ``format`` (``sa-iqa-scorer/1``), the rendered ``queries`` per dimension
-  (``question``, ``response_prefix``), ``level_words`` and ``level_values``, and provenance (``prompt_type``,
-  ``wording``, ``dimensions`` with their definitions, ``base_model``, ``trained_from``);
-- optionally ``fusion_weights.json`` (:mod:`reward.rewards.fusion_weights`, written by ``fusion/fit.py``): with it
-  the fused score is SA-IQA eq. 3 (divided by the weights' sum unless the file says not to), without it the plain
-  mean of the dimensions;
-- other files written at export (e.g. a model card) sit beside these; the reader ignores them.
+"""The SA-IQA scorer folder's format, ``sa_iqa.json`` (written by ``training/sft.py``, read by ``reward=sa-iqa``):
+``format`` (``sa-iqa-scorer/1``), the rendered ``queries`` per dimension (``question``, ``response_prefix``),
+``level_words``, ``level_values`` and provenance. Beside it: the model (or a LoRA adapter, ``base_model`` set), its
+processor and optionally ``fusion_weights.json`` (:mod:`reward.rewards.fusion_weights`).
 
 Example:
     >>> import tempfile

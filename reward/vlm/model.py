@@ -1,15 +1,8 @@
 """Vision-language models: load a checkpoint, read answer-token log-probabilities, generate text.
 
-One primitive serves every scorer of the toolkit (ARCHITECTURE.md, "One primitive underneath"): given groups of
-images and questions about them, return the log-probabilities of named candidate tokens at the answer position
-with one forward pass. When several questions are asked about the same images, the image prefix (system turn, user
-turn start and the images) is encoded once and its KV cache is reused for every question (``reuse_prefix=True``).
-
-Example:
-    >>> vlm = load_vlm("Qwen/Qwen2.5-VL-7B-Instruct")  # doctest: +SKIP
-    >>> q = OptionQuery("Rate the quality of the image.", ("good", "poor"), "The quality of the image is")
-    >>> vlm.option_logprobs([[image]], [q]).logprobs.shape  # doctest: +SKIP
-    torch.Size([1, 1, 2])
+``VLM.option_logprobs`` is the primitive every scorer uses (ARCHITECTURE.md, "One primitive underneath"): the
+log-probabilities of named candidate tokens at the answer position, one forward pass per batch, the image prefix
+encoded once for every question about the same images (``reuse_prefix=True``).
 """
 
 from __future__ import annotations
