@@ -111,15 +111,10 @@ class OptionQuery:
 
 @dataclass
 class OptionLogProbs:
-    """``logprobs[b, q, k]``: log p(option k | images b, query q) over the full vocabulary, float32.
-
-    Queries with fewer options than the widest are padded with ``-inf``. ``vocab`` holds the whole
-    log-distribution at the answer position ([B, Q, V]) when asked for. ``missing_mass[b, q]``: the most option
-    probability (a share of the options') that options a server's top-k list left out, taken as 0, could hold (0 for
-    an in-process model, whose log-probabilities are exact). ``failed[b, q]``: no usable answer could be had (a server
-    that failed after its retries, a malformed answer, options not resolved); those rows of ``logprobs`` are NaN, and a
-    reward scores them as failed (``None``), never as a number.
-    """
+    """``logprobs[b, q, k]``: log p(option k | images b, query q) over the full vocabulary, float32 (``-inf``:
+    padding). ``vocab``: the whole log-distribution [B, Q, V] when asked for; ``missing_mass``: the most option
+    probability a server's top-k list could have left out (0 in process); ``failed``: no usable answer (NaN rows,
+    scored as failed, never as a number)."""
 
     logprobs: torch.Tensor
     options: list[list[tuple[str, ...]]] = field(default_factory=list)
@@ -191,14 +186,9 @@ class VLM:
         reuse_prefix: bool = True,
         return_vocab: bool = False,
     ) -> OptionLogProbs:
-        """Log-probabilities of each query's options for each image group, one forward pass per batch.
-
-        ``images``: per group, its PIL images or the :class:`~reward.vlm.inputs.PreparedImages` that
-        :meth:`image_preparer` made of them (e.g. in DataLoader workers). ``queries`` is either one list asked about
-        every group, or one list per group (same length for all). With ``reuse_prefix`` the images are encoded once
-        per group and their KV cache serves all queries (used when there are several queries and every group has
-        images; otherwise the plain path is as fast). How batches are fed is :attr:`speed` (the scores stay the same).
-        """
+        """Log-probabilities of each query's options for each image group (PIL images, or :meth:`image_preparer`'s
+        ``PreparedImages``), one forward pass per batch. ``queries``: one list for every group, or one per group (same
+        length); ``reuse_prefix``: each group's images encoded once for all its queries."""
         if not queries:
             raise ValueError("option_logprobs: no queries given")
         shared = isinstance(queries[0], OptionQuery)

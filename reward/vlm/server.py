@@ -1,11 +1,9 @@
-"""One or more OpenAI-compatible servers (vLLM, SGLang) as a VLM: the option-log-prob primitive and free text.
+"""One or more OpenAI-compatible servers (vLLM, SGLang) as a VLM: the option-log-prob primitive and free text
+(``reward.backend=openai 'reward.server.base_urls=[URL,...]'``; docs/serving.md has the rules and the reasons).
 
-Every VLM reward (``sa-iqa``, ``qbench``, ``pace``) scores through it with ``reward.backend=openai
-'reward.server.base_urls=[URL,...]' reward.server.model=NAME``. One ``openai.OpenAI`` client per URL times out and
-retries (``server.timeout``, ``server.max_retries``); items take the URLs in turn and a failed one goes on to the next
-URL. An item that failed on every URL, or whose answer is malformed or does not resolve its options, is a NaN row
-flagged in ``OptionLogProbs.failed`` and counted by reason in ``stats`` (never a made-up number); ``chat`` raises
-instead. docs/serving.md has the rules and the reasons.
+One ``openai.OpenAI`` client per URL times out and retries; items take the URLs in turn, a failed one going on to the
+next. An item failed on every URL, malformed or with its options unresolved is a NaN row flagged in
+``OptionLogProbs.failed`` and counted by reason in ``stats``, never a made-up number; ``chat`` raises instead.
 """
 
 from __future__ import annotations
