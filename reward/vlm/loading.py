@@ -238,9 +238,7 @@ def load_vlm(
 
     from reward.vlm.model import VLM
 
-    if overrides:
-        loading = dataclasses.replace(loading or ModelLoading(), **overrides)
-    loading = loading or ModelLoading()
+    loading = dataclasses.replace(loading or ModelLoading(), **overrides)
     if not Path(path).exists() and not str(path).count("/") == 1:
         raise MissingInputError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
     for name in ("config.json", "preprocessor_config.json", "processor_config.json"):  # one line, not a traceback
