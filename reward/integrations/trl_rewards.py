@@ -144,7 +144,8 @@ class TrlRewards:
                 f"{', '.join(self.rewards.labels)}: render returned {len(images)} images for {n} completions; it "
                 "must return one per completion (None for a failed one)"
             )
-        before = {r.label: _copy(s) for r in self.rewards.rewards if (s := served_stats(r.reward)) is not None}
+        served = {r.label: served_stats(r.reward) for r in self.rewards.rewards}
+        before = {k: {n: dict(v) if isinstance(v, dict) else v for n, v in s.items()} for k, s in served.items() if s}
         start = time.perf_counter()
         scores = self.rewards.score(images, texts if rendered.texts is None else list(rendered.texts))
         self.reward_s += time.perf_counter() - start
@@ -178,10 +179,6 @@ class TrlRewards:
                     log_metric(f"{r.label}/server_failed/{reason}", float(count - old_reasons.get(reason, 0)))
             if answers := now["answers"] - old["answers"]:
                 log_metric(f"{r.label}/missing_mass", (now["missing_mass_sum"] - old["missing_mass_sum"]) / answers)
-
-
-def _copy(stats: dict[str, Any]) -> dict[str, Any]:
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in stats.items()}
 
 
 class TrlRewardFunc:

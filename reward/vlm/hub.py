@@ -1,8 +1,5 @@
-"""A model folder named by a path or by a Hugging Face Hub repo id, resolved to a local folder.
-
-``reward=sa-iqa reward.model=ORG/NAME`` works as ``from_pretrained`` does: the id resolves through the Hugging Face
-cache (``HF_HOME``), offline too when the cache holds a snapshot (``HF_HUB_OFFLINE=1``); online, a missing snapshot
-is downloaded. A value naming an existing folder is always that folder.
+"""A model folder named by a path or a Hub repo id (``reward.model=ORG/NAME``), resolved as ``from_pretrained`` does:
+through the Hugging Face cache, offline too (``HF_HUB_OFFLINE=1``); an existing folder is always that folder.
 
 Example:
     >>> import tempfile

@@ -112,12 +112,6 @@ def parse_answer(body: str, top_logprobs: bool = True) -> Any:
     return [(t.get("token"), t.get("logprob")) if isinstance(t, dict) else (t, None) for t in top]  # checked later
 
 
-def image_url(image: Image.Image) -> str:
-    buf = io.BytesIO()
-    image.convert("RGB").save(buf, format="PNG")  # lossless: the server sees the pixels the local model would
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
 def messages(
     prompt: str, images: Sequence[Image.Image], system: str | None = None, response_prefix: str = ""
 ) -> list[dict[str, Any]]:
@@ -128,7 +122,10 @@ def messages(
     >>> [p["type"] for p in messages("A: <image> B: <image>", [Image.new("RGB", (2, 2))] * 2)[0]["content"]]
     ['text', 'image_url', 'text', 'image_url']
     """
-    urls = iter([image_url(im) for im in images])
+    pngs = [io.BytesIO() for _ in images]
+    for im, buf in zip(images, pngs, strict=True):  # lossless: the server sees the pixels the local model would
+        im.convert("RGB").save(buf, format="PNG")
+    urls = iter(["data:image/png;base64," + base64.b64encode(buf.getvalue()).decode() for buf in pngs])
     content = [
         {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
         for part in content_parts(len(images), prompt)
