@@ -100,29 +100,18 @@ def _contiguous_run(starts: tuple[int, ...], n: int) -> bool:
     return all(b - a == n for a, b in zip(starts, starts[1:], strict=False))
 
 
-def _register() -> None:
-    from transformers import AttentionInterface
-
-    if VARLEN_SDPA not in AttentionInterface._global_mapping:
-        AttentionInterface.register(VARLEN_SDPA, varlen_sdpa)
-
-
-def vision_config(model: Any) -> Any | None:
-    """The config object the vision tower's attention layers read (``model.model.visual.config``), if any."""
-    inner = getattr(model, "model", model)
-    visual = getattr(inner, "visual", None)
-    return getattr(visual, "config", None) if visual is not None else None
-
-
 @contextmanager
 def batched_vision_attention(model: Any) -> Iterator[bool]:
     """Within the block, a vision tower that runs SDPA attention runs it batched by segment length (see the
     module docstring); yields whether it did. Other implementations (eager, flash attention) are left alone."""
-    config = vision_config(model)
+    from transformers import AttentionInterface
+
+    config = getattr(getattr(getattr(model, "model", model), "visual", None), "config", None)  # what the tower reads
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         yield False
         return
-    _register()
+    if VARLEN_SDPA not in AttentionInterface._global_mapping:
+        AttentionInterface.register(VARLEN_SDPA, varlen_sdpa)
     config._attn_implementation = VARLEN_SDPA
     try:
         yield True
