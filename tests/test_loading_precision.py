@@ -10,7 +10,7 @@ import torch
 from reward.rewards.scoring import expected_value
 from reward.vlm import OptionQuery, load_vlm
 from reward.vlm.answer_head import fp32_answer_head
-from reward.vlm.loading import ModelLoading, split_loading
+from reward.vlm.loading import ModelLoading, loading_of
 from tests.conftest import random_images
 
 WORDS = ("excellent", "good", "fair", "poor", "bad")
@@ -76,9 +76,11 @@ def test_processor_pixel_budget_sets_the_number_of_visual_tokens(tiny_vlm25_path
     assert large.option_logprobs([[image]], [LEVELS]).logprobs.shape == (1, 1, 5)
 
 
-def test_loading_settings_are_validated_and_split_from_a_reward_config():
-    loading, rest = split_loading({"model": "m", "device_map": "auto", "attn_implementation": "eager"})
-    assert (loading.device_map, loading.attn_implementation, rest) == ("auto", "eager", {"model": "m"})
+def test_loading_settings_are_validated_and_taken_from_a_reward_config():
+    from reward.rewards.qbench import QBenchConfig
+
+    loading = loading_of(QBenchConfig(model="m", device_map="auto", attn_implementation="eager"))
+    assert (type(loading), loading.device_map, loading.attn_implementation) == (ModelLoading, "auto", "eager")
     with pytest.raises(ValueError) as info:
         ModelLoading(attn_implementation="flash", min_pixels=4000, max_pixels=1000, device="cuda:1", device_map="auto")
     message = str(info.value)

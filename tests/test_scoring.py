@@ -10,7 +10,6 @@ import torch
 from reward.rewards.scoring import (
     LEVEL_VALUES,
     LEVEL_WORDS,
-    argmax_score,
     expected_value,
     good_poor_softmax,
     synonym_ensemble,
@@ -100,12 +99,6 @@ def test_synonym_ensemble_unequal_set_sizes():
     # P = [ln 2] (sum ln 2), N = [0, 0] (sum 0) -> 2 / (2 + 1) = 2/3
     out = synonym_ensemble(torch.tensor([[math.log(2.0)]]), torch.tensor([[0.0, 0.0]]))
     assert out.tolist() == pytest.approx([2.0 / 3.0])
-
-
-def test_argmax_score_picks_value_of_top_candidate_first_on_ties():
-    logits = torch.tensor([[0.0, 0.0, 5.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.1]])
-    assert argmax_score(logits).tolist() == [3.0, 5.0, 1.0]
-    assert argmax_score(torch.tensor([[0.2, 0.1]]), [10.0, 20.0]).tolist() == [10.0]
 
 
 @pytest.mark.parametrize("fn", [good_poor_softmax, synonym_ensemble])

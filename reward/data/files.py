@@ -1,13 +1,7 @@
-"""Files written so that a crash never leaves a half-written result, and never a NaN in JSON.
-
-Whole files are written to a temporary file beside the target and renamed over it (:func:`atomic_write_text`,
-:func:`atomic_write_json`, :func:`atomic_write_jsonl`, :func:`atomic_write_with`); per-step records are appended a
-line at a time and flushed (:func:`append_jsonl`), and read back ignoring a line torn by a crash
-(:func:`read_records`). JSON is strict: a NaN or infinity is refused (``allow_nan=False``), so writers turn an
-undefined value into ``null`` on purpose with :func:`json_safe`. Written files follow the umask like any other file.
-
-A name that comes from data or a protocol (a dimension, a dataset, a model) becomes a file name only through
-:func:`safe_name`: it stays inside its folder, readable, and two different names never give the same file.
+"""Files written so that a crash never leaves a half-written result, and never a NaN in JSON: whole files through a
+temporary file renamed over the target, logs appended a line at a time and flushed (a torn line is skipped when read
+back), strict JSON (:func:`json_safe` turns an undefined value into ``null``), and :func:`safe_name` for file names
+made from data.
 
 Example:
     >>> json_safe({"srcc": float("nan"), "n": np.int64(3), "ci": (0.1, 0.2)})
@@ -29,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from reward.core.errors import UserError
 from reward.data.manifest import iter_jsonl
 
 SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
@@ -129,23 +124,20 @@ def append_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
         os.fsync(handle.fileno())
 
 
-def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
-    """The JSON object in file ``path``; a file that is not UTF-8, not JSON or not an object is a
-    :class:`~reward.core.errors.UserError` naming the file (and the line), ending with ``fix``.
-    """
-    from reward.core.errors import UserError
-
+def read_json_object(path: str | Path, fix: str, error: type[UserError] = UserError) -> dict[str, Any]:
+    """The JSON object in file ``path``; a file that is not UTF-8, not JSON or not an object is an ``error`` naming
+    the file (and the line), ending with ``fix``."""
     path = Path(path)
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); {fix}") from None
+        raise error(f"{path}: not UTF-8 text (byte {err.start}); {fix}") from None
     except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{err.lineno}: not JSON ({err.msg}); {fix}") from None
+        raise error(f"{path}:{err.lineno}: not JSON ({err.msg}); {fix}") from None
     except OSError as err:
-        raise UserError(f"{path}: cannot be read ({err.strerror or err}); {fix}") from None
+        raise error(f"{path}: cannot be read ({err.strerror or err}); {fix}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path}: not a JSON object; {fix}")
+        raise error(f"{path}: not a JSON object; {fix}")
     return data
 
 

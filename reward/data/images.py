@@ -176,15 +176,10 @@ _FLOAT_SLACK = 1e-4  # float pixels this far outside [0, 1] (rounding in a pipel
 
 
 def as_images(images: Any, *, keep: tuple[type, ...] = ()) -> list[Any]:
-    """Images as users hold them, as a list of RGB PIL images: what every reward's ``score`` takes.
-
-    Accepted: a PIL image (non-RGB modes converted by :func:`to_rgb`), a torch tensor C x H x W or a batch
-    B x C x H x W, a numpy array H x W, H x W x C or a batch B x H x W x C (C = 1 or 3; uint8 as is, float in
-    [0, 1] scaled by 255 and rounded: torchvision, pyiqa and diffusers ``output_type="pt"``/``"np"``), an image file
-    by path (``"x.png"`` or a ``pathlib.Path``, read by :func:`load_image` as pyiqa and Q-Align read one), one image
-    or a list (or tuple) of them. Items of a type in ``keep`` pass through unchanged (a reward's already-processed
-    inputs). Anything else (floats outside [0, 1], another channel count or number of dimensions, other dtypes
-    or types) raises ``ValueError``/``TypeError`` saying what was given and what is accepted.
+    """Images as users hold them (:data:`ACCEPTED_IMAGES`; float pixels in [0, 1] scaled by 255 and rounded, as
+    torchvision, pyiqa and diffusers give them) as a list of RGB PIL images: what every reward's ``score`` takes.
+    Items of a type in ``keep`` pass through unchanged; anything else raises ``ValueError``/``TypeError`` saying what
+    was given and what is accepted.
 
     >>> import numpy as np
     >>> [im.size for im in as_images(np.zeros((2, 8, 6, 3), dtype=np.float32))]

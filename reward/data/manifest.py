@@ -46,36 +46,28 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
         )
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
-                row = json.loads(text) if text else None
+                if not text:
+                    continue
+                row = json.loads(text)
             except UnicodeDecodeError as err:
-                yield (
-                    number,
-                    ManifestError(
-                        f"{path}:{number}: not UTF-8 text (byte {raw[err.start : err.start + 1]!r} at column "
-                        f"{err.start + 1}); save the manifest as UTF-8."
-                    ),
+                row = ManifestError(
+                    f"{where}: not UTF-8 text (byte {raw[err.start : err.start + 1]!r} at column {err.start + 1}); "
+                    "save the manifest as UTF-8."
                 )
             except json.JSONDecodeError as err:
-                yield (
-                    number,
-                    ManifestError(
-                        f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno}); each line must be one "
-                        'complete JSON object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
-                    ),
+                row = ManifestError(
+                    f"{where}: invalid JSON ({err.msg} at column {err.colno}); each line must be one complete JSON "
+                    'object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
                 )
-            else:
-                if isinstance(row, dict):
-                    yield number, row
-                elif text:
-                    yield (
-                        number,
-                        ManifestError(
-                            f"{path}:{number}: expected a JSON object, got {type(row).__name__}; write each row as "
-                            '{"key": value, ...} on its own line.'
-                        ),
-                    )
+            if not isinstance(row, dict | ManifestError):
+                row = ManifestError(
+                    f"{where}: expected a JSON object, got {type(row).__name__}; write each row as "
+                    '{"key": value, ...} on its own line.'
+                )
+            yield number, row
 
 
 def image_root_field() -> Any:

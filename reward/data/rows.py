@@ -1,17 +1,8 @@
-"""Rated images, preference pairs and inpainting tasks from any source, as one row type each.
-
-Row formats (docs/datasets.md, "Data formats"): ratings ``{"image", "dimension", "mos"}`` or ``{"image",
-"dimension", "ratings": [...]}`` (MOS = their mean); pairs ``{"a", "b", "label": "a" | "b" | "tie"}``; inpainting
-``{"image", "mask", "prompt"}``; other keys go to ``extra``.
-
-A source is a JSONL manifest, a ``save_to_disk`` folder or a ``datasets.Dataset``, a ``datasets`` dataset
-``hf:NAME_OR_DIR[:SPLIT]`` with its columns named (:mod:`reward.data.hf`) or a public dataset ``NAME:FOLDER[:SPLIT]``
-(:mod:`reward.data.datasets`; pairs drawn from its MOS). At the edge each becomes the same ``(line, where, row)``
-items; then every row is read alike. Image paths are resolved against the source's folder (``image_root`` when
-given; absolute ones only with ``allow_absolute_paths``) into a ``Path``; a table's image cells stay encoded, as
-:class:`~reward.data.images.DatasetImage` handles; :func:`~reward.data.images.load_image` opens either. Every row
-carries ``where`` (``file:line``, for messages) and a rating row its image's ``key`` (the name it is scored under:
-its path as the data file writes it, or the cell's name), so callers never ask where rows came from.
+"""Rated images, preference pairs and inpainting tasks from any source, as one row type each (docs/datasets.md, "Data
+formats"). A JSONL manifest, a ``save_to_disk`` folder or ``datasets.Dataset``, ``hf:NAME_OR_DIR[:SPLIT]``
+(:mod:`reward.data.hf`) or ``NAME:FOLDER[:SPLIT]`` (:mod:`reward.data.datasets`) becomes the same ``(line, where,
+row)`` items, then every row is read alike: image paths resolved against the source's folder (or ``image_root``),
+every row carrying ``where`` (``file:line``) and a rating row its image's ``key`` (its name in outputs).
 """
 
 from __future__ import annotations

@@ -28,15 +28,12 @@ __all__ = ["images_from_column", "render_from_pipeline"]
 TRL_EXTRAS = ("trainer_state", "log_extra", "log_metric", "environments", "completion_ids")  # not dataset columns
 
 
-def _columns(columns: dict[str, Any]) -> list[str]:
-    return sorted(k for k in columns if k not in TRL_EXTRAS)
-
-
 def _column(columns: dict[str, Any], name: str, n: int) -> list[Any]:
     if name not in columns:
         raise KeyError(
-            f"no dataset column {name!r} reached the reward function; its columns are {_columns(columns)} (trl "
-            "passes the dataset's columns when GRPOConfig.remove_unused_columns is False, its default)"
+            f"no dataset column {name!r} reached the reward function; its columns are "
+            f"{sorted(set(columns) - set(TRL_EXTRAS))} (trl passes the dataset's columns when "
+            "GRPOConfig.remove_unused_columns is False, its default)"
         )
     values = list(columns[name])
     if len(values) != n:
@@ -55,14 +52,12 @@ def images_from_column(column: str = "image", index: int = 0) -> Callable[..., l
 
     def render(prompts: Sequence[str], completions: Sequence[str], **columns: Any) -> list[Any]:
         values = _column(columns, column, len(completions))
-        return [_item(v, index) if isinstance(v, list | tuple) else v for v in values]
+        return [
+            (v[index] if -len(v) <= index < len(v) else None) if isinstance(v, list | tuple) else v for v in values
+        ]
 
     render.__name__ = f"images_from_column({column!r})"
     return render
-
-
-def _item(values: Sequence[Any], index: int) -> Any:
-    return values[index] if -len(values) <= index < len(values) else None
 
 
 @contextlib.contextmanager

@@ -1,10 +1,6 @@
-"""Best-of-N for any pipeline's images: ``reward.rerank(images, reward, prompts=None, k=1)``.
-
-Scores every image with one ``Reward.score`` call and keeps the ``k`` best, best first. The direction is the
-reward's registered ``higher_is_better`` (for a lower-is-better reward the lowest scores come first), never its name.
-Ties are broken by position: of equal scores, the image given first ranks first (a stable sort). An image the
-reward could not score (NaN, or ±inf: read as NaN) ranks after every scored one and is never among the ``k`` unless
-fewer than ``k`` were scored.
+"""Best-of-N for any pipeline's images: ``reward.rerank(images, reward, prompts=None, k=1)``: one ``Reward.score``
+call, the ``k`` best first by the reward's registered direction; ties keep their order (a stable sort), and an image
+not scored (NaN or ±inf) ranks after every scored one.
 
 Example:
     >>> from reward import get_reward, rerank

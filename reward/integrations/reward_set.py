@@ -1,14 +1,8 @@
-"""Several rewards scored on the same images: :class:`RewardSet`, used by the trl reward functions
-(:mod:`.trl_rewards`), GRPO's held-out evaluation and Best-of-N.
+"""Several rewards scored on the same images (the trl adapter's, GRPO's held-out evaluation and Best-of-N's).
 
-A reward is built by name from the registry (``reward.get_reward(name, cfg)``) or given built; its direction and
-range are the registry's (``higher_is_better``, ``score_range``; a reward's own ``score_range`` attribute, where it
-has one, wins: ``sa-iqa`` with eq. 3 undivided), never read from its name. ``normalize`` maps each
-onto [0, 1] with 1 = best, so that several rewards can be mixed with trl's ``reward_weights``; otherwise a
-lower-is-better score is negated (trl maximises). Each reward scores a batch in one ``Reward.score`` call; a batch it
-raises an item's error on (:data:`ITEM_ERRORS`: a bad image) is scored item by item, and an item that raises or
-scores NaN or ±inf is ``None``. A :class:`~reward.core.errors.UserError` (a setting) is no
-item's problem and propagates, as does any other exception (a bug).
+Direction and range are the registry's (a reward's own ``score_range`` wins), never read from its name; ``normalize``
+maps each onto [0, 1] with 1 = best. A batch a reward raises an item's error on (:data:`ITEM_ERRORS`) is scored item
+by item, and an item that raises or scores NaN or ±inf is ``None``; a ``UserError`` or any other exception propagates.
 
 Example:
     >>> from PIL import Image
@@ -29,8 +23,7 @@ from typing import Any
 
 from reward.core.config import to_plain
 from reward.core.errors import UserError
-from reward.core.registry import import_path
-from reward.rewards.registry import get_reward, reward_info, spec_of
+from reward.rewards.registry import checked_range, get_reward, reward_config, reward_info, spec_of
 
 logger = logging.getLogger(__name__)
 
@@ -91,30 +84,6 @@ def named_reward(
 UNBOUNDED = (-math.inf, math.inf)
 
 
-def checked_range(name: str, span: Any, finite: bool = False) -> tuple[float, float]:
-    """``span`` as ``(low, high)`` floats with ``low < high`` (finite ones when ``finite``: a range to normalise by);
-    else a ``ValueError`` naming the reward.
-
-    >>> checked_range("r", (1, 5))
-    (1.0, 5.0)
-    >>> checked_range("r", (1, 1))
-    Traceback (most recent call last):
-    ...
-    ValueError: r: score_range=(1, 1) must be (low, high) with low < high, e.g. (1.0, 5.0)
-    """
-    try:
-        low, high = (float(v) for v in span)
-        if isinstance(span, str | bytes) or any(isinstance(v, str | bytes) for v in span):
-            raise TypeError
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: score_range={span!r} must be two numbers (low, high), e.g. (1.0, 5.0)") from None
-    if not low < high:
-        raise ValueError(f"{name}: score_range={span!r} must be (low, high) with low < high, e.g. (1.0, 5.0)")
-    if finite and not (math.isfinite(low) and math.isfinite(high)):
-        raise ValueError(f"{name}: normalize=True needs a finite score_range, got {span!r}")
-    return low, high
-
-
 def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
     """``(name, config)`` pairs from config nodes with a ``name`` key, or bare names (empty config)."""
     out = []
@@ -131,12 +100,7 @@ def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def reward_has_device(name: str) -> bool:
     """Whether the registered reward ``name``'s settings have a ``device`` field (custom import paths: no)."""
-    try:
-        config = reward_info(name).config
-    except ValueError:
-        return False
-    if isinstance(config, str):
-        config = import_path(config, what="reward config")
+    config = reward_config(name)
     return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
 
 

@@ -1,28 +1,9 @@
 """Rewards as trl reward functions: ``reward.trl_reward_func(reward, render)`` and, for several rewards sharing one
-render, ``reward.trl_reward_funcs([r1, r2], render, normalize=True)``.
+render, ``reward.trl_reward_funcs([r1, r2], render, normalize=True)`` (docs/rewards-in-your-code.md).
 
-trl's ``GRPOTrainer`` calls each reward function as ``f(prompts=..., completions=..., completion_ids=...,
-**columns)``: ``columns`` are the dataset's other columns (one value per completion) and trl's ``trainer_state``,
-``log_extra`` and ``log_metric``; prompts and completions are strings, or conversational messages
-(``[{"role": ..., "content": ...}]``, content a string or a list of parts). It wants one number per completion,
-``None`` where there is none (trl turns it into NaN and sums rewards with ``nansum``), and logs the mean under
-``rewards/<__name__>/mean``.
-
-:class:`TrlRewards` is the adapter behind both: ``render(prompts, completions, **columns)`` makes one image per
-completion (``None`` for a failed render; see :mod:`reward.integrations.renderers`), once per batch (trl passes every
-reward function of a step the same ``completions`` list) and shared by every reward; each reward scores the batch's
-images in one ``Reward.score`` call, and an item that fails or scores NaN or ±inf is ``None``
-(:class:`~reward.integrations.reward_set.RewardSet`). With several rewards, an item any of them failed on gets
-``None`` from all: trl's ``nansum`` would count the failed one as 0. Prompts and completions reach ``render`` as text
-(a conversational one: the text of its last message). A render may return a :class:`Rendered` instead of the images:
-the texts the rewards get as prompts, and what to do once the batch is scored.
-
-Per batch it logs through trl's ``log_metric``: ``<name>/failed`` (items without a score, a failed render included;
-``<name>/out_of_range``: those of them scored outside the reward's ``score_range``), the means of ``<name>/raw`` and
-of each of its dimensions ``<name>/<dimension>``, ``time/reward_s``, and for a reward scored through servers
-(``backend=openai``) its requests, failures (``server_failed`` and per reason ``server_failed/REASON``) and mean
-missing top-k mass. :attr:`TrlRewards.tally` adds up the completions and those without a usable reward, for a guard
-that stops a run whose rewards fail.
+:class:`TrlRewards` is the adapter behind both (GRPO's too): ``render(prompts, completions, **columns)`` makes one
+image per completion (``None``: a failed render) once per batch, shared by every reward; an item any reward failed on
+is ``None`` from all (trl's ``nansum`` would count it as 0). Each batch is logged through trl's ``log_metric``.
 
 Example:
     >>> from reward import get_reward, trl_reward_func
@@ -39,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -117,18 +99,12 @@ class RewardTally:
             self.failed[label] += sum(1 for v in res.value if v is None)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "completions": self.completions,
-            "unusable": self.unusable,
-            "render_failed": self.render_failed,
-            "failed": dict(self.failed),
-        }
+        return dataclasses.asdict(self) | {"failed": dict(self.failed)}
 
 
 class TrlRewards:
-    """The rewards of a :class:`RewardSet` over one render, as trl reward functions (:meth:`functions`); see the
-    module docstring. ``reward_s`` and ``batches`` time and count the batches scored, ``last`` holds the last batch's
-    scores (before the cross-reward ``None``), ``tally`` what a guard reads (and resets)."""
+    """The rewards of a :class:`RewardSet` over one render, as trl reward functions (:meth:`functions`); ``last``
+    holds the last batch's scores (before the cross-reward ``None``), ``tally`` what a guard reads (and resets)."""
 
     def __init__(self, rewards: RewardSet, render: Render) -> None:
         if not callable(render):
@@ -154,8 +130,7 @@ class TrlRewards:
         return [None if any(r.value[i] is None for r in self.last.values()) else v for i, v in enumerate(value)]
 
     def evaluate(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> dict[str, ScoreResult]:
-        """Render the batch and score it with every reward, once per batch (the same ``completions`` list, step and
-        texts)."""
+        """Render the batch and score it with every reward, once per batch (the same list, step and texts)."""
         n = len(completions)
         texts = [message_text(c) for c in completions]
         key = (getattr(columns.get("trainer_state"), "global_step", None), texts)
@@ -169,7 +144,8 @@ class TrlRewards:
                 f"{', '.join(self.rewards.labels)}: render returned {len(images)} images for {n} completions; it "
                 "must return one per completion (None for a failed one)"
             )
-        before = {r.label: _copy(s) for r in self.rewards.rewards if (s := served_stats(r.reward)) is not None}
+        served = {r.label: served_stats(r.reward) for r in self.rewards.rewards}
+        before = {k: {n: dict(v) if isinstance(v, dict) else v for n, v in s.items()} for k, s in served.items() if s}
         start = time.perf_counter()
         scores = self.rewards.score(images, texts if rendered.texts is None else list(rendered.texts))
         self.reward_s += time.perf_counter() - start
@@ -205,17 +181,9 @@ class TrlRewards:
                 log_metric(f"{r.label}/missing_mass", (now["missing_mass_sum"] - old["missing_mass_sum"]) / answers)
 
 
-def _copy(stats: dict[str, Any]) -> dict[str, Any]:
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in stats.items()}
-
-
 class TrlRewardFunc:
-    """One reward of a :class:`TrlRewards` as a trl reward function, named after it; built by
-    :func:`trl_reward_func` and :func:`trl_reward_funcs`.
-
-    ``calls`` counts the batches scored, ``last_values`` holds what the last call returned and ``last_failed`` the
-    items this reward gave no score (also logged to trl as ``<name>/failed`` through ``log_metric``).
-    """
+    """One reward of a :class:`TrlRewards` as a trl reward function, named after it (trl logs
+    ``rewards/<name>/mean``); ``calls``, ``last_values`` and ``last_failed`` tell what the last batch gave."""
 
     def __init__(self, scoring: TrlRewards, named: NamedReward) -> None:
         self.scoring, self.named = scoring, named
@@ -241,11 +209,6 @@ class TrlRewardFunc:
     @property
     def last_failed(self) -> int:
         return sum(v is None for v in self.scoring.last[self.named.label].value) if self.scoring.last else 0
-
-    def value(self, raw: float) -> float:
-        """What trl maximises: the score itself (negated when lower is better); with ``normalize``, the score
-        mapped onto [0, 1] by the reward's ``score_range`` with 1 = best."""
-        return self.scoring.rewards.to_unit(self.named, raw)
 
 
 def trl_reward_func(

@@ -26,15 +26,8 @@ class RewardOutput:
 
 @runtime_checkable
 class Reward(Protocol):
-    """Scores a batch of images (optionally with the prompts that generated them).
-
-    Images come as users hold them: PIL images, uint8 or float [0, 1] tensors (C x H x W, or a B x C x H x W
-    batch), numpy arrays, one image or a list; ``score`` passes them through
-    :func:`reward.data.images.as_images` first.
-
-    Optional: a VLM reward may offer ``image_preparer()``, a picklable callable that runs its image processor on
-    one image group; ``reward.eval.parallel`` calls it in DataLoader workers and passes what it returns to
-    ``score`` in place of the images (``reward.vlm.inputs.PreparedImages``).
-    """
+    """Scores a batch of images as users hold them (:func:`reward.data.images.as_images`), optionally with the
+    prompts that generated them. A VLM reward may offer ``image_preparer()`` (its image processor, picklable), which
+    ``reward.eval.parallel`` runs in DataLoader workers, passing ``score`` the ``PreparedImages`` instead."""
 
     def score(self, images: Sequence[Image.Image] | Any, prompts: Sequence[str] | None = None) -> RewardOutput: ...

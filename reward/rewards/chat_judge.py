@@ -1,12 +1,6 @@
-"""The ``chat-judge`` reward: a chat model behind any OpenAI-compatible API (a commercial one, vLLM, SGLang) asked
-SA-IQA's App. B.2 prompt of each dimension about each image, its answer read as ``{"score": N}``, N in 1-5.
-
-This is how SA-IQA's Table 3 rows of commercial models are reproduced (``reward/evaluate.py reward=chat-judge
-reward.server.base_url=URL reward.server.model=NAME data=sa-bench:DIR:test``), or a served model compared with a
-scorer on the same data. An answer that is not that JSON (a fenced ```json block is read; prose is not) or whose
-score is outside 1-5 is a failed item, None and counted with its reason (``not_score_json``), never a made-up
-score; the client is the served rewards' one (:mod:`reward.vlm.server`: retries, several URLs, failure counts). The
-fused score of an image is the mean of its dimensions (None when one failed).
+"""The ``chat-judge`` reward: a chat model behind any OpenAI-compatible API asked SA-IQA's App. B.2 prompt of each
+dimension (its Table 3 rows of commercial models), the answer read as ``{"score": N}``, N in 1-5; any other answer is
+a failed item (``not_score_json``), never a made-up score. The fused score is the mean of the dimensions.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
-"""The reward registry: the single source of reward names and their metadata.
+"""The reward registry: the single source of reward names and their metadata (``higher_is_better``,
+``score_range``, the settings dataclass: the Hydra schema of ``configs/reward/NAME.yaml``). Callers read the
+metadata, never the name; ``package.module:factory`` names a custom reward declared with :func:`declare_reward`.
 
-Every reward declares its direction (``higher_is_better``) and ``score_range`` when registered, and the settings
-dataclass its config is parsed into (also registered as the Hydra schema of ``configs/reward/NAME.yaml``). Callers
-read the metadata, never the name. A custom reward can be given as ``package.module:factory`` when its factory
-declares the same metadata with :func:`declare_reward`.
-
-The rewards of this package (``qbench``, ``sa-iqa``) are registered here. Any other package, ours above this one
-included, declares its rewards as entry points of the group :data:`ENTRY_POINTS` in its ``pyproject.toml``::
+Other packages (ours above this one included) declare rewards as entry points of :data:`ENTRY_POINTS`::
 
     [project.entry-points."perceptual_rewards.rewards"]
     my-reward = "my_package:MY_REWARD"   # a dict of register_reward's arguments (factory, metadata, config)
 
-They are registered when the names are first read; the factory and the settings stay import paths until a reward
-is built, so listing the names imports only the small modules holding those dicts.
+registered when the names are first read (factory and settings stay import paths until a reward is built).
 
 Example:
     >>> from reward import list_rewards
@@ -23,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -116,15 +112,30 @@ def register_reward(
 
 
 def _spec(name: str, factory: Any, higher: Any, score_range: Any, description: str, config: Any) -> RewardSpec:
-    try:
-        low, high = (float(v) for v in score_range)
-    except (TypeError, ValueError):
-        raise ValueError(f"reward {name!r}: score_range must be (low, high), got {score_range!r}") from None
-    if not low < high:
-        raise ValueError(f"reward {name!r}: score_range {score_range} must be (low, high) with low < high")
     if not isinstance(higher, bool):
         raise ValueError(f"reward {name!r}: higher_is_better must be true or false, got {higher!r}")
-    return RewardSpec(name, factory, higher, (low, high), description, config)
+    return RewardSpec(name, factory, higher, checked_range(f"reward {name!r}", score_range), description, config)
+
+
+def checked_range(name: str, span: Any, finite: bool = False) -> tuple[float, float]:
+    """``span`` as ``(low, high)`` floats with ``low < high`` (finite ones when ``finite``: a range to normalise by).
+
+    >>> checked_range("r", (1, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: r: score_range=(1, 1) must be (low, high) with low < high, e.g. (1.0, 5.0)
+    """
+    try:
+        if isinstance(span, str | bytes) or any(isinstance(v, str | bytes) for v in span):
+            raise TypeError
+        low, high = (float(v) for v in span)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: score_range={span!r} must be two numbers (low, high), e.g. (1.0, 5.0)") from None
+    if not low < high:
+        raise ValueError(f"{name}: score_range={span!r} must be (low, high) with low < high, e.g. (1.0, 5.0)")
+    if finite and not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name}: normalize=True needs a finite score_range, got {span!r}")
+    return low, high
 
 
 def declare_reward(*, higher_is_better: bool, score_range: tuple[float, float], description: str = "") -> Callable:

@@ -75,36 +75,6 @@ class SaIqaConfig(ModelLoading):
     )
 
 
-def read_fusion_weights(path: Path, dimensions: Sequence[str]) -> tuple[torch.Tensor, bool] | None:
-    """Weights ordered as ``dimensions`` from a fusion weights file and whether the fused score is divided by their
-    sum (unless the file says ``divide_by_sum: false``), or ``None`` when there is no file; a file the fused score
-    cannot use (not JSON, malformed, a dimension without a weight, weights to divide by a sum of 0 or less) is a
-    :class:`~reward.rewards.fusion_weights.FusionWeightsError` naming it and the fix."""
-    if not path.is_file():
-        return None
-    fw = load_weights(path)
-    table = dict(zip(fw.dimensions, fw.weights, strict=True))
-    missing = [d for d in dimensions if d not in table]
-    if missing:
-        raise FusionWeightsError(
-            f"{path}: no weight for dimension(s) {missing} (it has {list(fw.dimensions)}); refit with fusion/fit.py "
-            "on the scorer's dimensions, or score only those it has with reward.dimensions=[...]"
-        )
-    w = torch.tensor([float(table[d]) for d in dimensions])
-    if fw.meta.get("divide_by_sum") is False:
-        logger.info("%s: eq. 3 as written (divide_by_sum=false): S = x.w, on the weights' scale", path)
-        return w, False
-    if w.sum() <= 0:
-        raise FusionWeightsError(
-            f"{path}: the weights sum to {w.sum().item():.4g}; the fused score is divided by that sum (keeping eq. "
-            "3's ranking and the 1-5 scale), so it must be positive: refit with fusion/fit.py (its default, "
-            "nonneg=true, keeps every weight >= 0)"
-        )
-    if (w < 0).any():
-        logger.warning("%s has negative weights: the fused score may leave the 1-5 scale", path)
-    return w, True
-
-
 class SaIqaReward(TrlCallable):
     """Per-dimension SA-IQA scores and their fusion, in [1, 5]."""
 
@@ -118,11 +88,7 @@ class SaIqaReward(TrlCallable):
         dimensions: Sequence[str] | None = None,
         reuse_prefix: bool = True,
     ) -> None:
-        known = list(meta["queries"])
-        self.dimensions = list(dimensions or known)
-        unknown = [d for d in self.dimensions if d not in known]
-        if unknown:
-            raise ValueError(f"reward.dimensions {unknown} are not in this scorer; it knows {known}")
+        self.dimensions = list(dimensions or meta["queries"])  # build() checks them against the scorer's
         words = tuple(meta["level_words"])
         self.values = torch.tensor(meta["level_values"], dtype=torch.float32)
         self.queries = [
@@ -203,20 +169,41 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
 
 
 def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | None, bool]:
-    """The fusion weights of ``reward.fusion`` (or the scorer folder's file), said once: Bradley-Terry weights, the
-    plain mean of several dimensions (not eq. 3: logged as a warning), or nothing to fuse (one dimension)."""
-    fusion_path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
-    if config.fusion and not fusion_path.is_file():
+    """The weights of ``reward.fusion`` (or the scorer folder's file) ordered as ``dims`` and whether the fused score
+    is divided by their sum (unless the file says ``divide_by_sum: false``), said once: Bradley-Terry weights, the
+    plain mean of several dimensions (not eq. 3: a warning), or nothing to fuse. A file the fused score cannot use
+    is a :class:`~reward.rewards.fusion_weights.FusionWeightsError` naming it and the fix."""
+    path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
+    if config.fusion and not path.is_file():
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
-    weights, divide = read_fusion_weights(fusion_path, dims) or (None, True)
-    if weights is not None:
-        logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", fusion_path)
-    elif len(dims) > 1:
-        logger.warning(
-            "reward=sa-iqa: no %s in %s: the fused score is the plain mean of %s (fusion: mean), not SA-IQA eq. 3; "
-            "fit Bradley-Terry weights with fusion/fit.py or pass reward.fusion=FILE",
-            WEIGHTS_FILENAME,
-            config.model,
-            list(dims),
+    if not path.is_file():
+        if len(dims) > 1:
+            logger.warning(
+                "reward=sa-iqa: no %s in %s: the fused score is the plain mean of %s (fusion: mean), not SA-IQA eq. "
+                "3; fit Bradley-Terry weights with fusion/fit.py or pass reward.fusion=FILE",
+                WEIGHTS_FILENAME,
+                config.model,
+                list(dims),
+            )
+        return None, True
+    fw = load_weights(path)
+    table = dict(zip(fw.dimensions, fw.weights, strict=True))
+    if missing := [d for d in dims if d not in table]:
+        raise FusionWeightsError(
+            f"{path}: no weight for dimension(s) {missing} (it has {list(fw.dimensions)}); refit with fusion/fit.py "
+            "on the scorer's dimensions, or score only those it has with reward.dimensions=[...]"
         )
-    return weights, divide
+    w = torch.tensor([float(table[d]) for d in dims])
+    logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", path)
+    if fw.meta.get("divide_by_sum") is False:
+        logger.info("%s: eq. 3 as written (divide_by_sum=false): S = x.w, on the weights' scale", path)
+        return w, False
+    if w.sum() <= 0:
+        raise FusionWeightsError(
+            f"{path}: the weights sum to {w.sum().item():.4g}; the fused score is divided by that sum (keeping eq. "
+            "3's ranking and the 1-5 scale), so it must be positive: refit with fusion/fit.py (its default, "
+            "nonneg=true, keeps every weight >= 0)"
+        )
+    if (w < 0).any():
+        logger.warning("%s has negative weights: the fused score may leave the 1-5 scale", path)
+    return w, True

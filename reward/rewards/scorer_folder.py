@@ -1,16 +1,7 @@
-"""The SA-IQA scorer folder's format: ``sa_iqa.json``, written by ``training/sft.py`` and read by ``reward=sa-iqa``.
-
-This module is the one owner of that file (write, read, version check). It lives in ``reward`` because both sides
-use it (``training`` may import ``reward``, not the reverse). A scorer folder holds:
-
-- the model (or a LoRA adapter, with ``base_model`` set) and its processor, written by their libraries;
-- ``sa_iqa.json`` (:func:`write_metadata`): ``format`` (``sa-iqa-scorer/1``), the rendered ``queries`` per dimension
-  (``question``, ``response_prefix``), ``level_words`` and ``level_values``, and provenance (``prompt_type``,
-  ``wording``, ``dimensions`` with their definitions, ``base_model``, ``trained_from``);
-- optionally ``fusion_weights.json`` (:mod:`reward.rewards.fusion_weights`, written by ``fusion/fit.py``): with it
-  the fused score is SA-IQA eq. 3 (divided by the weights' sum unless the file says not to), without it the plain
-  mean of the dimensions;
-- other files written at export (e.g. a model card) sit beside these; the reader ignores them.
+"""The SA-IQA scorer folder's format, ``sa_iqa.json`` (written by ``training/sft.py``, read by ``reward=sa-iqa``):
+``format`` (``sa-iqa-scorer/1``), the rendered ``queries`` per dimension (``question``, ``response_prefix``),
+``level_words``, ``level_values`` and provenance. Beside it: the model (or a LoRA adapter, ``base_model`` set), its
+processor and optionally ``fusion_weights.json`` (:mod:`reward.rewards.fusion_weights`).
 
 Example:
     >>> import tempfile
@@ -31,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from reward.core.errors import MissingInputError, UserError
-from reward.data.files import atomic_write_json
+from reward.data.files import atomic_write_json, read_json_object
 
 __all__ = ["FORMAT", "METADATA", "ScorerFormatError", "read_metadata", "write_metadata"]
 
@@ -65,20 +56,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
             f"{path} is not an SA-IQA scorer directory: {METADATA} is missing. Point reward.model at the "
             "scorer/ folder that training/sft.py writes in its out= folder."
         )
-    try:
-        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise ScorerFormatError(
-            f"{meta_path}: not UTF-8 text (byte {err.start}); rewrite it with training/sft.py"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise ScorerFormatError(
-            f"{meta_path}: not JSON ({err.msg} at line {err.lineno}); rewrite it with training/sft.py"
-        ) from None
-    except OSError as err:
-        raise ScorerFormatError(f"{meta_path}: cannot be read ({err.strerror}); check the scorer folder") from None
-    if not isinstance(meta, dict):
-        raise ScorerFormatError(f"{meta_path}: not a JSON object; rewrite it with training/sft.py")
+    meta = read_json_object(meta_path, "rewrite it with training/sft.py", ScorerFormatError)
     _check(meta, meta_path)
     return meta
 

@@ -6,7 +6,6 @@ whatever the input dtype, and return a float32 tensor with the last axis removed
 - :func:`expected_value` -- SA-IQA eq. 6-7 (App. D.2) / Q-Align: softmax over the K level words, then sum p_k * v_k.
 - :func:`good_poor_softmax` -- Q-Bench+ eq. 1: softmax of the ``good`` logit against the ``poor`` logit.
 - :func:`synonym_ensemble` -- Q-Bench+ eq. 2: the same with the logits summed over synonym sets.
-- :func:`argmax_score` -- the value of the most likely candidate (the "argmax" baseline for ablations).
 
 Logits and log-probabilities give identical results in every rule that normalises over the same candidates
 (softmax is shift-invariant); the one exception is noted in :func:`synonym_ensemble`.
@@ -25,7 +24,6 @@ __all__ = [
     "LEVEL_WORDS",
     "QBENCH_NEGATIVE_WORDS",
     "QBENCH_POSITIVE_WORDS",
-    "argmax_score",
     "expected_value",
     "good_poor_softmax",
     "synonym_ensemble",
@@ -113,13 +111,3 @@ def synonym_ensemble(pos_logits: torch.Tensor, neg_logits: torch.Tensor, tempera
     if pos.shape[-1] == 0 or neg.shape[-1] == 0:
         raise ValueError("pos_logits and neg_logits each need at least one word on the last axis.")
     return torch.sigmoid((pos.sum(dim=-1) - neg.sum(dim=-1)) / temperature)
-
-
-def argmax_score(logits: torch.Tensor, values: Sequence[float] | torch.Tensor | None = None) -> torch.Tensor:
-    """Value of the most likely candidate (first one on ties); ``values`` defaults to :data:`LEVEL_VALUES`.
-
-    >>> argmax_score(torch.tensor([[0.1, 2.0, 0.3, 0.0, -1.0], [3.0, 3.0, 0.0, 0.0, 0.0]]))
-    tensor([4., 5.])
-    """
-    z = _as_float32(logits, "logits")
-    return _values_like(values, z)[z.argmax(dim=-1)]

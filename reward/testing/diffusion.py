@@ -107,16 +107,11 @@ def _sd15_parts(out: Path, in_channels: int) -> dict:
     }
 
 
-def _sd15(out: Path) -> None:
-    from diffusers import StableDiffusionInpaintPipeline
+def _sd15(out: Path, inpaint: bool = True) -> None:
+    import diffusers
 
-    StableDiffusionInpaintPipeline(**_sd15_parts(out, in_channels=9)).save_pretrained(out)
-
-
-def _sd15_text_to_image(out: Path) -> None:
-    from diffusers import StableDiffusionPipeline
-
-    StableDiffusionPipeline(**_sd15_parts(out, in_channels=4)).save_pretrained(out)
+    pipeline = diffusers.StableDiffusionInpaintPipeline if inpaint else diffusers.StableDiffusionPipeline
+    pipeline(**_sd15_parts(out, in_channels=9 if inpaint else 4)).save_pretrained(out)
 
 
 def _sdxl(out: Path) -> None:
@@ -222,7 +217,7 @@ def make_tiny_inpaint_pipeline(out_dir: str | Path, kind: str = "sd15-inpaint", 
 
 def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0) -> Path:
     """A tiny random Stable Diffusion (v1.5 architecture) text-to-image pipeline (reused if present)."""
-    return _build(out_dir, "sd15", {"sd15": _sd15_text_to_image}, seed)
+    return _build(out_dir, "sd15", {"sd15": lambda out: _sd15(out, inpaint=False)}, seed)
 
 
 def _build(out_dir: str | Path, kind: str, builders: dict, seed: int) -> Path:

@@ -1,13 +1,5 @@
-"""A web app served on 127.0.0.1 for the length of a ``with`` block: how tests reach a remote API (an
-OpenAI-compatible judge or VLM server) without leaving the machine.
-
-The socket is bound before the server starts (a free port, no race) and the block is entered only once uvicorn
-listens.
-
-Example:
-    >>> from fastapi import FastAPI  # doctest: +SKIP
-    >>> with serve(FastAPI()) as url:  # doctest: +SKIP
-    ...     print(url)  # http://127.0.0.1:PORT
+"""A web app served on 127.0.0.1 for the length of a ``with`` block (tests reach a remote API without leaving the
+machine): the socket bound first (a free port, no race), the block entered once uvicorn listens.
 """
 
 from __future__ import annotations

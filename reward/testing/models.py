@@ -1,13 +1,6 @@
-"""Tiny, randomly initialised checkpoints of the real architectures, built offline.
-
-Tests and the demo cannot download a model, so they build one here: one entry of :data:`TINY` per family (the
-transformers model type), made from the architecture's own config classes, an image processor, a processor and a
-tokenizer whose answer words are single tokens. The checkpoints are ordinary ``from_pretrained`` folders that load
-through exactly the code path downloaded ones take (:func:`reward.vlm.load_vlm`).
-
-Example:
-    >>> from reward.testing import make_tiny_vlm  # doctest: +SKIP
-    >>> path = make_tiny_vlm("/tmp/tiny-gemma3", family="gemma3")  # doctest: +SKIP
+"""Tiny, randomly initialised checkpoints of the real architectures, built offline: one entry of :data:`TINY` per
+family, from the architecture's own config classes, with a tokenizer whose answer words are single tokens; ordinary
+``from_pretrained`` folders that load through :func:`reward.vlm.load_vlm` as downloaded ones do.
 """
 
 from __future__ import annotations

@@ -27,29 +27,39 @@ def vocab_logprobs(vlm: Any, images: list[Image.Image], question: str, prefix: s
     return vlm.option_logprobs([images], [query], system=system, return_vocab=True).vocab.reshape(-1)
 
 
+def _app(model_name: str) -> Any:
+    """A FastAPI app answering ``GET /v1/models`` with ``model_name``."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    app.get("/v1/models")(
+        lambda: {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "me"}]}
+    )
+    return app
+
+
+def _image(url: str) -> Image.Image:
+    """The image of a ``data:`` URL."""
+    import base64
+    import io
+
+    return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+
+
 @contextmanager
 def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | None = None) -> Iterator[str]:
     """Serve ``vlm`` on 127.0.0.1 (a free port); yields the base URL (``.../v1``) and stops the server after.
     ``stats["requests"]`` counts the chat requests answered."""
-    import base64
-    import io
     import threading
 
-    from fastapi import FastAPI, HTTPException
+    from fastapi import HTTPException
 
     from reward.testing.loopback import serve
 
-    app = FastAPI()
+    app = _app(model_name)
     counts = stats if stats is not None else {}
     counts.setdefault("requests", 0)
     lock = threading.Lock()  # one request at a time through the model, as one GPU's queue would
-
-    def decode(url: str) -> Image.Image:
-        return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")
-
-    @app.get("/v1/models")
-    def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "me"}]}
 
     @app.post("/v1/chat/completions")
     def completions(body: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +78,7 @@ def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | Non
         system = next((m["content"] for m in msgs if m["role"] == "system"), None)
         user = [m for m in msgs if m["role"] == "user"][-1]["content"]
         parts = user if isinstance(user, list) else [{"type": "text", "text": user}]
-        images = [decode(p["image_url"]["url"]) for p in parts if p["type"] == "image_url"]
+        images = [_image(p["image_url"]["url"]).convert("RGB") for p in parts if p["type"] == "image_url"]
         # images stand where the message puts them (as the VLM renders <image> markers; images first: the same text)
         text = "".join(IMAGE if p["type"] == "image_url" else p["text"] for p in parts)
         with lock:
@@ -151,28 +161,21 @@ def serve_scripted(
     ``fault_every``-th chat request (counted from 1), the fault ``stats["fault"]`` (``fault`` until a test changes it):
     a key of :data:`FAULTS` (a malformed 200 answer) or of :data:`TRANSPORT_FAULTS`. ``stats["requests"]`` counts chat
     requests, ``stats["faults"]`` the faulty ones. Yields the base URL (``.../v1``)."""
-    import base64
-    import io
     import threading
 
-    from fastapi import FastAPI
     from fastapi.responses import JSONResponse, Response
 
     from reward.testing.loopback import serve
 
     if fault is not None and fault not in FAULTS and fault not in TRANSPORT_FAULTS:
         raise ValueError(f"unknown fault {fault!r}; known: {sorted(FAULTS) + list(TRANSPORT_FAULTS)}")
-    app = FastAPI()
+    app = _app(model_name)
     counts = stats if stats is not None else {}
     counts.setdefault("requests", 0)
     counts.setdefault("faults", 0)
     counts.setdefault("fault", fault)
     lock = threading.Lock()
     release = threading.Event()  # a hung request waits for this (set when the server stops)
-
-    @app.get("/v1/models")
-    def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "me"}]}
 
     @app.post("/v1/chat/completions")
     def completions(body: dict[str, Any]) -> Any:
@@ -192,7 +195,7 @@ def serve_scripted(
             return Response('{"choices": [', media_type="application/json")
         user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
         urls = [p["image_url"]["url"] for p in user if isinstance(p, dict) and p.get("type") == "image_url"]
-        image = Image.open(io.BytesIO(base64.b64decode(urls[-1].split(",", 1)[1]))).convert("L")
+        image = _image(urls[-1]).convert("L")
         brightness = float(np.asarray(image, dtype=np.float64).mean()) / 255.0
         top: list[dict[str, Any]] = [
             {"token": t, "logprob": v, "bytes": None} for t, v in scripted_top(options, brightness)

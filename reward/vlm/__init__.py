@@ -15,14 +15,12 @@ from typing import Any
 _HOME = {
     **dict.fromkeys(
         (
-            "LOADING_KEYS",
             "ModelLoading",
             "load_processor",
             "load_vlm",
             "loading_of",
             "resolve_device",
             "resolve_dtype",
-            "split_loading",
             "thinking_off",
         ),
         "reward.vlm.loading",

@@ -16,10 +16,8 @@ import torch
 
 
 def gather_candidates(logp: torch.Tensor, ids: list[list[list[int]]], k_max: int) -> torch.Tensor:
-    """``[R, k_max]`` candidate log-probs gathered on ``logp``'s device (rows group-major); padding is -inf.
-
-    Only these few numbers go to the host, never the [R, vocab] log-probs.
-    """
+    """``[R, k_max]`` candidate log-probs gathered on ``logp``'s device (rows group-major; padding -inf): only
+    these few numbers go to the host."""
     rows = [cand for group in ids for cand in group]
     index = torch.zeros(len(rows), max(k_max, 1), dtype=torch.long)
     valid = torch.zeros(len(rows), max(k_max, 1), dtype=torch.bool)
@@ -31,10 +29,7 @@ def gather_candidates(logp: torch.Tensor, ids: list[list[list[int]]], k_max: int
 
 
 class _Fp32Head(torch.nn.Module):
-    """The output projection computed in fp32 from a low-precision one, a slice of the vocabulary at a time.
-
-    bf16 logits are spaced 0.125 apart at |logit| 16-32: enough to move an expected value over rating words.
-    """
+    """The output projection computed in fp32 from a low-precision one, a slice of the vocabulary at a time."""
 
     def __init__(self, head: torch.nn.Linear, chunk: int = 32768) -> None:
         super().__init__()

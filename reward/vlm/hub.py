@@ -1,8 +1,5 @@
-"""A model folder named by a path or by a Hugging Face Hub repo id, resolved to a local folder.
-
-``reward=sa-iqa reward.model=ORG/NAME`` works as ``from_pretrained`` does: the id resolves through the Hugging Face
-cache (``HF_HOME``), offline too when the cache holds a snapshot (``HF_HUB_OFFLINE=1``); online, a missing snapshot
-is downloaded. A value naming an existing folder is always that folder.
+"""A model folder named by a path or a Hub repo id (``reward.model=ORG/NAME``), resolved as ``from_pretrained`` does:
+through the Hugging Face cache, offline too (``HF_HUB_OFFLINE=1``); an existing folder is always that folder.
 
 Example:
     >>> import tempfile
@@ -33,17 +30,17 @@ def is_repo_id(value: str) -> bool:
     return value.count("/") == 1 and bool(HUB_ID.match(value)) and ".." not in value
 
 
-def resolve_model_dir(value: str | Path, *, key: str, revision: str | None = None) -> Path:
+def resolve_model_dir(value: str | Path, *, key: str, revision: str | None = None, what: str = "scorer") -> Path:
     """The local folder ``value`` names: an existing folder as given, else the cached (or, online, downloaded)
     snapshot of the Hub repo id ``value``. Anything else fails in one line naming ``key``, the value and the fix."""
     if not str(value).strip():
-        raise MissingInputError(f"{key}= is empty: name a scorer folder or a Hub repo id ORG/NAME")
+        raise MissingInputError(f"{key}= is empty: name a {what} folder or a Hub repo id ORG/NAME")
     path = Path(str(value)).expanduser()
     if path.exists():
         return path
     text = str(value)
     if not is_repo_id(text):
-        raise MissingInputError(f"{key}={text}: no such folder; pass a scorer folder or a Hub repo id ORG/NAME")
+        raise MissingInputError(f"{key}={text}: no such folder; pass a {what} folder or a Hub repo id ORG/NAME")
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
@@ -54,13 +51,13 @@ def resolve_model_dir(value: str | Path, *, key: str, revision: str | None = Non
         raise MissingInputError(
             f"{key}={text}: not a folder, and the Hub repo {text} is not in the Hugging Face cache "
             f"({constants.HF_HUB_CACHE}){' while offline (HF_HUB_OFFLINE=1)' if offline else ''}; download it first "
-            f"(hf download {text}) or point {key} at a scorer folder"
+            f"(hf download {text}) or point {key} at a {what} folder"
         ) from None
     except HfHubHTTPError as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise MissingInputError(
             f"{key}={text}: not a folder, and the Hub could not give repo {text} ({reason}); check the id and your "
-            f"access (hf auth login), or point {key} at a scorer folder"
+            f"access (hf auth login), or point {key} at a {what} folder"
         ) from None
     logger.info("%s=%s: the Hub snapshot at %s", key, text, local)
     return Path(local)
@@ -81,26 +78,15 @@ def missing_model(value: str | None, key: str, *, cached: bool = False) -> str |
         return f"{key}={value}: not a checkpoint folder (no config.json in it); pass a model's folder or a Hub id"
     if folder.exists():
         return None
-    if HUB_ID.match(str(value)) and ".." not in str(value):
-        return _not_cached_offline(str(value), key) if cached else None
-    return f"{key}={value}: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id"
+    if not (HUB_ID.match(str(value)) and ".." not in str(value)):
+        return f"{key}={value}: no such folder, and not a Hub id (ORG/NAME); pass a checkpoint folder or a Hub id"
+    from huggingface_hub import constants
 
-
-def _not_cached_offline(repo: str, key: str) -> str | None:
-    """Offline, a Hub id the cache lacks, named (it would fail when its model loads); online: ``None``."""
-    from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
-
-    if not constants.HF_HUB_OFFLINE:
-        return None
-    try:
-        snapshot_download(repo, local_files_only=True)
-    except (LocalEntryNotFoundError, HFValidationError):
-        return (
-            f"{key}={repo}: not a folder, and the Hub repo {repo} is not in the Hugging Face cache "
-            f"({constants.HF_HUB_CACHE}) while offline (HF_HUB_OFFLINE=1); download it first (hf download {repo}) "
-            f"or point {key} at a local folder"
-        )
+    if cached and constants.HF_HUB_OFFLINE:  # offline, a Hub id the cache lacks would fail when its model loads
+        try:
+            resolve_model_dir(str(value), key=key, what="local")
+        except MissingInputError as err:
+            return str(err)
     return None
 
 

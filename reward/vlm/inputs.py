@@ -1,15 +1,9 @@
 """Model inputs in two halves: images processed anywhere (DataLoader workers, the GPU), text joined at batch time.
 
-The image processor (resize, normalise, cut into patches or tiles) is the costly host step of scoring. Here it runs
-apart from the text: :class:`ImagePreparer` turns an image group into :class:`PreparedImages` (the image processor's
-tensors, pixel values in the vision tower's dtype), a small picklable object that DataLoader workers can make while
-the model scores the previous batch. :func:`token_ids` then expands each image placeholder as the family's processor
-does (``replace_image_token``) and :func:`encode` pads the batch (left) and joins the groups' tensors, in pinned
-memory where asked, so that :func:`to_device` copies them without blocking. The result equals
-``processor(text=..., images=...)`` for every family (tests/test_families.py).
-
-Where torchvision is importable the processor is the fast (torch) one and can run on the GPU itself
-(:func:`device_preprocessing`); where it is not (this CPU machine), the PIL one runs on the host, as before.
+:class:`ImagePreparer` turns an image group into :class:`PreparedImages` (picklable: workers make them while the
+model scores); :func:`encode` expands each image placeholder as the family's processor does and pads the batch (left),
+in pinned memory where asked. The result equals ``processor(text=..., images=...)`` for every family
+(tests/test_families.py).
 
 Example:
     >>> from reward.vlm.inputs import PreparedImages

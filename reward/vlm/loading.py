@@ -1,13 +1,8 @@
 """How a VLM checkpoint is loaded: one small set of knobs that every reward config and the SFT config carry.
 
 The keys sit flat in a reward's config (``reward.device_map=auto reward.max_pixels=401408``) and in
-``configs/sft.yaml``'s ``model:`` section; :func:`split_loading` takes them out of a config mapping and
-:func:`reward.vlm.load_vlm` takes the resulting :class:`ModelLoading`.
-
-Example:
-    >>> loading, rest = split_loading({"model": "m", "dtype": "bfloat16", "max_pixels": 401408})
-    >>> loading.dtype, loading.max_pixels, rest
-    ('bfloat16', 401408, {'model': 'm'})
+``configs/sft.yaml``'s ``model:`` section (settings that extend :class:`ModelLoading`; :func:`loading_of` takes them
+out); :func:`load_vlm` takes the resulting :class:`ModelLoading`.
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from reward.data.files import read_json_object
 from reward.vlm.families import Family, family_of
@@ -64,15 +58,11 @@ class ModelLoading:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        problems = []  # the pixel counts' type and range are the fields' (reward.core.config.parse)
         if self.attn_implementation is not None and self.attn_implementation not in ATTN_IMPLEMENTATIONS:
             problems.append(
                 f"attn_implementation={self.attn_implementation!r}: use one of {', '.join(ATTN_IMPLEMENTATIONS)}"
             )
-        for name in ("min_pixels", "max_pixels"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-                problems.append(f"{name}={v!r}: a positive number of pixels, e.g. 401408 (= 512 * 28 * 28)")
         if self.min_pixels and self.max_pixels and self.min_pixels > self.max_pixels:
             problems.append(f"min_pixels={self.min_pixels} is above max_pixels={self.max_pixels}")
         if self.device_map is not None and self.device not in (None, "auto"):
@@ -90,23 +80,13 @@ class ModelLoading:
         return kwargs
 
 
-LOADING_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelLoading))
-
-
 def loading_of(settings: Any) -> ModelLoading:
     """The :class:`ModelLoading` part of settings that extend it (a reward's config, a model section).
 
     >>> loading_of(ModelLoading(dtype="float32")).dtype
     'float32'
     """
-    return ModelLoading(**{k: getattr(settings, k) for k in LOADING_KEYS})
-
-
-def split_loading(cfg: dict[str, Any], *, where: str = "reward") -> tuple[ModelLoading, dict[str, Any]]:
-    """Take the :class:`ModelLoading` keys out of a flat config mapping: ``(loading, the other keys)``."""
-    own = {k: v for k, v in cfg.items() if k in LOADING_KEYS}
-    rest = {k: v for k, v in cfg.items() if k not in LOADING_KEYS}
-    return parse(ModelLoading, own, where=where), rest
+    return ModelLoading(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(ModelLoading)})
 
 
 def resolve_device(device: str | None = None) -> torch.device:
@@ -128,17 +108,10 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None
         if dev.type == "cuda" and torch.cuda.is_bf16_supported():
             return torch.bfloat16
         return torch.float32
-    try:
-        return {
-            "bfloat16": torch.bfloat16,
-            "bf16": torch.bfloat16,
-            "float16": torch.float16,
-            "fp16": torch.float16,
-            "float32": torch.float32,
-            "fp32": torch.float32,
-        }[dtype]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32") from None
+    name = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)
+    if name not in ("bfloat16", "float16", "float32"):
+        raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32")
+    return getattr(torch, name)
 
 
 _RESAVE = "the model folder is damaged: download or save it again (save_pretrained)"
@@ -265,9 +238,7 @@ def load_vlm(
 
     from reward.vlm.model import VLM
 
-    if overrides:
-        loading = dataclasses.replace(loading or ModelLoading(), **overrides)
-    loading = loading or ModelLoading()
+    loading = dataclasses.replace(loading or ModelLoading(), **overrides)
     if not Path(path).exists() and not str(path).count("/") == 1:
         raise MissingInputError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
     for name in ("config.json", "preprocessor_config.json", "processor_config.json"):  # one line, not a traceback

@@ -1,15 +1,8 @@
 """Vision-language models: load a checkpoint, read answer-token log-probabilities, generate text.
 
-One primitive serves every scorer of the toolkit (ARCHITECTURE.md, "One primitive underneath"): given groups of
-images and questions about them, return the log-probabilities of named candidate tokens at the answer position
-with one forward pass. When several questions are asked about the same images, the image prefix (system turn, user
-turn start and the images) is encoded once and its KV cache is reused for every question (``reuse_prefix=True``).
-
-Example:
-    >>> vlm = load_vlm("Qwen/Qwen2.5-VL-7B-Instruct")  # doctest: +SKIP
-    >>> q = OptionQuery("Rate the quality of the image.", ("good", "poor"), "The quality of the image is")
-    >>> vlm.option_logprobs([[image]], [q]).logprobs.shape  # doctest: +SKIP
-    torch.Size([1, 1, 2])
+``VLM.option_logprobs`` is the primitive every scorer uses (ARCHITECTURE.md, "One primitive underneath"): the
+log-probabilities of named candidate tokens at the answer position, one forward pass per batch, the image prefix
+encoded once for every question about the same images (``reuse_prefix=True``).
 """
 
 from __future__ import annotations
@@ -49,23 +42,13 @@ VISION_ATTENTION = ("batched", "model")
 
 @dataclass
 class ScoringSpeed:
-    """How :meth:`VLM.option_logprobs` feeds the model; every choice gives the same scores (fp32 within 1e-4).
+    """How :meth:`VLM.option_logprobs` feeds the model; every choice gives the same scores (fp32 within 1e-4)."""
 
-    ``preprocess``: where the image processor runs for PIL inputs: ``device`` (the fast torchvision processor on the
-    model's GPU), ``host`` (on the CPU, in the scoring loop unless DataLoader workers prepare the images, see
-    :meth:`VLM.image_preparer`) or ``auto`` (``device`` where torchvision is importable and the model is on a GPU,
-    else ``host``). ``group_by_tokens``: batch image groups with similar visual token counts together (less
-    padding). ``vision_attention``: ``batched`` runs the vision tower's packed SDPA attention as a few batched calls
-    (``reward.vlm.vision_attention``), ``model`` as transformers runs it (one call per image or window).
-    ``pin_memory``: batches are built in pinned host memory and copied without blocking. ``window_batches``: image
-    groups are prepared (and sorted) this many batches at a time.
-    """
-
-    preprocess: str = "auto"
-    group_by_tokens: bool = True
-    vision_attention: str = "batched"
-    pin_memory: bool = True
-    window_batches: int = 8
+    preprocess: str = "auto"  # image processor: device (torchvision on the GPU), host, auto (device where it can)
+    group_by_tokens: bool = True  # batch image groups of similar visual token counts (less padding)
+    vision_attention: str = "batched"  # the tower's packed SDPA as a few batched calls (vision_attention.py); model
+    pin_memory: bool = True  # batches built in pinned host memory, copied without blocking
+    window_batches: int = 8  # image groups prepared (and sorted) this many batches at a time
 
     def __post_init__(self) -> None:
         if self.preprocess not in PREPROCESS:
@@ -128,15 +111,10 @@ class OptionQuery:
 
 @dataclass
 class OptionLogProbs:
-    """``logprobs[b, q, k]``: log p(option k | images b, query q) over the full vocabulary, float32.
-
-    Queries with fewer options than the widest are padded with ``-inf``. ``vocab`` holds the whole
-    log-distribution at the answer position ([B, Q, V]) when asked for. ``missing_mass[b, q]``: the most option
-    probability (a share of the options') that options a server's top-k list left out, taken as 0, could hold (0 for
-    an in-process model, whose log-probabilities are exact). ``failed[b, q]``: no usable answer could be had (a server
-    that failed after its retries, a malformed answer, options not resolved); those rows of ``logprobs`` are NaN, and a
-    reward scores them as failed (``None``), never as a number.
-    """
+    """``logprobs[b, q, k]``: log p(option k | images b, query q) over the full vocabulary, float32 (``-inf``:
+    padding). ``vocab``: the whole log-distribution [B, Q, V] when asked for; ``missing_mass``: the most option
+    probability a server's top-k list could have left out (0 in process); ``failed``: no usable answer (NaN rows,
+    scored as failed, never as a number)."""
 
     logprobs: torch.Tensor
     options: list[list[tuple[str, ...]]] = field(default_factory=list)
@@ -160,7 +138,11 @@ class VLM:
         self.tokenizer = processor.tokenizer
         self.batch_size = batch_size
         self.speed = speed or ScoringSpeed()
-        self._fast: Any = None  # the torchvision twin of the image processor, made on first use (False: none)
+        try:  # the torchvision twin of the image processor, same settings (None: none); optional
+            self._fast: Any = fast_image_processor(processor.image_processor)
+        except Exception as err:  # noqa: BLE001 - the processor itself always works
+            logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
+            self._fast = None
         self._told: set[str] = set()
         self._device_failed = False  # the image processor failed on the device once: the host one from then on
         self.prefix = PrefixEncoder(model, processor)
@@ -204,17 +186,19 @@ class VLM:
         reuse_prefix: bool = True,
         return_vocab: bool = False,
     ) -> OptionLogProbs:
-        """Log-probabilities of each query's options for each image group, one forward pass per batch.
-
-        ``images``: per group, its PIL images or the :class:`~reward.vlm.inputs.PreparedImages` that
-        :meth:`image_preparer` made of them (e.g. in DataLoader workers). ``queries`` is either one list asked about
-        every group, or one list per group (same length for all). With ``reuse_prefix`` the images are encoded once
-        per group and their KV cache serves all queries (used when there are several queries and every group has
-        images; otherwise the plain path is as fast). How batches are fed is :attr:`speed` (the scores stay the same).
-        """
-        per_group = _per_group_queries(images, queries)
+        """Log-probabilities of each query's options for each image group (PIL images, or :meth:`image_preparer`'s
+        ``PreparedImages``), one forward pass per batch. ``queries``: one list for every group, or one per group (same
+        length); ``reuse_prefix``: each group's images encoded once for all its queries."""
+        if not queries:
+            raise ValueError("option_logprobs: no queries given")
+        shared = isinstance(queries[0], OptionQuery)
+        per_group = [list(queries) if shared else list(qs) for qs in (images if shared else queries)]  # type: ignore
+        if len(per_group) != len(images) or len({len(q) for q in per_group}) > 1:
+            raise ValueError(
+                "option_logprobs: pass one query list for all image groups, or one per group (same length)"
+            )
         if not per_group:  # no image: no row, each query's options still resolved (the shape says how many)
-            flat = list(queries) if queries and isinstance(queries[0], OptionQuery) else []
+            flat = list(queries) if shared else []
             k = max((len(self.candidate_ids(q, system)) for q in flat), default=0)  # type: ignore[arg-type]
             return OptionLogProbs(torch.empty(0, len(flat), k))
         n_q = len(per_group[0])
@@ -259,94 +243,67 @@ class VLM:
 
     def _preparer(self, device: torch.device | None = None) -> ImagePreparer:
         """The image processor (the fast one on ``device`` if given) with the settings the processor gives it."""
-        image_processor = self._fast_image_processor() if device else self.processor.image_processor
-        return ImagePreparer(image_processor, self._vision_dtype(), device, self._image_settings)
+        visual = getattr(getattr(self.model, "model", None), "visual", None)
+        dtype = getattr(visual, "dtype", None)  # the vision tower's (the model's where it has none)
+        dtype = dtype if isinstance(dtype, torch.dtype) else next(self.model.parameters()).dtype
+        image_processor = self._fast if device else self.processor.image_processor
+        return ImagePreparer(image_processor, dtype, device, self._image_settings)
 
     def _prepare(self, groups: Sequence[ImageGroup | PreparedImages]) -> list[PreparedImages]:
         """Every group as ``PreparedImages``: the PIL ones through the image processor (on the GPU where
         :attr:`speed` allows, else on the host, one call per group)."""
         todo = [i for i, g in enumerate(groups) if not isinstance(g, PreparedImages)]
         result: list[Any] = list(groups)
-        if todo:
-            pil = [list(groups[i]) for i in todo]
-            prepared = None
-            if self._device_preprocessing():
-                try:
-                    prepared = self._preparer(self.device).many(pil)
-                except Exception as err:  # noqa: BLE001 - an optional accelerator path: the host one always works
-                    logger.warning(
-                        "the image processor on %s failed (%s); it runs on the host from now on", self.device, err
-                    )
-                    self._device_failed = True
-            if prepared is None:
-                prepared = self._preparer().many(pil)
-            for i, p in zip(todo, prepared, strict=True):
-                result[i] = p
+        pil = [list(groups[i]) for i in todo]
+        prepared = None
+        if todo and self._device_preprocessing():
+            try:
+                prepared = self._preparer(self.device).many(pil)
+            except Exception as err:  # noqa: BLE001 - an optional accelerator path: the host one always works
+                logger.warning(
+                    "the image processor on %s failed (%s); it runs on the host from now on", self.device, err
+                )
+                self._device_failed = True
+        for i, p in zip(todo, prepared or (self._preparer().many(pil) if todo else []), strict=True):
+            result[i] = p
         return result
 
     def _chunk_logprobs(
         self, groups: list[PreparedImages], texts: list[list[str]], reuse_prefix: bool
     ) -> torch.Tensor:
-        """[rows, V] fp32 log-probs on the device for one batch of groups (rows group-major)."""
+        """[rows, V] fp32 log-probs on the device for one batch of groups (rows group-major): the shared image
+        prefix encoded once (:mod:`reward.vlm.prefix`), or each (group, query) as one full sequence."""
         pin = self.speed.pin_memory and self.device.type == "cuda"
-        with fp32_answer_head(self.model), self._vision_attention():
+        batched = self.speed.vision_attention == "batched"
+        with (
+            fp32_answer_head(self.model),
+            batched_vision_attention(self.model) if batched else contextlib.nullcontext(),
+        ):
             if reuse_prefix:
-                logits = self._logits_shared_prefix(groups, texts, pin)
+                logits = self.prefix.suffix_logits(groups, texts, pin)
             else:
-                logits = self._logits_plain(groups, texts, pin)
+                with section("tokenizer"):
+                    flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
+                    inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
+                    if (prof := current()) is not None:
+                        mask = inputs["attention_mask"]
+                        prof.count("tokens", mask.numel())
+                        prof.count("padding tokens", mask.numel() - int(mask.sum()))
+                with section("transfer"):
+                    inputs = to_device(inputs, self.device)
+                logits = self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
         with section("answer head"):
             return torch.log_softmax(logits.float(), dim=-1)
-
-    def _encode(self, texts: list[str], groups: list[PreparedImages], pin: bool) -> dict[str, torch.Tensor]:
-        with section("tokenizer"):
-            inputs = encode(self.processor, texts, groups, pin=pin)
-            prof = current()
-            if prof is not None:
-                mask = inputs["attention_mask"]
-                prof.count("tokens", mask.numel())
-                prof.count("padding tokens", mask.numel() - int(mask.sum()))
-        with section("transfer"):
-            return to_device(inputs, self.device)
-
-    def _logits_plain(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool) -> torch.Tensor:
-        """Each (group, query) as one full sequence; rows are group-major."""
-        flat_texts = [t for row in texts for t in row]
-        flat_groups = [g for g, row in zip(groups, texts, strict=True) for _ in row]
-        inputs = self._encode(flat_texts, flat_groups, pin)
-        return self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
-
-    def _logits_shared_prefix(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool) -> torch.Tensor:
-        return self.prefix.suffix_logits(groups, texts, pin)
-
-    def _vision_dtype(self) -> torch.dtype:
-        visual = getattr(getattr(self.model, "model", None), "visual", None)
-        dtype = getattr(visual, "dtype", None)
-        return dtype if isinstance(dtype, torch.dtype) else next(self.model.parameters()).dtype
-
-    def _vision_attention(self) -> Any:
-        if self.speed.vision_attention == "batched":
-            return batched_vision_attention(self.model)
-        return contextlib.nullcontext()
 
     def _device_preprocessing(self) -> bool:
         mode = self.speed.preprocess
         if mode == "host" or self._device_failed:
             return False
-        why_not = device_preprocessing(self._fast_image_processor() or self.processor.image_processor, self.device)
+        why_not = device_preprocessing(self._fast or self.processor.image_processor, self.device)
         if why_not is not None and mode == "device" and why_not not in self._told:
             self._told.add(why_not)
             logger.info("image processing stays on the host (preprocess=device asked for): %s", why_not)
         return why_not is None
-
-    def _fast_image_processor(self) -> Any | None:
-        """The torchvision (fast) twin of the PIL image processor, with the same settings; None without torchvision."""
-        if self._fast is None:
-            try:
-                self._fast = fast_image_processor(self.processor.image_processor) or False
-            except Exception as err:  # noqa: BLE001 - the twin is optional: the processor itself always works
-                logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
-                self._fast = False
-        return self._fast or None
 
     # -- generation ------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -384,19 +341,3 @@ class VLM:
 
 def _n_images(group: ImageGroup | PreparedImages) -> int:
     return group.n_images if isinstance(group, PreparedImages) else len(group)
-
-
-def _per_group_queries(
-    images: Sequence[ImageGroup | PreparedImages], queries: Sequence[OptionQuery] | Sequence[Sequence[OptionQuery]]
-) -> list[list[OptionQuery]]:
-    if not queries:
-        raise ValueError("option_logprobs: no queries given")
-    if isinstance(queries[0], OptionQuery):
-        shared = list(queries)  # type: ignore[arg-type]
-        return [shared for _ in images]
-    per = [list(q) for q in queries]  # type: ignore[arg-type]
-    if len(per) != len(images):
-        raise ValueError(f"option_logprobs: {len(images)} image groups but {len(per)} query lists; pass one per group")
-    if len({len(q) for q in per}) > 1:
-        raise ValueError("option_logprobs: every image group needs the same number of queries")
-    return per

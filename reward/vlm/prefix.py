@@ -54,10 +54,6 @@ class PrefixEncoder:
         self._rope_index = getattr(getattr(model, "model", None), "get_rope_index", None)
         self._image_token = model.config.image_token_id  # the placeholder image features replace
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
     def suffix_logits(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool = False) -> torch.Tensor:
         """Next-token logits after each text, rows group-major ([G*Q, V]); every group has Q texts, which must share
         the text before (and with) their images."""
@@ -74,7 +70,7 @@ class PrefixEncoder:
                 raise ValueError("queries about one image group must share the text before the images")
             inputs = {**pad(self.processor, prefixes), **image_inputs(self.processor, groups, pin=pin)}
         with section("transfer"):
-            inputs = to_device(inputs, self.device)
+            inputs = to_device(inputs, self.model.device)
         with section("tokenizer"):
             position_ids, next_pos = self._prefix_positions(inputs)
         out = self.model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
@@ -82,8 +78,8 @@ class PrefixEncoder:
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             repeat_cache(cache, n_q)
             enc = pad(self.processor, suffixes, side="right")
-            s_ids, s_mask = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
-            s_pos = next_pos.repeat_interleave(n_q)[:, None] + torch.arange(s_ids.shape[1], device=self.device)
+            s_ids, s_mask = enc["input_ids"].to(self.model.device), enc["attention_mask"].to(self.model.device)
+            s_pos = next_pos.repeat_interleave(n_q)[:, None] + torch.arange(s_ids.shape[1], device=self.model.device)
             if self._rope_index is not None:
                 s_pos = s_pos[None].expand(3, -1, -1)
             mask = torch.cat([inputs["attention_mask"].repeat_interleave(n_q, dim=0), s_mask], dim=1)

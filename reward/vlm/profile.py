@@ -1,13 +1,6 @@
-"""Where a scoring loop's time goes: data loading, image processor, tokenizer, transfer, vision tower, language model,
-answer head.
-
-The scoring code marks its host steps with :func:`section` (a no-op unless a profile is active) and
-:func:`profile_scoring` hooks the model's parts (vision tower, language model; the rest of the forward is the
-embeddings with the rotary position index, and the output head). Sections never overlap: each part is timed on one
-timeline (a section within another is carved out of it), on a GPU after a ``synchronize`` at every boundary, so
-the parts are the serial cost of each step (the overlap that non-blocking copies and DataLoader workers give is
-measured by the throughput, not here). Whatever falls between sections (Python bookkeeping) is reported as
-"other", so the rows sum to the measured total.
+"""Where a scoring loop's time goes, part by part (PARTS), on one timeline: the scoring code marks its host steps
+with :func:`section` (a no-op unless a profile is active), :func:`profile_scoring` hooks the model's parts, a GPU
+is synchronised at every boundary, and what falls between sections is "other", so the rows sum to the total.
 
 Example:
     >>> import time

@@ -1,11 +1,9 @@
-"""One or more OpenAI-compatible servers (vLLM, SGLang) as a VLM: the option-log-prob primitive and free text.
+"""One or more OpenAI-compatible servers (vLLM, SGLang) as a VLM: the option-log-prob primitive and free text
+(``reward.backend=openai 'reward.server.base_urls=[URL,...]'``; docs/serving.md has the rules and the reasons).
 
-Every VLM reward (``sa-iqa``, ``qbench``, ``pace``) scores through it with ``reward.backend=openai
-'reward.server.base_urls=[URL,...]' reward.server.model=NAME``. One ``openai.OpenAI`` client per URL times out and
-retries (``server.timeout``, ``server.max_retries``); items take the URLs in turn and a failed one goes on to the next
-URL. An item that failed on every URL, or whose answer is malformed or does not resolve its options, is a NaN row
-flagged in ``OptionLogProbs.failed`` and counted by reason in ``stats`` (never a made-up number); ``chat`` raises
-instead. docs/serving.md has the rules and the reasons.
+One ``openai.OpenAI`` client per URL times out and retries; items take the URLs in turn, a failed one going on to the
+next. An item failed on every URL, malformed or with its options unresolved is a NaN row flagged in
+``OptionLogProbs.failed`` and counted by reason in ``stats``, never a made-up number; ``chat`` raises instead.
 """
 
 from __future__ import annotations
@@ -114,12 +112,6 @@ def parse_answer(body: str, top_logprobs: bool = True) -> Any:
     return [(t.get("token"), t.get("logprob")) if isinstance(t, dict) else (t, None) for t in top]  # checked later
 
 
-def image_url(image: Image.Image) -> str:
-    buf = io.BytesIO()
-    image.convert("RGB").save(buf, format="PNG")  # lossless: the server sees the pixels the local model would
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
 def messages(
     prompt: str, images: Sequence[Image.Image], system: str | None = None, response_prefix: str = ""
 ) -> list[dict[str, Any]]:
@@ -130,7 +122,10 @@ def messages(
     >>> [p["type"] for p in messages("A: <image> B: <image>", [Image.new("RGB", (2, 2))] * 2)[0]["content"]]
     ['text', 'image_url', 'text', 'image_url']
     """
-    urls = iter([image_url(im) for im in images])
+    pngs = [io.BytesIO() for _ in images]
+    for im, buf in zip(images, pngs, strict=True):  # lossless: the server sees the pixels the local model would
+        im.convert("RGB").save(buf, format="PNG")
+    urls = iter(["data:image/png;base64," + base64.b64encode(buf.getvalue()).decode() for buf in pngs])
     content = [
         {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
         for part in content_parts(len(images), prompt)
@@ -273,10 +268,6 @@ class OpenAIBackend:
         if self.tokenizer is None:
             return []
         return resolve_candidates(self.tokenizer, query.response_prefix, query.options, query.separator)
-
-    def check(self, queries: Sequence[OptionQuery], *, system: str | None = None) -> None:
-        for q in queries:
-            self.candidate_ids(q, system)
 
     def image_preparer(self) -> None:
         return None  # the server prepares the images it is sent

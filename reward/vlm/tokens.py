@@ -58,17 +58,9 @@ def resolve_candidates(tokenizer: Any, context: str, words: Sequence[str], sep: 
 
 def _tail(tokenizer: Any, context: str) -> str:
     """The context after its last special token: only that part can merge with the answer word."""
-    cut = 0
-    for special in getattr(tokenizer, "all_special_tokens", []) + list(_added_specials(tokenizer)):
-        pos = context.rfind(special)
-        if pos >= 0:
-            cut = max(cut, pos + len(special))
-    return context[cut:]
-
-
-def _added_specials(tokenizer: Any) -> list[str]:
-    decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    return [t.content for t in decoder.values() if getattr(t, "special", False)]
+    added = (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values()
+    specials = [*getattr(tokenizer, "all_special_tokens", []), *(t.content for t in added if getattr(t, "special", 0))]
+    return context[max((context.rfind(s) + len(s) for s in specials if s in context), default=0) :]
 
 
 @lru_cache(maxsize=4096)

