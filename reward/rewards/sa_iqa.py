@@ -175,12 +175,12 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
     is a :class:`~reward.rewards.fusion_weights.FusionWeightsError` naming it and the fix."""
     path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
     if config.fusion and not path.is_file():
-        raise MissingInputError(f"reward.fusion={config.fusion} does not exist; run fusion/fit.py to write it")
+        raise MissingInputError(f"reward.fusion={config.fusion} does not exist; write it with perceptual-rewards fit")
     if not path.is_file():
         if len(dims) > 1:
             logger.warning(
                 "reward=sa-iqa: no %s in %s: the fused score is the plain mean of %s (fusion: mean), not SA-IQA eq. "
-                "3; fit Bradley-Terry weights with fusion/fit.py or pass reward.fusion=FILE",
+                "3; fit Bradley-Terry weights with perceptual-rewards fit or pass reward.fusion=FILE",
                 WEIGHTS_FILENAME,
                 config.model,
                 list(dims),
@@ -190,8 +190,8 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
     table = dict(zip(fw.dimensions, fw.weights, strict=True))
     if missing := [d for d in dims if d not in table]:
         raise FusionWeightsError(
-            f"{path}: no weight for dimension(s) {missing} (it has {list(fw.dimensions)}); refit with fusion/fit.py "
-            "on the scorer's dimensions, or score only those it has with reward.dimensions=[...]"
+            f"{path}: no weight for dimension(s) {missing} (it has {list(fw.dimensions)}); refit with "
+            "perceptual-rewards fit on the scorer's dimensions, or score only those it has: reward.dimensions=[...]"
         )
     w = torch.tensor([float(table[d]) for d in dims])
     logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", path)
@@ -201,7 +201,7 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
     if w.sum() <= 0:
         raise FusionWeightsError(
             f"{path}: the weights sum to {w.sum().item():.4g}; the fused score is divided by that sum (keeping eq. "
-            "3's ranking and the 1-5 scale), so it must be positive: refit with fusion/fit.py (its default, "
+            "3's ranking and the 1-5 scale), so it must be positive: refit with perceptual-rewards fit (its default, "
             "nonneg=true, keeps every weight >= 0)"
         )
     if (w < 0).any():
