@@ -1,13 +1,7 @@
-"""The one command convention: ``key=value`` settings composed by Hydra, checked against the command's settings
-dataclass, and one way to fail.
-
-An entry script is its docstring (the exact command) and ``main(CONFIG, run, schema=Settings, doc=__doc__)``.
-``configs/CONFIG.yaml`` (plain YAML: the defaults live in the dataclasses) is composed with Hydra's compose API and the
-command line; every ``key=value`` is applied as Hydra's ``++key=value``, so an unknown key reaches
-:func:`reward.core.config.parse`, which names it with its close match (with every other problem at once); config
-groups (``reward=pace``, ``+recipe=NAME``) are Hydra's. ``run(cfg)`` parses and does the work. A
-:class:`~reward.core.errors.UserError` prints its message alone and exits 2; Ctrl-C prints one line saying where the
-run can be continued and exits 130; any other exception is a bug and keeps its traceback.
+"""The one command convention: ``key=value`` settings composed by Hydra (each applied as ``++key=value``, so an
+unknown key reaches :func:`reward.core.config.parse` and is named with its close match), checked against the
+command's settings dataclass. An entry script is its docstring and ``main(CONFIG, run, schema=Settings, doc=__doc__)``.
+A :class:`~reward.core.errors.UserError` prints one message and exits 2; Ctrl-C says how to continue and exits 130.
 """
 
 from __future__ import annotations

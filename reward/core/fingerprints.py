@@ -1,12 +1,10 @@
-"""What a run read, known by its content (``run.json``'s ``inputs``): a file by its SHA-256; a manifest (JSON, JSON
-lines, CSV/TSV) also by the files its rows name; a folder by every file in it (hidden ones, caches and the run's own
-output folder aside); a LoRA adapter with the base model it names; ``hf:DIR`` and ``NAME:FOLDER`` datasets by their
-folder (and the files a saved table names outside it); a Hub id in the Hugging Face cache by its revision.
+"""What a run read, known by content: a file by its SHA-256; a manifest (JSON, JSON lines, CSV/TSV) also by the files
+its rows name; a folder by its files (hidden ones, caches and the run's output aside); a LoRA adapter with its base
+model; ``hf:DIR`` / ``NAME:FOLDER`` datasets by their folder; a cached Hub id by its revision.
 
-A file is hashed once: its digest is kept in a cache (``$PERCEPTUAL_REWARDS_CACHE``, default
-``~/.cache/perceptual-rewards/digests.sqlite``) under its ``(device, inode, size, mtime_ns, ctime_ns)`` and reused
-while that is unchanged, as DVC's state cache does. Rewriting a file, or even ``touch -r`` / ``cp -p`` over it, changes
-its ``ctime``, so a changed file is always hashed anew.
+A digest is cached (``$PERCEPTUAL_REWARDS_CACHE``, default ``~/.cache/perceptual-rewards/digests.sqlite``) under the
+file's ``(device, inode, size, mtime_ns, ctime_ns)``, as DVC's state cache does: any rewrite, even ``touch -r`` or
+``cp -p``, changes ``ctime``, so a changed file is hashed anew.
 
 Example:
     >>> import tempfile

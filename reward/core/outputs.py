@@ -1,15 +1,11 @@
-"""One output-folder policy for every command that writes a folder: a new folder, the same run resumed, or a refusal.
+"""One output-folder policy for every command that writes a folder: new, the same run resumed, or refused.
 
-A run is known by its command, its settings and the content of what it reads (:mod:`reward.core.fingerprints`),
-written to ``OUT/run.json`` when the folder is made. Given an existing folder, a command resumes it only when asked
-(``resume``) and ``run.json`` describes the same run (settings marked ``may_change`` aside: :func:`may_change_keys`);
-stops at once when the identical run already completed there (:class:`RunComplete`, "already complete", exit 0);
-replaces a run that never started; else refuses, naming the differences and the ways out (another ``out=``, or
-``overwrite=true``, which moves the old folder aside to ``OUT.old-<time>``: nothing is deleted). A folder it did not
-make is never written into. ``out=`` that is or holds one of the run's inputs is refused before anything moves; one
-inside an input folder (and the old runs moved aside beside it) is left out of that input's fingerprint. The run
-holds ``filelock``'s lock on the folder (``.NAME.lock`` beside it, from its real path) while it lives: the OS drops it
-when the process ends, however it ends.
+A run is known by its command, settings and the content of its inputs (:mod:`reward.core.fingerprints`), written to
+``OUT/run.json``. An existing folder is resumed only when asked and holding the same run (``may_change`` settings
+aside); the identical completed run stops at once (:class:`RunComplete`); anything else is refused with the
+differences and the ways out (another ``out=``, or ``overwrite=true``: the old folder is moved to ``OUT.old-<time>``,
+never deleted). ``out=`` that is or holds an input is refused; one inside an input folder (and its moved-aside old
+runs) is not part of that input. ``filelock`` holds ``.NAME.lock`` beside the folder while the run lives.
 
 Example:
     >>> import tempfile
