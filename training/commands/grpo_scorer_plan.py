@@ -13,7 +13,6 @@ from training.shared.plan import (
     frozen_part,
     launch_of,
     model_part,
-    planned_processes,
     shape_or_fail,
     trainable_params,
     visual_tokens,
