@@ -18,7 +18,7 @@ import numpy as np
 from common import arguments, best_times, logger, markdown
 
 from reward.eval.metrics import srcc
-from reward.rewards.reasoning_iqa import PROMPTS, SCORE_WORDS, build
+from reward.rewards.reasoning_iqa import build, scorer_meta
 from reward.rewards.scorer_folder import write_metadata
 from reward.testing import make_tiny_vlm
 from training.procedural.synthetic import example_at
@@ -27,10 +27,7 @@ from training.procedural.synthetic import example_at
 def tiny_scorer(folder: Path) -> Path:
     """A random tiny VLM as a scorer folder of the no-thinking prompt."""
     make_tiny_vlm(folder)
-    question = PROMPTS["visualquality-r1-fast"]
-    reasoning = {"prompt": "visualquality-r1-fast", "think": False, "answer_prefix": "<answer>", "mos_range": [1, 5]}
-    meta = {"queries": {"quality": {"question": question, "response_prefix": "<answer>"}}, "reasoning": reasoning}
-    write_metadata(folder, meta | {"level_words": list(SCORE_WORDS), "level_values": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    write_metadata(folder, scorer_meta("visualquality-r1-fast"))
     return folder
 
 

@@ -85,6 +85,23 @@ def from_prompt_scale(score: float, mos_range: Sequence[float]) -> float:
     return low + (float(score) - 1.0) * (high - low) / 4.0
 
 
+def scorer_meta(prompt: str, mos_range: Sequence[float] = (1.0, 5.0), **record: Any) -> dict[str, Any]:
+    """The ``sa_iqa.json`` of a GRPO-trained scorer asked ``PROMPTS[prompt]`` (``record``: more provenance).
+
+    >>> scorer_meta("visualquality-r1-fast")["reasoning"]["answer_prefix"]
+    '<answer>'
+    """
+    think = THINKS[prompt]
+    prefix = "<think>\n</think>\n<answer>" if think else "<answer>"  # mode=expected: an empty thinking, then the digit
+    return {
+        "queries": {"quality": {"question": PROMPTS[prompt], "response_prefix": "<answer>"}},
+        "level_words": list(SCORE_WORDS),
+        "level_values": [1.0, 2.0, 3.0, 4.0, 5.0],
+        **record,
+        "reasoning": {"prompt": prompt, "think": think, "answer_prefix": prefix, "mos_range": list(mos_range)},
+    }
+
+
 @dataclass
 class ReasoningIqaConfig(ModelLoading):
     """Settings of ``reward=reasoning-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""

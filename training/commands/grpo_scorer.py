@@ -25,7 +25,7 @@ from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from reward.eval.metrics import srcc
-from reward.rewards.reasoning_iqa import PROMPTS, SCORE_WORDS, THINKS, to_prompt_scale
+from reward.rewards.reasoning_iqa import PROMPTS, THINKS, scorer_meta, to_prompt_scale
 from training.commands.sft import ModelSettings, save_processor
 from training.shared.batch import trl_fields
 from training.shared.plan import PlanSettings
@@ -102,15 +102,14 @@ class Rows:
         self.synthetic, self.size = source == "synthetic", data.synthetic_size
         if self.synthetic:
             self.dim = data.dimension or "lighting"
-            self.n, self.range = (data.rows if split == "train" else data.test_rows), (1.0, 5.0)
+            self.n, self.range = (data.rows if split == "train" else data.test_rows), mos_range(settings, source)
             self.seed += 0 if split == "train" else 1_000_003  # the test stream: another seed
             return
         from reward.data import load_ratings
-        from reward.data.datasets.load import mos_range_of
 
         read = load_ratings(source, check_images=False, default_split=split)
         self.rows = [r for r in read.rows if data.dimension in (None, r.dimension)]
-        self.n, self.range = len(self.rows), tuple(data.mos_range or mos_range_of(source))
+        self.n, self.range = len(self.rows), mos_range(settings, source)
 
     def __len__(self) -> int:
         return self.n
@@ -144,6 +143,14 @@ class Rows:
         table = datasets.Dataset.from_dict({"image_id": list(range(self.n))})
         table.set_transform(rows)
         return table
+
+
+def mos_range(settings: GrpoScorerSettings, source: str) -> tuple[float, float]:
+    """The MOS scale of ``source``: ``data.mos_range``, else the dataset's own (synthetic and manifests: 1-5)."""
+    from reward.data.datasets.load import mos_range_of
+
+    low, high = settings.data.mos_range or ((1.0, 5.0) if source == "synthetic" else mos_range_of(source))
+    return float(low), float(high)
 
 
 def parse_settings(cfg: Any) -> GrpoScorerSettings:
@@ -238,25 +245,13 @@ def save_scorer(settings: GrpoScorerSettings, trainer: Any, folder: Path) -> dic
         model = model.merge_and_unload()
     model.save_pretrained(folder)
     save_processor(trainer.processing_class, folder)
-    think = THINKS[settings.prompt]
-    meta = {
-        "queries": {"quality": {"question": PROMPTS[settings.prompt], "response_prefix": "<answer>"}},
-        "level_words": list(SCORE_WORDS),
-        "level_values": [1.0, 2.0, 3.0, 4.0, 5.0],
-        "trained_from": settings.model.path,
-        "reasoning": {
-            "prompt": settings.prompt,
-            "think": think,
-            "answer_prefix": "<think>\n</think>\n<answer>" if think else "<answer>",
-            "mos_range": list(Rows(settings, settings.data.train, "train").range),
-            "rewards": settings.rewards,
-        },
-    }
+    scale = mos_range(settings, settings.data.train)
+    meta = scorer_meta(settings.prompt, scale, trained_from=settings.model.path, rewards=settings.rewards)
     write_metadata(folder, meta)
     return meta
 
 
-def test_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str) -> float | None:
+def held_out_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str) -> float | None:
     """SRCC of the saved scorer on ``data.test``, loaded as ``reward=reasoning-iqa`` loads it."""
     from reward.rewards.reasoning_iqa import build
 
@@ -284,7 +279,7 @@ def report(settings: GrpoScorerSettings, output: Output, trainer: Any, train_s: 
         return result
     scorer = out / "scorer"
     meta = save_scorer(settings, trainer, scorer)
-    result["scorer"], result["test_srcc"] = str(scorer), test_srcc(settings, scorer, "expected")
+    result["scorer"], result["test_srcc"] = str(scorer), held_out_srcc(settings, scorer, "expected")
     card = scorer_card(
         base_model=settings.model.path,
         dimensions={"quality": ""},

@@ -37,7 +37,7 @@ def grpo_scorer_plan(settings: Any) -> Plan:
         per_device=per_device,
         accumulation=accumulation,
         bf16=t.get("bf16") is not False,
-        checkpointing=bool(t.get("gradient_checkpointing")),
+        checkpointing=bool(t.get("activation_checkpointing") or t.get("gradient_checkpointing")),
     )
     shape = shape_or_fail(settings.model.path, "model.path", p.model)
     vis, vis_why = visual_tokens(settings.model.max_pixels, shape)
