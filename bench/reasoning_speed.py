@@ -57,7 +57,8 @@ def main() -> None:
             both = float(srcc(scores[ok], expected[ok])) if ok.sum() > 2 else None
             truth = float(srcc(scores[ok], np.array(mos)[ok])) if ok.sum() > 2 else None
             parsed = float(np.isfinite(scores).mean())
-            rows.append([name, f"{args.images / wall:.1f}", f"{wall / base:.1f}x", f"{parsed:.2f}", both, truth])
+            shown = [f"{v:.3f}" if v is not None else "-" for v in (both, truth)]
+            rows.append([name, f"{args.images / wall:.1f}", f"{wall / base:.1f}x", f"{parsed:.2f}", *shown])
             record[name] = {"images_per_s": args.images / wall, "vs_expected": wall / base, "srcc_expected": both}
         print(markdown(["mode", "images/s", "time vs expected", "parsed", "SRCC vs expected", "SRCC vs MOS"], rows))
         logger.info("%s", json.dumps(record))

@@ -48,14 +48,13 @@ def test_bad_rewards_and_prompts_are_refused_together():
 
 
 @pytest.mark.slow
-def test_a_tiny_run_writes_a_scorer_folder_read_both_ways(tiny_vlm_path, tmp_path):
+def test_a_tiny_run_from_an_sft_scorer_writes_a_scorer_folder_read_both_ways(tiny_scorer_path, tmp_path):
     from reward import get_reward
     from training.procedural.synthetic import example_at
 
     out = tmp_path / "run"
-    result = run(
-        compose("grpo_scorer", [f"model.path={tiny_vlm_path}", f"out={out}", *TINY], schema=GrpoScorerSettings)
-    )
+    warm = [f"model.path={tiny_scorer_path}", f"out={out}", *TINY]  # a warm start: an SFT scorer's folder
+    result = run(compose("grpo_scorer", warm, schema=GrpoScorerSettings))
     assert result["global_step"] == 2 and -1 <= result["test_srcc"] <= 1
     meta = json.loads((out / "scorer" / "sa_iqa.json").read_text())
     assert meta["reasoning"]["prompt"] == "visualquality-r1" and meta["level_words"] == ["1", "2", "3", "4", "5"]

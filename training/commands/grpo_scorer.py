@@ -111,9 +111,6 @@ class Rows:
         self.rows = [r for r in read.rows if data.dimension in (None, r.dimension)]
         self.n, self.range = len(self.rows), mos_range(settings, source)
 
-    def __len__(self) -> int:
-        return self.n
-
     def __getitem__(self, i: int) -> dict[str, Any]:
         from reward.data.images import load_image
 
@@ -259,7 +256,7 @@ def held_out_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str) -> floa
         return None
     rows = Rows(settings, settings.data.test, "test")
     reward = build({"model": str(scorer), "mode": mode, "batch_size": settings.eval_batch_size, "dtype": "float32"})
-    items = [rows[i] for i in range(len(rows))]
+    items = [rows[i] for i in range(rows.n)]
     scores = reward.score([it["image"] for it in items]).scores.numpy()
     ok = np.isfinite(scores)
     return float(srcc(scores[ok], np.array([it["mos"] for it in items])[ok])) if ok.sum() > 2 else None
