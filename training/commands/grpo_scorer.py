@@ -28,6 +28,7 @@ from reward.eval.metrics import srcc
 from reward.rewards.reasoning_iqa import PROMPTS, THINKS, scorer_meta, to_prompt_scale
 from training.commands.sft import ModelSettings, save_processor
 from training.shared.batch import trl_fields
+from training.shared.deepspeed import save_gathered_weights_under_zero3
 from training.shared.plan import PlanSettings
 from training.shared.sizes import require_trained
 from training.shared.trainable import LoraSettings, freeze_vision, load_for_training, lora_config, training_dtype
@@ -196,6 +197,7 @@ def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) ->
     from reward.vlm.hub import check_models
 
     check_models({"model.path": settings.model.path})
+    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
     rows = Rows(settings, settings.data.train, "train")
     args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
     args |= trl_fields(settings.trainer)
@@ -233,17 +235,18 @@ def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) ->
     return trainer, time.perf_counter() - start
 
 
-def save_scorer(settings: GrpoScorerSettings, trainer: Any, folder: Path) -> dict[str, Any]:
-    """The trained policy as a scorer folder: model (LoRA merged), processor, ``sa_iqa.json`` with ``reasoning``."""
+def save_scorer(settings: GrpoScorerSettings, trainer: Any, folder: Path) -> dict[str, Any] | None:
+    """The trained policy as a scorer folder (collective: ZeRO-3 gathers the weights; with LoRA, the adapter and its
+    ``base_model``), its processor and ``sa_iqa.json`` with ``reasoning`` (main process; the others get ``None``)."""
     from reward.rewards.scorer_folder import write_metadata
 
-    model = trainer.model
-    if settings.lora.enabled:
-        model = model.merge_and_unload()
-    model.save_pretrained(folder)
+    trainer.save_model(str(folder))
+    if not trainer.accelerator.is_main_process:
+        return None
     save_processor(trainer.processing_class, folder)
-    scale = mos_range(settings, settings.data.train)
-    meta = scorer_meta(settings.prompt, scale, trained_from=settings.model.path, rewards=settings.rewards)
+    record = {"trained_from": settings.model.path, "rewards": settings.rewards}
+    record |= {"base_model": settings.model.path} if settings.lora.enabled else {}
+    meta = scorer_meta(settings.prompt, mos_range(settings, settings.data.train), **record)
     write_metadata(folder, meta)
     return meta
 
@@ -272,10 +275,10 @@ def report(settings: GrpoScorerSettings, output: Output, trainer: Any, train_s: 
     history = [h for h in trainer.state.log_history if "reward" in h]
     if history:
         result["reward_first"], result["reward_last"] = history[0]["reward"], history[-1]["reward"]
-    if not trainer.accelerator.is_main_process:
-        return result
     scorer = out / "scorer"
     meta = save_scorer(settings, trainer, scorer)
+    if meta is None:
+        return result
     result["scorer"], result["test_srcc"] = str(scorer), held_out_srcc(settings, scorer, "expected")
     card = scorer_card(
         base_model=settings.model.path,
