@@ -70,3 +70,80 @@ def test_a_tiny_run_from_an_sft_scorer_writes_a_scorer_folder_read_both_ways(tin
     ).score(images)
     # an untrained model's answers do not parse: failures (NaN), never made-up numbers
     assert all(math.isnan(s) or 1 <= s <= 5 for s in sampled.scores.tolist())
+
+
+def _answer_format_start(src, out, steps: int = 30, seed: int = 5):
+    """The tiny VLM with ``<answer>``/``</answer>`` as tokens, taught the answer format on random digits (no quality
+    information: each image's digit is drawn uniformly), and written as a scorer folder of the no-thinking prompt."""
+    import numpy as np
+    from transformers import AutoModelForImageTextToText
+
+    from reward.rewards.reasoning_iqa import PROMPTS, scorer_meta
+    from reward.rewards.scorer_folder import write_metadata
+    from reward.vlm import load_processor
+    from training.procedural.synthetic import example_at
+
+    proc = load_processor(str(src))
+    proc.tokenizer.add_tokens(["<answer>", "</answer>"])
+    model = AutoModelForImageTextToText.from_pretrained(str(src), dtype=torch.float32)
+    model.resize_token_embeddings(len(proc.tokenizer))
+    opt, rng = torch.optim.AdamW(model.parameters(), lr=5e-3), np.random.default_rng(seed)
+    user = [{"type": "image"}, {"type": "text", "text": PROMPTS["visualquality-r1-fast"]}]
+    for step in range(steps):
+        images = [example_at(seed, step * 8 + i, 32).image for i in range(8)]
+        texts = [
+            proc.apply_chat_template(
+                [{"role": "user", "content": user}, {"role": "assistant", "content": f"<answer>{d}</answer>"}],
+                tokenize=False,
+            )
+            for d in rng.integers(1, 6, len(images))
+        ]
+        batch = proc(text=texts, images=images, padding=True, return_tensors="pt")  # left padding: answers last
+        labels = torch.full_like(batch["input_ids"], -100)
+        labels[:, -5:] = batch["input_ids"][:, -5:]  # <answer> d </answer> <|im_end|> \n
+        model(**batch, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    model.save_pretrained(out)
+    proc.save_pretrained(out)
+    write_metadata(out, scorer_meta("visualquality-r1-fast"))
+    return out
+
+
+def _held_out_srcc(scorer) -> float:
+    from reward import get_reward
+    from reward.eval.metrics import srcc
+    from training.procedural.synthetic import example_at
+
+    examples = [example_at(999, i, 32) for i in range(64)]
+    scores = get_reward("reasoning-iqa", {"model": str(scorer), "dtype": "float32"}).score([e.image for e in examples])
+    return srcc(scores.scores.numpy(), [e.mos["lighting"] for e in examples])
+
+
+@pytest.mark.slow
+def test_grpo_on_the_scorer_raises_held_out_srcc_on_procedural_lighting(tiny_vlm_path, tmp_path):
+    """From an answer-format start (random digits: no quality learnt), 60 GRPO steps of the three rewards raise the
+    expected-value SRCC on 64 unseen scenes across 0.3 (measured: -0.52 before, 0.56 after)."""
+    start = _answer_format_start(tiny_vlm_path, tmp_path / "start")
+    before = _held_out_srcc(start)
+    settings = [
+        f"model.path={start}",
+        f"out={tmp_path / 'run'}",
+        "data.train=synthetic",
+        "data.dimension=lighting",
+        "data.synthetic_size=32",
+        "prompt=visualquality-r1-fast",
+        "rewards=[score,ranking,format]",
+        "trainer.max_steps=60",
+        "trainer.per_device_train_batch_size=16",
+        "trainer.num_generations=4",
+        "trainer.max_completion_length=4",
+        "trainer.learning_rate=5e-3",
+        "trainer.beta=0",
+        "trainer.save_strategy=no",
+        "model.dtype=float32",
+    ]
+    result = run(compose("grpo_scorer", settings, schema=GrpoScorerSettings))
+    after = _held_out_srcc(tmp_path / "run" / "scorer")
+    assert result["reward_last"] > result["reward_first"]
+    assert after > 0.3 and after - before > 0.5, (before, after)
