@@ -258,7 +258,7 @@ def held_out_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str) -> floa
     if not settings.data.test:
         return None
     rows = Rows(settings, settings.data.test, "test")
-    reward = build({"model": str(scorer), "mode": mode, "batch_size": settings.eval_batch_size, "dtype": "float32"})
+    reward = build({"model": str(scorer), "mode": mode, "batch_size": settings.eval_batch_size})
     items = [rows[i] for i in range(rows.n)]
     scores = reward.score([it["image"] for it in items]).scores.numpy()
     ok = np.isfinite(scores)
