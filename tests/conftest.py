@@ -77,6 +77,21 @@ def tiny_vlm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_reasoning_scorer_path(tiny_vlm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained GRPO scorer folder (the no-thinking prompt): the tiny model plus its sa_iqa.json."""
+    import shutil
+
+    from reward.rewards.reasoning_iqa import scorer_meta
+    from reward.rewards.scorer_folder import write_metadata
+
+    d = tmp_path_factory.mktemp("reasoning-scorer")
+    for f in tiny_vlm_path.iterdir():
+        shutil.copy2(f, d / f.name)
+    write_metadata(d, scorer_meta("visualquality-r1-fast"))
+    return d
+
+
+@pytest.fixture(scope="session")
 def tiny_vlm25_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Qwen2.5-VL checkpoint."""
     from reward.testing import make_tiny_vlm
@@ -286,6 +301,7 @@ def tiny_reward_config(name: str, request) -> dict:
         },
         "scene-proxy": lambda: {"calibration_scenes": 2},
         "chat-judge": lambda: {"server": {"base_url": request.getfixturevalue("scripted_chat_url")}},
+        "reasoning-iqa": lambda: {"model": str(request.getfixturevalue("tiny_reasoning_scorer_path"))},
     }
     if name not in configs:
         pytest.fail(f"registered reward {name!r} has no tiny test config in tests/conftest.py")

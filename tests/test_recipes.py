@@ -26,6 +26,7 @@ from pace_judge.commands.memory import MemorySettings
 from reward.core.cli import compose
 from rl.commands.grpo import GrpoSettings
 from rl.tasks import TasksSettings
+from training.commands.grpo_scorer import GrpoScorerSettings
 from training.commands.sft import SftSettings
 from training.shared.batch import SFT_BATCH, resolve_batch
 from training.shared.plan import GIB, Launch, PlanSettings, format_plan, model_part
@@ -42,8 +43,16 @@ HYDRA_RECIPES = {  # recipe -> the command whose config it composes into
     "pace-fast": "judge",
     "tiny-real-photos": "sft",
     "tiny-real-photos-gpu": "sft",
+    "q-insight-koniq": "grpo_scorer",
+    "visualquality-r1-koniq": "grpo_scorer",
 }
-SCHEMAS = {"sft": SftSettings, "fit": FusionSettings, "grpo": GrpoSettings, "judge": JudgeSettings}
+SCHEMAS = {
+    "sft": SftSettings,
+    "fit": FusionSettings,
+    "grpo": GrpoSettings,
+    "judge": JudgeSettings,
+    "grpo_scorer": GrpoScorerSettings,
+}
 CPU = ["trainer.bf16=false", "trainer.dataloader_num_workers=0"]
 
 
@@ -66,7 +75,16 @@ def _leaves(node, prefix=""):
 
 
 @pytest.mark.parametrize(
-    "name", ["qalign-koniq", "deqa-koniq", "sa-iqa-bench", "sa-iqa-bench-fusion", "grpo-expansion"]
+    "name",
+    [
+        "qalign-koniq",
+        "deqa-koniq",
+        "sa-iqa-bench",
+        "sa-iqa-bench-fusion",
+        "grpo-expansion",
+        "q-insight-koniq",
+        "visualquality-r1-koniq",
+    ],
 )
 def test_each_published_recipe_cites_a_source_for_every_value_and_composes_to_it(name):
     text = (RECIPES / f"{name}.yaml").read_text()

@@ -122,7 +122,9 @@ def test_the_rewards_of_the_packages_above_come_from_their_entry_points_read_on_
     )
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
-    assert "['chat-judge', 'pace', 'qbench', 'sa-iqa', 'scene-proxy'] []" in done.stdout, done.stdout + done.stderr
+    assert "['chat-judge', 'pace', 'qbench', 'reasoning-iqa', 'sa-iqa', 'scene-proxy'] []" in done.stdout, (
+        done.stdout + done.stderr
+    )
     assert reward_info("pace").score_range == (1.0, 5.0) and reward_info("scene-proxy").higher_is_better
 
 

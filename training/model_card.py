@@ -39,11 +39,12 @@ def scorer_card(
     data_info: Mapping[str, Mapping[str, Any]] | None = None,
     steps: int | None = None,
     location: str = "THIS_FOLDER_OR_REPO_ID",
+    **text: Any,
 ) -> ModelCard:
     """The card of a scorer fine-tuned from ``base_model`` (a Hub id or a folder): ``dimensions`` maps a name to its
     definition ("" when the prompt type has none), ``metrics`` is metrics.json's entries per dimension, ``data_info``
     the "train"/"test" data's split and rule, ``location`` where a reader loads the scorer from, ``adapter`` whether
-    the folder holds a LoRA adapter."""
+    the folder holds a LoRA adapter; ``text``: more of the template's fields (``method``, ``reward_name``)."""
     info = {k: (data_info or {}).get(k) or {} for k in ("train", "test")}
     metrics = {dim: v for dim, v in (metrics or {}).items() if isinstance(v, Mapping)}
     held_out = test_data != train_data or bool(info["test"].get("split"))
@@ -71,4 +72,5 @@ def scorer_card(
         steps=steps,
         location=location,
         command=command,
+        **text,
     )

@@ -240,3 +240,11 @@ register_reward(
     description='a chat model over an OpenAI-compatible API asked SA-IQA App. B.2\'s prompt, its {"score": N} read',
     config="reward.rewards.chat_judge:ChatJudgeConfig",
 )
+register_reward(
+    "reasoning-iqa",
+    "reward.rewards.reasoning_iqa:build",
+    higher_is_better=True,
+    score_range=(1.0, 5.0),
+    description="a GRPO-trained scorer (Q-Insight, VisualQuality-R1): K answers parsed and averaged, or E[digit]",
+    config="reward.rewards.reasoning_iqa:ReasoningIqaConfig",
+)
