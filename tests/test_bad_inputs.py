@@ -43,6 +43,7 @@ MISSING_INPUT = {
     "reward/dataset_manifest.py": ["data=koniq10k:/nope/koniq", "out={tmp}/m.jsonl"],
     "reward/qbench_eval.py": ["task=a1", "model.path=/nope/model", "data=/nope/questions.json", "out={tmp}/out"],
     "training/sft.py": ["model.path=/nope/model", "data.train=/nope/ratings.jsonl", "out={tmp}/out"],
+    "training/grpo_scorer.py": ["model.path=/nope/model", "data.train=/nope/ratings.jsonl", "out={tmp}/out"],
     "training/photos.py": ["brisque", "data=/nope/ratings.jsonl"],
     "training/mos.py": ["raw=/nope/raw.jsonl"],
     "training/synthetic.py": None,
