@@ -31,13 +31,14 @@ import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import BATCH, SIDE, TOKENS, parse, to_plain
+from reward.core.config import BATCH, FRACTION, SIDE, TOKENS, parse, to_plain
+from reward.core.errors import ConfigError
 from reward.core.registry import Registry
 from reward.vlm.loading import resolve_dtype
 from rl.devices import process_device
@@ -46,24 +47,26 @@ from rl.prompt_levels import levels_from_prompt
 logger = logging.getLogger(__name__)
 
 Seeds = int | Sequence[int]
+MASK_MISMATCH = ("resize", "error")
 
+if TYPE_CHECKING:
 
-class Generator(Protocol):
-    """An inpainting model: ``n`` candidates per (image, mask, prompt), each reproducible from its seed."""
+    class Generator(Protocol):
+        """An inpainting model: ``n`` candidates per (image, mask, prompt), each reproducible from its seed."""
 
-    name: str
-    max_prompt_tokens: int
+        name: str
+        max_prompt_tokens: int
 
-    def inpaint(
-        self,
-        images: Sequence[Image.Image],
-        masks: Sequence[Image.Image],
-        prompts: Sequence[str],
-        n: int = 1,
-        seed: Seeds = 0,
-    ) -> list[list[Image.Image]]: ...
+        def inpaint(
+            self,
+            images: Sequence[Image.Image],
+            masks: Sequence[Image.Image],
+            prompts: Sequence[str],
+            n: int = 1,
+            seed: Seeds = 0,
+        ) -> list[list[Image.Image]]: ...
 
-    def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]: ...
+        def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]: ...
 
 
 def item_seeds(seed: Seeds, n_items: int) -> list[int]:
@@ -76,13 +79,20 @@ def item_seeds(seed: Seeds, n_items: int) -> list[int]:
     return seeds
 
 
-def prepare_masks(
-    images: Sequence[Image.Image], masks: Sequence[Image.Image], on_mismatch: str = "resize"
-) -> list[Image.Image]:
-    """Masks as ``L`` images (255 = repaint) of their image's size; another size is resized with a warning
-    (``on_mismatch="resize"``) or refused (``"error"``)."""
-    if len(images) != len(masks):
-        raise ValueError(f"got {len(images)} images but {len(masks)} masks; give one mask per image")
+def prepare_call(
+    images: Sequence[Image.Image],
+    masks: Sequence[Image.Image],
+    prompts: Sequence[str],
+    n: int,
+    seed: Seeds,
+    on_mismatch: str,
+) -> tuple[list[Image.Image], list[Image.Image], list[int]]:
+    """Checked inputs of one ``inpaint`` call: RGB images, binary ``L`` masks (255 = repaint) of their image's size
+    (another size resized with a warning, or refused with ``on_mismatch="error"``), one base seed per item."""
+    if not len(images) == len(masks) == len(prompts):
+        raise ValueError(f"got {len(images)} images, {len(masks)} masks and {len(prompts)} prompts; give one of each")
+    if n < 1:
+        raise ValueError(f"n must be >= 1 candidates per item, got {n}")
     out = []
     for i, (image, mask) in enumerate(zip(images, masks, strict=True)):
         mask = mask.convert("L")
@@ -92,27 +102,10 @@ def prepare_masks(
                     f"item {i}: mask is {mask.size} but image is {image.size}; resize the mask, or set "
                     "generator.mask_mismatch=resize to resize it automatically"
                 )
-            warnings.warn(f"item {i}: mask {mask.size} resized to its image's size {image.size}", stacklevel=2)
+            warnings.warn(f"item {i}: mask {mask.size} resized to its image's size {image.size}", stacklevel=3)
             mask = mask.resize(image.size, Image.Resampling.NEAREST)
         out.append(mask.point(lambda v: 255 if v >= 128 else 0))
-    return out
-
-
-def prepare_call(
-    images: Sequence[Image.Image],
-    masks: Sequence[Image.Image],
-    prompts: Sequence[str],
-    n: int,
-    seed: Seeds,
-    on_mismatch: str,
-) -> tuple[list[Image.Image], list[Image.Image], list[int]]:
-    """Checked inputs of one ``inpaint`` call: RGB images, binary masks of their size, one base seed per item."""
-    if len(images) != len(prompts):
-        raise ValueError(f"got {len(images)} images but {len(prompts)} prompts; give one prompt per image")
-    if n < 1:
-        raise ValueError(f"n must be >= 1 candidates per item, got {n}")
-    masks = prepare_masks(images, masks, on_mismatch)
-    return [im.convert("RGB") for im in images], masks, item_seeds(seed, len(images))
+    return [im.convert("RGB") for im in images], out, item_seeds(seed, len(images))
 
 
 # ---------------------------------------------------------------------------------------------- procedural
@@ -137,7 +130,7 @@ class ProceduralConfig:
         default=0.25,
         metadata={
             "help": "per candidate and dimension: chance the level moves one step up or down",
-            "range": (0, 5),
+            "range": FRACTION,
         },
     )
     jitter_by_prompt: bool = field(
@@ -150,41 +143,35 @@ class ProceduralConfig:
         },
     )
 
-
-def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: float) -> dict[str, int]:
-    """Candidates of one prompt vary in quality, as a diffusion model's do: each level moves +-1 with ``chance``."""
-    out = {}
-    for dim, level in levels.items():
-        move = int(rng.choice((-1, 1))) if rng.random() < chance else 0
-        out[dim] = min(5, max(1, level + move))
-    return out
+    def __post_init__(self) -> None:
+        if self.mask_mismatch not in MASK_MISMATCH:
+            raise ConfigError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
 
 
 def candidate_levels(
     prompt: str, seed: int, level_jitter: float, by_prompt: bool = False
 ) -> tuple[Any, dict[str, int]]:
     """The scene and the true quality levels of the ``procedural`` candidate drawn with ``seed`` for ``prompt``
-    (the prompt's levels, each jittered): what the generator paints, so a run can be judged by its known truth.
-    ``by_prompt``: the generator's ``jitter_by_prompt``."""
+    (the prompt's levels, each moved +-1 with chance ``level_jitter``, as a diffusion model's candidates vary): what
+    the generator paints, so a run can be judged by its known truth. ``by_prompt``: the generator's
+    ``jitter_by_prompt``."""
     import zlib
 
     from training.procedural.scenes import sample_scene
 
     rng = np.random.default_rng([seed, zlib.crc32(prompt.encode("utf-8"))] if by_prompt else seed)
     spec = sample_scene(rng)
-    return spec, jitter_levels(levels_from_prompt(prompt), rng, level_jitter)
+    levels = {}
+    for dim, level in levels_from_prompt(prompt).items():
+        move = int(rng.choice((-1, 1))) if rng.random() < level_jitter else 0
+        levels[dim] = min(5, max(1, level + move))
+    return spec, levels
 
 
 class ProceduralGenerator:
     """Paints the masked region of any image with a procedural scene at the prompt's quality levels."""
 
     def __init__(self, cfg: ProceduralConfig) -> None:
-        if cfg.render_size < 8:
-            raise ValueError(f"generator.render_size must be >= 8 pixels, got {cfg.render_size}")
-        if cfg.mask_mismatch not in ("resize", "error"):
-            raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
-        if not 0 <= cfg.level_jitter <= 1:
-            raise ValueError(f"generator.level_jitter must be a probability in [0, 1], got {cfg.level_jitter}")
         self.cfg = cfg
         self.name = cfg.name
         self.max_prompt_tokens = cfg.max_prompt_tokens
@@ -276,13 +263,15 @@ class DiffusersConfig:
         default=512,
         metadata={
             "help": "FLUX Fill: T5 tokens of the prompt (at most 512; T5 pads to it, cost follows)",
-            "range": TOKENS,
+            "range": (1, 512),
         },
     )
     mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
     repeat_items: bool = field(
         default=True, metadata={"help": "one row per candidate (exact reproduction); false: num_images_per_prompt"}
     )
+
+    __post_init__ = ProceduralConfig.__post_init__
 
 
 def text_budget(cfg: Any) -> int:
@@ -333,14 +322,6 @@ class DiffusersGenerator:
         import diffusers
         import torch
 
-        if cfg.name not in PIPELINES:
-            raise ValueError(f"unknown diffusers generator {cfg.name!r}; known: {', '.join(PIPELINES)}")
-        if cfg.mask_mismatch not in ("resize", "error"):
-            raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
-        if not 1 <= cfg.max_sequence_length <= 512:
-            raise ValueError(
-                f"generator.max_sequence_length={cfg.max_sequence_length}: FLUX's T5 reads 1 to 512 tokens"
-            )
         self.cfg = cfg
         self.name = cfg.name
         self.device = process_device(cfg.device, where="generator.device")
@@ -509,7 +490,6 @@ def inpaint_each(
 
 def generator_has_device(name: str) -> bool:
     """Whether the registered generator ``name`` takes a ``device`` setting (placed by :mod:`rl.devices`)."""
-    if name not in GENERATORS:
-        return False
-    config = GENERATORS.get(name).meta.get("config")
-    return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
+    return name in GENERATORS and any(
+        f.name == "device" for f in dataclasses.fields(GENERATORS.get(name).meta["config"])
+    )

@@ -17,15 +17,18 @@ import time
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
 from reward.data.files import append_jsonl, json_safe
 from reward.integrations.reward_set import ScoreResult
 from reward.integrations.trl_rewards import Rendered
-from rl.generators import Generator, inpaint_each
+from rl.generators import inpaint_each
 from rl.inpaint_tasks import Task
+
+if TYPE_CHECKING:
+    from rl.generators import Generator
 
 
 def task_seed(seed: int, task_id: str, step: int) -> int:

@@ -74,8 +74,8 @@ def pairs_of(run_dir: Path) -> tuple[str, list[dict[str, Any]]]:
     if command not in KINDS or not saved.get("complete"):
         raise UserError(f"run={run_dir}: not a complete Best-of-N or GRPO run (run.json: {command}); finish it first")
     if command == "best_of_n":
-        rows = [r for r in read_records(run_dir / "scores.jsonl") if "chosen" in r]
-        files = [(r, *(run_dir / pick / f"{r['index']:04d}.png" for pick in ("chosen", "random"))) for r in rows]
+        rows = [r for r in read_records(run_dir / "scores.jsonl") if "file" in r]
+        files = [(r, *(run_dir / pick / r["file"] for pick in ("chosen", "random"))) for r in rows]
     else:
         folder = run_dir / "heldout"
         rows = read_records(folder / "pairs.jsonl")

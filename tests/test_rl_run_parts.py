@@ -156,6 +156,17 @@ def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():
     assert step_line(failed, 3, 10) == "step 3/10  reward n/a  zero-std groups 100%  loss 0"
 
 
+def test_the_console_reward_says_its_scale():
+    from rl.commands.grpo import GrpoSettings, reward_scale
+
+    line = step_line(LOG[1], 2, 10, "normalised to [0, 1]")
+    assert line == "step 2/10  reward 0.4000 (normalised to [0, 1]; std 0.1000)  zero-std groups 30%  kl 0.01"
+    one = GrpoSettings(out="o", data="d", reward={"name": "qbench"})
+    assert reward_scale(one) == "normalised to [0, 1]"  # the default: each reward mapped by its score_range
+    weighted = GrpoSettings(out="o", data="d", more_rewards=[{"name": "x"}], trainer={"reward_weights": [1.0, 0.5]})
+    assert reward_scale(weighted) == "normalised to [0, 1.5]"  # trl logs the weighted sum
+
+
 def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_path):
     from hydra import initialize_config_dir
 
