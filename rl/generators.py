@@ -171,8 +171,8 @@ def candidate_levels(
 class ProceduralGenerator:
     """Paints the masked region of any image with a procedural scene at the prompt's quality levels."""
 
-    def __init__(self, cfg: ProceduralConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: ProceduralConfig | dict[str, Any]) -> None:
+        self.cfg = cfg = cfg if isinstance(cfg, ProceduralConfig) else parse(ProceduralConfig, cfg, where="generator")
         self.name = cfg.name
         self.max_prompt_tokens = cfg.max_prompt_tokens
 
@@ -318,11 +318,11 @@ class DiffusersGenerator:
     candidate with its own seed (``repeat_items=true``, reproducible one by one), or with ``num_images_per_prompt``
     (``repeat_items=false``)."""
 
-    def __init__(self, cfg: DiffusersConfig, pipe: Any = None) -> None:
+    def __init__(self, cfg: DiffusersConfig | dict[str, Any], pipe: Any = None) -> None:
         import diffusers
         import torch
 
-        self.cfg = cfg
+        self.cfg = cfg = cfg if isinstance(cfg, DiffusersConfig) else parse(DiffusersConfig, cfg, where="generator")
         self.name = cfg.name
         self.device = process_device(cfg.device, where="generator.device")
         if pipe is None:
@@ -421,28 +421,19 @@ class DiffusersGenerator:
 # ---------------------------------------------------------------------------------------------- registry
 
 
-def _procedural(cfg: dict[str, Any]) -> Generator:
-    return ProceduralGenerator(parse(ProceduralConfig, cfg, where="generator"))
-
-
-def _diffusers(cfg: dict[str, Any]) -> Generator:
-    return DiffusersGenerator(parse(DiffusersConfig, cfg, where="generator"))
-
-
 GENERATORS = Registry("generator", required=("description", "config"))
 GENERATORS.register(
     "procedural",
-    _procedural,
+    ProceduralGenerator,
     config=ProceduralConfig,
     description="procedural interior painted at the prompt's levels (CPU)",
 )
-GENERATORS.register(
-    "sd15-inpaint", _diffusers, config=DiffusersConfig, description="Stable Diffusion 1.5 inpainting (diffusers)"
-)
-GENERATORS.register(
-    "sdxl-inpaint", _diffusers, config=DiffusersConfig, description="Stable Diffusion XL inpainting (diffusers)"
-)
-GENERATORS.register("flux-fill", _diffusers, config=DiffusersConfig, description="FLUX.1 Fill (diffusers)")
+for name, what in (
+    ("sd15-inpaint", "Stable Diffusion 1.5 inpainting"),
+    ("sdxl-inpaint", "Stable Diffusion XL inpainting"),
+    ("flux-fill", "FLUX.1 Fill"),
+):
+    GENERATORS.register(name, DiffusersGenerator, config=DiffusersConfig, description=f"{what} (diffusers)")
 
 
 def generator_config(name: str) -> type | None:

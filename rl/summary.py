@@ -9,7 +9,7 @@ from typing import Any
 
 from transformers.trainer_callback import ProgressCallback
 
-PARTS = ("policy_generation", "inpainting", "reward", "update_and_rest")
+from rl.timing import PARTS
 
 
 def summarize(
@@ -100,9 +100,7 @@ class StepLine(ProgressCallback):
     """transformers' progress bar, writing one line per logged step instead of the logged dictionary (and nothing
     for the end-of-training one: the run's summary follows); ``scale``: what the reward ranges over."""
 
-    def __init__(self, scale: str = "") -> None:
-        super().__init__()
-        self.scale = scale
+    scale = ""
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or self.training_bar is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -206,3 +207,39 @@ def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_sta
         cfg = compose("grpo", overrides=base, schema=GrpoSettings)
     with pytest.raises(UserError, match=rf"{lock} is 60 minutes old.*rm {lock}"):
         parse_settings(cfg)
+
+
+def test_what_an_installed_user_reads_names_no_file_of_a_clone(tmp_path, monkeypatch):
+    """The policy card's command is the one run (the console script when installed); the plan, the settings' help
+    and the commands' --help text point at nothing a wheel lacks (bench/, configs/ paths, python fusion/fit.py)."""
+    import dataclasses
+
+    from hydra import initialize_config_dir
+
+    import rl.best_of_n
+    import rl.grpo
+    from reward.core.cli import CONFIG_DIR, compose
+    from rl.commands.best_of_n import BestOfNSettings
+    from rl.commands.grpo import GrpoSettings, card_command, settings_and_args
+    from rl.commands.grpo_plan import grpo_plan
+    from training.procedural.synthetic import write_inpainting_tasks
+
+    record = {"reward": {"name": "scene-proxy"}, "data": "t.jsonl", "out": "run"}
+    monkeypatch.setattr("sys.argv", ["perceptual-rewards grpo", "reward=scene-proxy"])
+    assert card_command(record).startswith("perceptual-rewards grpo reward=scene-proxy ")
+    monkeypatch.setattr("sys.argv", ["rl/grpo.py", "reward=scene-proxy"])
+    assert card_command(record).startswith("python rl/grpo.py reward=scene-proxy ")
+
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 8, size=32, seed=0)
+    overrides = [
+        "policy.path=Qwen/Qwen2.5-VL-7B-Instruct",
+        f"data={tasks}",
+        "out=o",
+        "reward=scene-proxy",
+        "plan=true",
+    ]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        plan = grpo_plan(*settings_and_args(compose("grpo", overrides, schema=GrpoSettings)))
+    helps = [f.metadata.get("help", "") for cls in (GrpoSettings, BestOfNSettings) for f in dataclasses.fields(cls)]
+    for text in [*plan.lines, *helps, rl.grpo.__doc__, rl.best_of_n.__doc__]:
+        assert not re.search(r"bench/|configs/|\.sh\b|fusion/fit\.py|rl/commands/", text), text

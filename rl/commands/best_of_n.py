@@ -134,10 +134,7 @@ def set_up(settings: BestOfNSettings) -> Setup:
     """The tasks and a refused ``out=`` first (before any model loads), then the rewards on their devices, the
     generator and the output folder."""
     tasks, skipped = load_tasks(
-        settings.data,
-        skip_bad=settings.skip_bad,
-        max_pixels=settings.max_decode_pixels,
-        **image_paths(settings),
+        settings.data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels, **image_paths(settings)
     )
     tasks = tasks[: settings.limit] if settings.limit else tasks
     if not tasks:
@@ -211,19 +208,19 @@ def _candidates(
     ]
     scores = picker.score(flat, flat_prompts)[picker.labels[0]]
     judged = judge.score(flat, flat_prompts)[judge.labels[0]] if judge else None
-    candidates, k = [], 0
-    for result in (r for r in results if r is not None):
-        candidates.append([])
-        for j in range(len(result)):
-            candidates[-1].append(
-                {
-                    "seed": settings.seed + j,
-                    "score": scores.raw[k],
-                    "dimensions": {d: v[k] for d, v in scores.dimensions.items()},
-                    "judge": judged.raw[k] if judged else None,
-                }
-            )
-            k += 1
+    n = settings.n
+    candidates = [  # candidate j of the m-th generated task is image m * n + j of the flat list
+        [
+            {
+                "seed": settings.seed + j,
+                "score": scores.raw[m * n + j],
+                "dimensions": {d: v[m * n + j] for d, v in scores.dimensions.items()},
+                "judge": judged.raw[m * n + j] if judged else None,
+            }
+            for j in range(n)
+        ]
+        for m in range(len(flat) // n)
+    ]
     return candidates, prompts, results
 
 
@@ -267,19 +264,7 @@ def _number(value: Any) -> str:
 
 def summary_table(summary: dict[str, Any]) -> str:
     """The closing summary as a table: the picker's mean reward of the chosen vs a random candidate (the same tasks),
-    the judge's verdict, and what failed.
-
-    >>> print(summary_table({"reward": "qbench", "judge": None, "n": 4, "tasks": 2, "skipped_rows": 0,
-    ...                      "tasks_paired": 2, "mean_chosen": 0.75, "mean_random": 0.5, "random_failed": 0,
-    ...                      "generation_failed": 0, "reward_failed": 1, "truncated": 0}))
-    best-of-4 on 2 tasks, picked by qbench
-                                                            value
-    --------------------------------------------------  ---------
-    mean qbench of the chosen candidate (self-judged)      0.7500
-    mean qbench of a random candidate (self-judged)        0.5000
-    tasks compared (chosen and random pick scored)         2 of 2
-    failed: generations / reward scores / random picks  0 / 1 / 0
-    """
+    the judge's verdict, and what failed."""
     reward, judge = summary["reward"], summary.get("judge")
     rows = [
         [f"mean {reward} of the chosen candidate (self-judged)", _number(summary.get("mean_chosen"))],

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from omegaconf import MISSING
 
+from reward.console import PROG
 from reward.core.config import FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import Output, may_change_keys
@@ -486,7 +487,7 @@ def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output
 
 @dataclass
 class Setup:
-    """What :func:`set_up` builds for :func:`train` and :func:`report`."""
+    """What :func:`set_up` builds for :func:`train` and :func:`report`, and what :func:`train` adds."""
 
     settings: GrpoSettings
     args: Any  # trl.GRPOConfig
@@ -503,21 +504,15 @@ class Setup:
     processing_class: Any
     resume_from: str | None
     restored: bool  # the checkpoint's weights were loaded by our code (the trainer's key warnings are moot)
-
-
-@dataclass
-class Trained:
-    """What :func:`train` leaves for :func:`report`."""
-
-    trainer: Any
-    global_step: int
-    train_s: float
-    clock: StepClock
-    render: InpaintingRender
-    scoring: TrlRewards  # the training rewards as trl reward functions over the render
-    heldout_cb: HeldOutEval | None
-    stopped_at: int | None
-    guard: RewardGuard
+    trainer: Any = None  # from here on: train's
+    global_step: int = 0
+    train_s: float = 0.0
+    clock: StepClock | None = None
+    render: InpaintingRender | None = None
+    scoring: TrlRewards | None = None  # the training rewards as trl reward functions over the render
+    heldout_cb: HeldOutEval | None = None
+    stopped_at: int | None = None
+    guard: RewardGuard | None = None
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
@@ -532,9 +527,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
 
     with Watchdog(settings.stall_timeout_s) as watchdog:
         setup = set_up(settings, args, watchdog)
-        trained = train(setup, callbacks or [], watchdog)
+        train(setup, callbacks or [], watchdog)
         watchdog.beat("writing the report")
-        return report(setup, trained)
+        return report(setup)
 
 
 def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
@@ -597,7 +592,7 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     )
 
 
-def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
+def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     """trl's GRPOTrainer on the training tasks, timed per step, evaluated on the held-out tasks (every ``eval.every``
     steps and before the first), one console line per step; the policy saved to ``out/policy`` (collective)."""
     from datasets import Dataset
@@ -653,7 +648,9 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
         heldout_cb.trainer = trainer
     trainer.remove_callback(ProgressCallback)
     trainer.remove_callback(PrinterCallback)
-    trainer.add_callback(StepLine(reward_scale(settings)))  # one line per step, not trl's dictionaries
+    step_line = StepLine()  # one line per step, not trl's dictionaries
+    step_line.scale = reward_scale(settings)
+    trainer.add_callback(step_line)
     start = time.perf_counter()
     with restored_weights_quiet() if setup.restored else contextlib.nullcontext():  # its key warnings are moot
         global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
@@ -662,8 +659,9 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
         require_trained(global_step, "GRPO", settings.trainer)  # no policy from no step
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
     asked = trainer.control.should_training_stop and global_step < trainer.state.max_steps  # a callback's stop
-    stopped_at = global_step if asked else None
-    return Trained(trainer, global_step, train_s, clock, render, scoring, heldout_cb, stopped_at, guard)
+    setup.stopped_at = global_step if asked else None
+    setup.trainer, setup.global_step, setup.train_s, setup.clock = trainer, global_step, train_s, clock
+    setup.render, setup.scoring, setup.heldout_cb, setup.guard = render, scoring, heldout_cb, guard
 
 
 def reward_scale(settings: GrpoSettings) -> str:
@@ -679,7 +677,7 @@ def reward_scale(settings: GrpoSettings) -> str:
     return f"normalised to [{sum(min(w, 0) for w in weights):g}, {sum(max(w, 0) for w in weights):g}]"
 
 
-def report(setup: Setup, trained: Trained) -> dict[str, Any]:
+def report(setup: Setup) -> dict[str, Any]:
     """Every process's devices and step-time split (collective), then on the main process the curves, plots, the
     policy's card, ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with
     the reason."""
@@ -689,16 +687,16 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
     from rl.summary import summarize, summary_text
     from rl.timing import mean_timing
 
-    out, trainer = setup.out, trained.trainer
-    processes = gather_object([process_record(setup, trained)])  # collective: the last one
+    out, trainer = setup.out, setup.trainer
+    processes = gather_object([process_record(setup)])  # collective: the last one
     trainer.accelerator.end_training()  # accelerate's end of a run: a gloo process group left alive aborts the exit
     max_steps = trainer.state.max_steps
-    complete = trained.guard.failure is None and (trained.global_step >= max_steps or trained.stopped_at is not None)
+    complete = setup.guard.failure is None and (setup.global_step >= max_steps or setup.stopped_at is not None)
     result: dict[str, Any] = {
-        "global_step": trained.global_step,
+        "global_step": setup.global_step,
         "max_steps": max_steps,
         "complete": complete,
-        "stopped_by_callback_at": trained.stopped_at,
+        "stopped_by_callback_at": setup.stopped_at,
         "resumed": setup.output.resumed,
         "skipped_rows": setup.n_bad,
         "tasks": {"train": len(setup.train), "heldout": len(setup.heldout)},
@@ -707,11 +705,11 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
         "beta": setup.args.beta,
         "rewards": setup.rewards.labels,
         "reward_scale": reward_scale(setup.settings),
-        "reward_failures": trained.guard.report(),
+        "reward_failures": setup.guard.report(),
         "eval_rewards": setup.eval_set.labels if setup.eval_set else [],
         "provenance": setup.output.provenance(),
         "processes": processes,
-        "timing": {"train_s": trained.train_s, **mean_timing(processes)},
+        "timing": {"train_s": setup.train_s, **mean_timing(processes)},
     }
     if trainer.is_world_process_zero():
         setup.processing_class.save_pretrained(str(out / "policy"))
@@ -725,11 +723,13 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
         result["plots"] = draw_run_plots(out, result["train_curve"], history)
         result["policy"] = str(out / "policy")
         result["summary"] = summarize(log, history, setup.rewards.labels)
-        # the card (also the run folder's README.md, in place of trl's template) with the command as it was run
-        record = setup.output.identity["settings"]
-        command = settings_command(run_script(), "grpo", GrpoSettings, record)
+        record = setup.output.identity["settings"]  # the card: also the run folder's README.md (not trl's template)
         card = policy_card(
-            record, result, command=command, vision=setup.vision, max_new_tokens=setup.args.max_completion_length
+            record,
+            result,
+            command=card_command(record),
+            vision=setup.vision,
+            max_new_tokens=setup.args.max_completion_length,
         )
         result["model_card"] = str([write_card(folder, card) for folder in (out / "policy", out)][0])
         files = {
@@ -746,28 +746,29 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
         logger.info("%s", summary_text(result))
         if complete:
             setup.output.finish()
-    trained.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
+    setup.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
     if not complete:
         raise UserError(
-            f"GRPO ended after {trained.global_step} of {max_steps} steps: the training tasks ran out "
+            f"GRPO ended after {setup.global_step} of {max_steps} steps: the training tasks ran out "
             f"(the trainer found no full batch of prompts). The policy so far is in {out / 'policy'}; "
             "see grpo_result.json"
         )
     return result
 
 
-def run_script() -> str:
-    """The command as run: ``perceptual-rewards grpo`` (``accelerate launch ... -m reward grpo`` under accelerate)
-    when installed, ``rl/grpo.py`` from a clone."""
-    return "-m reward grpo" if sys.argv[0].startswith("perceptual-rewards") else "rl/grpo.py"
+def card_command(record: dict[str, Any]) -> str:
+    """The command that makes the run of settings ``record``, as it was run: ``perceptual-rewards grpo ...`` (under
+    accelerate: ``accelerate launch ... -m reward grpo ...``) when installed, ``python rl/grpo.py ...`` (a clone)."""
+    script = "-m reward grpo" if sys.argv[0].startswith(PROG) else "rl/grpo.py"
+    return settings_command(script, "grpo", GrpoSettings, record).replace("python -m reward", PROG, 1)
 
 
-def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
+def process_record(setup: Setup) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split, what trl's KL term compares
     the policy with, and peak memory."""
     from rl.timing import step_split
 
-    rewards, eval_set, generator, trainer = setup.rewards, setup.eval_set, setup.generator, trained.trainer
+    rewards, eval_set, generator, trainer = setup.rewards, setup.eval_set, setup.generator, setup.trainer
     devices = {
         "policy": placed_device(trainer.model) or str(trainer.accelerator.device),
         "generator": placed_device(generator) or str(getattr(generator, "device", "cpu")),
@@ -786,8 +787,8 @@ def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
         "process": setup.args.process_index,
         "local_rank": setup.args.local_process_index,
         "devices": devices,
-        "timing": step_split(trained.clock, trained.render.inpaint_s, trained.scoring.reward_s),
+        "timing": step_split(setup.clock, setup.render.inpaint_s, setup.scoring.reward_s),
         "reference": reference,
-        "heldout_s": trained.heldout_cb.seconds if trained.heldout_cb else 0.0,
+        "heldout_s": setup.heldout_cb.seconds if setup.heldout_cb else 0.0,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
     }
