@@ -1,16 +1,12 @@
 """Inpainting generators behind one interface: ``inpaint(images, masks, prompts, n, seed) -> list[list[Image]]``.
 
-- ``procedural``: paints the masked region with a procedural interior (``training/procedural/scenes.py``) whose
-  quality levels are driven by the prompt's words (``rl/prompt_levels.py``), so prompt choices change quality in a
-  known way on CPU;
-- ``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``: diffusers pipelines (path, device, dtype, steps, guidance,
-  strength in ``configs/generator/*.yaml``), the candidates of several items in one call (one row per candidate;
-  ``repeat_items=false``: ``num_images_per_prompt``).
+- ``procedural``: a procedural interior whose quality levels follow the prompt's words (:mod:`rl.prompt_levels`), so
+  prompt choices change quality in a known way on CPU;
+- ``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``: diffusers pipelines, the candidates of several items in one call.
 
-Prompts are cut to the text encoder that reads them, at a token boundary of the user's own text (never decoded back
-from tokens, so case and spacing stay): CLIP's 77 tokens for SD1.5/SDXL; for FLUX Fill, T5's
-``max_sequence_length`` (512), T5 reads the whole expanded prompt (``prompt_2``) while CLIP, which gives only a pooled
-vector, reads its first 77 tokens. :func:`text_budget` is that limit, which GRPO's ``max_completion_length`` follows.
+Prompts are cut at a token boundary of the user's own text to what the text encoder reads (:func:`text_budget`, which
+GRPO's ``max_completion_length`` follows): CLIP's 77 tokens; FLUX Fill's T5 ``max_sequence_length`` (CLIP, only a
+pooled vector there, reads the first 77).
 
 Candidate ``j`` of item ``i`` is drawn with seed ``seeds[i] + j`` (``seed`` is one int or one per item), so any
 candidate is reproduced by ``inpaint([image], [mask], [prompt], n=1, seed=seeds[i] + j)``.

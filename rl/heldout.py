@@ -1,14 +1,10 @@
-"""Held-out rewards during GRPO: every K steps the policy expands the prompts of held-out tasks (greedy), the
-generator inpaints them with a fixed seed per task, and the training rewards plus rewards the policy is *not* trained
-on (``eval_rewards``) score them. A training reward that climbs while the others stay flat is reward hacking.
+"""Held-out rewards during GRPO: every K steps the policy expands the held-out tasks' prompts (greedy), the generator
+inpaints them with a fixed seed per task, and the training rewards plus rewards the policy is *not* trained on
+(``eval_rewards``) score them: a training reward that climbs while the others stay flat is reward hacking.
 
-The evaluation is collective: every process takes part (the same decision on every process), so under DeepSpeed
-ZeRO-3 the policy's weights can be gathered for generation. Every process generates every held-out prompt (greedy:
-the same text everywhere), then inpaints and scores its share of the tasks; the main process gathers the scores and
-appends the row to ``output_dir/heldout.jsonl`` (a resumed run continues the curve; :func:`truncate_records` drops
-rows of steps after the checkpoint it resumes from). The last evaluation also saves, for a blind study
-(``rl/study.py``), each task's image beside its base prompt's, drawn with the same seed: ``heldout/NNNN-policy.png``,
-``heldout/NNNN-base.png`` and ``heldout/pairs.jsonl`` (the prompts).
+Collective (ZeRO-3 gathers the weights to generate): every process generates every prompt, inpaints and scores its
+share; the main process appends the row to ``heldout.jsonl``. The last evaluation also saves each task's image beside
+its base prompt's, same seed, for a blind study: ``heldout/NNNN-policy.png``, ``NNNN-base.png``, ``pairs.jsonl``.
 """
 
 from __future__ import annotations

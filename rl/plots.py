@@ -77,18 +77,6 @@ def image_grid(
     return atomic_write_with(path, lambda tmp: sheet.save(tmp, format="PNG"))
 
 
-def train_curve(log_history: list[dict[str, Any]], labels: list[str]) -> dict[str, list[tuple[int, float, float]]]:
-    """Per reward: (step, mean, std) of the logged training rewards (trl's ``rewards/<name>/mean|std``)."""
-    return {
-        label: [
-            (int(e["step"]), float(e[f"rewards/{label}/mean"]), float(e.get(f"rewards/{label}/std") or 0))
-            for e in log_history
-            if e.get(f"rewards/{label}/mean") is not None and "step" in e
-        ]
-        for label in labels
-    }
-
-
 def draw_run_plots(out: Path, curve: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, str]:
     """A GRPO run's pictures: ``reward_curve.png`` (training and held-out) and ``samples_first_last.png``."""
     labels = sorted({k for row in history for k in row if k not in ("step", "counts", "example")})

@@ -28,15 +28,7 @@ class RewardsFailed(UserError):
 
 
 def failure_details(rewards: RewardSet, failed: dict[str, int]) -> str:
-    """Each reward's failed count and, for one scored through servers, this process's reasons.
-
-    >>> class R:  # a reward without servers
-    ...     pass
-    >>> from reward.integrations.reward_set import NamedReward
-    >>> rs = RewardSet([NamedReward("qbench", "qbench", R(), True, (0.0, 1.0))])
-    >>> failure_details(rs, {"qbench": 3})
-    'reward qbench failed on 3'
-    """
+    """Each reward's failed count and, for one scored through servers, this process's reasons."""
     parts = []
     for r in rewards.rewards:
         part = f"reward {r.label} failed on {failed.get(r.label, 0)}"
@@ -86,16 +78,6 @@ class RewardGuard(TrainerCallback):
         )
         logger.error("%s", self.failure)
         control.should_training_stop = True
-
-    def report(self) -> dict[str, Any]:
-        """For the run's result file: totals over the run and the failure, if any."""
-        report = {**self.totals, "max_reward_failures": self.max_failed, "failure": self.failure}
-        return {**report, "servers": served_reports(self.scoring.rewards)}
-
-    def raise_if_failed(self, where: str) -> None:
-        """Exit 2 (:class:`RewardsFailed`) when the guard stopped the run; ``where``: what was kept."""
-        if self.failure is not None:
-            raise RewardsFailed(f"{self.failure}. The run is incomplete ({where}); fix the reward, then resume")
 
 
 def require_scores(rewards: RewardSet, scored: int, candidates: int, counts: dict[str, int]) -> None:

@@ -72,7 +72,8 @@ def calibration(size: int, n_scenes: int) -> dict[str, tuple[float, float]]:
 class SceneProxyReward(TrlCallable):
     """Calibrated proxy statistics per dimension (1-5) and their weighted mean."""
 
-    def __init__(self, cfg: SceneProxyConfig) -> None:
+    def __init__(self, cfg: SceneProxyConfig | dict[str, Any]) -> None:
+        cfg = cfg if isinstance(cfg, SceneProxyConfig) else parse(SceneProxyConfig, cfg, where="reward")
         unknown = set(cfg.weights) - set(DIMENSIONS)
         if unknown or not cfg.weights or any(w < 0 for w in cfg.weights.values()) or sum(cfg.weights.values()) <= 0:
             raise ValueError(
@@ -93,7 +94,3 @@ class SceneProxyReward(TrlCallable):
         total = sum(self.cfg.weights.values())
         fused = sum(self.cfg.weights[d] * dims[d] for d in dims) / total
         return RewardOutput(scores=torch.as_tensor(fused, dtype=torch.float32).reshape(len(images)), dimensions=dims)
-
-
-def build(cfg: dict[str, Any]) -> SceneProxyReward:
-    return SceneProxyReward(parse(SceneProxyConfig, cfg, where="reward"))

@@ -38,20 +38,15 @@ class StepClock(TrainerCallback):
         self._sampled = False
 
     def watch(self, functions: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
-        """The reward functions, each noting the first reward call of a step (names and signatures kept for trl)."""
+        """The reward functions, each noting the first reward call of a step (names kept for trl)."""
+        return [functools.update_wrapper(functools.partial(self._call, fn), fn) for fn in functions]
 
-        def watched(fn: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(fn)
-            def reward_fn(*args: Any, **kwargs: Any) -> Any:
-                if self._start is not None and not self._sampled:
-                    self.policy_generate_s += time.perf_counter() - self._start
-                    self.sampled_steps += 1
-                    self._sampled = True
-                return fn(*args, **kwargs)
-
-            return reward_fn
-
-        return [watched(fn) for fn in functions]
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._start is not None and not self._sampled:
+            self.policy_generate_s += time.perf_counter() - self._start
+            self.sampled_steps += 1
+            self._sampled = True
+        return fn(*args, **kwargs)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._start, self._sampled = time.perf_counter(), False

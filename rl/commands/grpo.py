@@ -21,7 +21,7 @@ import torch
 from omegaconf import MISSING
 
 from reward.console import PROG
-from reward.core.config import FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
+from reward.core.config import COUNT, FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import Output, may_change_keys
 from reward.data import load_inpainting
@@ -150,50 +150,34 @@ class GrpoSettings:
     groups: ClassVar[dict] = {"reward": reward_config, "generator": generator_config}
 
     out: str = field(
-        default=MISSING,
-        metadata={
-            "help": "checkpoints, run.json, policy/ (its model card: README.md), samples/, heldout.jsonl, plots, "
-            "grpo_result.json",
-            "may_change": True,
-        },
+        default=MISSING, metadata={"help": "checkpoints, policy/ (with its card), plots, results", "may_change": True}
     )
     data: str = field(
-        default=MISSING,
-        metadata={
-            "help": ('inpainting tasks manifest (JSONL {"image", "mask", "prompt"[, "scene"]}) or datasets folder')
-        },
+        default=MISSING, metadata={"help": 'tasks: JSONL {"image", "mask", "prompt"[, "scene"]} or datasets folder'}
     )
     policy: PolicySettings = field(default_factory=PolicySettings)
     eval_data: str | None = field(
-        default=None, metadata={"help": "held-out tasks; null: whole scenes / source images from the end of data"}
+        default=None, metadata={"help": "held-out tasks; null: whole scenes / images from the end of data"}
     )
     eval_tasks: int = field(
-        default=8,
-        metadata={
-            "help": "tasks held out of data when eval_data is null (whole groups: possibly a few more)",
-            "range": (1, 1_000_000),
-        },
+        default=8, metadata={"help": "held out of data when eval_data is null (whole groups)", "range": COUNT}
     )
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
     skip_bad: bool = field(default=True, metadata={"help": "bad rows named by file:line, skipped and counted"})
     max_decode_pixels: int = field(
-        default=DEFAULT_MAX_PIXELS,
-        metadata={"help": "decode guard: larger images are refused unread", "range": PIXELS},
+        default=DEFAULT_MAX_PIXELS, metadata={"help": "larger images are refused unread", "range": PIXELS}
     )
     reward: Any = field(
         default=None,
         metadata={
-            "help": "reward=NAME selects the config reward/NAME.yaml (reward.KEY=VALUE sets its keys)",
+            "help": "reward=NAME picks the config reward/NAME.yaml",
             "may_change": ("device", "backend", "server", "batch_size"),
         },
     )
     generator: Any = field(
         default=None,
-        metadata={
-            "help": "generator=NAME selects the config generator/NAME.yaml",
-            "may_change": ("device", "batch_size"),
-        },
+        metadata={"help": "generator=NAME picks generator/NAME.yaml", "may_change": ("device", "batch_size")},
     )
     more_rewards: list[Any] = field(
         default_factory=list, metadata={"help": "further training rewards ({name: ..., ...})"}
@@ -202,13 +186,12 @@ class GrpoSettings:
         default_factory=list, metadata={"help": "held-out only: names or {name: ..., ...}"}
     )
     normalize_rewards: bool = field(
-        default=True, metadata={"help": "map each reward onto [0, 1] (1 = best) with its registered score_range"}
+        default=True, metadata={"help": "each reward onto [0, 1] (1 = best) by its score_range"}
     )
     max_reward_failures: float = field(
         default=1.0,
         metadata={
-            "help": "a step in which more than this fraction of the completions got no reward stops the run (exit 2, "
-            "complete: false); 1.0: only a step with no usable reward at all",
+            "help": "a step with more than this fraction of completions unrewarded stops the run (1.0: none rewarded)",
             "may_change": True,
             "range": FRACTION,
         },
@@ -217,39 +200,19 @@ class GrpoSettings:
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
     resume: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: continue the same run in out (refused if it is another run); never: a new run only",
-            "may_change": True,
-        },
+        default="auto", metadata={"help": "auto: continue the same run in out; never: new only", "may_change": True}
     )
     overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "an earlier run in out is moved aside to out.old-<time> (never deleted)",
-            "may_change": True,
-        },
+        default=False, metadata={"help": "an earlier run in out is moved aside to out.old-<time>", "may_change": True}
     )
-    seed: int = field(
-        default=42,
-        metadata={
-            "help": (
-                "the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)"
-            )
-        },
-    )
+    seed: int = field(default=42, metadata={"help": "trl's seed and the generator's (one per task and step)"})
     samples_per_step: int = field(
-        default=4,
-        metadata={
-            "help": "images saved per step in out/samples (first-vs-last grid; main process)",
-            "may_change": True,
-            "range": (0, 1024),
-        },
+        default=4, metadata={"help": "images saved per step in out/samples", "may_change": True, "range": (0, 1024)}
     )
     stall_timeout_s: float = field(
         default=1800,
         metadata={
-            "help": "no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)",
+            "help": "no progress this long: dump the stacks, exit 2 (0: never)",
             "may_change": True,
             "range": (0, None),
         },
@@ -683,7 +646,8 @@ def report(setup: Setup) -> dict[str, Any]:
     the reason."""
     from accelerate.utils import gather_object
 
-    from rl.plots import draw_run_plots, train_curve  # matplotlib: imported when drawn, not when settings are checked
+    from rl.plots import draw_run_plots  # matplotlib: imported when drawn, not when settings are checked
+    from rl.reward_guard import RewardsFailed, served_reports
     from rl.summary import summarize, summary_text
     from rl.timing import mean_timing
 
@@ -705,7 +669,12 @@ def report(setup: Setup) -> dict[str, Any]:
         "beta": setup.args.beta,
         "rewards": setup.rewards.labels,
         "reward_scale": reward_scale(setup.settings),
-        "reward_failures": setup.guard.report(),
+        "reward_failures": {  # totals over the run and the failure, if any
+            **setup.guard.totals,
+            "max_reward_failures": setup.guard.max_failed,
+            "failure": setup.guard.failure,
+            "servers": served_reports(setup.rewards),
+        },
         "eval_rewards": setup.eval_set.labels if setup.eval_set else [],
         "provenance": setup.output.provenance(),
         "processes": processes,
@@ -715,7 +684,14 @@ def report(setup: Setup) -> dict[str, Any]:
         setup.processing_class.save_pretrained(str(out / "policy"))
         log = trainer.state.log_history
         history = read_records(out / "heldout.jsonl")
-        result["train_curve"] = train_curve(log, setup.rewards.labels)
+        result["train_curve"] = {  # per reward: (step, mean, std) as trl logged them (rewards/NAME/mean|std)
+            label: [
+                (int(e["step"]), float(e[f"rewards/{label}/mean"]), float(e.get(f"rewards/{label}/std") or 0))
+                for e in log
+                if e.get(f"rewards/{label}/mean") is not None and "step" in e
+            ]
+            for label in setup.rewards.labels
+        }
         result["frac_reward_zero_std"] = [
             (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
         ]
@@ -746,7 +722,11 @@ def report(setup: Setup) -> dict[str, Any]:
         logger.info("%s", summary_text(result))
         if complete:
             setup.output.finish()
-    setup.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
+    if setup.guard.failure is not None:
+        raise RewardsFailed(
+            f"{setup.guard.failure}. The run is incomplete (the policy so far is in {out / 'policy'}; see "
+            "grpo_result.json); fix the reward, then resume"
+        )
     if not complete:
         raise UserError(
             f"GRPO ended after {setup.global_step} of {max_steps} steps: the training tasks ran out "
