@@ -58,7 +58,7 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
     task = tasks[0]
     seed = rows[0]["candidates"][rows[0]["chosen"]]["seed"]
     again = build_generator({"name": "procedural"}).inpaint([task.image], [task.mask], [task.prompt], n=1, seed=seed)
-    assert rows[0]["file"] == f"{safe_name(task.id)}.png"  # named by its task
+    assert rows[0]["file"] == f"{safe_name(Path(task.id).name)}.png"  # named by its task
     assert np.array_equal(np.asarray(again[0][0]), np.asarray(Image.open(out / "chosen" / rows[0]["file"])))
     assert (out / "sheets" / rows[0]["file"]).exists() and len(list((out / "chosen").glob("*.png"))) == 24
     assert summary["judge_wins"] + summary["judge_ties"] + summary["judge_losses"] == 24
@@ -91,7 +91,7 @@ def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp
         run_best_of_n(_compose([*base[:-1], "n=3", "limit=1"]))
     assert {p.name: p.read_bytes() for p in (out / "chosen").iterdir()} == before
     second = run_best_of_n(_compose([*base[:-1], "n=3", "limit=1", "overwrite=true"]))
-    first_task = f"{safe_name(load_tasks(manifest)[0][0].id)}.png"
+    first_task = f"{safe_name(Path(load_tasks(manifest)[0][0].id).name)}.png"
     assert second["tasks"] == 1 and sorted(p.name for p in (out / "chosen").iterdir()) == [first_task]
     (old,) = tmp_path.glob("bon.old-*")  # the first run, whole: no file of it beside the new one's
     assert {p.name: p.read_bytes() for p in (old / "chosen").iterdir()} == before

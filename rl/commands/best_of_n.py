@@ -179,7 +179,8 @@ def pick_best(setup: Setup) -> tuple[list[dict[str, Any]], dict[str, int]]:
             row = _pick(task.id, index, prompt, candidates.pop(0), rng, higher, counts)
             rows.append(row)
             if "chosen" in row:
-                row["file"] = f"{safe_name(task.id)}.png"  # task ids are unique, and so are their safe names
+                # the task's id (FILE:LINE of the one source) without its folder; unique, and so are its safe names
+                row["file"] = f"{safe_name(Path(task.id).name)}.png"
                 for pick in ("chosen", "random"):
                     result[row[pick]].save(setup.out / pick / row["file"])
                 if settings.sheets:
