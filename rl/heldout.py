@@ -143,15 +143,15 @@ def truncate_records(out: Path, step: int) -> dict[str, int]:
     of later steps are dropped (samples are labelled by the update they train), so no step appears twice. Returns how
     many rows each file lost."""
     dropped = {}
-    for name, path in (("heldout", out / "heldout.jsonl"), ("samples", out / "samples" / "samples.jsonl")):
-        rows = read_records(path)
+    for name, records in (("heldout", out / "heldout.jsonl"), ("samples", out / "samples" / "samples.jsonl")):
+        rows = read_records(records)
         keep = [r for r in rows if int(r.get("step", 0)) <= step]
         dropped[name] = len(rows) - len(keep)
         if dropped[name]:
             kept = {r.get("path") for r in keep}
-            for path in {r.get("path") for r in rows} - kept - {None}:  # sample images
-                Path(path).unlink(missing_ok=True)
-            atomic_write_jsonl(path, keep)
+            for image in {r.get("path") for r in rows} - kept - {None}:  # sample images
+                Path(image).unlink(missing_ok=True)
+            atomic_write_jsonl(records, keep)
     if any(dropped.values()):
         logger.warning("resuming after step %d: dropped rows of later steps %s", step, dropped)
     return dropped

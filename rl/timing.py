@@ -38,15 +38,19 @@ class StepClock(TrainerCallback):
         self._sampled = False
 
     def watch(self, functions: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
-        """The reward functions, each noting the first reward call of a step (names kept for trl)."""
-        return [functools.update_wrapper(functools.partial(self._call, fn), fn) for fn in functions]
+        """The reward functions, each noting the first reward call of a step (names and signatures kept for trl)."""
+        watched = []
+        for fn in functions:
 
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self._start is not None and not self._sampled:
-            self.policy_generate_s += time.perf_counter() - self._start
-            self.sampled_steps += 1
-            self._sampled = True
-        return fn(*args, **kwargs)
+            def reward_fn(*args: Any, _fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
+                if self._start is not None and not self._sampled:
+                    self.policy_generate_s += time.perf_counter() - self._start
+                    self.sampled_steps += 1
+                    self._sampled = True
+                return _fn(*args, **kwargs)
+
+            watched.append(functools.wraps(fn)(reward_fn))
+        return watched
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._start, self._sampled = time.perf_counter(), False

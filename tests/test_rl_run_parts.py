@@ -106,7 +106,9 @@ def test_policy_sampling_is_timed_from_a_steps_start_to_its_first_reward_call():
         clock.on_step_end(None, None, None)
     finally:
         rl.timing.time.perf_counter = real
-    assert [f.__name__ for f in watched] == ["scene", "other"]  # trl names the rewards' metrics after them
+    from trl.trainer.utils import get_callable_name
+
+    assert [get_callable_name(f) for f in watched] == ["scene", "other"]  # trl names the rewards' metrics so
     assert calls == [2]
     split = step_split(clock, inpaint_s=2.0, reward_s=1.0)
     assert clock.policy_generate_s == 3.0 and clock.sampled_steps == 1 and clock.step_s == 10.5
