@@ -1,24 +1,16 @@
 """Where each process of a launch puts its rewards and its generator: its own device unless told otherwise.
 
-``accelerate launch --num_processes N`` starts N processes that all see every GPU; a bare ``cuda`` means GPU 0 in
-each of them until the trainer moves the process to its own. So rewards and generators are never built on a bare
-``cuda``: the device is resolved here, from the process's local rank, the same way accelerate picks the policy's
-(accelerate's own ``PartialState().device`` knows no templates or lists, and is a bare ``cuda`` in a single process).
-
-``device`` (``reward.device``, ``generator.device``, each entry of ``more_rewards`` / ``eval_rewards``) may be:
+``accelerate launch --num_processes N`` starts N processes that all see every GPU, and a bare ``cuda`` is GPU 0 in
+each of them; so a ``device`` (``reward.device``, ``generator.device``, each of ``more_rewards`` / ``eval_rewards``)
+is resolved here from the process's local rank, as accelerate places the policy:
 
 - ``null`` / ``auto`` / ``cuda``: the process's own GPU, ``cuda:{local_rank % gpus}`` (``cpu`` without GPUs);
-- a template with ``{local_rank}``, optionally plus an offset: ``cuda:{local_rank+4}`` gives process r GPU r + 4
-  (launch 4 processes on a machine of 8 GPUs: policies on 0-3, rewards on 4-7);
+- a template, ``cuda:{local_rank+4}``: process r on GPU r + 4 (4 processes on 8 GPUs: policies on 0-3, rewards 4-7);
 - a list, one device per process of the machine: ``[cuda:4, cuda:5, cuda:6, cuda:7]``;
-- one device (``cuda:7``, ``cpu``): used by every process as given; with several processes on one GPU that is one
-  copy of the model per process on it (warned).
+- one device (``cuda:7``, ``cpu``): every process as given (several on one GPU: one copy each, warned).
 
-Example:
-    >>> process_device("cuda:{local_rank+2}", rank=1, n_gpus=4)
-    'cuda:3'
-    >>> process_device(["cuda:4", "cuda:5"], rank=1, n_gpus=8)
-    'cuda:5'
+    >>> process_device("cuda:{local_rank+2}", rank=1, n_gpus=4), process_device(["cuda:4", "cuda:5"], rank=1, n_gpus=8)
+    ('cuda:3', 'cuda:5')
     >>> process_device(None, rank=3, n_gpus=0)
     'cpu'
 """
@@ -28,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from reward.core.errors import ConfigError
@@ -44,8 +36,7 @@ def local_rank() -> int:
 
 
 def process_device(spec: Any, *, rank: int | None = None, n_gpus: int | None = None, where: str = "device") -> str:
-    """The device string this process uses for ``spec`` (see the module docstring); ``rank``: the process's local
-    rank (default: this process's)."""
+    """The device this process uses for ``spec`` (see the module docstring); ``rank``: its local rank."""
     import torch
 
     rank = local_rank() if rank is None else rank
@@ -53,29 +44,20 @@ def process_device(spec: Any, *, rank: int | None = None, n_gpus: int | None = N
     if spec is None or (isinstance(spec, str) and spec.strip() in ("", "auto", "cuda")):
         return f"cuda:{rank % gpus}" if gpus else "cpu"
     if isinstance(spec, Sequence) and not isinstance(spec, str):
-        devices = [str(d) for d in spec]
-        if rank >= len(devices):
+        if rank >= len(spec):
             raise ConfigError(
-                f"{where}={devices} names {len(devices)} devices but this is process {rank} of the machine; give one "
+                f"{where}={list(spec)} names {len(spec)} devices but this is process {rank} of the machine; give one "
                 "device per process, or a template such as 'cuda:{local_rank+4}'"
             )
-        return devices[rank]
-    text = str(spec)
-    if TEMPLATE.search(text):
-        return TEMPLATE.sub(lambda m: str(rank + int(m.group(1) or 0)), text)
-    return text
+        return str(spec[rank])
+    return TEMPLATE.sub(lambda m: str(rank + int(m.group(1) or 0)), str(spec))
 
 
-def resolve_devices(
-    entries: Sequence[Any], *, schema_has_device: Any, where: str, processes: int | None = None
-) -> list[Any]:
-    """Each config entry (a mapping with ``name``, or a bare name) with its ``device`` resolved for this process.
-
-    ``schema_has_device(name)`` says whether that entry's settings have a ``device`` field (others are left as
-    they are). With several processes on a machine, ``device_map`` is refused (each process would spread its own
-    copy over every GPU) and one explicit GPU shared by all processes is warned about.
-    """
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if processes is None else processes
+def resolve_devices(entries: Sequence[Any], *, schema_has_device: Callable[[str], bool], where: str) -> list[Any]:
+    """Each config entry (a mapping with ``name``, or a bare name) with its ``device`` resolved for this process, where
+    ``schema_has_device(name)``; with several processes on the machine a ``device_map`` is refused (each would spread
+    its own copy over every GPU) and one GPU named for all of them is warned about."""
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
     out = []
     for i, entry in enumerate(entries):
         node = {"name": entry} if isinstance(entry, str) else dict(entry)
@@ -91,14 +73,11 @@ def resolve_devices(
             )
         spec = node.get("device")
         node["device"] = process_device(spec, where=f"{key}.device")
-        if processes > 1 and spec not in (None, "", "auto", "cuda", "cpu") and not isinstance(spec, list):
-            if not TEMPLATE.search(str(spec)):
-                logger.warning(
-                    "%s.device=%s: all %d processes of this machine load their own copy onto that one device",
-                    key,
-                    spec,
-                    processes,
-                )
+        shared = spec not in (None, "", "auto", "cuda", "cpu") and not isinstance(spec, list)
+        if processes > 1 and shared and not TEMPLATE.search(str(spec)):
+            logger.warning(
+                "%s.device=%s: all %d processes of this machine load their own copy onto it", key, spec, processes
+            )
         out.append(node)
     return out
 
@@ -116,7 +95,6 @@ def placed_device(obj: Any, depth: int = 3) -> str | None:
     if isinstance(device, torch.device) and hasattr(obj, "components"):  # a diffusers pipeline
         return str(device)
     for attr in ("vlm", "backend", "model", "pipe", "reward"):
-        found = placed_device(getattr(obj, attr, None), depth - 1)
-        if found is not None:
+        if (found := placed_device(getattr(obj, attr, None), depth - 1)) is not None:
             return found
     return None

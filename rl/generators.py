@@ -1,16 +1,12 @@
 """Inpainting generators behind one interface: ``inpaint(images, masks, prompts, n, seed) -> list[list[Image]]``.
 
-- ``procedural``: paints the masked region with a procedural interior (``training/procedural/scenes.py``) whose
-  quality levels are driven by the prompt's words (``rl/prompt_levels.py``), so prompt choices change quality in a
-  known way on CPU;
-- ``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``: diffusers pipelines (path, device, dtype, steps, guidance,
-  strength in ``configs/generator/*.yaml``), the candidates of several items in one call (one row per candidate;
-  ``repeat_items=false``: ``num_images_per_prompt``).
+- ``procedural``: a procedural interior whose quality levels follow the prompt's words (:mod:`rl.prompt_levels`), so
+  prompt choices change quality in a known way on CPU;
+- ``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``: diffusers pipelines, the candidates of several items in one call.
 
-Prompts are cut to the text encoder that reads them, at a token boundary of the user's own text (never decoded back
-from tokens, so case and spacing stay): CLIP's 77 tokens for SD1.5/SDXL; for FLUX Fill, T5's
-``max_sequence_length`` (512), T5 reads the whole expanded prompt (``prompt_2``) while CLIP, which gives only a pooled
-vector, reads its first 77 tokens. :func:`text_budget` is that limit, which GRPO's ``max_completion_length`` follows.
+Prompts are cut at a token boundary of the user's own text to what the text encoder reads (:func:`text_budget`, which
+GRPO's ``max_completion_length`` follows): CLIP's 77 tokens; FLUX Fill's T5 ``max_sequence_length`` (CLIP, only a
+pooled vector there, reads the first 77).
 
 Candidate ``j`` of item ``i`` is drawn with seed ``seeds[i] + j`` (``seed`` is one int or one per item), so any
 candidate is reproduced by ``inpaint([image], [mask], [prompt], n=1, seed=seeds[i] + j)``.
@@ -31,13 +27,14 @@ import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import BATCH, SIDE, TOKENS, parse, to_plain
+from reward.core.config import BATCH, FRACTION, SIDE, TOKENS, parse, to_plain
+from reward.core.errors import ConfigError
 from reward.core.registry import Registry
 from reward.vlm.loading import resolve_dtype
 from rl.devices import process_device
@@ -46,24 +43,26 @@ from rl.prompt_levels import levels_from_prompt
 logger = logging.getLogger(__name__)
 
 Seeds = int | Sequence[int]
+MASK_MISMATCH = ("resize", "error")
 
+if TYPE_CHECKING:
 
-class Generator(Protocol):
-    """An inpainting model: ``n`` candidates per (image, mask, prompt), each reproducible from its seed."""
+    class Generator(Protocol):
+        """An inpainting model: ``n`` candidates per (image, mask, prompt), each reproducible from its seed."""
 
-    name: str
-    max_prompt_tokens: int
+        name: str
+        max_prompt_tokens: int
 
-    def inpaint(
-        self,
-        images: Sequence[Image.Image],
-        masks: Sequence[Image.Image],
-        prompts: Sequence[str],
-        n: int = 1,
-        seed: Seeds = 0,
-    ) -> list[list[Image.Image]]: ...
+        def inpaint(
+            self,
+            images: Sequence[Image.Image],
+            masks: Sequence[Image.Image],
+            prompts: Sequence[str],
+            n: int = 1,
+            seed: Seeds = 0,
+        ) -> list[list[Image.Image]]: ...
 
-    def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]: ...
+        def truncate(self, prompts: Sequence[str]) -> tuple[list[str], list[bool]]: ...
 
 
 def item_seeds(seed: Seeds, n_items: int) -> list[int]:
@@ -76,13 +75,20 @@ def item_seeds(seed: Seeds, n_items: int) -> list[int]:
     return seeds
 
 
-def prepare_masks(
-    images: Sequence[Image.Image], masks: Sequence[Image.Image], on_mismatch: str = "resize"
-) -> list[Image.Image]:
-    """Masks as ``L`` images (255 = repaint) of their image's size; another size is resized with a warning
-    (``on_mismatch="resize"``) or refused (``"error"``)."""
-    if len(images) != len(masks):
-        raise ValueError(f"got {len(images)} images but {len(masks)} masks; give one mask per image")
+def prepare_call(
+    images: Sequence[Image.Image],
+    masks: Sequence[Image.Image],
+    prompts: Sequence[str],
+    n: int,
+    seed: Seeds,
+    on_mismatch: str,
+) -> tuple[list[Image.Image], list[Image.Image], list[int]]:
+    """Checked inputs of one ``inpaint`` call: RGB images, binary ``L`` masks (255 = repaint) of their image's size
+    (another size resized with a warning, or refused with ``on_mismatch="error"``), one base seed per item."""
+    if not len(images) == len(masks) == len(prompts):
+        raise ValueError(f"got {len(images)} images, {len(masks)} masks and {len(prompts)} prompts; give one of each")
+    if n < 1:
+        raise ValueError(f"n must be >= 1 candidates per item, got {n}")
     out = []
     for i, (image, mask) in enumerate(zip(images, masks, strict=True)):
         mask = mask.convert("L")
@@ -92,27 +98,10 @@ def prepare_masks(
                     f"item {i}: mask is {mask.size} but image is {image.size}; resize the mask, or set "
                     "generator.mask_mismatch=resize to resize it automatically"
                 )
-            warnings.warn(f"item {i}: mask {mask.size} resized to its image's size {image.size}", stacklevel=2)
+            warnings.warn(f"item {i}: mask {mask.size} resized to its image's size {image.size}", stacklevel=3)
             mask = mask.resize(image.size, Image.Resampling.NEAREST)
         out.append(mask.point(lambda v: 255 if v >= 128 else 0))
-    return out
-
-
-def prepare_call(
-    images: Sequence[Image.Image],
-    masks: Sequence[Image.Image],
-    prompts: Sequence[str],
-    n: int,
-    seed: Seeds,
-    on_mismatch: str,
-) -> tuple[list[Image.Image], list[Image.Image], list[int]]:
-    """Checked inputs of one ``inpaint`` call: RGB images, binary masks of their size, one base seed per item."""
-    if len(images) != len(prompts):
-        raise ValueError(f"got {len(images)} images but {len(prompts)} prompts; give one prompt per image")
-    if n < 1:
-        raise ValueError(f"n must be >= 1 candidates per item, got {n}")
-    masks = prepare_masks(images, masks, on_mismatch)
-    return [im.convert("RGB") for im in images], masks, item_seeds(seed, len(images))
+    return [im.convert("RGB") for im in images], out, item_seeds(seed, len(images))
 
 
 # ---------------------------------------------------------------------------------------------- procedural
@@ -137,7 +126,7 @@ class ProceduralConfig:
         default=0.25,
         metadata={
             "help": "per candidate and dimension: chance the level moves one step up or down",
-            "range": (0, 5),
+            "range": FRACTION,
         },
     )
     jitter_by_prompt: bool = field(
@@ -150,42 +139,36 @@ class ProceduralConfig:
         },
     )
 
-
-def jitter_levels(levels: dict[str, int], rng: np.random.Generator, chance: float) -> dict[str, int]:
-    """Candidates of one prompt vary in quality, as a diffusion model's do: each level moves +-1 with ``chance``."""
-    out = {}
-    for dim, level in levels.items():
-        move = int(rng.choice((-1, 1))) if rng.random() < chance else 0
-        out[dim] = min(5, max(1, level + move))
-    return out
+    def __post_init__(self) -> None:
+        if self.mask_mismatch not in MASK_MISMATCH:
+            raise ConfigError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
 
 
 def candidate_levels(
     prompt: str, seed: int, level_jitter: float, by_prompt: bool = False
 ) -> tuple[Any, dict[str, int]]:
     """The scene and the true quality levels of the ``procedural`` candidate drawn with ``seed`` for ``prompt``
-    (the prompt's levels, each jittered): what the generator paints, so a run can be judged by its known truth.
-    ``by_prompt``: the generator's ``jitter_by_prompt``."""
+    (the prompt's levels, each moved +-1 with chance ``level_jitter``, as a diffusion model's candidates vary): what
+    the generator paints, so a run can be judged by its known truth. ``by_prompt``: the generator's
+    ``jitter_by_prompt``."""
     import zlib
 
     from training.procedural.scenes import sample_scene
 
     rng = np.random.default_rng([seed, zlib.crc32(prompt.encode("utf-8"))] if by_prompt else seed)
     spec = sample_scene(rng)
-    return spec, jitter_levels(levels_from_prompt(prompt), rng, level_jitter)
+    levels = {}
+    for dim, level in levels_from_prompt(prompt).items():
+        move = int(rng.choice((-1, 1))) if rng.random() < level_jitter else 0
+        levels[dim] = min(5, max(1, level + move))
+    return spec, levels
 
 
 class ProceduralGenerator:
     """Paints the masked region of any image with a procedural scene at the prompt's quality levels."""
 
-    def __init__(self, cfg: ProceduralConfig) -> None:
-        if cfg.render_size < 8:
-            raise ValueError(f"generator.render_size must be >= 8 pixels, got {cfg.render_size}")
-        if cfg.mask_mismatch not in ("resize", "error"):
-            raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
-        if not 0 <= cfg.level_jitter <= 1:
-            raise ValueError(f"generator.level_jitter must be a probability in [0, 1], got {cfg.level_jitter}")
-        self.cfg = cfg
+    def __init__(self, cfg: ProceduralConfig | dict[str, Any]) -> None:
+        self.cfg = cfg = cfg if isinstance(cfg, ProceduralConfig) else parse(ProceduralConfig, cfg, where="generator")
         self.name = cfg.name
         self.max_prompt_tokens = cfg.max_prompt_tokens
 
@@ -276,13 +259,15 @@ class DiffusersConfig:
         default=512,
         metadata={
             "help": "FLUX Fill: T5 tokens of the prompt (at most 512; T5 pads to it, cost follows)",
-            "range": TOKENS,
+            "range": (1, 512),
         },
     )
     mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
     repeat_items: bool = field(
         default=True, metadata={"help": "one row per candidate (exact reproduction); false: num_images_per_prompt"}
     )
+
+    __post_init__ = ProceduralConfig.__post_init__
 
 
 def text_budget(cfg: Any) -> int:
@@ -329,19 +314,11 @@ class DiffusersGenerator:
     candidate with its own seed (``repeat_items=true``, reproducible one by one), or with ``num_images_per_prompt``
     (``repeat_items=false``)."""
 
-    def __init__(self, cfg: DiffusersConfig, pipe: Any = None) -> None:
+    def __init__(self, cfg: DiffusersConfig | dict[str, Any], pipe: Any = None) -> None:
         import diffusers
         import torch
 
-        if cfg.name not in PIPELINES:
-            raise ValueError(f"unknown diffusers generator {cfg.name!r}; known: {', '.join(PIPELINES)}")
-        if cfg.mask_mismatch not in ("resize", "error"):
-            raise ValueError(f"generator.mask_mismatch={cfg.mask_mismatch!r}: use resize or error")
-        if not 1 <= cfg.max_sequence_length <= 512:
-            raise ValueError(
-                f"generator.max_sequence_length={cfg.max_sequence_length}: FLUX's T5 reads 1 to 512 tokens"
-            )
-        self.cfg = cfg
+        self.cfg = cfg = cfg if isinstance(cfg, DiffusersConfig) else parse(DiffusersConfig, cfg, where="generator")
         self.name = cfg.name
         self.device = process_device(cfg.device, where="generator.device")
         if pipe is None:
@@ -440,28 +417,19 @@ class DiffusersGenerator:
 # ---------------------------------------------------------------------------------------------- registry
 
 
-def _procedural(cfg: dict[str, Any]) -> Generator:
-    return ProceduralGenerator(parse(ProceduralConfig, cfg, where="generator"))
-
-
-def _diffusers(cfg: dict[str, Any]) -> Generator:
-    return DiffusersGenerator(parse(DiffusersConfig, cfg, where="generator"))
-
-
 GENERATORS = Registry("generator", required=("description", "config"))
 GENERATORS.register(
     "procedural",
-    _procedural,
+    ProceduralGenerator,
     config=ProceduralConfig,
     description="procedural interior painted at the prompt's levels (CPU)",
 )
-GENERATORS.register(
-    "sd15-inpaint", _diffusers, config=DiffusersConfig, description="Stable Diffusion 1.5 inpainting (diffusers)"
-)
-GENERATORS.register(
-    "sdxl-inpaint", _diffusers, config=DiffusersConfig, description="Stable Diffusion XL inpainting (diffusers)"
-)
-GENERATORS.register("flux-fill", _diffusers, config=DiffusersConfig, description="FLUX.1 Fill (diffusers)")
+for name, what in (
+    ("sd15-inpaint", "Stable Diffusion 1.5 inpainting"),
+    ("sdxl-inpaint", "Stable Diffusion XL inpainting"),
+    ("flux-fill", "FLUX.1 Fill"),
+):
+    GENERATORS.register(name, DiffusersGenerator, config=DiffusersConfig, description=f"{what} (diffusers)")
 
 
 def generator_config(name: str) -> type | None:
@@ -509,7 +477,6 @@ def inpaint_each(
 
 def generator_has_device(name: str) -> bool:
     """Whether the registered generator ``name`` takes a ``device`` setting (placed by :mod:`rl.devices`)."""
-    if name not in GENERATORS:
-        return False
-    config = GENERATORS.get(name).meta.get("config")
-    return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
+    return name in GENERATORS and any(
+        f.name == "device" for f in dataclasses.fields(GENERATORS.get(name).meta["config"])
+    )

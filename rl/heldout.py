@@ -1,14 +1,10 @@
-"""Held-out rewards during GRPO: every K steps the policy expands the prompts of held-out tasks (greedy), the
-generator inpaints them with a fixed seed per task, and the training rewards plus rewards the policy is *not* trained
-on (``eval_rewards``) score them. A training reward that climbs while the others stay flat is reward hacking.
+"""Held-out rewards during GRPO: every K steps the policy expands the held-out tasks' prompts (greedy), the generator
+inpaints them with a fixed seed per task, and the training rewards plus rewards the policy is *not* trained on
+(``eval_rewards``) score them: a training reward that climbs while the others stay flat is reward hacking.
 
-The evaluation is collective: every process takes part (the same decision on every process), so under DeepSpeed
-ZeRO-3 the policy's weights can be gathered for generation. Every process generates every held-out prompt (greedy:
-the same text everywhere), then inpaints and scores its share of the tasks; the main process gathers the scores and
-appends the row to ``output_dir/heldout.jsonl`` (a resumed run continues the curve; :func:`truncate_records` drops
-rows of steps after the checkpoint it resumes from). The last evaluation also saves, for a blind study
-(``rl/study.py``), each task's image beside its base prompt's, drawn with the same seed: ``heldout/NNNN-policy.png``,
-``heldout/NNNN-base.png`` and ``heldout/pairs.jsonl`` (the prompts).
+Collective (ZeRO-3 gathers the weights to generate): every process generates every prompt, inpaints and scores its
+share; the main process appends the row to ``heldout.jsonl``. The last evaluation also saves each task's image beside
+its base prompt's, same seed, for a blind study: ``heldout/NNNN-policy.png``, ``NNNN-base.png``, ``pairs.jsonl``.
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from PIL import Image
 from transformers import TrainerCallback
 
 from reward.data.files import append_jsonl, atomic_write_jsonl, json_safe, read_records
@@ -31,41 +26,6 @@ from rl.inpaint_tasks import Task
 logger = logging.getLogger(__name__)
 
 HELDOUT_SEED_STEP = -1  # the generator seed of a held-out task does not change between evaluations
-
-
-def policy_generate(
-    model: Any,
-    processing_class: Any,
-    messages: Sequence[list[dict[str, Any]]],
-    images: Sequence[Any] | None,
-    max_new_tokens: int,
-) -> list[str]:
-    """Greedy completions of chat prompts (text policy, or a VLM with one image per prompt)."""
-    tokenizer = getattr(processing_class, "tokenizer", processing_class)
-    tokenizer.padding_side = "left"  # generation continues every row from its last prompt token
-    if images is not None:
-        texts = [processing_class.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
-        inputs = processing_class(text=texts, images=[[im] for im in images], return_tensors="pt", padding=True)
-    else:
-        inputs = tokenizer.apply_chat_template(
-            list(messages),
-            add_generation_prompt=True,
-            tokenize=True,
-            return_tensors="pt",
-            padding=True,
-            return_dict=True,
-        )
-    device = next(model.parameters()).device
-    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()}
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        out = model.generate(
-            **inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
-        )
-    if was_training:
-        model.train()
-    return tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 class HeldOutEval(TrainerCallback):
@@ -81,7 +41,7 @@ class HeldOutEval(TrainerCallback):
         every: int,
         max_new_tokens: int,
         history: Path,
-        view: Callable[[Task], Image.Image] | None = None,
+        view: Callable[[Task], Any] | None = None,
     ) -> None:
         self.tasks, self.build_messages, self.render, self.rewards = list(tasks), build_messages, render, rewards
         self.every, self.max_new_tokens, self.history, self.view = every, max_new_tokens, history, view
@@ -90,19 +50,35 @@ class HeldOutEval(TrainerCallback):
         self.done = {int(row["step"]) for row in read_records(history) if "step" in row}  # steps a resumed run has
 
     def _texts(self) -> list[str]:
+        """Greedy completions of every held-out prompt on every process (one generate call each, as ZeRO-3's synced
+        generation needs), the whole weights gathered once under ZeRO-3 (trl's default for its own generation)."""
         from trl.models.utils import unwrap_model_for_generation
 
-        trainer = self.trainer
+        trainer, processor = self.trainer, self.trainer.processing_class
         messages = [self.build_messages(t) for t in self.tasks]
-        images = [self.view(t) for t in self.tasks] if self.view is not None else None
-        # every process generates every prompt (one generate call each, as ZeRO-3's synced generation needs) with the
-        # whole weights gathered once under ZeRO-3 (trl's default for its own generation)
+        tokenizer = getattr(processor, "tokenizer", processor)
+        tokenizer.padding_side = "left"  # generation continues every row from its last prompt token
+        if self.view is not None:  # a VLM policy: one image per prompt
+            texts = [processor.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
+            images = [[self.view(t)] for t in self.tasks]
+            inputs = processor(text=texts, images=images, return_tensors="pt", padding=True)
+        else:
+            template = {"add_generation_prompt": True, "tokenize": True, "padding": True, "return_dict": True}
+            inputs = tokenizer.apply_chat_template(messages, return_tensors="pt", **template)
         wrapped = getattr(trainer, "model_wrapped", None) or trainer.model
         checkpointing = getattr(trainer.args, "gradient_checkpointing_kwargs", None)
         with unwrap_model_for_generation(
             wrapped, trainer.accelerator, gather_deepspeed3_params=True, gradient_checkpointing_kwargs=checkpointing
         ) as model:
-            return policy_generate(model, trainer.processing_class, messages, images, self.max_new_tokens)
+            inputs = {k: v.to(next(model.parameters()).device) if hasattr(v, "to") else v for k, v in inputs.items()}
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                out = model.generate(
+                    **inputs, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+                )
+            model.train(was_training)
+        return tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
 
     def evaluate(self, step: int, final: bool = False) -> dict[str, Any] | None:
         """The held-out row of ``step`` (on the main process; ``None`` on the others); the ``final`` one also saves
@@ -119,8 +95,14 @@ class HeldOutEval(TrainerCallback):
                 [texts[i] for i in mine], [self.tasks[i].id for i in mine], HELDOUT_SEED_STEP
             )
             scores = self.rewards.score(images, used)
-            if final:
-                self._save_pairs(mine, images)
+            if final:  # this process's share: the policy's image and the base prompt's, drawn with the same seed
+                tasks = [self.tasks[i] for i in mine]
+                base, _, _ = self.render.draw([t.prompt for t in tasks], [t.id for t in tasks], HELDOUT_SEED_STEP)
+                (self.history.parent / "heldout").mkdir(exist_ok=True)
+                for i, policy, plain in zip(mine, images, base, strict=True):
+                    if policy is not None and plain is not None:
+                        policy.save(self.history.parent / "heldout" / f"{i:04d}-policy.png")
+                        plain.save(self.history.parent / "heldout" / f"{i:04d}-base.png")
             for k, i in enumerate(mine):
                 local.append((i, used[k], {label: res.value[k] for label, res in scores.items()}, images[k] is None))
         rows = sorted(gather_object(local) if acc.num_processes > 1 else local, key=lambda r: r[0])
@@ -146,54 +128,30 @@ class HeldOutEval(TrainerCallback):
         logger.info("held-out rewards at step %d: %s", step, {k: row[k] for k in self.rewards.labels})
         return row
 
-    def _save_pairs(self, mine: list[int], images: list[Image.Image | None]) -> None:
-        """This process's share of the tasks: the policy's image and the base prompt's, drawn with the same seed."""
-        tasks = [self.tasks[i] for i in mine]
-        base, _, _ = self.render.draw([t.prompt for t in tasks], [t.id for t in tasks], HELDOUT_SEED_STEP)
-        folder = self.history.parent / "heldout"
-        folder.mkdir(exist_ok=True)
-        for i, policy, plain in zip(mine, images, base, strict=True):
-            if policy is not None and plain is not None:
-                policy.save(folder / f"{i:04d}-policy.png")
-                plain.save(folder / f"{i:04d}-base.png")
-
-    def _maybe(self, state: Any) -> None:
-        step = state.global_step
-        if self.trainer is None or step in self.done:
-            return
-        if step == 0 or step % self.every == 0 or step == state.max_steps:
-            self.evaluate(step, final=step == state.max_steps)
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._maybe(state)
-
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._maybe(state)
+        """Before the first step (as ``on_train_begin`` too), every ``every`` steps and after the last one."""
+        step = state.global_step
+        if self.trainer is not None and step not in self.done:
+            if step == 0 or step % self.every == 0 or step == state.max_steps:
+                self.evaluate(step, final=step == state.max_steps)
+
+    on_train_begin = on_step_end
 
 
 def truncate_records(out: Path, step: int) -> dict[str, int]:
-    """Back to the checkpoint a run resumes from (after ``step`` updates): held-out rows and sample rows (and
-    images) of steps after ``step`` are dropped (samples are labelled by the update they train), so no step appears
-    twice and none comes from the abandoned part of the run. Returns how many rows each file lost."""
-    dropped = {"heldout": 0, "samples": 0}
-    history = out / "heldout.jsonl"
-    rows = read_records(history)
-    keep = [r for r in rows if int(r.get("step", 0)) <= step]
-    dropped["heldout"] = len(rows) - len(keep)
-    if dropped["heldout"]:
-        atomic_write_jsonl(history, keep)
-    samples = out / "samples" / "samples.jsonl"
-    if samples.is_file():
-        rows = read_records(samples)
-        keep = [r for r in rows if int(r.get("step", 0)) <= step]  # labelled by the update they train
-        dropped["samples"] = len(rows) - len(keep)
-        if dropped["samples"]:
-            kept_paths = {r.get("path") for r in keep}
-            for r in rows:
-                path = r.get("path")
-                if path and path not in kept_paths and Path(path).is_file():
-                    Path(path).unlink()
-            atomic_write_jsonl(samples, keep)
+    """Back to the checkpoint a run resumes from (after ``step`` updates): held-out rows, sample rows and their images
+    of later steps are dropped (samples are labelled by the update they train), so no step appears twice. Returns how
+    many rows each file lost."""
+    dropped = {}
+    for name, records in (("heldout", out / "heldout.jsonl"), ("samples", out / "samples" / "samples.jsonl")):
+        rows = read_records(records)
+        keep = [r for r in rows if int(r.get("step", 0)) <= step]
+        dropped[name] = len(rows) - len(keep)
+        if dropped[name]:
+            kept = {r.get("path") for r in keep}
+            for image in {r.get("path") for r in rows} - kept - {None}:  # sample images
+                Path(image).unlink(missing_ok=True)
+            atomic_write_jsonl(records, keep)
     if any(dropped.values()):
         logger.warning("resuming after step %d: dropped rows of later steps %s", step, dropped)
     return dropped

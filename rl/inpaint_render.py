@@ -1,14 +1,8 @@
-"""GRPO's render: each completion (an expanded prompt) inpainted into its task, for the public trl adapter
-(:class:`reward.integrations.trl_rewards.TrlRewards`), which renders once per batch, shares the images with every
-reward and returns ``None`` from every reward for an item any of them failed on.
-
-``InpaintingRender(prompts, completions, task_id=..., **columns)`` inpaints with one generator seed per task and
-step (:func:`task_seed`; common random numbers: a group's completions differ only in their prompts), truncated to
-the generator's limit; the rewards score the images with the prompts as used. It logs ``inpaint/empty``,
-``inpaint/truncated``, ``inpaint/failed`` and ``time/inpaint_s`` with trl's ``log_metric``; once the batch is scored,
-the main process (``write_samples``) saves the first ``samples_per_step`` images to ``samples/`` with the first
-reward's value (``samples.jsonl``), labelled with the step they train (the console's ``step N/M``: a batch trl draws
-after N - 1 updates trains update N), and ``log_extra`` gets the prompts used and the sample paths.
+"""GRPO's render for the public trl adapter (:class:`reward.integrations.trl_rewards.TrlRewards`: one render per
+batch shared by every reward): each completion inpainted into its task with one generator seed per task and step
+(:func:`task_seed`; common random numbers: a group's completions differ only in their prompts), truncated to the
+generator's limit. It logs ``inpaint/empty|truncated|failed`` and ``time/inpaint_s`` with trl's ``log_metric``, and
+once the batch is scored saves its first images to ``samples/`` (``samples.jsonl``).
 """
 
 from __future__ import annotations
@@ -17,15 +11,18 @@ import time
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
 from reward.data.files import append_jsonl, json_safe
 from reward.integrations.reward_set import ScoreResult
 from reward.integrations.trl_rewards import Rendered
-from rl.generators import Generator, inpaint_each
+from rl.generators import inpaint_each
 from rl.inpaint_tasks import Task
+
+if TYPE_CHECKING:
+    from rl.generators import Generator
 
 
 def task_seed(seed: int, task_id: str, step: int) -> int:
@@ -95,31 +92,24 @@ class InpaintingRender:
             log_metric("time/inpaint_s", self.inpaint_s)
 
         def when_scored(scores: dict[str, ScoreResult]) -> None:
-            # labelled by the update these completions train, the console's "step N/M" (trl draws at N - 1)
-            paths = self._save_samples(step + 1, images, used, next(iter(scores.values())))
+            """The batch's first images in ``samples/`` (main process) with the first reward's value, labelled by the
+            update these completions train, the console's "step N/M" (trl draws them at N - 1)."""
+            paths: list[str | None] = [None] * len(images)
+            if self.samples_dir is not None:
+                self.samples_dir.mkdir(parents=True, exist_ok=True)
+                first = next(iter(scores.values()))
+                for k, image in enumerate(images[: self.samples_per_step]):
+                    if image is not None:
+                        paths[k] = str(self.samples_dir / f"step{step + 1:06d}_{k}.png")
+                        image.save(paths[k])
+                rows = [
+                    {"step": step + 1, "k": k, "path": p, "prompt": used[k], "reward": first.value[k]}
+                    for k, p in enumerate(paths)
+                    if p is not None
+                ]
+                append_jsonl(self.samples_dir / "samples.jsonl", json_safe(rows))
             if log_extra is not None:
                 log_extra("expanded_prompt", list(used))
                 log_extra("sample_image", paths)
 
         return Rendered(images, texts=used, when_scored=when_scored)
-
-    def _save_samples(
-        self, step: int, images: list[Image.Image | None], used: list[str], first: ScoreResult
-    ) -> list[str | None]:
-        """The first images of the batch in ``samples/`` (main process), with the first reward's value."""
-        paths: list[str | None] = [None] * len(images)
-        if self.samples_dir is None:
-            return paths
-        self.samples_dir.mkdir(parents=True, exist_ok=True)
-        for k, image in enumerate(images[: self.samples_per_step]):
-            if image is not None:
-                path = self.samples_dir / f"step{step:06d}_{k}.png"
-                image.save(path)
-                paths[k] = str(path)
-        rows = [
-            {"step": step, "k": k, "path": p, "prompt": used[k], "reward": first.value[k]}
-            for k, p in enumerate(paths)
-            if p is not None
-        ]
-        append_jsonl(self.samples_dir / "samples.jsonl", json_safe(rows))
-        return paths

@@ -1,14 +1,8 @@
 """Inpainting tasks (image, mask, base prompt) for GRPO and Best-of-N: read, grouped, split, shown to the policy.
 
-Manifests are read by ``reward.data.load_inpainting``: bad rows are named by ``file:line``; with ``skip_bad`` they
-are skipped and counted, otherwise the first one fails. A mask of another size than its image is kept here and
-resized (with a warning) or refused by the generator (``generator.mask_mismatch``).
-
-Each task belongs to a group: its row's ``scene`` field when there is one, else its source image (by pixels), so
-that :func:`split_heldout` never puts tasks of one scene or one image on both sides of a train / held-out split
-(SA-IQA §4.1 splits by scene). :func:`policy_view` is what a VLM policy is shown: the image with the region to
-invent masked out, as the inpainting model receives it. Procedural task sets for CPU runs are written by
-``python rl/tasks.py`` (:func:`training.procedural.synthetic.write_inpainting_tasks`).
+Manifests are read by ``reward.data.load_inpainting`` (bad rows named by ``file:line``, skipped and counted with
+``skip_bad``). Each task belongs to a group, its row's ``scene`` or else its source image (by pixels), so that
+:func:`split_heldout` never puts one scene or image on both sides of a split (SA-IQA §4.1 splits by scene).
 """
 
 from __future__ import annotations
@@ -42,13 +36,6 @@ class Task:
     group: str = ""
 
 
-def image_group(image: Image.Image) -> str:
-    """``image:`` + a digest of the pixels: tasks cut from one image share it whatever their file names."""
-    digest = hashlib.blake2b(image.tobytes(), digest_size=8)
-    digest.update(f"{image.size}{image.mode}".encode())
-    return "image:" + digest.hexdigest()
-
-
 def load_tasks(
     source: Any,
     *,
@@ -79,7 +66,12 @@ def load_tasks(
             skipped.append(SkippedRow(row.line, f"{row.where}: {err}"))
             continue
         scene = row.extra.get("scene")
-        group = f"scene:{scene}" if scene not in (None, "") else image_group(image)
+        group = f"scene:{scene}"  # else a digest of the pixels: tasks cut from one image share it whatever its name
+        if scene in (None, ""):
+            group = (
+                "image:"
+                + hashlib.blake2b(image.tobytes() + f"{image.size}{image.mode}".encode(), digest_size=8).hexdigest()
+            )
         tasks.append(Task(row.where, image, mask, row.prompt, group))
     if skipped:
         logger.warning("%s: %d bad rows skipped, %d tasks kept", result.source, len(skipped), len(tasks))
@@ -133,7 +125,5 @@ def policy_view(task: Task, mode: str = "masked") -> Image.Image:
     mask = mask.point(lambda v: 255 if v >= 128 else 0)
     if mode == "masked":
         return Image.composite(Image.new("RGB", task.image.size, (128, 128, 128)), task.image, mask)
-    if mode == "outline":
-        edge = mask.filter(ImageFilter.FIND_EDGES).filter(ImageFilter.MaxFilter(3))
-        return Image.composite(Image.new("RGB", task.image.size, (255, 0, 0)), task.image, edge)
-    raise ConfigError(f"policy.image={mode!r}: use masked, outline or original")
+    edge = mask.filter(ImageFilter.FIND_EDGES).filter(ImageFilter.MaxFilter(3))  # outline
+    return Image.composite(Image.new("RGB", task.image.size, (255, 0, 0)), task.image, edge)

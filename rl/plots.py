@@ -23,17 +23,15 @@ def reward_curves(
     """Training rewards per step (mean with a +-std band) and held-out rewards every K steps, one plot."""
     fig, ax = new_figure((6.4, 3.8))
     for name, points in train.items():
-        if not points:
-            continue
-        steps, mean, std = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
-        (line,) = ax.plot(steps, mean, lw=1.4, label=f"train {name}")
-        ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.15, lw=0)
+        if points:
+            steps, mean, std = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
+            (line,) = ax.plot(steps, mean, lw=1.4, label=f"train {name}")
+            ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.15, lw=0)
     for name, points in heldout.items():
         if points:
             steps, value = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
             ax.plot(steps, value, "o--", ms=3.5, lw=1.1, label=f"held-out {name}")
-    ax.set_xlabel("step")
-    ax.set_ylabel("reward (normalised: 1 = best)")
+    ax.set(xlabel="step", ylabel="reward (normalised: 1 = best)")
     ax.set_title(title, fontsize=9)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best")
@@ -44,16 +42,6 @@ def reward_curves(
     return save_figure(fig, path)
 
 
-def _label(image: Image.Image, lines: Sequence[str], width: int) -> Image.Image:
-    line_h = 11
-    tile = Image.new("RGB", (width, image.height + line_h * len(lines) + 4), "white")
-    tile.paste(image, ((width - image.width) // 2, 0))
-    draw = ImageDraw.Draw(tile)
-    for k, text in enumerate(lines):
-        draw.text((2, image.height + 2 + k * line_h), text[: max(4, width // 6)], fill=(0, 0, 0))
-    return tile
-
-
 def image_grid(
     rows: Sequence[Sequence[tuple[Image.Image, Sequence[str]]]],
     path: str | Path,
@@ -62,14 +50,19 @@ def image_grid(
     row_titles: Sequence[str] | None = None,
 ) -> Path:
     """A grid of images with text lines printed under each (e.g. scores), one row per sequence."""
-    width = max(tile, 96)
-    tiles = [
-        [
-            _label(im.convert("RGB").resize((tile, round(tile * im.height / im.width))), lines, width)
-            for im, lines in row
-        ]
-        for row in rows
-    ]
+    width, line_h = max(tile, 96), 11
+    tiles = []
+    for row in rows:
+        tiles.append([])
+        for image, lines in row:
+            image = image.convert("RGB").resize((tile, round(tile * image.height / image.width)))
+            cell = Image.new("RGB", (width, image.height + line_h * len(lines) + 4), "white")
+            cell.paste(image, ((width - image.width) // 2, 0))
+            for k, text in enumerate(lines):
+                ImageDraw.Draw(cell).text(
+                    (2, image.height + 2 + k * line_h), text[: max(4, width // 6)], fill=(0, 0, 0)
+                )
+            tiles[-1].append(cell)
     title_h = 14 if row_titles else 0
     row_h = [max(t.height for t in r) + title_h if r else title_h for r in tiles]
     sheet = Image.new("RGB", (max(1, max(len(r) for r in tiles)) * (width + 4), sum(row_h) + 4), "white")
@@ -84,42 +77,24 @@ def image_grid(
     return atomic_write_with(path, lambda tmp: sheet.save(tmp, format="PNG"))
 
 
-def train_curve(log_history: list[dict[str, Any]], labels: list[str]) -> dict[str, list[tuple[int, float, float]]]:
-    """Per reward: (step, mean, std) of the logged training rewards (trl's ``rewards/<name>/mean|std``)."""
-    curve: dict[str, list[tuple[int, float, float]]] = {label: [] for label in labels}
-    for entry in log_history:
-        for label in labels:
-            mean = entry.get(f"rewards/{label}/mean")
-            if mean is not None and "step" in entry:
-                curve[label].append((int(entry["step"]), float(mean), float(entry.get(f"rewards/{label}/std") or 0)))
-    return curve
-
-
 def draw_run_plots(out: Path, curve: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, str]:
     """A GRPO run's pictures: ``reward_curve.png`` (training and held-out) and ``samples_first_last.png``."""
     labels = sorted({k for row in history for k in row if k not in ("step", "counts", "example")})
     heldout = {k: [(r["step"], r[k]) for r in history if r.get(k) is not None] for k in labels}
     plots = {"reward_curve": str(reward_curves(curve, heldout, out / "reward_curve.png"))}
-    samples = out / "samples" / "samples.jsonl"
-    if samples.is_file():
-        rows = read_records(samples)
-        if rows:
-            first, last = min(r["step"] for r in rows), max(r["step"] for r in rows)
-
-            def cells(step: int) -> list[tuple[Any, list[str]]]:
-                picked = [r for r in rows if r["step"] == step and Path(r["path"]).is_file()]
-                return [
-                    (
-                        Image.open(r["path"]),
-                        [f"reward {r['reward']:.3f}" if r["reward"] is not None else "failed", r["prompt"][:40]],
-                    )
-                    for r in picked
-                ]
-
-            path = image_grid(
-                [cells(first), cells(last)],
-                out / "samples_first_last.png",
-                row_titles=[f"step {first}", f"step {last}"],
-            )
-            plots["samples"] = str(path)
+    if rows := read_records(out / "samples" / "samples.jsonl"):
+        steps = [min(r["step"] for r in rows), max(r["step"] for r in rows)]
+        grid = [
+            [
+                (
+                    Image.open(r["path"]),
+                    [f"reward {r['reward']:.3f}" if r["reward"] is not None else "failed", r["prompt"][:40]],
+                )
+                for r in rows
+                if r["step"] == step and Path(r["path"]).is_file()
+            ]
+            for step in steps
+        ]
+        path = image_grid(grid, out / "samples_first_last.png", row_titles=[f"step {s}" for s in steps])
+        plots["samples"] = str(path)
     return plots

@@ -6,11 +6,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from omegaconf import MISSING
 
 from reward.core.errors import ConfigError, MissingInputError
-from rl.devices import local_rank
 from training.shared.trainable import LoraSettings, load_for_training, training_dtype
 
 logger = logging.getLogger(__name__)
@@ -58,14 +56,6 @@ def is_vlm(path: str, vision: str | bool) -> bool:
             f"policy.path={path!r}: cannot read its config ({err}); point it at a model directory"
         ) from err
     return getattr(config, "vision_config", None) is not None
-
-
-def bf16_available() -> bool:
-    """bf16 training where this process's GPU does it natively (no tensor is made on GPU 0 to find out)."""
-    if not torch.cuda.is_available():
-        return False
-    major, _ = torch.cuda.get_device_capability(local_rank() % torch.cuda.device_count())
-    return major >= 8
 
 
 def load_policy(policy: PolicySettings, lora: LoraSettings, vision: bool, args: Any) -> tuple[Any, Any]:

@@ -34,34 +34,33 @@ __all__ = ["policy_card"]
 TAGS = ("grpo", "trl", "prompt-expansion", "inpainting", "perceptual-rewards")
 
 
-def _cells(v: Mapping[str, Any]) -> list[str]:
-    """A held-out reward before and after training and its change, to 4 decimals (``n/a`` where one is missing)."""
-    first, last = v.get("first"), v.get("last")
-    change = f"{last - first:+.4f}" if isinstance(first, float) and isinstance(last, float) else "n/a"
-    return [*(f"{x:.4f}" if isinstance(x, float) else "n/a" for x in (first, last)), change]
-
-
-def _rewards(record: Mapping[str, Any], result: Mapping[str, Any]) -> list[list[str]]:
-    """One row per reward: its label, role (training with its weight, or held-out only) and model files."""
-    trained = reward_models([record["reward"], *record.get("more_rewards", [])])
-    weights = (record.get("trainer") or {}).get("reward_weights") or [1.0] * len(trained)
-    labels = list(result.get("rewards") or [name for name, _ in trained])
-    extra = [label for label in result.get("eval_rewards") or [] if label not in labels]
-    rows = [(label, f"training (weight {w:g})", m) for label, (_, m), w in zip(labels, trained, weights, strict=False)]
-    held = zip(extra, reward_models(record.get("eval_rewards") or []), strict=False)
-    rows += [(label, "held-out only", m) for label, (_, m) in held]
-    return [[label, role, ", ".join(f"{k} `{p}`" for k, p in m.items()) or "(built in)"] for label, role, m in rows]
-
-
 def policy_card(
     record: Mapping[str, Any], result: Mapping[str, Any], *, command: str, vision: bool, max_new_tokens: int
 ) -> ModelCard:
     """The card of the policy of a run whose settings record is ``record`` and result ``result``; ``vision``: the
     policy is a VLM shown the task image; ``max_new_tokens``: the completion length it was trained with."""
-    rewards = _rewards(record, result)
-    roles = {label: role for label, role, _ in rewards}
     summary = result.get("summary") or {}
     heldout = summary.get("heldout") or {}
+    trained = reward_models([record["reward"], *record.get("more_rewards", [])])
+    weights = (record.get("trainer") or {}).get("reward_weights") or [1.0] * len(trained)
+    labels = list(result.get("rewards") or [name for name, _ in trained])
+    extra = [label for label in result.get("eval_rewards") or [] if label not in labels]
+    roles = [(lb, f"training (weight {w:g})", m) for lb, (_, m), w in zip(labels, trained, weights, strict=False)]
+    held_only = zip(extra, reward_models(record.get("eval_rewards") or []), strict=False)
+    roles += [(lb, "held-out only", m) for lb, (_, m) in held_only]
+    role_of = {lb: role for lb, role, _ in roles}
+    table = []
+    for lb, v in heldout.items():  # before and after training and the change, to 4 decimals (n/a where missing)
+        first, last = (v.get(k) if isinstance(v.get(k), float) else None for k in ("first", "last"))
+        change = "n/a" if first is None or last is None else f"{last - first:+.4f}"
+        table.append(
+            [
+                lb,
+                role_of.get(lb, "held-out only"),
+                *("n/a" if x is None else f"{x:.4f}" for x in (first, last)),
+                change,
+            ]
+        )
     curves = dict(summary.get("train") or {})
     if len(curves) == 2:  # one reward: its curve is the total's
         curves.pop("reward", None)
@@ -79,9 +78,9 @@ def policy_card(
         tested_on=record.get("eval_data") or record.get("data"),
         record=record,
         result=result,
-        rewards=rewards,
+        rewards=[[lb, role, ", ".join(f"{k} `{p}`" for k, p in m.items()) or "(built in)"] for lb, role, m in roles],
         steps=next(iter(heldout.values()))["steps"] if heldout else None,
-        heldout=[[label, roles.get(label, "held-out only"), *_cells(v)] for label, v in heldout.items()],
+        heldout=table,
         curves=curves,
         vision=vision,
         user=repr(user),

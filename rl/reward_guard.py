@@ -1,13 +1,10 @@
 """A run whose rewards fail stops as a failure, never as a success.
 
-:class:`RewardGuard` is a trl/transformers ``TrainerCallback`` over the tally of GRPO's reward functions
-(:class:`reward.integrations.trl_rewards.TrlRewards`): at the end of every step it adds up (over every process, so
-that all of them decide alike) the completions scored since the last step and those that got no usable reward. A
-step with no usable reward at all, or one in which more than ``max_failed`` of the completions got none, stops
-training; the command then writes its result with ``complete: false`` and exits 2 with
-:meth:`RewardGuard.raise_if_failed`'s message, which names each reward, its failure counts and, for rewards scored
-through servers, the reasons. :func:`require_scores` is the same rule for
-Best-of-N: a run in which no task got a score fails.
+:class:`RewardGuard` (a ``TrainerCallback`` over the tally of GRPO's reward functions) adds up, over every process so
+that all decide alike, the completions scored in a step and those that got no usable reward; a step with none usable,
+or with more than ``max_failed`` of them failed, stops training, and the command exits 2 naming each reward's failures
+(and, for served rewards, the reasons). :func:`require_scores` is Best-of-N's rule: a run in which no task got a score
+fails.
 """
 
 from __future__ import annotations
@@ -27,19 +24,11 @@ logger = logging.getLogger(__name__)
 
 
 class RewardsFailed(UserError):
-    """Too many completions (or candidates) got no usable reward: the run stops, reported as incomplete."""
+    """Too many completions (or candidates) got no usable reward: the run stops, incomplete."""
 
 
 def failure_details(rewards: RewardSet, failed: dict[str, int]) -> str:
-    """Each reward's failed count and, for one scored through servers, this process's reasons.
-
-    >>> class R:  # a reward without servers
-    ...     pass
-    >>> from reward.integrations.reward_set import NamedReward
-    >>> rs = RewardSet([NamedReward("qbench", "qbench", R(), True, (0.0, 1.0))])
-    >>> failure_details(rs, {"qbench": 3})
-    'reward qbench failed on 3'
-    """
+    """Each reward's failed count and, for one scored through servers, this process's reasons."""
     parts = []
     for r in rewards.rewards:
         part = f"reward {r.label} failed on {failed.get(r.label, 0)}"
@@ -56,8 +45,7 @@ def served_reports(rewards: RewardSet) -> dict[str, Any]:
 
 
 class RewardGuard(TrainerCallback):
-    """Stops training at the end of a step whose completions got no usable reward (or more than ``max_failed`` of
-    them got none); :attr:`failure` then holds the message. Collective: every process must have it."""
+    """Stops training after a step without usable rewards (:attr:`failure`: why); collective."""
 
     def __init__(self, scoring: TrlRewards, max_failed: float = 1.0) -> None:
         self.scoring = scoring
@@ -90,16 +78,6 @@ class RewardGuard(TrainerCallback):
         )
         logger.error("%s", self.failure)
         control.should_training_stop = True
-
-    def report(self) -> dict[str, Any]:
-        """For the run's result file: totals over the run and the failure, if any."""
-        report = {**self.totals, "max_reward_failures": self.max_failed, "failure": self.failure}
-        return {**report, "servers": served_reports(self.scoring.rewards)}
-
-    def raise_if_failed(self, where: str) -> None:
-        """Raise :class:`RewardsFailed` (exit 2) when the guard stopped the run; ``where``: what was kept."""
-        if self.failure is not None:
-            raise RewardsFailed(f"{self.failure}. The run is incomplete ({where}); fix the reward, then resume")
 
 
 def require_scores(rewards: RewardSet, scored: int, candidates: int, counts: dict[str, int]) -> None:

@@ -1,10 +1,6 @@
 """What GRPO and Best-of-N share about their output folder: the inputs a run reads (its identity and provenance) and
-the folder's preparation (new, the same run resumed, an earlier run moved aside, or a refusal).
-
-Under a launch of several processes the folder is prepared by the main process alone (:func:`on_main`): were every
-process to look for itself, one could see the folder the main process has just created and take it for an earlier
-run. The answer, or the error, reaches every process, so a refusal stops all of them with the same message instead
-of leaving some waiting for the others.
+its preparation (new, resumed, moved aside, or refused), by the main process alone (:func:`on_main`: another could
+take the folder it just made for an earlier run), the answer or the error reaching every process.
 """
 
 from __future__ import annotations

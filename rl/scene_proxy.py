@@ -42,14 +42,10 @@ class SceneProxyConfig:
     )
     size: int = field(
         default=64,
-        metadata={
-            "help": "images are measured at this size (the calibration renders' size)",
-            "range": (16, 4096),
-        },
+        metadata={"help": "images are measured at this size (the calibration renders' size)", "range": (16, 4096)},
     )
     calibration_scenes: int = field(
-        default=8,
-        metadata={"help": "renders per (dimension, level) for the 1/5 anchors", "range": (1, 10_000)},
+        default=8, metadata={"help": "renders per (dimension, level) for the 1/5 anchors", "range": (1, 10_000)}
     )
     device: str | None = field(
         default=None, metadata={"help": "unused (CPU statistics); accepted so every reward config can name a device"}
@@ -76,39 +72,25 @@ def calibration(size: int, n_scenes: int) -> dict[str, tuple[float, float]]:
 class SceneProxyReward(TrlCallable):
     """Calibrated proxy statistics per dimension (1-5) and their weighted mean."""
 
-    def __init__(self, cfg: SceneProxyConfig) -> None:
+    def __init__(self, cfg: SceneProxyConfig | dict[str, Any]) -> None:
+        cfg = cfg if isinstance(cfg, SceneProxyConfig) else parse(SceneProxyConfig, cfg, where="reward")
         unknown = set(cfg.weights) - set(DIMENSIONS)
         if unknown or not cfg.weights or any(w < 0 for w in cfg.weights.values()) or sum(cfg.weights.values()) <= 0:
             raise ValueError(
                 f"reward.weights={cfg.weights}: give non-negative weights, not all zero, for dimensions among "
                 f"{list(DIMENSIONS)}"
             )
-        if cfg.size < 16 or cfg.calibration_scenes < 1:
-            raise ValueError(
-                f"reward.size must be >= 16 and calibration_scenes >= 1, got {cfg.size}, {cfg.calibration_scenes}"
-            )
         self.cfg = cfg
         self.anchors = calibration(cfg.size, cfg.calibration_scenes)
 
-    def dimension_scores(self, image: Image.Image) -> dict[str, float]:
-        image = image.convert("RGB")
-        if image.size != (self.cfg.size, self.cfg.size):
-            image = image.resize((self.cfg.size, self.cfg.size), Image.Resampling.BILINEAR)
-        raw = proxy_scores(image)
-        out = {}
-        for dim in self.cfg.weights:
-            lo, hi = self.anchors[dim]
-            out[dim] = float(np.clip(1.0 + 4.0 * (raw[dim] - lo) / (hi - lo), 1.0, 5.0))
-        return out
-
     def score(self, images: Sequence[Image.Image] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:
         images = as_images(images)  # PIL, tensors, arrays, one or a batch
-        per_image = [self.dimension_scores(im) for im in images]
-        dims = {d: torch.tensor([s[d] for s in per_image], dtype=torch.float32) for d in self.cfg.weights}
+        side = (self.cfg.size, self.cfg.size)
+        raw = [proxy_scores(im.convert("RGB").resize(side, Image.Resampling.BILINEAR)) for im in images]
+        dims = {  # each statistic mapped linearly onto the levels by its calibration anchors, clipped to [1, 5]
+            d: torch.tensor([1 + 4 * (r[d] - lo) / (hi - lo) for r in raw], dtype=torch.float32).clamp(1.0, 5.0)
+            for d, (lo, hi) in ((d, self.anchors[d]) for d in self.cfg.weights)
+        }
         total = sum(self.cfg.weights.values())
         fused = sum(self.cfg.weights[d] * dims[d] for d in dims) / total
         return RewardOutput(scores=torch.as_tensor(fused, dtype=torch.float32).reshape(len(images)), dimensions=dims)
-
-
-def build(cfg: dict[str, Any]) -> SceneProxyReward:
-    return SceneProxyReward(parse(SceneProxyConfig, cfg, where="reward"))

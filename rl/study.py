@@ -1,4 +1,4 @@
-"""A blind pairwise study of a Best-of-N or GRPO run by people, as SA-IQA §4.4-4.5 ran theirs (docs/study.md).
+"""A blind pairwise study of a Best-of-N or GRPO run by people, as SA-IQA §4.4-4.5 ran theirs.
 
     python rl/study.py serve run=RUN study=STUDY [port=8765 seed=0 limit=null]   # raters open /?rater=NAME
     python rl/study.py report study=STUDY
@@ -74,8 +74,8 @@ def pairs_of(run_dir: Path) -> tuple[str, list[dict[str, Any]]]:
     if command not in KINDS or not saved.get("complete"):
         raise UserError(f"run={run_dir}: not a complete Best-of-N or GRPO run (run.json: {command}); finish it first")
     if command == "best_of_n":
-        rows = [r for r in read_records(run_dir / "scores.jsonl") if "chosen" in r]
-        files = [(r, *(run_dir / pick / f"{r['index']:04d}.png" for pick in ("chosen", "random"))) for r in rows]
+        rows = [r for r in read_records(run_dir / "scores.jsonl") if "file" in r]
+        files = [(r, *(run_dir / pick / r["file"] for pick in ("chosen", "random"))) for r in rows]
     else:
         folder = run_dir / "heldout"
         rows = read_records(folder / "pairs.jsonl")
@@ -219,7 +219,7 @@ def fleiss_kappa(counts: np.ndarray) -> float | None:
 
 def report(study: Path) -> dict[str, Any]:
     """The report of every answer so far (see the module docstring), also ``STUDY/report.json``."""
-    record = read_json_object(study / "study.json", "pass study= a folder made by rl/study.py serve")
+    record = read_json_object(study / "study.json", "pass study= a folder the study command's serve made")
     left = {p["pair"]: p["left"] for p in record["pairs"]}
     sign = {"left": 1, "comparable": 0, "right": -1}  # the left image preferred: its source's verdict
     raters: dict[str, dict[int, int]] = {}

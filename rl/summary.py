@@ -1,6 +1,6 @@
-"""What a GRPO run prints: one line per logged step while it trains, and at the end a summary of how it went
-(training reward over the first vs the last steps, held-out rewards before vs after, the share of groups whose
-completions all scored the same, where the step time went, where every file is) instead of trl's dictionaries."""
+"""What a GRPO run prints instead of trl's dictionaries: one line per logged step while it trains, and at the end a
+summary (training reward over the first vs the last steps, held-out rewards before vs after, the share of groups whose
+completions all scored the same, where the step time went, where every file is)."""
 
 from __future__ import annotations
 
@@ -9,34 +9,27 @@ from typing import Any
 
 from transformers.trainer_callback import ProgressCallback
 
-PARTS = ("policy_generation", "inpainting", "reward", "update_and_rest")
-
-
-def edge_means(values: Sequence[float]) -> tuple[float, float, int] | None:
-    """Mean of the first and of the last ``k`` values (``k``: a tenth of them, 1 to 10) and ``k``.
-
-    >>> edge_means([1.0, 2.0, 3.0, 4.0])
-    (1.0, 4.0, 1)
-    >>> edge_means([float(i) for i in range(40)])
-    (1.5, 37.5, 4)
-    """
-    if not values:
-        return None
-    k = min(max(len(values) // 10, 1), 10)
-    return sum(values[:k]) / k, sum(values[-k:]) / k, k
+from rl.timing import PARTS
 
 
 def summarize(
     log_history: list[dict[str, Any]], heldout: list[dict[str, Any]], labels: Sequence[str]
 ) -> dict[str, Any]:
-    """The numbers of the closing summary, from trl's log history and the held-out records."""
+    """The numbers of the closing summary, from trl's log history and the held-out records: each training reward's
+    mean over the first and the last ``k`` logged steps (``k``: a tenth of them, 1 to 10).
+
+    >>> s = summarize([{"step": i, "reward": float(i)} for i in range(1, 41)], [], [])
+    >>> s["train"]["reward"]
+    {'first': 2.5, 'last': 38.5, 'steps_each': 4}
+    """
     steps = [e for e in log_history if "reward" in e and "step" in e]
     out: dict[str, Any] = {"train": {}, "heldout": {}, "frac_reward_zero_std": None}
     for key in ["reward", *(f"rewards/{label}/mean" for label in labels)]:
-        edges = edge_means([float(e[key]) for e in steps if e.get(key) is not None])
-        if edges is not None:
+        values = [float(e[key]) for e in steps if e.get(key) is not None]
+        if values:
+            k = min(max(len(values) // 10, 1), 10)
             name = key.removeprefix("rewards/").removesuffix("/mean")
-            out["train"][name] = {"first": edges[0], "last": edges[1], "steps_each": edges[2]}
+            out["train"][name] = {"first": sum(values[:k]) / k, "last": sum(values[-k:]) / k, "steps_each": k}
     zero = [float(e["frac_reward_zero_std"]) for e in steps if e.get("frac_reward_zero_std") is not None]
     if zero:
         out["frac_reward_zero_std"] = {"mean": sum(zero) / len(zero), "first": zero[0], "last": zero[-1]}
@@ -51,12 +44,11 @@ def summarize(
 
 def summary_text(result: dict[str, Any]) -> str:
     """The closing summary of a run's ``grpo_result.json`` contents, a few lines."""
-    s = result["summary"]
-    timing = result["timing"]
+    s, timing = result["summary"], result["timing"]
     lines = [
         f"GRPO {'finished' if result['complete'] else 'stopped'}: {result['global_step']} of {result['max_steps']} "
         f"steps in {timing['train_s']:.0f} s ({timing['step_s']:.2f} s per step, {len(result['processes'])} "
-        "process(es))"
+        "process(es))" + (f"; rewards {result['reward_scale']}" if result.get("reward_scale") else "")
     ]
     for name, v in s["train"].items():
         lines.append(
@@ -66,33 +58,32 @@ def summary_text(result: dict[str, Any]) -> str:
     for name, v in s["heldout"].items():
         last = "n/a" if v["last"] is None else f"{v['last']:.4f}"
         lines.append(f"  held-out {name}: {v['first']:.4f} -> {last} (step {v['steps'][0]} -> {v['steps'][1]})")
-    zero = s["frac_reward_zero_std"]
-    if zero is not None:
+    if (zero := s["frac_reward_zero_std"]) is not None:
         lines.append(
             f"  groups with no reward spread (no learning signal): {zero['mean']:.0%} of steps' groups "
             f"(first step {zero['first']:.0%}, last {zero['last']:.0%})"
         )
     shares = timing["shares"]
-    lines.append(
-        "  step time: "
-        + ", ".join(f"{part.replace('_', ' ')} {shares[part]:.0%}" for part in PARTS if shares.get(part) is not None)
-    )
-    lines.append("  files:")
+    parts = [f"{part.replace('_', ' ')} {shares[part]:.0%}" for part in PARTS if shares.get(part) is not None]
+    lines += ["  step time: " + ", ".join(parts), "  files:"]
     lines.extend(f"    {name}: {path}" for name, path in result["files"].items())
     return "\n".join(lines)
 
 
-def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
-    """One console line for a step's logged metrics (``None`` for trl's end-of-training dictionary).
+def step_line(logs: dict[str, Any], step: int, max_steps: int, scale: str = "") -> str | None:
+    """One console line for a step's logged metrics (``None`` for trl's end-of-training dictionary); ``scale``: what
+    the reward ranges over.
 
     >>> step_line({"loss": 0.01, "reward": 0.5, "reward_std": 0.1, "frac_reward_zero_std": 0.25, "kl": 0.002,
-    ...            "step_time": 1.5}, 3, 10)
-    'step 3/10  reward 0.5000 (std 0.1000)  zero-std groups 25%  kl 0.002  loss 0.01  1.5 s'
+    ...            "step_time": 1.5}, 3, 10, "normalised to [0, 1]")
+    'step 3/10  reward 0.5000 (normalised to [0, 1]; std 0.1000)  zero-std groups 25%  kl 0.002  loss 0.01  1.5 s'
     """
     if "train_runtime" in logs or "reward" not in logs:
         return None
-    reward, std = _number(logs, "reward", ".4f"), _number(logs, "reward_std", ".4f")
-    parts = [f"step {step}/{max_steps}", f"reward {reward or 'n/a'}" + (f" (std {std})" if std else "")]
+    std = _number(logs, "reward_std", ".4f")
+    notes = "; ".join(n for n in (scale, f"std {std}" if std else "") if n)
+    reward = f"reward {_number(logs, 'reward', '.4f') or 'n/a'}" + (f" ({notes})" if notes else "")
+    parts = [f"step {step}/{max_steps}", reward]
     for key, label, spec in (
         ("frac_reward_zero_std", "zero-std groups", ".0%"),
         ("kl", "kl", ".3g"),
@@ -107,12 +98,14 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
 
 class StepLine(ProgressCallback):
     """transformers' progress bar, writing one line per logged step instead of the logged dictionary (and nothing
-    for the end-of-training one: the run's summary follows)."""
+    for the end-of-training one: the run's summary follows); ``scale``: what the reward ranges over."""
+
+    scale = ""
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or self.training_bar is None:
             return
-        line = step_line(logs or {}, state.global_step, state.max_steps)
+        line = step_line(logs or {}, state.global_step, state.max_steps, self.scale)
         if line is not None:
             self.training_bar.write(line)
 

@@ -1,12 +1,11 @@
-"""Where a GRPO step's time goes, per process: the policy sampling completions, inpainting, the reward, and the
-rest (log-probabilities, the loss, backward and the optimizer step).
+"""Where a GRPO step's time goes, per process: the policy sampling completions, inpainting, the reward, and the rest
+(log-probabilities, the loss, backward and the optimizer step).
 
-Measured through trl's public contracts only, so that a trl upgrade cannot silently stop it: :class:`StepClock` is a
-``TrainerCallback`` (a step's start and end) and wraps the reward functions trl calls (:meth:`StepClock.watch`). trl
-samples a step's completions, then hands them to the reward functions: the policy's sampling is the time from the
-step's start to its first reward call. Inpainting times come from :class:`rl.inpaint_render.InpaintingRender`, reward
-times from :class:`reward.integrations.trl_rewards.TrlRewards`. trl's own ``step_time`` metric covers neither the
-optimizer step nor the split, and its profiling timers reach only wandb, mlflow and trackio, not the log history.
+Measured through trl's public contracts only: :class:`StepClock` is a ``TrainerCallback`` (a step's start and end)
+and wraps the reward functions trl calls; trl samples a step's completions, then calls them, so the policy's sampling
+is the time from the step's start to its first reward call. Inpainting and reward times come from
+:class:`rl.inpaint_render.InpaintingRender` and :class:`reward.integrations.trl_rewards.TrlRewards`. (trl's own
+``step_time`` covers neither the optimizer step nor the split.)
 """
 
 from __future__ import annotations
@@ -18,10 +17,11 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+PARTS = ("policy_generation", "inpainting", "reward", "update_and_rest")
+
 
 class StepClock(TrainerCallback):
-    """Wall time inside training steps (from step begin to step end, before held-out evaluation runs) and, within
-    them, the policy's sampling (from a step's start to its first reward call).
+    """Wall time inside training steps (before held-out evaluation runs) and, within them, the policy's sampling.
 
     >>> clock = StepClock()
     >>> (score,) = clock.watch([lambda completions, **kw: [1.0] * len(completions)])
@@ -32,31 +32,28 @@ class StepClock(TrainerCallback):
     """
 
     def __init__(self) -> None:
-        self.step_s = 0.0
-        self.steps = 0
-        self.policy_generate_s = 0.0
-        self.sampled_steps = 0  # steps in which trl sampled completions (and called the rewards)
+        self.step_s = self.policy_generate_s = 0.0
+        self.steps = self.sampled_steps = 0  # sampled: steps in which trl sampled completions (and called the rewards)
         self._start: float | None = None
         self._sampled = False
 
     def watch(self, functions: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
-        """The reward functions, each noting its first call of a step (names and signatures kept for trl)."""
-        return [self._watched(fn) for fn in functions]
+        """The reward functions, each noting the first reward call of a step (names and signatures kept for trl)."""
+        watched = []
+        for fn in functions:
 
-    def _watched(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def reward_fn(*args: Any, **kwargs: Any) -> Any:
-            if self._start is not None and not self._sampled:
-                self.policy_generate_s += time.perf_counter() - self._start
-                self.sampled_steps += 1
-                self._sampled = True
-            return fn(*args, **kwargs)
+            def reward_fn(*args: Any, _fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
+                if self._start is not None and not self._sampled:
+                    self.policy_generate_s += time.perf_counter() - self._start
+                    self.sampled_steps += 1
+                    self._sampled = True
+                return _fn(*args, **kwargs)
 
-        return reward_fn
+            watched.append(functools.wraps(fn)(reward_fn))
+        return watched
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._start = time.perf_counter()
-        self._sampled = False
+        self._start, self._sampled = time.perf_counter(), False
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._start is not None:
@@ -73,10 +70,9 @@ def step_split(clock: StepClock, inpaint_s: float, reward_s: float) -> dict[str,
     >>> split["per_step_s"]["update_and_rest"], split["shares"]["policy_generation"]
     (0.5, 0.4)
     """
-    n = max(clock.steps, 1)
+    n, total = max(clock.steps, 1), clock.step_s
     parts = {"policy_generation": clock.policy_generate_s, "inpainting": inpaint_s, "reward": reward_s}
-    parts["update_and_rest"] = max(clock.step_s - sum(parts.values()), 0.0)
-    total = clock.step_s
+    parts["update_and_rest"] = max(total - sum(parts.values()), 0.0)
     return {
         "steps": clock.steps,
         "sampled_steps": clock.sampled_steps,
@@ -88,12 +84,8 @@ def step_split(clock: StepClock, inpaint_s: float, reward_s: float) -> dict[str,
 
 def mean_timing(processes: list[dict[str, Any]]) -> dict[str, Any]:
     """The step-time split averaged over the processes (each process times its own share of the batch)."""
-    parts = ("policy_generation", "inpainting", "reward", "update_and_rest")
     n = len(processes)
-    per_step = {k: sum(p["timing"]["per_step_s"][k] for p in processes) / n for k in parts}
+    per_step = {k: sum(p["timing"]["per_step_s"][k] for p in processes) / n for k in PARTS}
     step_s = sum(p["timing"]["step_s"] for p in processes) / n
-    return {
-        "step_s": step_s,
-        "per_step_s": per_step,
-        "shares": {k: (v / step_s if step_s else None) for k, v in per_step.items()},
-    }
+    shares = {k: (v / step_s if step_s else None) for k, v in per_step.items()}
+    return {"step_s": step_s, "per_step_s": per_step, "shares": shares}

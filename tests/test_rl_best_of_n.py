@@ -15,12 +15,11 @@ from PIL import Image
 
 from reward.core.cli import compose
 from reward.core.outputs import RunComplete
+from reward.data.files import safe_name
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.best_of_n import run as run_best_of_n
-from rl.generators import ProceduralConfig, build_generator, jitter_levels
+from rl.generators import ProceduralConfig, build_generator, candidate_levels
 from rl.inpaint_tasks import load_tasks
-from rl.prompt_levels import levels_from_prompt
-from training.procedural.scenes import sample_scene
 from training.procedural.synthetic import DEFAULT_WEIGHTS, write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -29,9 +28,7 @@ JUDGE = "judge={name: scene-proxy, weights: {layout: 0.25, harmony: 0.25, lighti
 
 def _true_quality(prompt: str, seed: int) -> float:
     """The preference-weighted levels the procedural generator rendered candidate ``seed`` of ``prompt`` at."""
-    rng = np.random.default_rng(seed)
-    sample_scene(rng)
-    levels = jitter_levels(levels_from_prompt(prompt), rng, ProceduralConfig().level_jitter)
+    levels = candidate_levels(prompt, seed, ProceduralConfig().level_jitter)[1]
     return sum(DEFAULT_WEIGHTS[d] * v for d, v in levels.items())
 
 
@@ -61,8 +58,9 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
     task = tasks[0]
     seed = rows[0]["candidates"][rows[0]["chosen"]]["seed"]
     again = build_generator({"name": "procedural"}).inpaint([task.image], [task.mask], [task.prompt], n=1, seed=seed)
-    assert np.array_equal(np.asarray(again[0][0]), np.asarray(Image.open(out / "chosen" / "0000.png")))
-    assert (out / "sheets" / "0000.png").exists() and len(list((out / "chosen").glob("*.png"))) == 24
+    assert rows[0]["file"] == f"{safe_name(Path(task.id).name)}.png"  # named by its task
+    assert np.array_equal(np.asarray(again[0][0]), np.asarray(Image.open(out / "chosen" / rows[0]["file"])))
+    assert (out / "sheets" / rows[0]["file"]).exists() and len(list((out / "chosen").glob("*.png"))) == 24
     assert summary["judge_wins"] + summary["judge_ties"] + summary["judge_losses"] == 24
     # judged independently of the picker: the true quality levels each candidate was rendered at
     truth = {
@@ -93,7 +91,8 @@ def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp
         run_best_of_n(_compose([*base[:-1], "n=3", "limit=1"]))
     assert {p.name: p.read_bytes() for p in (out / "chosen").iterdir()} == before
     second = run_best_of_n(_compose([*base[:-1], "n=3", "limit=1", "overwrite=true"]))
-    assert second["tasks"] == 1 and sorted(p.name for p in (out / "chosen").iterdir()) == ["0000.png"]
+    first_task = f"{safe_name(Path(load_tasks(manifest)[0][0].id).name)}.png"
+    assert second["tasks"] == 1 and sorted(p.name for p in (out / "chosen").iterdir()) == [first_task]
     (old,) = tmp_path.glob("bon.old-*")  # the first run, whole: no file of it beside the new one's
     assert {p.name: p.read_bytes() for p in (old / "chosen").iterdir()} == before
 
@@ -106,6 +105,9 @@ def test_the_closing_summary_is_printed_as_a_table_and_kept_whole_in_summary_jso
     with caplog.at_level(logging.INFO):
         summary = run_best_of_n(_compose(argv))
     printed = [r.getMessage() for r in caplog.records]
+    (closing,) = [m for m in printed if m.startswith("done: best_of_n")]  # each folder the run wrote, by its name
+    for name, path in (("chosen", "chosen"), ("random pick", "random"), ("sheets", "sheets")):
+        assert f"  {name}: {out / path}\n" in closing and len(list((out / path).glob("*.png"))) == 3
     assert not [m for m in printed if '"mean_chosen"' in m]  # no JSON line on the console
     (table,) = [
         m for m in printed if m.startswith("best-of-2 on 3 tasks, picked by scene-proxy, judged by scene-proxy")

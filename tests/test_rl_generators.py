@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from rl.generators import build_generator, inpaint_each, prepare_masks
+from rl.generators import build_generator, inpaint_each, prepare_call
 from rl.prompt_levels import levels_from_prompt
 from training.procedural.scenes import proxy_scores
 
@@ -57,7 +57,7 @@ def test_mask_of_another_size_is_resized_with_a_warning_or_refused():
     image, _ = _task()
     small = Image.new("L", (32, 32), 255)
     with pytest.warns(UserWarning, match=r"mask \(32, 32\) resized to its image's size \(64, 64\)"):
-        (mask,) = prepare_masks([image], [small])
+        _, (mask,), _ = prepare_call([image], [small], ["x"], 1, 0, "resize")
     assert mask.size == (64, 64)
     gen = build_generator({"name": "procedural", "mask_mismatch": "error"})
     with pytest.raises(ValueError, match=r"item 0: mask is \(32, 32\) but image is \(64, 64\).*mask_mismatch=resize"):

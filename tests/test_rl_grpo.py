@@ -319,6 +319,21 @@ def test_too_few_tasks_for_one_step_are_refused_before_anything_loads(tmp_path, 
     assert not (tmp_path / "run").exists()  # nothing written either
 
 
+def test_more_eval_tasks_than_the_data_holds_is_one_line_with_the_settings_before_trl(tmp_path, tiny_lm, monkeypatch):
+    import rl.commands.grpo as grpo
+
+    monkeypatch.setattr(grpo, "grpo_args", lambda *a: pytest.fail("trl's config was built"))
+    small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
+    args = [f"policy.path={tiny_lm}", f"data={small}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
+    with pytest.raises(ValueError) as err:
+        run_grpo(_cfg([*args, "eval_tasks=8"]))
+    assert str(err.value) == (
+        f"eval_tasks=8: data={small} holds 6 tasks, too few to hold out that many and train on the rest (at most 3); "
+        "lower eval_tasks, give eval_data=TASKS.jsonl, or eval.every=0"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_a_run_that_ends_short_of_max_steps_fails_with_the_reason(tmp_path, tiny_lm, monkeypatch, capsys):
     import rl.commands.grpo as grpo

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -105,7 +106,9 @@ def test_policy_sampling_is_timed_from_a_steps_start_to_its_first_reward_call():
         clock.on_step_end(None, None, None)
     finally:
         rl.timing.time.perf_counter = real
-    assert [f.__name__ for f in watched] == ["scene", "other"]  # trl names the rewards' metrics after them
+    from trl.trainer.utils import get_callable_name
+
+    assert [get_callable_name(f) for f in watched] == ["scene", "other"]  # trl names the rewards' metrics so
     assert calls == [2]
     split = step_split(clock, inpaint_s=2.0, reward_s=1.0)
     assert clock.policy_generate_s == 3.0 and clock.sampled_steps == 1 and clock.step_s == 10.5
@@ -156,6 +159,17 @@ def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():
     assert step_line(failed, 3, 10) == "step 3/10  reward n/a  zero-std groups 100%  loss 0"
 
 
+def test_the_console_reward_says_its_scale():
+    from rl.commands.grpo import GrpoSettings, reward_scale
+
+    line = step_line(LOG[1], 2, 10, "normalised to [0, 1]")
+    assert line == "step 2/10  reward 0.4000 (normalised to [0, 1]; std 0.1000)  zero-std groups 30%  kl 0.01"
+    one = GrpoSettings(out="o", data="d", reward={"name": "qbench"})
+    assert reward_scale(one) == "normalised to [0, 1]"  # the default: each reward mapped by its score_range
+    weighted = GrpoSettings(out="o", data="d", more_rewards=[{"name": "x"}], trainer={"reward_weights": [1.0, 0.5]})
+    assert reward_scale(weighted) == "normalised to [0, 1.5]"  # trl logs the weighted sum
+
+
 def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_path):
     from hydra import initialize_config_dir
 
@@ -195,3 +209,39 @@ def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_sta
         cfg = compose("grpo", overrides=base, schema=GrpoSettings)
     with pytest.raises(UserError, match=rf"{lock} is 60 minutes old.*rm {lock}"):
         parse_settings(cfg)
+
+
+def test_what_an_installed_user_reads_names_no_file_of_a_clone(tmp_path, monkeypatch):
+    """The policy card's command is the one run (the console script when installed); the plan, the settings' help
+    and the commands' --help text point at nothing a wheel lacks (bench/, configs/ paths, python fusion/fit.py)."""
+    import dataclasses
+
+    from hydra import initialize_config_dir
+
+    import rl.best_of_n
+    import rl.grpo
+    from reward.core.cli import CONFIG_DIR, compose
+    from rl.commands.best_of_n import BestOfNSettings
+    from rl.commands.grpo import GrpoSettings, card_command, settings_and_args
+    from rl.commands.grpo_plan import grpo_plan
+    from training.procedural.synthetic import write_inpainting_tasks
+
+    record = {"reward": {"name": "scene-proxy"}, "data": "t.jsonl", "out": "run"}
+    monkeypatch.setattr("sys.argv", ["perceptual-rewards grpo", "reward=scene-proxy"])
+    assert card_command(record).startswith("perceptual-rewards grpo reward=scene-proxy ")
+    monkeypatch.setattr("sys.argv", ["rl/grpo.py", "reward=scene-proxy"])
+    assert card_command(record).startswith("python rl/grpo.py reward=scene-proxy ")
+
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 8, size=32, seed=0)
+    overrides = [
+        "policy.path=Qwen/Qwen2.5-VL-7B-Instruct",
+        f"data={tasks}",
+        "out=o",
+        "reward=scene-proxy",
+        "plan=true",
+    ]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        plan = grpo_plan(*settings_and_args(compose("grpo", overrides, schema=GrpoSettings)))
+    helps = [f.metadata.get("help", "") for cls in (GrpoSettings, BestOfNSettings) for f in dataclasses.fields(cls)]
+    for text in [*plan.lines, *helps, rl.grpo.__doc__, rl.best_of_n.__doc__]:
+        assert not re.search(r"bench/|configs/|\.sh\b|fusion/fit\.py|rl/commands/", text), text

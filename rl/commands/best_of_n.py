@@ -1,12 +1,12 @@
 """What ``rl/best_of_n.py`` does: N candidates per task in one batched generator call, scored in one batched reward
 call, the best kept, and compared with a random choice (mean reward; win rate judged by a second reward).
 
-Outputs in ``out``: ``chosen/NNNN.png``, ``random/NNNN.png`` (the random pick: a blind study sets the two side by
-side, ``rl/study.py``), ``scores.jsonl`` (every candidate's seed, scores and dimensions), ``sheets/NNNN.png`` (contact
-sheet per task, scores printed under the images, the chosen one marked) and ``summary.json`` (with the models and
-data it came from). ``out`` must be new: an earlier run there is refused, or moved aside whole with
-``overwrite=true``, so no file of one run sits beside files of another. The chosen and the random pick are compared
-on the same tasks (paired); tasks where the random pick failed are counted apart.
+Outputs in ``out``, one file per task named after its id (``reward.data.files.safe_name``: unique): ``chosen/``,
+``random/`` (the random pick: a blind study sets the two side by side, ``rl/study.py``), ``sheets/`` (the candidates
+with their scores, the chosen one marked); ``scores.jsonl`` (every candidate's seed, scores and dimensions, and the
+task's file name) and ``summary.json`` (with the models and data it came from). ``out`` must be new: an earlier run
+there is refused, or moved aside whole with ``overwrite=true``. The chosen and the random pick are compared on the same
+tasks (paired); tasks where the random pick failed are counted apart.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from reward.core.config import BATCH, COUNT, PIXELS, parse, to_plain
 from reward.core.errors import ConfigError
 from reward.core.outputs import Output
 from reward.core.summary import log_summary, text_table
-from reward.data.files import atomic_write_json, atomic_write_jsonl
+from reward.data.files import atomic_write_json, atomic_write_jsonl, safe_name
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
@@ -52,9 +52,9 @@ class BestOfNSettings:
     allow_absolute_paths: bool = allow_absolute_paths_field()
     out: str = field(default=MISSING, metadata={"help": "chosen/, random/, scores.jsonl, sheets/, summary.json"})
     reward: Any = field(
-        default=MISSING, metadata={"help": "the reward that picks: reward=NAME selects configs/reward/NAME.yaml"}
+        default=MISSING, metadata={"help": "the reward that picks: reward=NAME selects the config reward/NAME.yaml"}
     )
-    generator: Any = field(default=MISSING, metadata={"help": "generator=NAME selects configs/generator/NAME.yaml"})
+    generator: Any = field(default=MISSING, metadata={"help": "generator=NAME selects the config generator/NAME.yaml"})
     judge: Any = field(
         default=None, metadata={"help": "a second reward judging chosen vs random (name or config node); null: none"}
     )
@@ -87,25 +87,11 @@ class BestOfNSettings:
 
 
 def parse_settings(cfg: Any) -> BestOfNSettings:
-    """Typed settings; unknown, missing or mistyped keys and invalid values are reported together."""
+    """Typed settings (every problem at once), then the generator's model path."""
     settings = parse(BestOfNSettings, cfg, where="")
-    problems = []
-    if settings.n < 1:
-        problems.append(
-            f"n={settings.n}: give at least 1 candidate per task (n=4 picks the best of 4; n=1 seed=S reproduces one)"
-        )
-    if settings.tasks_per_call < 1:
-        problems.append(f"tasks_per_call={settings.tasks_per_call}: must be >= 1")
-    generator = to_plain(settings.generator) if settings.generator else {}
-    if problem := missing_model(generator.get("path"), "generator.path"):
-        problems.append(problem)
-    if problems:
-        raise ConfigError("invalid best_of_n settings:\n  - " + "\n  - ".join(problems))
+    if problem := missing_model(to_plain(settings.generator).get("path"), "generator.path"):
+        raise ConfigError(problem)
     return settings
-
-
-def _entry(node: Any) -> Any:
-    return node if isinstance(node, str) else to_plain(node)
 
 
 def prepare(settings: BestOfNSettings, *, create: bool = True) -> Output | None:
@@ -148,35 +134,35 @@ def set_up(settings: BestOfNSettings) -> Setup:
     """The tasks and a refused ``out=`` first (before any model loads), then the rewards on their devices, the
     generator and the output folder."""
     tasks, skipped = load_tasks(
-        settings.data,
-        skip_bad=settings.skip_bad,
-        max_pixels=settings.max_decode_pixels,
-        **image_paths(settings),
+        settings.data, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels, **image_paths(settings)
     )
     tasks = tasks[: settings.limit] if settings.limit else tasks
     if not tasks:
         raise ConfigError(f"{settings.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
     prepare(settings, create=False)  # a refused out= fails here, before any model loads
-    (picker_cfg,) = resolve_devices([_entry(settings.reward)], schema_has_device=reward_has_device, where="reward")
-    judge_cfg = (
-        resolve_devices([_entry(settings.judge)], schema_has_device=reward_has_device, where="judge")
-        if settings.judge
-        else []
+    picker, judge = (  # each on this process's device
+        RewardSet(
+            resolve_devices(
+                [n if isinstance(n, str) else to_plain(n)], schema_has_device=reward_has_device, where=key
+            ),
+            normalize=False,
+        )
+        if n
+        else None
+        for key, n in (("reward", settings.reward), ("judge", settings.judge))
     )
-    picker = RewardSet([picker_cfg], normalize=False)
-    judge = RewardSet(judge_cfg, normalize=False) if settings.judge else None
     generator = build_generator(settings.generator)
     output = prepare(settings)
     assert output is not None
-    for folder in ("chosen", "random"):
+    for folder in ("chosen", "random", *(["sheets"] if settings.sheets else [])):
         (output.path / folder).mkdir(parents=True, exist_ok=True)
     return Setup(settings, tasks, len(skipped), picker, judge, generator, output, output.path)
 
 
 def pick_best(setup: Setup) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """N candidates per task (``tasks_per_call`` tasks per generator and reward call), each scored by the picker
-    and the judge; the best kept in ``chosen/`` (with its contact sheet). Returns one row per task and the counts
-    of what failed or was cut."""
+    and the judge; the best kept in ``chosen/``, the random pick in ``random/`` (and the task's contact sheet).
+    Returns one row per task and the counts of what failed or was cut."""
     settings = setup.settings
     rng = random.Random(settings.seed)
     rows: list[dict[str, Any]] = []
@@ -190,9 +176,16 @@ def pick_best(setup: Setup) -> tuple[list[dict[str, Any]], dict[str, int]]:
                 rows.append({"task": task.id, "index": index, "prompt": prompt, "error": "generation failed"})
                 continue
             higher = setup.picker.rewards[0].higher_is_better
-            rows.append(_pick(task.id, index, prompt, candidates.pop(0), rng, higher, counts))
-            if "chosen" in rows[-1]:
-                _keep(setup, index, task, result, rows[-1])
+            row = _pick(task.id, index, prompt, candidates.pop(0), rng, higher, counts)
+            rows.append(row)
+            if "chosen" in row:
+                # the task's id (FILE:LINE of the one source) without its folder; unique, and so are its safe names
+                row["file"] = f"{safe_name(Path(task.id).name)}.png"
+                for pick in ("chosen", "random"):
+                    result[row[pick]].save(setup.out / pick / row["file"])
+                if settings.sheets:
+                    label, judged = setup.picker.labels[0], setup.judge is not None
+                    _sheet(setup.out / "sheets" / row["file"], task, result, row, label, judged)
     return rows, counts
 
 
@@ -216,30 +209,20 @@ def _candidates(
     ]
     scores = picker.score(flat, flat_prompts)[picker.labels[0]]
     judged = judge.score(flat, flat_prompts)[judge.labels[0]] if judge else None
-    candidates, k = [], 0
-    for result in (r for r in results if r is not None):
-        candidates.append([])
-        for j in range(len(result)):
-            candidates[-1].append(
-                {
-                    "seed": settings.seed + j,
-                    "score": scores.raw[k],
-                    "dimensions": {d: v[k] for d, v in scores.dimensions.items()},
-                    "judge": judged.raw[k] if judged else None,
-                }
-            )
-            k += 1
+    n = settings.n
+    candidates = [  # candidate j of the m-th generated task is image m * n + j of the flat list
+        [
+            {
+                "seed": settings.seed + j,
+                "score": scores.raw[m * n + j],
+                "dimensions": {d: v[m * n + j] for d, v in scores.dimensions.items()},
+                "judge": judged.raw[m * n + j] if judged else None,
+            }
+            for j in range(n)
+        ]
+        for m in range(len(flat) // n)
+    ]
     return candidates, prompts, results
-
-
-def _keep(setup: Setup, index: int, task: Task, images: list[Any], row: dict[str, Any]) -> None:
-    """The chosen candidate to ``chosen/NNNN.png``, the random pick to ``random/NNNN.png`` and, with ``sheets=true``,
-    the task's contact sheet."""
-    for pick in ("chosen", "random"):
-        images[row[pick]].save(setup.out / pick / f"{index:04d}.png")
-    if setup.settings.sheets:
-        label = setup.picker.labels[0]
-        _sheet(setup.out / "sheets" / f"{index:04d}.png", task, images, row, label, setup.judge is not None)
 
 
 def report(setup: Setup, rows: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
@@ -266,9 +249,11 @@ def report(setup: Setup, rows: list[dict[str, Any]], counts: dict[str, int]) -> 
     logger.info("%s", summary_table(summary))  # the numbers as a table here; all of them in summary.json
     require_scores(picker, summary["tasks_scored"], sum(len(r.get("candidates", [])) for r in rows), counts)
     files = {
+        "chosen": out / "chosen",
+        "random pick": out / "random",
+        "sheets": out / "sheets" if settings.sheets else None,
         "scores": out / "scores.jsonl",
         "summary": out / "summary.json",
-        "sheets": out if settings.sheets else None,
     }
     log_summary(f"best_of_n (n={settings.n})", {"tasks": len(setup.tasks)}, files)
     return summary
@@ -280,19 +265,7 @@ def _number(value: Any) -> str:
 
 def summary_table(summary: dict[str, Any]) -> str:
     """The closing summary as a table: the picker's mean reward of the chosen vs a random candidate (the same tasks),
-    the judge's verdict, and what failed.
-
-    >>> print(summary_table({"reward": "qbench", "judge": None, "n": 4, "tasks": 2, "skipped_rows": 0,
-    ...                      "tasks_paired": 2, "mean_chosen": 0.75, "mean_random": 0.5, "random_failed": 0,
-    ...                      "generation_failed": 0, "reward_failed": 1, "truncated": 0}))
-    best-of-4 on 2 tasks, picked by qbench
-                                                            value
-    --------------------------------------------------  ---------
-    mean qbench of the chosen candidate (self-judged)      0.7500
-    mean qbench of a random candidate (self-judged)        0.5000
-    tasks compared (chosen and random pick scored)         2 of 2
-    failed: generations / reward scores / random picks  0 / 1 / 0
-    """
+    the judge's verdict, and what failed."""
     reward, judge = summary["reward"], summary.get("judge")
     rows = [
         [f"mean {reward} of the chosen candidate (self-judged)", _number(summary.get("mean_chosen"))],

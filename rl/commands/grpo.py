@@ -1,36 +1,17 @@
-"""What ``rl/grpo.py`` does, as a function of its config: GRPO prompt expansion (SA-IQA §4.4, App. D.3) with trl.
+"""What ``rl/grpo.py`` does: GRPO prompt expansion (SA-IQA §4.4, App. D.3) with trl's ``GRPOTrainer``.
 
 The policy (a text LM, or a VLM shown the task image with the region to invent masked out) expands each task's base
-prompt; the generator inpaints the expansion into the task (:mod:`rl.inpaint_render`); registered rewards score the
-result through the public trl adapter (:mod:`reward.integrations.trl_rewards`: one render per step shared by every
-reward; an item any reward failed on gets no reward from any).
-
-Everything that can fail is checked before a model loads (all problems at once): settings, trl's batch rules for this
-launch's processes, the tasks (enough to fill one step; held out by whole scene / source image), the devices, the
-output folder (a new run, the same run resumed with ``resume=auto``, or a refusal; ``overwrite=true`` moves an old
-run aside). Each process builds its rewards and generator on its own device (:mod:`rl.devices`) and, under DeepSpeed
-ZeRO-3, as whole models. Held-out evaluation and the final save are collective. At the end ``reward_curve.png`` and
-``samples_first_last.png`` are drawn, the policy's model card is written (:mod:`rl.policy_card`) and
-``grpo_result.json`` records the models and data, every process's devices, the step-time split and peak memory; a
-run that ends short of ``trainer.max_steps`` fails with the reason. The console shows one line per step and, at the
-end, a summary (:mod:`rl.summary`). A process that makes no progress for ``stall_timeout_s`` dumps where it waits and
-exits 2 (:mod:`training.shared.watchdog`).
-
-``run`` reads top to bottom: :func:`settings_and_args` (every check of the settings, trl's ``GRPOConfig`` built
-once), :func:`set_up` (tasks, devices, output folder, rewards, generator, policy), :func:`train` (trl's trainer and
-its callbacks), :func:`report` (gathered per-process figures, plots, ``grpo_result.json``, the summary).
-
-Launches (``configs/accelerate/``): one process; several processes (DDP, ``multi_gpu.yaml``); DeepSpeed ZeRO-2
-(``zero2.yaml``) and ZeRO-3 (``zero3.yaml``, or ``--use_deepspeed --zero_stage 3``), with trl's KL term: under
-ZeRO-3 its reference model is built inside ``zero.Init``, sharded like the policy. FSDP is refused (held-out
-generation does not gather FSDP shards).
+prompt; the generator inpaints it (:mod:`rl.inpaint_render`); registered rewards score the image through the public
+trl adapter (:mod:`reward.integrations.trl_rewards`). Every check comes before a model loads; held-out evaluation and
+the final save are collective (DDP, DeepSpeed ZeRO-2/3; FSDP is refused). ``run`` reads top to bottom:
+:func:`settings_and_args`, :func:`set_up`, :func:`train`, :func:`report`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +20,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
+from reward.console import PROG
+from reward.core.config import COUNT, FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import Output, may_change_keys
+from reward.data import load_inpainting
 from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
@@ -53,7 +36,7 @@ from rl.devices import placed_device, resolve_devices
 from rl.generators import build_generator, generator_config, generator_has_device, text_budget
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
-from rl.policy import POLICY_VIEWS, PolicySettings, bf16_available, is_vlm, load_policy
+from rl.policy import POLICY_VIEWS, PolicySettings, is_vlm, load_policy
 from rl.policy_card import policy_card
 from rl.run_folder import on_main, prepare_run_folder, run_inputs, settings_record
 from training.shared.batch import (
@@ -159,10 +142,6 @@ PAPER_TRAINER: dict[str, tuple[Any, str]] = {
 }
 
 
-def _paper_trainer() -> dict[str, Any]:
-    return {name: default for name, (default, _) in PAPER_TRAINER.items()}
-
-
 @dataclass
 class GrpoSettings:
     """Settings of ``rl/grpo.py``. Keys marked ``may_change`` may differ when a run is resumed: they change how long it
@@ -171,50 +150,34 @@ class GrpoSettings:
     groups: ClassVar[dict] = {"reward": reward_config, "generator": generator_config}
 
     out: str = field(
-        default=MISSING,
-        metadata={
-            "help": "checkpoints, run.json, policy/ (its model card: README.md), samples/, heldout.jsonl, plots, "
-            "grpo_result.json",
-            "may_change": True,
-        },
+        default=MISSING, metadata={"help": "checkpoints, policy/ (with its card), plots, results", "may_change": True}
     )
     data: str = field(
-        default=MISSING,
-        metadata={
-            "help": ('inpainting tasks manifest (JSONL {"image", "mask", "prompt"[, "scene"]}) or datasets folder')
-        },
+        default=MISSING, metadata={"help": 'tasks: JSONL {"image", "mask", "prompt"[, "scene"]} or datasets folder'}
     )
     policy: PolicySettings = field(default_factory=PolicySettings)
     eval_data: str | None = field(
-        default=None, metadata={"help": "held-out tasks; null: whole scenes / source images from the end of data"}
+        default=None, metadata={"help": "held-out tasks; null: whole scenes / images from the end of data"}
     )
     eval_tasks: int = field(
-        default=8,
-        metadata={
-            "help": "tasks held out of data when eval_data is null (whole groups: possibly a few more)",
-            "range": (1, 1_000_000),
-        },
+        default=8, metadata={"help": "held out of data when eval_data is null (whole groups)", "range": COUNT}
     )
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
     skip_bad: bool = field(default=True, metadata={"help": "bad rows named by file:line, skipped and counted"})
     max_decode_pixels: int = field(
-        default=DEFAULT_MAX_PIXELS,
-        metadata={"help": "decode guard: larger images are refused unread", "range": PIXELS},
+        default=DEFAULT_MAX_PIXELS, metadata={"help": "larger images are refused unread", "range": PIXELS}
     )
     reward: Any = field(
         default=None,
         metadata={
-            "help": "reward=NAME selects configs/reward/NAME.yaml (reward.KEY=VALUE sets its keys)",
+            "help": "reward=NAME picks the config reward/NAME.yaml",
             "may_change": ("device", "backend", "server", "batch_size"),
         },
     )
     generator: Any = field(
         default=None,
-        metadata={
-            "help": "generator=NAME selects configs/generator/NAME.yaml",
-            "may_change": ("device", "batch_size"),
-        },
+        metadata={"help": "generator=NAME picks generator/NAME.yaml", "may_change": ("device", "batch_size")},
     )
     more_rewards: list[Any] = field(
         default_factory=list, metadata={"help": "further training rewards ({name: ..., ...})"}
@@ -223,13 +186,12 @@ class GrpoSettings:
         default_factory=list, metadata={"help": "held-out only: names or {name: ..., ...}"}
     )
     normalize_rewards: bool = field(
-        default=True, metadata={"help": "map each reward onto [0, 1] (1 = best) with its registered score_range"}
+        default=True, metadata={"help": "each reward onto [0, 1] (1 = best) by its score_range"}
     )
     max_reward_failures: float = field(
         default=1.0,
         metadata={
-            "help": "a step in which more than this fraction of the completions got no reward stops the run (exit 2, "
-            "complete: false); 1.0: only a step with no usable reward at all",
+            "help": "a step with more than this fraction of completions unrewarded stops the run (1.0: none rewarded)",
             "may_change": True,
             "range": FRACTION,
         },
@@ -238,45 +200,25 @@ class GrpoSettings:
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
     resume: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: continue the same run in out (refused if it is another run); never: a new run only",
-            "may_change": True,
-        },
+        default="auto", metadata={"help": "auto: continue the same run in out; never: new only", "may_change": True}
     )
     overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "an earlier run in out is moved aside to out.old-<time> (never deleted)",
-            "may_change": True,
-        },
+        default=False, metadata={"help": "an earlier run in out is moved aside to out.old-<time>", "may_change": True}
     )
-    seed: int = field(
-        default=42,
-        metadata={
-            "help": (
-                "the trainer's seed (trl) and the generator's (one per task and step, shared by the task's group)"
-            )
-        },
-    )
+    seed: int = field(default=42, metadata={"help": "trl's seed and the generator's (one per task and step)"})
     samples_per_step: int = field(
-        default=4,
-        metadata={
-            "help": "images saved per step in out/samples (first-vs-last grid; main process)",
-            "may_change": True,
-            "range": (0, 1024),
-        },
+        default=4, metadata={"help": "images saved per step in out/samples", "may_change": True, "range": (0, 1024)}
     )
     stall_timeout_s: float = field(
         default=1800,
         metadata={
-            "help": "no step or set-up phase ends this long: dump where it waits, exit 2 (0: never)",
+            "help": "no progress this long: dump the stacks, exit 2 (0: never)",
             "may_change": True,
             "range": (0, None),
         },
     )
     trainer: dict[str, Any] = field(
-        default_factory=_paper_trainer,
+        default_factory=lambda: {name: default for name, (default, _) in PAPER_TRAINER.items()},
         metadata={
             "help": "trl.GRPOConfig fields (any one: trainer.NAME=V)",
             "entries": {name: text for name, (_, text) in PAPER_TRAINER.items() if text},
@@ -304,10 +246,6 @@ class GrpoSettings:
     )
 
 
-class RunIncomplete(UserError):
-    """Training ended before ``trainer.max_steps`` without anything asking it to stop."""
-
-
 def parse_settings(cfg: Any) -> GrpoSettings:
     """Typed settings; unknown, missing or mistyped keys of every section are reported together."""
     return settings_and_args(cfg)[0]
@@ -315,21 +253,26 @@ def parse_settings(cfg: Any) -> GrpoSettings:
 
 def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     """Typed settings and trl's ``GRPOConfig`` (built once: building it sets up this launch's processes); every
-    problem of both is reported together."""
+    problem of both is reported together, one line when there is one."""
     settings = parse(GrpoSettings, cfg, where="")
     problems = _problems(settings)
-    field_problems = trainer_problems("GRPOConfig", trl_fields(settings.trainer))  # from a table: trl not imported
+    # found without trl (a table of its fields, a count of the task rows): reported before trl is even imported
+    quick = trainer_problems("GRPOConfig", trl_fields(settings.trainer)) + _task_count_problems(settings)
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
-    field_problems += batch_problems(settings.trainer, processes, GRPO_BATCH)
-    field_problems += trainer_size_problems(settings.trainer)
-    problems.extend(field_problems)
+    quick += batch_problems(settings.trainer, processes, GRPO_BATCH) + trainer_size_problems(settings.trainer)
+    problems.extend(quick)
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = None if field_problems else grpo_args(settings, Path(settings.out))
+        args = None if quick else grpo_args(settings, Path(settings.out))
     except ConfigError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
-        problems.append("FSDP launches are not supported by rl/grpo.py: use DDP, ZeRO-2 or ZeRO-3 (docs/grpo.md)")
+        problems.append(
+            "FSDP launches are not supported by GRPO (held-out generation needs whole weights): use DDP, "
+            "ZeRO-2 or ZeRO-3"
+        )
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
     if problems:
         raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
     return settings, args
@@ -347,16 +290,10 @@ def _problems(settings: GrpoSettings) -> list[str]:
         problems.append(f"policy.image={settings.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
     if "{prompt}" not in settings.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
-    if not isinstance(settings.reward, dict) or not settings.reward.get(
-        "name"
-    ):  # (parse made the reward section a plain dict)
+    if not isinstance(settings.reward, dict) or not settings.reward.get("name"):  # parse made it a plain dict
         problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
     if not settings.generator:
         problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
-    if not 0.0 <= settings.max_reward_failures <= 1.0:
-        problems.append(f"max_reward_failures={settings.max_reward_failures}: give a fraction of a step in [0, 1]")
-    if settings.stall_timeout_s < 0:
-        problems.append(f"stall_timeout_s={settings.stall_timeout_s}: give seconds (0: no limit)")
     if settings.trainer.get("remove_unused_columns"):
         problems.append(
             "trainer.remove_unused_columns=true would drop task_id, which the rewards need; leave it unset"
@@ -383,25 +320,45 @@ def _problems(settings: GrpoSettings) -> list[str]:
     return problems
 
 
+def _task_count_problems(settings: GrpoSettings) -> list[str]:
+    """``eval_tasks`` against the rows of ``data`` (counted, no image read); a file that does not read is left to
+    the tasks' loading, which names it."""
+    if settings.plan or settings.eval_data or settings.eval.every <= 0:
+        return []
+    paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
+    try:
+        rows = len(load_inpainting(settings.data, skip_bad=False, check_images=False, **paths).rows)
+    except (ValueError, OSError):
+        return []
+    if rows >= 2 * settings.eval_tasks:
+        return []
+    return [
+        f"eval_tasks={settings.eval_tasks}: data={settings.data} holds {rows} tasks, too few to hold out that many "
+        f"and train on the rest (at most {rows // 2}); lower eval_tasks, give eval_data=TASKS.jsonl, or eval.every=0"
+    ]
+
+
 def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
     from trl import GRPOConfig
 
+    from rl.devices import local_rank
+
     batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
-    trainer = settings.trainer
     args = {
         "report_to": "none",
         "save_strategy": "steps",
         "logging_steps": 1,
         "logging_first_step": True,
         "log_completions": False,
-        **trl_fields(trainer),
+        **trl_fields(settings.trainer),
         "gradient_accumulation_steps": batch.accumulation,
         "seed": settings.seed,
         "remove_unused_columns": False,  # the rewards need task_id
     }
-    if args.get("bf16") is None:
-        args["bf16"] = bf16_available()
+    if args.get("bf16") is None:  # where this process's GPU does it natively (no tensor made on GPU 0 to find out)
+        gpu = torch.cuda.is_available()
+        args["bf16"] = gpu and torch.cuda.get_device_capability(local_rank() % torch.cuda.device_count())[0] >= 8
     if args.get("max_completion_length") is None:
         args["max_completion_length"] = text_budget(settings.generator) if settings.generator else 77
     if not torch.cuda.is_available():
@@ -443,11 +400,6 @@ def task_split(settings: GrpoSettings, with_eval: bool) -> tuple[list[Task], lis
                 "generalisation; remove them"
             )
     elif with_eval:
-        if len(train) < 2 * settings.eval_tasks:
-            raise ConfigError(
-                f"{settings.data}: {len(train)} tasks are too few to hold out eval_tasks={settings.eval_tasks}; "
-                "give eval_data=TASKS.jsonl, lower eval_tasks, or eval.every=0"
-            )
         train, heldout = split_heldout(train, settings.eval_tasks)
     if not train:
         raise ConfigError(f"{settings.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
@@ -459,27 +411,18 @@ def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> 
     0 steps and save the untrained policy)."""
     prompts = args.generation_batch_size // args.num_generations
     if len(train) < prompts:
+        held = not settings.eval_data and settings.eval.every > 0
         raise ConfigError(
             f"{len(train)} training tasks cannot fill one GRPO step: a step takes {prompts} prompts "
             f"({args.world_size} process(es) x trainer.per_device_train_batch_size={args.per_device_train_batch_size}"
             f" x steps_per_generation={args.steps_per_generation} = {args.generation_batch_size} completions, "
             f"trainer.num_generations={args.num_generations} per prompt). Lower trainer.global_batch_size (with "
             "trainer.gradient_accumulation_steps given: trainer.per_device_train_batch_size or the processes), or "
-            f"give more tasks in data={settings.data}"
-            + (
-                f" ({settings.eval_tasks} are held out: eval_tasks)"
-                if not settings.eval_data and settings.eval.every > 0
-                else ""
-            )
+            f"give more tasks in data={settings.data}" + (f" ({settings.eval_tasks} are held out: eval_tasks)" * held)
         )
-    per_epoch = len(train) // prompts * prompts
     logger.info(
         "%d training tasks, %d prompts x %d completions per step (%d process(es)); %d tasks used per epoch",
-        len(train),
-        prompts,
-        args.num_generations,
-        args.world_size,
-        per_epoch,
+        *(len(train), prompts, args.num_generations, args.world_size, len(train) // prompts * prompts),
     )
     return prompts
 
@@ -505,19 +448,9 @@ def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output
     )
 
 
-def checkpoint_step(checkpoint: str | None) -> int:
-    """Updates done at a checkpoint (``trainer_state.json``'s ``global_step``; 0 for no checkpoint)."""
-    if not checkpoint:
-        return 0
-    state = Path(checkpoint) / "trainer_state.json"
-    if state.is_file():
-        return int(json.loads(state.read_text()).get("global_step", 0))
-    return int(Path(checkpoint).name.rsplit("-", 1)[-1])
-
-
 @dataclass
 class Setup:
-    """What :func:`set_up` builds for :func:`train` and :func:`report`."""
+    """What :func:`set_up` builds for :func:`train` and :func:`report`, and what :func:`train` adds."""
 
     settings: GrpoSettings
     args: Any  # trl.GRPOConfig
@@ -534,47 +467,37 @@ class Setup:
     processing_class: Any
     resume_from: str | None
     restored: bool  # the checkpoint's weights were loaded by our code (the trainer's key warnings are moot)
-
-
-@dataclass
-class Trained:
-    """What :func:`train` leaves for :func:`report`."""
-
-    trainer: Any
-    global_step: int
-    train_s: float
-    clock: StepClock
-    render: InpaintingRender
-    scoring: TrlRewards  # the training rewards as trl reward functions over the render
-    heldout_cb: HeldOutEval | None
-    stopped_at: int | None
-    guard: RewardGuard
+    trainer: Any = None  # from here on: train's
+    global_step: int = 0
+    train_s: float = 0.0
+    clock: StepClock | None = None
+    render: InpaintingRender | None = None
+    scoring: TrlRewards | None = None  # the training rewards as trl reward functions over the render
+    heldout_cb: HeldOutEval | None = None
+    stopped_at: int | None = None
+    guard: RewardGuard | None = None
 
 
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Set up, train, report; returns the summary (also ``out/grpo_result.json``)."""
     settings, args = settings_and_args(cfg)
     if settings.plan:
-        return _print_plan(settings, args)
+        from rl.commands.grpo_plan import grpo_plan
+        from training.shared.plan import report_plan
+
+        return report_plan(grpo_plan(settings, args))
     from training.shared.watchdog import Watchdog
 
     with Watchdog(settings.stall_timeout_s) as watchdog:
         setup = set_up(settings, args, watchdog)
-        trained = train(setup, callbacks or [], watchdog)
+        train(setup, callbacks or [], watchdog)
         watchdog.beat("writing the report")
-        return report(setup, trained)
-
-
-def _print_plan(settings: GrpoSettings, args: Any) -> dict[str, Any]:
-    from rl.commands.grpo_plan import grpo_plan
-    from training.shared.plan import report_plan
-
-    return report_plan(grpo_plan(settings, args))
+        return report(setup)
 
 
 def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     """Every check before a model loads (tasks, a full step, devices, the output folder), then the rewards, the
-    generator, the output folder and the policy."""
+    generator, the output folder (a resumed run: the records after its last checkpoint dropped) and the policy."""
     out = Path(settings.out)
     batch = resolve_batch(settings.trainer, args.world_size, GRPO_BATCH)
     logger.info("%s", describe_batch(batch, settings.trainer, GRPO_BATCH))
@@ -599,7 +522,14 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
         generator = build_generator(generator_cfg)
     output = on_main(lambda: prepare(settings, out))  # decided once, by the main process
     assert output is not None
-    resume_from = resume_point(output, out, args)
+    resume_from = None
+    if output.resumed:  # from the last complete checkpoint (a half-written one is skipped), or from the start
+        resume_from = last_complete_checkpoint(out, main_process=args.process_index == 0)
+        if args.process_index == 0:
+            from rl.heldout import truncate_records  # transformers and peft: loaded when a run starts
+
+            truncate_records(out, int(resume_from.rsplit("-", 1)[-1]) if resume_from else 0)  # checkpoint-STEP
+        logger.info("resuming the run in %s from %s", out, resume_from or "its start (no checkpoint yet)")
     args.distributed_state.wait_for_everyone()
 
     watchdog.beat("loading the policy")
@@ -625,32 +555,19 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     )
 
 
-def resume_point(output: Output, out: Path, args: Any) -> str | None:
-    """The checkpoint a resumed run continues from (``None``: a new run, or no checkpoint yet); the records written
-    after it are dropped (main process)."""
-    if not output.resumed:
-        return None
-    checkpoint = last_complete_checkpoint(out, main_process=args.process_index == 0)  # a half-written one: skipped
-    if args.process_index == 0:
-        from rl.heldout import truncate_records  # transformers and peft: loaded when a run starts
-
-        truncate_records(out, checkpoint_step(checkpoint))
-    logger.info("resuming the run in %s from %s", out, checkpoint or "its start (no checkpoint yet)")
-    return checkpoint
-
-
-def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
-    """trl's GRPOTrainer on the training tasks, timed per step, evaluated on the held-out tasks, one console line per
-    step; the policy saved to ``out/policy`` (collective)."""
+def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
+    """trl's GRPOTrainer on the training tasks, timed per step, evaluated on the held-out tasks (every ``eval.every``
+    steps and before the first), one console line per step; the policy saved to ``out/policy`` (collective)."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
 
+    from rl.heldout import HeldOutEval
     from rl.reward_guard import RewardGuard
     from rl.summary import StepLine
     from rl.timing import StepClock
 
-    settings, args, out = setup.settings, setup.args, setup.out
+    settings, args, out, vision = setup.settings, setup.args, setup.out, setup.vision
     render = InpaintingRender(
         setup.generator,
         {task.id: task for task in [*setup.train, *setup.heldout]},
@@ -662,24 +579,41 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
     scoring = TrlRewards(setup.rewards, render)
     clock = StepClock()
     guard = RewardGuard(scoring, settings.max_reward_failures)  # a step without usable rewards stops the run
-    heldout_cb = held_out_eval(setup, render)
-    # the clock first: a step ends before held-out evaluation starts
-    first = [clock, guard, watchdog, *callbacks]
+    heldout_cb = None
+    if setup.eval_set is not None:
+        heldout_cb = HeldOutEval(
+            setup.heldout,
+            lambda task: build_messages(task, settings, vision),
+            render,
+            setup.eval_set,
+            every=settings.eval.every,
+            max_new_tokens=settings.eval.max_new_tokens or args.max_completion_length or 64,
+            history=out / "heldout.jsonl",
+            view=(lambda task: policy_view(task, settings.policy.image)) if vision else None,
+        )
+    rows = [
+        {"prompt": build_messages(task, settings, vision), "task_id": task.id}
+        | ({"image": policy_view(task, settings.policy.image)} if vision else {})
+        for task in setup.train
+    ]
     watchdog.beat("building the trainer (and the reference model when trainer.beta > 0)")
     trainer = GRPOTrainer(
         model=setup.model,
         reward_funcs=clock.watch(scoring.functions()),
         args=args,
-        train_dataset=Dataset.from_list(training_rows(setup)),
+        train_dataset=Dataset.from_list(rows),
         processing_class=setup.processing_class,
         peft_config=lora_config(settings.lora) if settings.lora.enabled else None,
-        callbacks=[*first, *([heldout_cb] if heldout_cb else [])],
+        # the clock first: a step ends before held-out evaluation starts
+        callbacks=[clock, guard, watchdog, *callbacks, *([heldout_cb] if heldout_cb else [])],
     )
     if heldout_cb is not None:
         heldout_cb.trainer = trainer
     trainer.remove_callback(ProgressCallback)
     trainer.remove_callback(PrinterCallback)
-    trainer.add_callback(StepLine())  # one line per step, not trl's dictionaries
+    step_line = StepLine()  # one line per step, not trl's dictionaries
+    step_line.scale = reward_scale(settings)
+    trainer.add_callback(step_line)
     start = time.perf_counter()
     with restored_weights_quiet() if setup.restored else contextlib.nullcontext():  # its key warnings are moot
         global_step = trainer.train(resume_from_checkpoint=setup.resume_from).global_step
@@ -688,59 +622,45 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> Trained:
         require_trained(global_step, "GRPO", settings.trainer)  # no policy from no step
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
     asked = trainer.control.should_training_stop and global_step < trainer.state.max_steps  # a callback's stop
-    stopped_at = global_step if asked else None
-    return Trained(trainer, global_step, train_s, clock, render, scoring, heldout_cb, stopped_at, guard)
+    setup.stopped_at = global_step if asked else None
+    setup.trainer, setup.global_step, setup.train_s, setup.clock = trainer, global_step, train_s, clock
+    setup.render, setup.scoring, setup.heldout_cb, setup.guard = render, scoring, heldout_cb, guard
 
 
-def training_rows(setup: Setup) -> list[dict[str, Any]]:
-    """The training dataset: each task's chat prompt (and, for a VLM policy, its view of the task image)."""
-    rows = []
-    for task in setup.train:
-        row: dict[str, Any] = {"prompt": build_messages(task, setup.settings, setup.vision), "task_id": task.id}
-        if setup.vision:
-            row["image"] = policy_view(task, setup.settings.policy.image)
-        rows.append(row)
-    return rows
+def reward_scale(settings: GrpoSettings) -> str:
+    """What trl's logged ``reward`` (the weighted sum of the rewards) ranges over: each reward normalised to [0, 1].
+
+    >>> s = GrpoSettings(out="o", data="d", policy=PolicySettings(path="p"), more_rewards=[{"name": "qbench"}])
+    >>> reward_scale(s), reward_scale(GrpoSettings(out="o", data="d", normalize_rewards=False))
+    ('normalised to [0, 2]', 'raw scale')
+    """
+    if not settings.normalize_rewards:
+        return "raw scale"
+    weights = settings.trainer.get("reward_weights") or [1.0] * (1 + len(settings.more_rewards))
+    return f"normalised to [{sum(min(w, 0) for w in weights):g}, {sum(max(w, 0) for w in weights):g}]"
 
 
-def held_out_eval(setup: Setup, render: InpaintingRender) -> HeldOutEval | None:
-    """The held-out evaluation callback (every ``eval.every`` steps and before the first), or ``None``."""
-    if setup.eval_set is None:
-        return None
-    settings, vision = setup.settings, setup.vision
-    from rl.heldout import HeldOutEval
-
-    return HeldOutEval(
-        setup.heldout,
-        lambda task: build_messages(task, settings, vision),
-        render,
-        setup.eval_set,
-        every=settings.eval.every,
-        max_new_tokens=settings.eval.max_new_tokens or setup.args.max_completion_length or 64,
-        history=setup.out / "heldout.jsonl",
-        view=(lambda task: policy_view(task, settings.policy.image)) if vision else None,
-    )
-
-
-def report(setup: Setup, trained: Trained) -> dict[str, Any]:
-    """Every process's devices and step-time split (collective), then on the main process the curves, plots,
-    ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with the reason."""
+def report(setup: Setup) -> dict[str, Any]:
+    """Every process's devices and step-time split (collective), then on the main process the curves, plots, the
+    policy's card, ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with
+    the reason."""
     from accelerate.utils import gather_object
 
-    from rl.plots import draw_run_plots, train_curve  # matplotlib: imported when drawn, not when settings are checked
+    from rl.plots import draw_run_plots  # matplotlib: imported when drawn, not when settings are checked
+    from rl.reward_guard import RewardsFailed, served_reports
     from rl.summary import summarize, summary_text
     from rl.timing import mean_timing
 
-    out, trainer = setup.out, trained.trainer
-    processes = gather_object([process_record(setup, trained)])  # collective: the last one
+    out, trainer = setup.out, setup.trainer
+    processes = gather_object([process_record(setup)])  # collective: the last one
     trainer.accelerator.end_training()  # accelerate's end of a run: a gloo process group left alive aborts the exit
     max_steps = trainer.state.max_steps
-    complete = trained.guard.failure is None and (trained.global_step >= max_steps or trained.stopped_at is not None)
+    complete = setup.guard.failure is None and (setup.global_step >= max_steps or setup.stopped_at is not None)
     result: dict[str, Any] = {
-        "global_step": trained.global_step,
+        "global_step": setup.global_step,
         "max_steps": max_steps,
         "complete": complete,
-        "stopped_by_callback_at": trained.stopped_at,
+        "stopped_by_callback_at": setup.stopped_at,
         "resumed": setup.output.resumed,
         "skipped_rows": setup.n_bad,
         "tasks": {"train": len(setup.train), "heldout": len(setup.heldout)},
@@ -748,17 +668,30 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
         "policy_dtype": str(next(setup.model.parameters()).dtype),
         "beta": setup.args.beta,
         "rewards": setup.rewards.labels,
-        "reward_failures": trained.guard.report(),
+        "reward_scale": reward_scale(setup.settings),
+        "reward_failures": {  # totals over the run and the failure, if any
+            **setup.guard.totals,
+            "max_reward_failures": setup.guard.max_failed,
+            "failure": setup.guard.failure,
+            "servers": served_reports(setup.rewards),
+        },
         "eval_rewards": setup.eval_set.labels if setup.eval_set else [],
         "provenance": setup.output.provenance(),
         "processes": processes,
-        "timing": {"train_s": trained.train_s, **mean_timing(processes)},
+        "timing": {"train_s": setup.train_s, **mean_timing(processes)},
     }
     if trainer.is_world_process_zero():
         setup.processing_class.save_pretrained(str(out / "policy"))
         log = trainer.state.log_history
         history = read_records(out / "heldout.jsonl")
-        result["train_curve"] = train_curve(log, setup.rewards.labels)
+        result["train_curve"] = {  # per reward: (step, mean, std) as trl logged them (rewards/NAME/mean|std)
+            label: [
+                (int(e["step"]), float(e[f"rewards/{label}/mean"]), float(e.get(f"rewards/{label}/std") or 0))
+                for e in log
+                if e.get(f"rewards/{label}/mean") is not None and "step" in e
+            ]
+            for label in setup.rewards.labels
+        }
         result["frac_reward_zero_std"] = [
             (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
         ]
@@ -766,40 +699,58 @@ def report(setup: Setup, trained: Trained) -> dict[str, Any]:
         result["plots"] = draw_run_plots(out, result["train_curve"], history)
         result["policy"] = str(out / "policy")
         result["summary"] = summarize(log, history, setup.rewards.labels)
-        result["model_card"] = str(write_policy_card(setup, result))
-        result["files"] = run_files(out, result["plots"])
+        record = setup.output.identity["settings"]  # the card: also the run folder's README.md (not trl's template)
+        card = policy_card(
+            record,
+            result,
+            command=card_command(record),
+            vision=setup.vision,
+            max_new_tokens=setup.args.max_completion_length,
+        )
+        result["model_card"] = str([write_card(folder, card) for folder in (out / "policy", out)][0])
+        files = {
+            "policy": out / "policy",
+            "model card": out / "policy" / "README.md",
+            "samples": out / "samples",
+            "held-out rewards": out / "heldout.jsonl",
+            **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in result["plots"].items()},
+            "checkpoints": out,
+            "result": out / "grpo_result.json",
+        }
+        result["files"] = {name: str(p) for name, p in files.items() if p.exists() or name == "result"}
         atomic_write_json(out / "grpo_result.json", result)
         logger.info("%s", summary_text(result))
         if complete:
             setup.output.finish()
-    trained.guard.raise_if_failed(f"the policy so far is in {out / 'policy'}; see grpo_result.json")
+    if setup.guard.failure is not None:
+        raise RewardsFailed(
+            f"{setup.guard.failure}. The run is incomplete (the policy so far is in {out / 'policy'}; see "
+            "grpo_result.json); fix the reward, then resume"
+        )
     if not complete:
-        raise RunIncomplete(
-            f"GRPO ended after {trained.global_step} of {max_steps} steps: the training tasks ran out "
+        raise UserError(
+            f"GRPO ended after {setup.global_step} of {max_steps} steps: the training tasks ran out "
             f"(the trainer found no full batch of prompts). The policy so far is in {out / 'policy'}; "
             "see grpo_result.json"
         )
     return result
 
 
-def write_policy_card(setup: Setup, result: dict[str, Any]) -> Path:
-    """``policy/README.md``, also the run folder's ``README.md`` in place of trl's template (:mod:`rl.policy_card`:
-    its settings from the run's record, as ``run.json`` holds them)."""
-    record = setup.output.identity["settings"]
-    command = settings_command("rl/grpo.py", "grpo", GrpoSettings, record)
-    card = policy_card(
-        record, result, command=command, vision=setup.vision, max_new_tokens=setup.args.max_completion_length
-    )
-    return [write_card(folder, card) for folder in (setup.out / "policy", setup.out)][0]
+def card_command(record: dict[str, Any]) -> str:
+    """The command that makes the run of settings ``record``, as it was run: ``perceptual-rewards grpo ...`` (under
+    accelerate: ``accelerate launch ... -m reward grpo ...``) when installed, ``python rl/grpo.py ...`` (a clone)."""
+    script = "-m reward grpo" if sys.argv[0].startswith(PROG) else "rl/grpo.py"
+    return settings_command(script, "grpo", GrpoSettings, record).replace("python -m reward", PROG, 1)
 
 
-def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
-    """This process's rank, the devices its models actually sit on, its step-time split and peak memory."""
+def process_record(setup: Setup) -> dict[str, Any]:
+    """This process's rank, the devices its models actually sit on, its step-time split, what trl's KL term compares
+    the policy with, and peak memory."""
     from rl.timing import step_split
 
-    rewards, eval_set, generator = setup.rewards, setup.eval_set, setup.generator
+    rewards, eval_set, generator, trainer = setup.rewards, setup.eval_set, setup.generator, setup.trainer
     devices = {
-        "policy": placed_device(trained.trainer.model) or str(trained.trainer.accelerator.device),
+        "policy": placed_device(trainer.model) or str(trainer.accelerator.device),
         "generator": placed_device(generator) or str(getattr(generator, "device", "cpu")),
         **{f"reward:{r.label}": placed_device(r.reward) or "none" for r in rewards.rewards},
         **{
@@ -808,37 +759,16 @@ def process_record(setup: Setup, trained: Trained) -> dict[str, Any]:
             if r.label not in rewards.labels
         },
     }
+    reference = "policy without its adapter" if trainer.beta else "none"  # what trl's KL term compares with
+    if trainer.beta and trainer.ref_model is not None:
+        params = list(trainer.ref_model.parameters())
+        reference = "zero3-sharded" if params and all(hasattr(p, "ds_id") for p in params) else "whole"
     return {
         "process": setup.args.process_index,
         "local_rank": setup.args.local_process_index,
         "devices": devices,
-        "timing": step_split(trained.clock, trained.render.inpaint_s, trained.scoring.reward_s),
-        "reference": reference_model(trained.trainer),
-        "heldout_s": trained.heldout_cb.seconds if trained.heldout_cb else 0.0,
+        "timing": step_split(setup.clock, setup.render.inpaint_s, setup.scoring.reward_s),
+        "reference": reference,
+        "heldout_s": setup.heldout_cb.seconds if setup.heldout_cb else 0.0,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
     }
-
-
-def reference_model(trainer: Any) -> str:
-    """What trl's KL term compares the policy with: ``none`` (beta 0), the policy with its LoRA adapter disabled, or
-    a reference model, ``zero3-sharded`` like the policy or ``whole``."""
-    if not trainer.beta:
-        return "none"
-    if trainer.ref_model is None:
-        return "policy without its adapter"
-    params = list(trainer.ref_model.parameters())
-    return "zero3-sharded" if params and all(hasattr(p, "ds_id") for p in params) else "whole"
-
-
-def run_files(out: Path, plots: dict[str, str]) -> dict[str, str]:
-    """Where every file of the run is (those that exist)."""
-    files = {
-        "policy": out / "policy",
-        "model card": out / "policy" / "README.md",
-        "samples": out / "samples",
-        "held-out rewards": out / "heldout.jsonl",
-        **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in plots.items()},
-        "checkpoints": out,
-        "result": out / "grpo_result.json",
-    }
-    return {name: str(path) for name, path in files.items() if path.exists() or name == "result"}

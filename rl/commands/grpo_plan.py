@@ -123,11 +123,11 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
         reward_line,
         f"generator {gen_name}: "
         + ("no GPU memory (procedural)" if gen_name == "procedural" else "its weights on every training process"),
-        "time: no GRPO step time has been measured on a GPU yet (bench/rl_gpu_check.sh measures one)",
+        "time: no GRPO step time has been measured on a GPU yet",
     ]
     plan.advice = advise(
         plan, lora=settings.lora.enabled, fewer_tokens="trainer.max_completion_length=... lower (shorter expansions)"
     )
     if not plan.fits and reward is not None:
-        plan.advice.insert(0, "reward.backend=openai: serve the reward on other GPUs (docs/serving.md)")
+        plan.advice.insert(0, "reward.backend=openai: serve the reward on other GPUs (an OpenAI-compatible server)")
     return plan
