@@ -556,9 +556,9 @@ def check_inputs(settings: SftSettings) -> None:
     """The model, the training and test data exist: fail now, not after training (a missing data.test would)."""
     sources = [("data.train", settings.data.train), ("data.test", settings.data.test)]
     sources += [(f"data.cross[{i}]", v) for i, v in enumerate(settings.data.cross)]
-    sources = sources[:1] if settings.targets_out else sources  # targets_out reads data.train only
+    sources = sources[:1] if settings.targets_out is not None else sources  # targets_out reads data.train only
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
-    model = None if settings.targets_out else missing_model(settings.model.path, "model.path")
+    model = None if settings.targets_out is not None else missing_model(settings.model.path, "model.path")
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
@@ -625,7 +625,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     settings = parse_settings(cfg, with_inputs=True)
     if settings.plan:  # no file needs to exist yet: the plan is made from the settings alone
         return _print_plan(settings)
-    if settings.targets_out:  # the training rows only: no model, no output folder
+    if settings.targets_out is not None:  # the training rows only: no model, no output folder
         mos_range = data_mos_range(settings, settings.data.train)
         return write_training_targets(settings, _scorer_meta(settings)["queries"], mos_range)
     setup = set_up(settings)
