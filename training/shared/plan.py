@@ -44,7 +44,8 @@ GIB = 2**30
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
 CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is recomputed at a time
 DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
-ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, when no pixel budget is set (SFT: model.max_pixels)
+ASSUMED_GPU = " (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)"
+ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, where the data's images cannot be read
 
 
 @dataclass(frozen=True)
@@ -156,18 +157,25 @@ def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
         ) from None
 
 
-def visual_tokens(max_pixels: int | None, shape: ModelShape) -> tuple[int, str]:
-    """Visual tokens of one image of ``shape``'s family under the pixel budget ``max_pixels`` (none: a
-    KonIQ-10k-sized image), or at its fixed resolution, and why.
+def visual_tokens(
+    max_pixels: int | None, shape: ModelShape, image: tuple[int, int] | None = None, why: str = ""
+) -> tuple[int, str]:
+    """Visual tokens of one ``image`` (width, height, read from ``why``) of ``shape``'s family, capped by the pixel
+    budget ``max_pixels``, or at its fixed resolution, and why; no image: the budget, else an assumed 1024x768 one.
 
-    >>> visual_tokens(None, ModelShape("m", "", 0, 0, 0, 1, 1, 1, 1))
-    (1003, 'a 1024x768 image')
+    >>> shape = ModelShape("m", "", 0, 0, 0, 1, 1, 1, 1)
+    >>> visual_tokens(None, shape), visual_tokens(784, shape, (56, 56), "data")
+    ((1003, 'assumed: a 1024x768 image'), (1, 'data: 56x56, model.max_pixels=784'))
     """
     if shape.image_tokens:
         return shape.image_tokens, "an image (one tile) at the resolution of its config"
-    pixels = max_pixels or ASSUMED_IMAGE_PIXELS
-    why = f"model.max_pixels={max_pixels}" if max_pixels else f"a {ASSUMED_IMAGE_PIXELS // 768}x768 image"
-    return max(1, pixels // shape.pixels_per_token), why
+    if image:
+        pixels = min(image[0] * image[1], max_pixels or image[0] * image[1])
+        cap = f", model.max_pixels={max_pixels}" if pixels < image[0] * image[1] else ""
+        return max(1, pixels // shape.pixels_per_token), f"{why}: {image[0]}x{image[1]}{cap}"
+    if max_pixels:
+        return max(1, max_pixels // shape.pixels_per_token), f"model.max_pixels={max_pixels}"
+    return ASSUMED_IMAGE_PIXELS // shape.pixels_per_token, "assumed: a 1024x768 image" + (f"; {why}" if why else "")
 
 
 def trainable_params(
@@ -323,7 +331,10 @@ def format_plan(plan: Plan) -> str:
             cells = (p.weights, p.gradients, p.optimizer, p.activations, p.total)
             out.append(f"    {p.name[:33]:<34}" + "".join(f"{c / GIB:>9.1f}" for c in cells))
         verdict = "fits" if plan.fits else "does NOT fit"
-        out.append(f"    total {plan.total_gib:.1f} GiB of {launch.gpu_memory_gib:.0f} GiB per GPU: {verdict}")
+        assumed = ASSUMED_GPU if launch.gpu_memory_gib == DEFAULT_GPU_MEMORY_GIB else ""
+        out.append(
+            f"    total {plan.total_gib:.1f} GiB of {launch.gpu_memory_gib:.0f} GiB per GPU{assumed}: {verdict}"
+        )
     if plan.step_s is not None:
         out.append(f"  time: about {plan.step_s:.2f} s/step on one H200 ({plan.step_basis}; rough: x0.5-x2)")
     if plan.advice:
