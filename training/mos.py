@@ -318,5 +318,5 @@ if __name__ == "__main__":  # python training/mos.py raw=RAW.jsonl [out=DIR scal
         "mos",
         run,
         schema=MosSettings,
-        doc="python training/mos.py raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]",
+        doc="perceptual-rewards mos raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]",
     )

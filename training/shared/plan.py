@@ -64,7 +64,7 @@ class Measured:
 
 MEASURED = (
     Measured(
-        "LoRA SFT of a random Qwen2.5-VL-7B (bench/gpu_check.py, docs/scale.md)",
+        "LoRA SFT of a random Qwen2.5-VL-7B at batch 4",
         "H200",
         8.29e9,
         4,
@@ -287,9 +287,9 @@ def advise(plan: Plan, *, lora: bool, fewer_tokens: str) -> list[str]:
             "it)"
         )
     if launch.zero_stage < 3:
-        tips.append(
-            "accelerate launch --config_file configs/accelerate/zero3.yaml (shards weights, gradients, optimizer)"
-        )
+        from reward.core.cli import CONFIG_DIR  # the shipped configs, in a clone or an installed wheel
+
+        tips.append(f"accelerate launch --config_file {CONFIG_DIR / 'accelerate' / 'zero3.yaml'} (shards everything)")
     if not lora:
         tips.append("lora.enabled=true (trains adapters only: no full gradients or optimizer states)")
     tips.append(fewer_tokens)
