@@ -1,14 +1,7 @@
 """Perception instruction tuning (Q-Instruct style): A1 multiple-choice questions as SFT examples, mixed with the
-rating data by config.
-
-The prompt is exactly what ``task=a1`` asks (:func:`reward.qbench.a1_perception.lettered_prompt`, the paper's
-layout: the question, the image -- for a pair "The first image: <image>" and "The second image: <image>" -- then
-the shuffled lettered options and the instruction); the completion is the correct letter (``answer=letter``) or the
-letter and its text (``answer=letter_text``: "B. The second image"). Sources: an LLVisionQA file
-(``data.perception=FILE``) or fresh generated questions every step (``data.perception=synthetic``,
-:mod:`training.procedural.perception_questions`).
-
-    accelerate launch training/sft.py ... data.perception=synthetic data.perception_fraction=0.5
+ratings (``data.perception=FILE``: LLVisionQA's; ``synthetic``: :mod:`training.procedural.perception_questions`).
+The prompt is exactly ``task=a1``'s (:func:`reward.qbench.a1_perception.lettered_prompt`); the completion the
+correct letter (``answer=letter``) or letter and text (``letter_text``: "B. The second image").
 """
 
 from __future__ import annotations

@@ -1,32 +1,14 @@
-"""``plan=true``: what a training run will cost, printed before any weight is loaded.
+"""``plan=true``: what a training run will cost, printed before any weight is loaded (docs/recipes.md).
 
-The plan states how the effective batch is made (per device x accumulation x processes), the steps and epochs, the
-samples and visual tokens per step, and the memory each GPU will need, in parts:
-
-- **weights**: every parameter in the load dtype (as the run will: :func:`training.shared.trainable.load_dtype`);
-- **gradients**: the trainable parameters, in the weights' dtype, and under DeepSpeed with bf16 weights also their
-  fp32 copy the optimizer steps on (4 bytes per trainable parameter; 2 under ZeRO-3, which converts them a
-  sub-group at a time: DeepSpeed's estimate counts 18 bytes per parameter there, 20 under ZeRO-1 and 2);
-- **optimizer**: AdamW's two moments per trainable parameter, in the weights' dtype (torch's AdamW keeps them so),
-  or, under DeepSpeed, fp32 moments plus, for bf16 weights, an fp32 master copy (12 bytes per trainable parameter);
-- **activations**: per sample and decoder layer about ``34 x tokens x hidden`` bytes (Korthikanti et al., *Reducing
-  Activation Recomputation in Large Transformer Models*, §4.1, without the attention-score term that fused
-  attention never stores), or ``2 x tokens x hidden`` with activation checkpointing, plus the fp32 logits; a
-  trained vision tower adds its own, by the same rule over its patches.
-
-ZeRO stage 1 shards the optimizer and the fp32 gradients over all processes (every machine's), stage 2 the bf16
-gradients too, stage 3 the weights too, and gathers each layer whole for its forward and backward pass: the largest
-one (a VLM's embedding or LM head) is counted whole, with its gradient when it is trained. With every parameter
-trained these model states are DeepSpeed's own estimates (``estimate_zero2_model_states_mem_needs`` and
-``estimate_zero3_model_states_mem_needs`` without offload: ZeRO-2 2 bytes per parameter plus 18 per parameter over
-the GPUs, ZeRO-3 18 over the GPUs plus 4 per parameter of the largest layer; tests/test_plan_deepspeed.py), so the
-plan never says "fits" where they do not. These are estimates (an allocator, CUDA context and fragmentation add 1-3
-GiB); their one check against a measurement (of activations: LoRA, no DeepSpeed) is in the tests: LoRA SFT of the
-Qwen2.5-VL-7B config at batch 4 measured 17.2 GiB on an H200.
-
-The time per step is scaled from a recorded measurement (:data:`MEASURED`) by the work per device and step
-(samples x tokens x parameters), x4/3 for full fine-tuning over LoRA (the weight gradients): a rough guide, not a
-promise. Where the memory does not fit, the plan names the knobs that would make it fit.
+Memory per GPU, in parts: **weights** in the load dtype; **gradients** of the trainable parameters (under DeepSpeed
+with bf16 weights also an fp32 copy: 4 bytes each, 2 under ZeRO-3); **optimizer**: AdamW's two moments in the
+weights' dtype, or under DeepSpeed fp32 moments plus an fp32 master copy of bf16 weights (12 bytes); **activations**
+about ``34 x tokens x hidden`` bytes per sample and layer (Korthikanti et al., §4.1, without the attention scores
+fused attention never stores), ``2 x`` with activation checkpointing, plus the fp32 logits and a trained vision
+tower's own. ZeRO-1/2/3 shard optimizer, gradients, weights over all processes, stage 3 gathering the largest layer
+whole: DeepSpeed's own estimators' numbers when every parameter is trained (tests/test_plan_deepspeed.py). The one
+measurement (LoRA SFT of the Qwen2.5-VL-7B config at batch 4: 17.2 GiB on an H200) is checked in the tests; the step
+time is scaled from it (:data:`MEASURED`) by samples x tokens x parameters, x4/3 for full fine-tuning: rough.
 """
 
 from __future__ import annotations
