@@ -332,7 +332,8 @@ class SftSettings:
     overwrite: bool = field(
         default=False,
         metadata={
-            "help": "true: an out folder holding another run is moved aside to DIR.old-<time>",
+            "help": "true: an out folder holding another run, or an existing targets_out FILE, is moved aside to "
+            "NAME.old-<time>",
             "may_change": True,
         },
     )
@@ -448,23 +449,29 @@ def _validate(settings: SftSettings) -> None:
         problems.append(str(err))
     if settings.prompt.wording not in WORDINGS:
         problems.append(f"prompt.wording={settings.prompt.wording!r}: use release (the authors' code) or paper")
-    if settings.data.train in STREAMS and int(settings.trainer.get("max_steps", -1)) <= 0:
-        problems.append(f"data.train={settings.data.train} streams without end: set trainer.max_steps=N")
+    data = settings.data
+    key = "data.train" if data.train in STREAMS else "data.perception" if data.perception == "synthetic" else None
+    if key and int(settings.trainer.get("max_steps", -1)) <= 0:
+        problems.append(f"{key}={getattr(data, key[5:])} streams without end: set trainer.max_steps=N")
+    if data.perception and data.perception_fraction <= 0:
+        problems.append(f"data.perception_fraction={data.perception_fraction}: use a share in (0, 1]")
+    if data.perception and data.perception_answer not in ("letter", "letter_text"):
+        problems.append(f"data.perception_answer={data.perception_answer!r}: use letter or letter_text")
     try:
         settings.model.loading()
     except ValueError as err:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
-    if soft_mode(settings.data.soft_targets) == "?":
+    if soft_mode(data.soft_targets) == "?":
         problems.append(
-            f"data.soft_targets={settings.data.soft_targets!r}: use false, true (votes), gaussian (row std, ours) or "
+            f"data.soft_targets={data.soft_targets!r}: use false, true (votes), gaussian (row std, ours) or "
             "deqa (DeQA-Score's label)"
         )
-    elif soft_mode(settings.data.soft_targets) in ("gaussian", "deqa") and settings.data.train in STREAMS:
+    elif soft_mode(data.soft_targets) in ("gaussian", "deqa") and data.train in STREAMS:
         problems.append(
-            f"data.soft_targets={soft_mode(settings.data.soft_targets)} needs each row's std; "
-            f"data.train={settings.data.train} has none: use true"
+            f"data.soft_targets={soft_mode(data.soft_targets)} needs each row's std; "
+            f"data.train={data.train} has none: use true"
         )
-    mos_range = settings.data.mos_range
+    mos_range = data.mos_range
     if mos_range is not None and (len(mos_range) != 2 or not mos_range[0] < mos_range[1]):
         problems.append(f"data.mos_range={mos_range}: give [low, high] with low < high, or null for each source's own")
     dims = settings.prompt.dimensions
