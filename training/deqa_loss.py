@@ -8,7 +8,8 @@ order, (0, 1), (2, 3), ... (a random matching within the shuffled batch; an odd 
 - the fidelity loss of each pair, ``1 - sqrt(pred gt + eps) - sqrt((1 - pred)(1 - gt) + eps)``, ``pred =
   Phi((s_A - s_B) / sqrt 2)`` from the scores of the level words' softmax, ``gt = Phi((mu_A - mu_B) / sqrt(sd_A^2 +
   sd_B^2 + eps))``;
-- ``loss = fidelity_weight * fidelity + deqa_weight * [(CE_A + KL_A) + (CE_B + KL_B)]`` (train.sh: 1.0 and 0.05).
+- ``loss = fidelity_weight * fidelity + deqa_weight * [(CE_A + KL_A) + (CE_B + KL_B)]`` (1.0 and 0.05 in
+  scripts/train.sh).
 
 Each image is seen once per epoch where DeQA shows it as A and on average once as B: twice the epochs give DeQA's
 steps. The level position's logits come from the backbone's last hidden state (a forward hook) times the LM head,

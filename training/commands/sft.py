@@ -174,7 +174,8 @@ class DataSettings:
         metadata={
             "help": "false: the MOS's word | true: drawn from the votes, else a Gaussian (soft_std) of mean MOS | "
             "gaussian (ours): from a Gaussian of the row's std, centre shifted to keep the MOS | deqa: DeQA-Score's "
-            "label (gen_soft_label.py); drawn into the text with loss.kind=nll, exact with loss.kind=deqa"
+            "label (build_soft_labels/gen_soft_label.py); drawn into the text with loss.kind=nll, exact with "
+            "loss.kind=deqa"
         },
     )
     score: str = field(
