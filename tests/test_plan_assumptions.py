@@ -39,3 +39,11 @@ def test_the_plan_names_what_it_assumed_and_how_to_set_it():
     assert "GiB of 139 GiB per GPU (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)" in text
     synthetic = _plan("data.train=synthetic", "trainer.max_steps=1", "data.synthetic_size=56")
     assert "4 visual tokens per image (data.synthetic_size=56: 56x56)" in synthetic
+
+
+def test_rows_are_counted_where_the_images_are_not_here(tmp_path: Path):
+    rows = [{"image": f"{i}.png", "dimension": "quality", "mos": 3.0} for i in range(5)]  # no image written
+    manifest = tmp_path / "train.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = _plan(f"data.train={manifest}", "trainer.per_device_train_batch_size=1", "trainer.global_batch_size=1")
+    assert "3 epochs of 5 rows" in text and "1003 visual tokens per image (assumed: a 1024x768 image;" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -45,11 +46,16 @@ def _train_data(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]
             data.train, skip_bad=True, check_images=False, default_split="train", **image_paths(settings)
         )
         rows = keep_rows(read.rows, {k: (float(b[0]), float(b[1])) for k, b in data.keep.items()}, read.source)[0]
-        sizes = [_size(row.image) for row in rows[:: max(1, len(rows) // SAMPLED)][:SAMPLED]]
     except Exception as err:  # noqa: BLE001 - a plan still prints without them
         logger.info("plan: data.train not read (%s)", str(err).splitlines()[0])
-        return None, None, "data.train's images not read here; model.max_pixels=N bounds them"
-    largest = max(sizes, key=lambda s: s[0] * s[1], default=None)
+        rows = None
+    sizes = []
+    for row in (rows or [])[:: max(1, len(rows or []) // SAMPLED)][:SAMPLED]:
+        with contextlib.suppress(OSError, ValueError):  # an image not here (yet) is left out
+            sizes.append(_size(row.image))
+    if not sizes:
+        return rows and len(rows), None, "data.train's images not read here; model.max_pixels=N bounds them"
+    largest = max(sizes, key=lambda s: s[0] * s[1])
     return len(rows), largest, f"the largest of {len(sizes)} images of data.train read"
 
 
