@@ -8,17 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.mos import (
-    RawRating,
-    aggregate,
-    annotator_reliability,
-    clean_group,
-    max_abs_z,
-    read_raw_ratings,
-    split_rows,
-    split_scenes,
-    write_mos,
-)
+from reward.data.raters import RawRating, aggregate, annotator_reliability, clean_group, max_abs_z
+from training.mos import read_raw_ratings, split_rows, split_scenes, write_mos
 from training.procedural.synthetic import AnnotatorPanel, simulate_ratings
 
 

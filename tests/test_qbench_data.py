@@ -86,10 +86,8 @@ def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tin
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         s = parse_settings(compose("sft", overrides=[*base, "data.perception_fraction=0.5"], schema=SftSettings))
-        bad = parse_settings(
-            compose(
-                "sft", overrides=[*base, "data.perception_fraction=0", "data.perception_answer=x"], schema=SftSettings
-            )
+        bad = compose(
+            "sft", overrides=[*base, "data.perception_fraction=0", "data.perception_answer=x"], schema=SftSettings
         )
     queries = {"lighting": {"question": "How is the lighting?", "response_prefix": "The lighting is"}}
     ds, _ = _train_dataset(s, queries)
@@ -98,7 +96,7 @@ def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tin
     assert letters and len(letters) < len(replies)  # both kinds of example
     assert all(r.startswith("The lighting is") for r in replies if len(r) > 1)
     with pytest.raises(ValueError, match=r"perception_fraction=0(.|\n)*perception_answer='x'"):
-        _train_dataset(bad, queries)
+        parse_settings(bad)  # with the other settings, before anything loads
 
 
 def test_qbench_eval_config_composes_and_a3_reads_model_path(tmp_path, tiny_vlm_path):

@@ -83,9 +83,8 @@ def test_evaluation_skips_rows_of_dimensions_the_scorer_does_not_have(scorer_dir
 
 def test_saved_processor_names_the_real_processor_class(tiny_vlm, tmp_path):
     from reward.vlm import load_processor
-    from training.commands.sft import save_processor
 
-    save_processor(tiny_vlm.processor, tmp_path / "out")  # built without torchvision: a stand-in class
+    tiny_vlm.processor.save_pretrained(tmp_path / "out")  # built without torchvision: a stand-in class
     saved = json.loads((tmp_path / "out" / "processor_config.json").read_text())
     assert saved["processor_class"] == "Qwen2VLProcessor"  # the real class, loadable where torchvision exists
     again = load_processor(tmp_path / "out")

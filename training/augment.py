@@ -1,8 +1,5 @@
-"""``data.augment``: quality-preserving augmentation for manifest training.
-
-Only transformations that leave an image's rated quality unchanged: a random crop at native scale (no resampling,
-so sharpness, noise and compression artefacts are seen exactly as rated) and a horizontal flip. Nothing that
-changes quality (resizing, blur, colour jitter, rotation with interpolation). Off by default.
+"""``data.augment``: only what leaves an image's rated quality unchanged: a random crop at native scale (no
+resampling) and a horizontal flip.
 
 >>> import numpy as np
 >>> from PIL import Image

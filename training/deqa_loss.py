@@ -1,31 +1,19 @@
-"""``loss.kind=deqa``: DeQA-Score's training loss, computed from trl's one forward pass.
+"""``loss.kind=deqa``: DeQA-Score's training loss (github.com/zhiyuanyou/DeQA-Score @ 8e4abc8,
+``src/model/modeling_mplug_owl2.py``, ``scripts/train.sh``), from trl's one forward pass. For a batch paired in
+order, (0, 1), (2, 3), ... (a random matching within the shuffled batch; an odd last example is in no pair):
 
-As ``src/model/modeling_mplug_owl2.py`` and ``scripts/train.sh`` define it (github.com/zhiyuanyou/DeQA-Score
-@ 8e4abc8; ``forward_pair``, ``forward_single``, ``softkl_loss``, ``get_score``, ``rating_loss``), for a batch split
-into pairs (A_i, B_i):
+- per side S: ``CE_S``, the next-token cross-entropy of every completion token but the level word, and ``KL_S``, the
+  exact KL from each example's soft label ``t`` (not renormalised) to the softmax over the whole vocabulary at the
+  level word's position;
+- the fidelity loss of each pair, ``1 - sqrt(pred gt + eps) - sqrt((1 - pred)(1 - gt) + eps)``, ``pred =
+  Phi((s_A - s_B) / sqrt 2)`` from the scores of the level words' softmax, ``gt = Phi((mu_A - mu_B) / sqrt(sd_A^2 +
+  sd_B^2 + eps))``;
+- ``loss = fidelity_weight * fidelity + deqa_weight * [(CE_A + KL_A) + (CE_B + KL_B)]`` (1.0 and 0.05 in
+  scripts/train.sh).
 
-- per side S in {A, B}: ``CE_S`` = the mean next-token cross-entropy over every completion token of S's examples
-  except the level word, and ``KL_S`` = (1/|S|) sum_b sum_k t_bk (log t_bk - log p_b(level_k)), the KL from each
-  example's soft label ``t`` (its ``level_probs``, not renormalised) to the model's softmax over the *whole*
-  vocabulary at the level word's position, exact (computed from the logits, never sampled);
-- the fidelity loss of each pair, ``1 - sqrt(pred gt + eps) - sqrt((1 - pred)(1 - gt) + eps)`` with ``eps = 1e-8``,
-  ``pred = Phi((s_A - s_B) / sqrt 2)`` (``use_fix_std``) from the predicted scores ``s = softmax(the level words'
-  logits) . values`` (``closeset_rating_loss``: the five logits only) and ``gt = Phi((mu_A - mu_B) / sqrt(sd_A^2 +
-  sd_B^2 + eps))`` from both images' MOS and std (``continuous_rating_loss``), averaged over the pairs;
-- ``loss = fidelity_weight * fidelity + deqa_weight * [(CE_A + KL_A) + (CE_B + KL_B)]``
-  (scripts/train.sh: ``--weight_rank 1.0``, ``--weight_next_token 0.05``, ``--weight_softkl 1.0``: KL and CE are 1:1
-  inside the 0.05).
-
-Pairs: DeQA gives each sample A a random other sample B of its dataset, forwarded as a second batch. Here the batch
-the sampler shuffled is paired in order, (0, 1), (2, 3), ...: a random matching within the batch, which the
-training source (one dataset) makes a pair of the same dataset as DeQA's; a batch of ``2k`` images holds DeQA's
-``k`` pairs, and an odd last example is in side A's CE and KL but in no pair. Each image thus appears once per epoch
-where DeQA shows it once as A and on average once as B: twice the epochs give DeQA's steps and image count.
-
-The logits at the level position come from the language backbone's last hidden state there, caught by a forward
-hook inside trl's own forward and multiplied by the LM head (``B x V`` logits, never the ``B x T x V`` ones; the
-head is called as a module, inside the forward, so that DeepSpeed ZeRO-3 gathers its weight). trl's fused LM head
-gives the per-token log-probabilities of the other tokens; no second forward pass runs.
+Each image is seen once per epoch where DeQA shows it as A and on average once as B: twice the epochs give DeQA's
+steps. The level position's logits come from the backbone's last hidden state (a forward hook) times the LM head,
+called as a module so that ZeRO-3 gathers it; no second forward pass runs.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""Raw ratings -> MOS manifest, as in SA-BENCH (SA-IQA paper §3.1.4 and App. D.1).
-
-Steps, each a function so tests reach it:
-
-1. :func:`read_raw_ratings`: rows ``{"image", "dimension", "annotator", "rating"[, "scene"]}`` (one per annotator),
-   or grouped rows ``{"image", "dimension", "ratings": [...]}`` (anonymous) / ``"ratings": {annotator: rating}``.
-2. :func:`~reward.data.raters.aggregate`: per image and dimension, the mean rating; ratings whose z-score
-   ``(x - mean) / std`` within that image's ratings exceeds ``z_threshold`` (2) in absolute value are replaced
-   by that mean and the MOS is recomputed (one pass). ``std`` is the population std (``ddof=0``) by default.
-   With five ratings or fewer the rule never fires (:mod:`reward.data.raters`); the report counts such groups
-   (``groups_that_cannot_fire``) instead of hiding it.
-3. :func:`~reward.data.raters.annotator_reliability`: each annotator's SRCC between their raw ratings and the final
-   MOS, per dimension and pooled; below 0.6 (or undefined) the annotator is *flagged for review*, never dropped.
-4. :func:`split_scenes`: a deterministic scene-level split (default 4:1): scenes are ordered by a seeded hash and
-   the first share goes to test, so all images of a scene stay on one side. Rows without ``scene`` are their
-   own scene.
-
-:func:`write_mos` runs them all and writes ``train.jsonl``, ``test.jsonl`` and ``annotators.json``.
+"""Raw ratings -> MOS manifest, as in SA-BENCH (SA-IQA §3.1.4, App. D.1): :func:`read_raw_ratings` (one row per
+annotator, or grouped ``"ratings"``), :func:`~reward.data.raters.aggregate` (ratings with ``|z| > z_threshold``
+within their image replaced by the mean, once; the groups where the rule cannot fire counted),
+:func:`~reward.data.raters.annotator_reliability` (SRCC below 0.6: flagged for review, never dropped) and
+:func:`split_scenes` (a seeded scene-level split, 4:1); :func:`write_mos` writes train/test.jsonl, annotators.json.
 """
 
 from __future__ import annotations
@@ -33,16 +20,10 @@ from typing import Any
 from omegaconf import MISSING
 
 from reward.data.manifest import ManifestError, iter_jsonl
-from reward.data.raters import MosRow, RawRating, aggregate, annotator_reliability, clean_group, max_abs_z
+from reward.data.raters import MosRow, RawRating, aggregate, annotator_reliability, max_abs_z
 
 __all__ = [
     "MosPaths",
-    "MosRow",
-    "RawRating",
-    "aggregate",
-    "annotator_reliability",
-    "clean_group",
-    "max_abs_z",
     "read_raw_ratings",
     "split_rows",
     "split_scenes",
@@ -318,5 +299,5 @@ if __name__ == "__main__":  # python training/mos.py raw=RAW.jsonl [out=DIR scal
         "mos",
         run,
         schema=MosSettings,
-        doc="python training/mos.py raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]",
+        doc="perceptual-rewards mos raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]",
     )

@@ -1,6 +1,6 @@
 """A1-format multiple-choice questions with known answers over procedural scenes and distorted photos.
 
-    python training/perception_questions.py out=DIR n=200 seed=1 photos=heldout [size=64 fmt=json families=[...]]
+    perceptual-rewards perception-questions out=DIR n=200 seed=1 photos=heldout [size=64 fmt=json families=[...]]
 
 The questions are :mod:`training.procedural.perception_questions`; the settings are :class:`QuestionsSettings` below.
 """

@@ -1,14 +1,7 @@
 """Perception instruction tuning (Q-Instruct style): A1 multiple-choice questions as SFT examples, mixed with the
-rating data by config.
-
-The prompt is exactly what ``task=a1`` asks (:func:`reward.qbench.a1_perception.lettered_prompt`, the paper's
-layout: the question, the image -- for a pair "The first image: <image>" and "The second image: <image>" -- then
-the shuffled lettered options and the instruction); the completion is the correct letter (``answer=letter``) or the
-letter and its text (``answer=letter_text``: "B. The second image"). Sources: an LLVisionQA file
-(``data.perception=FILE``) or fresh generated questions every step (``data.perception=synthetic``,
-:mod:`training.procedural.perception_questions`).
-
-    accelerate launch training/sft.py ... data.perception=synthetic data.perception_fraction=0.5
+ratings (``data.perception=FILE``: LLVisionQA's; ``synthetic``: :mod:`training.procedural.perception_questions`).
+The prompt is exactly ``task=a1``'s (:func:`reward.qbench.a1_perception.lettered_prompt`); the completion the
+correct letter (``answer=letter``) or letter and text (``letter_text``: "B. The second image").
 """
 
 from __future__ import annotations
@@ -25,12 +18,11 @@ from reward.data.manifest import image_paths
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_questions
 from reward.vlm.model import content_parts
+from training.sft_data import stream_features
 
-__all__ = ["ANSWER_FORMATS", "mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
+__all__ = ["mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
 
 logger = logging.getLogger(__name__)
-
-ANSWER_FORMATS = ("letter", "letter_text")
 
 
 def perception_example(
@@ -59,18 +51,6 @@ def perception_example(
         "prompt": [{"role": "user", "content": content}],
         "completion": [{"role": "assistant", "content": [{"type": "text", "text": reply}]}],
     }
-
-
-def _features() -> Any:
-    import datasets
-
-    turn = [
-        {
-            "role": datasets.Value("string"),
-            "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}],
-        }
-    ]
-    return datasets.Features({"images": datasets.Sequence(datasets.Image()), "prompt": turn, "completion": turn})
 
 
 def _generated(
@@ -107,7 +87,7 @@ def perception_stream(
     return datasets.IterableDataset.from_generator(
         _generated,
         gen_kwargs={"seed": seed, "size": size, "families": fams, "answer": answer, "shuffle": shuffle},
-        features=_features(),
+        features=stream_features(),
     )
 
 
@@ -137,27 +117,15 @@ def perception_file_dataset(
         records["prompt"].append(ex["prompt"])
         records["completion"].append(ex["completion"])
     logger.info("perception SFT data: %d questions from %s (%d skipped)", len(questions), path, len(skipped))
-    return datasets.Dataset.from_dict(records, features=_features()), len(skipped)
+    return datasets.Dataset.from_dict(records, features=stream_features()), len(skipped)
 
 
 def mix_perception(settings: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[Any, int]:
-    """The training set of ``training/sft.py`` with ``data.perception`` set: perception questions alone
+    """SFT's training set with ``data.perception`` set: perception questions alone
     (``perception_fraction=1``) or interleaved with the rating data at that share."""
     import datasets
 
-    data = settings.data
-    problems = []
-    if not 0.0 < data.perception_fraction <= 1.0:
-        problems.append(f"data.perception_fraction={data.perception_fraction}: use a share in (0, 1]")
-    if not 0.0 <= float(data.perception_shuffle) <= 1.0:
-        problems.append(f"data.perception_shuffle={data.perception_shuffle}: use a share in [0, 1]")
-    if data.perception_answer not in ANSWER_FORMATS:
-        problems.append(f"data.perception_answer={data.perception_answer!r}: use one of {', '.join(ANSWER_FORMATS)}")
-    if data.perception == "synthetic" and int(settings.trainer.get("max_steps", -1)) <= 0:
-        problems.append("data.perception=synthetic streams without end: set trainer.max_steps=N")
-    if problems:
-        raise ValueError("invalid sft config:\n  - " + "\n  - ".join(problems))
-    skipped = 0
+    data, skipped = settings.data, 0  # its settings checked with the others (training.commands.sft)
     if data.perception == "synthetic":
         perception = perception_stream(
             settings.seed,
@@ -178,7 +146,7 @@ def mix_perception(settings: Any, rating_data: Callable[[], tuple[Any, int]]) ->
     if data.perception_fraction >= 1.0:
         return perception, skipped
     ratings, rating_skipped = rating_data()
-    ratings = ratings.cast(_features()) if "dimension" not in ratings.column_names else ratings
+    ratings = ratings.cast(stream_features()) if "dimension" not in ratings.column_names else ratings
     if isinstance(perception, datasets.IterableDataset) != isinstance(ratings, datasets.IterableDataset):
         perception = (
             perception if isinstance(perception, datasets.IterableDataset) else perception.to_iterable_dataset()

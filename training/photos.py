@@ -1,8 +1,8 @@
 """Real photos with synthetic distortions: held-out set, the BRISQUE peer, KADID-10k calibration.
 
-    python training/photos.py heldout out=HELDOUT [photos=DIR crop=112 side=224 crops=2 seed=0]
-    python training/photos.py brisque data=HELDOUT/ratings.jsonl [out=DIR]
-    python training/photos.py calibrate dmos=KADID/dmos.csv out=calibration.json
+    perceptual-rewards photos heldout out=HELDOUT [photos=DIR crop=112 side=224 crops=2 seed=0]
+    perceptual-rewards photos brisque data=HELDOUT/ratings.jsonl [out=DIR]
+    perceptual-rewards photos calibrate dmos=KADID/dmos.csv out=calibration.json
 
 - ``heldout``: distorted versions of the held-out photos as a ratings manifest (``out/ratings.jsonl``);
 - ``brisque``: the classical peer (BRISQUE) on a ratings manifest, SRCC/PLCC against its MOS;

@@ -1,25 +1,10 @@
-"""The SA-IQA queries and response template, verbatim, for any set of dimensions: as the authors released them
-(``wording="release"``: github.com/AlibabaResearch/SA-IQA, ``tools/prompt_configs.py``, the prompts the released
-``sa-iqa-prompt4`` model was trained on) or as the paper prints them (``wording="paper"``: App. B.1).
-
-Four prompt types (the paper's ablation, Table 4; type 4 is the one SA-IQA uses):
-
-1. concise: ``Please evaluate the spatial aesthetic {dimension} quality level of this image.``
-2. concise with special characters: the same, preceded by the tag ``<{dimension}>`` (no space after it);
-3. detailed, general description: type 1 followed by the dimension's general definition;
-4. detailed, expert-aware description: type 1 followed by the dimension's expert-aware definition.
-
-The release tags types 2, 3 and 4 (``<layout>Please evaluate ...``); App. B.1 prints the tag in type 2 only (§3.2.1
-says type 4 carries one). The image comes first in both (the release's ``<image>`` opens every query); the texts
-are otherwise the same, word for word.
-
-Response: ``The spatial aesthetic {dimension} quality level of this image is {rating_word}.`` The scorer reads
-the rating word's logits right after :func:`response_prefix`, which ends with ``is`` (no trailing space: the
-word is tokenised with its leading space, e.g. ``" good"``).
-
-Definitions are plain ``{name: text}`` dicts; pass your own for other dimensions (types 3 and 4 need one, types
-1 and 2 work with any name; a dimension types 3-4 have no definition of is asked in plain words instead,
-:func:`generic_prompt`: "Please evaluate the quality of this image.").
+"""The SA-IQA queries and response template, verbatim: as the authors released them (``wording="release"``:
+github.com/AlibabaResearch/SA-IQA ``tools/prompt_configs.py``, what ``sa-iqa-prompt4`` was trained on) or as App. B.1
+prints them (``wording="paper"``). Prompt types (Table 4): 1 concise (``Please evaluate the spatial aesthetic
+{dimension} quality level of this image.``), 2 the same after the tag ``<{dimension}>``, 3 and 4 type 1 followed by
+the general / expert-aware definition. The release tags types 2-4, App. B.1 type 2 only; the image comes first.
+The scorer reads the rating word after :func:`response_prefix` (ending in ``is``: the word keeps its leading space).
+A dimension types 3-4 have no definition of is asked in plain words (:func:`generic_prompt`).
 
 >>> response("lighting", "good")
 'The spatial aesthetic lighting quality level of this image is good.'

@@ -1,14 +1,7 @@
-"""``loss.rating_weight``: extra weight on the rating-word token of each completion.
-
-The SFT loss averages over every completion token, and all but one of them are the fixed response template
-("The ... quality level of this image is ... ."), learned within a few steps; Q-Align and DeQA-Score supervise
-the level token itself. With weight ``w`` the loss becomes ``(sum_t nll_t + (w - 1) * nll_rating) / n_tokens``:
-``w = 1`` is trl's loss unchanged, larger ``w`` leans on the rating word.
-
-trl 1.16 deprecates ``compute_loss_func`` (it costs a second forward pass per step) and recommends overriding
-``compute_loss``; this override lets trl compute its loss as usual, records the per-token log-probabilities of
-trl's own forward (its fused LM head returns them) and adds one term, so metrics, token normalisation and gradient
-accumulation stay trl's and no extra forward pass runs.
+"""``loss.rating_weight``: extra weight on the rating-word token (Q-Align and DeQA-Score supervise it; the template's
+other tokens are learned in a few steps): ``(sum_t nll_t + (w - 1) * nll_rating) / n_tokens``, ``w = 1`` trl's loss.
+An override of ``compute_loss`` (trl's advice) that adds one term to trl's own loss from the per-token
+log-probabilities of its forward: no extra forward pass, trl's normalisation and accumulation.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """SA-IQA supervised fine-tuning of a VLM on rating words (trl SFTTrainer, loss on the completion only).
 
-    accelerate launch training/sft.py model.path=PATH data.train=MANIFEST data.test=MANIFEST out=DIR
-    accelerate launch --config_file configs/accelerate/zero2.yaml training/sft.py ...      # multi-GPU, DeepSpeed
+    perceptual-rewards sft model.path=PATH data.train=MANIFEST data.test=MANIFEST out=DIR
+    accelerate launch --config_file CONFIGS/accelerate/zero2.yaml -m reward sft ...     # multi-GPU, DeepSpeed
 
+CONFIGS: the folder ``perceptual-rewards --configs`` prints; from a clone: ``accelerate launch training/sft.py ...``.
 Writes checkpoints, DIR/scorer/ (loadable with reward=sa-iqa reward.model=DIR/scorer) and DIR/metrics.json on the
-test split. Settings: training/commands/sft.py (SftSettings); any trl.SFTConfig field under trainer.
+test split. Any trl.SFTConfig field is set under trainer.
 """
 
 from reward.core.cli import main

@@ -1,9 +1,6 @@
-"""SFT examples for SA-IQA: (image, dimension query) -> "The spatial aesthetic {dimension} ... is {word}."
-
-Examples are trl prompt-completion conversations with an ``images`` column, from a MOS manifest (images
-decoded lazily by ``datasets``), or streamed fresh from the procedural benchmark (``data.train=synthetic``) or from
-distorted real photos (``data.train=distorted-photos``):
-a fixed small set is memorised by a small model, fresh images every step are not (tests/test_sft_learning.py).
+"""SFT examples: trl prompt-completion conversations with an ``images`` column, from a ratings manifest (images
+decoded lazily by ``datasets``) or streamed fresh (``data.train=synthetic`` / ``distorted-photos``: a fixed small set
+is memorised by a small model, fresh images are not, tests/test_sft_learning.py).
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from training.sft_labels import LabelRule, RatingExamples, rating_examples
-from training.targets import mos_to_word, soft_target, votes_to_levels
+from training.targets import mos_to_word
 
 logger = logging.getLogger(__name__)
 
@@ -45,27 +42,15 @@ def answer(
     votes: Sequence[float] | None = None,
     row_std: float | None = None,
 ) -> str:
-    """The target response: the dimension's response prefix, its rating word (``words`` best first), a full stop.
-
-    Hard targets (``soft_std=None``): the word of the MOS's equal-width bin. Soft targets: the word is drawn
-    from :func:`training.targets.soft_target` (a distribution over the levels whose expectation is the MOS), so
-    the expected cross-entropy equals the cross-entropy against that soft distribution (DeQA-Score's target);
-    where the row has the annotators' ``votes`` (KonIQ-10k's ``c1..c5``, AVA's vote counts: a dataset row's
-    ``distribution``), the word is drawn from those instead (:func:`training.targets.votes_to_levels`). With the
-    row's own ``row_std`` (``data.soft_targets=gaussian``: the std of its ratings, DeQA-Score's label), the word is
-    drawn from the Gaussian of that std, votes or not.
-    """
+    """The response: the dimension's prefix, its rating word (``words`` best first), a full stop. Hard targets
+    (``soft_std=None``): the MOS's bin; soft: drawn from :meth:`LabelRule.target` (a Gaussian of the row's own
+    ``row_std``, else its ``votes``, else a Gaussian of ``soft_std``; expectation the MOS)."""
     if soft_std is None:
         word = mos_to_word(mos, words, mos_range)
     else:
-        if row_std is not None and math.isfinite(row_std):
-            probs = soft_target(mos, row_std, n_levels=len(words), scale=mos_range)
-        elif votes:
-            probs = votes_to_levels(votes, len(words), mos_range)
-        else:
-            probs = soft_target(mos, soft_std, n_levels=len(words), scale=mos_range)  # level 1 (worst) first
-        level = int((rng or np.random.default_rng()).choice(len(probs), p=probs))
-        word = words[len(words) - 1 - level]
+        std = math.nan if row_std is None else row_std
+        worst_first = LabelRule(tuple(words), mos_range, "gaussian", soft_std).target(mos, std, votes or ())[::-1]
+        word = words[len(words) - 1 - int((rng or np.random.default_rng()).choice(len(words), p=worst_first))]
     return f"{queries[dimension]['response_prefix']} {word}."
 
 
@@ -92,18 +77,10 @@ def manifest_dataset(
     image_root: str | Path | None = None,
     allow_absolute_paths: bool = False,
 ) -> tuple[Any, int]:
-    """A ``datasets.Dataset`` of SFT examples from a ratings manifest, and the number of rows skipped.
-
-    The examples are :func:`training.sft_labels.rating_examples` of ``rule`` (by default the rule of ``soft_std``
-    and ``row_std``: hard targets without ``soft_std``; with it the votes where a row has them, or, with
-    ``row_std``, a Gaussian of the row's own std; rows without one use ``soft_std``). Bad rows are reported with
-    file and line and skipped (counted), never trained on. ``augment`` (a side fraction) crops and flips each image
-    anew every time it is read (:class:`training.augment.QualityAugment`). A dataset by name (``NAME:FOLDER``) is
-    read at ``split`` unless it names one; its description (scale, split rule, file read) is kept as JSON in the
-    returned dataset's ``info.description``; a ``datasets`` dataset ``hf:NAME_OR_DIR[:SPLIT]`` is read through its
-    ``columns`` (:class:`reward.data.hf.HfColumns`). The columns ``level_target`` (the target over ``words``, best
-    first), ``level_mos`` and ``level_std`` are kept for a loss that reads them (``rule.drawn`` false).
-    """
+    """A ``datasets.Dataset`` of :func:`training.sft_labels.rating_examples` of ``rule`` (default: that of
+    ``soft_std`` and ``row_std``) and the number of bad rows skipped; ``augment`` crops and flips anew at each read; a
+    named dataset's description kept as JSON in ``info.description``; ``level_target`` (best first), ``level_mos``
+    and ``level_std`` kept for a loss that reads them (``rule.drawn`` false)."""
     import datasets
 
     if rule is None:

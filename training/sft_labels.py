@@ -1,19 +1,10 @@
-"""What each SFT rating row is trained on: its question, its response (the rating word) and its target distribution.
+"""What each SFT rating row is trained on: question, response (the rating word) and target distribution.
 
-A :class:`LabelRule` turns a row's MOS (and its std or votes) into the rating word and a distribution over the
-level words (best first). Hard targets (``data.soft_targets=false``) are one-hot on the word; soft targets are
-the annotators' votes (``true``), our shifted Gaussian of the row's std (``gaussian``, :func:`training.targets.
-soft_target`) or DeQA-Score's label (``deqa``, :func:`training.targets.deqa_soft_label`). The word is the MOS's
-equal-width bin on the MOS scale (ours: bins closed on the left), or, with ``level_range=(low, high)``, its bin
-among equal bins between ``low`` and ``high`` closed on the right (Q-Align's and DeQA-Score's rule,
-:func:`training.targets.range_word`). With ``drawn`` the word of a soft target is drawn from it each time the row
-is read (the cross-entropy's expectation is then the soft target's); otherwise it is the level word and the loss
-uses the target itself (``loss.kind=deqa``).
-
-:func:`rating_examples` reads a ratings source into :class:`Example` s (one question per row drawn once with the
-seed when several are given, rows outside ``keep`` left out, the MOS read from ``score``, a hard target's level from
-``level_from`` where the rows give one, e.g. SA-BENCH's released ``mos_int``); :func:`write_targets`
-writes them as JSON lines (``training/sft.py ... targets_out=FILE``).
+A :class:`LabelRule` turns a row's MOS (and std or votes) into the word and a distribution over the level words (best
+first): one-hot, the votes (``true``), our shifted Gaussian (``gaussian``) or DeQA-Score's label (``deqa``); the word
+is the MOS's bin (ours: closed on the left; with ``level_range`` Q-Align's right-closed bins). With ``drawn`` a soft
+target's word is drawn each time the row is read. :func:`rating_examples` reads a source into :class:`Example` s;
+:func:`write_targets` writes them for ``targets_out=FILE``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Write the procedural interior benchmark (images, MOS, raw ratings, preference pairs, inpainting tasks).
 
-    python training/synthetic.py out=DIR n=200 [size=64 seed=0 variants=1 annotators=5 pairs=N]
+    perceptual-rewards synthetic out=DIR n=200 [size=64 seed=0 variants=1 annotators=5 pairs=N]
 
 The benchmark is :mod:`training.procedural.synthetic` (also the ``data.train=synthetic`` stream of
-``training/sft.py``); the settings are :class:`SyntheticSettings` below.
+``perceptual-rewards sft``); the settings are :class:`SyntheticSettings` below.
 """
 
 from __future__ import annotations

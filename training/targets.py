@@ -1,34 +1,15 @@
-"""Training targets from a MOS: the rating word (hard target) and a soft distribution over the five levels.
+"""Training targets from a MOS: the rating word (hard target) and a soft distribution over the levels.
 
-Rating words, level values and bins (ours: the scale [1, 5] cut into five equal bins closed on the left; Q-Align
-and DeQA-Score cut the range between a dataset's lowest and highest MOS, closed on the right, :func:`range_level`):
+Words and bins (ours): the scale [1, 5] cut into equal bins closed on the left, the top one closed on both sides:
+bad [1.0, 1.8), poor [1.8, 2.6), fair [2.6, 3.4), good [3.4, 4.2), excellent [4.2, 5.0]; other scales and word counts
+alike. Q-Align and DeQA-Score cut a low-high range into bins closed on the right (:func:`range_level`).
 
-========= ===== ==============
-word      level MOS bin
-========= ===== ==============
-bad       1     [1.0, 1.8)
-poor      2     [1.8, 2.6)
-fair      3     [2.6, 3.4)
-good      4     [3.4, 4.2)
-excellent 5     [4.2, 5.0]
-========= ===== ==============
-
-Each bin contains its lower edge (1.8 is "poor"); the top bin also contains 5.0. Other scales ``(low, high)``
-are cut the same way into ``len(words)`` equal bins.
-
-Soft targets, ours (``data.soft_targets=gaussian``): a Gaussian of std ``std`` evaluated at the level values 1..5
-and normalised, whose expectation must equal the MOS exactly. A Gaussian centred on the MOS misses it (the edges
-truncate it: MOS 4.8 gives 4.61 with std 0.7), so :func:`soft_target` *shifts the centre*: the distribution
-``p_k ∝ exp(-(k - c)^2 / (2 std^2))`` has an expectation strictly increasing in ``c``, from 1 to 5, so exactly one
-centre ``c`` gives the MOS; it is found by bisection (expectation error below 1e-9). As ``std -> 0`` this tends
-to the two-neighbour linear split, used directly for ``std`` below ``min_std`` (``method="two-point"`` forces
-it): MOS 3.3 -> 0.7 on "fair", 0.3 on "good". A MOS at an end of the scale gives a one-hot target. The shift keeps
-every probability positive, sums to 1 and needs no fallback.
-
-The sources' own rules (``data.soft_targets=deqa``, ``data.level_range``): :func:`deqa_soft_label` is DeQA-Score's
-label as its released code computes it (the distribution rescaled affinely to keep the mean, negatives clipped,
-not renormalised, a two-neighbour fallback), and :func:`range_level` the right-closed equal bins between a low and a
-high that both DeQA-Score and Q-Align's released KonIQ labels use.
+Soft targets, ours (``data.soft_targets=gaussian``): a Gaussian of std ``std`` at the level values, normalised, whose
+expectation equals the MOS exactly: a Gaussian centred on the MOS misses it (MOS 4.8 gives 4.61 with std 0.7), so
+:func:`soft_target` shifts the centre, found by bisection (the expectation is strictly increasing in it). Below
+``min_std`` (or ``method="two-point"``) the two-neighbour split it tends to: MOS 3.3 -> 0.7 fair, 0.3 good.
+:func:`deqa_soft_label` is DeQA-Score's label as its released code computes it (rescaled affinely to keep the mean,
+negatives clipped, not renormalised, a two-neighbour fallback).
 """
 
 from __future__ import annotations

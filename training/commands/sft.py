@@ -56,7 +56,7 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.plan import PlanSettings, plan_problems, planned_processes
+from training.shared.plan import PlanSettings, planned_processes, report_plan
 from training.shared.reporting import report_to_problems
 from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
@@ -88,23 +88,21 @@ class ModelSettings(ModelLoading):
 
 @dataclass
 class ScorerPromptSettings:
-    type: int = field(default=4, metadata={"help": "SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions"})
+    type: int = field(
+        default=4, metadata={"help": "SA-IQA prompt type 1-4 (App. B.1); 4: expert-aware definitions", "range": (1, 4)}
+    )
     wording: str = field(
         default="release",
         metadata={
-            "help": (
-                "release: the authors' released prompts (the <dimension> tag in types 2-4, what sa-iqa-prompt4 was "
-                "trained on) | paper: App. B.1 as printed (the tag in type 2 only)"
-            )
+            "help": "release: the authors' released prompts (the <dimension> tag in types 2-4; sa-iqa-prompt4's "
+            "training) | paper: App. B.1 as printed (the tag in type 2 only)"
         },
     )
     dimensions: list[str] | None = field(
         default=None,
         metadata={
-            "help": (
-                "the scorer's dimensions; null: those data.train rates (a manifest's or dataset's own; synthetic: "
-                "the paper's four)"
-            )
+            "help": "the scorer's dimensions; null: those data.train rates (a manifest's or dataset's own; synthetic: "
+            "the paper's four)"
         },
     )
     definitions: dict[str, str] = field(
@@ -113,19 +111,15 @@ class ScorerPromptSettings:
     questions: list[str] = field(
         default_factory=list,
         metadata={
-            "help": (
-                "one dimension: training questions in place of the prompt type's, one drawn per training row (once, "
-                "with seed); the scorer asks the first (e.g. Q-Align's nine)"
-            )
+            "help": "one dimension: training questions replacing the prompt type's, one drawn per training row (once, "
+            "with seed); the scorer asks the first (e.g. Q-Align's nine)"
         },
     )
     response_prefix: str | None = field(
         default=None,
         metadata={
-            "help": (
-                "one dimension: the response before the rating word in place of SA-IQA's template (e.g. Q-Align's "
-                '"The quality of the image is"), trained and read by the scorer'
-            )
+            "help": "one dimension: the response before the rating word in place of SA-IQA's template (e.g. Q-Align's "
+            '"The quality of the image is"), trained and read by the scorer'
         },
     )
 
@@ -143,11 +137,8 @@ class DataSettings:
     train: str = field(
         default=MISSING,
         metadata={
-            "help": (
-                'ratings manifest, datasets folder, "synthetic" (fresh procedural scenes every step), or a '
-                "public dataset read from its own files: NAME:FOLDER[:SPLIT] (e.g. "
-                "koniq10k:/data/KonIQ-10k; split train)"
-            )
+            "help": 'ratings manifest, datasets folder, "synthetic" (fresh procedural scenes every step), '
+            '"distorted-photos", or a public dataset NAME:FOLDER[:SPLIT] (e.g. koniq10k:/data/KonIQ-10k; split train)'
         },
     )
     test: str | None = field(
@@ -159,25 +150,14 @@ class DataSettings:
     )
     cross: list[str] = field(
         default_factory=list,
-        metadata={
-            "help": (
-                "after training: one A3 leaderboard (SRCC/PLCC per dataset) of the scorer over these "
-                "sources (NAME:FOLDER[:SPLIT] or manifests), written to out/cross/ (hf:NAME_OR_DIR[:SPLIT]:"
-                " a datasets dataset, its train / test split by default)"
-            )
-        },
+        metadata={"help": "after training: the scorer's A3 leaderboard (SRCC/PLCC) over these sources, out/cross/"},
     )
     columns: HfColumns = field(
         default_factory=HfColumns, metadata={"help": "hf:... data: the image, MOS and dimension columns"}
     )
     mos_range: list[float] | None = field(
         default=None,
-        metadata={
-            "help": (
-                "MOS scale of the rating words; null: each source's own (a dataset's, e.g. SPAQ 0-100 for "
-                "data.train=spaq:DIR), else [1, 5]"
-            )
-        },
+        metadata={"help": "MOS scale of the rating words; null: each source's own (e.g. SPAQ 0-100), else [1, 5]"},
     )
     skip_bad: bool = field(
         default=True, metadata={"help": "bad rows are reported with file and line, skipped and counted"}
@@ -192,69 +172,45 @@ class DataSettings:
     soft_targets: Any = field(
         default=False,
         metadata={
-            "help": (
-                "false: the MOS's word | true: a word drawn from the annotators' votes where the data has "
-                "them, else from a Gaussian of std soft_std with expectation = MOS | gaussian (ours): from a "
-                "Gaussian of each row's own std whose centre is shifted to keep the MOS as its expectation (the "
-                "SD/std/var columns of KonIQ-10k, KADID-10k, AGIQA-3K; a manifest's \"std\") | deqa: DeQA-Score's "
-                "label (build_soft_labels/gen_soft_label.py: MOS and std rescaled by level_range onto the levels, "
-                "Gaussian pdf or cdf, "
-                "affine fix of the mean, clipped, two-neighbour fallback). Drawn into the text with loss.kind=nll; "
-                "the word of the MOS and the exact target with loss.kind=deqa"
-            )
+            "help": "false: the MOS's word | true: drawn from the votes, else a Gaussian (soft_std) of mean MOS | "
+            "gaussian (ours): from a Gaussian of the row's std, centre shifted to keep the MOS | deqa: DeQA-Score's "
+            "label (build_soft_labels/gen_soft_label.py); drawn into the text with loss.kind=nll, exact with "
+            "loss.kind=deqa"
         },
     )
     score: str = field(
         default="mos",
         metadata={
-            "help": (
-                "the value trained and tested as the MOS: mos (the dataset's, as read) or one its reader keeps "
-                "beside it, e.g. mos_zscore (KonIQ-10k's 0-100 MOS, the score of Q-Align's files; set mos_range)"
-            )
+            "help": "the value trained and tested as the MOS: mos, or one the reader keeps beside it (e.g. "
+            "mos_zscore: KonIQ-10k's 0-100 MOS, Q-Align's; set mos_range)"
         },
     )
     level_from: str | None = field(
         default=None,
         metadata={
-            "help": (
-                "hard targets: a value of each row read as its rating word's level 1..n (n: the best word) instead "
-                "of the MOS's bin; null: the source's own where it has one (sa-bench: mos_int, the released targets), "
-                "else the MOS's bin; mos: always the MOS's bin"
-            )
+            "help": "hard targets: a row value read as the word's level 1..n (n: best); null: the source's own "
+            "(sa-bench: mos_int), else the MOS's bin; mos: always the bin"
         },
     )
     level_range: list[float] | None = field(
         default=None,
         metadata={
-            "help": (
-                "[low, high]: the rating word is the MOS's bin among equal bins between low and high, each closed on "
-                "the right, low in the lowest (Q-Align's and DeQA-Score's rule; deqa's normalisation range too); "
-                "null: equal bins of mos_range closed on the left (ours; deqa: the training rows' own range)"
-            )
+            "help": "[low, high]: equal bins between low and high closed on the right (Q-Align's, DeQA-Score's; "
+            "deqa's normalisation range); null: equal bins of mos_range closed on the left (ours)"
         },
     )
     keep: dict[str, list[float]] = field(
         default_factory=dict,
-        metadata={
-            "help": (
-                "NAME: [low, high]: train and test only on rows with low <= NAME < high (NAME: mos or a value the "
-                "dataset keeps, e.g. mos_zscore: Q-Align's KonIQ subset); the others are counted and left out"
-            )
-        },
+        metadata={"help": "NAME: [low, high]: only rows with low <= NAME < high (e.g. mos_zscore: Q-Align's subset)"},
     )
     deqa_density: str | None = field(
         default=None,
-        metadata={
-            "help": (
-                "soft_targets=deqa: pdf (the Gaussian's density at each level) or cdf (its mass on the level's unit "
-                "interval); null: DeQA-Score's config.json choice for the dataset (cdf for spaq, else pdf)"
-            )
-        },
+        metadata={"help": "soft_targets=deqa: pdf or cdf; null: DeQA-Score's choice (cdf for spaq, else pdf)"},
     )
     soft_std: float = field(
         default=0.5,
         metadata={
-            "help": "std (MOS units) of the Gaussian where a row has no votes (true) or no std (gaussian)",
+            "help": "std (MOS units) where a row has no votes (true) or no std (gaussian)",
             "range": (0, 100, True),
         },
     )
@@ -263,10 +219,7 @@ class DataSettings:
     )
     perception_fraction: float = field(
         default=0.5,
-        metadata={
-            "help": "share of perception examples (1.0: perception only, data.train not read)",
-            "range": FRACTION,
-        },
+        metadata={"help": "share of perception examples (1.0: perception only)", "range": FRACTION},
     )
     perception_families: list[str] | None = field(
         default=None, metadata={"help": "data.perception=synthetic: question families (default all)"}
@@ -275,30 +228,23 @@ class DataSettings:
         default="letter", metadata={"help": 'completion: "letter" (B) or "letter_text" (B. The second image)'}
     )
     perception_shuffle: float = field(
-        default=1.0,
-        metadata={
-            "help": "share of questions with options shuffled as task=a1 does (0: given order)",
-            "range": FRACTION,
-        },
+        default=1.0, metadata={"help": "share of questions with options shuffled (0: as given)", "range": FRACTION}
     )
     photos: str | None = field(
-        default=None,
-        metadata={"help": "data.train=distorted-photos: photo folder (default: photos of installed packages)"},
+        default=None, metadata={"help": "data.train=distorted-photos: photo folder (default: installed packages')"}
     )
     photos_crop: int = field(
-        default=112,
-        metadata={"help": "data.train=distorted-photos: crop side in pixels, at native scale", "range": SIDE},
+        default=112, metadata={"help": "data.train=distorted-photos: crop side, native scale", "range": SIDE}
     )
     photos_side: int | None = field(
         default=None,
-        metadata={"help": "data.train=distorted-photos: downscale photos to this short side first", "range": SIDE},
+        metadata={"help": "data.train=distorted-photos: downscale to this short side first", "range": SIDE},
     )
     calibration: str | None = field(
         default=None, metadata={"help": "data.train=distorted-photos: JSON {type: [MOS at levels 1-5]}"}
     )
     augment: bool = field(
-        default=False,
-        metadata={"help": "manifest training: random native-scale crops and horizontal flips (training.augment)"},
+        default=False, metadata={"help": "manifest training: random native-scale crops and horizontal flips"}
     )
     augment_crop: float = field(
         default=0.875, metadata={"help": "side fraction each random crop keeps", "range": (0, 1, True)}
@@ -310,11 +256,9 @@ class LossSettings:
     kind: str = field(
         default="nll",
         metadata={
-            "help": (
-                "nll: trl's next-token loss of the completion | deqa: DeQA-Score's (training.deqa_loss): "
-                "deqa_weight x (cross-entropy of the other tokens + exact KL of the level word's softmax to the soft "
-                "target) + fidelity_weight x the fidelity loss of the batch's pairs (batch >= 2)"
-            )
+            "help": "nll: trl's next-token loss of the completion | deqa: DeQA-Score's (training.deqa_loss): "
+            "deqa_weight x (cross-entropy of the other tokens + exact KL of the level word's softmax to the soft "
+            "target) + fidelity_weight x the fidelity loss of the batch's pairs (batch >= 2)"
         },
     )
     rating_weight: float = field(
@@ -389,7 +333,8 @@ class SftSettings:
     overwrite: bool = field(
         default=False,
         metadata={
-            "help": "true: an out folder holding another run is moved aside to DIR.old-<time>",
+            "help": "true: an out folder holding another run, or an existing targets_out FILE, is moved aside to "
+            "NAME.old-<time>",
             "may_change": True,
         },
     )
@@ -427,10 +372,8 @@ class SftSettings:
     targets_out: str | None = field(
         default=None,
         metadata={
-            "help": (
-                "FILE: write every training row as it will be trained (JSON lines: image, prompt, response, target "
-                "{word: probability}, mos, std) and exit; no model loads"
-            ),
+            "help": "FILE: write each training row as it will be trained (JSON lines: image, prompt, response, target "
+            "{word: probability}, mos, std) and exit; no model loads",
             "may_change": True,
         },
     )
@@ -505,34 +448,39 @@ def _validate(settings: SftSettings) -> None:
         resume_mode(settings.resume)
     except ConfigError as err:
         problems.append(str(err))
-    if settings.prompt.type not in (1, 2, 3, 4):
-        problems.append(f"prompt.type={settings.prompt.type}: SA-IQA has prompt types 1-4")
     if settings.prompt.wording not in WORDINGS:
         problems.append(f"prompt.wording={settings.prompt.wording!r}: use release (the authors' code) or paper")
-    if settings.data.train in STREAMS and int(settings.trainer.get("max_steps", -1)) <= 0:
-        problems.append(f"data.train={settings.data.train} streams without end: set trainer.max_steps=N")
+    data = settings.data
+    key = "data.train" if data.train in STREAMS else "data.perception" if data.perception == "synthetic" else None
+    if key and int(settings.trainer.get("max_steps", -1)) <= 0:
+        problems.append(f"{key}={getattr(data, key[5:])} streams without end: set trainer.max_steps=N")
+    if data.perception and data.perception_fraction <= 0:
+        problems.append(f"data.perception_fraction={data.perception_fraction}: use a share in (0, 1]")
+    if data.perception and data.perception_answer not in ("letter", "letter_text"):
+        problems.append(f"data.perception_answer={data.perception_answer!r}: use letter or letter_text")
     try:
         settings.model.loading()
     except ValueError as err:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
-    if soft_mode(settings.data.soft_targets) == "?":
+    if soft_mode(data.soft_targets) == "?":
         problems.append(
-            f"data.soft_targets={settings.data.soft_targets!r}: use false, true (votes), gaussian (row std, ours) or "
+            f"data.soft_targets={data.soft_targets!r}: use false, true (votes), gaussian (row std, ours) or "
             "deqa (DeQA-Score's label)"
         )
-    elif soft_mode(settings.data.soft_targets) in ("gaussian", "deqa") and settings.data.train in STREAMS:
+    elif soft_mode(data.soft_targets) in ("gaussian", "deqa") and data.train in STREAMS:
         problems.append(
-            f"data.soft_targets={soft_mode(settings.data.soft_targets)} needs each row's std; "
-            f"data.train={settings.data.train} has none: use true"
+            f"data.soft_targets={soft_mode(data.soft_targets)} needs each row's std; "
+            f"data.train={data.train} has none: use true"
         )
-    mos_range = settings.data.mos_range
+    mos_range = data.mos_range
     if mos_range is not None and (len(mos_range) != 2 or not mos_range[0] < mos_range[1]):
         problems.append(f"data.mos_range={mos_range}: give [low, high] with low < high, or null for each source's own")
-    problems.extend(_prompt_problems(settings))
+    dims = settings.prompt.dimensions
+    if dims is not None and (not dims or len(set(dims)) != len(dims)):
+        problems.append(f"prompt.dimensions={dims}: give one or more distinct names (or null: data.train's own)")
     problems.extend(label_problems(settings, STREAMS))
     problems.extend(trainer_problems("SFTConfig", trl_fields(settings.trainer)))  # from a table: trl is not imported
     problems.extend(trainer_size_problems(settings.trainer))
-    problems.extend(plan_problems(settings.plan_for))
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     problems.extend(batch_problems(settings.trainer, processes, SFT_BATCH))
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
@@ -543,22 +491,13 @@ def _validate(settings: SftSettings) -> None:
         raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
 
-def _prompt_problems(settings: SftSettings) -> list[str]:
-    """The dimensions, when given, are distinct names (types 3-4 ask a dimension without a definition in plain
-    words: :func:`training.prompts.generic_prompt`, said when the scorer's queries are made)."""
-    dims = settings.prompt.dimensions
-    if dims is not None and (not dims or len(set(dims)) != len(dims)):
-        return [f"prompt.dimensions={dims}: give one or more distinct dimension names (or null: data.train's own)"]
-    return []
-
-
 def check_inputs(settings: SftSettings) -> None:
     """The model, the training and test data exist: fail now, not after training (a missing data.test would)."""
     sources = [("data.train", settings.data.train), ("data.test", settings.data.test)]
     sources += [(f"data.cross[{i}]", v) for i, v in enumerate(settings.data.cross)]
-    sources = sources[:1] if settings.targets_out else sources  # targets_out reads data.train only
+    sources = sources[:1] if settings.targets_out is not None else sources  # targets_out reads data.train only
     named = {v for _, v in sources if check_source(v)}  # NAME:FOLDER: name, split, folder checked
-    model = None if settings.targets_out else missing_model(settings.model.path, "model.path")
+    model = None if settings.targets_out is not None else missing_model(settings.model.path, "model.path")
     missing = [
         f"{key}={value}: no such file or folder (a ratings manifest or a datasets folder)"
         for key, value in sources
@@ -582,14 +521,6 @@ def check_output_folder(settings: SftSettings) -> Output:
         may_change=may_change_keys(SftSettings),
         resume_hint="resume=auto",
     )
-
-
-def _level_check(tokenizer: Any, queries: dict[str, dict[str, str]], words: list[str]) -> None:
-    """Every level word must be one token after every dimension's response prefix: fail before training."""
-    from reward.vlm.tokens import resolve_candidates
-
-    for q in queries.values():
-        resolve_candidates(tokenizer, q["response_prefix"], words)
 
 
 def _trainer_args(settings: SftSettings, out: Path) -> Any:
@@ -617,6 +548,7 @@ def _trainer_args(settings: SftSettings, out: Path) -> Any:
     except TypeError as err:
         raise ConfigError(f"invalid trainer.* settings (trl.SFTConfig): {err}") from None
     check_world(batch, config.world_size)
+    logger.info("%s", describe_batch(batch, trainer, SFT_BATCH))
     return config
 
 
@@ -624,8 +556,10 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Set up, train, report; returns paths, final step and metrics (also ``out/sft_result.json``)."""
     settings = parse_settings(cfg, with_inputs=True)
     if settings.plan:  # no file needs to exist yet: the plan is made from the settings alone
-        return _print_plan(settings)
-    if settings.targets_out:  # the training rows only: no model, no output folder
+        from training.commands.sft_plan import sft_plan
+
+        return report_plan(sft_plan(settings))
+    if settings.targets_out is not None:  # the training rows only: no model, no output folder
         mos_range = data_mos_range(settings, settings.data.train)
         return write_training_targets(settings, _scorer_meta(settings)["queries"], mos_range)
     setup = set_up(settings)
@@ -676,7 +610,7 @@ def set_up(settings: SftSettings) -> Setup:
     )
     if thinking_off(processor):
         logger.info("chat template: thinking switched off for training (the answer follows the prompt directly)")
-    _level_check(processor.tokenizer, meta["queries"], settings.levels.words)
+    _rating_ids(processor.tokenizer, meta, settings)  # each level word one token after every prefix, or fail now
     output = check_output_folder(settings)
     train_dataset, skipped = _train_dataset(settings, meta["queries"])
     save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
@@ -727,7 +661,6 @@ def _load_model(settings: SftSettings, args: Any) -> Any:
     """The model to train, in the dtype of the one precision rule, with the vision tower and aligner frozen as set;
     DeepSpeed's communication is started first (on CPU launches too, refusing a stale build lock), before any
     ``zero.Init``."""
-    log_effective_batch(args, settings.trainer)
     start_deepspeed_comm(args)
     dtype = load_dtype(
         settings.model.dtype, lora=settings.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args)
@@ -780,7 +713,7 @@ def _trainer_class(settings: SftSettings, setup: Setup) -> type:
         from reward.vlm.tokens import resolve_candidates
         from training.deqa_loss import deqa_trainer_class
 
-        words = _sorted_words(settings)  # best first, as the rows' soft targets
+        words = words_best_first(settings.levels.words, settings.levels.values)  # as the rows' soft targets
         prefix = next(iter(setup.meta["queries"].values()))["response_prefix"]
         values = sorted(settings.levels.values, reverse=True)
         return deqa_trainer_class(
@@ -895,13 +828,6 @@ def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[st
     )
 
 
-def _print_plan(settings: SftSettings) -> dict[str, Any]:
-    from training.commands.sft_plan import sft_plan
-    from training.shared.plan import report_plan
-
-    return report_plan(sft_plan(settings))
-
-
 def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) -> tuple[Any, int]:
     from training.sft_data import distorted_photos_stream, manifest_dataset, synthetic_stream
 
@@ -910,7 +836,7 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
 
         no_perception = replace(settings, data=replace(settings.data, perception=None))
         return mix_perception(settings, lambda: _train_dataset(no_perception, queries))
-    words = _sorted_words(settings)  # best first
+    words = words_best_first(settings.levels.words, settings.levels.values)  # best first
     mos_range = data_mos_range(settings, settings.data.train)
     mode = soft_mode(settings.data.soft_targets)
     soft = settings.data.soft_std if mode else None
@@ -969,11 +895,6 @@ def _rating_ids(tokenizer: Any, meta: dict[str, Any], settings: SftSettings) -> 
     ]
 
 
-def _sorted_words(settings: SftSettings) -> list[str]:
-    """Level words ordered best first by their values (the MOS bins map onto them in that order)."""
-    return words_best_first(settings.levels.words, settings.levels.values)
-
-
 def save_scorer(
     model: Any,
     processor: Any,
@@ -1004,7 +925,7 @@ def save_scorer(
         local = Path(settings.model.path)
         meta["base_model"] = str(local.resolve()) if local.exists() else settings.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
-    save_processor(processor, scorer_dir)
+    processor.save_pretrained(scorer_dir)  # tokenizer, image processor, chat template
     write_metadata(scorer_dir, meta)  # the scorer folder's format: reward.rewards.scorer_folder
     logger.info("scorer written to %s", scorer_dir)
     return scorer_dir
@@ -1026,18 +947,6 @@ def rebuild_from_state(settings: SftSettings, state_dict: dict[str, torch.Tensor
             f"the gathered weights do not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
         )
     return model
-
-
-def log_effective_batch(args: Any, trainer: dict[str, Any]) -> int:
-    """Log (and return) the effective batch: per device x gradient accumulation x processes, beside SA-IQA's."""
-    batch = resolve_batch(trainer, args.world_size, SFT_BATCH)
-    logger.info("%s", describe_batch(batch, trainer, SFT_BATCH))
-    return batch.effective
-
-
-def save_processor(processor: Any, out: Path) -> None:
-    """Save tokenizer, image processor, chat template and processor config (``processor.save_pretrained``)."""
-    processor.save_pretrained(out)
 
 
 def _cross_leaderboard(reward: Any, settings: SftSettings, out: Path) -> dict[str, Any]:

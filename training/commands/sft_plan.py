@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import math
 from typing import Any
@@ -23,27 +25,51 @@ logger = logging.getLogger(__name__)
 
 RESPONSE_TOKENS = 16  # "The spatial aesthetic layout quality level of this image is good." and the turn's end
 TEMPLATE_TOKENS = 20  # the chat template's system and role markers
+SAMPLED = 32  # images of data.train whose size the plan reads
 
 
-def _rows(settings: Any) -> int | None:
-    """Rows of data.train that data.keep keeps (no image is decoded); None for a stream or a source not found here."""
-    from training.streams import STREAMS
-
-    if settings.data.train in STREAMS:
-        return None
+def _train_data(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]:
+    """Rows of data.train that data.keep keeps and the largest of up to :data:`SAMPLED` of their images (headers
+    only), and where that size is from; a stream's size from its settings; ``(None, None, "")`` where not found."""
+    data = settings.data
+    if data.train in ("synthetic", "distorted-photos"):
+        side, key = (
+            (data.synthetic_size, "synthetic_size") if data.train == "synthetic" else (data.photos_crop, "photos_crop")
+        )
+        return None, (side, side), f"data.{key}={side}"
     try:
         from reward.data import load_ratings
         from reward.data.manifest import image_paths
         from training.sft_labels import keep_rows
 
         read = load_ratings(
-            settings.data.train, skip_bad=True, check_images=False, default_split="train", **image_paths(settings)
+            data.train, skip_bad=True, check_images=False, default_split="train", **image_paths(settings)
         )
-        keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
-        return len(keep_rows(read.rows, keep, read.source)[0])
-    except Exception as err:  # noqa: BLE001 - a plan still prints without the count
-        logger.info("plan: data.train not counted (%s)", str(err).splitlines()[0])
-        return None
+        rows = keep_rows(read.rows, {k: (float(b[0]), float(b[1])) for k, b in data.keep.items()}, read.source)[0]
+    except Exception as err:  # noqa: BLE001 - a plan still prints without them
+        logger.info("plan: data.train not read (%s)", str(err).splitlines()[0])
+        rows = None
+    sizes = []
+    for row in (rows or [])[:: max(1, len(rows or []) // SAMPLED)][:SAMPLED]:
+        with contextlib.suppress(OSError, ValueError):  # an image not here (yet) is left out
+            sizes.append(_size(row.image))
+    if not sizes:
+        return rows and len(rows), None, "data.train's images not read here; model.max_pixels=N bounds them"
+    largest = max(sizes, key=lambda s: s[0] * s[1])
+    return len(rows), largest, f"the largest of {len(sizes)} images of data.train read"
+
+
+def _size(image: Any) -> tuple[int, int]:
+    """An image's width and height from its header (a path, or a datasets cell: PIL image, bytes or path)."""
+    from PIL import Image
+
+    cell = getattr(image, "cell", image)
+    if isinstance(cell, Image.Image):
+        return cell.size
+    if isinstance(cell, dict):
+        cell = io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"]
+    with Image.open(cell) as im:
+        return im.size
 
 
 def sft_plan(settings: Any) -> Plan:
@@ -68,7 +94,8 @@ def sft_plan(settings: Any) -> Plan:
         dims, prompt_type=settings.prompt.type, definitions=definitions, wording=settings.prompt.wording
     )
     question = max(len(q["question"]) for q in meta["queries"].values())
-    vis, vis_why = visual_tokens(settings.model.max_pixels, shape)
+    rows, image, image_why = _train_data(settings)
+    vis, vis_why = visual_tokens(settings.model.max_pixels, shape, image, image_why)
     tokens = vis + question // 4 + RESPONSE_TOKENS + TEMPLATE_TOKENS
     dtype = load_dtype(
         settings.model.dtype, lora=settings.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0
@@ -96,7 +123,7 @@ def sft_plan(settings: Any) -> Plan:
     )
     plan = Plan(title=f"SFT of {settings.model.path}", parts=[part], launch=launch)
     eff = launch.effective_batch
-    rows = _rows(settings) or settings.plan_for.rows
+    rows = rows or settings.plan_for.rows
     max_steps = int(trainer.get("max_steps", -1))
     epochs = float(trainer.get("num_train_epochs", 3))
     if max_steps > 0:

@@ -4,10 +4,14 @@ its checks, and ``targets_out=FILE``, which writes the rows as they will be trai
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from reward.core.outputs import OutputFolderError, check_output_file
 from reward.core.summary import log_summary
+from reward.data.datasets import check_source
 from training.sft_labels import LabelRule, rating_examples, soft_mode, words_best_first, write_targets
 
 __all__ = ["label_kwargs", "label_problems", "write_training_targets"]
@@ -57,7 +61,7 @@ def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
             )
         if settings.trainer.get("remove_unused_columns"):
             problems.append("loss.kind=deqa reads the rows' soft targets: leave trainer.remove_unused_columns=false")
-    if settings.targets_out and (data.train in streams or data.perception):
+    if settings.targets_out is not None and (data.train in streams or data.perception):
         problems.append(
             "targets_out writes the rating rows of a ratings manifest or dataset (no stream, no perception)"
         )
@@ -92,6 +96,7 @@ def write_training_targets(
 ) -> dict[str, Any]:
     """``targets_out=FILE``: every training row as it will be trained, one JSON line each (the scorer's ``queries``,
     the training source's ``mos_range``); no model loads, no output folder is made."""
+    target = _targets_file(settings)
     kwargs = label_kwargs(settings, mos_range)
     read = rating_examples(
         settings.data.train,
@@ -104,7 +109,25 @@ def write_training_targets(
         columns=settings.data.columns,
         **kwargs,
     )
-    path = write_targets(settings.targets_out, read, words_best_first(settings.levels.words, settings.levels.values))
+    path = write_targets(target, read, words_best_first(settings.levels.words, settings.levels.values))
     facts = {"rows": len(read.examples), "skipped": read.skipped, "left out (data.keep)": read.kept_out}
     log_summary("sft targets", facts, {"targets": path})
     return {"targets_out": str(path), "rows": len(read.examples), "skipped": read.skipped, "kept_out": read.kept_out}
+
+
+def _targets_file(settings: Any) -> Path:
+    """``targets_out`` checked before anything is written: no input is, holds or contains it (and
+    :func:`reward.core.outputs.check_output_file`)."""
+    source = check_source(settings.data.train)
+    inputs = {"data.train": source.folder if source else settings.data.train, "image_root": settings.image_root}
+    inputs = {k: str(v) for k, v in inputs.items() if v}
+    real = os.path.realpath(settings.targets_out) if str(settings.targets_out).strip() else ""
+    for key, value in inputs.items():
+        if real and Path(value).is_dir() and real.startswith(os.path.realpath(value) + os.sep):
+            raise OutputFolderError(
+                f"targets_out={settings.targets_out} lies inside the run's input {key}={value}; write elsewhere: "
+                "pass another targets_out="
+            )
+    return check_output_file(
+        settings.targets_out, overwrite=settings.overwrite, companions=(), key="targets_out", inputs=inputs
+    )

@@ -1,29 +1,5 @@
-"""Q-Bench A1-format questions whose answers are known by construction: singles and pairs.
-
-Each question family renders its images from a random generator and knows the answer because it chose the
-effect: procedural interior scenes (:mod:`training.procedural.scenes`) at known lighting and clutter levels, and real
-photos shipped with scikit-image, cropped and distorted (darkened, blurred, noised) by known amounts. A pair is
-the same content under two settings, so only the named attribute differs.
-
-=========================  ======  ====  ================================================  ========
-family                     images  type  question                                          concern
-=========================  ======  ====  ================================================  ========
-scene-dim                  1       0     Is the lighting of this image dim?                global other
-photo-blurry               1       0     Is this image blurry?                             global distortion
-photo-noisy                1       0     Is this image noisy?                              global distortion
-photo-distortion           1       1     What is the most obvious distortion ...?          global distortion
-scene-lighting             1       2     How is the lighting of this image?                global other
-pair-brighter              2       1     Which image is brighter?                          comparison other
-pair-noisier               2       1     Which image is noisier?                           comparison distortion
-pair-cluttered             2       1     Which image is more cluttered?                    comparison other
-pair-first-brighter        2       0     Is the first image brighter than the second ...?  comparison other
-pair-both-dim              2       0     Are both images dim?                              joint other
-pair-sharpness             2       2     How is the sharpness of the first image ...?      comparison distortion
-=========================  ======  ====  ================================================  ========
-
-Held-out photos (``photos="heldout"``) are never used by ``photos="train"``. Example::
-
-    python training/perception_questions.py out=/tmp/a1 n=200 seed=1 photos=heldout
+"""Q-Bench A1-format questions whose answers are known by construction, singles and pairs, over procedural scenes
+(:mod:`training.procedural.scenes`) and distorted photos: the families and their questions are in docs/qbench.md.
 
 >>> q = question_at(0, 0, size=32)
 >>> sorted(q) == ["candidates", "concern", "correct_ans", "family", "images", "question", "type"]

@@ -1,27 +1,7 @@
-"""Real photos with synthetic distortions: a stream of fresh training examples and a fixed held-out test set.
-
-``data.train=distorted-photos`` in ``training/sft.py`` trains on this stream: every example draws a photo from the
-training photos, a random crop at native scale (no resampling, so the distortion is seen as it was made), and one
-of blur, noise, JPEG, pixelation or exposure (brighten / darken) at a random level 1-5, or leaves the crop
-pristine. Its MOS (dimension ``quality``, 1-5, higher is better) comes from a per-type, per-level calibration
-table (:data:`CALIBRATION`). A fixed set of a few hundred distorted images is memorised by a small VLM, fresh ones
-are not (tests/test_photos_sft.py), hence the stream.
-
-Photos: by default those shipped in installed packages (scikit-image's ``data`` folder, matplotlib's and
-scikit-learn's sample photos); ``data.photos=DIR`` uses a folder of your own. A quarter of them (chosen by name,
-:func:`split_photos`) is held out and never enters the stream; :func:`write_heldout` writes distorted versions of
-those as a ratings manifest for ``data.test=``. Example::
-
-    python training/photos.py heldout out=/tmp/heldout            # /tmp/heldout/ratings.jsonl + images/
-    python training/photos.py brisque data=/tmp/heldout/ratings.jsonl   # the classical peer on the same set
-
-Calibration. KADID-10k (Lin, Hosu & Saupe, "KADID-10k: A Large-scale Artificially Distorted IQA Database",
-QoMEX 2019) rates 25 distortion types at 5 levels each on a 1-5 scale; its per-level means fall monotonically
-with the level, steeply for blur, noise, JPEG and pixelation and mildly for brightening. The built-in table has
-that shape, rounded to 0.1; the dataset itself cannot be downloaded here, so the numbers are not its exact means.
-:func:`calibration_from_kadid` computes the exact per-type, per-level means from the dataset's ``dmos.csv``
-(``python training/photos.py calibrate dmos=KADID/dmos.csv out=calibration.json``) and ``data.calibration=FILE``
-trains with them.
+"""Real photos with synthetic distortions (docs/photos.md): the ``data.train=distorted-photos`` stream (a random
+native-scale crop of a training photo, one of blur, noise, JPEG, pixelation, exposure at level 1-5 or none, its MOS
+from :data:`CALIBRATION`, KADID-10k-shaped, or :func:`calibration_from_kadid`'s exact means) and the held-out set of
+the quarter of photos :func:`split_photos` keeps out (:func:`write_heldout`).
 
 >>> [round(v, 1) for v in CALIBRATION["blur"]]
 [4.4, 3.8, 3.1, 2.3, 1.6]

@@ -1,39 +1,22 @@
 """Procedural interior scenes whose quality levels are known: the renderer behind ``training.procedural.synthetic``.
 
-A scene is split in two parts so that one room can be shown at many quality levels:
+A :class:`SceneSpec` (room, windows, lamp, base hue, up to :data:`MAX_OBJECTS` boxes, a noise seed) is drawn once and
+rendered at any ``levels`` (1 = bad ... 5 = excellent) of the four dimensions, each a strong, monotone effect that
+the statistics of the other dimensions barely see (tests/test_synthetic.py):
 
-- :class:`SceneSpec`, drawn once from a random generator: room geometry (a back wall seen in one-point
-  perspective, side walls, ceiling, a planked floor), windows and an optional lamp, a base hue, up to
-  :data:`MAX_OBJECTS` furniture boxes with their random draws, and a seed for material noise.
-- ``levels`` (1 = bad ... 5 = excellent) for the four dimensions, mapped by :data:`EFFECTS` onto visual effects.
+========== ============================================================ ===================================
+dimension  low level (1) ... high level (5)                             statistic that tracks it
+========== ============================================================ ===================================
+layout     18 floating, overlapping boxes ... 2 in a balanced row        edges of the smoothed log-luminance
+harmony    saturated hues spread around purple ... one low-chroma family spread of the chromaticity
+lighting   dim, flat, random shadows ... bright, soft, consistent        mean luminance
+distortion wavy warp and blotchy noise ... none                          median high-pass residual
+========== ============================================================ ===================================
 
-Each dimension drives its own effect, chosen to be strong, monotone and nearly invisible to the statistics that
-measure the other dimensions (see ``tests/test_synthetic.py``):
-
-========== =============================================================== ===============================
-dimension  low level (1) ........................ high level (5)           statistic that tracks it
-========== =============================================================== ===============================
-layout     18 boxes, random floor positions, floating, overlapping;         edges of the smoothed
-           2 boxes resting on the floor in a balanced, symmetric row        log-luminance
-harmony    saturated hues spread around purple (clashing); one hue family   spread of the chromaticity
-           at low chroma around the scene's own base hue
-lighting   dim, flat, shadows and shaded sides in random directions;        mean luminance
-           bright, soft fall-off from the window, consistent shadows
-distortion wavy warp of the whole scene and blotchy material noise; none    median high-pass residual of
-                                                                            the log-luminance
-========== =============================================================== ===============================
-
-Colours are built as ``luma * (1, 1, 1) + chroma`` with the chroma orthogonal to the luma weights, so harmony
-changes no luminance; lighting and noise are multiplicative grey factors, so they change no chromaticity.
-
-What a tiny VLM (4 image tokens from 56 x 56 px, random init, full fine-tuning) learns from fresh images:
-lighting (a global, first-order luminance change; held-out SRCC 0.97 after 300 steps of 8) and harmony
-(SRCC 0.85 after 800 steps) because clashing palettes lean towards :data:`CLASH_HUE`, which moves the mean
-colour; a harmony built from random hues alone (no mean shift) was not learned in 2000 steps. Material noise
-(distortion) and clutter (layout) are second-order effects masked by the scene content: not learned in 500
-steps, although the same noise on a plain grey image is. One model trained on lighting and harmony together
-learned both with prompt type 2 (``<harmony>`` tag first: SRCC 0.98 and 0.80 after 1500 steps) but only lighting
-with type 1 (the dimension word mid-sentence; harmony 0.02 after 2500 steps).
+Colours are ``luma * (1, 1, 1) + chroma`` with the chroma orthogonal to the luma weights (harmony changes no
+luminance); lighting and noise are grey factors (no chromaticity). A tiny VLM (4 image tokens) learns lighting
+(held-out SRCC 0.97 after 300 steps of 8) and harmony (0.85 after 800: palettes lean towards :data:`CLASH_HUE`), not
+the second-order noise and clutter in 500 steps; lighting and harmony together only with prompt type 2.
 
 Example:
     >>> import numpy as np

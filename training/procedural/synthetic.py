@@ -1,20 +1,7 @@
-"""A procedural SA-BENCH stand-in: interior scenes with known quality levels, MOS, annotators, pairs, masks.
-
-No interior benchmark can be downloaded here, so tests and the demo use scenes drawn by
-:mod:`training.procedural.scenes`, where each of the four dimensions (layout, harmony, lighting, distortion) has a
-ground-truth level 1 (bad) .. 5 (excellent) sampled independently, and a strong, monotone visual effect.
-
-Two ways to use it:
-
-- ``write_benchmark(out_dir, n_scenes)`` writes a fixed benchmark in the manifest formats of docs/datasets.md
-  ("Data formats": ``ratings.jsonl``, ``raw_ratings.jsonl``, ``pairs.jsonl``, ``inpainting.jsonl``, ``levels.jsonl``
-  and ``benchmark.json`` with the true preference weights).
-- ``stream_examples(seed, size)`` / :class:`SyntheticStream` yield fresh images for every training step (a fixed
-  set of a few hundred images is memorised by a tiny VLM).
-
-Everything is deterministic given the seed. Example::
-
-    python training/synthetic.py out=/tmp/bench n=200 size=64 seed=0
+"""A procedural SA-BENCH stand-in (scenes of :mod:`training.procedural.scenes` with known levels 1-5 of layout,
+harmony, lighting, distortion): :func:`write_benchmark` writes a fixed benchmark in docs/datasets.md's manifest
+formats; :func:`stream_examples` / :class:`SyntheticStream` yield fresh images every step (a fixed set of a few
+hundred is memorised by a tiny VLM). Deterministic given the seed.
 
 >>> import numpy as np
 >>> levels = sample_levels(np.random.default_rng(0))

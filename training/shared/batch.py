@@ -1,13 +1,7 @@
-"""The effective batch of a training run: per device x gradient accumulation x processes, and the one setting that
-keeps it whatever the number of processes.
-
-``trainer.global_batch_size`` is ours, not trl's (it never reaches ``SFTConfig`` / ``GRPOConfig``): the
-accumulation is derived from it for the launch's processes, and a launch it does not divide is refused, naming the
-numbers. Left null with ``trainer.gradient_accumulation_steps`` unset, it is the batch the command's source trained
-with (SFT: SA-IQA §4.1's 256; GRPO: App. D.3's 4 prompts x group 8 = 32 completions), so the defaults train with
-the paper's batch on one process or eight. An accumulation given as a number is used as given (the batch then
-grows with the processes, and the line every run and plan prints says so beside the source's value); given both,
-they must agree.
+"""The effective batch (per device x gradient accumulation x processes) and ``trainer.global_batch_size`` (ours,
+never passed to trl): the accumulation derived from it for the launch's processes, a launch it does not divide
+refused; null with no accumulation given: the source's batch (SFT: SA-IQA §4.1's 256; GRPO: App. D.3's 32
+completions) on one process or eight. An accumulation given as a number is used as given.
 
 >>> sft = SFT_BATCH
 >>> trainer = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": None, "global_batch_size": None}

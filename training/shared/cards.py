@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ def model_card(
     that is no finite number is left out); ``text`` fills the template."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData  # when a card is written, not at import
 
+    model = str(Path(model).resolve()) if Path(model).exists() else model  # a local folder as found, an id as given
     hub, split = _dataset(tested_on), ((tested_on or "").split(":")[2:] or [None])[0]
     evals = [
         EvalResult(pipeline_tag, hub, hub, metric, float(v), metric_name=name, dataset_split=split)
@@ -136,13 +138,12 @@ def command_line(
         for key, value in now.items()
         if (key not in base or base[key] != value) and key not in names
     ]
-    return " ".join([launch, script, *chosen, *parts])
+    return " ".join([w for w in (launch, script) if w] + chosen + parts)
 
 
 def settings_command(script: str, config_name: str, schema: type, settings: Mapping[str, Any]) -> str:
-    """The command that makes ``settings``, launched as this process was: :func:`command_line` against the command's
-    config composed with each config group chosen as in ``settings`` (a choice that does not compose: the config's
-    own; no config at all: every setting is named)."""
+    """The command that makes ``settings``, run as this process was (``perceptual-rewards NAME``, ``-m reward NAME``
+    or the file): :func:`command_line` against the command's config composed with the groups chosen in ``settings``."""
     from omegaconf import OmegaConf
 
     from reward.core.cli import compose
@@ -155,4 +156,10 @@ def settings_command(script: str, config_name: str, schema: type, settings: Mapp
         with contextlib.suppress(ConfigError):
             defaults = OmegaConf.to_container(compose(config_name, overrides, schema=schema))
             break
-    return command_line(script, settings, defaults, launch=launch_of(script), groups=groups)
+    launch, argv = launch_of(script), list(sys.orig_argv)
+    for i, arg in enumerate(argv[:-1]):  # run by the console script or as the module, not by the file
+        if Path(arg).name == "perceptual-rewards":
+            script, launch = f"perceptual-rewards {argv[i + 1]}", ""
+        elif arg == "-m" and argv[i + 1 : i + 2] == ["reward"] and i + 2 < len(argv):
+            script = f"-m reward {argv[i + 2]}"
+    return command_line(script, settings, defaults, launch=launch, groups=groups)

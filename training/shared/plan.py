@@ -1,32 +1,14 @@
-"""``plan=true``: what a training run will cost, printed before any weight is loaded.
+"""``plan=true``: what a training run will cost, printed before any weight is loaded (docs/recipes.md).
 
-The plan states how the effective batch is made (per device x accumulation x processes), the steps and epochs, the
-samples and visual tokens per step, and the memory each GPU will need, in parts:
-
-- **weights**: every parameter in the load dtype (as the run will: :func:`training.shared.trainable.load_dtype`);
-- **gradients**: the trainable parameters, in the weights' dtype, and under DeepSpeed with bf16 weights also their
-  fp32 copy the optimizer steps on (4 bytes per trainable parameter; 2 under ZeRO-3, which converts them a
-  sub-group at a time: DeepSpeed's estimate counts 18 bytes per parameter there, 20 under ZeRO-1 and 2);
-- **optimizer**: AdamW's two moments per trainable parameter, in the weights' dtype (torch's AdamW keeps them so),
-  or, under DeepSpeed, fp32 moments plus, for bf16 weights, an fp32 master copy (12 bytes per trainable parameter);
-- **activations**: per sample and decoder layer about ``34 x tokens x hidden`` bytes (Korthikanti et al., *Reducing
-  Activation Recomputation in Large Transformer Models*, §4.1, without the attention-score term that fused
-  attention never stores), or ``2 x tokens x hidden`` with activation checkpointing, plus the fp32 logits; a
-  trained vision tower adds its own, by the same rule over its patches.
-
-ZeRO stage 1 shards the optimizer and the fp32 gradients over all processes (every machine's), stage 2 the bf16
-gradients too, stage 3 the weights too, and gathers each layer whole for its forward and backward pass: the largest
-one (a VLM's embedding or LM head) is counted whole, with its gradient when it is trained. With every parameter
-trained these model states are DeepSpeed's own estimates (``estimate_zero2_model_states_mem_needs`` and
-``estimate_zero3_model_states_mem_needs`` without offload: ZeRO-2 2 bytes per parameter plus 18 per parameter over
-the GPUs, ZeRO-3 18 over the GPUs plus 4 per parameter of the largest layer; tests/test_plan_deepspeed.py), so the
-plan never says "fits" where they do not. These are estimates (an allocator, CUDA context and fragmentation add 1-3
-GiB); their one check against a measurement (of activations: LoRA, no DeepSpeed) is in the tests: LoRA SFT of the
-Qwen2.5-VL-7B config at batch 4 measured 17.2 GiB on an H200.
-
-The time per step is scaled from a recorded measurement (:data:`MEASURED`) by the work per device and step
-(samples x tokens x parameters), x4/3 for full fine-tuning over LoRA (the weight gradients): a rough guide, not a
-promise. Where the memory does not fit, the plan names the knobs that would make it fit.
+Memory per GPU, in parts: **weights** in the load dtype; **gradients** of the trainable parameters (under DeepSpeed
+with bf16 weights also an fp32 copy: 4 bytes each, 2 under ZeRO-3); **optimizer**: AdamW's two moments in the
+weights' dtype, or under DeepSpeed fp32 moments plus an fp32 master copy of bf16 weights (12 bytes); **activations**
+about ``34 x tokens x hidden`` bytes per sample and layer (Korthikanti et al., §4.1, without the attention scores
+fused attention never stores), ``2 x`` with activation checkpointing, plus the fp32 logits and a trained vision
+tower's own. ZeRO-1/2/3 shard optimizer, gradients, weights over all processes, stage 3 gathering the largest layer
+whole: DeepSpeed's own estimators' numbers when every parameter is trained (tests/test_plan_deepspeed.py). The one
+measurement (LoRA SFT of the Qwen2.5-VL-7B config at batch 4: 17.2 GiB on an H200) is checked in the tests; the step
+time is scaled from it (:data:`MEASURED`) by samples x tokens x parameters, x4/3 for full fine-tuning: rough.
 """
 
 from __future__ import annotations
@@ -44,7 +26,8 @@ GIB = 2**30
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
 CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is recomputed at a time
 DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
-ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, when no pixel budget is set (SFT: model.max_pixels)
+ASSUMED_GPU = " (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)"
+ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, where the data's images cannot be read
 
 
 @dataclass(frozen=True)
@@ -63,7 +46,7 @@ class Measured:
 
 MEASURED = (
     Measured(
-        "LoRA SFT of a random Qwen2.5-VL-7B (bench/gpu_check.py, docs/scale.md)",
+        "LoRA SFT of a random Qwen2.5-VL-7B at batch 4",
         "H200",
         8.29e9,
         4,
@@ -156,18 +139,25 @@ def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
         ) from None
 
 
-def visual_tokens(max_pixels: int | None, shape: ModelShape) -> tuple[int, str]:
-    """Visual tokens of one image of ``shape``'s family under the pixel budget ``max_pixels`` (none: a
-    KonIQ-10k-sized image), or at its fixed resolution, and why.
+def visual_tokens(
+    max_pixels: int | None, shape: ModelShape, image: tuple[int, int] | None = None, why: str = ""
+) -> tuple[int, str]:
+    """Visual tokens of one ``image`` (width, height, read from ``why``) of ``shape``'s family, capped by the pixel
+    budget ``max_pixels``, or at its fixed resolution, and why; no image: the budget, else an assumed 1024x768 one.
 
-    >>> visual_tokens(None, ModelShape("m", "", 0, 0, 0, 1, 1, 1, 1))
-    (1003, 'a 1024x768 image')
+    >>> shape = ModelShape("m", "", 0, 0, 0, 1, 1, 1, 1)
+    >>> visual_tokens(None, shape), visual_tokens(784, shape, (56, 56), "data")
+    ((1003, 'assumed: a 1024x768 image'), (1, 'data: 56x56, model.max_pixels=784'))
     """
     if shape.image_tokens:
         return shape.image_tokens, "an image (one tile) at the resolution of its config"
-    pixels = max_pixels or ASSUMED_IMAGE_PIXELS
-    why = f"model.max_pixels={max_pixels}" if max_pixels else f"a {ASSUMED_IMAGE_PIXELS // 768}x768 image"
-    return max(1, pixels // shape.pixels_per_token), why
+    if image:
+        pixels = min(image[0] * image[1], max_pixels or image[0] * image[1])
+        cap = f", model.max_pixels={max_pixels}" if pixels < image[0] * image[1] else ""
+        return max(1, pixels // shape.pixels_per_token), f"{why}: {image[0]}x{image[1]}{cap}"
+    if max_pixels:
+        return max(1, max_pixels // shape.pixels_per_token), f"model.max_pixels={max_pixels}"
+    return ASSUMED_IMAGE_PIXELS // shape.pixels_per_token, "assumed: a 1024x768 image" + (f"; {why}" if why else "")
 
 
 def trainable_params(
@@ -279,9 +269,9 @@ def advise(plan: Plan, *, lora: bool, fewer_tokens: str) -> list[str]:
             "it)"
         )
     if launch.zero_stage < 3:
-        tips.append(
-            "accelerate launch --config_file configs/accelerate/zero3.yaml (shards weights, gradients, optimizer)"
-        )
+        from reward.core.cli import CONFIG_DIR  # the shipped configs, in a clone or an installed wheel
+
+        tips.append(f"accelerate launch --config_file {CONFIG_DIR / 'accelerate' / 'zero3.yaml'} (shards everything)")
     if not lora:
         tips.append("lora.enabled=true (trains adapters only: no full gradients or optimizer states)")
     tips.append(fewer_tokens)
@@ -323,7 +313,10 @@ def format_plan(plan: Plan) -> str:
             cells = (p.weights, p.gradients, p.optimizer, p.activations, p.total)
             out.append(f"    {p.name[:33]:<34}" + "".join(f"{c / GIB:>9.1f}" for c in cells))
         verdict = "fits" if plan.fits else "does NOT fit"
-        out.append(f"    total {plan.total_gib:.1f} GiB of {launch.gpu_memory_gib:.0f} GiB per GPU: {verdict}")
+        assumed = ASSUMED_GPU if launch.gpu_memory_gib == DEFAULT_GPU_MEMORY_GIB else ""
+        out.append(
+            f"    total {plan.total_gib:.1f} GiB of {launch.gpu_memory_gib:.0f} GiB per GPU{assumed}: {verdict}"
+        )
     if plan.step_s is not None:
         out.append(f"  time: about {plan.step_s:.2f} s/step on one H200 ({plan.step_basis}; rough: x0.5-x2)")
     if plan.advice:
@@ -347,7 +340,8 @@ class PlanSettings:
     )
     machines: int = field(default=1, metadata={"help": "machines (accelerate --num_machines)", "range": (1, 100_000)})
     zero_stage: int | None = field(
-        default=None, metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0"}
+        default=None,
+        metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0", "range": (0, 3)},
     )
     gpu_memory_gib: float = field(
         default=DEFAULT_GPU_MEMORY_GIB,
@@ -402,13 +396,5 @@ def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool
 
 
 def plan_problems(p: PlanSettings, where: str = "plan_for") -> list[str]:
-    problems = []
-    if p.processes is not None and p.processes < 1:
-        problems.append(f"{where}.processes={p.processes}: give 1 or more GPUs per machine")
-    if p.machines < 1:
-        problems.append(f"{where}.machines={p.machines}: give 1 or more machines")
-    if p.zero_stage is not None and p.zero_stage not in (0, 1, 2, 3):
-        problems.append(f"{where}.zero_stage={p.zero_stage}: DeepSpeed ZeRO stages are 0-3")
-    if not p.gpu_memory_gib > 0:
-        problems.append(f"{where}.gpu_memory_gib={p.gpu_memory_gib}: give the GPU's memory in GiB")
-    return problems
+    """Nothing beyond the fields' ranges, which :func:`reward.core.config.parse` checks (callers may drop this)."""
+    return []

@@ -1,11 +1,7 @@
-"""``trainer.report_to``: the experiment trackers a trainer logs to, checked before any model loads.
+"""``trainer.report_to`` checked before any model loads (transformers imports a tracker only once the model has
+loaded), naming the ``pip`` command that adds a missing one; its names are transformers' (``INTEGRATION_TO_CALLBACK``,
+kept equal by ``tests/test_summaries.py``).
 
-transformers imports a tracker only when its callback is built, after the model has loaded: a backend that is not
-installed would fail minutes in. :func:`report_to_problems` names it first, with the ``pip`` command that adds it.
-Its names are transformers' (``INTEGRATION_TO_CALLBACK``, kept equal by ``tests/test_summaries.py``), listed here
-because the module that holds them imports torch.
-
-Example:
     >>> report_to_problems("none")
     []
     >>> report_to_problems("tensorbord")  # doctest: +ELLIPSIS

@@ -1,12 +1,6 @@
-"""The trainer's sizes and counts, checked before anything loads, and a run that trained no step, refused after.
-
-``trainer.*`` is a library's settings (trl's ``SFTConfig``, ``GRPOConfig``): its types are checked against the
-library's fields, its sizes here, against :data:`TRAINER_RANGES` (one table for SFT and GRPO; a key the table does not
-name passes). A zero, negative or absurd size would otherwise train 0 steps and say done
-(``gradient_accumulation_steps=-3``, ``num_train_epochs=0``), fail deep in torch (``per_device_train_batch_size=0``)
-or run for days; trl's configs check only ``warmup_steps``, ``logging_steps`` and ``num_generations``, and only once
-trl is imported. :func:`require_trained` is the backstop after training: a run that made no optimizer step exits
-non-zero, before anything is exported.
+"""``trainer.*`` sizes checked before anything loads against :data:`TRAINER_RANGES` (SFT and GRPO; trl checks few,
+and only once imported): a zero, negative or absurd size would train 0 steps and say done, fail deep in torch or run
+for days. :func:`require_trained` refuses, before any export, a run that made no optimizer step.
 
 Example:
     >>> trainer_size_problems({"gradient_accumulation_steps": -3, "num_train_epochs": 0, "max_steps": -1})

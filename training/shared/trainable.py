@@ -1,6 +1,5 @@
-"""Models for training, as SFT (``training/sft.py``) and GRPO (``rl/grpo.py``) load them: one precision rule
-(:func:`training_dtype` + :func:`load_for_training`), LoRA (:class:`LoraSettings`, :func:`lora_config`) and the
-freezing of the vision tower and its aligner."""
+"""Models for training, as SFT and GRPO load them: one precision rule (:func:`training_dtype`,
+:func:`load_for_training`), LoRA (:class:`LoraSettings`, :func:`lora_config`), the vision tower and aligner frozen."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""trl's ``SFTConfig`` / ``GRPOConfig`` fields without importing trl, so that a ``trainer.*`` mistake is refused as
-fast as any other key's (importing trl imports torch and transformers: 10-16 s on a loaded 2-core machine).
-
-``trl_fields.json`` (package data beside this module) holds each class's init fields as plain data
-(:func:`library_fields`: a plain type's name, an enum's values, or ``null`` for a richer type,
-left to trl) with the trl and transformers versions it was made from. With those versions installed the table is
-read; with any other, the classes themselves (slower, exact). ``tests/test_trl_fields.py`` regenerates the table
-and fails when trl's fields changed (commit the regenerated file). No cheaper exact source exists: the fields are
-those of dataclasses that inherit transformers' ``TrainingArguments``, whose module imports torch, and reading their
-source without importing it would redo ``library_fields`` on annotations and defaults trl writes in several styles.
+"""trl's ``SFTConfig`` / ``GRPOConfig`` fields without importing trl (torch and transformers: 10-16 s), so that a
+``trainer.*`` mistake is refused as fast as any other key's. ``trl_fields.json`` holds each class's init fields
+(:func:`library_fields`) with the trl and transformers versions it was made from; with other versions installed the
+classes themselves are read. ``tests/test_trl_fields.py`` regenerates the table and fails when trl's fields changed.
 
     >>> for problem in trainer_problems("SFTConfig", {"lerning_rate": 1e-3, "max_steps": "ten"}):
     ...     print(problem)

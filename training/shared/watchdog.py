@@ -1,13 +1,7 @@
-"""A run that makes no progress for a set time says where it waits and exits, instead of hanging.
+"""A run that makes no progress for ``timeout_s`` (a peer dead inside a collective, a stale DeepSpeed build lock)
+dumps every thread's stack (``faulthandler``), says in one line what it was doing and the setting to raise, and
+exits 2 (the launcher stops the others). Progress: :meth:`Watchdog.beat`, each set-up phase and training step.
 
-A multi-process launch can wait forever: a peer that died inside a collective, a DeepSpeed op build waiting on a lock
-an interrupted build left behind. :class:`Watchdog` is told of progress (:meth:`Watchdog.beat`: each phase of the
-set-up; as a trainer callback, each training step); when nothing happens for ``timeout_s`` it writes every thread's
-stack (``faulthandler``), then one line naming what the process was doing and the setting to raise, and exits with
-status 2 (the launcher then stops the other processes). ``faulthandler.dump_traceback_later(exit=True)`` alone would
-exit with status 1 and say neither.
-
-Example:
     >>> with Watchdog(0) as dog:  # 0: off
     ...     dog.beat("loading the policy")
     >>> dog.doing
