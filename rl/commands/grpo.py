@@ -59,7 +59,7 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.plan import PlanSettings, plan_problems, planned_processes
+from training.shared.plan import PlanSettings, planned_processes
 from training.shared.reporting import report_to_problems
 from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
@@ -311,7 +311,6 @@ def _problems(settings: GrpoSettings) -> list[str]:
             "(reward + more_rewards); give one per reward"
         )
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
-    problems.extend(plan_problems(settings.plan_for))
     if not settings.plan:  # a plan is made before the models are there
         gen = to_plain(settings.generator) if settings.generator else {}
         for key, value in (("policy.path", settings.policy.path), ("generator.path", gen.get("path"))):

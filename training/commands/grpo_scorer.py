@@ -26,7 +26,7 @@ from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from reward.eval.metrics import srcc
 from reward.rewards.reasoning_iqa import PROMPTS, THINKS, scorer_meta, to_prompt_scale
-from training.commands.sft import ModelSettings, save_processor
+from training.commands.sft import ModelSettings
 from training.shared.batch import trl_fields
 from training.shared.deepspeed import save_gathered_weights_under_zero3
 from training.shared.plan import PlanSettings
@@ -243,7 +243,7 @@ def save_scorer(settings: GrpoScorerSettings, trainer: Any, folder: Path) -> dic
     trainer.save_model(str(folder))
     if not trainer.accelerator.is_main_process:
         return None
-    save_processor(trainer.processing_class, folder)
+    trainer.processing_class.save_pretrained(folder)
     record = {"trained_from": settings.model.path, "rewards": settings.rewards}
     record |= {"base_model": settings.model.path} if settings.lora.enabled else {}
     meta = scorer_meta(settings.prompt, mos_range(settings, settings.data.train), **record)

@@ -393,8 +393,3 @@ def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool
         activation_checkpointing=checkpointing,
         gpu_memory_gib=p.gpu_memory_gib,
     )
-
-
-def plan_problems(p: PlanSettings, where: str = "plan_for") -> list[str]:
-    """Nothing beyond the fields' ranges, which :func:`reward.core.config.parse` checks (callers may drop this)."""
-    return []
