@@ -68,6 +68,7 @@ SKIP: dict[str, str] = {
     # the published rows: 7B checkpoints, the datasets and GPUs; tests/test_recipes.py runs every recipe on tiny models
     "--num_processes 8 training/sft.py +recipe=qalign-koniq": "a published row (7B, KonIQ-10k, 8 GPUs)",
     "training/sft.py +recipe=deqa-koniq": "a published row (7B, KonIQ-10k, 8 GPUs)",
+    "+recipe=visualquality-r1-koniq": "a published row (7B, KonIQ-10k, 8 GPUs)",
     "training/sft.py +recipe=sa-iqa-bench": "a published row (8B, SA-BENCH, 4 GPUs)",
     "fusion/fit.py +recipe=sa-iqa-bench-fusion": "a published row (the sa-iqa-bench scorer and SA-BENCH pairs)",
     "trl sft --config configs/recipe/grpo-expansion-stage1.yaml": "a published row (Qwen2.5-VL-7B)",
@@ -125,6 +126,14 @@ APPEND: dict[str, list[str]] = {
         "trainer.learning_rate=1e-3",
     ],
     "trainer.max_steps=2000": ["trainer.gradient_accumulation_steps=1"],
+    # GRPO on the scorer: the recipe's groups of 8 answers of up to 512 tokens, for minutes; 2 steps of groups of 4
+    # short answers run every part (tests/test_grpo_scorer.py shows it learning)
+    "training/grpo_scorer.py model.path=PATH": [
+        "trainer.max_steps=2",
+        "trainer.per_device_train_batch_size=8",
+        "trainer.num_generations=4",
+        "trainer.max_completion_length=8",
+    ],
     # the full run also times a 23M-parameter config, for minutes; one timing of 2 images runs every part once
     "bench/pace_cost.py": ["--quick", "--repeats", "1", "--images", "2"],
     "+recipe=tiny-real-photos": ["trainer.max_steps=2"],  # the recipe's 2,400 steps
@@ -352,11 +361,11 @@ DYNAMIC = {"new_folder", "new_file", "last_scorer", "last_scores"}  # made by Se
 
 
 def _record(session: Session, argv: list[str]) -> None:
-    """What later commands name as ``DIR/scorer`` and ``DIR/scores.jsonl``: the last SFT's scorer, the last
+    """What later commands name as ``DIR/scorer`` and ``DIR/scores.jsonl``: the last trained scorer, the last
     evaluation's scores."""
     settings = dict(t.split("=", 1) for t in argv if "=" in t and not t.startswith("-"))
     out = settings.get("out") or settings.get("output_dir")  # (output_dir: the alias)
-    if any(t.endswith("training/sft.py") for t in argv) and out:
+    if any(t.endswith(("training/sft.py", "training/grpo_scorer.py")) for t in argv) and out:
         session.last["last_scorer"] = Path(out) / "scorer"
     if any(t.endswith("reward/evaluate.py") for t in argv) and "out" in settings:
         session.last["last_scores"] = Path(settings["out"]) / "scores.jsonl"
