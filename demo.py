@@ -343,6 +343,7 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
             f"{_fmt(t['mean_chosen'])} | {_fmt(t['mean_random'])} | {_fmt(t['mean_best'])} |"
         )
         commands.append(f"- `{command}`")
+    sheets = sorted((out / pickers[0][0]).glob("sheets/*.png"))  # one per task, named after it
     text = (
         f"## 4. Best-of-{cfg.bon.n} reranking of inpainted candidates (`rl/best_of_n.py`)\n\n"
         f"{cfg.bon.tasks} procedural inpainting tasks (80% masks), {cfg.bon.n} candidates each from the `procedural` "
@@ -359,7 +360,7 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
         "separate the scorer from its fusion weights. What it does not: "
         "the candidates differ only by one-step level moves on procedural rooms, and the scorer is the tiny VLM of "
         "section 2; neither number is a claim about diffusion models or real scorers.\n\n"
-        "![contact sheet](best_of_n/sheets/0000.png)\n"
+        + "".join(f"![contact sheet]({p.relative_to(out)})\n" for p in sheets[:1])
     )
     short = {"best_of_n": "SA-IQA", "best_of_n_true_weights": "SA-IQA (true weights)"}
     counts = ", ".join(f"{short.get(k, 'scene-proxy')} {t['wins']}/{t['ties']}/{t['losses']}" for k, t in data.items())

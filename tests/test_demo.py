@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,8 @@ def test_demo_writes_a_report_with_every_section(tmp_path):
     for picker in ("best_of_n", "best_of_n_scene_proxy"):
         assert bon[picker]["wins"] + bon[picker]["ties"] + bon[picker]["losses"] == 4
     assert report.count("What it shows") == 5 and "no claim" in report
-    assert (out / "best_of_n" / "summary.json").exists() and (out / "best_of_n" / "sheets" / "0000.png").exists()
+    sheet = re.search(r"!\[contact sheet\]\((best_of_n\w*/sheets/tasks\.jsonl-\d+-\w+\.png)\)", report)
+    assert (out / "best_of_n" / "summary.json").exists() and sheet and (out / sheet[1]).exists()  # named by task
     assert (out / "grpo" / "reward_curve.png").exists() and (out / "grpo" / "samples_first_last.png").exists()
 
     # `make demo` again: the same run, resumed; every section was finished, so each is read back and nothing moves
