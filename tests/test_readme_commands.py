@@ -85,6 +85,7 @@ BY_KEY: dict[tuple[str, str], str] = {
     ("generator.path", "DIR"): "sd15",
     ("reward.model", "DIR/scorer"): "last_scorer",
     ("reward.model", "RUN/scorer"): "last_scorer",
+    ("reward.model", "GRPO_DIR/scorer"): "last_grpo_scorer",
     ("scores", "DIR/scores.jsonl"): "last_scores",
     ("out", "HELDOUT"): "heldout",
     ("data", "HELDOUT/ratings.jsonl"): "heldout_ratings",
@@ -106,6 +107,7 @@ BY_VALUE: dict[str, str] = {
     "koniq.jsonl": "a3_first",
     "spaq.jsonl": "a3_second",
     "DIR": "new_folder",
+    "GRPO_DIR": "new_folder",
     "OUT": "new_folder",
     "RUN": "new_folder",
     "WEIGHTS.json": "new_file",
@@ -211,7 +213,7 @@ class Session:
         if name in ("new_folder", "new_file"):
             self.count += 1
             return self.tmp / "runs" / (f"{self.count:02d}" + ("" if name == "new_folder" else ".json"))
-        if name in ("last_scorer", "last_scores"):
+        if name in ("last_scorer", "last_scores", "last_grpo_scorer"):
             if name not in self.last:
                 raise LookupError(f"{name}: no earlier command of the README wrote one")
             return self.last[name]
@@ -357,16 +359,18 @@ def _builders(
     }
 
 
-DYNAMIC = {"new_folder", "new_file", "last_scorer", "last_scores"}  # made by Session.get itself
+DYNAMIC = {"new_folder", "new_file", "last_scorer", "last_scores", "last_grpo_scorer"}  # made by Session.get itself
 
 
 def _record(session: Session, argv: list[str]) -> None:
-    """What later commands name as ``DIR/scorer`` and ``DIR/scores.jsonl``: the last trained scorer, the last
+    """What later commands name as ``DIR/scorer`` and ``DIR/scores.jsonl``: the last SFT's scorer, the last
     evaluation's scores."""
     settings = dict(t.split("=", 1) for t in argv if "=" in t and not t.startswith("-"))
     out = settings.get("out") or settings.get("output_dir")  # (output_dir: the alias)
-    if any(t.endswith(("training/sft.py", "training/grpo_scorer.py")) for t in argv) and out:
+    if any(t.endswith("training/sft.py") for t in argv) and out:
         session.last["last_scorer"] = Path(out) / "scorer"
+    if any(t.endswith("training/grpo_scorer.py") for t in argv) and out:
+        session.last["last_grpo_scorer"] = Path(out) / "scorer"
     if any(t.endswith("reward/evaluate.py") for t in argv) and "out" in settings:
         session.last["last_scores"] = Path(settings["out"]) / "scores.jsonl"
 
