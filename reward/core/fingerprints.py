@@ -87,8 +87,11 @@ def file_digests(files: Mapping[str, os.stat_result] | Iterable[str | Path]) -> 
     with ThreadPoolExecutor(min(16, 2 * (os.cpu_count() or 2))) as pool:
         digests.update(zip(todo, pool.map(_hash, todo), strict=True))
     if db is not None and todo:
-        rows = [(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digests[p]) for p in todo
-                if (st := stats[p])]  # fmt: skip
+        rows = [
+            (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digests[p])
+            for p in todo
+            if (st := stats[p])
+        ]
         try:
             with db:
                 db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", rows)
