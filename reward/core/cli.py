@@ -28,11 +28,6 @@ started_as: tuple[str, dict[str, str]] | None = None  # run by name: ("perceptua
 _SHIPPED = resources.files("reward").joinpath("configs")  # a wheel ships configs/ as the package data reward.configs
 CONFIG_DIR = Path(str(_SHIPPED)) if _SHIPPED.is_dir() else Path(__file__).resolve().parents[2] / "configs"
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
-NOT_SUPPORTED = {
-    "-m": "sweeps (-m / --multirun) are not supported: each command runs once (key=a,b is read as the list [a,b])",
-    "--config-name": "each command has one config, configs/{name}.yaml, composed with key=value settings; to reuse "
-    "settings put them in configs/recipe/NAME.yaml and pass +recipe=NAME",
-}
 
 
 def compose(
@@ -253,7 +248,7 @@ def main(
         if show == "help":
             print(as_run((doc or "").strip()) + "\n")
             args = args if not subcommands or args else [subcommands[0]]
-        cfg = compose(config_name, args, subcommands=subcommands, schema=None if show else schema)
+        cfg = compose(config_name, args, subcommands=subcommands)  # checked by the command's own parse(Settings)
         if show == "help":
             print(as_run(f"settings (configs/{config_name}.yaml; ??? = required):"))
             print("\n".join(annotated(full_config(schema, redact(to_plain(cfg))))))
@@ -273,7 +268,11 @@ def main(
     except KeyboardInterrupt:
         if is_main_process():
             resumable = any(f.name == "resume" for f in dataclasses.fields(schema))
-            print(f"interrupted: {interrupted_hint(cfg, resumable)}", file=sys.stderr, flush=True)
+            try:  # the settings with their defaults (out= may be a default)
+                full = full_config(schema, cfg)
+            except Exception:  # noqa: BLE001 - settings not readable: said as "nothing was saved"
+                full = None
+            print(f"interrupted: {interrupted_hint(full, resumable)}", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
 
 
@@ -288,9 +287,15 @@ def _flags(args: list[str], config_name: str, show: str | None) -> tuple[list[st
             if show not in ("job", "all", "help"):
                 raise ConfigError(f"--cfg {show}: use --cfg job (the command's settings) or --cfg all (the same)")
         elif flag in ("-m", "--multirun"):
-            raise ConfigError(NOT_SUPPORTED["-m"])
+            raise ConfigError(
+                "sweeps (-m / --multirun) are not supported: each command runs once (key=a,b is read as "
+                "the list [a,b])"
+            )
         elif flag in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
-            raise ConfigError(f"{flag}: " + NOT_SUPPORTED["--config-name"].format(name=config_name))
+            raise ConfigError(
+                f"{flag}: each command has one config, configs/{config_name}.yaml, composed with key=value settings; "
+                "to reuse settings put them in configs/recipe/NAME.yaml and pass +recipe=NAME"
+            )
         elif arg.startswith("-"):
             raise ConfigError(f"unknown option {flag}: commands take key=value settings, --help and --cfg job")
         else:

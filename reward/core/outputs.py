@@ -30,7 +30,6 @@ import socket
 import sys
 import tempfile
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -349,9 +348,6 @@ def check_writable(path: Path, key: str = "out", *, shown: Path | None = None) -
         ) from None
 
 
-_HELD: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-
-
 def lock_output(path: Path, key: str = "out") -> Any:
     """``filelock``'s lock on the output folder (main process of a launch only), shared within a process; a folder
     in use by another run is refused at once. The lock file ``.NAME.lock`` lies beside the folder (inside it when the
@@ -364,8 +360,9 @@ def lock_output(path: Path, key: str = "out") -> Any:
     name = f".{real.name}.lock" if len(real.name) < 240 else f".{hashlib.sha1(real.name.encode()).hexdigest()}.lock"
     parent = real.parent if not real.parent.exists() or os.access(real.parent, os.W_OK) else real
     file = str(parent / name)
-    if (held := _HELD.get(file)) is not None:
-        return held
+    lock = FileLock(file, timeout=0, thread_local=False, is_singleton=True)  # one lock object per file in a process
+    if lock.is_locked:  # this process holds it already
+        return lock
     parent.mkdir(parents=True, exist_ok=True)
     if os.path.islink(file) or os.path.lexists(file) and not os.path.isfile(file):
         kind = "a symlink" if os.path.islink(file) else "a folder" if os.path.isdir(file) else "not a plain file"
@@ -373,7 +370,6 @@ def lock_output(path: Path, key: str = "out") -> Any:
             f"{key}={path}: its lock path {file} is {kind}, not a lock file; remove it if no run is using it, or "
             f"pass another {key}= folder"
         )
-    lock = FileLock(file, timeout=0, thread_local=False)
     try:
         lock.acquire()
     except Timeout:
@@ -390,5 +386,4 @@ def lock_output(path: Path, key: str = "out") -> Any:
     started = time.strftime("%Y-%m-%dT%H:%M:%S")  # who holds it, for the refusal of a second run
     command = " ".join([Path(sys.executable).name, *sys.argv])
     Path(file).write_text(f"PID {os.getpid()} on {socket.gethostname()}, started {started}, running: {command}")
-    _HELD[file] = lock
     return lock

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import difflib
-import importlib
+import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,14 +42,11 @@ def import_path(path: str, *, what: str = "object") -> Any:
     if not module or not attr:
         raise UserError(f"{what} {path!r} must look like 'package.module:function'")
     try:
-        obj = importlib.import_module(module)
+        return pkgutil.resolve_name(path)
     except ImportError as exc:
         raise UserError(f"cannot import {what} module {module!r} ({exc})") from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UserError(f"{what} {path!r}: {module} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
+    except AttributeError:
+        raise UserError(f"{what} {path!r}: {module} has no attribute {attr!r}") from None
 
 
 @dataclass(frozen=True)
