@@ -16,8 +16,7 @@ import torch
 from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import RewardOutput, TrlCallable
 from reward.rewards.levels import EXPERT_DEFINITIONS
 from reward.vlm.server import AnswerError, OpenAIBackend, ServerConfig
 

@@ -28,8 +28,7 @@ from PIL import Image
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, MissingInputError
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import RewardOutput, TrlCallable
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
 from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
