@@ -154,16 +154,16 @@ def _open(
 ) -> tuple[str, Path | None, dict, Iterable[Item]]:
     """The source's name, its images' folder, what outputs record about it, and its ``(line, where, row)`` items."""
     from reward.data.datasets import open_dataset, parse_source
-    from reward.data.hf import HfSource, open_hf
 
     named = parse_source(source)
     if named is not None and named.name != "hf":  # a public dataset reads its own FOLDER
-        opened = open_dataset(named, default_split=default_split, pairs=kind == "pairs")
-        return str(opened.source), opened.folder, opened.info, opened.items
+        return open_dataset(named, default_split=default_split, pairs=kind == "pairs")
     root = Path(image_root).expanduser() if image_root is not None else None
     if root is not None and not root.is_dir():
         raise MissingInputError(f"image_root={image_root}: no such folder; name the folder your images are in")
     if named is not None:  # hf:NAME_OR_DIR[:SPLIT], its columns renamed to a manifest's keys
+        from reward.data.hf import HfSource, open_hf
+
         hf = HfSource(named.folder, named.split)
         ds, folder, info = open_hf(hf, columns, default_split=default_split)
         return str(hf), root or folder, info, _table_items(ds, str(hf))
