@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from omegaconf import MISSING
@@ -35,8 +35,10 @@ from reward.rewards.scoring import expected_value
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import ModelLoading, loading_of
-from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
+from reward.vlm.loading import ModelLoading, ServerConfig, check_backend, loading_of
+
+if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
+    from reward.vlm.server import OpenAIBackend
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +159,8 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
+        from reward.vlm.server import served_vlm
+
         vlm = served_vlm(config.server, tokenizer=config.model)
     else:
         vlm = load_vlm(

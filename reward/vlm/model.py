@@ -29,7 +29,7 @@ from reward.vlm.inputs import (
     to_device,
 )
 from reward.vlm.prefix import PrefixEncoder
-from reward.vlm.profile import current, section
+from reward.vlm.profile import section
 from reward.vlm.tokens import default_separator, resolve_candidates
 from reward.vlm.vision_attention import batched_vision_attention
 
@@ -282,10 +282,10 @@ class VLM:
             if reuse_prefix:
                 logits = self.prefix.suffix_logits(groups, texts, pin)
             else:
-                with section("tokenizer"):
+                with section("tokenizer") as prof:
                     flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
                     inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
-                    if (prof := current()) is not None:
+                    if prof is not None:
                         mask = inputs["attention_mask"]
                         prof.count("tokens", mask.numel())
                         prof.count("padding tokens", mask.numel() - int(mask.sum()))

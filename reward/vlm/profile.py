@@ -104,22 +104,18 @@ class ScoringProfile:
         return "\n".join(lines)
 
 
-def current() -> ScoringProfile | None:
-    return _ACTIVE[-1] if _ACTIVE else None
-
-
 @contextmanager
-def section(part: str) -> Iterator[None]:
-    """Time the block as ``part`` of the active profile (nothing when none is active); a section within another
-    is carved out of it (the outer part resumes after it)."""
-    prof = current()
+def section(part: str) -> Iterator[ScoringProfile | None]:
+    """Time the block as ``part`` of the active profile, yielded (nothing when none is active, ``None``); a section
+    within another is carved out of it (the outer part resumes after it)."""
+    prof = _ACTIVE[-1] if _ACTIVE else None
     if prof is None:
-        yield
+        yield None
         return
     outer = prof.running
     prof.switch(part)
     try:
-        yield
+        yield prof
     finally:
         prof.switch(outer)
 
