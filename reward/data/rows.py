@@ -23,18 +23,6 @@ from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, loa
 from reward.data.labels import parse_label
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
-__all__ = [
-    "ImageRef",
-    "InpaintRow",
-    "ManifestResult",
-    "PairRow",
-    "RatingRow",
-    "SkippedRow",
-    "load_inpainting",
-    "load_pairs",
-    "load_ratings",
-]
-
 logger = logging.getLogger(__name__)
 
 ImageRef = Path | DatasetImage

@@ -60,11 +60,6 @@ class ScoringProfile:
             self.seconds[self._current] += now - self._since
         self._current, self._since = part, now
 
-    @property
-    def running(self) -> str | None:
-        """The part being timed now."""
-        return self._current
-
     def count(self, name: str, n: int) -> None:
         self.counts[name] += int(n)
 
@@ -92,17 +87,6 @@ class ScoringProfile:
         total = self.counts.get("tokens", 0)
         return self.counts.get("padding tokens", 0) / total if total else None
 
-    def table(self, title: str = "scoring profile") -> str:
-        """A fixed-width table: part, seconds, share of the total."""
-        lines = [f"{title:<26}{'seconds':>10}{'share':>9}"]
-        for name, s in self.parts():
-            lines.append(f"{name:<26}{s:>10.4f}{s / self.total if self.total else 0:>9.1%}")
-        lines.append(f"{'total (wall)':<26}{self.total:>10.4f}{1:>9.0%}")
-        pad = self.padding_share()
-        if pad is not None:
-            lines.append(f"{'padding share of tokens':<26}{'':>10}{pad:>9.1%}")
-        return "\n".join(lines)
-
 
 @contextmanager
 def section(part: str) -> Iterator[ScoringProfile | None]:
@@ -112,7 +96,7 @@ def section(part: str) -> Iterator[ScoringProfile | None]:
     if prof is None:
         yield None
         return
-    outer = prof.running
+    outer = prof._current
     prof.switch(part)
     try:
         yield prof
