@@ -195,7 +195,7 @@ class TrlRewardFunc:
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **columns: Any
     ) -> list[float | None]:
         self.scoring.evaluate(prompts, completions, **columns)
-        return self.last_values
+        return self.scoring.values(self.named.label)
 
     @property
     def calls(self) -> int:
