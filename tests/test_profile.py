@@ -47,6 +47,8 @@ def test_profile_of_the_scoring_loop_has_every_part_and_adds_up(vlm):
     # 8 images in 2 batches of 4 sequences; grouped by tokens, each batch pads only its shorter rows
     assert prof.counts["tokens"] > prof.counts["padding tokens"] > 0
     assert prof.padding_share() == prof.counts["padding tokens"] / prof.counts["tokens"]
+    table = prof.table()
+    assert all(p in table for p in (*PARTS, "other", "total (wall)", "padding share"))
 
 
 def test_equal_images_need_no_padding_and_workers_take_the_image_processor_off_the_loop(vlm):

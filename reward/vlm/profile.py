@@ -87,11 +87,22 @@ class ScoringProfile:
         total = self.counts.get("tokens", 0)
         return self.counts.get("padding tokens", 0) / total if total else None
 
+    def table(self, title: str = "scoring profile") -> str:
+        """A fixed-width table: part, seconds, share of the total."""
+        lines = [f"{title:<26}{'seconds':>10}{'share':>9}"]
+        for name, s in self.parts():
+            lines.append(f"{name:<26}{s:>10.4f}{s / self.total if self.total else 0:>9.1%}")
+        lines.append(f"{'total (wall)':<26}{self.total:>10.4f}{1:>9.0%}")
+        pad = self.padding_share()
+        if pad is not None:
+            lines.append(f"{'padding share of tokens':<26}{'':>10}{pad:>9.1%}")
+        return "\n".join(lines)
+
 
 @contextmanager
 def section(part: str) -> Iterator[ScoringProfile | None]:
-    """Time the block as ``part`` of the active profile, yielded (nothing when none is active, ``None``); a section
-    within another is carved out of it (the outer part resumes after it)."""
+    """Time the block as ``part`` of the active profile and yield it (``None`` when none is active: nothing timed); a
+    section within another is carved out of it (the outer part resumes after it)."""
     prof = _ACTIVE[-1] if _ACTIVE else None
     if prof is None:
         yield None
