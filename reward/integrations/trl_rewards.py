@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reward.integrations.reward_set import NamedReward, RewardSet, ScoreResult, named_reward
-from reward.rewards.base import TrlCallable  # the rewards' base, named here too
 from reward.vlm.server import served_stats
 
 __all__ = [
     "Rendered",
     "RewardTally",
-    "TrlCallable",
     "TrlRewardFunc",
     "TrlRewards",
     "message_text",

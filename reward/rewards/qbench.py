@@ -17,8 +17,9 @@ from PIL import Image
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput, TrlCallable
+from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
+from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import check_models
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups

@@ -28,10 +28,11 @@ from PIL import Image
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, MissingInputError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput, TrlCallable
+from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
 from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
+from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
