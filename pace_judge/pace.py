@@ -22,8 +22,8 @@ from pace_judge.route import ExpertJudge, resolve
 from pace_judge.tracks import DualTrackScorer, Judgement
 from reward.core.config import parse
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
+from reward.rewards.trl_callable import TrlCallable
 
 logger = logging.getLogger(__name__)
 

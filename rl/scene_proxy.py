@@ -28,8 +28,8 @@ from PIL import Image
 
 from reward.core.config import parse
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
+from reward.rewards.trl_callable import TrlCallable
 from training.procedural.scenes import DIMENSIONS, proxy_scores, render, sample_scene
 from training.procedural.synthetic import DEFAULT_WEIGHTS
 

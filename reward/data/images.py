@@ -22,17 +22,6 @@ from PIL import Image, ImageOps
 
 from reward.core.errors import MissingInputError, UserError
 
-__all__ = [
-    "ACCEPTED_IMAGES",
-    "DEFAULT_MAX_PIXELS",
-    "DatasetImage",
-    "ImageError",
-    "as_images",
-    "check_pixels",
-    "load_image",
-    "to_rgb",
-]
-
 DEFAULT_MAX_PIXELS = 36_000_000  # 6000 x 6000; larger images are refused before decoding
 _ALPHA_MODES = {"RGBA", "LA", "La", "RGBa", "PA"}
 

@@ -15,15 +15,6 @@ from typing import Any
 
 from reward.core.errors import MissingInputError, UserError
 
-__all__ = [
-    "ManifestError",
-    "allow_absolute_paths_field",
-    "image_paths",
-    "image_root_field",
-    "iter_jsonl",
-    "resolve_image_path",
-]
-
 IMAGE_ROOT_HELP = (
     "folder the data files' relative image paths are read from (a shared or read-only mount); null: each file's "
     "own folder"

@@ -12,8 +12,9 @@ import logging
 import math
 import numbers
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -21,18 +22,6 @@ from reward.core.errors import MissingInputError
 from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, load_image
 from reward.data.labels import parse_label
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
-
-__all__ = [
-    "ImageRef",
-    "InpaintRow",
-    "ManifestResult",
-    "PairRow",
-    "RatingRow",
-    "SkippedRow",
-    "load_inpainting",
-    "load_pairs",
-    "load_ratings",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -111,42 +100,34 @@ class ManifestResult(Generic[RowT]):
         return iter(self.rows)
 
 
-@dataclass(frozen=True)
-class _Images:
-    """How one read resolves and checks its image fields."""
-
-    folder: Path | None  # relative paths are read from it; None: paths used as given
-    allow_absolute: bool
-    check: bool  # decode each image once, now
-    max_pixels: int | None
-    image_root: bool  # folder is the image_root the user named
-
-    def __call__(self, value: Any, name: str, where: str) -> tuple[ImageRef, str, tuple[int, int] | None]:
-        """The image of field ``name``, its key and, when checked, its size."""
-        if isinstance(value, DatasetImage):
-            image, key = value, value.key
-        elif isinstance(value, str):
-            relative = not os.path.isabs(value)
-            if self.folder is None:
-                image = Path(value)
-            else:
-                image = resolve_image_path(self.folder, value, where=where, allow_absolute=self.allow_absolute)
-            key = Path(os.path.normpath(value)).as_posix() if relative else str(image)
+def _image(
+    value: Any, name: str, where: str, *, folder: Path | None, named: str, absolute: bool, check: bool, max_pixels: Any
+) -> tuple[ImageRef, str, tuple[int, int] | None]:
+    """The image of field ``name``, its key and, when ``check``, its size (decoded once, now): relative paths read
+    from ``folder`` (``named`` so in messages; ``None``: used as given), absolute ones where allowed."""
+    if isinstance(value, DatasetImage):
+        image, key = value, value.key
+    elif isinstance(value, str):
+        relative = not os.path.isabs(value)
+        if folder is None:
+            image = Path(value)
         else:
-            raise ManifestError(f"{where}: {name!r} must be an image path (string), got {type(value).__name__}.")
-        if not self.check:
-            return image, key, None
-        try:
-            return image, key, load_image(image, max_pixels=self.max_pixels).size
-        except FileNotFoundError as err:
-            folder = "image_root" if self.image_root else "the manifest's folder"
-            hint = f"relative to {folder} {self.folder}" if self.folder else "as given"
-            raise ManifestError(
-                f"{where}: {name!r} image {value!r} not found at {image} (paths are read {hint}); "
-                "fix the path or add the file (image_root=DIR reads relative paths from another folder)."
-            ) from err
-        except ImageError as err:
-            raise ManifestError(f"{where}: {name!r} image unusable: {err} Replace the file or drop the row.") from err
+            image = resolve_image_path(folder, value, where=where, allow_absolute=absolute)
+        key = Path(os.path.normpath(value)).as_posix() if relative else str(image)
+    else:
+        raise ManifestError(f"{where}: {name!r} must be an image path (string), got {type(value).__name__}.")
+    if not check:
+        return image, key, None
+    try:
+        return image, key, load_image(image, max_pixels=max_pixels).size
+    except FileNotFoundError as err:
+        hint = f"relative to {named} {folder}" if folder else "as given"
+        raise ManifestError(
+            f"{where}: {name!r} image {value!r} not found at {image} (paths are read {hint}); "
+            "fix the path or add the file (image_root=DIR reads relative paths from another folder)."
+        ) from err
+    except ImageError as err:
+        raise ManifestError(f"{where}: {name!r} image unusable: {err} Replace the file or drop the row.") from err
 
 
 def _open(
@@ -154,16 +135,16 @@ def _open(
 ) -> tuple[str, Path | None, dict, Iterable[Item]]:
     """The source's name, its images' folder, what outputs record about it, and its ``(line, where, row)`` items."""
     from reward.data.datasets import open_dataset, parse_source
-    from reward.data.hf import HfSource, open_hf
 
     named = parse_source(source)
     if named is not None and named.name != "hf":  # a public dataset reads its own FOLDER
-        opened = open_dataset(named, default_split=default_split, pairs=kind == "pairs")
-        return str(opened.source), opened.folder, opened.info, opened.items
+        return open_dataset(named, default_split=default_split, pairs=kind == "pairs")
     root = Path(image_root).expanduser() if image_root is not None else None
     if root is not None and not root.is_dir():
         raise MissingInputError(f"image_root={image_root}: no such folder; name the folder your images are in")
     if named is not None:  # hf:NAME_OR_DIR[:SPLIT], its columns renamed to a manifest's keys
+        from reward.data.hf import HfSource, open_hf
+
         hf = HfSource(named.folder, named.split)
         ds, folder, info = open_hf(hf, columns, default_split=default_split)
         return str(hf), root or folder, info, _table_items(ds, str(hf))
@@ -259,7 +240,7 @@ def _text(row: dict, key: str, where: str, *, empty: bool = False) -> str:
     return value
 
 
-def _parse(kind: str, row: dict, line: int, where: str, images: _Images, mos_range: Any) -> Any:
+def _parse(kind: str, row: dict, line: int, where: str, images: Callable, mos_range: Any) -> Any:
     """One row of ``kind`` (its required fields are there)."""
     extra = {k: v for k, v in row.items() if k not in REQUIRED[kind]}
     if kind == "pairs":
@@ -305,7 +286,10 @@ def _load(
     ``skip_bad``, is logged and counted. An empty source, or one whose rows are all bad, always raises."""
     name, folder, info, items = _open(source, kind, default_split, columns, image_root)
     from_root = image_root is not None and folder == Path(image_root).expanduser()
-    images = _Images(folder, allow_absolute_paths, check_images, max_pixels, from_root)
+    named = "image_root" if from_root else "the manifest's folder"
+    images = partial(
+        _image, folder=folder, named=named, absolute=allow_absolute_paths, check=check_images, max_pixels=max_pixels
+    )
     rows, skipped, total = [], [], 0
     for line, where, row in items:
         total += 1

@@ -191,10 +191,6 @@ class RewardSet:
         return out
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def score_each(
     r: NamedReward, images: Sequence[Any], prompts: Sequence[str] | None
 ) -> list[tuple[float | None, dict[str, float | None]]]:
@@ -225,7 +221,8 @@ def score_each(
                 f"reward {r.label}: score returned {got} scores for {len(span)} images; a reward returns one score "
                 "per image (NaN for one it cannot score)"
             )
-        for k, i in enumerate(span):
-            dims = {d: _finite(float(v[k])) for d, v in out.dimensions.items()}
-            result[i] = (_finite(float(out.scores[k])), dims)
+        for k, i in enumerate(span):  # NaN or infinite: None
+            values = (float(v[k]) for v in (out.scores, *out.dimensions.values()))
+            finite = [x if math.isfinite(x) else None for x in values]
+            result[i] = (finite[0], dict(zip(out.dimensions, finite[1:], strict=True)))
     return result

@@ -7,8 +7,7 @@ is ``None`` from all (trl's ``nansum`` would count it as 0). Each batch is logge
 
 Example:
     >>> from reward import get_reward, trl_reward_func
-    >>> from reward.integrations.renderers import images_from_column
-    >>> from PIL import Image
+    >>>     >>> from PIL import Image
     >>> scorer = get_reward("scene-proxy", calibration_scenes=1)
     >>> f = trl_reward_func(scorer, images_from_column("image"))
     >>> f.__name__
@@ -27,14 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.integrations.renderers import images_from_column
 from reward.integrations.reward_set import NamedReward, RewardSet, ScoreResult, named_reward
 from reward.vlm.server import served_stats
 
 __all__ = [
     "Rendered",
     "RewardTally",
-    "TrlCallable",
     "TrlRewardFunc",
     "TrlRewards",
     "message_text",
@@ -196,7 +193,7 @@ class TrlRewardFunc:
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **columns: Any
     ) -> list[float | None]:
         self.scoring.evaluate(prompts, completions, **columns)
-        return self.last_values
+        return self.scoring.values(self.named.label)
 
     @property
     def calls(self) -> int:
@@ -240,43 +237,3 @@ def trl_reward_funcs(rewards: Sequence[Any], render: Render, *, normalize: bool 
     appears twice is named ``NAME-i``. ``normalize=True`` puts each on [0, 1] (1 = best) for trl's
     ``reward_weights``. Their shared :class:`TrlRewards` (tally, timings) is each function's ``scoring``."""
     return TrlRewards(RewardSet(rewards, normalize=normalize), render).functions()
-
-
-IMAGE_COLUMNS = ("image", "images")  # dataset columns a reward called by trl reads its images from
-
-
-class TrlCallable:
-    """Makes a reward callable as people call pyiqa's and Q-Align's scorers, and usable as it is in
-    ``GRPOTrainer(reward_funcs=[reward])``.
-
-    ``scorer(images)`` (anything :func:`reward.data.images.as_images` takes: PIL images, tensors, arrays, image paths)
-    returns the images' scores, a float tensor [B] (``scorer.score(images)`` gives each dimension's too). Called by
-    trl (``prompts=``, ``completions=``, columns) on a dataset with an ``image`` or ``images`` column (a VLM policy's
-    own images), the call is that of ``reward.trl_reward_func(self, images_from_column(...))``, and ``__name__`` is
-    the registered name, which trl logs. Without such a column the call raises a ``TypeError`` that says how to wrap
-    the reward with a render."""
-
-    @property
-    def __name__(self) -> str:
-        spec = getattr(self, "reward_spec", None)
-        return str(getattr(spec, "name", type(self).__name__))
-
-    def __call__(self, *args: Any, **columns: Any) -> Any:
-        if "completions" not in columns and len(args) < 2:  # scorer(images), scorer(images=...): pyiqa's call
-            if len(args) + len(columns) != 1 or (columns and "images" not in columns):
-                raise TypeError(
-                    f"{type(self).__name__} is called with images, scorer(images), or by trl with prompts= and "
-                    f"completions=; got {len(args)} positional argument(s) and {sorted(columns)}"
-                )
-            scorer: Any = self
-            return scorer.score(args[0] if args else columns["images"]).scores
-        prompts, completions = args if len(args) == 2 else (columns.pop("prompts", None), columns.pop("completions"))
-        column = next((c for c in IMAGE_COLUMNS if c in columns), None)
-        if column is None:
-            raise TypeError(
-                f"{type(self).__name__} scores images, but trl called it with text completions and no 'image' or "
-                "'images' column; wrap it with a render that makes each completion's image: "
-                "reward_funcs=[reward.trl_reward_func(scorer, render)] (renderers: "
-                "reward.render_from_pipeline(pipe), reward.images_from_column(NAME))"
-            )
-        return trl_reward_func(self, images_from_column(column))(prompts, completions, **columns)

@@ -16,9 +16,9 @@ import torch
 from reward.core.config import parse
 from reward.core.errors import ConfigError
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
 from reward.rewards.levels import EXPERT_DEFINITIONS
+from reward.rewards.trl_callable import TrlCallable
 from reward.vlm.server import AnswerError, OpenAIBackend, ServerConfig
 
 B2_PROMPT = (  # App. B.2: the type-4 query between a role and the answer format

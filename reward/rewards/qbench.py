@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from PIL import Image
@@ -17,14 +17,16 @@ from PIL import Image
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
+from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import check_models
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import ModelLoading, loading_of
-from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
+from reward.vlm.loading import ModelLoading, ServerConfig, check_backend, loading_of
+
+if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
+    from reward.vlm.server import OpenAIBackend
 
 
 @dataclass
@@ -112,6 +114,8 @@ def build(cfg: dict[str, Any]) -> QBenchReward:
     config.positive, config.negative = tuple(config.positive), tuple(config.negative)
     check_backend(config.backend)
     if config.backend == "openai":
+        from reward.vlm.server import served_vlm
+
         return QBenchReward(config, vlm=served_vlm(config.server, tokenizer=config.model))
     if not config.model:
         raise ConfigError("reward=qbench needs reward.model=PATH (a VLM checkpoint), or reward.backend=openai")

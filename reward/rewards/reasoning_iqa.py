@@ -26,10 +26,10 @@ from omegaconf import MISSING
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
 from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
+from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import as_groups

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from omegaconf import MISSING
@@ -28,16 +28,18 @@ from PIL import Image
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, MissingInputError
 from reward.data.images import as_images
-from reward.integrations.trl_rewards import TrlCallable
 from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
 from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
+from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import ModelLoading, loading_of
-from reward.vlm.server import OpenAIBackend, ServerConfig, check_backend, served_vlm
+from reward.vlm.loading import ModelLoading, ServerConfig, check_backend, loading_of
+
+if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
+    from reward.vlm.server import OpenAIBackend
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +160,8 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
+        from reward.vlm.server import served_vlm
+
         vlm = served_vlm(config.server, tokenizer=config.model)
     else:
         vlm = load_vlm(

@@ -41,16 +41,6 @@ def _as_float32(x: torch.Tensor, name: str) -> torch.Tensor:
     return x
 
 
-def _values_like(values: Sequence[float] | torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor:
-    v = torch.as_tensor(LEVEL_VALUES if values is None else values, dtype=torch.float32, device=logits.device)
-    if v.ndim != 1 or v.shape[0] != logits.shape[-1]:
-        raise ValueError(
-            f"values has shape {tuple(v.shape)} but logits have {logits.shape[-1]} candidates on the last axis; "
-            "pass one value per candidate token, in the same order."
-        )
-    return v
-
-
 def expected_value(
     logits: torch.Tensor, values: Sequence[float] | torch.Tensor | None = None, temperature: float = 1.0
 ) -> torch.Tensor:
@@ -68,8 +58,13 @@ def expected_value(
     z = _as_float32(logits, "logits")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}.")
-    probs = torch.softmax(z / temperature, dim=-1)
-    return (probs * _values_like(values, z)).sum(dim=-1)
+    v = torch.as_tensor(LEVEL_VALUES if values is None else values, dtype=torch.float32, device=z.device)
+    if v.ndim != 1 or v.shape[0] != z.shape[-1]:
+        raise ValueError(
+            f"values has shape {tuple(v.shape)} but logits have {z.shape[-1]} candidates on the last axis; "
+            "pass one value per candidate token, in the same order."
+        )
+    return (torch.softmax(z / temperature, dim=-1) * v).sum(dim=-1)
 
 
 def good_poor_softmax(logit_good: torch.Tensor, logit_poor: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reward.core.errors import MissingInputError
+from reward.core.config import FRACTION, RETRIES
+from reward.core.errors import ConfigError, MissingInputError
 from reward.data.files import read_json_object
 from reward.vlm.families import Family, family_of
 
@@ -78,6 +79,54 @@ class ModelLoading:
         if self.device_map is not None:
             kwargs["device_map"] = self.device_map
         return kwargs
+
+
+@dataclass
+class ServerConfig:
+    base_urls: list[str] = field(
+        default_factory=list, metadata={"help": "e.g. [http://gpu7:8000/v1, http://gpu8:8000/v1]"}
+    )
+    base_url: str | None = field(default=None, metadata={"help": "one server (the same as base_urls=[URL])"})
+    model: str | None = field(default=None, metadata={"help": "the served model name; null: the servers' only model"})
+    api_key_env: str = field(
+        default="OPENAI_API_KEY", metadata={"help": 'environment variable holding the key ("EMPTY" if unset)'}
+    )
+    top_logprobs: int = field(  # up to a whole vocabulary (a check of served vs in-process scores)
+        default=20,
+        metadata={
+            "help": "answer tokens listed with their log-probs (vLLM: --max-logprobs)",
+            "range": (1, 10**6),
+        },
+    )
+    max_missing_mass: float = field(
+        default=0.01,
+        metadata={"help": "absent options taken as 0 if they could hold at most this share", "range": FRACTION},
+    )
+    timeout: float = field(default=60.0, metadata={"help": "seconds per request", "range": (0, None, True)})
+    max_retries: int = field(
+        default=2, metadata={"help": "the openai client's retries on each server", "range": RETRIES}
+    )
+    concurrency: int = field(
+        default=8, metadata={"help": "requests in flight at most, over all servers", "range": (1, 4096)}
+    )
+    tokenizer: str | None = field(
+        default=None,
+        metadata={"help": "a local tokenizer folder to check option words are one token (default: the model's)"},
+    )
+    chat_template_kwargs: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "e.g. {enable_thinking: false} (Qwen3-VL)"}
+    )
+
+    @property
+    def urls(self) -> list[str]:
+        return list(dict.fromkeys([*([self.base_url] if self.base_url else []), *self.base_urls]))
+
+
+def check_backend(backend: str, where: str = "reward") -> None:
+    if backend not in ("local", "openai"):
+        raise ConfigError(
+            f"{where}.backend={backend!r}: use local (the model in this process) or openai (OpenAI-compatible servers)"
+        )
 
 
 def loading_of(settings: Any) -> ModelLoading:

@@ -28,8 +28,8 @@ from reward.vlm.inputs import (
     image_settings,
     to_device,
 )
-from reward.vlm.prefix import PrefixEncoder
-from reward.vlm.profile import current, section
+from reward.vlm.prefix import suffix_logits
+from reward.vlm.profile import section
 from reward.vlm.tokens import default_separator, resolve_candidates
 from reward.vlm.vision_attention import batched_vision_attention
 
@@ -145,7 +145,6 @@ class VLM:
             self._fast = None
         self._told: set[str] = set()
         self._device_failed = False  # the image processor failed on the device once: the host one from then on
-        self.prefix = PrefixEncoder(model, processor)
         self._image_settings = image_settings(processor)
         template = getattr(processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None) or ""
         # thinking templates (Qwen3-VL): switched off so that the answer position is the rating word
@@ -280,12 +279,12 @@ class VLM:
             batched_vision_attention(self.model) if batched else contextlib.nullcontext(),
         ):
             if reuse_prefix:
-                logits = self.prefix.suffix_logits(groups, texts, pin)
+                logits = suffix_logits(self.model, self.processor, groups, texts, pin)
             else:
-                with section("tokenizer"):
+                with section("tokenizer") as prof:
                     flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
                     inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
-                    if (prof := current()) is not None:
+                    if prof is not None:
                         mask = inputs["attention_mask"]
                         prof.count("tokens", mask.numel())
                         prof.count("padding tokens", mask.numel() - int(mask.sum()))

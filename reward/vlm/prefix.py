@@ -45,56 +45,51 @@ def repeat_cache(cache: Any, n: int) -> None:
                     states[i] = state.repeat_interleave(n, dim=0)
 
 
-class PrefixEncoder:
-    """Run prefixes once, expand their cache to the queries, run only the suffixes."""
+def suffix_logits(
+    model: Any, processor: Any, groups: list[PreparedImages], texts: list[list[str]], pin: bool = False
+) -> torch.Tensor:
+    """Next-token logits after each text, rows group-major ([G*Q, V]): each group's prefix run once, its cache
+    expanded to the queries, only the suffixes run. Every group has Q texts, which must share the text before (and
+    with) their images."""
+    n_q, rope_index = len(texts[0]), getattr(getattr(model, "model", None), "get_rope_index", None)  # Qwen-VL's 3-D
+    with section("tokenizer"):
+        ids = token_ids(processor, [t for row in texts for t in row], [g for g in groups for _ in range(n_q)])
+        prefixes, suffixes = [], []
+        for g in range(len(groups)):
+            rows = ids[g * n_q : (g + 1) * n_q]
+            cut = shared_length(rows)
+            prefixes.append(rows[0][:cut])
+            suffixes.extend(r[cut:] for r in rows)
+        if any(model.config.image_token_id in row for row in suffixes):
+            raise ValueError("queries about one image group must share the text before the images")
+        inputs = {**pad(processor, prefixes), **image_inputs(processor, groups, pin=pin)}
+    with section("transfer"):
+        inputs = to_device(inputs, model.device)
+    with section("tokenizer"):
+        position_ids, next_pos = _prefix_positions(inputs, rope_index)
+    out = model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
+    with section("tokenizer"):
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        repeat_cache(cache, n_q)
+        enc = pad(processor, suffixes, side="right")
+        s_ids, s_mask = enc["input_ids"].to(model.device), enc["attention_mask"].to(model.device)
+        s_pos = next_pos.repeat_interleave(n_q)[:, None] + torch.arange(s_ids.shape[1], device=model.device)
+        if rope_index is not None:
+            s_pos = s_pos[None].expand(3, -1, -1)
+        mask = torch.cat([inputs["attention_mask"].repeat_interleave(n_q, dim=0), s_mask], dim=1)
+        last = s_mask.sum(-1) - 1
+        keep = torch.unique(last)  # the positions some row answers at: logits of those only
+    logits = model(
+        input_ids=s_ids, attention_mask=mask, position_ids=s_pos, cache=cache, use_cache=True, logits_to_keep=keep
+    ).logits
+    return logits[torch.arange(len(last), device=logits.device), torch.searchsorted(keep, last)]
 
-    def __init__(self, model: Any, processor: Any) -> None:
-        self.model = model
-        self.processor = processor
-        self._rope_index = getattr(getattr(model, "model", None), "get_rope_index", None)
-        self._image_token = model.config.image_token_id  # the placeholder image features replace
 
-    def suffix_logits(self, groups: list[PreparedImages], texts: list[list[str]], pin: bool = False) -> torch.Tensor:
-        """Next-token logits after each text, rows group-major ([G*Q, V]); every group has Q texts, which must share
-        the text before (and with) their images."""
-        n_q = len(texts[0])
-        with section("tokenizer"):
-            ids = token_ids(self.processor, [t for row in texts for t in row], [g for g in groups for _ in range(n_q)])
-            prefixes, suffixes = [], []
-            for g in range(len(groups)):
-                rows = ids[g * n_q : (g + 1) * n_q]
-                cut = shared_length(rows)
-                prefixes.append(rows[0][:cut])
-                suffixes.extend(r[cut:] for r in rows)
-            if any(self._image_token in row for row in suffixes):
-                raise ValueError("queries about one image group must share the text before the images")
-            inputs = {**pad(self.processor, prefixes), **image_inputs(self.processor, groups, pin=pin)}
-        with section("transfer"):
-            inputs = to_device(inputs, self.model.device)
-        with section("tokenizer"):
-            position_ids, next_pos = self._prefix_positions(inputs)
-        out = self.model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
-        with section("tokenizer"):
-            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-            repeat_cache(cache, n_q)
-            enc = pad(self.processor, suffixes, side="right")
-            s_ids, s_mask = enc["input_ids"].to(self.model.device), enc["attention_mask"].to(self.model.device)
-            s_pos = next_pos.repeat_interleave(n_q)[:, None] + torch.arange(s_ids.shape[1], device=self.model.device)
-            if self._rope_index is not None:
-                s_pos = s_pos[None].expand(3, -1, -1)
-            mask = torch.cat([inputs["attention_mask"].repeat_interleave(n_q, dim=0), s_mask], dim=1)
-            last = s_mask.sum(-1) - 1
-            keep = torch.unique(last)  # the positions some row answers at: logits of those only
-        logits = self.model(
-            input_ids=s_ids, attention_mask=mask, position_ids=s_pos, cache=cache, use_cache=True, logits_to_keep=keep
-        ).logits
-        return logits[torch.arange(len(last), device=logits.device), torch.searchsorted(keep, last)]
-
-    def _prefix_positions(self, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        mask = inputs["attention_mask"]
-        length = mask.long().sum(-1)
-        if self._rope_index is None:
-            return (mask.long().cumsum(-1) - 1).clamp_min(0), length
-        kwargs = {k: inputs[k] for k in ("image_grid_thw", "mm_token_type_ids") if k in inputs}
-        pos, deltas = self._rope_index(input_ids=inputs["input_ids"], attention_mask=mask, **kwargs)
-        return pos, length + deltas.view(-1).to(length.device)
+def _prefix_positions(inputs: Any, rope_index: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    mask = inputs["attention_mask"]
+    length = mask.long().sum(-1)
+    if rope_index is None:
+        return (mask.long().cumsum(-1) - 1).clamp_min(0), length
+    kwargs = {k: inputs[k] for k in ("image_grid_thw", "mm_token_type_ids") if k in inputs}
+    pos, deltas = rope_index(input_ids=inputs["input_ids"], attention_mask=mask, **kwargs)
+    return pos, length + deltas.view(-1).to(length.device)

@@ -60,11 +60,6 @@ class ScoringProfile:
             self.seconds[self._current] += now - self._since
         self._current, self._since = part, now
 
-    @property
-    def running(self) -> str | None:
-        """The part being timed now."""
-        return self._current
-
     def count(self, name: str, n: int) -> None:
         self.counts[name] += int(n)
 
@@ -104,22 +99,18 @@ class ScoringProfile:
         return "\n".join(lines)
 
 
-def current() -> ScoringProfile | None:
-    return _ACTIVE[-1] if _ACTIVE else None
-
-
 @contextmanager
-def section(part: str) -> Iterator[None]:
-    """Time the block as ``part`` of the active profile (nothing when none is active); a section within another
-    is carved out of it (the outer part resumes after it)."""
-    prof = current()
+def section(part: str) -> Iterator[ScoringProfile | None]:
+    """Time the block as ``part`` of the active profile and yield it (``None`` when none is active: nothing timed); a
+    section within another is carved out of it (the outer part resumes after it)."""
+    prof = _ACTIVE[-1] if _ACTIVE else None
     if prof is None:
-        yield
+        yield None
         return
-    outer = prof.running
+    outer = prof._current
     prof.switch(part)
     try:
-        yield
+        yield prof
     finally:
         prof.switch(outer)
 

@@ -53,14 +53,10 @@ def resolve_candidates(tokenizer: Any, context: str, words: Sequence[str], sep: 
     single-token alternatives, and any two words that share one token.
     """
     sep = default_separator(context) if sep is None else sep
-    return list(_resolve_cached(tokenizer, _tail(tokenizer, context), tuple(words), sep))
-
-
-def _tail(tokenizer: Any, context: str) -> str:
-    """The context after its last special token: only that part can merge with the answer word."""
     added = (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values()
     specials = [*getattr(tokenizer, "all_special_tokens", []), *(t.content for t in added if getattr(t, "special", 0))]
-    return context[max((context.rfind(s) + len(s) for s in specials if s in context), default=0) :]
+    tail = context[max((context.rfind(s) + len(s) for s in specials if s in context), default=0) :]
+    return list(_resolve_cached(tokenizer, tail, tuple(words), sep))  # only the tail can merge with the word
 
 
 @lru_cache(maxsize=4096)

@@ -17,21 +17,22 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from reward.core.errors import ConfigError, MissingInputError
 from reward.core.registry import close_match
-from reward.data.datasets.finder import Finder
-from reward.data.datasets.formats import Record
 from reward.data.datasets.registry import DATASETS
 from reward.data.datasets.splits import DEFAULT_SEED, FRACTIONS, seeded_split
 from reward.data.manifest import ManifestError, iter_jsonl
 
-__all__ = ["DatasetSource", "OpenedDataset", "check_source", "mos_range_of", "open_dataset", "parse_source"]
+if TYPE_CHECKING:  # the readers' types: imported when a dataset is read
+    from reward.data.datasets.formats import Record
+
+__all__ = ["DatasetSource", "check_source", "mos_range_of", "open_dataset", "parse_source"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,16 +56,6 @@ class DatasetSource:
 
     def __str__(self) -> str:
         return f"{self.name}:{self.folder}" + "".join(f":{p}" for p in (self.split, self.dimension) if p)
-
-
-@dataclass
-class OpenedDataset:
-    """The rows of one split of a dataset (see the module docstring) and what the outputs record about them."""
-
-    source: DatasetSource  # with its split
-    folder: Path  # resolved; the rows' image paths are relative to it
-    items: list[Item]
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_source(value: Any) -> DatasetSource | None:
@@ -186,10 +177,12 @@ def _duplicates(items: list[Item], file: str) -> int:
 
 def open_dataset(
     source: str | DatasetSource, *, default_split: str = "all", pairs: bool = False, seed: int = DEFAULT_SEED
-) -> OpenedDataset:
-    """The rows of ``source`` (``default_split`` when it names none), see the module docstring; with ``pairs`` the
-    preference pairs drawn from its MOS (:func:`_pairs`). An unknown name lists the known ones; a missing folder or
-    metadata file is named."""
+) -> tuple[str, Path, dict[str, Any], list[Item]]:
+    """The source with its split, its folder (the rows' image paths are relative to it), what outputs record about
+    it and its items, see the module docstring; with ``pairs`` the preference pairs drawn from its MOS
+    (:func:`_pairs`). An unknown name lists the known ones; a missing folder or metadata file is named."""
+    from reward.data.datasets.finder import Finder
+
     src = check_source(source)
     if src is None or src.name == "hf":
         raise ValueError(f"{source!r} is not a dataset source NAME:FOLDER[:SPLIT]")
@@ -246,7 +239,7 @@ def open_dataset(
     if pairs:
         info["pairs"] = "drawn from the MOS: each image with 5 others (seeded), the higher MOS preferred"
         items = _pairs(items, dims[0], str(src), seed=seed)
-    return OpenedDataset(src, finder.folder, items, info)
+    return str(src), finder.folder, info, items
 
 
 def _pairs(items: list[Item], main: str, name: str, *, per_image: int = 5, seed: int = DEFAULT_SEED) -> list[Item]:
