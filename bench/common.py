@@ -47,21 +47,8 @@ QWEN25_VL_7B_TEXT = {
     "max_window_layers": 28,
     "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
 }
-QWEN25_VL_7B_VISION = {
-    "depth": 32,
-    "hidden_size": 1280,
-    "intermediate_size": 3420,
-    "num_heads": 16,
-    "in_chans": 3,
-    "out_hidden_size": 3584,
-    "patch_size": 14,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "window_size": 112,
-    "fullatt_block_indexes": [7, 15, 23, 31],
-    "tokens_per_second": 2,
-    "hidden_act": "silu",
-}
+# its vision config where it differs from transformers' Qwen2_5_VLVisionConfig defaults (the 7B's otherwise)
+QWEN25_VL_7B_VISION = {"hidden_size": 1280, "tokens_per_second": 2}
 # a dry run's tiny config of the same architecture
 TINY_TEXT = {
     **QWEN25_VL_7B_TEXT,
@@ -159,18 +146,19 @@ class Table:
         return self
 
 
-def guarded(table: Table, section: str, fn: Callable[[], Any]) -> None:
-    """Run one section; a failure becomes a table row, never the end of the check."""
+def guarded(table: Table, section: str, fn: Callable[[], Any]) -> Any:
+    """Run one section and return its result; a failure becomes a table row (and None), never the end of the check."""
     if time.perf_counter() > DEADLINE[0]:
         table.add(section, "skipped", "the --budget-s time was used up before it")
-        return
+        return None
     logger.info("== %s", section)
     t0 = time.perf_counter()
     try:
-        fn()
+        return fn()
     except Exception as err:  # noqa: BLE001 - every section must be reported, whatever breaks
         logger.error("%s failed:\n%s", section, traceback.format_exc())
         table.add(section, "FAILED", f"{type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''}")
+        return None
     finally:
         table.add(section, "section seconds", round(time.perf_counter() - t0, 1))
         gc.collect()
@@ -214,3 +202,10 @@ def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, device: A
     )
     model.save_pretrained(out, max_shard_size="5GB")
     return out
+
+
+def tensors(folder: Path) -> dict[str, Any]:
+    """Every tensor of the ``*.safetensors`` files in ``folder``."""
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}

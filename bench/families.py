@@ -4,27 +4,22 @@
     python bench/families.py --families gemma3 qwen3_5 --repeats 10
     python bench/families.py --large    # hidden 512, 8 layers, ViT 4x256; 448 px images where the budget is an area
 
-Ratios, not absolute times, are the result (these machines jitter up to 10x between runs): both paths are timed in
-turn on the same loaded model, best of ``--repeats``; the largest difference of their log-probs is printed beside.
+Both paths are timed in turn on the same loaded model, best of ``--repeats`` (ratios: these machines jitter up to
+10x); the largest difference of their log-probs is printed beside.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image
+from common import LARGE, arguments, best_times, noise_images
 
 from reward.testing import make_tiny_vlm
 from reward.vlm import OptionQuery, load_vlm
 from reward.vlm.families import FAMILIES
 
-logger = logging.getLogger("bench.families")
 ASPECTS = ("layout", "harmony", "lighting", "distortion", "colour", "texture", "noise", "sharpness")
 QUERIES = [
     OptionQuery(f"How would you rate the {a} of this image{s}?", ("excellent", "good", "fair", "poor", "bad"), "It is")
@@ -33,32 +28,24 @@ QUERIES = [
 ]
 
 
-LARGE = {"hidden": 512, "layers": 8, "vision_embed": 256, "vision_depth": 4}
-
-
 def ratio(path: Path, repeats: int, side: int, **budget: int) -> tuple[float, float]:
     """(plain time / reuse time, largest log-prob difference) for 1 image of ``side`` pixels x 16 queries."""
     vlm = load_vlm(path, dtype="float32", batch_size=16, **budget)
-    image = [[Image.fromarray(np.random.default_rng(0).integers(0, 256, (side, side, 3), dtype=np.uint8))]]
-    runs = {reuse: vlm.option_logprobs(image, QUERIES, reuse_prefix=reuse).logprobs for reuse in (False, True)}
-    finite = torch.isfinite(runs[False])
-    diff = (runs[False][finite] - runs[True][finite]).abs().max().item()
-    best = {False: float("inf"), True: float("inf")}
-    for _ in range(repeats):
-        for reuse in best:
-            start = time.perf_counter()
-            vlm.option_logprobs(image, QUERIES, reuse_prefix=reuse)
-            best[reuse] = min(best[reuse], time.perf_counter() - start)
-    return best[False] / best[True], diff
+    image = [noise_images(1, side)]
+    (plain, _, a), (reuse, _, b) = best_times(
+        [lambda r=r: vlm.option_logprobs(image, QUERIES, reuse_prefix=r).logprobs for r in (False, True)], repeats
+    )
+    finite = torch.isfinite(a)
+    return plain / reuse, (a[finite] - b[finite]).abs().max().item()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--families", nargs="*", default=list(FAMILIES))
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--large", action="store_true", help="larger random models, 448 px images")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = arguments(
+        __doc__,
+        families={"nargs": "*", "default": list(FAMILIES)},
+        repeats={"type": int, "default": 20},
+        large={"action": "store_true", "help": "larger random models, 448 px images"},
+    )
     torch.set_num_threads(2)
     print("| family | prefix reuse speed-up, 1 image x 16 queries | max abs diff (fp32) |")
     print("| --- | --- | --- |")

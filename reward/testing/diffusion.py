@@ -15,8 +15,6 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-TINY_KINDS = ("sd15-inpaint", "sdxl-inpaint", "flux-fill")
-
 
 # the UNet recipe SD1.5 and SDXL share (SDXL adds its text-time embedding and its own attention sizes)
 _UNET = {

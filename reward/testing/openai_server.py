@@ -146,6 +146,47 @@ def scripted_top(options: list[str], brightness: float) -> list[tuple[str, float
     return [*top, (" the", math.log(0.06)), (" a", math.log(0.04))]
 
 
+def scripted_answer(options: list[str], body: dict[str, Any], fault: str | None, model_name: str) -> Any:
+    """The chat completion :func:`serve_scripted` gives ``body``, made malformed as ``fault`` (a key of
+    :data:`FAULTS`) says."""
+    from fastapi.responses import Response
+
+    if fault == "html":
+        return Response("<html><body>502 Bad Gateway</body></html>", media_type="text/html")
+    if fault == "not_json":
+        return Response('{"choices": [', media_type="application/json")
+    user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    urls = [p["image_url"]["url"] for p in user if isinstance(p, dict) and p.get("type") == "image_url"]
+    brightness = float(np.asarray(_image(urls[-1]).convert("L"), dtype=np.float64).mean()) / 255.0
+    top: list[dict[str, Any]] = [
+        {"token": t, "logprob": v, "bytes": None} for t, v in scripted_top(options, brightness)
+    ]
+    content = max(top[: len(options)], key=lambda e: e["logprob"])["token"]  # the answer: the likeliest option
+    if fault == "options_absent":
+        top = [{"token": " the", "logprob": math.log(0.7)}, {"token": " a", "logprob": math.log(0.3)}]
+    elif fault == "option_missing":
+        top = [e for e in top if e["token"] != options[-1]][:1]  # the first option alone, well below 1
+    elif fault in ("nan_logprob", "positive_logprob"):
+        top[0]["logprob"] = math.nan if fault == "nan_logprob" else 0.5
+    elif fault == "bad_entry":
+        del top[0]["logprob"]
+    logprobs = {"content": [{**top[0], "top_logprobs": top}]}
+    if fault == "no_top_logprobs":
+        del logprobs["content"][0]["top_logprobs"]
+    choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": content}}
+    choice |= {} if fault == "no_logprobs" else {"logprobs": logprobs}
+    answer: dict[str, Any] = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model_name,
+    }
+    if fault != "no_choices":
+        answer["choices"] = [] if fault == "empty_choices" else [choice]
+    # allow_nan: a NaN log-prob goes out as the bare NaN some servers write
+    return Response(json.dumps(answer), media_type="application/json")
+
+
 @contextmanager
 def serve_scripted(
     options: list[str],
@@ -157,13 +198,13 @@ def serve_scripted(
 ) -> Iterator[str]:
     """An OpenAI-compatible server on 127.0.0.1 that answers without a model: the top log-probs of
     :func:`scripted_top` over ``options`` from the mean brightness of the request's last image (the answer's text:
-    the most probable option), or, every
-    ``fault_every``-th chat request (counted from 1), the fault ``stats["fault"]`` (``fault`` until a test changes it):
-    a key of :data:`FAULTS` (a malformed 200 answer) or of :data:`TRANSPORT_FAULTS`. ``stats["requests"]`` counts chat
-    requests, ``stats["faults"]`` the faulty ones. Yields the base URL (``.../v1``)."""
+    the most probable option), or, every ``fault_every``-th chat request (counted from 1), the fault
+    ``stats["fault"]`` (``fault`` until a test changes it): a key of :data:`FAULTS` (a malformed 200 answer) or of
+    :data:`TRANSPORT_FAULTS`. ``stats["requests"]`` counts chat requests, ``stats["faults"]`` the faulty ones. Yields
+    the base URL (``.../v1``)."""
     import threading
 
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import JSONResponse
 
     from reward.testing.loopback import serve
 
@@ -171,9 +212,7 @@ def serve_scripted(
         raise ValueError(f"unknown fault {fault!r}; known: {sorted(FAULTS) + list(TRANSPORT_FAULTS)}")
     app = _app(model_name)
     counts = stats if stats is not None else {}
-    counts.setdefault("requests", 0)
-    counts.setdefault("faults", 0)
-    counts.setdefault("fault", fault)
+    counts.update({"requests": 0, "faults": 0, "fault": fault} | counts)
     lock = threading.Lock()
     release = threading.Event()  # a hung request waits for this (set when the server stops)
 
@@ -181,58 +220,18 @@ def serve_scripted(
     def completions(body: dict[str, Any]) -> Any:
         with lock:
             counts["requests"] += 1
-            fault = counts["fault"]
-            faulty = fault is not None and counts["requests"] % fault_every == 0
+            faulty = counts["fault"] is not None and counts["requests"] % fault_every == 0
             counts["faults"] += faulty
-        if faulty and fault == "hang":
+            now = counts["fault"] if faulty else None
+        if now == "hang":
             release.wait(timeout=600)
             return JSONResponse({"error": "stopped"}, status_code=503)
-        if faulty and fault == "http_500":
+        if now == "http_500":
             return JSONResponse({"error": {"message": "failing on purpose"}}, status_code=500)
-        if faulty and fault == "html":
-            return Response("<html><body>502 Bad Gateway</body></html>", media_type="text/html")
-        if faulty and fault == "not_json":
-            return Response('{"choices": [', media_type="application/json")
-        user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-        urls = [p["image_url"]["url"] for p in user if isinstance(p, dict) and p.get("type") == "image_url"]
-        image = _image(urls[-1]).convert("L")
-        brightness = float(np.asarray(image, dtype=np.float64).mean()) / 255.0
-        top: list[dict[str, Any]] = [
-            {"token": t, "logprob": v, "bytes": None} for t, v in scripted_top(options, brightness)
-        ]
-        content = max(top[: len(options)], key=lambda e: e["logprob"])["token"]  # the answer: the likeliest option
-        if faulty and fault == "options_absent":
-            top = [{"token": " the", "logprob": math.log(0.7)}, {"token": " a", "logprob": math.log(0.3)}]
-        elif faulty and fault == "option_missing":
-            top = [e for e in top if e["token"] != options[-1]][:1]  # the first option alone, well below 1
-        elif faulty and fault == "nan_logprob":
-            top[0]["logprob"] = math.nan
-        elif faulty and fault == "positive_logprob":
-            top[0]["logprob"] = 0.5
-        elif faulty and fault == "bad_entry":
-            del top[0]["logprob"]
-        choice: dict[str, Any] = {
-            "index": 0,
-            "finish_reason": "length",
-            "message": {"role": "assistant", "content": content},
-            "logprobs": {"content": [{**top[0], "top_logprobs": top}]},
-        }
-        if faulty and fault == "no_logprobs":
-            del choice["logprobs"]
-        elif faulty and fault == "no_top_logprobs":
-            del choice["logprobs"]["content"][0]["top_logprobs"]
-        answer: dict[str, Any] = {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0}
-        answer["model"] = model_name
-        if not (faulty and fault == "no_choices"):
-            answer["choices"] = [] if faulty and fault == "empty_choices" else [choice]
-        text = json.dumps(answer)  # allow_nan: a NaN log-prob goes out as the bare NaN some servers write
-        return Response(text, media_type="application/json")
+        return scripted_answer(options, body, now, model_name)
 
-    try:
-        with serve(app) as url:
-            try:
-                yield f"{url}/v1"
-            finally:
-                release.set()
-    finally:
-        release.set()
+    with serve(app) as url:
+        try:
+            yield f"{url}/v1"
+        finally:
+            release.set()  # before the server stops: a hung request would hold up its shutdown
