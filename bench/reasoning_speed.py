@@ -10,7 +10,6 @@ Images are procedural scenes (training/procedural); each mode is timed on the sa
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -39,9 +38,8 @@ def main() -> None:
         repeats=dict(type=int, default=2, help="best of this many rounds"),
         max_new_tokens=dict(type=int, default=16, help="mode=sample: tokens per answer"),
     )
-    work = Path(tempfile.mkdtemp(prefix="reasoning-speed-"))
-    try:
-        scorer = args.scorer or str(tiny_scorer(work / "scorer"))
+    with tempfile.TemporaryDirectory(prefix="reasoning-speed-") as work:
+        scorer = args.scorer or str(tiny_scorer(Path(work) / "scorer"))
         examples = [example_at(7, i, 64) for i in range(args.images)]
         images, mos = [e.image for e in examples], [e.mos["lighting"] for e in examples]
         common = {"model": scorer, "dtype": "float32", "max_new_tokens": args.max_new_tokens}
@@ -62,8 +60,6 @@ def main() -> None:
             record[name] = {"images_per_s": args.images / wall, "vs_expected": wall / base, "srcc_expected": both}
         print(markdown(["mode", "images/s", "time vs expected", "parsed", "SRCC vs expected", "SRCC vs MOS"], rows))
         logger.info("%s", json.dumps(record))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

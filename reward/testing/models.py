@@ -161,6 +161,10 @@ def _text(hidden: int, layers: int, **extra: Any) -> dict:
     }
 
 
+_QWEN_IDS = dict(image_token_id="<|image_pad|>", video_token_id="<|video_pad|>")
+_QWEN_IDS.update(vision_start_token_id="<|vision_start|>", vision_end_token_id="<|vision_end|>")
+
+
 @dataclass(frozen=True)
 class Tiny:
     """How one family's tiny checkpoint is built: its config class with the text and vision parts (functions of
@@ -173,7 +177,7 @@ class Tiny:
     image_processor: Any  # (side) -> (class name, settings)
     processor: str
     processor_kwargs: dict = field(default_factory=dict)
-    top: dict = field(default_factory=dict)
+    top: dict = field(default_factory=lambda: _QWEN_IDS)
     tokens: dict = field(default_factory=lambda: QWEN_TOKENS)
     template: str = CHAT_TEMPLATE
     metaspace: bool = False
@@ -216,8 +220,6 @@ def _pinpoints(side: int) -> list[list[int]]:
     return [[side * h, side * w] for h in (1, 2) for w in (1, 2)]
 
 
-_QWEN_IDS = dict(image_token_id="<|image_pad|>", video_token_id="<|video_pad|>")
-_QWEN_IDS.update(vision_start_token_id="<|vision_start|>", vision_end_token_id="<|vision_end|>")
 _Q3 = {"patch_size": 16, "num_position_embeddings": 64}
 # Qwen3.5: Gated DeltaNet (linear attention) and full attention layers in turn
 _GDN = dict(full_attention_interval=2, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2)
@@ -236,7 +238,6 @@ TINY: dict[str, Tiny] = {
         },
         _pixels("Qwen2VLImageProcessorPil", 14),
         "Qwen2VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen2_5_vl": Tiny(
         "Qwen2_5_VLConfig",
@@ -244,7 +245,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(window_size=56, fullatt_block_indexes=[1]),
         _pixels("Qwen2VLImageProcessorPil", 14),
         "Qwen2_5_VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen3_vl": Tiny(
         "Qwen3VLConfig",
@@ -252,7 +252,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(**_Q3, deepstack_visual_indexes=[0]),
         _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen3_5": Tiny(
         "Qwen3_5Config",
@@ -260,7 +259,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(**_Q3),
         _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen3_5_moe": Tiny(
         "Qwen3_5MoeConfig",
@@ -268,7 +266,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(**_Q3),
         _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
-        top=_QWEN_IDS,
     ),
     "glm4v": Tiny(
         "Glm4vConfig",
