@@ -60,10 +60,6 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def images(n: int, side: int, seed: int = 0, mixed: bool = False) -> list[list[Any]]:
-    return [[im] for im in noise_images(n, side, seed, mixed)]
-
-
 def timed(fn: Callable[[], Any], repeats: int = 2) -> tuple[float, Any]:
     """Best wall time of ``repeats`` runs after one warm-up, and the last result."""
     result = fn()
@@ -118,7 +114,7 @@ class Scoring:
             OptionQuery(f"Please evaluate {aesthetic.format(d)}.", WORDS, aesthetic.format(d).capitalize() + " is")
             for d in DIMENSIONS
         ]
-        self.imgs = images(self.n_images, side)
+        self.imgs = [[im] for im in noise_images(self.n_images, side)]
         q = self.q_one[0]
         enc = vlm.processor(
             text=[vlm.render(1, q.question, q.response_prefix)], images=self.imgs[0], return_tensors="pt"
@@ -223,9 +219,8 @@ class Scoring:
 
     def agreement(self) -> None:
         table, host, old = self.table, self.host, self.old  # host: the fast path with the same (PIL) image processor
-        mixed = images(
-            self.n_mixed, self.side, seed=1, mixed=True
-        )  # three widths: three token counts, grouped, padded
+        # three widths: three token counts, grouped, padded
+        mixed = [[im] for im in noise_images(self.n_mixed, self.side, seed=1, mixed=True)]
 
         def score(speed: Any, batch: int) -> torch.Tensor:
             self.use(speed, batch)

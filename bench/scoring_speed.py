@@ -29,6 +29,7 @@ from reward.testing import make_tiny_vlm
 from reward.vlm import load_vlm
 from reward.vlm.model import ScoringSpeed
 
+WINDOWED = {"family": "qwen2_5_vl", "vision_embed": 64}
 VARIANTS = {
     "unoptimised": (ScoringSpeed.unoptimised(), False),
     "+ workers": (ScoringSpeed.unoptimised(), True),
@@ -89,12 +90,7 @@ def main() -> None:
     if not args.quick:
         configs += [
             ("large Qwen2-VL (hidden 512, 8 layers, ViT 4x256), <= 448 px", LARGE, 448, fewer),
-            (
-                "Qwen2.5-VL (hidden 64, windowed ViT 2x64), <= 448 px",
-                {"family": "qwen2_5_vl", "vision_embed": 64},
-                448,
-                fewer,
-            ),
+            ("Qwen2.5-VL (hidden 64, windowed ViT 2x64), <= 448 px", WINDOWED, 448, fewer),
         ]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

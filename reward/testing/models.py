@@ -27,8 +27,7 @@ ANSWER_WORDS = [
 
 
 def chat_template(image: str, turn: str = "<|im_start|>{role}\n", end: str = "<|im_end|>\n", bot: str = "assistant"):
-    """A small Jinja chat template: ``turn`` opens a turn (``{role}``), ``end`` closes it, ``image`` stands for an
-    image part, ``bot`` is the assistant's role name."""
+    """A small Jinja chat template: ``turn`` opens a turn, ``end`` closes it, ``image`` stands for an image part."""
     start = turn.replace("{role}", "' + message['role'] + '")
     return (
         "{% for message in messages %}"
@@ -389,13 +388,8 @@ def make_tiny_vlm(
     image_pixels: int | None = None,
 ) -> Path:
     """Build a tiny random checkpoint of ``family`` (a key of :data:`TINY`) in ``out_dir`` (reused if it already
-    holds one) and return it.
-
-    ``preset`` picks the sizes of :data:`PRESETS` (``"small"``: a tiny VLM that can learn local distortions of
-    real photos); the keyword arguments override single sizes. ``image_pixels`` bounds a Qwen-VL image processor
-    (default: the preset's patches a side, e.g. 4 -> 4 image tokens after the 2x2 merge). Larger
-    ``hidden``/``layers``/``image_pixels`` give the bigger random configs used by ``bench/``.
-    """
+    holds one) and return it. ``preset``: the sizes of :data:`PRESETS`, which the keyword arguments override one by
+    one; ``image_pixels`` bounds a Qwen-VL image processor (default: the preset's patches a side)."""
     import transformers
 
     if preset not in PRESETS:

@@ -16,13 +16,6 @@ from reward.vlm import OptionQuery
 from reward.vlm.model import IMAGE
 
 
-def vocab_logprobs(vlm: Any, images: list[Image.Image], question: str, prefix: str, system: str | None) -> Any:
-    """The model's whole next-token log-distribution after ``prefix`` (through the same primitive as in-process
-    scoring: the end-of-turn token is a one-token option in any context, and ``return_vocab`` gives the rest)."""
-    query = OptionQuery(question, (vlm.tokenizer.eos_token,), prefix, sep="")
-    return vlm.option_logprobs([images], [query], system=system, return_vocab=True).vocab.reshape(-1)
-
-
 def openai_app(model_name: str) -> Any:
     """A FastAPI app answering ``GET /v1/models`` with ``model_name``."""
     from fastapi import FastAPI
@@ -91,7 +84,11 @@ def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | Non
     def answer(body: dict[str, Any], images: list[Image.Image], text: str, prefix: str, system: Any) -> dict:
         choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
         if body.get("logprobs"):
-            top = vocab_logprobs(vlm, images, text, prefix, system).topk(int(body.get("top_logprobs") or 1))
+            # the whole next-token log-distribution after the prefix, through the in-process primitive: the
+            # end-of-turn token is a one-token option in any context, and return_vocab gives the rest
+            query = OptionQuery(text, (vlm.tokenizer.eos_token,), prefix, sep="")
+            vocab = vlm.option_logprobs([images], [query], system=system, return_vocab=True).vocab.reshape(-1)
+            top = vocab.topk(int(body.get("top_logprobs") or 1))
             tokens = [vlm.tokenizer.decode([int(i)]) for i in top.indices]
             listed = [
                 {"token": t, "logprob": float(v), "bytes": None} for t, v in zip(tokens, top.values, strict=True)
