@@ -4,15 +4,10 @@
     bash bench/gpu_all.sh --dry-run --out DIR  # the same stages on tiny configs on the CPU (a test runs it)
     bash bench/gpu_all.sh --skip rl,photos     # stages: scoring, rl, photos
 
-Stages, one after the other (each a subprocess with its log; each given a share of the time left and stopped at
-its limit, so the run ends within the budget whatever happens):
-
-1. ``scoring``: ``bench/gpu_check.py --skip lora,zero3`` (the scoring-loop profile before and after, images/s per
-   batch size against the unoptimised path, % of the bf16 peak, memory, prefix reuse, score differences)
-2. ``rl``: ``bench/rl_gpu_check.sh`` (``--dry-run`` in a dry run; ``RL_CHECK`` names another script); a missing or
-   failing check is a row of the table, not the end of the run
-3. ``photos``: ``bench/real_photos_gpu.py`` (the tiny-real-photos-gpu recipe trained within what is left, held-out
-   SRCC per type beside BRISQUE, the SRCC curve, the scorer reloaded on the CPU)
+Stages, one after the other, each a subprocess with its log, given a share of the time left and stopped at its
+limit (the run ends within the budget whatever happens): ``scoring`` (``bench/gpu_check.py --skip lora,zero3``),
+``rl`` (``bench/rl_gpu_check.sh``, or the script ``RL_CHECK`` names; missing or failing, it is a row of the table)
+and ``photos`` (``bench/real_photos_gpu.py`` trained within what is left).
 
 ``--out`` receives at most 7 files (the device machine returns 8): ``table.md`` (the one table), ``table.json``,
 ``scoring.log``, ``rl.log``, ``photos.log``, ``real_photos_curve.png`` and, when the RL check draws one,

@@ -33,6 +33,7 @@ from common import (
     TINY_VISION,
     Table,
     arguments,
+    best_times,
     build_checkpoint,
     guarded,
     logger,
@@ -61,15 +62,10 @@ def sync() -> None:
 
 
 def timed(fn: Callable[[], Any], repeats: int = 2) -> tuple[float, Any]:
-    """Best wall time of ``repeats`` runs after one warm-up, and the last result."""
-    result = fn()
-    best = float("inf")
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        result = fn()
-        sync()
-        best = min(best, time.perf_counter() - t0)
+    """Best wall time of ``repeats`` runs after one warm-up (CUDA synchronised after each), and the last result."""
+    fn()
+    sync()
+    [(best, _, result)] = best_times([lambda: (fn(), sync())[0]], repeats)
     return best, result
 
 
@@ -335,8 +331,7 @@ def main(argv: list[str] | None = None) -> Table:
     args = arguments(__doc__, argv, gpu=True, skip=skip, budget_s=budget)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    table = Table()
+    table = Table(args.budget_s)
     import transformers
 
     gpu = torch.cuda.get_device_name(0) if cuda else "none (dry run)" if args.dry_run else "none"
@@ -348,7 +343,7 @@ def main(argv: list[str] | None = None) -> Table:
     side = 112 if dry else 448  # 448 px: 256 visual tokens per image
     with workdir(args.work, "gpu_check_") as work:
         big = work / "qwen2.5-vl-7b-random"
-        guarded(table, "build 7B-class model", lambda: build_checkpoint(big, text, vision, side * side, device))
+        guarded(table, "build 7B-class model", lambda: build_checkpoint(big, text, vision, side * side))
         if "scoring" not in skip:
             guarded(table, "scoring", lambda: Scoring(table, big, side, peak, dry).run())
         if "lora" not in skip:
@@ -358,7 +353,7 @@ def main(argv: list[str] | None = None) -> Table:
             small_text, small_vision = (TINY_TEXT, TINY_VISION) if dry else (SMALL_TEXT, SMALL_VISION)
 
             def zero3() -> None:
-                build_checkpoint(small, small_text, small_vision, side * side, device, seed=1)
+                build_checkpoint(small, small_text, small_vision, side * side, seed=1)
                 sft_zero3(table, small, work, 4 if cuda else 2, 4, side, bf16=cuda)
 
             guarded(table, "SFT full ZeRO-3 (small)", zero3)

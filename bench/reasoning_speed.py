@@ -44,11 +44,9 @@ def main() -> None:
         images, mos = [e.image for e in examples], [e.mos["lighting"] for e in examples]
         common = {"model": scorer, "dtype": "float32", "max_new_tokens": args.max_new_tokens}
         modes = {"expected": build(common | {"mode": "expected"})}
-        for k in (1, 8):
-            modes[f"sample K={k}"] = build(common | {"mode": "sample", "samples": k})
+        modes |= {f"sample K={k}": build(common | {"mode": "sample", "samples": k}) for k in (1, 8)}
         timed = best_times([lambda r=r: r.score(images).scores.numpy() for r in modes.values()], args.repeats)
-        base = timed[0][0]
-        expected = timed[0][2]
+        base, _, expected = timed[0]
         rows, record = [], {}
         for (name, _), (wall, _, scores) in zip(modes.items(), timed, strict=True):
             ok = np.isfinite(scores) & np.isfinite(expected)

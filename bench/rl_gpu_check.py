@@ -92,8 +92,7 @@ def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path |
     pipeline = make_tiny_inpaint_pipeline(work / "flux-fill", "flux-fill")
     if reward_model is None:
         text, vision = (TINY_TEXT, TINY_VISION) if dry_run else (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION)
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        reward_model = build_checkpoint(work / "reward-vlm", text, vision, side * side, device)
+        reward_model = build_checkpoint(work / "reward-vlm", text, vision, side * side)
     table.add("rl setup", "reward model", str(reward_model))
     table.add("rl setup", "policy parameters (M)", round(sum(t.numel() for t in tensors(policy).values()) / 1e6, 1))
     return Parts(tasks, policy, pipeline, Path(reward_model), work, dry_run, steps)
@@ -275,7 +274,7 @@ def main(argv: list[str] | None = None) -> Table:
         steps={"type": int, "help": "GRPO steps per run (default 3; dry run 2)"},
         budget_s={"type": float, "default": 420.0, "help": "start no section after this many seconds"},
     )
-    table = Table()
+    table = Table(args.budget_s)
     table.add("rl setup", "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (dry run)")
     with workdir(args.work, "rl_gpu_check_") as work:
         reward = Path(args.reward_model) if args.reward_model else None
