@@ -35,9 +35,8 @@ PHOTO_OVERHEAD_S = 80.0  # held-out set, BRISQUE, imports, final evaluation and 
 
 
 def rl_rows(log: Path, status: int | str) -> list[list[str]]:
-    """The RL check's rows as its log has them (``bench: SECTION | METRIC | VALUE`` lines, logged as they come: a
-    check stopped at its limit keeps the rows it reached), or another script's result lines (``RESULT ...``, held-out
-    and Best-of-N lines); its last lines when it failed with none."""
+    """The RL check's rows as logged (``bench: SECTION | METRIC | VALUE``: a check stopped at its limit keeps the rows
+    it reached), or another script's ``RESULT``, held-out and Best-of-N lines; else its last lines if it failed."""
     rows = []
     for line in log.read_text(errors="replace").splitlines():
         text = line.strip()

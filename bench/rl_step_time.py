@@ -3,10 +3,9 @@ on tiny parts.
 
     python bench/rl_step_time.py [--steps 20] [--generator procedural|sd15-inpaint]
 
-Runs ``rl/grpo.py``'s library entry on a tiny random text policy (2 prompts x 8 completions a step, scene-proxy
-reward) and prints the shares of the step time spent sampling the policy, inpainting, scoring and updating. Then
-times Best-of-4 generation of 8 tasks as one batched call against 8 one-task calls (same candidates, same seeds).
-Ratios within one run only: these machines jitter up to 10x.
+GRPO (``rl/grpo.py``'s library entry) on a tiny random text policy, 2 prompts x 8 completions a step, scene-proxy
+reward; then Best-of-4 of 8 tasks as one batched call against 8 one-task calls (same seeds). Ratios within one run
+only: these machines jitter up to 10x.
 """
 
 from __future__ import annotations

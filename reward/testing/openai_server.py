@@ -70,37 +70,28 @@ def serve_openai(vlm: Any, model_name: str = "tiny", stats: dict[str, Any] | Non
         images = [data_url_image(p["image_url"]["url"]).convert("RGB") for p in parts if p["type"] == "image_url"]
         # images stand where the message puts them (as the VLM renders <image> markers; images first: the same text)
         text = "".join(IMAGE if p["type"] == "image_url" else p["text"] for p in parts)
-        with lock:
-            choice = answer(body, images, text, prefix, system)
-            counts["requests"] += 1
-        return {
-            "id": "chatcmpl-local",
-            "object": "chat.completion",
-            "created": 0,
-            "model": model_name,
-            "choices": [choice],
-        }
-
-    def answer(body: dict[str, Any], images: list[Image.Image], text: str, prefix: str, system: Any) -> dict:
         choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
-        if body.get("logprobs"):
-            # the whole next-token log-distribution after the prefix, through the in-process primitive: the
-            # end-of-turn token is a one-token option in any context, and return_vocab gives the rest
-            query = OptionQuery(text, (vlm.tokenizer.eos_token,), prefix, sep="")
-            vocab = vlm.option_logprobs([images], [query], system=system, return_vocab=True).vocab.reshape(-1)
-            top = vocab.topk(int(body.get("top_logprobs") or 1))
-            tokens = [vlm.tokenizer.decode([int(i)]) for i in top.indices]
-            listed = [
-                {"token": t, "logprob": float(v), "bytes": None} for t, v in zip(tokens, top.values, strict=True)
-            ]
-            choice["message"] = {"role": "assistant", "content": tokens[0]}
-            choice["logprobs"] = {"content": [{**listed[0], "top_logprobs": listed}]}
-        else:
-            if prefix:
-                raise HTTPException(400, "this loopback server continues a prefix only for one-token logprobs")
-            out = vlm.generate([images], [text], system=system, max_new_tokens=int(body.get("max_tokens") or 64))
-            choice["message"] = {"role": "assistant", "content": out[0]}
-        return choice
+        with lock:
+            if body.get("logprobs"):
+                # the whole next-token log-distribution after the prefix, through the in-process primitive: the
+                # end-of-turn token is a one-token option in any context, and return_vocab gives the rest
+                query = OptionQuery(text, (vlm.tokenizer.eos_token,), prefix, sep="")
+                vocab = vlm.option_logprobs([images], [query], system=system, return_vocab=True).vocab.reshape(-1)
+                top = vocab.topk(int(body.get("top_logprobs") or 1))
+                tokens = [vlm.tokenizer.decode([int(i)]) for i in top.indices]
+                listed = [
+                    {"token": t, "logprob": float(v), "bytes": None} for t, v in zip(tokens, top.values, strict=True)
+                ]
+                choice["message"] = {"role": "assistant", "content": tokens[0]}
+                choice["logprobs"] = {"content": [{**listed[0], "top_logprobs": listed}]}
+            else:
+                if prefix:
+                    raise HTTPException(400, "this loopback server continues a prefix only for one-token logprobs")
+                out = vlm.generate([images], [text], system=system, max_new_tokens=int(body.get("max_tokens") or 64))
+                choice["message"] = {"role": "assistant", "content": out[0]}
+            counts["requests"] += 1
+        answer = {"id": "chatcmpl-local", "object": "chat.completion", "created": 0, "model": model_name}
+        return answer | {"choices": [choice]}
 
     with serve(app) as url:
         yield f"{url}/v1"
