@@ -23,13 +23,6 @@ from reward.testing import make_tiny_vlm
 from training.procedural.synthetic import example_at
 
 
-def tiny_scorer(folder: Path) -> Path:
-    """A random tiny VLM as a scorer folder of the no-thinking prompt."""
-    make_tiny_vlm(folder)
-    write_metadata(folder, scorer_meta("visualquality-r1-fast"))
-    return folder
-
-
 def main() -> None:
     args = arguments(
         __doc__,
@@ -39,7 +32,10 @@ def main() -> None:
         max_new_tokens=dict(type=int, default=16, help="mode=sample: tokens per answer"),
     )
     with tempfile.TemporaryDirectory(prefix="reasoning-speed-") as work:
-        scorer = args.scorer or str(tiny_scorer(Path(work) / "scorer"))
+        scorer = args.scorer
+        if scorer is None:  # a random tiny VLM as a scorer folder of the no-thinking prompt
+            scorer = str(make_tiny_vlm(Path(work) / "scorer"))
+            write_metadata(scorer, scorer_meta("visualquality-r1-fast"))
         examples = [example_at(7, i, 64) for i in range(args.images)]
         images, mos = [e.image for e in examples], [e.mos["lighting"] for e in examples]
         common = {"model": scorer, "dtype": "float32", "max_new_tokens": args.max_new_tokens}

@@ -148,11 +148,10 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
     table.add(name, "policy dtype (dtype=auto, full fine-tuning)", result["policy_dtype"])
     table.add(name, "policy elements changed (lr 1e-6)", watch.changed)
     expected = process_device(None)
-    devices = me["devices"]
-    for role, device in devices.items():
+    for role, device in me["devices"].items():
         table.add(name, f"device {role}", device)
-    placed = {k: v for k, v in devices.items() if v != "none"}  # a served reward has no model here
-    wrong = {k: v for k, v in placed.items() if v != expected}
+    # a served reward has no model here ("none")
+    wrong = {k: v for k, v in me["devices"].items() if v not in ("none", expected)}
     table.add(name, f"devices as configured ({expected})", "yes" if not wrong else f"NO: {wrong}")
     for part, seconds in me["timing"]["per_step_s"].items():
         table.add(name, f"s/step {part}", seconds)
