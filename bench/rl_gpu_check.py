@@ -244,9 +244,11 @@ def generator_section(table: Table, p: Parts) -> None:
         table.add(SECTIONS[3], f"{kind} candidate alone vs batched, max |diff| (0-255)", float(diff))
 
 
-def rl_sections(table: Table, *, dry_run: bool, work: Path, reward_model: Path | None, steps: int | None) -> None:
-    """Every RL section into ``table``: setup, GRPO in-process and served, served vs in-process scores, the diffusers
-    generators, GRPO under ZeRO-3."""
+def rl_sections(
+    table: Table, *, dry_run: bool, work: Path, reward_model: Path | None = None, steps: int | None = None
+) -> None:
+    """Every RL section into ``table`` (this script's own, or another check's): setup, GRPO in-process and served,
+    served vs in-process scores, the diffusers generators, GRPO under ZeRO-3."""
     steps = steps or (2 if dry_run else 3)
     parts = guarded(
         table, "rl setup", lambda: build_parts(table, work, dry_run=dry_run, reward_model=reward_model, steps=steps)

@@ -214,10 +214,7 @@ def _square(cls: str, pixels: int, **extra: Any):
     return lambda side: (cls, {"size": {"height": side * pixels, "width": side * pixels}, **extra})
 
 
-def _pinpoints(side: int) -> list[list[int]]:
-    """LLaVA-OneVision's any-resolution grids: 1x1 to 2x2 tiles of ``side`` pixels."""
-    return [[side * h, side * w] for h in (1, 2) for w in (1, 2)]
-
+_PINPOINTS = [[28 * h, 28 * w] for h in (1, 2) for w in (1, 2)]  # LLaVA-OneVision's grids: 1x1 to 2x2 tiles of 28 px
 
 _Q3 = {"patch_size": 16, "num_position_embeddings": 64}
 # Qwen3.5: Gated DeltaNet (linear attention) and full attention layers in turn
@@ -348,11 +345,11 @@ TINY: dict[str, Tiny] = {
         "LlavaOnevisionConfig",
         _QWEN2,
         _vit(14, 7, model_type="siglip_vision_model"),
-        _square("LlavaOnevisionImageProcessorPil", 7, image_grid_pinpoints=_pinpoints(28)),
+        _square("LlavaOnevisionImageProcessorPil", 7, image_grid_pinpoints=_PINPOINTS),
         "LlavaOnevisionProcessor",
         {"num_image_tokens": 4, "vision_feature_select_strategy": "full"},
         top=dict(image_token_index="<image>", video_token_index="<video>", vision_feature_select_strategy="full")
-        | {"image_grid_pinpoints": _pinpoints(28)},
+        | {"image_grid_pinpoints": _PINPOINTS},
         tokens={"image_token": "<image>", "video_token": "<video>"},
         template=chat_template("<image>\n"),
     ),
