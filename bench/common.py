@@ -26,42 +26,26 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 logger = logging.getLogger("bench")
 QUICK = {"action": "store_true", "help": "tiny model only"}  # --quick of the speed benches
-DEADLINE = [float("inf")]  # perf_counter time after which a GPU check starts no new section (--budget-s)
 
 # the larger random Qwen2-VL of the speed benches (23M parameters); the tiny one is make_tiny_vlm's default
 LARGE = {"hidden": 512, "layers": 8, "vision_embed": 256, "vision_depth": 4}
-# Qwen2.5-VL-7B-Instruct's config.json (architecture values; token ids come from the tiny tokenizer)
+# Qwen2.5-VL-7B-Instruct's config.json where it differs from transformers' Qwen2_5_VLTextConfig defaults
+# (architecture values; token ids come from the tiny tokenizer)
 QWEN25_VL_7B_TEXT = {
     "hidden_size": 3584,
     "intermediate_size": 18944,
     "num_hidden_layers": 28,
     "num_attention_heads": 28,
     "num_key_value_heads": 4,
-    "vocab_size": 152064,
     "max_position_embeddings": 128000,
     "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
     "tie_word_embeddings": False,
     "sliding_window": 32768,
-    "use_sliding_window": False,
     "max_window_layers": 28,
     "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
 }
-QWEN25_VL_7B_VISION = {
-    "depth": 32,
-    "hidden_size": 1280,
-    "intermediate_size": 3420,
-    "num_heads": 16,
-    "in_chans": 3,
-    "out_hidden_size": 3584,
-    "patch_size": 14,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "window_size": 112,
-    "fullatt_block_indexes": [7, 15, 23, 31],
-    "tokens_per_second": 2,
-    "hidden_act": "silu",
-}
+# and its vision config where it differs from Qwen2_5_VLVisionConfig's defaults
+QWEN25_VL_7B_VISION = {"hidden_size": 1280, "tokens_per_second": 2}
 # a dry run's tiny config of the same architecture
 TINY_TEXT = {
     **QWEN25_VL_7B_TEXT,
@@ -79,7 +63,7 @@ TINY_VISION = {
 def arguments(doc: str, argv: Sequence[str] | None = None, *, gpu: bool = False, **options: dict) -> Any:
     """The script's options, ``NAME=dict(add_argument's keywords)`` each (``--NAME``, dashes for underscores), and,
     with ``gpu``, a GPU check's ``--dry-run``, ``--out`` (default ``$OUT``) and ``--work``. Log lines go to stdout; a
-    dry run hides the GPU before torch first asks for it; ``--budget-s`` starts the deadline."""
+    dry run hides the GPU before torch first asks for it."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     if gpu:
         parser.add_argument("--dry-run", action="store_true", help="tiny models on the CPU (checks the script)")
@@ -94,8 +78,6 @@ def arguments(doc: str, argv: Sequence[str] | None = None, *, gpu: bool = False,
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if gpu and args.dry_run:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    if getattr(args, "budget_s", None) is not None:
-        DEADLINE[0] = time.perf_counter() + args.budget_s
     return args
 
 
@@ -140,10 +122,12 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 class Table:
-    """A GPU check's rows of (section, metric, value), each logged as it comes, the whole table printed at the end."""
+    """A GPU check's rows of (section, metric, value), each logged as it comes, the whole table printed at the end;
+    no section starts after ``budget_s``."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget_s: float = float("inf")) -> None:
         self.rows: list[tuple[str, str, str]] = []
+        self.deadline = time.perf_counter() + budget_s
 
     def add(self, section: str, metric: str, value: Any) -> None:
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -159,18 +143,19 @@ class Table:
         return self
 
 
-def guarded(table: Table, section: str, fn: Callable[[], Any]) -> None:
-    """Run one section; a failure becomes a table row, never the end of the check."""
-    if time.perf_counter() > DEADLINE[0]:
+def guarded(table: Table, section: str, fn: Callable[[], Any]) -> Any:
+    """Run one section and return its result; a failure becomes a table row (and None), never the end of the check."""
+    if time.perf_counter() > table.deadline:
         table.add(section, "skipped", "the --budget-s time was used up before it")
-        return
+        return None
     logger.info("== %s", section)
     t0 = time.perf_counter()
     try:
-        fn()
+        return fn()
     except Exception as err:  # noqa: BLE001 - every section must be reported, whatever breaks
         logger.error("%s failed:\n%s", section, traceback.format_exc())
         table.add(section, "FAILED", f"{type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''}")
+        return None
     finally:
         table.add(section, "section seconds", round(time.perf_counter() - t0, 1))
         gc.collect()
@@ -191,8 +176,8 @@ def workdir(folder: str | None, prefix: str) -> Iterator[Path]:
         yield Path(folder)
 
 
-def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, device: Any, seed: int = 0) -> Path:
-    """A random-weight bf16 Qwen2.5-VL checkpoint from config values, built on ``device``, with the tiny VLM's
+def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, seed: int = 0) -> Path:
+    """A random-weight bf16 Qwen2.5-VL checkpoint from config values, built on the GPU if any, with the tiny VLM's
     tokenizer, processor and chat template (the tokenizer's ids are a subset of any vocabulary here)."""
     import torch
     from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2_5_VLConfig
@@ -207,6 +192,7 @@ def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, device: A
         text_config={**text, **special}, vision_config=dict(vision), **{k: getattr(tiny, k) for k in ids}
     )
     torch.manual_seed(seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with device:
         model = AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
     logger.info(
@@ -214,3 +200,10 @@ def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, device: A
     )
     model.save_pretrained(out, max_shard_size="5GB")
     return out
+
+
+def tensors(folder: Path) -> dict[str, Any]:
+    """Every tensor of the ``*.safetensors`` files in ``folder``."""
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}

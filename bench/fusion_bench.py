@@ -17,10 +17,10 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
-import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from common import arguments  # noqa: E402
 
 from fusion.bradley_terry import LABEL_A, LABEL_B, LABEL_TIE, fit_bradley_terry, outcome_probabilities  # noqa: E402
 
@@ -35,13 +35,13 @@ def simulate(n: int, w: np.ndarray, nu: float, seed: int) -> tuple[np.ndarray, n
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=1_000_000)
-    parser.add_argument("--dims", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3, help="timed fits per tie model; the best is reported")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
+    args = arguments(
+        __doc__,
+        pairs={"type": int, "default": 1_000_000},
+        dims={"type": int, "default": 8},
+        repeats={"type": int, "default": 3, "help": "timed fits per tie model; the best is reported"},
+        seed={"type": int, "default": 0},
+    )
     w_true = np.linspace(1.0, -0.3, args.dims)
     t0 = time.perf_counter()
     x_a, x_b, labels = simulate(args.pairs, w_true, nu=0.3, seed=args.seed)

@@ -4,15 +4,10 @@
     bash bench/gpu_all.sh --dry-run --out DIR  # the same stages on tiny configs on the CPU (a test runs it)
     bash bench/gpu_all.sh --skip rl,photos     # stages: scoring, rl, photos
 
-Stages, one after the other (each a subprocess with its log; each given a share of the time left and stopped at
-its limit, so the run ends within the budget whatever happens):
-
-1. ``scoring``: ``bench/gpu_check.py --skip lora,zero3`` (the scoring-loop profile before and after, images/s per
-   batch size against the unoptimised path, % of the bf16 peak, memory, prefix reuse, score differences)
-2. ``rl``: ``bench/rl_gpu_check.sh`` (``--dry-run`` in a dry run; ``RL_CHECK`` names another script); a missing or
-   failing check is a row of the table, not the end of the run
-3. ``photos``: ``bench/real_photos_gpu.py`` (the tiny-real-photos-gpu recipe trained within what is left, held-out
-   SRCC per type beside BRISQUE, the SRCC curve, the scorer reloaded on the CPU)
+Stages, one after the other, each a subprocess with its log, given a share of the time left and stopped at its
+limit (the run ends within the budget whatever happens): ``scoring`` (``bench/gpu_check.py --skip lora,zero3``),
+``rl`` (``bench/rl_gpu_check.sh``, or the script ``RL_CHECK`` names; missing or failing, it is a row of the table)
+and ``photos`` (``bench/real_photos_gpu.py`` trained within what is left).
 
 ``--out`` receives at most 7 files (the device machine returns 8): ``table.md`` (the one table), ``table.json``,
 ``scoring.log``, ``rl.log``, ``photos.log``, ``real_photos_curve.png`` and, when the RL check draws one,
@@ -39,28 +34,9 @@ PLANNED = {"scoring": 200.0, "rl": 100.0}
 PHOTO_OVERHEAD_S = 80.0  # held-out set, BRISQUE, imports, final evaluation and the CPU reload around the training
 
 
-def run_stage(cmd: list[str], log: Path, timeout: float, env: dict[str, str]) -> tuple[int | str, float]:
-    """Run ``cmd`` with its output in ``log``; ``(exit status or "timed out", seconds)``."""
-    start = time.perf_counter()
-    with log.open("w") as handle:
-        handle.write("$ " + " ".join(cmd) + "\n")
-        handle.flush()
-        proc = subprocess.Popen(
-            cmd, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True
-        )
-        try:
-            status: int | str = proc.wait(timeout=max(timeout, 1.0))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)  # the stage and every process it started
-            proc.wait()
-            status = "timed out"
-    return status, time.perf_counter() - start
-
-
 def rl_rows(log: Path, status: int | str) -> list[list[str]]:
-    """The RL check's rows as its log has them (``bench: SECTION | METRIC | VALUE`` lines, logged as they come: a
-    check stopped at its limit keeps the rows it reached), or another script's result lines (``RESULT ...``, held-out
-    and Best-of-N lines); its last lines when it failed with none."""
+    """The RL check's rows as logged (``bench: SECTION | METRIC | VALUE``: a check stopped at its limit keeps the rows
+    it reached), or another script's ``RESULT``, held-out and Best-of-N lines; else its last lines if it failed."""
     rows = []
     for line in log.read_text(errors="replace").splitlines():
         text = line.strip()
@@ -75,6 +51,84 @@ def rl_rows(log: Path, status: int | str) -> list[list[str]]:
         tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-3:]
         rows.append(["rl check", "last lines", " / ".join(tail)[:300]])
     return rows
+
+
+class Run:
+    """The stages of one run within one budget: each given a share of the time left, its rows returned."""
+
+    def __init__(self, args: Any, out: Path, work: Path, start: float) -> None:
+        self.args, self.out, self.work, self.start = args, out, work, start
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+        if args.dry_run:
+            self.env["CUDA_VISIBLE_DEVICES"] = ""
+        self.dry = ["--dry-run"] if args.dry_run else []
+        self.stages: dict[str, dict[str, Any]] = {}
+
+    def left(self) -> float:
+        return self.args.budget_s - (time.time() - self.start)
+
+    def floor(self, seconds: float) -> float:
+        """The least a stage gets when the budget is short: ``seconds``, or a quarter of what is left."""
+        return min(seconds, max(self.left() / 4, 1.0))
+
+    def stage(self, name: str, cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> int | str:
+        """Run ``cmd`` with its output in ``out/NAME.log``, stopped (with every process it started) at ``timeout``;
+        its exit status or "timed out"."""
+        start = time.perf_counter()
+        with (self.out / f"{name}.log").open("w") as handle:
+            handle.write("$ " + " ".join(cmd) + "\n")
+            handle.flush()
+            proc = subprocess.Popen(
+                cmd, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env=env or self.env, start_new_session=True
+            )
+            try:
+                status: int | str = proc.wait(timeout=max(timeout, 1.0))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+                status = "timed out"
+        self.stages[name] = {"status": status, "seconds": round(time.perf_counter() - start, 1)}
+        return status
+
+    def scoring(self) -> list[list[str]]:
+        work = self.work
+        limit = min(
+            PLANNED["scoring"] + 40.0, max(self.left() - PLANNED["rl"] - PHOTO_OVERHEAD_S - 60.0, self.floor(60))
+        )
+        cmd = [sys.executable, "-u", str(ROOT / "bench/gpu_check.py"), *self.dry, "--skip", "lora,zero3"]
+        cmd += ["--out", str(work / "scoring"), "--work", str(work / "scoring_work"), "--budget-s", str(limit - 30)]
+        status = self.stage("scoring", cmd, limit)
+        shutil.rmtree(work / "scoring_work", ignore_errors=True)  # the 7B checkpoint: disk for the next stages
+        result = work / "scoring" / "gpu_check.json"
+        return json.loads(result.read_text()) if result.is_file() else [["scoring", "no table", str(status)]]
+
+    def rl(self) -> list[list[str]]:
+        script = Path(os.environ.get("RL_CHECK", ROOT / "bench/rl_gpu_check.sh"))
+        if not script.is_file():
+            self.stages["rl"] = {"status": "missing", "seconds": 0.0}
+            return [["rl check", "missing", f"{script} not found (another helper's; run it when it lands)"]]
+        limit = min(PLANNED["rl"] + 30.0, max(self.left() - PHOTO_OVERHEAD_S - 60.0, self.floor(30)))
+        env = {**self.env, "OUT": str(self.work / "rl")}
+        if self.args.dry_run:
+            env["DRY"] = "1"  # the script's own switch: no wheel installation, CPU
+        status = self.stage("rl", ["bash", str(script), *self.dry], limit, env)
+        rows = [["rl check", "exit status (seconds)", f"{status} ({self.stages['rl']['seconds']:.0f})"]]
+        if (self.work / "rl" / "reward_curve.png").is_file():
+            shutil.copy(self.work / "rl" / "reward_curve.png", self.out / "reward_curve.png")
+        return rows + rl_rows(self.out / "rl.log", status)
+
+    def photos(self) -> list[list[str]]:
+        work = self.work
+        limit = max(self.left() - 15.0, self.floor(60))
+        train_s = max(limit - PHOTO_OVERHEAD_S, 20.0)
+        cmd = [sys.executable, "-u", str(ROOT / "bench/real_photos_gpu.py"), *self.dry, "--out", str(work / "photos")]
+        cmd += ["--budget-s", f"{train_s:.0f}", "--work", str(work / "photos_work")]
+        status = self.stage("photos", cmd, limit)
+        result = work / "photos" / "real_photos.json"
+        if not result.is_file():
+            return [["real photos", "no table", str(status)]]
+        shutil.copy(work / "photos" / "real_photos_curve.png", self.out / "real_photos_curve.png")
+        return [list(r) for r in json.loads(result.read_text())["rows"]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,75 +146,19 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"--skip {sorted(skip - set(STAGES))}: the stages are {', '.join(STAGES)}")
     out = Path(args.out or "gpu_all_out")
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
-    if args.dry_run:
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    py = [sys.executable, "-u"]
-    dry = ["--dry-run"] if args.dry_run else []
     rows: list[list[str]] = [["run", "mode", "dry run (CPU, tiny configs)" if args.dry_run else "GPU"]]
-    stages: dict[str, Any] = {}
-
-    def left() -> float:
-        return args.budget_s - (time.time() - start)
-
-    def floor(seconds: float) -> float:
-        """The least a stage gets when the budget is short: ``seconds``, or a quarter of what is left."""
-        return min(seconds, max(left() / 4, 1.0))
-
     with tempfile.TemporaryDirectory(prefix="gpu_all_") as tmp:
-        work = Path(tmp)
-        if "scoring" not in skip:
-            limit = min(PLANNED["scoring"] + 40.0, max(left() - PLANNED["rl"] - PHOTO_OVERHEAD_S - 60.0, floor(60)))
-            cmd = [*py, str(ROOT / "bench/gpu_check.py"), *dry, "--skip", "lora,zero3"]
-            cmd += [
-                "--out",
-                str(work / "scoring"),
-                "--work",
-                str(work / "scoring_work"),
-                "--budget-s",
-                str(limit - 30),
-            ]
-            status, took = run_stage(cmd, out / "scoring.log", limit, env)
-            stages["scoring"] = {"status": status, "seconds": round(took, 1)}
-            result = work / "scoring" / "gpu_check.json"
-            rows += json.loads(result.read_text()) if result.is_file() else [["scoring", "no table", str(status)]]
-            shutil.rmtree(work / "scoring_work", ignore_errors=True)  # the 7B checkpoint: disk for the next stages
-        if "rl" not in skip:
-            script = Path(os.environ.get("RL_CHECK", ROOT / "bench/rl_gpu_check.sh"))
-            if not script.is_file():
-                stages["rl"] = {"status": "missing", "seconds": 0.0}
-                rows.append(["rl check", "missing", f"{script} not found (another helper's; run it when it lands)"])
-            else:
-                limit = min(PLANNED["rl"] + 30.0, max(left() - PHOTO_OVERHEAD_S - 60.0, floor(30)))
-                rl_env = {**env, "OUT": str(work / "rl")}
-                if args.dry_run:
-                    rl_env["DRY"] = "1"  # the script's own switch: no wheel installation, CPU
-                status, took = run_stage(["bash", str(script), *dry], out / "rl.log", limit, rl_env)
-                stages["rl"] = {"status": status, "seconds": round(took, 1)}
-                rows.append(["rl check", "exit status (seconds)", f"{status} ({took:.0f})"])
-                rows += rl_rows(out / "rl.log", status)
-                if (work / "rl" / "reward_curve.png").is_file():
-                    shutil.copy(work / "rl" / "reward_curve.png", out / "reward_curve.png")
-        if "photos" not in skip:
-            limit = max(left() - 15.0, floor(60))
-            train_s = max(limit - PHOTO_OVERHEAD_S, 20.0)
-            cmd = [*py, str(ROOT / "bench/real_photos_gpu.py"), *dry, "--out", str(work / "photos")]
-            cmd += ["--budget-s", f"{train_s:.0f}", "--work", str(work / "photos_work")]
-            status, took = run_stage(cmd, out / "photos.log", limit, env)
-            stages["photos"] = {"status": status, "seconds": round(took, 1)}
-            result = work / "photos" / "real_photos.json"
-            if result.is_file():
-                rows += [list(r) for r in json.loads(result.read_text())["rows"]]
-                shutil.copy(work / "photos" / "real_photos_curve.png", out / "real_photos_curve.png")
-            else:
-                rows.append(["real photos", "no table", str(status)])
+        run = Run(args, out, Path(tmp), start)
+        for name in STAGES:
+            if name not in skip:
+                rows += getattr(run, name)()
     total = time.time() - start
-    for name, info in stages.items():
+    for name, info in run.stages.items():
         rows.append(["run", f"stage {name}: exit status (seconds)", f"{info['status']} ({info['seconds']:.0f})"])
     rows.append(["run", f"total seconds (budget {args.budget_s:.0f})", f"{total:.0f}"])
     table = markdown(("section", "metric", "value"), rows)
     (out / "table.md").write_text(table + "\n")
-    (out / "table.json").write_text(json.dumps({"rows": rows, "stages": stages, "seconds": total}, indent=1))
+    (out / "table.json").write_text(json.dumps({"rows": rows, "stages": run.stages, "seconds": total}, indent=1))
     print(table, flush=True)
     return 0
 

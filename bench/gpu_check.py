@@ -5,13 +5,10 @@
     bash bench/gpu_check.sh --out DIR          # also writes DIR/gpu_check.json
     bash bench/gpu_check.sh --skip lora,zero3  # scoring only (bench/gpu_all.sh runs it so)
 
-Scoring: the profile of the scoring loop before (the unoptimised path: image processor in the loop,
-per-window vision attention) and after, images/s of the unoptimised path at batch 16 against the fast path at each
-batch size, achieved TFLOP/s and the fraction of the bf16 peak at the best one, peak memory, the prefix-reuse
-ratio, and the score differences (fast vs unoptimised, batch 16 vs 1, GPU vs PIL image processor, bf16 vs fp32).
-The model is built from Qwen2.5-VL-7B-Instruct's config values (written below) with random weights (no
-download); the tokenizer is the toolkit's tiny offline one (its ids are a subset of the 152k vocabulary). Every
-section is guarded: one that fails prints its error in the table and the others still run.
+Scoring (the unoptimised path against the fast one): the profile before and after, images/s per batch size, % of
+the bf16 peak, memory, prefix reuse, score differences; then SFT steps (LoRA on the 7B config, full under ZeRO-3 on a
+smaller one). The model is Qwen2.5-VL-7B-Instruct's config (below) with random weights and the tiny offline
+tokenizer. Every section is guarded: one that fails is a row of the table and the others still run.
 """
 
 from __future__ import annotations
@@ -36,10 +33,12 @@ from common import (
     TINY_VISION,
     Table,
     arguments,
+    best_times,
     build_checkpoint,
     guarded,
     logger,
     noise_images,
+    tensors,
     workdir,
 )
 from transformers import TrainerCallback
@@ -62,20 +61,11 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def images(n: int, side: int, seed: int = 0, mixed: bool = False) -> list[list[Any]]:
-    return [[im] for im in noise_images(n, side, seed, mixed)]
-
-
 def timed(fn: Callable[[], Any], repeats: int = 2) -> tuple[float, Any]:
-    """Best wall time of ``repeats`` runs after one warm-up, and the last result."""
-    result = fn()
-    best = float("inf")
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        result = fn()
-        sync()
-        best = min(best, time.perf_counter() - t0)
+    """Best wall time of ``repeats`` runs after one warm-up (CUDA synchronised after each), and the last result."""
+    fn()
+    sync()
+    [(best, _, result)] = best_times([lambda: (fn(), sync())[0]], repeats)
     return best, result
 
 
@@ -98,147 +88,158 @@ def expected(logp: torch.Tensor) -> torch.Tensor:
     return expected_value(logp, torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0]))
 
 
-def scoring_sections(table: Table, ckpt: Path, side: int, peak: float | None, dry: bool) -> None:
-    """The scoring measurements: the profile before and after, images/s per batch size against the unoptimised path,
-    % of peak, memory, prefix reuse and the score differences the faster path makes (``dry``: fewer images, batches
-    and repeats, for the CPU dry run)."""
-    from reward.eval.parallel import score_images
-    from reward.rewards.qbench import QBenchConfig, QBenchReward
-    from reward.vlm import OptionQuery, load_vlm
-    from reward.vlm.inputs import device_preprocessing, fast_image_processor
-    from reward.vlm.model import ScoringSpeed
-    from reward.vlm.profile import profile_scoring
+class Scoring:
+    """The scoring measurements on one loaded model, each a method run as a guarded section (``dry``: fewer images,
+    batches and repeats, for the CPU dry run)."""
 
-    cuda = torch.cuda.is_available()
-    n_images, batches, workers = (16, (4, 8, 16), 2) if dry else (128, (16, 32, 64, 128), 8)
-    repeats, n_prefix, n_mixed = (1, 4, 6) if dry else (2, 16, 16)
-    vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map={"": 0} if cuda else None)
-    old, fast = ScoringSpeed.unoptimised(), ScoringSpeed()
-    q_one = [OptionQuery("Rate the quality of the image.", WORDS, "The quality of the image is")]
-    aesthetic = "the spatial aesthetic {} quality level of this image"
-    q_dims = [
-        OptionQuery(f"Please evaluate {aesthetic.format(d)}.", WORDS, aesthetic.format(d).capitalize() + " is")
-        for d in DIMENSIONS
-    ]
-    imgs = images(n_images, side)
-    enc = vlm.processor(
-        text=[vlm.render(1, q_one[0].question, q_one[0].response_prefix)], images=imgs[0], return_tensors="pt"
-    )
-    n_tokens, n_patches = len(enc["input_ids"][0]), int(enc["image_grid_thw"].prod(-1).sum())
-    flops_per_image = matmul_flops_per_image(vlm.model, n_tokens, n_patches)
-    table.add("setup", "tokens per query (image + text)", n_tokens)
-    table.add("setup", "matmul GFLOP per image (2 x params x tokens)", flops_per_image / 1e9)
-    image_processor = vlm.processor.image_processor
-    why_not = device_preprocessing(fast_image_processor(image_processor) or image_processor, vlm.device)
-    table.add("setup", "image processor on the GPU", "yes (torchvision)" if why_not is None else f"no: {why_not}")
-    reward = QBenchReward(QBenchConfig(model="unused"), vlm=vlm)
-    items = [(f"img{i}", g[0], i + 1) for i, g in enumerate(imgs)]
-    best: dict[str, Any] = {"batch": batches[0], "rate": 0.0}
+    def __init__(self, table: Table, ckpt: Path, side: int, peak: float | None, dry: bool) -> None:
+        from reward.rewards.qbench import QBenchConfig, QBenchReward
+        from reward.vlm import OptionQuery, load_vlm
+        from reward.vlm.inputs import device_preprocessing, fast_image_processor
+        from reward.vlm.model import ScoringSpeed
 
-    def use(speed: ScoringSpeed, batch: int) -> None:
-        vlm.speed, vlm.batch_size = speed, batch
+        self.table, self.side, self.peak, self.cuda = table, side, peak, torch.cuda.is_available()
+        self.n_images, self.batches, self.workers = (16, (4, 8, 16), 2) if dry else (128, (16, 32, 64, 128), 8)
+        self.repeats, self.n_prefix, self.n_mixed = (1, 4, 6) if dry else (2, 16, 16)
+        self.n_prof = min(self.n_images, 64)
+        self.vlm = vlm = load_vlm(ckpt, dtype="bfloat16", batch_size=16, device_map={"": 0} if self.cuda else None)
+        self.old, self.fast, self.host = ScoringSpeed.unoptimised(), ScoringSpeed(), ScoringSpeed(preprocess="host")
+        self.q_one = [OptionQuery("Rate the quality of the image.", WORDS, "The quality of the image is")]
+        aesthetic = "the spatial aesthetic {} quality level of this image"
+        self.q_dims = [
+            OptionQuery(f"Please evaluate {aesthetic.format(d)}.", WORDS, aesthetic.format(d).capitalize() + " is")
+            for d in DIMENSIONS
+        ]
+        self.imgs = [[im] for im in noise_images(self.n_images, side)]
+        q = self.q_one[0]
+        enc = vlm.processor(
+            text=[vlm.render(1, q.question, q.response_prefix)], images=self.imgs[0], return_tensors="pt"
+        )
+        n_tokens, n_patches = len(enc["input_ids"][0]), int(enc["image_grid_thw"].prod(-1).sum())
+        self.flops_per_image = matmul_flops_per_image(vlm.model, n_tokens, n_patches)
+        table.add("setup", "tokens per query (image + text)", n_tokens)
+        table.add("setup", "matmul GFLOP per image (2 x params x tokens)", self.flops_per_image / 1e9)
+        self.image_processor = vlm.processor.image_processor
+        self.why_not = device_preprocessing(
+            fast_image_processor(self.image_processor) or self.image_processor, vlm.device
+        )
+        gpu_ip = "yes (torchvision)" if self.why_not is None else f"no: {self.why_not}"
+        table.add("setup", "image processor on the GPU", gpu_ip)
+        self.reward = QBenchReward(QBenchConfig(model="unused"), vlm=vlm)
+        self.items = [(f"img{i}", g[0], i + 1) for i, g in enumerate(self.imgs)]
+        self.best: dict[str, Any] = {"batch": self.batches[0], "rate": 0.0}
 
-    n_prof = min(n_images, 64)
+    def run(self) -> None:
+        guarded(self.table, "profile before", self.profile_before)
+        guarded(self.table, "images/s", self.images_per_s)
+        guarded(self.table, "profile after", self.profile_after)
+        guarded(self.table, "prefix reuse", self.prefix_reuse)
+        guarded(self.table, "agreement", self.agreement)
+        self.vlm.speed = self.fast
 
-    def add_profile(section: str, prof: Any) -> None:
+    def use(self, speed: Any, batch: int) -> None:
+        self.vlm.speed, self.vlm.batch_size = speed, batch
+
+    def score_loop(self, items: list[Any], batch: int, workers: int, prepare: bool) -> Any:
+        from reward.eval.parallel import score_images
+
+        return score_images(self.reward, items, batch_size=batch, num_workers=workers, prepare_in_workers=prepare)
+
+    def add_profile(self, section: str, prof: Any) -> None:
         for part, seconds in prof.parts():
-            table.add(section, f"{part} (s, share)", f"{seconds:.3f}, {seconds / prof.total:.1%}")
-        table.add(section, "total (s) / images/s while profiled", f"{prof.total:.3f} / {n_prof / prof.total:.1f}")
+            self.table.add(section, f"{part} (s, share)", f"{seconds:.3f}, {seconds / prof.total:.1%}")
+        rate = self.n_prof / prof.total
+        self.table.add(section, "total (s) / images/s while profiled", f"{prof.total:.3f} / {rate:.1f}")
         pad = prof.padding_share()
-        table.add(section, "padding share of the tokens", "n/a" if pad is None else f"{pad:.1%}")
+        self.table.add(section, "padding share of the tokens", "n/a" if pad is None else f"{pad:.1%}")
 
-    def profile_before() -> None:
-        use(old, 16)
-        loop = items[:n_prof]
-        score_images(reward, loop[:16], batch_size=16, num_workers=0, prepare_in_workers=False)  # warm-up
-        with profile_scoring(vlm.model) as prof:
-            score_images(reward, loop, batch_size=16, num_workers=workers, prepare_in_workers=False)
-        add_profile("profile before (unoptimised, batch 16)", prof)
+    def profile_before(self) -> None:
+        from reward.vlm.profile import profile_scoring
 
-    def throughput() -> None:
-        use(old, 16)
-        t_old, _ = timed(lambda: vlm.option_logprobs(imgs[:64], q_one), repeats)
-        rate_old = min(64, n_images) / t_old
+        self.use(self.old, 16)
+        loop = self.items[: self.n_prof]
+        self.score_loop(loop[:16], 16, 0, False)  # warm-up
+        with profile_scoring(self.vlm.model) as prof:
+            self.score_loop(loop, 16, self.workers, False)
+        self.add_profile("profile before (unoptimised, batch 16)", prof)
+
+    def images_per_s(self) -> None:
+        table, vlm, imgs, best = self.table, self.vlm, self.imgs, self.best
+        self.use(self.old, 16)
+        t_old, _ = timed(lambda: vlm.option_logprobs(imgs[:64], self.q_one), self.repeats)
+        rate_old = min(64, self.n_images) / t_old
         table.add("images/s", "unoptimised path, batch 16 (H200 before: 29.9)", rate_old)
-        for b in batches:
-            use(fast, b)
-            if cuda:
+        for b in self.batches:
+            self.use(self.fast, b)
+            if self.cuda:
                 torch.cuda.reset_peak_memory_stats()
-            t, _ = timed(lambda: vlm.option_logprobs(imgs, q_one), repeats)
-            mem = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
-            table.add("images/s", f"fast path, batch {b} (peak GiB)", f"{n_images / t:.1f} ({mem:.1f})")
-            if n_images / t > best["rate"]:
-                best.update(batch=b, rate=n_images / t, memory=mem)
-        tflops = flops_per_image * best["rate"] / 1e12
+            t, _ = timed(lambda: vlm.option_logprobs(imgs, self.q_one), self.repeats)
+            mem = torch.cuda.max_memory_allocated() / 2**30 if self.cuda else float("nan")
+            table.add("images/s", f"fast path, batch {b} (peak GiB)", f"{self.n_images / t:.1f} ({mem:.1f})")
+            if self.n_images / t > best["rate"]:
+                best.update(batch=b, rate=self.n_images / t, memory=mem)
+        tflops = self.flops_per_image * best["rate"] / 1e12
         table.add("images/s", "best batch size", best["batch"])
         table.add("images/s", "best / unoptimised batch 16", best["rate"] / rate_old)
         table.add("images/s", "achieved TFLOP/s at the best batch", tflops)
-        if peak:
-            table.add("images/s", f"fraction of the {peak:g} TFLOP/s bf16 peak (goal 0.5)", tflops / peak)
+        if self.peak:
+            table.add("images/s", f"fraction of the {self.peak:g} TFLOP/s bf16 peak (goal 0.5)", tflops / self.peak)
         table.add("memory", "peak GPU memory at the best batch (GiB)", best.get("memory", float("nan")))
-        use(ScoringSpeed(preprocess="host"), best["batch"])
-        t_host, _ = timed(lambda: vlm.option_logprobs(imgs, q_one), repeats=1)
-        table.add("images/s", "fast path, image processor on the host in the loop", n_images / t_host)
+        self.use(self.host, best["batch"])
+        t_host, _ = timed(lambda: vlm.option_logprobs(imgs, self.q_one), repeats=1)
+        table.add("images/s", "fast path, image processor on the host in the loop", self.n_images / t_host)
         for name, prepare in (("workers prepare the images (host processor)", True), ("workers decode only", False)):
-            use(ScoringSpeed(preprocess="host") if prepare else fast, best["batch"])
-            t_loop, _ = timed(
-                lambda p=prepare: score_images(
-                    reward, items, batch_size=best["batch"], num_workers=workers, prepare_in_workers=p
-                ),
-                repeats=1,
-            )
-            table.add("images/s", f"scoring loop ({workers} DataLoader workers), {name}", n_images / t_loop)
+            self.use(self.host if prepare else self.fast, best["batch"])
+            t_loop, _ = timed(lambda p=prepare: self.score_loop(self.items, best["batch"], self.workers, p), repeats=1)
+            table.add("images/s", f"scoring loop ({self.workers} DataLoader workers), {name}", self.n_images / t_loop)
 
-    def profile_after() -> None:
-        use(fast, best["batch"])
-        with profile_scoring(vlm.model) as prof:
-            vlm.option_logprobs(imgs[:n_prof], q_one)
-        add_profile(f"profile after (fast path, batch {best['batch']})", prof)
+    def profile_after(self) -> None:
+        from reward.vlm.profile import profile_scoring
 
-    def prefix_reuse() -> None:
-        some = imgs[:n_prefix]
-        for name, speed in (("fast", fast), ("unoptimised", old)):
-            use(speed, 16)
-            t_plain, plain = timed(lambda: vlm.option_logprobs(some, q_dims, reuse_prefix=False), repeats=1)
-            t_reuse, reuse = timed(lambda: vlm.option_logprobs(some, q_dims, reuse_prefix=True), repeats=1)
-            label = f"4 dims x {n_prefix} images: plain / reuse time"
+        self.use(self.fast, self.best["batch"])
+        with profile_scoring(self.vlm.model) as prof:
+            self.vlm.option_logprobs(self.imgs[: self.n_prof], self.q_one)
+        self.add_profile(f"profile after (fast path, batch {self.best['batch']})", prof)
+
+    def prefix_reuse(self) -> None:
+        some = self.imgs[: self.n_prefix]
+        for name, speed in (("fast", self.fast), ("unoptimised", self.old)):
+            self.use(speed, 16)
+            t_plain, plain = timed(lambda: self.vlm.option_logprobs(some, self.q_dims, reuse_prefix=False), repeats=1)
+            t_reuse, reuse = timed(lambda: self.vlm.option_logprobs(some, self.q_dims, reuse_prefix=True), repeats=1)
+            label = f"4 dims x {self.n_prefix} images: plain / reuse time"
             label += " (H200 before: 2.34x)" if name == "fast" else ""
-            table.add(f"prefix reuse, {name} path", label, t_plain / t_reuse)
+            self.table.add(f"prefix reuse, {name} path", label, t_plain / t_reuse)
             diff = (expected(plain.logprobs) - expected(reuse.logprobs)).abs().max().item()
-            table.add(f"prefix reuse, {name} path", "max |score diff| reuse vs plain (1-5, bf16)", diff)
+            self.table.add(f"prefix reuse, {name} path", "max |score diff| reuse vs plain (1-5, bf16)", diff)
 
-    def agreement() -> None:
-        mixed = images(n_mixed, side, seed=1, mixed=True)  # three widths: three token counts, grouped, padded
-        host = ScoringSpeed(preprocess="host")  # the fast path with the same (PIL) image processor as before
+    def agreement(self) -> None:
+        table, host, old = self.table, self.host, self.old  # host: the fast path with the same (PIL) image processor
+        # three widths: three token counts, grouped, padded
+        mixed = [[im] for im in noise_images(self.n_mixed, self.side, seed=1, mixed=True)]
 
-        def score(speed: ScoringSpeed, batch: int) -> torch.Tensor:
-            use(speed, batch)
-            return expected(vlm.option_logprobs(mixed, q_one).logprobs)
+        def score(speed: Any, batch: int) -> torch.Tensor:
+            self.use(speed, batch)
+            return expected(self.vlm.option_logprobs(mixed, self.q_one).logprobs)
 
         fast16, old16, fast1 = score(host, 16), score(old, 16), score(host, 1)
         label = "max |score diff| fast vs unoptimised, same image processor (1-5)"
         table.add("agreement bf16", label, (fast16 - old16).abs().max().item())
         table.add("agreement bf16", "max |score diff| batch 16 vs 1 (1-5)", (fast16 - fast1).abs().max().item())
-        if why_not is None:
-            gpu16 = score(fast, 16)
-            label_gpu = f"max |score diff| image processor on the GPU vs {type(image_processor).__name__} on the host"
+        if self.why_not is None:
+            gpu16 = score(self.fast, 16)
+            processor = type(self.image_processor).__name__
+            label_gpu = f"max |score diff| image processor on the GPU vs {processor} on the host"
             table.add("agreement bf16", label_gpu, (gpu16 - fast16).abs().max().item())
-        vlm.model.float()
+        self.vlm.model.float()
         try:
             f_fast, f_old, f_one = score(host, 16), score(old, 16), score(host, 1)
         finally:
-            vlm.model.to(torch.bfloat16)
+            self.vlm.model.to(torch.bfloat16)
         table.add("agreement fp32", label, (f_fast - f_old).abs().max().item())
         table.add("agreement fp32", "max |score diff| batch 16 vs 1 (1-5)", (f_fast - f_one).abs().max().item())
         table.add("agreement bf16", "max |score diff| bf16 vs fp32 (1-5)", (fast16 - f_fast).abs().max().item())
         table.add("agreement bf16", "score spread (max-min) over images", (f_fast.max() - f_fast.min()).item())
-
-    guarded(table, "profile before", profile_before)
-    guarded(table, "images/s", throughput)
-    guarded(table, "profile after", profile_after)
-    guarded(table, "prefix reuse", prefix_reuse)
-    guarded(table, "agreement", agreement)
-    vlm.speed = fast
 
 
 class _StepTimer(TrainerCallback):
@@ -284,12 +285,6 @@ def sft_lora(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size:
     table.add(name, "adapter written", (Path(result["scorer"]) / "adapter_model.safetensors").is_file())
 
 
-def _tensors(folder: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}
-
-
 def sft_zero3(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size: int, bf16: bool) -> None:
     """Full fine-tuning under ``accelerate launch --use_deepspeed --zero_stage 3`` (one process): the scorer written
     with every tensor's full shape, changed by training, loaded back by ``reward=sa-iqa``."""
@@ -317,7 +312,7 @@ def sft_zero3(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size
         raise RuntimeError(f"accelerate launch exited {proc.returncode}: {lines[0][:150]}")
     result = json.loads((out / "sft_result.json").read_text())
     table.add(name, "steps done / mean loss", f"{result['global_step']} / {result['train_loss']:.4f}")
-    trained, initial = _tensors(out / "scorer"), _tensors(ckpt)
+    trained, initial = tensors(out / "scorer"), tensors(ckpt)
     full = [k for k in initial if k in trained and trained[k].shape == initial[k].shape]
     table.add(name, "scorer tensors with full shapes", f"{len(full)}/{len(initial)}")
     table.add(
@@ -336,8 +331,7 @@ def main(argv: list[str] | None = None) -> Table:
     args = arguments(__doc__, argv, gpu=True, skip=skip, budget_s=budget)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    table = Table()
+    table = Table(args.budget_s)
     import transformers
 
     gpu = torch.cuda.get_device_name(0) if cuda else "none (dry run)" if args.dry_run else "none"
@@ -349,9 +343,9 @@ def main(argv: list[str] | None = None) -> Table:
     side = 112 if dry else 448  # 448 px: 256 visual tokens per image
     with workdir(args.work, "gpu_check_") as work:
         big = work / "qwen2.5-vl-7b-random"
-        guarded(table, "build 7B-class model", lambda: build_checkpoint(big, text, vision, side * side, device))
+        guarded(table, "build 7B-class model", lambda: build_checkpoint(big, text, vision, side * side))
         if "scoring" not in skip:
-            guarded(table, "scoring", lambda: scoring_sections(table, big, side, peak, dry))
+            guarded(table, "scoring", lambda: Scoring(table, big, side, peak, dry).run())
         if "lora" not in skip:
             guarded(table, "SFT LoRA (7B config)", lambda: sft_lora(table, big, work, 4 if cuda else 2, 4, side))
         if "zero3" not in skip:
@@ -359,7 +353,7 @@ def main(argv: list[str] | None = None) -> Table:
             small_text, small_vision = (TINY_TEXT, TINY_VISION) if dry else (SMALL_TEXT, SMALL_VISION)
 
             def zero3() -> None:
-                build_checkpoint(small, small_text, small_vision, side * side, device, seed=1)
+                build_checkpoint(small, small_text, small_vision, side * side, seed=1)
                 sft_zero3(table, small, work, 4 if cuda else 2, 4, side, bf16=cuda)
 
             guarded(table, "SFT full ZeRO-3 (small)", zero3)

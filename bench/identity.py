@@ -2,9 +2,8 @@
 
     python bench/identity.py [--weights-gib 2] [--images 10000]
 
-Writes a weights file and a manifest of small PNGs in a scratch folder, then fingerprints both as a command does at
-start: first with an empty digest cache (every byte read: what every start cost before digests were cached by their
-file's stat), then again (an unchanged rerun: stats and cache look-ups only). Prints both times and their ratio.
+Fingerprints a weights file and a manifest of small PNGs as a command does at start: first with an empty digest
+cache (every byte read), then again (an unchanged rerun: stats and cache look-ups only); both times and their ratio.
 """
 
 from __future__ import annotations

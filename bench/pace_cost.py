@@ -4,10 +4,9 @@ on the same model, as ratios in one run, beside the token-count ideal.
     python bench/pace_cost.py            # tiny model and a larger random config (hidden 512, 8 layers, 448 px)
     python bench/pace_cost.py --quick    # tiny model only
 
-The paper reports 0.67 s vs 0.12 s per image (5.6x) on an A100. Both rewards are timed alternately on the same
-loaded model, best of ``--repeats`` (these machines jitter up to 10x: ratios, not absolute times, are the result).
-The token-count ideal is the ratio of tokens each path must run through the model (image prefixes once per image
-group thanks to prefix reuse, plus every suffix): what the ratio would be if cost were proportional to tokens.
+The paper reports 0.67 s vs 0.12 s per image (5.6x) on an A100. Both rewards are timed in turn on the same model,
+best of ``--repeats``. The token-count ideal is the ratio of the tokens each path runs (image prefixes once per group
+thanks to prefix reuse, plus every suffix): the ratio if cost were proportional to tokens.
 """
 
 from __future__ import annotations

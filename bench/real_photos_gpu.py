@@ -3,13 +3,10 @@
     python bench/real_photos_gpu.py --out DIR                 # one GPU: train within --budget-s (default 210 s)
     python bench/real_photos_gpu.py --out DIR --dry-run       # the same steps on the CPU, a few training steps
 
-Steps: the held-out set of the real-photo table of docs/photos.md (distorted crops of the held-out photos, 112 px
-crops of photos downscaled to a 224 short side); BRISQUE on it; the tiny ``small`` VLM built from scratch;
-``training/sft.py +recipe=tiny-real-photos-gpu`` (library entry, one process) with two callbacks: the held-out SRCC
-every ``--every`` steps (the curve) and a wall-clock budget that ends training in time; the final scorer evaluated on
-the held-out set, overall and per distortion type (pristine plus that type), beside BRISQUE on the same images; then
-the scorer is loaded back with ``reward=sa-iqa`` by ``reward/evaluate.py`` in a CPU-only process (it travels).
-Writes ``real_photos.json`` (rows of the GPU table, the curve, the metrics) and ``real_photos_curve.png`` to --out.
+Trains the tiny ``small`` VLM from scratch with ``training/sft.py +recipe=tiny-real-photos-gpu`` within the budget,
+the held-out SRCC every ``--every`` steps (the curve); then the final SRCC on the held-out set of docs/photos.md,
+overall and per distortion type beside BRISQUE, and the scorer loaded back by ``reward/evaluate.py`` on the CPU.
+Writes ``real_photos.json`` (the table's rows, the curve, the metrics) and ``real_photos_curve.png`` to --out.
 """
 
 from __future__ import annotations
@@ -226,7 +223,8 @@ def run(args: argparse.Namespace, work: Path) -> Table:
     wall = time.perf_counter() - t_train
     steps = int(result["global_step"])
     batch = int(cfg.trainer.per_device_train_batch_size)
-    final = per_type_srcc(rows, _scores(work / "run"))
+    scored = read_records(work / "run" / "scores.jsonl")
+    final = per_type_srcc(rows, {r["image"]: float(r["score"]) for r in scored if r.get("score") is not None})
     if not curve.curve or curve.curve[-1]["step"] != steps:
         curve.curve.append({"step": steps, **final})
     table.add(section, "steps done (batch)", f"{steps} ({batch})")
@@ -251,14 +249,6 @@ def run(args: argparse.Namespace, work: Path) -> Table:
     payload = {"rows": table.rows, "curve": curve.curve, "final": final, "brisque": brisque, "cpu_metrics": cpu}
     (out / "real_photos.json").write_text(json.dumps(payload, indent=1))
     return table
-
-
-def _scores(run_dir: Path) -> dict[str, float]:
-    from reward.data.files import read_records
-
-    return {
-        r["image"]: float(r["score"]) for r in read_records(run_dir / "scores.jsonl") if r.get("score") is not None
-    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,6 @@ Images are procedural scenes (training/procedural); each mode is timed on the sa
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -24,13 +23,6 @@ from reward.testing import make_tiny_vlm
 from training.procedural.synthetic import example_at
 
 
-def tiny_scorer(folder: Path) -> Path:
-    """A random tiny VLM as a scorer folder of the no-thinking prompt."""
-    make_tiny_vlm(folder)
-    write_metadata(folder, scorer_meta("visualquality-r1-fast"))
-    return folder
-
-
 def main() -> None:
     args = arguments(
         __doc__,
@@ -39,18 +31,18 @@ def main() -> None:
         repeats=dict(type=int, default=2, help="best of this many rounds"),
         max_new_tokens=dict(type=int, default=16, help="mode=sample: tokens per answer"),
     )
-    work = Path(tempfile.mkdtemp(prefix="reasoning-speed-"))
-    try:
-        scorer = args.scorer or str(tiny_scorer(work / "scorer"))
+    with tempfile.TemporaryDirectory(prefix="reasoning-speed-") as work:
+        scorer = args.scorer
+        if scorer is None:  # a random tiny VLM as a scorer folder of the no-thinking prompt
+            scorer = str(make_tiny_vlm(Path(work) / "scorer"))
+            write_metadata(scorer, scorer_meta("visualquality-r1-fast"))
         examples = [example_at(7, i, 64) for i in range(args.images)]
         images, mos = [e.image for e in examples], [e.mos["lighting"] for e in examples]
         common = {"model": scorer, "dtype": "float32", "max_new_tokens": args.max_new_tokens}
         modes = {"expected": build(common | {"mode": "expected"})}
-        for k in (1, 8):
-            modes[f"sample K={k}"] = build(common | {"mode": "sample", "samples": k})
+        modes |= {f"sample K={k}": build(common | {"mode": "sample", "samples": k}) for k in (1, 8)}
         timed = best_times([lambda r=r: r.score(images).scores.numpy() for r in modes.values()], args.repeats)
-        base = timed[0][0]
-        expected = timed[0][2]
+        base, _, expected = timed[0]
         rows, record = [], {}
         for (name, _), (wall, _, scores) in zip(modes.items(), timed, strict=True):
             ok = np.isfinite(scores) & np.isfinite(expected)
@@ -62,8 +54,6 @@ def main() -> None:
             record[name] = {"images_per_s": args.images / wall, "vs_expected": wall / base, "srcc_expected": both}
         print(markdown(["mode", "images/s", "time vs expected", "parsed", "SRCC vs expected", "SRCC vs MOS"], rows))
         logger.info("%s", json.dumps(record))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

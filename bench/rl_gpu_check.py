@@ -6,20 +6,10 @@ FLUX Fill pipeline, with the reward in-process and then behind the loopback Open
     bash bench/rl_gpu_check.sh --out DIR           # also writes DIR/rl_gpu_check.json ([section, metric, value] rows)
     bash bench/rl_gpu_check.sh --reward-model DIR  # score with this VLM checkpoint instead of building the 7B one
 
-Then GRPO with trl's default KL term under ``accelerate launch --use_deepspeed --zero_stage 3`` (one process per
-GPU), a full and a LoRA policy: the reference model trl built (sharded like the policy; with LoRA the policy with its
-adapter disabled), the KL of the first and last steps, the policy written.
-
-Per section: steps done; the policy's dtype under ``policy.dtype=auto`` (full fine-tuning: fp32 master weights) and
-the fraction of its weights that changed at the paper's lr 1e-6 (pure bf16 AdamW moves ~2%); the device of every
-model against the device this process should use; seconds per step in policy generation, inpainting, reward and the
-update; peak GPU memory. The served section adds the server's requests and failures, the missing top-k mass, and the
-largest difference between served and in-process scores; the generators section times each tiny diffusers
-pipeline in its auto dtype and checks a candidate drawn alone. Every section is guarded: a failure is a row.
-
-``bench/gpu_all.py`` runs this check as its ``rl`` stage (``bench/rl_gpu_check.sh``, a subprocess). :func:`rl_sections`
-takes any table and a reward checkpoint, so another check can add these rows to its own table and build the 7B model
-once (nothing does yet).
+Per GRPO section: steps, the policy's dtype and the fraction of its weights changed at the paper's lr 1e-6, every
+model's device, seconds per step by part, peak memory (served: the server's requests and failures). Then served vs
+in-process scores, each tiny diffusers pipeline in its auto dtype, and GRPO with trl's default KL term under
+DeepSpeed ZeRO-3 (a full and a LoRA policy). ``bench/gpu_all.py`` runs this check as its ``rl`` stage.
 """
 
 from __future__ import annotations
@@ -46,6 +36,7 @@ from common import (
     arguments,
     build_checkpoint,
     guarded,
+    tensors,
     workdir,
 )
 from transformers import TrainerCallback
@@ -89,14 +80,6 @@ class WeightWatch(TrainerCallback):
         self.changed = moved / max(1, sum(p.numel() for p in self.before.values()))
 
 
-class Logs(TrainerCallback):
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        self.rows.append(dict(logs or {}))
-
-
 def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path | None, steps: int) -> Parts:
     """Procedural tasks, a random text policy, the tiny FLUX Fill pipeline and the reward VLM (built unless given)."""
     from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
@@ -109,17 +92,10 @@ def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path |
     pipeline = make_tiny_inpaint_pipeline(work / "flux-fill", "flux-fill")
     if reward_model is None:
         text, vision = (TINY_TEXT, TINY_VISION) if dry_run else (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION)
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        reward_model = build_checkpoint(work / "reward-vlm", text, vision, side * side, device)
+        reward_model = build_checkpoint(work / "reward-vlm", text, vision, side * side)
     table.add("rl setup", "reward model", str(reward_model))
-    table.add("rl setup", "policy parameters (M)", round(_params(policy) / 1e6, 1))
+    table.add("rl setup", "policy parameters (M)", round(sum(t.numel() for t in tensors(policy).values()) / 1e6, 1))
     return Parts(tasks, policy, pipeline, Path(reward_model), work, dry_run, steps)
-
-
-def _params(path: Path) -> int:
-    from safetensors.torch import load_file
-
-    return sum(t.numel() for f in path.glob("*.safetensors") for t in load_file(f).values())
 
 
 def _overrides(p: Parts, out: Path) -> list[str]:
@@ -161,34 +137,31 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
             reward += ["reward.backend=openai", f"reward.server={server}"]
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
-        watch, logs = WeightWatch(), Logs()
+        watch = WeightWatch()
         out = p.work / ("grpo-served" if served else "grpo-local")
         cfg = compose("grpo", overrides=[*_overrides(p, out), *reward], schema=GrpoSettings)
         start = time.perf_counter()
-        result = run_grpo(cfg, callbacks=[watch, logs])
+        result = run_grpo(cfg, callbacks=[watch])
         table.add(name, "wall seconds (load + train + save)", round(time.perf_counter() - start, 1))
     me = result["processes"][0]
     table.add(name, "steps done", f"{result['global_step']} of {result['max_steps']}")
     table.add(name, "policy dtype (dtype=auto, full fine-tuning)", result["policy_dtype"])
     table.add(name, "policy elements changed (lr 1e-6)", watch.changed)
     expected = process_device(None)
-    devices = me["devices"]
-    for role, device in devices.items():
+    for role, device in me["devices"].items():
         table.add(name, f"device {role}", device)
-    placed = {k: v for k, v in devices.items() if v != "none"}  # a served reward has no model here
-    wrong = {k: v for k, v in placed.items() if v != expected}
+    # a served reward has no model here ("none")
+    wrong = {k: v for k, v in me["devices"].items() if v not in ("none", expected)}
     table.add(name, f"devices as configured ({expected})", "yes" if not wrong else f"NO: {wrong}")
     for part, seconds in me["timing"]["per_step_s"].items():
         table.add(name, f"s/step {part}", seconds)
     table.add(name, "s/step total", me["timing"]["step_s"])
     table.add(name, "held-out evaluation s (2 rounds)", me["heldout_s"])
     table.add(name, "peak GPU memory GiB", me["peak_memory_gib"] if me["peak_memory_gib"] is not None else "n/a")
-    rewards = [e["rewards/qbench/mean"] for e in logs.rows if "rewards/qbench/mean" in e]
-    table.add(name, "mean reward per step", [round(r, 4) for r in rewards])
+    table.add(name, "mean reward per step", [round(m, 4) for _, m, _ in result["train_curve"]["qbench"]])
     if served:
-        failed = sum(e.get("qbench/failed", 0) for e in logs.rows)
         table.add(name, "server requests answered", stats.get("requests", 0))
-        table.add(name, "failed scores (counted)", failed)
+        table.add(name, "failed scores (counted)", result["reward_failures"]["unusable"])
         reasons = result["reward_failures"]["servers"]["qbench"]["failed_reasons"]
         table.add(name, "served reward failures (reasons)", reasons or "none")
 
@@ -274,18 +247,14 @@ def generator_section(table: Table, p: Parts) -> None:
 def rl_sections(
     table: Table, *, dry_run: bool, work: Path, reward_model: Path | None = None, steps: int | None = None
 ) -> None:
-    """Every RL section into ``table`` (this script's own, or another check's): setup, GRPO in-process, GRPO served,
-    served vs in-process scores, the diffusers generators."""
+    """Every RL section into ``table`` (this script's own, or another check's): setup, GRPO in-process and served,
+    served vs in-process scores, the diffusers generators, GRPO under ZeRO-3."""
     steps = steps or (2 if dry_run else 3)
-    box: dict[str, Parts] = {}
-
-    def setup() -> None:
-        box["parts"] = build_parts(table, work, dry_run=dry_run, reward_model=reward_model, steps=steps)
-
-    guarded(table, "rl setup", setup)
-    if "parts" not in box:
+    parts = guarded(
+        table, "rl setup", lambda: build_parts(table, work, dry_run=dry_run, reward_model=reward_model, steps=steps)
+    )
+    if parts is None:
         return
-    parts = box["parts"]
     guarded(table, SECTIONS[0], lambda: grpo_section(table, parts, served=False))
     guarded(table, SECTIONS[1], lambda: grpo_section(table, parts, served=True))
     guarded(table, SECTIONS[2], lambda: parity_section(table, parts))
@@ -306,7 +275,7 @@ def main(argv: list[str] | None = None) -> Table:
         steps={"type": int, "help": "GRPO steps per run (default 3; dry run 2)"},
         budget_s={"type": float, "default": 420.0, "help": "start no section after this many seconds"},
     )
-    table = Table()
+    table = Table(args.budget_s)
     table.add("rl setup", "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (dry run)")
     with workdir(args.work, "rl_gpu_check_") as work:
         reward = Path(args.reward_model) if args.reward_model else None

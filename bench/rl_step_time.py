@@ -3,20 +3,18 @@ on tiny parts.
 
     python bench/rl_step_time.py [--steps 20] [--generator procedural|sd15-inpaint]
 
-Runs ``rl/grpo.py``'s library entry on a tiny random text policy (2 prompts x 8 completions a step, scene-proxy
-reward) and prints the shares of the step time spent sampling the policy, inpainting, scoring and updating. Then
-times Best-of-4 generation of 8 tasks as one batched call against 8 one-task calls (same candidates, same seeds).
-Ratios within one run only: these machines jitter up to 10x.
+GRPO (``rl/grpo.py``'s library entry) on a tiny random text policy, 2 prompts x 8 completions a step, scene-proxy
+reward; then Best-of-4 of 8 tasks as one batched call against 8 one-task calls (same seeds). Ratios within one run
+only: these machines jitter up to 10x.
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
-import time
 from pathlib import Path
 
-from common import arguments, logger
+from common import arguments, best_times, logger
 
 from reward.core.cli import compose
 from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
@@ -59,13 +57,12 @@ def main() -> None:
         generator = build_generator(bon.generator)
         items = load_tasks(tasks)[0][:8]
         images, masks, prompts = [t.image for t in items], [t.mask for t in items], [t.prompt for t in items]
-        start = time.perf_counter()
-        generator.inpaint(images, masks, prompts, n=4, seed=0)
-        batched = time.perf_counter() - start
-        start = time.perf_counter()
-        for i in range(len(items)):
-            generator.inpaint([images[i]], [masks[i]], [prompts[i]], n=4, seed=0)
-        single = time.perf_counter() - start
+        one_by_one = [([im], [m], [p]) for im, m, p in zip(images, masks, prompts, strict=True)]
+        (batched, _, _), (single, _, _) = best_times(
+            [lambda: generator.inpaint(images, masks, prompts, n=4, seed=0)]
+            + [lambda: [generator.inpaint(*task, n=4, seed=0) for task in one_by_one]],
+            repeats=1,
+        )
         logger.info("Best-of-4 on 8 tasks: one batched call is %.2fx faster than 8 one-task calls", single / batched)
 
 

@@ -4,20 +4,13 @@ alone.
     python bench/scoring_speed.py            # tiny Qwen2-VL, the larger random Qwen2-VL and a windowed Qwen2.5-VL
     python bench/scoring_speed.py --quick    # tiny model only
 
-The loop is ``reward.eval.parallel.score_images`` over JPEG files of mixed sizes (as ``reward/evaluate.py`` runs
-it), with the zero-shot qbench reward on the loaded model, 64 images per reward call and 16 per forward pass.
-Variants, each timed in turn on the same model (best of ``--repeats``). These machines are shared and jitter up to
-10x, so besides images/s (wall) the images per CPU-second of this process are given: by default everything runs in
-this process on one torch thread (``--workers 0 --threads 1``), where CPU time is the work done whatever the load.
-
-- ``unoptimised``: the path before the faster loop (image processor in the scoring loop, batches in file order,
-  per-window vision attention; ``ScoringSpeed.unoptimised()``)
-- ``+ workers``: the image processor in the DataLoader workers (the model gets ready tensors)
-- ``+ grouping``: and batches grouped by visual token count
-- ``fast (default)``: and the vision tower's packed attention as batched SDPA calls (pinned, non-blocking copies
-  too, which only act on a GPU)
-
-Every variant's scores are compared with the unoptimised ones (max |difference|, fp32).
+The loop is ``reward.eval.parallel.score_images`` (as ``reward/evaluate.py`` runs it) over JPEG files of mixed
+sizes, the zero-shot qbench reward, 64 images per reward call, 16 per forward pass. Each variant is timed in turn on
+the same model, best of ``--repeats``; beside images/s (wall), images per CPU-second of this process, which the load
+of these shared machines does not change (by default all in this process on one torch thread). The variants, each
+adding one change: ``unoptimised`` (``ScoringSpeed.unoptimised()``), ``+ workers`` (the image processor in the
+DataLoader workers), ``+ grouping`` (batches grouped by visual token count), ``fast (default)`` (the vision tower's
+packed attention as batched SDPA calls); each one's max score difference from the unoptimised scores (fp32).
 """
 
 from __future__ import annotations
@@ -36,6 +29,7 @@ from reward.testing import make_tiny_vlm
 from reward.vlm import load_vlm
 from reward.vlm.model import ScoringSpeed
 
+WINDOWED = {"family": "qwen2_5_vl", "vision_embed": 64}
 VARIANTS = {
     "unoptimised": (ScoringSpeed.unoptimised(), False),
     "+ workers": (ScoringSpeed.unoptimised(), True),
@@ -96,12 +90,7 @@ def main() -> None:
     if not args.quick:
         configs += [
             ("large Qwen2-VL (hidden 512, 8 layers, ViT 4x256), <= 448 px", LARGE, 448, fewer),
-            (
-                "Qwen2.5-VL (hidden 64, windowed ViT 2x64), <= 448 px",
-                {"family": "qwen2_5_vl", "vision_embed": 64},
-                448,
-                fewer,
-            ),
+            ("Qwen2.5-VL (hidden 64, windowed ViT 2x64), <= 448 px", WINDOWED, 448, fewer),
         ]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -284,7 +284,7 @@ def word_id(tokenizer, context: str, word: str) -> int:
 def scripted_chat_url():
     """A loopback chat server answering ``{"score": N}``, N from 5 to 1 in steps of 0.1, higher for a brighter image
     (``reward=chat-judge``)."""
-    from reward.testing.openai_server import serve_scripted
+    from server_doubles import serve_scripted
 
     with serve_scripted([f'{{"score": {5 - k / 10:g}}}' for k in range(41)]) as url:
         yield url

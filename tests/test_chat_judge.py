@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from server_doubles import serve_scripted
 
 from reward.core.errors import ConfigError
 from reward.rewards.registry import get_reward
-from reward.testing.openai_server import serve_scripted
 
 SAMPLES = Path(__file__).resolve().parents[1] / "reward" / "assets" / "samples"
 LAYOUT_B2 = (  # App. B.2, Prompt 1 (Layout), as printed

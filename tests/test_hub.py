@@ -111,8 +111,8 @@ def test_a_push_that_cannot_happen_is_refused_before_training(tmp_path, monkeypa
 @pytest.mark.slow
 def test_push_to_hub_uploads_the_scorer_card_and_metadata_and_nothing_else(tiny_vlm_path, tmp_path, monkeypatch):
     from huggingface_hub import constants
+    from server_doubles import FakeHub
 
-    from reward.testing.hub_server import FakeHub
     from reward.testing.loopback import serve
     from training.commands.sft import run as run_sft
     from training.procedural.synthetic import write_benchmark

@@ -12,13 +12,13 @@ import pytest
 import torch
 from hydra import initialize_config_dir
 from PIL import Image
+from server_doubles import serve_scripted
 
 from reward import RewardOutput, images_from_column
 from reward.core.cli import compose
 from reward.core.errors import ConfigError, UserError
 from reward.integrations.reward_set import NamedReward, RewardSet
 from reward.integrations.trl_rewards import TrlRewards
-from reward.testing.openai_server import serve_scripted
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.best_of_n import run as run_best_of_n
 from rl.commands.grpo import GrpoSettings

@@ -13,12 +13,13 @@ import urllib.request
 
 import pytest
 import torch
+from server_doubles import serve_scripted
 
 from conftest import random_images, tiny_reward_config
 from reward import get_reward
 from reward.core.errors import UserError
 from reward.integrations.reward_set import RewardSet
-from reward.testing.openai_server import serve_openai, serve_scripted
+from reward.testing.openai_server import serve_openai
 from reward.vlm import OptionQuery
 from reward.vlm.server import OpenAIBackend, ServerConfig, served_vlm
 

@@ -23,6 +23,7 @@ def test_rl_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path, request)
     env = {**os.environ, "PYTHON": sys.executable}
     env.pop("OUT", None)
     cmd = ["bash", str(ROOT / "bench/rl_gpu_check.sh"), "--dry-run", "--out", str(tmp_path), "--work", str(tmp_path)]
+    cmd += ["--budget-s", "3600"]  # every section starts, however loaded this machine is (the GPU's budget is 420 s)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {(s, m): v for s, m, v in json.loads((tmp_path / "rl_gpu_check.json").read_text())}

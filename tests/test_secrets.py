@@ -104,8 +104,8 @@ def test_an_sft_run_that_pushes_reads_the_token_from_the_environment_and_writes_
     tiny_vlm_path, tmp_path, monkeypatch, capfd
 ):
     from huggingface_hub import constants
+    from server_doubles import FakeHub
 
-    from reward.testing.hub_server import FakeHub
     from reward.testing.loopback import serve
     from training.commands.sft import run as run_sft
     from training.procedural.synthetic import write_benchmark

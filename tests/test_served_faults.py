@@ -1,6 +1,6 @@
 """Served rewards never invent a score and never end a run on one malformed answer: options a server's top-k does
 not resolve, malformed log-probs and every malformed 200 answer of the fault-injecting loopback server
-(reward.testing.openai_server.serve_scripted) fail their item with a counted reason, and evaluate completes (or,
+(tests/server_doubles.py: serve_scripted) fail their item with a counted reason, and evaluate completes (or,
 when nothing could be scored, stops with one line)."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 import torch
 from hydra import initialize_config_dir
 from PIL import Image
+from server_doubles import FAULTS, scripted_top, serve_scripted
 
 from reward import get_reward
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 from reward.eval.evaluation import NothingScored
-from reward.testing.openai_server import FAULTS, scripted_top, serve_scripted
 from reward.vlm import OptionQuery
 from reward.vlm.server import AnswerError, OpenAIBackend, ServerConfig, letter_logprobs
 

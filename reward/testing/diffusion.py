@@ -15,8 +15,6 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-TINY_KINDS = ("sd15-inpaint", "sdxl-inpaint", "flux-fill")
-
 
 # the UNet recipe SD1.5 and SDXL share (SDXL adds its text-time embedding and its own attention sizes)
 _UNET = {
@@ -81,13 +79,15 @@ def _vae(latent_channels: int = 4, **extra):
     )
 
 
-def _sd15_parts(out: Path, in_channels: int) -> dict:
-    """Tokenizer, text encoder, VAE, UNet (``in_channels`` 9 for inpainting, 4 for text-to-image) and scheduler."""
-    from diffusers import DDIMScheduler, UNet2DConditionModel
+def _sd15(out: Path, inpaint: bool = True) -> None:
+    """SD1.5's parts: the UNet takes 9 channels for inpainting (latents, mask, masked image), 4 for text-to-image."""
+    import diffusers
 
     tok = make_clip_tokenizer(out / "tokenizer")
-    unet = UNet2DConditionModel(**_UNET, in_channels=in_channels, cross_attention_dim=32, attention_head_dim=4)
-    scheduler = DDIMScheduler(
+    unet = diffusers.UNet2DConditionModel(
+        **_UNET, in_channels=9 if inpaint else 4, cross_attention_dim=32, attention_head_dim=4
+    )
+    scheduler = diffusers.DDIMScheduler(
         beta_start=0.00085,
         beta_end=0.012,
         beta_schedule="scaled_linear",
@@ -95,23 +95,10 @@ def _sd15_parts(out: Path, in_channels: int) -> dict:
         set_alpha_to_one=False,
         steps_offset=1,
     )
-    return {
-        "unet": unet,
-        "vae": _vae(),
-        "text_encoder": _clip_text(len(tok)),
-        "tokenizer": tok,
-        "scheduler": scheduler,
-        "safety_checker": None,
-        "feature_extractor": None,
-        "requires_safety_checker": False,
-    }
-
-
-def _sd15(out: Path, inpaint: bool = True) -> None:
-    import diffusers
-
     pipeline = diffusers.StableDiffusionInpaintPipeline if inpaint else diffusers.StableDiffusionPipeline
-    pipeline(**_sd15_parts(out, in_channels=9 if inpaint else 4)).save_pretrained(out)
+    parts = {"unet": unet, "vae": _vae(), "text_encoder": _clip_text(len(tok)), "tokenizer": tok}
+    parts |= {"scheduler": scheduler, "safety_checker": None, "feature_extractor": None}
+    pipeline(**parts, requires_safety_checker=False).save_pretrained(out)
 
 
 def _sdxl(out: Path) -> None:

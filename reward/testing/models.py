@@ -27,8 +27,7 @@ ANSWER_WORDS = [
 
 
 def chat_template(image: str, turn: str = "<|im_start|>{role}\n", end: str = "<|im_end|>\n", bot: str = "assistant"):
-    """A small Jinja chat template: ``turn`` opens a turn (``{role}``), ``end`` closes it, ``image`` stands for an
-    image part, ``bot`` is the assistant's role name."""
+    """A small Jinja chat template: ``turn`` opens a turn, ``end`` closes it, ``image`` stands for an image part."""
     start = turn.replace("{role}", "' + message['role'] + '")
     return (
         "{% for message in messages %}"
@@ -161,6 +160,10 @@ def _text(hidden: int, layers: int, **extra: Any) -> dict:
     }
 
 
+_QWEN_IDS = dict(image_token_id="<|image_pad|>", video_token_id="<|video_pad|>")
+_QWEN_IDS.update(vision_start_token_id="<|vision_start|>", vision_end_token_id="<|vision_end|>")
+
+
 @dataclass(frozen=True)
 class Tiny:
     """How one family's tiny checkpoint is built: its config class with the text and vision parts (functions of
@@ -173,7 +176,7 @@ class Tiny:
     image_processor: Any  # (side) -> (class name, settings)
     processor: str
     processor_kwargs: dict = field(default_factory=dict)
-    top: dict = field(default_factory=dict)
+    top: dict = field(default_factory=lambda: _QWEN_IDS)
     tokens: dict = field(default_factory=lambda: QWEN_TOKENS)
     template: str = CHAT_TEMPLATE
     metaspace: bool = False
@@ -211,13 +214,8 @@ def _square(cls: str, pixels: int, **extra: Any):
     return lambda side: (cls, {"size": {"height": side * pixels, "width": side * pixels}, **extra})
 
 
-def _pinpoints(side: int) -> list[list[int]]:
-    """LLaVA-OneVision's any-resolution grids: 1x1 to 2x2 tiles of ``side`` pixels."""
-    return [[side * h, side * w] for h in (1, 2) for w in (1, 2)]
+_PINPOINTS = [[28 * h, 28 * w] for h in (1, 2) for w in (1, 2)]  # LLaVA-OneVision's grids: 1x1 to 2x2 tiles of 28 px
 
-
-_QWEN_IDS = dict(image_token_id="<|image_pad|>", video_token_id="<|video_pad|>")
-_QWEN_IDS.update(vision_start_token_id="<|vision_start|>", vision_end_token_id="<|vision_end|>")
 _Q3 = {"patch_size": 16, "num_position_embeddings": 64}
 # Qwen3.5: Gated DeltaNet (linear attention) and full attention layers in turn
 _GDN = dict(full_attention_interval=2, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2)
@@ -236,7 +234,6 @@ TINY: dict[str, Tiny] = {
         },
         _pixels("Qwen2VLImageProcessorPil", 14),
         "Qwen2VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen2_5_vl": Tiny(
         "Qwen2_5_VLConfig",
@@ -244,7 +241,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(window_size=56, fullatt_block_indexes=[1]),
         _pixels("Qwen2VLImageProcessorPil", 14),
         "Qwen2_5_VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen3_vl": Tiny(
         "Qwen3VLConfig",
@@ -252,7 +248,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(**_Q3, deepstack_visual_indexes=[0]),
         _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen3_5": Tiny(
         "Qwen3_5Config",
@@ -260,7 +255,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(**_Q3),
         _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
-        top=_QWEN_IDS,
     ),
     "qwen3_5_moe": Tiny(
         "Qwen3_5MoeConfig",
@@ -268,7 +262,6 @@ TINY: dict[str, Tiny] = {
         _qwen_vision(**_Q3),
         _pixels("Qwen2VLImageProcessorPil", 16),
         "Qwen3VLProcessor",
-        top=_QWEN_IDS,
     ),
     "glm4v": Tiny(
         "Glm4vConfig",
@@ -352,11 +345,11 @@ TINY: dict[str, Tiny] = {
         "LlavaOnevisionConfig",
         _QWEN2,
         _vit(14, 7, model_type="siglip_vision_model"),
-        _square("LlavaOnevisionImageProcessorPil", 7, image_grid_pinpoints=_pinpoints(28)),
+        _square("LlavaOnevisionImageProcessorPil", 7, image_grid_pinpoints=_PINPOINTS),
         "LlavaOnevisionProcessor",
         {"num_image_tokens": 4, "vision_feature_select_strategy": "full"},
         top=dict(image_token_index="<image>", video_token_index="<video>", vision_feature_select_strategy="full")
-        | {"image_grid_pinpoints": _pinpoints(28)},
+        | {"image_grid_pinpoints": _PINPOINTS},
         tokens={"image_token": "<image>", "video_token": "<video>"},
         template=chat_template("<image>\n"),
     ),
@@ -392,13 +385,8 @@ def make_tiny_vlm(
     image_pixels: int | None = None,
 ) -> Path:
     """Build a tiny random checkpoint of ``family`` (a key of :data:`TINY`) in ``out_dir`` (reused if it already
-    holds one) and return it.
-
-    ``preset`` picks the sizes of :data:`PRESETS` (``"small"``: a tiny VLM that can learn local distortions of
-    real photos); the keyword arguments override single sizes. ``image_pixels`` bounds a Qwen-VL image processor
-    (default: the preset's patches a side, e.g. 4 -> 4 image tokens after the 2x2 merge). Larger
-    ``hidden``/``layers``/``image_pixels`` give the bigger random configs used by ``bench/``.
-    """
+    holds one) and return it. ``preset``: the sizes of :data:`PRESETS`, which the keyword arguments override one by
+    one; ``image_pixels`` bounds a Qwen-VL image processor (default: the preset's patches a side)."""
     import transformers
 
     if preset not in PRESETS:
