@@ -273,17 +273,16 @@ def fingerprint(
     if path.exists():
         return _folder(path.resolve(), exclude) if path.is_dir() else _file(path.resolve(), roots)
     from reward.data.datasets import parse_source
-    from reward.data.hf import parse_hf
 
     try:
-        source = parse_hf(text) or parse_source(text)
+        source = parse_source(text)  # hf:DIR_OR_ID[:SPLIT] or NAME:FOLDER[:SPLIT]
     except Exception:  # noqa: BLE001 - a malformed source: the command refuses it with its own message
         source = None
     if source is not None:
-        folder = Path(getattr(source, "folder", None) or source.name).expanduser()
+        folder = Path(source.folder).expanduser()
         if folder.is_dir():
             return _source(text, folder, exclude)
-        snapshot = hub_snapshot(source.name, "dataset")
+        snapshot = hub_snapshot(source.folder, "dataset")
         return {"path": text, "revision": snapshot.name} if snapshot is not None else {"path": text}
     snapshot = hub_snapshot(text)
     return {"repo": text, "revision": snapshot.name} if snapshot is not None else {"path": text}
