@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from training.sft_labels import LabelRule, RatingExamples, rating_examples
+from training.sft_labels import LabelRule, rating_examples
 from training.targets import mos_to_word
 
 logger = logging.getLogger(__name__)
@@ -123,18 +123,13 @@ def manifest_dataset(
     ds = ds.remove_columns([name for name, keep_it in needed.items() if not keep_it])
     if drawn or augment is not None:  # a new word / crop is drawn each time an example is read
         ds.set_transform(_OnRead(queries, list(rule.words), drawn, seed, augment))
-    _log_targets(read, len(ds))
-    return ds, read.skipped
-
-
-def _log_targets(read: RatingExamples, n: int) -> None:
-    rule = read.rule
-    if rule is not None and rule.soft == "deqa":
+    n = len(ds)
+    if rule.soft == "deqa":
         logger.info(
             "soft targets: DeQA-Score's label (%s, MOS range %s) for %d examples", rule.density, rule.level_range, n
         )
-    elif rule is not None and rule.soft == "gaussian":
-        with_std = sum(math.isfinite(ex.std) for ex in read.examples)
+    elif rule.soft == "gaussian":
+        with_std = sum(math.isfinite(ex.std) for ex in examples)
         logger.info(
             "soft targets: %d of %d examples from a Gaussian of their own std (the others: std %g)",
             with_std,
@@ -143,9 +138,9 @@ def _log_targets(read: RatingExamples, n: int) -> None:
         )
     logger.info("SFT data: %d examples from %s (%d rows skipped)", n, read.source, read.skipped)
     if read.info:
-        logger.info(
-            "%s: split %s (%s), scale %s", read.source, read.info["split"], read.info["split_rule"], read.info["scale"]
-        )
+        info = read.info
+        logger.info("%s: split %s (%s), scale %s", read.source, info["split"], info["split_rule"], info["scale"])
+    return ds, read.skipped
 
 
 class _OnRead:

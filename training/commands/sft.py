@@ -39,11 +39,13 @@ from training.sft_labels import soft_mode, words_best_first
 from training.shared.batch import (
     GLOBAL_BATCH_KEY,
     SFT_BATCH,
+    PlanSettings,
     batch_problems,
     check_world,
     describe_batch,
     global_batch_help,
     launch_processes,
+    planned_processes,
     resolve_batch,
     trl_fields,
 )
@@ -56,7 +58,6 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.plan import PlanSettings, planned_processes, report_plan
 from training.shared.reporting import report_to_problems
 from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
@@ -303,10 +304,6 @@ PAPER_TRAINER: dict[str, tuple[Any, str]] = {
 }
 
 
-def _paper_trainer() -> dict[str, Any]:
-    return {name: default for name, (default, _) in PAPER_TRAINER.items()}
-
-
 @dataclass
 class SftSettings:
     """Settings of ``training/sft.py``. Keys marked ``may_change`` may differ when a run is resumed (everything else
@@ -349,7 +346,7 @@ class SftSettings:
         default=16, metadata={"help": "images per scoring call at the end", "may_change": True, "range": BATCH}
     )
     trainer: dict[str, Any] = field(
-        default_factory=_paper_trainer,
+        default_factory=lambda: {name: default for name, (default, _) in PAPER_TRAINER.items()},
         metadata={
             "help": "trl.SFTConfig fields (any one: trainer.NAME=V)",
             "entries": {name: text for name, (_, text) in PAPER_TRAINER.items() if text},
@@ -396,47 +393,40 @@ class SftSettings:
 def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
     """Typed settings from the Hydra config; unknown, missing or mistyped keys and invalid values in any section fail
     together. ``with_inputs`` (a run): the model and data are checked first, before the validation imports trl, so a
-    missing file is said at once; ``plan=true`` checks none, its model and data may not exist yet."""
+    missing file is said at once; ``plan=true`` checks none, its model and data may not exist yet. Then
+    ``prompt.dimensions=null`` becomes the dimensions ``data.train`` rates, in order of first appearance: a
+    manifest's or dataset's own (read without decoding an image), the synthetic stream's four, the photos' one."""
     settings = parse(SftSettings, cfg, where="")
     if with_inputs and not settings.plan:
         check_inputs(settings)
     _validate(settings)
-    if with_inputs and not settings.plan:  # the data's dimensions once every setting is known to be valid
-        settings.prompt.dimensions = train_dimensions(settings)
-        one_query = settings.prompt.questions or settings.prompt.response_prefix
-        if one_query and len(settings.prompt.dimensions) != 1:
-            raise ConfigError(
-                f"prompt.questions / prompt.response_prefix replace the queries of one dimension, and data.train "
-                f"rates {settings.prompt.dimensions}: set prompt.dimensions=[NAME]"
-            )
-    return settings
-
-
-def train_dimensions(settings: SftSettings) -> list[str]:
-    """``prompt.dimensions``, or (null) the dimensions ``data.train`` rates, in order of first appearance: a
-    manifest's or dataset's own (read without decoding an image), the synthetic stream's four, the photo stream's
-    ``quality``."""
-    if settings.prompt.dimensions:
-        return list(settings.prompt.dimensions)
-    if settings.data.train == "synthetic":
-        return list(DEFAULT_DIMENSIONS)
-    if settings.data.train == "distorted-photos":
+    if not with_inputs or settings.plan or settings.prompt.dimensions:
+        return settings
+    data = settings.data
+    if data.train in STREAMS:
         from training.procedural.photos import DIMENSION
 
-        return [DIMENSION]
-    from reward.data import load_ratings
+        found = list(DEFAULT_DIMENSIONS) if data.train == "synthetic" else [DIMENSION]
+    else:
+        from reward.data import load_ratings
 
-    rows = load_ratings(
-        settings.data.train,
-        skip_bad=True,
-        check_images=False,
-        default_split="train",
-        columns=settings.data.columns,
-        **image_paths(settings),
-    ).rows
-    found = list(dict.fromkeys(row.dimension for row in rows))
-    logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
-    return found
+        rows = load_ratings(
+            data.train,
+            skip_bad=True,
+            check_images=False,
+            default_split="train",
+            columns=data.columns,
+            **image_paths(settings),
+        ).rows
+        found = list(dict.fromkeys(row.dimension for row in rows))
+        logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
+    settings.prompt.dimensions = found
+    if (settings.prompt.questions or settings.prompt.response_prefix) and len(found) != 1:
+        raise ConfigError(
+            f"prompt.questions / prompt.response_prefix replace the queries of one dimension, and data.train "
+            f"rates {found}: set prompt.dimensions=[NAME]"
+        )
+    return settings
 
 
 def _validate(settings: SftSettings) -> None:
@@ -557,6 +547,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     settings = parse_settings(cfg, with_inputs=True)
     if settings.plan:  # no file needs to exist yet: the plan is made from the settings alone
         from training.commands.sft_plan import sft_plan
+        from training.shared.plan import report_plan
 
         return report_plan(sft_plan(settings))
     if settings.targets_out is not None:  # the training rows only: no model, no output folder
@@ -599,7 +590,8 @@ class Trained:
 
 def set_up(settings: SftSettings) -> Setup:
     """Every check before a model loads (each level word one token after every query, the output folder, the
-    training data), then trl's arguments (this launch's processes), the output folder and the model."""
+    training data), then trl's arguments (this launch's processes), the output folder and the model (the one precision
+    rule's dtype, vision tower and aligner frozen as set)."""
     from reward.vlm import load_processor, thinking_off
 
     out = Path(settings.out)
@@ -621,7 +613,12 @@ def set_up(settings: SftSettings) -> Setup:
     args.distributed_state.wait_for_everyone()
     main_process = args.distributed_state.is_main_process
     resume_from = last_complete_checkpoint(out, main_process=main_process) if output.resumed else None
-    model = _load_model(settings, args)
+    start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
+    lora, deepspeed = settings.lora.enabled, uses_deepspeed(args)
+    dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(args.bf16), deepspeed=deepspeed)
+    model = load_for_training(settings.model.path, dtype, settings.model.loading())
+    if settings.model.freeze_vision or settings.model.freeze_aligner:
+        freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
     return Setup(settings, out, output, meta, processor, train_dataset, skipped, args, model, resume_from)
 
 
@@ -657,20 +654,6 @@ def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
     return meta
 
 
-def _load_model(settings: SftSettings, args: Any) -> Any:
-    """The model to train, in the dtype of the one precision rule, with the vision tower and aligner frozen as set;
-    DeepSpeed's communication is started first (on CPU launches too, refusing a stale build lock), before any
-    ``zero.Init``."""
-    start_deepspeed_comm(args)
-    dtype = load_dtype(
-        settings.model.dtype, lora=settings.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args)
-    )
-    model = load_for_training(settings.model.path, dtype, settings.model.loading())
-    if settings.model.freeze_vision or settings.model.freeze_aligner:
-        freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
-    return model
-
-
 def train(setup: Setup, callbacks: list[Any]) -> Trained:
     """The untrained model evaluated first (``eval_before``), then trl's SFTTrainer (the loss of ``loss.kind``) from
     the last complete checkpoint of a resumed run; the scorer saved to ``out/scorer`` by the main process (gathering
@@ -680,7 +663,22 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
     metrics_before = _evaluate_before(setup) if settings.eval_before and settings.data.test else None
     restored = bool(setup.resume_from) and not settings.lora.enabled and not uses_deepspeed(args)
     restored = restored and load_checkpoint_weights(model, setup.resume_from)
-    trainer_cls = _trainer_class(settings, setup)
+    if settings.loss.kind == "deqa":
+        from reward.vlm.tokens import resolve_candidates
+        from training.deqa_loss import deqa_trainer_class
+
+        words = words_best_first(settings.levels.words, settings.levels.values)  # as the rows' soft targets
+        prefix = next(iter(setup.meta["queries"].values()))["response_prefix"]
+        ids = resolve_candidates(setup.processor.tokenizer, prefix, words)
+        values, loss = sorted(settings.levels.values, reverse=True), settings.loss
+        trainer_cls = deqa_trainer_class(
+            ids, values, deqa_weight=loss.deqa_weight, fidelity_weight=loss.fidelity_weight
+        )
+    else:
+        from training.rating_loss import weighted_trainer_class
+
+        ids = _rating_ids(setup.processor.tokenizer, setup.meta, settings)
+        trainer_cls = weighted_trainer_class(settings.loss.rating_weight, ids)
     trainer = trainer_cls(
         model=model,
         args=args,
@@ -705,28 +703,6 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
             args=args,
         )
     return Trained(trainer, train_out.global_step, train_out.training_loss, metrics_before, main_process, scorer)
-
-
-def _trainer_class(settings: SftSettings, setup: Setup) -> type:
-    """trl's SFTTrainer with the loss of ``loss.kind``: trl's (the rating word weighted) or DeQA-Score's."""
-    if settings.loss.kind == "deqa":
-        from reward.vlm.tokens import resolve_candidates
-        from training.deqa_loss import deqa_trainer_class
-
-        words = words_best_first(settings.levels.words, settings.levels.values)  # as the rows' soft targets
-        prefix = next(iter(setup.meta["queries"].values()))["response_prefix"]
-        values = sorted(settings.levels.values, reverse=True)
-        return deqa_trainer_class(
-            resolve_candidates(setup.processor.tokenizer, prefix, words),
-            values,
-            deqa_weight=settings.loss.deqa_weight,
-            fidelity_weight=settings.loss.fidelity_weight,
-        )
-    from training.rating_loss import weighted_trainer_class
-
-    return weighted_trainer_class(
-        settings.loss.rating_weight, _rating_ids(setup.processor.tokenizer, setup.meta, settings)
-    )
 
 
 def _evaluate_before(setup: Setup) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from training.shared.plan import (
     estimate_step_s,
     launch_of,
     model_part,
-    planned_processes,
     shape_or_fail,
     trainable_params,
     visual_tokens,
@@ -75,7 +74,7 @@ def _size(image: Any) -> tuple[int, int]:
 def sft_plan(settings: Any) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
     from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
-    from training.shared.batch import SFT_BATCH, describe_batch, resolve_batch
+    from training.shared.batch import SFT_BATCH, describe_batch, planned_processes, resolve_batch
     from training.shared.trainable import load_dtype
 
     trainer = settings.trainer

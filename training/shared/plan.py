@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reward.core.errors import ConfigError
+from training.shared.batch import DEFAULT_GPU_MEMORY_GIB, PlanSettings, planned_processes
 from training.shared.plan_models import BUILTIN, GENERATOR_PARAMS_B, ModelShape, model_shape
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,6 @@ logger = logging.getLogger(__name__)
 GIB = 2**30
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
 CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is recomputed at a time
-DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
 ASSUMED_GPU = " (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)"
 ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, where the data's images cannot be read
 
@@ -326,56 +326,6 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(out)
 
 
-@dataclass
-class PlanSettings:
-    """What ``plan=true`` plans for when the launch itself cannot say (a plan runs in one process, before any
-    ``accelerate launch``): null values are read from this launch's environment."""
-
-    processes: int | None = field(
-        default=None,
-        metadata={
-            "help": "GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1",
-            "range": (1, 4096),
-        },
-    )
-    machines: int = field(default=1, metadata={"help": "machines (accelerate --num_machines)", "range": (1, 100_000)})
-    zero_stage: int | None = field(
-        default=None,
-        metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0", "range": (0, 3)},
-    )
-    gpu_memory_gib: float = field(
-        default=DEFAULT_GPU_MEMORY_GIB,
-        metadata={"help": "memory of one GPU (H200: 139 GiB as torch reports it)", "range": (0, 100_000, True)},
-    )
-    model: str | None = field(
-        default=None,
-        metadata={"help": "plan with this model (a built-in name) when model.path / policy.path is not here yet"},
-    )
-    reward_model: str | None = field(
-        default=None, metadata={"help": "GRPO: the same for the reward's model (e.g. a scorer still to be trained)"}
-    )
-    rows: int | None = field(
-        default=None,
-        metadata={
-            "help": "SFT: training rows to plan epochs with when data.train cannot be read here",
-            "range": (1, 10**10),
-        },
-    )
-
-
-def _per_machine(p: PlanSettings) -> int:
-    """Processes per machine of the planned launch: ``p.processes``, else this launch's (``WORLD_SIZE``)."""
-    import os
-
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    return p.processes or max(1, world // max(1, p.machines))
-
-
-def planned_processes(p: PlanSettings) -> int:
-    """Processes of the planned launch, all machines together (the batch is made for them)."""
-    return _per_machine(p) * p.machines
-
-
 def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool, checkpointing: bool) -> Launch:
     """The launch a plan is made for: ``p``'s values, else this process's launcher environment."""
     import os
@@ -386,7 +336,7 @@ def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool
     return Launch(
         per_device=per_device,
         accumulation=accumulation,
-        processes_per_machine=_per_machine(p),
+        processes_per_machine=planned_processes(p) // p.machines,
         machines=p.machines,
         zero_stage=p.zero_stage if p.zero_stage is not None else int(stage_env or 0),
         bf16=bf16,
