@@ -22,14 +22,6 @@ from omegaconf import MISSING
 from reward.data.manifest import ManifestError, iter_jsonl
 from reward.data.raters import MosRow, RawRating, aggregate, annotator_reliability, max_abs_z
 
-__all__ = [
-    "MosPaths",
-    "read_raw_ratings",
-    "split_rows",
-    "split_scenes",
-    "write_mos",
-]
-
 logger = logging.getLogger(__name__)
 RAW_EXAMPLE = '{"image": "images/a.png", "dimension": "lighting", "annotator": "a0", "rating": 4}'
 

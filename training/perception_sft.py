@@ -20,8 +20,6 @@ from reward.qbench.a1_questions import load_questions
 from reward.vlm.model import content_parts
 from training.sft_data import stream_features
 
-__all__ = ["mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
-
 logger = logging.getLogger(__name__)
 
 

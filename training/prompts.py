@@ -17,18 +17,6 @@ from types import MappingProxyType
 
 from reward.rewards.levels import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS
 
-__all__ = [
-    "EXPERT_DEFINITIONS",
-    "GENERAL_DEFINITIONS",
-    "PROMPT_TYPES",
-    "WORDINGS",
-    "build_prompt",
-    "generic_prompt",
-    "generic_response_prefix",
-    "response",
-    "response_prefix",
-]
-
 PROMPT_TYPES: Mapping[int, str] = MappingProxyType(
     {
         1: "concise",

@@ -32,18 +32,6 @@ from training.targets import (
     votes_to_levels,
 )
 
-__all__ = [
-    "Example",
-    "LabelRule",
-    "RatingExamples",
-    "keep_rows",
-    "rating_examples",
-    "soft_mode",
-    "with_score",
-    "words_best_first",
-    "write_targets",
-]
-
 logger = logging.getLogger(__name__)
 
 SOFT_MODES = ("votes", "gaussian", "deqa")

@@ -14,8 +14,6 @@ from reward.core.summary import log_summary
 from reward.data.datasets import check_source
 from training.sft_labels import LabelRule, rating_examples, soft_mode, words_best_first, write_targets
 
-__all__ = ["label_kwargs", "label_problems", "write_training_targets"]
-
 
 def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
     """The label rule (data.score, level_range, keep, deqa_density), the questions and the loss kind, checked

@@ -22,8 +22,6 @@ from reward.vlm.hub import is_repo_id
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
 
-__all__ = ["command_line", "launch_of", "model_card", "settings_command", "write_card"]
-
 TEMPLATE = Path(__file__).with_name("card.md")
 TITLES = {"scorer": "SA-IQA scorer", "policy": "GRPO prompt-expansion policy"}
 
