@@ -693,15 +693,7 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     main_process, scorer = trainer.is_world_process_zero(), None
     if main_process:
-        scorer = save_scorer(
-            trainer.model,
-            setup.processor,
-            setup.out / "scorer",
-            setup.meta,
-            settings,
-            state_dict=full_state,
-            args=args,
-        )
+        scorer = save_scorer(setup, trainer.model, full_state)
     return Trained(trainer, train_out.global_step, train_out.training_loss, metrics_before, main_process, scorer)
 
 
@@ -812,43 +804,25 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
 
         no_perception = replace(settings, data=replace(settings.data, perception=None))
         return mix_perception(settings, lambda: _train_dataset(no_perception, queries))
-    words = words_best_first(settings.levels.words, settings.levels.values)  # best first
-    mos_range = data_mos_range(settings, settings.data.train)
-    mode = soft_mode(settings.data.soft_targets)
-    soft = settings.data.soft_std if mode else None
-    if settings.data.train == "synthetic":
-        dataset = synthetic_stream(
-            queries,
-            words,
-            seed=settings.seed,
-            size=settings.data.synthetic_size,
-            mos_range=mos_range,
-            soft_std=soft,
-        )
-        return dataset, 0
-    if settings.data.train == "distorted-photos":
-        dataset = distorted_photos_stream(
-            queries,
-            words,
-            photos=settings.data.photos,
-            crop=settings.data.photos_crop,
-            side=settings.data.photos_side,
-            seed=settings.seed,
-            mos_range=mos_range,
-            soft_std=soft,
-            calibration=settings.data.calibration,
-        )
-        return dataset, 0
+    data, words = settings.data, words_best_first(settings.levels.words, settings.levels.values)
+    mos_range = data_mos_range(settings, data.train)
+    soft = data.soft_std if soft_mode(data.soft_targets) else None
+    stream = {"seed": settings.seed, "mos_range": mos_range, "soft_std": soft}
+    if data.train == "synthetic":
+        return synthetic_stream(queries, words, size=data.synthetic_size, **stream), 0
+    if data.train == "distorted-photos":
+        photos = {"photos": data.photos, "crop": data.photos_crop, "side": data.photos_side}
+        return distorted_photos_stream(queries, words, **photos, calibration=data.calibration, **stream), 0
     return manifest_dataset(
-        settings.data.train,
+        data.train,
         queries,
         words,
-        skip_bad=settings.data.skip_bad,
-        max_pixels=settings.data.max_decode_pixels,
+        skip_bad=data.skip_bad,
+        max_pixels=data.max_decode_pixels,
         seed=settings.seed,
-        augment=settings.data.augment_crop if settings.data.augment else None,
+        augment=data.augment_crop if data.augment else None,
         split="train",
-        columns=settings.data.columns,
+        columns=data.columns,
         **image_paths(settings),
         **label_kwargs(settings, mos_range),
     )
@@ -871,37 +845,24 @@ def _rating_ids(tokenizer: Any, meta: dict[str, Any], settings: SftSettings) -> 
     ]
 
 
-def save_scorer(
-    model: Any,
-    processor: Any,
-    scorer_dir: Path,
-    meta: dict[str, Any],
-    settings: SftSettings,
-    *,
-    state_dict: dict[str, torch.Tensor] | None = None,
-    args: Any = None,
-) -> Path:
-    """Model (merged, or the LoRA adapter plus ``base_model``), processor files and ``sa_iqa.json``.
-
-    ``state_dict``: the full weights gathered from a ZeRO-3 run (``model``'s own parameters are placeholders
-    there); they are loaded into a fresh copy on the CPU before merging and saving.
-    """
+def save_scorer(setup: Setup, model: Any, state_dict: dict[str, torch.Tensor] | None) -> Path:
+    """``out/scorer``: the model (merged, or the LoRA adapter plus ``base_model``), processor and ``sa_iqa.json``.
+    ``state_dict``: the full weights gathered from a ZeRO-3 run (whose ``model`` holds placeholders), loaded into a
+    fresh CPU copy first."""
     from reward.rewards.scorer_folder import write_metadata
 
+    settings, scorer_dir, meta = setup.settings, setup.out / "scorer", dict(setup.meta)
     scorer_dir.mkdir(parents=True, exist_ok=True)
-    meta = dict(meta)
     if state_dict is not None:
-        model = rebuild_from_state(settings, state_dict, args)
-    if (
-        settings.lora.enabled and settings.merge_lora
-    ):  # the loader's merge: W + B A s in fp32, rounded once to W's dtype
+        model = rebuild_from_state(settings, state_dict, setup.args)
+    if settings.lora.enabled and settings.merge_lora:  # the loader's merge: W + B A s in fp32, rounded once
         merge_lora(model)
         model = model.unload()
     elif settings.lora.enabled:
         local = Path(settings.model.path)
         meta["base_model"] = str(local.resolve()) if local.exists() else settings.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
-    processor.save_pretrained(scorer_dir)  # tokenizer, image processor, chat template
+    setup.processor.save_pretrained(scorer_dir)  # tokenizer, image processor, chat template
     write_metadata(scorer_dir, meta)  # the scorer folder's format: reward.rewards.scorer_folder
     logger.info("scorer written to %s", scorer_dir)
     return scorer_dir

@@ -8,7 +8,7 @@ fused attention never stores), ``2 x`` with activation checkpointing, plus the f
 tower's own. ZeRO-1/2/3 shard optimizer, gradients, weights over all processes, stage 3 gathering the largest layer
 whole: DeepSpeed's own estimators' numbers when every parameter is trained (tests/test_plan_deepspeed.py). The one
 measurement (LoRA SFT of the Qwen2.5-VL-7B config at batch 4: 17.2 GiB on an H200) is checked in the tests; the step
-time is scaled from it (:data:`MEASURED`) by samples x tokens x parameters, x4/3 for full fine-tuning: rough.
+time is scaled from it (:data:`MEASURED_S`) by samples x tokens x parameters, x4/3 for full fine-tuning: rough.
 """
 
 from __future__ import annotations
@@ -30,32 +30,10 @@ ASSUMED_GPU = " (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)"
 ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, where the data's images cannot be read
 
 
-@dataclass(frozen=True)
-class Measured:
-    """A step time measured on a GPU: the reference :func:`estimate_step_s` scales from."""
-
-    what: str
-    gpu: str
-    model_params: float  # parameters of the model trained
-    samples: int  # per device and step
-    tokens: int  # per sample
-    lora: bool
-    seconds: float
-    peak_gib: float
-
-
-MEASURED = (
-    Measured(
-        "LoRA SFT of a random Qwen2.5-VL-7B at batch 4",
-        "H200",
-        8.29e9,
-        4,
-        285,
-        True,
-        1.01,
-        17.2,
-    ),
-)
+# the one step time measured on a GPU (:func:`estimate_step_s` scales from it): LoRA SFT of a random Qwen2.5-VL-7B
+# (8.29e9 parameters) at 4 samples of 285 tokens per device and step on one H200: 1.01 s, peak 17.2 GiB
+MEASURED_S, MEASURED_PARAMS, MEASURED_SAMPLES, MEASURED_TOKENS = 1.01, 8.29e9, 4, 285
+MEASURED_WHAT = "LoRA SFT of a random Qwen2.5-VL-7B at batch 4"
 
 
 @dataclass
@@ -242,13 +220,11 @@ def generator_part(name: str, weight_bytes: int) -> Part:
 
 
 def estimate_step_s(params: float, samples: int, tokens: int, lora: bool) -> tuple[float, str]:
-    """Seconds per optimizer step on an H200, scaled from :data:`MEASURED` (see the module docstring)."""
-    ref = MEASURED[0]
-    scale = (params / ref.model_params) * (samples / ref.samples) * (tokens / ref.tokens)
+    """Seconds per optimizer step on an H200, scaled from :data:`MEASURED_S` (see the module docstring)."""
+    scale = (params / MEASURED_PARAMS) * (samples / MEASURED_SAMPLES) * (tokens / MEASURED_TOKENS)
     if not lora:
         scale *= 4 / 3
-    basis = f"scaled from {ref.seconds} s/step measured for {ref.what} on one {ref.gpu}"
-    return ref.seconds * scale, basis
+    return MEASURED_S * scale, f"scaled from {MEASURED_S} s/step measured for {MEASURED_WHAT} on one H200"
 
 
 def advise(plan: Plan, *, lora: bool, fewer_tokens: str) -> list[str]:
