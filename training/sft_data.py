@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from training.sft_labels import LabelRule, rating_examples
-from training.targets import mos_to_word
 
 logger = logging.getLogger(__name__)
 
@@ -31,27 +30,20 @@ def conversation(question: str, answer: str) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def answer(
-    queries: Mapping[str, Mapping[str, str]],
-    dimension: str,
-    mos: float,
-    words: Sequence[str],
-    mos_range: tuple[float, float],
-    soft_std: float | None = None,
-    rng: np.random.Generator | None = None,
-    votes: Sequence[float] | None = None,
-    row_std: float | None = None,
-) -> str:
-    """The response: the dimension's prefix, its rating word (``words`` best first), a full stop. Hard targets
-    (``soft_std=None``): the MOS's bin; soft: drawn from :meth:`LabelRule.target` (a Gaussian of the row's own
-    ``row_std``, else its ``votes``, else a Gaussian of ``soft_std``; expectation the MOS)."""
-    if soft_std is None:
-        word = mos_to_word(mos, words, mos_range)
-    else:
-        std = math.nan if row_std is None else row_std
-        worst_first = LabelRule(tuple(words), mos_range, "gaussian", soft_std).target(mos, std, votes or ())[::-1]
-        word = words[len(words) - 1 - int((rng or np.random.default_rng()).choice(len(words), p=worst_first))]
-    return f"{queries[dimension]['response_prefix']} {word}."
+def stream_rule(words: Sequence[str], mos_range: tuple[float, float], soft_std: float | None) -> LabelRule:
+    """The streams' rule: the MOS's word, or (``soft_std``) one drawn from a Gaussian of that std with mean the MOS."""
+    return LabelRule(
+        tuple(words), mos_range, None if soft_std is None else "gaussian", 0.5 if soft_std is None else soft_std
+    )
+
+
+def answer(rule: LabelRule, prefix: str, mos: float, rng: np.random.Generator | None = None) -> str:
+    """The response: ``prefix``, the rating word of ``mos`` under ``rule`` (soft: drawn from its target), a stop."""
+    word = rule.word(mos)
+    if rule.soft is not None:
+        n = len(rule.words)
+        word = rule.words[n - 1 - int((rng or np.random.default_rng()).choice(n, p=rule.target(mos)[::-1]))]
+    return f"{prefix} {word}."
 
 
 def manifest_dataset(
@@ -199,24 +191,15 @@ def synthetic_stream(
         _synthetic_rows,
         gen_kwargs={
             "queries": dict(queries),
-            "words": tuple(words),
+            "rule": stream_rule(words, mos_range, soft_std),
             "seed": seed,
             "size": size,
-            "mos_range": mos_range,
-            "soft_std": soft_std,
         },
         features=stream_features(),
     )
 
 
-def _synthetic_rows(
-    queries: dict,
-    words: tuple[str, ...],
-    seed: int,
-    size: int,
-    mos_range: tuple[float, float],
-    soft_std: float | None = None,
-) -> Iterator[dict[str, Any]]:
+def _synthetic_rows(queries: dict, rule: LabelRule, seed: int, size: int) -> Iterator[dict[str, Any]]:
     from training.procedural.synthetic import example_at
 
     dims = list(queries)
@@ -228,10 +211,8 @@ def _synthetic_rows(
             raise ValueError(f"data.train=synthetic renders {sorted(ex.mos)}; prompt.dimensions {dims} has none")
         rng = np.random.default_rng([seed, index, 7])  # which dimension, and the soft-target draw
         dim = known[int(rng.integers(len(known)))]
-        conv = conversation(
-            queries[dim]["question"], answer(queries, dim, ex.mos[dim], words, mos_range, soft_std, rng)
-        )
-        yield {"images": [ex.image], **conv}
+        text = answer(rule, queries[dim]["response_prefix"], ex.mos[dim], rng)
+        yield {"images": [ex.image], **conversation(queries[dim]["question"], text)}
         index += 1
 
 
@@ -286,13 +267,11 @@ def distorted_photos_stream(
         _photo_rows,
         gen_kwargs={
             "queries": dict(queries),
-            "words": tuple(words),
+            "rule": stream_rule(words, mos_range, soft_std),
             "paths": tuple(map(str, paths)),
             "crop": crop,
             "side": side,
             "seeds": [shard_seed(seed, k) for k in range(STREAM_SHARDS)],  # a list: datasets shards it by worker
-            "mos_range": mos_range,
-            "soft_std": soft_std,
             "calibration": table,
         },
         features=stream_features(),
@@ -301,13 +280,11 @@ def distorted_photos_stream(
 
 def _photo_rows(
     queries: dict,
-    words: tuple[str, ...],
+    rule: LabelRule,
     paths: tuple[str, ...],
     crop: int,
     side: int | None,
     seeds: list[int],
-    mos_range: tuple[float, float],
-    soft_std: float | None,
     calibration: dict,
 ) -> Iterator[dict[str, Any]]:
     """The rows of the first of ``seeds`` (each stream is endless): one process reads shard 0, the stream of
@@ -319,5 +296,5 @@ def _photo_rows(
     stream = PhotoStream([Path(p) for p in paths], crop, seed, calibration, side)
     for index, ex in enumerate(stream):
         rng = np.random.default_rng([seed, index, 7])  # the soft-target draw
-        text = answer(queries, DIMENSION, ex.mos, words, mos_range, soft_std, rng)
+        text = answer(rule, queries[DIMENSION]["response_prefix"], ex.mos, rng)
         yield {"images": [ex.image], **conversation(queries[DIMENSION]["question"], text)}

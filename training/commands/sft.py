@@ -736,21 +736,14 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
     result["model_card"] = str(write_card(trained.scorer, card))
     write_card(out, card)  # in place of trl's template in the output folder
     if settings.push_to_hub and settings.hub_model_id:
-        result["pushed"] = push_scorer(
-            trained.scorer,
-            settings.hub_model_id,
-            message=f"SA-IQA scorer: {out.name}",
-        )
+        result["pushed"] = push_scorer(trained.scorer, settings.hub_model_id, message=f"SA-IQA scorer: {out.name}")
     path = atomic_write_json(out / "sft_result.json", result)
     setup.output.finish()
     srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
     facts = {"steps": result["global_step"], "train loss": result["train_loss"], "test SRCC": srcc}
     files = {k: result.get(k) for k in ("scorer", "model_card", "train_curve")}
-    files |= {
-        "metrics": out / "metrics.json" if settings.data.test else None,
-        "result": path,
-        "pushed": result.get("pushed"),
-    }
+    metrics = out / "metrics.json" if settings.data.test else None
+    files |= {"metrics": metrics, "result": path, "pushed": result.get("pushed")}
     log_summary("sft", facts, files)
     return result
 
