@@ -59,16 +59,8 @@ def _generated(
     index = 0
     while True:
         q = question_at(seed, index, size, families, photos="train")
-        ex = perception_example(
-            len(q["images"]),
-            q["question"],
-            q["candidates"],
-            q["correct_ans"],
-            seed=seed,
-            index=index,
-            answer=answer,
-            shuffle=shuffle,
-        )
+        asked = (len(q["images"]), q["question"], q["candidates"], q["correct_ans"])
+        ex = perception_example(*asked, seed=seed, index=index, answer=answer, shuffle=shuffle)
         yield {"images": q["images"], **ex}
         index += 1
 

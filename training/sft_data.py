@@ -52,49 +52,24 @@ def manifest_dataset(
     words: Sequence[str],
     *,
     mos_range: tuple[float, float] = (1.0, 5.0),
-    skip_bad: bool = True,
-    max_pixels: int | None = 36_000_000,
     soft_std: float | None = None,
+    row_std: bool = False,
+    rule: LabelRule | None = None,
     seed: int = 0,
     augment: float | None = None,
-    split: str = "train",
-    row_std: bool = False,
-    columns: Any = None,
-    rule: LabelRule | None = None,
-    questions: Sequence[str] = (),
-    keep: Mapping[str, Sequence[float]] | None = None,
-    score: str = "mos",
-    level_from: str | None = None,
-    density: str | None = None,
-    image_root: str | Path | None = None,
-    allow_absolute_paths: bool = False,
+    **given: Any,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of :func:`training.sft_labels.rating_examples` of ``rule`` (default: that of
-    ``soft_std`` and ``row_std``) and the number of bad rows skipped; ``augment`` crops and flips anew at each read; a
-    named dataset's description kept as JSON in ``info.description``; ``level_target`` (best first), ``level_mos``
-    and ``level_std`` kept for a loss that reads them (``rule.drawn`` false)."""
+    ``soft_std`` and ``row_std``; ``given``: its other keywords) and the number of bad rows skipped; ``augment`` crops
+    and flips anew at each read; a named dataset's description kept as JSON in ``info.description``;
+    ``level_target`` (best first), ``level_mos`` and ``level_std`` kept for a loss that reads them (``rule.drawn``
+    false)."""
     import datasets
 
     if rule is None:
         soft = None if soft_std is None else ("gaussian" if row_std else "votes")
         rule = LabelRule(tuple(words), mos_range, soft, soft_std if soft_std is not None else 0.5)
-    read = rating_examples(
-        source,
-        queries,
-        rule,
-        questions=questions,
-        keep=keep,
-        score=score,
-        level_from=level_from,
-        density=density,
-        seed=seed,
-        skip_bad=skip_bad,
-        max_pixels=max_pixels,
-        split=split,
-        columns=columns,
-        image_root=image_root,
-        allow_absolute_paths=allow_absolute_paths,
-    )
+    read = rating_examples(source, queries, rule, seed=seed, **given)
     examples = read.examples
     records: dict[str, list[Any]] = {
         "images": [[ex.image] for ex in examples],
@@ -122,12 +97,8 @@ def manifest_dataset(
         )
     elif rule.soft == "gaussian":
         with_std = sum(math.isfinite(ex.std) for ex in examples)
-        logger.info(
-            "soft targets: %d of %d examples from a Gaussian of their own std (the others: std %g)",
-            with_std,
-            n,
-            rule.soft_std,
-        )
+        text = "soft targets: %d of %d examples from a Gaussian of their own std (the others: std %g)"
+        logger.info(text, with_std, n, rule.soft_std)
     logger.info("SFT data: %d examples from %s (%d rows skipped)", n, read.source, read.skipped)
     if read.info:
         info = read.info

@@ -231,17 +231,9 @@ def rating_examples(
     and line and skipped (counted), never trained on. ``questions`` (one dimension): each row's question drawn from
     them once, with ``seed``; else the dimension's query. ``level_from`` (hard targets; null: the source's own, e.g.
     SA-BENCH's ``mos_int``; ``mos``: none): the row value giving the word's level 1..n, the best word's n."""
-    result = load_ratings(
-        source,
-        skip_bad=skip_bad,
-        check_images=check_images,
-        max_pixels=max_pixels,
-        mos_range=rule.mos_range,
-        default_split=split,
-        columns=columns,
-        image_root=image_root,
-        allow_absolute_paths=allow_absolute_paths,
-    )
+    where = {"columns": columns, "image_root": image_root, "allow_absolute_paths": allow_absolute_paths}
+    checks = {"skip_bad": skip_bad, "check_images": check_images, "max_pixels": max_pixels}
+    result = load_ratings(source, **checks, mos_range=rule.mos_range, default_split=split, **where)
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)
     _unknown_dimensions(result, rows, queries, skipped, skip_bad)

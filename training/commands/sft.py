@@ -77,9 +77,7 @@ class ModelSettings(ModelLoading):
     weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
     :func:`training.shared.trainable.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
 
-    path: str = field(
-        default=MISSING, metadata={"help": "VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)"}
-    )
+    path: str = field(default=MISSING, metadata={"help": "VLM folder or Hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)"})
     freeze_vision: bool = field(default=True, metadata={"help": "SA-IQA freezes the ViT ..."})
     freeze_aligner: bool = field(default=True, metadata={"help": "... and the aligner (merger); the LLM is trained"})
 
@@ -106,9 +104,7 @@ class ScorerPromptSettings:
             "the paper's four)"
         },
     )
-    definitions: dict[str, str] = field(
-        default_factory=dict, metadata={"help": "name -> definition; default: the paper's"}
-    )
+    definitions: dict[str, str] = field(default_factory=dict, metadata={"help": "name: definition; else the paper's"})
     questions: list[str] = field(
         default_factory=list,
         metadata={
@@ -153,23 +149,16 @@ class DataSettings:
         default_factory=list,
         metadata={"help": "after training: the scorer's A3 leaderboard (SRCC/PLCC) over these sources, out/cross/"},
     )
-    columns: HfColumns = field(
-        default_factory=HfColumns, metadata={"help": "hf:... data: the image, MOS and dimension columns"}
-    )
+    columns: HfColumns = field(default_factory=HfColumns, metadata={"help": "hf:...: image, MOS, dimension columns"})
     mos_range: list[float] | None = field(
         default=None,
-        metadata={"help": "MOS scale of the rating words; null: each source's own (e.g. SPAQ 0-100), else [1, 5]"},
+        metadata={"help": "MOS scale of the words; null: each source's own (e.g. SPAQ 0-100), else [1, 5]"},
     )
-    skip_bad: bool = field(
-        default=True, metadata={"help": "bad rows are reported with file and line, skipped and counted"}
-    )
+    skip_bad: bool = field(default=True, metadata={"help": "bad rows: reported by file and line, skipped, counted"})
     max_decode_pixels: int = field(
-        default=36_000_000,
-        metadata={"help": "decode guard (not the processor budget: model.max_pixels)", "range": PIXELS},
+        default=36_000_000, metadata={"help": "decode guard; the processor's: model.max_pixels", "range": PIXELS}
     )
-    synthetic_size: int = field(
-        default=64, metadata={"help": "data.train=synthetic: image size in pixels", "range": SIDE}
-    )
+    synthetic_size: int = field(default=64, metadata={"help": "data.train=synthetic: image side (px)", "range": SIDE})
     soft_targets: Any = field(
         default=False,
         metadata={
@@ -205,8 +194,7 @@ class DataSettings:
         metadata={"help": "NAME: [low, high]: only rows with low <= NAME < high (e.g. mos_zscore: Q-Align's subset)"},
     )
     deqa_density: str | None = field(
-        default=None,
-        metadata={"help": "soft_targets=deqa: pdf or cdf; null: DeQA-Score's choice (cdf for spaq, else pdf)"},
+        default=None, metadata={"help": "soft_targets=deqa: pdf or cdf; null: DeQA-Score's (cdf for spaq, else pdf)"}
     )
     soft_std: float = field(
         default=0.5,
@@ -219,8 +207,7 @@ class DataSettings:
         default=None, metadata={"help": 'A1 questions mixed in: an LLVisionQA file, or "synthetic" (fresh every step)'}
     )
     perception_fraction: float = field(
-        default=0.5,
-        metadata={"help": "share of perception examples (1.0: perception only)", "range": FRACTION},
+        default=0.5, metadata={"help": "share of perception examples (1.0: perception only)", "range": FRACTION}
     )
     perception_families: list[str] | None = field(
         default=None, metadata={"help": "data.perception=synthetic: question families (default all)"}
@@ -238,18 +225,13 @@ class DataSettings:
         default=112, metadata={"help": "data.train=distorted-photos: crop side, native scale", "range": SIDE}
     )
     photos_side: int | None = field(
-        default=None,
-        metadata={"help": "data.train=distorted-photos: downscale to this short side first", "range": SIDE},
+        default=None, metadata={"help": "distorted-photos: downscale to this short side first", "range": SIDE}
     )
     calibration: str | None = field(
         default=None, metadata={"help": "data.train=distorted-photos: JSON {type: [MOS at levels 1-5]}"}
     )
-    augment: bool = field(
-        default=False, metadata={"help": "manifest training: random native-scale crops and horizontal flips"}
-    )
-    augment_crop: float = field(
-        default=0.875, metadata={"help": "side fraction each random crop keeps", "range": (0, 1, True)}
-    )
+    augment: bool = field(default=False, metadata={"help": "manifests: random native-scale crops, horizontal flips"})
+    augment_crop: float = field(default=0.875, metadata={"help": "side share a crop keeps", "range": (0, 1, True)})
 
 
 @dataclass
@@ -317,9 +299,7 @@ class SftSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
-    seed: int = field(
-        default=42, metadata={"help": "the trainer's seed (trl), the training stream's and the manifest's shuffle"}
-    )
+    seed: int = field(default=42, metadata={"help": "trl's seed, the training stream's and the manifest's shuffle"})
     resume: str = field(
         default="auto",
         metadata={
@@ -339,8 +319,7 @@ class SftSettings:
         default=True, metadata={"help": "scorer/ holds the merged model (false: the adapter plus base_model)"}
     )
     eval_before: bool = field(
-        default=False,
-        metadata={"help": "also evaluate the untrained model into out/before/, for comparison", "may_change": True},
+        default=False, metadata={"help": "also evaluate the untrained model (out/before/)", "may_change": True}
     )
     eval_batch_size: int = field(
         default=16, metadata={"help": "images per scoring call at the end", "may_change": True, "range": BATCH}
@@ -363,8 +342,7 @@ class SftSettings:
     )
     loss: LossSettings = field(default_factory=LossSettings)
     plan: bool = field(
-        default=False,
-        metadata={"help": "true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads"},
+        default=False, metadata={"help": "true: print the plan (batch, steps, GPU memory, time), load nothing, exit"}
     )
     targets_out: str | None = field(
         default=None,
@@ -385,8 +363,7 @@ class SftSettings:
         },
     )
     hub_model_id: str | None = field(
-        default=None,
-        metadata={"help": "push_to_hub: the Hub repo ORG/NAME, created if it does not exist", "may_change": True},
+        default=None, metadata={"help": "push_to_hub: the Hub repo ORG/NAME (created if missing)", "may_change": True}
     )
 
 
@@ -410,14 +387,8 @@ def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
     else:
         from reward.data import load_ratings
 
-        rows = load_ratings(
-            data.train,
-            skip_bad=True,
-            check_images=False,
-            default_split="train",
-            columns=data.columns,
-            **image_paths(settings),
-        ).rows
+        where = {"columns": data.columns, **image_paths(settings)}
+        rows = load_ratings(data.train, skip_bad=True, check_images=False, default_split="train", **where).rows
         found = list(dict.fromkeys(row.dimension for row in rows))
         logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
     settings.prompt.dimensions = found
@@ -501,16 +472,8 @@ def check_output_folder(settings: SftSettings) -> Output:
     """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
     record = {k: v for k, v in asdict(settings).items() if k not in ("out", "plan", "plan_for", "targets_out")}
     inputs = {"model": settings.model.path, "data.train": settings.data.train}
-    return check_output(
-        settings.out,
-        "sft",
-        record,
-        inputs,
-        resume=resume_mode(settings.resume),
-        overwrite=settings.overwrite,
-        may_change=may_change_keys(SftSettings),
-        resume_hint="resume=auto",
-    )
+    flags = {"resume": resume_mode(settings.resume), "overwrite": settings.overwrite, "resume_hint": "resume=auto"}
+    return check_output(settings.out, "sft", record, inputs, may_change=may_change_keys(SftSettings), **flags)
 
 
 def _trainer_args(settings: SftSettings, out: Path) -> Any:
@@ -627,30 +590,20 @@ def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
     dimension prompt types 3-4 have no definition of is asked in plain words, said once here."""
     dims = settings.prompt.dimensions or list(DEFAULT_DIMENSIONS)
     definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
-    meta = scorer_metadata(
-        dims,
-        prompt_type=settings.prompt.type,
-        definitions=definitions,
-        wording=settings.prompt.wording,
-        level_words=settings.levels.words,
-        level_values=settings.levels.values,
-        trained_from=settings.model.path,
-    )
+    levels = {"level_words": settings.levels.words, "level_values": settings.levels.values}
+    prompt = {"prompt_type": settings.prompt.type, "definitions": definitions, "wording": settings.prompt.wording}
+    meta = scorer_metadata(dims, **prompt, **levels, trained_from=settings.model.path)
     for query in meta["queries"].values():  # prompt.questions / response_prefix: one dimension (checked)
         if settings.prompt.questions:
             query["question"] = settings.prompt.questions[0]
         if settings.prompt.response_prefix:
             query["response_prefix"] = settings.prompt.response_prefix
+    kind, text = (
+        settings.prompt.type,
+        "prompt.type=%d has no definition of %r: it is asked %r (+prompt.definitions.%s=",
+    )
     for dim in meta["generic"]:
-        logger.info(
-            "prompt.type=%d has no definition of %r: it is asked %r (+prompt.definitions.%s='...' gives a type-%d "
-            "query)",
-            settings.prompt.type,
-            dim,
-            meta["queries"][dim]["question"],
-            dim,
-            settings.prompt.type,
-        )
+        logger.info(text + "'...' gives a type-%d query)", kind, dim, meta["queries"][dim]["question"], dim, kind)
     return meta
 
 
@@ -806,19 +759,9 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
     if data.train == "distorted-photos":
         photos = {"photos": data.photos, "crop": data.photos_crop, "side": data.photos_side}
         return distorted_photos_stream(queries, words, **photos, calibration=data.calibration, **stream), 0
-    return manifest_dataset(
-        data.train,
-        queries,
-        words,
-        skip_bad=data.skip_bad,
-        max_pixels=data.max_decode_pixels,
-        seed=settings.seed,
-        augment=data.augment_crop if data.augment else None,
-        split="train",
-        columns=data.columns,
-        **image_paths(settings),
-        **label_kwargs(settings, mos_range),
-    )
+    read = {"skip_bad": data.skip_bad, "max_pixels": data.max_decode_pixels, "split": "train", "columns": data.columns}
+    read |= {"seed": settings.seed, "augment": data.augment_crop if data.augment else None, **image_paths(settings)}
+    return manifest_dataset(data.train, queries, words, **read, **label_kwargs(settings, mos_range))
 
 
 def data_mos_range(settings: SftSettings, source: str | None) -> tuple[float, float]:
@@ -902,19 +845,10 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
     from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
     from training.sft_labels import keep_rows, with_score
 
-    mos_range = data_mos_range(settings, settings.data.test)
-    eval_settings = EvalSettings(
-        batch_size=settings.eval_batch_size, skip_bad=settings.data.skip_bad, mos_range=mos_range
-    )
-    rows = load_ratings(
-        settings.data.test,
-        skip_bad=settings.data.skip_bad,
-        check_images=False,
-        mos_range=mos_range,
-        default_split="test",
-        columns=settings.data.columns,
-        **image_paths(settings),
-    )
+    data, mos_range = settings.data, data_mos_range(settings, settings.data.test)
+    eval_settings = EvalSettings(batch_size=settings.eval_batch_size, skip_bad=data.skip_bad, mos_range=mos_range)
+    where = {"columns": data.columns, "mos_range": mos_range, **image_paths(settings)}
+    rows = load_ratings(data.test, skip_bad=data.skip_bad, check_images=False, default_split="test", **where)
     tested = with_score(rows.rows, settings.data.score, rows.source)  # the MOS trained on, the rows kept
     keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
     tested, kept_out = keep_rows(tested, keep, rows.source)

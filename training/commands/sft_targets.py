@@ -96,16 +96,9 @@ def write_training_targets(
     the training source's ``mos_range``); no model loads, no output folder is made."""
     target = _targets_file(settings)
     kwargs = label_kwargs(settings, mos_range)
+    kwargs |= {"seed": settings.seed, "skip_bad": settings.data.skip_bad, "columns": settings.data.columns}
     read = rating_examples(
-        settings.data.train,
-        queries,
-        kwargs.pop("rule"),
-        seed=settings.seed,
-        skip_bad=settings.data.skip_bad,
-        check_images=False,
-        split="train",
-        columns=settings.data.columns,
-        **kwargs,
+        settings.data.train, queries, kwargs.pop("rule"), check_images=False, split="train", **kwargs
     )
     path = write_targets(target, read, words_best_first(settings.levels.words, settings.levels.values))
     facts = {"rows": len(read.examples), "skipped": read.skipped, "left out (data.keep)": read.kept_out}
