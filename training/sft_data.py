@@ -9,6 +9,7 @@ import json
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,11 @@ def manifest_dataset(
     needed |= {"level_mos": not rule.drawn, "level_std": not rule.drawn}
     ds = ds.remove_columns([name for name, keep_it in needed.items() if not keep_it])
     if drawn or augment is not None:  # a new word / crop is drawn each time an example is read
-        ds.set_transform(_OnRead(queries, list(rule.words), drawn, seed, augment))
+        from training.augment import QualityAugment
+
+        crops = QualityAugment(augment, np.random.default_rng([seed, 1])) if augment is not None else None
+        rng = np.random.default_rng(seed) if drawn else None
+        ds.set_transform(partial(_on_read, queries, list(rule.words), rng, crops))
     n = len(ds)
     if rule.soft == "deqa":
         logger.info(
@@ -106,41 +111,30 @@ def manifest_dataset(
     return ds, read.skipped
 
 
-class _OnRead:
-    """``datasets`` transform: decode the images (augmented if asked), draw the rating word from each row's target
-    (soft targets read with ``drawn``)."""
+def _on_read(
+    queries: Mapping[str, Mapping[str, str]],
+    words: Sequence[str],
+    rng: np.random.Generator | None,
+    augment: Any,
+    batch: dict[str, list[Any]],
+) -> dict[str, list[Any]]:
+    """``datasets`` transform: decode the images (``augment``: a :class:`training.augment.QualityAugment`), and with
+    ``rng`` draw each row's rating word from its target (soft targets read with ``drawn``)."""
+    import datasets
 
-    def __init__(
-        self,
-        queries: Mapping[str, Mapping[str, str]],
-        words: Sequence[str],
-        drawn: bool,
-        seed: int,
-        augment: float | None = None,
-    ) -> None:
-        from training.augment import QualityAugment
-
-        self.queries, self.words, self.drawn = queries, list(words), drawn
-        self.rng = np.random.default_rng(seed)
-        self.augment = QualityAugment(augment, np.random.default_rng([seed, 1])) if augment is not None else None
-
-    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        import datasets
-
-        feature = datasets.Image()
-        images = [[feature.decode_example(im) for im in ims] for ims in batch["images"]]
-        if self.augment is not None:
-            images = [[self.augment(im) for im in ims] for ims in images]
-        out = dict(batch) | {"images": images}
-        if self.drawn:
-            pairs = zip(batch["dimension"], batch["level_target"], strict=True)
-            out["completion"] = [self._draw(d, t) for d, t in pairs]
-        return out
-
-    def _draw(self, dimension: str, target: Sequence[float]) -> list[dict[str, Any]]:
-        probs = np.asarray(target, dtype=float)
-        word = self.words[int(self.rng.choice(len(probs), p=probs / probs.sum()))]
-        return conversation("", f"{self.queries[dimension]['response_prefix']} {word}.")["completion"]
+    feature = datasets.Image()
+    images = [[feature.decode_example(im) for im in ims] for ims in batch["images"]]
+    if augment is not None:
+        images = [[augment(im) for im in ims] for ims in images]
+    out = dict(batch) | {"images": images}
+    if rng is not None:
+        out["completion"] = []
+        for dimension, target in zip(batch["dimension"], batch["level_target"], strict=True):
+            probs = np.asarray(target, dtype=float)
+            word = words[int(rng.choice(len(probs), p=probs / probs.sum()))]
+            text = f"{queries[dimension]['response_prefix']} {word}."
+            out["completion"].append(conversation("", text)["completion"])
+    return out
 
 
 def synthetic_stream(

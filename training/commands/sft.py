@@ -420,7 +420,7 @@ def _validate(settings: SftSettings) -> None:
     if data.perception and data.perception_answer not in ("letter", "letter_text"):
         problems.append(f"data.perception_answer={data.perception_answer!r}: use letter or letter_text")
     try:
-        settings.model.loading()
+        loading_of(settings.model)
     except ValueError as err:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
     if soft_mode(data.soft_targets) == "?":
@@ -579,7 +579,7 @@ def set_up(settings: SftSettings) -> Setup:
     start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     lora, deepspeed = settings.lora.enabled, uses_deepspeed(args)
     dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(args.bf16), deepspeed=deepspeed)
-    model = load_for_training(settings.model.path, dtype, settings.model.loading())
+    model = load_for_training(settings.model.path, dtype, loading_of(settings.model))
     if settings.model.freeze_vision or settings.model.freeze_aligner:
         freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
     return Setup(settings, out, output, meta, processor, train_dataset, skipped, args, model, resume_from)

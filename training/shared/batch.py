@@ -48,10 +48,6 @@ class Batch:
     processes: int
     derived: bool  # the accumulation was derived from the global batch (given, or the source's)
 
-    @property
-    def effective(self) -> int:
-        return self.per_device * self.accumulation * self.processes
-
 
 def global_batch_help(source: SourceBatch) -> str:
     """The help of ``trainer.global_batch_size`` for a command whose source trained with ``source``."""
@@ -132,8 +128,9 @@ def describe_batch(batch: Batch, trainer: Mapping[str, Any], source: SourceBatch
 given: the batch grows with the processes; SA-IQA §4.1 trained with 256)'
     """
     unit = "" if source.unit == "samples" else f" {source.unit}"
+    effective = batch.per_device * batch.accumulation * batch.processes
     made = (
-        f"effective batch {batch.effective}{unit} = {batch.per_device} per device x {batch.accumulation} "
+        f"effective batch {effective}{unit} = {batch.per_device} per device x {batch.accumulation} "
         f"accumulation x {batch.processes} processes"
     )
     given = trainer.get(GLOBAL_BATCH_KEY)
