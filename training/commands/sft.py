@@ -666,8 +666,8 @@ def _evaluate_before(setup: Setup) -> dict[str, Any]:
 
 
 def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
-    """On the main process: the loss curve, the saved scorer evaluated on ``data.test`` and ``data.cross`` (through
-    its folder, exactly as ``reward=sa-iqa`` will load it), the model card, the upload, ``sft_result.json`` and the
+    """On the main process: the loss curve, the saved scorer evaluated on ``data.test`` (``out/metrics.json``) and
+    ``data.cross`` (``out/cross/``), the model card, the upload, ``sft_result.json`` and the
     closing summary. The other processes write nothing and return what they know."""
     settings, out = setup.settings, setup.out
     result: dict[str, Any] = {"skipped_train_rows": setup.skipped, "output_dir": str(out)}
@@ -684,7 +684,14 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
 
     result["train_curve"] = write_train_curve(trained.trainer.state.log_history, out)["png"]
     result["scorer"] = str(trained.scorer)
-    result |= _scorer_metrics(trained.scorer, settings, out)
+    if settings.data.test or settings.data.cross:  # scored through the folder exactly as reward=sa-iqa loads it
+        from reward.rewards.sa_iqa import build
+
+        reward = build({"model": str(trained.scorer), "batch_size": settings.eval_batch_size})
+        if settings.data.test:
+            result["metrics"] = _evaluate(reward, settings, out)
+        if settings.data.cross:
+            result["cross"] = _cross_leaderboard(reward, settings, out / "cross")
     card = _card(settings, cfg, setup.meta, result)
     result["model_card"] = str(write_card(trained.scorer, card))
     write_card(out, card)  # in place of trl's template in the output folder
@@ -699,22 +706,6 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
     files |= {"metrics": metrics, "result": path, "pushed": result.get("pushed")}
     log_summary("sft", facts, files)
     return result
-
-
-def _scorer_metrics(scorer: Path, settings: SftSettings, out: Path) -> dict[str, Any]:
-    """The saved scorer's metrics on ``data.test`` (``out/metrics.json``) and its leaderboard over ``data.cross``
-    (``out/cross/``), scored through the folder exactly as ``reward=sa-iqa`` loads it."""
-    if not settings.data.test and not settings.data.cross:
-        return {}
-    from reward.rewards.sa_iqa import build
-
-    reward = build({"model": str(scorer), "batch_size": settings.eval_batch_size})
-    found = {}
-    if settings.data.test:
-        found["metrics"] = _evaluate(reward, settings, out)
-    if settings.data.cross:
-        found["cross"] = _cross_leaderboard(reward, settings, out / "cross")
-    return found
 
 
 def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ModelCard:

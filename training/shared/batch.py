@@ -1,7 +1,8 @@
 """The effective batch (per device x gradient accumulation x processes) and ``trainer.global_batch_size`` (ours,
 never passed to trl): the accumulation derived from it for the launch's processes, a launch it does not divide
 refused; null with no accumulation given: the source's batch (SFT: SA-IQA §4.1's 256; GRPO: App. D.3's 32
-completions) on one process or eight. An accumulation given as a number is used as given.
+completions) on one process or eight. An accumulation given as a number is used as given. ``plan_for``
+(:class:`PlanSettings`) is the launch a ``plan=true`` makes the batch for, here so that a run never imports the plan.
 
 >>> sft = SFT_BATCH
 >>> trainer = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": None, "global_batch_size": None}
