@@ -117,7 +117,11 @@ def test_qalign_and_deqa_recipes_hold_the_authors_script_values():
     assert d.data.cross == q.data.cross and len(q.data.cross) == 4  # inherited from qalign-koniq
     s = compose("sft", ["+recipe=sa-iqa-bench"], schema=SftSettings)
     batches = [resolve_batch(s.trainer, n, SFT_BATCH) for n in (s.plan_for.processes, 1, 8)]
-    assert [(b.effective, b.accumulation) for b in batches] == [(256, 32), (256, 128), (256, 16)]  # SA-IQA §4.1
+    assert [(b.per_device * b.accumulation * b.processes, b.accumulation) for b in batches] == [
+        (256, 32),
+        (256, 128),
+        (256, 16),
+    ]  # SA-IQA §4.1
     assert s.trainer.per_device_train_batch_size == 2 and s.prompt.type == 4 and not s.lora.enabled
     assert (s.prompt.wording, s.data.level_from) == ("release", "mos_int")  # the released prompts and targets
 

@@ -167,15 +167,15 @@ def test_soft_targets_draw_words_whose_mean_value_is_the_mos(tiny_vlm_path):
     """Unit check of the data path (no training): mean drawn level over many reads = the MOS."""
     import numpy as np
 
-    from training.sft_data import answer
+    from training.sft_data import answer, stream_rule
 
-    queries = {"lighting": {"question": "q", "response_prefix": "The level is"}}
     words = list(LEVEL_WORDS)  # best first
     rng = np.random.default_rng(0)
-    drawn = [answer(queries, "lighting", 3.3, words, (1.0, 5.0), 0.5, rng).split()[-1][:-1] for _ in range(4000)]
+    soft, hard = stream_rule(words, (1.0, 5.0), 0.5), stream_rule(words, (1.0, 5.0), None)
+    drawn = [answer(soft, "The level is", 3.3, rng).split()[-1][:-1] for _ in range(4000)]
     mean_level = np.mean([LEVEL_VALUES[words.index(w)] for w in drawn])
     assert mean_level == pytest.approx(3.3, abs=0.05)
-    assert answer(queries, "lighting", 3.3, words, (1.0, 5.0)) == "The level is fair."  # hard target: the bin
+    assert answer(hard, "The level is", 3.3) == "The level is fair."  # hard target: the bin
 
 
 def test_soft_target_training_runs_from_a_manifest(tiny_vlm_path, bench, tmp_path):

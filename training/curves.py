@@ -17,8 +17,6 @@ from typing import Any
 from reward.data.files import atomic_write_json
 from reward.eval.plots import new_figure, save_figure
 
-__all__ = ["CURVE", "curve_series", "write_train_curve"]
-
 CURVE = "train_curve"
 SERIES = ("loss", "learning_rate")
 

@@ -18,8 +18,6 @@ from training.shared.cards import model_card
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
 
-__all__ = ["scorer_card"]
-
 TAGS = ("image-quality-assessment", "reward-model", "sa-iqa", "vision-language-model", "perceptual-rewards")
 METRICS = ["srcc", "plcc", "krcc", "hor", "n"]
 

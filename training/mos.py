@@ -22,14 +22,6 @@ from omegaconf import MISSING
 from reward.data.manifest import ManifestError, iter_jsonl
 from reward.data.raters import MosRow, RawRating, aggregate, annotator_reliability, max_abs_z
 
-__all__ = [
-    "MosPaths",
-    "read_raw_ratings",
-    "split_rows",
-    "split_scenes",
-    "write_mos",
-]
-
 logger = logging.getLogger(__name__)
 RAW_EXAMPLE = '{"image": "images/a.png", "dimension": "lighting", "annotator": "a0", "rating": 4}'
 
@@ -239,8 +231,7 @@ class MosSettings:
         metadata={"help": 'raw ratings (JSONL: {"image", "dimension", "annotator", "rating"} or "ratings": [...])'},
     )
     out: str | None = field(
-        default=None,
-        metadata={"help": "folder of train.jsonl, test.jsonl, annotators.json (null: the raw file's folder)"},
+        default=None, metadata={"help": "folder of train.jsonl, test.jsonl, annotators.json (null: the raw file's)"}
     )
     scale: list[float] = field(default_factory=lambda: [1.0, 5.0], metadata={"help": "the rating scale [low, high]"})
     z_threshold: float = field(
@@ -277,17 +268,12 @@ def run(cfg: Any) -> MosPaths:
         raise ConfigError(f"scale={settings.scale}: give [low, high] with low < high, e.g. scale=[1,5]")
     if len(settings.ratio) != 2 or min(settings.ratio) < 1:
         raise ConfigError(f"ratio={settings.ratio}: give [train, test] scene shares, e.g. ratio=[4,1]")
-    paths = write_mos(
-        settings.raw,
-        settings.out,
-        scale=(float(settings.scale[0]), float(settings.scale[1])),
-        z_threshold=settings.z_threshold,
-        ddof=settings.ddof,
-        srcc_threshold=settings.srcc_threshold,
-        ratio=(int(settings.ratio[0]), int(settings.ratio[1])),
-        seed=settings.seed,
-        skip_bad=settings.skip_bad,
+    same = {k: getattr(settings, k) for k in ("z_threshold", "ddof", "srcc_threshold", "seed", "skip_bad")}
+    scale, ratio = (
+        (float(settings.scale[0]), float(settings.scale[1])),
+        (int(settings.ratio[0]), int(settings.ratio[1])),
     )
+    paths = write_mos(settings.raw, settings.out, scale=scale, ratio=ratio, **same)
     logger.info("wrote %s, %s and %s", paths.train, paths.test, paths.report_path)
     return paths
 

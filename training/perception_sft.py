@@ -20,8 +20,6 @@ from reward.qbench.a1_questions import load_questions
 from reward.vlm.model import content_parts
 from training.sft_data import stream_features
 
-__all__ = ["mix_perception", "perception_example", "perception_file_dataset", "perception_stream"]
-
 logger = logging.getLogger(__name__)
 
 
@@ -61,16 +59,8 @@ def _generated(
     index = 0
     while True:
         q = question_at(seed, index, size, families, photos="train")
-        ex = perception_example(
-            len(q["images"]),
-            q["question"],
-            q["candidates"],
-            q["correct_ans"],
-            seed=seed,
-            index=index,
-            answer=answer,
-            shuffle=shuffle,
-        )
+        asked = (len(q["images"]), q["question"], q["candidates"], q["correct_ans"])
+        ex = perception_example(*asked, seed=seed, index=index, answer=answer, shuffle=shuffle)
         yield {"images": q["images"], **ex}
         index += 1
 

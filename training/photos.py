@@ -59,15 +59,9 @@ def run(cfg: Any) -> Any:
     settings = parse(PhotosSettings, cfg, where="")
     check_subcommand(settings, NEEDS)
     if settings.cmd == "heldout":
-        manifest = write_heldout(
-            settings.out,
-            settings.photos,
-            crop=settings.crop,
-            crops_per_photo=settings.crops,
-            seed=settings.seed,
-            calibration=load_calibration(settings.calibration),
-            side=settings.side,
-        )
+        table = load_calibration(settings.calibration)
+        sizes = {"crop": settings.crop, "crops_per_photo": settings.crops, "side": settings.side}
+        manifest = write_heldout(settings.out, settings.photos, **sizes, seed=settings.seed, calibration=table)
         log_summary(
             "photos heldout", {"crop": settings.crop, "crops per photo": settings.crops}, {"manifest": manifest}
         )

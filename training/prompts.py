@@ -17,18 +17,6 @@ from types import MappingProxyType
 
 from reward.rewards.levels import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS
 
-__all__ = [
-    "EXPERT_DEFINITIONS",
-    "GENERAL_DEFINITIONS",
-    "PROMPT_TYPES",
-    "WORDINGS",
-    "build_prompt",
-    "generic_prompt",
-    "generic_response_prefix",
-    "response",
-    "response_prefix",
-]
-
 PROMPT_TYPES: Mapping[int, str] = MappingProxyType(
     {
         1: "concise",
@@ -47,17 +35,6 @@ def _check_dimension(dimension: str) -> str:
     return dimension
 
 
-def tagged(prompt_type: int, wording: str = "release") -> bool:
-    """Whether the query of ``prompt_type`` starts with the ``<dimension>`` tag under ``wording``.
-
-    >>> [tagged(t) for t in (1, 2, 3, 4)], [tagged(t, "paper") for t in (1, 2, 3, 4)]
-    ([False, True, True, True], [False, True, False, False])
-    """
-    if wording not in WORDINGS:
-        raise ValueError(f"wording must be one of {WORDINGS}, got {wording!r}")
-    return prompt_type == 2 or (wording == "release" and prompt_type in (3, 4))
-
-
 def build_prompt(
     dimension: str, prompt_type: int = 4, definitions: Mapping[str, str] | None = None, *, wording: str = "release"
 ) -> str:
@@ -67,8 +44,12 @@ def build_prompt(
 
     >>> build_prompt("layout", 2)
     '<layout>Please evaluate the spatial aesthetic layout quality level of this image.'
+    >>> build_prompt("layout", 3, {"layout": "d"})[:8], build_prompt("layout", 3, {"layout": "d"}, wording="paper")[:8]
+    ('<layout>', 'Please e')
     """
     _check_dimension(dimension)
+    if wording not in WORDINGS:
+        raise ValueError(f"wording must be one of {WORDINGS}, got {wording!r}")
     if prompt_type not in PROMPT_TYPES:
         raise ValueError(
             f"prompt_type must be one of {sorted(PROMPT_TYPES)} ({dict(PROMPT_TYPES)}), got {prompt_type!r}"
@@ -86,7 +67,8 @@ def build_prompt(
                 f"{sorted(table)}. Pass definitions={{{dimension!r}: '...'}} or use prompt type 1 or 2."
             )
         query = f"{query} {table[dimension].strip()}"
-    return f"<{dimension}>{query}" if tagged(prompt_type, wording) else query
+    tag = prompt_type == 2 or (wording == "release" and prompt_type in (3, 4))  # App. B.1 tags type 2 only
+    return f"<{dimension}>{query}" if tag else query
 
 
 def response_prefix(dimension: str) -> str:

@@ -10,8 +10,6 @@ from pathlib import Path
 
 from reward.vlm.hub import is_repo_id
 
-__all__ = ["push_problems", "push_scorer"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -9,13 +9,13 @@ import json
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from training.sft_labels import LabelRule, RatingExamples, rating_examples
-from training.targets import mos_to_word
+from training.sft_labels import LabelRule, rating_examples
 
 logger = logging.getLogger(__name__)
 
@@ -31,27 +31,20 @@ def conversation(question: str, answer: str) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def answer(
-    queries: Mapping[str, Mapping[str, str]],
-    dimension: str,
-    mos: float,
-    words: Sequence[str],
-    mos_range: tuple[float, float],
-    soft_std: float | None = None,
-    rng: np.random.Generator | None = None,
-    votes: Sequence[float] | None = None,
-    row_std: float | None = None,
-) -> str:
-    """The response: the dimension's prefix, its rating word (``words`` best first), a full stop. Hard targets
-    (``soft_std=None``): the MOS's bin; soft: drawn from :meth:`LabelRule.target` (a Gaussian of the row's own
-    ``row_std``, else its ``votes``, else a Gaussian of ``soft_std``; expectation the MOS)."""
-    if soft_std is None:
-        word = mos_to_word(mos, words, mos_range)
-    else:
-        std = math.nan if row_std is None else row_std
-        worst_first = LabelRule(tuple(words), mos_range, "gaussian", soft_std).target(mos, std, votes or ())[::-1]
-        word = words[len(words) - 1 - int((rng or np.random.default_rng()).choice(len(words), p=worst_first))]
-    return f"{queries[dimension]['response_prefix']} {word}."
+def stream_rule(words: Sequence[str], mos_range: tuple[float, float], soft_std: float | None) -> LabelRule:
+    """The streams' rule: the MOS's word, or (``soft_std``) one drawn from a Gaussian of that std with mean the MOS."""
+    return LabelRule(
+        tuple(words), mos_range, None if soft_std is None else "gaussian", 0.5 if soft_std is None else soft_std
+    )
+
+
+def answer(rule: LabelRule, prefix: str, mos: float, rng: np.random.Generator | None = None) -> str:
+    """The response: ``prefix``, the rating word of ``mos`` under ``rule`` (soft: drawn from its target), a stop."""
+    word = rule.word(mos)
+    if rule.soft is not None:
+        n = len(rule.words)
+        word = rule.words[n - 1 - int((rng or np.random.default_rng()).choice(n, p=rule.target(mos)[::-1]))]
+    return f"{prefix} {word}."
 
 
 def manifest_dataset(
@@ -60,49 +53,24 @@ def manifest_dataset(
     words: Sequence[str],
     *,
     mos_range: tuple[float, float] = (1.0, 5.0),
-    skip_bad: bool = True,
-    max_pixels: int | None = 36_000_000,
     soft_std: float | None = None,
+    row_std: bool = False,
+    rule: LabelRule | None = None,
     seed: int = 0,
     augment: float | None = None,
-    split: str = "train",
-    row_std: bool = False,
-    columns: Any = None,
-    rule: LabelRule | None = None,
-    questions: Sequence[str] = (),
-    keep: Mapping[str, Sequence[float]] | None = None,
-    score: str = "mos",
-    level_from: str | None = None,
-    density: str | None = None,
-    image_root: str | Path | None = None,
-    allow_absolute_paths: bool = False,
+    **given: Any,
 ) -> tuple[Any, int]:
     """A ``datasets.Dataset`` of :func:`training.sft_labels.rating_examples` of ``rule`` (default: that of
-    ``soft_std`` and ``row_std``) and the number of bad rows skipped; ``augment`` crops and flips anew at each read; a
-    named dataset's description kept as JSON in ``info.description``; ``level_target`` (best first), ``level_mos``
-    and ``level_std`` kept for a loss that reads them (``rule.drawn`` false)."""
+    ``soft_std`` and ``row_std``; ``given``: its other keywords) and the number of bad rows skipped; ``augment`` crops
+    and flips anew at each read; a named dataset's description kept as JSON in ``info.description``;
+    ``level_target`` (best first), ``level_mos`` and ``level_std`` kept for a loss that reads them (``rule.drawn``
+    false)."""
     import datasets
 
     if rule is None:
         soft = None if soft_std is None else ("gaussian" if row_std else "votes")
         rule = LabelRule(tuple(words), mos_range, soft, soft_std if soft_std is not None else 0.5)
-    read = rating_examples(
-        source,
-        queries,
-        rule,
-        questions=questions,
-        keep=keep,
-        score=score,
-        level_from=level_from,
-        density=density,
-        seed=seed,
-        skip_bad=skip_bad,
-        max_pixels=max_pixels,
-        split=split,
-        columns=columns,
-        image_root=image_root,
-        allow_absolute_paths=allow_absolute_paths,
-    )
+    read = rating_examples(source, queries, rule, seed=seed, **given)
     examples = read.examples
     records: dict[str, list[Any]] = {
         "images": [[ex.image] for ex in examples],
@@ -122,67 +90,51 @@ def manifest_dataset(
     needed |= {"level_mos": not rule.drawn, "level_std": not rule.drawn}
     ds = ds.remove_columns([name for name, keep_it in needed.items() if not keep_it])
     if drawn or augment is not None:  # a new word / crop is drawn each time an example is read
-        ds.set_transform(_OnRead(queries, list(rule.words), drawn, seed, augment))
-    _log_targets(read, len(ds))
-    return ds, read.skipped
+        from training.augment import QualityAugment
 
-
-def _log_targets(read: RatingExamples, n: int) -> None:
-    rule = read.rule
-    if rule is not None and rule.soft == "deqa":
+        crops = QualityAugment(augment, np.random.default_rng([seed, 1])) if augment is not None else None
+        rng = np.random.default_rng(seed) if drawn else None
+        ds.set_transform(partial(_on_read, queries, list(rule.words), rng, crops))
+    n = len(ds)
+    if rule.soft == "deqa":
         logger.info(
             "soft targets: DeQA-Score's label (%s, MOS range %s) for %d examples", rule.density, rule.level_range, n
         )
-    elif rule is not None and rule.soft == "gaussian":
-        with_std = sum(math.isfinite(ex.std) for ex in read.examples)
-        logger.info(
-            "soft targets: %d of %d examples from a Gaussian of their own std (the others: std %g)",
-            with_std,
-            n,
-            rule.soft_std,
-        )
+    elif rule.soft == "gaussian":
+        with_std = sum(math.isfinite(ex.std) for ex in examples)
+        text = "soft targets: %d of %d examples from a Gaussian of their own std (the others: std %g)"
+        logger.info(text, with_std, n, rule.soft_std)
     logger.info("SFT data: %d examples from %s (%d rows skipped)", n, read.source, read.skipped)
     if read.info:
-        logger.info(
-            "%s: split %s (%s), scale %s", read.source, read.info["split"], read.info["split_rule"], read.info["scale"]
-        )
+        info = read.info
+        logger.info("%s: split %s (%s), scale %s", read.source, info["split"], info["split_rule"], info["scale"])
+    return ds, read.skipped
 
 
-class _OnRead:
-    """``datasets`` transform: decode the images (augmented if asked), draw the rating word from each row's target
-    (soft targets read with ``drawn``)."""
+def _on_read(
+    queries: Mapping[str, Mapping[str, str]],
+    words: Sequence[str],
+    rng: np.random.Generator | None,
+    augment: Any,
+    batch: dict[str, list[Any]],
+) -> dict[str, list[Any]]:
+    """``datasets`` transform: decode the images (``augment``: a :class:`training.augment.QualityAugment`), and with
+    ``rng`` draw each row's rating word from its target (soft targets read with ``drawn``)."""
+    import datasets
 
-    def __init__(
-        self,
-        queries: Mapping[str, Mapping[str, str]],
-        words: Sequence[str],
-        drawn: bool,
-        seed: int,
-        augment: float | None = None,
-    ) -> None:
-        from training.augment import QualityAugment
-
-        self.queries, self.words, self.drawn = queries, list(words), drawn
-        self.rng = np.random.default_rng(seed)
-        self.augment = QualityAugment(augment, np.random.default_rng([seed, 1])) if augment is not None else None
-
-    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        import datasets
-
-        feature = datasets.Image()
-        images = [[feature.decode_example(im) for im in ims] for ims in batch["images"]]
-        if self.augment is not None:
-            images = [[self.augment(im) for im in ims] for ims in images]
-        out = dict(batch) | {"images": images}
-        if self.drawn:
-            pairs = zip(batch["dimension"], batch["level_target"], strict=True)
-            out["completion"] = [self._draw(d, t) for d, t in pairs]
-        return out
-
-    def _draw(self, dimension: str, target: Sequence[float]) -> list[dict[str, Any]]:
-        probs = np.asarray(target, dtype=float)
-        word = self.words[int(self.rng.choice(len(probs), p=probs / probs.sum()))]
-        return conversation("", f"{self.queries[dimension]['response_prefix']} {word}.")["completion"]
+    feature = datasets.Image()
+    images = [[feature.decode_example(im) for im in ims] for ims in batch["images"]]
+    if augment is not None:
+        images = [[augment(im) for im in ims] for ims in images]
+    out = dict(batch) | {"images": images}
+    if rng is not None:
+        out["completion"] = []
+        for dimension, target in zip(batch["dimension"], batch["level_target"], strict=True):
+            probs = np.asarray(target, dtype=float)
+            word = words[int(rng.choice(len(probs), p=probs / probs.sum()))]
+            text = f"{queries[dimension]['response_prefix']} {word}."
+            out["completion"].append(conversation("", text)["completion"])
+    return out
 
 
 def synthetic_stream(
@@ -204,24 +156,15 @@ def synthetic_stream(
         _synthetic_rows,
         gen_kwargs={
             "queries": dict(queries),
-            "words": tuple(words),
+            "rule": stream_rule(words, mos_range, soft_std),
             "seed": seed,
             "size": size,
-            "mos_range": mos_range,
-            "soft_std": soft_std,
         },
         features=stream_features(),
     )
 
 
-def _synthetic_rows(
-    queries: dict,
-    words: tuple[str, ...],
-    seed: int,
-    size: int,
-    mos_range: tuple[float, float],
-    soft_std: float | None = None,
-) -> Iterator[dict[str, Any]]:
+def _synthetic_rows(queries: dict, rule: LabelRule, seed: int, size: int) -> Iterator[dict[str, Any]]:
     from training.procedural.synthetic import example_at
 
     dims = list(queries)
@@ -233,10 +176,8 @@ def _synthetic_rows(
             raise ValueError(f"data.train=synthetic renders {sorted(ex.mos)}; prompt.dimensions {dims} has none")
         rng = np.random.default_rng([seed, index, 7])  # which dimension, and the soft-target draw
         dim = known[int(rng.integers(len(known)))]
-        conv = conversation(
-            queries[dim]["question"], answer(queries, dim, ex.mos[dim], words, mos_range, soft_std, rng)
-        )
-        yield {"images": [ex.image], **conv}
+        text = answer(rule, queries[dim]["response_prefix"], ex.mos[dim], rng)
+        yield {"images": [ex.image], **conversation(queries[dim]["question"], text)}
         index += 1
 
 
@@ -291,13 +232,11 @@ def distorted_photos_stream(
         _photo_rows,
         gen_kwargs={
             "queries": dict(queries),
-            "words": tuple(words),
+            "rule": stream_rule(words, mos_range, soft_std),
             "paths": tuple(map(str, paths)),
             "crop": crop,
             "side": side,
             "seeds": [shard_seed(seed, k) for k in range(STREAM_SHARDS)],  # a list: datasets shards it by worker
-            "mos_range": mos_range,
-            "soft_std": soft_std,
             "calibration": table,
         },
         features=stream_features(),
@@ -306,13 +245,11 @@ def distorted_photos_stream(
 
 def _photo_rows(
     queries: dict,
-    words: tuple[str, ...],
+    rule: LabelRule,
     paths: tuple[str, ...],
     crop: int,
     side: int | None,
     seeds: list[int],
-    mos_range: tuple[float, float],
-    soft_std: float | None,
     calibration: dict,
 ) -> Iterator[dict[str, Any]]:
     """The rows of the first of ``seeds`` (each stream is endless): one process reads shard 0, the stream of
@@ -324,5 +261,5 @@ def _photo_rows(
     stream = PhotoStream([Path(p) for p in paths], crop, seed, calibration, side)
     for index, ex in enumerate(stream):
         rng = np.random.default_rng([seed, index, 7])  # the soft-target draw
-        text = answer(queries, DIMENSION, ex.mos, words, mos_range, soft_std, rng)
+        text = answer(rule, queries[DIMENSION]["response_prefix"], ex.mos, rng)
         yield {"images": [ex.image], **conversation(queries[DIMENSION]["question"], text)}

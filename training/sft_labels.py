@@ -32,18 +32,6 @@ from training.targets import (
     votes_to_levels,
 )
 
-__all__ = [
-    "Example",
-    "LabelRule",
-    "RatingExamples",
-    "keep_rows",
-    "rating_examples",
-    "soft_mode",
-    "with_score",
-    "words_best_first",
-    "write_targets",
-]
-
 logger = logging.getLogger(__name__)
 
 SOFT_MODES = ("votes", "gaussian", "deqa")
@@ -203,8 +191,6 @@ def keep_rows(rows: list[Any], keep: Mapping[str, Sequence[float]], source: str)
 def _resolved(rule: LabelRule, rows: list[Any], info: Mapping[str, Any], density: str | None) -> LabelRule:
     """DeQA's range (the rows' own lowest and highest MOS when none is given) and density (its config.json's choice
     for the dataset when ``density`` is None)."""
-    if rule.soft != "deqa":
-        return rule
     if density is None:
         density = DEQA_DENSITY.get(str(info.get("dataset", "")), "pdf")
     level_range = rule.level_range
@@ -243,25 +229,18 @@ def rating_examples(
     and line and skipped (counted), never trained on. ``questions`` (one dimension): each row's question drawn from
     them once, with ``seed``; else the dimension's query. ``level_from`` (hard targets; null: the source's own, e.g.
     SA-BENCH's ``mos_int``; ``mos``: none): the row value giving the word's level 1..n, the best word's n."""
-    result = load_ratings(
-        source,
-        skip_bad=skip_bad,
-        check_images=check_images,
-        max_pixels=max_pixels,
-        mos_range=rule.mos_range,
-        default_split=split,
-        columns=columns,
-        image_root=image_root,
-        allow_absolute_paths=allow_absolute_paths,
-    )
+    where = {"columns": columns, "image_root": image_root, "allow_absolute_paths": allow_absolute_paths}
+    checks = {"skip_bad": skip_bad, "check_images": check_images, "max_pixels": max_pixels}
+    result = load_ratings(source, **checks, mos_range=rule.mos_range, default_split=split, **where)
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)
-    _unknown_dimensions(result, rows, queries, skipped, skip_bad)
+    if len(rows) < len(result.rows):  # rows rated on dimensions the scorer does not know
+        _unknown_dimensions(result, rows, queries, skipped, skip_bad)
     rows = with_score(rows, score, result.source)
     rows, kept_out = keep_rows(rows, keep or {}, result.source)
     if not rows:
         raise ConfigError(f"{result.source}: no training row is left after data.keep={dict(keep or {})}")
-    rule = _resolved(rule, rows, result.info, density)
+    rule = _resolved(rule, rows, result.info, density) if rule.soft == "deqa" else rule
     level_from = (level_from or result.info.get("level")) if rule.soft is None else None
     level_from = None if level_from == "mos" else level_from
     picks = np.random.default_rng([seed, 31]).integers(len(questions), size=len(rows)) if questions else None
@@ -303,8 +282,6 @@ def _unknown_dimensions(
 ) -> None:
     """One line for all rows rated on dimensions the scorer does not know (an error without ``skip_bad``)."""
     unknown = Counter(row.dimension for row in result.rows if row.dimension not in queries)
-    if not unknown:
-        return
     first = next(row.line for row in result.rows if row.dimension not in queries)
     msg = (
         f"{result.source}: {sum(unknown.values())} rows (first: line {first}) are rated on dimensions "

@@ -34,8 +34,7 @@ class SyntheticSettings:
         default=5, metadata={"help": "simulated raters per image (one of them unreliable)", "range": (1, 1000)}
     )
     pairs: int | None = field(
-        default=None,
-        metadata={"help": "preference pairs (null: the benchmark's default)", "range": (0, 10_000_000)},
+        default=None, metadata={"help": "preference pairs (null: the benchmark's default)", "range": (0, 10_000_000)}
     )
 
 

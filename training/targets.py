@@ -23,20 +23,6 @@ import numpy as np
 
 from reward.rewards.levels import LEVEL_WORDS
 
-__all__ = [
-    "DEQA_DENSITY",
-    "DeqaLabel",
-    "bin_edges",
-    "deqa_soft_label",
-    "mos_to_level",
-    "mos_to_word",
-    "range_level",
-    "range_word",
-    "soft_target",
-    "two_point_target",
-    "votes_to_levels",
-]
-
 
 def bin_edges(n_levels: int = 5, scale: tuple[float, float] = (1.0, 5.0)) -> tuple[float, ...]:
     """The inner edges of ``n_levels`` equal-width bins over ``scale``.

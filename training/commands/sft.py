@@ -39,11 +39,13 @@ from training.sft_labels import soft_mode, words_best_first
 from training.shared.batch import (
     GLOBAL_BATCH_KEY,
     SFT_BATCH,
+    PlanSettings,
     batch_problems,
     check_world,
     describe_batch,
     global_batch_help,
     launch_processes,
+    planned_processes,
     resolve_batch,
     trl_fields,
 )
@@ -56,7 +58,6 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.plan import PlanSettings, planned_processes, report_plan
 from training.shared.reporting import report_to_problems
 from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
@@ -76,9 +77,7 @@ class ModelSettings(ModelLoading):
     weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
     :func:`training.shared.trainable.load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
 
-    path: str = field(
-        default=MISSING, metadata={"help": "VLM checkpoint directory or hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)"}
-    )
+    path: str = field(default=MISSING, metadata={"help": "VLM folder or Hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)"})
     freeze_vision: bool = field(default=True, metadata={"help": "SA-IQA freezes the ViT ..."})
     freeze_aligner: bool = field(default=True, metadata={"help": "... and the aligner (merger); the LLM is trained"})
 
@@ -105,9 +104,7 @@ class ScorerPromptSettings:
             "the paper's four)"
         },
     )
-    definitions: dict[str, str] = field(
-        default_factory=dict, metadata={"help": "name -> definition; default: the paper's"}
-    )
+    definitions: dict[str, str] = field(default_factory=dict, metadata={"help": "name: definition; else the paper's"})
     questions: list[str] = field(
         default_factory=list,
         metadata={
@@ -152,23 +149,16 @@ class DataSettings:
         default_factory=list,
         metadata={"help": "after training: the scorer's A3 leaderboard (SRCC/PLCC) over these sources, out/cross/"},
     )
-    columns: HfColumns = field(
-        default_factory=HfColumns, metadata={"help": "hf:... data: the image, MOS and dimension columns"}
-    )
+    columns: HfColumns = field(default_factory=HfColumns, metadata={"help": "hf:...: image, MOS, dimension columns"})
     mos_range: list[float] | None = field(
         default=None,
-        metadata={"help": "MOS scale of the rating words; null: each source's own (e.g. SPAQ 0-100), else [1, 5]"},
+        metadata={"help": "MOS scale of the words; null: each source's own (e.g. SPAQ 0-100), else [1, 5]"},
     )
-    skip_bad: bool = field(
-        default=True, metadata={"help": "bad rows are reported with file and line, skipped and counted"}
-    )
+    skip_bad: bool = field(default=True, metadata={"help": "bad rows: reported by file and line, skipped, counted"})
     max_decode_pixels: int = field(
-        default=36_000_000,
-        metadata={"help": "decode guard (not the processor budget: model.max_pixels)", "range": PIXELS},
+        default=36_000_000, metadata={"help": "decode guard; the processor's: model.max_pixels", "range": PIXELS}
     )
-    synthetic_size: int = field(
-        default=64, metadata={"help": "data.train=synthetic: image size in pixels", "range": SIDE}
-    )
+    synthetic_size: int = field(default=64, metadata={"help": "data.train=synthetic: image side (px)", "range": SIDE})
     soft_targets: Any = field(
         default=False,
         metadata={
@@ -204,8 +194,7 @@ class DataSettings:
         metadata={"help": "NAME: [low, high]: only rows with low <= NAME < high (e.g. mos_zscore: Q-Align's subset)"},
     )
     deqa_density: str | None = field(
-        default=None,
-        metadata={"help": "soft_targets=deqa: pdf or cdf; null: DeQA-Score's choice (cdf for spaq, else pdf)"},
+        default=None, metadata={"help": "soft_targets=deqa: pdf or cdf; null: DeQA-Score's (cdf for spaq, else pdf)"}
     )
     soft_std: float = field(
         default=0.5,
@@ -218,8 +207,7 @@ class DataSettings:
         default=None, metadata={"help": 'A1 questions mixed in: an LLVisionQA file, or "synthetic" (fresh every step)'}
     )
     perception_fraction: float = field(
-        default=0.5,
-        metadata={"help": "share of perception examples (1.0: perception only)", "range": FRACTION},
+        default=0.5, metadata={"help": "share of perception examples (1.0: perception only)", "range": FRACTION}
     )
     perception_families: list[str] | None = field(
         default=None, metadata={"help": "data.perception=synthetic: question families (default all)"}
@@ -237,18 +225,13 @@ class DataSettings:
         default=112, metadata={"help": "data.train=distorted-photos: crop side, native scale", "range": SIDE}
     )
     photos_side: int | None = field(
-        default=None,
-        metadata={"help": "data.train=distorted-photos: downscale to this short side first", "range": SIDE},
+        default=None, metadata={"help": "distorted-photos: downscale to this short side first", "range": SIDE}
     )
     calibration: str | None = field(
         default=None, metadata={"help": "data.train=distorted-photos: JSON {type: [MOS at levels 1-5]}"}
     )
-    augment: bool = field(
-        default=False, metadata={"help": "manifest training: random native-scale crops and horizontal flips"}
-    )
-    augment_crop: float = field(
-        default=0.875, metadata={"help": "side fraction each random crop keeps", "range": (0, 1, True)}
-    )
+    augment: bool = field(default=False, metadata={"help": "manifests: random native-scale crops, horizontal flips"})
+    augment_crop: float = field(default=0.875, metadata={"help": "side share a crop keeps", "range": (0, 1, True)})
 
 
 @dataclass
@@ -303,10 +286,6 @@ PAPER_TRAINER: dict[str, tuple[Any, str]] = {
 }
 
 
-def _paper_trainer() -> dict[str, Any]:
-    return {name: default for name, (default, _) in PAPER_TRAINER.items()}
-
-
 @dataclass
 class SftSettings:
     """Settings of ``training/sft.py``. Keys marked ``may_change`` may differ when a run is resumed (everything else
@@ -320,9 +299,7 @@ class SftSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
-    seed: int = field(
-        default=42, metadata={"help": "the trainer's seed (trl), the training stream's and the manifest's shuffle"}
-    )
+    seed: int = field(default=42, metadata={"help": "trl's seed, the training stream's and the manifest's shuffle"})
     resume: str = field(
         default="auto",
         metadata={
@@ -342,14 +319,13 @@ class SftSettings:
         default=True, metadata={"help": "scorer/ holds the merged model (false: the adapter plus base_model)"}
     )
     eval_before: bool = field(
-        default=False,
-        metadata={"help": "also evaluate the untrained model into out/before/, for comparison", "may_change": True},
+        default=False, metadata={"help": "also evaluate the untrained model (out/before/)", "may_change": True}
     )
     eval_batch_size: int = field(
         default=16, metadata={"help": "images per scoring call at the end", "may_change": True, "range": BATCH}
     )
     trainer: dict[str, Any] = field(
-        default_factory=_paper_trainer,
+        default_factory=lambda: {name: default for name, (default, _) in PAPER_TRAINER.items()},
         metadata={
             "help": "trl.SFTConfig fields (any one: trainer.NAME=V)",
             "entries": {name: text for name, (_, text) in PAPER_TRAINER.items() if text},
@@ -366,8 +342,7 @@ class SftSettings:
     )
     loss: LossSettings = field(default_factory=LossSettings)
     plan: bool = field(
-        default=False,
-        metadata={"help": "true: print the run's plan (batch, steps, memory per GPU, time) and exit; nothing loads"},
+        default=False, metadata={"help": "true: print the plan (batch, steps, GPU memory, time), load nothing, exit"}
     )
     targets_out: str | None = field(
         default=None,
@@ -388,55 +363,41 @@ class SftSettings:
         },
     )
     hub_model_id: str | None = field(
-        default=None,
-        metadata={"help": "push_to_hub: the Hub repo ORG/NAME, created if it does not exist", "may_change": True},
+        default=None, metadata={"help": "push_to_hub: the Hub repo ORG/NAME (created if missing)", "may_change": True}
     )
 
 
 def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
     """Typed settings from the Hydra config; unknown, missing or mistyped keys and invalid values in any section fail
     together. ``with_inputs`` (a run): the model and data are checked first, before the validation imports trl, so a
-    missing file is said at once; ``plan=true`` checks none, its model and data may not exist yet."""
+    missing file is said at once; ``plan=true`` checks none, its model and data may not exist yet. Then
+    ``prompt.dimensions=null`` becomes the dimensions ``data.train`` rates, in order of first appearance: a
+    manifest's or dataset's own (read without decoding an image), the synthetic stream's four, the photos' one."""
     settings = parse(SftSettings, cfg, where="")
     if with_inputs and not settings.plan:
         check_inputs(settings)
     _validate(settings)
-    if with_inputs and not settings.plan:  # the data's dimensions once every setting is known to be valid
-        settings.prompt.dimensions = train_dimensions(settings)
-        one_query = settings.prompt.questions or settings.prompt.response_prefix
-        if one_query and len(settings.prompt.dimensions) != 1:
-            raise ConfigError(
-                f"prompt.questions / prompt.response_prefix replace the queries of one dimension, and data.train "
-                f"rates {settings.prompt.dimensions}: set prompt.dimensions=[NAME]"
-            )
-    return settings
-
-
-def train_dimensions(settings: SftSettings) -> list[str]:
-    """``prompt.dimensions``, or (null) the dimensions ``data.train`` rates, in order of first appearance: a
-    manifest's or dataset's own (read without decoding an image), the synthetic stream's four, the photo stream's
-    ``quality``."""
-    if settings.prompt.dimensions:
-        return list(settings.prompt.dimensions)
-    if settings.data.train == "synthetic":
-        return list(DEFAULT_DIMENSIONS)
-    if settings.data.train == "distorted-photos":
+    if not with_inputs or settings.plan or settings.prompt.dimensions:
+        return settings
+    data = settings.data
+    if data.train in STREAMS:
         from training.procedural.photos import DIMENSION
 
-        return [DIMENSION]
-    from reward.data import load_ratings
+        found = list(DEFAULT_DIMENSIONS) if data.train == "synthetic" else [DIMENSION]
+    else:
+        from reward.data import load_ratings
 
-    rows = load_ratings(
-        settings.data.train,
-        skip_bad=True,
-        check_images=False,
-        default_split="train",
-        columns=settings.data.columns,
-        **image_paths(settings),
-    ).rows
-    found = list(dict.fromkeys(row.dimension for row in rows))
-    logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
-    return found
+        where = {"columns": data.columns, **image_paths(settings)}
+        rows = load_ratings(data.train, skip_bad=True, check_images=False, default_split="train", **where).rows
+        found = list(dict.fromkeys(row.dimension for row in rows))
+        logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
+    settings.prompt.dimensions = found
+    if (settings.prompt.questions or settings.prompt.response_prefix) and len(found) != 1:
+        raise ConfigError(
+            f"prompt.questions / prompt.response_prefix replace the queries of one dimension, and data.train "
+            f"rates {found}: set prompt.dimensions=[NAME]"
+        )
+    return settings
 
 
 def _validate(settings: SftSettings) -> None:
@@ -459,7 +420,7 @@ def _validate(settings: SftSettings) -> None:
     if data.perception and data.perception_answer not in ("letter", "letter_text"):
         problems.append(f"data.perception_answer={data.perception_answer!r}: use letter or letter_text")
     try:
-        settings.model.loading()
+        loading_of(settings.model)
     except ValueError as err:
         problems.append(f"model: {err}".replace("\n  - ", "; "))
     if soft_mode(data.soft_targets) == "?":
@@ -511,16 +472,8 @@ def check_output_folder(settings: SftSettings) -> Output:
     """The output folder's decision (new, or the same run resumed) or a refusal, before anything is loaded."""
     record = {k: v for k, v in asdict(settings).items() if k not in ("out", "plan", "plan_for", "targets_out")}
     inputs = {"model": settings.model.path, "data.train": settings.data.train}
-    return check_output(
-        settings.out,
-        "sft",
-        record,
-        inputs,
-        resume=resume_mode(settings.resume),
-        overwrite=settings.overwrite,
-        may_change=may_change_keys(SftSettings),
-        resume_hint="resume=auto",
-    )
+    flags = {"resume": resume_mode(settings.resume), "overwrite": settings.overwrite, "resume_hint": "resume=auto"}
+    return check_output(settings.out, "sft", record, inputs, may_change=may_change_keys(SftSettings), **flags)
 
 
 def _trainer_args(settings: SftSettings, out: Path) -> Any:
@@ -557,6 +510,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     settings = parse_settings(cfg, with_inputs=True)
     if settings.plan:  # no file needs to exist yet: the plan is made from the settings alone
         from training.commands.sft_plan import sft_plan
+        from training.shared.plan import report_plan
 
         return report_plan(sft_plan(settings))
     if settings.targets_out is not None:  # the training rows only: no model, no output folder
@@ -599,7 +553,8 @@ class Trained:
 
 def set_up(settings: SftSettings) -> Setup:
     """Every check before a model loads (each level word one token after every query, the output folder, the
-    training data), then trl's arguments (this launch's processes), the output folder and the model."""
+    training data), then trl's arguments (this launch's processes), the output folder and the model (the one precision
+    rule's dtype, vision tower and aligner frozen as set)."""
     from reward.vlm import load_processor, thinking_off
 
     out = Path(settings.out)
@@ -621,7 +576,12 @@ def set_up(settings: SftSettings) -> Setup:
     args.distributed_state.wait_for_everyone()
     main_process = args.distributed_state.is_main_process
     resume_from = last_complete_checkpoint(out, main_process=main_process) if output.resumed else None
-    model = _load_model(settings, args)
+    start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
+    lora, deepspeed = settings.lora.enabled, uses_deepspeed(args)
+    dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(args.bf16), deepspeed=deepspeed)
+    model = load_for_training(settings.model.path, dtype, loading_of(settings.model))
+    if settings.model.freeze_vision or settings.model.freeze_aligner:
+        freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
     return Setup(settings, out, output, meta, processor, train_dataset, skipped, args, model, resume_from)
 
 
@@ -630,45 +590,21 @@ def _scorer_meta(settings: SftSettings) -> dict[str, Any]:
     dimension prompt types 3-4 have no definition of is asked in plain words, said once here."""
     dims = settings.prompt.dimensions or list(DEFAULT_DIMENSIONS)
     definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
-    meta = scorer_metadata(
-        dims,
-        prompt_type=settings.prompt.type,
-        definitions=definitions,
-        wording=settings.prompt.wording,
-        level_words=settings.levels.words,
-        level_values=settings.levels.values,
-        trained_from=settings.model.path,
-    )
+    levels = {"level_words": settings.levels.words, "level_values": settings.levels.values}
+    prompt = {"prompt_type": settings.prompt.type, "definitions": definitions, "wording": settings.prompt.wording}
+    meta = scorer_metadata(dims, **prompt, **levels, trained_from=settings.model.path)
     for query in meta["queries"].values():  # prompt.questions / response_prefix: one dimension (checked)
         if settings.prompt.questions:
             query["question"] = settings.prompt.questions[0]
         if settings.prompt.response_prefix:
             query["response_prefix"] = settings.prompt.response_prefix
-    for dim in meta["generic"]:
-        logger.info(
-            "prompt.type=%d has no definition of %r: it is asked %r (+prompt.definitions.%s='...' gives a type-%d "
-            "query)",
-            settings.prompt.type,
-            dim,
-            meta["queries"][dim]["question"],
-            dim,
-            settings.prompt.type,
-        )
-    return meta
-
-
-def _load_model(settings: SftSettings, args: Any) -> Any:
-    """The model to train, in the dtype of the one precision rule, with the vision tower and aligner frozen as set;
-    DeepSpeed's communication is started first (on CPU launches too, refusing a stale build lock), before any
-    ``zero.Init``."""
-    start_deepspeed_comm(args)
-    dtype = load_dtype(
-        settings.model.dtype, lora=settings.lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args)
+    kind, text = (
+        settings.prompt.type,
+        "prompt.type=%d has no definition of %r: it is asked %r (+prompt.definitions.%s=",
     )
-    model = load_for_training(settings.model.path, dtype, settings.model.loading())
-    if settings.model.freeze_vision or settings.model.freeze_aligner:
-        freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
-    return model
+    for dim in meta["generic"]:
+        logger.info(text + "'...' gives a type-%d query)", kind, dim, meta["queries"][dim]["question"], dim, kind)
+    return meta
 
 
 def train(setup: Setup, callbacks: list[Any]) -> Trained:
@@ -680,7 +616,22 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
     metrics_before = _evaluate_before(setup) if settings.eval_before and settings.data.test else None
     restored = bool(setup.resume_from) and not settings.lora.enabled and not uses_deepspeed(args)
     restored = restored and load_checkpoint_weights(model, setup.resume_from)
-    trainer_cls = _trainer_class(settings, setup)
+    if settings.loss.kind == "deqa":
+        from reward.vlm.tokens import resolve_candidates
+        from training.deqa_loss import deqa_trainer_class
+
+        words = words_best_first(settings.levels.words, settings.levels.values)  # as the rows' soft targets
+        prefix = next(iter(setup.meta["queries"].values()))["response_prefix"]
+        ids = resolve_candidates(setup.processor.tokenizer, prefix, words)
+        values, loss = sorted(settings.levels.values, reverse=True), settings.loss
+        trainer_cls = deqa_trainer_class(
+            ids, values, deqa_weight=loss.deqa_weight, fidelity_weight=loss.fidelity_weight
+        )
+    else:
+        from training.rating_loss import weighted_trainer_class
+
+        ids = _rating_ids(setup.processor.tokenizer, setup.meta, settings)
+        trainer_cls = weighted_trainer_class(settings.loss.rating_weight, ids)
     trainer = trainer_cls(
         model=model,
         args=args,
@@ -695,38 +646,8 @@ def train(setup: Setup, callbacks: list[Any]) -> Trained:
     full_state = gathered_state_dict(trainer)  # ZeRO-3: every process takes part in gathering the weights
     main_process, scorer = trainer.is_world_process_zero(), None
     if main_process:
-        scorer = save_scorer(
-            trainer.model,
-            setup.processor,
-            setup.out / "scorer",
-            setup.meta,
-            settings,
-            state_dict=full_state,
-            args=args,
-        )
+        scorer = save_scorer(setup, trainer.model, full_state)
     return Trained(trainer, train_out.global_step, train_out.training_loss, metrics_before, main_process, scorer)
-
-
-def _trainer_class(settings: SftSettings, setup: Setup) -> type:
-    """trl's SFTTrainer with the loss of ``loss.kind``: trl's (the rating word weighted) or DeQA-Score's."""
-    if settings.loss.kind == "deqa":
-        from reward.vlm.tokens import resolve_candidates
-        from training.deqa_loss import deqa_trainer_class
-
-        words = words_best_first(settings.levels.words, settings.levels.values)  # as the rows' soft targets
-        prefix = next(iter(setup.meta["queries"].values()))["response_prefix"]
-        values = sorted(settings.levels.values, reverse=True)
-        return deqa_trainer_class(
-            resolve_candidates(setup.processor.tokenizer, prefix, words),
-            values,
-            deqa_weight=settings.loss.deqa_weight,
-            fidelity_weight=settings.loss.fidelity_weight,
-        )
-    from training.rating_loss import weighted_trainer_class
-
-    return weighted_trainer_class(
-        settings.loss.rating_weight, _rating_ids(setup.processor.tokenizer, setup.meta, settings)
-    )
 
 
 def _evaluate_before(setup: Setup) -> dict[str, Any]:
@@ -745,8 +666,8 @@ def _evaluate_before(setup: Setup) -> dict[str, Any]:
 
 
 def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
-    """On the main process: the loss curve, the saved scorer evaluated on ``data.test`` and ``data.cross`` (through
-    its folder, exactly as ``reward=sa-iqa`` will load it), the model card, the upload, ``sft_result.json`` and the
+    """On the main process: the loss curve, the saved scorer evaluated on ``data.test`` (``out/metrics.json``) and
+    ``data.cross`` (``out/cross/``), the model card, the upload, ``sft_result.json`` and the
     closing summary. The other processes write nothing and return what they know."""
     settings, out = setup.settings, setup.out
     result: dict[str, Any] = {"skipped_train_rows": setup.skipped, "output_dir": str(out)}
@@ -763,44 +684,28 @@ def report(setup: Setup, trained: Trained, cfg: Any) -> dict[str, Any]:
 
     result["train_curve"] = write_train_curve(trained.trainer.state.log_history, out)["png"]
     result["scorer"] = str(trained.scorer)
-    result |= _scorer_metrics(trained.scorer, settings, out)
+    if settings.data.test or settings.data.cross:  # scored through the folder exactly as reward=sa-iqa loads it
+        from reward.rewards.sa_iqa import build
+
+        reward = build({"model": str(trained.scorer), "batch_size": settings.eval_batch_size})
+        if settings.data.test:
+            result["metrics"] = _evaluate(reward, settings, out)
+        if settings.data.cross:
+            result["cross"] = _cross_leaderboard(reward, settings, out / "cross")
     card = _card(settings, cfg, setup.meta, result)
     result["model_card"] = str(write_card(trained.scorer, card))
     write_card(out, card)  # in place of trl's template in the output folder
     if settings.push_to_hub and settings.hub_model_id:
-        result["pushed"] = push_scorer(
-            trained.scorer,
-            settings.hub_model_id,
-            message=f"SA-IQA scorer: {out.name}",
-        )
+        result["pushed"] = push_scorer(trained.scorer, settings.hub_model_id, message=f"SA-IQA scorer: {out.name}")
     path = atomic_write_json(out / "sft_result.json", result)
     setup.output.finish()
     srcc = (result.get("metrics") or {}).get("overall", {}).get("srcc")
     facts = {"steps": result["global_step"], "train loss": result["train_loss"], "test SRCC": srcc}
     files = {k: result.get(k) for k in ("scorer", "model_card", "train_curve")}
-    files |= {
-        "metrics": out / "metrics.json" if settings.data.test else None,
-        "result": path,
-        "pushed": result.get("pushed"),
-    }
+    metrics = out / "metrics.json" if settings.data.test else None
+    files |= {"metrics": metrics, "result": path, "pushed": result.get("pushed")}
     log_summary("sft", facts, files)
     return result
-
-
-def _scorer_metrics(scorer: Path, settings: SftSettings, out: Path) -> dict[str, Any]:
-    """The saved scorer's metrics on ``data.test`` (``out/metrics.json``) and its leaderboard over ``data.cross``
-    (``out/cross/``), scored through the folder exactly as ``reward=sa-iqa`` loads it."""
-    if not settings.data.test and not settings.data.cross:
-        return {}
-    from reward.rewards.sa_iqa import build
-
-    reward = build({"model": str(scorer), "batch_size": settings.eval_batch_size})
-    found = {}
-    if settings.data.test:
-        found["metrics"] = _evaluate(reward, settings, out)
-    if settings.data.cross:
-        found["cross"] = _cross_leaderboard(reward, settings, out / "cross")
-    return found
 
 
 def _card(settings: SftSettings, cfg: Any, meta: dict[str, Any], result: dict[str, Any]) -> ModelCard:
@@ -836,46 +741,18 @@ def _train_dataset(settings: SftSettings, queries: dict[str, dict[str, str]]) ->
 
         no_perception = replace(settings, data=replace(settings.data, perception=None))
         return mix_perception(settings, lambda: _train_dataset(no_perception, queries))
-    words = words_best_first(settings.levels.words, settings.levels.values)  # best first
-    mos_range = data_mos_range(settings, settings.data.train)
-    mode = soft_mode(settings.data.soft_targets)
-    soft = settings.data.soft_std if mode else None
-    if settings.data.train == "synthetic":
-        dataset = synthetic_stream(
-            queries,
-            words,
-            seed=settings.seed,
-            size=settings.data.synthetic_size,
-            mos_range=mos_range,
-            soft_std=soft,
-        )
-        return dataset, 0
-    if settings.data.train == "distorted-photos":
-        dataset = distorted_photos_stream(
-            queries,
-            words,
-            photos=settings.data.photos,
-            crop=settings.data.photos_crop,
-            side=settings.data.photos_side,
-            seed=settings.seed,
-            mos_range=mos_range,
-            soft_std=soft,
-            calibration=settings.data.calibration,
-        )
-        return dataset, 0
-    return manifest_dataset(
-        settings.data.train,
-        queries,
-        words,
-        skip_bad=settings.data.skip_bad,
-        max_pixels=settings.data.max_decode_pixels,
-        seed=settings.seed,
-        augment=settings.data.augment_crop if settings.data.augment else None,
-        split="train",
-        columns=settings.data.columns,
-        **image_paths(settings),
-        **label_kwargs(settings, mos_range),
-    )
+    data, words = settings.data, words_best_first(settings.levels.words, settings.levels.values)
+    mos_range = data_mos_range(settings, data.train)
+    soft = data.soft_std if soft_mode(data.soft_targets) else None
+    stream = {"seed": settings.seed, "mos_range": mos_range, "soft_std": soft}
+    if data.train == "synthetic":
+        return synthetic_stream(queries, words, size=data.synthetic_size, **stream), 0
+    if data.train == "distorted-photos":
+        photos = {"photos": data.photos, "crop": data.photos_crop, "side": data.photos_side}
+        return distorted_photos_stream(queries, words, **photos, calibration=data.calibration, **stream), 0
+    read = {"skip_bad": data.skip_bad, "max_pixels": data.max_decode_pixels, "split": "train", "columns": data.columns}
+    read |= {"seed": settings.seed, "augment": data.augment_crop if data.augment else None, **image_paths(settings)}
+    return manifest_dataset(data.train, queries, words, **read, **label_kwargs(settings, mos_range))
 
 
 def data_mos_range(settings: SftSettings, source: str | None) -> tuple[float, float]:
@@ -895,37 +772,24 @@ def _rating_ids(tokenizer: Any, meta: dict[str, Any], settings: SftSettings) -> 
     ]
 
 
-def save_scorer(
-    model: Any,
-    processor: Any,
-    scorer_dir: Path,
-    meta: dict[str, Any],
-    settings: SftSettings,
-    *,
-    state_dict: dict[str, torch.Tensor] | None = None,
-    args: Any = None,
-) -> Path:
-    """Model (merged, or the LoRA adapter plus ``base_model``), processor files and ``sa_iqa.json``.
-
-    ``state_dict``: the full weights gathered from a ZeRO-3 run (``model``'s own parameters are placeholders
-    there); they are loaded into a fresh copy on the CPU before merging and saving.
-    """
+def save_scorer(setup: Setup, model: Any, state_dict: dict[str, torch.Tensor] | None) -> Path:
+    """``out/scorer``: the model (merged, or the LoRA adapter plus ``base_model``), processor and ``sa_iqa.json``.
+    ``state_dict``: the full weights gathered from a ZeRO-3 run (whose ``model`` holds placeholders), loaded into a
+    fresh CPU copy first."""
     from reward.rewards.scorer_folder import write_metadata
 
+    settings, scorer_dir, meta = setup.settings, setup.out / "scorer", dict(setup.meta)
     scorer_dir.mkdir(parents=True, exist_ok=True)
-    meta = dict(meta)
     if state_dict is not None:
-        model = rebuild_from_state(settings, state_dict, args)
-    if (
-        settings.lora.enabled and settings.merge_lora
-    ):  # the loader's merge: W + B A s in fp32, rounded once to W's dtype
+        model = rebuild_from_state(settings, state_dict, setup.args)
+    if settings.lora.enabled and settings.merge_lora:  # the loader's merge: W + B A s in fp32, rounded once
         merge_lora(model)
         model = model.unload()
     elif settings.lora.enabled:
         local = Path(settings.model.path)
         meta["base_model"] = str(local.resolve()) if local.exists() else settings.model.path  # a hub id stays an id
     model.save_pretrained(scorer_dir)
-    processor.save_pretrained(scorer_dir)  # tokenizer, image processor, chat template
+    setup.processor.save_pretrained(scorer_dir)  # tokenizer, image processor, chat template
     write_metadata(scorer_dir, meta)  # the scorer folder's format: reward.rewards.scorer_folder
     logger.info("scorer written to %s", scorer_dir)
     return scorer_dir
@@ -972,19 +836,10 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
     from reward.eval.evaluation import EvalSettings, evaluate_rows, format_table, write_results
     from training.sft_labels import keep_rows, with_score
 
-    mos_range = data_mos_range(settings, settings.data.test)
-    eval_settings = EvalSettings(
-        batch_size=settings.eval_batch_size, skip_bad=settings.data.skip_bad, mos_range=mos_range
-    )
-    rows = load_ratings(
-        settings.data.test,
-        skip_bad=settings.data.skip_bad,
-        check_images=False,
-        mos_range=mos_range,
-        default_split="test",
-        columns=settings.data.columns,
-        **image_paths(settings),
-    )
+    data, mos_range = settings.data, data_mos_range(settings, settings.data.test)
+    eval_settings = EvalSettings(batch_size=settings.eval_batch_size, skip_bad=data.skip_bad, mos_range=mos_range)
+    where = {"columns": data.columns, "mos_range": mos_range, **image_paths(settings)}
+    rows = load_ratings(data.test, skip_bad=data.skip_bad, check_images=False, default_split="test", **where)
     tested = with_score(rows.rows, settings.data.score, rows.source)  # the MOS trained on, the rows kept
     keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
     tested, kept_out = keep_rows(tested, keep, rows.source)

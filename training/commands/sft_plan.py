@@ -15,7 +15,6 @@ from training.shared.plan import (
     estimate_step_s,
     launch_of,
     model_part,
-    planned_processes,
     shape_or_fail,
     trainable_params,
     visual_tokens,
@@ -75,18 +74,14 @@ def _size(image: Any) -> tuple[int, int]:
 def sft_plan(settings: Any) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
     from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
-    from training.shared.batch import SFT_BATCH, describe_batch, resolve_batch
+    from training.shared.batch import SFT_BATCH, describe_batch, planned_processes, resolve_batch
     from training.shared.trainable import load_dtype
 
-    trainer = settings.trainer
+    trainer, lora = settings.trainer, settings.lora.enabled
     batch = resolve_batch(trainer, planned_processes(settings.plan_for), SFT_BATCH)
-    launch = launch_of(
-        settings.plan_for,
-        per_device=batch.per_device,
-        accumulation=batch.accumulation,
-        bf16=trainer.get("bf16") is not False,
-        checkpointing=bool(trainer.get("activation_checkpointing") or trainer.get("gradient_checkpointing")),
-    )
+    checkpointing = bool(trainer.get("activation_checkpointing") or trainer.get("gradient_checkpointing"))
+    sizes = {"per_device": batch.per_device, "accumulation": batch.accumulation}
+    launch = launch_of(settings.plan_for, **sizes, bf16=trainer.get("bf16") is not False, checkpointing=checkpointing)
     shape = shape_or_fail(settings.model.path, "model.path", settings.plan_for.model)
     dims = settings.prompt.dimensions or list(DEFAULT_DIMENSIONS)  # null: data.train's own, maybe not there yet
     definitions = resolve_definitions(dims, settings.prompt.type, settings.prompt.definitions)
@@ -97,30 +92,14 @@ def sft_plan(settings: Any) -> Plan:
     rows, image, image_why = _train_data(settings)
     vis, vis_why = visual_tokens(settings.model.max_pixels, shape, image, image_why)
     tokens = vis + question // 4 + RESPONSE_TOKENS + TEMPLATE_TOKENS
-    dtype = load_dtype(
-        settings.model.dtype, lora=settings.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0
-    )
-    weight_bytes = dtype.itemsize
-    lora_r = settings.lora.r if settings.lora.enabled else None
-    train_vision = not settings.model.freeze_vision and not settings.lora.enabled
-    trainable = trainable_params(
-        shape,
-        lora_r=lora_r,
-        lora_targets=list(settings.lora.target_modules),
-        vision=train_vision,
-        aligner=not settings.model.freeze_aligner and not settings.lora.enabled,
-    )
-    part = model_part(
-        f"model {shape.name.split('/')[-1]}",
-        shape,
-        launch,
-        weight_bytes=weight_bytes,
-        trainable=trainable,
-        tokens=tokens,
-        visual_tokens=vis,
-        train_vision=train_vision,
-        trains_largest_layer=not settings.lora.enabled,
-    )
+    dtype = load_dtype(settings.model.dtype, lora=lora, bf16=launch.bf16, deepspeed=launch.zero_stage > 0)
+    lora_r = settings.lora.r if lora else None
+    train_vision = not settings.model.freeze_vision and not lora
+    aligner, targets = not settings.model.freeze_aligner and not lora, list(settings.lora.target_modules)
+    trainable = trainable_params(shape, lora_r=lora_r, lora_targets=targets, vision=train_vision, aligner=aligner)
+    counts = {"weight_bytes": dtype.itemsize, "trainable": trainable, "tokens": tokens, "visual_tokens": vis}
+    name = f"model {shape.name.split('/')[-1]}"
+    part = model_part(name, shape, launch, **counts, train_vision=train_vision, trains_largest_layer=not lora)
     plan = Plan(title=f"SFT of {settings.model.path}", parts=[part], launch=launch)
     eff = launch.effective_batch
     rows = rows or settings.plan_for.rows
@@ -138,7 +117,7 @@ def sft_plan(settings: Any) -> Plan:
         f"model: {shape.total / 1e9:.2f}B parameters ({shape.llm_params / 1e9:.2f}B language model, "
         f"{shape.vision_params / 1e9:.2f}B vision, {shape.aligner_params / 1e9:.3f}B aligner) from {shape.source}",
         f"trained: {trainable / 1e6:,.1f}M parameters ("
-        + (f"LoRA r={lora_r} on {', '.join(settings.lora.target_modules)}" if lora_r else "full fine-tuning")
+        + (f"LoRA r={lora_r} on {', '.join(targets)}" if lora_r else "full fine-tuning")
         + f"), weights in {str(dtype).removeprefix('torch.')}",
         f"{describe_batch(batch, trainer, SFT_BATCH)}; {launch.processes_per_machine} per machine x "
         f"{launch.machines} machines",
@@ -146,13 +125,9 @@ def sft_plan(settings: Any) -> Plan:
         f"per step: {eff} samples, {vis} visual tokens per image ({vis_why}), about {tokens} tokens per sample, "
         f"{eff * tokens:,} tokens",
     ]
-    step_s, basis = estimate_step_s(
-        shape.total, launch.per_device * launch.accumulation, tokens, settings.lora.enabled
-    )
-    plan.step_s, plan.step_basis = step_s, basis
+    step_s, plan.step_basis = estimate_step_s(shape.total, launch.per_device * launch.accumulation, tokens, lora)
+    plan.step_s = step_s
     if steps:
         plan.lines.append(f"time: about {duration(step_s * steps)} for {steps} steps at the step time below")
-    plan.advice = advise(
-        plan, lora=settings.lora.enabled, fewer_tokens="model.max_pixels=... lower (fewer visual tokens)"
-    )
+    plan.advice = advise(plan, lora=lora, fewer_tokens="model.max_pixels=... lower (fewer visual tokens)")
     return plan

@@ -14,8 +14,6 @@ from reward.core.summary import log_summary
 from reward.data.datasets import check_source
 from training.sft_labels import LabelRule, rating_examples, soft_mode, words_best_first, write_targets
 
-__all__ = ["label_kwargs", "label_problems", "write_training_targets"]
-
 
 def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
     """The label rule (data.score, level_range, keep, deqa_density), the questions and the loss kind, checked
@@ -98,16 +96,9 @@ def write_training_targets(
     the training source's ``mos_range``); no model loads, no output folder is made."""
     target = _targets_file(settings)
     kwargs = label_kwargs(settings, mos_range)
+    kwargs |= {"seed": settings.seed, "skip_bad": settings.data.skip_bad, "columns": settings.data.columns}
     read = rating_examples(
-        settings.data.train,
-        queries,
-        kwargs.pop("rule"),
-        seed=settings.seed,
-        skip_bad=settings.data.skip_bad,
-        check_images=False,
-        split="train",
-        columns=settings.data.columns,
-        **kwargs,
+        settings.data.train, queries, kwargs.pop("rule"), check_images=False, split="train", **kwargs
     )
     path = write_targets(target, read, words_best_first(settings.levels.words, settings.levels.values))
     facts = {"rows": len(read.examples), "skipped": read.skipped, "left out (data.keep)": read.kept_out}

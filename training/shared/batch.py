@@ -1,7 +1,8 @@
 """The effective batch (per device x gradient accumulation x processes) and ``trainer.global_batch_size`` (ours,
 never passed to trl): the accumulation derived from it for the launch's processes, a launch it does not divide
 refused; null with no accumulation given: the source's batch (SFT: SA-IQA §4.1's 256; GRPO: App. D.3's 32
-completions) on one process or eight. An accumulation given as a number is used as given.
+completions) on one process or eight. An accumulation given as a number is used as given. ``plan_for``
+(:class:`PlanSettings`) is the launch a ``plan=true`` makes the batch for, here so that a run never imports the plan.
 
 >>> sft = SFT_BATCH
 >>> trainer = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": None, "global_batch_size": None}
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reward.core.errors import ConfigError
 
 GLOBAL_BATCH_KEY = "global_batch_size"  # ours: kept out of trl's configs
 OURS = (GLOBAL_BATCH_KEY,)
+DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,6 @@ class Batch:
     accumulation: int
     processes: int
     derived: bool  # the accumulation was derived from the global batch (given, or the source's)
-
-    @property
-    def effective(self) -> int:
-        return self.per_device * self.accumulation * self.processes
 
 
 def global_batch_help(source: SourceBatch) -> str:
@@ -131,8 +129,9 @@ def describe_batch(batch: Batch, trainer: Mapping[str, Any], source: SourceBatch
 given: the batch grows with the processes; SA-IQA §4.1 trained with 256)'
     """
     unit = "" if source.unit == "samples" else f" {source.unit}"
+    effective = batch.per_device * batch.accumulation * batch.processes
     made = (
-        f"effective batch {batch.effective}{unit} = {batch.per_device} per device x {batch.accumulation} "
+        f"effective batch {effective}{unit} = {batch.per_device} per device x {batch.accumulation} "
         f"accumulation x {batch.processes} processes"
     )
     given = trainer.get(GLOBAL_BATCH_KEY)
@@ -153,3 +152,45 @@ def check_world(batch: Batch, world_size: int) -> None:
             f"({batch.accumulation}) was derived for {batch.processes}; launch with accelerate launch, torchrun or "
             "deepspeed (they set WORLD_SIZE), or set trainer.gradient_accumulation_steps"
         )
+
+
+@dataclass
+class PlanSettings:
+    """What ``plan=true`` plans for when the launch itself cannot say (a plan runs in one process, before any
+    ``accelerate launch``): null values are read from this launch's environment."""
+
+    processes: int | None = field(
+        default=None,
+        metadata={
+            "help": "GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1",
+            "range": (1, 4096),
+        },
+    )
+    machines: int = field(default=1, metadata={"help": "machines (accelerate --num_machines)", "range": (1, 100_000)})
+    zero_stage: int | None = field(
+        default=None,
+        metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0", "range": (0, 3)},
+    )
+    gpu_memory_gib: float = field(
+        default=DEFAULT_GPU_MEMORY_GIB,
+        metadata={"help": "memory of one GPU (H200: 139 GiB as torch reports it)", "range": (0, 100_000, True)},
+    )
+    model: str | None = field(
+        default=None,
+        metadata={"help": "plan with this model (a built-in name) when model.path / policy.path is not here yet"},
+    )
+    reward_model: str | None = field(
+        default=None, metadata={"help": "GRPO: the same for the reward's model (e.g. a scorer still to be trained)"}
+    )
+    rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "SFT: training rows to plan epochs with when data.train cannot be read here",
+            "range": (1, 10**10),
+        },
+    )
+
+
+def planned_processes(p: PlanSettings) -> int:
+    """Processes of the planned launch, all machines together: ``p.processes`` per machine, else this launch's."""
+    return (p.processes or max(1, launch_processes() // max(1, p.machines))) * p.machines

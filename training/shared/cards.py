@@ -22,19 +22,15 @@ from reward.vlm.hub import is_repo_id
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
 
-__all__ = ["command_line", "launch_of", "model_card", "settings_command", "write_card"]
-
 TEMPLATE = Path(__file__).with_name("card.md")
 TITLES = {"scorer": "SA-IQA scorer", "policy": "GRPO prompt-expansion policy"}
 
 
-def _hub(name: str | None) -> str | None:
+def _hub(name: str | None, *, dataset: bool = False) -> str | None:
+    """``name`` if it is a Hub id (no local folder); ``dataset``: the id of an ``hf:ORG/NAME[:SPLIT]`` source."""
+    if dataset:
+        name = name[3:].split(":")[0] if name and name.startswith("hf:") else None
     return name if name and is_repo_id(name) and not Path(name).exists() else None
-
-
-def _dataset(source: str | None) -> str | None:
-    """The Hub dataset id of an ``hf:ORG/NAME[:SPLIT]`` source (a folder is no Hub dataset)."""
-    return _hub(source[3:].split(":")[0]) if source and source.startswith("hf:") else None
 
 
 def model_card(
@@ -56,7 +52,7 @@ def model_card(
     from huggingface_hub import EvalResult, ModelCard, ModelCardData  # when a card is written, not at import
 
     model = str(Path(model).resolve()) if Path(model).exists() else model  # a local folder as found, an id as given
-    hub, split = _dataset(tested_on), ((tested_on or "").split(":")[2:] or [None])[0]
+    hub, split = _hub(tested_on, dataset=True), ((tested_on or "").split(":")[2:] or [None])[0]
     evals = [
         EvalResult(pipeline_tag, hub, hub, metric, float(v), metric_name=name, dataset_split=split)
         for metric, name, v in results
@@ -64,7 +60,7 @@ def model_card(
     ]
     data = ModelCardData(
         base_model=_hub(model),
-        datasets=sorted({d for d in map(_dataset, sources) if d}) or None,
+        datasets=sorted({d for s in sources if (d := _hub(s, dataset=True))}) or None,
         library_name="peft" if adapter else "transformers",
         pipeline_tag=pipeline_tag,
         tags=list(tags),

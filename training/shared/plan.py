@@ -8,7 +8,7 @@ fused attention never stores), ``2 x`` with activation checkpointing, plus the f
 tower's own. ZeRO-1/2/3 shard optimizer, gradients, weights over all processes, stage 3 gathering the largest layer
 whole: DeepSpeed's own estimators' numbers when every parameter is trained (tests/test_plan_deepspeed.py). The one
 measurement (LoRA SFT of the Qwen2.5-VL-7B config at batch 4: 17.2 GiB on an H200) is checked in the tests; the step
-time is scaled from it (:data:`MEASURED`) by samples x tokens x parameters, x4/3 for full fine-tuning: rough.
+time is scaled from it (:data:`MEASURED_S`) by samples x tokens x parameters, x4/3 for full fine-tuning: rough.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reward.core.errors import ConfigError
+from training.shared.batch import DEFAULT_GPU_MEMORY_GIB, PlanSettings, planned_processes
 from training.shared.plan_models import BUILTIN, GENERATOR_PARAMS_B, ModelShape, model_shape
 
 logger = logging.getLogger(__name__)
@@ -25,37 +26,14 @@ logger = logging.getLogger(__name__)
 GIB = 2**30
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
 CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is recomputed at a time
-DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
 ASSUMED_GPU = " (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)"
 ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, where the data's images cannot be read
 
 
-@dataclass(frozen=True)
-class Measured:
-    """A step time measured on a GPU: the reference :func:`estimate_step_s` scales from."""
-
-    what: str
-    gpu: str
-    model_params: float  # parameters of the model trained
-    samples: int  # per device and step
-    tokens: int  # per sample
-    lora: bool
-    seconds: float
-    peak_gib: float
-
-
-MEASURED = (
-    Measured(
-        "LoRA SFT of a random Qwen2.5-VL-7B at batch 4",
-        "H200",
-        8.29e9,
-        4,
-        285,
-        True,
-        1.01,
-        17.2,
-    ),
-)
+# the one step time measured on a GPU (:func:`estimate_step_s` scales from it): LoRA SFT of a random Qwen2.5-VL-7B
+# (8.29e9 parameters) at 4 samples of 285 tokens per device and step on one H200: 1.01 s, peak 17.2 GiB
+MEASURED_S, MEASURED_PARAMS, MEASURED_SAMPLES, MEASURED_TOKENS = 1.01, 8.29e9, 4, 285
+MEASURED_WHAT = "LoRA SFT of a random Qwen2.5-VL-7B at batch 4"
 
 
 @dataclass
@@ -242,13 +220,11 @@ def generator_part(name: str, weight_bytes: int) -> Part:
 
 
 def estimate_step_s(params: float, samples: int, tokens: int, lora: bool) -> tuple[float, str]:
-    """Seconds per optimizer step on an H200, scaled from :data:`MEASURED` (see the module docstring)."""
-    ref = MEASURED[0]
-    scale = (params / ref.model_params) * (samples / ref.samples) * (tokens / ref.tokens)
+    """Seconds per optimizer step on an H200, scaled from :data:`MEASURED_S` (see the module docstring)."""
+    scale = (params / MEASURED_PARAMS) * (samples / MEASURED_SAMPLES) * (tokens / MEASURED_TOKENS)
     if not lora:
         scale *= 4 / 3
-    basis = f"scaled from {ref.seconds} s/step measured for {ref.what} on one {ref.gpu}"
-    return ref.seconds * scale, basis
+    return MEASURED_S * scale, f"scaled from {MEASURED_S} s/step measured for {MEASURED_WHAT} on one H200"
 
 
 def advise(plan: Plan, *, lora: bool, fewer_tokens: str) -> list[str]:
@@ -326,56 +302,6 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(out)
 
 
-@dataclass
-class PlanSettings:
-    """What ``plan=true`` plans for when the launch itself cannot say (a plan runs in one process, before any
-    ``accelerate launch``): null values are read from this launch's environment."""
-
-    processes: int | None = field(
-        default=None,
-        metadata={
-            "help": "GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1",
-            "range": (1, 4096),
-        },
-    )
-    machines: int = field(default=1, metadata={"help": "machines (accelerate --num_machines)", "range": (1, 100_000)})
-    zero_stage: int | None = field(
-        default=None,
-        metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0", "range": (0, 3)},
-    )
-    gpu_memory_gib: float = field(
-        default=DEFAULT_GPU_MEMORY_GIB,
-        metadata={"help": "memory of one GPU (H200: 139 GiB as torch reports it)", "range": (0, 100_000, True)},
-    )
-    model: str | None = field(
-        default=None,
-        metadata={"help": "plan with this model (a built-in name) when model.path / policy.path is not here yet"},
-    )
-    reward_model: str | None = field(
-        default=None, metadata={"help": "GRPO: the same for the reward's model (e.g. a scorer still to be trained)"}
-    )
-    rows: int | None = field(
-        default=None,
-        metadata={
-            "help": "SFT: training rows to plan epochs with when data.train cannot be read here",
-            "range": (1, 10**10),
-        },
-    )
-
-
-def _per_machine(p: PlanSettings) -> int:
-    """Processes per machine of the planned launch: ``p.processes``, else this launch's (``WORLD_SIZE``)."""
-    import os
-
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    return p.processes or max(1, world // max(1, p.machines))
-
-
-def planned_processes(p: PlanSettings) -> int:
-    """Processes of the planned launch, all machines together (the batch is made for them)."""
-    return _per_machine(p) * p.machines
-
-
 def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool, checkpointing: bool) -> Launch:
     """The launch a plan is made for: ``p``'s values, else this process's launcher environment."""
     import os
@@ -386,7 +312,7 @@ def launch_of(p: PlanSettings, *, per_device: int, accumulation: int, bf16: bool
     return Launch(
         per_device=per_device,
         accumulation=accumulation,
-        processes_per_machine=_per_machine(p),
+        processes_per_machine=planned_processes(p) // p.machines,
         machines=p.machines,
         zero_stage=p.zero_stage if p.zero_stage is not None else int(stage_env or 0),
         bf16=bf16,

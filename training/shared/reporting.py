@@ -16,8 +16,6 @@ from typing import Any
 
 from reward.core.registry import close_match
 
-__all__ = ["BACKENDS", "report_to_problems"]
-
 # backend -> (modules any one of which makes it available, the pip command that installs it)
 BACKENDS: dict[str, tuple[tuple[str, ...], str]] = {
     "tensorboard": (("tensorboard", "tensorboardX"), "pip install 'perceptual-rewards[tensorboard]' (or tensorboard)"),

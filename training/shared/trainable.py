@@ -61,19 +61,11 @@ def freeze_vision(model: torch.nn.Module, *, vision: bool = True, aligner: bool 
             p.requires_grad_(not aligner)
     elif aligner:
         logger.warning("no aligner/projector module found in %s; nothing to freeze there", type(model).__name__)
-    counts = {
-        "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "total": sum(p.numel() for p in model.parameters()),
-    }
-    logger.info(
-        "vision tower %s frozen=%s, aligner frozen=%s: %d of %d parameters trainable",
-        tower_name,
-        vision,
-        aligner,
-        counts["trainable"],
-        counts["total"],
-    )
-    return counts
+    total = sum(p.numel() for p in model.parameters())
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    text = "vision tower %s frozen=%s, aligner frozen=%s: %d of %d parameters trainable"
+    logger.info(text, tower_name, vision, aligner, trained, total)
+    return {"trainable": trained, "total": total}
 
 
 def lora_config(settings: LoraSettings) -> Any:

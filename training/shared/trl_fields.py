@@ -85,16 +85,14 @@ def field_problems(fields: Mapping[str, Any], values: Mapping[str, Any], where: 
         kind = fields.get(key, "?")
         if kind == "?":
             found.append(f"unknown key {where}.{key}{close_match(key, list(fields), fmt=' (did you mean {!r}?)')}")
-        elif isinstance(kind, str) and value is not None and not _fits(value, names[kind]):
-            found.append(f"{where}.{key}={value!r}: expected {SIMPLE[names[kind]]}")
+        elif isinstance(kind, str) and value is not None:
+            want = names[kind]  # a bool is no number here, nor a number a bool
+            if isinstance(value, bool) != (want is bool) or not isinstance(
+                value, int | float if want is float else want
+            ):
+                found.append(f"{where}.{key}={value!r}: expected {SIMPLE[want]}")
         elif isinstance(kind, list) and value is not None and value not in kind:
             hint = close_match(str(value), kind, fmt=" (did you mean {!r}?)")
             choices = ", ".join(kind) if len(kind) <= 8 or not hint else f"{len(kind)} values"
             found.append(f"{where}.{key}={value!r}: expected one of {choices}{hint}")
     return found
-
-
-def _fits(value: Any, want: type) -> bool:
-    if want is bool or isinstance(value, bool):
-        return want is bool and isinstance(value, bool)
-    return isinstance(value, int | float) if want is float else isinstance(value, want)
