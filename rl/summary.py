@@ -9,7 +9,7 @@ from typing import Any
 
 from transformers.trainer_callback import ProgressCallback
 
-from rl.timing import PARTS
+from rl.reward_guard import PARTS
 
 
 def summarize(

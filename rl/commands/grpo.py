@@ -68,7 +68,6 @@ from training.shared.trl_fields import trainer_problems
 if TYPE_CHECKING:  # callbacks (transformers, peft) are imported when a run starts: a settings error is said at once
     from rl.heldout import HeldOutEval
     from rl.reward_guard import RewardGuard
-    from rl.timing import StepClock
     from training.shared.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -469,7 +468,6 @@ class Setup:
     trainer: Any = None  # from here on: train's
     global_step: int = 0
     train_s: float = 0.0
-    clock: StepClock | None = None
     render: InpaintingRender | None = None
     scoring: TrlRewards | None = None  # the training rewards as trl reward functions over the render
     heldout_cb: HeldOutEval | None = None
@@ -564,7 +562,6 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     from rl.heldout import HeldOutEval
     from rl.reward_guard import RewardGuard
     from rl.summary import StepLine
-    from rl.timing import StepClock
 
     settings, args, out, vision = setup.settings, setup.args, setup.out, setup.vision
     render = InpaintingRender(
@@ -576,8 +573,7 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
         write_samples=args.process_index == 0,
     )
     scoring = TrlRewards(setup.rewards, render)
-    clock = StepClock()
-    guard = RewardGuard(scoring, settings.max_reward_failures)  # a step without usable rewards stops the run
+    guard = RewardGuard(scoring, settings.max_reward_failures)  # times steps; one without usable rewards stops the run
     heldout_cb = None
     if setup.eval_set is not None:
         heldout_cb = HeldOutEval(
@@ -598,13 +594,13 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     watchdog.beat("building the trainer (and the reference model when trainer.beta > 0)")
     trainer = GRPOTrainer(
         model=setup.model,
-        reward_funcs=clock.watch(scoring.functions()),
+        reward_funcs=scoring.functions(),
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=setup.processing_class,
         peft_config=lora_config(settings.lora) if settings.lora.enabled else None,
-        # the clock first: a step ends before held-out evaluation starts
-        callbacks=[clock, guard, watchdog, *callbacks, *([heldout_cb] if heldout_cb else [])],
+        # the guard first: a step's time ends before held-out evaluation starts
+        callbacks=[guard, watchdog, *callbacks, *([heldout_cb] if heldout_cb else [])],
     )
     if heldout_cb is not None:
         heldout_cb.trainer = trainer
@@ -622,7 +618,7 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
     asked = trainer.control.should_training_stop and global_step < trainer.state.max_steps  # a callback's stop
     setup.stopped_at = global_step if asked else None
-    setup.trainer, setup.global_step, setup.train_s, setup.clock = trainer, global_step, train_s, clock
+    setup.trainer, setup.global_step, setup.train_s = trainer, global_step, train_s
     setup.render, setup.scoring, setup.heldout_cb, setup.guard = render, scoring, heldout_cb, guard
 
 
@@ -646,14 +642,14 @@ def report(setup: Setup) -> dict[str, Any]:
     from accelerate.utils import gather_object
 
     from rl.plots import draw_run_plots  # matplotlib: imported when drawn, not when settings are checked
-    from rl.reward_guard import RewardsFailed, served_reports
+    from rl.reward_guard import served_reports, step_split
     from rl.summary import summarize, summary_text
-    from rl.timing import mean_timing
 
     out, trainer = setup.out, setup.trainer
     processes = gather_object([process_record(setup)])  # collective: the last one
     trainer.accelerator.end_training()  # accelerate's end of a run: a gloo process group left alive aborts the exit
     max_steps = trainer.state.max_steps
+    mean = {k: sum(p["seconds"][k] for p in processes) / len(processes) for k in processes[0]["seconds"]}
     complete = setup.guard.failure is None and (setup.global_step >= max_steps or setup.stopped_at is not None)
     result: dict[str, Any] = {
         "global_step": setup.global_step,
@@ -677,7 +673,7 @@ def report(setup: Setup) -> dict[str, Any]:
         "eval_rewards": setup.eval_set.labels if setup.eval_set else [],
         "provenance": setup.output.provenance(),
         "processes": processes,
-        "timing": {"train_s": setup.train_s, **mean_timing(processes)},
+        "timing": {"train_s": setup.train_s, **step_split(mean)},
     }
     if trainer.is_world_process_zero():
         setup.processing_class.save_pretrained(str(out / "policy"))
@@ -722,7 +718,7 @@ def report(setup: Setup) -> dict[str, Any]:
         if complete:
             setup.output.finish()
     if setup.guard.failure is not None:
-        raise RewardsFailed(
+        raise UserError(
             f"{setup.guard.failure}. The run is incomplete (the policy so far is in {out / 'policy'}; see "
             "grpo_result.json); fix the reward, then resume"
         )
@@ -745,7 +741,7 @@ def card_command(record: dict[str, Any]) -> str:
 def process_record(setup: Setup) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split, what trl's KL term compares
     the policy with, and peak memory."""
-    from rl.timing import step_split
+    from rl.reward_guard import step_split
 
     rewards, eval_set, generator, trainer = setup.rewards, setup.eval_set, setup.generator, setup.trainer
     devices = {
@@ -762,11 +758,13 @@ def process_record(setup: Setup) -> dict[str, Any]:
     if trainer.beta and trainer.ref_model is not None:
         params = list(trainer.ref_model.parameters())
         reference = "zero3-sharded" if params and all(hasattr(p, "ds_id") for p in params) else "whole"
+    seconds = {**setup.guard.seconds, "inpainting": setup.render.inpaint_s, "reward": setup.scoring.reward_s}
     return {
         "process": setup.args.process_index,
         "local_rank": setup.args.local_process_index,
         "devices": devices,
-        "timing": step_split(setup.clock, setup.render.inpaint_s, setup.scoring.reward_s),
+        "seconds": seconds,  # what the run's mean split is made of
+        "timing": step_split(seconds),
         "reference": reference,
         "heldout_s": setup.heldout_cb.seconds if setup.heldout_cb else 0.0,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
