@@ -18,7 +18,7 @@ import pytest
 from reward.core.errors import UserError
 from rl.commands.grpo import GrpoSettings
 from rl.reward_guard import RewardGuard, step_split
-from rl.summary import step_line, summarize, summary_text
+from rl.summary import StepLine, summarize, summary_text
 from training.shared.deepspeed import check_build_locks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,6 +133,16 @@ def test_the_closing_summary_compares_first_and_last_steps_and_says_where_files_
     assert "40% of steps' groups (first step 50%, last 30%)" in text
     assert "policy generation 50%, inpainting 25%, reward 12%, update and rest 12%" in text
     assert "result: /run/grpo_result.json" in text
+
+
+def step_line(logs, step, max_steps, scale=""):
+    """What the console shows for one logged step (``None``: nothing)."""
+    lines = []
+    callback = StepLine()
+    callback.scale, callback.training_bar = scale, SimpleNamespace(write=lines.append)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=step, max_steps=max_steps)
+    callback.on_log(None, state, None, logs=logs)
+    return lines[0] if lines else None
 
 
 def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -340,8 +341,6 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
     from trl import GRPOConfig
 
-    from rl.devices import local_rank
-
     batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
     args = {
         "report_to": "none",
@@ -356,7 +355,11 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     }
     if args.get("bf16") is None:  # where this process's GPU does it natively (no tensor made on GPU 0 to find out)
         gpu = torch.cuda.is_available()
-        args["bf16"] = gpu and torch.cuda.get_device_capability(local_rank() % torch.cuda.device_count())[0] >= 8
+        args["bf16"] = (
+            gpu
+            and torch.cuda.get_device_capability(int(os.environ.get("LOCAL_RANK") or 0) % torch.cuda.device_count())[0]
+            >= 8
+        )
     if args.get("max_completion_length") is None:
         args["max_completion_length"] = text_budget(settings.generator) if settings.generator else 77
     if not torch.cuda.is_available():
