@@ -639,14 +639,11 @@ def reward_scale(settings: GrpoSettings) -> str:
 
 
 def report(setup: Setup) -> dict[str, Any]:
-    """Every process's devices and step-time split (collective), then on the main process the curves, plots, the
-    policy's card, ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with
-    the reason."""
+    """Every process's devices and step-time split (collective), then :func:`write_results` on the main process; a run
+    that ended short of ``max_steps`` fails with the reason."""
     from accelerate.utils import gather_object
 
-    from rl.plots import draw_run_plots  # matplotlib: imported when drawn, not when settings are checked
     from rl.reward_guard import served_reports, step_split
-    from rl.summary import summarize, summary_text
 
     out, trainer = setup.out, setup.trainer
     processes = gather_object([process_record(setup)])  # collective: the last one
@@ -679,47 +676,7 @@ def report(setup: Setup) -> dict[str, Any]:
         "timing": {"train_s": setup.train_s, **step_split(mean)},
     }
     if trainer.is_world_process_zero():
-        setup.processing_class.save_pretrained(str(out / "policy"))
-        log = trainer.state.log_history
-        history = read_records(out / "heldout.jsonl")
-        result["train_curve"] = {  # per reward: (step, mean, std) as trl logged them (rewards/NAME/mean|std)
-            label: [
-                (int(e["step"]), float(e[f"rewards/{label}/mean"]), float(e.get(f"rewards/{label}/std") or 0))
-                for e in log
-                if e.get(f"rewards/{label}/mean") is not None and "step" in e
-            ]
-            for label in setup.rewards.labels
-        }
-        result["frac_reward_zero_std"] = [
-            (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
-        ]
-        result["kl"] = [(e["step"], e["kl"]) for e in log if "kl" in e]
-        result["plots"] = draw_run_plots(out, result["train_curve"], history)
-        result["policy"] = str(out / "policy")
-        result["summary"] = summarize(log, history, setup.rewards.labels)
-        record = setup.output.identity["settings"]  # the card: also the run folder's README.md (not trl's template)
-        card = policy_card(
-            record,
-            result,
-            command=card_command(record),
-            vision=setup.vision,
-            max_new_tokens=setup.args.max_completion_length,
-        )
-        result["model_card"] = str([write_card(folder, card) for folder in (out / "policy", out)][0])
-        files = {
-            "policy": out / "policy",
-            "model card": out / "policy" / "README.md",
-            "samples": out / "samples",
-            "held-out rewards": out / "heldout.jsonl",
-            **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in result["plots"].items()},
-            "checkpoints": out,
-            "result": out / "grpo_result.json",
-        }
-        result["files"] = {name: str(p) for name, p in files.items() if p.exists() or name == "result"}
-        atomic_write_json(out / "grpo_result.json", result)
-        logger.info("%s", summary_text(result))
-        if complete:
-            setup.output.finish()
+        write_results(setup, result)
     if setup.guard.failure is not None:
         raise UserError(
             f"{setup.guard.failure}. The run is incomplete (the policy so far is in {out / 'policy'}; see "
@@ -732,6 +689,56 @@ def report(setup: Setup) -> dict[str, Any]:
             "see grpo_result.json"
         )
     return result
+
+
+def write_results(setup: Setup, result: dict[str, Any]) -> None:
+    """The main process's share of :func:`report`: the policy's processor, the curves and plots in ``result``, the
+    policy's card, ``grpo_result.json`` and the closing summary; a complete run's folder finished."""
+    from rl.plots import draw_run_plots  # matplotlib: imported when drawn, not when settings are checked
+    from rl.summary import summarize, summary_text
+
+    out, trainer = setup.out, setup.trainer
+    setup.processing_class.save_pretrained(str(out / "policy"))
+    log = trainer.state.log_history
+    history = read_records(out / "heldout.jsonl")
+    result["train_curve"] = {  # per reward: (step, mean, std) as trl logged them (rewards/NAME/mean|std)
+        label: [
+            (int(e["step"]), float(e[f"rewards/{label}/mean"]), float(e.get(f"rewards/{label}/std") or 0))
+            for e in log
+            if e.get(f"rewards/{label}/mean") is not None and "step" in e
+        ]
+        for label in setup.rewards.labels
+    }
+    result["frac_reward_zero_std"] = [
+        (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
+    ]
+    result["kl"] = [(e["step"], e["kl"]) for e in log if "kl" in e]
+    result["plots"] = draw_run_plots(out, result["train_curve"], history)
+    result["policy"] = str(out / "policy")
+    result["summary"] = summarize(log, history, setup.rewards.labels)
+    record = setup.output.identity["settings"]  # the card: also the run folder's README.md (not trl's template)
+    card = policy_card(
+        record,
+        result,
+        command=card_command(record),
+        vision=setup.vision,
+        max_new_tokens=setup.args.max_completion_length,
+    )
+    result["model_card"] = str([write_card(folder, card) for folder in (out / "policy", out)][0])
+    files = {
+        "policy": out / "policy",
+        "model card": out / "policy" / "README.md",
+        "samples": out / "samples",
+        "held-out rewards": out / "heldout.jsonl",
+        **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in result["plots"].items()},
+        "checkpoints": out,
+        "result": out / "grpo_result.json",
+    }
+    result["files"] = {name: str(p) for name, p in files.items() if p.exists() or name == "result"}
+    atomic_write_json(out / "grpo_result.json", result)
+    logger.info("%s", summary_text(result))
+    if result["complete"]:
+        setup.output.finish()
 
 
 def card_command(record: dict[str, Any]) -> str:
