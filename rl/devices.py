@@ -30,16 +30,11 @@ logger = logging.getLogger(__name__)
 TEMPLATE = re.compile(r"\{local_rank(?:\s*\+\s*(\d+))?\}")
 
 
-def local_rank() -> int:
-    """This process's rank on its machine (``LOCAL_RANK``, set by ``accelerate launch`` / torchrun; 0 alone)."""
-    return int(os.environ.get("LOCAL_RANK", "0") or 0)
-
-
 def process_device(spec: Any, *, rank: int | None = None, n_gpus: int | None = None, where: str = "device") -> str:
     """The device this process uses for ``spec`` (see the module docstring); ``rank``: its local rank."""
     import torch
 
-    rank = local_rank() if rank is None else rank
+    rank = int(os.environ.get("LOCAL_RANK") or 0) if rank is None else rank  # set by accelerate launch / torchrun
     gpus = torch.cuda.device_count() if n_gpus is None else n_gpus
     if spec is None or (isinstance(spec, str) and spec.strip() in ("", "auto", "cuda")):
         return f"cuda:{rank % gpus}" if gpus else "cpu"

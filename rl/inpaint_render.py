@@ -32,7 +32,8 @@ def task_seed(seed: int, task_id: str, step: int) -> int:
 
 class InpaintingRender:
     """Inpaint each completion into its task (a render for :class:`~reward.integrations.trl_rewards.TrlRewards`);
-    ``inpaint_s`` adds up the seconds spent inpainting in this process."""
+    ``inpaint_s`` adds up the seconds spent inpainting in this process; ``first_call``: when a call came first since it
+    was last reset (by :class:`rl.reward_guard.RewardGuard`, timing a step)."""
 
     def __init__(
         self,
@@ -48,6 +49,7 @@ class InpaintingRender:
         self.samples_dir = Path(samples_dir) if samples_dir and write_samples else None
         self.samples_per_step = samples_per_step
         self.inpaint_s = 0.0
+        self.first_call: float | None = None
 
     def draw(
         self, texts: Sequence[str], task_ids: Sequence[str], step: int
@@ -84,6 +86,7 @@ class InpaintingRender:
     ) -> Rendered:
         step = int(getattr(trainer_state, "global_step", 0))
         start = time.perf_counter()
+        self.first_call = start if self.first_call is None else self.first_call
         images, used, counts = self.draw(completions, task_id, step)
         self.inpaint_s += time.perf_counter() - start
         if log_metric is not None:

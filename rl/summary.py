@@ -9,7 +9,7 @@ from typing import Any
 
 from transformers.trainer_callback import ProgressCallback
 
-from rl.timing import PARTS
+from rl.reward_guard import PARTS
 
 
 def summarize(
@@ -70,32 +70,6 @@ def summary_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def step_line(logs: dict[str, Any], step: int, max_steps: int, scale: str = "") -> str | None:
-    """One console line for a step's logged metrics (``None`` for trl's end-of-training dictionary); ``scale``: what
-    the reward ranges over.
-
-    >>> step_line({"loss": 0.01, "reward": 0.5, "reward_std": 0.1, "frac_reward_zero_std": 0.25, "kl": 0.002,
-    ...            "step_time": 1.5}, 3, 10, "normalised to [0, 1]")
-    'step 3/10  reward 0.5000 (normalised to [0, 1]; std 0.1000)  zero-std groups 25%  kl 0.002  loss 0.01  1.5 s'
-    """
-    if "train_runtime" in logs or "reward" not in logs:
-        return None
-    std = _number(logs, "reward_std", ".4f")
-    notes = "; ".join(n for n in (scale, f"std {std}" if std else "") if n)
-    reward = f"reward {_number(logs, 'reward', '.4f') or 'n/a'}" + (f" ({notes})" if notes else "")
-    parts = [f"step {step}/{max_steps}", reward]
-    for key, label, spec in (
-        ("frac_reward_zero_std", "zero-std groups", ".0%"),
-        ("kl", "kl", ".3g"),
-        ("loss", "loss", ".3g"),
-    ):
-        if (text := _number(logs, key, spec)) is not None:
-            parts.append(f"{label} {text}")
-    if (seconds := _number(logs, "step_time", ".1f")) is not None:
-        parts.append(f"{seconds} s")
-    return "  ".join(parts)
-
-
 class StepLine(ProgressCallback):
     """transformers' progress bar, writing one line per logged step instead of the logged dictionary (and nothing
     for the end-of-training one: the run's summary follows); ``scale``: what the reward ranges over."""
@@ -103,11 +77,30 @@ class StepLine(ProgressCallback):
     scale = ""
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if not state.is_world_process_zero or self.training_bar is None:
+        """E.g. ``step 3/10  reward 0.5000 (normalised to [0, 1]; std 0.1000)  zero-std groups 25%  kl 0.002  loss
+        0.01  1.5 s``."""
+        logs = logs or {}
+        if (
+            not state.is_world_process_zero
+            or self.training_bar is None
+            or "train_runtime" in logs
+            or "reward" not in logs
+        ):
             return
-        line = step_line(logs or {}, state.global_step, state.max_steps, self.scale)
-        if line is not None:
-            self.training_bar.write(line)
+        std = _number(logs, "reward_std", ".4f")
+        notes = "; ".join(n for n in (self.scale, f"std {std}" if std else "") if n)
+        reward = f"reward {_number(logs, 'reward', '.4f') or 'n/a'}" + (f" ({notes})" if notes else "")
+        parts = [f"step {state.global_step}/{state.max_steps}", reward]
+        for key, label, spec in (
+            ("frac_reward_zero_std", "zero-std groups", ".0%"),
+            ("kl", "kl", ".3g"),
+            ("loss", "loss", ".3g"),
+        ):
+            if (text := _number(logs, key, spec)) is not None:
+                parts.append(f"{label} {text}")
+        if (seconds := _number(logs, "step_time", ".1f")) is not None:
+            parts.append(f"{seconds} s")
+        self.training_bar.write("  ".join(parts))
 
 
 def _number(logs: dict[str, Any], key: str, spec: str) -> str | None:

@@ -26,7 +26,6 @@ from rl.commands.grpo import run as run_grpo
 from rl.generators import build_generator
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import load_tasks
-from rl.reward_guard import RewardsFailed
 from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -78,7 +77,7 @@ def _grpo(tiny_lm: Path, tasks: Path, out: Path, url: str, extra: list[str] = ()
 def test_grpo_whose_every_reward_fails_stops_at_the_first_step_and_is_not_complete(
     fault, extra, named, tiny_lm, tasks, tmp_path
 ):
-    with serve_scripted(OPTIONS, fault=fault) as url, pytest.raises(RewardsFailed) as err:
+    with serve_scripted(OPTIONS, fault=fault) as url, pytest.raises(UserError) as err:
         _grpo(tiny_lm, tasks, tmp_path / "run", url, extra)
     msg = str(err.value)
     assert "training stopped at step 1: 4 of 4 completions got no usable reward (no usable reward at all)" in msg
@@ -94,7 +93,7 @@ def test_grpo_tolerates_failed_rewards_up_to_max_reward_failures(tiny_lm, tasks,
     with serve_scripted(OPTIONS, fault="html", fault_every=2) as url:  # half the answers malformed
         result = _grpo(tiny_lm, tasks, tmp_path / "default", url)  # the default: a step with some reward goes on
         assert result["complete"] is True and result["reward_failures"]["unusable"] == 4  # 2 of 4, twice
-        with pytest.raises(RewardsFailed, match=r"2 of 4 completions got no usable reward \(more than max_reward_fa"):
+        with pytest.raises(UserError, match=r"2 of 4 completions got no usable reward \(more than max_reward_fa"):
             _grpo(tiny_lm, tasks, tmp_path / "strict", url, ["max_reward_failures=0.25"])
     assert json.loads((tmp_path / "strict" / "grpo_result.json").read_text())["complete"] is False
     with pytest.raises(ConfigError, match=r"max_reward_failures=1.5: must be between 0 and 1"):
@@ -107,7 +106,7 @@ def test_best_of_n_whose_every_reward_fails_exits_2_naming_the_counts(tasks, tmp
         overrides += [f"data={tasks}", f"out={tmp_path / 'bon'}", "n=2", "limit=3", "sheets=false"]
         with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
             cfg = compose("best_of_n", overrides=overrides, schema=BestOfNSettings)
-        with pytest.raises(RewardsFailed) as err:  # before: rc 0 with tasks_scored 0
+        with pytest.raises(UserError) as err:  # before: rc 0 with tasks_scored 0
             run_best_of_n(cfg)
     summary = json.loads((tmp_path / "bon" / "summary.json").read_text())
     assert summary["tasks_scored"] == 0 and summary["servers"]["qbench"]["failed_reasons"] == {"not_json": 6}

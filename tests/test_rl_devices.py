@@ -12,7 +12,7 @@ import torch
 
 from reward.integrations.reward_set import reward_has_device
 from rl.devices import process_device, resolve_devices
-from rl.generators import DiffusersConfig, DiffusersGenerator
+from rl.diffusers_generator import DiffusersConfig, DiffusersGenerator
 
 
 @pytest.fixture

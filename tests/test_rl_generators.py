@@ -139,7 +139,7 @@ def test_flux_fill_gives_t5_the_whole_expanded_prompt_as_written(tiny_pipeline_p
 
 def test_clip_truncation_keeps_the_prompt_as_written(tmp_path):
     from reward.testing.diffusion import make_clip_tokenizer
-    from rl.generators import cut_to_tokens
+    from rl.diffusers_generator import cut_to_tokens
 
     tok = make_clip_tokenizer(tmp_path / "clip")  # one token per character here
     text, cut = cut_to_tokens(tok, "A Bright ROOM, Warm light", 10)

@@ -191,8 +191,8 @@ class _KillServer(TrainerCallback):
 
 
 def test_a_reward_server_that_dies_mid_run_stops_the_run_at_the_first_step_without_reward(parts, tiny_vlm, tmp_path):
+    from reward.core.errors import UserError
     from reward.testing.openai_server import serve_openai
-    from rl.reward_guard import RewardsFailed
 
     _, lm, tasks, _, _ = parts
     stack = contextlib.ExitStack()
@@ -218,7 +218,7 @@ def test_a_reward_server_that_dies_mid_run_stops_the_run_at_the_first_step_witho
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("grpo", overrides=overrides, schema=GrpoSettings)
     kill = _KillServer(stack)
-    with stack, pytest.raises(RewardsFailed, match=r"training stopped at step 2: 4 of 4 completions got no usable"):
+    with stack, pytest.raises(UserError, match=r"training stopped at step 2: 4 of 4 completions got no usable"):
         run_grpo(cfg, callbacks=[kill])
     result = json.loads((tmp_path / "run" / "grpo_result.json").read_text())
     assert result["global_step"] == 2 and result["complete"] is False  # before: 3 steps, complete, on no reward

@@ -17,8 +17,8 @@ import pytest
 
 from reward.core.errors import UserError
 from rl.commands.grpo import GrpoSettings
-from rl.summary import step_line, summarize, summary_text
-from rl.timing import StepClock, step_split
+from rl.reward_guard import RewardGuard, step_split
+from rl.summary import StepLine, summarize, summary_text
 from training.shared.deepspeed import check_build_locks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,38 +80,21 @@ def test_whole_model_loading_leaves_the_launchs_zero3_config_active():
         unset_hf_deepspeed_config()
 
 
-def test_policy_sampling_is_timed_from_a_steps_start_to_its_first_reward_call():
-    ticks = iter([0.0, 3.0, 10.0, 20.0, 20.5])  # step 1 begins, first reward call, step 1 ends; step 2 (no sampling)
-    clock = StepClock()
-    calls = []
+def test_policy_sampling_is_timed_from_a_steps_start_to_the_renders_first_call(monkeypatch):
+    import rl.reward_guard
+    from reward.integrations.trl_rewards import RewardTally
 
-    def scene(prompts, completions, **kwargs):
-        calls.append(len(completions))
-        return [1.0] * len(completions)
-
-    def other(prompts, completions, **kwargs):
-        return [0.0] * len(completions)
-
-    import rl.timing
-
-    real = rl.timing.time.perf_counter
-    rl.timing.time.perf_counter = lambda: next(ticks)
-    try:
-        watched = clock.watch([scene, other])
-        clock.on_step_begin(None, None, None)
-        assert watched[0]([], ["a", "b"]) == [1.0, 1.0]
-        watched[1]([], ["a", "b"])  # a second reward of the same step: sampling was already timed
-        clock.on_step_end(None, None, None)
-        clock.on_step_begin(None, None, None)
-        clock.on_step_end(None, None, None)
-    finally:
-        rl.timing.time.perf_counter = real
-    from trl.trainer.utils import get_callable_name
-
-    assert [get_callable_name(f) for f in watched] == ["scene", "other"]  # trl names the rewards' metrics so
-    assert calls == [2]
-    split = step_split(clock, inpaint_s=2.0, reward_s=1.0)
-    assert clock.policy_generate_s == 3.0 and clock.sampled_steps == 1 and clock.step_s == 10.5
+    ticks = iter([0.0, 10.0, 20.0, 20.5])  # step 1 begins and ends; step 2 (no sampling) begins and ends
+    monkeypatch.setattr(rl.reward_guard.time, "perf_counter", lambda: next(ticks))
+    scoring = SimpleNamespace(render=SimpleNamespace(first_call=None), tally=RewardTally(), rewards=None)
+    guard = RewardGuard(scoring)
+    guard.on_step_begin(None, None, None)
+    scoring.render.first_call = 3.0  # the render's first call of step 1 (a second one would not move it)
+    guard.on_step_end(None, None, None)
+    guard.on_step_begin(None, None, None)
+    guard.on_step_end(None, None, None)
+    assert guard.seconds == {"steps": 2, "sampled_steps": 1, "step": 10.5, "policy_generation": 3.0}
+    split = step_split({**guard.seconds, "inpainting": 2.0, "reward": 1.0})
     assert split["per_step_s"] == {
         "policy_generation": 1.5,
         "inpainting": 1.0,
@@ -150,6 +133,16 @@ def test_the_closing_summary_compares_first_and_last_steps_and_says_where_files_
     assert "40% of steps' groups (first step 50%, last 30%)" in text
     assert "policy generation 50%, inpainting 25%, reward 12%, update and rest 12%" in text
     assert "result: /run/grpo_result.json" in text
+
+
+def step_line(logs, step, max_steps, scale=""):
+    """What the console shows for one logged step (``None``: nothing)."""
+    lines = []
+    callback = StepLine()
+    callback.scale, callback.training_bar = scale, SimpleNamespace(write=lines.append)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=step, max_steps=max_steps)
+    callback.on_log(None, state, None, logs=logs)
+    return lines[0] if lines else None
 
 
 def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():

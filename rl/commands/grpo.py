@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -68,7 +69,6 @@ from training.shared.trl_fields import trainer_problems
 if TYPE_CHECKING:  # callbacks (transformers, peft) are imported when a run starts: a settings error is said at once
     from rl.heldout import HeldOutEval
     from rl.reward_guard import RewardGuard
-    from rl.timing import StepClock
     from training.shared.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -341,8 +341,6 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
     from trl import GRPOConfig
 
-    from rl.devices import local_rank
-
     batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
     args = {
         "report_to": "none",
@@ -357,7 +355,11 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     }
     if args.get("bf16") is None:  # where this process's GPU does it natively (no tensor made on GPU 0 to find out)
         gpu = torch.cuda.is_available()
-        args["bf16"] = gpu and torch.cuda.get_device_capability(local_rank() % torch.cuda.device_count())[0] >= 8
+        args["bf16"] = (
+            gpu
+            and torch.cuda.get_device_capability(int(os.environ.get("LOCAL_RANK") or 0) % torch.cuda.device_count())[0]
+            >= 8
+        )
     if args.get("max_completion_length") is None:
         args["max_completion_length"] = text_budget(settings.generator) if settings.generator else 77
     if not torch.cuda.is_available():
@@ -469,7 +471,6 @@ class Setup:
     trainer: Any = None  # from here on: train's
     global_step: int = 0
     train_s: float = 0.0
-    clock: StepClock | None = None
     render: InpaintingRender | None = None
     scoring: TrlRewards | None = None  # the training rewards as trl reward functions over the render
     heldout_cb: HeldOutEval | None = None
@@ -564,7 +565,6 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     from rl.heldout import HeldOutEval
     from rl.reward_guard import RewardGuard
     from rl.summary import StepLine
-    from rl.timing import StepClock
 
     settings, args, out, vision = setup.settings, setup.args, setup.out, setup.vision
     render = InpaintingRender(
@@ -576,8 +576,7 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
         write_samples=args.process_index == 0,
     )
     scoring = TrlRewards(setup.rewards, render)
-    clock = StepClock()
-    guard = RewardGuard(scoring, settings.max_reward_failures)  # a step without usable rewards stops the run
+    guard = RewardGuard(scoring, settings.max_reward_failures)  # times steps; one without usable rewards stops the run
     heldout_cb = None
     if setup.eval_set is not None:
         heldout_cb = HeldOutEval(
@@ -598,13 +597,13 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     watchdog.beat("building the trainer (and the reference model when trainer.beta > 0)")
     trainer = GRPOTrainer(
         model=setup.model,
-        reward_funcs=clock.watch(scoring.functions()),
+        reward_funcs=scoring.functions(),
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=setup.processing_class,
         peft_config=lora_config(settings.lora) if settings.lora.enabled else None,
-        # the clock first: a step ends before held-out evaluation starts
-        callbacks=[clock, guard, watchdog, *callbacks, *([heldout_cb] if heldout_cb else [])],
+        # the guard first: a step's time ends before held-out evaluation starts
+        callbacks=[guard, watchdog, *callbacks, *([heldout_cb] if heldout_cb else [])],
     )
     if heldout_cb is not None:
         heldout_cb.trainer = trainer
@@ -622,7 +621,7 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     trainer.save_model(str(out / "policy"))  # collective under ZeRO-3 (gathers the weights); the main process writes
     asked = trainer.control.should_training_stop and global_step < trainer.state.max_steps  # a callback's stop
     setup.stopped_at = global_step if asked else None
-    setup.trainer, setup.global_step, setup.train_s, setup.clock = trainer, global_step, train_s, clock
+    setup.trainer, setup.global_step, setup.train_s = trainer, global_step, train_s
     setup.render, setup.scoring, setup.heldout_cb, setup.guard = render, scoring, heldout_cb, guard
 
 
@@ -640,20 +639,17 @@ def reward_scale(settings: GrpoSettings) -> str:
 
 
 def report(setup: Setup) -> dict[str, Any]:
-    """Every process's devices and step-time split (collective), then on the main process the curves, plots, the
-    policy's card, ``grpo_result.json`` and the closing summary; a run that ended short of ``max_steps`` fails with
-    the reason."""
+    """Every process's devices and step-time split (collective), then :func:`write_results` on the main process; a run
+    that ended short of ``max_steps`` fails with the reason."""
     from accelerate.utils import gather_object
 
-    from rl.plots import draw_run_plots  # matplotlib: imported when drawn, not when settings are checked
-    from rl.reward_guard import RewardsFailed, served_reports
-    from rl.summary import summarize, summary_text
-    from rl.timing import mean_timing
+    from rl.reward_guard import served_reports, step_split
 
     out, trainer = setup.out, setup.trainer
     processes = gather_object([process_record(setup)])  # collective: the last one
     trainer.accelerator.end_training()  # accelerate's end of a run: a gloo process group left alive aborts the exit
     max_steps = trainer.state.max_steps
+    mean = {k: sum(p["seconds"][k] for p in processes) / len(processes) for k in processes[0]["seconds"]}
     complete = setup.guard.failure is None and (setup.global_step >= max_steps or setup.stopped_at is not None)
     result: dict[str, Any] = {
         "global_step": setup.global_step,
@@ -677,52 +673,12 @@ def report(setup: Setup) -> dict[str, Any]:
         "eval_rewards": setup.eval_set.labels if setup.eval_set else [],
         "provenance": setup.output.provenance(),
         "processes": processes,
-        "timing": {"train_s": setup.train_s, **mean_timing(processes)},
+        "timing": {"train_s": setup.train_s, **step_split(mean)},
     }
     if trainer.is_world_process_zero():
-        setup.processing_class.save_pretrained(str(out / "policy"))
-        log = trainer.state.log_history
-        history = read_records(out / "heldout.jsonl")
-        result["train_curve"] = {  # per reward: (step, mean, std) as trl logged them (rewards/NAME/mean|std)
-            label: [
-                (int(e["step"]), float(e[f"rewards/{label}/mean"]), float(e.get(f"rewards/{label}/std") or 0))
-                for e in log
-                if e.get(f"rewards/{label}/mean") is not None and "step" in e
-            ]
-            for label in setup.rewards.labels
-        }
-        result["frac_reward_zero_std"] = [
-            (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
-        ]
-        result["kl"] = [(e["step"], e["kl"]) for e in log if "kl" in e]
-        result["plots"] = draw_run_plots(out, result["train_curve"], history)
-        result["policy"] = str(out / "policy")
-        result["summary"] = summarize(log, history, setup.rewards.labels)
-        record = setup.output.identity["settings"]  # the card: also the run folder's README.md (not trl's template)
-        card = policy_card(
-            record,
-            result,
-            command=card_command(record),
-            vision=setup.vision,
-            max_new_tokens=setup.args.max_completion_length,
-        )
-        result["model_card"] = str([write_card(folder, card) for folder in (out / "policy", out)][0])
-        files = {
-            "policy": out / "policy",
-            "model card": out / "policy" / "README.md",
-            "samples": out / "samples",
-            "held-out rewards": out / "heldout.jsonl",
-            **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in result["plots"].items()},
-            "checkpoints": out,
-            "result": out / "grpo_result.json",
-        }
-        result["files"] = {name: str(p) for name, p in files.items() if p.exists() or name == "result"}
-        atomic_write_json(out / "grpo_result.json", result)
-        logger.info("%s", summary_text(result))
-        if complete:
-            setup.output.finish()
+        write_results(setup, result)
     if setup.guard.failure is not None:
-        raise RewardsFailed(
+        raise UserError(
             f"{setup.guard.failure}. The run is incomplete (the policy so far is in {out / 'policy'}; see "
             "grpo_result.json); fix the reward, then resume"
         )
@@ -735,6 +691,56 @@ def report(setup: Setup) -> dict[str, Any]:
     return result
 
 
+def write_results(setup: Setup, result: dict[str, Any]) -> None:
+    """The main process's share of :func:`report`: the policy's processor, the curves and plots in ``result``, the
+    policy's card, ``grpo_result.json`` and the closing summary; a complete run's folder finished."""
+    from rl.plots import draw_run_plots  # matplotlib: imported when drawn, not when settings are checked
+    from rl.summary import summarize, summary_text
+
+    out, trainer = setup.out, setup.trainer
+    setup.processing_class.save_pretrained(str(out / "policy"))
+    log = trainer.state.log_history
+    history = read_records(out / "heldout.jsonl")
+    result["train_curve"] = {  # per reward: (step, mean, std) as trl logged them (rewards/NAME/mean|std)
+        label: [
+            (int(e["step"]), float(e[f"rewards/{label}/mean"]), float(e.get(f"rewards/{label}/std") or 0))
+            for e in log
+            if e.get(f"rewards/{label}/mean") is not None and "step" in e
+        ]
+        for label in setup.rewards.labels
+    }
+    result["frac_reward_zero_std"] = [
+        (e["step"], e["frac_reward_zero_std"]) for e in log if "frac_reward_zero_std" in e
+    ]
+    result["kl"] = [(e["step"], e["kl"]) for e in log if "kl" in e]
+    result["plots"] = draw_run_plots(out, result["train_curve"], history)
+    result["policy"] = str(out / "policy")
+    result["summary"] = summarize(log, history, setup.rewards.labels)
+    record = setup.output.identity["settings"]  # the card: also the run folder's README.md (not trl's template)
+    card = policy_card(
+        record,
+        result,
+        command=card_command(record),
+        vision=setup.vision,
+        max_new_tokens=setup.args.max_completion_length,
+    )
+    result["model_card"] = str([write_card(folder, card) for folder in (out / "policy", out)][0])
+    files = {
+        "policy": out / "policy",
+        "model card": out / "policy" / "README.md",
+        "samples": out / "samples",
+        "held-out rewards": out / "heldout.jsonl",
+        **{f"{name.replace('_', ' ')} plot": Path(path) for name, path in result["plots"].items()},
+        "checkpoints": out,
+        "result": out / "grpo_result.json",
+    }
+    result["files"] = {name: str(p) for name, p in files.items() if p.exists() or name == "result"}
+    atomic_write_json(out / "grpo_result.json", result)
+    logger.info("%s", summary_text(result))
+    if result["complete"]:
+        setup.output.finish()
+
+
 def card_command(record: dict[str, Any]) -> str:
     """The command that makes the run of settings ``record``, as it was run: ``perceptual-rewards grpo ...`` (under
     accelerate: ``accelerate launch ... -m reward grpo ...``) when installed, ``python rl/grpo.py ...`` (a clone)."""
@@ -745,7 +751,7 @@ def card_command(record: dict[str, Any]) -> str:
 def process_record(setup: Setup) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split, what trl's KL term compares
     the policy with, and peak memory."""
-    from rl.timing import step_split
+    from rl.reward_guard import step_split
 
     rewards, eval_set, generator, trainer = setup.rewards, setup.eval_set, setup.generator, setup.trainer
     devices = {
@@ -762,11 +768,13 @@ def process_record(setup: Setup) -> dict[str, Any]:
     if trainer.beta and trainer.ref_model is not None:
         params = list(trainer.ref_model.parameters())
         reference = "zero3-sharded" if params and all(hasattr(p, "ds_id") for p in params) else "whole"
+    seconds = {**setup.guard.seconds, "inpainting": setup.render.inpaint_s, "reward": setup.scoring.reward_s}
     return {
         "process": setup.args.process_index,
         "local_rank": setup.args.local_process_index,
         "devices": devices,
-        "timing": step_split(setup.clock, setup.render.inpaint_s, setup.scoring.reward_s),
+        "seconds": seconds,  # what the run's mean split is made of
+        "timing": step_split(seconds),
         "reference": reference,
         "heldout_s": setup.heldout_cb.seconds if setup.heldout_cb else 0.0,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,

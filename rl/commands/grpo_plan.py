@@ -67,8 +67,7 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
     shape = shape_or_fail(settings.policy.path, "policy.path", settings.plan_for.model)
     vlm = shape.vision_params > 0 and settings.policy.vision not in (False, "false")
     vis, vis_why = visual_tokens(None, shape) if vlm else (0, "a text policy")
-    completion = int(args.max_completion_length)
-    tokens = PROMPT_TEXT_TOKENS + vis + completion
+    tokens = PROMPT_TEXT_TOKENS + vis + (completion := int(args.max_completion_length))
     dtype = load_dtype(
         settings.policy.dtype, lora=settings.lora.enabled, bf16=launch.bf16, deepspeed=launch.zero_stage > 0
     )
@@ -103,8 +102,7 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
     reward, reward_line = _reward_part(to_plain(settings.reward), launch.bf16, settings.plan_for.reward_model)
     if reward is not None:
         plan.parts.append(reward)
-    gen = to_plain(settings.generator)
-    gen_name = gen.get("name", "?")
+    gen_name = to_plain(settings.generator).get("name", "?")
     if gen_name != "procedural":
         plan.parts.append(generator_part(gen_name, 2 if launch.bf16 else 4))
     per_generation = trainer.get("steps_per_generation") or batch.accumulation  # trl's default: the accumulation
