@@ -43,11 +43,13 @@ from rl.run_folder import on_main, prepare_run_folder, run_inputs, settings_reco
 from training.shared.batch import (
     GLOBAL_BATCH_KEY,
     GRPO_BATCH,
+    PlanSettings,
     batch_problems,
     check_world,
     describe_batch,
     global_batch_help,
     launch_processes,
+    planned_processes,
     resolve_batch,
     trl_fields,
 )
@@ -60,7 +62,6 @@ from training.shared.deepspeed import (
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.plan import PlanSettings, planned_processes
 from training.shared.reporting import report_to_problems
 from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
