@@ -173,24 +173,14 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
     """Set up (the settings, the output file, the pairs and their scores), fit the weights with their intervals and
     held-out comparison, report (the tables, ``out`` as JSON and its ``.png`` bar chart)."""
     settings = parse(FusionSettings, cfg)
-    setup = set_up(settings)
-    weights, comparison = fit_weights(setup)
-    return report(setup, weights, comparison)
+    data, run_meta = set_up(settings)
+    weights, comparison = fit_weights(settings, data, run_meta)
+    return report(settings, data, weights, comparison)
 
 
-@dataclass
-class Setup:
-    """What :func:`set_up` reads for :func:`fit_weights` and :func:`report`."""
-
-    settings: FusionSettings
-    data: PairData
-    reward_name: str | None  # the reward that scored the pairs' images (reward=), or None (scores=)
-    provenance: dict[str, Any]  # the inputs' fingerprints
-
-
-def set_up(settings: FusionSettings) -> Setup:
+def set_up(settings: FusionSettings) -> tuple[PairData, dict[str, Any]]:
     """The output file checked before any work, then the pairs matched with their dimension scores (read from
-    ``scores=``, or scored by ``reward=``)."""
+    ``scores=``, or scored by ``reward=``): ``(pairs, the reward that scored them and the inputs' fingerprints)``."""
     check_output_file(settings.out, overwrite=settings.overwrite)
     reward_cfg = dict(settings.reward or {})
     reward_name = reward_cfg.pop("name", None)
@@ -205,21 +195,19 @@ def set_up(settings: FusionSettings) -> Setup:
         scores_root=settings.scores_root,
         **image_paths(settings),
     )
-    provenance = {
-        "command": "fit",
-        "inputs": {
-            "pairs": fingerprint(settings.pairs),
-            "scores": fingerprint(settings.scores, roots=[settings.scores_root] if settings.scores_root else []),
-        }
-        | {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()},
+    inputs = {
+        "pairs": fingerprint(settings.pairs),
+        "scores": fingerprint(settings.scores, roots=[settings.scores_root] if settings.scores_root else []),
     }
-    return Setup(settings, data, reward_name, provenance)
+    inputs |= {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()}
+    return data, {"reward": reward_name, "run": {"command": "fit", "inputs": inputs}}
 
 
-def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
+def fit_weights(
+    settings: FusionSettings, data: PairData, run_meta: dict[str, Any]
+) -> tuple[FusionWeights, list[ComparisonRow]]:
     """The Bradley-Terry fit, its bootstrap intervals (when enough pairs are decided) and the held-out comparison
     with uniform and single-dimension weights."""
-    settings, data = setup.settings, setup.data
     summary = f"{data.n_pairs} pairs ({data.n_ties} ties, {len(data.skipped)} bad rows skipped)"
     logger.info(
         "Fitting %s on %s, tie_model=%s, l2=%g.", list(data.dimensions), summary, settings.tie_model, settings.l2
@@ -231,7 +219,7 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
             f"be estimated from {settings.pairs}; add pairs with a preferred image (label a or b)"
         )
     bt_fit = fit_bradley_terry(data.x_a, data.x_b, data.labels, dimensions=data.dimensions, options=options)
-    check_usable(setup, bt_fit)
+    check_usable(settings, data, bt_fit)
     pairs, decided, ci, note = (data.x_a, data.x_b, data.labels), data.n_pairs - data.n_ties, None, None
     if settings.bootstrap and decided < MIN_DECIDED_FOR_CI:
         note = (
@@ -274,10 +262,10 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
         "warnings": list(bt_fit.warnings),
         "pairs": settings.pairs,
         "scores": settings.scores,
-        "reward": setup.reward_name,
+        "reward": run_meta["reward"],
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "ci_note": note,
-        "run": setup.provenance,
+        "run": run_meta["run"],
     }
     low, high = (None, None) if ci is None else (ci.low, ci.high)
     weights = FusionWeights(data.dimensions, bt_fit.weights, ci_low=low, ci_high=high, meta=meta)
@@ -285,11 +273,11 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
     return weights, rows
 
 
-def check_usable(setup: Setup, bt_fit: BTFit) -> None:
+def check_usable(settings: FusionSettings, data: PairData, bt_fit: BTFit) -> None:
     """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: when no dimension favours the
     preferred images (then the best non-negative fit is w = 0: no weighting beats the plain mean, whatever ``nonneg``),
     and free weights summing to 0 or less when the reward divides by their sum; warn about negative weights."""
-    data, settings, w = setup.data, setup.settings, np.asarray(bt_fit.weights, dtype=np.float64)
+    w = np.asarray(bt_fit.weights, dtype=np.float64)
     named = ", ".join(f"{d} {v:.4g}" for d, v in zip(data.dimensions, w, strict=True))
     decided = data.labels != LABEL_TIE  # each dimension's mean score lead of the preferred image (> 0: it predicts)
     lead = ((data.x_a - data.x_b)[decided] * np.where(data.labels[decided] == LABEL_A, 1.0, -1.0)[:, None]).mean(0)
@@ -318,9 +306,10 @@ def check_usable(setup: Setup, bt_fit: BTFit) -> None:
         )
 
 
-def report(setup: Setup, weights: FusionWeights, comparison: list[ComparisonRow]) -> FusionWeights:
+def report(
+    settings: FusionSettings, data: PairData, weights: FusionWeights, comparison: list[ComparisonRow]
+) -> FusionWeights:
     """The held-out table, ``out`` (the weights as JSON), its bar chart and the closing summary."""
-    settings, data = setup.settings, setup.data
     if comparison:
         cells = [[r.name, f"{r.accuracy:.3f}", f"{r.log_likelihood:.4f}"] for r in comparison]
         table = text_table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])
