@@ -26,12 +26,12 @@ import numpy as np
 from fusion.bradley_terry import (
     BTFit,
     FitOptions,
-    encode_labels,
     fit_bradley_terry,
     fit_differences,
     pair_log_likelihood,
     pairwise_accuracy,
 )
+from reward.data.labels import label_codes
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +75,7 @@ def bootstrap_intervals(
         fit = fit_bradley_terry(x_a, x_b, labels, options=options or FitOptions())
     options = fit.options
     dx = np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)
-    codes = encode_labels(labels)
+    codes = label_codes(labels)
     n = len(codes)
     rng = np.random.default_rng(seed)
     samples = np.empty((n_resamples, dx.shape[1]))
@@ -115,7 +115,7 @@ def heldout_comparison(
     (:func:`heldout_split`; at least 2 pairs)."""
     options = options or FitOptions()
     dx = np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)
-    codes = encode_labels(labels)
+    codes = label_codes(labels)
     n, d = dx.shape
     if n < 2:
         raise ValueError(f"A held-out comparison needs at least 2 pairs; got {n}.")

@@ -105,9 +105,8 @@ class CalibrationSource:
 
 
 def calibrate(cfg: CalibrationSource, protocol: Protocol, folder: Path, backend: Any = None) -> Protocol:
-    """Give ``protocol`` its two anchors (saved in ``folder/anchors``): benchmark mode when ``cfg.benchmark`` is set,
-    else generative (``backend``: the Generator agent's model, unless ``cfg.prompts`` are given); the record goes to
-    its provenance."""
+    """Give ``protocol`` its two anchors (saved in ``folder/anchors``), by benchmark or generative mode (``backend``:
+    the Generator agent's model); the record goes to its provenance."""
     if cfg.benchmark:
         protocol.provenance["calibration"] = calibrate_benchmark(cfg, protocol, folder)
     else:

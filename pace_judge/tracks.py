@@ -1,16 +1,8 @@
-"""PACE's dual-track score (§4.5): the queries, the formulas (eq. 4-10) and :class:`DualTrackScorer`.
+"""PACE's dual-track score (§4.5, eq. 4-10): the queries, the formulas and :class:`DualTrackScorer`.
 
-Track 1 asks every probe with its options lettered in score order (A = highest, as the released code does;
-``lettering=reversed`` or a seeded ``shuffled`` order measure or average out a bias for A) and reads the softmax over
-exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5); alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min)
-with the protocol's own bounds (eq. 6), w_r = 1/N as the paper's implementation (``probe_weights=agent``: the
-Visualizer's). Zoom probes are also asked on a grid of crops at native pixels, combined by mean or min. Track 2 shows
-[high anchor, low anchor, target], purely comparatively by default, and reads five rank letters: alpha2 = sum_k P(k)
-V_k with V = (1, .75, .5, .25, 0) (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2) clamped to the
-anchors' range (eq. 9-10); without anchors, alpha1 is mapped onto [S_min, S_max] and flagged. Sums in float64.
-
-One ``option_logprobs`` call asks every probe about a batch (each image's prefix encoded once), a second the zoom
-probes about the crops, a third Track 2 (the local model encodes the anchors once: :mod:`pace_judge.anchored`).
+Track 1 asks every probe with its options lettered (A = highest score, as the released code) and reads the softmax
+over exactly those letters; zoom probes are also asked on a grid of crops. Track 2 shows [high anchor, low anchor,
+target] and reads five rank letters. One ``option_logprobs`` call per track (and one for the crops); sums in float64.
 
     >>> alpha2_from_logits(torch.zeros(1, 5)).round(decimals=6).tolist()  # uniform over the five ranks -> the middle
     [0.5]

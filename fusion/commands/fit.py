@@ -16,13 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 from omegaconf import MISSING
 
-from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptions, fit_bradley_terry
+from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terry, pairwise_accuracy
 from fusion.inputs import PairData, load_pair_data
 from fusion.uncertainty import ComparisonRow, bootstrap_intervals, heldout_comparison
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.core.summary import log_summary, text_table
+from reward.data.labels import LABEL_A, LABEL_TIE
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import reward_config
@@ -247,7 +248,7 @@ def fit_weights(
         "nonneg": settings.nonneg,
         "divide_by_sum": settings.divide_by_sum,
         "max_abs_weight": settings.max_abs_weight,
-        "train_accuracy": bt_fit.accuracy(*pairs),
+        "train_accuracy": pairwise_accuracy(bt_fit.score(data.x_a) - bt_fit.score(data.x_b), data.labels),
         "train_log_likelihood_per_pair": bt_fit.log_likelihood / data.n_pairs,
         "heldout_fraction": settings.holdout if rows else 0.0,
         "heldout_accuracy": rows[0].accuracy if rows else None,
