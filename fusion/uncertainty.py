@@ -7,8 +7,8 @@ training pairs with the same options, so log-likelihoods compare fairly.
 >>> rng = np.random.default_rng(0)
 >>> x_a, x_b = rng.uniform(1, 5, (400, 2)), rng.uniform(1, 5, (400, 2))
 >>> labels = np.where(rng.random(400) < 1 / (1 + np.exp(-(x_a - x_b) @ [1.0, 0.2])), "a", "b")
->>> ci = bootstrap_intervals(x_a, x_b, labels, n_resamples=50, seed=0)
->>> bool(np.all(ci.low < ci.high))
+>>> low, high, _ = bootstrap_intervals(x_a, x_b, labels, n_resamples=50, seed=0)
+>>> bool(np.all(low < high))
 True
 >>> rows = heldout_comparison(x_a, x_b, labels, dimensions=["layout", "lighting"], seed=0)
 >>> [row.name for row in rows]
@@ -34,15 +34,6 @@ from fusion.bradley_terry import (
 from reward.data.labels import label_codes
 
 
-@dataclass(frozen=True, eq=False)
-class BootstrapIntervals:
-    """Percentile intervals ``[low, high]`` for each weight, from the ``samples`` [n_resamples, d] of the refits."""
-
-    low: np.ndarray
-    high: np.ndarray
-    samples: np.ndarray
-
-
 @dataclass(frozen=True)
 class ComparisonRow:
     """One fusion on held-out pairs: accuracy on the non-tie pairs and mean log-likelihood per pair."""
@@ -63,10 +54,10 @@ def bootstrap_intervals(
     level: float = 0.95,
     seed: int = 0,
     fit: BTFit | None = None,
-) -> BootstrapIntervals:
-    """Percentile bootstrap intervals of the weights: pairs resampled ``n_resamples`` times from
-    ``default_rng(seed)``, each refit started from ``fit`` (the full fit, made here when not given; its warnings are
-    the only ones logged)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentile bootstrap intervals of the weights, ``(low, high, the refits' weights [n_resamples, d])``: pairs
+    resampled ``n_resamples`` times from ``default_rng(seed)``, each refit started from ``fit`` (the full fit, made
+    here when not given; its warnings are the only ones logged)."""
     if n_resamples < 2:
         raise ValueError(f"n_resamples={n_resamples} is too small for an interval; use at least 2 (e.g. 200).")
     if not 0.0 < level < 1.0:
@@ -84,7 +75,7 @@ def bootstrap_intervals(
         samples[k] = fit_differences(dx, codes, options, sample_weight=counts, init=(fit.weights, fit.nu))[0]
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(samples, [alpha, 1.0 - alpha], axis=0)
-    return BootstrapIntervals(low, high, samples)
+    return low, high, samples
 
 
 def heldout_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

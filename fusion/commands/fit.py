@@ -238,37 +238,23 @@ def fit_weights(
         rows = heldout_comparison(*pairs, dimensions=data.dimensions, options=options, **split)
     elif settings.holdout > 0:
         logger.warning("Only %d pair(s): no held-out comparison.", data.n_pairs)
-    meta = {  # the data, the model, the held-out check, provenance
-        "n_pairs": data.n_pairs,
-        "n_ties": data.n_ties,
-        "n_skipped": len(data.skipped),
-        "tie_model": settings.tie_model,
-        "nu": bt_fit.nu,
-        "l2": settings.l2,
-        "nonneg": settings.nonneg,
-        "divide_by_sum": settings.divide_by_sum,
-        "max_abs_weight": settings.max_abs_weight,
-        "train_accuracy": pairwise_accuracy(bt_fit.score(data.x_a) - bt_fit.score(data.x_b), data.labels),
-        "train_log_likelihood_per_pair": bt_fit.log_likelihood / data.n_pairs,
-        "heldout_fraction": settings.holdout if rows else 0.0,
-        "heldout_accuracy": rows[0].accuracy if rows else None,
-        "heldout_log_likelihood_per_pair": rows[0].log_likelihood if rows else None,
-        "heldout_baselines": {
-            r.name: {"accuracy": r.accuracy, "log_likelihood_per_pair": r.log_likelihood} for r in rows[1:]
-        },
-        "bootstrap": settings.bootstrap,
-        "ci_level": settings.ci_level if ci is not None else None,
-        "seed": settings.seed,
-        "converged": bt_fit.converged,
-        "warnings": list(bt_fit.warnings),
-        "pairs": settings.pairs,
-        "scores": settings.scores,
-        "reward": run_meta["reward"],
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "ci_note": note,
-        "run": run_meta["run"],
+    # the data, the model, the held-out check, provenance (in this order in the file)
+    meta = {"n_pairs": data.n_pairs, "n_ties": data.n_ties, "n_skipped": len(data.skipped)}
+    model = ("tie_model", "nu", "l2", "nonneg", "divide_by_sum", "max_abs_weight")
+    meta |= {k: bt_fit.nu if k == "nu" else getattr(settings, k) for k in model}
+    meta["train_accuracy"] = pairwise_accuracy(bt_fit.score(data.x_a) - bt_fit.score(data.x_b), data.labels)
+    meta["train_log_likelihood_per_pair"] = bt_fit.log_likelihood / data.n_pairs
+    held = rows[0] if rows else None
+    meta |= {"heldout_fraction": settings.holdout if rows else 0.0, "heldout_accuracy": held and held.accuracy}
+    meta["heldout_log_likelihood_per_pair"] = held and held.log_likelihood
+    meta["heldout_baselines"] = {
+        r.name: {"accuracy": r.accuracy, "log_likelihood_per_pair": r.log_likelihood} for r in rows[1:]
     }
-    low, high = (None, None) if ci is None else (ci.low, ci.high)
+    meta |= {"bootstrap": settings.bootstrap, "ci_level": settings.ci_level if ci is not None else None}
+    meta |= {"seed": settings.seed, "converged": bt_fit.converged, "warnings": list(bt_fit.warnings)}
+    meta |= {"pairs": settings.pairs, "scores": settings.scores, "reward": run_meta["reward"]}
+    meta |= {"date": datetime.now(UTC).isoformat(timespec="seconds"), "ci_note": note, "run": run_meta["run"]}
+    low, high = (None, None) if ci is None else ci[:2]
     weights = FusionWeights(data.dimensions, bt_fit.weights, ci_low=low, ci_high=high, meta=meta)
     logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", bt_fit.nu, format_weights_table(weights))
     return weights, rows
