@@ -116,11 +116,9 @@ class AgentConfig:
     on_reject: str = field(
         default="keep_last",
         metadata={
-            "help": (
-                "a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the "
-                "Visualizer's revision after the last critique, unreviewed (Algorithm 1); drop leaves the "
-                "sub-dimension out (§4.3, A.6, the released code)"
-            )
+            "help": "a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the "
+            "Visualizer's revision after the last critique, unreviewed (Algorithm 1); drop leaves the "
+            "sub-dimension out (§4.3, A.6, the released code)"
         },
     )
 

@@ -87,10 +87,8 @@ class CalibrationSource:
     mos_range: list[float] | None = field(
         default=None,
         metadata={
-            "help": (
-                "the benchmark's MOS scale [low, high], mapped onto 1-5; default: a dataset read by name "
-                "brings its own (agiqa3k 0-5, spaq 0-100 ...), a manifest 1-5"
-            )
+            "help": "the benchmark's MOS scale [low, high], mapped onto 1-5; default: a dataset read by name "
+            "brings its own (agiqa3k 0-5, spaq 0-100 ...), a manifest 1-5"
         },
     )
 

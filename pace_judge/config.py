@@ -93,10 +93,8 @@ class PaceConfig(ModelLoading):
     calibration: CalibrationSource = field(
         default_factory=CalibrationSource,
         metadata={
-            "help": (
-                "benchmark=MANIFEST or pipeline=DIR scores=[...]: calibrates a protocol the memory bank "
-                "routes to before it is stored or used"
-            )
+            "help": "benchmark=MANIFEST or pipeline=DIR scores=[...]: calibrates a protocol the memory bank "
+            "routes to before it is stored or used"
         },
     )
     allow_absolute_paths: bool = field(

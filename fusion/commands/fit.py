@@ -50,11 +50,9 @@ class FusionSettings:
     scores_root: str | None = field(
         default=None,
         metadata={
-            "help": (
-                "folder the scores' image paths are relative to; null: the evaluated data's folder for the "
-                "scores.jsonl of an evaluate run (read from its run.json), else image_root, else the scores file's "
-                "folder"
-            )
+            "help": "folder the scores' image paths are relative to; null: the evaluated data's folder for the "
+            "scores.jsonl of an evaluate run (read from its run.json), else image_root, else the scores file's "
+            "folder"
         },
     )
     reward: Any = field(
@@ -74,12 +72,10 @@ class FusionSettings:
     tie_model: str = field(
         default="davidson",
         metadata={
-            "help": (
-                "davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie "
-                "is y = 0, a win of b, so the weights depend on which image of a tied pair is listed first; "
-                "warned with the number of ties) | half (a tie is y = 0.5: eq. 2 averaged over both orders) | "
-                "drop (ties left out)"
-            )
+            "help": "davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie "
+            "is y = 0, a win of b, so the weights depend on which image of a tied pair is listed first; "
+            "warned with the number of ties) | half (a tie is y = 0.5: eq. 2 averaged over both orders) | "
+            "drop (ties left out)"
         },
     )
     l2: float = field(
@@ -89,20 +85,16 @@ class FusionSettings:
     nonneg: bool = field(
         default=True,
         metadata={
-            "help": (
-                "every weight >= 0 (ours): with divide_by_sum a weighted mean of the dimensions, so a written file "
-                "is always usable; false: the free fit of eq. 2 (with divide_by_sum, refused when its weights sum to "
-                "0 or less)"
-            )
+            "help": "every weight >= 0 (ours): with divide_by_sum a weighted mean of the dimensions, so a written "
+            "file is always usable; false: the free fit of eq. 2 (with divide_by_sum, refused when its weights sum "
+            "to 0 or less)"
         },
     )
     divide_by_sum: bool = field(
         default=True,
         metadata={
-            "help": (
-                "reward=sa-iqa divides the fused score by sum(w) (ours: the same ranking, kept on the dimensions' "
-                "1-5 scale); false: eq. 3 as written, S = x.w (recorded in the file, applied by the reward)"
-            )
+            "help": "reward=sa-iqa divides the fused score by sum(w) (ours: the same ranking, kept on the dimensions' "
+            "1-5 scale); false: eq. 3 as written, S = x.w (recorded in the file, applied by the reward)"
         },
     )
     max_abs_weight: float = field(
