@@ -1,11 +1,6 @@
 """PACE's one-time calibration (§4.4): two rated anchor images for a protocol, from a diffusers text-to-image pipeline
-and a person's 1-5 scores (generative mode) or from a labelled calibration split (benchmark mode).
-
-Benchmark mode reads any dataset's scale: a dataset read by name brings its own (AGIQA-3K 0-5, SPAQ 0-100, ...), a
-manifest takes ``mos_range=[LOW,HIGH]`` (default 1-5). The anchors' MOS are mapped linearly onto the protocol's 1-5,
-``1 + 4 (mos - LOW) / (HIGH - LOW)`` (recorded in the provenance); the test split's SRCC, PLCC and HOR are reported on
-the dataset's own scale (the scores mapped back, HOR's thresholds 3 and 4 of 1-5 mapped onto it).
-"""
+and a person's 1-5 scores (generative mode) or from a labelled calibration split on any MOS scale (benchmark mode:
+its MOS mapped linearly onto 1-5, the test split's metrics reported on the dataset's own scale)."""
 
 from __future__ import annotations
 

@@ -75,16 +75,7 @@ def parse_choice(reply: str, letters: Sequence[str], options: Sequence[str]) -> 
     """The letter a free-form reply chooses and the rule that found it, as lmms-eval's Q-Bench parser (MMMU's
     ``parse_multi_choice_response``) reads it: ``(X)``, then ``X`` followed by a space, then ``X.``, then -- only in
     a reply of more than five words -- an option's text; of several matches the last one in the reply wins.
-    ``(None, None)`` where lmms-eval would guess at random: the reply counts as wrong.
-
-    >>> pair = ["The first image", "The second image"]
-    >>> [parse_choice(r, "AB", pair)[0] for r in ("B.", "(A)", "The answer is B.")]
-    ['B', 'A', 'B']
-    >>> parse_choice("The second image is brighter than the first image.", "AB", pair)  # the last match wins
-    ('A', 'option text')
-    >>> parse_choice("Medium", "ABC", ["High", "Medium", "Low"])  # five words or fewer: no text matching
-    (None, None)
-    """
+    ``(None, None)`` where lmms-eval would guess at random: the reply counts as wrong."""
     response = reply
     for char in (",", ".", "!", "?", ";", ":", "'"):
         response = response.strip(char)

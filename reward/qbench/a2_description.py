@@ -171,13 +171,7 @@ def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Descri
     """Per part (single images, pairs): each dimension's mean over the rows the judge scored on it (``n_scored``),
     their sum (Q-Bench+'s "Sum.") only when every dimension was scored on every row (else ``None``, and
     ``incomplete`` names the dimensions short of rows), and ``p``: per dimension the frequencies ``[P0, P1, P2]`` of
-    the scores over every judged round, as Tables IV and V report them.
-
-    >>> rows = [Description((Path("a.png"),), "gold", 1)]
-    >>> m = description_metrics([{"completeness": 2.0, "precision": None, "relevance": 1.0}], rows)["single"]
-    >>> m["sum"], m["incomplete"], m["n_scored"]["precision"]
-    (None, ['precision'], 0)
-    """
+    the scores over every judged round, as Tables IV and V report them."""
     out: dict[str, Any] = {}
     for part in ("single", "pair"):
         items = [s for s, r in zip(per_row, rows, strict=True) if r.part == part]
