@@ -282,12 +282,9 @@ def fit_bradley_terry(
     sample_weight: np.ndarray | None = None,
     **option_overrides: object,
 ) -> BTFit:
-    """Fusion weights from pairs: ``x_a``, ``x_b`` [n, d] dimension scores, ``labels`` a/b/tie.
-
-    ``options`` or keyword overrides (``tie_model="half"``, ``l2=0.0``, ``nonneg=True``) set the model;
-    ``sample_weight`` [n] weighs each pair. Degenerate data (all ties, a constant or duplicated dimension, separable
-    pairs, weights at their bound) is fitted to finite weights and logged as a warning (kept in ``BTFit.warnings``).
-    """
+    """Fusion weights from pairs: ``x_a``, ``x_b`` [n, d] dimension scores, ``labels`` a/b/tie; ``options`` or keyword
+    overrides (``tie_model="half"``) set the model, ``sample_weight`` [n] weighs each pair. Degenerate data is fitted
+    to finite weights and logged as a warning (kept in ``BTFit.warnings``)."""
     options = dataclasses.replace(options or FitOptions(), **option_overrides)
     x_a, x_b = np.asarray(x_a, dtype=np.float64), np.asarray(x_b, dtype=np.float64)
     if x_a.ndim != 2 or x_a.shape != x_b.shape:

@@ -306,8 +306,6 @@ def load_pair_data(
     relative to their file's folder or to ``image_root`` (absolute ones only with ``allow_absolute_paths``)."""
     from reward.data import load_pairs
 
-    if (scores is None) == (reward is None):
-        raise ValueError("Give exactly one source of dimension scores: scores=SCORES.jsonl or reward=NAME.")
     skipped: list[str] | None = [] if skip_bad else None
     paths = {"image_root": image_root, "allow_absolute_paths": allow_absolute_paths}
     try:

@@ -324,8 +324,7 @@ class Agents:
     def criticize(
         self, dimension: str, probes: Sequence[Probe], round_: int, siblings: Sequence[Sequence[Probe]]
     ) -> list[tuple[bool, str]]:
-        """One verdict per probe, each reviewed against ``siblings[i]``, the rules before it (§4.3: the Critic
-        rejects "redundant" probes)."""
+        """One verdict per probe, each reviewed against ``siblings[i]``, the rules before it (§4.3: "redundant")."""
         prompts = [
             self.prompts["critic"].format(
                 dimension=dimension,

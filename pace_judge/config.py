@@ -134,8 +134,7 @@ class PaceConfig(ModelLoading):
 
 
 def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> Any:
-    """``local``: the VLM at ``model`` with the loading knobs and batch size of ``settings``; ``openai``: the
-    OpenAI-compatible servers of ``server`` (:mod:`reward.vlm.server`)."""
+    """``local``: the VLM at ``model`` (the knobs of ``settings``); ``openai``: the servers of ``server``."""
     if kind == "openai":
         from reward.vlm.server import served_vlm
 

@@ -182,8 +182,7 @@ class MemoryBank:
             shutil.rmtree(self.folder / slug, ignore_errors=True)
 
     def route(self, dimension: str, theta: float = 0.8) -> RouteResult:
-        """:func:`match` over the stored dimensions (embeddings from the index, or anew when another embedder wrote
-        them); ``slug``: the entry's."""
+        """:func:`match` over the stored dimensions (their embeddings, unless another embedder wrote them)."""
         index = self.index()
         entries = index["entries"]
         same = index.get("embedder") in (None, self.embedder.name)

@@ -276,8 +276,7 @@ class DualTrackScorer:
         missing: torch.Tensor,
         rank_probs: torch.Tensor | None,
     ) -> dict[str, Any]:
-        """Image ``i``: each probe's option probabilities (whole image) and expected score (after crops), the crops'
-        expected scores, sub-dimension scores, alpha1, alpha2 and Track 2's rank probabilities."""
+        """Image ``i``'s explanation: per probe, per sub-dimension, alpha1, alpha2 and the rank probabilities."""
         probes, subs = [], {}
         for q, p in enumerate(self.protocol.probes):
             entry: dict[str, Any] = {

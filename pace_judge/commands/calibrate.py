@@ -41,8 +41,7 @@ class AgentModel(ModelLoading):
 
 @dataclass
 class CalibrateSettings(CalibrationSource):
-    """The calibration source (:class:`pace_judge.calibration.CalibrationSource`: benchmark or generative mode) and
-    what to calibrate."""
+    """The calibration source (benchmark or generative mode) and what to calibrate."""
 
     protocol: str = field(
         default=MISSING,

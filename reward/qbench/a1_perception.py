@@ -49,12 +49,9 @@ def lettered_prompt(
     shuffle: bool = True,
     layout: str = "paper",
 ) -> tuple[str, tuple[str, ...], list[int]]:
-    """The multiple-choice prompt, its letters (as many as candidates) and the shown order: ``order[k]`` is the
-    index in ``candidates`` of the option under letter ``k``, shuffled by ``(seed, index)`` alone. ``layout``:
-    ``paper`` is Q-Bench+ §II-B (the question, the images -- "The first image: <image>" for pairs --, "Choose between
-    one of the following options:", the options) plus lmms-eval's :data:`INSTRUCTION` (``paper-exact``: without it,
-    as the paper prints it); ``lmms`` is lmms-eval's text, the images before it, ending with its post-prompt's
-    newline."""
+    """The multiple-choice prompt, its letters and the shown order (``order[k]``: the index in ``candidates`` under
+    letter ``k``, shuffled by ``(seed, index)`` alone). ``layout``: ``paper`` is Q-Bench+ §II-B plus lmms-eval's
+    :data:`INSTRUCTION` (``paper-exact``: without it); ``lmms`` is lmms-eval's text, the images before it."""
     if layout not in LAYOUTS:
         raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
     order = list(range(len(candidates)))

@@ -270,8 +270,6 @@ def load_questions(
     allow_absolute_paths: bool = False,
     image_root: str | Path | None = None,
 ) -> tuple[list[Question], list[SkippedRow]]:
-    """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
-    ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`. Image paths stay inside
-    the file's folder (or ``image_root``); absolute ones are read only with ``allow_absolute_paths``."""
+    """A question file's questions and the bad rows skipped (:func:`load_rows`)."""
     parse = functools.partial(_parse, check=check_images, allow_absolute=allow_absolute_paths)
     return load_rows(path, parse, skip_bad=skip_bad, what="question", image_root=image_root)

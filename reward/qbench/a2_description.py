@@ -88,8 +88,7 @@ def load_descriptions(
     allow_absolute_paths: bool = False,
     image_root: str | Path | None = None,
 ) -> tuple[list[Description], list[SkippedRow]]:
-    """Read a golden-description file; bad rows named by ``file:line`` (or skipped and counted). Image paths stay
-    inside the file's folder (or ``image_root``); absolute ones are read only with ``allow_absolute_paths``."""
+    """A golden-description file's rows and the bad rows skipped (read as A1's questions are)."""
 
     def parse(item: dict, base: Path, where: str, line: int) -> Description:
         golden = next((item[k] for k in GOLDEN_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)

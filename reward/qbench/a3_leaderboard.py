@@ -126,11 +126,8 @@ def dataset_names(data: Any) -> dict[str, str]:
 
 
 def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings) -> dict[str, Any]:
-    """``{"datasets": {name: {variant: {srcc, plcc, n}}}, "mean": {variant: {srcc, plcc}}, "skipped": {...}}``.
-
-    A reward gives the row ``score`` and one row per dimension it scores (e.g. sa-iqa's); :class:`SynonymTable`
-    gives the six rows of Table VIII.
-    """
+    """``{"datasets": {name: {variant: {srcc, plcc, n}}}, "mean": {variant: {srcc, plcc}}, "skipped": {...}}``, a row
+    ``score`` and one per dimension the reward scores (:class:`SynonymTable`: the six of Table VIII)."""
     table: dict[str, dict[str, dict[str, float]]] = {}
     skipped: dict[str, int] = {}
     per_image: dict[str, list[dict[str, Any]]] = {}
