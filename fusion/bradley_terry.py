@@ -109,11 +109,7 @@ def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndar
 
 def pairwise_accuracy(s: np.ndarray, codes: np.ndarray) -> float:
     """Fraction of non-tie pairs ordered right by ``s = S_A - S_B`` (``s == 0`` counts one half); ``nan`` without
-    a non-tie pair (:func:`reward.eval.metrics.pairwise_accuracy` on score differences).
-
-    >>> pairwise_accuracy(np.array([1.0, -2.0, 0.0, 3.0]), np.array([LABEL_A, LABEL_A, LABEL_B, LABEL_TIE]))
-    0.5
-    """
+    a non-tie pair (:func:`reward.eval.metrics.pairwise_accuracy` on score differences)."""
     s = np.asarray(s, dtype=np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no decisive pair: nan, as documented
