@@ -46,18 +46,10 @@ class CalibrationSource:
         default=None, metadata={"help": "candidates and contact sheet (default: PROTOCOL_DIR/calibration)"}
     )
     candidates: int = field(
-        default=4,
-        metadata={
-            "help": "images rendered: half from positive prompts, half from negative ones",
-            "range": (2, 1000),
-        },
+        default=4, metadata={"help": "images rendered: half from positive prompts, half negative", "range": (2, 1000)}
     )
     scores: list[float] | None = field(
-        default=None,
-        metadata={
-            "help": "one 1-5 score per candidate, e.g. scores=1,3,4,5; null: asked on the terminal",
-            "range": (1, 5),
-        },
+        default=None, metadata={"help": "1-5 per candidate, e.g. scores=1,3,4,5; null: asked", "range": (1, 5)}
     )
     prompts: PromptLists = field(default_factory=PromptLists)
     steps: int = field(default=30, metadata={"help": "diffusion steps", "range": (1, 10_000)})

@@ -101,11 +101,7 @@ class FusionSettings:
         default=100.0, metadata={"help": "box bound on each |w_j|, keeps perfectly separable data finite"}
     )
     bootstrap: int = field(
-        default=200,
-        metadata={
-            "help": "bootstrap resamples for the weights' confidence intervals; 0 = no intervals",
-            "range": (0, 1_000_000),
-        },
+        default=200, metadata={"help": "resamples for the weights' intervals; 0 = none", "range": (0, 1_000_000)}
     )
     ci_level: float = field(default=0.95, metadata={"help": "confidence level of the bootstrap intervals"})
     holdout: float = field(

@@ -61,9 +61,7 @@ class CalibrateSettings(CalibrationSource):
     model: AgentModel = field(default_factory=AgentModel)
     server: ServerConfig = field(
         default_factory=ServerConfig,
-        metadata={
-            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key_env, top_logprobs...)"
-        },
+        metadata={"help": "backend=openai: the OpenAI-compatible servers (base_urls ...)"},
     )
     agents: AgentConfig = field(
         default_factory=AgentConfig, metadata={"help": "the Generator agent (e.g. retries, prompts=FILE)"}

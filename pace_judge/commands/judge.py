@@ -47,16 +47,12 @@ class JudgeSettings(PaceConfig):
     )
     max_decode_pixels: int | None = field(
         default=DEFAULT_DECODE_PIXELS,
-        metadata={
-            "help": ("decode guard: larger images are refused unread (the model's visual-token budget is max_pixels)"),
-            "may_change": True,
-            "range": PIXELS,
-        },
+        metadata={"help": "decode guard: larger images are refused unread", "may_change": True, "range": PIXELS},
     )
     resume: str = field(
         default="never",
         metadata={
-            "help": "auto: continue the same run in out= (images already in scores.jsonl are skipped) | never",
+            "help": "auto: continue the run in out= (images in scores.jsonl skipped) | never",
             "may_change": True,
         },
     )
