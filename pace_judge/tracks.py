@@ -78,12 +78,7 @@ def lettered_query(question: str, texts: Sequence[str]) -> OptionQuery:
 
 def letterings(probes: Sequence[Probe], lettering: str = "best-first", seed: int = 0) -> list[tuple[Option, ...]]:
     """Each probe's options in the order they are lettered: ``best-first`` (highest score first), ``reversed`` or
-    ``shuffled`` (one seeded permutation per probe, in probe order).
-
-    >>> p = Probe("Sharp?", (Option("Yes", 5.0), Option("Somewhat", 3.0), Option("No", 1.0)))
-    >>> [[o.text for o in opts] for opts in letterings([p], "reversed")]
-    [['No', 'Somewhat', 'Yes']]
-    """
+    ``shuffled`` (one seeded permutation per probe, in probe order)."""
     rng = np.random.default_rng(seed)
     orders = [p.lettered[::-1] if lettering == "reversed" else p.lettered for p in probes]
     if lettering == "shuffled":
@@ -111,11 +106,7 @@ def rank_query(dimension: str, high_score: float, low_score: float, variant: str
 
 def crop_grid(image: Image.Image, grid: Sequence[int] = (2, 2), *, upscale: bool = False) -> list[Image.Image]:
     """The image cut into ``rows x cols`` tiles at their native pixels (a crop never costs more visual tokens than
-    the whole image); ``upscale``: each tile enlarged back to the image's size.
-
-    >>> [t.size for t in crop_grid(Image.new("RGB", (64, 48)), (2, 2))]
-    [(32, 24), (32, 24), (32, 24), (32, 24)]
-    """
+    the whole image); ``upscale``: each tile enlarged back to the image's size."""
     (rows, cols), (w, h) = grid, image.size
     boxes = [
         (c * w // cols, r * h // rows, (c + 1) * w // cols, (r + 1) * h // rows)
