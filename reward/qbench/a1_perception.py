@@ -52,8 +52,6 @@ def lettered_prompt(
     """The multiple-choice prompt, its letters and the shown order (``order[k]``: the index in ``candidates`` under
     letter ``k``, shuffled by ``(seed, index)`` alone). ``layout``: ``paper`` is Q-Bench+ §II-B plus lmms-eval's
     :data:`INSTRUCTION` (``paper-exact``: without it); ``lmms`` is lmms-eval's text, the images before it."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
     order = list(range(len(candidates)))
     if shuffle:
         order = [int(i) for i in np.random.default_rng([seed, index]).permutation(len(candidates))]
@@ -151,8 +149,6 @@ def answer_questions(
     """Ask every question (singles and pairs alike); ``mode``: ``logprob`` reads the answer from the letter
     log-probabilities, ``generate`` parses a greedy reply of up to ``max_new_tokens`` tokens (:func:`parse_choice`).
     The shuffle's ``index`` is the question's position in ``questions``."""
-    if mode not in MODES:
-        raise ValueError(f"a1.mode={mode!r}: choose one of {', '.join(MODES)}")
     answers: list[Answer] = []
     asked = {"seed": seed, "shuffle": shuffle, "layout": layout}
     bar = tqdm(total=len(questions), desc=f"A1 ({mode})", unit="q", disable=None)
