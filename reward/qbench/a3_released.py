@@ -82,8 +82,6 @@ def good_poor_scores(
     words: tuple[str, str] = ("good", "poor"),
 ) -> np.ndarray:
     """``exp(g / T) / (exp(g / T) + exp(p / T))`` per object, in float64 (``g``, ``p``: ``logit_WORD``)."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
     try:
         g = np.asarray([float(o[f"logit_{words[0]}"]) for o in objs]) / temperature
         p = np.asarray([float(o[f"logit_{words[1]}"]) for o in objs]) / temperature
