@@ -18,7 +18,7 @@ minimised by L-BFGS-B with analytic gradients, each weight boxed to ``[-max_abs_
 >>> fit = fit_bradley_terry(x_a, x_b, ["a", "b", "a", "tie"], dimensions=["layout", "lighting"], l2=0.1)
 >>> fit.weights.round(3).tolist(), round(fit.nu, 3)
 ([1.684, -0.35], 1.882)
->>> [round(float(p[0]), 3) for p in fit.predict_proba(x_a[:1], x_b[:1])]  # P(A), P(B), P(tie)
+>>> [round(float(p[0]), 3) for p in outcome_probabilities(fit.score(x_a[:1]) - fit.score(x_b[:1]), fit.nu)]
 [0.723, 0.025, 0.252]
 >>> fit.score(np.array([[3.0, 4.0]])).round(3).tolist()  # S = x·w
 [3.654]
@@ -40,7 +40,6 @@ from reward.eval.metrics import pairwise_accuracy as metric_pairwise_accuracy
 
 logger = logging.getLogger(__name__)
 
-encode_labels = label_codes  # labels a/b/tie (any case) or codes -> int8 codes
 TIE_MODELS = ("davidson", "zero", "half", "drop")
 TIE_TARGET: dict[str, float | None] = {"zero": 0.0, "half": 0.5, "drop": None}  # eq. 2's y of a tie; None: left out
 THETA_BOUND = 20.0  # |log ν| ≤ 20 keeps everything finite when all pairs (or none) are ties
@@ -91,21 +90,6 @@ class BTFit:
         """Fused scores ``S = x·w`` for ``x`` [n, d] (eq. 3)."""
         return np.asarray(x, dtype=np.float64) @ self.weights
 
-    def predict_proba(self, x_a: np.ndarray, x_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(P(A wins), P(B wins), P(tie))`` per pair; ``P(tie)`` is 0 unless Davidson's ``ν > 0``."""
-        return outcome_probabilities(
-            self.score(x_a) - self.score(x_b), self.nu if self.options.tie_model == "davidson" else 0
-        )
-
-    def accuracy(self, x_a: np.ndarray, x_b: np.ndarray, labels: Sequence[str] | np.ndarray) -> float:
-        """Pairwise accuracy of the fused scores on the non-tie pairs (:func:`pairwise_accuracy`)."""
-        return pairwise_accuracy(self.score(x_a) - self.score(x_b), encode_labels(labels))
-
-    def log_likelihood_of(self, x_a: np.ndarray, x_b: np.ndarray, labels: Sequence[str] | np.ndarray) -> float:
-        """Total log-likelihood of ``labels`` under this fit (a tie read as its tie model says)."""
-        s = (np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)) @ self.weights
-        return float(np.sum(pair_log_likelihood(s, encode_labels(labels), self.options.tie_model, self.nu)))
-
 
 def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Davidson's ``(P(A), P(B), P(tie))`` for ``s = S_A - S_B``: ``P(A) = e^{s/2} / (e^{s/2} + e^{-s/2} + ν)``...
@@ -125,11 +109,7 @@ def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndar
 
 def pairwise_accuracy(s: np.ndarray, codes: np.ndarray) -> float:
     """Fraction of non-tie pairs ordered right by ``s = S_A - S_B`` (``s == 0`` counts one half); ``nan`` without
-    a non-tie pair (:func:`reward.eval.metrics.pairwise_accuracy` on score differences).
-
-    >>> pairwise_accuracy(np.array([1.0, -2.0, 0.0, 3.0]), np.array([LABEL_A, LABEL_A, LABEL_B, LABEL_TIE]))
-    0.5
-    """
+    a non-tie pair (:func:`reward.eval.metrics.pairwise_accuracy` on score differences)."""
     s = np.asarray(s, dtype=np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no decisive pair: nan, as documented
@@ -298,18 +278,15 @@ def fit_bradley_terry(
     sample_weight: np.ndarray | None = None,
     **option_overrides: object,
 ) -> BTFit:
-    """Fusion weights from pairs: ``x_a``, ``x_b`` [n, d] dimension scores, ``labels`` a/b/tie.
-
-    ``options`` or keyword overrides (``tie_model="half"``, ``l2=0.0``, ``nonneg=True``) set the model;
-    ``sample_weight`` [n] weighs each pair. Degenerate data (all ties, a constant or duplicated dimension, separable
-    pairs, weights at their bound) is fitted to finite weights and logged as a warning (kept in ``BTFit.warnings``).
-    """
+    """Fusion weights from pairs: ``x_a``, ``x_b`` [n, d] dimension scores, ``labels`` a/b/tie; ``options`` or keyword
+    overrides (``tie_model="half"``) set the model, ``sample_weight`` [n] weighs each pair. Degenerate data is fitted
+    to finite weights and logged as a warning (kept in ``BTFit.warnings``)."""
     options = dataclasses.replace(options or FitOptions(), **option_overrides)
     x_a, x_b = np.asarray(x_a, dtype=np.float64), np.asarray(x_b, dtype=np.float64)
     if x_a.ndim != 2 or x_a.shape != x_b.shape:
         raise ValueError(f"x_a and x_b must both have shape [n_pairs, n_dimensions]; got {x_a.shape} and {x_b.shape}.")
     n, d = x_a.shape
-    codes = encode_labels(labels)
+    codes = label_codes(labels)
     if codes.shape != (n,):
         raise ValueError(f"Got {codes.shape[0]} labels for {n} pairs; give exactly one label per pair.")
     if n == 0 or d == 0:

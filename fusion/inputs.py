@@ -1,12 +1,7 @@
-"""Preference pairs (``reward.data.load_pairs``) and their dimension scores, as the arrays the fit takes.
-
-Scores (JSONL ``{"image": image, "<dimension>": score, ...}``) name images relative to their file's folder, to
-``scores_root``, or absolutely; the ``scores.jsonl`` of an ``evaluate`` run (or SFT's evaluation) relative to the
-evaluated data's folder, read from the ``run.json`` beside it. Pairs and scores are matched by resolved path, never
-by file name. The dimensions are the numeric keys but :data:`METADATA_KEYS`, in order, unless named; rows of one
-image merge. Or a reward with dimensions (e.g. ``sa-iqa``) scores the pairs' images. A bad row raises ``ValueError``
-naming file, line and fix; with ``skip_bad=True`` it is skipped, counted and logged.
-"""
+"""Preference pairs (``reward.data.load_pairs``) matched by resolved path with their dimension scores: a scores
+JSONL (``{"image": ..., "<dimension>": score}``, paths relative to its folder, ``scores_root`` or, for an ``evaluate``
+run's ``scores.jsonl``, the evaluated data's folder) or a reward with dimensions. A bad row fails naming file and line,
+or with ``skip_bad`` is skipped and counted."""
 
 from __future__ import annotations
 
@@ -68,25 +63,19 @@ class PairData:
 
 
 def _bad(skipped: list[str] | None, message: str) -> None:
-    """A bad row: raise ``ManifestError`` (``skipped`` is None) or keep its message (``skip_bad``)."""
     if skipped is None:
         raise ManifestError(f"{message}; {_SKIP_HINT}.")
     skipped.append(message)
 
 
 def _number(value: Any) -> float | None:
-    """A finite float, or ``None`` for anything else (strings, null, booleans, NaN, infinities)."""
+    """A finite float, else ``None``."""
     numeric = isinstance(value, int | float) and not isinstance(value, bool)
     return float(value) if numeric and math.isfinite(value) else None
 
 
 def _bad_value(row: Mapping[str, Any]) -> str | None:
-    """A score written as a string (it would be dropped as a dimension in silence) or too large for the fit.
-
-    >>> _bad_value({"image": "a.png", "lighting": "3.2"}), _bad_value({"image": "a.png", "layout": 1e200})
-    ("'lighting' is the string '3.2', not a number; write it unquoted, e.g. 3.2", "'layout' = 1e+200 is beyond \
-±1e+09, too large for the fit; rescale the scores (e.g. to 1-5) or fix the value")
-    """
+    """A score written as a string (it would be dropped as a dimension in silence) or too large for the fit."""
     for key, value in row.items():
         if key in METADATA_KEYS:
             continue
@@ -317,8 +306,6 @@ def load_pair_data(
     relative to their file's folder or to ``image_root`` (absolute ones only with ``allow_absolute_paths``)."""
     from reward.data import load_pairs
 
-    if (scores is None) == (reward is None):
-        raise ValueError("Give exactly one source of dimension scores: scores=SCORES.jsonl or reward=NAME.")
     skipped: list[str] | None = [] if skip_bad else None
     paths = {"image_root": image_root, "allow_absolute_paths": allow_absolute_paths}
     try:

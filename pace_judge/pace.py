@@ -1,10 +1,7 @@
-"""The ``pace`` reward: PACE's dual-track judge behind ``reward.get_reward("pace", cfg)``.
+"""The ``pace`` reward: PACE's dual-track judge behind ``reward.get_reward("pace", cfg)``, with ``protocol=FILE``
+used as is, or ``dimension=...`` routed (:mod:`pace_judge.route`).
 
     python reward/evaluate.py reward=pace reward.model=PATH reward.protocol=FILE data=MANIFEST out=DIR
-
-With ``protocol=FILE`` the protocol is used as is (no agents, no memory). With ``dimension=...`` the dimension is
-routed (:mod:`pace_judge.route`): to expert rewards, to a stored protocol of the memory bank (always used calibrated),
-or the agents build one, which is stored. Each explanation names its ``scale`` and ``protocol_id``.
 """
 
 from __future__ import annotations

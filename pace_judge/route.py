@@ -1,12 +1,6 @@
-"""Fast and slow paths for a dimension named in words (PACE §4.2, A.1.3).
-
-Order: configured expert rewards, then a stored protocol of the memory bank, each by one rule
-(:func:`pace_judge.memory_bank.match`: the exact name, case and spacing aside, or cosine > theta); else the agents
-build a protocol from an example image (slow path), with the closest stored protocol as reference, and it is stored;
-the closest expert or stored protocol missed is said, with the ``theta=`` that would route to it. A protocol from the
-bank is only used calibrated: without anchors it is calibrated from ``calibration`` (and stored back) or refused with
-the command that calibrates it.
-"""
+"""Fast and slow paths for a dimension named in words (PACE §4.2, A.1.3): expert rewards, then a stored protocol
+of the memory bank (one rule: :func:`pace_judge.memory_bank.match`), else the agents build one (slow path), which is
+stored. A protocol from the bank is only used calibrated."""
 
 from __future__ import annotations
 
@@ -33,11 +27,9 @@ NEAR = 0.1  # a closest name within this of theta is a near miss: said as a warn
 
 
 class ExpertJudge:
-    """Registered rewards standing in for a protocol (A.1.3: "an ensemble of specialized IQA experts ... to compute a
-    consensus score"): each member's score mapped linearly from its ``score_range`` onto 1-5, their (weighted) mean.
-    A member scoring several dimensions gives the one named as the expert (``experts.lighting``: its ``lighting``),
-    never its fused score. A member that fails fails the judgement: no default score stands in for it. ``cfg``: one
-    reward config (``{name: qbench, ...}``), a list of them, or ``{members: [...], weights: [...]}``."""
+    """Registered rewards standing in for a protocol (A.1.3: "an ensemble of specialized IQA experts"): each member's
+    score mapped from its ``score_range`` onto 1-5, their weighted mean; a member that fails fails the judgement.
+    ``cfg``: one reward config (``{name: qbench, ...}``), a list of them, or ``{members: [...], weights: [...]}``."""
 
     def __init__(self, dimension: str, expert: str, cfg: Any) -> None:
         from reward.rewards.registry import get_reward, reward_info
@@ -68,8 +60,8 @@ class ExpertJudge:
         self.name = "+".join(m[0] for m in self.members)
 
     def named(self, out: RewardOutput, member: str) -> tuple[torch.Tensor, str | None]:
-        """The score of the dimension named as the expert when the reward scores dimensions (of its only one when it
-        scores one), else its score; a reward scoring several, none of them named so, is refused."""
+        """The score of the dimension named as the expert (``experts.lighting``: its ``lighting``, never the fused
+        score), of its only one, or its score when it has none."""
         dims = out.dimensions
         key = exact_key({d: d for d in dims}, self.expert) or (next(iter(dims)) if len(dims) == 1 else None)
         if dims and key is None:
@@ -102,9 +94,8 @@ class ExpertJudge:
 
 
 def calibrated(cfg: PaceConfig, bank: MemoryBank, slug: str, backend: Any) -> Protocol:
-    """The bank's protocol ``slug``, calibrated: as stored, or calibrated now from ``cfg.calibration`` and stored back
-    (§4.2: "Once calibrated, the new protocol is stored"); else an error giving the command that calibrates it.
-    Scores on the option scale never come out of the memory bank."""
+    """The bank's protocol ``slug``, calibrated: as stored, or now from ``cfg.calibration`` and stored back (§4.2);
+    else an error giving the command that calibrates it."""
     from pace_judge.calibration import calibrate
 
     file = bank.protocol_file(slug)
@@ -131,9 +122,8 @@ def calibrated(cfg: PaceConfig, bank: MemoryBank, slug: str, backend: Any) -> Pr
 def resolve(
     cfg: PaceConfig, backend: Any
 ) -> tuple[dict[str, Any], ExpertJudge | Protocol | Callable[[Image.Image | None], Protocol]]:
-    """Route ``cfg.dimension``, once: ``(how, an expert judge or a protocol)``, or on the slow path ``(how, the build
-    of its protocol from an example image)`` (built now from ``example_image`` when set). A dimension not routed to
-    the closest expert or stored protocol by a near miss of ``theta`` is said, with the ``theta=`` that routes it."""
+    """Route ``cfg.dimension``: ``(how, an expert judge or a protocol)``, or on the slow path ``(how, the build of its
+    protocol from an example image)``. A near miss of ``theta`` is said, with the ``theta=`` that routes it."""
     dimension, theta = cfg.dimension or "", cfg.theta
     embedder = Embedder(cfg.embedder)
     missed = []  # (what, the closest name, its cosine) not above theta

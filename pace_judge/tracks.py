@@ -1,16 +1,8 @@
-"""PACE's dual-track score (§4.5): the queries, the formulas (eq. 4-10) and :class:`DualTrackScorer`.
+"""PACE's dual-track score (§4.5, eq. 4-10): the queries, the formulas and :class:`DualTrackScorer`.
 
-Track 1 asks every probe with its options lettered in score order (A = highest, as the released code does;
-``lettering=reversed`` or a seeded ``shuffled`` order measure or average out a bias for A) and reads the softmax over
-exactly those letters: E_r = sum_c P(c) S_c (eq. 4-5); alpha1 = (sum_r w_r E_r / sum_r w_r - S_min) / (S_max - S_min)
-with the protocol's own bounds (eq. 6), w_r = 1/N as the paper's implementation (``probe_weights=agent``: the
-Visualizer's). Zoom probes are also asked on a grid of crops at native pixels, combined by mean or min. Track 2 shows
-[high anchor, low anchor, target], purely comparatively by default, and reads five rank letters: alpha2 = sum_k P(k)
-V_k with V = (1, .75, .5, .25, 0) (eq. 7-8). Final = Y_low + (Y_high - Y_low)(w1 alpha1 + w2 alpha2) clamped to the
-anchors' range (eq. 9-10); without anchors, alpha1 is mapped onto [S_min, S_max] and flagged. Sums in float64.
-
-One ``option_logprobs`` call asks every probe about a batch (each image's prefix encoded once), a second the zoom
-probes about the crops, a third Track 2 (the local model encodes the anchors once: :mod:`pace_judge.anchored`).
+Track 1 asks every probe with its options lettered (A = highest score, as the released code) and reads the softmax
+over exactly those letters; zoom probes are also asked on a grid of crops. Track 2 shows [high anchor, low anchor,
+target] and reads five rank letters. One ``option_logprobs`` call per track (and one for the crops); sums in float64.
 
     >>> alpha2_from_logits(torch.zeros(1, 5)).round(decimals=6).tolist()  # uniform over the five ranks -> the middle
     [0.5]
@@ -86,12 +78,7 @@ def lettered_query(question: str, texts: Sequence[str]) -> OptionQuery:
 
 def letterings(probes: Sequence[Probe], lettering: str = "best-first", seed: int = 0) -> list[tuple[Option, ...]]:
     """Each probe's options in the order they are lettered: ``best-first`` (highest score first), ``reversed`` or
-    ``shuffled`` (one seeded permutation per probe, in probe order).
-
-    >>> p = Probe("Sharp?", (Option("Yes", 5.0), Option("Somewhat", 3.0), Option("No", 1.0)))
-    >>> [[o.text for o in opts] for opts in letterings([p], "reversed")]
-    [['No', 'Somewhat', 'Yes']]
-    """
+    ``shuffled`` (one seeded permutation per probe, in probe order)."""
     rng = np.random.default_rng(seed)
     orders = [p.lettered[::-1] if lettering == "reversed" else p.lettered for p in probes]
     if lettering == "shuffled":
@@ -119,11 +106,7 @@ def rank_query(dimension: str, high_score: float, low_score: float, variant: str
 
 def crop_grid(image: Image.Image, grid: Sequence[int] = (2, 2), *, upscale: bool = False) -> list[Image.Image]:
     """The image cut into ``rows x cols`` tiles at their native pixels (a crop never costs more visual tokens than
-    the whole image); ``upscale``: each tile enlarged back to the image's size.
-
-    >>> [t.size for t in crop_grid(Image.new("RGB", (64, 48)), (2, 2))]
-    [(32, 24), (32, 24), (32, 24), (32, 24)]
-    """
+    the whole image); ``upscale``: each tile enlarged back to the image's size."""
     (rows, cols), (w, h) = grid, image.size
     boxes = [
         (c * w // cols, r * h // rows, (c + 1) * w // cols, (r + 1) * h // rows)
@@ -284,8 +267,7 @@ class DualTrackScorer:
         missing: torch.Tensor,
         rank_probs: torch.Tensor | None,
     ) -> dict[str, Any]:
-        """Image ``i``: each probe's option probabilities (whole image) and expected score (after crops), the crops'
-        expected scores, sub-dimension scores, alpha1, alpha2 and Track 2's rank probabilities."""
+        """Image ``i``'s explanation: per probe, per sub-dimension, alpha1, alpha2 and the rank probabilities."""
         probes, subs = [], {}
         for q, p in enumerate(self.protocol.probes):
             entry: dict[str, Any] = {

@@ -38,7 +38,6 @@ def test_each_tie_model_fits_the_hand_computed_maximum_likelihood(tie_model: str
     assert fit.weights[0] == pytest.approx(w, abs=1e-5)
     assert fit.nu == pytest.approx(nu, abs=1e-5)
     assert fit.log_likelihood == pytest.approx(ll, abs=1e-8)
-    assert fit.log_likelihood_of(X_A, X_B, LABELS) == pytest.approx(ll, abs=1e-8)
 
 
 def test_the_literal_reading_counts_a_tie_as_a_loss_of_a() -> None:

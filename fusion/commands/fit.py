@@ -16,13 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 from omegaconf import MISSING
 
-from fusion.bradley_terry import LABEL_A, LABEL_TIE, TIE_MODELS, BTFit, FitOptions, fit_bradley_terry
+from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terry, pairwise_accuracy
 from fusion.inputs import PairData, load_pair_data
 from fusion.uncertainty import ComparisonRow, bootstrap_intervals, heldout_comparison
 from reward.core.config import BATCH, parse
 from reward.core.errors import ConfigError, UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.core.summary import log_summary, text_table
+from reward.data.labels import LABEL_A, LABEL_TIE
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.rewards.fusion_weights import FusionWeights, save_weights
 from reward.rewards.registry import reward_config
@@ -49,11 +50,9 @@ class FusionSettings:
     scores_root: str | None = field(
         default=None,
         metadata={
-            "help": (
-                "folder the scores' image paths are relative to; null: the evaluated data's folder for the "
-                "scores.jsonl of an evaluate run (read from its run.json), else image_root, else the scores file's "
-                "folder"
-            )
+            "help": "folder the scores' image paths are relative to; null: the evaluated data's folder for the "
+            "scores.jsonl of an evaluate run (read from its run.json), else image_root, else the scores file's "
+            "folder"
         },
     )
     reward: Any = field(
@@ -73,12 +72,10 @@ class FusionSettings:
     tie_model: str = field(
         default="davidson",
         metadata={
-            "help": (
-                "davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie "
-                "is y = 0, a win of b, so the weights depend on which image of a tied pair is listed first; "
-                "warned with the number of ties) | half (a tie is y = 0.5: eq. 2 averaged over both orders) | "
-                "drop (ties left out)"
-            )
+            "help": "davidson (ours: ties get their own probability, nu fitted) | zero (eq. 2 literally: a tie "
+            "is y = 0, a win of b, so the weights depend on which image of a tied pair is listed first; "
+            "warned with the number of ties) | half (a tie is y = 0.5: eq. 2 averaged over both orders) | "
+            "drop (ties left out)"
         },
     )
     l2: float = field(
@@ -88,31 +85,23 @@ class FusionSettings:
     nonneg: bool = field(
         default=True,
         metadata={
-            "help": (
-                "every weight >= 0 (ours): with divide_by_sum a weighted mean of the dimensions, so a written file "
-                "is always usable; false: the free fit of eq. 2 (with divide_by_sum, refused when its weights sum to "
-                "0 or less)"
-            )
+            "help": "every weight >= 0 (ours): with divide_by_sum a weighted mean of the dimensions, so a written "
+            "file is always usable; false: the free fit of eq. 2 (with divide_by_sum, refused when its weights sum "
+            "to 0 or less)"
         },
     )
     divide_by_sum: bool = field(
         default=True,
         metadata={
-            "help": (
-                "reward=sa-iqa divides the fused score by sum(w) (ours: the same ranking, kept on the dimensions' "
-                "1-5 scale); false: eq. 3 as written, S = x.w (recorded in the file, applied by the reward)"
-            )
+            "help": "reward=sa-iqa divides the fused score by sum(w) (ours: the same ranking, kept on the dimensions' "
+            "1-5 scale); false: eq. 3 as written, S = x.w (recorded in the file, applied by the reward)"
         },
     )
     max_abs_weight: float = field(
         default=100.0, metadata={"help": "box bound on each |w_j|, keeps perfectly separable data finite"}
     )
     bootstrap: int = field(
-        default=200,
-        metadata={
-            "help": "bootstrap resamples for the weights' confidence intervals; 0 = no intervals",
-            "range": (0, 1_000_000),
-        },
+        default=200, metadata={"help": "resamples for the weights' intervals; 0 = none", "range": (0, 1_000_000)}
     )
     ci_level: float = field(default=0.95, metadata={"help": "confidence level of the bootstrap intervals"})
     holdout: float = field(
@@ -173,24 +162,14 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
     """Set up (the settings, the output file, the pairs and their scores), fit the weights with their intervals and
     held-out comparison, report (the tables, ``out`` as JSON and its ``.png`` bar chart)."""
     settings = parse(FusionSettings, cfg)
-    setup = set_up(settings)
-    weights, comparison = fit_weights(setup)
-    return report(setup, weights, comparison)
+    data, run_meta = set_up(settings)
+    weights, comparison = fit_weights(settings, data, run_meta)
+    return report(settings, data, weights, comparison)
 
 
-@dataclass
-class Setup:
-    """What :func:`set_up` reads for :func:`fit_weights` and :func:`report`."""
-
-    settings: FusionSettings
-    data: PairData
-    reward_name: str | None  # the reward that scored the pairs' images (reward=), or None (scores=)
-    provenance: dict[str, Any]  # the inputs' fingerprints
-
-
-def set_up(settings: FusionSettings) -> Setup:
+def set_up(settings: FusionSettings) -> tuple[PairData, dict[str, Any]]:
     """The output file checked before any work, then the pairs matched with their dimension scores (read from
-    ``scores=``, or scored by ``reward=``)."""
+    ``scores=``, or scored by ``reward=``): ``(pairs, the reward that scored them and the inputs' fingerprints)``."""
     check_output_file(settings.out, overwrite=settings.overwrite)
     reward_cfg = dict(settings.reward or {})
     reward_name = reward_cfg.pop("name", None)
@@ -205,21 +184,19 @@ def set_up(settings: FusionSettings) -> Setup:
         scores_root=settings.scores_root,
         **image_paths(settings),
     )
-    provenance = {
-        "command": "fit",
-        "inputs": {
-            "pairs": fingerprint(settings.pairs),
-            "scores": fingerprint(settings.scores, roots=[settings.scores_root] if settings.scores_root else []),
-        }
-        | {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()},
+    inputs = {
+        "pairs": fingerprint(settings.pairs),
+        "scores": fingerprint(settings.scores, roots=[settings.scores_root] if settings.scores_root else []),
     }
-    return Setup(settings, data, reward_name, provenance)
+    inputs |= {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()}
+    return data, {"reward": reward_name, "run": {"command": "fit", "inputs": inputs}}
 
 
-def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
+def fit_weights(
+    settings: FusionSettings, data: PairData, run_meta: dict[str, Any]
+) -> tuple[FusionWeights, list[ComparisonRow]]:
     """The Bradley-Terry fit, its bootstrap intervals (when enough pairs are decided) and the held-out comparison
     with uniform and single-dimension weights."""
-    settings, data = setup.settings, setup.data
     summary = f"{data.n_pairs} pairs ({data.n_ties} ties, {len(data.skipped)} bad rows skipped)"
     logger.info(
         "Fitting %s on %s, tie_model=%s, l2=%g.", list(data.dimensions), summary, settings.tie_model, settings.l2
@@ -231,7 +208,7 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
             f"be estimated from {settings.pairs}; add pairs with a preferred image (label a or b)"
         )
     bt_fit = fit_bradley_terry(data.x_a, data.x_b, data.labels, dimensions=data.dimensions, options=options)
-    check_usable(setup, bt_fit)
+    check_usable(settings, data, bt_fit)
     pairs, decided, ci, note = (data.x_a, data.x_b, data.labels), data.n_pairs - data.n_ties, None, None
     if settings.bootstrap and decided < MIN_DECIDED_FOR_CI:
         note = (
@@ -249,47 +226,33 @@ def fit_weights(setup: Setup) -> tuple[FusionWeights, list[ComparisonRow]]:
         rows = heldout_comparison(*pairs, dimensions=data.dimensions, options=options, **split)
     elif settings.holdout > 0:
         logger.warning("Only %d pair(s): no held-out comparison.", data.n_pairs)
-    meta = {  # the data, the model, the held-out check, provenance
-        "n_pairs": data.n_pairs,
-        "n_ties": data.n_ties,
-        "n_skipped": len(data.skipped),
-        "tie_model": settings.tie_model,
-        "nu": bt_fit.nu,
-        "l2": settings.l2,
-        "nonneg": settings.nonneg,
-        "divide_by_sum": settings.divide_by_sum,
-        "max_abs_weight": settings.max_abs_weight,
-        "train_accuracy": bt_fit.accuracy(*pairs),
-        "train_log_likelihood_per_pair": bt_fit.log_likelihood / data.n_pairs,
-        "heldout_fraction": settings.holdout if rows else 0.0,
-        "heldout_accuracy": rows[0].accuracy if rows else None,
-        "heldout_log_likelihood_per_pair": rows[0].log_likelihood if rows else None,
-        "heldout_baselines": {
-            r.name: {"accuracy": r.accuracy, "log_likelihood_per_pair": r.log_likelihood} for r in rows[1:]
-        },
-        "bootstrap": settings.bootstrap,
-        "ci_level": settings.ci_level if ci is not None else None,
-        "seed": settings.seed,
-        "converged": bt_fit.converged,
-        "warnings": list(bt_fit.warnings),
-        "pairs": settings.pairs,
-        "scores": settings.scores,
-        "reward": setup.reward_name,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "ci_note": note,
-        "run": setup.provenance,
+    # the data, the model, the held-out check, provenance (in this order in the file)
+    meta = {"n_pairs": data.n_pairs, "n_ties": data.n_ties, "n_skipped": len(data.skipped)}
+    model = ("tie_model", "nu", "l2", "nonneg", "divide_by_sum", "max_abs_weight")
+    meta |= {k: bt_fit.nu if k == "nu" else getattr(settings, k) for k in model}
+    meta["train_accuracy"] = pairwise_accuracy(bt_fit.score(data.x_a) - bt_fit.score(data.x_b), data.labels)
+    meta["train_log_likelihood_per_pair"] = bt_fit.log_likelihood / data.n_pairs
+    held = rows[0] if rows else None
+    meta |= {"heldout_fraction": settings.holdout if rows else 0.0, "heldout_accuracy": held and held.accuracy}
+    meta["heldout_log_likelihood_per_pair"] = held and held.log_likelihood
+    meta["heldout_baselines"] = {
+        r.name: {"accuracy": r.accuracy, "log_likelihood_per_pair": r.log_likelihood} for r in rows[1:]
     }
-    low, high = (None, None) if ci is None else (ci.low, ci.high)
+    meta |= {"bootstrap": settings.bootstrap, "ci_level": settings.ci_level if ci is not None else None}
+    meta |= {"seed": settings.seed, "converged": bt_fit.converged, "warnings": list(bt_fit.warnings)}
+    meta |= {"pairs": settings.pairs, "scores": settings.scores, "reward": run_meta["reward"]}
+    meta |= {"date": datetime.now(UTC).isoformat(timespec="seconds"), "ci_note": note, "run": run_meta["run"]}
+    low, high = (None, None) if ci is None else ci[:2]
     weights = FusionWeights(data.dimensions, bt_fit.weights, ci_low=low, ci_high=high, meta=meta)
     logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", bt_fit.nu, format_weights_table(weights))
     return weights, rows
 
 
-def check_usable(setup: Setup, bt_fit: BTFit) -> None:
+def check_usable(settings: FusionSettings, data: PairData, bt_fit: BTFit) -> None:
     """Refuse, before anything is written, weights ``reward=sa-iqa`` could not use: when no dimension favours the
     preferred images (then the best non-negative fit is w = 0: no weighting beats the plain mean, whatever ``nonneg``),
     and free weights summing to 0 or less when the reward divides by their sum; warn about negative weights."""
-    data, settings, w = setup.data, setup.settings, np.asarray(bt_fit.weights, dtype=np.float64)
+    w = np.asarray(bt_fit.weights, dtype=np.float64)
     named = ", ".join(f"{d} {v:.4g}" for d, v in zip(data.dimensions, w, strict=True))
     decided = data.labels != LABEL_TIE  # each dimension's mean score lead of the preferred image (> 0: it predicts)
     lead = ((data.x_a - data.x_b)[decided] * np.where(data.labels[decided] == LABEL_A, 1.0, -1.0)[:, None]).mean(0)
@@ -318,9 +281,10 @@ def check_usable(setup: Setup, bt_fit: BTFit) -> None:
         )
 
 
-def report(setup: Setup, weights: FusionWeights, comparison: list[ComparisonRow]) -> FusionWeights:
+def report(
+    settings: FusionSettings, data: PairData, weights: FusionWeights, comparison: list[ComparisonRow]
+) -> FusionWeights:
     """The held-out table, ``out`` (the weights as JSON), its bar chart and the closing summary."""
-    settings, data = setup.settings, setup.data
     if comparison:
         cells = [[r.name, f"{r.accuracy:.3f}", f"{r.log_likelihood:.4f}"] for r in comparison]
         table = text_table(["fusion", "held-out acc", "held-out LL/pair"], cells, [False, True, True])

@@ -41,8 +41,7 @@ class AgentModel(ModelLoading):
 
 @dataclass
 class CalibrateSettings(CalibrationSource):
-    """The calibration source (:class:`pace_judge.calibration.CalibrationSource`: benchmark or generative mode) and
-    what to calibrate."""
+    """The calibration source (benchmark or generative mode) and what to calibrate."""
 
     protocol: str = field(
         default=MISSING,
@@ -62,9 +61,7 @@ class CalibrateSettings(CalibrationSource):
     model: AgentModel = field(default_factory=AgentModel)
     server: ServerConfig = field(
         default_factory=ServerConfig,
-        metadata={
-            "help": "backend=openai: the OpenAI-compatible servers (base_urls, model, api_key_env, top_logprobs...)"
-        },
+        metadata={"help": "backend=openai: the OpenAI-compatible servers (base_urls ...)"},
     )
     agents: AgentConfig = field(
         default_factory=AgentConfig, metadata={"help": "the Generator agent (e.g. retries, prompts=FILE)"}

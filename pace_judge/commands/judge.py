@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING
-from PIL import Image
 from tqdm.auto import tqdm
 
 from pace_judge.agents import ProtocolBuildError
@@ -48,16 +47,12 @@ class JudgeSettings(PaceConfig):
     )
     max_decode_pixels: int | None = field(
         default=DEFAULT_DECODE_PIXELS,
-        metadata={
-            "help": ("decode guard: larger images are refused unread (the model's visual-token budget is max_pixels)"),
-            "may_change": True,
-            "range": PIXELS,
-        },
+        metadata={"help": "decode guard: larger images are refused unread", "may_change": True, "range": PIXELS},
     )
     resume: str = field(
         default="never",
         metadata={
-            "help": "auto: continue the same run in out= (images already in scores.jsonl are skipped) | never",
+            "help": "auto: continue the run in out= (images in scores.jsonl skipped) | never",
             "may_change": True,
         },
     )
@@ -107,16 +102,6 @@ def set_up(settings: JudgeSettings) -> tuple[Any, list[Path], list[dict[str, Any
     return output, files, done
 
 
-def decode(path: Path, max_decode_pixels: int | None) -> Image.Image:
-    """``path`` decoded, its size checked from the header first; a problem is a :class:`UserError` naming the path
-    and the judge's keys."""
-    try:
-        return load_image(path, max_pixels=max_decode_pixels)
-    except (UserError, OSError, ValueError) as err:
-        said = str(err).replace("max_pixels", "max_decode_pixels")  # the judge's decode guard
-        raise UserError(f"{said} (max_pixels is the model's visual-token budget; skip_bad=true skips it)") from None
-
-
 def judge(
     settings: JudgeSettings, output: Any, files: list[Path], done: list[dict[str, Any]]
 ) -> tuple[PaceReward, list[dict[str, Any]], list[str]]:
@@ -136,12 +121,14 @@ def judge(
             names, images = [], []
             for path in todo[start : start + settings.images_per_call]:
                 try:
-                    images.append(decode(path, settings.max_decode_pixels))
+                    images.append(load_image(path, max_pixels=settings.max_decode_pixels))
                     names.append(path.name)
-                except UserError as err:
+                except (UserError, OSError, ValueError) as err:
+                    said = str(err).replace("max_pixels", "max_decode_pixels")  # the judge's decode guard
                     if not settings.skip_bad:
-                        raise
-                    logger.warning("skipping %s: %s", path, err)
+                        hint = "max_pixels is the model's visual-token budget; skip_bad=true skips it"
+                        raise UserError(f"{said} ({hint})") from None
+                    logger.warning("skipping %s: %s", path, said)
                     skipped.append(path.name)
             if not images:
                 continue

@@ -38,11 +38,7 @@ class MemorySettings:
     protocol: str | None = field(default=None, metadata={"help": "import: protocol JSON file(s), comma-separated"})
     replace: bool = field(default=False, metadata={"help": "import: replace a stored protocol of the same dimension"})
     theta: float = field(
-        default=0.8,
-        metadata={
-            "help": "route: fast path when the cosine to a stored dimension is above this",
-            "range": (-1, 1),
-        },
+        default=0.8, metadata={"help": "route: fast path above this cosine to a stored dimension", "range": (-1, 1)}
     )
     embedder: str | None = field(
         default=None, metadata={"help": "sentence-transformers path (default: all-MiniLM-L6-v2, offline)"}

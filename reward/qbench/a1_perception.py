@@ -49,14 +49,9 @@ def lettered_prompt(
     shuffle: bool = True,
     layout: str = "paper",
 ) -> tuple[str, tuple[str, ...], list[int]]:
-    """The multiple-choice prompt, its letters (as many as candidates) and the shown order: ``order[k]`` is the
-    index in ``candidates`` of the option under letter ``k``, shuffled by ``(seed, index)`` alone. ``layout``:
-    ``paper`` is Q-Bench+ §II-B (the question, the images -- "The first image: <image>" for pairs --, "Choose between
-    one of the following options:", the options) plus lmms-eval's :data:`INSTRUCTION` (``paper-exact``: without it,
-    as the paper prints it); ``lmms`` is lmms-eval's text, the images before it, ending with its post-prompt's
-    newline."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"a1.prompt={layout!r}: choose one of {', '.join(LAYOUTS)}")
+    """The multiple-choice prompt, its letters and the shown order (``order[k]``: the index in ``candidates`` under
+    letter ``k``, shuffled by ``(seed, index)`` alone). ``layout``: ``paper`` is Q-Bench+ §II-B plus lmms-eval's
+    :data:`INSTRUCTION` (``paper-exact``: without it); ``lmms`` is lmms-eval's text, the images before it."""
     order = list(range(len(candidates)))
     if shuffle:
         order = [int(i) for i in np.random.default_rng([seed, index]).permutation(len(candidates))]
@@ -75,16 +70,7 @@ def parse_choice(reply: str, letters: Sequence[str], options: Sequence[str]) -> 
     """The letter a free-form reply chooses and the rule that found it, as lmms-eval's Q-Bench parser (MMMU's
     ``parse_multi_choice_response``) reads it: ``(X)``, then ``X`` followed by a space, then ``X.``, then -- only in
     a reply of more than five words -- an option's text; of several matches the last one in the reply wins.
-    ``(None, None)`` where lmms-eval would guess at random: the reply counts as wrong.
-
-    >>> pair = ["The first image", "The second image"]
-    >>> [parse_choice(r, "AB", pair)[0] for r in ("B.", "(A)", "The answer is B.")]
-    ['B', 'A', 'B']
-    >>> parse_choice("The second image is brighter than the first image.", "AB", pair)  # the last match wins
-    ('A', 'option text')
-    >>> parse_choice("Medium", "ABC", ["High", "Medium", "Low"])  # five words or fewer: no text matching
-    (None, None)
-    """
+    ``(None, None)`` where lmms-eval would guess at random: the reply counts as wrong."""
     response = reply
     for char in (",", ".", "!", "?", ";", ":", "'"):
         response = response.strip(char)
@@ -163,8 +149,6 @@ def answer_questions(
     """Ask every question (singles and pairs alike); ``mode``: ``logprob`` reads the answer from the letter
     log-probabilities, ``generate`` parses a greedy reply of up to ``max_new_tokens`` tokens (:func:`parse_choice`).
     The shuffle's ``index`` is the question's position in ``questions``."""
-    if mode not in MODES:
-        raise ValueError(f"a1.mode={mode!r}: choose one of {', '.join(MODES)}")
     answers: list[Answer] = []
     asked = {"seed": seed, "shuffle": shuffle, "layout": layout}
     bar = tqdm(total=len(questions), desc=f"A1 ({mode})", unit="q", disable=None)

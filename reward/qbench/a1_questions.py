@@ -56,11 +56,7 @@ class Question:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """The lines of a markdown table.
-
-    >>> markdown_table(["part", "n"], [["pair", "2"]])
-    ['| part | n |', '|---|---|', '| pair | 2 |']
-    """
+    """The lines of a markdown table."""
     return ["| " + " | ".join(header) + " |", "|---" * len(header) + "|", *("| " + " | ".join(r) + " |" for r in rows)]
 
 
@@ -101,14 +97,7 @@ HF_IMAGES = ("image", "image1", "image2")
 def hf_row(row: dict, where: str) -> dict:
     """A row of the Hugging Face layout as a released row, as lmms-eval reads it: the candidates are the options up
     to the first ``"N/A"``, the answer is the candidate at ``correct_choice``'s letter, ``type`` and ``concern`` are
-    ``question_type`` and ``question_concern``, the images ``image`` or ``[image1, image2]``.
-
-    >>> hf_row({"id": 0, "image": "a.jpg", "question": "How is the lighting of this building?", "option0": "High",
-    ...         "option1": "Low", "option2": "Medium", "option3": "N/A", "question_type": 2, "question_concern": 3,
-    ...         "correct_choice": "B"}, "dev row 1")  # doctest: +NORMALIZE_WHITESPACE
-    {'img_path': 'a.jpg', 'question': 'How is the lighting of this building?', 'candidates': ['High', 'Low',
-     'Medium'], 'correct_ans': 'Low', 'type': 2, 'concern': 3, 'id': 0}
-    """
+    ``question_type`` and ``question_concern``, the images ``image`` or ``[image1, image2]``."""
     candidates = list(takewhile(lambda o: o is not None and str(o).strip() != "N/A", map(row.get, HF_OPTIONS)))
     letter = row.get("correct_choice")
     index = ord(letter.strip().upper()) - ord("A") if isinstance(letter, str) and len(letter.strip()) == 1 else -1
@@ -281,8 +270,6 @@ def load_questions(
     allow_absolute_paths: bool = False,
     image_root: str | Path | None = None,
 ) -> tuple[list[Question], list[SkippedRow]]:
-    """Read a question file (JSON list or JSONL). Bad rows raise ``ManifestError`` naming ``file:line``, or with
-    ``skip_bad=True`` are logged, skipped and returned as :class:`~reward.data.SkippedRow`. Image paths stay inside
-    the file's folder (or ``image_root``); absolute ones are read only with ``allow_absolute_paths``."""
+    """A question file's questions and the bad rows skipped (:func:`load_rows`)."""
     parse = functools.partial(_parse, check=check_images, allow_absolute=allow_absolute_paths)
     return load_rows(path, parse, skip_bad=skip_bad, what="question", image_root=image_root)

@@ -88,8 +88,7 @@ def load_descriptions(
     allow_absolute_paths: bool = False,
     image_root: str | Path | None = None,
 ) -> tuple[list[Description], list[SkippedRow]]:
-    """Read a golden-description file; bad rows named by ``file:line`` (or skipped and counted). Image paths stay
-    inside the file's folder (or ``image_root``); absolute ones are read only with ``allow_absolute_paths``."""
+    """A golden-description file's rows and the bad rows skipped (read as A1's questions are)."""
 
     def parse(item: dict, base: Path, where: str, line: int) -> Description:
         golden = next((item[k] for k in GOLDEN_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
@@ -171,13 +170,7 @@ def description_metrics(per_row: Sequence[dict[str, Any]], rows: Sequence[Descri
     """Per part (single images, pairs): each dimension's mean over the rows the judge scored on it (``n_scored``),
     their sum (Q-Bench+'s "Sum.") only when every dimension was scored on every row (else ``None``, and
     ``incomplete`` names the dimensions short of rows), and ``p``: per dimension the frequencies ``[P0, P1, P2]`` of
-    the scores over every judged round, as Tables IV and V report them.
-
-    >>> rows = [Description((Path("a.png"),), "gold", 1)]
-    >>> m = description_metrics([{"completeness": 2.0, "precision": None, "relevance": 1.0}], rows)["single"]
-    >>> m["sum"], m["incomplete"], m["n_scored"]["precision"]
-    (None, ['precision'], 0)
-    """
+    the scores over every judged round, as Tables IV and V report them."""
     out: dict[str, Any] = {}
     for part in ("single", "pair"):
         items = [s for s, r in zip(per_row, rows, strict=True) if r.part == part]

@@ -1,16 +1,11 @@
-"""Q-Bench A3 assessment leaderboard: a reward over several IQA datasets -> SRCC/PLCC per dataset and their mean.
+"""Q-Bench A3 assessment leaderboard (Table VI of Q-Bench+): a reward over several IQA datasets -> SRCC/PLCC per
+dataset and their mean. ``reward=qbench`` keeps each image's good/poor log-probabilities and scores them as the
+released notebook does (:mod:`reward.qbench.a3_released`); with ``ensemble=True`` the six words of Table VIII are read
+in one forward pass, every synonym variant eq. 2 on a subset of them.
 
-Like Table VI of Q-Bench+. ``reward=qbench`` (good/poor) keeps each image's two log-probabilities, scores them as
-Q-Bench's released notebook does (:mod:`reward.qbench.a3_released`: temperature 100 by default) and can write them in
-the released files' layout; the released models' own files become rows of the same table (:func:`add_released`). With
-``ensemble=True`` (reward ``qbench`` only) the six words good, high, fine, poor, low, bad are read in one forward pass
-and every synonym variant of Table VIII is eq. 2 on a subset of them.
-
-A dataset is a ratings manifest, a dataset by name, or an A3 JSON file as released in ``Q-Future/Q-Bench``
-(``a3_iqa_databases/jsons/*.json``): a list of ``{"img_path": NAME, "gt_score": "3.83"}`` (``gt_score`` a string,
-``"2.82 "`` in ``cgi.json``, or a number; ``image`` instead of ``img_path`` in Q-Align's files), each image read
-relative to the JSON's folder, else found by its file name anywhere below it (put the JSON in, or above, the
-dataset's image folder), rated on the dimension ``quality``. ``livec.json`` keeps LIVE Challenge's 7 training images.
+A dataset is a ratings manifest, a dataset by name, or an A3 JSON file as released (``a3_iqa_databases/jsons/*.json``:
+``[{"img_path": NAME, "gt_score": "3.83"}, ...]``), each image read relative to the JSON's folder, else found by its
+file name anywhere below it, rated on the dimension ``quality``.
 
 Example:
     >>> [name for name, _, _ in VARIANTS][:3]
@@ -131,11 +126,8 @@ def dataset_names(data: Any) -> dict[str, str]:
 
 
 def leaderboard(reward: Any, datasets: Mapping[str, str], settings: EvalSettings) -> dict[str, Any]:
-    """``{"datasets": {name: {variant: {srcc, plcc, n}}}, "mean": {variant: {srcc, plcc}}, "skipped": {...}}``.
-
-    A reward gives the row ``score`` and one row per dimension it scores (e.g. sa-iqa's); :class:`SynonymTable`
-    gives the six rows of Table VIII.
-    """
+    """``{"datasets": {name: {variant: {srcc, plcc, n}}}, "mean": {variant: {srcc, plcc}}, "skipped": {...}}``, a row
+    ``score`` and one per dimension the reward scores (:class:`SynonymTable`: the six of Table VIII)."""
     table: dict[str, dict[str, dict[str, float]]] = {}
     skipped: dict[str, int] = {}
     per_image: dict[str, list[dict[str, Any]]] = {}

@@ -1,22 +1,9 @@
-"""Q-Bench's released A3 outputs: per-image logits of "good" and "poor", read and written in Q-Bench's own layout.
+"""Q-Bench's released A3 outputs (``leaderboards/IQA_outputs/MODEL/DATASET.json``: JSON objects back to back, each
+``{"img_path", "gt_score", "logit_good", "logit_poor", ...}``), read and scored as the released notebook prints
+Table VI of Q-Bench+: the softmax of the two logits at ``T = 100`` in the notebook's literal form (its rounding, hence
+its order of near-ties; SRCC does not depend on ``T``, PLCC does), CGIQA-6K as the mean of its two blocks of 3,000,
+``instructblip_t5`` read with "high" / "low". Our own A3 runs write the same files (:func:`write_released`).
 
-Q-Bench released every model's per-image outputs as ``IQA_outputs/MODEL/DATASET.json`` (in the Q-Future/Q-Bench
-repository, ``leaderboards/IQA_outputs``): JSON objects written back to back (no list, no separator), each
-``{"img_path", "gt_score", "logit_good", "logit_poor", ...}``. The table of the paper (Table VI of Q-Bench+) was
-printed from those files by the released notebook, whose protocol this module follows:
-
-- the score of an image is the softmax of the two logits at temperature ``T = 100``, computed as the notebook writes
-  it, ``exp(g / T) / (exp(g / T) + exp(p / T))`` in float64 (mathematically ``sigmoid((g - p) / T)``; the literal
-  form keeps the notebook's rounding, hence its order of near-ties). Eq. 1 of the paper has no temperature
-  (``T = 1``); SRCC does not depend on ``T``, PLCC does (qwen-vl on SPAQ: 0.669 at ``T = 100``, 0.387 at ``T = 1``).
-- CGIQA-6K (``cgi.json``) is scored as its first two blocks of 3,000 objects (its game and movie subsets; anything
-  after them is left out, as the notebook does), and the cell is the mean of the two blocks' SRCC and PLCC.
-- InstructBLIP (Flan-T5-XL), ``instructblip_t5``, is read with "high" / "low" (``logit_high``, ``logit_low``), the
-  words that model prefers (the paper's Table VI); every other model with "good" / "poor".
-
-Our own A3 runs write the same files (:func:`write_released`), to be shared and compared the same way.
-
-Example:
     >>> objs = read_released_text('{"img_path": "a.jpg", "gt_score": 3.1, "logit_good": 2.0, "logit_poor": 1.0}'
     ...                           '{"img_path": "b.jpg", "gt_score": "1.2 ", "logit_good": 1.0, "logit_poor": 3.0}')
     >>> [o["img_path"] for o in objs], good_poor_scores(objs, 1.0).round(4).tolist()
@@ -95,8 +82,6 @@ def good_poor_scores(
     words: tuple[str, str] = ("good", "poor"),
 ) -> np.ndarray:
     """``exp(g / T) / (exp(g / T) + exp(p / T))`` per object, in float64 (``g``, ``p``: ``logit_WORD``)."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
     try:
         g = np.asarray([float(o[f"logit_{words[0]}"]) for o in objs]) / temperature
         p = np.asarray([float(o[f"logit_{words[1]}"]) for o in objs]) / temperature
