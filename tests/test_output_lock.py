@@ -226,7 +226,7 @@ def test_a_run_killed_however_leaves_the_folder_free_for_the_next_run(tmp_path, 
         check_output(out, "evaluate", {"holder": True})
     holder.send_signal(getattr(signal, signal_name))
     assert holder.wait(timeout=60) == -getattr(signal, signal_name)
-    assert check_output(out, "evaluate", {"holder": True}).state == "new"  # the folder is free again
+    assert not check_output(out, "evaluate", {"holder": True}).resumed  # the folder is free again
 
 
 def test_out_as_a_symlink_to_a_folder_not_made_yet_is_made_and_locked_as_that_folder(tmp_path):

@@ -155,7 +155,7 @@ def judge(
         ) from None
     except UserError:
         names = {p.name for p in out.iterdir()}
-        if output.state == "new" and names <= {"run.json", SCORES} and not read_records(out / SCORES):
+        if not output.resumed and names <= {"run.json", SCORES} and not read_records(out / SCORES):
             shutil.rmtree(out)  # it holds only what this run created, and nothing was scored
         raise
     return reward, rows, skipped

@@ -14,8 +14,8 @@ Example:
     ...     _ = (first.path / "scores.jsonl").write_text("{}")  # the run starts writing
     ...     again = prepare_output(f"{d}/run", "evaluate", {"model": "a", "batch_size": 16}, resume=True,
     ...                            may_change=("batch_size",))
-    ...     first.state, again.state
-    ('new', 'resumed')
+    ...     first.resumed, again.resumed
+    (False, True)
 """
 
 from __future__ import annotations
@@ -59,18 +59,14 @@ class RunComplete(Exception):  # noqa: N818 - not an error: the command has noth
 
 @dataclass
 class Output:
-    """A checked output folder: ``state`` ``new`` or ``resumed``; ``replace``: an old folder moved aside on
+    """A checked output folder: new, or the same run ``resumed``; ``replace``: an old folder moved aside on
     :meth:`create`; ``lock``: held while this object lives."""
 
     path: Path
-    state: str
+    resumed: bool
     identity: dict[str, Any] = field(default_factory=dict)
     replace: bool = False
     lock: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def resumed(self) -> bool:
-        return self.state == "resumed"
 
     def create(self) -> None:
         """Move an old folder aside (``overwrite=true``), create the folder and write ``run.json``."""
@@ -155,14 +151,14 @@ def check_output(
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     if saved is None:
-        return Output(path, "new", identity, replace=occupied, lock=lock)
+        return Output(path, False, identity, replace=occupied, lock=lock)
     before = {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs") or {}}
     now = {"command": command, **identity["settings"], "inputs": _as_saved(saved.get("inputs") or {}, found)}
     if saved.get("complete") and not differences(before, now, ("resume", "overwrite")):
         raise RunComplete(f"already complete: results in {path} (overwrite=true runs it anew)")
     if not saved.get("complete") and all(p.name == RUN_FILE for p in path.iterdir()):
         logger.info("%s holds a run that never started; this run replaces it", path)
-        return Output(path, "new", identity, lock=lock)
+        return Output(path, False, identity, lock=lock)
     if diff := differences(before, now, may_change):
         more = "\n  - ..." if len(diff) > 12 else ""
         raise OutputFolderError(
@@ -178,7 +174,7 @@ def check_output(
             "move it aside and start anew"
         )
     identity["started"] = saved.get("started", identity["started"])
-    return Output(path, "resumed", identity, lock=lock)
+    return Output(path, True, identity, lock=lock)
 
 
 def refuse_inputs(target: Path, inputs: Mapping[str, str], key: str) -> None:
