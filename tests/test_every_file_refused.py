@@ -153,11 +153,11 @@ def test_reward_pace_with_neither_protocol_nor_dimension_is_refused_naming_the_k
 
 
 def test_the_judge_refuses_an_image_past_pil_limit_in_one_line(tmp_path):
-    from pace_judge.commands.judge import decode
+    from reward.data.images import load_image  # what the judge decodes with (no decode guard: max_decode_pixels=null)
 
     Image.new("1", (13500, 13500)).save(tmp_path / "big.png")
     with pytest.raises(UserError, match=r"big.png: PIL refused .*Image size \(182250000 pixels\) exceeds limit"):
-        decode(Path(tmp_path / "big.png"), None)
+        load_image(Path(tmp_path / "big.png"), max_pixels=None)
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ def test_help_shows_each_key_with_its_comment_once(capsys):
     main("sft", _never, argv=["--help"], schema=SftSettings)
     out = capsys.readouterr().out
     assert "  batch_size" not in out
-    assert "seed: 42  # the trainer's seed (trl), the training stream's and the manifest's shuffle" in out
+    assert "seed: 42  # trl's seed, the training stream's and the manifest's shuffle" in out
     assert "  gradient_accumulation_steps: null  # null: derived from global_batch_size (32 on one process" in out
     assert "  global_batch_size: null  # ours, not trl's: the effective batch" in out  # trainer.*: its dict's lines
     assert "  freeze_vision: true  # SA-IQA freezes the ViT ..." in out

@@ -35,7 +35,7 @@ def test_a_run_that_never_started_does_not_block_the_corrected_rerun(tmp_path):
     out = tmp_path / "run"
     prepare_output(out, "sft", {"trainer": {"learning_rate": "fast"}})  # failed after making the folder
     again = prepare_output(out, "sft", {"trainer": {"learning_rate": 1e-3}})
-    assert again.state == "new" and not again.replace and not list(tmp_path.glob("run.old-*"))
+    assert not again.resumed and not again.replace and not list(tmp_path.glob("run.old-*"))
     assert again.identity["settings"]["trainer"]["learning_rate"] == 1e-3
 
 
@@ -151,10 +151,10 @@ def test_a_resumed_run_may_change_only_the_keys_marked_on_their_fields(command, 
 
     folder, argv, may, may_not = RESUMABLE[command]
     argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
-    assert folder(compose(command, argv, schema=SCHEMAS[command])).state == "new"
+    assert folder(compose(command, argv, schema=SCHEMAS[command])).resumed is False
     (tmp_path / "run" / "log.txt").write_text("step 1\n")  # the run started
     resumed = folder(compose(command, [*argv, *may, "resume=auto"], schema=SCHEMAS[command]))
-    assert resumed.state == "resumed"
+    assert resumed.resumed
     key, named = may_not
     with pytest.raises(OutputFolderError, match="holds another run") as refused:
         folder(compose(command, [*argv, key, "resume=auto"], schema=SCHEMAS[command]))

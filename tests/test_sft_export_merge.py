@@ -40,7 +40,8 @@ def test_the_exported_scorer_holds_the_fp32_merge_of_bf16_training_weights(tiny_
     from training.scorer_format import scorer_metadata
 
     meta = scorer_metadata(["quality"], prompt_type=1, definitions={})
-    out = save_scorer(model, load_processor(tiny_vlm_path), tmp_path / "scorer", meta, settings)
+    setup = SimpleNamespace(settings=settings, out=tmp_path, meta=meta, processor=load_processor(tiny_vlm_path))
+    out = save_scorer(setup, model, None)
     assert not any("lora_" in k for k in load_file(out / "model.safetensors"))
     saved = dict(AutoModelForImageTextToText.from_pretrained(out, dtype=torch.bfloat16).named_parameters())
     differ = 0

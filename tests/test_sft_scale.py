@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -151,6 +152,7 @@ def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, t
         )
     )
     meta = scorer_metadata(["lighting"], prompt_type=1, definitions={})
-    scorer = save_scorer(model, load_processor(tiny_vlm_path), tmp_path / "scorer", meta, settings)
+    setup = SimpleNamespace(settings=settings, out=tmp_path, meta=meta, processor=load_processor(tiny_vlm_path))
+    scorer = save_scorer(setup, model, None)
     assert json.loads((scorer / "sa_iqa.json").read_text())["base_model"] == "Qwen/Qwen2.5-VL-7B-Instruct"
     assert (scorer / "adapter_model.safetensors").is_file()

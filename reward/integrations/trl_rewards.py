@@ -7,7 +7,8 @@ is ``None`` from all (trl's ``nansum`` would count it as 0). Each batch is logge
 
 Example:
     >>> from reward import get_reward, trl_reward_func
-    >>>     >>> from PIL import Image
+    >>> from reward.integrations.renderers import images_from_column
+    >>> from PIL import Image
     >>> scorer = get_reward("scene-proxy", calibration_scenes=1)
     >>> f = trl_reward_func(scorer, images_from_column("image"))
     >>> f.__name__

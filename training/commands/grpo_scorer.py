@@ -27,9 +27,8 @@ from reward.data.files import atomic_write_json
 from reward.eval.metrics import srcc
 from reward.rewards.reasoning_iqa import PROMPTS, THINKS, scorer_meta, to_prompt_scale
 from training.commands.sft import ModelSettings
-from training.shared.batch import trl_fields
+from training.shared.batch import PlanSettings, trl_fields
 from training.shared.deepspeed import save_gathered_weights_under_zero3
-from training.shared.plan import PlanSettings
 from training.shared.sizes import require_trained
 from training.shared.trainable import LoraSettings, freeze_vision, load_for_training, lora_config, training_dtype
 from training.shared.trl_fields import trainer_problems
