@@ -22,8 +22,6 @@ from reward.core.registry import close_match
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.procedural.scenes import DIMENSIONS, render, sample_scene
 
-__all__ = ["FAMILIES", "PAIR_FAMILIES", "SINGLE_FAMILIES", "question_at", "write_questions"]
-
 logger = logging.getLogger(__name__)
 
 PHOTOS_TRAIN = ("astronaut", "chelsea", "rocket", "camera", "brick", "grass", "immunohistochemistry", "page")
@@ -72,9 +70,7 @@ def _blurry(arr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def _scene(rng: np.random.Generator, size: int, **levels: int) -> Image.Image:
     spec = sample_scene(rng)
-    full = {d: int(rng.integers(1, 6)) for d in DIMENSIONS}
-    full.update(levels)
-    return render(spec, full, size)
+    return render(spec, {**{d: int(rng.integers(1, 6)) for d in DIMENSIONS}, **levels}, size)
 
 
 def _scene_pair(rng: np.random.Generator, size: int, dim: str, low: int, high: int) -> tuple[Image.Image, ...]:
@@ -87,9 +83,6 @@ def _order(rng: np.random.Generator, worse: Image.Image, better: Image.Image) ->
     """The two images in a random order; True when ``better`` comes first."""
     first = bool(rng.integers(2))
     return ([better, worse] if first else [worse, better]), first
-
-
-# ---------------------------------------------------------------------------------------------- families
 
 
 def scene_dim(rng: np.random.Generator, size: int, photos: Sequence[str]) -> Rendered:
@@ -132,13 +125,9 @@ def pair_brighter(rng: np.random.Generator, size: int, photos: Sequence[str]) ->
 
 
 def pair_first_brighter(rng: np.random.Generator, size: int, photos: Sequence[str]) -> Rendered:
-    images, question, _, correct = pair_brighter(rng, size, photos)
-    return (
-        images,
-        "Is the first image brighter than the second image?",
-        ["Yes", "No"],
-        ("Yes" if correct == FIRST else "No"),
-    )
+    images, _, _, correct = pair_brighter(rng, size, photos)
+    answer = "Yes" if correct == FIRST else "No"
+    return images, "Is the first image brighter than the second image?", ["Yes", "No"], answer
 
 
 def pair_noisier(rng: np.random.Generator, size: int, photos: Sequence[str]) -> Rendered:
@@ -241,8 +230,9 @@ def write_questions(
 ) -> Path:
     """Write ``n`` questions and their images under ``out_dir`` as an LLVisionQA file (``questions.json`` list or
     ``questions.jsonl``); returns the file's path."""
+    families = check_families(families)  # fail before writing anything
     if fmt not in ("json", "jsonl"):
-        raise ValueError(f"fmt={fmt!r}: use json or jsonl")
+        raise ConfigError(f"fmt={fmt!r}: use json or jsonl")
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rows = []
