@@ -174,8 +174,6 @@ FAMILIES: dict[str, tuple[Callable[..., Rendered], int, int]] = {
     "pair-both-dim": (pair_both_dim, 0, 3),
     "pair-sharpness": (pair_sharpness, 2, 0),
 }
-SINGLE_FAMILIES = tuple(n for n in FAMILIES if not n.startswith("pair-"))
-PAIR_FAMILIES = tuple(n for n in FAMILIES if n.startswith("pair-"))
 
 
 def _photos(which: str) -> tuple[str, ...]:

@@ -1,24 +1,19 @@
 """A procedural SA-BENCH stand-in (scenes of :mod:`training.procedural.scenes` with known levels 1-5 of layout,
 harmony, lighting, distortion): :func:`write_benchmark` writes a fixed benchmark in docs/datasets.md's manifest
-formats; :func:`stream_examples` / :class:`SyntheticStream` yield fresh images every step (a fixed set of a few
-hundred is memorised by a tiny VLM). Deterministic given the seed.
-
->>> import numpy as np
->>> levels = sample_levels(np.random.default_rng(0))
->>> sorted(levels) == sorted(DIMENSIONS) and all(1 <= v <= 5 for v in levels.values())
-True
+formats; :func:`example_at` is example ``index`` of an endless stream, fresh images every step (the
+``data.train=synthetic`` stream: a fixed set of a few hundred is memorised by a tiny VLM).
+Deterministic given the seed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from PIL import Image
 
 from reward.data.files import atomic_write_json, atomic_write_jsonl
@@ -39,11 +34,6 @@ def sample_mos(levels: Mapping[str, int], rng: np.random.Generator, noise: float
     return {name: float(np.clip(level + rng.normal(0.0, noise), 1.0, 5.0)) for name, level in levels.items()}
 
 
-def render_scene(levels: Mapping[str, int], size: int, rng: np.random.Generator) -> Image.Image:
-    """Draw a new scene from ``rng`` and render it at ``levels`` (``size`` x ``size`` RGB)."""
-    return render(sample_scene(rng), dict(levels), size)
-
-
 @dataclass(frozen=True)
 class Example:
     """One streamed training example: the image, its true levels and a noisy continuous MOS per dimension."""
@@ -60,50 +50,6 @@ def example_at(seed: int, index: int, size: int = 64, mos_noise: float = 0.25) -
     spec = sample_scene(rng)
     levels = sample_levels(rng)
     return Example(render(spec, levels, size), levels, sample_mos(levels, rng, mos_noise), index)
-
-
-def stream_examples(
-    seed: int = 0, size: int = 64, *, start: int = 0, step: int = 1
-) -> Iterator[tuple[Image.Image, dict[str, int]]]:
-    """Endless ``(image, levels)`` pairs: a new scene every time (indices ``start, start + step, ...``)."""
-    index = start
-    while True:
-        example = example_at(seed, index, size)
-        yield example.image, example.levels
-        index += step
-
-
-def example_generator(
-    seed: int = 0, size: int = 64, n: int | None = None, start: int = 0, step: int = 1
-) -> Iterator[dict[str, Any]]:
-    """Rows ``{"image", "index", <dimension>: level, "mos_<dimension>": mos}`` for ``datasets`` (``n=None``: endless)."""
-    index = start
-    while n is None or index < start + n * step:
-        ex = example_at(seed, index, size)
-        row: dict[str, Any] = {"image": ex.image, "index": ex.index}
-        row.update(ex.levels)
-        row.update({f"mos_{k}": v for k, v in ex.mos.items()})
-        yield row
-        index += step
-
-
-class SyntheticStream(torch.utils.data.IterableDataset):
-    """Fresh :class:`Example`s sharded over DataLoader workers and ranks (no two shards repeat an image);
-    ``length=None`` streams forever, else each epoch is the first ``length`` indices."""
-
-    def __init__(self, seed: int = 0, size: int = 64, length: int | None = None, rank: int = 0, world_size: int = 1):
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-        self.seed, self.size, self.length, self.rank, self.world_size = seed, size, length, rank, world_size
-
-    def __iter__(self) -> Iterator[Example]:
-        info = torch.utils.data.get_worker_info()
-        workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
-        step = self.world_size * workers
-        index = self.rank * workers + worker
-        while self.length is None or index < self.length:
-            yield example_at(self.seed, index, self.size)
-            index += step
 
 
 @dataclass(frozen=True)
