@@ -38,15 +38,7 @@ class QuestionsSettings:
 
 def run(cfg: Any) -> Path:
     settings = parse(QuestionsSettings, cfg, where="")
-    path = write_questions(
-        settings.out,
-        settings.n,
-        seed=settings.seed,
-        size=settings.size,
-        families=settings.families,
-        photos=settings.photos,
-        fmt=settings.fmt,
-    )
+    path = write_questions(**vars(settings))  # the settings are its arguments
     log_summary("perception_questions", {"questions": settings.n}, {"questions": path})
     return path
 

@@ -217,7 +217,7 @@ def question_at(
 
 
 def write_questions(
-    out_dir: str | Path,
+    out: str | Path,
     n: int,
     *,
     seed: int = 0,
@@ -226,12 +226,12 @@ def write_questions(
     photos: str = "train",
     fmt: str = "json",
 ) -> Path:
-    """Write ``n`` questions and their images under ``out_dir`` as an LLVisionQA file (``questions.json`` list or
+    """Write ``n`` questions and their images under ``out`` as an LLVisionQA file (``questions.json`` list or
     ``questions.jsonl``); returns the file's path."""
     families = check_families(families)  # fail before writing anything
     if fmt not in ("json", "jsonl"):
         raise ConfigError(f"fmt={fmt!r}: use json or jsonl")
-    out = Path(out_dir)
+    out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rows = []
     for i in range(n):
