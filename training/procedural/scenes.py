@@ -228,16 +228,12 @@ def place_furniture(spec: SceneSpec, levels: dict[str, int]) -> list[Placement]:
     x0, x1, y0, y1 = spec.wall
     vx, vy = spec.vanish
     slots = balanced_slots(n)
+    chroma = EFFECTS.chroma[levels["harmony"] - 1]
     placements = []
     for i, item in enumerate(spec.furniture[:n]):
-        good_t = slots[i]
-        t = (1 - disorder) * good_t + disorder * item.random_t
+        t = (1 - disorder) * slots[i] + disorder * item.random_t
         v = 1.0 + item.depth + 0.03 + disorder * item.random_v
-        colour = make_colour(
-            item.luma,
-            palette_hue(spec, levels, item.hue_u),
-            item.chroma_u * EFFECTS.chroma[levels["harmony"] - 1],
-        )
+        colour = make_colour(item.luma, palette_hue(spec, levels, item.hue_u), item.chroma_u * chroma)
         # floor point (t, v) to image: the floor row at v spans t in [-1, 1] between the perspective side lines
         floor_y = vy + v * (y1 - vy)
         cx = vx + t * v * ((x1 - vx) if t >= 0 else (vx - x0))
