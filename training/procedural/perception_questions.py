@@ -205,15 +205,8 @@ def question_at(
     family = names[int(rng.integers(len(names)))]
     render_fn, qtype, concern = FAMILIES[family]
     images, question, candidates, correct = render_fn(rng, size, _photos(photos))
-    return {
-        "images": images,
-        "question": question,
-        "candidates": candidates,
-        "correct_ans": correct,
-        "type": qtype,
-        "concern": concern,
-        "family": family,
-    }
+    row = {"images": images, "question": question, "candidates": candidates, "correct_ans": correct}
+    return {**row, "type": qtype, "concern": concern, "family": family}
 
 
 def write_questions(
@@ -236,11 +229,9 @@ def write_questions(
     rows = []
     for i in range(n):
         q = question_at(seed, i, size, families, photos)
-        paths = []
-        for k, im in enumerate(q.pop("images")):
-            rel = f"images/{i:05d}_{k}.png"
+        paths = [f"images/{i:05d}_{k}.png" for k in range(len(q["images"]))]
+        for rel, im in zip(paths, q.pop("images"), strict=True):
             im.save(out / rel)
-            paths.append(rel)
         rows.append({"id": f"{seed}-{i}", "img_path": paths[0] if len(paths) == 1 else paths, **q})
     path = out / f"questions.{fmt}"
     atomic_write_json(path, rows) if fmt == "json" else atomic_write_jsonl(path, rows)

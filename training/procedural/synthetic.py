@@ -169,10 +169,7 @@ def write_inpainting_tasks(
     (root / "masks").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     mask = centred_mask(size, mask_fraction)
-    rows = []
-    for k in range(n):
-        spec = sample_scene(rng)
-        rows.append(_write_task(root, f"t{k:04d}", spec, sample_levels(rng), size, mask))
+    rows = [_write_task(root, f"t{k:04d}", sample_scene(rng), sample_levels(rng), size, mask) for k in range(n)]
     return atomic_write_jsonl(root / "tasks.jsonl", rows)
 
 
