@@ -220,8 +220,7 @@ def fusion_section(out: Path) -> tuple[str, dict[str, Any]]:
     cos = {k: float(v @ generating / (np.linalg.norm(v) * np.linalg.norm(generating))) for k, v in fitted.items()}
     corr = {k: float(np.corrcoef(generating, v)[0, 1]) for k, v in fitted.items()}
     acc = {k: f.meta.get("heldout_accuracy") for k, f in fits.items()}
-    truth_fit = fitted["true_levels"]
-    g, t = _unit(generating), _unit(truth_fit)
+    g, t, truth_fit = _unit(generating), _unit(fitted["true_levels"]), fitted["true_levels"]
     sc = _unit(fitted["scorer"]) if "scorer" in fits else np.full(len(dims), np.nan)
     table = "\n".join(f"| {d} | {g[i]:.3f} | {t[i]:.3f} | {sc[i]:.3f} |" for i, d in enumerate(dims))
     bt = meta["bradley_terry_weights"]
@@ -258,16 +257,14 @@ def fusion_section(out: Path) -> tuple[str, dict[str, Any]]:
     summary = f"Bradley-Terry fusion: cosine with the generating weights {cos['true_levels']:.3f} on true levels, " + (
         f"{cos['scorer']:.3f} on the scorer's scores" if not refused else "no usable weights on the scorer's"
     )
+    weights = {"generating": g.tolist(), "true_levels": t.tolist(), "scorer": None if refused else sc.tolist()}
     data = {"cosine": cos, "correlation": corr, "heldout_accuracy": acc, "summary": summary, "refused": refused}
-    scorer = None if refused else sc.tolist()
-    data["weights"] = {"generating": g.tolist(), "true_levels": t.tolist(), "scorer": scorer, "dimensions": dims}
-    return text, data
+    return text, {**data, "weights": {**weights, "dimensions": dims}}
 
 
 def judge_by_truth(rows: list[dict[str, Any]], level_jitter: float, by_prompt: bool = False) -> dict[str, Any]:
-    """Best-of-N rows (``rl/best_of_n.py``'s ``scores.jsonl``) judged by the true quality of each ``procedural``
-    candidate: the utility that generated the benchmark's preference pairs (``sum_d w_d level_d``, the default
-    weights) of the levels it was painted at (known from its prompt and seed)."""
+    """Best-of-N rows (``scores.jsonl``) judged by each ``procedural`` candidate's true utility (the benchmark's
+    preference, default weights) at the levels it was painted at (known from its prompt and seed)."""
     from scipy.stats import binomtest
 
     from rl.generators import candidate_levels
@@ -303,9 +300,8 @@ def _best_of_n(out: Path, cfg: DictConfig, tasks: Path, name: str, reward: list[
     from rl.commands.best_of_n import run as run_best_of_n
 
     # jitter_by_prompt: candidate j of each task moves on its own (else alike in every task: 4 patterns, not 40 tasks)
-    overrides = [*reward, "generator.jitter_by_prompt=true", f"data={tasks}", f"out={out / name}"]
-    overrides += [f"n={cfg.bon.n}", f"seed={cfg.seed}"]
-    overrides.append("overwrite=true")  # a demo run again: the earlier one is moved aside
+    overrides = [*reward, "generator.jitter_by_prompt=true", f"data={tasks}", f"out={out / name}", f"n={cfg.bon.n}"]
+    overrides += [f"seed={cfg.seed}", "overwrite=true"]  # overwrite: a demo run again moves the earlier one aside
     c = compose("best_of_n", overrides, schema=BestOfNSettings)
     run_best_of_n(c)
     truth = judge_by_truth(
@@ -315,8 +311,7 @@ def _best_of_n(out: Path, cfg: DictConfig, tasks: Path, name: str, reward: list[
 
 
 def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | None) -> tuple[str, dict[str, Any]]:
-    """Best-of-N with the fine-tuned SA-IQA scorer (fused) and with scene-proxy, judged by the candidates' true
-    levels."""
+    """Best-of-N with the fine-tuned SA-IQA scorer (fused) and with scene-proxy, judged by the true levels."""
     from training.procedural.synthetic import write_inpainting_tasks
 
     # 80% masks: the candidate's painted room covers most of the image, so its levels are what a reward can see
@@ -408,9 +403,8 @@ def grpo_section(out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
 
 
 def _section(sections: list[str], out: Path, index: int, name: str, build: Callable[[], Any]) -> dict[str, Any]:
-    """A report section (appended to ``sections``) and its results: read back when an earlier run of this demo
-    finished it, else built (its console output in ``out/logs/NAME.log``) and recorded in ``out/sections/NAME.json``
-    (atomically, after the section's own outputs). One console line either way."""
+    """A report section (appended to ``sections``) and its results: read back from ``out/sections/NAME.json`` when an
+    earlier run finished it, else built (console output in ``out/logs/NAME.log``) and recorded there."""
     record = out / "sections" / f"{name}.json"
     if record.is_file():
         saved = json.loads(record.read_text())

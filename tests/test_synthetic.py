@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from scipy.stats import spearmanr
 
@@ -24,14 +23,10 @@ from training.procedural.scenes import (
 from training.procedural.synthetic import (
     DEFAULT_WEIGHTS,
     AnnotatorPanel,
-    SyntheticStream,
     example_at,
-    example_generator,
     pair_label,
     preference,
-    render_scene,
     sample_levels,
-    stream_examples,
     write_benchmark,
 )
 
@@ -44,9 +39,7 @@ def _read(path: Path) -> list[dict]:
 
 def test_rendering_is_deterministic_for_a_seed_and_differs_across_seeds():
     levels = {"layout": 2, "harmony": 3, "lighting": 4, "distortion": 1}
-    a = render_scene(levels, 56, np.random.default_rng(7))
-    b = render_scene(levels, 56, np.random.default_rng(7))
-    c = render_scene(levels, 56, np.random.default_rng(8))
+    a, b, c = (render(sample_scene(np.random.default_rng(s)), levels, 56) for s in (7, 7, 8))
     assert a.tobytes() == b.tobytes()
     assert a.tobytes() != c.tobytes()
 
@@ -147,32 +140,12 @@ def test_pair_labels_follow_the_true_preference_well_above_chance():
     assert preference({"layout": 1, "harmony": 1, "lighting": 1, "distortion": 5}) == pytest.approx(1.4)
 
 
-def test_stream_is_endless_fresh_and_reproducible():
-    stream = stream_examples(seed=3, size=24)
-    first = [next(stream) for _ in range(3)]
-    assert len({img.tobytes() for img, _ in first}) == 3
+def test_stream_is_fresh_and_reproducible():
+    first = [example_at(3, i, 24) for i in range(3)]
+    assert len({ex.image.tobytes() for ex in first}) == 3
     again = example_at(3, 1, 24)
-    assert again.image.tobytes() == first[1][0].tobytes() and again.levels == first[1][1]
+    assert again.image.tobytes() == first[1].image.tobytes() and again.levels == first[1].levels
     assert set(again.mos) == set(DIMENSIONS) and all(1 <= m <= 5 for m in again.mos.values())
-
-
-def test_torch_stream_shards_across_ranks_without_repeats():
-    def indices(**kw):
-        loader = torch.utils.data.DataLoader(SyntheticStream(seed=1, size=16, length=7, **kw), collate_fn=list)
-        return [ex.index for batch in loader for ex in batch]
-
-    assert indices() == list(range(7))
-    assert indices(rank=0, world_size=2) == [0, 2, 4, 6] and indices(rank=1, world_size=2) == [1, 3, 5]
-    with pytest.raises(ValueError, match="rank"):
-        SyntheticStream(rank=2, world_size=2)
-
-
-def test_generator_works_as_a_hugging_face_iterable_dataset():
-    datasets = pytest.importorskip("datasets")
-    ds = datasets.IterableDataset.from_generator(example_generator, gen_kwargs={"seed": 0, "size": 16, "n": 3})
-    rows = list(ds)
-    assert len(rows) == 3 and rows[0]["image"].size == (16, 16)
-    assert rows[2]["lighting"] == example_at(0, 2, 16).levels["lighting"]
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,8 @@ from typing import Any
 from omegaconf import MISSING
 
 from reward.core.config import COUNT, SIDE, parse
-from reward.core.errors import ConfigError
 from reward.core.summary import log_summary
-from training.procedural.perception_questions import check_families, write_questions
+from training.procedural.perception_questions import write_questions
 
 logger = logging.getLogger(__name__)
 
@@ -39,18 +38,7 @@ class QuestionsSettings:
 
 def run(cfg: Any) -> Path:
     settings = parse(QuestionsSettings, cfg, where="")
-    check_families(settings.families)  # fail before writing anything
-    if settings.fmt not in ("json", "jsonl"):
-        raise ConfigError(f"fmt={settings.fmt!r}: use json or jsonl")
-    path = write_questions(
-        settings.out,
-        settings.n,
-        seed=settings.seed,
-        size=settings.size,
-        families=settings.families,
-        photos=settings.photos,
-        fmt=settings.fmt,
-    )
+    path = write_questions(**vars(settings))  # the settings are its arguments
     log_summary("perception_questions", {"questions": settings.n}, {"questions": path})
     return path
 

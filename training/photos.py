@@ -56,6 +56,8 @@ class PhotosSettings:
 
 
 def run(cfg: Any) -> Any:
+    from reward.core.cli import check_subcommand
+
     settings = parse(PhotosSettings, cfg, where="")
     check_subcommand(settings, NEEDS)
     if settings.cmd == "heldout":
@@ -78,6 +80,6 @@ def run(cfg: Any) -> Any:
 
 
 if __name__ == "__main__":
-    from reward.core.cli import check_subcommand, main
+    from reward.core.cli import main
 
     main("photos", run, schema=PhotosSettings, doc=__doc__, subcommands=SUBCOMMANDS)

@@ -22,8 +22,6 @@ from reward.core.registry import close_match
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.procedural.scenes import DIMENSIONS, render, sample_scene
 
-__all__ = ["FAMILIES", "PAIR_FAMILIES", "SINGLE_FAMILIES", "question_at", "write_questions"]
-
 logger = logging.getLogger(__name__)
 
 PHOTOS_TRAIN = ("astronaut", "chelsea", "rocket", "camera", "brick", "grass", "immunohistochemistry", "page")
@@ -72,9 +70,7 @@ def _blurry(arr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def _scene(rng: np.random.Generator, size: int, **levels: int) -> Image.Image:
     spec = sample_scene(rng)
-    full = {d: int(rng.integers(1, 6)) for d in DIMENSIONS}
-    full.update(levels)
-    return render(spec, full, size)
+    return render(spec, {**{d: int(rng.integers(1, 6)) for d in DIMENSIONS}, **levels}, size)
 
 
 def _scene_pair(rng: np.random.Generator, size: int, dim: str, low: int, high: int) -> tuple[Image.Image, ...]:
@@ -87,9 +83,6 @@ def _order(rng: np.random.Generator, worse: Image.Image, better: Image.Image) ->
     """The two images in a random order; True when ``better`` comes first."""
     first = bool(rng.integers(2))
     return ([better, worse] if first else [worse, better]), first
-
-
-# ---------------------------------------------------------------------------------------------- families
 
 
 def scene_dim(rng: np.random.Generator, size: int, photos: Sequence[str]) -> Rendered:
@@ -132,13 +125,9 @@ def pair_brighter(rng: np.random.Generator, size: int, photos: Sequence[str]) ->
 
 
 def pair_first_brighter(rng: np.random.Generator, size: int, photos: Sequence[str]) -> Rendered:
-    images, question, _, correct = pair_brighter(rng, size, photos)
-    return (
-        images,
-        "Is the first image brighter than the second image?",
-        ["Yes", "No"],
-        ("Yes" if correct == FIRST else "No"),
-    )
+    images, _, _, correct = pair_brighter(rng, size, photos)
+    answer = "Yes" if correct == FIRST else "No"
+    return images, "Is the first image brighter than the second image?", ["Yes", "No"], answer
 
 
 def pair_noisier(rng: np.random.Generator, size: int, photos: Sequence[str]) -> Rendered:
@@ -185,8 +174,6 @@ FAMILIES: dict[str, tuple[Callable[..., Rendered], int, int]] = {
     "pair-both-dim": (pair_both_dim, 0, 3),
     "pair-sharpness": (pair_sharpness, 2, 0),
 }
-SINGLE_FAMILIES = tuple(n for n in FAMILIES if not n.startswith("pair-"))
-PAIR_FAMILIES = tuple(n for n in FAMILIES if n.startswith("pair-"))
 
 
 def _photos(which: str) -> tuple[str, ...]:
@@ -218,19 +205,12 @@ def question_at(
     family = names[int(rng.integers(len(names)))]
     render_fn, qtype, concern = FAMILIES[family]
     images, question, candidates, correct = render_fn(rng, size, _photos(photos))
-    return {
-        "images": images,
-        "question": question,
-        "candidates": candidates,
-        "correct_ans": correct,
-        "type": qtype,
-        "concern": concern,
-        "family": family,
-    }
+    row = {"images": images, "question": question, "candidates": candidates, "correct_ans": correct}
+    return {**row, "type": qtype, "concern": concern, "family": family}
 
 
 def write_questions(
-    out_dir: str | Path,
+    out: str | Path,
     n: int,
     *,
     seed: int = 0,
@@ -239,20 +219,19 @@ def write_questions(
     photos: str = "train",
     fmt: str = "json",
 ) -> Path:
-    """Write ``n`` questions and their images under ``out_dir`` as an LLVisionQA file (``questions.json`` list or
+    """Write ``n`` questions and their images under ``out`` as an LLVisionQA file (``questions.json`` list or
     ``questions.jsonl``); returns the file's path."""
+    families = check_families(families)  # fail before writing anything
     if fmt not in ("json", "jsonl"):
-        raise ValueError(f"fmt={fmt!r}: use json or jsonl")
-    out = Path(out_dir)
+        raise ConfigError(f"fmt={fmt!r}: use json or jsonl")
+    out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rows = []
     for i in range(n):
         q = question_at(seed, i, size, families, photos)
-        paths = []
-        for k, im in enumerate(q.pop("images")):
-            rel = f"images/{i:05d}_{k}.png"
+        paths = [f"images/{i:05d}_{k}.png" for k in range(len(q["images"]))]
+        for rel, im in zip(paths, q.pop("images"), strict=True):
             im.save(out / rel)
-            paths.append(rel)
         rows.append({"id": f"{seed}-{i}", "img_path": paths[0] if len(paths) == 1 else paths, **q})
     path = out / f"questions.{fmt}"
     atomic_write_json(path, rows) if fmt == "json" else atomic_write_jsonl(path, rows)

@@ -35,29 +35,12 @@ HELDOUT_FRACTION = 0.25
 
 # Natural photographs shipped inside installed packages (package, folder inside it, file names). Synthetic test
 # patterns (chessboards, logos, phantoms, colour wheels), document scans and already-blurred photos are left out.
+SKIMAGE_PHOTOS = tuple(
+    "astronaut.png brick.png camera.png cell.png chelsea.png coffee.png coins.png grass.png gravel.png "
+    "hubble_deep_field.jpg ihc.png moon.png motorcycle_left.png motorcycle_right.png retina.jpg rocket.jpg".split()
+)
 PACKAGE_PHOTOS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    (
-        "skimage",
-        "data",
-        (
-            "astronaut.png",
-            "brick.png",
-            "camera.png",
-            "cell.png",
-            "chelsea.png",
-            "coffee.png",
-            "coins.png",
-            "grass.png",
-            "gravel.png",
-            "hubble_deep_field.jpg",
-            "ihc.png",
-            "moon.png",
-            "motorcycle_left.png",
-            "motorcycle_right.png",
-            "retina.jpg",
-            "rocket.jpg",
-        ),
-    ),
+    ("skimage", "data", SKIMAGE_PHOTOS),
     ("matplotlib", "mpl-data/sample_data", ("grace_hopper.jpg",)),
     ("sklearn", "datasets/images", ("china.jpg", "flower.jpg")),
 )
@@ -86,9 +69,6 @@ STREAM_SHARDS = 32  # independent streams the DataLoader workers of a GPU run ca
 KADID_TYPES = {"blur": 1, "jpeg": 10, "noise": 11, "brighten": 16, "darken": 17, "pixelate": 21}  # KADID-10k ids
 
 
-# ---------------------------------------------------------------------------------------------- photos
-
-
 def package_photos() -> list[Path]:
     """The natural photographs of :data:`PACKAGE_PHOTOS` that are installed here."""
     import importlib.util
@@ -104,10 +84,7 @@ def package_photos() -> list[Path]:
 
 
 def discover_photos(folder: str | Path | None = None, min_side: int = 0) -> list[Path]:
-    """Photos in ``folder`` (recursively), or the installed package photos when ``folder`` is ``None``.
-
-    Photos smaller than ``min_side`` on either side are left out (they cannot give a crop at native scale).
-    """
+    """Photos in ``folder`` (recursively) or, for ``None``, the package photos; those under ``min_side`` left out."""
     if folder is None:
         paths, where = package_photos(), "installed packages (scikit-image, matplotlib, scikit-learn)"
     else:
@@ -131,9 +108,8 @@ def discover_photos(folder: str | Path | None = None, min_side: int = 0) -> list
 
 
 def split_photos(photos: Sequence[Path], fraction: float = HELDOUT_FRACTION) -> tuple[list[Path], list[Path]]:
-    """``(train, heldout)``: a fixed ``fraction`` (at least one) of the photos held out, chosen by file name.
-
-    The choice depends only on the names (a hash), so it is the same on every machine, whatever the order.
+    """``(train, heldout)``: a ``fraction`` (at least one) held out, chosen by a hash of the names (the same
+    everywhere, whatever the order).
 
     >>> train, held = split_photos([Path(f"p{i}.png") for i in range(8)])
     >>> len(train), len(held), set(train) & set(held)
@@ -145,11 +121,8 @@ def split_photos(photos: Sequence[Path], fraction: float = HELDOUT_FRACTION) -> 
 
 
 def load_photo(path: Path, side: int | None = None) -> Image.Image:
-    """The photo in RGB; with ``side``, first downscaled (area filter) so its shorter side is ``side`` pixels.
-
-    Downscaling a photo makes it a sharper reference with more scene in each crop; the distortions are applied
-    after it, to the crop, and never resampled again.
-    """
+    """The photo in RGB; with ``side``, downscaled (area filter) to that shorter side: a sharper reference with
+    more scene in each crop (the distortions come after, never resampled)."""
     with Image.open(path) as im:
         image = im.convert("RGB")
     if side is not None and min(image.size) > side:
@@ -158,9 +131,6 @@ def load_photo(path: Path, side: int | None = None) -> Image.Image:
             (max(side, round(image.width * scale)), max(side, round(image.height * scale))), Image.Resampling.BOX
         )
     return image
-
-
-# ---------------------------------------------------------------------------------------------- distortions
 
 
 def random_crop(image: Image.Image, size: int | tuple[int, int], rng: np.random.Generator) -> Image.Image:
@@ -213,10 +183,7 @@ def distorted_example(
     calibration: Mapping[str, Sequence[float]] = CALIBRATION,
     pristine_mos: float = PRISTINE_MOS,
 ) -> DistortedPhoto:
-    """A random crop of ``photo``, pristine or distorted with a random type and level, and its MOS.
-
-    Every (type, level) and pristine are equally likely (a pristine crop with probability 1 / (1 + 5 types x 5)).
-    """
+    """A random crop of ``photo``, pristine or distorted (every type and level and pristine equally likely)."""
     kinds = list(calibration)
     n_levels = len(calibration[kinds[0]])
     choice = int(rng.integers(1 + len(kinds) * n_levels))
@@ -258,9 +225,6 @@ def calibration_from_kadid(dmos_csv: str | Path) -> dict[str, list[float]]:
     if not out:
         raise ValueError(f"{dmos_csv}: no rows of KADID-10k types {sorted(KADID_TYPES.values())} at levels 1-5")
     return out
-
-
-# ---------------------------------------------------------------------------------------------- stream, held-out set
 
 
 class PhotoStream:
@@ -314,11 +278,8 @@ def write_heldout(
     calibration: Mapping[str, Sequence[float]] = CALIBRATION,
     side: int | None = None,
 ) -> Path:
-    """Distorted versions of the held-out photos as a ratings manifest (``out_dir/ratings.jsonl``).
-
-    Each held-out photo gives ``crops_per_photo`` random crops, each pristine and at every type and level, so
-    the set is balanced; rows carry ``photo``, ``distortion`` and ``level`` beside ``image``, ``dimension``, ``mos``.
-    """
+    """Distorted versions of the held-out photos as a ratings manifest (``out_dir/ratings.jsonl``): each of
+    ``crops_per_photo`` crops pristine and at every type and level, rows with ``photo``, ``distortion``, ``level``."""
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     heldout = split_photos(discover_photos(folder, min_side=crop))[1]
@@ -336,28 +297,12 @@ def write_heldout(
             for kind, level, image, mos in variants:
                 name = f"images/{p.stem}_c{c}_{kind}{level}.png"
                 image.save(out / name)
-                rows.append(
-                    {
-                        "image": name,
-                        "dimension": DIMENSION,
-                        "mos": mos,
-                        "photo": p.name,
-                        "distortion": kind,
-                        "level": level,
-                    }
-                )
+                row = {"image": name, "dimension": DIMENSION, "mos": mos}
+                rows.append({**row, "photo": p.name, "distortion": kind, "level": level})
     manifest = atomic_write_jsonl(out / "ratings.jsonl", rows)
-    logger.info(
-        "held-out set: %d images of %d photos (%s) in %s",
-        len(rows),
-        len(heldout),
-        ", ".join(p.name for p in heldout),
-        manifest,
-    )
+    names = ", ".join(p.name for p in heldout)
+    logger.info("held-out set: %d images of %d photos (%s) in %s", len(rows), len(heldout), names, manifest)
     return manifest
-
-
-# ---------------------------------------------------------------------------------------------- classical peer
 
 
 def brisque_scores(images: Sequence[Image.Image]) -> np.ndarray:
@@ -369,8 +314,8 @@ def brisque_scores(images: Sequence[Image.Image]) -> np.ndarray:
 
 
 def _brisque(model: Any, image: Image.Image) -> float:
-    """``BRISQUE.score`` of brisque 0.2.0, step by step: its features come out as 1-element arrays, which its own
-    ``float()`` calls reject under numpy 2, so they are flattened here before its scaling and SVM."""
+    """``BRISQUE.score`` of brisque 0.2.0, its features flattened (1-element arrays its ``float()`` rejects under
+    numpy 2)."""
     import cv2
     import skimage.color
 
@@ -395,17 +340,8 @@ def evaluate_brisque(manifest: str | Path, out_dir: str | Path | None = None) ->
     failed = ~np.isfinite(raw)  # its model fit fails on flat images (strong pixelation): ranked as the worst
     pred = -np.where(failed, np.nanmax(raw[~failed]) + 1.0, raw) if (~failed).any() else np.zeros(len(raw))
     mos = np.array([r.mos for r in rows])
-    metrics = {
-        "peer": "brisque",
-        "srcc": srcc(pred, mos),
-        "plcc": plcc(pred, mos),
-        "krcc": krcc(pred, mos),
-        "n": len(rows),
-        "undefined": int(failed.sum()),
-    }
+    correlations = {"srcc": srcc(pred, mos), "plcc": plcc(pred, mos), "krcc": krcc(pred, mos)}
+    metrics = {"peer": "brisque", **correlations, "n": len(rows), "undefined": int(failed.sum())}
     if out_dir is not None:
         atomic_write_json(Path(out_dir) / "brisque_metrics.json", metrics)
     return metrics
-
-
-# ---------------------------------------------------------------------------------------------- command line

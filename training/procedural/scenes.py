@@ -17,12 +17,6 @@ Colours are ``luma * (1, 1, 1) + chroma`` with the chroma orthogonal to the luma
 luminance); lighting and noise are grey factors (no chromaticity). A tiny VLM (4 image tokens) learns lighting
 (held-out SRCC 0.97 after 300 steps of 8) and harmony (0.85 after 800: palettes lean towards :data:`CLASH_HUE`), not
 the second-order noise and clutter in 500 steps; lighting and harmony together only with prompt type 2.
-
-Example:
-    >>> import numpy as np
-    >>> spec = sample_scene(np.random.default_rng(0))
-    >>> render(spec, {"layout": 5, "harmony": 5, "lighting": 5, "distortion": 5}, size=64).size
-    (64, 64)
 """
 
 from __future__ import annotations
@@ -170,15 +164,10 @@ def sample_scene(rng: np.random.Generator) -> SceneSpec:
     )
 
 
-def _chroma_basis() -> tuple[np.ndarray, np.ndarray]:
-    e1 = np.array([1.0, -LUMA[0] / LUMA[1], 0.0])
-    e1 /= np.linalg.norm(e1)
-    e2 = np.cross(LUMA, e1)
-    e2 /= np.linalg.norm(e2)
-    return e1, e2
-
-
-_E1, _E2 = _chroma_basis()
+_E1 = np.array([1.0, -LUMA[0] / LUMA[1], 0.0])
+_E1 /= np.linalg.norm(_E1)
+_E2 = np.cross(LUMA, _E1)
+_E2 /= np.linalg.norm(_E2)
 
 
 def make_colour(luma: float, hue: float, chroma: float) -> np.ndarray:
@@ -212,11 +201,8 @@ class Placement:
 
 
 def palette_hue(spec: SceneSpec, levels: dict[str, int], unit: float) -> float:
-    """Hue (degrees) of a surface whose random draw is ``unit`` in [-1, 1], at this harmony level.
-
-    The palette centre moves along the shorter arc from the scene's base hue towards :data:`CLASH_HUE` as harmony
-    falls, and the surfaces spread around it by up to ``hue_spread``: a low level is saturated hues around purple.
-    """
+    """Hue (degrees) of a surface whose draw is ``unit`` in [-1, 1]: as harmony falls the palette centre moves
+    along the shorter arc towards :data:`CLASH_HUE` and the surfaces spread around it by up to ``hue_spread``."""
     level = levels["harmony"] - 1
     delta = (CLASH_HUE - spec.base_hue + 180.0) % 360.0 - 180.0
     return spec.base_hue + EFFECTS.clash_pull[level] * delta + unit * EFFECTS.hue_spread[level]
@@ -242,16 +228,12 @@ def place_furniture(spec: SceneSpec, levels: dict[str, int]) -> list[Placement]:
     x0, x1, y0, y1 = spec.wall
     vx, vy = spec.vanish
     slots = balanced_slots(n)
+    chroma = EFFECTS.chroma[levels["harmony"] - 1]
     placements = []
     for i, item in enumerate(spec.furniture[:n]):
-        good_t = slots[i]
-        t = (1 - disorder) * good_t + disorder * item.random_t
+        t = (1 - disorder) * slots[i] + disorder * item.random_t
         v = 1.0 + item.depth + 0.03 + disorder * item.random_v
-        colour = make_colour(
-            item.luma,
-            palette_hue(spec, levels, item.hue_u),
-            item.chroma_u * EFFECTS.chroma[levels["harmony"] - 1],
-        )
+        colour = make_colour(item.luma, palette_hue(spec, levels, item.hue_u), item.chroma_u * chroma)
         # floor point (t, v) to image: the floor row at v spans t in [-1, 1] between the perspective side lines
         floor_y = vy + v * (y1 - vy)
         cx = vx + t * v * ((x1 - vx) if t >= 0 else (vx - x0))
@@ -276,12 +258,9 @@ def place_furniture(spec: SceneSpec, levels: dict[str, int]) -> list[Placement]:
 
 
 def _box_faces(p: Placement, vx: float, vy: float, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mask of a box (front face plus its extrusion towards the vanishing point) and, per pixel, its face.
-
-    A pixel belongs to the box if some scale ``t`` in [1, depth_ratio] maps it onto the front rectangle:
-    ``x0 <= vx + t (X - vx) <= x1`` and likewise in y; each constraint is an interval of ``t``. Face codes:
-    0 front, 1 side (an x bound decides), 2 top or underside (a y bound decides), -1 outside.
-    """
+    """Mask of a box (front face and its extrusion to the vanishing point) and its face per pixel: 0 front, 1 side,
+    2 top or underside, -1 outside. A pixel is in the box if some ``t`` in [1, depth_ratio] maps it onto the front
+    rectangle (``x0 <= vx + t (X - vx) <= x1``, likewise in y): each bound is an interval of ``t``."""
     back = [(vx + (x - vx) / p.depth_ratio, vy + (y - vy) / p.depth_ratio) for x in (p.x0, p.x1) for y in (p.y0, p.y1)]
     x_lo, x_hi = min(p.x0, *(b[0] for b in back)), max(p.x1, *(b[0] for b in back))
     y_lo, y_hi = min(p.y0, *(b[1] for b in back)), max(p.y1, *(b[1] for b in back))
@@ -411,11 +390,8 @@ def render(spec: SceneSpec, levels: dict[str, int], size: int = 64) -> Image.Ima
 
 
 def object_mask(spec: SceneSpec, levels: dict[str, int], index: int, size: int = 64, pad: float = 0.02) -> Image.Image:
-    """A binary mask (``L`` mode, 255 = repaint) covering furniture box ``index`` as drawn at these levels.
-
-    The mask is the box's bounding rectangle (front face and extrusion) padded by ``pad`` (fraction of the size);
-    it ignores the distortion warp, so it covers the box's undistorted place, as an inpainting mask would.
-    """
+    """An ``L`` mask (255 = repaint): furniture box ``index``'s bounding rectangle at these levels, padded by ``pad``
+    (fraction of the size), at its unwarped place (as an inpainting mask would be)."""
     placements = {p.index: p for p in place_furniture(spec, levels)}
     if index not in placements:
         raise ValueError(f"object {index} is not drawn at layout level {levels['layout']}: have {sorted(placements)}")
@@ -435,18 +411,8 @@ def colour_name(rgb: np.ndarray) -> str:
     h, s, v = colorsys.rgb_to_hsv(*(float(c) for c in rgb))
     if s < 0.15:
         return "white" if v > 0.8 else "grey" if v > 0.35 else "charcoal"
-    names = (
-        (15, "red"),
-        (40, "orange"),
-        (65, "yellow"),
-        (160, "green"),
-        (200, "teal"),
-        (255, "blue"),
-        (290, "purple"),
-        (335, "pink"),
-        (360, "red"),
-    )
-    name = next(n for edge, n in names if h * 360 < edge)
+    words = "red orange yellow green teal blue purple pink red".split()
+    name = next(w for edge, w in zip((15, 40, 65, 160, 200, 255, 290, 335, 360), words, strict=True) if h * 360 < edge)
     return f"dark {name}" if v < 0.35 else f"light {name}" if v > 0.8 else name
 
 
@@ -464,17 +430,8 @@ def describe(spec: SceneSpec, levels: dict[str, int]) -> str:
 
 
 def proxy_scores(image: Image.Image) -> dict[str, float]:
-    """Hand-made statistics that track each dimension's level (higher = better), measured on the image alone.
-
-    - layout: minus the share of edge pixels in the median-filtered, smoothed log-luminance (clutter adds edges;
-      the median filter removes the material noise, the log removes the exposure);
-    - harmony: minus the spread (summed std) of the chromaticity ``rgb / (r + g + b)`` (blind to grey factors);
-    - lighting: the mean luminance;
-    - distortion: minus the median absolute high-pass residual of the log-luminance (the material noise; a
-      median ignores the sparse object edges).
-
-    They are the checks of ``tests/test_synthetic.py``, not a quality model.
-    """
+    """Hand-made statistics that track each dimension's level (higher = better), measured on the image alone: the
+    table of the module docstring (the median filter and the median ignore the noise and the sparse object edges)."""
     from scipy import ndimage
 
     rgb = np.asarray(image.convert("RGB"), dtype=np.float64) / 255.0

@@ -1,49 +1,23 @@
 """A procedural SA-BENCH stand-in (scenes of :mod:`training.procedural.scenes` with known levels 1-5 of layout,
 harmony, lighting, distortion): :func:`write_benchmark` writes a fixed benchmark in docs/datasets.md's manifest
-formats; :func:`stream_examples` / :class:`SyntheticStream` yield fresh images every step (a fixed set of a few
-hundred is memorised by a tiny VLM). Deterministic given the seed.
-
->>> import numpy as np
->>> levels = sample_levels(np.random.default_rng(0))
->>> sorted(levels) == sorted(DIMENSIONS) and all(1 <= v <= 5 for v in levels.values())
-True
+formats; :func:`example_at` is example ``index`` of an endless stream, fresh images every step (the
+``data.train=synthetic`` stream: a fixed set of a few hundred is memorised by a tiny VLM).
+Deterministic given the seed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from PIL import Image
 
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.procedural.scenes import DIMENSIONS, EFFECTS, SceneSpec, describe, object_mask, render, sample_scene
-
-__all__ = [
-    "DEFAULT_WEIGHTS",
-    "DIMENSIONS",
-    "AnnotatorPanel",
-    "BenchmarkPaths",
-    "Example",
-    "SyntheticStream",
-    "centred_mask",
-    "example_at",
-    "example_generator",
-    "pair_label",
-    "preference",
-    "render_scene",
-    "sample_levels",
-    "sample_mos",
-    "simulate_ratings",
-    "stream_examples",
-    "write_benchmark",
-    "write_inpainting_tasks",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -58,14 +32,6 @@ def sample_levels(rng: np.random.Generator) -> dict[str, int]:
 def sample_mos(levels: Mapping[str, int], rng: np.random.Generator, noise: float = 0.25) -> dict[str, float]:
     """A continuous MOS per dimension: the level plus Gaussian noise of std ``noise``, clipped to [1, 5]."""
     return {name: float(np.clip(level + rng.normal(0.0, noise), 1.0, 5.0)) for name, level in levels.items()}
-
-
-def render_scene(levels: Mapping[str, int], size: int, rng: np.random.Generator) -> Image.Image:
-    """Draw a new scene from ``rng`` and render it at ``levels`` (``size`` x ``size`` RGB)."""
-    return render(sample_scene(rng), dict(levels), size)
-
-
-# ---------------------------------------------------------------------------------------------- streaming
 
 
 @dataclass(frozen=True)
@@ -84,61 +50,6 @@ def example_at(seed: int, index: int, size: int = 64, mos_noise: float = 0.25) -
     spec = sample_scene(rng)
     levels = sample_levels(rng)
     return Example(render(spec, levels, size), levels, sample_mos(levels, rng, mos_noise), index)
-
-
-def stream_examples(
-    seed: int = 0, size: int = 64, *, start: int = 0, step: int = 1
-) -> Iterator[tuple[Image.Image, dict[str, int]]]:
-    """Endless ``(image, levels)`` pairs: a new scene every time (indices ``start, start + step, ...``)."""
-    index = start
-    while True:
-        example = example_at(seed, index, size)
-        yield example.image, example.levels
-        index += step
-
-
-def example_generator(
-    seed: int = 0, size: int = 64, n: int | None = None, start: int = 0, step: int = 1
-) -> Iterator[dict[str, Any]]:
-    """Rows ``{"image", "index", <dimension>: level, "mos_<dimension>": mos}`` for Hugging Face ``datasets``.
-
-    ``datasets.IterableDataset.from_generator(example_generator, gen_kwargs={"seed": 0, "n": 1000})``;
-    ``n=None`` streams forever.
-    """
-    index = start
-    while n is None or index < start + n * step:
-        ex = example_at(seed, index, size)
-        row: dict[str, Any] = {"image": ex.image, "index": ex.index}
-        row.update(ex.levels)
-        row.update({f"mos_{k}": v for k, v in ex.mos.items()})
-        yield row
-        index += step
-
-
-class SyntheticStream(torch.utils.data.IterableDataset):
-    """A torch ``IterableDataset`` of fresh synthetic examples, sharded over DataLoader workers and ranks.
-
-    Worker ``w`` of ``W`` on rank ``r`` of ``R`` takes indices ``r * W + w`` plus multiples of ``R * W``, so
-    no two shards repeat an image. ``length=None`` streams forever; otherwise each epoch is the first
-    ``length`` indices (the same images every epoch). Items are :class:`Example`; pass a ``collate_fn``.
-    """
-
-    def __init__(self, seed: int = 0, size: int = 64, length: int | None = None, rank: int = 0, world_size: int = 1):
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-        self.seed, self.size, self.length, self.rank, self.world_size = seed, size, length, rank, world_size
-
-    def __iter__(self) -> Iterator[Example]:
-        info = torch.utils.data.get_worker_info()
-        workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
-        step = self.world_size * workers
-        index = self.rank * workers + worker
-        while self.length is None or index < self.length:
-            yield example_at(self.seed, index, self.size)
-            index += step
-
-
-# ---------------------------------------------------------------------------------------------- annotators, pairs
 
 
 @dataclass(frozen=True)
@@ -202,16 +113,10 @@ def pair_label(
     noise_scale: float = 0.3,
     tie_margin: float = 0.15,
 ) -> str:
-    """``"a"``, ``"b"`` or ``"tie"``: the sign of ``preference(a) - preference(b) + Logistic(0, noise_scale)``,
-    a tie when that noisy difference is within ``tie_margin`` of zero.
-
-    Away from ties this is a Bradley-Terry model, ``P(a > b) = sigmoid(delta . weights / noise_scale)``.
-    """
+    """``"a"``, ``"b"`` or ``"tie"`` (within ``tie_margin``): the sign of ``preference(a) - preference(b) +
+    Logistic(0, noise_scale)``, a Bradley-Terry model away from ties."""
     delta = preference(levels_a, weights) - preference(levels_b, weights) + rng.logistic(0.0, noise_scale)
     return "tie" if abs(delta) < tie_margin else "a" if delta > 0 else "b"
-
-
-# ---------------------------------------------------------------------------------------------- benchmark files
 
 
 @dataclass(frozen=True)
@@ -229,15 +134,10 @@ class BenchmarkPaths:
     metadata: Path  # benchmark.json
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    atomic_write_jsonl(path, rows)
-
-
 def _write_task(
     root: Path, stem: str, spec: SceneSpec, levels: dict[str, int], size: int, mask: Image.Image
 ) -> dict[str, str]:
-    """Render ``spec`` at ``levels`` to ``images/STEM.png`` and write ``mask`` to ``masks/STEM.png``; the inpainting
-    task's row ``{"image", "mask", "prompt"}`` (paths relative to ``root``, the scene's description as prompt)."""
+    """Write ``images/STEM.png`` and ``masks/STEM.png``; the task's row ``{"image", "mask", "prompt"}``."""
     image, mask_file = f"images/{stem}.png", f"masks/{stem}.png"
     render(spec, levels, size).save(root / image)
     mask.save(root / mask_file)
@@ -260,10 +160,8 @@ def centred_mask(size: int, fraction: float) -> Image.Image:
 def write_inpainting_tasks(
     out_dir: str | Path, n: int, *, size: int = 64, seed: int = 0, mask_fraction: float = 0.6
 ) -> Path:
-    """``n`` procedural rooms (random levels) with a centred mask covering ``mask_fraction`` of each side and the
-    scene's description as base prompt, for GRPO and Best-of-N on CPU (``python rl/tasks.py``); returns the
-    ``tasks.jsonl`` path (image paths relative to it). :func:`write_benchmark` writes its tasks the same way, masking
-    a piece of furniture instead."""
+    """``n`` procedural rooms (random levels), a centred mask and the scene's description as prompt, for GRPO and
+    Best-of-N on CPU; returns the ``tasks.jsonl`` path (image paths relative to it)."""
     if n < 1 or not 0 < mask_fraction <= 1:
         raise ValueError(f"need n >= 1 and 0 < mask_fraction <= 1, got n={n}, mask_fraction={mask_fraction}")
     root = Path(out_dir)
@@ -271,10 +169,7 @@ def write_inpainting_tasks(
     (root / "masks").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     mask = centred_mask(size, mask_fraction)
-    rows = []
-    for k in range(n):
-        spec = sample_scene(rng)
-        rows.append(_write_task(root, f"t{k:04d}", spec, sample_levels(rng), size, mask))
+    rows = [_write_task(root, f"t{k:04d}", sample_scene(rng), sample_levels(rng), size, mask) for k in range(n)]
     return atomic_write_jsonl(root / "tasks.jsonl", rows)
 
 
@@ -295,9 +190,8 @@ def write_benchmark(
 ) -> BenchmarkPaths:
     """Render ``n_scenes`` scenes x ``variants_per_scene`` quality variants and write every manifest.
 
-    A scene is one room (geometry, palette draws, furniture, noise seed); its variants show it at
-    independently drawn levels, like SA-BENCH's many generations per real photo, so a scene-level split keeps
-    them together. ``n_pairs`` defaults to twice the number of images; ``panel`` overrides ``n_annotators``.
+    A scene is one room; its variants show it at independently drawn levels (like SA-BENCH's many generations per
+    photo), so a scene-level split keeps them together. ``n_pairs`` defaults to twice the number of images.
     """
     if n_scenes < 1 or variants_per_scene < 1:
         raise ValueError(f"need n_scenes >= 1 and variants_per_scene >= 1, got {n_scenes}, {variants_per_scene}")
@@ -305,17 +199,8 @@ def write_benchmark(
         raise ValueError(f"weights must name exactly the dimensions {list(DIMENSIONS)}, got {sorted(weights)}")
     panel = panel or AnnotatorPanel(n_annotators=n_annotators, unreliable=1 if n_annotators > 1 else 0)
     root = Path(out_dir)
-    paths = BenchmarkPaths(
-        root=root,
-        images=root / "images",
-        masks=root / "masks",
-        ratings=root / "ratings.jsonl",
-        raw_ratings=root / "raw_ratings.jsonl",
-        pairs=root / "pairs.jsonl",
-        inpainting=root / "inpainting.jsonl",
-        levels=root / "levels.jsonl",
-        metadata=root / "benchmark.json",
-    )
+    files = ("ratings.jsonl", "raw_ratings.jsonl", "pairs.jsonl", "inpainting.jsonl", "levels.jsonl", "benchmark.json")
+    paths = BenchmarkPaths(root, root / "images", root / "masks", *(root / f for f in files))
     paths.images.mkdir(parents=True, exist_ok=True)
     paths.masks.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -335,8 +220,8 @@ def write_benchmark(
                 ratings.append({"image": image, "dimension": d, "mos": round(mos[d], 4), "scene": scene})
                 for name, r in zip(panel.names, simulate_ratings(mos[d], panel, biases, rng), strict=True):
                     raw.append({"image": image, "dimension": d, "annotator": name, "rating": r, "scene": scene})
-    pairs = []
     n_images = len(level_rows)
+    pairs = []
     for _ in range(n_pairs if n_pairs is not None else 2 * n_images if n_images > 1 else 0):
         i, j = rng.choice(n_images, size=2, replace=False)
         a, b = level_rows[int(i)], level_rows[int(j)]
@@ -344,30 +229,39 @@ def write_benchmark(
             a["levels"], b["levels"], rng, weights=weights, noise_scale=noise_scale, tie_margin=tie_margin
         )
         pairs.append({"a": a["image"], "b": b["image"], "label": label})
-    for path, rows in (
-        (paths.ratings, ratings),
-        (paths.raw_ratings, raw),
-        (paths.pairs, pairs),
-        (paths.inpainting, inpainting),
-        (paths.levels, level_rows),
-    ):
-        _write_jsonl(path, rows)
-    metadata = {
+    for path, rows in zip(files, (ratings, raw, pairs, inpainting, level_rows), strict=False):
+        atomic_write_jsonl(root / path, rows)
+    preference = {"weights": dict(weights), "noise_scale": noise_scale, "tie_margin": tie_margin}
+    facts = {"seed": seed, "size": size, "n_scenes": n_scenes, "variants_per_scene": variants_per_scene}
+    atomic_write_json(paths.metadata, _metadata(paths, facts, n_images, mos_noise, preference, panel, biases))
+    logger.info("wrote %d images of %d scenes, %d pairs to %s", n_images, n_scenes, len(pairs), root)
+    return paths
+
+
+def _metadata(
+    paths: BenchmarkPaths,
+    facts: dict[str, Any],
+    n_images: int,
+    mos_noise: float,
+    preference: dict[str, Any],
+    panel: AnnotatorPanel,
+    biases: np.ndarray,
+) -> dict[str, Any]:
+    """``benchmark.json``: how the benchmark was made (its rules, the panel, the files)."""
+    weights, noise_scale = preference["weights"], preference["noise_scale"]
+    return {
         "generator": "training.procedural.synthetic",
-        "seed": seed,
-        "size": size,
-        "n_scenes": n_scenes,
-        "variants_per_scene": variants_per_scene,
+        **facts,
         "n_images": n_images,
         "dimensions": list(DIMENSIONS),
         "levels": {"1": "bad", "2": "poor", "3": "fair", "4": "good", "5": "excellent"},
         "mos": f"level + N(0, {mos_noise}) clipped to [1, 5]",
         "preference": {
-            "weights": dict(weights),
+            "weights": weights,
             "utility": "sum_d weights[d] * level[d]",
             "noise": "logistic",
             "noise_scale": noise_scale,
-            "tie_margin": tie_margin,
+            "tie_margin": preference["tie_margin"],
             "bradley_terry_weights": {d: w / noise_scale for d, w in weights.items()},
         },
         "annotators": {
@@ -377,8 +271,5 @@ def write_benchmark(
             "biases": [round(float(b), 4) for b in biases],
         },
         "effects": asdict(EFFECTS),
-        "files": {k: str(Path(v).relative_to(root)) for k, v in asdict(paths).items() if k != "root"},
+        "files": {k: str(Path(v).relative_to(paths.root)) for k, v in asdict(paths).items() if k != "root"},
     }
-    atomic_write_json(paths.metadata, metadata)
-    logger.info("wrote %d images of %d scenes, %d pairs to %s", n_images, n_scenes, len(pairs), root)
-    return paths
