@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from rl.generators import Generator
 
 
-def task_seed(seed: int, task_id: str, step: int) -> int:
-    """The generator seed of a task at a step: shared by the task's group, new every step."""
-    return zlib.crc32(f"{seed}:{task_id}:{step}".encode()) & 0x7FFFFFFF
+def task_seed(seed: int, task_key: str, step: int) -> int:
+    """The generator seed of a task (its content :attr:`~rl.inpaint_tasks.Task.key`) at a step: shared by the task's
+    group, new every step."""
+    return zlib.crc32(f"{seed}:{task_key}:{step}".encode()) & 0x7FFFFFFF
 
 
 class InpaintingRender:
@@ -67,7 +68,7 @@ class InpaintingRender:
             [t.mask for t in tasks],
             used,
             n=1,
-            seed=[task_seed(self.seed, t, step) for t in task_ids],
+            seed=[task_seed(self.seed, t.key, step) for t in tasks],
         )
         images = [None if r is None else r[0] for r in results]
         counts = {"empty": sum(1 for t in used if not t), "truncated": sum(cut), "failed": len(errors)}

@@ -7,6 +7,7 @@ Manifests are read by ``reward.data.load_inpainting`` (bad rows named by ``file:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections import Counter
@@ -34,6 +35,15 @@ class Task:
     mask: Image.Image
     prompt: str
     group: str = ""
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The task known by its content (pixels, mask, prompt), not by where its manifest lies: its generator seeds
+        come from this, so a moved or copied task folder gives the same images."""
+        h = hashlib.blake2b(digest_size=8)
+        for im in (self.image, self.mask):
+            h.update(f"{im.size}{im.mode}".encode() + im.tobytes())
+        return h.hexdigest() + hashlib.blake2b(self.prompt.encode(), digest_size=4).hexdigest()
 
 
 def load_tasks(

@@ -234,7 +234,8 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
     heldout = {t.id: t for t in load_tasks(tasks)[0]}
     assert command == "grpo" and len(pairs) == 2
     for pair in pairs:
-        task, seed = heldout[pair["task"]], task_seed(42, pair["task"], HELDOUT_SEED_STEP)  # seed=42: the default
+        task = heldout[pair["task"]]
+        seed = task_seed(42, task.key, HELDOUT_SEED_STEP)  # seed=42: the default
         base = build_generator({"name": "procedural"}).inpaint([task.image], [task.mask], [task.prompt], seed=[seed])
         assert np.array_equal(np.asarray(base[0][0]), np.asarray(Image.open(pair["baseline"])))
     card = (tmp_path / "policy" / "README.md").read_text()  # the adapter's card, not peft's template

@@ -4,6 +4,7 @@ reward, one generation shared by all rewards, common seeds within a group."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -134,3 +135,27 @@ def test_every_registered_reward_works_through_the_adapter(name, request):
     assert all(v is not None and 0.0 <= v <= 1.0 for v in values)  # normalised by the registered score_range
     assert metrics[f"{name}/failed"] == [0.0]
     assert reward_info(name).score_range[0] <= metrics[f"{name}/raw"][0] <= reward_info(name).score_range[1]
+
+
+def test_a_task_folder_moved_elsewhere_draws_the_same_images(tmp_path):
+    """A task's generator seeds come from its content, not from where its manifest lies: the same tasks read from a
+    copy of their folder under another name give the same images (before, the manifest's path was in the seed)."""
+    import shutil
+
+    from rl.inpaint_tasks import load_tasks
+    from training.procedural.synthetic import write_inpainting_tasks
+
+    first = write_inpainting_tasks(tmp_path / "a", 3, size=32)
+    moved = Path(shutil.copytree(first.parent, tmp_path / "elsewhere" / "b")) / first.name
+    drawn = []
+    for manifest in (first, moved):
+        tasks = load_tasks(manifest)[0]
+        render = InpaintingRender(build_generator({"name": "procedural"}), {t.id: t for t in tasks}, seed=3)
+        images, _, _ = render.draw(["a bright room"] * len(tasks), [t.id for t in tasks], step=2)
+        drawn.append([np.asarray(im) for im in images])
+    assert [t.id for t in load_tasks(first)[0]] != [t.id for t in load_tasks(moved)[0]]  # the ids name the path
+    assert all(np.array_equal(a, b) for a, b in zip(*drawn, strict=True))
+    other = InpaintingRender(build_generator({"name": "procedural"}), {t.id: t for t in load_tasks(first)[0]}, seed=4)
+    assert not np.array_equal(
+        np.asarray(other.draw(["a bright room"], [load_tasks(first)[0][0].id], 2)[0][0]), drawn[0][0]
+    )
