@@ -426,6 +426,7 @@ def _section(sections: list[str], out: Path, index: int, name: str, build: Calla
 
 def run(cfg: DictConfig) -> None:
     s = parse(DemoSettings, cfg, where="")
+    cfg = OmegaConf.structured(s)  # every setting with its default, for the sections and the report
     settings = {k: v for k, v in dataclasses.asdict(s).items() if k not in ("out", "overwrite")}
     output = prepare_output(s.out, "demo", settings, resume=True, overwrite=s.overwrite, resume_hint=None)
     out = Path(s.out).resolve()
