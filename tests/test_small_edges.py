@@ -60,6 +60,12 @@ def _manifest(folder: Path, n: int = 4) -> Path:
     return path
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """SIGINT as a terminal delivers it: a suite started in the background by a non-interactive shell (``cmd &``)
+    passes its children SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_prints_one_line_saying_how_to_resume_and_exits_130(tmp_path):
     data, out = _manifest(tmp_path / "data"), tmp_path / "out"
     argv = ["reward=qbench", "reward.model=unused", f"data={data}", f"out={out}", "batch_size=2", "num_workers=0"]
@@ -69,6 +75,7 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume_and_exits_130(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
     )
     try:
         assert proc.stdout.readline().strip() == "second batch"  # the event: the second batch is being scored

@@ -174,7 +174,14 @@ def _serve(*args: str) -> tuple[subprocess.Popen, str]:
     """The command itself in a process of its own; its page's address, read from its log line."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, str(ROOT / "rl" / "study.py"), "serve", *args, "port=0"]
-    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal, even under `make test &`
+    )
     for line in server.stdout:
         if "open http://" in line:
             return server, line.split("open ")[1].split("/?")[0]
