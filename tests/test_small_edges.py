@@ -250,3 +250,33 @@ def test_a_datasets_folder_whose_splits_disagree_on_a_columns_type_is_one_line(t
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith(f"error: hf:{folder}:train: datasets cannot read"), err
+
+
+ENDING_PROCESS = """
+import atexit, logging, sys
+from pathlib import Path
+from reward.commands.evaluate import EvaluateSettings
+from reward.core.cli import main
+atexit.register(lambda: Path(sys.argv[1]).write_text("atexit ran"))
+def run(cfg):
+    logging.getLogger("reward").info("logged at the end")
+    print("printed, not flushed", end="")
+    return "result"
+print(" / main returned", main("evaluate", run, schema=EvaluateSettings, argv=[]))
+"""
+
+
+@pytest.mark.parametrize("world_size", [None, "2"])
+def test_a_launched_process_ends_after_its_atexit_handlers_with_its_output_flushed(tmp_path, world_size):
+    """One process of a multi-process launch ends at the end of ``main`` (os._exit after an orderly shutdown: the
+    interpreter's teardown, where a gloo worker thread can abort the process, is skipped); a plain run returns."""
+    env = {**_env(), **({"WORLD_SIZE": world_size} if world_size else {})}
+    env.pop("PYTHONUNBUFFERED", None)  # stdout a pipe's buffer: lost unless flushed before os._exit
+    marker = tmp_path / "marker"
+    proc = subprocess.run(
+        [sys.executable, "-c", ENDING_PROCESS, str(marker)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert marker.read_text() == "atexit ran" and "logged at the end" in proc.stdout + proc.stderr
+    assert "printed, not flushed" in proc.stdout
+    assert ("main returned result" in proc.stdout) is (world_size is None)

@@ -256,7 +256,7 @@ def main(
         if show:
             print(OmegaConf.to_yaml(OmegaConf.to_container(full_config(schema, redact(to_plain(cfg))))), end="")
             return None
-        return run(cfg)
+        result = run(cfg)
     except RunComplete as done:
         logger.info("%s", done)
         return None
@@ -274,6 +274,25 @@ def main(
                 full = None
             print(f"interrupted: {interrupted_hint(full, resumable)}", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
+    end_launched_process()
+    return result
+
+
+def end_launched_process() -> None:
+    """One process of a multi-process launch (``WORLD_SIZE`` > 1) that ran to the end exits as multiprocessing's
+    children do: its atexit handlers run (logging's shutdown among them), the streams are flushed, then
+    ``os._exit(0)`` without the interpreter's teardown. In that teardown a gloo worker thread still freeing the last
+    collective's tensors needs the GIL and aborts the process (``terminate called without an active exception``,
+    SIGABRT: pytorch/pytorch#190489), and the launcher reported a finished run as failed; DeepSpeed and DDP keep the
+    process groups, and their threads, alive past ``destroy_process_group``."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) < 2:
+        return
+    import atexit
+
+    atexit._run_exitfuncs()  # logging's shutdown among them
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _flags(args: list[str], config_name: str, show: str | None) -> tuple[list[str], str | None]:

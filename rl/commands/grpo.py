@@ -648,7 +648,7 @@ def report(setup: Setup) -> dict[str, Any]:
 
     out, trainer = setup.out, setup.trainer
     processes = gather_object([process_record(setup)])  # collective: the last one
-    trainer.accelerator.end_training()  # accelerate's end of a run: a gloo process group left alive aborts the exit
+    trainer.accelerator.end_training()  # the process groups destroyed (a launched process ends: cli.main)
     max_steps = trainer.state.max_steps
     mean = {k: sum(p["seconds"][k] for p in processes) / len(processes) for k in processes[0]["seconds"]}
     complete = setup.guard.failure is None and (setup.global_step >= max_steps or setup.stopped_at is not None)

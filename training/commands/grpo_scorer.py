@@ -173,7 +173,9 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         resume_hint="resume=auto",
     )
     trainer, train_s = train(settings, output, callbacks or [])
-    return report(settings, output, trainer, train_s)
+    result = report(settings, output, trainer, train_s)
+    trainer.accelerator.end_training()  # the process groups destroyed (a launched process ends: cli.main)
+    return result
 
 
 def reward_functions(settings: GrpoScorerSettings) -> list[Any]:

@@ -519,7 +519,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     setup = set_up(settings)
     trained = train(setup, callbacks or [])
     result = report(setup, trained, cfg)
-    trained.trainer.accelerator.end_training()  # the process group destroyed: a gloo one left alive aborts the exit
+    trained.trainer.accelerator.end_training()  # the process groups destroyed (a launched process ends: cli.main)
     return result
 
 
