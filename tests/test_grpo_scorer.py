@@ -48,18 +48,27 @@ def test_bad_rewards_and_prompts_are_refused_together():
 
 
 @pytest.mark.slow
-def test_a_tiny_run_from_an_sft_scorer_writes_a_scorer_folder_read_both_ways(tiny_scorer_path, tmp_path):
+@pytest.mark.parametrize(
+    ("recipe", "prompt", "rewards"),
+    [
+        ("visualquality-r1-koniq", "visualquality-r1", "ranking, format"),
+        ("q-insight-koniq", "q-insight", "score, format"),
+    ],
+)
+def test_a_tiny_run_of_each_recipe_from_an_sft_scorer_writes_a_scorer_folder_read_both_ways(
+    recipe, prompt, rewards, tiny_scorer_path, tmp_path
+):
     from reward import get_reward
     from training.procedural.synthetic import example_at
 
     out = tmp_path / "run"
-    warm = [f"model.path={tiny_scorer_path}", f"out={out}", *TINY]  # a warm start: an SFT scorer's folder
-    result = run(compose("grpo_scorer", warm, schema=GrpoScorerSettings))
+    tiny = [f"+recipe={recipe}", f"model.path={tiny_scorer_path}", f"out={out}", *TINY, "trainer.bf16=false"]
+    result = run(compose("grpo_scorer", tiny, schema=GrpoScorerSettings))  # a warm start: an SFT scorer's folder
     assert result["global_step"] == 2 and -1 <= result["test_srcc"] <= 1
     meta = json.loads((out / "scorer" / "sa_iqa.json").read_text())
-    assert meta["reasoning"]["prompt"] == "visualquality-r1" and meta["level_words"] == ["1", "2", "3", "4", "5"]
+    assert meta["reasoning"]["prompt"] == prompt and meta["level_words"] == ["1", "2", "3", "4", "5"]
     card = (out / "scorer" / "README.md").read_text()
-    assert "trained by GRPO" in card and "reward=reasoning-iqa" in card
+    assert "trained by GRPO" in card and "reward=reasoning-iqa" in card and f"rewards {rewards})" in card
     images = [example_at(3, i, 32).image for i in range(3)]
     expected = get_reward("reasoning-iqa", {"model": str(out / "scorer"), "dtype": "float32"}).score(images).scores
     assert torch.isfinite(expected).all() and ((expected >= 1) & (expected <= 5)).all()

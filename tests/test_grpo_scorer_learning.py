@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 from reward.rewards.reasoning_iqa import PROMPTS, scorer_meta
 from reward.rewards.scorer_folder import write_metadata
 from training.commands.grpo_scorer import GrpoScorerSettings, held_out_srcc, parse_settings, run
-from training.procedural.synthetic import example_at
+from training.procedural.synthetic import example_at, write_benchmark
 
 
 def format_warm_start(model_dir: Path, out: Path, steps: int = 120, seed: int = 0) -> Path:
@@ -80,3 +81,9 @@ def test_grpo_on_the_scorer_lifts_heldout_lighting_srcc_above_0_7(tiny_vlm_path,
     after = result["test_srcc"]
     # measured: 0.621 -> 0.818 (the start is not 0: the random network's answer already leans on brightness)
     assert before < 0.7 <= after, f"held-out lighting SRCC (one forward) {before:.3f} -> {after:.3f}"
+    bench = write_benchmark(tmp_path / "heldout", 8, size=32, seed=4242)
+    for mode in ("expected", "sample"):  # reward/evaluate.py reads the trained scorer both ways
+        reward = [f"reward.model={tmp_path / 'run' / 'scorer'}", f"reward.mode={mode}", "reward.max_new_tokens=16"]
+        cfg = compose("evaluate", ["reward=reasoning-iqa", *reward, f"data={bench.ratings}", f"out={tmp_path / mode}"])
+        metrics = run_evaluate(cfg)
+        assert metrics["lighting"]["n"] == 8 and -1 <= metrics["lighting"]["srcc"] <= 1, mode
