@@ -35,6 +35,7 @@ def format_warm_start(model_dir: Path, out: Path, steps: int = 120, seed: int = 
     turn = [{"role": "user", "content": [{"type": "image"}, question]}]
     head = processor.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    answer = len(processor.tokenizer("<answer>1</answer><|im_end|>", add_special_tokens=False)["input_ids"])
     rng = random.Random(seed)
     torch.manual_seed(seed)
     for step in range(steps):
@@ -42,7 +43,6 @@ def format_warm_start(model_dir: Path, out: Path, steps: int = 120, seed: int = 
         texts = [f"{head}<answer>{rng.randint(1, 5)}</answer><|im_end|>" for _ in images]
         batch = processor(text=texts, images=images, return_tensors="pt", padding=True)
         labels = batch["input_ids"].clone()
-        answer = len(processor.tokenizer("<answer>1</answer><|im_end|>", add_special_tokens=False)["input_ids"])
         labels[:, :-answer] = -100  # left padding: the answer is each row's tail
         model(**batch, labels=labels).loss.backward()
         optimizer.step()
