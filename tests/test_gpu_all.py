@@ -49,6 +49,7 @@ def test_gpu_all_dry_run_writes_one_table_with_every_stage(tmp_path):
     assert ("prefix reuse, fast path", "4 dims x 4 images: plain / reuse time (H200 before: 2.34x)") in rows
     fp32 = rows[("agreement fp32", "max |score diff| fast vs unoptimised, same image processor (1-5)")]
     assert float(fp32) < 1e-4
+    assert float(rows[("agreement fp32", "max |score diff| prefix reuse vs plain (1-5)")]) < 1e-4
     # stage 2: the RL check's lines, called with --dry-run
     assert rows[("rl check", "exit status (seconds)")].startswith("0 ")
     assert rows[("rl check", "sd15-inpaint auto")].startswith("cpu torch.float32")
