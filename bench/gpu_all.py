@@ -70,9 +70,9 @@ class Run:
         return self.args.budget_s - (time.time() - self.start)
 
     def reserved(self, after: str) -> float:
-        """Seconds kept for the stages after ``after`` that run (a skipped stage keeps none)."""
+        """Seconds kept for the stages after ``after`` that run, as planned (a skipped stage keeps none)."""
         later = [s for s in STAGES[STAGES.index(after) + 1 :] if s not in self.skip]
-        return sum(PLANNED.get(s, PHOTO_OVERHEAD_S) + 30.0 for s in later)
+        return sum(PLANNED.get(s, PHOTO_OVERHEAD_S) for s in later)
 
     def floor(self, seconds: float) -> float:
         """The least a stage gets when the budget is short: ``seconds``, or a quarter of what is left."""

@@ -95,7 +95,7 @@ def test_a_missing_failing_or_hanging_rl_check_is_a_row(tmp_path, monkeypatch):
 
 def test_the_stages_after_one_keep_their_planned_time_and_a_skipped_stage_keeps_none():
     """On the H200 the RL check's first two sections alone took 102 s while scoring had reserved it 100 s and a
-    skipped photo stage 80 s: each later stage that runs keeps its plan + 30 s, a skipped one nothing."""
+    skipped photo stage 80 s: each later stage that runs keeps its planned time, a skipped one nothing."""
     from types import SimpleNamespace
 
     from gpu_all import Run
@@ -103,8 +103,9 @@ def test_the_stages_after_one_keep_their_planned_time_and_a_skipped_stage_keeps_
     def reserved(skip: set[str], after: str) -> float:
         return Run(SimpleNamespace(dry_run=True), Path("."), Path("."), 0.0, skip).reserved(after)
 
-    assert reserved(set(), "scoring") == (240 + 30) + (80 + 30)
-    assert reserved({"photos"}, "scoring") == 240 + 30
+    assert reserved(set(), "scoring") == 240 + 80
+    assert reserved({"photos"}, "scoring") == 240
     assert reserved({"rl", "photos"}, "scoring") == 0
-    assert reserved(set(), "rl") == 80 + 30
+    assert reserved({"rl"}, "scoring") == 80
+    assert reserved(set(), "rl") == 80
     assert reserved(set(), "photos") == 0
