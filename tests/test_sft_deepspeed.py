@@ -33,10 +33,15 @@ GPU_CHECK_ZERO3 = [  # the launch of bench/gpu_check.py's ZeRO-3 section, on one
 
 
 def _launch_sft(
-    config: str | list[str], model: Path, tmp_path: Path, *extra: str, ratings: Path | None = None
+    config: str | list[str],
+    model: Path,
+    tmp_path: Path,
+    *extra: str,
+    ratings: Path | None = None,
+    precision: str = "no",
 ) -> tuple[subprocess.CompletedProcess, Path]:
     """training/sft.py under ``accelerate launch --config_file`` (a config's text) or the given launcher flags, on a
-    tiny benchmark (or the manifest ``ratings``)."""
+    tiny benchmark (or the manifest ``ratings``), with the launcher's ``--mixed_precision``."""
     from training.procedural.synthetic import write_benchmark
 
     ratings = ratings or write_benchmark(tmp_path / "bench", 6, size=56, seed=3).ratings
@@ -50,7 +55,7 @@ def _launch_sft(
         "accelerate.commands.launch",
         *config,
         "--mixed_precision",
-        "no",
+        precision,
         str(ROOT / "training/sft.py"),
         f"model.path={model}",
         f"data.train={ratings}",
@@ -72,8 +77,11 @@ def _ops(deepspeed_ops):
     """DeepSpeed's CPU op built once for the test run, in a folder of its own."""
 
 
-def test_sft_runs_under_deepspeed_zero2(tiny_vlm_path, tmp_path):
-    _, out = _launch_sft(CPU_ZERO2, tiny_vlm_path, tmp_path, "trainer.save_steps=2")
+def test_sft_runs_under_deepspeed_zero2_in_the_shipped_configs_bf16(tiny_vlm_path, tmp_path):
+    """configs/accelerate/zero2.yaml's bf16, on a CPU: trainer.bf16 (null) follows the launcher (transformers refused
+    the run: "ds bf16.enabled=True vs hf bf16=False")."""
+    _, out = _launch_sft(CPU_ZERO2, tiny_vlm_path, tmp_path, "trainer.save_steps=2", precision="bf16")
+    assert torch.load(out / "checkpoint-2" / "training_args.bin", weights_only=False).bf16  # the launcher's, on a CPU
     # DeepSpeed's own checkpoint layout proves it was not silently dropped
     assert list((out / "checkpoint-2").glob("global_step2/*optim_states.pt"))
     assert (out / "scorer" / "sa_iqa.json").exists()

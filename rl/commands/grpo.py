@@ -57,6 +57,7 @@ from training.shared.cards import settings_command, write_card
 from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     check_build_locks,
+    launcher_bf16,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
@@ -356,7 +357,7 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     }
     if args.get("bf16") is None:  # where this process's GPU does it natively (no tensor made on GPU 0 to find out)
         gpu = torch.cuda.is_available()
-        args["bf16"] = (
+        args["bf16"] = launcher_bf16(
             gpu
             and torch.cuda.get_device_capability(int(os.environ.get("LOCAL_RANK") or 0) % torch.cuda.device_count())[0]
             >= 8

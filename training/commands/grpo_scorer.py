@@ -28,7 +28,7 @@ from reward.eval.metrics import srcc
 from reward.rewards.reasoning_iqa import PROMPTS, THINKS, scorer_meta, to_prompt_scale
 from training.commands.sft import ModelSettings
 from training.shared.batch import PlanSettings, trl_fields
-from training.shared.deepspeed import save_gathered_weights_under_zero3
+from training.shared.deepspeed import launcher_bf16, save_gathered_weights_under_zero3
 from training.shared.sizes import require_trained
 from training.shared.trainable import LoraSettings, freeze_vision, load_for_training, lora_config, training_dtype
 from training.shared.trl_fields import trainer_problems
@@ -202,7 +202,8 @@ def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) ->
     rows = Rows(settings, settings.data.train, "train")
     args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
     args |= trl_fields(settings.trainer)
-    args.setdefault("bf16", bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
+    if args.get("bf16") is None:
+        args["bf16"] = launcher_bf16(bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
     try:

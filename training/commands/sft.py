@@ -53,6 +53,7 @@ from training.shared.cards import settings_command, write_card
 from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     gathered_state_dict,
+    launcher_bf16,
     save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
@@ -491,7 +492,7 @@ def _trainer_args(settings: SftSettings, out: Path) -> Any:
         "seed": settings.seed,
     }
     if args.get("bf16") is None:
-        args["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        args["bf16"] = launcher_bf16(bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
     args.setdefault("max_length", None)  # never cut the image tokens

@@ -26,6 +26,22 @@ def uses_deepspeed(args: Any) -> bool:
     return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "true")
 
 
+def launcher_bf16(default: bool) -> bool:
+    """``trainer.bf16: null``: under DeepSpeed, what ``accelerate launch --mixed_precision`` chose (DeepSpeed's
+    config follows the launcher, and transformers refuses a trainer that differs: ``ds bf16.enabled=True vs hf
+    bf16=False`` on a CPU or a GPU without bf16, launched with the shipped ``zero3.yaml``); else ``default``.
+
+    >>> import os
+    >>> os.environ |= {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_MIXED_PRECISION": "bf16"}
+    >>> launcher_bf16(False), [os.environ.pop(k) for k in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_MIXED_PRECISION")]
+    (True, ['true', 'bf16'])
+    >>> launcher_bf16(False)
+    False
+    """
+    chosen = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    return chosen == "bf16" if uses_deepspeed(None) and chosen in ("bf16", "fp16", "no") else default
+
+
 @contextmanager
 def zero3_init_off(args: Any = None) -> Iterator[None]:
     """Within the block, ``from_pretrained`` builds whole models, not ZeRO-3 partitions (the final save; rewards and
