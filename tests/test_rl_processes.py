@@ -78,7 +78,7 @@ def parts(tmp_path_factory, tiny_vlm_path, tiny_lm_path):
 
 NO_DEEPSPEED = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="no deepspeed")
 # bf16 as the shipped configs/accelerate/zero3.yaml: trainer.bf16 (null) follows it, even on a CPU (DeepSpeed's config
-# follows the launcher and transformers refused the run, "ds bf16.enabled=True vs hf bf16=False"); the configs below: no
+# follows the launcher, and transformers refused the run: "ds bf16.enabled=True vs hf bf16=False"); the configs: no
 FLAGS = ["--use_deepspeed", "--zero_stage", "3", "--num_processes", "2", "--mixed_precision", "bf16"]
 
 
