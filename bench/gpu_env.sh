@@ -12,6 +12,7 @@ gpu_env() {
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       || echo "$(date -u +%H:%M:%S) WARNING: wheel install failed; continuing with the installed packages"
     export PYTHONPATH="/tmp/site:$PWD"
+    "$PY" bench/checkout_metadata.py /tmp/site  # the checkout's entry point rewards (scene-proxy, pace), not installed
   else
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
   fi

@@ -49,3 +49,21 @@ def test_rl_gpu_check_dry_run_prints_every_row_and_no_failure(tmp_path, request)
         ):
             assert rows[(section, "steps done")] == "2 of 2" and rows[(section, "reference model")] == reference
             assert float(rows[(section, "beta")]) > 0
+
+
+def test_the_checkouts_metadata_declares_the_entry_points_an_install_declares(tmp_path):
+    """On the GPU machine the checkout runs from PYTHONPATH, uninstalled: its ZeRO-3 sections failed with "unknown
+    reward 'scene-proxy'". The metadata bench/gpu_env.sh writes declares what ``pip install -e .`` declared here."""
+    from importlib import metadata
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from checkout_metadata import write_metadata
+
+    write_metadata(tmp_path)
+    [written] = metadata.distributions(path=[str(tmp_path)])
+    installed = metadata.distribution("perceptual-rewards")
+    assert written.version == installed.version
+    for group in ("perceptual_rewards.rewards", "perceptual_rewards.commands", "console_scripts"):
+        mine = {(p.name, p.value) for p in written.entry_points.select(group=group)}
+        assert mine and mine == {(p.name, p.value) for p in installed.entry_points.select(group=group)}
+    assert written.entry_points.select(group="perceptual_rewards.rewards")["scene-proxy"].load()["higher_is_better"]
