@@ -18,9 +18,11 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from common import (
     arguments,
     build_checkpoint,
     guarded,
+    logger,
     tensors,
     workdir,
 )
@@ -49,6 +52,7 @@ SECTIONS = (
     "rl grpo zero3 kl",
     "rl grpo zero3 kl lora",
 )
+PARTS = ("grpo", "parity", "generators", "zero3", "served")  # --only's names of the sections, in the order they run
 
 
 @dataclass
@@ -80,8 +84,11 @@ class WeightWatch(TrainerCallback):
         self.changed = moved / max(1, sum(p.numel() for p in self.before.values()))
 
 
-def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path | None, steps: int) -> Parts:
-    """Procedural tasks, a random text policy, the tiny FLUX Fill pipeline and the reward VLM (built unless given)."""
+def build_parts(
+    table: Table, work: Path, *, dry_run: bool, reward_model: Path | None, steps: int, scored: bool = True
+) -> Parts:
+    """Procedural tasks, a random text policy, the tiny FLUX Fill pipeline and the reward VLM (built unless given,
+    or unless no section scores with it: ``scored``)."""
     from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
     from training.procedural.synthetic import write_inpainting_tasks
 
@@ -90,12 +97,12 @@ def build_parts(table: Table, work: Path, *, dry_run: bool, reward_model: Path |
     hidden, layers = (64, 2) if dry_run else (1024, 12)  # ~0.1B parameters on the GPU
     policy = make_tiny_lm(work / "policy", hidden=hidden, layers=layers)
     pipeline = make_tiny_inpaint_pipeline(work / "flux-fill", "flux-fill")
-    if reward_model is None:
+    if reward_model is None and scored:
         text, vision = (TINY_TEXT, TINY_VISION) if dry_run else (QWEN25_VL_7B_TEXT, QWEN25_VL_7B_VISION)
         reward_model = build_checkpoint(work / "reward-vlm", text, vision, side * side)
-    table.add("rl setup", "reward model", str(reward_model))
+    table.add("rl setup", "reward model", str(reward_model) if reward_model else "none (no section scores with it)")
     table.add("rl setup", "policy parameters (M)", round(sum(t.numel() for t in tensors(policy).values()) / 1e6, 1))
-    return Parts(tasks, policy, pipeline, Path(reward_model), work, dry_run, steps)
+    return Parts(tasks, policy, pipeline, Path(reward_model or work / "no-reward"), work, dry_run, steps)
 
 
 def _overrides(p: Parts, out: Path) -> list[str]:
@@ -186,8 +193,12 @@ def zero3_section(table: Table, p: Parts, *, lora: bool) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=p.work, env=env)
     table.add(name, "wall seconds (launch + train + save)", round(time.perf_counter() - start, 1))
-    if proc.returncode != 0:
-        table.add(name, "exit status", f"{proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+    if proc.returncode != 0:  # the launcher's summary ends its output: the row names the rank's own error
+        output = proc.stderr + proc.stdout
+        logger.error("%s: accelerate launch exited %d; its output's end:\n%s", name, proc.returncode, output[-8000:])
+        error = re.compile(r"\s*(\[rank\d+\]:\s*)?[\w.]+(Error|Exception)\b")
+        errors = [ln.strip() for ln in output.splitlines() if error.match(ln)]
+        table.add(name, "exit status", f"{proc.returncode}: {(errors or ['no error line; see the log'])[-1][:300]}")
         return
     result = json.loads((out / "grpo_result.json").read_text())
     kl = [v for _, v in result["kl"]]
@@ -245,26 +256,40 @@ def generator_section(table: Table, p: Parts) -> None:
 
 
 def rl_sections(
-    table: Table, *, dry_run: bool, work: Path, reward_model: Path | None = None, steps: int | None = None
+    table: Table,
+    *,
+    dry_run: bool,
+    work: Path,
+    reward_model: Path | None = None,
+    steps: int | None = None,
+    only: Sequence[str] = PARTS,
 ) -> None:
-    """Every RL section into ``table`` (this script's own, or another check's): setup, GRPO in-process, served vs
-    in-process scores, the diffusers generators, GRPO under ZeRO-3, then GRPO with the served reward (last: on an H200
-    its loopback server, listing every log-prob, took 120 s and left the ZeRO-3 sections no time)."""
+    """The RL sections of ``only`` (default: every one) into ``table`` (this script's own, or another check's): setup,
+    GRPO in-process, served vs in-process scores, the diffusers generators, GRPO under ZeRO-3, then GRPO with the
+    served reward (last: on an H200 its loopback server, listing every log-prob, took 120 s and left the ZeRO-3
+    sections no time). The 7B reward is built only for the sections that score with it."""
     steps = steps or (2 if dry_run else 3)
+    scored = bool({"grpo", "parity", "served"} & set(only))
     parts = guarded(
-        table, "rl setup", lambda: build_parts(table, work, dry_run=dry_run, reward_model=reward_model, steps=steps)
+        table,
+        "rl setup",
+        lambda: build_parts(table, work, dry_run=dry_run, reward_model=reward_model, steps=steps, scored=scored),
     )
     if parts is None:
         return
-    guarded(table, SECTIONS[0], lambda: grpo_section(table, parts, served=False))
-    guarded(table, SECTIONS[2], lambda: parity_section(table, parts))
-    guarded(table, SECTIONS[3], lambda: generator_section(table, parts))
-    if importlib.util.find_spec("deepspeed") is not None:
+    if "grpo" in only:
+        guarded(table, SECTIONS[0], lambda: grpo_section(table, parts, served=False))
+    if "parity" in only:
+        guarded(table, SECTIONS[2], lambda: parity_section(table, parts))
+    if "generators" in only:
+        guarded(table, SECTIONS[3], lambda: generator_section(table, parts))
+    if "zero3" in only and importlib.util.find_spec("deepspeed") is not None:
         guarded(table, SECTIONS[4], lambda: zero3_section(table, parts, lora=False))
         guarded(table, SECTIONS[5], lambda: zero3_section(table, parts, lora=True))
-    else:
+    elif "zero3" in only:
         table.add(SECTIONS[4], "skipped", "deepspeed is not installed (pip install -e '.[deepspeed]')")
-    guarded(table, SECTIONS[1], lambda: grpo_section(table, parts, served=True))
+    if "served" in only:
+        guarded(table, SECTIONS[1], lambda: grpo_section(table, parts, served=True))
 
 
 def main(argv: list[str] | None = None) -> Table:
@@ -275,12 +300,16 @@ def main(argv: list[str] | None = None) -> Table:
         reward_model={"help": "a VLM checkpoint to score with (default: build one)"},
         steps={"type": int, "help": "GRPO steps per run (default 3; dry run 2)"},
         budget_s={"type": float, "default": 420.0, "help": "start no section after this many seconds"},
+        only={"default": ",".join(PARTS), "help": f"comma-separated sections to run: {','.join(PARTS)}"},
     )
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    if set(only) - set(PARTS):
+        sys.exit(f"--only {sorted(set(only) - set(PARTS))}: the sections are {', '.join(PARTS)}")
     table = Table(args.budget_s)
     table.add("rl setup", "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (dry run)")
     with workdir(args.work, "rl_gpu_check_") as work:
         reward = Path(args.reward_model) if args.reward_model else None
-        rl_sections(table, dry_run=args.dry_run, work=work, reward_model=reward, steps=args.steps)
+        rl_sections(table, dry_run=args.dry_run, work=work, reward_model=reward, steps=args.steps, only=only)
     return table.finish(args.out, "rl_gpu_check.json")
 
 
