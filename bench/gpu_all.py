@@ -2,16 +2,19 @@
 
     bash bench/gpu_all.sh --out DIR            # one H200, at most --budget-s (540 s = 9 min) in all
     bash bench/gpu_all.sh --dry-run --out DIR  # the same stages on tiny configs on the CPU (a test runs it)
-    bash bench/gpu_all.sh --skip rl,photos     # stages: scoring, rl, photos
+    bash bench/gpu_all.sh --skip rl,photos     # default stages: scoring, rl, photos
+    bash bench/gpu_all.sh --stages families    # the real-size backbones only (~5 min: a second run's stage)
 
 Stages, one after the other, each a subprocess with its log, given a share of the time left and stopped at its
 limit (the run ends within the budget whatever happens): ``scoring`` (``bench/gpu_check.py --skip lora,zero3``),
 ``rl`` (``bench/rl_gpu_check.sh``, or the script ``RL_CHECK`` names; missing or failing, it is a row of the table)
-and ``photos`` (``bench/real_photos_gpu.py`` trained within what is left).
+and ``photos`` (``bench/real_photos_gpu.py`` trained within what is left); named with ``--stages`` only,
+``families`` (``bench/families_gpu_check.py``: Qwen3.5 and Ovis2 at a real size, a GRPO step on the scorer), which
+with the default three does not fit one 9-minute run.
 
-``--out`` receives at most 7 files (the device machine returns 8): ``table.md`` (the one table), ``table.json``,
-``scoring.log``, ``rl.log``, ``photos.log``, ``real_photos_curve.png`` and, when the RL check draws one,
-``reward_curve.png``.
+``--out`` receives at most 8 files (the device machine returns 8): ``table.md`` (the one table), ``table.json``,
+``scoring.log``, ``rl.log``, ``families.log``, ``photos.log``, ``real_photos_curve.png`` and, when the RL check draws
+one, ``reward_curve.png``.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from typing import Any
 
 from common import ROOT, arguments, markdown
 
-STAGES = ("scoring", "rl", "photos")
+STAGES = ("scoring", "rl", "families", "photos")
+DEFAULT_STAGES = "scoring,rl,photos"
 # seconds each stage is planned to take on one H200, as measured there on 2026-12-04 (scoring 145 s, then ~40 s more
 # for the scoring loop's batch per worker; the RL check's setup and first GRPO section alone took 102 s, so its old
 # 100 s stopped it there); the photo stage takes what is left
-PLANNED = {"scoring": 190.0, "rl": 240.0}
+PLANNED = {"scoring": 190.0, "rl": 240.0, "families": 300.0}  # families: estimated from the CPU run, not measured
 PHOTO_OVERHEAD_S = 80.0  # held-out set, BRISQUE, imports, final evaluation and the CPU reload around the training
 
 
@@ -124,6 +128,16 @@ class Run:
             shutil.copy(self.work / "rl" / "reward_curve.png", self.out / "reward_curve.png")
         return rows + rl_rows(self.out / "rl.log", status)
 
+    def families(self) -> list[list[str]]:
+        limit = min(PLANNED["families"] + 40.0, max(self.left() - self.reserved("families"), self.floor(60)))
+        work = self.work
+        cmd = [sys.executable, "-u", str(ROOT / "bench/families_gpu_check.py"), *self.dry]
+        cmd += ["--budget-s", str(limit - 60), "--out", str(work / "families"), "--work", str(work / "families_work")]
+        status = self.stage("families", cmd, limit)
+        shutil.rmtree(work / "families_work", ignore_errors=True)  # the real-size checkpoints
+        result = work / "families" / "families_gpu_check.json"
+        return json.loads(result.read_text()) if result.is_file() else [["families", "no table", str(status)]]
+
     def photos(self) -> list[list[str]]:
         work = self.work
         limit = max(self.left() - 15.0, self.floor(60))
@@ -143,14 +157,16 @@ def main(argv: list[str] | None = None) -> int:
         __doc__,
         argv,
         gpu=True,
-        skip={"default": "", "help": f"comma-separated stages to skip: {','.join(STAGES)}"},
+        stages={"default": DEFAULT_STAGES, "help": f"comma-separated stages to run, of {','.join(STAGES)}"},
+        skip={"default": "", "help": "comma-separated stages not to run"},
         budget_s={"type": float, "default": 540.0, "help": "the whole run, wheel installation included"},
         started={"type": float, "help": "epoch seconds the run started (gpu_all.sh)"},
     )
     start = args.started or time.time()
-    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    if skip - set(STAGES):
-        sys.exit(f"--skip {sorted(skip - set(STAGES))}: the stages are {', '.join(STAGES)}")
+    named = {s.strip() for s in f"{args.stages},{args.skip}".split(",") if s.strip()}
+    if named - set(STAGES):
+        sys.exit(f"--stages/--skip {sorted(named - set(STAGES))}: the stages are {', '.join(STAGES)}")
+    skip = set(STAGES) - {s.strip() for s in args.stages.split(",")} | {s.strip() for s in args.skip.split(",")}
     out = Path(args.out or "gpu_all_out")
     out.mkdir(parents=True, exist_ok=True)
     rows: list[list[str]] = [["run", "mode", "dry run (CPU, tiny configs)" if args.dry_run else "GPU"]]

@@ -103,9 +103,30 @@ def test_the_stages_after_one_keep_their_planned_time_and_a_skipped_stage_keeps_
     def reserved(skip: set[str], after: str) -> float:
         return Run(SimpleNamespace(dry_run=True), Path("."), Path("."), 0.0, skip).reserved(after)
 
-    assert reserved(set(), "scoring") == 240 + 80
-    assert reserved({"photos"}, "scoring") == 240
-    assert reserved({"rl", "photos"}, "scoring") == 0
-    assert reserved({"rl"}, "scoring") == 80
-    assert reserved(set(), "rl") == 80
+    default = {"families"}  # named with --stages only
+    assert reserved(default, "scoring") == 240 + 80
+    assert reserved(default | {"photos"}, "scoring") == 240
+    assert reserved(default | {"rl", "photos"}, "scoring") == 0
+    assert reserved(default | {"rl"}, "scoring") == 80
+    assert reserved(default, "rl") == 80
+    assert reserved(set(), "rl") == 300 + 80  # every stage
     assert reserved(set(), "photos") == 0
+
+
+@pytest.mark.slow
+def test_the_families_stage_scores_each_backbone_and_trains_the_scorer_two_grpo_steps(tmp_path):
+    """``--stages families``, dry: Qwen3.5 and Ovis2 loaded as ``reward=`` loads them, finite scores that differ
+    between images, prefix reuse agreeing with plain scoring, two GRPO steps on the scorer writing its adapter."""
+    from gpu_all import main
+
+    main(["--dry-run", "--stages", "families", "--out", str(tmp_path / "out")])
+    rows = _rows(tmp_path / "out")
+    assert not [k for k in rows if k[1] in ("FAILED", "no table")], rows
+    for family in ("qwen3_5", "ovis2"):
+        finite, spread = rows[(family, "scores finite / spread over 8 images (1-5)")].split(" / ")
+        assert finite == "True" and float(spread) > 0
+        assert float(rows[(family, "prefix reuse: max |score diff| vs plain (1-5, bf16)")]) < 0.05
+    grpo = "qwen3_5 GRPO scorer (LoRA)"
+    assert rows[(grpo, "steps done / train seconds")].startswith("2 / ") and rows[(grpo, "adapter written")] == "True"
+    assert rows[("run", "stage families: exit status (seconds)")].startswith("0 ")
+    assert [s for s, _ in rows if s.startswith("run")] and ("run", "stage scoring: exit status (seconds)") not in rows
