@@ -173,6 +173,15 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
         table.add(name, "served reward failures (reasons)", reasons or "none")
 
 
+def launch_error(output: str) -> str:
+    """A failed launch's own error: the last exception line of a rank (``[rank0]: ValueError: ...``), else the last
+    exception line at all (the launcher's ``ChildFailedError`` follows the rank's)."""
+    found = [
+        ln.strip() for ln in output.splitlines() if re.match(r"\s*(\[rank\d+\]:\s*)?[\w.]+(Error|Exception):", ln)
+    ]
+    return ([ln for ln in found if ln.startswith("[rank")] or found or ["no exception line; see the log"])[-1]
+
+
 def zero3_section(table: Table, p: Parts, *, lora: bool) -> None:
     """GRPO with trl's default KL term (beta 0.04) under ``accelerate launch --use_deepspeed --zero_stage 3``, one
     process per GPU (one on the CPU): a reference model built inside ``zero.Init`` and sharded like the policy, or
@@ -196,9 +205,7 @@ def zero3_section(table: Table, p: Parts, *, lora: bool) -> None:
     if proc.returncode != 0:  # the launcher's summary ends its output: the row names the rank's own error
         output = proc.stderr + proc.stdout
         logger.error("%s: accelerate launch exited %d; its output's end:\n%s", name, proc.returncode, output[-8000:])
-        error = re.compile(r"\s*(\[rank\d+\]:\s*)?[\w.]+(Error|Exception)\b")
-        errors = [ln.strip() for ln in output.splitlines() if error.match(ln)]
-        table.add(name, "exit status", f"{proc.returncode}: {(errors or ['no error line; see the log'])[-1][:300]}")
+        table.add(name, "exit status", f"{proc.returncode}: {launch_error(output)[:300]}")
         return
     result = json.loads((out / "grpo_result.json").read_text())
     kl = [v for _, v in result["kl"]]

@@ -67,3 +67,23 @@ def test_the_checkouts_metadata_declares_the_entry_points_an_install_declares(tm
         mine = {(p.name, p.value) for p in written.entry_points.select(group=group)}
         assert mine and mine == {(p.name, p.value) for p in installed.entry_points.select(group=group)}
     assert written.entry_points.select(group="perceptual_rewards.rewards")["scene-proxy"].load()["higher_is_better"]
+
+
+H200_LAUNCH = """[rank0]:   File "/work/main/reward/integrations/reward_set.py", line 133, in __init__
+[rank0]:     raise ValueError("\\n".join(problems))
+[rank0]: ValueError: reward 'scene-proxy': unknown reward 'scene-proxy'. Known rewards: chat-judge, qbench.
+E1204 18:43:38.361000 535 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 1) local_rank: 0
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+"""  # the end of a failed ZeRO-3 launch's output on the H200 (shortened)
+
+
+def test_a_failed_launch_is_named_by_its_ranks_error_not_by_the_launchers():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from rl_gpu_check import launch_error
+
+    assert launch_error(H200_LAUNCH).startswith("[rank0]: ValueError: reward 'scene-proxy': unknown reward")
+    assert launch_error(H200_LAUNCH.replace("[rank0]: ", "")).startswith("torch.distributed.elastic")
+    assert launch_error("Killed\n") == "no exception line; see the log"
