@@ -97,7 +97,7 @@ def evaluated_root(path: str | Path) -> Path | None:
     """The folder a ``scores.jsonl`` written by ``evaluate`` (or by SFT's evaluation of ``data.test``) names
     its images from: its ``image_root``, else the evaluated manifest's folder or a dataset's ``FOLDER``, read from the
     ``run.json`` beside it. ``None`` for any other file."""
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
     from reward.data.datasets import parse_source
 
     try:
@@ -120,7 +120,7 @@ def evaluated_root(path: str | Path) -> Path | None:
         return None
     try:
         source = parse_source(data)
-    except ConfigError:
+    except UserError:
         return None
     if source is not None:
         return Path(source.folder).expanduser().resolve()

@@ -25,7 +25,7 @@ from PIL import Image
 
 from pace_judge.protocol import Probe, Protocol, SubDimension, protocol_from_dict
 from reward.core.config import RETRIES, TOKENS
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +124,9 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         if self.min_sub > self.max_sub:
-            raise ConfigError(f"agents.min_sub={self.min_sub} is above agents.max_sub={self.max_sub}")
+            raise UserError(f"agents.min_sub={self.min_sub} is above agents.max_sub={self.max_sub}")
         if self.on_reject not in ON_REJECT:
-            raise ConfigError(f"agents.on_reject={self.on_reject!r}: choose one of {', '.join(ON_REJECT)}")
+            raise UserError(f"agents.on_reject={self.on_reject!r}: choose one of {', '.join(ON_REJECT)}")
 
 
 def _literal(span: str) -> Any:

@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw
 
 from pace_judge.protocol import Anchor, Protocol
 from reward.core.config import SIDE
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 from reward.data.files import atomic_write_with
 from reward.data.images import image_identity, load_image, to_rgb
 from reward.data.manifest import image_root_field
@@ -81,12 +81,12 @@ class CalibrationSource:
 
     def __post_init__(self) -> None:
         if self.scores is not None and len(self.scores) != self.candidates:
-            raise ConfigError(
+            raise UserError(
                 f"scores={list(self.scores)}: give exactly {self.candidates} scores, each from 1 to 5 (one per "
                 f"candidate; candidates={self.candidates})"
             )
         if self.mos_range is not None and (len(self.mos_range) != 2 or not self.mos_range[1] > self.mos_range[0]):
-            raise ConfigError(f"mos_range={list(self.mos_range)}: give [LOW, HIGH], HIGH above LOW, e.g. [0,100]")
+            raise UserError(f"mos_range={list(self.mos_range)}: give [LOW, HIGH], HIGH above LOW, e.g. [0,100]")
 
 
 def calibrate(cfg: CalibrationSource, protocol: Protocol, folder: Path, backend: Any = None) -> Protocol:

@@ -12,7 +12,7 @@ from pace_judge.agents import AgentConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
 from reward.core.config import BATCH, FRACTION, PIXELS
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.vlm import load_vlm
 from reward.vlm.hub import missing_model
 from reward.vlm.loading import ModelLoading, loading_of
@@ -119,9 +119,9 @@ class PaceConfig(ModelLoading):
                 self.experts = OmegaConf.to_container(OmegaConf.create(self.experts))
             except Exception as err:  # noqa: BLE001 - YAML's error, named with the key
                 said = " ".join(str(err).split())
-                raise ConfigError(f"experts={self.experts!r}: not a YAML mapping ({said})") from None
+                raise UserError(f"experts={self.experts!r}: not a YAML mapping ({said})") from None
         if not isinstance(self.experts, dict):
-            raise ConfigError(f"experts={self.experts!r}: give a mapping {{DIMENSION: {{name: REWARD, ...}}}}")
+            raise UserError(f"experts={self.experts!r}: give a mapping {{DIMENSION: {{name: REWARD, ...}}}}")
 
 
 def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> Any:
@@ -131,7 +131,7 @@ def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> An
 
         return served_vlm(server)
     if kind != "local" or not model:
-        raise ConfigError(f"backend={kind}: choose local with a model=PATH (a VLM checkpoint) or openai (a server)")
+        raise UserError(f"backend={kind}: choose local with a model=PATH (a VLM checkpoint) or openai (a server)")
     return load_vlm(str(model), loading_of(settings), batch_size=settings.batch_size)
 
 
@@ -171,6 +171,6 @@ def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> N
             "(a protocol file is calibrated with perceptual-rewards calibrate protocol=FILE ...)"
         )
     if problems:
-        raise ConfigError(
+        raise UserError(
             f"invalid {'reward=pace settings' if where else 'pace config'}:\n  - " + "\n  - ".join(problems)
         )

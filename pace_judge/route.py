@@ -17,7 +17,7 @@ from pace_judge.config import PaceConfig
 from pace_judge.memory_bank import Embedder, MemoryBank, exact_key, match
 from pace_judge.protocol import Protocol, load_protocol
 from pace_judge.tracks import Judgement
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 from reward.data.images import load_image
 from reward.rewards.base import RewardOutput
 
@@ -38,24 +38,24 @@ class ExpertJudge:
         members = cfg if isinstance(cfg, list) else [cfg]
         if isinstance(cfg, dict) and "members" in cfg:
             if extra := sorted(set(cfg) - {"members", "weights", "combine"}):
-                raise ConfigError(f"{where}: unknown key(s) {extra}; an ensemble has members, weights, combine: mean")
+                raise UserError(f"{where}: unknown key(s) {extra}; an ensemble has members, weights, combine: mean")
             if cfg.get("combine", "mean") != "mean":
-                raise ConfigError(f"{where}.combine={cfg['combine']!r}: only mean (weighted by weights) is supported")
+                raise UserError(f"{where}.combine={cfg['combine']!r}: only mean (weighted by weights) is supported")
             members, weights = cfg["members"], cfg.get("weights")
         if not isinstance(members, list) or not members or not all(isinstance(m, dict) for m in members):
-            raise ConfigError(f"{where}: give a reward config {{name: ...}}, a list of them, or {{members: [...]}}")
+            raise UserError(f"{where}: give a reward config {{name: ...}}, a list of them, or {{members: [...]}}")
         self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(members)
         if len(self.weights) != len(members) or min(self.weights) < 0 or sum(self.weights) <= 0:
-            raise ConfigError(f"{where}.weights: one non-negative weight per member, not all zero; got {weights}")
+            raise UserError(f"{where}.weights: one non-negative weight per member, not all zero; got {weights}")
         self.dimension, self.expert, self.members = dimension, expert, []
         for i, raw in enumerate(members):
             raw = dict(raw)
             name, at = raw.pop("name", None), where + (f".members[{i}]" if len(members) > 1 else "")
             if not name or name == "pace":
-                raise ConfigError(f"{at} needs name: a registered reward (e.g. qbench, sa-iqa), not pace itself")
+                raise UserError(f"{at} needs name: a registered reward (e.g. qbench, sa-iqa), not pace itself")
             low, high = reward_info(name).score_range
             if not torch.isfinite(torch.tensor([low, high])).all():
-                raise ConfigError(f"{at}: reward {name!r} has no finite score_range to map onto 1-5")
+                raise UserError(f"{at}: reward {name!r} has no finite score_range to map onto 1-5")
             self.members.append((name, (low, high), get_reward(name, raw)))
         self.name = "+".join(m[0] for m in self.members)
 
@@ -65,7 +65,7 @@ class ExpertJudge:
         dims = out.dimensions
         key = exact_key({d: d for d in dims}, self.expert) or (next(iter(dims)) if len(dims) == 1 else None)
         if dims and key is None:
-            raise ConfigError(
+            raise UserError(
                 f"experts.{self.expert}: reward {member} scores the dimensions {list(dims)}, none named "
                 f"{self.expert!r}; name the expert after the one it stands for (experts.{next(iter(dims))}=...), or "
                 "have the reward score only that one (dimensions: [NAME] in its config)"
@@ -152,7 +152,7 @@ def resolve(
         for what, name, cos in missed
     )
     if cfg.fast_only:
-        raise ConfigError(
+        raise UserError(
             f"dimension={dimension!r}: no expert names it and no stored protocol is within theta={theta}"
             f"{'; ' + said if said else ''}. fast_only=true never builds a protocol: add an expert "
             "(experts.NAME=...), import a calibrated protocol into memory= (perceptual-rewards memory import), or set "

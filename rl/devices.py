@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def process_device(spec: Any, *, rank: int | None = None, n_gpus: int | None = N
         return f"cuda:{rank % gpus}" if gpus else "cpu"
     if isinstance(spec, Sequence) and not isinstance(spec, str):
         if rank >= len(spec):
-            raise ConfigError(
+            raise UserError(
                 f"{where}={list(spec)} names {len(spec)} devices but this is process {rank} of the machine; give one "
                 "device per process, or a template such as 'cuda:{local_rank+4}'"
             )
@@ -61,7 +61,7 @@ def resolve_devices(entries: Sequence[Any], *, schema_has_device: Callable[[str]
             out.append(entry)
             continue
         if processes > 1 and node.get("device_map") not in (None, ""):
-            raise ConfigError(
+            raise UserError(
                 f"{key}.device_map={node['device_map']!r} with {processes} processes on this machine: each would "
                 "spread its own copy over every GPU. Use device (one GPU per process, e.g. 'cuda:{local_rank+4}') or "
                 "a served reward (backend=openai)"

@@ -12,7 +12,7 @@ from omegaconf import MISSING
 from PIL import Image
 
 from reward.core.config import BATCH, SIDE, TOKENS, parse
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.vlm.loading import resolve_dtype
 from rl.devices import process_device
 from rl.generators import MASK_MISMATCH, Seeds, prepare_call
@@ -80,7 +80,7 @@ class DiffusersConfig:
 
     def __post_init__(self) -> None:
         if self.mask_mismatch not in MASK_MISMATCH:
-            raise ConfigError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
+            raise UserError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
 
 
 def cut_to_tokens(tokenizer: Any, text: str, budget: int) -> tuple[str, bool]:

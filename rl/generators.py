@@ -32,7 +32,7 @@ import numpy as np
 from PIL import Image
 
 from reward.core.config import FRACTION, SIDE, TOKENS, parse, to_plain
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.registry import Registry, import_path
 from rl.prompt_levels import levels_from_prompt
 
@@ -137,7 +137,7 @@ class ProceduralConfig:
 
     def __post_init__(self) -> None:
         if self.mask_mismatch not in MASK_MISMATCH:
-            raise ConfigError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
+            raise UserError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
 
 
 def candidate_levels(

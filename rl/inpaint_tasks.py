@@ -18,7 +18,7 @@ from typing import Any
 
 from PIL import Image, ImageFilter
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.data import SkippedRow, load_inpainting
 from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image
 
@@ -112,7 +112,7 @@ def split_heldout(tasks: Sequence[Task], n_heldout: int) -> tuple[list[Task], li
     train = [t for t in tasks if t.group not in held_groups]
     held = [t for t in tasks if t.group in held_groups]
     if not train:
-        raise ConfigError(
+        raise UserError(
             f"holding out {n_heldout} tasks by whole scene / source image leaves no training task ({len(tasks)} tasks "
             f"in {len({t.group for t in tasks})} groups); give eval_data=TASKS.jsonl or lower eval_tasks"
         )

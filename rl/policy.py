@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from training.shared.trainable import LoraSettings, load_for_training, training_dtype
 
 logger = logging.getLogger(__name__)
@@ -77,5 +77,5 @@ def load_policy(policy: PolicySettings, lora: LoraSettings, vision: bool, args: 
 
     tokenizer = AutoTokenizer.from_pretrained(policy.path)
     if tokenizer.chat_template is None:
-        raise ConfigError(f"{policy.path}: the tokenizer has no chat template; GRPO prompts are chat turns")
+        raise UserError(f"{policy.path}: the tokenizer has no chat template; GRPO prompts are chat turns")
     return model, tokenizer

@@ -298,7 +298,7 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     import re
 
     from reward.core.cli import compose
-    from reward.core.outputs import OutputFolderError
+    from reward.core.errors import UserError
 
     module, argv, prepare, out_key = REUSED_FOLDER[config]
     command = importlib.import_module(module)
@@ -306,7 +306,7 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
     prepare(compose(config, [*argv, "overwrite=true"], schema=schema))  # the first run makes the folder
     (tmp_path / "run" / "log.txt").write_text("step 1\n")  # and starts (a run that never started is replaced)
-    with pytest.raises(OutputFolderError) as refused:
+    with pytest.raises(UserError) as refused:
         prepare(
             compose(config, argv, schema=schema)
         )  # the same run again (overwrite= is no part of what a run is), not resumed

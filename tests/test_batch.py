@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from reward.core.cli import compose
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from rl.commands.grpo import GrpoSettings
 from training.commands.sft import SftSettings
 from training.procedural.synthetic import write_inpainting_tasks
@@ -42,13 +42,11 @@ def test_a_global_batch_derives_the_accumulation_and_refuses_processes_that_do_n
     plan = _sft_plan("plan_for.processes=8", "trainer.global_batch_size=128")
     assert (plan.launch.effective_batch, plan.launch.accumulation) == (128, 2)
     assert "trainer.global_batch_size=128, the accumulation derived" in _batch_line(plan)
-    with pytest.raises(
-        ConfigError, match=r"trainer.global_batch_size=128 is not a multiple of .*=8 x 3 processes = 24"
-    ):
+    with pytest.raises(UserError, match=r"trainer.global_batch_size=128 is not a multiple of .*=8 x 3 processes = 24"):
         _sft_plan("plan_for.processes=3", "trainer.global_batch_size=128")
-    with pytest.raises(ConfigError, match=r"global_batch_size=256 \(SA-IQA §4.1\) is not a multiple of .* = 24"):
+    with pytest.raises(UserError, match=r"global_batch_size=256 \(SA-IQA §4.1\) is not a multiple of .* = 24"):
         _sft_plan("plan_for.processes=3")  # the default, said as the paper's
-    with pytest.raises(ConfigError, match=r"global_batch_size=64 and trainer.gradient_accumulation_steps=4 disagree"):
+    with pytest.raises(UserError, match=r"global_batch_size=64 and trainer.gradient_accumulation_steps=4 disagree"):
         _sft_plan("plan_for.processes=1", "trainer.global_batch_size=64", "trainer.gradient_accumulation_steps=4")
 
 
@@ -111,7 +109,7 @@ def test_a_grpo_run_prints_its_batch_at_start(tmp_path, caplog):
     overrides = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"], schema=GrpoSettings)
-    with caplog.at_level(logging.INFO, logger="rl"), pytest.raises(ConfigError, match="a step takes 4 prompts"):
+    with caplog.at_level(logging.INFO, logger="rl"), pytest.raises(UserError, match="a step takes 4 prompts"):
         run(cfg)
     assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in caplog.text
     assert "SA-IQA App. D.3 (4 prompts x group 8) trained with 32" in caplog.text

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from server_doubles import serve_scripted
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.rewards.registry import get_reward
 
 SAMPLES = Path(__file__).resolve().parents[1] / "reward" / "assets" / "samples"
@@ -67,7 +67,7 @@ def test_an_answer_that_is_not_score_json_is_a_counted_failure_never_a_score():
 
 def test_a_dimension_without_a_prompt_is_refused_and_own_prompts_are_taken():
     with serve_scripted(SCORES) as url:
-        with pytest.raises(ConfigError, match=r"no prompt for \['clutter'\]; App. B.2 has"):
+        with pytest.raises(UserError, match=r"no prompt for \['clutter'\]; App. B.2 has"):
             get_reward("chat-judge", {"server": {"base_url": url}, "dimensions": ["clutter"]})
         own = {"clutter": 'Rate the clutter of this room 1-5. Return {"score": score}.'}
         judge = get_reward("chat-judge", {"server": {"base_url": url}, "dimensions": ["clutter"], "prompts": own})

@@ -20,7 +20,8 @@ from PIL import Image
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
-from reward.core.outputs import OutputFolderError, RunComplete, check_output, prepare_output
+from reward.core.errors import UserError
+from reward.core.outputs import RunComplete, check_output, prepare_output
 from reward.data import ManifestError, load_ratings
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -120,7 +121,7 @@ def test_a_manifest_is_known_by_the_files_its_rows_name(tmp_path):
     assert recorded["named"]["files"] == 3  # ./img/0.png and img/0.png: one file
     image = tmp_path / "data" / "img" / "1.png"
     _replace_keeping_size_and_time(image, lambda p: _png(p, 61))  # same name, size and time: other pixels
-    with pytest.raises(OutputFolderError, match=r"holds another run \(1 difference\(s\)\):\n  - inputs.data.named"):
+    with pytest.raises(UserError, match=r"holds another run \(1 difference\(s\)\):\n  - inputs.data.named"):
         check_output(out, "evaluate", {"data": str(data)}, {"data": data})
 
 
@@ -137,7 +138,7 @@ def test_weights_changed_by_one_byte_with_size_and_time_kept_are_another_model(t
         path.write_bytes(bytes(data))
 
     _replace_keeping_size_and_time(model / "model.safetensors", flip_last_byte)
-    with pytest.raises(OutputFolderError, match=r"inputs.reward.model.sha256: '[0-9a-f]+' -> '[0-9a-f]+'"):
+    with pytest.raises(UserError, match=r"inputs.reward.model.sha256: '[0-9a-f]+' -> '[0-9a-f]+'"):
         check_output(out, "evaluate", settings)
 
 
@@ -152,7 +153,7 @@ def test_a_dataset_folder_re_saved_with_other_mos_is_another_input(tmp_path):
     table.map(lambda row: {"mos": 6.0 - row["mos"]}).save_to_disk(str(tmp_path / "resaved"))
     shutil.rmtree(saved)
     shutil.move(tmp_path / "resaved", saved)  # the same folder, the same images, other MOS
-    with pytest.raises(OutputFolderError, match=r"inputs.data.sha256"):
+    with pytest.raises(UserError, match=r"inputs.data.sha256"):
         check_output(out, "evaluate", settings, {"data": f"hf:{saved}"})
 
 
@@ -164,7 +165,7 @@ def test_a_public_dataset_by_name_is_known_by_its_folder(tmp_path):
     _complete(out, {"data": source})
     assert json.loads((out / "run.json").read_text())["inputs"]["data"]["files"] == 11  # 10 images and the CSV
     _replace_keeping_size_and_time(folder / "1024x768" / "1009.jpg", lambda p: p.write_bytes(p.read_bytes()[::-1]))
-    with pytest.raises(OutputFolderError, match=r"inputs.data.sha256"):
+    with pytest.raises(UserError, match=r"inputs.data.sha256"):
         check_output(out, "evaluate", {"data": source})
 
 
@@ -181,7 +182,7 @@ def test_every_setting_naming_a_file_is_an_input_and_a_protocol_names_its_anchor
     inputs = json.loads((out / "run.json").read_text())["inputs"]
     assert set(inputs) == {"data.test", "reward.protocol"} and inputs["reward.protocol"]["named"]["files"] == 2
     _replace_keeping_size_and_time(anchors[0], lambda p: _png(p, 201))
-    with pytest.raises(OutputFolderError, match=r"inputs.reward.protocol.named.sha256"):
+    with pytest.raises(UserError, match=r"inputs.reward.protocol.named.sha256"):
         check_output(out, "evaluate", settings)
 
 
@@ -213,7 +214,7 @@ def test_an_output_inside_an_input_folder_and_its_old_runs_moved_aside_are_not_t
     with pytest.raises(RunComplete):  # the identical rerun: complete, not "inputs changed"
         check_output(out, "judge", settings)
     (images / "a.png").write_bytes(b"another image")
-    with pytest.raises(OutputFolderError, match="inputs.images"):
+    with pytest.raises(UserError, match="inputs.images"):
         check_output(out, "judge", settings)
 
 
@@ -226,7 +227,7 @@ def test_evaluate_reruns_after_an_image_or_the_weights_changed_are_refused_namin
     with pytest.raises(RunComplete):
         run_evaluate(cfg)
     _replace_keeping_size_and_time(tmp_path / "data" / "img" / "2.png", lambda p: _png(p, 121))
-    with pytest.raises(OutputFolderError, match=r"holds another run \(1 difference\(s\)\):\n  - inputs.data.named"):
+    with pytest.raises(UserError, match=r"holds another run \(1 difference\(s\)\):\n  - inputs.data.named"):
         run_evaluate(cfg)
     _png(tmp_path / "data" / "img" / "2.png", 120)  # back as it was: the run is complete again
     with pytest.raises(RunComplete):
@@ -235,7 +236,7 @@ def test_evaluate_reruns_after_an_image_or_the_weights_changed_are_refused_namin
     config["text_config"]["rms_norm_eps"] = 2e-6  # one hyperparameter changed, file size kept
     text = json.dumps(config)
     _replace_keeping_size_and_time(model / "config.json", lambda p: p.write_text(text))
-    with pytest.raises(OutputFolderError, match=r"inputs.reward.model.sha256"):
+    with pytest.raises(UserError, match=r"inputs.reward.model.sha256"):
         run_evaluate(cfg)
 
 
@@ -268,7 +269,7 @@ def test_a_lora_adapter_is_known_with_the_base_model_it_names(tmp_path):
     _complete(out, settings)
     assert json.loads((out / "run.json").read_text())["inputs"]["reward.model"]["base_model"]["files"] == 1
     _replace_keeping_size_and_time(base / "model.safetensors", lambda p: p.write_bytes(bytes(range(255, -1, -1)) * 64))
-    with pytest.raises(OutputFolderError, match=r"inputs.reward.model.base_model.sha256"):
+    with pytest.raises(UserError, match=r"inputs.reward.model.base_model.sha256"):
         check_output(out, "evaluate", settings)
 
 
@@ -290,7 +291,7 @@ def test_a_manifest_is_known_by_what_it_names_whatever_its_file_name_or_format(t
     assert inputs["more"]["named"]["files"] == 1
     _replace_keeping_size_and_time(tmp_path / "data" / "img" / "2.png", lambda p: _png(p, 121))
     _replace_keeping_size_and_time(outside, lambda p: _png(p, 10))
-    with pytest.raises(OutputFolderError) as refused:
+    with pytest.raises(UserError) as refused:
         check_output(out, "evaluate", settings)
     assert "(3 difference(s))" in str(refused.value)
     for key in ("inputs.data.named.sha256", "inputs.scores.named.sha256", "inputs.more.named.sha256"):
@@ -322,7 +323,7 @@ def test_a_hub_model_the_run_downloaded_is_the_same_input_on_rerun_and_known_by_
     monkeypatch.setattr(
         fingerprints, "hub_snapshot", lambda value: newer if value == "example-org/tiny-scorer" else None
     )
-    with pytest.raises(OutputFolderError, match=r"inputs.model.revision"):  # another revision in the cache
+    with pytest.raises(UserError, match=r"inputs.model.revision"):  # another revision in the cache
         check_output(out, "evaluate", settings, inputs)
 
 
@@ -386,7 +387,7 @@ def test_a_datasets_table_naming_image_files_outside_its_folder_is_known_by_them
     _complete(out, settings)
     assert json.loads((out / "run.json").read_text())["inputs"]["data"]["named"]["files"] == 3
     _replace_keeping_size_and_time(images[1], lambda p: _png(p, 41))
-    with pytest.raises(OutputFolderError, match=r"inputs.data.named.sha256"):
+    with pytest.raises(UserError, match=r"inputs.data.named.sha256"):
         check_output(out, "evaluate", settings)
 
 

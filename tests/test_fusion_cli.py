@@ -22,7 +22,7 @@ from fusion.commands.fit import FusionSettings
 from fusion.commands.fit import run as run_fit
 from reward.core.cli import compose
 from reward.core.config import parse
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.rewards.fusion_weights import load_weights
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,9 +125,9 @@ def test_config_starts_with_the_command_and_its_defaults_are_the_settings_datacl
 
 
 def test_unknown_and_invalid_settings_are_errors_reported_together():
-    with pytest.raises(ConfigError, match=r"unknown key l3 \(did you mean 'l2'\?\)"):
+    with pytest.raises(UserError, match=r"unknown key l3 \(did you mean 'l2'\?\)"):
         compose_cfg("pairs=p.jsonl", "scores=s.jsonl", "l3=1")
-    with pytest.raises(ConfigError, match=r"l2='big': expected a float"):
+    with pytest.raises(UserError, match=r"l2='big': expected a float"):
         compose_cfg("pairs=p.jsonl", "scores=s.jsonl", "l2=big")
     bad = {
         "pairs": "p.jsonl",
@@ -343,7 +343,7 @@ def test_refusals_name_the_fit_command_not_its_file(tmp_path):
 
     with pytest.raises(MissingInputError, match=r"Fit one with `perceptual-rewards fit pairs=") as missing:
         load_weights(tmp_path / "none.json")
-    with pytest.raises(ConfigError) as bad:
+    with pytest.raises(UserError) as bad:
         parse(FusionSettings, {"pairs": "p.jsonl", "scores": "s.jsonl", "out": "w.txt"})
     for said in (str(missing.value), str(bad.value)):
         assert "fusion/" not in said and ".py" not in said and "perceptual-rewards fit" in said

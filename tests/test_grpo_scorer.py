@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from reward.core.cli import compose
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from training.commands.grpo_scorer import GrpoScorerSettings, parse_settings, run
 from training.commands.grpo_scorer_plan import grpo_scorer_plan
 from training.shared.plan import format_plan
@@ -42,7 +42,7 @@ def test_the_recipes_plan_memory_and_time_without_weights(recipe, group, steps):
 
 
 def test_bad_rewards_and_prompts_are_refused_together():
-    with pytest.raises(ConfigError, match=r"rewards: 'rank' is none of .*prompt='r1' is none of"):
+    with pytest.raises(UserError, match=r"rewards: 'rank' is none of .*prompt='r1' is none of"):
         bad = ["out=x", "model.path=m", "data.train=synthetic", "rewards=[rank]", "prompt=r1"]
         parse_settings(compose("grpo_scorer", bad, schema=GrpoScorerSettings))
 

@@ -96,7 +96,7 @@ def _sft_cfg(overrides: list[str]):
 def test_a_push_that_cannot_happen_is_refused_before_training(tmp_path, monkeypatch, extra, message):
     from huggingface_hub import constants
 
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
     from training.commands.sft import parse_settings
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
@@ -104,7 +104,7 @@ def test_a_push_that_cannot_happen_is_refused_before_training(tmp_path, monkeypa
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     cfg = _sft_cfg(_sft_overrides(tmp_path / "m", tmp_path / "r.jsonl", tmp_path / "out", *extra))
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(UserError, match=message):
         parse_settings(cfg)
 
 

@@ -8,7 +8,7 @@ import pytest
 from pace_judge.commands.judge import JudgeSettings
 from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from rl.commands.grpo import GrpoSettings
 from training.commands.sft import SftSettings
 
@@ -71,7 +71,7 @@ def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(
     from training.commands.sft import run as run_sft
 
     base = {"out": str(tmp_path / "o"), "model": {"path": "Org/vlm"}, "data": {"train": "synthetic"}}
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(UserError) as err:
         parse_settings({**base, "trainer": {"max_steps": 2, "learning_rate": "fast", "lerning_rate": 1}})
     assert "trainer.learning_rate='fast': expected a float" in str(err.value)
     assert "unknown key trainer.lerning_rate (did you mean 'learning_rate'?)" in str(err.value)
@@ -93,14 +93,14 @@ def test_grpo_trainer_keys_are_checked_against_grpo_config():
         ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"],
         schema=GrpoSettings,
     )
-    with pytest.raises(ConfigError, match=r"trainer.beta='strong': expected a float"):
+    with pytest.raises(UserError, match=r"trainer.beta='strong': expected a float"):
         parse_settings(cfg)
     cfg = compose(
         "grpo",
         ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"],
         schema=GrpoSettings,
     )
-    with pytest.raises(ConfigError, match=r"unknown key trainer.bta \(did you mean 'beta'\?\)"):
+    with pytest.raises(UserError, match=r"unknown key trainer.bta \(did you mean 'beta'\?\)"):
         parse_settings(cfg)
 
 
@@ -193,5 +193,5 @@ def test_an_interpolation_that_names_no_setting_is_one_message_naming_the_key():
     from reward.core.cli import compose
     from reward.core.config import to_plain
 
-    with pytest.raises(ConfigError, match=r"prompt\.template: Interpolation key 'x' not found; .* \\\$\{\.\.\.\}"):
+    with pytest.raises(UserError, match=r"prompt\.template: Interpolation key 'x' not found; .* \\\$\{\.\.\.\}"):
         to_plain(compose("grpo", ["prompt.template=a ${x} {prompt}"]))

@@ -19,7 +19,8 @@ from PIL import Image
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
-from reward.core.outputs import OutputFolderError, check_output, prepare_output
+from reward.core.errors import UserError
+from reward.core.outputs import check_output, prepare_output
 from reward.data.files import atomic_write_json, atomic_write_with
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +117,7 @@ def test_other_processes_of_a_launch_do_not_take_the_lock(tmp_path, monkeypatch)
 def test_out_under_a_file_is_refused_before_the_model_loads(tmp_path):
     data = _manifest(tmp_path / "data")
     (tmp_path / "notes.txt").write_text("a file")
-    with pytest.raises(OutputFolderError, match=r"notes.txt is a file, so no folder can be made under it"):
+    with pytest.raises(UserError, match=r"notes.txt is a file, so no folder can be made under it"):
         run_evaluate(_cfg(**{"reward.model": tmp_path / "no-model", "data": data, "out": tmp_path / "notes.txt/out"}))
 
 
@@ -130,7 +131,7 @@ def test_out_on_a_read_only_mount_is_refused_before_the_model_loads(tmp_path):
         (read_only / ".probe").unlink()
         pytest.skip("/sys is writable here")
     data = _manifest(tmp_path / "data")
-    with pytest.raises(OutputFolderError, match=r"cannot write in /sys \(.*\); pass an out= folder"):
+    with pytest.raises(UserError, match=r"cannot write in /sys \(.*\); pass an out= folder"):
         run_evaluate(_cfg(**{"reward.model": tmp_path / "no-model", "data": data, "out": "/sys/perceptual-out"}))
 
 
@@ -152,7 +153,7 @@ def test_a_single_result_file_under_a_file_is_refused_before_any_work(tmp_path):
     from reward.core.outputs import check_output_file
 
     (tmp_path / "notes.txt").write_text("a file")
-    with pytest.raises(OutputFolderError, match=r"out=.*notes.txt/w.json: .*notes.txt is a file"):
+    with pytest.raises(UserError, match=r"out=.*notes.txt/w.json: .*notes.txt is a file"):
         check_output_file(tmp_path / "notes.txt" / "w.json")
 
 
@@ -180,9 +181,7 @@ def test_one_folder_takes_one_lock_whatever_its_spelling(tmp_path):
         holder = _held_by_another_process(held)
         try:
             for other in others:
-                with pytest.raises(
-                    OutputFolderError, match=rf"out={other} is in use by another run \(PID {holder.pid} "
-                ):
+                with pytest.raises(UserError, match=rf"out={other} is in use by another run \(PID {holder.pid} "):
                     check_output(other, "sft", {"a": 1})
         finally:
             holder.stdin.close()
@@ -222,7 +221,7 @@ def test_a_run_killed_however_leaves_the_folder_free_for_the_next_run(tmp_path, 
 
     out = tmp_path / "out"
     holder = _held_by_another_process(out)
-    with pytest.raises(OutputFolderError, match="is in use by another run"):
+    with pytest.raises(UserError, match="is in use by another run"):
         check_output(out, "evaluate", {"holder": True})
     holder.send_signal(getattr(signal, signal_name))
     assert holder.wait(timeout=60) == -getattr(signal, signal_name)
@@ -234,7 +233,7 @@ def test_out_as_a_symlink_to_a_folder_not_made_yet_is_made_and_locked_as_that_fo
     (tmp_path / "link").symlink_to(target)  # dangling until the run makes its folder
     run = prepare_output(tmp_path / "link", "evaluate", {"a": 1})
     assert target.is_dir() and (target / "run.json").is_file() and (tmp_path / "runs" / ".a.lock").is_file()
-    with pytest.raises(OutputFolderError, match="is in use by another run"):
+    with pytest.raises(UserError, match="is in use by another run"):
         _in_another_process_check(target)
     del run
 
@@ -243,4 +242,4 @@ def _in_another_process_check(folder: Path) -> None:
     probe = "import sys\nfrom reward.core.outputs import check_output\ncheck_output(sys.argv[1], 'evaluate', {})"
     done = subprocess.run([sys.executable, "-c", probe, str(folder)], env=_env(), capture_output=True, text=True)
     if "is in use by another run" in done.stderr:
-        raise OutputFolderError(done.stderr.strip().splitlines()[-1])
+        raise UserError(done.stderr.strip().splitlines()[-1])

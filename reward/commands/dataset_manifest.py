@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from reward.core.config import parse
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.outputs import check_output_file
 from reward.core.summary import log_summary
 from reward.data import load_ratings
@@ -53,13 +53,13 @@ def run(cfg: Any) -> dict[str, Any]:
     settings = parse(DatasetManifestSettings, cfg, where="")
     src = check_source(settings.data)
     if src is None:
-        raise ConfigError(
+        raise UserError(
             f"data={settings.data}: give a dataset by name, NAME:FOLDER[:SPLIT] (e.g. spaq:/data/SPAQ:test)"
         )
     src = src.with_default("all")
     out = Path(settings.out) if settings.out else Path(src.folder) / f"{safe_name(f'{src.name}-{src.split}')}.jsonl"
     if out.suffix != ".jsonl":
-        raise ConfigError(f"out={out}: a manifest is a .jsonl file")
+        raise UserError(f"out={out}: a manifest is a .jsonl file")
     check_output_file(out, overwrite=settings.overwrite, companions=(".json",))
     manifest = load_ratings(str(src), skip_bad=settings.skip_bad, check_images=settings.check_images)
     home = out.resolve().parent
@@ -68,7 +68,7 @@ def run(cfg: Any) -> dict[str, Any]:
         try:
             image = Path(row.image).relative_to(home).as_posix()
         except ValueError:
-            raise ConfigError(
+            raise UserError(
                 f"out={out}: the manifest must sit at or above its images (paths in a manifest stay inside its "
                 f"folder), but {row.image} is not below {home}; write it in {manifest.info['folder']}"
             ) from None

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from reward.core.config import BATCH, PIXELS, WORKERS, parse, resume_mode
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
@@ -171,12 +171,12 @@ def set_up(settings: EvaluateSettings) -> Setup:
     reward_cfg = dict(settings.reward or {})
     name = reward_cfg.pop("name", None)
     if not name:
-        raise ConfigError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
+        raise UserError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
     mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
     if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
-        raise ConfigError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
+        raise UserError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
     if settings.compare not in COMPARE:
-        raise ConfigError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
+        raise UserError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
     kept = ("batch_size", "skip_bad", "max_decode_pixels", "bootstrap", "seed", "num_workers", "compare")
     eval_settings = EvalSettings(  # the scoring settings of reward.eval.evaluation; the MOS scale set, else the data's
         **{k: getattr(settings, k) for k in kept},

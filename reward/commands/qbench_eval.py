@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from reward.core.config import BATCH, TOKENS, parse
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
@@ -76,7 +76,7 @@ class A1Settings:
         choices = {"mode": (self.mode, a1_perception.MODES), "prompt": (self.prompt, a1_perception.LAYOUTS)}
         problems = [f"a1.{k}={v!r}: choose one of {', '.join(ok)}" for k, (v, ok) in choices.items() if v not in ok]
         if problems:
-            raise ConfigError("; ".join(problems))
+            raise UserError("; ".join(problems))
 
 
 @dataclass
@@ -141,13 +141,13 @@ class QbenchEvalSettings:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise ConfigError(f"task={self.task!r}: choose one of {', '.join(TASKS)}")
+            raise UserError(f"task={self.task!r}: choose one of {', '.join(TASKS)}")
 
 
 def _load_model(settings: QbenchEvalSettings, output: Output | None = None) -> Any:
     """The harness VLM, its files checked first, loaded once the output folder is made."""
     if not settings.model.path:
-        raise ConfigError(f"task={settings.task} needs a VLM: pass model.path=CHECKPOINT_DIR")
+        raise UserError(f"task={settings.task} needs a VLM: pass model.path=CHECKPOINT_DIR")
     check_models({"model.path": settings.model.path, "model.adapter": settings.model.adapter})
     if output is not None:
         output.create()
@@ -162,7 +162,7 @@ def run(cfg: Any) -> dict[str, Any]:
     if settings.task == "a3":  # a1 / a2 read their question file first (its problems are named before the model's)
         check_models({"model.path": settings.model.path, "model.adapter": settings.model.adapter})
     if settings.data is None and not (settings.task == "a3" and settings.a3.released):
-        raise ConfigError(f"task={settings.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
+        raise UserError(f"task={settings.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
     record = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "overwrite")}
     named = {"data": settings.data, "reward": settings.reward or {}, "a3_released": settings.a3.released}
     inputs = {"model": settings.model.path, **path_inputs(named)}
@@ -256,11 +256,11 @@ def run_a3(settings: QbenchEvalSettings, output: Output, reading: dict[str, Any]
     name = reward_cfg.pop("name", None) or "qbench"
     if settings.data is not None and name == "qbench" and not reward_cfg.get("model"):
         if not settings.model.path:
-            raise ConfigError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
+            raise UserError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
         reward_cfg.update(vars(loading_of(settings.model)), model=settings.model.path)  # the harness model, its knobs
     datasets = a3_leaderboard.dataset_names(settings.data) if settings.data is not None else {}
     if a3.ensemble and name != "qbench":
-        raise ConfigError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
+        raise UserError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
     output.create()
     result, record, label = None, None, a3.name or Path(str(reward_cfg.get("model") or name)).name
     if datasets:

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
-from reward.core.errors import ConfigError, UserError, is_main_process
+from reward.core.errors import UserError, is_main_process
 from reward.core.registry import close_match
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def compose(
     config_dir: Path | None = None,
 ) -> Any:
     """``configs/CONFIG_NAME.yaml`` composed with ``overrides`` (``key=value``; with ``subcommands`` a first bare word
-    becomes ``cmd=WORD``); Hydra's errors become one :class:`ConfigError` naming the key. ``schema`` (the command's
+    becomes ``cmd=WORD``); Hydra's errors become one :class:`UserError` naming the key. ``schema`` (the command's
     settings dataclass): the settings are checked against it and returned with every default (:func:`full_config`).
     """
     from hydra import compose as hydra_compose
@@ -57,7 +57,7 @@ def compose(
             with initialize_config_dir(config_dir=str(config_dir), version_base="1.3", job_name=config_name):
                 cfg = hydra_compose(config_name=config_name, overrides=args)
     except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError(_hydra_message(err)) from None
+        raise UserError(_hydra_message(err)) from None
     if schema is None:
         return cfg
     from reward.core.config import parse
@@ -73,9 +73,9 @@ def _overrides(config_name: str, args: list[str], subcommands: Sequence[str], co
 
     if subcommands:
         if not args or "=" in args[0]:
-            raise ConfigError(f"choose a subcommand first: {' | '.join(subcommands)} (then key=value settings)")
+            raise UserError(f"choose a subcommand first: {' | '.join(subcommands)} (then key=value settings)")
         if args[0] not in subcommands:
-            raise ConfigError(
+            raise UserError(
                 f"unknown subcommand {args[0]!r}.{close_match(args[0], subcommands)} Choose one of "
                 f"{', '.join(subcommands)}."
             )
@@ -86,14 +86,14 @@ def _overrides(config_name: str, args: list[str], subcommands: Sequence[str], co
         prefix = arg[: len(arg) - len(arg.lstrip("+~"))]
         key, sep, value = arg[len(prefix) :].partition("=")
         if not sep and prefix != "~":
-            raise ConfigError(f"arguments must be key=value, got {arg!r}; see configs/{config_name}.yaml for the keys")
+            raise UserError(f"arguments must be key=value, got {arg!r}; see configs/{config_name}.yaml for the keys")
         if key == "hydra" or key.startswith(("hydra.", "hydra/")):
-            raise ConfigError(
+            raise UserError(
                 f"{key}: Hydra's own settings (hydra.*) are not used (the command writes only where out= says "
                 f"and logs to the console); drop {key}"
             )
         if "/" in key:
-            raise ConfigError(
+            raise UserError(
                 f"{key}={value}: config groups are chosen by name (reward=NAME, generator=NAME, "
                 "+recipe=NAME); no other group can be overridden"
             )
@@ -115,7 +115,7 @@ def _readable(parser: Any, key: str, value: str) -> str:
             return candidate
         except Exception:  # noqa: BLE001 - Hydra's grammar error: try the next spelling
             continue
-    raise ConfigError(
+    raise UserError(
         f"{key}={value}: Hydra cannot read this value; quote it inside the shell's quotes, e.g. \"{key}='...'\""
     )
 
@@ -304,19 +304,19 @@ def _flags(args: list[str], config_name: str, show: str | None) -> tuple[list[st
         if flag in ("--cfg", "-c"):
             show = show or (value if eq else (args.pop(0) if args else ""))
             if show not in ("job", "all", "help"):
-                raise ConfigError(f"--cfg {show}: use --cfg job (the command's settings) or --cfg all (the same)")
+                raise UserError(f"--cfg {show}: use --cfg job (the command's settings) or --cfg all (the same)")
         elif flag in ("-m", "--multirun"):
-            raise ConfigError(
+            raise UserError(
                 "sweeps (-m / --multirun) are not supported: each command runs once (key=a,b is read as "
                 "the list [a,b])"
             )
         elif flag in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
-            raise ConfigError(
+            raise UserError(
                 f"{flag}: each command has one config, configs/{config_name}.yaml, composed with key=value settings; "
                 "to reuse settings put them in configs/recipe/NAME.yaml and pass +recipe=NAME"
             )
         elif arg.startswith("-"):
-            raise ConfigError(f"unknown option {flag}: commands take key=value settings, --help and --cfg job")
+            raise UserError(f"unknown option {flag}: commands take key=value settings, --help and --cfg job")
         else:
             rest.append(arg)
     return rest, show
@@ -338,9 +338,9 @@ def interrupted_hint(cfg: Any, resumable: bool) -> str:
 
 
 def check_subcommand(settings: Any, needs: dict[str, tuple[str, ...]]) -> str:
-    """``settings.cmd`` when every setting it needs is given, else a :class:`ConfigError` naming what is missing."""
+    """``settings.cmd`` when every setting it needs is given, else a :class:`UserError` naming what is missing."""
     if settings.cmd not in needs:
-        raise ConfigError(f"cmd={settings.cmd!r}: choose one of {', '.join(needs)}")
+        raise UserError(f"cmd={settings.cmd!r}: choose one of {', '.join(needs)}")
     if missing := [k for k in needs[settings.cmd] if not getattr(settings, k)]:
-        raise ConfigError(f"{settings.cmd} needs {', '.join(f'{k}=...' for k in missing)}")
+        raise UserError(f"{settings.cmd} needs {', '.join(f'{k}=...' for k in missing)}")
     return settings.cmd

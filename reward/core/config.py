@@ -2,7 +2,7 @@
 "range": (1, None)})``), and :func:`parse` checks a mapping against it, every problem at once: unknown keys (with
 the close match), values of the wrong type, out of range or NaN, missing required keys, in every nested section and
 in the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields live in
-the dataclass's ``__post_init__`` (as trl's configs), raising :class:`ConfigError`.
+the dataclass's ``__post_init__`` (as trl's configs), raising :class:`UserError`.
 
 Example:
     >>> from dataclasses import dataclass, field
@@ -15,7 +15,7 @@ Example:
     >>> parse(C, {"model": "m", "batch_size": 0, "bach": 2})
     Traceback (most recent call last):
     ...
-    reward.core.errors.ConfigError: invalid settings:
+    reward.core.errors.UserError: invalid settings:
       - batch_size=0: must be >= 1
       - unknown key bach (did you mean 'batch_size'?)
 """
@@ -28,7 +28,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.registry import close_match
 
 T = TypeVar("T")
@@ -80,14 +80,14 @@ def to_plain(cfg: Any) -> dict[str, Any]:
             cfg = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
         except InterpolationResolutionError as err:  # ${...} in a value: OmegaConf's interpolation
             key = getattr(err, "full_key", "") or "a setting"
-            raise ConfigError(
+            raise UserError(
                 f"{key}: {str(err).splitlines()[0]}; ${{...}} refers to another setting: write a literal one as "
                 f"\\${{...}} (inside the shell's quotes)"
             ) from None
     elif dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         cfg = dataclasses.asdict(cfg)
     if not isinstance(cfg, Mapping):
-        raise ConfigError(f"expected a mapping of settings, got {type(cfg).__name__}: {cfg!r}")
+        raise UserError(f"expected a mapping of settings, got {type(cfg).__name__}: {cfg!r}")
     return {k: to_plain(v) if isinstance(v, Mapping) else v for k, v in cfg.items() if v != "???"}
 
 
@@ -170,7 +170,7 @@ def merged(cls: type, values: Mapping[str, Any]) -> Any:
 
 def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
     """Settings dataclass ``cls`` from ``cfg`` (a mapping, an OmegaConf node or a dataclass); every problem fails
-    together as one :class:`ConfigError` (``where`` prefixes the keys: ``reward`` -> ``reward.batch_size``). A
+    together as one :class:`UserError` (``where`` prefixes the keys: ``reward`` -> ``reward.batch_size``). A
     ``name`` key that is not a field (a reward's, which chose it) is dropped; so is ``~``-deleted content."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -183,15 +183,15 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
     found = secret_problems(values, where) + problems(cls, values, where)
     title = f"invalid {where + ' ' if where else ''}settings"
     if len(found) == 1:
-        raise ConfigError(found[0])
+        raise UserError(found[0])
     if found:
-        raise ConfigError(f"{title}:\n  - " + "\n  - ".join(found))
+        raise UserError(f"{title}:\n  - " + "\n  - ".join(found))
     try:
         return OmegaConf.to_object(merged(cls, values))  # type: ignore[return-value]
-    except ConfigError:
+    except UserError:
         raise
     except (ValueError, TypeError, OmegaConfBaseException) as err:
-        raise ConfigError(f"{title}: " + str(err).replace("\n", "\n  ")) from None
+        raise UserError(f"{title}: " + str(err).replace("\n", "\n  ")) from None
 
 
 def resume_mode(value: Any, key: str = "resume") -> bool:
@@ -202,5 +202,5 @@ def resume_mode(value: Any, key: str = "resume") -> bool:
     """
     words = {"auto": True, "true": True, "never": False, "false": False}
     if str(value).lower() not in words:
-        raise ConfigError(f"{key}={value!r}: use auto (continue the same run in the output folder) or never")
+        raise UserError(f"{key}={value!r}: use auto (continue the same run in the output folder) or never")
     return words[str(value).lower()]

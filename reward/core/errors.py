@@ -1,7 +1,7 @@
 """The exceptions for problems the user can fix: :func:`reward.core.cli.main` prints their message alone and exits 2
 (any other exception is a bug and keeps its traceback). ``UserError`` is a ``ValueError`` for library callers.
 
-    >>> isinstance(ConfigError("unknown key x"), ValueError)
+    >>> isinstance(UserError("unknown key x"), ValueError)
     True
 """
 
@@ -11,11 +11,8 @@ import os
 
 
 class UserError(ValueError):
-    """A problem the user can fix; the message names the file or key and the fix."""
-
-
-class ConfigError(UserError):
-    """A config value that is unknown, missing, of the wrong type or out of range."""
+    """A problem the user can fix (a setting, an input, an output folder); the message names the key or file and the
+    fix."""
 
 
 class MissingInputError(UserError, FileNotFoundError):

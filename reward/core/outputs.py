@@ -49,10 +49,6 @@ NOT_INPUTS = ("out", "output", "output_dir", "logging_dir", "cache_dir", "offloa
 SERVED = ("server", "servers")  # sections whose ``model`` a server runs: not read here
 
 
-class OutputFolderError(UserError):
-    """An output folder that holds another run, or files this command did not write, or the run's own inputs."""
-
-
 class RunComplete(Exception):  # noqa: N818 - not an error: the command has nothing to do
     """The identical command already completed in this folder, as ``make`` finds a target up to date."""
 
@@ -122,18 +118,18 @@ def check_output(
     keys that may differ on resume; ``resume_hint``/``out_key``: the command's spelling of resuming and of its output.
     """
     if not str(out).strip():
-        raise OutputFolderError(f"{out_key}= is empty: name the output folder (an unset shell variable?)")
+        raise UserError(f"{out_key}= is empty: name the output folder (an unset shell variable?)")
     path = Path(out)
     named = {**path_inputs(settings), **{k: str(v) for k, v in (inputs or {}).items() if v is not None}}
     refuse_inputs(path, named, out_key)
     if path.exists() and not path.is_dir():
-        raise OutputFolderError(f"{out_key}={path} is a file; pass a folder to write into (it will be created)")
+        raise UserError(f"{out_key}={path} is a file; pass a folder to write into (it will be created)")
     check_writable(path, out_key)
     lock = lock_output(path, out_key)
     occupied = path.is_dir() and any(path.iterdir())
     saved = _saved(path) if occupied and not overwrite else None
     if occupied and not overwrite and saved is None:
-        raise OutputFolderError(
+        raise UserError(
             f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
             f"{out_key}= folder, or overwrite=true to move it aside first"
         )
@@ -161,7 +157,7 @@ def check_output(
         return Output(path, False, identity, lock=lock)
     if diff := differences(before, now, may_change):
         more = "\n  - ..." if len(diff) > 12 else ""
-        raise OutputFolderError(
+        raise UserError(
             f"{path} holds another run ({len(diff)} difference(s)):\n  - "
             + "\n  - ".join(diff[:12])
             + f"{more}\nPass another {out_key}= folder, or overwrite=true to move the old run aside "
@@ -169,7 +165,7 @@ def check_output(
         )
     if not resume:
         ways = f"pass {resume_hint} to continue it, another" if resume_hint else "pass another"
-        raise OutputFolderError(
+        raise UserError(
             f"{path} holds this same run already; {ways} {out_key}= folder, or overwrite=true to "
             "move it aside and start anew"
         )
@@ -186,7 +182,7 @@ def refuse_inputs(target: Path, inputs: Mapping[str, str], key: str) -> None:
             continue
         source = os.path.realpath(os.path.expanduser(value))
         if source == real or source.startswith(real + os.sep):
-            raise OutputFolderError(
+            raise UserError(
                 f"{key}={target} is or holds the run's input {role}={value}; write elsewhere: pass another {key}="
             )
 
@@ -282,18 +278,14 @@ def check_output_file(
     """A command writing one result file (and companions beside it, e.g. its chart): empty, a folder, or one of the
     run's inputs refused; an existing one replaced only with ``overwrite=true``, which moves it aside first."""
     if not str(path).strip():
-        raise OutputFolderError(f"{key}= is empty: name the file to write")
+        raise UserError(f"{key}= is empty: name the file to write")
     path = Path(path)
     if path.is_dir():
-        raise OutputFolderError(
-            f"{key}={path} is a folder; pass the path of the file to write (e.g. {path}/result.json)"
-        )
+        raise UserError(f"{key}={path} is a folder; pass the path of the file to write (e.g. {path}/result.json)")
     refuse_inputs(path, inputs or {}, key)
     check_writable(path.parent, key, shown=path)
     if path.exists() and not overwrite:
-        raise OutputFolderError(
-            f"{key}={path} exists already; pass another {key}=, or overwrite=true to move it aside"
-        )
+        raise UserError(f"{key}={path} exists already; pass another {key}=, or overwrite=true to move it aside")
     for other in [path, *(path.with_suffix(s) for s in companions)] if path.exists() else []:
         if other.exists():
             move_aside(other)
@@ -307,9 +299,7 @@ def _saved(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise OutputFolderError(
-            f"{file} is unreadable ({err}); pass overwrite=true to move the folder aside"
-        ) from None
+        raise UserError(f"{file} is unreadable ({err}); pass overwrite=true to move the folder aside") from None
     return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 
@@ -332,13 +322,13 @@ def check_writable(path: Path, key: str = "out", *, shown: Path | None = None) -
     while not target.exists() and target.parent != target:
         target = target.parent
     if not target.is_dir():
-        raise OutputFolderError(f"{key}={shown or path}: {target} is a file, so no folder can be made under it")
+        raise UserError(f"{key}={shown or path}: {target} is a file, so no folder can be made under it")
     try:
         fd, probe = tempfile.mkstemp(dir=target, prefix=".write-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise OutputFolderError(
+        raise UserError(
             f"{key}={shown or path}: cannot write in {target} ({err.strerror or err}); pass an "
             f"{key}= folder this user can write to"
         ) from None
@@ -362,7 +352,7 @@ def lock_output(path: Path, key: str = "out") -> Any:
     parent.mkdir(parents=True, exist_ok=True)
     if os.path.islink(file) or os.path.lexists(file) and not os.path.isfile(file):
         kind = "a symlink" if os.path.islink(file) else "a folder" if os.path.isdir(file) else "not a plain file"
-        raise OutputFolderError(
+        raise UserError(
             f"{key}={path}: its lock path {file} is {kind}, not a lock file; remove it if no run is using it, or "
             f"pass another {key}= folder"
         )
@@ -373,12 +363,12 @@ def lock_output(path: Path, key: str = "out") -> Any:
             held_by = Path(file).read_text(encoding="utf-8", errors="replace").strip() or "another process"
         except OSError:
             held_by = "another process"
-        raise OutputFolderError(
+        raise UserError(
             f"{key}={path} is in use by another run ({held_by}); wait for it to end (the lock goes with it, even if "
             f"it is killed), or pass another {key}= folder"
         ) from None
     except OSError as err:
-        raise OutputFolderError(f"{key}={path}: cannot take its lock {file} ({err.strerror or err})") from None
+        raise UserError(f"{key}={path}: cannot take its lock {file} ({err.strerror or err})") from None
     started = time.strftime("%Y-%m-%dT%H:%M:%S")  # who holds it, for the refusal of a second run
     command = " ".join([Path(sys.executable).name, *sys.argv])
     Path(file).write_text(f"PID {os.getpid()} on {socket.gethostname()}, started {started}, running: {command}")

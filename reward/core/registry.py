@@ -12,7 +12,7 @@ Example:
     >>> colours.get("dep-red")
     Traceback (most recent call last):
     ...
-    reward.core.errors.ConfigError: unknown colour 'dep-red'. Did you mean 'deep-red'? Known colours: deep-red.
+    reward.core.errors.UserError: unknown colour 'dep-red'. Did you mean 'deep-red'? Known colours: deep-red.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 
 
 def close_match(name: str, choices: Sequence[str], fmt: str = " Did you mean {!r}?") -> str:
@@ -101,6 +101,6 @@ class Registry:
         if name in self.names():
             return self._entries[name]
         names = self.names()
-        raise ConfigError(
+        raise UserError(
             f"unknown {self.kind} {name!r}.{close_match(name, names)} Known {self.kind}s: {', '.join(names)}.{hint}"
         )

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from reward.core.config import parse
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
 from reward.rewards.levels import EXPERT_DEFINITIONS
@@ -90,7 +90,7 @@ def build(cfg: dict[str, Any]) -> ChatJudge:
     prompts = {**defaults, **config.prompts}
     missing = [d for d in config.dimensions if d not in prompts]
     if missing:
-        raise ConfigError(
+        raise UserError(
             f"reward.dimensions: no prompt for {missing}; App. B.2 has {list(EXPERT_DEFINITIONS)}: give "
             "reward.prompts.NAME='... Return in the format {\"score\": score}.'"
         )

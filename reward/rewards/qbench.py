@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from reward.core.config import BATCH, parse
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
@@ -118,6 +118,6 @@ def build(cfg: dict[str, Any]) -> QBenchReward:
 
         return QBenchReward(config, vlm=served_vlm(config.server, tokenizer=config.model))
     if not config.model:
-        raise ConfigError("reward=qbench needs reward.model=PATH (a VLM checkpoint), or reward.backend=openai")
+        raise UserError("reward=qbench needs reward.model=PATH (a VLM checkpoint), or reward.backend=openai")
     check_models({"reward.model": config.model})
     return QBenchReward(config, loading=loading_of(config))

@@ -24,7 +24,7 @@ import torch
 from omegaconf import MISSING
 
 from reward.core.config import BATCH, parse
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
 from reward.rewards.scorer_folder import read_metadata
@@ -131,7 +131,7 @@ class ReasoningIqaReward(TrlCallable):
 
     def __init__(self, vlm: VLM, meta: dict[str, Any], config: ReasoningIqaConfig) -> None:
         if config.mode not in ("expected", "sample"):
-            raise ConfigError(f"reward.mode={config.mode!r}: choose expected or sample")
+            raise UserError(f"reward.mode={config.mode!r}: choose expected or sample")
         self.vlm, self.config, self.reasoning = vlm, config, meta["reasoning"]
         query = meta["queries"]["quality"]
         self.query = OptionQuery(query["question"], SCORE_WORDS, self.reasoning["answer_prefix"], sep="")
@@ -164,7 +164,7 @@ def build(cfg: dict[str, Any]) -> ReasoningIqaReward:
     config.model = str(resolve_model_dir(config.model, key="reward.model"))
     meta = read_metadata(config.model)
     if "reasoning" not in meta:
-        raise ConfigError(
+        raise UserError(
             f"reward.model={config.model} is a rating-word scorer (no 'reasoning' in its sa_iqa.json): score it with "
             "reward=sa-iqa, or point reward.model at a folder written by training/grpo_scorer.py"
         )

@@ -25,7 +25,7 @@ from importlib import metadata
 from typing import Any
 
 from reward.core.config import to_plain
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.registry import Registry, import_path
 from reward.rewards.base import Reward
 
@@ -173,7 +173,7 @@ def reward_info(name: str) -> RewardSpec:
         factory = import_path(name, what="reward factory")
         meta = getattr(factory, "reward_metadata", None)
         if not meta:
-            raise ConfigError(
+            raise UserError(
                 f"reward {name!r} does not declare its direction and score range: decorate the factory with "
                 "@reward.declare_reward(higher_is_better=..., score_range=(low, high)), or register it with "
                 "reward.register_reward(...)"

@@ -26,7 +26,7 @@ from omegaconf import MISSING
 from PIL import Image
 
 from reward.core.config import BATCH, parse
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
@@ -152,7 +152,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     dims = config.dimensions or list(meta["queries"])
     unknown = [d for d in dims if d not in meta["queries"]]
     if unknown:
-        raise ConfigError(
+        raise UserError(
             f"reward.dimensions={list(dims)}: {unknown} not in the scorer {config.model}; it has "
             f"{list(meta['queries'])}"
         )

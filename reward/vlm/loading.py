@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reward.core.config import FRACTION, RETRIES
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from reward.data.files import read_json_object
 from reward.vlm.families import Family, family_of
 
@@ -124,7 +124,7 @@ class ServerConfig:
 
 def check_backend(backend: str, where: str = "reward") -> None:
     if backend not in ("local", "openai"):
-        raise ConfigError(
+        raise UserError(
             f"{where}.backend={backend!r}: use local (the model in this process) or openai (OpenAI-compatible servers)"
         )
 

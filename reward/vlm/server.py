@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 from reward.core.config import parse
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 from reward.vlm.loading import ServerConfig
 from reward.vlm.model import OptionLogProbs, OptionQuery, content_parts
 
@@ -165,7 +165,7 @@ class OpenAIBackend:
         from openai import OpenAI
 
         if not cfg.urls:
-            raise ConfigError(
+            raise UserError(
                 "backend=openai needs server.base_urls (e.g. [http://localhost:8000/v1]) or server.base_url: "
                 "the OpenAI-compatible server(s) to score with"
             )

@@ -21,7 +21,7 @@ from omegaconf import MISSING
 from tqdm import tqdm
 
 from reward.core.config import BATCH, COUNT, PIXELS, parse, to_plain
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.outputs import Output
 from reward.core.summary import log_summary, text_table
 from reward.data.files import atomic_write_json, atomic_write_jsonl, safe_name
@@ -90,7 +90,7 @@ def parse_settings(cfg: Any) -> BestOfNSettings:
     """Typed settings (every problem at once), then the generator's model path."""
     settings = parse(BestOfNSettings, cfg, where="")
     if problem := missing_model(to_plain(settings.generator).get("path"), "generator.path"):
-        raise ConfigError(problem)
+        raise UserError(problem)
     return settings
 
 
@@ -138,7 +138,7 @@ def set_up(settings: BestOfNSettings) -> Setup:
     )
     tasks = tasks[: settings.limit] if settings.limit else tasks
     if not tasks:
-        raise ConfigError(f"{settings.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
+        raise UserError(f"{settings.data}: no usable tasks ({len(skipped)} bad rows); see the warnings above")
     prepare(settings, create=False)  # a refused out= fails here, before any model loads
     picker, judge = (  # each on this process's device
         RewardSet(

@@ -23,7 +23,7 @@ from omegaconf import MISSING
 
 from reward.console import PROG
 from reward.core.config import COUNT, FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
-from reward.core.errors import ConfigError, UserError
+from reward.core.errors import UserError
 from reward.core.outputs import Output, may_change_keys
 from reward.data import load_inpainting
 from reward.data.files import atomic_write_json, read_records
@@ -266,7 +266,7 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
         args = None if quick else grpo_args(settings, Path(settings.out))
-    except ConfigError as err:
+    except UserError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
         problems.append(
@@ -274,9 +274,9 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
             "ZeRO-2 or ZeRO-3"
         )
     if len(problems) == 1:
-        raise ConfigError(problems[0])
+        raise UserError(problems[0])
     if problems:
-        raise ConfigError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
+        raise UserError("invalid grpo settings:\n  - " + "\n  - ".join(problems))
     return settings, args
 
 
@@ -284,7 +284,7 @@ def _problems(settings: GrpoSettings) -> list[str]:
     problems = []
     try:
         resume_mode(settings.resume)
-    except ConfigError as err:
+    except UserError as err:
         problems.append(str(err))
     if str(settings.policy.vision).lower() not in ("auto", "true", "false"):
         problems.append(f"policy.vision={settings.policy.vision!r}: use auto, true or false")
@@ -372,7 +372,7 @@ def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     try:
         config = GRPOConfig(output_dir=str(out), **args)
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
+        raise UserError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
     check_world(batch, config.world_size)
     return config
 
@@ -397,7 +397,7 @@ def task_split(settings: GrpoSettings, with_eval: bool) -> tuple[list[Task], lis
         n_bad += len(skipped_eval)
         shared = {task.group for task in heldout} & {task.group for task in train}
         if shared:
-            raise ConfigError(
+            raise UserError(
                 f"eval_data={settings.eval_data} shares {len(shared)} scene(s) / source image(s) with "
                 f"data={settings.data} (e.g. {sorted(shared)[0]}): held-out rewards would measure memory, not "
                 "generalisation; remove them"
@@ -405,7 +405,7 @@ def task_split(settings: GrpoSettings, with_eval: bool) -> tuple[list[Task], lis
     elif with_eval:
         train, heldout = split_heldout(train, settings.eval_tasks)
     if not train:
-        raise ConfigError(f"{settings.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
+        raise UserError(f"{settings.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
     return train, heldout, n_bad
 
 
@@ -415,7 +415,7 @@ def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> 
     prompts = args.generation_batch_size // args.num_generations
     if len(train) < prompts:
         held = not settings.eval_data and settings.eval.every > 0
-        raise ConfigError(
+        raise UserError(
             f"{len(train)} training tasks cannot fill one GRPO step: a step takes {prompts} prompts "
             f"({args.world_size} process(es) x trainer.per_device_train_batch_size={args.per_device_train_batch_size}"
             f" x steps_per_generation={args.steps_per_generation} = {args.generation_batch_size} completions, "

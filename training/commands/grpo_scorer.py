@@ -20,7 +20,7 @@ import torch
 from omegaconf import MISSING
 
 from reward.core.config import BATCH, SIDE, parse, resume_mode
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
@@ -89,7 +89,7 @@ class GrpoScorerSettings:
         problems += [f"prompt={self.prompt!r} is none of {list(PROMPTS)}"] if self.prompt not in PROMPTS else []
         problems += trainer_problems("GRPOConfig", trl_fields(self.trainer))
         if problems:
-            raise ConfigError("; ".join(problems))
+            raise UserError("; ".join(problems))
 
 
 class Rows:
@@ -209,7 +209,7 @@ def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) ->
     try:
         config = GRPOConfig(output_dir=settings.out, **args)
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
+        raise UserError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
     if config.distributed_state.is_main_process:
         output.create()
     processor = load_processor(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import MISSING
 
 from reward.core.config import BATCH, FRACTION, PIXELS, SIDE, parse, resume_mode
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source, mos_range_of
@@ -394,7 +394,7 @@ def parse_settings(cfg: Any, *, with_inputs: bool = False) -> SftSettings:
         logger.info("prompt.dimensions: %s, the dimensions data.train rates (%d rows)", found, len(rows))
     settings.prompt.dimensions = found
     if (settings.prompt.questions or settings.prompt.response_prefix) and len(found) != 1:
-        raise ConfigError(
+        raise UserError(
             f"prompt.questions / prompt.response_prefix replace the queries of one dimension, and data.train "
             f"rates {found}: set prompt.dimensions=[NAME]"
         )
@@ -408,7 +408,7 @@ def _validate(settings: SftSettings) -> None:
         problems.append(f"levels.words {words} and levels.values {values} need the same length >= 2")
     try:
         resume_mode(settings.resume)
-    except ConfigError as err:
+    except UserError as err:
         problems.append(str(err))
     if settings.prompt.wording not in WORDINGS:
         problems.append(f"prompt.wording={settings.prompt.wording!r}: use release (the authors' code) or paper")
@@ -450,7 +450,7 @@ def _validate(settings: SftSettings) -> None:
     if settings.trainer.get("push_to_hub"):
         problems.append("trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)")
     if problems:
-        raise ConfigError("invalid sft settings:\n  - " + "\n  - ".join(problems))
+        raise UserError("invalid sft settings:\n  - " + "\n  - ".join(problems))
 
 
 def check_inputs(settings: SftSettings) -> None:
@@ -500,7 +500,7 @@ def _trainer_args(settings: SftSettings, out: Path) -> Any:
     try:
         config = SFTConfig(output_dir=str(out), **args)
     except TypeError as err:
-        raise ConfigError(f"invalid trainer.* settings (trl.SFTConfig): {err}") from None
+        raise UserError(f"invalid trainer.* settings (trl.SFTConfig): {err}") from None
     check_world(batch, config.world_size)
     logger.info("%s", describe_batch(batch, trainer, SFT_BATCH))
     return config

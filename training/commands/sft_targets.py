@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reward.core.outputs import OutputFolderError, check_output_file
+from reward.core.errors import UserError
+from reward.core.outputs import check_output_file
 from reward.core.summary import log_summary
 from reward.data.datasets import check_source
 from training.sft_labels import LabelRule, rating_examples, soft_mode, words_best_first, write_targets
@@ -115,7 +116,7 @@ def _targets_file(settings: Any) -> Path:
     real = os.path.realpath(settings.targets_out) if str(settings.targets_out).strip() else ""
     for key, value in inputs.items():
         if real and Path(value).is_dir() and real.startswith(os.path.realpath(value) + os.sep):
-            raise OutputFolderError(
+            raise UserError(
                 f"targets_out={settings.targets_out} lies inside the run's input {key}={value}; write elsewhere: "
                 "pass another targets_out="
             )

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from reward.core.registry import close_match
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.procedural.scenes import DIMENSIONS, render, sample_scene
@@ -179,7 +179,7 @@ FAMILIES: dict[str, tuple[Callable[..., Rendered], int, int]] = {
 def _photos(which: str) -> tuple[str, ...]:
     table = {"train": PHOTOS_TRAIN, "heldout": PHOTOS_HELDOUT, "all": PHOTOS_TRAIN + PHOTOS_HELDOUT}
     if which not in table:
-        raise ConfigError(f"photos={which!r}: use train, heldout or all")
+        raise UserError(f"photos={which!r}: use train, heldout or all")
     return table[which]
 
 
@@ -188,7 +188,7 @@ def check_families(families: Sequence[str] | None) -> tuple[str, ...]:
     unknown = [f for f in names if f not in FAMILIES]
     if unknown:
         hint = close_match(unknown[0], list(FAMILIES))
-        raise ConfigError(
+        raise UserError(
             f"unknown question famil{'y' if len(unknown) == 1 else 'ies'} {unknown}.{hint} "
             f"Known: {', '.join(FAMILIES)}"
         )
@@ -223,7 +223,7 @@ def write_questions(
     ``questions.jsonl``); returns the file's path."""
     families = check_families(families)  # fail before writing anything
     if fmt not in ("json", "jsonl"):
-        raise ConfigError(f"fmt={fmt!r}: use json or jsonl")
+        raise UserError(f"fmt={fmt!r}: use json or jsonl")
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rows = []

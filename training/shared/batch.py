@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 
 GLOBAL_BATCH_KEY = "global_batch_size"  # ours: kept out of trl's configs
 OURS = (GLOBAL_BATCH_KEY,)
@@ -107,11 +107,11 @@ def batch_problems(trainer: Mapping[str, Any], processes: int, source: SourceBat
 
 
 def resolve_batch(trainer: Mapping[str, Any], processes: int, source: SourceBatch) -> Batch:
-    """The batch ``trainer``'s settings make on ``processes`` processes; a :class:`ConfigError` naming the numbers
+    """The batch ``trainer``'s settings make on ``processes`` processes; a :class:`UserError` naming the numbers
     when they make none (:func:`batch_problems`)."""
     problems = batch_problems(trainer, processes, source)
     if problems:
-        raise ConfigError("invalid batch settings:\n  - " + "\n  - ".join(problems))
+        raise UserError("invalid batch settings:\n  - " + "\n  - ".join(problems))
     per_device = int(trainer["per_device_train_batch_size"])
     accumulation = trainer.get("gradient_accumulation_steps")
     if accumulation is not None:
@@ -147,7 +147,7 @@ given: the batch grows with the processes; SA-IQA §4.1 trained with 256)'
 def check_world(batch: Batch, world_size: int) -> None:
     """The processes trl's config found are those the batch was made for (``WORLD_SIZE``)."""
     if world_size != batch.processes:
-        raise ConfigError(
+        raise UserError(
             f"this launch runs {world_size} processes but WORLD_SIZE said {batch.processes}: the accumulation "
             f"({batch.accumulation}) was derived for {batch.processes}; launch with accelerate launch, torchrun or "
             "deepspeed (they set WORLD_SIZE), or set trainer.gradient_accumulation_steps"

@@ -143,13 +143,13 @@ def settings_command(script: str, config_name: str, schema: type, settings: Mapp
     from omegaconf import OmegaConf
 
     from reward.core.cli import compose
-    from reward.core.errors import ConfigError
+    from reward.core.errors import UserError
 
     groups = list(getattr(schema, "groups", {}))
     chosen = [f"{g}={v['name']}" for g in groups if isinstance(v := settings.get(g), Mapping) and v.get("name")]
     defaults: Any = {}
     for overrides in (chosen, []):
-        with contextlib.suppress(ConfigError):
+        with contextlib.suppress(UserError):
             defaults = OmegaConf.to_container(compose(config_name, overrides, schema=schema))
             break
     launch, argv = launch_of(script), list(sys.orig_argv)

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.core.errors import ConfigError
+from reward.core.errors import UserError
 from training.shared.batch import DEFAULT_GPU_MEMORY_GIB, PlanSettings, planned_processes
 from training.shared.plan_models import BUILTIN, GENERATOR_PARAMS_B, ModelShape, model_shape
 
@@ -111,7 +111,7 @@ def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
         if stand_in:
             return shape_or_fail(stand_in, "plan_for.model")
         names = ", ".join(BUILTIN)
-        raise ConfigError(
+        raise UserError(
             f"{key}={path}: plan=true needs the model's config.json (a folder holding it, or a hub id in the local "
             f"Hugging Face cache) or a name of the built-in table ({names})"
         ) from None

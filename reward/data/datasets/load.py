@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reward.core.errors import ConfigError, MissingInputError
+from reward.core.errors import MissingInputError, UserError
 from reward.core.registry import close_match
 from reward.data.datasets.registry import DATASETS
 from reward.data.datasets.splits import DEFAULT_SEED, FRACTIONS, seeded_split
@@ -65,7 +65,7 @@ def parse_source(value: Any) -> DatasetSource | None:
     >>> parse_source("spaq:/d:tset")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    reward.core.errors.ConfigError: spaq:/d:tset: unknown split 'tset'. Did you mean 'test'? ...
+    reward.core.errors.UserError: spaq:/d:tset: unknown split 'tset'. Did you mean 'test'? ...
     """
     match = _SOURCE.match(value.strip()) if isinstance(value, str) else None
     if not match or Path(value).exists():
@@ -83,7 +83,7 @@ def parse_source(value: Any) -> DatasetSource | None:
     if sep and tail in SPLITS:
         return DatasetSource(name, head, "all" if tail == "full" else tail, dimension)
     if sep and tail and "/" not in tail and "\\" not in tail:
-        raise ConfigError(
+        raise UserError(
             f"{value}: unknown split {tail!r}.{close_match(tail, SPLITS)} Use {', '.join(SPLITS[:3])} or all."
         )
     return DatasetSource(name, rest)
@@ -96,7 +96,7 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
     >>> check_source("kadid1k:/data")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    reward.core.errors.ConfigError: unknown dataset 'kadid1k'. Did you mean 'kadid10k'? Known datasets: ...
+    reward.core.errors.UserError: unknown dataset 'kadid1k'. Did you mean 'kadid10k'? Known datasets: ...
     """
     src = source if isinstance(source, DatasetSource) else parse_source(source)
     if src is None:
@@ -110,7 +110,7 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
     meta = DATASETS.get(src.name, hint=hint).meta
     title, dims = meta["title"], meta["dimensions"]
     if src.dimension is not None and src.dimension not in dims:
-        raise ConfigError(
+        raise UserError(
             f"{src}: {title} has no dimension {src.dimension!r}.{close_match(src.dimension, dims)} Its "
             f"dimensions: {', '.join(dims)}"
         )
