@@ -176,29 +176,50 @@ def workdir(folder: str | None, prefix: str) -> Iterator[Path]:
         yield Path(folder)
 
 
-def build_checkpoint(out: Path, text: dict, vision: dict, pixels: int, seed: int = 0) -> Path:
-    """A random-weight bf16 Qwen2.5-VL checkpoint from config values, built on the GPU if any, with the tiny VLM's
-    tokenizer, processor and chat template (the tokenizer's ids are a subset of any vocabulary here)."""
+def build_checkpoint(
+    out: Path,
+    text: dict,
+    vision: dict,
+    pixels: int,
+    seed: int = 0,
+    *,
+    family: str = "qwen2_5_vl",
+    processor: dict | None = None,
+) -> Path:
+    """A random-weight bf16 checkpoint of ``family`` from config values over its config class's defaults, built on the
+    GPU if any, with the tiny VLM's tokenizer, processor and chat template (the tokenizer's ids are a subset of any
+    vocabulary here); ``processor``: image processor settings over the tiny one's."""
     import torch
-    from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2_5_VLConfig
+    import transformers
 
     from reward.testing import make_tiny_vlm
 
-    tiny = AutoConfig.from_pretrained(make_tiny_vlm(out, family="qwen2_5_vl", image_pixels=pixels))
-    (out / "model.safetensors").unlink(missing_ok=True)  # the tiny weights: the 7B ones are saved in shards
-    ids = [f"{k}_token_id" for k in ("image", "video", "vision_start", "vision_end")]
+    tiny = transformers.AutoConfig.from_pretrained(make_tiny_vlm(out, family=family, image_pixels=pixels))
+    (out / "model.safetensors").unlink(missing_ok=True)  # the tiny weights: the real-size ones are saved in shards
     special = {k: getattr(tiny.text_config, k) for k in ("pad_token_id", "eos_token_id", "bos_token_id")}
-    config = Qwen2_5_VLConfig(
-        text_config={**text, **special}, vision_config=dict(vision), **{k: getattr(tiny, k) for k in ids}
-    )
+    text = {**text, **special, "model_type": tiny.text_config.model_type}
+    top = {k: v for k, v in tiny.to_dict().items() if "token_id" in k}
+    cls = type(tiny)
+    if "hidden_size" in cls.__annotations__:  # Ovis2's visual embedding table is sized from the top level
+        top |= {"hidden_size": text.get("hidden_size", 4096), "vocab_size": text.get("vocab_size", 151936)}
+    config = cls(text_config=text, vision_config=dict(vision), **top)
+    if processor:  # Ovis2: the image side, and the visual tokens an image takes, follow the vision config
+        ip = transformers.AutoImageProcessor.from_pretrained(out)
+        type(ip)(**{**ip.to_dict(), **processor}).save_pretrained(out)
+        v, file = config.vision_config, out / "processor_config.json"
+        seq = (v.image_size // (v.patch_size * v.hidden_stride)) ** 2
+        file.write_text(json.dumps({**json.loads(file.read_text()), "image_seq_length": seq}, indent=2))
     torch.manual_seed(seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with device:
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
+        model = transformers.AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
     logger.info(
         "built %.2fB parameters on %s; saving to %s", sum(p.numel() for p in model.parameters()) / 1e9, device, out
     )
     model.save_pretrained(out, max_shard_size="5GB")
+    del model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     return out
 
 

@@ -18,10 +18,9 @@ import shutil
 from pathlib import Path
 
 import torch
-from common import QWEN25_VL_7B_TEXT, Table, arguments, guarded, noise_images, workdir
+from common import QWEN25_VL_7B_TEXT, Table, arguments, build_checkpoint, guarded, noise_images, workdir
 from gpu_check import DIMENSIONS, WORDS, expected, timed
 
-DEVICE = "cuda"  # where the real-size weights are built
 # family -> (text_config, vision_config) values over the config class's defaults; the image processor's settings
 FAMILIES: dict[str, tuple[dict, dict, dict]] = {
     "qwen3_5": ({}, {"out_hidden_size": 4096}, {}),  # the vision config's default (3584) is not the text's 4096
@@ -34,39 +33,13 @@ FAMILIES: dict[str, tuple[dict, dict, dict]] = {
 
 
 def build(out: Path, family: str, side: int, dry: bool) -> Path:
-    """The tiny checkpoint of ``family`` (its tokenizer, processor, template); unless ``dry``, its weights replaced by
-    random bf16 ones of the real-size config, built on the GPU."""
-    import transformers
-
-    from reward.testing import make_tiny_vlm
-
-    make_tiny_vlm(out, family=family, image_pixels=side * side)
+    """The tiny checkpoint of ``family``; unless ``dry``, with random bf16 weights of the real-size config."""
     if dry:
-        return out
+        from reward.testing import make_tiny_vlm
+
+        return make_tiny_vlm(out, family=family, image_pixels=side * side)
     text, vision, processor = FAMILIES[family]
-    tiny = transformers.AutoConfig.from_pretrained(out)
-    special = {k: getattr(tiny.text_config, k) for k in ("pad_token_id", "eos_token_id", "bos_token_id")}
-    text = {**text, **special, "model_type": tiny.text_config.model_type}
-    top = {k: v for k, v in tiny.to_dict().items() if "token_id" in k}
-    cls = type(tiny)
-    if "hidden_size" in cls.__annotations__:  # Ovis2's visual embedding table is sized from the top level
-        top |= {"hidden_size": text.get("hidden_size", 4096), "vocab_size": text.get("vocab_size", 151936)}
-    config = cls(text_config=text, vision_config=vision, **top)
-    if processor:
-        ip = transformers.AutoImageProcessor.from_pretrained(out)
-        type(ip)(**{**ip.to_dict(), **processor}).save_pretrained(out)
-        seq = (448 // (14 * 2)) ** 2
-        (out / "processor_config.json").write_text(
-            (out / "processor_config.json").read_text().replace('"image_seq_length": 4', f'"image_seq_length": {seq}')
-        )
-    (out / "model.safetensors").unlink(missing_ok=True)
-    torch.manual_seed(0)
-    with torch.device(DEVICE):
-        model = transformers.AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
-    model.save_pretrained(out, max_shard_size="5GB")
-    del model
-    torch.cuda.empty_cache()
-    return out
+    return build_checkpoint(out, text, vision, side * side, family=family, processor=processor)
 
 
 def score(table: Table, name: str, ckpt: Path, side: int, dry: bool) -> None:
