@@ -118,15 +118,14 @@ class AgentConfig:
         metadata={
             "help": "a sub-dimension whose probe is still rejected after max_rounds: keep_last keeps the "
             "Visualizer's revision after the last critique, unreviewed (Algorithm 1); drop leaves the "
-            "sub-dimension out (§4.3, A.6, the released code)"
+            "sub-dimension out (§4.3, A.6, the released code)",
+            "choices": ON_REJECT,
         },
     )
 
     def __post_init__(self) -> None:
         if self.min_sub > self.max_sub:
             raise UserError(f"agents.min_sub={self.min_sub} is above agents.max_sub={self.max_sub}")
-        if self.on_reject not in ON_REJECT:
-            raise UserError(f"agents.on_reject={self.on_reject!r}: choose one of {', '.join(ON_REJECT)}")
 
 
 def _literal(span: str) -> Any:

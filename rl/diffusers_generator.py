@@ -12,7 +12,6 @@ from omegaconf import MISSING
 from PIL import Image
 
 from reward.core.config import BATCH, SIDE, TOKENS, parse
-from reward.core.errors import UserError
 from reward.vlm.loading import resolve_dtype
 from rl.devices import process_device
 from rl.generators import MASK_MISMATCH, Seeds, prepare_call
@@ -73,14 +72,12 @@ class DiffusersConfig:
             "range": (1, 512),
         },
     )
-    mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
+    mask_mismatch: str = field(
+        default="resize", metadata={"help": "resize (with a warning) or error", "choices": MASK_MISMATCH}
+    )
     repeat_items: bool = field(
         default=True, metadata={"help": "one row per candidate (exact reproduction); false: num_images_per_prompt"}
     )
-
-    def __post_init__(self) -> None:
-        if self.mask_mismatch not in MASK_MISMATCH:
-            raise UserError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
 
 
 def cut_to_tokens(tokenizer: Any, text: str, budget: int) -> tuple[str, bool]:

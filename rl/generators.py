@@ -32,7 +32,6 @@ import numpy as np
 from PIL import Image
 
 from reward.core.config import FRACTION, SIDE, TOKENS, parse, to_plain
-from reward.core.errors import UserError
 from reward.core.registry import Registry, import_path
 from rl.prompt_levels import levels_from_prompt
 
@@ -117,7 +116,9 @@ class ProceduralConfig:
         default=77,
         metadata={"help": "words; longer prompts are truncated (and counted by the callers)", "range": TOKENS},
     )
-    mask_mismatch: str = field(default="resize", metadata={"help": "resize (with a warning) or error"})
+    mask_mismatch: str = field(
+        default="resize", metadata={"help": "resize (with a warning) or error", "choices": MASK_MISMATCH}
+    )
     level_jitter: float = field(
         default=0.25,
         metadata={
@@ -134,10 +135,6 @@ class ProceduralConfig:
             )
         },
     )
-
-    def __post_init__(self) -> None:
-        if self.mask_mismatch not in MASK_MISMATCH:
-            raise UserError(f"generator.mask_mismatch={self.mask_mismatch!r}: use resize or error")
 
 
 def candidate_levels(

@@ -30,12 +30,18 @@ class PolicySettings:
     )
     vision: str = field(
         default="auto",
-        metadata={"help": "auto: a VLM (it sees the task image) if its config has a vision part; true; false"},
+        metadata={
+            "help": "auto: a VLM (it sees the task image) if its config has a vision part; true; false",
+            "choices": ("auto", "true", "false"),
+        },
     )
     freeze_vision: bool = field(default=True, metadata={"help": "VLM policy: the vision tower stays frozen"})
     image: str = field(
         default="masked",
-        metadata={"help": "what a VLM policy sees: masked (region to invent greyed out) | outline | original"},
+        metadata={
+            "help": "what a VLM policy sees: masked (region to invent greyed out) | outline | original",
+            "choices": POLICY_VIEWS,
+        },
     )
 
 

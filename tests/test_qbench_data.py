@@ -86,16 +86,16 @@ def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tin
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         s = parse_settings(compose("sft", overrides=[*base, "data.perception_fraction=0.5"], schema=SftSettings))
-        bad = compose(
-            "sft", overrides=[*base, "data.perception_fraction=0", "data.perception_answer=x"], schema=SftSettings
-        )
+        bad = compose("sft", overrides=[*base, "data.perception_fraction=0"], schema=SftSettings)
+        with pytest.raises(ValueError, match=r"^data.perception_answer='x': choose one of letter, letter_text$"):
+            compose("sft", overrides=[*base, "data.perception_answer=x"], schema=SftSettings)
     queries = {"lighting": {"question": "How is the lighting?", "response_prefix": "The lighting is"}}
     ds, _ = _train_dataset(s, queries)
     replies = [ex["completion"][0]["content"][0]["text"] for ex in ds]
     letters = [r for r in replies if len(r) == 1]
     assert letters and len(letters) < len(replies)  # both kinds of example
     assert all(r.startswith("The lighting is") for r in replies if len(r) > 1)
-    with pytest.raises(ValueError, match=r"perception_fraction=0(.|\n)*perception_answer='x'"):
+    with pytest.raises(ValueError, match=r"data.perception_fraction=0.0: use a share in \(0, 1\]"):
         parse_settings(bad)  # with the other settings, before anything loads
 
 

@@ -159,8 +159,8 @@ def test_lora_adapter_scorer_records_its_base_model_and_loads(tiny_vlm_path, ben
 
 def test_config_problems_are_reported_together(tmp_path):
     with pytest.raises(ValueError) as err:
-        parse_settings(_cfg(["model.path=m", "data.train=synthetic", f"out={tmp_path}", "resume=maybe"]))
-    assert "resume='maybe'" in str(err.value) and "trainer.max_steps" in str(err.value)
+        parse_settings(_cfg(["model.path=m", "data.train=synthetic", f"out={tmp_path}", "prompt.dimensions=[a,a]"]))
+    assert "prompt.dimensions=['a', 'a']" in str(err.value) and "trainer.max_steps" in str(err.value)
 
 
 def test_soft_targets_draw_words_whose_mean_value_is_the_mos(tiny_vlm_path):

@@ -43,11 +43,30 @@ def test_the_judge_has_its_loading_knobs_in_one_place():
 
 def test_resume_has_one_spelling_with_true_false_aliases():
     assert [resume_mode(v) for v in ("auto", "never", "true", "false", True, False)] == [1, 0, 1, 0, 1, 0]
-    with pytest.raises(UserError, match="resume='maybe': use auto"):
-        resume_mode("maybe")
+    for value in ("auto", "true", "false", "never"):  # true/false reach the str field as 'True'/'False'
+        cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", f"resume={value}"], schema=EvaluateSettings)
+        assert resume_mode(cfg.resume) == (value in ("auto", "true"))
+    with pytest.raises(
+        UserError, match=r"^resume='nevr': choose one of auto, never, true, false \(did you mean 'never'"
+    ):
+        compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=nevr"], schema=EvaluateSettings)
 
-    cfg = compose("evaluate", ["reward=qbench", "data=d", "out=o", "resume=auto"], schema=EvaluateSettings)
-    assert cfg.resume == "auto"
+
+def test_a_choice_is_checked_once_by_parse_exactly_as_typed_with_null_among_them():
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class C:
+        mode: str = field(default="logprob", metadata={"choices": ("logprob", "generate")})
+        density: str | None = field(default=None, metadata={"choices": ("pdf", "cdf", None)})
+
+    assert parse(C, {"density": None}).density is None and parse(C, {"density": "cdf"}).density == "cdf"
+    with pytest.raises(UserError) as err:
+        parse(C, {"mode": "LogProb", "density": "pfd"})  # case matters: the code compares the exact word
+    assert str(err.value).splitlines()[1:] == [
+        "  - mode='LogProb': choose one of logprob, generate (did you mean 'logprob'?)",
+        "  - density='pfd': choose one of pdf, cdf, null (did you mean 'pdf'?)",
+    ]
 
 
 def test_did_you_mean_comes_from_the_settings_the_overrides_choose():

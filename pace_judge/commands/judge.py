@@ -17,7 +17,7 @@ from pace_judge.agents import ProtocolBuildError
 from pace_judge.config import PaceConfig, validate
 from pace_judge.pace import PaceReward
 from pace_judge.protocol import load_protocol
-from reward.core.config import BATCH, PIXELS, parse, resume_mode
+from reward.core.config import BATCH, PIXELS, RESUME, parse, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import RUN_FILE, fingerprint, may_change_keys, prepare_output
 from reward.core.summary import log_summary
@@ -54,6 +54,7 @@ class JudgeSettings(PaceConfig):
         metadata={
             "help": "auto: continue the run in out= (images in scores.jsonl skipped) | never",
             "may_change": True,
+            "choices": RESUME,
         },
     )
     overwrite: bool = field(

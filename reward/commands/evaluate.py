@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, PIXELS, WORKERS, parse, resume_mode
+from reward.core.config import BATCH, PIXELS, RESUME, WORKERS, parse, resume_mode
 from reward.core.errors import MissingInputError, UserError
 from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
 from reward.core.summary import log_summary
@@ -96,6 +96,7 @@ class EvaluateSettings:
         metadata={
             "help": "auto: continue the same run in out/ (after a crash): score only the missing images | never",
             "may_change": True,
+            "choices": RESUME,
         },
     )
     overwrite: bool = field(
@@ -137,7 +138,8 @@ class EvaluateSettings:
             "help": (
                 "dimension: each row against the reward's score of its dimension (rows of a dimension the reward "
                 "lacks are skipped and counted); fused: every row against the reward's fused score"
-            )
+            ),
+            "choices": COMPARE,
         },
     )
     seed: int = field(default=0, metadata={"may_change": True})
@@ -175,8 +177,6 @@ def set_up(settings: EvaluateSettings) -> Setup:
     mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
     if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
         raise UserError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
-    if settings.compare not in COMPARE:
-        raise UserError(f"compare={settings.compare!r}: use one of {', '.join(COMPARE)}")
     kept = ("batch_size", "skip_bad", "max_decode_pixels", "bootstrap", "seed", "num_workers", "compare")
     eval_settings = EvalSettings(  # the scoring settings of reward.eval.evaluation; the MOS scale set, else the data's
         **{k: getattr(settings, k) for k in kept},

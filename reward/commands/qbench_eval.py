@@ -54,13 +54,17 @@ class HarnessModel(ModelLoading):
 class A1Settings:
     mode: str = field(
         default="logprob",
-        metadata={"help": "logprob: the letters' log-probs (one pass) | generate: lmms-eval's greedy reply, parsed"},
+        metadata={
+            "help": "logprob: the letters' log-probs (one pass) | generate: lmms-eval's greedy reply, parsed",
+            "choices": a1_perception.MODES,
+        },
     )
     prompt: str = field(
         default="paper",
         metadata={
             "help": "paper: Q-Bench+'s layout (\"The first image: <image>\" ...) + lmms-eval's answer instruction"
-            " | paper-exact: the layout alone, as the paper prints it | lmms: lmms-eval's own prompt"
+            " | paper-exact: the layout alone, as the paper prints it | lmms: lmms-eval's own prompt",
+            "choices": a1_perception.LAYOUTS,
         },
     )
     max_new_tokens: int = field(
@@ -71,12 +75,6 @@ class A1Settings:
         metadata={"help": "shuffle the candidates (with seed); false: the file's order (as lmms-eval asks)"},
     )
     system: str | None = field(default=None, metadata={"help": "optional system prompt"})
-
-    def __post_init__(self) -> None:
-        choices = {"mode": (self.mode, a1_perception.MODES), "prompt": (self.prompt, a1_perception.LAYOUTS)}
-        problems = [f"a1.{k}={v!r}: choose one of {', '.join(ok)}" for k, (v, ok) in choices.items() if v not in ok]
-        if problems:
-            raise UserError("; ".join(problems))
 
 
 @dataclass
@@ -116,7 +114,7 @@ class A3Settings:
 class QbenchEvalSettings:
     groups: ClassVar[dict] = {"reward": reward_config}
 
-    task: str = field(default="a1", metadata={"help": "a1 | a2 | a3"})
+    task: str = field(default="a1", metadata={"help": "a1 | a2 | a3", "choices": TASKS})
     data: Any = field(
         default=None,
         metadata={
@@ -138,10 +136,6 @@ class QbenchEvalSettings:
     overwrite: bool = field(
         default=False, metadata={"help": "true: an out/ holding another run is moved aside to out.old-<time>"}
     )
-
-    def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise UserError(f"task={self.task!r}: choose one of {', '.join(TASKS)}")
 
 
 def _load_model(settings: QbenchEvalSettings, output: Output | None = None) -> Any:

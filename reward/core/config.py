@@ -1,8 +1,9 @@
 """Typed settings: a dataclass holds each key's default, type, help and range (``field(metadata={"help": ...,
-"range": (1, None)})``), and :func:`parse` checks a mapping against it, every problem at once: unknown keys (with
-the close match), values of the wrong type, out of range or NaN, missing required keys, in every nested section and
-in the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields live in
-the dataclass's ``__post_init__`` (as trl's configs), raising :class:`UserError`.
+"range": (1, None)})``, or ``"choices": ("auto", "never")``), and :func:`parse` checks a mapping against it, every
+problem at once: unknown keys (with the close match), values of the wrong type, out of range, NaN or not among the
+choices, missing required keys, in every nested section and in the chosen option of a config group (``reward=pace``:
+the class ``groups`` names). Checks between fields live in the dataclass's ``__post_init__`` (as trl's configs),
+raising :class:`UserError`.
 
 Example:
     >>> from dataclasses import dataclass, field
@@ -136,6 +137,10 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             continue
         if problem := range_problem(full, value, fields[key].metadata.get("range")):
             found.append(problem)
+        elif (choices := fields[key].metadata.get("choices")) and _word(value) not in map(_word, choices):
+            words = [_word(c) for c in choices]
+            hint = close_match(str(value), words, fmt=" (did you mean {!r}?)")
+            found.append(f"{full}={value!r}: choose one of {', '.join(words)}{hint}")
     for name, f in fields.items():
         required = f.default is MISSING or (
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -146,6 +151,12 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             full = f"{prefix}.{name}" if prefix else name
             found.append(f"missing required key {full} (set it with {full}=...)")
     return found
+
+
+def _word(choice: Any) -> str:
+    """A choice as typed: ``null`` for ``None``, ``true``/``false`` for a bool (which a ``str`` field reads as
+    ``'True'``/``'False'``), else itself."""
+    return "null" if choice is None else str(choice).lower() if str(choice) in ("True", "False") else str(choice)
 
 
 def _floats(node: Any) -> Any:
@@ -194,13 +205,13 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
         raise UserError(f"{title}: " + str(err).replace("\n", "\n  ")) from None
 
 
-def resume_mode(value: Any, key: str = "resume") -> bool:
-    """``resume=auto|never`` (``true``/``false`` too) as a bool.
+RESUME = ("auto", "never", "true", "false")  # the choices of every command's resume=
+
+
+def resume_mode(value: Any) -> bool:
+    """``resume=auto|never`` (``true``/``false`` too; checked by :func:`parse` as ``choices``) as a bool.
 
     >>> resume_mode("auto"), resume_mode(False)
     (True, False)
     """
-    words = {"auto": True, "true": True, "never": False, "false": False}
-    if str(value).lower() not in words:
-        raise UserError(f"{key}={value!r}: use auto (continue the same run in the output folder) or never")
-    return words[str(value).lower()]
+    return str(value).lower() in ("auto", "true")

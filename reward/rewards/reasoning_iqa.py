@@ -112,7 +112,10 @@ class ReasoningIqaConfig(ModelLoading):
     )
     mode: str = field(
         default="expected",
-        metadata={"help": "expected: one forward, E[digit] at the answer; sample: K answers parsed and averaged"},
+        metadata={
+            "help": "expected: one forward, E[digit] at the answer; sample: K answers parsed and averaged",
+            "choices": ("expected", "sample"),
+        },
     )
     samples: int = field(default=8, metadata={"help": "mode=sample: answers per image (K)", "range": (1, 1024)})
     temperature: float = field(
@@ -130,8 +133,6 @@ class ReasoningIqaReward(TrlCallable):
     """Scores in 1-5 of a GRPO-trained scorer, by sampling (``mode=sample``) or one forward (``expected``)."""
 
     def __init__(self, vlm: VLM, meta: dict[str, Any], config: ReasoningIqaConfig) -> None:
-        if config.mode not in ("expected", "sample"):
-            raise UserError(f"reward.mode={config.mode!r}: choose expected or sample")
         self.vlm, self.config, self.reasoning = vlm, config, meta["reasoning"]
         query = meta["queries"]["quality"]
         self.query = OptionQuery(query["question"], SCORE_WORDS, self.reasoning["answer_prefix"], sep="")

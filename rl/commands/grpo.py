@@ -22,7 +22,7 @@ import torch
 from omegaconf import MISSING
 
 from reward.console import PROG
-from reward.core.config import COUNT, FRACTION, PIXELS, TOKENS, parse, resume_mode, to_plain
+from reward.core.config import COUNT, FRACTION, PIXELS, RESUME, TOKENS, parse, resume_mode, to_plain
 from reward.core.errors import UserError
 from reward.core.outputs import Output, may_change_keys
 from reward.data import load_inpainting
@@ -37,7 +37,7 @@ from rl.devices import placed_device, resolve_devices
 from rl.generators import build_generator, generator_config, generator_has_device, text_budget
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
-from rl.policy import POLICY_VIEWS, PolicySettings, is_vlm, load_policy
+from rl.policy import PolicySettings, is_vlm, load_policy
 from rl.policy_card import policy_card
 from rl.run_folder import on_main, prepare_run_folder, run_inputs, settings_record
 from training.shared.batch import (
@@ -202,7 +202,12 @@ class GrpoSettings:
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
     resume: str = field(
-        default="auto", metadata={"help": "auto: continue the same run in out; never: new only", "may_change": True}
+        default="auto",
+        metadata={
+            "help": "auto: continue the same run in out; never: new only",
+            "may_change": True,
+            "choices": RESUME,
+        },
     )
     overwrite: bool = field(
         default=False, metadata={"help": "an earlier run in out is moved aside to out.old-<time>", "may_change": True}
@@ -282,14 +287,6 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
 
 def _problems(settings: GrpoSettings) -> list[str]:
     problems = []
-    try:
-        resume_mode(settings.resume)
-    except UserError as err:
-        problems.append(str(err))
-    if str(settings.policy.vision).lower() not in ("auto", "true", "false"):
-        problems.append(f"policy.vision={settings.policy.vision!r}: use auto, true or false")
-    if settings.policy.image not in POLICY_VIEWS:
-        problems.append(f"policy.image={settings.policy.image!r}: use {', '.join(POLICY_VIEWS)}")
     if "{prompt}" not in settings.prompt.template:
         problems.append("prompt.template must contain {prompt} (where the task's base prompt goes)")
     if not isinstance(settings.reward, dict) or not settings.reward.get("name"):  # parse made it a plain dict

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, SIDE, parse, resume_mode
+from reward.core.config import BATCH, RESUME, SIDE, parse, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
@@ -77,7 +77,9 @@ class GrpoScorerSettings:
     )
     lora: LoraSettings = field(default_factory=LoraSettings)
     seed: int = field(default=42, metadata={"help": "data order, sampling, synthetic images"})
-    resume: str = field(default="false", metadata={"help": "auto | true | false", "may_change": True})
+    resume: str = field(
+        default="false", metadata={"help": "auto | true | false", "may_change": True, "choices": RESUME}
+    )
     overwrite: bool = field(default=False, metadata={"help": "replace another run's out folder", "may_change": True})
     eval_batch_size: int = field(default=16, metadata={"help": "test images per forward", "range": BATCH})
     trainer: dict[str, Any] = field(default_factory=lambda: dict(TRAINER), metadata={"help": "trl.GRPOConfig fields"})

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, FRACTION, PIXELS, SIDE, parse, resume_mode
+from reward.core.config import BATCH, FRACTION, PIXELS, RESUME, SIDE, parse, resume_mode
 from reward.core.errors import MissingInputError, UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
@@ -95,7 +95,8 @@ class ScorerPromptSettings:
         default="release",
         metadata={
             "help": "release: the authors' released prompts (the <dimension> tag in types 2-4; sa-iqa-prompt4's "
-            "training) | paper: App. B.1 as printed (the tag in type 2 only)"
+            "training) | paper: App. B.1 as printed (the tag in type 2 only)",
+            "choices": WORDINGS,
         },
     )
     dimensions: list[str] | None = field(
@@ -195,7 +196,11 @@ class DataSettings:
         metadata={"help": "NAME: [low, high]: only rows with low <= NAME < high (e.g. mos_zscore: Q-Align's subset)"},
     )
     deqa_density: str | None = field(
-        default=None, metadata={"help": "soft_targets=deqa: pdf or cdf; null: DeQA-Score's (cdf for spaq, else pdf)"}
+        default=None,
+        metadata={
+            "help": "soft_targets=deqa: pdf or cdf; null: DeQA-Score's (cdf for spaq, else pdf)",
+            "choices": ("pdf", "cdf", None),
+        },
     )
     soft_std: float = field(
         default=0.5,
@@ -214,7 +219,11 @@ class DataSettings:
         default=None, metadata={"help": "data.perception=synthetic: question families (default all)"}
     )
     perception_answer: str = field(
-        default="letter", metadata={"help": 'completion: "letter" (B) or "letter_text" (B. The second image)'}
+        default="letter",
+        metadata={
+            "help": 'completion: "letter" (B) or "letter_text" (B. The second image)',
+            "choices": ("letter", "letter_text"),
+        },
     )
     perception_shuffle: float = field(
         default=1.0, metadata={"help": "share of questions with options shuffled (0: as given)", "range": FRACTION}
@@ -242,7 +251,8 @@ class LossSettings:
         metadata={
             "help": "nll: trl's next-token loss of the completion | deqa: DeQA-Score's (training.deqa_loss): "
             "deqa_weight x (cross-entropy of the other tokens + exact KL of the level word's softmax to the soft "
-            "target) + fidelity_weight x the fidelity loss of the batch's pairs (batch >= 2)"
+            "target) + fidelity_weight x the fidelity loss of the batch's pairs (batch >= 2)",
+            "choices": ("nll", "deqa"),
         },
     )
     rating_weight: float = field(
@@ -306,6 +316,7 @@ class SftSettings:
         metadata={
             "help": "auto: continue the same run from out's last checkpoint; never: a new run only",
             "may_change": True,
+            "choices": RESUME,
         },
     )
     overwrite: bool = field(
@@ -406,20 +417,12 @@ def _validate(settings: SftSettings) -> None:
     words, values = settings.levels.words, settings.levels.values
     if len(words) != len(values) or len(words) < 2:
         problems.append(f"levels.words {words} and levels.values {values} need the same length >= 2")
-    try:
-        resume_mode(settings.resume)
-    except UserError as err:
-        problems.append(str(err))
-    if settings.prompt.wording not in WORDINGS:
-        problems.append(f"prompt.wording={settings.prompt.wording!r}: use release (the authors' code) or paper")
     data = settings.data
     key = "data.train" if data.train in STREAMS else "data.perception" if data.perception == "synthetic" else None
     if key and int(settings.trainer.get("max_steps", -1)) <= 0:
         problems.append(f"{key}={getattr(data, key[5:])} streams without end: set trainer.max_steps=N")
     if data.perception and data.perception_fraction <= 0:
         problems.append(f"data.perception_fraction={data.perception_fraction}: use a share in (0, 1]")
-    if data.perception and data.perception_answer not in ("letter", "letter_text"):
-        problems.append(f"data.perception_answer={data.perception_answer!r}: use letter or letter_text")
     try:
         loading_of(settings.model)
     except ValueError as err:

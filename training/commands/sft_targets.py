@@ -25,8 +25,6 @@ def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
     for name, bounds in data.keep.items():
         if len(bounds) != 2 or not bounds[0] < bounds[1]:
             problems.append(f"data.keep.{name}={bounds}: give [low, high] with low < high")
-    if data.deqa_density not in (None, "pdf", "cdf"):
-        problems.append(f"data.deqa_density={data.deqa_density!r}: use pdf, cdf or null (DeQA-Score's per dataset)")
     if data.level_from not in (None, "mos") and soft_mode(data.soft_targets) is not None:
         problems.append(f"data.level_from={data.level_from} gives hard targets: leave data.soft_targets=false")
     if data.score != "mos" and soft_mode(data.soft_targets) is not None:
@@ -45,9 +43,7 @@ def label_problems(settings: Any, streams: Sequence[str]) -> list[str]:
     ]
     if one and prompt.dimensions is not None and len(prompt.dimensions) != 1:  # null: checked on the data's
         problems.append(f"{' and '.join(one)} replace the queries of one dimension: set prompt.dimensions=[NAME]")
-    if loss.kind not in ("nll", "deqa"):
-        problems.append(f"loss.kind={loss.kind!r}: use nll (trl's loss) or deqa (DeQA-Score's)")
-    elif loss.kind == "deqa":
+    if loss.kind == "deqa":
         if int(settings.trainer.get("per_device_train_batch_size", 8)) < 2:
             problems.append("loss.kind=deqa pairs the examples of a batch: set trainer.per_device_train_batch_size>=2")
         if loss.rating_weight != 1.0:
