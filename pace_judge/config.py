@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 from pace_judge.agents import AgentConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
-from reward.core.config import BATCH, FRACTION, PIXELS
+from reward.core.config import BATCH, FRACTION, PIXELS, to_plain
+from reward.core.config import problems as config_problems
 from reward.core.errors import UserError
 from reward.vlm import load_vlm
 from reward.vlm.hub import missing_model
@@ -23,7 +24,10 @@ from reward.vlm.server import ServerConfig
 class Track2Settings:
     prompt: str = field(
         default="comparative",
-        metadata={"help": "comparative: the anchors' scores are not told (PACE §4.5) | scored: they are"},
+        metadata={
+            "help": "comparative: the anchors' scores are not told (PACE §4.5) | scored: they are",
+            "choices": RANK_PROMPTS,
+        },
     )
 
 
@@ -60,7 +64,11 @@ class PaceConfig(ModelLoading):
         metadata={"help": "PACE-Fast: experts and stored protocols only; a dimension routed nowhere is refused"},
     )
     backend: str = field(
-        default="local", metadata={"help": "local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)"}
+        default="local",
+        metadata={
+            "help": "local (transformers) | openai (an OpenAI-compatible server, e.g. vLLM)",
+            "choices": ("local", "openai"),
+        },
     )
     server: ServerConfig = field(
         default_factory=ServerConfig,
@@ -71,11 +79,18 @@ class PaceConfig(ModelLoading):
     )
     track2: Track2Settings = field(default_factory=Track2Settings)
     probe_weights: str = field(
-        default="uniform", metadata={"help": "Track 1's w_r: uniform (1/N, eq. 6) | agent (the Visualizer's weights)"}
+        default="uniform",
+        metadata={
+            "help": "Track 1's w_r: uniform (1/N, eq. 6) | agent (the Visualizer's weights)",
+            "choices": PROBE_WEIGHTS,
+        },
     )
     lettering: str = field(
         default="best-first",
-        metadata={"help": "Track 1's option letters: best-first (A = best) | reversed | shuffled (seeded)"},
+        metadata={
+            "help": "Track 1's option letters: best-first (A = best) | reversed | shuffled (seeded)",
+            "choices": LETTERINGS,
+        },
     )
     lettering_seed: int = field(
         default=0,
@@ -139,7 +154,7 @@ def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> N
     """Every problem at once, before any model loads (keys prefixed by ``where``: ``reward`` under ``reward=pace``);
     ``check_model`` false: a backend was given, so the model path is not checked."""
     key = f"{where}." if where else ""
-    problems = []
+    problems = config_problems(type(cfg), to_plain(cfg), where)  # types, ranges, choices: a config built directly
     if bool(cfg.protocol) == bool(cfg.dimension):
         which = "both" if cfg.protocol else "neither"
         problems.append(
@@ -147,24 +162,12 @@ def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> N
         )
     if len(cfg.omega) != 2 or min(cfg.omega) < 0 or abs(sum(cfg.omega) - 1.0) > 1e-6:
         problems.append(f"omega must be two non-negative weights summing to 1 (e.g. [0.5, 0.5]), got {cfg.omega}")
-    if not -1.0 <= cfg.theta <= 1.0:
-        problems.append(f"theta is a cosine threshold in [-1, 1], got {cfg.theta}")
-    if cfg.backend not in ("local", "openai"):
-        problems.append(f"backend must be local or openai, got {cfg.backend!r}")
     if cfg.backend == "local" and cfg.model is None:
         problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
     if check_model and cfg.backend == "local" and (problem := missing_model(cfg.model, f"{key}model", cached=True)):
         problems.append(problem)
     if len(cfg.crops.grid) != 2 or min(cfg.crops.grid) < 1:
         problems.append(f"crops.grid must be [rows, cols] of positive integers, got {cfg.crops.grid}")
-    for name, value, choices in (
-        ("crops.combine", cfg.crops.combine, ("mean", "min")),
-        ("track2.prompt", cfg.track2.prompt, RANK_PROMPTS),
-        ("probe_weights", cfg.probe_weights, PROBE_WEIGHTS),
-        ("lettering", cfg.lettering, LETTERINGS),
-    ):
-        if value not in choices:
-            problems.append(f"{name}={value!r}: choose one of {', '.join(choices)}")
     if (cfg.calibration.benchmark or cfg.calibration.pipeline) and not cfg.memory:
         problems.append(
             "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "

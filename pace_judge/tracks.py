@@ -59,7 +59,11 @@ class CropConfig:
         default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes", "range": (1, 8)}
     )
     combine: str = field(
-        default="mean", metadata={"help": "mean | min: how a zoom probe merges the whole image with its crops"}
+        default="mean",
+        metadata={
+            "help": "mean | min: how a zoom probe merges the whole image with its crops",
+            "choices": ("mean", "min"),
+        },
     )
     enabled: bool = field(default=True, metadata={"help": "false: zoom probes are asked on the whole image only"})
     upscale: bool = field(

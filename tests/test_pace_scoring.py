@@ -163,7 +163,7 @@ def test_pace_config_errors_are_reported_together():
         PaceReward(PaceConfig(omega=[0.7, 0.7], theta=2.0, backend="grpc"))
     msg = str(err.value)
     assert "exactly one of protocol=FILE" in msg and "omega must be two non-negative weights summing to 1" in msg
-    assert "theta is a cosine threshold" in msg and "backend must be local or openai" in msg
+    assert "theta=2.0: must be between -1 and 1" in msg and "backend='grpc': choose one of local, openai" in msg
 
 
 def test_anchors_encoded_once_equal_the_plain_path_for_targets_of_different_sizes(tiny_vlm_path, tmp_path):
