@@ -103,6 +103,8 @@ def test_entry_script_runs_from_any_folder_and_creates_no_hydra_folders(data, tm
     cwd.mkdir()
     cmd = [
         sys.executable,
+        "-X",
+        "importtime",  # what the fit imports, on stderr
         str(REPO / "fusion" / "fit.py"),
         "pairs=../data/pairs.jsonl",
         "scores=../data/scores.jsonl",
@@ -115,6 +117,8 @@ def test_entry_script_runs_from_any_folder_and_creates_no_hydra_folders(data, tm
     assert sorted(p.name for p in cwd.iterdir()) == ["w.json", "w.png"]  # no outputs/, no .hydra/
     assert "dimension" in done.stdout and "held-out acc" in done.stdout
     assert load_weights(cwd / "w.json").meta["heldout_fraction"] == 0.25
+    imported = re.findall(r"^import time:.*\|\s*([\w.]+)$", done.stderr, re.M)
+    assert "fusion.bradley_terry" in imported and "torch" not in imported  # a fit from scores loads no torch (2 s)
 
 
 def test_config_starts_with_the_command_and_its_defaults_are_the_settings_dataclass():

@@ -89,7 +89,7 @@ def test_a_missing_failing_or_hanging_rl_check_is_a_row(tmp_path, monkeypatch):
     hanging = tmp_path / "hanging.sh"
     hanging.write_text("echo working\nsleep 600\n")
     monkeypatch.setenv("RL_CHECK", str(hanging))
-    main(["--out", str(tmp_path / "c"), "--skip", "scoring,photos", "--budget-s", "20"])
+    main(["--out", str(tmp_path / "c"), "--skip", "scoring,photos", "--budget-s", "2"])  # the stage's 2 s, then killed
     assert _rows(tmp_path / "c")[("rl check", "exit status (seconds)")].startswith("timed out")
 
 

@@ -22,16 +22,18 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reward.core.config import to_plain
 from reward.core.errors import UserError
 from reward.core.registry import Registry, import_path
-from reward.rewards.base import Reward
+
+if TYPE_CHECKING:  # torch is imported when a reward is built, not when a command reads the names
+    from reward.rewards.base import Reward
 
 logger = logging.getLogger(__name__)
 
-Factory = Callable[[dict[str, Any]], Reward]
+Factory = Callable[[dict[str, Any]], "Reward"]
 ENTRY_POINTS = "perceptual_rewards.rewards"  # the entry point group of rewards declared by other packages
 DISTRIBUTION = "perceptual-rewards"  # this project, whose own packages declare rewards that way too
 
