@@ -88,6 +88,37 @@ def test_an_unknown_key_exits_2_with_one_message_naming_it(script, capsys):
     assert len(lines) == 1 or all(line.startswith("  - ") for line in lines[1:]), err
 
 
+# the model libraries, seconds to import each: none is needed to check a command's settings
+MODEL_LIBRARIES = ("transformers", "trl", "diffusers", "peft", "deepspeed")
+REFUSE_ALL = """
+import json, runpy, sys
+runs, libraries = json.loads(sys.argv[1])
+for script, argv in runs:
+    sys.argv = [script, *argv]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exit_:
+        assert exit_.code == 2, (script, exit_.code)
+    else:
+        raise AssertionError(f"{script} ran with an unknown key")
+    loaded = [name for name in libraries if name in sys.modules]
+    assert not loaded, (script, loaded)
+"""
+
+
+def test_an_unknown_key_is_refused_before_any_model_library_is_imported():
+    """A mistyped key is answered in about a second: no command imports a model library before its settings are
+    checked (best_of_n took 8 s to refuse one, importing transformers for a callback it never uses)."""
+    runs = []
+    for script, argv in sorted(MISSING_INPUT.items()):
+        subcommand = [argv[0]] if argv and "=" not in argv[0] else []
+        runs.append([str(ROOT / script), [*subcommand, "colour=red"]])
+    cmd = [sys.executable, "-c", REFUSE_ALL, json.dumps([runs, MODEL_LIBRARIES])]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("unknown key colour") == len(runs)
+
+
 @pytest.mark.parametrize("script", sorted(s for s, a in MISSING_INPUT.items() if a))
 def test_a_missing_input_exits_2_with_one_message_naming_the_file(script, tmp_path, capsys):
     GOOD.save(tmp_path / "an_image.png")  # a folder of images where one is wanted

@@ -33,8 +33,6 @@ from reward.vlm.hub import missing_model
 from rl.devices import resolve_devices
 from rl.generators import build_generator, generator_config, inpaint_each
 from rl.inpaint_tasks import Task, load_tasks
-from rl.plots import image_grid
-from rl.reward_guard import require_scores, served_reports
 from rl.run_folder import prepare_run_folder, run_inputs, settings_record
 
 logger = logging.getLogger(__name__)
@@ -228,6 +226,8 @@ def _candidates(
 def report(setup: Setup, rows: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
     """``scores.jsonl``, the summary (chosen vs random, the judge's verdict) in ``summary.json``, and the closing
     summary; a run whose rewards failed too often fails with the reason."""
+    from rl.reward_guard import require_scores, served_reports
+
     settings, out, picker, judge = setup.settings, setup.out, setup.picker, setup.judge
     atomic_write_jsonl(out / "scores.jsonl", rows)
     summary = summarize(rows, judge_higher=judge.rewards[0].higher_is_better if judge else True)
@@ -375,6 +375,8 @@ def summarize(rows: list[dict[str, Any]], judge_higher: bool = True) -> dict[str
 
 
 def _sheet(path: Path, task: Any, images: list[Any], row: dict[str, Any], label: str, judged: bool) -> None:
+    from rl.plots import image_grid
+
     cells = [(task.image, ["task"]), (task.mask.convert("RGB"), ["mask"])]
     for j, (image, cand) in enumerate(zip(images, row["candidates"], strict=True)):
         score = "failed" if cand["score"] is None else f"{cand['score']:.3f}"
