@@ -74,14 +74,19 @@ def _run_script(script: str, argv: list[str], capsys) -> tuple[int, str]:
     return status, capsys.readouterr().err
 
 
+def _unknown_key(script: str) -> list[str]:
+    """The script's subcommand (if it takes one), then a key no command has."""
+    argv = MISSING_INPUT[script]
+    return [*([argv[0]] if argv and "=" not in argv[0] else []), "colour=red"]
+
+
 def test_every_entry_point_has_a_row_in_the_table():
     assert sorted(_entry_points()) == sorted(MISSING_INPUT), "add the new entry point to MISSING_INPUT"
 
 
 @pytest.mark.parametrize("script", sorted(MISSING_INPUT))
 def test_an_unknown_key_exits_2_with_one_message_naming_it(script, capsys):
-    subcommand = [MISSING_INPUT[script][0]] if MISSING_INPUT[script] and "=" not in MISSING_INPUT[script][0] else []
-    status, err = _run_script(script, [*subcommand, "colour=red"], capsys)
+    status, err = _run_script(script, _unknown_key(script), capsys)
     assert status == 2 and "Traceback" not in err
     lines = err.splitlines()  # one problem a line, every problem at once (a missing required key too)
     assert lines[0].startswith("error: ") and "unknown key colour" in err
@@ -109,10 +114,7 @@ for script, argv in runs:
 def test_an_unknown_key_is_refused_before_any_model_library_is_imported():
     """A mistyped key is answered in about a second: no command imports a model library before its settings are
     checked (best_of_n took 8 s to refuse one, importing transformers for a callback it never uses)."""
-    runs = []
-    for script, argv in sorted(MISSING_INPUT.items()):
-        subcommand = [argv[0]] if argv and "=" not in argv[0] else []
-        runs.append([str(ROOT / script), [*subcommand, "colour=red"]])
+    runs = [[str(ROOT / script), _unknown_key(script)] for script in sorted(MISSING_INPUT)]
     cmd = [sys.executable, "-c", REFUSE_ALL, json.dumps([runs, MODEL_LIBRARIES])]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
