@@ -24,6 +24,7 @@ from reward.testing.openai_server import data_url_image, openai_app
 FAULTS: dict[str, str] = {
     "html": "not_json",  # a 200 HTML page (a proxy's error page)
     "not_json": "not_json",  # a 200 body that is not JSON, served as application/json
+    "deep_json": "not_json",  # a 200 body nested 100,000 deep (json's RecursionError)
     "no_choices": "no_choices",  # a chat completion without "choices"
     "empty_choices": "no_choices",  # "choices": []
     "no_logprobs": "no_logprobs",  # a choice without "logprobs"
@@ -62,6 +63,8 @@ def scripted_answer(options: list[str], body: dict[str, Any], fault: str | None,
         return Response("<html><body>502 Bad Gateway</body></html>", media_type="text/html")
     if fault == "not_json":
         return Response('{"choices": [', media_type="application/json")
+    if fault == "deep_json":
+        return Response("[" * 100_000 + "]" * 100_000, media_type="application/json")
     user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
     urls = [p["image_url"]["url"] for p in user if isinstance(p, dict) and p.get("type") == "image_url"]
     brightness = float(np.asarray(data_url_image(urls[-1]).convert("L"), dtype=np.float64).mean()) / 255.0

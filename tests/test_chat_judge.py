@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 from PIL import Image
 from server_doubles import serve_scripted
 
@@ -72,3 +73,16 @@ def test_a_dimension_without_a_prompt_is_refused_and_own_prompts_are_taken():
         own = {"clutter": 'Rate the clutter of this room 1-5. Return {"score": score}.'}
         judge = get_reward("chat-judge", {"server": {"base_url": url}, "dimensions": ["clutter"], "prompts": own})
         assert judge.score([Image.new("RGB", (32, 32), (128, 128, 128))]).dimensions["clutter"].tolist() == [3.0]
+
+
+def test_an_answer_or_a_body_nested_100000_deep_is_a_failed_item_never_the_end_of_the_run():
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on it
+    image = [Image.new("RGB", (32, 32), (255, 255, 255))]
+    with serve_scripted([deep]) as url:  # the model's answer, as text in a well-formed completion
+        judge = get_reward("chat-judge", {"server": {"base_url": url}, "dimensions": ["layout"]})
+        assert math.isnan(judge.score(image).scores[0])
+    assert dict(judge.backend.stats["failed_reasons"]) == {"not_score_json": 1}
+    with serve_scripted(SCORES, fault="deep_json") as url:  # the HTTP body itself
+        judge = get_reward("chat-judge", {"server": {"base_url": url}, "dimensions": ["layout", "harmony"]})
+        assert torch.isnan(judge.score(image).scores).all()
+    assert dict(judge.backend.stats["failed_reasons"]) == {"not_json": 2} and judge.backend.stats["answers"] == 0

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from reward.core.errors import UserError
-from reward.data.manifest import iter_jsonl
+from reward.data.manifest import iter_jsonl, parse_json
 
 SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
 _UNSAFE = re.compile(r"[^\w.\-]+")  # letters of any script, digits, _ . - are kept; anything else becomes "-"
@@ -129,11 +129,13 @@ def read_json_object(path: str | Path, fix: str, error: type[UserError] = UserEr
     the file (and the line), ending with ``fix``."""
     path = Path(path)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = parse_json(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
         raise error(f"{path}: not UTF-8 text (byte {err.start}); {fix}") from None
     except json.JSONDecodeError as err:
         raise error(f"{path}:{err.lineno}: not JSON ({err.msg}); {fix}") from None
+    except ValueError as err:  # nested too deeply
+        raise error(f"{path}: not usable JSON ({err}); {fix}") from None
     except OSError as err:
         raise error(f"{path}: cannot be read ({err.strerror or err}); {fix}") from None
     if not isinstance(data, dict):

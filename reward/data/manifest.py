@@ -26,6 +26,30 @@ class ManifestError(UserError):
     """A manifest (or one of its rows) is malformed; the message names the file, the line and the fix."""
 
 
+def parse_json(text: str | bytes, *, allow_nan: bool = True) -> Any:
+    """``json.loads`` for text from outside (files, request bodies, servers' answers), every way it is not usable JSON
+    a ``ValueError``: nesting deeper than the interpreter's recursion limit (``json`` raises ``RecursionError``) and,
+    unless ``allow_nan``, ``NaN`` / ``Infinity``, which strict JSON has not.
+
+    >>> parse_json('{"a": [1]}'), parse_json("[NaN]")
+    ({'a': [1]}, [nan])
+    >>> parse_json("[" * 100_000 + "]" * 100_000)
+    Traceback (most recent call last):
+    ValueError: nested too deeply
+    >>> parse_json('{"pair": Infinity}', allow_nan=False)
+    Traceback (most recent call last):
+    ValueError: Infinity is not a JSON number
+    """
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=None if allow_nan else refuse)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
     """``(line, row)`` for each non-blank line (from 1); a bad line gives ``(line, ManifestError)`` and reading goes
     on. A missing file raises ``FileNotFoundError``."""
@@ -42,7 +66,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
                 if not text:
                     continue
-                row = json.loads(text)
+                row = parse_json(text)
             except UnicodeDecodeError as err:
                 row = ManifestError(
                     f"{where}: not UTF-8 text (byte {raw[err.start : err.start + 1]!r} at column {err.start + 1}); "
@@ -52,6 +76,10 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict | ManifestError]]:
                 row = ManifestError(
                     f"{where}: invalid JSON ({err.msg} at column {err.colno}); each line must be one complete JSON "
                     'object such as {"image": "img.png", "dimension": "overall", "mos": 3.5}.'
+                )
+            except ValueError as err:  # nested too deeply
+                row = ManifestError(
+                    f"{where}: invalid JSON ({err}); write each row as one JSON object on its own line."
                 )
             if not isinstance(row, dict | ManifestError):
                 row = ManifestError(

@@ -5,7 +5,6 @@ a failed item (``not_score_json``), never a made-up score. The fused score is th
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import torch
 from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
+from reward.data.manifest import parse_json
 from reward.rewards.base import RewardOutput
 from reward.rewards.levels import EXPERT_DEFINITIONS
 from reward.rewards.trl_callable import TrlCallable
@@ -47,7 +47,8 @@ class ChatJudgeConfig:
 
 
 def read_score(text: str) -> float:
-    """The score of an answer ``{"score": N}`` (N a number in 1-5), else :class:`AnswerError` ``not_score_json``.
+    """The score of an answer ``{"score": N}`` (N a number in 1-5), else :class:`AnswerError` ``not_score_json`` (an
+    answer nested too deeply for ``json`` too).
 
     >>> read_score('{"score": 4}'), read_score('```json\\n{"score": 2}\\n```')
     (4.0, 2.0)
@@ -57,7 +58,7 @@ def read_score(text: str) -> float:
     """
     body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     try:
-        score = json.loads(body).get("score")
+        score = parse_json(body).get("score")
     except (ValueError, AttributeError):
         score = None
     if isinstance(score, bool) or not isinstance(score, int | float) or not 1 <= score <= 5:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import itertools
-import json
 import logging
 import math
 import os
@@ -25,6 +24,7 @@ from PIL import Image
 
 from reward.core.config import parse
 from reward.core.errors import UserError
+from reward.data.manifest import parse_json
 from reward.vlm.loading import ServerConfig
 from reward.vlm.model import OptionLogProbs, OptionQuery, content_parts
 
@@ -50,7 +50,7 @@ def parse_answer(body: str, top_logprobs: bool = True) -> Any:
     reward.vlm.server.AnswerError: the answer is not JSON: '<html>502 Bad Gateway</html>'
     """
     try:
-        data = json.loads(body)
+        data = parse_json(body)  # a body nested too deeply for json is not JSON here either
     except ValueError:
         raise AnswerError("not_json", f"the answer is not JSON: {body[:80]!r}") from None
     choices = data.get("choices") if isinstance(data, dict) else None
@@ -60,7 +60,7 @@ def parse_answer(body: str, top_logprobs: bool = True) -> Any:
         message = choices[0].get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if content is not None and not isinstance(content, str):
-            raise AnswerError("malformed", f"the answer's message content is not text: {content!r:.80}")
+            raise AnswerError("malformed", f"the answer's message content is not text: {type(content).__name__}")
         return content or ""
     try:
         top = choices[0]["logprobs"]["content"][0]["top_logprobs"]
