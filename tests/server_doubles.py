@@ -35,7 +35,9 @@ FAULTS: dict[str, str] = {
     "options_absent": "options_absent",  # the top-k lists none of the option words (all its mass on other words)
     "option_missing": "options_absent",  # one option absent from a short top-k (missing_mass with a tokenizer)
 }
-TRANSPORT_FAULTS = ("http_500", "hang")  # answered 500 at once; no answer until the server stops
+# answered 500 at once; no answer until the server stops; 401 with the key it was sent in the message (as OpenAI's
+# "Incorrect API key provided: sk-...")
+TRANSPORT_FAULTS = ("http_500", "hang", "http_401")
 
 
 def scripted_top(options: list[str], brightness: float) -> list[tuple[str, float]]:
@@ -114,6 +116,7 @@ def serve_scripted(
     the base URL (``.../v1``)."""
     import threading
 
+    from fastapi import Header
     from fastapi.responses import JSONResponse
 
     from reward.testing.loopback import serve
@@ -127,7 +130,7 @@ def serve_scripted(
     release = threading.Event()  # a hung request waits for this (set when the server stops)
 
     @app.post("/v1/chat/completions")
-    def completions(body: dict[str, Any]) -> Any:
+    def completions(body: dict[str, Any], authorization: str = Header(default="")) -> Any:
         with lock:
             counts["requests"] += 1
             faulty = counts["fault"] is not None and counts["requests"] % fault_every == 0
@@ -138,6 +141,8 @@ def serve_scripted(
             return JSONResponse({"error": "stopped"}, status_code=503)
         if now == "http_500":
             return JSONResponse({"error": {"message": "failing on purpose"}}, status_code=500)
+        if now == "http_401":
+            return _unauthorized(authorization)
         return scripted_answer(options, body, now, model_name)
 
     with serve(app) as url:
@@ -145,6 +150,30 @@ def serve_scripted(
             yield f"{url}/v1"
         finally:
             release.set()  # before the server stops: a hung request would hold up its shutdown
+
+
+def _unauthorized(authorization: str) -> Any:
+    from fastapi.responses import JSONResponse
+
+    key = authorization.removeprefix("Bearer ")
+    return JSONResponse({"error": {"message": f"Incorrect API key provided: {key}"}}, status_code=401)
+
+
+@contextmanager
+def serve_unauthorized() -> Iterator[str]:
+    """A server refusing every request with 401, the key it was sent in the message; yields its ``.../v1`` URL."""
+    from fastapi import FastAPI, Header
+
+    from reward.testing.loopback import serve
+
+    app = FastAPI()
+
+    @app.api_route("/v1/{path:path}", methods=["GET", "POST"])
+    def refuse(path: str, authorization: str = Header(default="")) -> Any:
+        return _unauthorized(authorization)
+
+    with serve(app) as url:
+        yield f"{url}/v1"
 
 
 def card_metadata_errors(readme: str) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import runpy
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -275,6 +276,50 @@ def test_log_lines_follow_stdout_and_never_reach_a_closed_stream(monkeypatch, ca
             root.removeHandler(h)
         for h in ours:
             root.addHandler(h)
+
+
+# ------------------------------------------------------------------------------------------ secrets
+
+
+# a key pasted where the name of its environment variable belongs: command -> its settings, the key's setting
+PASTED_KEYS = {
+    "reward/evaluate.py": (
+        ["reward=chat-judge", "reward.server.base_url=http://127.0.0.1:9/v1", "data={tmp}/r.jsonl", "out={tmp}/out"],
+        "reward.server.api_key_env",
+    ),
+    "reward/qbench_eval.py": (
+        [
+            "task=a2",
+            "model.path=/nope/m",
+            "data={tmp}/d.json",
+            "a2.judge.base_url=http://127.0.0.1:9/v1",
+            "out={tmp}/out",
+        ],
+        "a2.judge.api_key_env",
+    ),
+    "pace_judge/judge.py": (
+        [
+            "protocol={tmp}/p.json",
+            "images={tmp}",
+            "out={tmp}/out",
+            "backend=openai",
+            "server.base_url=http://127.0.0.1:9/v1",
+        ],
+        "server.api_key_env",
+    ),
+}
+
+
+@pytest.mark.parametrize("key", ["sk-proj-{hex}", "{hex}"])  # no variable's name; a name no variable has here
+@pytest.mark.parametrize("script", sorted(PASTED_KEYS))
+def test_a_key_given_for_its_variables_name_is_refused_in_one_line_never_shown(script, key, tmp_path, capsys):
+    key = key.format(hex=secrets.token_hex(16))
+    argv, setting = PASTED_KEYS[script]
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    status, err = _run_script(script, [*argv, f"{setting}={key}"], capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert f"{setting}: names no environment variable set here" in err and key not in err, err
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 # ------------------------------------------------------------------------------------------ output folders

@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import secrets
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
-from server_doubles import serve_scripted
+from server_doubles import serve_scripted, serve_unauthorized
 
 from conftest import random_images, tiny_reward_config
 from reward import get_reward
@@ -197,3 +199,51 @@ def test_an_unserved_model_name_is_named_and_options_outside_a_short_top_k_fail_
     assert bool(bounded.failed[0, 0])
     assert dict(backend.stats["failed_reasons"]) == {"options_absent": 2}  # the top-1 is another word
     assert backend.stats["answers"] == 0 and math.isfinite(backend.stats["missing_mass_max"])
+
+
+def _with_password(url: str, password: str) -> str:
+    return url.replace("http://", f"http://scorer:{password}@")
+
+
+def test_a_key_a_server_echoes_and_a_urls_password_are_never_printed_nor_raised(monkeypatch, caplog):
+    key, password = "sk-" + secrets.token_hex(16), secrets.token_hex(12)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with serve_unauthorized() as url:  # 401 to everything: "Incorrect API key provided: <the Authorization sent>"
+        with pytest.raises(UserError) as refused:  # the key, sent as is; user:password, sent as Basic base64(...)
+            OpenAIBackend(ServerConfig(base_urls=[url, _with_password(url, password)], model="tiny", **FAST_RETRY))
+    message = str(refused.value)
+    assert message.startswith(f"no scoring server answered ({url}: AuthenticationError: Error code: 401 - ")
+    assert "Incorrect API key provided: <secret given>; http://<secret given>@127.0.0.1:" in message
+    assert "Incorrect API key provided: Basic <secret given>)" in message
+    assert key not in message and password not in message and "\n" not in message
+    with serve_scripted(OPTIONS, fault="http_401") as url:  # models listed, every answer refused: a counted item
+        backend = OpenAIBackend(ServerConfig(base_urls=[url], model="tiny", **FAST_RETRY))
+        assert backend.option_logprobs(_gray([100]), [QUERY]).failed.all()
+        with pytest.raises(RuntimeError) as chat:  # an agent's chat (PACE) that failed on every server
+            backend.chat(["Describe the image."], _gray([100]))
+    assert backend.stats["failed_reasons"] == {"http_401": 2} and "provided: <secret given>" in caplog.text
+    assert key not in caplog.text + str(chat.value) and chat.value.__cause__ is None
+
+
+@pytest.mark.slow
+def test_a_served_run_prints_no_request_lines_no_password_and_no_key(tmp_path, monkeypatch, capfd):
+    """evaluate through a chat judge at https://user:PASSWORD@host: our own lines, none of the HTTP client's 81 (one
+    per request), and neither the password nor the key in any line or file."""
+    from conftest import run_cli
+    from reward.commands.evaluate import EvaluateSettings
+    from reward.commands.evaluate import run as run_evaluate
+
+    key, password = "sk-" + secrets.token_hex(16), secrets.token_hex(12)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    samples = Path(__file__).resolve().parents[1] / "reward" / "assets" / "samples" / "ratings.jsonl"
+    stats: dict = {}
+    with serve_scripted(['{"score": 5}', '{"score": 1}'], stats=stats) as url:
+        argv = ["reward=chat-judge", f"reward.server.base_url={_with_password(url, password)}", f"data={samples}"]
+        status = run_cli("evaluate", run_evaluate, [*argv, f"out={tmp_path / 'out'}"], schema=EvaluateSettings)
+    printed = capfd.readouterr()
+    lines = printed.out + printed.err
+    assert status == 0 and stats["requests"] == 48 and "done: evaluate" in lines  # 12 images x 4 dimensions
+    assert "HTTP Request" not in lines and "httpx" not in lines, lines[-2000:]
+    assert password not in lines and key not in lines
+    written = [p for p in sorted(tmp_path.rglob("*")) if p.is_file() and password.encode() in p.read_bytes()]
+    assert written == [] and "<secret given>" in (tmp_path / "out" / "run.json").read_text()

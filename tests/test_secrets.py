@@ -181,3 +181,18 @@ def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_v
     assert named not in logs.out + logs.err and from_env not in logs.out + logs.err
     recorded = json.loads((tmp_path / "named" / "run.json").read_text())["settings"]["reward"]["server"]
     assert recorded["api_key_env"] == "SCORER_SERVER"  # where the key is, never the key
+
+
+def test_a_key_pasted_for_its_variables_name_is_written_as_given_and_a_key_read_is_masked_in_any_line(monkeypatch):
+    import base64
+
+    from reward.core.secrets import api_key, mask, redact
+
+    key, password = _secret("sk-"), _secret("pw")
+    assert redact({"server": {"api_key_env": key}}) == {"server": {"api_key_env": REDACTED}}
+    assert redact({"server": {"api_key_env": "SCORER_KEY"}}) == {"server": {"api_key_env": "SCORER_KEY"}}
+    monkeypatch.setenv("SCORER_KEY", key)
+    assert api_key("SCORER_KEY", [f"https://bob:{password}@llm.example/v1"]) == key
+    basic = base64.b64encode(f"bob:{password}".encode()).decode()  # what the HTTP client sends for user:password
+    echoed = mask(f"401: Incorrect API key provided: {key}; Authorization: Basic {basic} ({password})")
+    assert echoed == f"401: Incorrect API key provided: {REDACTED}; Authorization: Basic {REDACTED} ({REDACTED})"

@@ -189,8 +189,10 @@ def as_run(text: str) -> str:
 def fail(message: str) -> NoReturn:
     """Print a user error once (main process) and exit 2; the other processes of a launch wait a moment, since the
     launcher stops the group at the first exit and the main process's message would be lost."""
+    from reward.core.secrets import mask
+
     if is_main_process():
-        print(f"error: {as_run(message)}", file=sys.stderr, flush=True)
+        print(f"error: {mask(as_run(message))}", file=sys.stderr, flush=True)
     else:
         time.sleep(3.0)
     raise SystemExit(2)
@@ -204,9 +206,24 @@ class _StdoutHandler(logging.StreamHandler):
         super().emit(record)
 
 
+class _MaskingFormatter(logging.Formatter):
+    """Every line, a library's and its traceback too, with its secrets masked (:func:`reward.core.secrets.mask`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from reward.core.secrets import mask
+
+        return mask(super().format(record))
+
+
+# the HTTP client under the openai client (httpx, or httpx2 in openai 3) logs a line per request (81 in a 3-image
+# chat-judge run), openai one per retry: their warnings stay
+QUIET_LOGGERS = ("httpx", "httpx2", "openai")
+
+
 def setup_logging(level: int = logging.INFO) -> None:
-    """Log lines to stdout (progress bars go to stderr); the Hub's and transformers' loading bars off unless
-    ``HF_HUB_DISABLE_PROGRESS_BARS=0``; trl's calls of transformers' renamed checkpointing methods not warned about."""
+    """Log lines to stdout (progress bars go to stderr), their secrets masked, the HTTP client's line per request left
+    out; the Hub's and transformers' loading bars off unless ``HF_HUB_DISABLE_PROGRESS_BARS=0``; trl's calls of
+    transformers' renamed checkpointing methods not warned about."""
     warnings.filterwarnings(
         "ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning
     )
@@ -217,9 +234,11 @@ def setup_logging(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     if not any(isinstance(h, _StdoutHandler) for h in root.handlers):
         handler = _StdoutHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(_MaskingFormatter(LOG_FORMAT))
         root.addHandler(handler)
     root.setLevel(level)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
 
 
 def main(
@@ -237,11 +256,12 @@ def main(
 
     from reward.core.config import to_plain
     from reward.core.outputs import RunComplete
-    from reward.core.secrets import redact
+    from reward.core.secrets import mask, redact
 
     args = list(sys.argv[1:] if argv is None else argv)
     show = "help" if any(a in ("-h", "--help") for a in args) else None
     setup_logging()
+    sys.excepthook = _masked_traceback
     cfg = None
     try:
         args, show = _flags([a for a in args if a not in ("-h", "--help")], config_name, show)
@@ -262,7 +282,7 @@ def main(
         return None
     except UserError as err:
         if show == "help":
-            print(f"error: {err}")
+            print(f"error: {mask(str(err))}")
             return None
         fail(str(err))
     except KeyboardInterrupt:
@@ -276,6 +296,15 @@ def main(
         raise SystemExit(130) from None
     end_launched_process()
     return result
+
+
+def _masked_traceback(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+    """A bug's traceback as Python prints it, its secrets masked (a library's error may quote a URL's password)."""
+    import traceback
+
+    from reward.core.secrets import mask
+
+    sys.stderr.write(mask("".join(traceback.format_exception(kind, error, tb))))
 
 
 def end_launched_process() -> None:

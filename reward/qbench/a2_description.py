@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from reward.core.secrets import api_key
 from reward.data import SkippedRow
 from reward.data.images import load_image
 from reward.data.manifest import ManifestError
@@ -138,7 +138,7 @@ def judge(outputs: Sequence[str], rows: Sequence[Description], settings: A2Judge
     ``DIMENSION_rounds``, the rounds' scores (0, 1 or 2)."""
     from openai import OpenAI
 
-    key = os.environ.get(settings.api_key_env) or "EMPTY"
+    key = api_key(settings.api_key_env, [settings.base_url or ""])
     client = OpenAI(base_url=settings.base_url, api_key=key, timeout=settings.timeout)
 
     def ask(job: tuple[int, str, int]) -> tuple[int, str, int | None]:

@@ -13,7 +13,6 @@ import io
 import itertools
 import logging
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from PIL import Image
 
 from reward.core.config import parse
 from reward.core.errors import UserError
+from reward.core.secrets import api_key, mask
 from reward.data.manifest import parse_json
 from reward.vlm.loading import ServerConfig
 from reward.vlm.model import OptionLogProbs, OptionQuery, content_parts
@@ -170,7 +170,8 @@ class OpenAIBackend:
                 "the OpenAI-compatible server(s) to score with"
             )
         self.cfg, self.urls, self.model, self.tokenizer = cfg, cfg.urls, cfg.model, None
-        key = os.environ.get(cfg.api_key_env) or "EMPTY"  # vLLM and SGLang take any key unless started with one
+        # "EMPTY" when unset: vLLM and SGLang take any key unless started with one
+        key = api_key(cfg.api_key_env, self.urls)
         self.clients = [
             OpenAI(base_url=u, api_key=key, timeout=cfg.timeout, max_retries=cfg.max_retries) for u in self.urls
         ]
@@ -187,10 +188,10 @@ class OpenAIBackend:
             try:
                 served[url] = [m.id for m in client.models.list().data]
             except Exception as err:  # noqa: BLE001 - any reason a server does not answer is reported
-                served[url] = f"{type(err).__name__}: {str(err)[:120]}"
+                served[url] = f"{type(err).__name__}: {mask(str(err))[:120]}"  # a 401 body may echo the key
         up = {u: ids for u, ids in served.items() if isinstance(ids, list)}
         if not up:
-            named = "; ".join(f"{u}: {v}" for u, v in served.items())
+            named = "; ".join(f"{mask(u)}: {v}" for u, v in served.items())
             raise UserError(
                 f"no scoring server answered ({named}); start it (docs/serving.md) or fix server.base_urls"
             )
@@ -199,7 +200,7 @@ class OpenAIBackend:
         if self.model not in ids:
             raise UserError(f"no server serves model {self.model!r}; served: {ids}. Set server.model to one")
         for url in served.keys() - up.keys():
-            logger.warning("scoring server %s does not answer (%s); the others take its share", url, served[url])
+            logger.warning("scoring server %s does not answer (%s); the others take its share", mask(url), served[url])
 
     def use_tokenizer(self, path: str | None) -> None:
         """Check option words against this tokenizer (``server.tokenizer`` wins over ``path``); without one, an item
@@ -309,7 +310,7 @@ class OpenAIBackend:
         texts = self.answers(prompts, images, system=system, max_new_tokens=max_new_tokens)
         for text in texts:
             if isinstance(text, Exception):  # an agent cannot go on without its answer
-                raise RuntimeError(f"a chat request failed on every server: {text}") from text
+                raise RuntimeError(f"a chat request failed on every server: {mask(str(text))}") from None
         return texts
 
     def option_logprobs(
@@ -363,7 +364,7 @@ class OpenAIBackend:
         self.stats["failed_reasons"][reason] += 1
         if reason not in self._warned:
             self._warned.add(reason)
-            logger.warning("a scoring item failed (scored as None, counted as %s): %s", reason, err)
+            logger.warning("a scoring item failed (scored as None, counted as %s): %s", reason, mask(str(err)))
 
     def count_failed(self, reason: str, message: str, n: int = 1) -> None:
         """Items a reward could not score from answers counted as resolved (moved to ``stats["failed"]``)."""
