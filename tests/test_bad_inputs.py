@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import runpy
 import secrets
 import subprocess
@@ -18,6 +19,7 @@ from PIL import Image
 from reward.data import ManifestError, load_inpainting, load_ratings
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.grpo import GrpoSettings
+from rl.study import StudySettings, listen
 from training.commands.sft import SftSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,6 +278,106 @@ def test_log_lines_follow_stdout_and_never_reach_a_closed_stream(monkeypatch, ca
             root.removeHandler(h)
         for h in ours:
             root.addHandler(h)
+
+
+# ------------------------------------------------------------------------------------------ the study's files
+
+
+def _rewrite(run: Path, **change) -> None:
+    """The run's second row (scores.jsonl, or heldout/pairs.jsonl) with ``change``; a value of None drops the key."""
+    table = run / "scores.jsonl" if (run / "scores.jsonl").exists() else run / "heldout" / "pairs.jsonl"
+    rows = [json.loads(line) for line in table.read_text().splitlines()]
+    rows[1] = {k: v for k, v in {**rows[1], **change}.items() if v is not None}
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _link_out(run: Path, name: str) -> None:
+    (run / name).unlink()
+    (run / name).symlink_to(run.parent / "outside.png")
+
+
+# a run's files, broken: case -> (its command, how, what the one line says after the file and line)
+STUDY_RUNS = {
+    "a file by absolute path": ("best_of_n", lambda r: _rewrite(r, file=str(r.parent / "outside.png")), "is absolute"),
+    "a file climbing out": ("best_of_n", lambda r: _rewrite(r, file="../../outside.png"), "climbs out"),
+    "a file that is a number": ("best_of_n", lambda r: _rewrite(r, file=3), "must be a non-empty string"),
+    "a pick linked out of the run": ("best_of_n", lambda r: _link_out(r, "random/t1.png"), "outside the run"),
+    "a pick that is no PNG": ("best_of_n", lambda r: (r / "chosen/t1.png").write_text("key=1"), "is not a PNG"),
+    "a row without prompt": ("best_of_n", lambda r: _rewrite(r, prompt=None), "'prompt' must be a text, got nothing"),
+    "a line that is not JSON": ("best_of_n", lambda r: _rewrite(r, task=[]), "'task' must be a text, got list"),
+    "a held-out index that is a string": ("grpo", lambda r: _rewrite(r, index="0001"), "'index' must be an integer"),
+    "a held-out index that is a bool": ("grpo", lambda r: _rewrite(r, index=True), "'index' must be an integer"),
+    "a held-out image linked out": ("grpo", lambda r: _link_out(r, "heldout/0001-base.png"), "outside the run"),
+    "a held-out row without task": ("grpo", lambda r: _rewrite(r, task=None), "'task' must be a text"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STUDY_RUNS))
+def test_a_run_naming_anything_outside_it_or_lacking_a_field_is_refused_naming_file_and_line(case, tmp_path, capsys):
+    from test_study import write_run
+
+    command, breaks, message = STUDY_RUNS[case]
+    run = write_run(tmp_path, command)
+    GOOD.save(tmp_path / "outside.png")
+    breaks(run)
+    status, err = _run_script("rl/study.py", ["serve", f"run={run}", f"study={tmp_path / 'study'}", "port=0"], capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert re.search(r"(scores|pairs)\.jsonl:2: ", err) and message in err, err
+    assert not (tmp_path / "study").exists()  # refused before anything was written, let alone served
+
+
+_PAIRS = [{"pair": k, "left": "method", "prompt": "p"} for k in range(2)]
+_RECORD = {"command": "best_of_n", "run": "RUN", "method": "the reward's pick", "baseline": "a random pick"}
+# a study's files, broken: case -> (file -> content (bytes as they are, else JSON; JSONL for answers), the line)
+STUDY_FILES = {
+    "study.json without pairs": ({"study.json": _RECORD}, "study.json: 'pairs' must be a list"),
+    "study.json pairs not a list": ({"study.json": {**_RECORD, "pairs": "0-1"}}, "study.json: 'pairs' must be a list"),
+    "a pair of neither side": (
+        {"study.json": {**_RECORD, "pairs": [_PAIRS[0], {**_PAIRS[1], "left": "both"}]}},
+        "study.json: pairs[1]: 'left' must be 'method' or 'baseline'",
+    ),
+    "a pair out of order": ({"study.json": {**_RECORD, "pairs": _PAIRS[::-1]}}, "study.json: pairs[0] must be an"),
+    "study.json without command": ({"study.json": {"pairs": _PAIRS}}, "study.json: 'command' must be a text"),
+    "study.json nested too deep": ({"study.json": b"[" * 100_000}, "study.json: not usable JSON (nested too deeply)"),
+    "an answer to a pair the study has not": ([{"pair": 7}], "alice.jsonl:2: 'pair' must be one of the study's"),
+    "an answer's pair a string": ([{"pair": "1"}], "alice.jsonl:2: 'pair' must be one of the study's pairs"),
+    "a choice of none": ([{"choice": "same"}], "alice.jsonl:2: 'choice' must be one of left, comparable, right"),
+    "an answer without rater": ([{"rater": None}], "alice.jsonl:2: 'rater' must be a name"),
+    "an answer that is a list": ([[1]], "alice.jsonl:2: an answer is an object"),
+}
+
+
+def _write_study(study: Path, files) -> None:
+    """The study's files replaced: ``files`` a mapping (study.json's content), or the second answer of alice's."""
+    if isinstance(files, dict):
+        for name, content in files.items():
+            (study / name).write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+        return
+    good = {"rater": "alice", "pair": 0, "choice": "left"}
+    second = (
+        files[0]
+        if not isinstance(files[0], dict)
+        else {k: v for k, v in {**good, **files[0]}.items() if v is not None}
+    )
+    (study / "answers").mkdir(exist_ok=True)
+    (study / "answers" / "alice.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(second) + "\n")
+
+
+@pytest.mark.parametrize("command", ["report", "serve"])
+@pytest.mark.parametrize("case", sorted(STUDY_FILES))
+def test_a_bad_study_file_is_refused_by_report_and_serve_naming_file_and_line(case, command, tmp_path, capsys):
+    from test_study import write_run
+
+    run, study = write_run(tmp_path), tmp_path / "study"
+    listen(StudySettings(study=str(study), run=str(run), port=0)).server_close()  # a study as serve makes it
+    files, message = STUDY_FILES[case]
+    _write_study(study, files)
+    before = {p: p.read_bytes() for p in study.rglob("*") if p.is_file()}
+    argv = [command, f"study={study}", *([f"run={run}", "port=0"] if command == "serve" else [])]
+    status, err = _run_script("rl/study.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert message in err, err
+    assert {p: p.read_bytes() for p in study.rglob("*") if p.is_file()} == before  # nothing written
 
 
 # ------------------------------------------------------------------------------------------ secrets

@@ -1,10 +1,12 @@
 """rl/study.py: the blind pairwise study. The report's numbers against hand-computed ones; the page driven in Debian's
 headless chromium over the DevTools protocol (a key and a click answer pairs, each saved as given, a reload resumes);
-the served command on a real Best-of-N run; its refusals."""
+the served command on a real Best-of-N run; its refusals; its server spoken to over HTTP on loopback as another site,
+a rebound name or a careless client would (tests/test_bad_inputs.py has the bad files)."""
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import math
 import os
@@ -13,20 +15,25 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hydra import initialize_config_dir
+from PIL import Image
 
 from reward.core.cli import compose
 from reward.core.errors import UserError
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.best_of_n import run as run_best_of_n
-from rl.study import StudySettings, run
+from rl.study import StudySettings, listen, run
 from training.procedural.synthetic import write_inpainting_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
+JSON = {"Content-Type": "application/json"}
 Z = 1.959963984540054  # the 97.5% normal quantile
 
 
@@ -41,10 +48,12 @@ def _wilson(k: int, n: int) -> list[float]:
     return [centre - half, centre + half]
 
 
+RECORD = {"command": "best_of_n", "run": "RUN", "method": "the reward's pick", "baseline": "a random pick"}
+
+
 def test_the_report_gives_the_three_percentages_a_sign_test_an_interval_and_fleiss_kappa(tmp_path):
     pairs = [{"pair": k, "left": side, "prompt": "p"} for k, side in enumerate(["method", "baseline"] * 2)]
-    record = {"command": "best_of_n", "run": "RUN", "method": "the reward's pick", "baseline": "a random pick"}
-    (tmp_path / "study.json").write_text(json.dumps({**record, "pairs": pairs}))
+    (tmp_path / "study.json").write_text(json.dumps({**RECORD, "pairs": pairs}))
     (tmp_path / "answers").mkdir()
     answers = {"a": ["left", "right", "comparable", "right", "left"], "b": ["left", "right", "comparable", "right"]}
     for rater, choices in answers.items():  # a answers pair 1 twice: "right", then "left" (the last one counts)
@@ -52,7 +61,7 @@ def test_the_report_gives_the_three_percentages_a_sign_test_an_interval_and_flei
         rows = [{"rater": rater, "pair": k, "choice": c} for k, c in zip(order, choices, strict=True)]
         (tmp_path / "answers" / f"{rater}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     report = _study("report", f"study={tmp_path}")
-    rows = report["rows"]
+    rows = {**report["raters"], **report["pooled"]}
     # a: pair 0 left=method +1, pair 1 left=baseline -1, pair 2 0, pair 3 right=method +1 -> 2 / 1 / 1
     assert (rows["a"]["n"], rows["a"]["better"], rows["a"]["comparable"], rows["a"]["worse"]) == (4, 0.5, 0.25, 0.25)
     assert rows["a"]["p_value"] == pytest.approx(1.0) and rows["a"]["ci95"] == pytest.approx(_wilson(2, 3))
@@ -66,7 +75,7 @@ def test_the_report_gives_the_three_percentages_a_sign_test_an_interval_and_flei
     assert (net["n"], net["better"], net["comparable"], net["p_value"]) == (4, 0.5, 0.5, pytest.approx(0.5))
     # Fleiss: per pair [2,0,0] [1,0,1] [0,2,0] [2,0,0] -> (3/4 - 30/64) / (1 - 30/64) = 9/17
     assert report["fleiss_kappa"] == pytest.approx(9 / 17) and report["kappa_pairs"] == 4
-    assert json.loads((tmp_path / "report.json").read_text())["rows"]["a"]["n"] == 4
+    assert json.loads((tmp_path / "report.json").read_text())["raters"]["a"]["n"] == 4
 
 
 def test_a_folder_that_is_no_finished_best_of_n_or_grpo_run_is_named(tmp_path):
@@ -76,7 +85,9 @@ def test_a_folder_that_is_no_finished_best_of_n_or_grpo_run_is_named(tmp_path):
         _study("serve", f"run={tmp_path / 'run'}", f"study={tmp_path / 'study'}", "port=0")
     with pytest.raises(UserError, match="no answers yet"):
         (tmp_path / "s").mkdir()
-        (tmp_path / "s" / "study.json").write_text(json.dumps({"pairs": []}))
+        (tmp_path / "s" / "study.json").write_text(
+            json.dumps({**RECORD, "pairs": [{"pair": 0, "left": "method", "prompt": "p"}]})
+        )
         _study("report", f"study={tmp_path / 's'}")
 
 
@@ -217,11 +228,13 @@ def test_the_page_in_a_real_browser_saves_each_answer_as_given_and_the_report_co
     finally:
         browser.close()
     request = urllib.request.Request(
-        f"{url}/answer", json.dumps({"rater": "bob", "pair": 0, "choice": "right"}).encode()
+        f"{url}/answer", json.dumps({"rater": "bob", "pair": 0, "choice": "right"}).encode(), JSON
     )
     assert json.load(urllib.request.urlopen(request)) == {"saved": True}  # a second rater, their own file
     with pytest.raises(urllib.error.HTTPError, match="400"):
-        urllib.request.urlopen(urllib.request.Request(f"{url}/answer", b'{"rater": "bob", "pair": 9, "choice": "x"}'))
+        urllib.request.urlopen(
+            urllib.request.Request(f"{url}/answer", b'{"rater": "bob", "pair": 9, "choice": "x"}', JSON)
+        )
     server.send_signal(signal.SIGINT)  # Ctrl-C: the server stops and says what it saved
     assert "answers saved 3" in server.stdout.read() and server.wait() == 0
     report = subprocess.run(
@@ -232,7 +245,7 @@ def test_the_page_in_a_real_browser_saves_each_answer_as_given_and_the_report_co
         check=True,
     ).stdout
     first = 1 if record["pairs"][0]["left"] == "method" else -1  # alice's "left" on pair 0, in the method's terms
-    alice = json.loads((study / "report.json").read_text())["rows"]["alice"]
+    alice = json.loads((study / "report.json").read_text())["raters"]["alice"]
     assert (alice["n"], alice["comparable"], alice["better"], alice["worse"]) == (
         2,
         0.5,
@@ -240,3 +253,149 @@ def test_the_page_in_a_real_browser_saves_each_answer_as_given_and_the_report_co
         0.5 * (first < 0),
     )
     assert "the reward's pick of decided" in report and "Fleiss' kappa" in report
+
+
+# ------------------------------------------------------------------------------------------ the server, over HTTP
+
+
+def write_run(folder: Path, command: str = "best_of_n") -> Path:
+    """A finished run's files as its command writes them, two pairs of PNGs: Best-of-N's ``run.json``,
+    ``scores.jsonl`` (a row per task, naming its picks' file), ``chosen/`` and ``random/``; GRPO's
+    ``heldout/pairs.jsonl`` (a row per task, by index) and ``heldout/NNNN-policy.png`` / ``NNNN-base.png``."""
+    run = folder / "run"
+    rows = [{"index": i, "task": f"tasks.jsonl:{i + 1}", "prompt": f"a bright room {i}"} for i in range(2)]
+    if command == "best_of_n":
+        images = {
+            f"{pick}/t{i}.png": 200 - 100 * j + i for i in range(2) for j, pick in enumerate(("chosen", "random"))
+        }
+        rows, table = [{**r, "file": f"t{r['index']}.png"} for r in rows], run / "scores.jsonl"
+    else:
+        images = {
+            f"heldout/{i:04d}-{s}.png": 200 - 100 * j + i for i in range(2) for j, s in enumerate(("policy", "base"))
+        }
+        table = run / "heldout" / "pairs.jsonl"
+    for name, level in images.items():
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 8), (level, level, level)).save(run / name)
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "run.json").write_text(json.dumps({"command": command, "complete": True}))
+    return run
+
+
+@contextmanager
+def _serving(tmp_path: Path, command: str = "best_of_n") -> Iterator[tuple[str, Path]]:
+    """The study of a run served in this process (``listen``, as ``serve`` does, then its loop in a thread): the
+    server's ``host:port`` and the study folder. The socket listens before the loop runs: no wait for readiness."""
+    study = tmp_path / "study"
+    server = listen(StudySettings(study=str(study), run=str(write_run(tmp_path, command)), port=0))
+    loop = threading.Thread(target=server.serve_forever, daemon=True)
+    loop.start()
+    try:
+        yield f"127.0.0.1:{server.port}", study
+    finally:
+        server.shutdown()
+        server.server_close()
+        loop.join()
+
+
+def _ask(host: str, method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, bytes]:
+    """One request to the server at ``host`` with ``headers`` (``Host`` too: the default is ``host``); the status and
+    the whole body of its answer (read to the end: the connection was not dropped)."""
+    connection = http.client.HTTPConnection(host, timeout=60)
+    try:
+        headers = {"Host": host, **{k.replace("_", "-"): v for k, v in headers.items()}}
+        connection.request(method, path, body if method == "POST" else None, headers)
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+ANSWER = json.dumps({"rater": "alice", "pair": 0, "choice": "left"}).encode()
+
+
+def test_the_server_answers_only_its_own_name_and_its_own_pages_json_posts(tmp_path):
+    with _serving(tmp_path) as (host, study):
+        port = host.split(":")[1]
+        assert (
+            _ask(host, "GET", "/")[0] == 200
+            and _ask(f"localhost:{port}", "GET", "/", Host=f"localhost:{port}")[0] == 200
+        )
+        for other in ("evil.example", f"evil.example:{port}", "127.0.0.1:1", f"127.0.0.2:{port}"):  # DNS rebinding
+            status, body = _ask(host, "GET", "/state?rater=alice", Host=other)
+            assert status == 403 and b"answers only http://127.0.0.1" in body and b"pairs" not in body, other
+            assert _ask(host, "POST", "/answer", ANSWER, Host=other, Content_Type="application/json")[0] == 403
+        # a cross-site page: its fetch says where it comes from; its form (text/plain) needs no preflight
+        assert (
+            _ask(host, "POST", "/answer", ANSWER, Origin="http://evil.example", Content_Type="application/json")[0]
+            == 403
+        )
+        assert _ask(host, "POST", "/answer", ANSWER, Origin="null", Content_Type="application/json")[0] == 403
+        assert _ask(host, "POST", "/answer", ANSWER, Content_Type="text/plain")[0] == 415
+        assert _ask(host, "POST", "/answer", ANSWER)[0] == 415  # no type at all
+        assert not (study / "answers").exists()  # nothing of the above was saved
+        own = f"http://127.0.0.1:{port}"
+        assert _ask(host, "POST", "/answer", ANSWER, Origin=own, Content_Type="application/json")[0] == 200
+        assert _ask(host, "PUT", "/answer", ANSWER)[0] == 501 and _ask(host, "OPTIONS", "/answer")[0] == 501
+    assert [json.loads(line)["rater"] for line in (study / "answers" / "alice.jsonl").open()] == ["alice"]
+
+
+def test_a_huge_deep_or_non_finite_body_is_answered_413_or_400_and_the_server_goes_on(tmp_path, capfd):
+    json_type = {"Content_Type": "application/json"}
+    with _serving(tmp_path) as (host, study):
+        status, body = _ask(host, "POST", "/answer", b"{}", Content_Length=str(10**15), **json_type)
+        assert status == 413 and b"at most" in body  # answered before a byte of it was read, nothing allocated
+        assert _ask(host, "POST", "/answer", b"{}", Transfer_Encoding="chunked", **json_type)[0] == 411
+        bad = {
+            "nested 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+            "Infinity": b'{"rater": "a", "pair": Infinity, "choice": "left"}',
+            "NaN": b'{"rater": "a", "pair": NaN, "choice": "left"}',
+            "a float pair": b'{"rater": "a", "pair": 0.0, "choice": "left"}',
+            "a boolean pair": b'{"rater": "a", "pair": true, "choice": "left"}',
+            "a pair the study has not": b'{"rater": "a", "pair": 2, "choice": "left"}',
+            "a choice of none": b'{"rater": "a", "pair": 0, "choice": "same"}',
+            "no rater": b'{"rater": "  ", "pair": 0, "choice": "left"}',
+            "not UTF-8": b'{"rater": "\xe9", "pair": 0, "choice": "left"}',
+            "not JSON": b"rater=a&pair=0",
+            "a list": b"[1, 2]",
+        }
+        for case, sent in bad.items():
+            status, body = _ask(host, "POST", "/answer", sent, **json_type)
+            assert status == 400 and "error" in json.loads(body), case
+        assert _ask(host, "GET", "/")[0] == 200  # still serving
+    assert not (study / "answers").exists() and "Traceback" not in capfd.readouterr().err
+
+
+def test_only_the_studys_own_pngs_are_served(tmp_path):
+    with _serving(tmp_path) as (host, study):
+        status, png = _ask(host, "GET", "/images/0000-left.png")
+        assert status == 200 and png == (study / "images" / "0000-left.png").read_bytes()
+        for path in (
+            "/study.json",
+            "/images/../study.json",
+            "/images/%2e%2e/study.json",
+            "/run.json",
+            "/images/0002-left.png",
+        ):
+            assert _ask(host, "GET", path)[0] == 404, path
+        (tmp_path / "secret.txt").write_text("secret")
+        (study / "images" / "0001-left.png").unlink()
+        (study / "images" / "0001-left.png").symlink_to(tmp_path / "secret.txt")
+        (study / "images" / "0001-right.png").write_text("not an image")
+        assert _ask(host, "GET", "/images/0001-left.png")[0] == 404  # a link out of the study
+        assert _ask(host, "GET", "/images/0001-right.png")[0] == 404  # not a PNG
+
+
+def test_a_raters_name_is_read_one_way_on_every_route_and_no_name_takes_a_pooled_rows_place(tmp_path):
+    with _serving(tmp_path) as (host, study):
+        for rater, pair in ((" bob ", 0), ("all  answers", 0), ("all answers", 1)):
+            body = json.dumps({"rater": rater, "pair": pair, "choice": "left"}).encode()
+            assert _ask(host, "POST", "/answer", body, Content_Type="application/json")[0] == 200
+        for typed in ("%20bob%20", "bob", "%20%20bob"):  # the page reloaded with the name as typed, or not
+            state = json.loads(_ask(host, "GET", f"/state?rater={typed}")[1])
+            assert state["answered"] == {"0": "left"} and state["rater"] == "bob", typed  # not back at pair 1
+    report = _study("report", f"study={study}")
+    assert sorted(report["raters"]) == ["all answers", "bob"] and report["raters"]["all answers"]["n"] == 2
+    assert report["pooled"]["all answers"]["n"] == 3 and report["pooled"]["pairs by net verdict"]["n"] == 2
+    files = sorted(p.name for p in (study / "answers").iterdir())
+    assert len(files) == 2 and files[1] == "bob.jsonl"  # a file per rater, whatever spaces were typed

@@ -104,32 +104,42 @@ def image_paths(settings: Any) -> dict[str, Any]:
     return {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
 
 
-def resolve_image_path(folder: Path, rel: str, *, where: str, allow_absolute: bool = False) -> Path:
+def resolve_image_path(
+    folder: Path, rel: str, *, where: str, allow_absolute: bool = False, fix: str | None = None
+) -> Path:
     """``rel`` resolved against ``folder`` (the data file's, or ``image_root``); ``where`` (``m.jsonl:3``) starts the
-    errors. ``..`` may not climb out of ``folder``; an absolute path is refused unless ``allow_absolute``. Symlinks
-    are followed (an image folder linked from a read-only mount is read where it lives). The file may not exist.
+    errors, ``fix`` (a reader's own advice) ends them. ``..`` may not climb out of ``folder``; an absolute path is
+    refused unless ``allow_absolute``. Symlinks are followed (an image folder linked from a read-only mount is read
+    where it lives). The file may not exist.
 
     >>> resolve_image_path(Path("/data"), "imgs/a.png", where="m.jsonl:1").as_posix()
     '/data/imgs/a.png'
     """
     if not isinstance(rel, str) or not rel.strip():
         raise ManifestError(
-            f"{where}: image path must be a non-empty string, got {rel!r}; give a path relative to the "
-            "manifest's folder."
+            f"{where}: image path must be a non-empty string, got {rel!r}; "
+            + (fix or "give a path relative to the manifest's folder.")
         )
     candidate = Path(rel)
     if candidate.is_absolute() or candidate.drive or candidate.root:
         if allow_absolute:
             return candidate.resolve()
         raise ManifestError(
-            f"{where}: image path {rel!r} is absolute; data files use paths relative to their images' folder "
-            f"({folder}; image_root=DIR names another one) (or pass allow_absolute_paths=true to read absolute paths)."
+            f"{where}: image path {rel!r} is absolute; "
+            + (
+                fix
+                or f"data files use paths relative to their images' folder ({folder}; image_root=DIR names another "
+                "one) (or pass allow_absolute_paths=true to read absolute paths)."
+            )
         )
     base = Path(os.path.abspath(folder))
     inside = Path(os.path.normpath(base / candidate))  # '..' climbs lexically: a symlink inside is not an escape
     if not inside.is_relative_to(base):
         raise ManifestError(
-            f"{where}: image path {rel!r} climbs out of the images' folder {base} with '..'; write it relative to "
-            "that folder, or name the folder that holds the images with image_root=DIR."
+            f"{where}: image path {rel!r} climbs out of the images' folder {base} with '..'; "
+            + (
+                fix
+                or "write it relative to that folder, or name the folder that holds the images with image_root=DIR."
+            )
         )
     return inside.resolve()
