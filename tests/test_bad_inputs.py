@@ -350,3 +350,63 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
         if key != out_key:
             advice = f"{key}={value.rstrip(',.;')}"
             parse_settings(compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice], schema=schema))
+
+
+# ------------------------------------------------------------------------------------------ output paths
+
+# For every entry point: a command line whose output path is {value} (with overwrite=true where the command has it:
+# an empty or "." output moved the current folder aside).
+OUTPUT_PATH = {
+    "reward/evaluate.py": ["reward=qbench", "reward.model=m", "data=d.jsonl", "out={value}", "overwrite=true"],
+    "reward/dataset_manifest.py": ["data=koniq10k:k", "out={value}", "overwrite=true"],
+    "reward/qbench_eval.py": ["task=a1", "model.path=m", "data=q.json", "out={value}", "overwrite=true"],
+    "training/sft.py": ["model.path=m", "data.train=d.jsonl", "out={value}", "overwrite=true"],
+    "training/grpo_scorer.py": ["model.path=m", "data.train=d.jsonl", "out={value}", "overwrite=true"],
+    "training/photos.py": ["heldout", "out={value}"],
+    "training/mos.py": ["raw=r.jsonl", "out={value}"],
+    "training/synthetic.py": ["out={value}"],
+    "training/perception_questions.py": ["out={value}"],
+    "rl/grpo.py": ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "out={value}", "overwrite=true"],
+    "rl/best_of_n.py": ["reward=scene-proxy", "data=t.jsonl", "out={value}", "overwrite=true"],
+    "rl/tasks.py": ["out={value}"],
+    "rl/study.py": ["serve", "run=r", "study={value}", "overwrite=true"],
+    "fusion/fit.py": ["pairs=p.jsonl", "scores=s.jsonl", "out={value}", "overwrite=true"],
+    "pace_judge/judge.py": ["protocol=p.json", "images=i", "model=m", "out={value}", "overwrite=true"],
+    "pace_judge/memory.py": ["import", "memory={value}", "protocol=p.json"],
+    "pace_judge/calibrate.py": ["protocol=p.json", "benchmark=b.jsonl", "output={value}"],
+    "demo.py": ["out={value}", "overwrite=true"],
+}
+PATH_PROBLEMS = {"": "is empty", "./": "is the current folder", "x/..": "is the current folder", "a" * 260: "too long"}
+
+
+def test_every_entry_point_has_an_output_path_row():
+    assert sorted(OUTPUT_PATH) == sorted(MISSING_INPUT), "add the new entry point to OUTPUT_PATH"
+
+
+@pytest.mark.parametrize("value", sorted(PATH_PROBLEMS), ids=["empty", "dot-slash", "a" * 8 + "...", "x-dotdot"])
+@pytest.mark.parametrize("script", sorted(OUTPUT_PATH))
+def test_an_output_path_that_is_empty_the_current_folder_or_too_long_is_refused(
+    script, value, tmp_path, monkeypatch, capsys
+):
+    """An unset shell variable (out=), ./ or x/.. must never make a command write into the current folder, nor move it
+    aside with overwrite=true; a name the file system cannot take is one line too, not an OSError traceback."""
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "my-notes.txt").write_text("mine")
+    monkeypatch.chdir(here)
+    argv = [a.replace("{value}", value) for a in OUTPUT_PATH[script]]
+    status, err = _run_script(script, argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    key = next(a.split("=")[0] for a in OUTPUT_PATH[script] if "{value}" in a)
+    assert err.startswith(f"error: {key}=") and PATH_PROBLEMS[value] in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]  # nothing moved aside
+    assert sorted(p.name for p in here.iterdir()) == ["my-notes.txt"]  # nothing written
+
+
+@pytest.mark.parametrize("script", ["training/synthetic.py", "rl/tasks.py", "training/perception_questions.py"])
+def test_an_output_path_the_file_system_refuses_is_one_line_naming_it(script, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("not a folder")
+    status, err = _run_script(script, [f"out={tmp_path}/a-file/sub", "n=2"][: 1 if "questions" in script else 2], capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert f"{tmp_path}/a-file/sub" in err and "a part of the path is a file" in err, err
+

@@ -52,7 +52,10 @@ class CalibrateSettings(CalibrationSource):
     )
     memory: str | None = field(
         default=None,
-        metadata={"help": "also store the calibrated protocol in this memory bank (replacing the old entry)"},
+        metadata={
+            "help": "also store the calibrated protocol in this memory bank (replacing the old entry)",
+            "output": True,
+        },
     )
     embedder: str | None = field(
         default=None, metadata={"help": "sentence-transformers path for the memory (default: all-MiniLM-L6-v2)"}

@@ -1,9 +1,9 @@
 """Typed settings: a dataclass holds each key's default, type, help and range (``field(metadata={"help": ...,
 "range": (1, None)})``, or ``"choices": ("auto", "never")``), and :func:`parse` checks a mapping against it, every
 problem at once: unknown keys (with the close match), values of the wrong type, out of range, NaN or not among the
-choices, missing required keys, in every nested section and in the chosen option of a config group (``reward=pace``:
-the class ``groups`` names). Checks between fields live in the dataclass's ``__post_init__`` (as trl's configs),
-raising :class:`UserError`.
+choices, an output path that is empty or the current folder, missing required keys, in every nested section and in
+the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields live in the
+dataclass's ``__post_init__`` (as trl's configs), raising :class:`UserError`.
 
 Example:
     >>> from dataclasses import dataclass, field
@@ -141,6 +141,8 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             words = [_word(c) for c in choices]
             hint = close_match(str(value), words, fmt=" (did you mean {!r}?)")
             found.append(f"{full}={value!r}: choose one of {', '.join(words)}{hint}")
+        elif isinstance(value, str) and (problem := _output_problem(fields[key], full, value)):
+            found.append(problem)
     for name, f in fields.items():
         required = f.default is MISSING or (
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -151,6 +153,14 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             full = f"{prefix}.{name}" if prefix else name
             found.append(f"missing required key {full} (set it with {full}=...)")
     return found
+
+
+def _output_problem(f: dataclasses.Field, key: str, value: str) -> str | None:
+    """What is wrong with ``value`` for a field naming what the command writes (``out`` and the like, or
+    ``metadata={"output": True}``): :func:`reward.core.outputs.output_problem`."""
+    from reward.core.outputs import OUTPUTS, output_problem
+
+    return output_problem(value, key) if f.metadata.get("output", f.name in OUTPUTS) else None
 
 
 def _word(choice: Any) -> str:
