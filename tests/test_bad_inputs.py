@@ -410,3 +410,54 @@ def test_an_output_path_the_file_system_refuses_is_one_line_naming_it(script, tm
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert f"{tmp_path}/a-file/sub" in err and "a part of the path is a file" in err, err
 
+# ------------------------------------------------------------------------------------------ dataset files
+
+# an SA-BENCH annotation file's third line made bad: what each does, and whether skip_bad=true can skip it
+SA_BENCH_BAD = {
+    "fewer cells than the header": (lambda line: line.rsplit(",", 3)[0], "5 cells, the header has 8", True),
+    "not UTF-8": (lambda line: line.replace("flux", "fl\udce9x"), "not UTF-8", True),
+    "a cell over the csv field limit": (lambda line: line + ',"' + "x" * 200_000 + '"', "field larger", False),
+}
+
+
+def _bad_sa_bench(folder: Path, case: str) -> Path:
+    import iqa_fixtures as fx
+
+    fx.sa_bench(folder)
+    path = folder / "annotations" / "layout_6k_train.csv"
+    lines = path.read_text().splitlines()
+    lines[2] = SA_BENCH_BAD[case][0](lines[2])
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(SA_BENCH_BAD))
+def test_a_bad_sa_bench_line_is_one_message_naming_the_file_and_line(case, tmp_path, capsys):
+    _bad_sa_bench(tmp_path / "sa", case)
+    argv = [f"data=sa-bench:{tmp_path}/sa", f"out={tmp_path}/m.jsonl"]
+    status, err = _run_script("reward/dataset_manifest.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "layout_6k_train.csv:3: " in err and SA_BENCH_BAD[case][1] in err, err
+    if SA_BENCH_BAD[case][2]:  # a bad row: skipped and counted on request
+        result = load_ratings(f"sa-bench:{tmp_path}/sa:train:layout", skip_bad=True)
+        assert [s.line for s in result.skipped] == [3] and len(result.rows) == 3
+
+
+def test_the_other_dataset_files_name_a_line_that_is_not_utf8_or_short(tmp_path):
+    import iqa_fixtures as fx
+
+    fx.kadid(tmp_path / "kadid")
+    dmos = tmp_path / "kadid" / "dmos.csv"
+    dmos.write_bytes(dmos.read_bytes().replace(b"\n", b"\nI99_01_01.png\n", 1))  # a row of one cell on line 2
+    with pytest.raises(ManifestError, match=r"dmos\.csv:2: 1 cells, the header has 4"):
+        load_ratings(f"kadid10k:{tmp_path}/kadid")
+    fx.tid2013(tmp_path / "tid")
+    names = next((tmp_path / "tid").rglob("mos_with_names.txt"))
+    names.write_bytes(names.read_bytes().replace(b".bmp", b"\xe9.bmp", 1))
+    with pytest.raises(ManifestError, match=r"mos_with_names\.txt:1: not UTF-8"):
+        load_ratings(f"tid2013:{tmp_path}/tid")
+    from training.procedural.photos import calibration_from_kadid
+
+    with pytest.raises(ManifestError, match=r"dmos\.csv:2: 1 cells"):
+        calibration_from_kadid(dmos)
+

@@ -154,7 +154,10 @@ def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> dict[str, o
         return {}
     if manifest.suffix.lower() in (".csv", ".tsv"):
         dialect = "excel-tab" if manifest.suffix.lower() == ".tsv" else "excel"
-        strings = {cell for row in csv.reader(text.splitlines(), dialect=dialect) for cell in row}
+        try:
+            strings = {cell for row in csv.reader(text.splitlines(), dialect=dialect) for cell in row}
+        except csv.Error:  # unreadable as CSV (a cell over the field size limit): known by its bytes alone
+            return {}
     else:  # every JSON string literal, whatever the document's shape (keys too: they name no file)
         strings = {json.loads(f'"{s}"') if "\\" in s else s for s in _JSON_STRING.findall(text)}
     bases = [str(manifest.parent), *(os.path.abspath(r) for r in roots)]
