@@ -165,7 +165,11 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
         vlm = served_vlm(config.server, tokenizer=config.model)
     else:
         vlm = load_vlm(
-            base or config.model, loading, batch_size=config.batch_size, adapter=config.model if base else None
+            base or config.model,
+            loading,
+            batch_size=config.batch_size,
+            adapter=config.model if base else None,
+            key="reward.model",
         )
     return SaIqaReward(
         vlm, meta, weights=weights, divide_by_sum=divide, dimensions=dims, reuse_prefix=config.reuse_prefix
