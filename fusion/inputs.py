@@ -308,12 +308,7 @@ def load_pair_data(
 
     skipped: list[str] | None = [] if skip_bad else None
     paths = {"image_root": image_root, "allow_absolute_paths": allow_absolute_paths}
-    try:
-        manifest = load_pairs(pairs, skip_bad=skip_bad, check_images=False, **paths)
-    except ManifestError as err:
-        if skip_bad:
-            raise
-        raise ManifestError(f"{str(err).rstrip('.')}; {_SKIP_HINT}.") from err
+    manifest = load_pairs(pairs, skip_bad=skip_bad, check_images=False, skip_key="skip_bad", **paths)
     rows = []
     for row in manifest.rows:
         if not (isinstance(row.a, Path) and isinstance(row.b, Path)):
@@ -337,5 +332,7 @@ def load_pair_data(
             "Skipped %d bad row(s) (skip_bad=true); the first: %s", len(data.skipped), "; ".join(data.skipped[:3])
         )
     if data.n_pairs == 0:
-        raise ValueError(f"{pairs}: no usable pairs ({len(data.skipped)} skipped); see the messages above.")
+        raise ManifestError(
+            f"{pairs}: no usable pairs ({len(data.skipped)} skipped; the first: {(data.skipped or ['none'])[0]})"
+        )
     return data

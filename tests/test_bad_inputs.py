@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import runpy
 import subprocess
 import sys
@@ -406,9 +407,11 @@ def test_an_output_path_that_is_empty_the_current_folder_or_too_long_is_refused(
 @pytest.mark.parametrize("script", ["training/synthetic.py", "rl/tasks.py", "training/perception_questions.py"])
 def test_an_output_path_the_file_system_refuses_is_one_line_naming_it(script, tmp_path, capsys):
     (tmp_path / "a-file").write_text("not a folder")
-    status, err = _run_script(script, [f"out={tmp_path}/a-file/sub", "n=2"][: 1 if "questions" in script else 2], capsys)
+    argv = [f"out={tmp_path}/a-file/sub", *([] if "questions" in script else ["n=2"])]
+    status, err = _run_script(script, argv, capsys)
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert f"{tmp_path}/a-file/sub" in err and "a part of the path is a file" in err, err
+
 
 # ------------------------------------------------------------------------------------------ dataset files
 
@@ -461,3 +464,58 @@ def test_the_other_dataset_files_name_a_line_that_is_not_utf8_or_short(tmp_path)
     with pytest.raises(ManifestError, match=r"dmos\.csv:2: 1 cells"):
         calibration_from_kadid(dmos)
 
+
+# ------------------------------------------------------------------------------------------ skip_bad
+
+
+def test_every_command_refuses_a_bad_row_by_default():
+    """One default for every command that reads rows: a bad row is refused (naming the fix), never skipped unasked."""
+    from fusion.commands.fit import FusionSettings
+    from reward.commands.evaluate import EvaluateSettings
+
+    for schema in (EvaluateSettings, FusionSettings, BestOfNSettings, GrpoSettings):
+        assert {f.name: f.default for f in __import__("dataclasses").fields(schema)}["skip_bad"] is False, schema
+    assert SftSettings.__dataclass_fields__["data"].default_factory().skip_bad is False
+
+
+def test_sft_refuses_a_bad_row_naming_the_line_and_data_skip_bad(tmp_path, tiny_vlm_path, monkeypatch, capsys):
+    manifest = _ratings(tmp_path, [_row("good.png"), _row("missing.png"), _row("good.png", 4.0)], {"good.png": GOOD})
+    monkeypatch.setattr("training.commands.sft.load_for_training", lambda *a, **k: pytest.fail("the model loaded"))
+    argv = [f"model.path={tiny_vlm_path}", f"data.train={manifest}", "trainer.max_steps=1", f"out={tmp_path}/out"]
+    status, err = _run_script("training/sft.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "ratings.jsonl:2: 'image' image 'img/missing.png' not found" in err and "data.skip_bad=true" in err, err
+
+
+def test_evaluate_finds_a_missing_image_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    manifest = _ratings(tmp_path, [_row("good.png"), _row("good.png", 4.0), _row("missing.png")], {"good.png": GOOD})
+    monkeypatch.setattr("reward.commands.evaluate.get_reward", lambda *a, **k: pytest.fail("the model loaded"))
+    argv = ["reward=qbench", "reward.model=m", f"data={manifest}", f"out={tmp_path}/out"]
+    status, err = _run_script("reward/evaluate.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "ratings.jsonl:3: 'image' image" in err and "not found" in err and "skip_bad=true" in err, err
+
+
+def test_evaluate_skips_and_counts_bad_rows_and_the_count_adds_up(tmp_path, tiny_vlm_path, caplog):
+    from reward.commands.evaluate import run as run_evaluate
+
+    rows = [_row(f"{i}.png", 1.0 + i % 5) for i in range(6)] + [_row("missing.png"), _row("good.png", 9.0)]
+    shades = {f"{i}.png": Image.fromarray(np.full((8, 8, 3), 40 * i, np.uint8)) for i in range(6)}
+    manifest = _ratings(tmp_path, rows, shades | {"good.png": GOOD})
+    cfg = {"reward": {"name": "qbench", "model": str(tiny_vlm_path)}, "data": str(manifest), "skip_bad": True}
+    with caplog.at_level(logging.INFO):
+        result = run_evaluate({**cfg, "out": str(tmp_path / "out"), "bootstrap": 0, "mos_range": [1, 5]})
+    assert result["skipped"] == 2 and result["quality"]["n"] == 6  # 8 rows: 6 scored, 2 skipped
+    said = [r.getMessage() for r in caplog.records if "rows, " in r.getMessage()]
+    assert any("(8 rows, 2 skipped" in line for line in said), said
+
+
+def test_best_of_n_refuses_a_task_whose_image_is_missing_naming_skip_bad(tmp_path, capsys):
+    GOOD.save(tmp_path / "a.png")
+    GOOD.convert("L").save(tmp_path / "m.png")
+    rows = [{"image": name, "mask": "m.png", "prompt": "a room"} for name in ("a.png", "b.png")]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["reward=scene-proxy", "generator=procedural", f"data={tmp_path}/tasks.jsonl", f"out={tmp_path}/out"]
+    status, err = _run_script("rl/best_of_n.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "tasks.jsonl:2" in err and "skip_bad=true" in err, err
