@@ -128,6 +128,18 @@ def evaluated_root(path: str | Path) -> Path | None:
     return manifest if manifest.is_dir() else manifest.parent if manifest.is_file() else None
 
 
+def scored_by(path: str | Path) -> dict[str, Any] | None:
+    """The scorer a ``scores.jsonl`` written by ``evaluate`` (or SFT's evaluation) came from, as its
+    ``metrics.json`` beside it records it (``{"path", "weights"}``: the weights by content); ``None`` when unknown."""
+    try:
+        metrics = json.loads((Path(path).parent / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    reward = (metrics.get("meta") or {}).get("reward") if isinstance(metrics, dict) else None
+    scorer = reward.get("scorer") if isinstance(reward, dict) else None
+    return scorer if isinstance(scorer, dict) and isinstance(scorer.get("weights"), dict) else None
+
+
 def read_scores(
     path: str | Path,
     dimensions: Sequence[str] | None = None,
