@@ -116,7 +116,10 @@ class FusionSettings:
     seed: int = field(default=0, metadata={"help": "seed of the bootstrap and of the held-out split"})
     out: str = field(
         default="fusion_weights.json",
-        metadata={"help": "weights JSON (a scorer directory reads fusion_weights.json); chart: *.png"},
+        metadata={
+            "help": "weights JSON (a scorer directory reads fusion_weights.json); chart: *.png",
+            "output": "file",
+        },
     )
     overwrite: bool = field(
         default=False,

@@ -48,7 +48,8 @@ class CalibrateSettings(CalibrationSource):
         metadata={"help": "the protocol JSON to calibrate (rewritten with its anchors unless output is set)"},
     )
     output: str | None = field(
-        default=None, metadata={"help": "write the calibrated protocol here instead (anchors/ beside it)"}
+        default=None,
+        metadata={"help": "write the calibrated protocol here instead (anchors/ beside it)", "output": "file"},
     )
     memory: str | None = field(
         default=None,

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from reward.core.errors import UserError
@@ -42,6 +44,10 @@ SIDE = (8, 16_384)  # an image side in pixels
 COUNT = (1, 10_000_000)
 RETRIES = (0, 100)
 TOKENS = (1, 1_000_000)
+# settings naming what a command writes, checked with the settings (:func:`output_problem`); another field is one when
+# its metadata says ``"output": True`` (the study folder, a memory bank)
+OUTPUTS = ("out", "output", "output_dir", "logging_dir", "targets_out")
+NAME_MAX, PATH_MAX = 255, 4096  # bytes of one file name and of a whole path (Linux, macOS: 255 and 1024)
 TYPE_WORDS = {"Float": "a float", "Integer": "an integer", "Boolean": "true or false", "String": "a string"}
 
 
@@ -157,10 +163,40 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
 
 def _output_problem(f: dataclasses.Field, key: str, value: str) -> str | None:
     """What is wrong with ``value`` for a field naming what the command writes (``out`` and the like, or
-    ``metadata={"output": True}``): :func:`reward.core.outputs.output_problem`."""
-    from reward.core.outputs import OUTPUTS, output_problem
+    ``metadata={"output": True}``, ``"file"``): :func:`output_problem`."""
+    kind = f.metadata.get("output", f.name in OUTPUTS)  # True: a folder; "file"
+    return output_problem(value, key, file=kind == "file") if kind else None
 
-    return output_problem(value, key) if f.metadata.get("output", f.name in OUTPUTS) else None
+
+def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str | None:
+    """What makes ``value`` unusable as the output path of setting ``key``, said before anything is read or written
+    (``None``: nothing): empty (an unset shell variable), the current folder or one holding it (``./``, ``x/..``,
+    ``..``: ``overwrite=true`` would move it aside, the run would write among the user's files), or a name longer than
+    the file system takes. ``file``: the output is a file (said so when it is empty).
+
+    >>> output_problem("runs/a"), output_problem("x/..")
+    (None, 'out=x/.. is the current folder: name a folder of its own for the output, e.g. out=runs/NAME')
+    """
+    if value is None:
+        return None
+    text = str(value)
+    if not text.strip():
+        return f"{key}= is empty: name the {'file to write' if file else 'output folder'} (an unset shell variable?)"
+    try:
+        here = os.getcwd()
+    except OSError:  # the current folder was deleted: nothing below can be it
+        here = None
+    real = os.path.realpath(os.path.expanduser(text))
+    if here is not None and (
+        os.path.normpath(text) == "." or real == here or here.startswith(real.rstrip(os.sep) + os.sep)
+    ):
+        what = "the current folder" if real == here else f"{real}, a folder holding the current one"
+        return f"{key}={text} is {what}: name a folder of its own for the output, e.g. {key}=runs/NAME"
+    longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
+    if longest > NAME_MAX or len(os.fsencode(real)) > PATH_MAX:
+        which = f"a name of {longest} bytes (at most {NAME_MAX})" if longest > NAME_MAX else f"{len(real)} characters"
+        return f"{key}={text[:80]}...: the path is too long for the file system ({which}); pass a shorter {key}="
+    return None
 
 
 def _word(choice: Any) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reward.core.config import output_problem
 from reward.core.errors import UserError, is_main_process
 from reward.core.fingerprints import fingerprint, hub_snapshot
 from reward.core.secrets import is_secret_key, redact
@@ -47,9 +48,6 @@ RUN_FILE = "run.json"
 SCHEMA = "perceptual-rewards-run/1"
 # settings naming what a command writes or a cache it fills, or where relative paths are read from: never inputs
 NOT_INPUTS = ("out", "output", "output_dir", "logging_dir", "cache_dir", "offload_folder", "image_root", "targets_out")
-# settings naming what a command writes, checked with the settings (:func:`output_problem`); another field is one when
-# its metadata says ``"output": True`` (the study folder, a memory bank)
-OUTPUTS = ("out", "output", "output_dir", "logging_dir", "targets_out")
 SERVED = ("server", "servers")  # sections whose ``model`` a server runs: not read here
 
 
@@ -284,7 +282,7 @@ def check_output_file(
 ) -> Path:
     """A command writing one result file (and companions beside it, e.g. its chart): empty, a folder, or one of the
     run's inputs refused; an existing one replaced only with ``overwrite=true``, which moves it aside first."""
-    if problem := output_problem(path, key):
+    if problem := output_problem(path, key, file=True):
         raise UserError(problem)
     path = Path(path)
     with os_errors(key, path):
@@ -298,40 +296,6 @@ def check_output_file(
             if other.exists():
                 move_aside(other)
     return path
-
-
-def output_problem(value: Any, key: str = "out") -> str | None:
-    """What makes ``value`` unusable as the output path of setting ``key``, said before anything is read or written
-    (``None``: nothing): empty (an unset shell variable), the current folder or one holding it (``./``, ``x/..``,
-    ``..``: ``overwrite=true`` would move it aside, the run would write among the user's files), or a name longer than
-    the file system takes.
-
-    >>> output_problem("runs/a"), output_problem("x/..")
-    (None, 'out=x/.. is the current folder: name a folder of its own for the output, e.g. out=runs/NAME')
-    """
-    if value is None:
-        return None
-    text = str(value)
-    if not text.strip():
-        return f"{key}= is empty: name the output (an unset shell variable?)"
-    try:
-        here = os.getcwd()
-    except OSError:  # the current folder was deleted: nothing below can be it
-        here = None
-    real = os.path.realpath(os.path.expanduser(text))
-    if here is not None and (
-        os.path.normpath(text) == "." or real == here or here.startswith(real.rstrip(os.sep) + os.sep)
-    ):
-        what = "the current folder" if real == here else f"{real}, a folder holding the current one"
-        return f"{key}={text} is {what}: name a folder of its own for the output, e.g. {key}=runs/NAME"
-    longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
-    if longest > NAME_MAX or len(os.fsencode(real)) > PATH_MAX:
-        which = f"a name of {longest} bytes (at most {NAME_MAX})" if longest > NAME_MAX else f"{len(real)} characters"
-        return f"{key}={text[:80]}...: the path is too long for the file system ({which}); pass a shorter {key}="
-    return None
-
-
-NAME_MAX, PATH_MAX = 255, 4096  # bytes of one file name and of a whole path (Linux, macOS: 255 and 1024)
 
 
 @contextlib.contextmanager

@@ -365,6 +365,7 @@ class SftSettings:
             "help": "FILE: write each training row as it will be trained (JSON lines: image, prompt, response, target "
             "{word: probability}, mos, std) and exit; no model loads",
             "may_change": True,
+            "output": "file",
         },
     )
     plan_for: PlanSettings = field(
