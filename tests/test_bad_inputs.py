@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import logging
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import run_script as _run_script
 from reward.data import ManifestError, load_inpainting, load_ratings
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.grpo import GrpoSettings
@@ -59,20 +59,6 @@ MISSING_INPUT = {
     "pace_judge/calibrate.py": ["protocol=/nope/protocol.json", "benchmark=/nope/calibration.jsonl"],
     "demo.py": None,
 }
-
-
-def _run_script(script: str, argv: list[str], capsys) -> tuple[int, str]:
-    """Run an entry script in this process as ``python SCRIPT ARGV`` would; its exit status and stderr."""
-    old = sys.argv
-    sys.argv = [script, *argv]
-    try:
-        runpy.run_path(str(ROOT / script), run_name="__main__")
-        status = 0
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    finally:
-        sys.argv = old
-    return status, capsys.readouterr().err
 
 
 def _unknown_key(script: str) -> list[str]:

@@ -5,18 +5,15 @@ model or processor loads; SmolVLM's processor dependency comes with the package.
 from __future__ import annotations
 
 import json
-import runpy
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from conftest import run_script
 from reward.core.errors import UserError
 from reward.vlm.hub import check_models, safetensors_problem
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _broken(source: Path, folder: Path, case: str) -> Path:
@@ -53,18 +50,6 @@ def _data(folder: Path) -> Path:
     return folder / "ratings.jsonl"
 
 
-def _run(script: str, argv: list[str], capsys) -> tuple[int, str]:
-    old, sys.argv = sys.argv, [script, *argv]
-    try:
-        runpy.run_path(str(ROOT / script), run_name="__main__")
-        status = 0
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    finally:
-        sys.argv = old
-    return status, capsys.readouterr().err
-
-
 def _nothing_loads(monkeypatch) -> None:
     import transformers
 
@@ -86,11 +71,11 @@ def test_a_model_folder_that_cannot_load_is_one_line_naming_it_before_anything_l
     _nothing_loads(monkeypatch)
     if command == "sft":
         argv = [f"model.path={folder}", f"data.train={data}", "trainer.max_steps=1", f"out={tmp_path}/out"]
-        status, err = _run("training/sft.py", argv, capsys)
+        status, err = run_script("training/sft.py", argv, capsys)
         key = "model.path"
     else:
         argv = ["reward=qbench", f"reward.model={folder}", f"data={data}", f"out={tmp_path}/out"]
-        status, err = _run("reward/evaluate.py", argv, capsys)
+        status, err = run_script("reward/evaluate.py", argv, capsys)
         key = "reward.model"
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert f"{key}={folder}" in err and CASES[case] in err, err
