@@ -170,9 +170,10 @@ def _output_problem(f: dataclasses.Field, key: str, value: str) -> str | None:
 
 def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str | None:
     """What makes ``value`` unusable as the output path of setting ``key``, said before anything is read or written
-    (``None``: nothing): empty (an unset shell variable), the current folder or one holding it (``./``, ``x/..``,
-    ``..``: ``overwrite=true`` would move it aside, the run would write among the user's files), or a name longer than
-    the file system takes. ``file``: the output is a file (said so when it is empty).
+    (``None``: nothing): empty (an unset shell variable), a path that becomes ``.`` (``./``, ``x/..``) or a folder
+    holding the current one (``..``, ``$UNSET/..``): ``overwrite=true`` would move it aside, the run would write among
+    the user's files; or a name longer than the file system takes. ``file``: the output is a file (said so when
+    empty).
 
     >>> output_problem("runs/a"), output_problem("x/..")
     (None, 'out=x/.. is the current folder: name a folder of its own for the output, e.g. out=runs/NAME')
@@ -187,10 +188,9 @@ def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str |
     except OSError:  # the current folder was deleted: nothing below can be it
         here = None
     real = os.path.realpath(os.path.expanduser(text))
-    if here is not None and (
-        os.path.normpath(text) == "." or real == here or here.startswith(real.rstrip(os.sep) + os.sep)
-    ):
-        what = "the current folder" if real == here else f"{real}, a folder holding the current one"
+    dot = os.path.normpath(text) == "."  # the current folder however written as "." (named otherwise, it is allowed)
+    if dot or here is not None and here.startswith(real.rstrip(os.sep) + os.sep):
+        what = "the current folder" if dot else f"{real}, a folder holding the current one"
         return f"{key}={text} is {what}: name a folder of its own for the output, e.g. {key}=runs/NAME"
     longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
     if longest > NAME_MAX or len(os.fsencode(real)) > PATH_MAX:
