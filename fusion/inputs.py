@@ -128,6 +128,18 @@ def evaluated_root(path: str | Path) -> Path | None:
     return manifest if manifest.is_dir() else manifest.parent if manifest.is_file() else None
 
 
+def scored_by(path: str | Path) -> dict[str, Any] | None:
+    """The scorer a ``scores.jsonl`` written by ``evaluate`` (or SFT's evaluation) came from, as its
+    ``metrics.json`` beside it records it (``{"path", "weights"}``: the weights by content); ``None`` when unknown."""
+    try:
+        metrics = json.loads((Path(path).parent / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    reward = (metrics.get("meta") or {}).get("reward") if isinstance(metrics, dict) else None
+    scorer = reward.get("scorer") if isinstance(reward, dict) else None
+    return scorer if isinstance(scorer, dict) and isinstance(scorer.get("weights"), dict) else None
+
+
 def read_scores(
     path: str | Path,
     dimensions: Sequence[str] | None = None,
@@ -308,12 +320,7 @@ def load_pair_data(
 
     skipped: list[str] | None = [] if skip_bad else None
     paths = {"image_root": image_root, "allow_absolute_paths": allow_absolute_paths}
-    try:
-        manifest = load_pairs(pairs, skip_bad=skip_bad, check_images=False, **paths)
-    except ManifestError as err:
-        if skip_bad:
-            raise
-        raise ManifestError(f"{str(err).rstrip('.')}; {_SKIP_HINT}.") from err
+    manifest = load_pairs(pairs, skip_bad=skip_bad, check_images=False, skip_key="skip_bad", **paths)
     rows = []
     for row in manifest.rows:
         if not (isinstance(row.a, Path) and isinstance(row.b, Path)):
@@ -337,5 +344,7 @@ def load_pair_data(
             "Skipped %d bad row(s) (skip_bad=true); the first: %s", len(data.skipped), "; ".join(data.skipped[:3])
         )
     if data.n_pairs == 0:
-        raise ValueError(f"{pairs}: no usable pairs ({len(data.skipped)} skipped); see the messages above.")
+        raise ManifestError(
+            f"{pairs}: no usable pairs ({len(data.skipped)} skipped; the first: {(data.skipped or ['none'])[0]})"
+        )
     return data

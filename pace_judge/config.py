@@ -52,7 +52,9 @@ class PaceConfig(ModelLoading):
     protocol: str | None = field(
         default=None, metadata={"help": "a protocol JSON used as is (no agents); alternative to dimension"}
     )
-    memory: str | None = field(default=None, metadata={"help": "memory bank folder (stored protocols, routing)"})
+    memory: str | None = field(
+        default=None, metadata={"help": "memory bank folder (stored protocols, routing)", "output": True}
+    )
     omega: list[float] = field(
         default_factory=lambda: [0.5, 0.5], metadata={"help": "Track 1 / Track 2 weights, sum 1", "range": FRACTION}
     )

@@ -21,6 +21,7 @@ from PIL import Image, ImageFilter
 from reward.core.errors import UserError
 from reward.data import SkippedRow, load_inpainting
 from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image
+from reward.data.manifest import ManifestError
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class Task:
 def load_tasks(
     source: Any,
     *,
-    skip_bad: bool = True,
+    skip_bad: bool = False,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     image_root: str | Path | None = None,
     allow_absolute_paths: bool = False,
@@ -63,6 +64,7 @@ def load_tasks(
         max_pixels=max_pixels,
         image_root=image_root,
         allow_absolute_paths=allow_absolute_paths,
+        skip_key="skip_bad",
     )
     tasks, skipped = [], list(result.skipped)
     for row in result.rows:
@@ -71,7 +73,9 @@ def load_tasks(
             mask = load_image(row.mask, max_pixels=max_pixels).convert("L")
         except (FileNotFoundError, ImageError) as err:
             if not skip_bad:
-                raise ValueError(f"{row.where}: {err}") from err
+                raise ManifestError(
+                    f"{row.where}: {err} (or pass skip_bad=true to skip and count such rows)"
+                ) from None
             logger.warning("%s: skipped (%s)", row.where, err)
             skipped.append(SkippedRow(row.line, f"{row.where}: {err}"))
             continue

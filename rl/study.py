@@ -48,7 +48,8 @@ RUN_FIX = "the run's files are its command's own: use the folder it wrote, uncha
 class StudySettings:
     cmd: str = field(default="serve", metadata={"help": "serve | report (the first word of the command line)"})
     study: str = field(
-        default=MISSING, metadata={"help": "the study folder: study.json, images/, answers/RATER.jsonl, report.json"}
+        default=MISSING,
+        metadata={"help": "the study folder: study.json, images/, answers/RATER.jsonl, report.json", "output": True},
     )
     run: str | None = field(default=None, metadata={"help": "serve: the Best-of-N or GRPO run folder to judge"})
     seed: int = field(default=0, metadata={"help": "serve: the order of the pairs and the side of each image"})

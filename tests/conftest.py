@@ -223,6 +223,23 @@ def accelerate_config(zero_stage: int, processes: int) -> str:
     )
 
 
+def run_script(script: str, argv: list[str], capsys) -> tuple[int, str]:
+    """Run an entry script (a path from the repository's root) in this process as ``python SCRIPT ARGV`` would; its
+    exit status and stderr."""
+    import runpy
+    import sys
+
+    old, sys.argv = sys.argv, [script, *argv]
+    try:
+        runpy.run_path(str(Path(__file__).resolve().parents[1] / script), run_name="__main__")
+        status = 0
+    except SystemExit as exit_:
+        status = int(exit_.code or 0)
+    finally:
+        sys.argv = old
+    return status, capsys.readouterr().err
+
+
 def run_cli(config_name: str, run, argv: list[str], subcommands: tuple[str, ...] = (), *, schema: type) -> int:
     """Run a command as its entry script does (``reward.core.cli.main``); returns the exit status."""
     from reward.core.cli import main

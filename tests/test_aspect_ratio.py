@@ -59,8 +59,8 @@ def _evaluate_cfg(**overrides):
 def test_evaluate_skips_and_counts_it_under_skip_bad(tmp_path, tiny_vlm_path):
     manifest = _folder(tmp_path / "data")
     common = {"reward.model": tiny_vlm_path, "data": manifest, "num_workers": 0, "batch_size": 4}
-    with pytest.raises(ImageError, match=r"ratings.jsonl:4: .*aspect ratio of 333:1"):
-        run_evaluate(_evaluate_cfg(**common, out=tmp_path / "refused"))
+    with pytest.raises(UserError, match=r"ratings.jsonl:4: .*aspect ratio of 333:1.*skip_bad=true"):
+        run_evaluate(_evaluate_cfg(**common, out=tmp_path / "refused"))  # found before the model loads
     metrics = run_evaluate(_evaluate_cfg(**common, out=tmp_path / "out", skip_bad=True))
     assert metrics["skipped"] == 1 and metrics["lighting"]["n"] == 3  # the other three of the batch were scored
     skipped = [json.loads(line) for line in (tmp_path / "out" / "skipped.jsonl").read_text().splitlines()]

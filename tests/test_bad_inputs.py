@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import re
-import runpy
 import secrets
 import subprocess
 import sys
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import run_script as _run_script
 from reward.data import ManifestError, load_inpainting, load_ratings
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.grpo import GrpoSettings
@@ -61,20 +62,6 @@ MISSING_INPUT = {
     "pace_judge/calibrate.py": ["protocol=/nope/protocol.json", "benchmark=/nope/calibration.jsonl"],
     "demo.py": None,
 }
-
-
-def _run_script(script: str, argv: list[str], capsys) -> tuple[int, str]:
-    """Run an entry script in this process as ``python SCRIPT ARGV`` would; its exit status and stderr."""
-    old = sys.argv
-    sys.argv = [script, *argv]
-    try:
-        runpy.run_path(str(ROOT / script), run_name="__main__")
-        status = 0
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    finally:
-        sys.argv = old
-    return status, capsys.readouterr().err
 
 
 def _unknown_key(script: str) -> list[str]:
@@ -497,3 +484,171 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
         if key != out_key:
             advice = f"{key}={value.rstrip(',.;')}"
             parse_settings(compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice], schema=schema))
+
+
+# ------------------------------------------------------------------------------------------ output paths
+
+# For every entry point: a command line whose output path is {value} (with overwrite=true where the command has it:
+# an empty or "." output moved the current folder aside).
+OUTPUT_PATH = {
+    "reward/evaluate.py": ["reward=qbench", "reward.model=m", "data=d.jsonl", "out={value}", "overwrite=true"],
+    "reward/dataset_manifest.py": ["data=koniq10k:k", "out={value}", "overwrite=true"],
+    "reward/qbench_eval.py": ["task=a1", "model.path=m", "data=q.json", "out={value}", "overwrite=true"],
+    "training/sft.py": ["model.path=m", "data.train=d.jsonl", "out={value}", "overwrite=true"],
+    "training/grpo_scorer.py": ["model.path=m", "data.train=d.jsonl", "out={value}", "overwrite=true"],
+    "training/photos.py": ["heldout", "out={value}"],
+    "training/mos.py": ["raw=r.jsonl", "out={value}"],
+    "training/synthetic.py": ["out={value}"],
+    "training/perception_questions.py": ["out={value}"],
+    "rl/grpo.py": ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "out={value}", "overwrite=true"],
+    "rl/best_of_n.py": ["reward=scene-proxy", "data=t.jsonl", "out={value}", "overwrite=true"],
+    "rl/tasks.py": ["out={value}"],
+    "rl/study.py": ["serve", "run=r", "study={value}", "overwrite=true"],
+    "fusion/fit.py": ["pairs=p.jsonl", "scores=s.jsonl", "out={value}", "overwrite=true"],
+    "pace_judge/judge.py": ["protocol=p.json", "images=i", "model=m", "out={value}", "overwrite=true"],
+    "pace_judge/memory.py": ["import", "memory={value}", "protocol=p.json"],
+    "pace_judge/calibrate.py": ["protocol=p.json", "benchmark=b.jsonl", "output={value}"],
+    "demo.py": ["out={value}", "overwrite=true"],
+}
+PATH_PROBLEMS = {"": "is empty", "./": "is the current folder", "x/..": "is the current folder", "a" * 260: "too long"}
+
+
+def test_every_entry_point_has_an_output_path_row():
+    assert sorted(OUTPUT_PATH) == sorted(MISSING_INPUT), "add the new entry point to OUTPUT_PATH"
+
+
+@pytest.mark.parametrize("value", sorted(PATH_PROBLEMS), ids=["empty", "dot-slash", "a" * 8 + "...", "x-dotdot"])
+@pytest.mark.parametrize("script", sorted(OUTPUT_PATH))
+def test_an_output_path_that_is_empty_the_current_folder_or_too_long_is_refused(
+    script, value, tmp_path, monkeypatch, capsys
+):
+    """An unset shell variable (out=), ./ or x/.. must never make a command write into the current folder, nor move it
+    aside with overwrite=true; a name the file system cannot take is one line too, not an OSError traceback."""
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "my-notes.txt").write_text("mine")
+    monkeypatch.chdir(here)
+    argv = [a.replace("{value}", value) for a in OUTPUT_PATH[script]]
+    status, err = _run_script(script, argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    key = next(a.split("=")[0] for a in OUTPUT_PATH[script] if "{value}" in a)
+    assert err.startswith(f"error: {key}=") and PATH_PROBLEMS[value] in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]  # nothing moved aside
+    assert sorted(p.name for p in here.iterdir()) == ["my-notes.txt"]  # nothing written
+
+
+@pytest.mark.parametrize("script", ["training/synthetic.py", "rl/tasks.py", "training/perception_questions.py"])
+def test_an_output_path_the_file_system_refuses_is_one_line_naming_it(script, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("not a folder")
+    argv = [f"out={tmp_path}/a-file/sub", *([] if "questions" in script else ["n=2"])]
+    status, err = _run_script(script, argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert f"{tmp_path}/a-file/sub" in err and "a part of the path is a file" in err, err
+
+
+# ------------------------------------------------------------------------------------------ dataset files
+
+# an SA-BENCH annotation file's third line made bad: what each does, and whether skip_bad=true can skip it
+SA_BENCH_BAD = {
+    "fewer cells than the header": (lambda line: line.rsplit(",", 3)[0], "5 cells, the header has 8", True),
+    "not UTF-8": (lambda line: line.replace("flux", "fl\udce9x"), "not UTF-8", True),
+    "a cell over the csv field limit": (lambda line: line + ',"' + "x" * 200_000 + '"', "field larger", False),
+}
+
+
+def _bad_sa_bench(folder: Path, case: str) -> Path:
+    import iqa_fixtures as fx
+
+    fx.sa_bench(folder)
+    path = folder / "annotations" / "layout_6k_train.csv"
+    lines = path.read_text().splitlines()
+    lines[2] = SA_BENCH_BAD[case][0](lines[2])
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(SA_BENCH_BAD))
+def test_a_bad_sa_bench_line_is_one_message_naming_the_file_and_line(case, tmp_path, capsys):
+    _bad_sa_bench(tmp_path / "sa", case)
+    argv = [f"data=sa-bench:{tmp_path}/sa", f"out={tmp_path}/m.jsonl"]
+    status, err = _run_script("reward/dataset_manifest.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "layout_6k_train.csv:3: " in err and SA_BENCH_BAD[case][1] in err, err
+    if SA_BENCH_BAD[case][2]:  # a bad row: skipped and counted on request
+        result = load_ratings(f"sa-bench:{tmp_path}/sa:train:layout", skip_bad=True)
+        assert [s.line for s in result.skipped] == [3] and len(result.rows) == 3
+
+
+def test_the_other_dataset_files_name_a_line_that_is_not_utf8_or_short(tmp_path):
+    import iqa_fixtures as fx
+
+    fx.kadid(tmp_path / "kadid")
+    dmos = tmp_path / "kadid" / "dmos.csv"
+    dmos.write_bytes(dmos.read_bytes().replace(b"\n", b"\nI99_01_01.png\n", 1))  # a row of one cell on line 2
+    with pytest.raises(ManifestError, match=r"dmos\.csv:2: 1 cells, the header has 4"):
+        load_ratings(f"kadid10k:{tmp_path}/kadid")
+    fx.tid2013(tmp_path / "tid")
+    names = next((tmp_path / "tid").rglob("mos_with_names.txt"))
+    names.write_bytes(names.read_bytes().replace(b".bmp", b"\xe9.bmp", 1))
+    with pytest.raises(ManifestError, match=r"mos_with_names\.txt:1: not UTF-8"):
+        load_ratings(f"tid2013:{tmp_path}/tid")
+    from training.procedural.photos import calibration_from_kadid
+
+    with pytest.raises(ManifestError, match=r"dmos\.csv:2: 1 cells"):
+        calibration_from_kadid(dmos)
+
+
+# ------------------------------------------------------------------------------------------ skip_bad
+
+
+def test_every_command_refuses_a_bad_row_by_default():
+    """One default for every command that reads rows: a bad row is refused (naming the fix), never skipped unasked."""
+    from fusion.commands.fit import FusionSettings
+    from reward.commands.evaluate import EvaluateSettings
+
+    for schema in (EvaluateSettings, FusionSettings, BestOfNSettings, GrpoSettings):
+        assert {f.name: f.default for f in __import__("dataclasses").fields(schema)}["skip_bad"] is False, schema
+    assert SftSettings.__dataclass_fields__["data"].default_factory().skip_bad is False
+
+
+def test_sft_refuses_a_bad_row_naming_the_line_and_data_skip_bad(tmp_path, tiny_vlm_path, monkeypatch, capsys):
+    manifest = _ratings(tmp_path, [_row("good.png"), _row("missing.png"), _row("good.png", 4.0)], {"good.png": GOOD})
+    monkeypatch.setattr("training.commands.sft.load_for_training", lambda *a, **k: pytest.fail("the model loaded"))
+    argv = [f"model.path={tiny_vlm_path}", f"data.train={manifest}", "trainer.max_steps=1", f"out={tmp_path}/out"]
+    status, err = _run_script("training/sft.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "ratings.jsonl:2: 'image' image 'img/missing.png' not found" in err and "data.skip_bad=true" in err, err
+
+
+def test_evaluate_finds_a_missing_image_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    manifest = _ratings(tmp_path, [_row("good.png"), _row("good.png", 4.0), _row("missing.png")], {"good.png": GOOD})
+    monkeypatch.setattr("reward.commands.evaluate.get_reward", lambda *a, **k: pytest.fail("the model loaded"))
+    argv = ["reward=qbench", "reward.model=m", f"data={manifest}", f"out={tmp_path}/out"]
+    status, err = _run_script("reward/evaluate.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "ratings.jsonl:3: 'image' image" in err and "not found" in err and "skip_bad=true" in err, err
+
+
+def test_evaluate_skips_and_counts_bad_rows_and_the_count_adds_up(tmp_path, tiny_vlm_path, caplog):
+    from reward.commands.evaluate import run as run_evaluate
+
+    rows = [_row(f"{i}.png", 1.0 + i % 5) for i in range(6)] + [_row("missing.png"), _row("good.png", 9.0)]
+    shades = {f"{i}.png": Image.fromarray(np.full((8, 8, 3), 40 * i, np.uint8)) for i in range(6)}
+    manifest = _ratings(tmp_path, rows, shades | {"good.png": GOOD})
+    cfg = {"reward": {"name": "qbench", "model": str(tiny_vlm_path)}, "data": str(manifest), "skip_bad": True}
+    with caplog.at_level(logging.INFO):
+        result = run_evaluate({**cfg, "out": str(tmp_path / "out"), "bootstrap": 0, "mos_range": [1, 5]})
+    assert result["skipped"] == 2 and result["quality"]["n"] == 6  # 8 rows: 6 scored, 2 skipped
+    said = [r.getMessage() for r in caplog.records if "rows, " in r.getMessage()]
+    assert any("(8 rows, 2 skipped" in line for line in said), said
+
+
+def test_best_of_n_refuses_a_task_whose_image_is_missing_naming_skip_bad(tmp_path, capsys):
+    GOOD.save(tmp_path / "a.png")
+    GOOD.convert("L").save(tmp_path / "m.png")
+    rows = [{"image": name, "mask": "m.png", "prompt": "a room"} for name in ("a.png", "b.png")]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["reward=scene-proxy", "generator=procedural", f"data={tmp_path}/tasks.jsonl", f"out={tmp_path}/out"]
+    status, err = _run_script("rl/best_of_n.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "tasks.jsonl:2" in err and "skip_bad=true" in err, err

@@ -74,7 +74,7 @@ def test_sft_skips_and_counts_a_row_whose_std_is_wider_than_the_scale_naming_its
         {"image": "2.png", "dimension": "quality", "mos": 3.1, "std": 4.5},
     ]
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ds, skipped = manifest_dataset(tmp_path / "m.jsonl", QUERIES, WORDS, soft_std=0.5, row_std=True)
+    ds, skipped = manifest_dataset(tmp_path / "m.jsonl", QUERIES, WORDS, soft_std=0.5, row_std=True, skip_bad=True)
     assert skipped == 2 and len(ds) == 1
     assert ds[0]["completion"][0]["content"][0]["text"].split()[-1].rstrip(".") in WORDS
     with pytest.raises(ManifestError, match=r"m.jsonl:1: 'std' 1e\+06 must be >= 0 and at most the scale's width 4"):

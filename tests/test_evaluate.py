@@ -15,6 +15,7 @@ from run_state import mark_incomplete
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.errors import UserError
 from reward.core.outputs import RunComplete
 from reward.data import ImageError, ManifestError
 
@@ -97,7 +98,7 @@ def test_corrupt_image_fails_with_file_and_line_unless_skip_bad(tmp_path, tiny_v
     bad = {"image": "img/broken.png", "dimension": "lighting", "mos": 2.0}
     data = _manifest(data_dir, n=4, extra_rows=[bad])
     (data_dir / "img/broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really a png")
-    with pytest.raises(ImageError, match=r"ratings\.jsonl:9: .*broken\.png"):
+    with pytest.raises(UserError, match=r"ratings\.jsonl:9: .*broken\.png"):
         run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o1"}))
     metrics = run_evaluate(
         _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o2", "skip_bad": True})

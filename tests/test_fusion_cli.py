@@ -23,6 +23,7 @@ from fusion.commands.fit import run as run_fit
 from reward.core.cli import compose
 from reward.core.config import parse
 from reward.core.errors import UserError
+from reward.core.outputs import RunComplete
 from reward.rewards.fusion_weights import load_weights
 
 REPO = Path(__file__).resolve().parents[1]
@@ -304,7 +305,14 @@ def test_reward_path_reports_missing_image_files_with_file_and_line(data, fake_r
 
 def test_an_existing_weights_file_is_never_replaced_silently(data):
     first = run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
-    with pytest.raises(ValueError, match="exists already; pass another out=, or overwrite=true"):
+    with pytest.raises(RunComplete, match=f"already complete: {data.out} holds this fit"):  # the identical rerun
+        run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
+    with pytest.raises(UserError, match=r"exists already and holds another fit \(1 difference\(s\): settings.seed"):
+        run_fit(
+            compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0", "seed=3")
+        )
+    write_jsonl(data.scores, data.scores_rows[:-1] + [{**data.scores_rows[-1], "layout": 1.5}])  # other scores
+    with pytest.raises(UserError, match=r"holds another fit \(2 difference\(s\): inputs.scores.bytes.*sha256"):
         run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
     run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "overwrite=true"))
     aside = sorted(p.name for p in data.out.parent.iterdir() if ".old-" in p.name)
@@ -313,6 +321,17 @@ def test_an_existing_weights_file_is_never_replaced_silently(data):
     assert old.weights == first.weights and old.ci_low is None  # the first file kept whole (bootstrap=0 there)
     assert load_weights(data.out).ci_low is not None
     assert load_weights(data.out).meta["run"]["inputs"]["pairs"]["path"] == str(data.pairs.resolve())
+
+
+def test_the_same_fit_run_again_says_already_complete_and_writes_nothing(data, capsys):
+    from conftest import run_cli
+
+    argv = [f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0", "holdout=0"]
+    assert run_cli("fit", run_fit, argv, schema=FusionSettings) == 0
+    written = data.out.stat().st_mtime_ns
+    assert run_cli("fit", run_fit, argv, schema=FusionSettings) == 0
+    assert "already complete" in capsys.readouterr().out and data.out.stat().st_mtime_ns == written
+    assert [p.name for p in data.out.parent.iterdir() if ".old-" in p.name] == []
 
 
 def test_intervals_that_cannot_be_estimated_are_not_reported_and_all_ties_are_refused(data):

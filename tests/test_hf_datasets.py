@@ -130,6 +130,23 @@ def test_a_missing_column_or_split_or_folder_is_named_with_the_fix(tmp_path):
     assert parse_hf("hf:org/ratings:validation").split == "validation" and check_source("hf:org/ratings")
 
 
+def test_splits_that_disagree_on_the_mos_type_are_named_in_one_line(tmp_path, capsys):
+    def part(mos: list) -> datasets.Dataset:
+        return datasets.Dataset.from_dict({"image": _images(len(mos)), "mos": mos})
+
+    folder = tmp_path / "mixed"
+    datasets.DatasetDict(train=part([1.0, 2.5]), test=part(["3.0", "4"])).save_to_disk(str(folder))
+    with pytest.raises(ManifestError, match=r"disagree on the type of column\(s\) 'mos': train float64, test string"):
+        load_ratings(f"hf:{folder}")
+    assert [r.mos for r in load_ratings(f"hf:{folder}:train")] == [1.0, 2.5]  # one split is read as it is
+    from conftest import run_cli
+
+    capsys.readouterr()
+    argv = ["reward=qbench", "reward.model=m", f"data=hf:{folder}", f"out={tmp_path}/out"]
+    status, err = run_cli("evaluate", run_evaluate, argv, schema=EvaluateSettings), capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1 and f"hf:{folder}:train" in err, err
+
+
 @pytest.mark.slow
 def test_sft_trains_on_the_train_split_and_evaluates_on_the_test_split(tmp_path, tiny_vlm_path):
     from training.commands.sft import run as run_sft

@@ -35,13 +35,13 @@ def _true_quality(prompt: str, seed: int) -> float:
 @pytest.mark.slow
 def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the_judge(tmp_path, caplog):
     manifest = write_inpainting_tasks(tmp_path / "tasks", 24, size=64, seed=3)
-    with manifest.open("a") as f:  # a bad row: named by file:line, skipped, counted
+    with manifest.open("a") as f:  # a bad row: named by file:line, skipped and counted under skip_bad=true
         f.write(json.dumps({"image": "images/t0000.png", "mask": "masks/missing.png", "prompt": "x"}) + "\n")
     out = tmp_path / "bon"
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose(
             "best_of_n",
-            overrides=["reward=scene-proxy", f"data={manifest}", f"out={out}", "n=4", JUDGE],
+            overrides=["reward=scene-proxy", f"data={manifest}", f"out={out}", "n=4", JUDGE, "skip_bad=true"],
             schema=BestOfNSettings,
         )
     with caplog.at_level(logging.WARNING):
@@ -54,7 +54,7 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
         assert r["chosen"] == int(np.argmax(scores))
         assert set(r["candidates"][0]["dimensions"]) == {"layout", "harmony", "lighting", "distortion"}
     # the chosen image is candidate `seed` of its task: regenerate it alone
-    tasks = load_tasks(manifest)[0]
+    tasks = load_tasks(manifest, skip_bad=True)[0]
     task = tasks[0]
     seed = rows[0]["candidates"][rows[0]["chosen"]]["seed"]
     again = build_generator({"name": "procedural"}).inpaint([task.image], [task.mask], [task.prompt], n=1, seed=seed)

@@ -13,6 +13,7 @@ from transformers import TrainerCallback
 
 from reward import get_reward
 from reward.core.cli import compose
+from reward.data import ManifestError
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.tokens import CandidateTokenError
 from training.commands.sft import SftSettings, parse_settings
@@ -140,7 +141,9 @@ def test_bad_rows_are_skipped_and_counted_not_trained_on(tiny_vlm_path, bench, t
     manifest = bench.root / "with_bad_rows.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     overrides = _base(tiny_vlm_path, bench, tmp_path / "run", steps=2) + [f"data.train={manifest}", "data.test=null"]
-    result = run_sft(_cfg(overrides))
+    with pytest.raises(ManifestError, match=r"with_bad_rows.jsonl:\d+: .*missing.png.*data.skip_bad=true"):
+        run_sft(_cfg(overrides))  # refused by default, naming the row and the setting that skips it
+    result = run_sft(_cfg([*overrides, "data.skip_bad=true"]))
     assert result["skipped_train_rows"] == 2
 
 

@@ -85,7 +85,7 @@ def perception_file_dataset(
     path: str,
     *,
     seed: int = 0,
-    skip_bad: bool = True,
+    skip_bad: bool = False,
     answer: str = "letter",
     shuffle: float = 1.0,
     image_root: str | Path | None = None,

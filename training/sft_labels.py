@@ -216,7 +216,7 @@ def rating_examples(
     level_from: str | None = None,
     density: str | None = None,
     seed: int = 0,
-    skip_bad: bool = True,
+    skip_bad: bool = False,
     check_images: bool = True,
     max_pixels: int | None = 36_000_000,
     split: str = "train",
@@ -225,17 +225,23 @@ def rating_examples(
     allow_absolute_paths: bool = False,
 ) -> RatingExamples:
     """The training examples of a ratings source (see the module docstring). Rows whose dimension the scorer does
-    not know, whose MOS is outside the rule's MOS range or whose image is missing or corrupt are reported with file
-    and line and skipped (counted), never trained on. ``questions`` (one dimension): each row's question drawn from
-    them once, with ``seed``; else the dimension's query. ``level_from`` (hard targets; null: the source's own, e.g.
+    not know, whose MOS is outside the rule's MOS range or whose image is missing or corrupt are refused naming file
+    and line and the fix (``data.skip_bad=true``), or with ``skip_bad`` skipped and counted; never trained on.
+    ``questions`` (one dimension): each row's question drawn from them once, with ``seed``; else the dimension's
+    query. ``level_from`` (hard targets; null: the source's own, e.g.
     SA-BENCH's ``mos_int``; ``mos``: none): the row value giving the word's level 1..n, the best word's n."""
     where = {"columns": columns, "image_root": image_root, "allow_absolute_paths": allow_absolute_paths}
-    checks = {"skip_bad": skip_bad, "check_images": check_images, "max_pixels": max_pixels}
+    checks = {
+        "skip_bad": skip_bad,
+        "check_images": check_images,
+        "max_pixels": max_pixels,
+        "skip_key": "data.skip_bad",
+    }
     result = load_ratings(source, **checks, mos_range=rule.mos_range, default_split=split, **where)
     rows = [row for row in result.rows if row.dimension in queries]
     skipped = len(result.skipped) + len(result.rows) - len(rows)
     if len(rows) < len(result.rows):  # rows rated on dimensions the scorer does not know
-        _unknown_dimensions(result, rows, queries, skipped, skip_bad)
+        _unknown_dimensions(result, rows, queries, skipped)
     rows = with_score(rows, score, result.source)
     rows, kept_out = keep_rows(rows, keep or {}, result.source)
     if not rows:
@@ -277,24 +283,23 @@ def _level_word(row: Any, name: str, words: Sequence[str]) -> str:
     return words[len(words) - int(level)]
 
 
-def _unknown_dimensions(
-    result: Any, rows: list[Any], queries: Mapping[str, Any], skipped: int, skip_bad: bool
-) -> None:
-    """One line for all rows rated on dimensions the scorer does not know (an error without ``skip_bad``)."""
+def _unknown_dimensions(result: Any, rows: list[Any], queries: Mapping[str, Any], skipped: int) -> None:
+    """One line for all rows rated on dimensions ``prompt.dimensions`` leaves out: said and counted (they are rows
+    of other dimensions, not bad rows), an error when no row is left to train on."""
     unknown = Counter(row.dimension for row in result.rows if row.dimension not in queries)
     first = next(row.line for row in result.rows if row.dimension not in queries)
     msg = (
         f"{result.source}: {sum(unknown.values())} rows (first: line {first}) are rated on dimensions "
         f"{dict(unknown)} that are not in prompt.dimensions {sorted(queries)}"
     )
-    if not skip_bad or not rows:
+    if not rows:
         more = "".join(f"\n  - {s.reason}" for s in result.skipped[:3])
         head = f"all {skipped} training rows were skipped, nothing to train on: " if not rows else ""
         raise UserError(
             f"{head}{msg}; set prompt.dimensions={sorted(unknown)} (or add them to it; null trains the data's "
             "own dimensions), or remove the rows" + (f"\nother rows skipped: {more}" if more else "")
         )
-    logger.warning("skipping %s", msg)
+    logger.warning("leaving out %s (they are counted as skipped)", msg)
 
 
 def write_targets(path: str | Path, read: RatingExamples, words: Sequence[str]) -> Path:

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,15 +19,18 @@ import numpy as np
 from omegaconf import MISSING
 
 from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terry, pairwise_accuracy
-from fusion.inputs import PairData, load_pair_data
+from fusion.inputs import PairData, load_pair_data, scored_by
 from fusion.uncertainty import ComparisonRow, bootstrap_intervals, heldout_comparison
 from reward.core.config import BATCH, parse
 from reward.core.errors import UserError
-from reward.core.outputs import check_output_file, fingerprint, path_inputs
+from reward.core.fingerprints import weights_fingerprint
+from reward.core.outputs import RunComplete, check_output_file, differences, fingerprint, path_inputs
+from reward.core.secrets import redact
 from reward.core.summary import log_summary, text_table
+from reward.data.files import json_safe
 from reward.data.labels import LABEL_A, LABEL_TIE
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
-from reward.rewards.fusion_weights import FusionWeights, save_weights
+from reward.rewards.fusion_weights import FusionWeights, load_weights, save_weights
 from reward.rewards.registry import reward_config
 
 logger = logging.getLogger(__name__)
@@ -111,7 +116,10 @@ class FusionSettings:
     seed: int = field(default=0, metadata={"help": "seed of the bootstrap and of the held-out split"})
     out: str = field(
         default="fusion_weights.json",
-        metadata={"help": "weights JSON (a scorer directory reads fusion_weights.json); chart: *.png"},
+        metadata={
+            "help": "weights JSON (a scorer directory reads fusion_weights.json); chart: *.png",
+            "output": "file",
+        },
     )
     overwrite: bool = field(
         default=False,
@@ -168,11 +176,14 @@ def run(cfg: Mapping[str, Any]) -> FusionWeights:
 
 
 def set_up(settings: FusionSettings) -> tuple[PairData, dict[str, Any]]:
-    """The output file checked before any work, then the pairs matched with their dimension scores (read from
-    ``scores=``, or scored by ``reward=``): ``(pairs, the reward that scored them and the inputs' fingerprints)``."""
-    check_output_file(settings.out, overwrite=settings.overwrite)
+    """The output file checked before any work (the same fit there already: :class:`RunComplete`), then the pairs
+    matched with their dimension scores (read from ``scores=``, or scored by ``reward=``): ``(pairs, the reward that
+    scored them, the run and the scorer they were fitted on)``."""
     reward_cfg = dict(settings.reward or {})
     reward_name = reward_cfg.pop("name", None)
+    run = this_run(settings, reward_cfg)
+    check_rerun(settings, run)
+    check_output_file(settings.out, overwrite=settings.overwrite)
     data = load_pair_data(
         settings.pairs,
         settings.scores,
@@ -184,12 +195,54 @@ def set_up(settings: FusionSettings) -> tuple[PairData, dict[str, Any]]:
         scores_root=settings.scores_root,
         **image_paths(settings),
     )
-    inputs = {
-        "pairs": fingerprint(settings.pairs),
-        "scores": fingerprint(settings.scores, roots=[settings.scores_root] if settings.scores_root else []),
-    }
-    inputs |= {f"reward.{k}": fingerprint(v) for k, v in path_inputs(reward_cfg).items()}
-    return data, {"reward": reward_name, "run": {"command": "fit", "inputs": inputs}}
+    return data, {"reward": reward_name, "run": run, "fitted_on": fitted_on(settings, reward_cfg)}
+
+
+def this_run(settings: FusionSettings, reward_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What this fit is made of: its settings (``out``, ``overwrite`` aside) and its inputs by content (the weights
+    file and its chart left out of a folder read, e.g. a scorer folder the file is written into)."""
+    out = os.path.realpath(settings.out)
+    exclude = [out, str(Path(out).with_suffix(".png"))]
+    roots = [settings.scores_root] if settings.scores_root else []
+    inputs = {"pairs": fingerprint(settings.pairs), "scores": fingerprint(settings.scores, roots=roots)}
+    inputs |= {f"reward.{k}": fingerprint(v, exclude=exclude) for k, v in path_inputs(reward_cfg).items()}
+    record = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "overwrite")}
+    return {"command": "fit", "settings": json_safe(redact(record)), "inputs": inputs}
+
+
+def check_rerun(settings: FusionSettings, run: dict[str, Any]) -> None:
+    """``out`` already holding the weights of this same fit (settings and inputs by content): :class:`RunComplete`,
+    as every command's identical rerun; of another fit: refused naming the differences, unless ``overwrite=true``."""
+    out = Path(settings.out)
+    if settings.overwrite or not out.is_file():
+        return
+    try:
+        saved = load_weights(out).meta.get("run")
+    except UserError:  # not a weights file: check_output_file refuses it
+        return
+    if not isinstance(saved, dict) or "settings" not in saved:
+        return
+    found = differences(saved, run)
+    if not found:
+        raise RunComplete(f"already complete: {out} holds this fit (overwrite=true fits it anew)")
+    raise UserError(
+        f"{out} exists already and holds another fit ({len(found)} difference(s): {'; '.join(found[:6])}); pass "
+        "another out=, or overwrite=true to move it aside"
+    )
+
+
+def fitted_on(settings: FusionSettings, reward_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The scorer whose dimension scores the weights are fitted on, with its weights by content (``reward=sa-iqa``
+    checks it is the scorer it fuses): ``reward.model``, or the scorer an evaluate run's ``metrics.json`` beside
+    ``scores=`` records; ``None`` when unknown (a scores file of another origin)."""
+    model = reward_cfg.get("model")
+    if isinstance(model, str) and model:
+        digest = weights_fingerprint(model)
+        return {"path": model, "weights": digest} if digest else None
+    found = scored_by(settings.scores) if settings.scores else None
+    if found is None:
+        logger.info("%s: no record of the scorer that wrote it; the weights file cannot name one", settings.scores)
+    return found
 
 
 def fit_weights(
@@ -242,6 +295,7 @@ def fit_weights(
     meta |= {"seed": settings.seed, "converged": bt_fit.converged, "warnings": list(bt_fit.warnings)}
     meta |= {"pairs": settings.pairs, "scores": settings.scores, "reward": run_meta["reward"]}
     meta |= {"date": datetime.now(UTC).isoformat(timespec="seconds"), "ci_note": note, "run": run_meta["run"]}
+    meta["fitted_on"] = run_meta["fitted_on"]  # the scorer (and its weights' digest) whose scores these weights fuse
     low, high = (None, None) if ci is None else ci[:2]
     weights = FusionWeights(data.dimensions, bt_fit.weights, ci_low=low, ci_high=high, meta=meta)
     logger.info("Fusion weights (S = x·w), ν = %.4g:\n%s", bt_fit.nu, format_weights_table(weights))

@@ -48,11 +48,15 @@ class CalibrateSettings(CalibrationSource):
         metadata={"help": "the protocol JSON to calibrate (rewritten with its anchors unless output is set)"},
     )
     output: str | None = field(
-        default=None, metadata={"help": "write the calibrated protocol here instead (anchors/ beside it)"}
+        default=None,
+        metadata={"help": "write the calibrated protocol here instead (anchors/ beside it)", "output": "file"},
     )
     memory: str | None = field(
         default=None,
-        metadata={"help": "also store the calibrated protocol in this memory bank (replacing the old entry)"},
+        metadata={
+            "help": "also store the calibrated protocol in this memory bank (replacing the old entry)",
+            "output": True,
+        },
     )
     embedder: str | None = field(
         default=None, metadata={"help": "sentence-transformers path for the memory (default: all-MiniLM-L6-v2)"}

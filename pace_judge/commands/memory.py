@@ -33,7 +33,7 @@ class MemorySettings:
     cmd: str = field(
         default="list", metadata={"help": "list | show | import | delete | route (the first word of the command line)"}
     )
-    memory: str = field(default=MISSING, metadata={"help": "the memory bank folder"})
+    memory: str = field(default=MISSING, metadata={"help": "the memory bank folder", "output": True})
     dimension: str | None = field(default=None, metadata={"help": "show, delete, route: a dimension in words"})
     protocol: str | None = field(default=None, metadata={"help": "import: protocol JSON file(s), comma-separated"})
     replace: bool = field(default=False, metadata={"help": "import: replace a stored protocol of the same dimension"})

@@ -32,8 +32,12 @@ class DatasetManifestSettings:
     data: str = field(
         default=MISSING, metadata={"help": "NAME:FOLDER[:SPLIT], e.g. kadid10k:/data/kadid10k:test (no split: all)"}
     )
-    out: str | None = (
-        None  # the JSONL manifest, at or below FOLDER's images' common folder; null: FOLDER/NAME-SPLIT.jsonl
+    out: str | None = field(
+        default=None,
+        metadata={
+            "help": "the JSONL manifest, at or below FOLDER's images' common folder; null: FOLDER/NAME-SPLIT.jsonl",
+            "output": "file",
+        },
     )
     skip_bad: bool = field(
         default=False, metadata={"help": "true: leave out (and count, in the sidecar) rows whose image is missing"}

@@ -19,6 +19,7 @@ from reward.data import DEFAULT_MAX_PIXELS, load_ratings
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
+from reward.data.rows import check_row_images
 from reward.eval.evaluation import (
     COMPARE,
     EvalResult,
@@ -204,9 +205,13 @@ def set_up(settings: EvaluateSettings) -> Setup:
         max_pixels=eval_settings.max_decode_pixels,
         mos_range=eval_settings.mos_range,
         columns=settings.data_columns,
+        skip_key="skip_bad",
         **image_paths(settings),
     )
     check_images_found(manifest.rows, settings)
+    manifest = check_row_images(  # each image exists and is one (its header read): now, not while scoring
+        manifest, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels, skip_key="skip_bad"
+    )
     spec = reward_info(name)
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
         reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
@@ -267,17 +272,18 @@ def report(setup: Setup, result: EvalResult) -> dict[str, Any]:
     if setup.state.is_main_process:
         paths = write_results(setup.settings.out, result, setup.eval_settings, setup.score_range, title=name)
         setup.output.finish()
+        read = len(manifest.rows) + len(manifest.skipped)  # every row of the data, the skipped ones among them
         logger.info(
             "reward %s on %s (%d rows, %d skipped, %d processes)\n%s",
             name,
             setup.settings.data,
-            len(manifest.rows),
+            read,
             len(result.skipped),
             setup.state.num_processes,
             format_table(result.metrics),
         )
         logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
-        facts = {"rows": len(manifest.rows), "skipped": len(result.skipped)}
+        facts = {"rows": read, "skipped": len(result.skipped)}
         log_summary(f"evaluate {name}", {**facts, "SRCC": result.metrics.get("overall", {}).get("srcc")}, paths)
     setup.state.wait_for_everyone()
     return {**result.metrics, "skipped": len(result.skipped), "meta": result.meta}

@@ -1,12 +1,14 @@
 """The one command convention: ``key=value`` settings composed by Hydra (each applied as ``++key=value``, so an
 unknown key reaches :func:`reward.core.config.parse` and is named with its close match), checked against the
 command's settings dataclass. An entry script is its docstring and ``main(CONFIG, run, schema=Settings, doc=__doc__)``.
-A :class:`~reward.core.errors.UserError` prints one message and exits 2; Ctrl-C says how to continue and exits 130.
+A :class:`~reward.core.errors.UserError`, or a path the file system refuses (too long, no permission, a full or
+read-only disk), prints one message and exits 2; Ctrl-C says how to continue and exits 130.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import re
@@ -28,6 +30,17 @@ started_as: tuple[str, dict[str, str]] | None = None  # run by name: ("perceptua
 _SHIPPED = resources.files("reward").joinpath("configs")  # a wheel ships configs/ as the package data reward.configs
 CONFIG_DIR = Path(str(_SHIPPED)) if _SHIPPED.is_dir() else Path(__file__).resolve().parents[2] / "configs"
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+# what the file system refuses for a path the user named (not a bug of ours): one line, exit 2, with the fix
+FILE_SYSTEM_REFUSALS = {
+    errno.ENAMETOOLONG: "pass a shorter path",
+    errno.EACCES: "pass a path this user may read and write",
+    errno.EPERM: "pass a path this user may read and write",
+    errno.EROFS: "pass a path on a disk that can be written",
+    errno.ENOSPC: "free some space, or pass a path on another disk",
+    errno.EDQUOT: "free some space, or pass a path on another disk",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; pass another path",
+    errno.EISDIR: "a folder is where a file should be; pass another path",
+}
 
 
 def compose(
@@ -285,6 +298,10 @@ def main(
             print(f"error: {mask(str(err))}")
             return None
         fail(str(err))
+    except OSError as err:
+        if err.errno not in FILE_SYSTEM_REFUSALS or err.filename is None:
+            raise
+        fail(f"{err.filename}: {err.strerror}; {FILE_SYSTEM_REFUSALS[err.errno]}")
     except KeyboardInterrupt:
         if is_main_process():
             resumable = any(f.name == "resume" for f in dataclasses.fields(schema))

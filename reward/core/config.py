@@ -1,9 +1,9 @@
 """Typed settings: a dataclass holds each key's default, type, help and range (``field(metadata={"help": ...,
 "range": (1, None)})``, or ``"choices": ("auto", "never")``), and :func:`parse` checks a mapping against it, every
 problem at once: unknown keys (with the close match), values of the wrong type, out of range, NaN or not among the
-choices, missing required keys, in every nested section and in the chosen option of a config group (``reward=pace``:
-the class ``groups`` names). Checks between fields live in the dataclass's ``__post_init__`` (as trl's configs),
-raising :class:`UserError`.
+choices, an output path that is empty or the current folder, missing required keys, in every nested section and in
+the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields live in the
+dataclass's ``__post_init__`` (as trl's configs), raising :class:`UserError`.
 
 Example:
     >>> from dataclasses import dataclass, field
@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from reward.core.errors import UserError
@@ -42,6 +44,10 @@ SIDE = (8, 16_384)  # an image side in pixels
 COUNT = (1, 10_000_000)
 RETRIES = (0, 100)
 TOKENS = (1, 1_000_000)
+# settings naming what a command writes, checked with the settings (:func:`output_problem`); another field is one when
+# its metadata says ``"output": True`` (the study folder, a memory bank)
+OUTPUTS = ("out", "output", "output_dir", "logging_dir", "targets_out")
+NAME_MAX, PATH_MAX = 255, 4096  # bytes of one file name and of a whole path (Linux, macOS: 255 and 1024)
 TYPE_WORDS = {"Float": "a float", "Integer": "an integer", "Boolean": "true or false", "String": "a string"}
 
 
@@ -141,6 +147,8 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             words = [_word(c) for c in choices]
             hint = close_match(str(value), words, fmt=" (did you mean {!r}?)")
             found.append(f"{full}={value!r}: choose one of {', '.join(words)}{hint}")
+        elif isinstance(value, str) and (problem := _output_problem(fields[key], full, value)):
+            found.append(problem)
     for name, f in fields.items():
         required = f.default is MISSING or (
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -151,6 +159,44 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             full = f"{prefix}.{name}" if prefix else name
             found.append(f"missing required key {full} (set it with {full}=...)")
     return found
+
+
+def _output_problem(f: dataclasses.Field, key: str, value: str) -> str | None:
+    """What is wrong with ``value`` for a field naming what the command writes (``out`` and the like, or
+    ``metadata={"output": True}``, ``"file"``): :func:`output_problem`."""
+    kind = f.metadata.get("output", f.name in OUTPUTS)  # True: a folder; "file"
+    return output_problem(value, key, file=kind == "file") if kind else None
+
+
+def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str | None:
+    """What makes ``value`` unusable as the output path of setting ``key``, said before anything is read or written
+    (``None``: nothing): empty (an unset shell variable), a path that becomes ``.`` (``./``, ``x/..``) or a folder
+    holding the current one (``..``, ``$UNSET/..``): ``overwrite=true`` would move it aside, the run would write among
+    the user's files; or a name longer than the file system takes. ``file``: the output is a file (said so when
+    empty).
+
+    >>> output_problem("runs/a"), output_problem("x/..")
+    (None, 'out=x/.. is the current folder: name a folder of its own for the output, e.g. out=runs/NAME')
+    """
+    if value is None:
+        return None
+    text = str(value)
+    if not text.strip():
+        return f"{key}= is empty: name the {'file to write' if file else 'output folder'} (an unset shell variable?)"
+    try:
+        here = os.getcwd()
+    except OSError:  # the current folder was deleted: nothing below can be it
+        here = None
+    real = os.path.realpath(os.path.expanduser(text))
+    dot = os.path.normpath(text) == "."  # the current folder however written as "." (named otherwise, it is allowed)
+    if dot or here is not None and here.startswith(real.rstrip(os.sep) + os.sep):
+        what = "the current folder" if dot else f"{real}, a folder holding the current one"
+        return f"{key}={text} is {what}: name a folder of its own for the output, e.g. {key}=runs/NAME"
+    longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
+    if longest > NAME_MAX or len(os.fsencode(real)) > PATH_MAX:
+        which = f"a name of {longest} bytes (at most {NAME_MAX})" if longest > NAME_MAX else f"{len(real)} characters"
+        return f"{key}={text[:80]}...: the path is too long for the file system ({which}); pass a shorter {key}="
+    return None
 
 
 def _word(choice: Any) -> str:

@@ -102,7 +102,7 @@ def file_digests(files: Mapping[str, os.stat_result] | Iterable[str | Path]) -> 
 
 def folder_files(folder: Path, exclude: Sequence[str] = ()) -> list[Path]:
     """Every file under ``folder``, sorted (symlinks followed, each folder once); hidden names, ``__pycache__``,
-    ``datasets``' ``cache-*.arrow`` and the folders in ``exclude`` (real paths) left out."""
+    ``datasets``' ``cache-*.arrow`` and the folders and files in ``exclude`` (real paths) left out."""
     found, seen = [], set()
     for root, dirs, files in os.walk(folder, followlinks=True):
         real = os.path.realpath(root)
@@ -117,6 +117,7 @@ def folder_files(folder: Path, exclude: Sequence[str] = ()) -> list[Path]:
             if not f.startswith(".")
             and not (f.startswith("cache-") and f.endswith(".arrow"))
             and os.path.isfile(os.path.join(root, f))
+            and os.path.join(real, f) not in exclude
         ]
     return sorted(found)
 
@@ -133,15 +134,23 @@ def _record(files: Mapping[str, os.stat_result] | Sequence[str], base: str = "")
 
 def _folder(folder: Path, exclude: Sequence[str]) -> dict[str, Any]:
     record = {"path": str(folder), **_record([str(f) for f in folder_files(folder, exclude)], str(folder) + os.sep)}
-    try:  # a LoRA adapter: the model it is applied to is read as well
+    if (base := _adapter_base(folder)) is not None:  # a LoRA adapter: the model it is applied to is read as well
+        record["base_model"] = fingerprint(base)
+    return record
+
+
+def _adapter_base(folder: Path) -> str | None:
+    """The base model of a LoRA adapter folder (its ``adapter_config.json``), a path where one exists; ``None``."""
+    try:
         base = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
     except (OSError, ValueError, KeyError, TypeError):
-        base = None
-    if isinstance(base, str) and base:
-        path = folder / base if (folder / base).exists() else Path(base).expanduser()
-        if not (path.exists() and path.resolve() == folder.resolve()):
-            record["base_model"] = fingerprint(str(path) if path.exists() else base)
-    return record
+        return None
+    if not (isinstance(base, str) and base):
+        return None
+    path = folder / base if (folder / base).exists() else Path(base).expanduser()
+    if path.exists() and path.resolve() == folder.resolve():
+        return None
+    return str(path) if path.exists() else base
 
 
 def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> dict[str, os.stat_result]:
@@ -154,7 +163,10 @@ def named_files(manifest: Path, roots: Sequence[str | Path] = ()) -> dict[str, o
         return {}
     if manifest.suffix.lower() in (".csv", ".tsv"):
         dialect = "excel-tab" if manifest.suffix.lower() == ".tsv" else "excel"
-        strings = {cell for row in csv.reader(text.splitlines(), dialect=dialect) for cell in row}
+        try:
+            strings = {cell for row in csv.reader(text.splitlines(), dialect=dialect) for cell in row}
+        except csv.Error:  # unreadable as CSV (a cell over the field size limit): known by its bytes alone
+            return {}
     else:  # every JSON string literal, whatever the document's shape (keys too: they name no file)
         strings = {json.loads(f'"{s}"') if "\\" in s else s for s in _JSON_STRING.findall(text)}
     bases = [str(manifest.parent), *(os.path.abspath(r) for r in roots)]
@@ -245,6 +257,36 @@ def _source(value: str, folder: Path, exclude: Sequence[str]) -> dict[str, Any]:
     if outside := sorted(f for f in outside if not os.path.realpath(f).startswith(inside)):
         record["named"] = _record(outside)
     return {"path": value, "folder": record.pop("path"), **record}
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def weights_fingerprint(value: str | Path) -> dict[str, Any] | None:
+    """A model's weights by content: the digest of the weight files in its folder (or a cached Hub id's snapshot),
+    what scores depend on, not the cards, the tokenizer or a fusion weights file beside them; a LoRA adapter's
+    with its base model's (``base_model``). ``None``: no weight files found.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = Path(d, "model.safetensors").write_bytes(b"w")
+    ...     before = weights_fingerprint(d)
+    ...     _ = Path(d, "fusion_weights.json").write_text("{}")
+    ...     weights_fingerprint(d) == before, before["files"]
+    (True, 1)
+    """
+    folder = Path(str(value)).expanduser()
+    if not folder.is_dir():
+        folder = hub_snapshot(str(value))  # type: ignore[assignment]
+        if folder is None:
+            return None
+    files = sorted(str(p) for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not files:
+        return None
+    record = _record(files, str(folder) + os.sep)
+    if (base := _adapter_base(folder)) is not None:
+        record["base_model"] = weights_fingerprint(base) or {"path": base}
+    return record
 
 
 def hub_snapshot(value: str, repo_type: str = "model") -> Path | None:

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -30,11 +31,12 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reward.core.config import output_problem
 from reward.core.errors import UserError, is_main_process
 from reward.core.fingerprints import fingerprint, hub_snapshot
 from reward.core.secrets import is_secret_key, redact
@@ -63,18 +65,20 @@ class Output:
     identity: dict[str, Any] = field(default_factory=dict)
     replace: bool = False
     lock: Any = field(default=None, repr=False, compare=False)
+    key: str = "out"  # the setting naming the folder, in messages
 
     def create(self) -> None:
         """Move an old folder aside (``overwrite=true``), create the folder and write ``run.json``."""
         real = Path(os.path.realpath(self.path))
-        if self.replace and real.is_dir():
-            move_aside(real)
-        if self.resumed:
-            logger.info("resuming the run in %s", self.path)
-            if _saved(self.path) == self.identity:  # nothing changed: the folder is left as it is
-                return
-        real.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(self.path / RUN_FILE, self.identity)
+        with os_errors(self.key, self.path):
+            if self.replace and real.is_dir():
+                move_aside(real)
+            if self.resumed:
+                logger.info("resuming the run in %s", self.path)
+                if _saved(self.path) == self.identity:  # nothing changed: the folder is left as it is
+                    return
+            real.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.path / RUN_FILE, self.identity)
 
     def finish(self) -> None:
         """Mark the run complete (the identical command then stops at once); an input known by its name alone when
@@ -117,17 +121,18 @@ def check_output(
     role -> path, fingerprinted with every other setting naming an input (:func:`path_inputs`); ``may_change``: dotted
     keys that may differ on resume; ``resume_hint``/``out_key``: the command's spelling of resuming and of its output.
     """
-    if not str(out).strip():
-        raise UserError(f"{out_key}= is empty: name the output folder (an unset shell variable?)")
+    if problem := output_problem(out, out_key):
+        raise UserError(problem)
     path = Path(out)
     named = {**path_inputs(settings), **{k: str(v) for k, v in (inputs or {}).items() if v is not None}}
     refuse_inputs(path, named, out_key)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{out_key}={path} is a file; pass a folder to write into (it will be created)")
-    check_writable(path, out_key)
-    lock = lock_output(path, out_key)
-    occupied = path.is_dir() and any(path.iterdir())
-    saved = _saved(path) if occupied and not overwrite else None
+    with os_errors(out_key, path):
+        if path.exists() and not path.is_dir():
+            raise UserError(f"{out_key}={path} is a file; pass a folder to write into (it will be created)")
+        check_writable(path, out_key)
+        lock = lock_output(path, out_key)
+        occupied = path.is_dir() and any(path.iterdir())
+        saved = _saved(path) if occupied and not overwrite else None
     if occupied and not overwrite and saved is None:
         raise UserError(
             f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
@@ -147,14 +152,14 @@ def check_output(
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     if saved is None:
-        return Output(path, False, identity, replace=occupied, lock=lock)
+        return Output(path, False, identity, replace=occupied, lock=lock, key=out_key)
     before = {"command": saved.get("command"), **saved.get("settings", {}), "inputs": saved.get("inputs") or {}}
     now = {"command": command, **identity["settings"], "inputs": _as_saved(saved.get("inputs") or {}, found)}
     if saved.get("complete") and not differences(before, now, ("resume", "overwrite")):
         raise RunComplete(f"already complete: results in {path} (overwrite=true runs it anew)")
     if not saved.get("complete") and all(p.name == RUN_FILE for p in path.iterdir()):
         logger.info("%s holds a run that never started; this run replaces it", path)
-        return Output(path, False, identity, lock=lock)
+        return Output(path, False, identity, lock=lock, key=out_key)
     if diff := differences(before, now, may_change):
         more = "\n  - ..." if len(diff) > 12 else ""
         raise UserError(
@@ -170,7 +175,7 @@ def check_output(
             "move it aside and start anew"
         )
     identity["started"] = saved.get("started", identity["started"])
-    return Output(path, True, identity, lock=lock)
+    return Output(path, True, identity, lock=lock, key=out_key)
 
 
 def refuse_inputs(target: Path, inputs: Mapping[str, str], key: str) -> None:
@@ -277,19 +282,33 @@ def check_output_file(
 ) -> Path:
     """A command writing one result file (and companions beside it, e.g. its chart): empty, a folder, or one of the
     run's inputs refused; an existing one replaced only with ``overwrite=true``, which moves it aside first."""
-    if not str(path).strip():
-        raise UserError(f"{key}= is empty: name the file to write")
+    if problem := output_problem(path, key, file=True):
+        raise UserError(problem)
     path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{key}={path} is a folder; pass the path of the file to write (e.g. {path}/result.json)")
-    refuse_inputs(path, inputs or {}, key)
-    check_writable(path.parent, key, shown=path)
-    if path.exists() and not overwrite:
-        raise UserError(f"{key}={path} exists already; pass another {key}=, or overwrite=true to move it aside")
-    for other in [path, *(path.with_suffix(s) for s in companions)] if path.exists() else []:
-        if other.exists():
-            move_aside(other)
+    with os_errors(key, path):
+        if path.is_dir():
+            raise UserError(f"{key}={path} is a folder; pass the path of the file to write (e.g. {path}/result.json)")
+        refuse_inputs(path, inputs or {}, key)
+        check_writable(path.parent, key, shown=path)
+        if path.exists() and not overwrite:
+            raise UserError(f"{key}={path} exists already; pass another {key}=, or overwrite=true to move it aside")
+        for other in [path, *(path.with_suffix(s) for s in companions)] if path.exists() else []:
+            if other.exists():
+                move_aside(other)
     return path
+
+
+@contextlib.contextmanager
+def os_errors(key: str, path: Any) -> Iterator[None]:
+    """An ``OSError`` met while checking or making the output ``path`` of setting ``key`` (a read-only disk, no
+    permission, a name the file system refuses) as one :class:`UserError` naming it."""
+    try:
+        yield
+    except OSError as err:
+        where = err.filename if err.filename is not None else path
+        raise UserError(
+            f"{key}={path}: {where}: {err.strerror or err}; pass another {key}= that this user can write"
+        ) from None
 
 
 def _saved(path: Path) -> dict[str, Any] | None:

@@ -118,7 +118,11 @@ def _malformed_line(folder: Path) -> str | None:
             line = path.read_bytes()[: err.start].count(b"\n") + 1
             return f"{path}:{line}: not UTF-8 text"
         if path.suffix == ".csv":
-            rows = list(csv.reader(text.splitlines()))
+            reader = csv.reader(text.splitlines())
+            try:
+                rows = list(reader)
+            except csv.Error as err:
+                return f"{path}:{reader.line_num}: not a readable CSV row ({err})"
             for number, row in enumerate(rows[1:], start=2):
                 if row and len(row) != len(rows[0]):
                     return f"{path}:{number}: {len(row)} fields, the header has {len(rows[0])}"
@@ -145,12 +149,36 @@ def _pick_split(source: HfSource, data: Any, default_split: str) -> tuple[Any, s
         raise ManifestError(f"{source}: no split {source.split!r}; it has {has}: pass {fix}")
     wanted = source.split or (next(iter(data)) if len(data) == 1 else default_split)
     if wanted == "all" and "all" not in data:
-        return datasets.concatenate_datasets(list(data.values())), "all"
+        return _concatenated(source, data), "all"
     for name in (wanted,) if source.split else _SPLIT_NAMES.get(wanted, (wanted,)):
         if name in data:
             return data[name], name
     example = f"{PREFIX}{source.name}:{next(iter(data))}"
     raise ManifestError(f"{source}: no split {wanted!r}; it has {', '.join(data)}: name one, e.g. {example}")
+
+
+def _concatenated(source: HfSource, data: Any) -> Any:
+    """Every split of ``data`` as one table; splits whose columns differ in type (a MOS stored as float in one and as
+    string in another) are refused naming the columns and each split's type."""
+    import datasets
+
+    columns = dict.fromkeys(c for split in data.values() for c in split.features)
+    kinds = {c: {name: _kind(split.features.get(c)) for name, split in data.items()} for c in columns}
+    if clash := {c: k for c, k in kinds.items() if len(set(k.values())) > 1}:
+        said = "; ".join(f"{c!r}: " + ", ".join(f"{n} {t}" for n, t in k.items()) for c, k in clash.items())
+        raise ManifestError(
+            f"{source}: its splits disagree on the type of column(s) {said}; name one split ({PREFIX}{source.name}:"
+            f"{next(iter(data))}), or save every split with one type (e.g. Dataset.cast_column)"
+        )
+    try:
+        return datasets.concatenate_datasets(list(data.values()))
+    except ValueError as err:  # what else datasets cannot align
+        raise ManifestError(f"{source}: its splits cannot be read as one table ({err}); name one split") from None
+
+
+def _kind(feature: Any) -> str:
+    """A column's type as said to users: ``float64``, ``string``, ``Image``; ``absent``."""
+    return "absent" if feature is None else str(getattr(feature, "dtype", None) or type(feature).__name__)
 
 
 def open_hf(

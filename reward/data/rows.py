@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from reward.core.errors import MissingInputError
-from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, load_image
+from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, image_size, load_image
 from reward.data.labels import parse_label
 from reward.data.manifest import ManifestError, iter_jsonl, resolve_image_path
 
@@ -118,16 +118,60 @@ def _image(
         raise ManifestError(f"{where}: {name!r} must be an image path (string), got {type(value).__name__}.")
     if not check:
         return image, key, None
+    hint = f"relative to {named} {folder}" if folder else "as given"
+    return image, key, _checked(image, f"{where}: {name!r} image", value, hint, max_pixels, decode=True)
+
+
+def _checked(image: ImageRef, what: str, value: Any, hint: str, max_pixels: Any, *, decode: bool) -> tuple[int, int]:
+    """The size of ``image`` (``what``: ``file:line: 'field' image``; ``value``: as the row names it), decoded or
+    read from its header; a missing or unusable one is a ``ManifestError`` saying so."""
     try:
-        return image, key, load_image(image, max_pixels=max_pixels).size
+        return load_image(image, max_pixels=max_pixels).size if decode else image_size(image, max_pixels=max_pixels)
     except FileNotFoundError as err:
-        hint = f"relative to {named} {folder}" if folder else "as given"
         raise ManifestError(
-            f"{where}: {name!r} image {value!r} not found at {image} (paths are read {hint}); "
-            "fix the path or add the file (image_root=DIR reads relative paths from another folder)."
+            f"{what} {value!r} not found at {image} (paths are read {hint}); fix the path or add the file "
+            "(image_root=DIR reads relative paths from another folder)."
         ) from err
     except ImageError as err:
-        raise ManifestError(f"{where}: {name!r} image unusable: {err} Replace the file or drop the row.") from err
+        raise ManifestError(f"{what} unusable: {err} Replace the file or drop the row.") from err
+
+
+def check_row_images(
+    result: ManifestResult, *, skip_bad: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS, skip_key: str = ""
+) -> ManifestResult:
+    """``result`` (read with ``check_images=False``) with every image of its rows checked from its header, nothing
+    decoded (it exists, is an image, within ``max_pixels``): a bad row raises its ``ManifestError`` naming file and
+    line, or with ``skip_bad`` joins the skipped rows (counted). ``skip_key``: the setting that skips (its fix)."""
+    rows, skipped = [], list(result.skipped)
+    for row in result.rows:
+        try:
+            for name in ("image", "a", "b", "mask"):
+                if isinstance(image := getattr(row, name, None), Path | DatasetImage):
+                    where = f"{row.where}: {name!r} image"
+                    _checked(image, where, str(image), "as resolved", max_pixels, decode=False)
+        except ManifestError as err:
+            if not skip_bad:
+                raise _with_fix(err, skip_key) from None
+            logger.warning("skipping bad row: %s", err)
+            skipped.append(SkippedRow(row.line, str(err)))
+            continue
+        rows.append(row)
+    if not rows:
+        raise ManifestError(
+            f"{result.source}: all {len(skipped)} rows are bad, nothing to use; first: {skipped[0].reason}"
+        )
+    return ManifestResult(rows, sorted(skipped, key=lambda s: s.line), result.source, result.info)
+
+
+def _with_fix(err: ManifestError, skip_key: str) -> ManifestError:
+    """A bad row's error, ending with how to skip such rows: ``skip_key=true`` (the setting of the command that read
+    it); unchanged without ``skip_key``."""
+    text = str(err)
+    if not skip_key or f"{skip_key}=true" in text:
+        return err
+    if "skip_bad=true" in text:
+        return ManifestError(text.replace("skip_bad=true", f"{skip_key}=true"))
+    return ManifestError(f"{text.rstrip('.')}; or pass {skip_key}=true to skip and count such rows.")
 
 
 def _open(
@@ -281,9 +325,11 @@ def _load(
     mos_range: tuple[float, float] | None = None,
     default_split: str = "all",
     columns: Any = None,
+    skip_key: str = "",
 ) -> ManifestResult:
-    """Every row of ``source`` read as ``kind``; a bad one raises its ``ManifestError`` (file and line) or, with
-    ``skip_bad``, is logged and counted. An empty source, or one whose rows are all bad, always raises."""
+    """Every row of ``source`` read as ``kind``; a bad one raises its ``ManifestError`` (file and line; ``skip_key``:
+    the setting that skips such rows, named as the fix) or, with ``skip_bad``, is logged and counted. An empty source,
+    or one whose rows are all bad, always raises."""
     name, folder, info, items = _open(source, kind, default_split, columns, image_root)
     from_root = image_root is not None and folder == Path(image_root).expanduser()
     named = "image_root" if from_root else "the manifest's folder"
@@ -304,7 +350,7 @@ def _load(
             rows.append(_parse(kind, row, line, where, images, mos_range))
         except ManifestError as err:
             if not skip_bad:
-                raise
+                raise _with_fix(err, skip_key) from None
             logger.warning("skipping bad row: %s", err)
             skipped.append(SkippedRow(line, str(err)))
     if total == 0:
@@ -321,7 +367,8 @@ def _load(
 def load_ratings(source: Any, **options: Any) -> ManifestResult[RatingRow]:
     """The rated images of ``source``: each an image, a dimension and a MOS (or raw ``ratings``, averaged).
 
-    Options: ``skip_bad`` (skip and count bad rows instead of raising), ``check_images`` (decode every image once,
+    Options: ``skip_bad`` (skip and count bad rows instead of raising; ``skip_key``: the setting that does, named in
+    the refusal of a bad row), ``check_images`` (decode every image once,
     now: default true), ``max_pixels`` (the decode guard), ``mos_range=(low, high)`` (refuse a MOS or rating outside
     it), ``image_root`` and ``allow_absolute_paths`` (where relative paths are read; absolute ones admitted; not for
     ``NAME:FOLDER``, read from its own folder), ``default_split`` (of a dataset source naming none), ``columns``

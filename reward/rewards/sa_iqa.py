@@ -27,6 +27,7 @@ from PIL import Image
 
 from reward.core.config import BATCH, parse
 from reward.core.errors import MissingInputError, UserError
+from reward.core.fingerprints import weights_fingerprint
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
@@ -89,6 +90,8 @@ class SaIqaReward(TrlCallable):
         divide_by_sum: bool = True,
         dimensions: Sequence[str] | None = None,
         reuse_prefix: bool = True,
+        scorer: str | None = None,
+        fitted_on: dict[str, Any] | None = None,
     ) -> None:
         self.dimensions = list(dimensions or meta["queries"])  # build() checks them against the scorer's
         words = tuple(meta["level_words"])
@@ -101,6 +104,8 @@ class SaIqaReward(TrlCallable):
         self.weights, self.divide_by_sum = weights, divide_by_sum
         self.fusion = "mean" if weights is None else "bradley-terry" + ("" if divide_by_sum else ", eq. 3 undivided")
         self.reuse_prefix = reuse_prefix
+        self.scorer, self.fitted_on = scorer, fitted_on  # the scorer folder; what the fusion weights were fitted on
+        self._weights_digest: dict[str, Any] | None = None
         for q in self.queries:
             vlm.candidate_ids(q)  # multi-token level words fail here, before any scoring
 
@@ -120,9 +125,14 @@ class SaIqaReward(TrlCallable):
 
     @property
     def record(self) -> dict[str, Any]:
-        """What a run records about this reward's numbers: ``fusion`` (mean | bradley-terry) and the weights."""
+        """What a run records about this reward's numbers: ``fusion`` (mean | bradley-terry), the weights and what
+        they were fitted on, and the scorer by the content of its weights (``perceptual-rewards fit`` reads it
+        beside the scores it fits on)."""
         weights = None if self.weights is None else dict(zip(self.dimensions, self.weights.tolist(), strict=True))
-        return {"fusion": self.fusion, "fusion_weights": weights}
+        if self.scorer is not None and self._weights_digest is None:
+            self._weights_digest = weights_fingerprint(self.scorer)
+        scorer = {"path": self.scorer, "weights": self._weights_digest} if self.scorer is not None else None
+        return {"fusion": self.fusion, "fusion_weights": weights, "fusion_fitted_on": self.fitted_on, "scorer": scorer}
 
     def score(
         self, images: Sequence[Image.Image | PreparedImages] | Any, prompts: Sequence[str] | None = None
@@ -156,7 +166,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
             f"reward.dimensions={list(dims)}: {unknown} not in the scorer {config.model}; it has "
             f"{list(meta['queries'])}"
         )
-    weights, divide = fusion_of(config, dims)  # a weights file that cannot be used is refused before the model loads
+    weights, divide, fitted_on = fusion_of(config, dims)  # a file that cannot be used: refused before the model loads
     base = meta.get("base_model")  # set when the scorer holds a LoRA adapter
     vlm: VLM | OpenAIBackend
     if config.backend == "openai":  # the scorer's queries and words from its folder, the answers from the servers
@@ -165,18 +175,30 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
         vlm = served_vlm(config.server, tokenizer=config.model)
     else:
         vlm = load_vlm(
-            base or config.model, loading, batch_size=config.batch_size, adapter=config.model if base else None
+            base or config.model,
+            loading,
+            batch_size=config.batch_size,
+            adapter=config.model if base else None,
+            key="reward.model",
         )
     return SaIqaReward(
-        vlm, meta, weights=weights, divide_by_sum=divide, dimensions=dims, reuse_prefix=config.reuse_prefix
+        vlm,
+        meta,
+        weights=weights,
+        divide_by_sum=divide,
+        dimensions=dims,
+        reuse_prefix=config.reuse_prefix,
+        scorer=config.model,
+        fitted_on=fitted_on,
     )
 
 
-def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | None, bool]:
-    """The weights of ``reward.fusion`` (or the scorer folder's file) ordered as ``dims`` and whether the fused score
-    is divided by their sum (unless the file says ``divide_by_sum: false``), said once: Bradley-Terry weights, the
-    plain mean of several dimensions (not eq. 3: a warning), or nothing to fuse. A file the fused score cannot use
-    is a :class:`~reward.rewards.fusion_weights.FusionWeightsError` naming it and the fix."""
+def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | None, bool, dict[str, Any] | None]:
+    """The weights of ``reward.fusion`` (or the scorer folder's file) ordered as ``dims``, whether the fused score
+    is divided by their sum (unless the file says ``divide_by_sum: false``) and what they were fitted on, said once:
+    Bradley-Terry weights, the plain mean of several dimensions (not eq. 3: a warning), or nothing to fuse. A file
+    the fused score cannot use is a :class:`~reward.rewards.fusion_weights.FusionWeightsError` naming it and the fix;
+    so is the scorer folder's own file fitted on another scorer (:func:`check_fitted_on`)."""
     path = Path(config.fusion) if config.fusion else Path(config.model) / WEIGHTS_FILENAME
     if config.fusion and not path.is_file():
         raise MissingInputError(f"reward.fusion={config.fusion} does not exist; write it with perceptual-rewards fit")
@@ -189,8 +211,9 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
                 config.model,
                 list(dims),
             )
-        return None, True
+        return None, True, None
     fw = load_weights(path)
+    fitted_on = check_fitted_on(fw.meta.get("fitted_on"), path, config)
     table = dict(zip(fw.dimensions, fw.weights, strict=True))
     if missing := [d for d in dims if d not in table]:
         raise FusionWeightsError(
@@ -201,7 +224,7 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
     logger.info("reward=sa-iqa: fusion: bradley-terry with the weights of %s", path)
     if fw.meta.get("divide_by_sum") is False:
         logger.info("%s: eq. 3 as written (divide_by_sum=false): S = x.w, on the weights' scale", path)
-        return w, False
+        return w, False, fitted_on
     if w.sum() <= 0:
         raise FusionWeightsError(
             f"{path}: the weights sum to {w.sum().item():.4g}; the fused score is divided by that sum (keeping eq. "
@@ -210,4 +233,30 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
         )
     if (w < 0).any():
         logger.warning("%s has negative weights: the fused score may leave the 1-5 scale", path)
-    return w, True
+    return w, True, fitted_on
+
+
+def check_fitted_on(fitted: Any, path: Path, config: SaIqaConfig) -> dict[str, Any] | None:
+    """What the weights file ``path`` was fitted on (its ``meta.fitted_on``: the scorer and the digest of its
+    weights), checked against the scorer ``reward.model`` holds now: another model's weights (SFT replaced the
+    model, a file copied from another scorer) are refused when the file is the scorer folder's own, which claims to
+    be fitted on it, and used with a warning naming both when ``reward.fusion`` names the file (a choice)."""
+    if not (isinstance(fitted, dict) and isinstance(fitted.get("weights"), dict)):
+        logger.info("%s records no scorer it was fitted on: not checked against %s", path, config.model)
+        return None
+    now = weights_fingerprint(config.model)
+    if now is None or now == fitted["weights"]:
+        return fitted
+    said = (
+        f"{path} was fitted on the scores of the scorer {fitted.get('path')} (weights "
+        f"{fitted['weights'].get('sha256', '?')[:12]}), and reward.model={config.model} holds other weights "
+        f"({now['sha256'][:12]})"
+    )
+    if not config.fusion:
+        raise FusionWeightsError(
+            f"{said}: its fused score would weight this model's dimensions by another's. Refit them on this scorer "
+            f"(perceptual-rewards fit pairs=PAIRS.jsonl reward=sa-iqa reward.model={config.model} out={path} "
+            f"overwrite=true), or pass reward.fusion={path} to use them knowingly"
+        )
+    logger.warning("%s; using them, as reward.fusion names the file (refit on this scorer for its own)", said)
+    return fitted

@@ -10,13 +10,14 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 from reward.core.errors import MissingInputError
 from reward.core.fingerprints import HUB_ID
 
-__all__ = ["check_models", "is_repo_id", "missing_model", "resolve_model_dir"]
+__all__ = ["check_models", "folder_problem", "is_repo_id", "missing_model", "resolve_model_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +74,8 @@ def missing_model(value: str | None, key: str, *, cached: bool = False) -> str |
     if not str(value).strip():
         return f"{key}= is empty: name a checkpoint folder or a Hub id (ORG/NAME) (an unset shell variable?)"
     folder = Path(str(value)).expanduser()
-    checkpoint = any((folder / f).is_file() for f in ("config.json", "adapter_config.json"))
-    if cached and folder.is_dir() and not checkpoint:  # right before loading: a folder that holds no model
-        return f"{key}={value}: not a checkpoint folder (no config.json in it); pass a model's folder or a Hub id"
+    if cached and folder.is_dir():  # right before loading: a folder that holds no usable model
+        return folder_problem(folder, key)
     if folder.exists():
         return None
     if not (HUB_ID.match(str(value)) and ".." not in str(value)):
@@ -87,6 +87,82 @@ def missing_model(value: str | None, key: str, *, cached: bool = False) -> str |
             resolve_model_dir(str(value), key=key, what="local")
         except MissingInputError as err:
             return str(err)
+    return None
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def folder_problem(folder: Path, key: str) -> str | None:
+    """What makes the model folder ``folder`` (setting ``key``) unloadable, found from its files without loading it:
+    no ``config.json`` (nor a LoRA adapter's), a text-only model (no vision tower), no weights, a shard its index
+    names but the folder lacks, a truncated or damaged ``.safetensors`` file; ``None``: none of these."""
+    from reward.data.files import read_json_object
+
+    shown = f"{key}={folder}"
+    config, adapter = folder / "config.json", folder / "adapter_config.json"
+    if not config.is_file() and not adapter.is_file():
+        return f"{shown}: not a checkpoint folder (no config.json in it); pass a model's folder or a Hub id"
+    if config.is_file():
+        settings = read_json_object(config, "the model folder is damaged: download or save it again")
+        if not is_vision_model(settings):
+            return (
+                f"{shown}: a text-only model ({settings.get('model_type') or 'no model_type'}: no vision tower), "
+                "which cannot see an image; pass a vision-language model's folder (the families: docs/backbones.md)"
+            )
+    weights = sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    for index in (folder / name for name in INDEXES if (folder / name).is_file()):
+        shards = read_json_object(index, "download or save the model again").get("weight_map") or {}
+        if lacking := sorted({s for s in shards.values() if not (folder / str(s)).is_file()}):
+            return f"{shown}: {index.name} names {lacking[0]}, which the folder lacks; download or save it again"
+    if not weights:
+        return (
+            f"{shown}: no model weights in it (model.safetensors, pytorch_model.bin, their shards or a LoRA "
+            "adapter's); download the model again, or pass the folder save_pretrained wrote"
+        )
+    for file in (w for w in weights if w.suffix == ".safetensors"):
+        if problem := safetensors_problem(file):
+            return f"{shown}: {file.name} {problem}; download or save the model again"
+    return None
+
+
+def is_vision_model(config: dict) -> bool:
+    """Whether a model's ``config.json`` describes a vision-language model: a vision tower's settings, a family of
+    :data:`reward.vlm.families.FAMILIES`, or a model type transformers reads images and text with."""
+    from reward.vlm.families import FAMILIES
+
+    kind = config.get("model_type")
+    if "vision_config" in config or kind in FAMILIES:
+        return True
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    return kind in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a ``.safetensors`` file, read from its header alone (``None``: nothing): cut short (the
+    header places its tensors past the file's end), or a header that is not one.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     header = b'{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'
+    ...     _ = Path(d, "m.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(4))
+    ...     safetensors_problem(Path(d, "m.safetensors"))
+    'is truncated: 73 bytes of the 77 its header places tensors in'
+    """
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        length = int.from_bytes(f.read(8), "little") if size >= 8 else -1
+        if not 0 < length <= size - 8:
+            return f"is truncated or not a safetensors file ({size} bytes, its header says {max(length, 0)})"
+        try:
+            header = json.loads(f.read(length))
+            end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "has a damaged header (not the JSON safetensors writes)"
+    if 8 + length + end > size:
+        return f"is truncated: {size} bytes of the {8 + length + end} its header places tensors in"
     return None
 
 

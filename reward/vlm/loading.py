@@ -17,6 +17,7 @@ from reward.core.config import FRACTION, RETRIES
 from reward.core.errors import MissingInputError, UserError
 from reward.data.files import read_json_object
 from reward.vlm.families import Family, family_of
+from reward.vlm.hub import folder_problem
 
 if TYPE_CHECKING:  # torch and the model are imported when a model loads: settings are read before
     import torch
@@ -272,6 +273,7 @@ def load_vlm(
     batch_size: int = 16,
     adapter: str | Path | None = None,
     merge_adapter: bool = True,
+    key: str = "model",
     **overrides: Any,
 ) -> VLM:
     """Load a Hugging Face VLM checkpoint of any family of :data:`reward.vlm.families.FAMILIES` for scoring.
@@ -280,7 +282,9 @@ def load_vlm(
     pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).
     ``adapter``: a peft (LoRA) adapter directory trained on ``path``, loaded in fp32 and merged into the weights in
     fp32 (rounded once to the model's dtype: :func:`merge_lora`); ``merge_adapter=False`` keeps it beside the
-    weights, unmerged, computing exactly as in training (slower: two extra matmuls per adapted layer).
+    weights, unmerged, computing exactly as in training (slower: two extra matmuls per adapted layer). ``key``: the
+    setting that named ``path``, in the one-line refusal of a folder holding no usable model
+    (:func:`reward.vlm.hub.folder_problem`).
     """
 
     from transformers import AutoModelForImageTextToText
@@ -290,6 +294,9 @@ def load_vlm(
     loading = dataclasses.replace(loading or ModelLoading(), **overrides)
     if not Path(path).exists() and not str(path).count("/") == 1:
         raise MissingInputError(f"model path {path} does not exist; pass a checkpoint directory (model=...)")
+    for folder in (Path(path), Path(adapter or path)):  # a text-only model, no weights, a truncated file: one line
+        if folder.is_dir() and (problem := folder_problem(folder, key)):
+            raise UserError(problem)
     for name in ("config.json", "preprocessor_config.json", "processor_config.json"):  # one line, not a traceback
         if (Path(path) / name).is_file():
             read_json_object(Path(path) / name, _RESAVE)

@@ -69,7 +69,8 @@ class BestOfNSettings:
     )
     limit: int | None = field(default=None, metadata={"help": "use only the first tasks", "range": COUNT})
     skip_bad: bool = field(
-        default=True, metadata={"help": "bad manifest rows: named by file:line, skipped and counted"}
+        default=False,
+        metadata={"help": "a bad row (file and line named) is refused; true: skipped and counted instead"},
     )
     max_decode_pixels: int = field(
         default=DEFAULT_MAX_PIXELS,

@@ -166,7 +166,10 @@ class GrpoSettings:
     )
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
-    skip_bad: bool = field(default=True, metadata={"help": "bad rows named by file:line, skipped and counted"})
+    skip_bad: bool = field(
+        default=False,
+        metadata={"help": "a bad row (file and line named) is refused; true: skipped and counted instead"},
+    )
     max_decode_pixels: int = field(
         default=DEFAULT_MAX_PIXELS, metadata={"help": "larger images are refused unread", "range": PIXELS}
     )

@@ -156,7 +156,10 @@ class DataSettings:
         default=None,
         metadata={"help": "MOS scale of the words; null: each source's own (e.g. SPAQ 0-100), else [1, 5]"},
     )
-    skip_bad: bool = field(default=True, metadata={"help": "bad rows: reported by file and line, skipped, counted"})
+    skip_bad: bool = field(
+        default=False,
+        metadata={"help": "a bad row (file and line named) is refused; true: skipped and counted instead"},
+    )
     max_decode_pixels: int = field(
         default=36_000_000, metadata={"help": "decode guard; the processor's: model.max_pixels", "range": PIXELS}
     )
@@ -362,6 +365,7 @@ class SftSettings:
             "help": "FILE: write each training row as it will be trained (JSON lines: image, prompt, response, target "
             "{word: probability}, mos, std) and exit; no model loads",
             "may_change": True,
+            "output": "file",
         },
     )
     plan_for: PlanSettings = field(
@@ -843,7 +847,8 @@ def _evaluate(reward: Any, settings: SftSettings, out: Path, *, write: bool = Tr
     data, mos_range = settings.data, data_mos_range(settings, settings.data.test)
     eval_settings = EvalSettings(batch_size=settings.eval_batch_size, skip_bad=data.skip_bad, mos_range=mos_range)
     where = {"columns": data.columns, "mos_range": mos_range, **image_paths(settings)}
-    rows = load_ratings(data.test, skip_bad=data.skip_bad, check_images=False, default_split="test", **where)
+    read = {"skip_bad": data.skip_bad, "check_images": False, "default_split": "test", "skip_key": "data.skip_bad"}
+    rows = load_ratings(data.test, **read, **where)
     tested = with_score(rows.rows, settings.data.score, rows.source)  # the MOS trained on, the rows kept
     keep = {name: (float(b[0]), float(b[1])) for name, b in settings.data.keep.items()}
     tested, kept_out = keep_rows(tested, keep, rows.source)

