@@ -123,7 +123,7 @@ def test_a_missing_input_exits_2_with_one_message_naming_the_file(script, tmp_pa
 @pytest.mark.slow
 def test_under_accelerate_launch_the_message_is_printed_once(tmp_path):
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
-    cmd += [str(ROOT / "reward/evaluate.py"), "colour=red", "data=x", f"out={tmp_path}"]
+    cmd += [str(ROOT / "reward/evaluate.py"), "colour=red", "data=x", f"out={tmp_path / 'run'}"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode != 0
     assert (done.stdout + done.stderr).count("error: unknown key colour") == 1  # not once per process, not lost
@@ -535,6 +535,18 @@ def test_an_output_path_that_is_empty_the_current_folder_or_too_long_is_refused(
     assert err.startswith(f"error: {key}=") and PATH_PROBLEMS[value] in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]  # nothing moved aside
     assert sorted(p.name for p in here.iterdir()) == ["my-notes.txt"]  # nothing written
+
+
+def test_the_current_folder_by_its_absolute_path_or_a_folder_above_it_is_no_output_folder(tmp_path, monkeypatch):
+    from reward.core.config import output_problem
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert "is the current folder" in output_problem(str(here))
+    assert "is the current folder" in output_problem(f"{tmp_path}/./here/")
+    assert "a folder holding the current one" in output_problem(str(tmp_path))
+    assert output_problem(str(here / "runs")) is None and output_problem(str(tmp_path / "there")) is None
 
 
 @pytest.mark.parametrize("script", ["training/synthetic.py", "rl/tasks.py", "training/perception_questions.py"])

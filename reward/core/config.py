@@ -171,7 +171,7 @@ def _output_problem(f: dataclasses.Field, key: str, value: str) -> str | None:
 def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str | None:
     """What makes ``value`` unusable as the output path of setting ``key``, said before anything is read or written
     (``None``: nothing): empty (an unset shell variable), a path that becomes ``.`` (``./``, ``x/..``) or a folder
-    holding the current one (``..``, ``$UNSET/..``): ``overwrite=true`` would move it aside, the run would write among
+    holding the current one (``..``, ``$UNSET/..``; the current folder by its absolute path too): ``overwrite=true`` would move it aside, the run would write among
     the user's files; or a name longer than the file system takes. ``file``: the output is a file (said so when
     empty).
 
@@ -188,7 +188,7 @@ def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str |
     except OSError:  # the current folder was deleted: nothing below can be it
         here = None
     real = os.path.realpath(os.path.expanduser(text))
-    dot = os.path.normpath(text) == "."  # the current folder however written as "." (named otherwise, it is allowed)
+    dot = os.path.normpath(text) == "." or real == here  # the current folder, however it is written
     if dot or here is not None and here.startswith(real.rstrip(os.sep) + os.sep):
         what = "the current folder" if dot else f"{real}, a folder holding the current one"
         return f"{key}={text} is {what}: name a folder of its own for the output, e.g. {key}=runs/NAME"
