@@ -170,10 +170,10 @@ def _output_problem(f: dataclasses.Field, key: str, value: str) -> str | None:
 
 def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str | None:
     """What makes ``value`` unusable as the output path of setting ``key``, said before anything is read or written
-    (``None``: nothing): empty (an unset shell variable), a path that becomes ``.`` (``./``, ``x/..``) or a folder
-    holding the current one (``..``, ``$UNSET/..``; the current folder by its absolute path too): ``overwrite=true`` would move it aside, the run would write among
-    the user's files; or a name longer than the file system takes. ``file``: the output is a file (said so when
-    empty).
+    (``None``: nothing): empty (an unset shell variable), the current folder however written (``./``, ``x/..``, its
+    absolute path) or a folder holding it (``..``, ``$UNSET/..``): ``overwrite=true`` would move it aside, the run
+    would write among the user's files; or a name longer than the file system takes. ``file``: the output is a file
+    (said so when empty).
 
     >>> output_problem("runs/a"), output_problem("x/..")
     (None, 'out=x/.. is the current folder: name a folder of its own for the output, e.g. out=runs/NAME')
