@@ -28,24 +28,25 @@ pytestmark = pytest.mark.slow
 
 TINY_FLUX = ["generator.dtype=float32", "generator.max_sequence_length=16", "generator.steps=3", "sample.max_size=32"]
 # the learning proof's variant of the defaults (the 2-process test runs the recipe's own geometry): a group of 8,
-# two prompts a round, one optimizer step a round, 3 sampling steps all trained, a larger learning rate and clip
-# range, and the transformer's output projection adapted too (a random tiny transformer learns through it first)
+# two prompts a round, one optimizer step a round, 3 sampling steps (the SDE on the first two, the last one the ODE's),
+# a larger learning rate and clip range, and the transformer's output projection adapted too (a random tiny
+# transformer learns through it first)
 LEARN = [
     *TINY_FLUX,
-    "reward=scene-proxy",
-    "+reward.weights={distortion: 1.0}",
-    "judge=known_truth:smoothness",
+    "~reward",
+    "reward.name=known_truth:smoothness",
+    "judge=known_truth:flatness",
     "trainer.num_generations=8",
     "trainer.per_device_train_batch_size=4",
     "trainer.generation_batch_size=16",
     "trainer.global_batch_size=16",
     "trainer.learning_rate=5e-2",
     "trainer.epsilon=0.2",
-    "trainer.max_steps=10",
+    "trainer.max_steps=20",
     "trainer.save_steps=100",
     "sample.steps=3",
-    "sample.window=3",
-    "sample.window_range=[0,3]",
+    "sample.window=2",
+    "sample.window_range=[0,2]",
     "lora.r=8",
     "lora.alpha=16",
     "lora.target_modules=[attn.to_q,attn.to_k,attn.to_v,attn.to_out.0,ff.net.0.proj,ff.net.2,proj_out]",
@@ -73,7 +74,12 @@ def tasks(tmp_path_factory) -> Path:
 def learned(tiny_pipeline_path, tasks, tmp_path_factory):
     out = tmp_path_factory.mktemp("flow-learn") / "run"
     args = [f"generator.path={tiny_pipeline_path('flux-fill')}", f"data={tasks}", f"out={out}", *LEARN]
-    return out, args, run_flow_grpo(_cfg(args))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: one thread is the fastest, and no thread waits on a busy machine
+    try:
+        return out, args, run_flow_grpo(_cfg(args))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_sampling_at_noise_zero_is_the_pipelines_own_sampler(tiny_pipeline_path):
@@ -153,16 +159,17 @@ def test_the_log_probability_recomputed_for_training_is_the_sampled_one(tiny_pip
 
 
 def test_flow_grpo_learns_a_known_truth_and_the_held_out_judge_moves_with_it(learned):
-    """Truth: how free of fine-grain noise the inpainted image is. Trained on scene-proxy's distortion statistic
-    (the log-luminance's residual against its blur), judged by another measure of it (the mean absolute Laplacian,
-    tests/known_truth.py), on held-out tasks with fixed seeds before and after 10 steps."""
+    """Truth: how free of fine-grain texture the inpainted image is (the tiny random VAE lets the generator change
+    its texture, not its brightness: tests/known_truth.py). Trained on one measure of it (the mean absolute
+    Laplacian), judged by another (the total variation), on held-out tasks with fixed seeds, before and after 20
+    steps (seeds 1, 2, 3 and 42 measured: the reward rose 0.07-0.11, the judge 0.04-0.08)."""
     out, _, result = learned
-    assert result["complete"] and result["global_step"] == 10 and result["judge"] == "known_truth:smoothness"
+    assert result["complete"] and result["global_step"] == 20 and result["judge"] == "known_truth:flatness"
     rows = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [0, 10]
-    reward, judge = (rows[1][k] - rows[0][k] for k in ("scene-proxy", "known_truth:smoothness"))
-    assert reward > 0.05, rows  # on [0, 1]: 0.2 on scene-proxy's 1-5 scale
-    assert judge > 0.05, rows
+    assert [r["step"] for r in rows] == [0, 10, 20]
+    reward, judge = (rows[-1][k] - rows[0][k] for k in ("known_truth:smoothness", "known_truth:flatness"))
+    assert reward > 0.05, rows
+    assert judge > 0.03, rows
     rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
     assert rounds[-1]["reward"] > rounds[0]["reward"] + 0.04  # the training reward too
     assert all(r["unusable"] == 0 for r in rounds)
@@ -324,3 +331,39 @@ def test_the_plan_of_flux_fill_with_sa_iqa_on_8_gpus_loads_nothing(capsys):
     h = 32
     shape = FlowShape("tiny", 0, h, 2, 3, 0, 16, ((h, h),) * 8 + ((h, 4 * h), (4 * h, h)) * 2, ((h, h),) * 3, False)
     assert lora_params(shape, 4) == added
+
+
+def test_pace_and_a_served_chat_judge_train_beside_each_other_with_weights(
+    tiny_pipeline_path, tasks, tmp_path, request
+):
+    """Any registered reward by name: PACE (its protocol on the tiny VLM) and a chat model served by an
+    OpenAI-compatible server, weighted 0.25 / 0.75; both give every image a score (each term active)."""
+    from conftest import tiny_reward_config
+
+    pace, chat = tiny_reward_config("pace", request), tiny_reward_config("chat-judge", request)
+    args = [
+        f"generator.path={tiny_pipeline_path('flux-fill')}",
+        f"data={tasks}",
+        f"out={tmp_path / 'run'}",
+        *TINY_FLUX,
+        "~reward",
+        "reward.name=pace",
+        f"reward.model={pace['model']}",
+        f"reward.protocol={pace['protocol']}",
+        f"more_rewards=[{{name: chat-judge, server: {{base_urls: [{chat['server']['base_url']}]}}}}]",
+        "trainer.reward_weights=[0.25,0.75]",
+        "trainer.num_generations=2",
+        "trainer.per_device_train_batch_size=2",
+        "trainer.generation_batch_size=4",
+        "trainer.max_steps=1",
+        "sample.steps=2",
+        "sample.window=1",
+        "sample.window_range=[0,2]",
+        "eval.every=0",
+        "lora.r=2",
+    ]
+    result = run_flow_grpo(_cfg(args))
+    assert result["complete"] and result["rewards"] == ["pace", "chat-judge"]
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
+    assert row["unusable"] == 0 and row["rewards/pace"] is not None and row["rewards/chat-judge"] is not None
+    assert row["reward"] == pytest.approx(0.25 * row["rewards/pace"] + 0.75 * row["rewards/chat-judge"], abs=1e-9)
