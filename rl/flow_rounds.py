@@ -15,11 +15,13 @@ would have.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from rl.flow_models import FlowGenerator, build_flow_generator, load_prompt_task
 from rl.flow_rollout import Layout, Rollout, Sampling, sample_group_batch, seed_of
 from rl.flow_update import Objective, adapter_off, run_update
 from rl.inpaint_tasks import load_tasks
+from training.shared.deepspeed import uses_deepspeed
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +80,8 @@ def build_accelerator(settings: Any, accumulation: int) -> Any:
     accelerator = Accelerator(
         gradient_accumulation_steps=accumulation,
         mixed_precision="bf16" if bf16 else "no",
-        cpu=not torch.cuda.is_available(),
+        # CPU processes: gloo (cpu=True drops a DeepSpeed launch, which runs on CPUs as it is)
+        cpu=not torch.cuda.is_available() and not uses_deepspeed(None),
     )
     plugin: DeepSpeedPlugin | None = accelerator.state.deepspeed_plugin
     if plugin is not None:  # no dataloader to read it from
@@ -96,6 +100,21 @@ def combined(scores: dict[str, Any], weights: list[float]) -> list[float | None]
             None if any(v is None for v in values) else sum(w * v for w, v in zip(weights, values, strict=True))
         )
     return out
+
+
+@contextlib.contextmanager
+def _deepspeed_globals() -> Iterator[None]:
+    """Under DeepSpeed, its ZeRO optimizer's state holds its loss scaler, its stage and its fragments' addresses: these
+    classes are allowed to ``torch.load(weights_only=True)`` by name, nothing else."""
+    if not uses_deepspeed(None):
+        yield
+        return
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    with torch.serialization.safe_globals([LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]):
+        yield
 
 
 class FlowRounds:
@@ -203,13 +222,29 @@ class FlowRounds:
             folder = Path(found)
             state = json.loads((folder / STATE_FILE).read_text())
             self._load_adapter(folder)
-            own = folder / f"optimizer-rank{self.accelerator.process_index}.pt"
-            self.optimizer.load_state_dict(torch.load(own, map_location="cpu", weights_only=True))
+            with _deepspeed_globals():
+                saved = [torch.load(f, weights_only=True) for f in self._optimizer_files(folder, state)]
+            self.optimizer.load_state_dict(saved if len(saved) > 1 or uses_deepspeed(None) else saved[0])
             self.step, self.round = int(state["global_step"]), int(state["round"])
             self.resumed_from = str(folder)
         if self.accelerator.is_main_process:
             truncate_records(self.out, self.step, extra=("rounds.jsonl", "items.jsonl"))
         logger.info("resuming the run in %s from %s", self.out, self.resumed_from or "its start (no checkpoint yet)")
+
+    def _optimizer_files(self, folder: Path, state: dict[str, Any]) -> list[Path]:
+        """The optimizer states to restore from checkpoint ``folder``: under DDP every process holds the same one (the
+        first's is read, whatever the number of processes now); DeepSpeed's ZeRO optimizer reads every process's
+        share (its ``load_state_dict`` takes the list), so the launch must have as many processes as the one that
+        saved them."""
+        acc = self.accelerator
+        if not uses_deepspeed(None):
+            return [folder / "optimizer-rank0.pt"]
+        if int(state.get("processes", acc.num_processes)) != acc.num_processes:
+            raise UserError(
+                f"{folder} was saved by {state['processes']} DeepSpeed processes (each its share of the optimizer); "
+                f"resume it with --num_processes {state['processes']}, or start anew with another out="
+            )
+        return [folder / f"optimizer-rank{rank}.pt" for rank in range(acc.num_processes)]
 
     def _load_adapter(self, folder: Path) -> None:
         from diffusers.utils import convert_unet_state_dict_to_peft
