@@ -14,6 +14,7 @@ sampling steps, the reference forward when ``beta > 0``, CFG's doubled batch) at
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,8 @@ def flow_grpo_plan(settings: Any, source: SourceBatch) -> Plan:
     shape = SHAPES[name]()
     side = min(s.max_size, gen.get("size") or s.max_size) // shape.patch * shape.patch
     tokens = (side // shape.patch) ** 2
+    text = int(gen.get("max_sequence_length") or shape.text_tokens) + (77 if name == "sd3" else 0)  # SD3: + CLIP's
+    shape = dataclasses.replace(shape, text_tokens=text)
     weight_bytes = 2 if launch.bf16 else 4
     trainable = lora_params(shape, settings.lora.r)
     shard = launch.processes if launch.zero_stage >= 1 else 1
