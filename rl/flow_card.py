@@ -52,7 +52,7 @@ def flow_card(record: Mapping[str, Any], result: Mapping[str, Any], *, command: 
     judge = result.get("judge")
     if judge and record.get("judge"):
         rows.append([judge, "held-out judge (not trained on)", _models(reward_models([record["judge"]])[0][1])])
-    role = {row[0]: row[1].split(" (")[0] for row in rows}
+    role = {row[0]: row[1] for row in rows}
     table = []
     for label, v in heldout.items():
         first, last = v.get("first"), v.get("last")
