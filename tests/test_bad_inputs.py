@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import runpy
 import subprocess
 import sys
@@ -439,3 +440,19 @@ def test_flow_grpo_reports_every_settings_problem_at_once(tmp_path, capsys):
         "sample.window_range=[3, 1]",
     ):
         assert said in err, err
+
+
+def test_a_prompts_manifest_names_its_bad_rows_by_file_and_line_or_skips_and_counts_them(tmp_path):
+    """Flow-GRPO's text-to-image tasks: an empty prompt, a row without one and broken JSON, each named."""
+    from reward.data import load_prompts
+
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes(b'{"prompt": "a reading nook"}\n{"prompt": "  "}\n{"text": "a hall"}\n{"prompt": \n')
+    for line, said in ((2, "'prompt' must be a non-empty string"), (3, "missing field(s) 'prompt'"), (4, "JSON")):
+        rows = [b'{"prompt": "a reading nook"}\n', path.read_bytes().splitlines(keepends=True)[line - 1]]
+        single = tmp_path / f"p{line}.jsonl"
+        single.write_bytes(b"".join(rows))
+        with pytest.raises(ManifestError, match=rf"p{line}.jsonl:2: .*{re.escape(said)}"):
+            load_prompts(single)
+    result = load_prompts(path, skip_bad=True)
+    assert [r.prompt for r in result.rows] == ["a reading nook"] and [s.line for s in result.skipped] == [2, 3, 4]
