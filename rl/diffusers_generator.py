@@ -101,6 +101,18 @@ def cut_to_tokens(tokenizer: Any, text: str, budget: int) -> tuple[str, bool]:
         return " ".join(words[:low]), True
 
 
+def work_size(size: tuple[int, int], max_size: int, multiple: int) -> tuple[int, int]:
+    """The (width, height) a pipeline works an image of ``size`` at: its longer side scaled down to ``max_size``,
+    each side rounded down to ``multiple``.
+
+    >>> work_size((1000, 750), 512, 16)
+    (512, 384)
+    """
+    w, h = size
+    scale = min(1.0, max_size / max(w, h))
+    return max(multiple, int(w * scale) // multiple * multiple), max(multiple, int(h * scale) // multiple * multiple)
+
+
 class DiffusersGenerator:
     """A diffusers inpainting pipeline. The candidates of items of the same working size share one call, one row per
     candidate with its own seed (``repeat_items=true``, reproducible one by one), or with ``num_images_per_prompt``
@@ -140,18 +152,12 @@ class DiffusersGenerator:
         pairs = [cut_to_tokens(tokenizer, p, budget) for p in prompts]
         return [p for p, _ in pairs], [c for _, c in pairs]
 
-    def _clip_prompts(self, prompts: Sequence[str]) -> list[str]:
+    def clip_prompts(self, prompts: Sequence[str]) -> list[str]:
         """FLUX: what CLIP reads (its first 75 tokens; only its pooled vector is used), cut here without a warning."""
         tokenizer = getattr(self.pipe, "tokenizer", None)
         if tokenizer is None:
             return list(prompts)
         return [cut_to_tokens(tokenizer, p, self.clip_tokens - 2)[0] for p in prompts]
-
-    def _work_size(self, size: tuple[int, int]) -> tuple[int, int]:
-        w, h = size
-        scale = min(1.0, self.cfg.max_size / max(w, h))
-        m = self.cfg.size_multiple
-        return max(m, int(w * scale) // m * m), max(m, int(h * scale) // m * m)
 
     def inpaint(
         self,
@@ -167,7 +173,7 @@ class DiffusersGenerator:
         out: list[list[Image.Image]] = [[] for _ in images]
         groups: dict[tuple[int, int], list[int]] = {}
         for i, im in enumerate(images):
-            groups.setdefault(self._work_size(im.size), []).append(i)
+            groups.setdefault(work_size(im.size, self.cfg.max_size, self.cfg.size_multiple), []).append(i)
         for (w, h), idx in groups.items():
             for start in range(0, len(idx), self.cfg.batch_size):
                 chunk = idx[start : start + self.cfg.batch_size]
@@ -191,7 +197,7 @@ class DiffusersGenerator:
                 }
                 if self.t5:  # the whole expanded prompt to T5, CLIP's share to CLIP
                     kwargs["prompt_2"] = kwargs["prompt"]
-                    kwargs["prompt"] = self._clip_prompts(kwargs["prompt_2"])
+                    kwargs["prompt"] = self.clip_prompts(kwargs["prompt_2"])
                     kwargs["max_sequence_length"] = self.cfg.max_sequence_length
                 if self.cfg.negative_prompt is not None and "negative_prompt" in self._accepts:
                     kwargs["negative_prompt"] = [self.cfg.negative_prompt] * len(rows)

@@ -138,12 +138,13 @@ class HeldOutEval(TrainerCallback):
     on_train_begin = on_step_end
 
 
-def truncate_records(out: Path, step: int) -> dict[str, int]:
+def truncate_records(out: Path, step: int, extra: Sequence[str] = ()) -> dict[str, int]:
     """Back to the checkpoint a run resumes from (after ``step`` updates): held-out rows, sample rows and their images
-    of later steps are dropped (samples are labelled by the update they train), so no step appears twice. Returns how
-    many rows each file lost."""
+    of later steps are dropped (samples are labelled by the update they train), so no step appears twice; ``extra``:
+    more JSONL files of ``out`` with a ``step`` in each row. Returns how many rows each file lost."""
     dropped = {}
-    for name, records in (("heldout", out / "heldout.jsonl"), ("samples", out / "samples" / "samples.jsonl")):
+    files = [("heldout", out / "heldout.jsonl"), ("samples", out / "samples" / "samples.jsonl")]
+    for name, records in [*files, *((Path(f).stem, out / f) for f in extra)]:
         rows = read_records(records)
         keep = [r for r in rows if int(r.get("step", 0)) <= step]
         dropped[name] = len(rows) - len(keep)

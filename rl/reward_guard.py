@@ -69,28 +69,37 @@ class RewardGuard(TrainerCallback):
             )
         mine, self.scoring.tally = self.scoring.tally, RewardTally()
         parts = gather_object([mine.as_dict()])  # every process: the same totals, the same decision
-        total = sum(p["completions"] for p in parts)
-        if total == 0:  # no reward call this step (a generation reused over several steps)
-            return
-        unusable = sum(p["unusable"] for p in parts)
-        self.totals["completions"] += total
-        self.totals["unusable"] += unusable
-        self.totals["steps_without_reward"] += unusable == total
-        if self.failure is not None or (unusable < total and unusable <= self.max_failed * total):
-            return
-        failed: dict[str, int] = {}
-        for p in parts:
-            for label, n in p["failed"].items():
-                failed[label] = failed.get(label, 0) + n
-        inpaint = sum(p["render_failed"] for p in parts)
-        rule = "no usable reward at all" if unusable == total else f"more than max_reward_failures={self.max_failed:g}"
-        self.failure = (
-            f"training stopped at step {state.global_step}: {unusable} of {total} completions got no usable reward "
-            f"({rule}): {failure_details(self.scoring.rewards, failed)}"
-            + (f"; inpainting failed on {inpaint}" if inpaint else "")
-        )
-        logger.error("%s", self.failure)
-        control.should_training_stop = True
+        failure = judge_tallies(parts, self.scoring.rewards, self.max_failed, self.totals)
+        if failure is not None and self.failure is None:
+            self.failure = f"training stopped at step {state.global_step}: {failure}"
+            logger.error("%s", self.failure)
+            control.should_training_stop = True
+
+
+def judge_tallies(
+    parts: list[dict[str, Any]], rewards: RewardSet, max_failed: float, totals: dict[str, int]
+) -> str | None:
+    """One step's reward tallies (:meth:`RewardTally.as_dict`, every process's, gathered) added to ``totals``; why
+    the run must stop, or ``None``: a step in which no completion got a usable reward, or more than ``max_failed`` of
+    them none, stops it (GRPO's and Flow-GRPO's rule)."""
+    total = sum(p["completions"] for p in parts)
+    if total == 0:  # no reward call this step (a generation reused over several steps)
+        return None
+    unusable = sum(p["unusable"] for p in parts)
+    totals["completions"] += total
+    totals["unusable"] += unusable
+    totals["steps_without_reward"] += unusable == total
+    if unusable < total and unusable <= max_failed * total:
+        return None
+    failed: dict[str, int] = {}
+    for p in parts:
+        for label, n in p["failed"].items():
+            failed[label] = failed.get(label, 0) + n
+    inpaint = sum(p["render_failed"] for p in parts)
+    rule = "no usable reward at all" if unusable == total else f"more than max_reward_failures={max_failed:g}"
+    return f"{unusable} of {total} completions got no usable reward ({rule}): {failure_details(rewards, failed)}" + (
+        f"; inpainting failed on {inpaint}" if inpaint else ""
+    )
 
 
 def step_split(seconds: dict[str, float]) -> dict[str, Any]:

@@ -36,7 +36,11 @@ logger = logging.getLogger(__name__)
 SUBCOMMANDS = ("serve", "report")
 NEEDS = {"serve": ("run",), "report": ()}
 # run.json's command -> what its pair compares: the method, and the baseline it is judged against
-KINDS = {"best_of_n": ("the reward's pick", "a random pick"), "grpo": ("the trained policy", "the base prompt")}
+KINDS = {
+    "best_of_n": ("the reward's pick", "a random pick"),
+    "grpo": ("the trained policy", "the base prompt"),
+    "flow_grpo": ("the trained generator", "the base generator"),  # heldout/ as GRPO's: NNNN-policy.png, -base.png
+}
 CHOICES = ("left", "comparable", "right")
 SIDES = ("method", "baseline")
 MAX_NAME = 100  # characters of a rater's name at most

@@ -192,8 +192,8 @@ def tiny_lm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_pipeline_path(tmp_path_factory: pytest.TempPathFactory):
-    """``kind -> folder`` of a tiny random diffusers pipeline (``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill`` or
-    ``text-to-image``), each kind built once per session on first use (shared: tests only read it)."""
+    """``kind -> folder`` of a tiny random diffusers pipeline (``sd15-inpaint``, ``sdxl-inpaint``, ``flux-fill``,
+    ``text-to-image`` (SD1.5) or ``sd3``), each kind built once per session on first use (tests only read it)."""
     from reward.testing import make_tiny_inpaint_pipeline, make_tiny_text_to_image
 
     built: dict[str, Path] = {}
@@ -202,7 +202,11 @@ def tiny_pipeline_path(tmp_path_factory: pytest.TempPathFactory):
         if kind not in built:
             folder = tmp_path_factory.mktemp(f"tiny-{kind}")
             build = (
-                make_tiny_text_to_image if kind == "text-to-image" else partial(make_tiny_inpaint_pipeline, kind=kind)
+                make_tiny_text_to_image
+                if kind == "text-to-image"
+                else partial(make_tiny_text_to_image, kind="sd3")
+                if kind == "sd3"
+                else partial(make_tiny_inpaint_pipeline, kind=kind)
             )
             built[kind] = build(folder)
         return built[kind]

@@ -19,6 +19,7 @@ from PIL import Image
 from conftest import run_script as _run_script
 from reward.data import ManifestError, load_inpainting, load_ratings
 from rl.commands.best_of_n import BestOfNSettings
+from rl.commands.flow_grpo import FlowGrpoSettings
 from rl.commands.grpo import GrpoSettings
 from rl.study import StudySettings, listen
 from training.commands.sft import SftSettings
@@ -54,6 +55,7 @@ MISSING_INPUT = {
     "training/perception_questions.py": None,
     "rl/grpo.py": ["policy.path=/nope/model", "data=/nope/tasks.jsonl", "out={tmp}/out", "reward=scene-proxy"],
     "rl/best_of_n.py": ["reward=scene-proxy", "data=/nope/tasks.jsonl", "out={tmp}/out"],
+    "rl/flow_grpo.py": ["generator.path=/nope/flux", "data=/nope/tasks.jsonl", "out={tmp}/out", "reward=scene-proxy"],
     "rl/tasks.py": None,
     "rl/study.py": ["serve", "run=/nope/run", "study={tmp}/study"],
     "fusion/fit.py": ["pairs=/nope/pairs.jsonl", "scores=/nope/scores.jsonl", "out={tmp}/w.json"],
@@ -433,8 +435,15 @@ def _best_of_n_prepare(cfg) -> None:
     prepare(parse_settings(cfg))
 
 
+def _flow_grpo_prepare(cfg) -> None:
+    from rl.commands.flow_grpo import parse_settings, prepare
+
+    s = parse_settings(cfg)
+    prepare(s, Path(s.out))
+
+
 # config -> (its command module, settings of a run into {out}, what decides the folder, the key naming the folder)
-SCHEMAS = {"sft": SftSettings, "grpo": GrpoSettings, "best_of_n": BestOfNSettings}
+SCHEMAS = {"sft": SftSettings, "grpo": GrpoSettings, "best_of_n": BestOfNSettings, "flow_grpo": FlowGrpoSettings}
 REUSED_FOLDER = {
     "sft": (
         "training.commands.sft",
@@ -452,6 +461,12 @@ REUSED_FOLDER = {
         "rl.commands.best_of_n",
         ["reward=scene-proxy", "data=t.jsonl", "out={out}"],
         _best_of_n_prepare,
+        "out",
+    ),
+    "flow_grpo": (
+        "rl.commands.flow_grpo",
+        ["generator.path=g", "data=t.jsonl", "reward=scene-proxy", "out={out}", "resume=never"],
+        _flow_grpo_prepare,
         "out",
     ),
 }
@@ -501,6 +516,7 @@ OUTPUT_PATH = {
     "training/synthetic.py": ["out={value}"],
     "training/perception_questions.py": ["out={value}"],
     "rl/grpo.py": ["policy.path=p", "data=t.jsonl", "reward=scene-proxy", "out={value}", "overwrite=true"],
+    "rl/flow_grpo.py": ["generator.path=g", "data=t.jsonl", "reward=scene-proxy", "out={value}", "overwrite=true"],
     "rl/best_of_n.py": ["reward=scene-proxy", "data=t.jsonl", "out={value}", "overwrite=true"],
     "rl/tasks.py": ["out={value}"],
     "rl/study.py": ["serve", "run=r", "study={value}", "overwrite=true"],
@@ -664,3 +680,93 @@ def test_best_of_n_refuses_a_task_whose_image_is_missing_naming_skip_bad(tmp_pat
     status, err = _run_script("rl/best_of_n.py", argv, capsys)
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "tasks.jsonl:2" in err and "skip_bad=true" in err, err
+
+
+# ------------------------------------------------------------------------------------------ Flow-GRPO
+
+
+def _flow_tasks(folder: Path, image: str = "a.png") -> Path:
+    GOOD.save(folder / "a.png")
+    GOOD.convert("L").save(folder / "m.png")
+    (folder / "corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    (folder / "tasks.jsonl").write_text(json.dumps({"image": image, "mask": "m.png", "prompt": "a room"}) + "\n")
+    return folder / "tasks.jsonl"
+
+
+FLOW_GRPO_BAD = {  # arguments (beside a good generator, reward, data and out) -> what the one line says
+    "misspelt key": (["sample.nosie_level=0.5"], "unknown key sample.nosie_level (did you mean 'noise_level'?)"),
+    "bad image file": (["data={corrupt}"], "tasks.jsonl: no usable tasks (1 bad rows)"),
+    "empty out=": (["out="], "out= is empty: name the output folder"),
+    "a path out of its folder": (["data={climbing}"], "climbs out of the images' folder"),
+    "not a flow model": (["generator=sd15-inpaint", "generator.path={pipe}"], "Flow-GRPO trains generator=flux-fill"),
+    "the judge is the reward": (["judge=scene-proxy"], "judge= is a training reward"),
+    "a window outside its steps": (["sample.window=7"], "sample.window=7 steps do not fit"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLOW_GRPO_BAD))
+def test_flow_grpo_bad_inputs_are_one_line_and_exit_2_before_any_model_loads(case, tmp_path, capsys, monkeypatch):
+    from conftest import run_cli
+    from rl.commands.flow_grpo import run
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr("rl.flow_rounds.FlowRounds.build", no_model)
+    good = _flow_tasks(tmp_path)
+    (tmp_path / "c").mkdir()
+    corrupt = _flow_tasks(tmp_path / "c", "corrupt.png")
+    (tmp_path / "up").mkdir()
+    climbing = _flow_tasks(tmp_path / "up", "../../etc/passwd")
+    extra, said = FLOW_GRPO_BAD[case]
+    fill = {"{corrupt}": str(corrupt), "{climbing}": str(climbing), "{pipe}": str(tmp_path)}
+    extra = [next((a.replace(k, v) for k, v in fill.items() if k in a), a) for a in extra]
+    base = {"generator.path": str(tmp_path), "reward": "scene-proxy", "data": str(good), "out": str(tmp_path / "o")}
+    base["eval.every"] = "0"  # one task: none held out
+    keys = {a.split("=")[0] for a in extra}
+    argv = [f"{k}={v}" for k, v in base.items() if k not in keys] + extra
+    assert run_cli("flow_grpo", run, argv, schema=FlowGrpoSettings) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert said in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_flow_grpo_reports_every_settings_problem_at_once(tmp_path, capsys):
+    from conftest import run_cli
+    from rl.commands.flow_grpo import run
+
+    argv = [
+        f"generator.path={tmp_path}",
+        "reward=scene-proxy",
+        "data=t.jsonl",
+        f"out={tmp_path}/o",
+        "trainer.num_generations=5",
+        "trainer.reward_weights=[1,2]",
+        "sample.window_range=[3,1]",
+    ]
+    assert run_cli("flow_grpo", run, argv, schema=FlowGrpoSettings) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid flow_grpo settings:") and "Traceback" not in err, err
+    for said in (
+        "generation_batch_size=1152 is not a multiple of num_generations=5",
+        "reward_weights has 2 weights for 1 rewards",
+        "sample.window_range=[3, 1]",
+    ):
+        assert said in err, err
+
+
+def test_a_prompts_manifest_names_its_bad_rows_by_file_and_line_or_skips_and_counts_them(tmp_path):
+    """Flow-GRPO's text-to-image tasks: an empty prompt, a row without one and broken JSON, each named."""
+    from reward.data import load_prompts
+
+    path = tmp_path / "prompts.jsonl"
+    path.write_bytes(b'{"prompt": "a reading nook"}\n{"prompt": "  "}\n{"text": "a hall"}\n{"prompt": \n')
+    for line, said in ((2, "'prompt' must be a non-empty string"), (3, "missing field(s) 'prompt'"), (4, "JSON")):
+        rows = [b'{"prompt": "a reading nook"}\n', path.read_bytes().splitlines(keepends=True)[line - 1]]
+        single = tmp_path / f"p{line}.jsonl"
+        single.write_bytes(b"".join(rows))
+        with pytest.raises(ManifestError, match=rf"p{line}.jsonl:2: .*{re.escape(said)}"):
+            load_prompts(single)
+    result = load_prompts(path, skip_bad=True)
+    assert [r.prompt for r in result.rows] == ["a reading nook"] and [s.line for s in result.skipped] == [2, 3, 4]

@@ -23,6 +23,7 @@ COMMANDS = {  # every command that reads a data file naming images: its settings
     "fit": "fusion.commands.fit:FusionSettings",
     "grpo": "rl.commands.grpo:GrpoSettings",
     "best_of_n": "rl.commands.best_of_n:BestOfNSettings",
+    "flow_grpo": "rl.commands.flow_grpo:FlowGrpoSettings",
     "qbench_eval": "reward.commands.qbench_eval:QbenchEvalSettings",
     "calibrate": "pace_judge.commands.calibrate:CalibrateSettings",
 }

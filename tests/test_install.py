@@ -49,7 +49,7 @@ def entry_scripts() -> dict[str, str]:
 
 def test_every_entry_script_is_a_command_named_after_its_config():
     scripts = entry_scripts()
-    assert len(scripts) == 17 and {n.replace("_", "-"): m for n, m in scripts.items()} == DECLARED
+    assert len(scripts) == 18 and {n.replace("_", "-"): m for n, m in scripts.items()} == DECLARED
 
 
 def test_the_console_runs_a_command_by_name_and_names_a_close_one(monkeypatch, capsys):

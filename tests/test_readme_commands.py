@@ -74,6 +74,12 @@ SKIP: dict[str, str] = {
     "trl sft --config configs/recipe/grpo-expansion-stage1.yaml": "a published row (Qwen2.5-VL-7B)",
     "rl/grpo.py +recipe=grpo-expansion": "a published row (7B policy, FLUX Fill, 4 GPUs)",
     "judge.py +recipe=pace-fast": "a published row (its experts and memory bank are the other recipes' outputs)",
+    "--num_processes 8 rl/flow_grpo.py +recipe=flow-grpo-flux-fill": "a published row (FLUX.1 Fill, an 8B reward, a "
+    "7B judge, 8 GPUs); tests/test_flow_grpo_processes.py runs it on 2 CPU processes at its geometry",
+    "generator.path=black-forest-labs/FLUX.1-Fill-dev": "FLUX.1 Fill (12B) with a 7B reward and judge; "
+    "tests/test_flow_grpo.py trains the tiny FLUX Fill",
+    "generator.path=stabilityai/stable-diffusion-3.5-medium": "SD3.5 Medium, PACE and a served judge; "
+    "tests/test_flow_grpo.py trains the tiny SD3 and PACE beside a served reward",
     "--num_machines 2": "two machines",
 }
 

@@ -24,6 +24,7 @@ from fusion.commands.fit import FusionSettings
 from pace_judge.commands.judge import JudgeSettings
 from pace_judge.commands.memory import MemorySettings
 from reward.core.cli import compose
+from rl.commands.flow_grpo import FlowGrpoSettings
 from rl.commands.grpo import GrpoSettings
 from rl.tasks import TasksSettings
 from training.commands.grpo_scorer import GrpoScorerSettings
@@ -45,6 +46,7 @@ HYDRA_RECIPES = {  # recipe -> the command whose config it composes into
     "tiny-real-photos-gpu": "sft",
     "q-insight-koniq": "grpo_scorer",
     "visualquality-r1-koniq": "grpo_scorer",
+    "flow-grpo-flux-fill": "flow_grpo",
 }
 SCHEMAS = {
     "sft": SftSettings,
@@ -52,6 +54,7 @@ SCHEMAS = {
     "grpo": GrpoSettings,
     "judge": JudgeSettings,
     "grpo_scorer": GrpoScorerSettings,
+    "flow_grpo": FlowGrpoSettings,
 }
 CPU = ["trainer.bf16=false", "trainer.dataloader_num_workers=0"]
 
@@ -84,6 +87,7 @@ def _leaves(node, prefix=""):
         "grpo-expansion",
         "q-insight-koniq",
         "visualquality-r1-koniq",
+        "flow-grpo-flux-fill",
     ],
 )
 def test_each_published_recipe_cites_a_source_for_every_value_and_composes_to_it(name):

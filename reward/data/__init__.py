@@ -1,4 +1,5 @@
-"""Data in and out: rows of ratings, pairs and inpainting tasks from any source, images, safe paths, atomic files."""
+"""Data in and out: rows of ratings, pairs, inpainting tasks and prompts from any source, images, safe paths,
+atomic files."""
 
 from reward.data.images import DEFAULT_MAX_PIXELS, DatasetImage, ImageError, load_image, to_rgb
 from reward.data.manifest import ManifestError, resolve_image_path
@@ -7,10 +8,12 @@ from reward.data.rows import (
     InpaintRow,
     ManifestResult,
     PairRow,
+    PromptRow,
     RatingRow,
     SkippedRow,
     load_inpainting,
     load_pairs,
+    load_prompts,
     load_ratings,
 )
 
@@ -23,11 +26,13 @@ __all__ = [
     "ManifestError",
     "ManifestResult",
     "PairRow",
+    "PromptRow",
     "RatingRow",
     "SkippedRow",
     "load_image",
     "load_inpainting",
     "load_pairs",
+    "load_prompts",
     "load_ratings",
     "resolve_image_path",
     "to_rgb",

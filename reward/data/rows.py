@@ -31,8 +31,14 @@ EXAMPLES = {
     "ratings": '{"image": "img/001.png", "dimension": "overall", "mos": 3.5}',
     "pairs": '{"a": "img/001.png", "b": "img/002.png", "label": "a"}',
     "inpainting": '{"image": "img/001.png", "mask": "mask/001.png", "prompt": "a red door"}',
+    "prompts": '{"prompt": "a reading nook by a rainy window"}',
 }
-REQUIRED = {"ratings": ("image", "dimension"), "pairs": ("a", "b", "label"), "inpainting": ("image", "mask", "prompt")}
+REQUIRED = {
+    "ratings": ("image", "dimension"),
+    "pairs": ("a", "b", "label"),
+    "inpainting": ("image", "mask", "prompt"),
+    "prompts": ("prompt",),
+}
 MAX_VOTE_BINS = 100  # rating values a row's vote distribution may have (AVA's 10 is the most a dataset has)
 
 
@@ -74,6 +80,16 @@ class InpaintRow:
 
 
 @dataclass(frozen=True)
+class PromptRow:
+    """One text-to-image task: the prompt."""
+
+    prompt: str
+    line: int
+    extra: dict = field(default_factory=dict)
+    where: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
 class SkippedRow:
     """A row left out with ``skip_bad=True``: its line (row number) and the error message."""
 
@@ -81,7 +97,7 @@ class SkippedRow:
     reason: str
 
 
-RowT = TypeVar("RowT", RatingRow, PairRow, InpaintRow)
+RowT = TypeVar("RowT", RatingRow, PairRow, InpaintRow, PromptRow)
 
 
 @dataclass
@@ -292,6 +308,8 @@ def _parse(kind: str, row: dict, line: int, where: str, images: Callable, mos_ra
         if label is None:
             raise ManifestError(f"{where}: 'label' must be 'a', 'b' or 'tie', got {row['label']!r}.")
         return PairRow(images(row["a"], "a", where)[0], images(row["b"], "b", where)[0], label, line, extra, where)
+    if kind == "prompts":
+        return PromptRow(_text(row, "prompt", where), line, extra, where)
     if kind == "inpainting":
         prompt = _text(row, "prompt", where, empty=True)
         image, _, size = images(row["image"], "image", where)
@@ -389,3 +407,9 @@ def load_inpainting(source: Any, **options: Any) -> ManifestResult[InpaintRow]:
     """The inpainting tasks of ``source`` (``image``, ``mask`` of the same size, ``prompt``); options as
     :func:`load_ratings`'s."""
     return _load(source, "inpainting", **options)
+
+
+def load_prompts(source: Any, **options: Any) -> ManifestResult[PromptRow]:
+    """The prompts of ``source`` (text-to-image tasks, ``{"prompt": ...}`` rows, each non-empty); options as
+    :func:`load_ratings`'s."""
+    return _load(source, "prompts", **options)

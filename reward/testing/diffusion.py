@@ -1,6 +1,7 @@
 """Tiny random diffusers pipelines of the real architectures, built offline (tests and the demo): the inpainting
-pipelines the generators of ``rl/`` run (SD1.5, SDXL, FLUX Fill) and the SD1.5 text-to-image pipeline PACE's
-calibration runs. They share one CLIP tokenizer, text encoder, VAE and UNet recipe.
+pipelines the generators of ``rl/`` run (SD1.5, SDXL, FLUX Fill), the SD1.5 text-to-image pipeline PACE's
+calibration runs and the Stable Diffusion 3 one Flow-GRPO trains. They share one CLIP tokenizer, text encoder, VAE and
+UNet recipe.
 
 >>> # make_tiny_inpaint_pipeline(tmp / "sd15", "sd15-inpaint")  -> a directory loadable with from_pretrained
 """
@@ -151,9 +152,26 @@ def _t5_tokenizer(out: Path):
     return tok
 
 
+def _t5_encoder(vocab_size: int):
+    """A T5 encoder of 2 layers, width 32 (FLUX's and SD3's third text encoder)."""
+    from transformers import T5Config, T5EncoderModel
+
+    config = T5Config(
+        vocab_size=vocab_size,
+        d_model=32,
+        d_kv=8,
+        d_ff=37,
+        num_layers=2,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
+    return T5EncoderModel(config)
+
+
 def _flux(out: Path) -> None:
     from diffusers import FlowMatchEulerDiscreteScheduler, FluxFillPipeline, FluxTransformer2DModel
-    from transformers import T5Config, T5EncoderModel
 
     tok = make_clip_tokenizer(out / "tokenizer")
     tok2 = _t5_tokenizer(out / "tokenizer_2")
@@ -169,19 +187,7 @@ def _flux(out: Path) -> None:
         pooled_projection_dim=32,
         axes_dims_rope=[4, 4, 8],
     )
-    t5 = T5EncoderModel(
-        T5Config(
-            vocab_size=len(tok2),
-            d_model=32,
-            d_kv=8,
-            d_ff=37,
-            num_layers=2,
-            num_heads=4,
-            relative_attention_num_buckets=8,
-            decoder_start_token_id=0,
-            pad_token_id=0,
-        )
-    )
+    t5 = _t5_encoder(len(tok2))
     vae = _vae(
         latent_channels=1, use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035
     )
@@ -197,14 +203,55 @@ def _flux(out: Path) -> None:
     pipe.save_pretrained(out)
 
 
+def _sd3(out: Path) -> None:
+    """Stable Diffusion 3's parts (diffusers' own test sizes): an MMDiT of 1 joint block, two CLIP encoders with
+    projections (their pooled outputs concatenated: 64) and a T5 encoder, a 4-channel VAE, the flow-matching scheduler
+    with SD3's shift."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+
+    tok, tok2 = make_clip_tokenizer(out / "tokenizer"), make_clip_tokenizer(out / "tokenizer_2")
+    tok3 = _t5_tokenizer(out / "tokenizer_3")
+    transformer = SD3Transformer2DModel(
+        sample_size=32,
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        attention_head_dim=8,
+        num_attention_heads=4,
+        caption_projection_dim=32,
+        joint_attention_dim=32,
+        pooled_projection_dim=64,
+        out_channels=4,
+    )
+    t5 = _t5_encoder(len(tok3))
+    StableDiffusion3Pipeline(
+        transformer=transformer,
+        scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0),
+        vae=_vae(
+            latent_channels=4,
+            use_quant_conv=False,
+            use_post_quant_conv=False,
+            shift_factor=0.0609,
+            scaling_factor=1.5035,
+        ),
+        text_encoder=_clip_text(len(tok), projection=True),
+        tokenizer=tok,
+        text_encoder_2=_clip_text(len(tok2), projection=True),
+        tokenizer_2=tok2,
+        text_encoder_3=t5,
+        tokenizer_3=tok3,
+    ).save_pretrained(out)
+
+
 def make_tiny_inpaint_pipeline(out_dir: str | Path, kind: str = "sd15-inpaint", seed: int = 0) -> Path:
     """Build a tiny random inpainting pipeline of ``kind`` in ``out_dir`` (reused if present) and return it."""
     return _build(out_dir, kind, {"sd15-inpaint": _sd15, "sdxl-inpaint": _sdxl, "flux-fill": _flux}, seed)
 
 
-def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0) -> Path:
-    """A tiny random Stable Diffusion (v1.5 architecture) text-to-image pipeline (reused if present)."""
-    return _build(out_dir, "sd15", {"sd15": lambda out: _sd15(out, inpaint=False)}, seed)
+def make_tiny_text_to_image(out_dir: str | Path, seed: int = 0, kind: str = "sd15") -> Path:
+    """A tiny random text-to-image pipeline (reused if present): Stable Diffusion v1.5's architecture (``sd15``) or
+    Stable Diffusion 3's (``sd3``, a flow-matching model)."""
+    return _build(out_dir, kind, {"sd15": lambda out: _sd15(out, inpaint=False), "sd3": _sd3}, seed)
 
 
 def _build(out_dir: str | Path, kind: str, builders: dict, seed: int) -> Path:

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -384,16 +385,17 @@ def build_messages(task: Task, settings: GrpoSettings, vision: bool) -> list[dic
     return messages + [{"role": "user", "content": user}]
 
 
-def task_split(settings: GrpoSettings, with_eval: bool) -> tuple[list[Task], list[Task], int]:
-    """Training and held-out tasks, and the number of bad rows; held out by whole scene / source image, and a
-    held-out set given as ``eval_data`` shares no scene or image with the training tasks."""
+def task_split(settings: Any, with_eval: bool, load: Callable[..., Any] = load_tasks) -> tuple[list, list, int]:
+    """Training and held-out tasks (read by ``load``: inpainting tasks, or Flow-GRPO's prompts), and the number of
+    bad rows; held out by whole scene / source image, and a held-out set given as ``eval_data`` shares no scene or
+    image with the training tasks. ``settings``: GRPO's or Flow-GRPO's (the same data keys)."""
     paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
     read = {"skip_bad": settings.skip_bad, "max_pixels": settings.max_decode_pixels, **paths}
-    train, skipped = load_tasks(settings.data, **read)
+    train, skipped = load(settings.data, **read)
     n_bad = len(skipped)
     heldout: list[Task] = []
     if with_eval and settings.eval_data:
-        heldout, skipped_eval = load_tasks(settings.eval_data, **read)
+        heldout, skipped_eval = load(settings.eval_data, **read)
         n_bad += len(skipped_eval)
         shared = {task.group for task in heldout} & {task.group for task in train}
         if shared:

@@ -32,7 +32,9 @@ PROMPT_TEXT_TOKENS = 80  # the expansion template, the base prompt and the chat 
 REWARD_ACTIVATION_GIB = 2.0  # a scoring batch's activations (one forward pass, no gradients): a rough allowance
 
 
-def _reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tuple[Part | None, str]:
+def reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tuple[Part | None, str]:
+    """A reward's model on the GPU of each process (a served one: none), and the plan's line about it; ``stand_in``:
+    the model to count when the reward's own is not here yet (``plan_for.reward_model``)."""
     name = reward.get("name", "?")
     if reward.get("backend", "local") != "local":
         return None, f"reward {name}: served (backend={reward.get('backend')}), no GPU memory in this process"
@@ -99,7 +101,7 @@ def grpo_plan(settings: Any, args: Any) -> Plan:
                 largest_layer=shape.largest_layer,
             )
         )
-    reward, reward_line = _reward_part(to_plain(settings.reward), launch.bf16, settings.plan_for.reward_model)
+    reward, reward_line = reward_part(to_plain(settings.reward), launch.bf16, settings.plan_for.reward_model)
     if reward is not None:
         plan.parts.append(reward)
     gen_name = to_plain(settings.generator).get("name", "?")

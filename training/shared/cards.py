@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from huggingface_hub import ModelCard
 
 TEMPLATE = Path(__file__).with_name("card.md")
-TITLES = {"scorer": "SA-IQA scorer", "policy": "GRPO prompt-expansion policy"}
+TITLES = {
+    "scorer": "SA-IQA scorer",
+    "policy": "GRPO prompt-expansion policy",
+    "generator": "Flow-GRPO LoRA adapter",
+}
 
 
 def _hub(name: str | None, *, dataset: bool = False) -> str | None:
@@ -43,12 +47,15 @@ def model_card(
     sources: Sequence[str | None],
     results: Sequence[tuple[str, str, Any]] = (),
     tested_on: str | None = None,
+    library: str | None = None,
+    template: Path = TEMPLATE,
     **text: Any,
 ) -> ModelCard:
     """The card of a ``kind`` (``scorer`` or ``policy``) trained from ``model``: its front matter names ``model``
     only as a Hub id and of the data ``sources`` only the Hub datasets (``hf:ORG/NAME[:SPLIT]``); ``results`` are
     ``(metric, name, value)`` measured on ``tested_on``, the card's model-index when that is a Hub dataset (a value
-    that is no finite number is left out); ``text`` fills the template."""
+    that is no finite number is left out); ``library``: the front matter's (default: peft for an adapter, else
+    transformers); ``template``: another Jinja template (Flow-GRPO's generator card); ``text`` fills it."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData  # when a card is written, not at import
 
     model = str(Path(model).resolve()) if Path(model).exists() else model  # a local folder as found, an id as given
@@ -61,14 +68,14 @@ def model_card(
     data = ModelCardData(
         base_model=_hub(model),
         datasets=sorted({d for s in sources if (d := _hub(s, dataset=True))}) or None,
-        library_name="peft" if adapter else "transformers",
+        library_name=library or ("peft" if adapter else "transformers"),
         pipeline_tag=pipeline_tag,
         tags=list(tags),
         model_name=TITLES[kind] if evals else None,
         eval_results=evals or None,
     )
     return ModelCard.from_template(
-        data, template_path=str(TEMPLATE), kind=kind, title=TITLES[kind], model=model, adapter=adapter, **text
+        data, template_path=str(template), kind=kind, title=TITLES[kind], model=model, adapter=adapter, **text
     )
 
 

@@ -1,4 +1,4 @@
-"""Checkpoints of SFT and GRPO runs: which ``checkpoint-N`` a run resumes from (the last complete one,
+"""Checkpoints of SFT, GRPO and Flow-GRPO runs: which ``checkpoint-N`` a run resumes from (the last complete one,
 :func:`last_complete_checkpoint`) and the restore of a full fine-tuning checkpoint's weights."""
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ def load_checkpoint_weights(model: Any, checkpoint: str | Path) -> bool:
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
-WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "adapter_model.bin")
+WEIGHT_FILES = (  # a model's, a peft adapter's, diffusers' LoRA weights (Flow-GRPO's checkpoints)
+    "model.safetensors",
+    "adapter_model.safetensors",
+    "pytorch_model.bin",
+    "adapter_model.bin",
+    "pytorch_lora_weights.safetensors",
+)
 
 
 def checkpoint_problem(folder: str | Path) -> str | None:

@@ -119,6 +119,7 @@ GENERATOR_PARAMS_B: dict[str, dict[str, float]] = {
     "sd15-inpaint": {"unet": 0.86, "text_encoder": 0.12, "vae": 0.08},
     "sdxl-inpaint": {"unet": 2.57, "text_encoders": 0.82, "vae": 0.08},
     "flux-fill": {"transformer": 11.9, "t5": 4.76, "clip": 0.12, "vae": 0.08},
+    "sd3": {"transformer": 2.5, "t5": 4.76, "clip_l": 0.12, "clip_g": 0.69, "vae": 0.08},  # SD3.5 Medium
     "procedural": {},
 }
 
