@@ -93,6 +93,50 @@ def test_an_unknown_key_exits_2_with_one_message_naming_it(script, capsys):
     assert len(lines) == 1 or all(line.startswith("  - ") for line in lines[1:]), err
 
 
+# a setting given keys below it, or a section given one value: the spelling that works, named (script, argv, line)
+WRONG_SHAPE = [
+    (
+        "pace_judge/judge.py",
+        ["protocol={tmp}/p.json", "images={tmp}", "out={tmp}/o", "model.path={tmp}/m"],
+        "error: model.path={tmp}/m: model is one setting (a string), not a section with keys; write model={tmp}/m",
+    ),
+    (
+        "training/sft.py",
+        ["model={tmp}/m", "data.train={tmp}/r.jsonl", "out={tmp}/o"],
+        "error: model={tmp}/m: model is a section (dtype, device, device_map, attn_implementation, min_pixels, "
+        "max_pixels, path, freeze_vision, freeze_aligner), not one value; write model.path={tmp}/m",
+    ),
+    (
+        "reward/evaluate.py",
+        ["reward=qbench", "reward.model.path={tmp}/m", "data={tmp}/r.jsonl", "out={tmp}/o"],
+        "error: reward.model.path={tmp}/m: reward.model is one setting (a string), not a section with keys; write "
+        "reward.model={tmp}/m",
+    ),
+    (
+        "rl/grpo.py",
+        ["reward=scene-proxy", "policy={tmp}/p", "data={tmp}/t.jsonl", "out={tmp}/o"],
+        "error: policy={tmp}/p: policy is a section (path, dtype, vision, freeze_vision, image), not one value; write "
+        "policy.path={tmp}/p",
+    ),
+    (
+        "rl/best_of_n.py",
+        ["reward=scene-proxy", "data.path={tmp}/t.jsonl", "out={tmp}/o"],
+        "error: data.path={tmp}/t.jsonl: data is one setting (a string), not a section with keys; write "
+        "data={tmp}/t.jsonl",
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "argv", "line"), WRONG_SHAPE, ids=[" ".join(c[1]) for c in WRONG_SHAPE])
+def test_a_setting_given_as_a_section_or_a_section_as_one_value_is_one_line_with_the_spelling_that_works(
+    script, argv, line, tmp_path, capsys
+):
+    """PACE takes model=DIR where SFT takes model.path=DIR: either one on the other command says the other spelling
+    (it answered "Cannot convert 'DictConfig' to string")."""
+    status, err = _run_script(script, [a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert status == 2 and err.splitlines() == [line.replace("{tmp}", str(tmp_path))], err
+
+
 # the model libraries, seconds to import each: none is needed to check a command's settings
 MODEL_LIBRARIES = ("transformers", "trl", "diffusers", "peft", "deepspeed")
 REFUSE_ALL = """
