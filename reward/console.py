@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import runpy
 import sys
 from collections.abc import Sequence
@@ -32,13 +33,24 @@ def commands() -> dict[str, str]:
 
 
 def summary(module: str) -> str:
-    """The first line of the entry script's docstring, read from its source (nothing is imported)."""
+    """The first paragraph of the entry script's docstring on one line, read from its source (nothing is imported),
+    its reST markup dropped (:func:`plain`): the command's line in the listing."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.origin:
         return "(not importable: reinstall with pip install -e .)"
     with open(spec.origin, encoding="utf-8") as source:
         doc = ast.get_docstring(ast.parse(source.read())) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    return plain(" ".join(doc.strip().split("\n\n")[0].split()))
+
+
+def plain(text: str) -> str:
+    """``text`` without reST roles and literals.
+
+    >>> plain("Raw ratings -> MOS: :func:`~reward.data.raters.aggregate` of ``ratings``.")
+    'Raw ratings -> MOS: aggregate of ratings.'
+    """
+    text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([\w]+)`", r"\1", text)  # :func:`~pkg.mod.name` -> name
+    return re.sub(r"``(.+?)``", r"\1", text)
 
 
 def usage(table: dict[str, str]) -> str:

@@ -231,3 +231,19 @@ def test_the_entry_scripts_docstrings_start_with_one_line_for_the_listing():
         path = ROOT / (module.replace(".", "/") + ".py")
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         assert doc and len(doc.splitlines()[0]) <= 120, module
+
+
+def test_every_commands_line_in_the_listing_is_one_whole_sentence_without_markup(monkeypatch, capsys):
+    """``perceptual-rewards`` alone: each command's line is its docstring's first paragraph, a whole sentence in plain
+    words (mos's was cut mid-sentence after ":func:`read_raw_ratings` (one row per")."""
+    monkeypatch.setattr(console, "commands", lambda: dict(DECLARED))
+    console.main([])
+    listing = capsys.readouterr().out
+    for name, module in DECLARED.items():
+        line = next(ln for ln in listing.splitlines() if ln.startswith(f"  {name} "))
+        said = line[len(f"  {name} ") :].strip()
+        assert said == console.summary(module) and said.endswith("."), (name, said)
+        assert not any(mark in said for mark in ("`", ":func:", ":class:", ":data:", ":mod:")), (name, said)
+        path = ROOT / (module.replace(".", "/") + ".py")
+        first = (ast.get_docstring(ast.parse(path.read_text())) or "").split("\n\n")[0]
+        assert said == console.plain(" ".join(first.split())), name  # the whole paragraph, not its first line

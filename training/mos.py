@@ -1,8 +1,12 @@
-"""Raw ratings -> MOS manifest, as in SA-BENCH (SA-IQA §3.1.4, App. D.1): :func:`read_raw_ratings` (one row per
-annotator, or grouped ``"ratings"``), :func:`~reward.data.raters.aggregate` (ratings with ``|z| > z_threshold``
-within their image replaced by the mean, once; the groups where the rule cannot fire counted),
-:func:`~reward.data.raters.annotator_reliability` (SRCC below 0.6: flagged for review, never dropped) and
-:func:`split_scenes` (a seeded scene-level split, 4:1); :func:`write_mos` writes train/test.jsonl, annotators.json.
+"""Raw annotator ratings -> a MOS manifest, as SA-BENCH made its own (SA-IQA §3.1.4, App. D.1).
+
+    perceptual-rewards mos raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]
+
+:func:`read_raw_ratings` (one row per annotator, or grouped ``"ratings"``), :func:`~reward.data.raters.aggregate`
+(ratings with ``|z| > z_threshold`` within their image replaced by the mean, once; the groups where the rule cannot
+fire counted), :func:`~reward.data.raters.annotator_reliability` (SRCC below 0.6: flagged for review, never
+dropped) and :func:`split_scenes` (a seeded scene-level split, 4:1); :func:`write_mos` writes train/test.jsonl,
+annotators.json.
 """
 
 from __future__ import annotations
