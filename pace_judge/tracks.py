@@ -25,6 +25,7 @@ from PIL import Image
 
 from pace_judge.protocol import Option, Probe, Protocol, protocol_to_dict
 from reward.data.images import load_image, to_rgb
+from reward.rewards.levels import dimension_words
 from reward.vlm import VLM, OptionQuery
 
 LETTERS = string.ascii_uppercase
@@ -98,6 +99,7 @@ def rank_query(dimension: str, high_score: float, low_score: float, variant: str
     >>> [("4.6" in rank_query("sharpness", 4.6, 1.4, v).question) for v in ("comparative", "scored")]
     [False, True]
     """
+    dimension = dimension_words(dimension)  # the key's words: colour_cast is asked about as "colour cast"
     if variant == "comparative":
         return OptionQuery(COMPARATIVE.format(dim=dimension), tuple(LETTERS[:5]), "")
     intro = (

@@ -17,7 +17,7 @@ from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
-from reward.rewards.levels import EXPERT_DEFINITIONS
+from reward.rewards.levels import EXPERT_DEFINITIONS, dimension_words
 from reward.rewards.trl_callable import TrlCallable
 from reward.vlm.server import AnswerError, OpenAIBackend, ServerConfig
 
@@ -86,7 +86,9 @@ class ChatJudge(TrlCallable):
 
 def build(cfg: dict[str, Any]) -> ChatJudge:
     config = parse(ChatJudgeConfig, cfg, where="reward")
-    defaults = {d: B2_PROMPT.format(dimension=d, definition=text) for d, text in EXPERT_DEFINITIONS.items()}
+    defaults = {
+        d: B2_PROMPT.format(dimension=dimension_words(d), definition=text) for d, text in EXPERT_DEFINITIONS.items()
+    }
     prompts = {**defaults, **config.prompts}
     missing = [d for d in config.dimensions if d not in prompts]
     if missing:
