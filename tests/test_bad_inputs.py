@@ -138,7 +138,15 @@ def test_a_setting_given_as_a_section_or_a_section_as_one_value_is_one_line_with
 
 
 # the model libraries, seconds to import each: none is needed to check a command's settings
-MODEL_LIBRARIES = ("transformers", "trl", "diffusers", "peft", "deepspeed")
+MODEL_LIBRARIES = ("torch", "transformers", "trl", "diffusers", "peft", "deepspeed", "matplotlib")
+# the config groups' options, whose settings are checked too: each reward, a diffusers generator, Q-Bench's A3
+CHOSEN = [
+    *(["reward/evaluate.py", [f"reward={name}", "colour=red"]] for name in ("qbench", "sa-iqa", "chat-judge")),
+    *(["reward/evaluate.py", [f"reward={name}", "colour=red"]] for name in ("reasoning-iqa", "pace", "scene-proxy")),
+    ["rl/grpo.py", ["reward=sa-iqa", "generator=flux-fill", "colour=red"]],
+    ["rl/best_of_n.py", ["reward=pace", "generator=sd15-inpaint", "colour=red"]],
+    ["reward/qbench_eval.py", ["task=a3", "reward=qbench", "colour=red"]],
+]
 REFUSE_ALL = """
 import json, runpy, sys
 runs, libraries = json.loads(sys.argv[1])
@@ -156,9 +164,11 @@ for script, argv in runs:
 
 
 def test_an_unknown_key_is_refused_before_any_model_library_is_imported():
-    """A mistyped key is answered in about a second: no command imports a model library before its settings are
-    checked (best_of_n took 8 s to refuse one, importing transformers for a callback it never uses)."""
+    """A mistyped key is answered in about a second: no command imports a model library (torch included) before its
+    settings are checked, whichever reward or generator is chosen (best_of_n took 8 s to refuse one, importing
+    transformers for a callback it never uses; evaluate imported torch, SciPy and matplotlib to refuse one)."""
     runs = [[str(ROOT / script), _unknown_key(script)] for script in sorted(MISSING_INPUT)]
+    runs += [[str(ROOT / script), argv] for script, argv in CHOSEN]
     cmd = [sys.executable, "-c", REFUSE_ALL, json.dumps([runs, MODEL_LIBRARIES])]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -224,7 +224,7 @@ register_reward(
     higher_is_better=True,
     score_range=(0.0, 1.0),
     description="Q-Bench+ zero-shot: softmax of good vs poor at the answer position (optionally synonym sets)",
-    config="reward.rewards.qbench:QBenchConfig",
+    config="reward.rewards.settings:QBenchConfig",
 )
 register_reward(
     "sa-iqa",
@@ -232,7 +232,7 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
-    config="reward.rewards.sa_iqa:SaIqaConfig",
+    config="reward.rewards.settings:SaIqaConfig",
 )
 register_reward(
     "chat-judge",
@@ -240,7 +240,7 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description='a chat model over an OpenAI-compatible API asked SA-IQA App. B.2\'s prompt, its {"score": N} read',
-    config="reward.rewards.chat_judge:ChatJudgeConfig",
+    config="reward.rewards.settings:ChatJudgeConfig",
 )
 register_reward(
     "reasoning-iqa",
@@ -248,5 +248,5 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="a GRPO-trained scorer (Q-Insight, VisualQuality-R1): K answers parsed and averaged, or E[digit]",
-    config="reward.rewards.reasoning_iqa:ReasoningIqaConfig",
+    config="reward.rewards.settings:ReasoningIqaConfig",
 )

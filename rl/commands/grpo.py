@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
 from omegaconf import MISSING
 
 from reward.console import PROG
@@ -30,12 +29,10 @@ from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.integrations.reward_set import RewardSet, reward_has_device
-from reward.integrations.trl_rewards import TrlRewards
 from reward.rewards.registry import reward_config
 from reward.vlm.hub import missing_model
 from rl.devices import placed_device, resolve_devices
 from rl.generators import build_generator, generator_config, generator_has_device, text_budget
-from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.policy import PolicySettings, is_vlm, load_policy
 from rl.policy_card import policy_card
@@ -68,8 +65,11 @@ from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
 from training.shared.trl_fields import trainer_problems
 
-if TYPE_CHECKING:  # callbacks (transformers, peft) are imported when a run starts: a settings error is said at once
+if TYPE_CHECKING:  # callbacks (transformers, peft) and torch are imported when a run starts: a settings error is said
+    # at once
+    from reward.integrations.trl_rewards import TrlRewards
     from rl.heldout import HeldOutEval
+    from rl.inpaint_render import InpaintingRender
     from rl.reward_guard import RewardGuard
     from training.shared.watchdog import Watchdog
 
@@ -338,6 +338,7 @@ def _task_count_problems(settings: GrpoSettings) -> list[str]:
 
 def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
+    import torch
     from trl import GRPOConfig
 
     batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
@@ -561,7 +562,9 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
 
+    from reward.integrations.trl_rewards import TrlRewards
     from rl.heldout import HeldOutEval
+    from rl.inpaint_render import InpaintingRender
     from rl.reward_guard import RewardGuard
     from rl.summary import StepLine
 
@@ -750,6 +753,8 @@ def card_command(record: dict[str, Any]) -> str:
 def process_record(setup: Setup) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split, what trl's KL term compares
     the policy with, and peak memory."""
+    import torch
+
     from rl.reward_guard import step_split
 
     rewards, eval_set, generator, trainer = setup.rewards, setup.eval_set, setup.generator, setup.trainer
