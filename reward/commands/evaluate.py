@@ -24,11 +24,12 @@ from reward.eval.evaluation import (
     EvalResult,
     EvalSettings,
     NothingScored,
+    check_dimensions,
     evaluate_rows,
     format_table,
     write_results,
 )
-from reward.rewards.registry import get_reward, reward_config, reward_info
+from reward.rewards.registry import get_reward, reward_config, reward_dimensions, reward_info
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +206,8 @@ def set_up(settings: EvaluateSettings) -> Setup:
     )
     check_images_found(manifest.rows, settings)
     spec = reward_info(name)
+    if settings.compare == "dimension":  # a scorer without the rows' dimensions: said before it loads
+        check_dimensions(manifest.rows, reward_dimensions(name, reward_cfg))
     from reward.eval.parallel import process_state  # torch and accelerate: once the settings and inputs are checked
 
     state = process_state()

@@ -81,6 +81,14 @@ def _no_dimension(wanted: Sequence[str], has: Sequence[str]) -> str:
     return f"the scorer has no dimension {names} (it has {', '.join(has)}); compare its fused score with compare=fused"
 
 
+def check_dimensions(rows: Sequence[RatingRow], known: Sequence[str] | None) -> None:
+    """:class:`NothingScored` when a reward of the dimensions ``known`` (compared dimension by dimension) has none of
+    the dimensions ``rows`` are rated on, before any image is scored (``evaluate``: before the reward loads)."""
+    if known and rows and not any(row.dimension in known for row in rows):
+        lacking = _no_dimension(sorted({row.dimension for row in rows}), known)
+        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking}")
+
+
 @dataclass
 class EvalResult:
     metrics: dict[str, dict[str, Any]]
@@ -124,9 +132,7 @@ def evaluate_rows(
     )  # a judge of one dimension (a protocol's) names it
     dims = list(dims) if isinstance(dims, list | tuple) else [judged] if judged else []
     known = dims if settings.compare == "dimension" else []  # none of the rows' dimensions: said before scoring
-    if known and rows and not any(row.dimension in known for row in rows):
-        lacking = _no_dimension(sorted({row.dimension for row in rows}), known)
-        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking}")
+    check_dimensions(rows, known)
     done = score_rating_rows(reward, rows, settings, **where)
     scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
