@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from reward.core.errors import UserError, is_main_process
 from reward.core.registry import close_match
+from reward.core.terminal import hold_terminal
 
 logger = logging.getLogger(__name__)
 started_as: tuple[str, dict[str, str]] | None = None  # run by name: ("perceptual-rewards NAME", {name: module})
@@ -241,6 +242,7 @@ def main(
 
     args = list(sys.argv[1:] if argv is None else argv)
     show = "help" if any(a in ("-h", "--help") for a in args) else None
+    hold_terminal()  # under accelerate launch, Ctrl-C reaches this process alone (reward.core.terminal)
     setup_logging()
     cfg = None
     try:
