@@ -95,6 +95,22 @@ def test_in_a_checkout_the_configs_are_its_own():
     assert CONFIG_DIR == ROOT / "configs"
 
 
+def test_the_console_says_where_the_configs_and_samples_are(monkeypatch, capsys):
+    """The README's flow runs on ``$(perceptual-rewards --configs)`` and ``$(perceptual-rewards --samples)``: each
+    prints one folder, and the listing names both."""
+    monkeypatch.setattr(console, "commands", lambda: dict(DECLARED))
+    console.main(["--samples"])
+    samples = Path(capsys.readouterr().out.strip())
+    assert samples == ROOT / "reward" / "assets" / "samples" and (samples / "pairs.jsonl").is_file()
+    console.main(["--configs"])
+    assert Path(capsys.readouterr().out.strip()) / "accelerate" / "single_process.yaml" == (
+        CONFIG_DIR / "accelerate" / "single_process.yaml"
+    )
+    console.main([])
+    listing = capsys.readouterr().out
+    assert f"--configs): {CONFIG_DIR}\n" in listing and f"--samples): {samples}\n" in listing
+
+
 # ---------------------------------------------------------------------------------------------- slow: the wheel
 
 
@@ -169,6 +185,11 @@ def test_the_wheel_ships_every_config_and_the_commands_run_from_it(installed, ti
     for name, text in shown.items():  # the composed config holds what the checkout's configs/NAME.yaml sets
         own = yaml.safe_load((ROOT / "configs" / f"{name.replace('-', '_')}.yaml").read_text()) or {}
         assert set(own) - {"defaults"} <= set(yaml.safe_load(text)), name
+
+    # the folders the README's flow names: the installed package's configs and samples
+    for flag, folder in (("--configs", "configs"), ("--samples", "assets/samples")):
+        proc = run_installed(installed, [installed["bin"] / "perceptual-rewards", flag])
+        assert proc.returncode == 0 and proc.stdout.strip() == str(installed["site"] / "reward" / folder), proc.stdout
 
     # --help says the commands and configs the installed user has (no checkout's training/sft.py, configs/)
     proc = run_installed(installed, [installed["bin"] / "perceptual-rewards", "sft", "--help"])
