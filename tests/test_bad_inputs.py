@@ -137,6 +137,22 @@ def test_a_setting_given_as_a_section_or_a_section_as_one_value_is_one_line_with
     assert status == 2 and err.splitlines() == [line.replace("{tmp}", str(tmp_path))], err
 
 
+def test_mos_into_a_folder_beside_its_images_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """The MOS manifest must sit where its image paths still lead: out= elsewhere was a ValueError traceback, after
+    an empty out folder had been made."""
+    (tmp_path / "raw" / "img").mkdir(parents=True)
+    GOOD.save(tmp_path / "raw" / "img" / "a.png")
+    rows = [
+        {"image": "img/a.png", "dimension": "quality", "annotator": f"r{i}", "rating": 3 + i % 2} for i in range(4)
+    ]
+    (tmp_path / "raw" / "raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = [f"raw={tmp_path}/raw/raw.jsonl", f"out={tmp_path}/elsewhere"]
+    status, err = _run_script("training/mos.py", argv, capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"is outside the output folder out={tmp_path}/elsewhere" in err and f"(out={tmp_path}/raw)" in err, err
+    assert not (tmp_path / "elsewhere").exists()
+
+
 # the model libraries, seconds to import each: none is needed to check a command's settings
 MODEL_LIBRARIES = ("torch", "transformers", "trl", "diffusers", "peft", "deepspeed", "matplotlib")
 # the config groups' options, whose settings are checked too: each reward, a diffusers generator, Q-Bench's A3
