@@ -172,7 +172,8 @@ def _shape_problem(full: str, value: Any, section: type | None, kind: Any) -> st
         use = f"write {full}.{required[0]}={value}" if len(required) == 1 else f"set its keys: {full}.KEY=VALUE"
         return f"{full}={value}: {full} is a section ({', '.join(f.name for f in fields)}), not one value; {use}"
     members = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, UnionType) else (kind,)
-    if isinstance(value, Mapping) and value and not any(_takes_mapping(m) for m in members):
+    scalar = set(members) - {type(None)} <= set(VALUE_WORDS)  # (a list, a mapping or a section may take keys)
+    if isinstance(value, Mapping) and value and scalar:
         path, leaf = [], value
         while isinstance(leaf, Mapping) and leaf:  # model.a.b=X: the first value given below
             key, leaf = next(iter(leaf.items()))
@@ -181,11 +182,6 @@ def _shape_problem(full: str, value: Any, section: type | None, kind: Any) -> st
         below = ".".join(path)
         return f"{full}.{below}={leaf}: {full} is one setting ({words}), not a section with keys; write {full}={leaf}"
     return None
-
-
-def _takes_mapping(kind: Any) -> bool:
-    """Whether a field of type ``kind`` holds a mapping (``dict[str, float]``, ``Any``)."""
-    return kind is Any or kind in (dict, Mapping) or typing.get_origin(kind) in (dict, Mapping)
 
 
 def _word(choice: Any) -> str:
