@@ -119,6 +119,12 @@ WRONG_SHAPE = [
         "policy.path={tmp}/p",
     ),
     (
+        "reward/evaluate.py",
+        ["reward={tmp}/scorer", "data={tmp}/r.jsonl", "out={tmp}/o"],
+        "error: unknown reward={tmp}/scorer. Choose one of: chat-judge, pace, qbench, reasoning-iqa, sa-iqa, "
+        "scene-proxy. A path goes on a key of the option: reward=NAME reward.KEY={tmp}/scorer (its keys: --help).",
+    ),
+    (
         "rl/best_of_n.py",
         ["reward=scene-proxy", "data.path={tmp}/t.jsonl", "out={tmp}/o"],
         "error: data.path={tmp}/t.jsonl: data is one setting (a string), not a section with keys; write "

@@ -129,7 +129,13 @@ def _hydra_message(err: Exception) -> str:
         group, choice = missing.groups()
         options = re.search(r"Available options in '[^']+':\s*(.*?)\s*(?:Config search path|$)", text, re.S)
         known = options.group(1).split() if options else []
-        return f"unknown {group}={choice}.{close_match(choice, known)} Choose one of: {', '.join(known)}."
+        path = "/" in choice or Path(choice).expanduser().exists()  # a folder given where an option is chosen
+        after = (
+            f" A path goes on a key of the option: {group}=NAME {group}.KEY={choice} (its keys: --help)."
+            if path
+            else ""
+        )
+        return f"unknown {group}={choice}.{close_match(choice, known)} Choose one of: {', '.join(known)}.{after}"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("To append", "See"))]
     return " ".join(lines) or type(err).__name__
 
