@@ -208,15 +208,23 @@ def test_every_key_that_may_change_is_a_setting_of_its_command():
 
 
 @pytest.mark.slow
-def test_an_unchanged_rerun_is_already_complete_before_any_model_library_is_imported(tiny_vlm_path, tmp_path):
+def test_an_unchanged_rerun_is_already_complete_before_any_model_library_is_imported(
+    tiny_vlm_path, tiny_lm_path, tmp_path
+):
     """The same command again on a complete run says so from the output folder alone: SFT loaded the processor
-    (transformers) first, evaluate torch and accelerate, 5 s and more at rest to say "already complete"."""
+    (transformers) first, evaluate torch and accelerate, GRPO trl's config (trl, transformers, peft), 5 s and more at
+    rest to say "already complete"."""
+    from training.procedural.synthetic import write_inpainting_tasks
+
     ratings = ROOT / "reward" / "assets" / "samples" / "ratings.jsonl"
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 8, size=32, seed=0)
     runs = {
         "training/sft.py": [f"model.path={tiny_vlm_path}", f"data.train={ratings}", "out=sft"]
         + ["trainer.max_steps=1", "trainer.gradient_accumulation_steps=1", "trainer.per_device_train_batch_size=2"],
         "reward/evaluate.py": ["reward=qbench", f"reward.model={tiny_vlm_path}", f"data={ratings}", "out=eval"]
         + ["num_workers=0"],
+        "rl/grpo.py": ["reward=scene-proxy", f"policy.path={tiny_lm_path}", "generator=procedural", f"data={tasks}"]
+        + ["out=run-grpo", "trainer.max_steps=1", "trainer.max_completion_length=8", "eval.every=0"],
     }
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for script, argv in runs.items():

@@ -23,7 +23,7 @@ from omegaconf import MISSING
 from reward.console import PROG
 from reward.core.config import COUNT, FRACTION, PIXELS, RESUME, TOKENS, parse, resume_mode, to_plain
 from reward.core.errors import UserError
-from reward.core.outputs import Output, may_change_keys
+from reward.core.outputs import Output, check_output, may_change_keys
 from reward.data import load_inpainting
 from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
@@ -268,6 +268,8 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     quick += batch_problems(settings.trainer, processes, GRPO_BATCH) + trainer_size_problems(settings.trainer)
     problems.extend(quick)
+    if not quick and not settings.plan:  # an identical rerun of a complete run, or a refused folder: said before trl
+        prepare(settings, Path(settings.out), create=False, check_only=True)
     args = None
     try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
         args = None if quick else grpo_args(settings, Path(settings.out))
@@ -428,14 +430,23 @@ def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> 
     return prompts
 
 
-def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output | None:
+def prepare(settings: GrpoSettings, out: Path, *, create: bool = True, check_only: bool = False) -> Output | None:
     """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused; with
-    ``create=False`` only a refusal is checked, before any model loads (:func:`rl.run_folder.prepare_run_folder`)."""
+    ``create=False`` only a refusal is checked, before any model loads (:func:`rl.run_folder.prepare_run_folder`);
+    ``check_only``: the decision alone, writing nothing, on any process (a complete run: ``already complete``)."""
     inputs = run_inputs(
         {"policy": settings.policy.path, "data": settings.data, "eval_data": settings.eval_data},
         [("reward{i}", [settings.reward, *settings.more_rewards]), ("eval_reward{i}", settings.eval_rewards)],
         settings.generator,
     )
+    rules = {
+        "resume": resume_mode(settings.resume),
+        "may_change": may_change_keys(GrpoSettings),
+        "resume_hint": "resume=auto",
+    }
+    if check_only:
+        check_output(out, "grpo", settings_record(settings), inputs, overwrite=settings.overwrite, **rules)
+        return None
     return prepare_run_folder(
         out,
         "grpo",
@@ -443,9 +454,7 @@ def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output
         inputs,
         create=create,
         overwrite=settings.overwrite,
-        resume=resume_mode(settings.resume),
-        may_change=may_change_keys(GrpoSettings),
-        resume_hint="resume=auto",
+        **rules,
     )
 
 
