@@ -143,6 +143,27 @@ def test_a_setting_given_as_a_section_or_a_section_as_one_value_is_one_line_with
     assert status == 2 and err.splitlines() == [line.replace("{tmp}", str(tmp_path))], err
 
 
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        ("rl/best_of_n.py", ["reward=qbench", "reward.model={tmp}/nope", "judge={{name: qbench, model: {tmp}/no}}"]),
+        ("rl/grpo.py", ["reward=qbench", "reward.model={tmp}/nope", "policy.path={tmp}", "eval_rewards=[]"]),
+    ],
+)
+def test_a_missing_reward_model_is_named_with_the_settings_before_anything_loads(script, argv, tmp_path, capsys):
+    """A reward's or judge's model folder that is not there: named with the other settings' problems, at once (it was
+    a ValueError traceback after the other models had loaded)."""
+    GOOD.save(tmp_path / "a.png")
+    GOOD.convert("L").save(tmp_path / "m.png")
+    (tmp_path / "t.jsonl").write_text(json.dumps({"image": "a.png", "mask": "m.png", "prompt": "a room"}) + "\n")
+    given = [a.replace("{tmp}", str(tmp_path)).replace("{{", "{").replace("}}", "}") for a in argv]
+    status, err = _run_script(script, [*given, f"data={tmp_path}/t.jsonl", f"out={tmp_path}/out"], capsys)
+    assert status == 2 and "Traceback" not in err, err
+    assert f"reward.model={tmp_path}/nope: no such folder" in err, err
+    assert "judge" not in script or f"judge.model={tmp_path}/no: no such folder" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_mos_into_a_folder_beside_its_images_is_one_line_and_writes_nothing(tmp_path, capsys):
     """The MOS manifest must sit where its image paths still lead: out= elsewhere was a ValueError traceback, after
     an empty out folder had been made."""
@@ -412,7 +433,8 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     module, argv, prepare, out_key = REUSED_FOLDER[config]
     command = importlib.import_module(module)
     parse_settings, schema = command.parse_settings, SCHEMAS[config]
-    argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
+    (tmp_path / "t.jsonl").write_text("")  # the tasks named (grpo checks that its data exists with the settings)
+    argv = [a.replace("{out}", str(tmp_path / "run")).replace("=t.jsonl", f"={tmp_path}/t.jsonl") for a in argv]
     prepare(compose(config, [*argv, "overwrite=true"], schema=schema))  # the first run makes the folder
     (tmp_path / "run" / "log.txt").write_text("step 1\n")  # and starts (a run that never started is replaced)
     with pytest.raises(UserError) as refused:

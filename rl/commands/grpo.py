@@ -25,10 +25,11 @@ from reward.core.config import COUNT, FRACTION, PIXELS, RESUME, TOKENS, parse, r
 from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.data import load_inpainting
+from reward.data.datasets import check_source
 from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
-from reward.integrations.reward_set import RewardSet, reward_has_device
+from reward.integrations.reward_set import RewardSet, missing_reward_models, reward_has_device
 from reward.rewards.registry import reward_config
 from reward.vlm.hub import missing_model
 from rl.devices import placed_device, resolve_devices
@@ -262,17 +263,18 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     """Typed settings and trl's ``GRPOConfig`` (built once: building it sets up this launch's processes); every
     problem of both is reported together, one line when there is one."""
     settings = parse(GrpoSettings, cfg, where="")
-    problems = _problems(settings)
+    own, missing = _problems(settings), [] if settings.plan else _missing_inputs(settings)
     # found without trl (a table of its fields, a count of the task rows): reported before trl is even imported
     quick = trainer_problems("GRPOConfig", trl_fields(settings.trainer)) + _task_count_problems(settings)
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     quick += batch_problems(settings.trainer, processes, GRPO_BATCH) + trainer_size_problems(settings.trainer)
-    problems.extend(quick)
-    if not quick and not settings.plan:  # an identical rerun of a complete run, or a refused folder: said before trl
+    problems = [*own, *missing, *quick]
+    if not problems and not settings.plan:  # an identical rerun of a complete run, a refused folder: said before trl
         prepare(settings, Path(settings.out), create=False, check_only=True)
     args = None
-    try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = None if quick else grpo_args(settings, Path(settings.out))
+    try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...), with the
+        # other settings' problems; a missing model or file alone is said at once, before trl loads
+        args = None if quick or (missing and not own) else grpo_args(settings, Path(settings.out))
     except UserError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
@@ -312,12 +314,23 @@ def _problems(settings: GrpoSettings) -> list[str]:
             "(reward + more_rewards); give one per reward"
         )
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
-    if not settings.plan:  # a plan is made before the models are there
-        gen = to_plain(settings.generator) if settings.generator else {}
-        for key, value in (("policy.path", settings.policy.path), ("generator.path", gen.get("path"))):
-            if problem := missing_model(value, key):
-                problems.append(problem)
     return problems
+
+
+def _missing_inputs(settings: GrpoSettings) -> list[str]:
+    """The models and task files named that are not there (a plan is made before they are)."""
+    gen = to_plain(settings.generator) if settings.generator else {}
+    problems = [
+        problem
+        for key, value in (("policy.path", settings.policy.path), ("generator.path", gen.get("path")))
+        if (problem := missing_model(value, key))
+    ]
+    for key, value in (("data", settings.data), ("eval_data", settings.eval_data)):
+        if value and not check_source(value) and not Path(value).expanduser().exists():
+            problems.append(f"{key}={value}: no such file or folder (an inpainting tasks manifest)")
+    problems += missing_reward_models([settings.reward], "reward")
+    problems += missing_reward_models(settings.more_rewards, "more_rewards")
+    return problems + missing_reward_models(settings.eval_rewards, "eval_rewards")
 
 
 def _task_count_problems(settings: GrpoSettings) -> list[str]:

@@ -192,15 +192,17 @@ def reward_functions(settings: GrpoScorerSettings) -> list[Any]:
 
 def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) -> tuple[Any, float]:
     """trl's GRPOTrainer with the VLM as the policy on the training rows."""
+    from reward.vlm.hub import check_models
+
+    check_models({"model.path": settings.model.path})  # a missing model or data: said before torch and trl load
+    rows = Rows(settings, settings.data.train, "train")
+
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
     from reward.vlm import load_processor
-    from reward.vlm.hub import check_models
 
-    check_models({"model.path": settings.model.path})
     save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
-    rows = Rows(settings, settings.data.train, "train")
     args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
     args |= trl_fields(settings.trainer)
     if args.get("bf16") is None:
