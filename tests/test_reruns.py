@@ -165,7 +165,10 @@ def test_a_resumed_run_may_change_only_the_keys_marked_on_their_fields(command, 
     from reward.core.cli import compose
 
     folder, argv, may, may_not = RESUMABLE[command]
-    argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
+    (tmp_path / "t.jsonl").write_text("")  # the data named is there (grpo checks it with its settings)
+    argv = [
+        a.replace("{out}", str(tmp_path / "run")).replace("data=t.jsonl", f"data={tmp_path}/t.jsonl") for a in argv
+    ]
     assert folder(compose(command, argv, schema=SCHEMAS[command])).resumed is False
     (tmp_path / "run" / "log.txt").write_text("step 1\n")  # the run started
     resumed = folder(compose(command, [*argv, *may, "resume=auto"], schema=SCHEMAS[command]))
