@@ -41,7 +41,6 @@ from reward.core.config import parse
 from reward.core.outputs import prepare_output
 from reward.data.files import atomic_write_json, atomic_write_text, json_safe, read_records
 from reward.eval.evaluation import format_table
-from reward.testing import make_tiny_lm, make_tiny_vlm
 
 logger = logging.getLogger("demo")
 ROOT = Path(__file__).resolve().parent
@@ -365,6 +364,7 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
 
 def grpo_section(out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     """A short GRPO run of the tiny text policy against scene-proxy (full fine-tuning, procedural generator)."""
+    from reward.testing import make_tiny_lm
     from rl.commands.grpo import GrpoSettings
     from rl.commands.grpo import run as run_grpo
     from training.procedural.synthetic import write_inpainting_tasks
@@ -433,6 +433,8 @@ def run(cfg: DictConfig) -> None:
     if output.resumed:
         logger.info("%s holds this demo run: resuming it (finished sections are read back)", out)
     model = out / "models" / "tiny-qwen2-vl"
+    from reward.testing import make_tiny_vlm  # torch: once the settings are checked
+
     with _quiet(out / "logs" / "models.log"):
         make_tiny_vlm(model, seed=cfg.seed)  # (reused as it is when an earlier run built it)
     sections = ["# perceptual-rewards demo\n", f"Config:\n\n```yaml\n{OmegaConf.to_yaml(cfg)}```\n"]

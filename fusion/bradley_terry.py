@@ -31,12 +31,14 @@ import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import OptimizeResult, minimize
 
 from reward.data.labels import LABEL_A, LABEL_B, LABEL_TIE, label_codes  # noqa: F401 (LABEL_B re-exported)
-from reward.eval.metrics import pairwise_accuracy as metric_pairwise_accuracy
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +112,8 @@ def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndar
 def pairwise_accuracy(s: np.ndarray, codes: np.ndarray) -> float:
     """Fraction of non-tie pairs ordered right by ``s = S_A - S_B`` (``s == 0`` counts one half); ``nan`` without
     a non-tie pair (:func:`reward.eval.metrics.pairwise_accuracy` on score differences)."""
+    from reward.eval.metrics import pairwise_accuracy as metric_pairwise_accuracy  # SciPy: when a fit is measured
+
     s = np.asarray(s, dtype=np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no decisive pair: nan, as documented
@@ -179,6 +183,8 @@ def fit_differences(
 ) -> tuple[np.ndarray, float, OptimizeResult]:
     """``(w, ν, L-BFGS-B's result)`` minimising the penalised mean NLL for differences ``dx`` [n, d] and label codes,
     started from ``init = (w, ν)``. No checks, no logging: the building block of the fit and of the bootstrap."""
+    from scipy.optimize import OptimizeResult, minimize  # when a fit runs, not when fit's settings are read
+
     n, d = dx.shape
     scale = np.sqrt(np.mean(dx * dx, axis=0))
     scale[~(scale > 0)] = 1.0  # constant dimensions keep weight 0 (zero gradient)

@@ -26,6 +26,7 @@ from PIL import Image
 from pace_judge.protocol import Probe, Protocol, SubDimension, protocol_from_dict
 from reward.core.config import RETRIES, TOKENS
 from reward.core.errors import UserError
+from reward.rewards.levels import dimension_words
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +271,9 @@ class Agents:
 
     def plan(self, dimension: str) -> list[SubDimension]:
         c = self.cfg
-        prompt = self.prompts["planner"].format(dimension=dimension, min_sub=c.min_sub, max_sub=c.max_sub)
+        prompt = self.prompts["planner"].format(
+            dimension=dimension_words(dimension), min_sub=c.min_sub, max_sub=c.max_sub
+        )
 
         def parse(answer: str) -> list[SubDimension]:
             obj = parse_json(answer)
@@ -305,7 +308,7 @@ class Agents:
     ) -> list[list[Probe] | None]:
         prompts = [
             self.prompts["visualizer"].format(
-                dimension=dimension,
+                dimension=dimension_words(dimension),
                 sub_dimension=s.name,
                 description=s.description or s.name,
                 feedback=feedback[s.name],
@@ -326,7 +329,7 @@ class Agents:
         """One verdict per probe, each reviewed against ``siblings[i]``, the rules before it (§4.3: "redundant")."""
         prompts = [
             self.prompts["critic"].format(
-                dimension=dimension,
+                dimension=dimension_words(dimension),
                 question=p.question,
                 option_scores=_scores(p),
                 context=SIBLINGS_NOTE.format(rules=_rules(sib)) if sib else "",
@@ -340,7 +343,7 @@ class Agents:
     def calibration_prompts(self, protocol: Protocol, n: int = 2) -> tuple[list[str], list[str]]:
         """The Generator's ``n`` positive and ``n`` negative text-to-image prompts for calibration."""
         rules = "\n".join(f"- {p.question}" for p in protocol.probes)
-        prompt = self.prompts["generator"].format(dimension=protocol.dimension, rules=rules, n=n)
+        prompt = self.prompts["generator"].format(dimension=dimension_words(protocol.dimension), rules=rules, n=n)
 
         def parse(answer: str) -> tuple[list[str], list[str]]:
             obj = parse_json(answer)
@@ -381,7 +384,10 @@ def build_protocol(
     if reference is not None:  # appendix A.1.2's [refcontext]: the closest stored protocol's rules
         stored, cosine = reference
         refcontext = REFERENCE_NOTE.format(
-            dimension=stored.dimension, cosine=cosine, target=dimension, rules=_rules(stored.probes)
+            dimension=dimension_words(stored.dimension),
+            cosine=cosine,
+            target=dimension_words(dimension),
+            rules=_rules(stored.probes),
         )
     visualize = partial(agents.visualize, dimension, image=image, refcontext=refcontext)
     accepted, pending, feedback, last_proposal, critic_log, rounds = _review(agents, dimension, subs, visualize)

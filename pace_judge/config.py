@@ -10,14 +10,13 @@ from omegaconf import OmegaConf
 
 from pace_judge.agents import AgentConfig
 from pace_judge.calibration import CalibrationSource
-from pace_judge.tracks import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
+from pace_judge.track_settings import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
 from reward.core.config import BATCH, FRACTION, PIXELS, to_plain
 from reward.core.config import problems as config_problems
 from reward.core.errors import UserError
 from reward.vlm import load_vlm
 from reward.vlm.hub import missing_model
-from reward.vlm.loading import ModelLoading, loading_of
-from reward.vlm.server import ServerConfig
+from reward.vlm.loading import ModelLoading, ServerConfig, loading_of
 
 
 @dataclass

@@ -16,7 +16,7 @@ import hashlib
 import json
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,9 @@ import torch
 from PIL import Image
 
 from pace_judge.protocol import Option, Probe, Protocol, protocol_to_dict
+from pace_judge.track_settings import CropConfig
 from reward.data.images import load_image, to_rgb
+from reward.rewards.levels import dimension_words
 from reward.vlm import VLM, OptionQuery
 
 LETTERS = string.ascii_uppercase
@@ -48,28 +50,6 @@ COMPARATIVE = (
     "A) Extremely similar to Image 1\nB) Closer to Image 1\nC) Right in the middle\nD) Closer to Image 2\n"
     "E) Extremely similar to Image 2\nREPLY WITH THE LETTER ONLY."
 )
-RANK_PROMPTS = ("comparative", "scored")  # scored: tells the model the anchors' scores
-PROBE_WEIGHTS = ("uniform", "agent")  # uniform: w_r = 1/N (eq. 6) | agent: the Visualizer's weight of each probe
-LETTERINGS = ("best-first", "reversed", "shuffled")  # Track 1's option order: A = best | A = worst | seeded
-
-
-@dataclass
-class CropConfig:
-    grid: tuple[int, int] = field(
-        default=(2, 2), metadata={"help": "rows x cols of crops for zoom probes", "range": (1, 8)}
-    )
-    combine: str = field(
-        default="mean",
-        metadata={
-            "help": "mean | min: how a zoom probe merges the whole image with its crops",
-            "choices": ("mean", "min"),
-        },
-    )
-    enabled: bool = field(default=True, metadata={"help": "false: zoom probes are asked on the whole image only"})
-    upscale: bool = field(
-        default=False,
-        metadata={"help": "true: each crop enlarged to the whole image's size (one image's tokens per crop)"},
-    )
 
 
 def lettered_query(question: str, texts: Sequence[str]) -> OptionQuery:
@@ -98,6 +78,7 @@ def rank_query(dimension: str, high_score: float, low_score: float, variant: str
     >>> [("4.6" in rank_query("sharpness", 4.6, 1.4, v).question) for v in ("comparative", "scored")]
     [False, True]
     """
+    dimension = dimension_words(dimension)  # the key's words: colour_cast is asked about as "colour cast"
     if variant == "comparative":
         return OptionQuery(COMPARATIVE.format(dim=dimension), tuple(LETTERS[:5]), "")
     intro = (

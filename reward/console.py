@@ -3,8 +3,9 @@
     perceptual-rewards evaluate reward=qbench reward.model=PATH data=MANIFEST out=DIR
     python -m reward evaluate ...                                # the same, as a module
     accelerate launch -q --config_file CONFIG -m reward sft ...  # under accelerate (each process runs the module)
-    perceptual-rewards                                           # the commands, one line each
+    perceptual-rewards                                           # the commands, one line each; the folders below
     perceptual-rewards --configs                                 # where the configs are (accelerate/, recipe/, ...)
+    perceptual-rewards --samples                                 # where the samples are (ratings.jsonl, ...)
 
 The commands are the entry points of the group :data:`COMMANDS` in ``pyproject.toml`` (a name -> the module of its
 entry script, e.g. ``sft = "training.sft"``): the packages above ``reward`` declare them, so ``reward`` names
@@ -17,13 +18,17 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import runpy
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 
 COMMANDS = "perceptual_rewards.commands"  # the entry point group of the commands
 PROG = "perceptual-rewards"
+# the samples the README's flow runs on, shipped in the package (a clone's reward/assets/samples/ too)
+SAMPLES = Path(__file__).resolve().parent / "assets" / "samples"
 
 
 def commands() -> dict[str, str]:
@@ -32,13 +37,24 @@ def commands() -> dict[str, str]:
 
 
 def summary(module: str) -> str:
-    """The first line of the entry script's docstring, read from its source (nothing is imported)."""
+    """The first paragraph of the entry script's docstring on one line, read from its source (nothing is imported),
+    its reST markup dropped (:func:`plain`): the command's line in the listing."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.origin:
         return "(not importable: reinstall with pip install -e .)"
     with open(spec.origin, encoding="utf-8") as source:
         doc = ast.get_docstring(ast.parse(source.read())) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    return plain(" ".join(doc.strip().split("\n\n")[0].split()))
+
+
+def plain(text: str) -> str:
+    """``text`` without reST roles and literals.
+
+    >>> plain("Raw ratings -> MOS: :func:`~reward.data.raters.aggregate` of ``ratings``.")
+    'Raw ratings -> MOS: aggregate of ratings.'
+    """
+    text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([\w]+)`", r"\1", text)  # :func:`~pkg.mod.name` -> name
+    return re.sub(r"``(.+?)``", r"\1", text)
 
 
 def usage(table: dict[str, str]) -> str:
@@ -58,10 +74,20 @@ def usage(table: dict[str, str]) -> str:
             "commands:",
             *lines,
             "",
-            f"{PROG} COMMAND --help prints its settings; --cfg job the composed config; {PROG} --configs the folder "
-            "of the configs (accelerate/, recipe/, ...)",
+            f"{PROG} COMMAND --help prints its settings; --cfg job the composed config",
+            "",
+            f"configs (accelerate/, recipe/, ...; {PROG} --configs): {folders()['configs']}",
+            f"samples (ratings.jsonl, pairs.jsonl, pace/; {PROG} --samples): {folders()['samples']}",
         ]
     )
+
+
+def folders() -> dict[str, Path]:
+    """Where the shipped configs and samples are: a clone's ``configs/`` and ``reward/assets/samples/``, or the
+    installed package's copies (``reward/configs``)."""
+    from reward.core.cli import CONFIG_DIR
+
+    return {"configs": CONFIG_DIR, "samples": SAMPLES}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -74,8 +100,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args or args[0] in ("-h", "--help"):
         print(usage(table))
         return
-    if args[0] == "--configs":
-        print(cli.CONFIG_DIR)
+    if args[0] in ("--configs", "--samples"):
+        print(folders()[args[0][2:]])
         return
     name, rest = args[0], args[1:]
     if name not in table:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rl.run_folder import reward_models
-from training.shared.cards import model_card
+from training.shared.cards import model_card, public
 
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
@@ -78,7 +78,9 @@ def policy_card(
         tested_on=record.get("eval_data") or record.get("data"),
         record=record,
         result=result,
-        rewards=[[lb, role, ", ".join(f"{k} `{p}`" for k, p in m.items()) or "(built in)"] for lb, role, m in roles],
+        rewards=[
+            [lb, role, ", ".join(f"{k} `{public(p)}`" for k, p in m.items()) or "(built in)"] for lb, role, m in roles
+        ],
         steps=next(iter(heldout.values()))["steps"] if heldout else None,
         heldout=table,
         curves=curves,

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 from PIL import Image
 
 from reward.core.config import parse
@@ -84,6 +83,8 @@ class SceneProxyReward(TrlCallable):
         self.anchors = calibration(cfg.size, cfg.calibration_scenes)
 
     def score(self, images: Sequence[Image.Image] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:
+        import torch  # here: reward=scene-proxy's settings are read before torch loads
+
         images = as_images(images)  # PIL, tensors, arrays, one or a batch
         side = (self.cfg.size, self.cfg.size)
         raw = [proxy_scores(im.convert("RGB").resize(side, Image.Resampling.BILINEAR)) for im in images]

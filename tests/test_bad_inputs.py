@@ -85,8 +85,103 @@ def test_an_unknown_key_exits_2_with_one_message_naming_it(script, capsys):
     assert len(lines) == 1 or all(line.startswith("  - ") for line in lines[1:]), err
 
 
+# a setting given keys below it, or a section given one value: the spelling that works, named (script, argv, line)
+WRONG_SHAPE = [
+    (
+        "pace_judge/judge.py",
+        ["protocol={tmp}/p.json", "images={tmp}", "out={tmp}/o", "model.path={tmp}/m"],
+        "error: model.path={tmp}/m: model is one setting (a string), not a section with keys; write model={tmp}/m",
+    ),
+    (
+        "training/sft.py",
+        ["model={tmp}/m", "data.train={tmp}/r.jsonl", "out={tmp}/o"],
+        "error: model={tmp}/m: model is a section (dtype, device, device_map, attn_implementation, min_pixels, "
+        "max_pixels, path, freeze_vision, freeze_aligner), not one value; write model.path={tmp}/m",
+    ),
+    (
+        "reward/evaluate.py",
+        ["reward=qbench", "reward.model.path={tmp}/m", "data={tmp}/r.jsonl", "out={tmp}/o"],
+        "error: reward.model.path={tmp}/m: reward.model is one setting (a string), not a section with keys; write "
+        "reward.model={tmp}/m",
+    ),
+    (
+        "rl/grpo.py",
+        ["reward=scene-proxy", "policy={tmp}/p", "data={tmp}/t.jsonl", "out={tmp}/o"],
+        "error: policy={tmp}/p: policy is a section (path, dtype, vision, freeze_vision, image), not one value; write "
+        "policy.path={tmp}/p",
+    ),
+    (
+        "reward/evaluate.py",
+        ["reward={tmp}/scorer", "data={tmp}/r.jsonl", "out={tmp}/o"],
+        "error: unknown reward={tmp}/scorer. Choose one of: chat-judge, pace, qbench, reasoning-iqa, sa-iqa, "
+        "scene-proxy. A path goes on a key of the option: reward=NAME reward.KEY={tmp}/scorer (its keys: --help).",
+    ),
+    (
+        "rl/best_of_n.py",
+        ["reward=scene-proxy", "data.path={tmp}/t.jsonl", "out={tmp}/o"],
+        "error: data.path={tmp}/t.jsonl: data is one setting (a string), not a section with keys; write "
+        "data={tmp}/t.jsonl",
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "argv", "line"), WRONG_SHAPE, ids=[" ".join(c[1]) for c in WRONG_SHAPE])
+def test_a_setting_given_as_a_section_or_a_section_as_one_value_is_one_line_with_the_spelling_that_works(
+    script, argv, line, tmp_path, capsys
+):
+    """PACE takes model=DIR where SFT takes model.path=DIR: either one on the other command says the other spelling
+    (it answered "Cannot convert 'DictConfig' to string")."""
+    status, err = _run_script(script, [a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert status == 2 and err.splitlines() == [line.replace("{tmp}", str(tmp_path))], err
+
+
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        ("rl/best_of_n.py", ["reward=qbench", "reward.model={tmp}/nope", "judge={{name: qbench, model: {tmp}/no}}"]),
+        ("rl/grpo.py", ["reward=qbench", "reward.model={tmp}/nope", "policy.path={tmp}", "eval_rewards=[]"]),
+    ],
+)
+def test_a_missing_reward_model_is_named_with_the_settings_before_anything_loads(script, argv, tmp_path, capsys):
+    """A reward's or judge's model folder that is not there: named with the other settings' problems, at once (it was
+    a ValueError traceback after the other models had loaded)."""
+    GOOD.save(tmp_path / "a.png")
+    GOOD.convert("L").save(tmp_path / "m.png")
+    (tmp_path / "t.jsonl").write_text(json.dumps({"image": "a.png", "mask": "m.png", "prompt": "a room"}) + "\n")
+    given = [a.replace("{tmp}", str(tmp_path)).replace("{{", "{").replace("}}", "}") for a in argv]
+    status, err = _run_script(script, [*given, f"data={tmp_path}/t.jsonl", f"out={tmp_path}/out"], capsys)
+    assert status == 2 and "Traceback" not in err, err
+    assert f"reward.model={tmp_path}/nope: no such folder" in err, err
+    assert "judge" not in script or f"judge.model={tmp_path}/no: no such folder" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_mos_into_a_folder_beside_its_images_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """The MOS manifest must sit where its image paths still lead: out= elsewhere was a ValueError traceback, after
+    an empty out folder had been made."""
+    (tmp_path / "raw" / "img").mkdir(parents=True)
+    GOOD.save(tmp_path / "raw" / "img" / "a.png")
+    rows = [
+        {"image": "img/a.png", "dimension": "quality", "annotator": f"r{i}", "rating": 3 + i % 2} for i in range(4)
+    ]
+    (tmp_path / "raw" / "raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = [f"raw={tmp_path}/raw/raw.jsonl", f"out={tmp_path}/elsewhere"]
+    status, err = _run_script("training/mos.py", argv, capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"is outside the output folder out={tmp_path}/elsewhere" in err and f"(out={tmp_path}/raw)" in err, err
+    assert not (tmp_path / "elsewhere").exists()
+
+
 # the model libraries, seconds to import each: none is needed to check a command's settings
-MODEL_LIBRARIES = ("transformers", "trl", "diffusers", "peft", "deepspeed")
+MODEL_LIBRARIES = ("torch", "transformers", "trl", "diffusers", "peft", "deepspeed", "matplotlib")
+# the config groups' options, whose settings are checked too: each reward, a diffusers generator, Q-Bench's A3
+CHOSEN = [
+    *(["reward/evaluate.py", [f"reward={name}", "colour=red"]] for name in ("qbench", "sa-iqa", "chat-judge")),
+    *(["reward/evaluate.py", [f"reward={name}", "colour=red"]] for name in ("reasoning-iqa", "pace", "scene-proxy")),
+    ["rl/grpo.py", ["reward=sa-iqa", "generator=flux-fill", "colour=red"]],
+    ["rl/best_of_n.py", ["reward=pace", "generator=sd15-inpaint", "colour=red"]],
+    ["reward/qbench_eval.py", ["task=a3", "reward=qbench", "colour=red"]],
+]
 REFUSE_ALL = """
 import json, runpy, sys
 runs, libraries = json.loads(sys.argv[1])
@@ -104,9 +199,11 @@ for script, argv in runs:
 
 
 def test_an_unknown_key_is_refused_before_any_model_library_is_imported():
-    """A mistyped key is answered in about a second: no command imports a model library before its settings are
-    checked (best_of_n took 8 s to refuse one, importing transformers for a callback it never uses)."""
+    """A mistyped key is answered in about a second: no command imports a model library (torch included) before its
+    settings are checked, whichever reward or generator is chosen (best_of_n took 8 s to refuse one, importing
+    transformers for a callback it never uses; evaluate imported torch, SciPy and matplotlib to refuse one)."""
     runs = [[str(ROOT / script), _unknown_key(script)] for script in sorted(MISSING_INPUT)]
+    runs += [[str(ROOT / script), argv] for script, argv in CHOSEN]
     cmd = [sys.executable, "-c", REFUSE_ALL, json.dumps([runs, MODEL_LIBRARIES])]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -485,7 +582,8 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     module, argv, prepare, out_key = REUSED_FOLDER[config]
     command = importlib.import_module(module)
     parse_settings, schema = command.parse_settings, SCHEMAS[config]
-    argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
+    (tmp_path / "t.jsonl").write_text("")  # the tasks named (grpo checks that its data exists with the settings)
+    argv = [a.replace("{out}", str(tmp_path / "run")).replace("=t.jsonl", f"={tmp_path}/t.jsonl") for a in argv]
     prepare(compose(config, [*argv, "overwrite=true"], schema=schema))  # the first run makes the folder
     (tmp_path / "run" / "log.txt").write_text("step 1\n")  # and starts (a run that never started is replaced)
     with pytest.raises(UserError) as refused:

@@ -85,6 +85,29 @@ def test_evaluate_with_a_malformed_scorer_exits_2_in_one_line_before_the_model_l
     assert len(err.splitlines()) == 1 and "sa_iqa.json: level_values is [5.0, 4.0, 3.0]" in err
 
 
+def test_evaluate_with_a_scorer_of_other_dimensions_is_refused_from_sa_iqa_json_before_the_model_loads(
+    tmp_path, capsys, monkeypatch
+):
+    """The scorer's sa_iqa.json says its dimensions: data rated on none of them is refused at once (it was found after
+    the model had loaded, 13 s later)."""
+    import reward.rewards.sa_iqa as sa_iqa
+
+    monkeypatch.setattr(sa_iqa, "load_vlm", lambda *a, **k: pytest.fail("the model loaded before the check"))
+    scorer = tmp_path / "scorer"
+    scorer.mkdir()
+    (scorer / "sa_iqa.json").write_text(json.dumps(GOOD))
+    Image.new("RGB", (16, 16)).save(tmp_path / "a.png")
+    (tmp_path / "m.jsonl").write_text('{"image": "a.png", "dimension": "colour_cast", "mos": 3.0}\n')
+    argv = ["reward=sa-iqa", f"reward.model={scorer}", f"data={tmp_path / 'm.jsonl'}", f"out={tmp_path / 'o'}"]
+    assert run_cli("evaluate", run_evaluate, argv, schema=EvaluateSettings) == 2
+    has = ", ".join(GOOD["queries"])
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: no row could be scored: 1 rows: the scorer has no dimension 'colour_cast' (it has {has}); compare "
+        "its fused score with compare=fused"
+    ]
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_model_folder_with_a_damaged_json_file_is_refused_naming_it(tmp_path):
     from reward.vlm.loading import adapter_base, load_vlm
     from training.shared.plan_models import model_shape

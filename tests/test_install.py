@@ -95,6 +95,22 @@ def test_in_a_checkout_the_configs_are_its_own():
     assert CONFIG_DIR == ROOT / "configs"
 
 
+def test_the_console_says_where_the_configs_and_samples_are(monkeypatch, capsys):
+    """The README's flow runs on ``$(perceptual-rewards --configs)`` and ``$(perceptual-rewards --samples)``: each
+    prints one folder, and the listing names both."""
+    monkeypatch.setattr(console, "commands", lambda: dict(DECLARED))
+    console.main(["--samples"])
+    samples = Path(capsys.readouterr().out.strip())
+    assert samples == ROOT / "reward" / "assets" / "samples" and (samples / "pairs.jsonl").is_file()
+    console.main(["--configs"])
+    assert Path(capsys.readouterr().out.strip()) / "accelerate" / "single_process.yaml" == (
+        CONFIG_DIR / "accelerate" / "single_process.yaml"
+    )
+    console.main([])
+    listing = capsys.readouterr().out
+    assert f"--configs): {CONFIG_DIR}\n" in listing and f"--samples): {samples}\n" in listing
+
+
 # ---------------------------------------------------------------------------------------------- slow: the wheel
 
 
@@ -170,6 +186,11 @@ def test_the_wheel_ships_every_config_and_the_commands_run_from_it(installed, ti
         own = yaml.safe_load((ROOT / "configs" / f"{name.replace('-', '_')}.yaml").read_text()) or {}
         assert set(own) - {"defaults"} <= set(yaml.safe_load(text)), name
 
+    # the folders the README's flow names: the installed package's configs and samples
+    for flag, folder in (("--configs", "configs"), ("--samples", "assets/samples")):
+        proc = run_installed(installed, [installed["bin"] / "perceptual-rewards", flag])
+        assert proc.returncode == 0 and proc.stdout.strip() == str(installed["site"] / "reward" / folder), proc.stdout
+
     # --help says the commands and configs the installed user has (no checkout's training/sft.py, configs/)
     proc = run_installed(installed, [installed["bin"] / "perceptual-rewards", "sft", "--help"])
     shipped = installed["site"] / "reward" / "configs"
@@ -231,3 +252,19 @@ def test_the_entry_scripts_docstrings_start_with_one_line_for_the_listing():
         path = ROOT / (module.replace(".", "/") + ".py")
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         assert doc and len(doc.splitlines()[0]) <= 120, module
+
+
+def test_every_commands_line_in_the_listing_is_one_whole_sentence_without_markup(monkeypatch, capsys):
+    """``perceptual-rewards`` alone: each command's line is its docstring's first paragraph, a whole sentence in plain
+    words (mos's was cut mid-sentence after ":func:`read_raw_ratings` (one row per")."""
+    monkeypatch.setattr(console, "commands", lambda: dict(DECLARED))
+    console.main([])
+    listing = capsys.readouterr().out
+    for name, module in DECLARED.items():
+        line = next(ln for ln in listing.splitlines() if ln.startswith(f"  {name} "))
+        said = line[len(f"  {name} ") :].strip()
+        assert said == console.summary(module) and said.endswith("."), (name, said)
+        assert not any(mark in said for mark in ("`", ":func:", ":class:", ":data:", ":mod:")), (name, said)
+        path = ROOT / (module.replace(".", "/") + ".py")
+        first = (ast.get_docstring(ast.parse(path.read_text())) or "").split("\n\n")[0]
+        assert said == console.plain(" ".join(first.split())), name  # the whole paragraph, not its first line

@@ -12,9 +12,10 @@ def test_grpo_settings_build_trl_config_without_a_deprecation_warning(tmp_path):
     from reward.core.cli import compose
     from rl.commands.grpo import grpo_args, parse_settings
 
+    (tmp_path / "t.jsonl").write_text("")  # (the settings check that the tasks file is there)
     cfg = compose(
         "grpo",
-        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", f"out={tmp_path / 'o'}"],
+        ["reward=scene-proxy", "policy.path=Org/lm", f"data={tmp_path / 't.jsonl'}", f"out={tmp_path / 'o'}"],
         schema=GrpoSettings,
     )
     s = parse_settings(cfg)

@@ -1,7 +1,10 @@
 """Every command of the README's and the docs pages' ```bash blocks runs as written, in order, on the shipped samples
 and tiny models; then the README's Python snippet, on what its commands wrote.
 
-The README's main flow writes under ``runs/`` (here a temporary folder in its place). The docs pages write
+The README's main flow runs as installed (``perceptual-rewards NAME``, here ``python -m reward NAME``; ``-m reward
+NAME`` under accelerate) on the folders its first line puts in shell variables (``CONFIGS=$(perceptual-rewards
+--configs)``: the test runs the command and expands ``$CONFIGS`` with what it printed), and writes under ``runs/``
+(here a temporary folder in its place). The docs pages write
 placeholders (``PATH``, ``DIR``, ``MANIFEST``, ...) where a user puts their own models and data:
 :data:`BY_KEY` and :data:`BY_VALUE` say what each one stands for here (tiny models built in the session, the samples
 of ``reward/assets/samples``, folders of earlier commands), :data:`SHORTER` shortens the few commands that would run
@@ -36,7 +39,6 @@ SKIP: dict[str, str] = {
     "make test": "the whole test suite, this test included",
     "pip install": "installs into the environment; tests/test_install.py builds the wheel, installs it into a fresh "
     "virtual environment and runs every command from it",
-    "perceptual-rewards": "the installed console script: tests/test_install.py runs every command through it",
     "python docs/settings.py": "rewrites the docs pages; tests/test_docs.py runs its check",
     'dimension="tactile satisfaction"': "the agents write a new protocol: a tiny random VLM cannot (the agents run "
     "with a scripted backend in tests/test_pace_agents.py)",
@@ -51,7 +53,11 @@ SKIP: dict[str, str] = {
     "policy.path=STAGE1 lora.enabled=true": "its settings are elided (...): the command above it, completed",
     "vllm serve": "a vLLM server on a GPU",
     "rl/study.py serve": "serves its page until Ctrl-C (tests/test_study.py answers on it in headless chromium)",
+    "perceptual-rewards study serve": "serves its page until Ctrl-C (tests/test_study.py answers on it in headless "
+    "chromium)",
     "rl/study.py report": "reports raters' answers (tests/test_study.py gives some in headless chromium first)",
+    "perceptual-rewards study report": "reports raters' answers (tests/test_study.py gives some in headless chromium "
+    "first)",
     "sglang.launch_server": "an SGLang server on a GPU",
     "koniq10k:/data/KonIQ-10k": "KonIQ-10k is not shipped (tests/test_datasets_e2e.py builds stand-in folders)",
     "spaq:/data/SPAQ,kadid10k": "SPAQ, KADID-10k, LIVE Challenge and AGIQA-3K are not shipped",
@@ -173,6 +179,7 @@ SYNOPSES: dict[str, list[str]] = {
         "python pace_judge/memory.py delete memory=DIR dimension=lighting",
     ]
 }
+ASSIGNMENT = re.compile(r"([A-Z_]+)=\$\(([^)]*)\)")  # NAME=$(command): the shell variable of a command's output
 PLACEHOLDER = re.compile(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b|\.\.\.|\w+\.jsonl?\b")
 NOT_PLACEHOLDERS = {"CUDA_VISIBLE_DEVICES"}
 
@@ -228,11 +235,14 @@ class Session:
         return self.built[name]
 
 
-def substitute(command: str, resolve: Callable[[str], str]) -> list[str]:
-    """``command`` with every placeholder replaced (``resolve(resource)`` gives its value), the shortenings of
-    :data:`SHORTER` / :data:`APPEND` applied, and ``python`` / ``accelerate`` those of this interpreter."""
+def substitute(command: str, resolve: Callable[[str], str], variables: dict[str, str] | None = None) -> list[str]:
+    """``command`` with every placeholder replaced (``resolve(resource)`` gives its value), each ``$NAME`` of
+    ``variables`` expanded, the shortenings of :data:`SHORTER` / :data:`APPEND` applied, and ``python`` /
+    ``accelerate`` / ``perceptual-rewards`` those of this interpreter (the last as ``python -m reward``)."""
     out = []
     for token in shlex.split(command):
+        for name, value in (variables or {}).items():
+            token = token.replace(f"${name}", value)
         token = RUNS.sub(lambda _: resolve("runs") + "/", token)
         key, eq, value = token.partition("=")
         if eq and (key, value) in BY_KEY:
@@ -255,7 +265,15 @@ def substitute(command: str, resolve: Callable[[str], str]) -> list[str]:
         out[0] = sys.executable
     elif out[0] == "accelerate":
         out[0] = str(Path(sys.executable).parent / "accelerate")
+    elif out[0] == "perceptual-rewards":
+        out[:1] = [sys.executable, "-m", "reward"]
     return out
+
+
+def assignments(command: str) -> dict[str, str] | None:
+    """``NAME=$(COMMAND) ...``: each variable's command, or ``None`` for any other line."""
+    found = ASSIGNMENT.findall(command)
+    return dict(found) if found and not ASSIGNMENT.sub("", command).strip() else None
 
 
 def expand(command: str) -> list[str]:
@@ -293,8 +311,12 @@ def test_every_runnable_command_is_fully_substituted():
         return f"/resource/{name}"
 
     left = {}
+    variables = {}
     for command in runnable():
-        words = " ".join(substitute(command, resolve)[1:])
+        if (assigned := assignments(command)) is not None:
+            variables.update({name: f"/resource/{name.lower()}" for name in assigned})
+            continue
+        words = " ".join(substitute(command, resolve, variables)[1:])
         found = {w for w in PLACEHOLDER.findall(words) if w == "..." or w.isupper() or w in BY_VALUE}
         if found - NOT_PLACEHOLDERS:
             left[command] = sorted(found - NOT_PLACEHOLDERS)
@@ -373,12 +395,19 @@ def _record(session: Session, argv: list[str]) -> None:
     evaluation's scores."""
     settings = dict(t.split("=", 1) for t in argv if "=" in t and not t.startswith("-"))
     out = settings.get("out") or settings.get("output_dir")  # (output_dir: the alias)
-    if any(t.endswith("training/sft.py") for t in argv) and out:
+    if _runs(argv, "training/sft.py", "sft") and out:
         session.last["last_scorer"] = Path(out) / "scorer"
-    if any(t.endswith("training/grpo_scorer.py") for t in argv) and out:
+    if _runs(argv, "training/grpo_scorer.py", "grpo-scorer") and out:
         session.last["last_grpo_scorer"] = Path(out) / "scorer"
-    if any(t.endswith("reward/evaluate.py") for t in argv) and "out" in settings:
+    if _runs(argv, "reward/evaluate.py", "evaluate") and "out" in settings:
         session.last["last_scores"] = Path(settings["out"]) / "scores.jsonl"
+
+
+def _runs(argv: list[str], script: str, name: str) -> bool:
+    """Whether ``argv`` runs the entry script ``script`` (its file) or the command ``name`` (``-m reward NAME``)."""
+    return any(t.endswith(script) for t in argv) or any(
+        a == "reward" and b == name for a, b in zip(argv, argv[1:], strict=False)
+    )
 
 
 @pytest.mark.slow
@@ -390,9 +419,16 @@ def test_every_readme_command_runs_as_written(tiny_vlm_path, tiny_lm_path, tiny_
         "HF_HUB_OFFLINE": "1",
         "TORCH_EXTENSIONS_DIR": str(tmp_path / "torch_extensions"),
     }
-    failures = []
+    failures, variables = [], {}
     for command in runnable():
-        argv = substitute(command, lambda name: str(session.get(name)))
+        if (assigned := assignments(command)) is not None:  # NAME=$(perceptual-rewards --configs): what it prints
+            for name, line in assigned.items():
+                proc = subprocess.run(substitute(line, str), cwd=ROOT, env=env, capture_output=True, text=True)
+                variables[name] = proc.stdout.strip()
+                if proc.returncode != 0 or not Path(variables[name]).is_dir():
+                    failures.append(f"{command}\n  {name}: exit {proc.returncode}: {proc.stdout}{proc.stderr[-1500:]}")
+            continue
+        argv = substitute(command, lambda name: str(session.get(name)), variables)
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             failures.append(f"{command}\n  ran: {shlex.join(argv)}\n  exit {proc.returncode}: {proc.stderr[-1500:]}")

@@ -3,6 +3,12 @@ a run that never started never blocks its corrected rerun; missing model paths a
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from reward.commands.evaluate import EvaluateSettings
@@ -11,6 +17,15 @@ from reward.core.errors import UserError
 from reward.core.outputs import RunComplete, check_output, prepare_output
 from rl.commands.grpo import GrpoSettings
 from training.commands.sft import SftSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+RERUN = """
+import json, runpy, sys
+script, argv = json.loads(sys.argv[1])
+sys.argv = [script, *argv]
+runpy.run_path(script, run_name="__main__")
+print(json.dumps([name for name in ("torch", "transformers", "trl", "peft", "accelerate") if name in sys.modules]))
+"""
 
 
 def test_the_identical_command_on_a_complete_run_is_already_complete(tmp_path):
@@ -150,7 +165,10 @@ def test_a_resumed_run_may_change_only_the_keys_marked_on_their_fields(command, 
     from reward.core.cli import compose
 
     folder, argv, may, may_not = RESUMABLE[command]
-    argv = [a.replace("{out}", str(tmp_path / "run")) for a in argv]
+    (tmp_path / "t.jsonl").write_text("")  # the data named is there (grpo checks it with its settings)
+    argv = [
+        a.replace("{out}", str(tmp_path / "run")).replace("data=t.jsonl", f"data={tmp_path}/t.jsonl") for a in argv
+    ]
     assert folder(compose(command, argv, schema=SCHEMAS[command])).resumed is False
     (tmp_path / "run" / "log.txt").write_text("step 1\n")  # the run started
     resumed = folder(compose(command, [*argv, *may, "resume=auto"], schema=SCHEMAS[command]))
@@ -190,3 +208,39 @@ def test_every_key_that_may_change_is_a_setting_of_its_command():
                 for part in key.split("."):
                     assert part in field_types(node), key
                     node = field_types(node)[part]
+
+
+@pytest.mark.slow
+def test_an_unchanged_rerun_is_already_complete_before_any_model_library_is_imported(
+    tiny_vlm_path, tiny_lm_path, tmp_path
+):
+    """The same command again on a complete run says so from the output folder alone: SFT loaded the processor
+    (transformers) first, evaluate torch and accelerate, GRPO trl's config (trl, transformers, peft), 5 s and more at
+    rest to say "already complete"."""
+    from training.procedural.synthetic import write_inpainting_tasks
+
+    ratings = ROOT / "reward" / "assets" / "samples" / "ratings.jsonl"
+    tasks = write_inpainting_tasks(tmp_path / "tasks", 8, size=32, seed=0)
+    runs = {
+        "training/sft.py": [f"model.path={tiny_vlm_path}", f"data.train={ratings}", "out=sft"]
+        + ["trainer.max_steps=1", "trainer.gradient_accumulation_steps=1", "trainer.per_device_train_batch_size=2"],
+        "reward/evaluate.py": ["reward=qbench", f"reward.model={tiny_vlm_path}", f"data={ratings}", "out=eval"]
+        + ["num_workers=0"],
+        "rl/grpo.py": ["reward=scene-proxy", f"policy.path={tiny_lm_path}", "generator=procedural", f"data={tasks}"]
+        + ["out=run-grpo", "trainer.max_steps=1", "trainer.max_completion_length=8", "eval.every=0"],
+    }
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    for script, argv in runs.items():
+        first = subprocess.run(
+            [sys.executable, str(ROOT / script), *argv], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert first.returncode == 0, first.stderr[-2000:]
+        again = subprocess.run(
+            [sys.executable, "-c", RERUN, json.dumps([str(ROOT / script), argv])],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert again.returncode == 0 and "already complete: results in" in again.stdout, again.stderr[-2000:]
+        assert json.loads(again.stdout.splitlines()[-1]) == [], script

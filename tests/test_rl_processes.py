@@ -27,6 +27,7 @@ from reward.core.cli import compose
 from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
 from training.procedural.synthetic import write_inpainting_tasks
+from training.shared.cards import public
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -126,7 +127,7 @@ def test_two_processes_each_on_its_device_collective_heldout_and_save(
     paths = [r["path"] for r in samples]
     assert len(paths) == len(set(paths)) == 4 and all(Path(p).is_file() for p in paths)  # one writer, no collision
     command = (out / "policy" / "README.md").read_text().split("## How it was made")[1]
-    given = shlex.join(["accelerate", "launch", *_launcher(launch, tmp_path)])  # the launch as typed, read back
+    given = shlex.join(["accelerate", "launch", *public(_launcher(launch, tmp_path))])  # as typed, files by name
     assert f"\n{given} rl/grpo.py reward=scene-proxy " in command
     from safetensors.torch import load_file
 

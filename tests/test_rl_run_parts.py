@@ -197,7 +197,8 @@ def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_sta
     os.utime(lock, (lock.stat().st_atime - 3600, lock.stat().st_mtime - 3600))  # left by a build an hour ago
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
-    base = [f"out={tmp_path / 'run'}", "data=t.jsonl", "policy.path=p", "reward=scene-proxy"]
+    (tmp_path / "t.jsonl").write_text("")  # the tasks are there: the launch's own problem is the one said
+    base = [f"out={tmp_path / 'run'}", f"data={tmp_path / 't.jsonl'}", "policy.path=p", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("grpo", overrides=base, schema=GrpoSettings)
     with pytest.raises(UserError, match=rf"{lock} is 60 minutes old.*rm {lock}"):

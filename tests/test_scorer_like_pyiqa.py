@@ -49,6 +49,8 @@ def test_the_cards_python_snippet_runs_as_written(tiny_scorer_path, tmp_path, mo
         location=str(tiny_scorer_path),
     )
     snippet = str(card).split("```python\n")[1].split("```")[0]
+    assert str(tiny_scorer_path) not in str(card)  # a folder here: the reader's own folder or repo id, in its place
+    snippet = snippet.replace("THIS_FOLDER_OR_REPO_ID", str(tiny_scorer_path))
     photo = real_photos(tmp_path, n=1, size=40)[0]
     photo.rename(tmp_path / "photo.png")
     monkeypatch.chdir(tmp_path)

@@ -91,6 +91,65 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume_and_exits_130(tmp_path):
     assert len((out / "scores.jsonl").read_text().splitlines()) == 2  # the first batch is kept for the resume
 
 
+def _read_until(master: int, text: str | None) -> str:
+    """What the terminal shows, read from its master side until ``text`` appears (``None``: until the last process
+    holding the terminal exits)."""
+    seen = b""
+    while text is None or text.encode() not in seen:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: no process holds the terminal any more
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen.decode(errors="replace")
+
+
+def test_ctrl_c_under_accelerate_launch_ends_with_the_one_line_and_no_launcher_traceback(tmp_path):
+    """``accelerate launch -q`` of one process in a terminal: Ctrl-C typed there (the terminal's SIGINT to its
+    foreground group) ends with the command's ``interrupted:`` line, without the launcher's KeyboardInterrupt."""
+    import fcntl
+    import pty
+    import termios
+
+    data, out = _manifest(tmp_path / "data"), tmp_path / "out"
+    script = tmp_path / "blocking_evaluate.py"
+    script.write_text(BLOCKING_EVALUATE)
+    config = ROOT / "configs" / "accelerate" / "single_process.yaml"
+    argv = ["reward=qbench", "reward.model=unused", f"data={data}", f"out={out}", "batch_size=2", "num_workers=0"]
+    master, terminal = pty.openpty()
+
+    def in_the_terminal() -> None:  # a session of its own whose controlling terminal is the pty, as a shell's job
+        _ctrl_c_as_at_a_terminal()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "-q", "--config_file", str(config)]
+    proc = subprocess.Popen(
+        [*accelerate, str(script), *argv],
+        env=_env(),
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        start_new_session=True,
+        preexec_fn=in_the_terminal,
+    )
+    os.close(terminal)
+    try:
+        shown = _read_until(master, "second batch")  # the event: the second batch is being scored
+        os.write(master, b"\x03")  # Ctrl-C, typed
+        shown += _read_until(master, None)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        os.close(master)
+    lines = [line.replace("^C", "").strip() for line in shown.splitlines() if line.replace("^C", "").strip()]
+    hint = "run the same command again (resume=auto) to continue it where it stopped"
+    assert "Traceback" not in shown and "KeyboardInterrupt" not in shown, shown[-3000:]
+    assert lines[-1] == f"interrupted: {out} holds the run so far; {hint}", shown[-3000:]
+    assert proc.returncode == 1  # accelerate's status for a process that failed (130), under -q
+
+
 def _fusion_files(folder: Path, change) -> tuple[Path, Path]:
     rng = np.random.default_rng(0)
     x = rng.uniform(1, 5, (40, 2))

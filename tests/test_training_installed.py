@@ -52,13 +52,49 @@ def test_the_cards_command_is_the_one_run(argv, begins, monkeypatch):
     assert command.startswith(begins) and "model.path=m" in command.removeprefix(begins)
 
 
-def test_the_card_names_a_local_base_model_by_its_absolute_path_and_a_hub_id_as_given(tmp_path, monkeypatch):
+def test_the_card_names_a_local_base_model_by_its_folder_and_architecture_and_a_hub_id_as_given(tmp_path, monkeypatch):
+    """A card is made to be pushed: a local base model is the local checkpoint of its architecture by its folder's
+    name, never the folder's path on this machine (it was "a fine-tune of /home/..."); a Hub id as given, in the
+    front matter too; a snapshot in the Hugging Face cache by its repo."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models" / "base").mkdir(parents=True)
+    (tmp_path / "models" / "base" / "config.json").write_text('{"architectures": ["Qwen2VLForConditionalGeneration"]}')
     given = dict(dimensions={"q": ""}, level_words=["good"], level_values=[5.0], train_data="r.jsonl", command="c")
     local = str(scorer_card(base_model="models/base", **given))
-    assert f"A fine-tune of `{tmp_path / 'models' / 'base'}`" in local and "`models/base`" not in local
+    assert "A fine-tune of the local Qwen2VLForConditionalGeneration checkpoint `base` that rates" in local
+    assert str(tmp_path) not in local and "models/base" not in local and "base_model:" not in local
     hub = str(scorer_card(base_model="Qwen/Qwen2-VL-2B-Instruct", **given))
-    assert "Base model: `Qwen/Qwen2-VL-2B-Instruct`" in hub
+    assert "Base model: `Qwen/Qwen2-VL-2B-Instruct`." in hub and "base_model: Qwen/Qwen2-VL-2B-Instruct" in hub
     assert "perceptual-rewards evaluate reward=sa-iqa" in hub and "perceptual-rewards fit" in hub
     assert not [f for f in REPO_FILES if f in hub]
+    cached = tmp_path / "hub" / "models--Qwen--Qwen2-VL-2B-Instruct" / "snapshots" / "0a1b2c"
+    cached.mkdir(parents=True)
+    snapshot = str(scorer_card(base_model=str(cached), **given))
+    assert "Base model: `Qwen/Qwen2-VL-2B-Instruct`." in snapshot and str(tmp_path) not in snapshot
+    assert "base_model: Qwen/Qwen2-VL-2B-Instruct" in snapshot
+
+
+def test_the_card_names_no_folder_of_this_machine_and_says_where_the_fusion_weights_are(tmp_path, monkeypatch):
+    """Data, the scorer's location and the command's paths by their names; the fusion weights in fusion_weights.json
+    (the card said sa_iqa.json)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "ratings.jsonl").write_text("")
+    card = str(
+        scorer_card(
+            base_model=str(tmp_path / "vlm"),
+            dimensions={"q": ""},
+            level_words=["good"],
+            level_values=[5.0],
+            train_data=str(tmp_path / "data" / "ratings.jsonl"),
+            test_data=f"hf:{tmp_path}/saved:test",
+            command=settings_command(
+                "training/sft.py", "sft", SftSettings, {"model": {"path": str(tmp_path / "vlm")}, "out": "runs/sft"}
+            ),
+            location=str(tmp_path / "runs" / "sft" / "scorer"),
+        )
+    )
+    assert str(tmp_path) not in card and "/home/" not in card, card
+    assert "- training: `ratings.jsonl`" in card and "- test: `hf:saved:test`" in card
+    assert "model.path=vlm" in card and '{"model": "THIS_FOLDER_OR_REPO_ID"}' in card
+    assert "`fusion_weights.json`, once" in card and "(and, once `perceptual-rewards fit`" not in card

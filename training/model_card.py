@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from training.shared.cards import model_card
+from training.shared.cards import LOCATION, model_card, public
 
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
@@ -36,13 +36,14 @@ def scorer_card(
     metrics: Mapping[str, Any] | None = None,
     data_info: Mapping[str, Mapping[str, Any]] | None = None,
     steps: int | None = None,
-    location: str = "THIS_FOLDER_OR_REPO_ID",
+    location: str = LOCATION,
     **text: Any,
 ) -> ModelCard:
     """The card of a scorer fine-tuned from ``base_model`` (a Hub id or a folder): ``dimensions`` maps a name to its
     definition ("" when the prompt type has none), ``metrics`` is metrics.json's entries per dimension, ``data_info``
-    the "train"/"test" data's split and rule, ``location`` where a reader loads the scorer from, ``adapter`` whether
-    the folder holds a LoRA adapter; ``text``: more of the template's fields (``method``, ``reward_name``)."""
+    the "train"/"test" data's split and rule, ``location`` where a reader loads the scorer from (a Hub repo id; a
+    folder here is written :data:`~training.shared.cards.LOCATION`), ``adapter`` whether the folder holds a LoRA
+    adapter; ``text``: more of the template's fields (``method``, ``reward_name``)."""
     info = {k: (data_info or {}).get(k) or {} for k in ("train", "test")}
     metrics = {dim: v for dim, v in (metrics or {}).items() if isinstance(v, Mapping)}
     held_out = test_data != train_data or bool(info["test"].get("split"))
@@ -68,7 +69,7 @@ def scorer_card(
         held_out=held_out,
         prompt_type=prompt_type,
         steps=steps,
-        location=location,
+        location=location if public(location) == location else LOCATION,
         command=command,
         **text,
     )

@@ -1,8 +1,12 @@
-"""Raw ratings -> MOS manifest, as in SA-BENCH (SA-IQA §3.1.4, App. D.1): :func:`read_raw_ratings` (one row per
-annotator, or grouped ``"ratings"``), :func:`~reward.data.raters.aggregate` (ratings with ``|z| > z_threshold``
-within their image replaced by the mean, once; the groups where the rule cannot fire counted),
-:func:`~reward.data.raters.annotator_reliability` (SRCC below 0.6: flagged for review, never dropped) and
-:func:`split_scenes` (a seeded scene-level split, 4:1); :func:`write_mos` writes train/test.jsonl, annotators.json.
+"""Raw annotator ratings -> a MOS manifest, as SA-BENCH made its own (SA-IQA §3.1.4, App. D.1).
+
+    perceptual-rewards mos raw=RAW_RATINGS.jsonl [out=DIR scale=[1,5] skip_bad=true]
+
+:func:`read_raw_ratings` (one row per annotator, or grouped ``"ratings"``), :func:`~reward.data.raters.aggregate`
+(ratings with ``|z| > z_threshold`` within their image replaced by the mean, once; the groups where the rule cannot
+fire counted), :func:`~reward.data.raters.annotator_reliability` (SRCC below 0.6: flagged for review, never
+dropped) and :func:`split_scenes` (a seeded scene-level split, 4:1); :func:`write_mos` writes train/test.jsonl,
+annotators.json.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from reward.core.errors import UserError
 from reward.data.manifest import ManifestError, iter_jsonl
 from reward.data.raters import MosRow, RawRating, aggregate, annotator_reliability, max_abs_z
 
@@ -144,9 +149,10 @@ def _rebase(image: str, src: Path, dst: Path, where: str) -> str:
     try:
         return absolute.relative_to(dst.resolve()).as_posix()
     except ValueError:
-        raise ValueError(
-            f"{where}: image {image!r} ({absolute}) is outside the output folder {dst}; manifests keep their images "
-            "inside their own folder, so write the MOS files next to the raw ratings (out_dir=None) or above them."
+        raise UserError(
+            f"{where}: image {image!r} ({absolute}) is outside the output folder out={dst}; manifests keep their "
+            f"images inside their own folder: write the MOS files next to the raw ratings (leave out= unset) or in a "
+            f"folder above them (out={src})"
         ) from None
 
 
@@ -171,16 +177,17 @@ def write_mos(
     out = Path(out_dir) if out_dir is not None else raw_path.parent
     ratings, skipped = read_raw_ratings(raw_path, scale=scale, skip_bad=skip_bad)
     if not ratings:
-        raise ValueError(f"{raw_path}: no usable ratings (skipped {len(skipped)} bad rows); see {RAW_EXAMPLE}")
+        raise UserError(f"{raw_path}: no usable ratings (skipped {len(skipped)} bad rows); see {RAW_EXAMPLE}")
     rows = aggregate(ratings, z_threshold=z_threshold, ddof=ddof)
     reliability = annotator_reliability(ratings, rows, threshold=srcc_threshold)
     train, test = split_rows(rows, ratio=ratio, seed=seed)
+    images = {r.image: _rebase(r.image, raw_path.parent, out, str(raw_path)) for r in rows}  # before any file is made
     out.mkdir(parents=True, exist_ok=True)
     paths = {"train": out / "train.jsonl", "test": out / "test.jsonl"}
     for name, part in (("train", train), ("test", test)):
         with paths[name].open("w", encoding="utf-8") as handle:
             for r in part:
-                row = asdict(r) | {"image": _rebase(r.image, raw_path.parent, out, str(raw_path))}
+                row = asdict(r) | {"image": images[r.image]}
                 row["mos"], row["std"] = round(row["mos"], 6), round(row["std"], 6)
                 handle.write(json.dumps(row) + "\n")
     cannot_fire = sum(max_abs_z(r.n_ratings, ddof) <= z_threshold for r in rows)

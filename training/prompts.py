@@ -4,7 +4,9 @@ prints them (``wording="paper"``). Prompt types (Table 4): 1 concise (``Please e
 {dimension} quality level of this image.``), 2 the same after the tag ``<{dimension}>``, 3 and 4 type 1 followed by
 the general / expert-aware definition. The release tags types 2-4, App. B.1 type 2 only; the image comes first.
 The scorer reads the rating word after :func:`response_prefix` (ending in ``is``: the word keeps its leading space).
-A dimension types 3-4 have no definition of is asked in plain words (:func:`generic_prompt`).
+A dimension types 3-4 have no definition of is asked in plain words (:func:`generic_prompt`). A dimension is asked
+about in the words of its key (``colour_cast``: "the spatial aesthetic colour cast quality level"); type 2's tag and
+the files keep the key.
 
 >>> response("lighting", "good")
 'The spatial aesthetic lighting quality level of this image is good.'
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from reward.rewards.levels import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS
+from reward.rewards.levels import EXPERT_DEFINITIONS, GENERAL_DEFINITIONS, dimension_words
 
 PROMPT_TYPES: Mapping[int, str] = MappingProxyType(
     {
@@ -54,7 +56,7 @@ def build_prompt(
         raise ValueError(
             f"prompt_type must be one of {sorted(PROMPT_TYPES)} ({dict(PROMPT_TYPES)}), got {prompt_type!r}"
         )
-    query = f"Please evaluate the spatial aesthetic {dimension} quality level of this image."
+    query = f"Please evaluate the spatial aesthetic {dimension_words(dimension)} quality level of this image."
     if prompt_type in (3, 4):
         table = (
             definitions
@@ -77,17 +79,17 @@ def response_prefix(dimension: str) -> str:
     >>> response_prefix("harmony")
     'The spatial aesthetic harmony quality level of this image is'
     """
-    return f"The spatial aesthetic {_check_dimension(dimension)} quality level of this image is"
+    return f"The spatial aesthetic {dimension_words(_check_dimension(dimension))} quality level of this image is"
 
 
 def generic_prompt(dimension: str) -> str:
     """The query of a dimension the paper does not define, when the prompt type wants a definition (3-4) and none was
     given: plain words for any dimension, as Q-Align asks (ours; the paper's templates say "spatial aesthetic").
 
-    >>> generic_prompt("quality")
-    'Please evaluate the quality of this image.'
+    >>> generic_prompt("quality"), generic_prompt("colour_cast")
+    ('Please evaluate the quality of this image.', 'Please evaluate the colour cast of this image.')
     """
-    return f"Please evaluate the {_check_dimension(dimension)} of this image."
+    return f"Please evaluate the {dimension_words(_check_dimension(dimension))} of this image."
 
 
 def generic_response_prefix(dimension: str) -> str:
@@ -96,7 +98,7 @@ def generic_response_prefix(dimension: str) -> str:
     >>> generic_response_prefix("sharpness") + " good."
     'The sharpness of this image is good.'
     """
-    return f"The {_check_dimension(dimension)} of this image is"
+    return f"The {dimension_words(_check_dimension(dimension))} of this image is"
 
 
 def response(dimension: str, word: str) -> str:

@@ -21,8 +21,7 @@ from reward.core.errors import UserError
 from reward.core.outputs import fingerprint, path_inputs, prepare_output
 from reward.core.summary import log_summary
 from reward.data.manifest import allow_absolute_paths_field
-from reward.vlm.loading import ModelLoading
-from reward.vlm.server import ServerConfig
+from reward.vlm.loading import ModelLoading, ServerConfig
 
 logger = logging.getLogger(__name__)
 

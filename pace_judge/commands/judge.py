@@ -8,14 +8,13 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import MISSING
 from tqdm.auto import tqdm
 
 from pace_judge.agents import ProtocolBuildError
 from pace_judge.config import PaceConfig, validate
-from pace_judge.pace import PaceReward
 from pace_judge.protocol import load_protocol
 from reward.core.config import BATCH, PIXELS, RESUME, parse, resume_mode
 from reward.core.errors import UserError
@@ -24,6 +23,9 @@ from reward.core.summary import log_summary
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS as DEFAULT_DECODE_PIXELS
 from reward.data.images import load_image
+
+if TYPE_CHECKING:  # torch: once the settings are checked
+    from pace_judge.pace import PaceReward
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +115,8 @@ def judge(
     todo = [f for f in files if f.name not in seen]
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
+    from pace_judge.pace import PaceReward
+
     try:
         try:
             reward = PaceReward(settings)

@@ -25,13 +25,12 @@ from reward.eval.evaluation import (
     EvalResult,
     EvalSettings,
     NothingScored,
+    check_dimensions,
     evaluate_rows,
     format_table,
     write_results,
 )
-from reward.eval.parallel import process_state
-from reward.rewards.registry import get_reward, reward_config, reward_info
-from reward.vlm.server import failure_summary, served_stats, server_report
+from reward.rewards.registry import get_reward, reward_config, reward_dimensions, reward_info
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +184,6 @@ def set_up(settings: EvaluateSettings) -> Setup:
         tau_low=settings.hor.tau_low,
         tau_high=settings.hor.tau_high,
     )
-    state = process_state()
     record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "out"}  # new, or this run resumed
     inputs = {"data": settings.data, **{f"reward.{k}": v for k, v in path_inputs(reward_cfg).items()}}
     output = check_output(
@@ -213,6 +211,11 @@ def set_up(settings: EvaluateSettings) -> Setup:
         manifest, skip_bad=settings.skip_bad, max_pixels=settings.max_decode_pixels, skip_key="skip_bad"
     )
     spec = reward_info(name)
+    if settings.compare == "dimension":  # a scorer without the rows' dimensions: said before it loads
+        check_dimensions(manifest.rows, reward_dimensions(name, reward_cfg))
+    from reward.eval.parallel import process_state  # torch and accelerate: once the settings and inputs are checked
+
+    state = process_state()
     if "device" in reward_cfg and reward_cfg["device"] is None and reward_cfg.get("device_map") is None:
         reward_cfg["device"] = str(state.device)  # each process on its own GPU under accelerate launch
     reward = get_reward(name, reward_cfg)
@@ -252,6 +255,8 @@ def score(setup: Setup) -> EvalResult:
             distributed=True,
         )
     except NothingScored as err:
+        from reward.vlm.server import failure_summary, served_stats
+
         served = served_stats(setup.reward)
         raise NothingScored(f"{err}; reward {setup.name}: {failure_summary(served)}" if served else str(err)) from None
 
@@ -259,6 +264,8 @@ def score(setup: Setup) -> EvalResult:
 def report(setup: Setup, result: EvalResult) -> dict[str, Any]:
     """What the numbers are (the servers' failures, the run, the reward's record, the dataset), then on the main
     process ``metrics.json``, ``scores.jsonl``, the plots, the table and the closing summary."""
+    from reward.vlm.server import served_stats, server_report
+
     name, manifest = setup.name, setup.manifest
     served = served_stats(setup.reward)
     if served is not None:  # how many items the scoring servers failed on, and why

@@ -25,7 +25,7 @@ from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json, atomic_write_jsonl, atomic_write_text, json_safe
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
 from reward.eval.evaluation import EvalSettings
-from reward.qbench import a1_perception, a1_questions, a2_description, a3_leaderboard, a3_released
+from reward.qbench import a1_perception, a1_questions, a2_description, a3_released
 from reward.rewards.registry import get_reward, reward_config
 from reward.vlm import load_vlm
 from reward.vlm.hub import check_models
@@ -244,6 +244,8 @@ def run_a2(settings: QbenchEvalSettings, output: Output, reading: dict[str, Any]
 def run_a3(settings: QbenchEvalSettings, output: Output, reading: dict[str, Any]) -> dict[str, Any]:
     """A3: the datasets' names and folders (and the released files) are checked before the output folder is made and
     the reward loads."""
+    from reward.qbench import a3_leaderboard  # torch and SciPy: once the settings are checked
+
     a3, out = settings.a3, Path(settings.out)
     released = a3_released.read_released(a3.released) if a3.released else {}
     reward_cfg = dict(settings.reward or {})

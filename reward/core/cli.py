@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from reward.core.errors import UserError, is_main_process
 from reward.core.registry import close_match
+from reward.core.terminal import hold_terminal
 
 logger = logging.getLogger(__name__)
 started_as: tuple[str, dict[str, str]] | None = None  # run by name: ("perceptual-rewards NAME", {name: module})
@@ -141,7 +142,13 @@ def _hydra_message(err: Exception) -> str:
         group, choice = missing.groups()
         options = re.search(r"Available options in '[^']+':\s*(.*?)\s*(?:Config search path|$)", text, re.S)
         known = options.group(1).split() if options else []
-        return f"unknown {group}={choice}.{close_match(choice, known)} Choose one of: {', '.join(known)}."
+        path = "/" in choice or Path(choice).expanduser().exists()  # a folder given where an option is chosen
+        after = (
+            f" A path goes on a key of the option: {group}=NAME {group}.KEY={choice} (its keys: --help)."
+            if path
+            else ""
+        )
+        return f"unknown {group}={choice}.{close_match(choice, known)} Choose one of: {', '.join(known)}.{after}"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("To append", "See"))]
     return " ".join(lines) or type(err).__name__
 
@@ -273,6 +280,7 @@ def main(
 
     args = list(sys.argv[1:] if argv is None else argv)
     show = "help" if any(a in ("-h", "--help") for a in args) else None
+    hold_terminal()  # under accelerate launch, Ctrl-C reaches this process alone (reward.core.terminal)
     setup_logging()
     sys.excepthook = _masked_traceback
     cfg = None

@@ -29,6 +29,7 @@ import os
 import typing
 from collections.abc import Mapping
 from pathlib import Path
+from types import UnionType
 from typing import Any, TypeVar
 
 from reward.core.errors import UserError
@@ -48,6 +49,7 @@ TOKENS = (1, 1_000_000)
 # its metadata says ``"output": True`` (the study folder, a memory bank)
 OUTPUTS = ("out", "output", "output_dir", "logging_dir", "targets_out")
 NAME_MAX, PATH_MAX = 255, 4096  # bytes of one file name and of a whole path (Linux, macOS: 255 and 1024)
+VALUE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 TYPE_WORDS = {"Float": "a float", "Integer": "an integer", "Boolean": "true or false", "String": "a string"}
 
 
@@ -130,6 +132,9 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
         if section is not None and isinstance(value, Mapping):
             found += problems(section, value, full)
             continue
+        if problem := _shape_problem(full, value, section, types[key]):
+            found.append(problem)
+            continue
         try:  # the value as the field's type reads it (OmegaConf takes no int for a float deep in a container)
             try:
                 typed = OmegaConf.merge(node, {key: value})[key]
@@ -196,6 +201,31 @@ def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str |
     if longest > NAME_MAX or len(os.fsencode(real)) > PATH_MAX:
         which = f"a name of {longest} bytes (at most {NAME_MAX})" if longest > NAME_MAX else f"{len(real)} characters"
         return f"{key}={text[:80]}...: the path is too long for the file system ({which}); pass a shorter {key}="
+
+
+def _shape_problem(full: str, value: Any, section: type | None, kind: Any) -> str | None:
+    """A section of settings given one value (``model=DIR`` where ``model.path`` is meant), or one setting given keys
+    below it (``model.path=DIR`` where ``model`` is a path): the spelling to use instead, else ``None``.
+
+    >>> _shape_problem("model", {"path": "/m"}, None, str | None)
+    'model.path=/m: model is one setting (a string), not a section with keys; write model=/m'
+    """
+    if section is not None and value is not None and not isinstance(value, Mapping):
+        fields = [f for f in dataclasses.fields(section) if f.init]
+        unset = (dataclasses.MISSING, "???")  # required: no default, or OmegaConf's MISSING
+        required = [f.name for f in fields if f.default in unset and f.default_factory is dataclasses.MISSING]
+        use = f"write {full}.{required[0]}={value}" if len(required) == 1 else f"set its keys: {full}.KEY=VALUE"
+        return f"{full}={value}: {full} is a section ({', '.join(f.name for f in fields)}), not one value; {use}"
+    members = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, UnionType) else (kind,)
+    scalar = set(members) - {type(None)} <= set(VALUE_WORDS)  # (a list, a mapping or a section may take keys)
+    if isinstance(value, Mapping) and value and scalar:
+        path, leaf = [], value
+        while isinstance(leaf, Mapping) and leaf:  # model.a.b=X: the first value given below
+            key, leaf = next(iter(leaf.items()))
+            path.append(str(key))
+        words = next((VALUE_WORDS[m] for m in members if m in VALUE_WORDS), "one value")
+        below = ".".join(path)
+        return f"{full}.{below}={leaf}: {full} is one setting ({words}), not a section with keys; write {full}={leaf}"
     return None
 
 

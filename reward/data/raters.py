@@ -18,8 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from reward.eval.metrics import srcc
-
 __all__ = ["MosRow", "RawRating", "aggregate", "annotator_reliability", "clean_group", "max_abs_z"]
 
 
@@ -94,6 +92,8 @@ def aggregate(ratings: Iterable[RawRating], *, z_threshold: float = 2.0, ddof: i
 
 def _srcc(x: Sequence[float], y: Sequence[float]) -> float | None:
     """:func:`reward.eval.metrics.srcc`, or ``None`` where it is undefined (fewer than 3 items, a constant side)."""
+    from reward.eval.metrics import srcc  # SciPy: when ratings are compared, not when a command's settings are read
+
     if len(x) < 3:
         return None
     with warnings.catch_warnings():

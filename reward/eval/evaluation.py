@@ -1,7 +1,8 @@
 """Score every row of a ratings manifest with a reward and compare with the human MOS (the ``evaluate`` command, SFT's
 final evaluation, Q-Bench A3). Each image is scored once, whatever the number of dimensions it is rated on; a reward
 with dimensions is compared dimension by dimension (``compare="fused"``: its fused score against every row), one
-without against every row. Rows left out are said with their reasons and counts."""
+without against every row. Rows left out are said with their reasons and counts. Its settings are read before
+torch, SciPy and matplotlib load (a command checks them first): those load when rows are scored, measured, drawn."""
 
 from __future__ import annotations
 
@@ -11,17 +12,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from reward.core.errors import UserError
 from reward.data import RatingRow, SkippedRow
 from reward.data.files import atomic_write_json, atomic_write_jsonl, json_safe, safe_name
-from reward.eval.metrics import bootstrap_ci, hor, srcc, summarize, to_mos_scale
-from reward.eval.parallel import SCORES, ScoredImages, score_images
-from reward.eval.plots import scatter_vs_mos
-from reward.rewards.base import Reward
+
+if TYPE_CHECKING:
+    from reward.eval.parallel import ScoredImages
+    from reward.rewards.base import Reward
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ class EvalSettings:
         >>> EvalSettings(mos_range=(0.0, 100.0)).taus(), EvalSettings(mos_range=(0.0, 100.0), tau_low=40).taus()
         ((50.0, 75.0), (40.0, 75.0))
         """
+        from reward.eval.metrics import to_mos_scale
+
         mapped = to_mos_scale(np.array(HOR_TAUS), (1.0, 5.0), self.mos_range)
         return tuple(float(m if t is None else t) for m, t in zip(mapped, (self.tau_low, self.tau_high), strict=True))
 
@@ -78,6 +81,14 @@ def _no_dimension(wanted: Sequence[str], has: Sequence[str]) -> str:
     return f"the scorer has no dimension {names} (it has {', '.join(has)}); compare its fused score with compare=fused"
 
 
+def check_dimensions(rows: Sequence[RatingRow], known: Sequence[str] | None) -> None:
+    """:class:`NothingScored` when a reward of the dimensions ``known`` (compared dimension by dimension) has none of
+    the dimensions ``rows`` are rated on, before any image is scored (``evaluate``: before the reward loads)."""
+    if known and rows and not any(row.dimension in known for row in rows):
+        lacking = _no_dimension(sorted({row.dimension for row in rows}), known)
+        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking}")
+
+
 @dataclass
 class EvalResult:
     metrics: dict[str, dict[str, Any]]
@@ -89,6 +100,8 @@ class EvalResult:
 
 def score_rating_rows(reward: Reward, rows: Sequence[RatingRow], settings: EvalSettings, **where: Any) -> ScoredImages:
     """Each distinct image of ``rows`` scored once, by its ``key``; ``where``: as :func:`.parallel.score_images`'s."""
+    from reward.eval.parallel import score_images
+
     unique: dict[str, RatingRow] = {}
     for row in rows:
         unique.setdefault(row.key, row)
@@ -119,9 +132,7 @@ def evaluate_rows(
     )  # a judge of one dimension (a protocol's) names it
     dims = list(dims) if isinstance(dims, list | tuple) else [judged] if judged else []
     known = dims if settings.compare == "dimension" else []  # none of the rows' dimensions: said before scoring
-    if known and rows and not any(row.dimension in known for row in rows):
-        lacking = _no_dimension(sorted({row.dimension for row in rows}), known)
-        raise NothingScored(f"no row could be scored: {len(rows)} rows: {lacking}")
+    check_dimensions(rows, known)
     done = score_rating_rows(reward, rows, settings, **where)
     scored, skipped = done.scores, list(done.skipped)
     skipped_lines = {s.line for s in skipped}
@@ -154,6 +165,8 @@ def evaluate_rows(
 
 
 def _metrics(p: np.ndarray, m: np.ndarray, s: EvalSettings, score_range: tuple[float, float]) -> dict[str, Any]:
+    from reward.eval.metrics import bootstrap_ci, hor, srcc, summarize
+
     tau_low, tau_high = s.taus()
     hor_kwargs = {"tau_low": tau_low, "tau_high": tau_high, "pred_range": score_range, "mos_range": s.mos_range}
     out: dict[str, Any] = summarize(p, m, **hor_kwargs)
@@ -168,6 +181,10 @@ def write_results(
     out_dir: str | Path, result: EvalResult, settings: EvalSettings, score_range: tuple[float, float], title: str
 ) -> dict[str, Path]:
     """``metrics.json``, ``scores.jsonl`` and one scatter plot per dimension in ``out_dir``."""
+    from reward.eval.metrics import to_mos_scale
+    from reward.eval.parallel import SCORES
+    from reward.eval.plots import scatter_vs_mos
+
     out = Path(out_dir)
     metrics = {**result.metrics, "skipped": len(result.skipped), **({"meta": result.meta} if result.meta else {})}
     paths = {"metrics": atomic_write_json(out / "metrics.json", metrics)}

@@ -24,6 +24,7 @@ from typing import Any
 from reward.core.config import to_plain
 from reward.core.errors import UserError
 from reward.rewards.registry import checked_range, get_reward, reward_config, reward_info, spec_of
+from reward.vlm.hub import missing_model
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,18 @@ def reward_configs(entries: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def missing_reward_models(entries: Sequence[Any], key: str) -> list[str]:
+    """The problem with each reward entry's ``model`` (a folder that is not there, a name that is no Hub id), named
+    ``KEY.model`` (``KEY[i].model`` in a list): checked with the settings, before any reward or model loads."""
+    found = []
+    for i, entry in enumerate(entries):
+        cfg = {} if isinstance(entry, str) or entry is None else to_plain(entry)
+        where = f"{key}.model" if len(entries) == 1 else f"{key}[{i}].model"
+        if cfg.get("model") is not None and (problem := missing_model(str(cfg["model"]), where)):
+            found.append(problem)
+    return found
+
+
 def reward_has_device(name: str) -> bool:
     """Whether the registered reward ``name``'s settings have a ``device`` field (custom import paths: no)."""
     config = reward_config(name)
@@ -113,6 +126,7 @@ class RewardSet:
         self.normalize = normalize
         self.rewards: list[NamedReward] = []
         problems = []
+        errors: list[Exception] = []
         for entry in entries:
             if isinstance(entry, NamedReward):
                 self.rewards.append(entry)
@@ -126,11 +140,12 @@ class RewardSet:
                     reward = get_reward(name, cfg)
                 except (ValueError, FileNotFoundError) as err:
                     problems.append(f"reward {name!r}: {err}")
+                    errors.append(err)
                     continue
                 span = getattr(reward, "score_range", None) or spec.score_range  # a reward's own, where it says
                 self.rewards.append(NamedReward(self._label(name), name, reward, spec.higher_is_better, span))
-        if problems:
-            raise ValueError("\n".join(problems))
+        if problems:  # one message for every reward that could not be built: the user's to fix when each one is
+            raise (UserError if all(isinstance(e, UserError) for e in errors) else ValueError)("\n".join(problems))
         if not self.rewards:
             raise ValueError("no reward configured: give at least one reward name")
 

@@ -17,16 +17,17 @@ import string
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from reward.data.images import load_image
 from reward.qbench.a1_questions import CONCERNS, TYPES, Question, image_name, markdown_table
-from reward.vlm import VLM, OptionQuery
-from reward.vlm.model import IMAGE
+from reward.vlm import IMAGE
+
+if TYPE_CHECKING:
+    from reward.vlm import VLM
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,10 @@ def answer_questions(
     """Ask every question (singles and pairs alike); ``mode``: ``logprob`` reads the answer from the letter
     log-probabilities, ``generate`` parses a greedy reply of up to ``max_new_tokens`` tokens (:func:`parse_choice`).
     The shuffle's ``index`` is the question's position in ``questions``."""
+    import torch  # here: the command's settings (MODES, LAYOUTS) are read before torch loads
+
+    from reward.vlm import OptionQuery
+
     answers: list[Answer] = []
     asked = {"seed": seed, "shuffle": shuffle, "layout": layout}
     bar = tqdm(total=len(questions), desc=f"A1 ({mode})", unit="q", disable=None)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -26,8 +26,10 @@ from reward.data import SkippedRow
 from reward.data.images import load_image
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_questions import image_paths, load_rows, markdown_table
-from reward.vlm import VLM
-from reward.vlm.model import IMAGE
+from reward.vlm import IMAGE
+
+if TYPE_CHECKING:
+    from reward.vlm import VLM
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ import numpy as np
 
 from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_text
-from reward.eval.metrics import plcc, srcc
 
 RELEASED_TEMPERATURE = 100.0  # the released notebook's softmax temperature
 # datasets whose published cell is the mean over consecutive subsets of this many images (CGIQA-6K: game, movie)
@@ -99,6 +98,8 @@ def released_cell(
 ) -> dict[str, float]:
     """``{srcc, plcc, n}`` of one model on one dataset, as the released notebook computes it (the blocks of
     :data:`RELEASED_SUBSETS` averaged)."""
+    from reward.eval.metrics import plcc, srcc  # SciPy: when a cell is computed, not when qbench-eval starts
+
     size = RELEASED_SUBSETS.get(dataset)
     blocks = len(objs) // size if size else 0
     parts = [objs[k * size : (k + 1) * size] for k in range(blocks)] if blocks > 1 else [objs]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import torch
 from PIL import Image
+
+if TYPE_CHECKING:  # a command's settings are checked before torch loads
+    import torch
 
 
 @dataclass

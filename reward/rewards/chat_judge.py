@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -17,33 +16,16 @@ from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.data.manifest import parse_json
 from reward.rewards.base import RewardOutput
-from reward.rewards.levels import EXPERT_DEFINITIONS
+from reward.rewards.levels import EXPERT_DEFINITIONS, dimension_words
+from reward.rewards.settings import ChatJudgeConfig
 from reward.rewards.trl_callable import TrlCallable
-from reward.vlm.server import AnswerError, OpenAIBackend, ServerConfig
+from reward.vlm.server import AnswerError, OpenAIBackend
 
 B2_PROMPT = (  # App. B.2: the type-4 query between a role and the answer format
     "You are an interior spatial aesthetics evaluation assistant. The input is an image of an interior space. Please "
     "evaluate the spatial aesthetic {dimension} quality level of this image. {definition} Output only one score from "
     '[1,2,3,4,5], where a higher score indicates higher quality. Return in the format {{"score": score}}.'
 )
-
-
-@dataclass
-class ChatJudgeConfig:
-    """Settings of ``reward=chat-judge``."""
-
-    name: str = "chat-judge"
-    dimensions: list[str] = field(
-        default_factory=lambda: list(EXPERT_DEFINITIONS), metadata={"help": "the dimensions asked, each its prompt"}
-    )
-    prompts: dict[str, str] = field(
-        default_factory=dict,
-        metadata={"help": 'dimension -> prompt asking for {"score": N}; default: App. B.2 for its four dimensions'},
-    )
-    max_tokens: int = field(default=64, metadata={"help": "answer tokens at most", "range": (1, 1_000_000)})
-    server: ServerConfig = field(
-        default_factory=ServerConfig, metadata={"help": "base_urls, model, api_key_env, timeout, max_retries, ..."}
-    )
 
 
 def read_score(text: str) -> float:
@@ -87,7 +69,9 @@ class ChatJudge(TrlCallable):
 
 def build(cfg: dict[str, Any]) -> ChatJudge:
     config = parse(ChatJudgeConfig, cfg, where="reward")
-    defaults = {d: B2_PROMPT.format(dimension=d, definition=text) for d, text in EXPERT_DEFINITIONS.items()}
+    defaults = {
+        d: B2_PROMPT.format(dimension=dimension_words(d), definition=text) for d, text in EXPERT_DEFINITIONS.items()
+    }
     prompts = {**defaults, **config.prompts}
     missing = [d for d in config.dimensions if d not in prompts]
     if missing:

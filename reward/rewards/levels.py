@@ -45,3 +45,13 @@ EXPERT_DEFINITIONS: Mapping[str, str] = MappingProxyType(  # type 4
         "quality of the image.",
     }
 )
+
+
+def dimension_words(key: str) -> str:
+    """A dimension's key as the words a prompt or a message to a model says (``colour_cast`` -> ``colour cast``); the
+    key itself stays in files (manifests, ``sa_iqa.json``, scores, protocols).
+
+    >>> dimension_words("colour_cast"), dimension_words("lighting"), dimension_words("tactile satisfaction")
+    ('colour cast', 'lighting', 'tactile satisfaction')
+    """
+    return " ".join(str(key).replace("_", " ").split())

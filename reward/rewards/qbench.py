@@ -8,61 +8,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 from PIL import Image
 
-from reward.core.config import BATCH, parse
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
+from reward.rewards.settings import QBenchConfig
 from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import check_models
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import ModelLoading, ServerConfig, check_backend, loading_of
+from reward.vlm.loading import ModelLoading, check_backend, loading_of
 
 if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend
-
-
-@dataclass
-class QBenchConfig(ModelLoading):
-    """Settings of ``reward=qbench`` (the loading knobs dtype, device, device_map, attn_implementation, min_pixels
-    and max_pixels come from :class:`reward.vlm.ModelLoading`)."""
-
-    name: str = "qbench"
-    model: str | None = field(
-        default=None,
-        metadata={"help": "checkpoint directory of the VLM (backend=openai: only its tokenizer is read, if given)"},
-    )
-    prompt: str = field(default="Rate the quality of the image.", metadata={"help": "user question"})
-    response_prefix: str = field(
-        default="The quality of the image is", metadata={"help": "the answer word follows it"}
-    )
-    positive: tuple[str, ...] = field(
-        default=("good",), metadata={"help": "positive word(s); with ensemble, the synonym set P"}
-    )
-    negative: tuple[str, ...] = field(
-        default=("poor",), metadata={"help": "negative word(s); with ensemble, the synonym set N"}
-    )
-    ensemble: bool = field(
-        default=False,
-        metadata={"help": "use Q-Bench+'s synonym sets (good/high/fine vs poor/low/bad) unless words given"},
-    )
-    temperature: float = field(default=1.0, metadata={"help": "softmax temperature T", "range": (0, None, True)})
-    system: str | None = field(default=None, metadata={"help": "optional system prompt"})
-    batch_size: int = field(default=16, metadata={"help": "images per forward pass", "range": BATCH})
-    backend: str = field(
-        default="local",
-        metadata={"help": "local: the model in this process; openai: OpenAI-compatible servers (server.*)"},
-    )
-    server: ServerConfig = field(
-        default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
-    )
 
 
 class QBenchReward(TrlCallable):

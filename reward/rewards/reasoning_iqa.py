@@ -17,23 +17,21 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from omegaconf import MISSING
-
-from reward.core.config import BATCH, parse
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
 from reward.rewards.scorer_folder import read_metadata
-from reward.rewards.scoring import expected_value
+from reward.rewards.settings import ReasoningIqaConfig
 from reward.rewards.trl_callable import TrlCallable
-from reward.vlm import VLM, OptionQuery, load_vlm
+from reward.vlm import load_vlm
 from reward.vlm.hub import resolve_model_dir
-from reward.vlm.inputs import as_groups
-from reward.vlm.loading import ModelLoading, loading_of
+from reward.vlm.loading import loading_of
+
+if TYPE_CHECKING:
+    from reward.vlm import VLM
 
 _RATING = (
     "What is your overall rating on the quality of this picture? The rating should be a float between 1 and 5, "
@@ -102,45 +100,25 @@ def scorer_meta(prompt: str, mos_range: Sequence[float] = (1.0, 5.0), **record: 
     }
 
 
-@dataclass
-class ReasoningIqaConfig(ModelLoading):
-    """Settings of ``reward=reasoning-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
-
-    name: str = "reasoning-iqa"
-    model: str = field(
-        default=MISSING, metadata={"help": "scorer folder written by training/grpo_scorer.py (or its Hub repo id)"}
-    )
-    mode: str = field(
-        default="expected",
-        metadata={
-            "help": "expected: one forward, E[digit] at the answer; sample: K answers parsed and averaged",
-            "choices": ("expected", "sample"),
-        },
-    )
-    samples: int = field(default=8, metadata={"help": "mode=sample: answers per image (K)", "range": (1, 1024)})
-    temperature: float = field(
-        default=1.0, metadata={"help": "mode=sample: sampling temperature", "range": (0, None, True)}
-    )
-    top_p: float = field(default=1.0, metadata={"help": "mode=sample: nucleus sampling", "range": (0, 1, True)})
-    max_new_tokens: int = field(
-        default=256, metadata={"help": "mode=sample: tokens per answer at most", "range": (1, 100_000)}
-    )
-    seed: int = field(default=0, metadata={"help": "mode=sample: sampling seed"})
-    batch_size: int = field(default=16, metadata={"help": "prompts per forward or generate call", "range": BATCH})
-
-
 class ReasoningIqaReward(TrlCallable):
     """Scores in 1-5 of a GRPO-trained scorer, by sampling (``mode=sample``) or one forward (``expected``)."""
 
     def __init__(self, vlm: VLM, meta: dict[str, Any], config: ReasoningIqaConfig) -> None:
         self.vlm, self.config, self.reasoning = vlm, config, meta["reasoning"]
         query = meta["queries"]["quality"]
+        from reward.vlm import OptionQuery
+
         self.query = OptionQuery(query["question"], SCORE_WORDS, self.reasoning["answer_prefix"], sep="")
         if config.mode == "expected":
             vlm.candidate_ids(self.query)  # a digit that is not one token after the prefix fails here
 
     def score(self, images: Sequence[Any] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:
         """Scores in 1-5 (NaN: an image none of whose K answers parsed)."""
+        import torch  # here, not at import: the prompts and scales above are read by commands before torch loads
+
+        from reward.rewards.scoring import expected_value
+        from reward.vlm.inputs import as_groups
+
         images = as_images(images)
         if self.config.mode == "expected":
             out = self.vlm.option_logprobs(as_groups(images), [self.query])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +90,7 @@ class RewardSpec:
     score_range: tuple[float, float]
     description: str
     config: str | type | None = None  # its settings dataclass (or "package.module:Class"), the Hydra schema
+    dimensions: str | Callable[[dict[str, Any]], list[str] | None] | None = None  # see reward_dimensions
 
     def build(self, cfg: dict[str, Any]) -> Reward:
         factory = import_path(self.factory, what="reward factory") if isinstance(self.factory, str) else self.factory
@@ -104,9 +105,11 @@ def register_reward(
     score_range: tuple[float, float],
     description: str,
     config: str | type | None = None,
+    dimensions: str | Callable[[dict[str, Any]], list[str] | None] | None = None,
 ) -> RewardSpec:
-    """Register a reward under a kebab-case ``name``; metadata is required."""
-    spec = _spec(name, factory, higher_is_better, score_range, description, config)
+    """Register a reward under a kebab-case ``name``; metadata is required. ``dimensions`` (optional): a function of
+    the reward's settings giving the dimensions it scores without building it (:func:`reward_dimensions`)."""
+    spec = replace(_spec(name, factory, higher_is_better, score_range, description, config), dimensions=dimensions)
     REWARDS.register(
         name, spec, higher_is_better=higher_is_better, score_range=spec.score_range, description=description
     )
@@ -212,6 +215,14 @@ def spec_of(reward: Any) -> RewardSpec | None:
     return spec if isinstance(spec, RewardSpec) else None
 
 
+def reward_dimensions(name: str, cfg: dict[str, Any]) -> list[str] | None:
+    """The dimensions the reward ``name`` built from the settings ``cfg`` would score, known before it loads (its
+    registration's ``dimensions``: ``sa-iqa`` reads its folder's ``sa_iqa.json``), or ``None`` when not known."""
+    read = reward_info(name).dimensions
+    read = import_path(read, what="reward dimensions") if isinstance(read, str) else read
+    return read(cfg) if read is not None else None
+
+
 def reward_config(name: str) -> type | None:
     """The settings dataclass of the registered reward ``name`` (the ``reward`` config group's option), or ``None``."""
     config = REWARDS.get(name).target.config if name in REWARDS else None
@@ -224,7 +235,7 @@ register_reward(
     higher_is_better=True,
     score_range=(0.0, 1.0),
     description="Q-Bench+ zero-shot: softmax of good vs poor at the answer position (optionally synonym sets)",
-    config="reward.rewards.qbench:QBenchConfig",
+    config="reward.rewards.settings:QBenchConfig",
 )
 register_reward(
     "sa-iqa",
@@ -232,7 +243,8 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="SA-IQA fine-tuned scorer: expected value over five level words per dimension, fused by BT weights",
-    config="reward.rewards.sa_iqa:SaIqaConfig",
+    config="reward.rewards.settings:SaIqaConfig",
+    dimensions="reward.rewards.scorer_folder:scorer_dimensions",
 )
 register_reward(
     "chat-judge",
@@ -240,7 +252,7 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description='a chat model over an OpenAI-compatible API asked SA-IQA App. B.2\'s prompt, its {"score": N} read',
-    config="reward.rewards.chat_judge:ChatJudgeConfig",
+    config="reward.rewards.settings:ChatJudgeConfig",
 )
 register_reward(
     "reasoning-iqa",
@@ -248,5 +260,5 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="a GRPO-trained scorer (Q-Insight, VisualQuality-R1): K answers parsed and averaged, or E[digit]",
-    config="reward.rewards.reasoning_iqa:ReasoningIqaConfig",
+    config="reward.rewards.settings:ReasoningIqaConfig",
 )

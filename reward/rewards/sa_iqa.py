@@ -17,15 +17,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import MISSING
 from PIL import Image
 
-from reward.core.config import BATCH, parse
+from reward.core.config import parse
 from reward.core.errors import MissingInputError, UserError
 from reward.core.fingerprints import weights_fingerprint
 from reward.data.images import as_images
@@ -33,49 +31,17 @@ from reward.rewards.base import RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
 from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
+from reward.rewards.settings import SaIqaConfig
 from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import ModelLoading, ServerConfig, check_backend, loading_of
+from reward.vlm.loading import check_backend, loading_of
 
 if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class SaIqaConfig(ModelLoading):
-    """Settings of ``reward=sa-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
-
-    name: str = "sa-iqa"
-    model: str = field(
-        default=MISSING,
-        metadata={
-            "help": (
-                "scorer folder written by training/sft.py (model or adapter, processor, sa_iqa.json), or "
-                "its Hub repo id ORG/NAME (resolved through the Hugging Face cache, offline too)"
-            )
-        },
-    )
-    fusion: str | None = field(
-        default=None, metadata={"help": "fusion weights JSON; default: fusion_weights.json in the scorer directory"}
-    )
-    dimensions: list[str] | None = field(
-        default=None, metadata={"help": "score only these dimensions (default: all of the scorer's)"}
-    )
-    batch_size: int = field(
-        default=32, metadata={"help": "(image, dimension) queries per forward pass", "range": BATCH}
-    )
-    reuse_prefix: bool = field(default=True, metadata={"help": "encode each image once for all its dimensions"})
-    backend: str = field(
-        default="local",
-        metadata={"help": "local: the model in this process; openai: servers of this scorer (server.*)"},
-    )
-    server: ServerConfig = field(
-        default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
-    )
 
 
 class SaIqaReward(TrlCallable):

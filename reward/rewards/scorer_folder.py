@@ -24,7 +24,7 @@ from typing import Any
 from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_json, read_json_object
 
-__all__ = ["FORMAT", "METADATA", "ScorerFormatError", "read_metadata", "write_metadata"]
+__all__ = ["FORMAT", "METADATA", "ScorerFormatError", "read_metadata", "scorer_dimensions", "write_metadata"]
 
 METADATA = "sa_iqa.json"
 FORMAT_NAME = "sa-iqa-scorer"
@@ -59,6 +59,18 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     meta = read_json_object(meta_path, "rewrite it with training/sft.py", ScorerFormatError)
     _check(meta, meta_path)
     return meta
+
+
+def scorer_dimensions(cfg: Mapping[str, Any]) -> list[str] | None:
+    """The dimensions ``reward=sa-iqa`` with the settings ``cfg`` scores, read without loading its model: the
+    ``dimensions`` set, else those of the scorer folder's ``sa_iqa.json`` (``None`` without a ``model``)."""
+    from reward.vlm.hub import resolve_model_dir
+
+    if cfg.get("dimensions"):
+        return list(cfg["dimensions"])
+    if not cfg.get("model"):
+        return None
+    return list(read_metadata(resolve_model_dir(cfg["model"], key="reward.model"))["queries"])
 
 
 def _check(meta: Mapping[str, Any], where: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+IMAGE = "<image>"  # in a question: where an image goes ("The first image: <image>"); without it, images come first
 # imported on first use, so that settings (ModelLoading) are read without torch
 _HOME = {
     **dict.fromkeys(

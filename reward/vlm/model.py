@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from reward.vlm import IMAGE
 from reward.vlm.answer_head import fp32_answer_head, gather_candidates
 from reward.vlm.inputs import (
     ImagePreparer,
@@ -63,9 +64,6 @@ class ScoringSpeed:
         """The scoring path before the faster loop: image processor on the host in the loop, batches in input order,
         per-window vision attention, pageable copies (kept for comparisons: bench/ and the GPU check)."""
         return cls(preprocess="host", group_by_tokens=False, vision_attention="model", pin_memory=False)
-
-
-IMAGE = "<image>"  # in a question: where an image goes ("The first image: <image>"); without it, images come first
 
 
 def content_parts(n_images: int, question: str) -> list[dict[str, Any]]:

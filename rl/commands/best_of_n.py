@@ -27,7 +27,7 @@ from reward.core.summary import log_summary, text_table
 from reward.data.files import atomic_write_json, atomic_write_jsonl, safe_name
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_paths, image_root_field
-from reward.integrations.reward_set import RewardSet, reward_has_device
+from reward.integrations.reward_set import RewardSet, missing_reward_models, reward_has_device
 from reward.rewards.registry import reward_config
 from reward.vlm.hub import missing_model
 from rl.devices import resolve_devices
@@ -88,8 +88,12 @@ class BestOfNSettings:
 def parse_settings(cfg: Any) -> BestOfNSettings:
     """Typed settings (every problem at once), then the generator's model path."""
     settings = parse(BestOfNSettings, cfg, where="")
+    problems = missing_reward_models([settings.reward], "reward")
+    problems += missing_reward_models([settings.judge] if settings.judge else [], "judge")
     if problem := missing_model(to_plain(settings.generator).get("path"), "generator.path"):
-        raise UserError(problem)
+        problems.append(problem)
+    if problems:
+        raise UserError(problems[0] if len(problems) == 1 else "invalid settings:\n  - " + "\n  - ".join(problems))
     return settings
 
 

@@ -19,24 +19,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
 from omegaconf import MISSING
 
 from reward.console import PROG
 from reward.core.config import COUNT, FRACTION, PIXELS, RESUME, TOKENS, parse, resume_mode, to_plain
 from reward.core.errors import UserError
-from reward.core.outputs import Output, may_change_keys
+from reward.core.outputs import Output, check_output, may_change_keys
 from reward.data import load_inpainting
+from reward.data.datasets import check_source
 from reward.data.files import atomic_write_json, read_records
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
-from reward.integrations.reward_set import RewardSet, reward_has_device
-from reward.integrations.trl_rewards import TrlRewards
+from reward.integrations.reward_set import RewardSet, missing_reward_models, reward_has_device
 from reward.rewards.registry import reward_config
 from reward.vlm.hub import missing_model
 from rl.devices import placed_device, resolve_devices
 from rl.generators import build_generator, generator_config, generator_has_device, text_budget
-from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import Task, load_tasks, policy_view, split_heldout
 from rl.policy import PolicySettings, is_vlm, load_policy
 from rl.policy_card import policy_card
@@ -69,8 +67,11 @@ from training.shared.sizes import require_trained, trainer_size_problems
 from training.shared.trainable import LoraSettings, lora_config
 from training.shared.trl_fields import trainer_problems
 
-if TYPE_CHECKING:  # callbacks (transformers, peft) are imported when a run starts: a settings error is said at once
+if TYPE_CHECKING:  # callbacks (transformers, peft) and torch are imported when a run starts: a settings error is said
+    # at once
+    from reward.integrations.trl_rewards import TrlRewards
     from rl.heldout import HeldOutEval
+    from rl.inpaint_render import InpaintingRender
     from rl.reward_guard import RewardGuard
     from training.shared.watchdog import Watchdog
 
@@ -266,15 +267,18 @@ def settings_and_args(cfg: Any) -> tuple[GrpoSettings, Any]:
     """Typed settings and trl's ``GRPOConfig`` (built once: building it sets up this launch's processes); every
     problem of both is reported together, one line when there is one."""
     settings = parse(GrpoSettings, cfg, where="")
-    problems = _problems(settings)
+    own, missing = _problems(settings), [] if settings.plan else _missing_inputs(settings)
     # found without trl (a table of its fields, a count of the task rows): reported before trl is even imported
     quick = trainer_problems("GRPOConfig", trl_fields(settings.trainer)) + _task_count_problems(settings)
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
     quick += batch_problems(settings.trainer, processes, GRPO_BATCH) + trainer_size_problems(settings.trainer)
-    problems.extend(quick)
+    problems = [*own, *missing, *quick]
+    if not problems and not settings.plan:  # an identical rerun of a complete run, a refused folder: said before trl
+        prepare(settings, Path(settings.out), create=False, check_only=True)
     args = None
-    try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...)
-        args = None if quick else grpo_args(settings, Path(settings.out))
+    try:  # trl's own checks of trainer.* (batch and group sizes over the processes of this launch, ...), with the
+        # other settings' problems; a missing model or file alone is said at once, before trl loads
+        args = None if quick or (missing and not own) else grpo_args(settings, Path(settings.out))
     except UserError as err:
         problems.append(str(err))
     if args is not None and str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
@@ -314,12 +318,23 @@ def _problems(settings: GrpoSettings) -> list[str]:
             "(reward + more_rewards); give one per reward"
         )
     problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
-    if not settings.plan:  # a plan is made before the models are there
-        gen = to_plain(settings.generator) if settings.generator else {}
-        for key, value in (("policy.path", settings.policy.path), ("generator.path", gen.get("path"))):
-            if problem := missing_model(value, key):
-                problems.append(problem)
     return problems
+
+
+def _missing_inputs(settings: GrpoSettings) -> list[str]:
+    """The models and task files named that are not there (a plan is made before they are)."""
+    gen = to_plain(settings.generator) if settings.generator else {}
+    problems = [
+        problem
+        for key, value in (("policy.path", settings.policy.path), ("generator.path", gen.get("path")))
+        if (problem := missing_model(value, key))
+    ]
+    for key, value in (("data", settings.data), ("eval_data", settings.eval_data)):
+        if value and not check_source(value) and not Path(value).expanduser().exists():
+            problems.append(f"{key}={value}: no such file or folder (an inpainting tasks manifest)")
+    problems += missing_reward_models([settings.reward], "reward")
+    problems += missing_reward_models(settings.more_rewards, "more_rewards")
+    return problems + missing_reward_models(settings.eval_rewards, "eval_rewards")
 
 
 def _task_count_problems(settings: GrpoSettings) -> list[str]:
@@ -342,6 +357,7 @@ def _task_count_problems(settings: GrpoSettings) -> list[str]:
 
 def grpo_args(settings: GrpoSettings, out: Path) -> Any:
     """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
+    import torch
     from trl import GRPOConfig
 
     batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
@@ -432,14 +448,23 @@ def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> 
     return prompts
 
 
-def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output | None:
+def prepare(settings: GrpoSettings, out: Path, *, create: bool = True, check_only: bool = False) -> Output | None:
     """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused; with
-    ``create=False`` only a refusal is checked, before any model loads (:func:`rl.run_folder.prepare_run_folder`)."""
+    ``create=False`` only a refusal is checked, before any model loads (:func:`rl.run_folder.prepare_run_folder`);
+    ``check_only``: the decision alone, writing nothing, on any process (a complete run: ``already complete``)."""
     inputs = run_inputs(
         {"policy": settings.policy.path, "data": settings.data, "eval_data": settings.eval_data},
         [("reward{i}", [settings.reward, *settings.more_rewards]), ("eval_reward{i}", settings.eval_rewards)],
         settings.generator,
     )
+    rules = {
+        "resume": resume_mode(settings.resume),
+        "may_change": may_change_keys(GrpoSettings),
+        "resume_hint": "resume=auto",
+    }
+    if check_only:
+        check_output(out, "grpo", settings_record(settings), inputs, overwrite=settings.overwrite, **rules)
+        return None
     return prepare_run_folder(
         out,
         "grpo",
@@ -447,9 +472,7 @@ def prepare(settings: GrpoSettings, out: Path, *, create: bool = True) -> Output
         inputs,
         create=create,
         overwrite=settings.overwrite,
-        resume=resume_mode(settings.resume),
-        may_change=may_change_keys(GrpoSettings),
-        resume_hint="resume=auto",
+        **rules,
     )
 
 
@@ -566,7 +589,9 @@ def train(setup: Setup, callbacks: list[Any], watchdog: Watchdog) -> None:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
 
+    from reward.integrations.trl_rewards import TrlRewards
     from rl.heldout import HeldOutEval
+    from rl.inpaint_render import InpaintingRender
     from rl.reward_guard import RewardGuard
     from rl.summary import StepLine
 
@@ -755,6 +780,8 @@ def card_command(record: dict[str, Any]) -> str:
 def process_record(setup: Setup) -> dict[str, Any]:
     """This process's rank, the devices its models actually sit on, its step-time split, what trl's KL term compares
     the policy with, and peak memory."""
+    import torch
+
     from rl.reward_guard import step_split
 
     rewards, eval_set, generator, trainer = setup.rewards, setup.eval_set, setup.generator, setup.trainer

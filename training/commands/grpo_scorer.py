@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from omegaconf import MISSING
 
 from reward.core.config import BATCH, RESUME, SIDE, parse, resume_mode
@@ -24,7 +23,6 @@ from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
-from reward.eval.metrics import srcc
 from reward.rewards.reasoning_iqa import PROMPTS, THINKS, scorer_meta, to_prompt_scale
 from training.commands.sft import ModelSettings
 from training.shared.batch import PlanSettings, trl_fields
@@ -194,14 +192,17 @@ def reward_functions(settings: GrpoScorerSettings) -> list[Any]:
 
 def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) -> tuple[Any, float]:
     """trl's GRPOTrainer with the VLM as the policy on the training rows."""
+    from reward.vlm.hub import check_models
+
+    check_models({"model.path": settings.model.path})  # a missing model or data: said before torch and trl load
+    rows = Rows(settings, settings.data.train, "train")
+
+    import torch
     from trl import GRPOConfig, GRPOTrainer
 
     from reward.vlm import load_processor
-    from reward.vlm.hub import check_models
 
-    check_models({"model.path": settings.model.path})
     save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
-    rows = Rows(settings, settings.data.train, "train")
     args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
     args |= trl_fields(settings.trainer)
     if args.get("bf16") is None:
@@ -257,6 +258,7 @@ def save_scorer(settings: GrpoScorerSettings, trainer: Any, folder: Path) -> dic
 
 def held_out_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str) -> float | None:
     """SRCC of the saved scorer on ``data.test``, loaded as ``reward=reasoning-iqa`` loads it."""
+    from reward.eval.metrics import srcc
     from reward.rewards.reasoning_iqa import build
 
     if not settings.data.test:

@@ -560,7 +560,7 @@ class Trained:
 
 
 def set_up(settings: SftSettings) -> Setup:
-    """Every check before a model loads (each level word one token after every query, the output folder, the
+    """Every check before a model loads (the output folder, each level word one token after every query, the
     training data), then trl's arguments (this launch's processes), the output folder and the model (the one precision
     rule's dtype, vision tower and aligner frozen as set)."""
     from reward.vlm import load_processor, thinking_off
@@ -568,13 +568,13 @@ def set_up(settings: SftSettings) -> Setup:
     out = Path(settings.out)
     meta = _scorer_meta(settings)
     check_models({"model.path": settings.model.path})  # a folder that holds no model, an uncached Hub id offline
+    output = check_output_folder(settings)  # already complete, or refused: said before transformers loads
     processor = load_processor(
         settings.model.path, min_pixels=settings.model.min_pixels, max_pixels=settings.model.max_pixels
     )
     if thinking_off(processor):
         logger.info("chat template: thinking switched off for training (the answer follows the prompt directly)")
     _rating_ids(processor.tokenizer, meta, settings)  # each level word one token after every prefix, or fail now
-    output = check_output_folder(settings)
     train_dataset, skipped = _train_dataset(settings, meta["queries"])
     save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
     args = _trainer_args(settings, out)

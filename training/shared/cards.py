@@ -1,7 +1,8 @@
 """The model cards (``README.md``) of SFT's scorer and GRPO's policy: a ``huggingface_hub.ModelCard`` from one Jinja
 template, ``card.md`` beside this file, its front matter a ``ModelCardData``. A card's command is rebuilt from the
 run's settings record, never from the raw command line: the settings that differ from the command's defaults, every
-secret written ``<secret given>``.
+secret written ``<secret given>``. A card is made to be pushed: it names no folder of this machine (:func:`public`);
+a base model is named by its Hub id, else as a local checkpoint by its folder's name and architecture.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,6 +30,53 @@ TITLES = {
     "policy": "GRPO prompt-expansion policy",
     "generator": "Flow-GRPO LoRA adapter",
 }
+LOCATION = "THIS_FOLDER_OR_REPO_ID"  # where a reader loads a model from, when it is no Hub repo
+CACHED = re.compile(r"models--([^/]+?)--([^/]+)/snapshots/")  # a Hub model's snapshot in the Hugging Face cache
+
+
+def public(value: Any) -> Any:
+    """``value`` as a card writes it: a local path (one found here, or an absolute one) by its last name, also inside
+    ``hf:PATH:SPLIT`` and ``NAME:FOLDER:SPLIT``, and in the lists and mappings of a settings record; a Hub id, a URL
+    and any other text as given.
+
+    >>> public("/home/me/data/ratings.jsonl"), public("hf:/home/me/set:test"), public("Qwen/Qwen2-VL-2B-Instruct")
+    ('ratings.jsonl', 'hf:set:test', 'Qwen/Qwen2-VL-2B-Instruct')
+    """
+    if isinstance(value, Mapping):
+        return {k: public(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [public(v) for v in value]
+    if not isinstance(value, str) or "://" in value:
+        return value
+    return ":".join(_name(part) for part in value.split(":"))
+
+
+def _name(part: str) -> str:
+    absolute = part.startswith(("/", "~/")) and not any(c.isspace() for c in part)
+    with contextlib.suppress(OSError, ValueError):  # (a name too long for a path, a NUL: text)
+        if absolute or ("/" in part and Path(part).exists()):
+            return Path(part).name or part
+    return part
+
+
+def base_model(model: str) -> tuple[str | None, str]:
+    """The Hub id of ``model`` (a Hub id given as such, or the repo of a snapshot in the Hugging Face cache) and how a
+    card names it: the id, else the local checkpoint by its folder's name and its architecture.
+
+    >>> base_model("Qwen/Qwen2-VL-2B-Instruct")
+    ('Qwen/Qwen2-VL-2B-Instruct', '`Qwen/Qwen2-VL-2B-Instruct`')
+    >>> base_model("/home/me/.cache/huggingface/hub/models--Qwen--Qwen2-VL-2B-Instruct/snapshots/0a1b")[0]
+    'Qwen/Qwen2-VL-2B-Instruct'
+    """
+    if hub := _hub(model):
+        return hub, f"`{hub}`"
+    if cached := CACHED.search(Path(model).expanduser().resolve().as_posix() + "/"):
+        return f"{cached[1]}/{cached[2]}", f"`{cached[1]}/{cached[2]}`"
+    config = Path(model).expanduser() / "config.json"
+    architecture = None
+    with contextlib.suppress(OSError, ValueError, TypeError, IndexError):
+        architecture = json.loads(config.read_text(encoding="utf-8"))["architectures"][0]
+    return None, f"the local {architecture + ' ' if architecture else ''}checkpoint `{public(model)}`"
 
 
 def _hub(name: str | None, *, dataset: bool = False) -> str | None:
@@ -52,13 +101,14 @@ def model_card(
     **text: Any,
 ) -> ModelCard:
     """The card of a ``kind`` (``scorer`` or ``policy``) trained from ``model``: its front matter names ``model``
-    only as a Hub id and of the data ``sources`` only the Hub datasets (``hf:ORG/NAME[:SPLIT]``); ``results`` are
-    ``(metric, name, value)`` measured on ``tested_on``, the card's model-index when that is a Hub dataset (a value
-    that is no finite number is left out); ``library``: the front matter's (default: peft for an adapter, else
-    transformers); ``template``: another Jinja template (Flow-GRPO's generator card); ``text`` fills it."""
+    only as a Hub id (:func:`base_model`) and of the data ``sources`` only the Hub datasets (``hf:ORG/NAME[:SPLIT]``);
+    ``results`` are ``(metric, name, value)`` measured on ``tested_on``, the card's model-index when that is a Hub
+    dataset (a value that is no finite number is left out); ``library``: the front matter's (default: peft for an
+    adapter, else transformers); ``template``: another Jinja template (Flow-GRPO's generator card); ``text`` fills
+    it, local paths by their names (:func:`public`)."""
     from huggingface_hub import EvalResult, ModelCard, ModelCardData  # when a card is written, not at import
 
-    model = str(Path(model).resolve()) if Path(model).exists() else model  # a local folder as found, an id as given
+    model_id, named = base_model(model)
     hub, split = _hub(tested_on, dataset=True), ((tested_on or "").split(":")[2:] or [None])[0]
     evals = [
         EvalResult(pipeline_tag, hub, hub, metric, float(v), metric_name=name, dataset_split=split)
@@ -66,7 +116,7 @@ def model_card(
         if hub and isinstance(v, int | float) and math.isfinite(v)
     ]
     data = ModelCardData(
-        base_model=_hub(model),
+        base_model=model_id,
         datasets=sorted({d for s in sources if (d := _hub(s, dataset=True))}) or None,
         library_name=library or ("peft" if adapter else "transformers"),
         pipeline_tag=pipeline_tag,
@@ -74,8 +124,9 @@ def model_card(
         model_name=TITLES[kind] if evals else None,
         eval_results=evals or None,
     )
+    text = {k: v if k in ("command", "user", "messages") else public(v) for k, v in text.items()}
     return ModelCard.from_template(
-        data, template_path=str(template), kind=kind, title=TITLES[kind], model=model, adapter=adapter, **text
+        data, template_path=str(template), kind=kind, title=TITLES[kind], model=named, adapter=adapter, **text
     )
 
 
@@ -99,7 +150,7 @@ def launch_of(script: str) -> str:
             if module or (Path(arg).name == "accelerate" and args[i + 1 : i + 2] == ["launch"]):
                 options = args[i + (1 if module else 2) :]
                 end = next((j for j, a in enumerate(options) if a == "-m" or Path(a).name == Path(script).name), None)
-                return shlex.join(["accelerate", "launch", *options[:end]])
+                return shlex.join(["accelerate", "launch", *public(options[:end])])  # a config file by its name
     return "python"
 
 
@@ -125,19 +176,20 @@ def command_line(
     groups: Sequence[str] = (),
 ) -> str:
     """``LAUNCH SCRIPT`` with a ``key=value`` for each setting that differs from ``defaults`` (a key they lack is
-    ``+key``); a secret is written ``<secret given>``. A config group in ``groups`` is chosen first by its ``name``.
+    ``+key``); a secret is written ``<secret given>``, a local path by its name (:func:`public`). A config group in
+    ``groups`` is chosen first by its ``name``.
 
     >>> command_line("training/sft.py", {"a": 1, "t": {"lr": 0.1, "x": [1, 2]}}, {"a": 1, "t": {"lr": 0.2}})
     "python training/sft.py t.lr=0.1 +t.x='[1,2]'"
     >>> command_line("rl/grpo.py", {"reward": {"name": "qbench", "model": "/m"}}, {"reward": {"name": "qbench"}},
     ...              launch="accelerate launch", groups=["reward"])
-    'accelerate launch rl/grpo.py reward=qbench +reward.model=/m'
+    'accelerate launch rl/grpo.py reward=qbench +reward.model=m'
     """
     now, base = _flat(redact(settings)), _flat(defaults)
     names = [f"{g}.name" for g in groups]
     chosen = [f"{name[:-5]}={_value(now[name])}" for name in names if isinstance(now.get(name), str)]
     parts = [
-        f"{'' if key in base else '+'}{key}={_value(value)}"
+        f"{'' if key in base else '+'}{key}={_value(public(value))}"
         for key, value in now.items()
         if (key not in base or base[key] != value) and key not in names
     ]
