@@ -24,8 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where used: the command's settings (SCALES) are checked without it
+    import torch
 
 SCALES = ("group", "batch", "none")
 EPS = 1e-4  # flow_grpo's stat tracker adds this to the standard deviation
@@ -41,6 +43,8 @@ def group_advantages(
     """Advantages (float64) and the ``usable`` mask of items whose ``groups`` id names their prompt's group;
     ``rewards``: a number per item, ``None`` or NaN for an item without one. Computed on every item given: gather the
     round's items of every process first (:func:`gathered_advantages`)."""
+    import torch
+
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}: choose one of {', '.join(SCALES)}")
     values = torch.tensor([torch.nan if r is None else float(r) for r in rewards], dtype=torch.float64)
@@ -76,6 +80,8 @@ class RoundStats:
 
 def round_stats(rewards: torch.Tensor, groups: torch.Tensor) -> RoundStats:
     """:class:`RoundStats` of every item of a round (``rewards`` NaN where none)."""
+    import torch
+
     usable = ~torch.isnan(rewards)
     zero = 0
     ids = groups.unique()

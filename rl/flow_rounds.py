@@ -35,8 +35,9 @@ from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.integrations.trl_rewards import RewardTally
 from rl.devices import placed_device, resolve_devices
 from rl.flow_advantages import gathered_advantages, round_stats
-from rl.flow_models import FlowGenerator, build_flow_generator, load_prompt_tasks
+from rl.flow_models import FlowGenerator, build_flow_generator
 from rl.flow_rollout import Layout, Rollout, Sampling, sample_group_batch, seed_of
+from rl.flow_settings import load_prompt_tasks
 from rl.flow_update import Objective, adapter_off, run_update
 from rl.inpaint_tasks import load_tasks
 from training.shared.deepspeed import uses_deepspeed
@@ -164,7 +165,7 @@ class FlowRounds:
             )
             rounds.eval_set = RewardSet([*rounds.rewards.rewards, *judge], normalize=settings.normalize_rewards)
             rounds.judge_label = rounds.eval_set.labels[-1] if judge else None
-        from rl.flow_models import flow_generator_config
+        from rl.flow_settings import flow_generator_config
 
         (gen_cfg,) = resolve_devices([settings.generator], schema_has_device=lambda name: True, where="generator")
         from reward.core.config import parse

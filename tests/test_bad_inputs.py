@@ -730,9 +730,13 @@ def test_the_other_dataset_files_name_a_line_that_is_not_utf8_or_short(tmp_path)
 def test_every_command_refuses_a_bad_row_by_default():
     """One default for every command that reads rows: a bad row is refused (naming the fix), never skipped unasked."""
     from fusion.commands.fit import FusionSettings
+    from pace_judge.commands.judge import JudgeSettings
     from reward.commands.evaluate import EvaluateSettings
+    from reward.commands.qbench_eval import QbenchEvalSettings
+    from training.mos import MosSettings
 
-    for schema in (EvaluateSettings, FusionSettings, BestOfNSettings, GrpoSettings):
+    schemas = (EvaluateSettings, FusionSettings, BestOfNSettings, GrpoSettings, FlowGrpoSettings, JudgeSettings)
+    for schema in (*schemas, QbenchEvalSettings, MosSettings):
         assert {f.name: f.default for f in __import__("dataclasses").fields(schema)}["skip_bad"] is False, schema
     assert SftSettings.__dataclass_fields__["data"].default_factory().skip_bad is False
 

@@ -18,9 +18,10 @@ from reward.core.errors import UserError
 from reward.core.outputs import RunComplete
 from rl.commands.flow_grpo import FlowGrpoSettings
 from rl.commands.flow_grpo import run as run_flow_grpo
-from rl.flow_models import FluxFillFlow, PromptTask, Sd3Flow
+from rl.flow_models import FluxFillFlow, Sd3Flow
 from rl.flow_rollout import Sampling, sample_group_batch, seed_of
 from rl.flow_sde import sde_step
+from rl.flow_settings import PromptTask
 from rl.inpaint_tasks import Task
 from training.procedural.synthetic import write_inpainting_tasks
 
@@ -314,7 +315,7 @@ def test_the_plan_of_flux_fill_with_sa_iqa_on_8_gpus_loads_nothing(capsys):
     from diffusers import FluxTransformer2DModel
     from peft import LoraConfig
 
-    from rl.flow_models import FLUX_TARGETS
+    from rl.flow_settings import FLUX_TARGETS
 
     tiny = FluxTransformer2DModel(
         num_layers=2,

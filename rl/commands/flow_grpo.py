@@ -29,7 +29,7 @@ from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.registry import reward_config
 from reward.vlm.hub import missing_model
 from rl.flow_advantages import SCALES
-from rl.flow_models import flow_generator_config
+from rl.flow_settings import flow_generator_config
 from rl.run_folder import on_main, prepare_run_folder, run_inputs, settings_record
 from training.shared.batch import (
     PlanSettings,
@@ -218,7 +218,9 @@ class FlowGrpoSettings:
     )
     image_root: str | None = image_root_field()
     allow_absolute_paths: bool = allow_absolute_paths_field()
-    skip_bad: bool = field(default=True, metadata={"help": "bad rows named by file:line, skipped and counted"})
+    skip_bad: bool = field(
+        default=False, metadata={"help": "true: skip bad rows (named by file:line) and count them instead of failing"}
+    )
     max_decode_pixels: int = field(
         default=DEFAULT_MAX_PIXELS, metadata={"help": "larger images are refused unread", "range": PIXELS}
     )
