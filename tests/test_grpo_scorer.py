@@ -13,6 +13,7 @@ import torch
 
 from reward.core.cli import compose
 from reward.core.errors import UserError
+from reward.rewards.reasoning_prompts import PROMPTS
 from training.commands.grpo_scorer import GrpoScorerSettings, parse_settings, run
 from training.commands.grpo_scorer_plan import grpo_scorer_plan
 from training.shared.plan import format_plan
@@ -156,3 +157,21 @@ def test_a_mos_outside_the_scale_and_two_dimensions_are_refused_never_merged(tmp
         read_data(_settings(f"data.train={manifest}"))
     scaled = read_data(_settings(f"data.train={manifest}", "data.mos_range=[0,100]"))[0]
     assert scaled[0]["mos"] == pytest.approx(1 + 4 * 0.7)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "sampling"),
+    [  # VisualQuality-R1's README (its vLLM script); Q-Insight's src/eval/demo_score.py
+        ("visualquality-r1", {"temperature": 0.1, "top_k": 50, "top_p": 1.0, "max_new_tokens": 512, "seed": 1}),
+        ("q-insight", {"temperature": 1.0, "top_k": 50, "top_p": 0.95, "max_new_tokens": 1024, "seed": 42}),
+    ],
+)
+def test_mode_release_samples_one_answer_as_the_prompts_release_does(prompt, sampling):
+    from reward.core.config import parse
+    from reward.rewards.reasoning_iqa import ReasoningIqaConfig, ReasoningIqaReward, scorer_meta
+
+    config = parse(ReasoningIqaConfig, {"model": "unused", "mode": "release", "samples": 8}, where="reward")
+    reward = ReasoningIqaReward(None, scorer_meta(prompt), config)  # type: ignore[arg-type]  # no model needed
+    assert reward.sampling() == {"samples": 1, **sampling}  # one answer, whatever reward.samples says
+    assert reward.system == (None if prompt == "visualquality-r1" else PROMPTS[prompt].system)
+    assert reward.query.response_prefix.endswith('<answer>\n{"rating": ' if prompt == "q-insight" else "<answer>")

@@ -9,7 +9,8 @@
 - ``mode=sample``: K answers sampled, each parsed as its release parses it
   (:func:`reward.rewards.reasoning_prompts.parse_score`), the parsed numbers averaged;
 - ``mode=release``: one answer sampled as the prompt's release scores an image (VisualQuality-R1's README: temperature
-  0.1, top-k 50; Q-Insight's ``demo_score.py``: temperature 1, top-k 50, top-p 0.95, seed 42), parsed as it parses.
+  0.1, top-k 50, seed 1; Q-Insight's ``demo_score.py``: temperature 1, top-k 50, top-p 0.95, seed 42), parsed as its
+  training parsed it.
 
 An image none of whose answers parses is a failure (NaN), never a made-up number (VisualQuality-R1's inference
 substitutes a random integer there; Q-Insight's demo prints the answer unparsed). Every mode gives a score on the
@@ -106,7 +107,7 @@ class ReasoningIqaConfig(ModelLoading):
     max_new_tokens: int = field(
         default=256, metadata={"help": "mode=sample: tokens per answer at most", "range": (1, 100_000)}
     )
-    seed: int = field(default=0, metadata={"help": "mode=sample: sampling seed (mode=release: the release's)"})
+    seed: int = field(default=0, metadata={"help": "mode=sample: sampling seed (mode=release: the release's own)"})
     batch_size: int = field(default=16, metadata={"help": "prompts per forward or generate call", "range": BATCH})
 
 
@@ -125,7 +126,7 @@ class ReasoningIqaReward(TrlCallable):
     def sampling(self) -> dict[str, Any]:
         """``generate``'s sampling settings of this mode: the config's, or the prompt's release's (one answer)."""
         if self.config.mode == "release":
-            return {"samples": 1, "seed": self.config.seed, **PROMPTS[self.prompt].reading}
+            return {"samples": 1, **PROMPTS[self.prompt].reading}
         cfg = self.config
         keys = ("samples", "temperature", "top_p", "top_k", "max_new_tokens", "seed")
         return {key: getattr(cfg, key) for key in keys}

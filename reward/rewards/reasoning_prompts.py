@@ -62,7 +62,8 @@ class ReleasedPrompt:
     reading: dict[str, Any] = field(default_factory=dict)
 
 
-_VQ_READING = {"temperature": 0.1, "top_k": 50, "top_p": 1.0, "max_new_tokens": 512}  # README.md:584-588 (vLLM)
+# README.md:584-588 (its vLLM script's SamplingParams) and :618 (the engine's seed)
+_VQ_READING = {"temperature": 0.1, "top_k": 50, "top_p": 1.0, "max_new_tokens": 512, "seed": 1}
 PROMPTS = {
     "visualquality-r1": ReleasedPrompt(
         _VQ_TASK + _RATING + " First output the thinking process in <think> </think> tags and then output the final "
