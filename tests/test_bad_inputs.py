@@ -152,6 +152,8 @@ GRPO_SCORER_REFUSED = {
     "a bad row": (["data.train={bad}"], "bad.jsonl:2: 'image' image 'img/missing.png' not found"),
     "a MOS outside the scale": (["data.mos_range=[1,3.5]"], "ratings.jsonl:2: mos 4 is outside mos_range (1.0, 3.5)"),
     "two dimensions": (["data.train={two}"], "rows rated on 2 dimensions ['quality', 'sharpness']"),
+    "fewer rows than a step": (["trainer.per_device_train_batch_size=18"], "2 rows of 'quality', fewer than the 3"),
+    "one image to rank": (["trainer.per_device_train_batch_size=6"], "a step holds 1 image(s) of 6 answers"),
 }
 
 

@@ -151,6 +151,18 @@ def reward_functions(settings: GrpoScorerSettings) -> list[Any]:
     return [made[name] for name in settings.rewards]
 
 
+def check_step(rows: Rows, config: Any) -> None:
+    """Refuse, before any model loads, data with fewer images than one step asks for (trl's sampler would make no
+    step of them)."""
+    images = config.generation_batch_size // config.num_generations
+    if rows.n < images:
+        raise UserError(
+            f"data.train: {rows.n} rows of {rows.dim!r}, fewer than the {images} images of one step "
+            f"({config.generation_batch_size} answers, {config.num_generations} per image, over "
+            f"{max(1, config.world_size)} process(es)): add rows, or lower trainer.per_device_train_batch_size"
+        )
+
+
 def check_ranking_share(settings: GrpoScorerSettings, config: Any) -> None:
     """Refuse, before any model loads, a launch whose ranking reward would see no two images to compare: each
     process's share (``ranking_scope=process``: whole groups of at least 2 images) or the whole step's (``step``)."""
@@ -183,8 +195,7 @@ def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: l
     from reward.vlm import load_processor
     from reward.vlm.hub import check_models
 
-    check_models({"model.path": settings.model.path})
-    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
+    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights (before trl's arguments)
     args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
     args |= trl_fields(settings.trainer)
     if args.get("bf16") is None:
@@ -195,7 +206,9 @@ def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: l
         config = GRPOConfig(output_dir=settings.out, **args)
     except (TypeError, ValueError) as err:
         raise UserError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
+    check_step(rows, config)
     check_ranking_share(settings, config)
+    check_models({"model.path": settings.model.path})
     if config.distributed_state.is_main_process:
         output.create()
     processor = load_processor(

@@ -132,7 +132,7 @@ def _read(
     except ManifestError as err:
         hint = "" if data.skip_bad else "; or data.skip_bad=true to skip such rows and count them"
         scale_hint = " (data.mos_range=[low, high] is the data's scale)" if "outside mos_range" in str(err) else ""
-        raise UserError(f"data.{split}: {err}{scale_hint}{hint}") from None
+        raise UserError(f"data.{split}: {str(err).rstrip('.')}{scale_hint}{hint}") from None
     dims = sorted({r.dimension for r in read.rows})
     if dimension is None and len(dims) > 1:
         raise UserError(
