@@ -175,3 +175,24 @@ def test_mode_release_samples_one_answer_as_the_prompts_release_does(prompt, sam
     assert reward.sampling() == {"samples": 1, **sampling}  # one answer, whatever reward.samples says
     assert reward.system == (None if prompt == "visualquality-r1" else PROMPTS[prompt].system)
     assert reward.query.response_prefix.endswith('<answer>\n{"rating": ' if prompt == "q-insight" else "<answer>")
+
+
+@pytest.mark.slow
+def test_the_expected_value_reads_the_digit_where_a_model_taught_the_format_writes_it(format_taught_vlm_path):
+    """mode=expected reads the digits after the prompt's answer prefix: for a model taught each release's format
+    (random digits) nearly all the probability there is on the five digits; after a bare "<answer>" Q-Insight's
+    model writes its JSON object instead, and a read there would be of tokens it never answers with."""
+    from reward.rewards.reasoning_iqa import SCORE_WORDS
+    from reward.vlm import OptionQuery, load_vlm
+    from training.procedural.synthetic import example_at
+
+    vlm = load_vlm(format_taught_vlm_path, dtype="float32")
+    images = [[example_at(9, i, 32).image] for i in range(4)]
+
+    def digit_mass(prompt: str, prefix: str) -> torch.Tensor:
+        query = OptionQuery(PROMPTS[prompt].question, SCORE_WORDS, prefix, sep="")
+        return vlm.option_logprobs(images, [query], system=PROMPTS[prompt].system).logprobs[:, 0].exp().sum(-1)
+
+    for prompt in ("visualquality-r1", "q-insight"):
+        assert (digit_mass(prompt, PROMPTS[prompt].answer_prefix) > 0.9).all(), prompt
+    assert (digit_mass("q-insight", "<think>\n\n</think>\n<answer>") < 0.1).all()
