@@ -91,6 +91,72 @@ def tiny_reasoning_scorer_path(tiny_vlm_path: Path, tmp_path_factory: pytest.Tem
     return d
 
 
+ANSWER_FORMATS = {  # what a model trained with each released prompt writes (reward.rewards.reasoning_prompts)
+    "visualquality-r1": "<think>\n</think>\n<answer>{d}</answer>",
+    "visualquality-r1-fast": "<answer>{d}</answer>",
+    "q-insight": '<think>\n\n</think>\n<answer>\n{{"rating": {d}}}\n</answer>',
+}
+
+
+def teach_answer_formats(
+    model_dir: Path, out: Path, prompts: tuple[str, ...], steps: int = 120, batch: int = 8, seed: int = 0
+) -> Path:
+    """``model_dir`` taught to answer each of the released ``prompts`` in its format (:data:`ANSWER_FORMATS`), the
+    digit ``d`` uniform in 1-5 whatever the image: the answer format, no quality. Row ``k`` of a step is asked the
+    prompt ``k % len(prompts)``. ``out`` is a scorer folder of the first prompt."""
+    import random
+    import shutil
+
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from reward.rewards.reasoning_iqa import scorer_meta
+    from reward.rewards.reasoning_prompts import PROMPTS
+    from reward.rewards.scorer_folder import write_metadata
+    from reward.vlm import load_processor
+    from training.procedural.synthetic import example_at
+
+    processor = load_processor(str(model_dir))
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32)
+    heads = {}
+    for name in prompts:
+        released = PROMPTS[name]
+        system = (
+            [{"role": "system", "content": [{"type": "text", "text": released.system}]}] if released.system else []
+        )
+        turn = [*system, {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": released.question}]}]
+        heads[name] = processor.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    for step in range(steps):
+        images = [example_at(seed + 77, step * batch + k, 32).image for k in range(batch)]
+        asked = [prompts[k % len(prompts)] for k in range(batch)]
+        answers = [ANSWER_FORMATS[name].format(d=rng.randint(1, 5)) + "<|im_end|>" for name in asked]
+        texts = [heads[name] + answer for name, answer in zip(asked, answers, strict=True)]
+        inputs = processor(text=texts, images=images, return_tensors="pt", padding=True)
+        labels = inputs["input_ids"].clone()
+        for row, answer in enumerate(answers):  # left padding: each answer is its row's tail
+            labels[row, : -len(processor.tokenizer(answer, add_special_tokens=False)["input_ids"])] = -100
+        model(**inputs, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(out)
+    for f in model_dir.iterdir():
+        if not (out / f.name).exists():
+            shutil.copy2(f, out / f.name)
+    write_metadata(out, scorer_meta(prompts[0]))
+    return out
+
+
+@pytest.fixture(scope="session")
+def format_taught_vlm_path(tiny_vlm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Qwen2-VL taught VisualQuality-R1's and Q-Insight's answer formats (:func:`teach_answer_formats`): its
+    answers to their prompts parse, their digits are random. Shared: tests read it and train copies elsewhere."""
+    folder = tmp_path_factory.mktemp("format-taught-vlm")
+    return teach_answer_formats(tiny_vlm_path, folder, ("visualquality-r1", "q-insight"), batch=8)
+
+
 @pytest.fixture(scope="session")
 def tiny_vlm25_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Qwen2.5-VL checkpoint."""

@@ -228,6 +228,89 @@ def test_under_accelerate_launch_the_message_is_printed_once(tmp_path):
     assert (done.stdout + done.stderr).count("error: unknown key colour") == 1  # not once per process, not lost
 
 
+# ------------------------------------------------------------------------------------------ GRPO on the scorer
+
+# settings and data training/grpo_scorer.py refuses before any model loads (model.path names none: a command that
+# tried to load it would say so instead); {data}: a good manifest of two rows rated on 'quality'
+GRPO_SCORER_REFUSED = {
+    "no reward": (["rewards=[]"], "rewards=[]: name at least one of ['score', 'format', 'degradation', 'ranking']"),
+    "mos_range of one number": (["data.mos_range=[5]"], "data.mos_range=[5.0]: give [low, high] with low < high"),
+    "mos_range with equal ends": (["data.mos_range=[3,3]"], "data.mos_range=[3.0, 3.0]: give [low, high]"),
+    "a dimension not in the data": (["data.dimension=sharpness"], "data.dimension='sharpness': no row of data.train"),
+    "a synthetic dimension that is none": (["data.train=synthetic", "data.dimension=glare"], "the synthetic scenes"),
+    "a bad row": (["data.train={bad}"], "bad.jsonl:2: 'image' image 'img/missing.png' not found"),
+    "a MOS outside the scale": (["data.mos_range=[1,3.5]"], "ratings.jsonl:2: mos 4 is outside mos_range (1.0, 3.5)"),
+    "two dimensions": (["data.train={two}"], "rows rated on 2 dimensions ['quality', 'sharpness']"),
+    "fewer rows than a step": (["trainer.per_device_train_batch_size=18"], "2 rows of 'quality', fewer than the 3"),
+    "one image to rank": (["trainer.per_device_train_batch_size=6"], "a step holds 1 image(s) of 6 answers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GRPO_SCORER_REFUSED))
+def test_grpo_scorer_refuses_bad_settings_and_data_in_one_line_before_loading(case, tmp_path, capsys):
+    given, message = GRPO_SCORER_REFUSED[case]
+    good = [_row("good.png", 3.0), _row("good.png", 4.0)]
+    _ratings(tmp_path, good, {"good.png": GOOD})
+    files = {
+        "{data}": tmp_path / "ratings.jsonl",
+        "{bad}": tmp_path / "bad.jsonl",
+        "{two}": tmp_path / "two.jsonl",
+    }
+    for name, rows in (
+        ("bad", [good[0], _row("missing.png")]),
+        ("two", [*good, {**good[0], "dimension": "sharpness"}]),
+    ):
+        files[f"{{{name}}}"].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = {"model.path": "/nope/model", "data.train": "{data}", "out": f"{tmp_path}/out"}
+    settings |= dict(a.split("=", 1) for a in given)
+    argv = [f"{key}={files.get(value, value)}" for key, value in settings.items()]
+    status, err = _run_script("training/grpo_scorer.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert message in err and "/nope/model" not in err, err
+    assert not (tmp_path / "out").exists()  # nothing written
+    if case == "a bad row":
+        assert "data.skip_bad=true" in err, err  # the way to skip it, named
+
+
+def _reasoning_folder(folder: Path, change) -> Path:
+    from reward.rewards.reasoning_iqa import scorer_meta
+    from reward.rewards.scorer_folder import FORMAT
+
+    meta = {"format": FORMAT, **scorer_meta("q-insight")}
+    change(meta)
+    folder.mkdir()
+    (folder / "sa_iqa.json").write_text(json.dumps(meta))
+    return folder
+
+
+# a GRPO-trained scorer folder whose sa_iqa.json is incomplete (no weights beside it: a reward that got as far as
+# loading would say that instead)
+REASONING_FOLDERS = {
+    "no prompt": (lambda m: m["reasoning"].pop("prompt"), "reasoning.prompt is null, not a non-empty string"),
+    "an unknown prompt": (lambda m: m["reasoning"].update(prompt="r2"), "reasoning.prompt 'r2' is none of"),
+    "no answer prefix": (lambda m: m["reasoning"].update(answer_prefix=7), "reasoning.answer_prefix is 7"),
+    "a reversed mos_range": (lambda m: m["reasoning"].update(mos_range=[5, 1]), "reasoning.mos_range is [5, 1]"),
+    "a mos_range of text": (lambda m: m["reasoning"].update(mos_range=["1", 5]), "not [low, high] with low < high"),
+    "a system turn of a list": (lambda m: m["reasoning"].update(system=["x"]), 'reasoning.system is ["x"]'),
+    "reasoning not an object": (lambda m: m.update(reasoning="q-insight"), "reasoning is 'q-insight', not an object"),
+    "no quality query": (
+        lambda m: m.update(queries={"sharpness": m["queries"]["quality"]}),
+        "queries holds ['sharpness'], not the 'quality' query",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REASONING_FOLDERS))
+def test_an_incomplete_reasoning_scorer_folder_is_refused_naming_its_file(case, tmp_path, capsys):
+    change, message = REASONING_FOLDERS[case]
+    scorer = _reasoning_folder(tmp_path / "scorer", change)
+    manifest = _ratings(tmp_path / "data", [_row("good.png")], {"good.png": GOOD})
+    argv = ["reward=reasoning-iqa", f"reward.model={scorer}", f"data={manifest}", f"out={tmp_path}/out"]
+    status, err = _run_script("reward/evaluate.py", argv, capsys)
+    assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"{scorer}/sa_iqa.json" in err and message in err and "training/grpo_scorer.py" in err, err
+
+
 # ------------------------------------------------------------------------------------------ manifests
 
 

@@ -3,15 +3,19 @@
 The plan's arithmetic is checked against hand computation and its one GPU measurement; its parameter counts against
 real models; each recipe's cited values against the composed config; and every recipe runs end to end, in the order
 a user runs them (later recipes read earlier outputs), on tiny models and dataset folders in the official layouts,
-overriding only the model paths, the step counts and what a CPU cannot do (bf16, DataLoader workers).
+each training recipe on 2 processes at its own per-process geometry, overriding only the model paths, the step counts
+and what a CPU cannot do (bf16, DataLoader workers).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import iqa_fixtures as fx
@@ -290,10 +294,11 @@ def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
 # --- every recipe end to end on tiny models -----------------------------------------------------------------------
 
 
-def _datasets(root: Path) -> None:
-    """The recipes' dataset folders, in the official layouts, where the recipes expect them (relative to the cwd)."""
+def _datasets(root: Path, koniq: int = 10) -> None:
+    """The recipes' dataset folders, in the official layouts, where the recipes expect them (relative to the cwd);
+    ``koniq`` images of KonIQ-10k."""
     for folder, write in (
-        ("KonIQ-10k", fx.koniq_sets),
+        ("KonIQ-10k", partial(fx.koniq_sets, n=koniq)),
         ("SPAQ", fx.spaq),
         ("kadid10k", fx.kadid),
         ("ChallengeDB_release", fx.livec),
@@ -303,86 +308,160 @@ def _datasets(root: Path) -> None:
         write(root / "datasets" / folder)
 
 
-def _sa_bench(root: Path) -> None:
-    """SA-BENCH as published (annotation CSVs, images per dimension) and preference pairs of its images for the
-    fusion recipe (the paper's 750 pairs are not released): the brighter image preferred."""
+def _sa_bench(root: Path, n: int = 6) -> None:
+    """SA-BENCH as published (annotation CSVs, ``n`` images per dimension) and preference pairs of its images for
+    the fusion recipe (the paper's 750 pairs are not released): the brighter image preferred."""
     bench = root / "datasets" / "SA-BENCH"
-    written = fx.sa_bench(bench)
+    written = fx.sa_bench(bench, n=n)
     images = [(f"images/{d}/{r['id']}.jpg", r[f"{d}_score_mos"]) for d in fx.SA_BENCH for r in written[f"{d}_full"]]
+    images = images[:: max(1, len(images) // 24)]  # pairs of 24 of them, spread over the dimensions
     pairs = [(a, b) for i, a in enumerate(images) for b in images[i + 1 :: 5]]
     rows = [{"a": a, "b": b, "label": "tie" if ma == mb else "a" if ma > mb else "b"} for (a, ma), (b, mb) in pairs]
     (bench / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+# Every recipe that trains, run at its own per-process geometry on 2 CPU processes (gloo), as configs/recipe/NAME.yaml
+# says (per-device batch, accumulation on 2 processes, GRPO's group, rewards and losses), changing only the model (a
+# tiny one of the recipe's family), the data (tiny folders in the official layouts), the steps (1-2), the process
+# count and what a CPU cannot do (bf16, DataLoader workers). Name -> (command, per-device batch, accumulation, group).
+GEOMETRY = {
+    "qalign-koniq": ("sft", 8, 1, None),
+    "deqa-koniq": ("sft", 32, 1, None),  # 16 pairs within each process's batch of 32
+    "sa-iqa-bench": ("sft", 2, 64, None),  # global batch 256 = 2 x 64 x 2 (on the recipe's 4 processes: 2 x 32 x 4)
+    "grpo-expansion": ("grpo", 4, 4, 8),  # 32 completions = 4 x 4 x 2, 4 prompts of 8
+    "tiny-real-photos": ("sft", 16, 1, None),
+    "tiny-real-photos-gpu": ("sft", 256, 1, None),
+    "q-insight-koniq": ("grpo_scorer", 8, 2, 8),  # one image's 8 answers per process, twice a step
+    "visualquality-r1-koniq": ("grpo_scorer", 48, 1, 6),  # 8 images of 6 answers per process
+}
+ACTIVE = {  # the terms each recipe trains on: logged, finite, and not all 0 (a reward's answers parse); GRPO's loss
+    # is only checked finite (its policy term averages group-normalised advantages: 0 up to rounding at the first step)
+    "deqa-koniq": ["loss", "deqa_kl", "deqa_ce", "deqa_fidelity"],
+    "grpo-expansion": ["rewards/sa-iqa/mean"],
+    "q-insight-koniq": ["rewards/q_insight_score/mean", "rewards/answer_format/mean"],
+    "visualquality-r1-koniq": ["rewards/ranking_reward/mean", "rewards/answer_format/mean"],
+}
+
+
+def _plan(paths: dict[str, Path]) -> list[dict]:
+    """What each recipe runs with: the recipe, its tiny model and 1-2 steps (GRPO: answers as long as the tiny
+    models write theirs), nothing else of its geometry changed."""
+    cpu = ["trainer.bf16=false", "trainer.dataloader_num_workers=0"]
+    one = ["trainer.max_steps=1", *cpu]
+    scorer = [f"model.path={paths['format_taught']}", "trainer.max_steps=2", "trainer.bf16=false"]
+    runs = {
+        "qalign-koniq": ("sft", [f"model.path={paths['qwen25']}", *one]),
+        "deqa-koniq": ("sft", [f"model.path={paths['qwen25']}", *one]),
+        "sa-iqa-bench": ("sft", [f"model.path={paths['qwen3']}", *one]),
+        "sa-iqa-bench-fusion": ("fit", ["bootstrap=0"]),
+        "grpo-expansion": (
+            "grpo",
+            [f"generator.path={paths['flux']}", "generator.steps=2", "trainer.max_steps=1", "eval.every=0"]
+            + ["trainer.max_completion_length=16", "trainer.bf16=false"],
+        ),
+        "tiny-real-photos": ("sft", [f"model.path={paths['small']}", "out=runs/tiny-real-photos", *one]),
+        "tiny-real-photos-gpu": (  # its 12 DataLoader workers: none on 2 cores (prefetching needs workers)
+            "sft",
+            [
+                f"model.path={paths['small']}",
+                "out=runs/tiny-real-photos-gpu",
+                *one,
+                "trainer.dataloader_prefetch_factor=null",
+            ],
+        ),
+        "q-insight-koniq": ("grpo_scorer", [*scorer, "trainer.max_completion_length=48"]),
+        "visualquality-r1-koniq": ("grpo_scorer", [*scorer, "trainer.max_completion_length=32"]),
+    }
+    return [{"name": n, "command": c, "argv": [f"+recipe={n}", *argv]} for n, (c, argv) in runs.items()]
+
+
+def _launch(args: list[str], cwd: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    done = subprocess.run([*cmd, "--mixed_precision", "no", *args], capture_output=True, text=True, env=env, cwd=cwd)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+def _check_geometry_and_terms(name: str, records: list[dict]) -> None:
+    command, per_device, accumulation, group = GEOMETRY[name]
+    for seen in records:
+        assert seen["geometry"] == {
+            "processes": 2,
+            "per_device": per_device,
+            "accumulation": accumulation,
+            "num_generations": group,
+        }, name
+        numbers = [v for log in seen["logs"] for v in log.values() if isinstance(v, int | float)]
+        assert numbers and all(math.isfinite(v) for v in numbers), (name, seen["logs"])  # no NaN, no None
+        steps = [log for log in seen["logs"] if "loss" in log]
+        assert steps, (name, seen["logs"])
+        for term in ACTIVE.get(name, ["loss"]):
+            values = [log.get(term) for log in steps]
+            assert all(v is not None for v in values) and any(v != 0 for v in values), (name, term, values)
+
+
 @pytest.mark.slow
-def test_every_recipe_runs_end_to_end_in_order_on_tiny_models(
-    tiny_vlm_path, tiny_lm_path, tiny_pipeline_path, tmp_path, monkeypatch, pace_protocol_path
+def test_every_recipe_runs_in_order_at_its_own_geometry_on_two_processes(
+    tiny_vlm_path,
+    tiny_vlm25_path,
+    tiny_vlm3_path,
+    tiny_small_vlm_path,
+    format_taught_vlm_path,
+    tiny_lm_path,
+    tiny_pipeline_path,
+    tmp_path,
+    monkeypatch,
+    pace_protocol_path,
 ):
-    from fusion.commands.fit import run as run_fusion
+    """The recipes in the order a user runs them (later recipes read earlier outputs) under 2 processes each; the
+    GRPO scorer recipes start from the tiny VLM taught the answer formats, so their rewards have answers to read."""
     from pace_judge.commands.judge import run as run_judge
     from pace_judge.commands.memory import run as run_memory
-    from rl.commands.grpo import run as run_grpo
     from rl.tasks import run as run_tasks
-    from training.commands.sft import run as run_sft
 
     monkeypatch.chdir(tmp_path)
-    _datasets(tmp_path)
-    _sa_bench(tmp_path)
-    model = f"model.path={tiny_vlm_path}"
-    steps = "trainer.max_steps=2"
-
-    qalign = run_sft(compose("sft", ["+recipe=qalign-koniq", model, steps, *CPU], schema=SftSettings))
-    assert qalign["global_step"] == 2 and Path("runs/qalign-koniq/scorer/sa_iqa.json").is_file()
-    cross = json.loads(Path("runs/qalign-koniq/cross/leaderboard.json").read_text())
-    assert {"spaq", "kadid10k", "livec", "agiqa3k"} <= set(json.dumps(cross).replace('"', " ").split())
-    assert set(qalign["metrics"]) >= {"quality"}
-
-    deqa = run_sft(compose("sft", ["+recipe=deqa-koniq", model, steps, *CPU], schema=SftSettings))
-    assert deqa["global_step"] == 2 and Path("runs/deqa-koniq/scorer/sa_iqa.json").is_file()
-
-    bench = run_sft(
-        compose(
-            "sft",
-            ["+recipe=sa-iqa-bench", model, steps, *CPU, "trainer.activation_checkpointing=false"],
-            schema=SftSettings,
-        )
-    )
-    assert bench["global_step"] == 2 and set(bench["metrics"]) >= {"layout", "harmony", "lighting", "distortion"}
-    weights = run_fusion(compose("fit", ["+recipe=sa-iqa-bench-fusion", "bootstrap=0"], schema=FusionSettings))
-    assert Path("runs/sa-iqa-bench/scorer/fusion_weights.json").is_file() and weights
-
-    tiny_lm = tiny_lm_path
+    _datasets(tmp_path, koniq=90)  # deqa's 32 a process after data.keep
+    _sa_bench(tmp_path, n=96)  # sa-iqa-bench's step: 256 training rows
     chats = tmp_path / "datasets" / "expansions"
     chats.mkdir(parents=True)
     row = {"messages": [{"role": "user", "content": "Expand this inpainting prompt: a sofa"}]}
     row["messages"].append({"role": "assistant", "content": "a linen sofa in warm light"})
-    (chats / "train.jsonl").write_text((json.dumps(row) + "\n") * 16)
+    (chats / "train.jsonl").write_text((json.dumps(row) + "\n") * 32)
     trl = [str(Path(sys.executable).parent / "trl"), "sft", "--config", str(RECIPES / "grpo-expansion-stage1.yaml")]
-    trl += ["--model_name_or_path", str(tiny_lm), "--max_steps", "2", "--use_cpu", "--bf16", "false"]
-    done = subprocess.run(trl, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    trl += ["--model_name_or_path", str(tiny_lm_path), "--max_steps", "1", "--use_cpu", "--bf16", "false"]
+    trl += ["--multi_gpu", "--num_processes", "2", "--mixed_precision", "no"]  # accelerate's, through trl's CLI
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(trl, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert Path("runs/grpo-expansion-stage1/adapter_config.json").is_file()
-
     run_tasks(compose("tasks", ["out=datasets/inpainting", "n=8"], schema=TasksSettings))
-    flux = tiny_pipeline_path("flux-fill")
-    grpo = run_grpo(
-        compose(
-            "grpo",
-            [
-                "+recipe=grpo-expansion",
-                f"generator.path={flux}",
-                "trainer.max_steps=2",
-                "trainer.per_device_train_batch_size=8",
-                "trainer.global_batch_size=8",
-                "trainer.max_completion_length=16",
-                "generator.steps=2",
-                "eval.every=0",
-                "trainer.bf16=false",
-            ],
-            schema=GrpoSettings,
-        )
-    )
-    assert grpo["global_step"] == 2 and grpo["complete"]
+
+    paths = {"qwen25": tiny_vlm25_path, "qwen3": tiny_vlm3_path, "small": tiny_small_vlm_path}
+    paths |= {"format_taught": format_taught_vlm_path, "flux": tiny_pipeline_path("flux-fill")}
+    (tmp_path / "plan.json").write_text(json.dumps(_plan(paths)))
+    (tmp_path / "seen").mkdir()
+    _launch([str(ROOT / "tests" / "launched_recipes.py"), str(tmp_path / "plan.json"), "seen"], tmp_path)
+    seen = {
+        item["name"]: [json.loads(Path(f"seen/{item['name']}-{rank}.json").read_text()) for rank in (0, 1)]
+        for item in _plan(paths)
+    }
+    for name in GEOMETRY:
+        _check_geometry_and_terms(name, seen[name])
+
+    qalign = seen["qalign-koniq"][0]["result"]
+    assert qalign["global_step"] == 1 and Path("runs/qalign-koniq/scorer/sa_iqa.json").is_file()
+    cross = json.loads(Path("runs/qalign-koniq/cross/leaderboard.json").read_text())
+    assert {"spaq", "kadid10k", "livec", "agiqa3k"} <= set(json.dumps(cross).replace('"', " ").split())
+    assert set(qalign["metrics"]) >= {"quality"} and Path("runs/deqa-koniq/scorer/sa_iqa.json").is_file()
+    bench = seen["sa-iqa-bench"][0]["result"]
+    assert set(bench["metrics"]) >= {"layout", "harmony", "lighting", "distortion"}
+    assert Path("runs/sa-iqa-bench/scorer/fusion_weights.json").is_file()  # the fusion recipe's
+    grpo = seen["grpo-expansion"][0]["result"]
+    assert grpo["global_step"] == 1 and grpo["complete"]
+    for name in ("q-insight-koniq", "visualquality-r1-koniq"):
+        result = seen[name][0]["result"]
+        assert result["global_step"] == 2 and result["dimension"] == "quality" and "warning" not in result, name
+        assert Path(f"runs/{name}/scorer/sa_iqa.json").is_file()
 
     Path("images").mkdir()
     for i, level in enumerate((0.2, 0.8)):

@@ -1,21 +1,26 @@
 """The ``reasoning-iqa`` reward: a scorer trained by GRPO (``training/grpo_scorer.py``), as Q-Insight
-(arXiv:2503.22679) and VisualQuality-R1 (arXiv:2505.14460) train theirs, read two ways behind one ``score``:
+(arXiv:2503.22679) and VisualQuality-R1 (arXiv:2505.14460) train theirs, read three ways behind one ``score``:
 
-- ``mode=sample`` (the papers' inference): K answers sampled, each ``<answer>N</answer>`` parsed
-  (:func:`parse_score`), the parsed numbers averaged; an image none of whose answers parses is a failure (NaN),
-  never a made-up number (the released inference code substitutes a random score there);
-- ``mode=expected`` (one forward pass, deterministic): the expected value over the probabilities of the score digits
-  1-5 at the answer position after the folder's ``answer_prefix`` (``<answer>``: the thinking is skipped, as
-  VisualQuality-R1's "Fast" prompt does), the rule of the rating-word scorers (:func:`expected_value`).
+- ``mode=expected`` (one forward pass, deterministic): the expected value over the probabilities of the digits 1-5
+  right after the prompt's ``answer_prefix``, where a model trained in that format writes its score's first digit
+  (after ``<answer>``, or Q-Insight's ``<answer>\n{"rating": ``; an empty thinking before it), the rule of the
+  rating-word scorers (:func:`expected_value`). Only the first digit is read: an answer "3.45" counts as 3, so a
+  model that writes decimals reads up to a point lower than its answers (its ranking of images is what this reads);
+- ``mode=sample``: K answers sampled, each parsed as its release parses it
+  (:func:`reward.rewards.reasoning_prompts.parse_score`), the parsed numbers averaged;
+- ``mode=release``: one answer sampled as the prompt's release scores an image (VisualQuality-R1's README: temperature
+  0.1, top-k 50, seed 1; Q-Insight's ``demo_score.py``: temperature 1, top-k 50, top-p 0.95, seed 42), parsed as its
+  training parsed it.
 
-Both give a score on the prompt's 1-5 scale; :func:`from_prompt_scale` maps it back to the training data's MOS scale
-(``reasoning.mos_range`` in the folder's ``sa_iqa.json``, :mod:`reward.rewards.scorer_folder`).
+An image none of whose answers parses is a failure (NaN), never a made-up number (VisualQuality-R1's inference
+substitutes a random integer there; Q-Insight's demo prints the answer unparsed). Every mode gives a score on the
+prompt's 1-5 scale; :func:`from_prompt_scale` maps it back to the training data's MOS scale (``reasoning.mos_range``
+in the folder's ``sa_iqa.json``, :mod:`reward.rewards.scorer_folder`).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +28,8 @@ from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.rewards.base import RewardOutput
-from reward.rewards.scorer_folder import read_metadata
+from reward.rewards.reasoning_prompts import PROMPTS, parse_score
+from reward.rewards.scorer_folder import METADATA, read_metadata
 from reward.rewards.settings import ReasoningIqaConfig
 from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import load_vlm
@@ -33,42 +39,7 @@ from reward.vlm.loading import loading_of
 if TYPE_CHECKING:
     from reward.vlm import VLM
 
-_RATING = (
-    "What is your overall rating on the quality of this picture? The rating should be a float between 1 and 5, "
-    "rounded to two decimal places, with 1 representing very poor quality and 5 representing excellent quality."
-)
-# The released prompts: VisualQuality-R1's question with its thinking and no-thinking ("Fast") templates; Q-Insight's
-# score task asks the same rating question, its answer a JSON {"rating": N} inside the answer tags.
-PROMPTS = {
-    "visualquality-r1": "You are doing the image quality assessment task. Here is the question: "
-    + _RATING
-    + " First output the thinking process in <think> </think> tags and then output the final answer with only one "
-    "score in <answer> </answer> tags.",
-    "visualquality-r1-fast": "You are doing the image quality assessment task. Here is the question: "
-    + _RATING
-    + " Please only output the final answer with only one score in <answer> </answer> tags.",
-    "q-insight": _RATING
-    + ' Return the final answer in JSON format with the following keys: "rating": The score. Output the thinking '
-    "process in <think> </think> and final answer in <answer> </answer> tags.",
-}
-THINKS = {"visualquality-r1": True, "visualquality-r1-fast": False, "q-insight": True}
-SCORE_WORDS = ("1", "2", "3", "4", "5")  # mode=expected: the answer's first digit
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def parse_score(text: str) -> float | None:
-    """The first number inside ``<answer>...</answer>``, or ``None`` (no answer tags, no number, NaN or inf).
-
-    >>> parse_score("<think>sharp</think><answer>3.45</answer>"), parse_score('<answer>{"rating": 2}</answer>')
-    (3.45, 2.0)
-    >>> parse_score("3.45"), parse_score("<answer>good</answer>"), parse_score("<answer>1e999</answer>")
-    (None, None, None)
-    """
-    answer = _ANSWER.search(text)
-    number = _NUMBER.search(answer.group(1)) if answer else None
-    value = float(number.group()) if number else math.nan
-    return value if math.isfinite(value) else None
+SCORE_WORDS = ("1", "2", "3", "4", "5")  # mode=expected: the score's first digit
 
 
 def to_prompt_scale(mos: float, mos_range: Sequence[float]) -> float:
@@ -89,31 +60,46 @@ def scorer_meta(prompt: str, mos_range: Sequence[float] = (1.0, 5.0), **record: 
     >>> scorer_meta("visualquality-r1-fast")["reasoning"]["answer_prefix"]
     '<answer>'
     """
-    think = THINKS[prompt]
-    prefix = "<think>\n</think>\n<answer>" if think else "<answer>"  # mode=expected: an empty thinking, then the digit
+    released = PROMPTS[prompt]
     return {
-        "queries": {"quality": {"question": PROMPTS[prompt], "response_prefix": "<answer>"}},
+        "queries": {"quality": {"question": released.question, "response_prefix": "<answer>"}},
         "level_words": list(SCORE_WORDS),
         "level_values": [1.0, 2.0, 3.0, 4.0, 5.0],
         **record,
-        "reasoning": {"prompt": prompt, "think": think, "answer_prefix": prefix, "mos_range": list(mos_range)},
+        "reasoning": {
+            "prompt": prompt,
+            "think": released.think,
+            "system": released.system,
+            "answer_prefix": released.answer_prefix,
+            "mos_range": list(mos_range),
+        },
     }
 
 
 class ReasoningIqaReward(TrlCallable):
-    """Scores in 1-5 of a GRPO-trained scorer, by sampling (``mode=sample``) or one forward (``expected``)."""
+    """Scores in 1-5 of a GRPO-trained scorer: one forward (``mode=expected``), K sampled answers (``sample``) or one
+    answer sampled as its release does (``release``)."""
 
     def __init__(self, vlm: VLM, meta: dict[str, Any], config: ReasoningIqaConfig) -> None:
         self.vlm, self.config, self.reasoning = vlm, config, meta["reasoning"]
+        self.prompt, self.system = self.reasoning["prompt"], self.reasoning.get("system")
         query = meta["queries"]["quality"]
         from reward.vlm import OptionQuery
 
         self.query = OptionQuery(query["question"], SCORE_WORDS, self.reasoning["answer_prefix"], sep="")
         if config.mode == "expected":
-            vlm.candidate_ids(self.query)  # a digit that is not one token after the prefix fails here
+            vlm.candidate_ids(self.query, self.system)  # a digit that is not one token after the prefix fails here
+
+    def sampling(self) -> dict[str, Any]:
+        """``generate``'s sampling settings of this mode: the config's, or the prompt's release's (one answer)."""
+        if self.config.mode == "release":
+            return {"samples": 1, **PROMPTS[self.prompt].reading}
+        cfg = self.config
+        keys = ("samples", "temperature", "top_p", "top_k", "max_new_tokens", "seed")
+        return {key: getattr(cfg, key) for key in keys}
 
     def score(self, images: Sequence[Any] | Any, prompts: Sequence[str] | None = None) -> RewardOutput:
-        """Scores in 1-5 (NaN: an image none of whose K answers parsed)."""
+        """Scores in 1-5 (NaN: an image none of whose answers parsed)."""
         import torch  # here, not at import: the prompts and scales above are read by commands before torch loads
 
         from reward.rewards.scoring import expected_value
@@ -121,21 +107,20 @@ class ReasoningIqaReward(TrlCallable):
 
         images = as_images(images)
         if self.config.mode == "expected":
-            out = self.vlm.option_logprobs(as_groups(images), [self.query])
+            out = self.vlm.option_logprobs(as_groups(images), [self.query], system=self.system)
             scores = expected_value(out.logprobs[:, 0].masked_fill(out.failed, 0.0), [1, 2, 3, 4, 5])
             return RewardOutput(scores=scores.masked_fill(out.failed[:, 0], math.nan))
-        k, cfg = self.config.samples, self.config
+        sampling = self.sampling()
+        k = sampling.pop("samples")
         answers = self.vlm.generate(
             [[img] for img in images for _ in range(k)],
             [self.query.question] * (len(images) * k),
-            max_new_tokens=cfg.max_new_tokens,
+            system=self.system,
             do_sample=True,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            seed=cfg.seed,
+            **sampling,
         )
-        parsed = torch.tensor([math.nan if (s := parse_score(a)) is None else s for a in answers]).view(-1, k)
-        return RewardOutput(scores=parsed.nanmean(dim=1).float())  # all NaN -> NaN
+        parsed = [math.nan if (s := parse_score(a, self.prompt)) is None else s for a in answers]
+        return RewardOutput(scores=torch.tensor(parsed).view(-1, k).nanmean(dim=1).float())  # all NaN -> NaN
 
 
 def build(cfg: dict[str, Any]) -> ReasoningIqaReward:
@@ -146,6 +131,12 @@ def build(cfg: dict[str, Any]) -> ReasoningIqaReward:
         raise UserError(
             f"reward.model={config.model} is a rating-word scorer (no 'reasoning' in its sa_iqa.json): score it with "
             "reward=sa-iqa, or point reward.model at a folder written by training/grpo_scorer.py"
+        )
+    prompt = meta["reasoning"]["prompt"]  # its entry's shape is checked by read_metadata
+    if prompt not in PROMPTS:
+        raise UserError(
+            f"{config.model}/{METADATA}: reasoning.prompt {prompt!r} is none of {list(PROMPTS)}; rewrite it with "
+            "training/grpo_scorer.py"
         )
     base = meta.get("base_model")
     vlm = load_vlm(

@@ -86,7 +86,8 @@ def _check(meta: Mapping[str, Any], where: Path) -> None:
     if missing:
         raise ScorerFormatError(f"{where}: missing keys {missing}; rewrite it with training/sft.py")
     if problem := _content_problem(meta):
-        raise ScorerFormatError(f"{where}: {problem}; rewrite it with training/sft.py")
+        writer = "training/grpo_scorer.py" if "reasoning" in meta else "training/sft.py"
+        raise ScorerFormatError(f"{where}: {problem}; rewrite it with {writer}")
 
 
 def _content_problem(meta: Mapping[str, Any]) -> str | None:
@@ -121,6 +122,32 @@ def _content_problem(meta: Mapping[str, Any]) -> str | None:
     base = meta.get("base_model")
     if base is not None and (not isinstance(base, str) or not base.strip()):
         return f"base_model is {_shown(base)}, not a model folder or Hub id (or null for a full model)"
+    return _reasoning_problem(meta["reasoning"], queries) if "reasoning" in meta else None
+
+
+def _reasoning_problem(reasoning: Any, queries: Mapping[str, Any]) -> str | None:
+    """What is wrong with the ``reasoning`` entry of a GRPO-trained scorer (``reward=reasoning-iqa``), if anything.
+
+    >>> _reasoning_problem({"prompt": "q-insight", "answer_prefix": "<answer>", "mos_range": [5, 1]}, {"quality": {}})
+    'reasoning.mos_range is [5, 1], not [low, high] with low < high'
+    """
+    if not isinstance(reasoning, dict):
+        return f"reasoning is {_shown(reasoning)}, not an object with prompt, answer_prefix and mos_range"
+    for key in ("prompt", "answer_prefix"):
+        if not isinstance(reasoning.get(key), str) or (key == "prompt" and not reasoning[key].strip()):
+            return f"reasoning.{key} is {_shown(reasoning.get(key))}, not a {'non-empty ' * (key == 'prompt')}string"
+    system = reasoning.get("system")
+    if system is not None and not isinstance(system, str):
+        return f"reasoning.system is {_shown(system)}, not a string (or null: the chat template's own)"
+    bounds = reasoning.get("mos_range")
+    numbers = isinstance(bounds, list) and len(bounds) == 2
+    numbers = numbers and all(
+        not isinstance(b, bool) and isinstance(b, (int, float)) and math.isfinite(b) for b in bounds
+    )
+    if not numbers or bounds[0] >= bounds[1]:
+        return f"reasoning.mos_range is {_shown(bounds)}, not [low, high] with low < high"
+    if "quality" not in queries:
+        return f"queries holds {sorted(queries)}, not the 'quality' query a GRPO-trained scorer is asked"
     return None
 
 

@@ -101,6 +101,9 @@ class ChatJudgeConfig:
     )
 
 
+REASONING_MODES = ("expected", "sample", "release")
+
+
 @dataclass
 class ReasoningIqaConfig(ModelLoading):
     """Settings of ``reward=reasoning-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
@@ -112,8 +115,9 @@ class ReasoningIqaConfig(ModelLoading):
     mode: str = field(
         default="expected",
         metadata={
-            "help": "expected: one forward, E[digit] at the answer; sample: K answers parsed and averaged",
-            "choices": ("expected", "sample"),
+            "help": "expected: one forward, E[first digit] at the answer; sample: K answers parsed and averaged; "
+            "release: one answer sampled as the prompt's release does (docs/sft.md)",
+            "choices": REASONING_MODES,
         },
     )
     samples: int = field(default=8, metadata={"help": "mode=sample: answers per image (K)", "range": (1, 1024)})
@@ -121,8 +125,12 @@ class ReasoningIqaConfig(ModelLoading):
         default=1.0, metadata={"help": "mode=sample: sampling temperature", "range": (0, None, True)}
     )
     top_p: float = field(default=1.0, metadata={"help": "mode=sample: nucleus sampling", "range": (0, 1, True)})
+    top_k: int | None = field(
+        default=None,
+        metadata={"help": "mode=sample: the k likeliest tokens (0: all; null: the checkpoint's)", "range": (0, None)},
+    )
     max_new_tokens: int = field(
         default=256, metadata={"help": "mode=sample: tokens per answer at most", "range": (1, 100_000)}
     )
-    seed: int = field(default=0, metadata={"help": "mode=sample: sampling seed"})
+    seed: int = field(default=0, metadata={"help": "mode=sample: sampling seed (mode=release: the release's own)"})
     batch_size: int = field(default=16, metadata={"help": "prompts per forward or generate call", "range": BATCH})

@@ -314,9 +314,11 @@ class VLM:
         do_sample: bool = False,
         temperature: float = 1.0,
         top_p: float = 1.0,
+        top_k: int | None = None,
         seed: int | None = None,
     ) -> list[str]:
-        """Free-text answers, one per (image group, prompt) pair; batched with left padding."""
+        """Free-text answers, one per (image group, prompt) pair; batched with left padding (``top_k``: sampling from
+        the k likeliest tokens; ``None``: the checkpoint's generation config, else transformers' 50)."""
         if len(images) != len(prompts):
             raise ValueError(f"generate: {len(images)} image groups but {len(prompts)} prompts; pass one of each")
         if seed is not None:
@@ -330,6 +332,7 @@ class VLM:
             gen_kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": do_sample}
             if do_sample:
                 gen_kwargs.update(temperature=temperature, top_p=top_p)
+                gen_kwargs.update({"top_k": top_k} if top_k is not None else {})
             out = self.model.generate(**inputs, **gen_kwargs, pad_token_id=self.tokenizer.pad_token_id)
             new = out[:, inputs["input_ids"].shape[1] :]
             answers.extend(self.tokenizer.batch_decode(new, skip_special_tokens=True))

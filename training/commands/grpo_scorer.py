@@ -18,12 +18,14 @@ from typing import Any
 import numpy as np
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, RESUME, SIDE, parse, resume_mode
+from reward.core.config import BATCH, RESUME, parse, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
-from reward.rewards.reasoning_iqa import PROMPTS, THINKS, scorer_meta, to_prompt_scale
+from reward.rewards.reasoning_iqa import scorer_meta
+from reward.rewards.reasoning_prompts import PROMPTS
+from training.commands.grpo_scorer_data import Rows, ScorerDataSettings, mos_range
 from training.commands.sft import ModelSettings
 from training.shared.batch import PlanSettings, trl_fields
 from training.shared.deepspeed import launcher_bf16, save_gathered_weights_under_zero3
@@ -34,29 +36,22 @@ from training.shared.trl_fields import trainer_problems
 logger = logging.getLogger(__name__)
 
 REWARDS = ("score", "format", "degradation", "ranking")
-TRAINER = {"num_generations": 8, "max_completion_length": 256, "beta": 0.04, "learning_rate": 1e-6}  # the recipes'
-
-
-@dataclass
-class ScorerDataSettings:
-    train: str = field(
-        default=MISSING,
-        metadata={
-            "help": '"synthetic" (procedural scenes, known quality) or a ratings source (manifest, NAME:FOLDER)'
-        },
-    )
-    test: str | None = field(
-        default=None, metadata={"help": "the same kinds (synthetic: a held-out seed), scored at the end"}
-    )
-    dimension: str | None = field(
-        default=None, metadata={"help": "the rated dimension (synthetic: lighting, harmony, layout or distortion)"}
-    )
-    mos_range: list[float] | None = field(
-        default=None, metadata={"help": "the data's MOS scale, mapped onto the prompt's 1-5; null: the source's own"}
-    )
-    rows: int = field(default=4096, metadata={"help": "synthetic: training images", "range": (1, 10**9)})
-    test_rows: int = field(default=200, metadata={"help": "synthetic: test images", "range": (2, 10**7)})
-    synthetic_size: int = field(default=64, metadata={"help": "synthetic: image side in pixels", "range": SIDE})
+SCOPES = ("step", "process")
+# VisualQuality-R1's release (the default prompt's and rewards'): 8 images of 6 answers per process, 256 answer tokens,
+# beta 0.04 and lr 1e-6 (its GRPOConfig's defaults), sampling at temperature 1 with transformers' top-k 50, the loss
+# averaged per answer (trl's loss_type grpo) with the k3 KL estimator; configs/recipe/visualquality-r1-koniq.yaml cites
+# each line.
+TRAINER = {
+    "num_generations": 6,
+    "per_device_train_batch_size": 48,
+    "max_completion_length": 256,
+    "beta": 0.04,
+    "learning_rate": 1e-6,
+    "temperature": 1.0,
+    "top_k": 50,
+    "loss_type": "grpo",
+    "use_bias_correction_kl": False,
+}
 
 
 @dataclass
@@ -73,6 +68,14 @@ class GrpoScorerSettings:
     threshold: float = field(
         default=0.35, metadata={"help": "score reward: |score - MOS| below this on 1-5", "range": (0, 4, True)}
     )
+    ranking_scope: str = field(
+        default="step",
+        metadata={
+            "help": "ranking reward's images: step (every process's, gathered: as one process on the same batch) or "
+            "process (each process's own, as VisualQuality-R1's release)",
+            "choices": SCOPES,
+        },
+    )
     lora: LoraSettings = field(default_factory=LoraSettings)
     seed: int = field(default=42, metadata={"help": "data order, sampling, synthetic images"})
     resume: str = field(
@@ -86,68 +89,12 @@ class GrpoScorerSettings:
 
     def __post_init__(self) -> None:
         problems = [f"rewards: {r!r} is none of {REWARDS}" for r in self.rewards if r not in REWARDS]
+        problems += [] if self.rewards else [f"rewards=[]: name at least one of {list(REWARDS)}"]
+        problems += self.data.problems()
         problems += [f"prompt={self.prompt!r} is none of {list(PROMPTS)}"] if self.prompt not in PROMPTS else []
         problems += trainer_problems("GRPOConfig", trl_fields(self.trainer))
         if problems:
             raise UserError("; ".join(problems))
-
-
-class Rows:
-    """The training or test rows, each image read (or rendered) when asked for: ``image``, ``prompt``, ``mos`` on
-    the prompt's 1-5 scale, ``image_id`` and, where the data names one, ``distortion``; :meth:`dataset` gives them to
-    trl as a ``datasets.Dataset`` of indices whose transform makes each row when it is read."""
-
-    def __init__(self, settings: GrpoScorerSettings, source: str, split: str) -> None:
-        data, self.prompt, self.seed = settings.data, PROMPTS[settings.prompt], settings.seed
-        self.synthetic, self.size = source == "synthetic", data.synthetic_size
-        if self.synthetic:
-            self.dim = data.dimension or "lighting"
-            self.n, self.range = (data.rows if split == "train" else data.test_rows), mos_range(settings, source)
-            self.seed += 0 if split == "train" else 1_000_003  # the test stream: another seed
-            return
-        from reward.data import load_ratings
-
-        read = load_ratings(source, check_images=False, default_split=split)
-        self.rows = [r for r in read.rows if data.dimension in (None, r.dimension)]
-        self.n, self.range = len(self.rows), mos_range(settings, source)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        from reward.data.images import load_image
-
-        if self.synthetic:
-            from training.procedural.synthetic import example_at
-
-            ex = example_at(self.seed, i, self.size)
-            image, mos, distortion = ex.image, ex.mos[self.dim], None
-        else:
-            row = self.rows[i]
-            image, mos, distortion = load_image(row.image), row.mos, row.extra.get("distortion")
-        return {
-            "prompt": [{"role": "user", "content": self.prompt}],
-            "image": image,
-            "mos": to_prompt_scale(mos, self.range),
-            "image_id": i,
-            "distortion": distortion,
-        }
-
-    def dataset(self) -> Any:
-        import datasets
-
-        def rows(batch: dict[str, list[int]]) -> dict[str, list[Any]]:
-            made = [self[i] for i in batch["image_id"]]
-            return {key: [row[key] for row in made] for key in made[0]}
-
-        table = datasets.Dataset.from_dict({"image_id": list(range(self.n))})
-        table.set_transform(rows)
-        return table
-
-
-def mos_range(settings: GrpoScorerSettings, source: str) -> tuple[float, float]:
-    """The MOS scale of ``source``: ``data.mos_range``, else the dataset's own (synthetic and manifests: 1-5)."""
-    from reward.data.datasets.load import mos_range_of
-
-    low, high = settings.data.mos_range or ((1.0, 5.0) if source == "synthetic" else mos_range_of(source))
-    return float(low), float(high)
 
 
 def parse_settings(cfg: Any) -> GrpoScorerSettings:
@@ -162,6 +109,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         from training.shared.plan import report_plan
 
         return report_plan(grpo_scorer_plan(settings))
+    data = read_data(settings)  # every row checked before the output folder is made and any model loads
     output = check_output(
         settings.out,
         "grpo_scorer",
@@ -172,37 +120,81 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         may_change=may_change_keys(GrpoScorerSettings),
         resume_hint="resume=auto",
     )
-    trainer, train_s = train(settings, output, callbacks or [])
-    result = report(settings, output, trainer, train_s)
+    trainer, train_s = train(settings, data[0], output, callbacks or [])
+    result = report(settings, data, output, trainer, train_s)
     trainer.accelerator.end_training()  # the process groups destroyed (a launched process ends: cli.main)
     return result
 
 
+def read_data(settings: GrpoScorerSettings) -> tuple[Rows, Rows | None]:
+    """The training rows and the test rows (rated on the training rows' dimension), read and checked now."""
+    train = Rows(settings.data, settings.prompt, settings.seed, "train")
+    test = settings.data.test and Rows(settings.data, settings.prompt, settings.seed, "test", dimension=train.dim)
+    return train, test or None
+
+
 def reward_functions(settings: GrpoScorerSettings) -> list[Any]:
+    """trl reward functions of ``settings.rewards``, each reading answers as the prompt's release does; the ranking
+    reward over the whole step's images (``ranking_scope=step``) or each process's own (``process``)."""
+    from reward.integrations.trl_step import whole_step
     from training.scorer_rewards import degradation_reward, format_reward, ranking_reward, score_reward
 
+    ranking = ranking_reward(settings.prompt)
     made = {
-        "score": score_reward(settings.threshold),
-        "format": format_reward(THINKS[settings.prompt]),
+        "score": score_reward(settings.threshold, settings.prompt),
+        "format": format_reward(settings.prompt),
         "degradation": degradation_reward,
-        "ranking": ranking_reward,
+        "ranking": whole_step(ranking, ("mos", "image_id")) if settings.ranking_scope == "step" else ranking,
     }
     return [made[name] for name in settings.rewards]
 
 
-def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) -> tuple[Any, float]:
+def check_step(rows: Rows, config: Any) -> None:
+    """Refuse, before any model loads, data with fewer images than one step asks for (trl's sampler would make no
+    step of them)."""
+    images = config.generation_batch_size // config.num_generations
+    if rows.n < images:
+        raise UserError(
+            f"data.train: {rows.n} rows of {rows.dim!r}, fewer than the {images} images of one step "
+            f"({config.generation_batch_size} answers, {config.num_generations} per image, over "
+            f"{max(1, config.world_size)} process(es)): add rows, or lower trainer.per_device_train_batch_size"
+        )
+
+
+def check_ranking_share(settings: GrpoScorerSettings, config: Any) -> None:
+    """Refuse, before any model loads, a launch whose ranking reward would see no two images to compare: each
+    process's share (``ranking_scope=process``: whole groups of at least 2 images) or the whole step's (``step``)."""
+    if "ranking" not in settings.rewards:
+        return
+    group, step = config.num_generations, config.generation_batch_size
+    processes = max(1, config.world_size)
+    share = step // processes
+    fix = (
+        f"set trainer.per_device_train_batch_size to a multiple of {group} of at least {2 * group} (the release: "
+        f"{8 * group}, 8 images of {group} answers)"
+    )
+    if settings.ranking_scope == "process" and (share % group or share < 2 * group):
+        raise UserError(
+            f"ranking_scope=process: each of the {processes} process(es) ranks its own {share} answers, "
+            f"{share / group:g} image(s) of {group} answers: the ranking reward needs whole groups of 2 images or "
+            f"more; {fix}, or ranking_scope=step (every process's images ranked together)"
+        )
+    if step < 2 * group:
+        raise UserError(
+            f"the ranking reward compares images, and a step holds {step / group:g} image(s) of {group} answers "
+            f"({processes} process(es)); {fix}"
+        )
+
+
+def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: list[Any]) -> tuple[Any, float]:
     """trl's GRPOTrainer with the VLM as the policy on the training rows."""
-    from reward.vlm.hub import check_models
-
-    check_models({"model.path": settings.model.path})  # a missing model or data: said before torch and trl load
-    rows = Rows(settings, settings.data.train, "train")
-
-    import torch
+    import torch  # here, not at import: a command's settings and data are checked before torch loads
     from trl import GRPOConfig, GRPOTrainer
 
     from reward.vlm import load_processor
+    from reward.vlm.hub import check_models
 
-    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
+    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights (before trl's arguments)
     args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
     args |= trl_fields(settings.trainer)
     if args.get("bf16") is None:
@@ -213,6 +205,9 @@ def train(settings: GrpoScorerSettings, output: Output, callbacks: list[Any]) ->
         config = GRPOConfig(output_dir=settings.out, **args)
     except (TypeError, ValueError) as err:
         raise UserError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
+    check_step(rows, config)
+    check_ranking_share(settings, config)
+    check_models({"model.path": settings.model.path})
     if config.distributed_state.is_main_process:
         output.create()
     processor = load_processor(
@@ -251,19 +246,20 @@ def save_scorer(settings: GrpoScorerSettings, trainer: Any, folder: Path) -> dic
     trainer.processing_class.save_pretrained(folder)
     record = {"trained_from": settings.model.path, "rewards": settings.rewards}
     record |= {"base_model": settings.model.path} if settings.lora.enabled else {}
-    meta = scorer_meta(settings.prompt, mos_range(settings, settings.data.train), **record)
+    meta = scorer_meta(settings.prompt, mos_range(settings.data, settings.data.train), **record)
     write_metadata(folder, meta)
     return meta
 
 
-def held_out_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str) -> float | None:
-    """SRCC of the saved scorer on ``data.test``, loaded as ``reward=reasoning-iqa`` loads it."""
+def held_out_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str, rows: Rows | None = None) -> float | None:
+    """SRCC of the saved scorer on ``data.test`` (``rows``: read already), loaded as ``reward=reasoning-iqa`` loads
+    it."""
     from reward.eval.metrics import srcc
     from reward.rewards.reasoning_iqa import build
 
     if not settings.data.test:
         return None
-    rows = Rows(settings, settings.data.test, "test")
+    rows = rows or Rows(settings.data, settings.prompt, settings.seed, "test")
     reward = build({"model": str(scorer), "mode": mode, "batch_size": settings.eval_batch_size})
     items = [rows[i] for i in range(rows.n)]
     scores = reward.score([it["image"] for it in items]).scores.numpy()
@@ -271,21 +267,44 @@ def held_out_srcc(settings: GrpoScorerSettings, scorer: Path, mode: str) -> floa
     return float(srcc(scores[ok], np.array([it["mos"] for it in items])[ok])) if ok.sum() > 2 else None
 
 
-def report(settings: GrpoScorerSettings, output: Output, trainer: Any, train_s: float) -> dict[str, Any]:
+def reward_spread(history: list[dict[str, Any]]) -> tuple[int, str | None]:
+    """How many logged steps had a reward spread within some group (trl's ``frac_reward_zero_std`` < 1), and the
+    warning of a run that never had one (every answer of every group rewarded alike: no advantage, nothing learned)."""
+    spread = sum(1 for h in history if h.get("frac_reward_zero_std", 1.0) < 1.0)
+    if history and not spread:
+        return 0, (
+            f"no reward spread in any of {len(history)} logged steps: every group's answers earned the same rewards, "
+            "so GRPO had no advantage to learn from (answers that never parse? rewards that cannot differ?)"
+        )
+    return spread, None
+
+
+def report(
+    settings: GrpoScorerSettings, data: tuple[Rows, Rows | None], output: Output, trainer: Any, train_s: float
+) -> dict[str, Any]:
     """The scorer folder and its card, the test SRCC, ``grpo_scorer_result.json`` and the closing summary."""
     from training.model_card import scorer_card
     from training.shared.cards import settings_command, write_card
 
-    out = Path(settings.out)
+    out, (rows, test) = Path(settings.out), data
     result: dict[str, Any] = {"global_step": trainer.state.global_step, "train_s": round(train_s, 1)}
+    result |= {
+        "dimension": rows.dim,
+        "train_rows": rows.n,
+        "skipped_rows": rows.skipped + (test.skipped if test else 0),
+    }
     history = [h for h in trainer.state.log_history if "reward" in h]
     if history:
         result["reward_first"], result["reward_last"] = history[0]["reward"], history[-1]["reward"]
+    result["spread_steps"], warning = reward_spread(history)
+    if warning:
+        logger.warning("%s", warning)
+        result["warning"] = warning
     scorer = out / "scorer"
     meta = save_scorer(settings, trainer, scorer)
     if meta is None:
         return result
-    result["scorer"], result["test_srcc"] = str(scorer), held_out_srcc(settings, scorer, "expected")
+    result["scorer"], result["test_srcc"] = str(scorer), held_out_srcc(settings, scorer, "expected", test)
     card = scorer_card(
         base_model=settings.model.path,
         dimensions={"quality": ""},
@@ -298,13 +317,15 @@ def report(settings: GrpoScorerSettings, output: Output, trainer: Any, train_s: 
         metrics={"quality": {"srcc": result["test_srcc"]}} if result["test_srcc"] is not None else None,
         steps=result["global_step"],
         location=str(scorer),
-        method=f"trained by GRPO on its own answers ({settings.prompt} prompt; rewards {', '.join(settings.rewards)})",
+        method=f"trained by GRPO on its own answers ({settings.prompt} prompt; rewards {', '.join(settings.rewards)}; "
+        f"the data's {rows.dim!r} ratings)",
         reward_name="reasoning-iqa",
     )
     result["model_card"] = str(write_card(scorer, card))
     result["run"] = output.provenance()
     path = atomic_write_json(out / "grpo_scorer_result.json", result)
     output.finish()
-    facts = {"steps": result["global_step"], "test SRCC": result["test_srcc"]}
+    facts = {"steps": result["global_step"], "dimension": rows.dim, "rows": rows.n, "skipped": result["skipped_rows"]}
+    facts |= {"test SRCC": result["test_srcc"], "WARNING": warning}
     log_summary("grpo_scorer", facts, {"scorer": scorer, "model_card": result["model_card"], "result": path})
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -11,6 +12,7 @@ from training.shared.plan import (
     duration,
     estimate_step_s,
     frozen_part,
+    largest_image,
     launch_of,
     model_part,
     shape_or_fail,
@@ -18,13 +20,32 @@ from training.shared.plan import (
     visual_tokens,
 )
 
+logger = logging.getLogger(__name__)
+
 TEMPLATE_TOKENS = 20  # the chat template's role markers
+
+
+def _train_images(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]:
+    """The rows of data.train and the largest of a sample of their images, where both can be read here (headers
+    only); synthetic scenes: their size."""
+    data = settings.data
+    if data.train == "synthetic":
+        return None, (data.synthetic_size, data.synthetic_size), f"data.synthetic_size={data.synthetic_size}"
+    try:
+        from reward.data import load_ratings
+
+        rows = load_ratings(data.train, skip_bad=True, check_images=False, default_split="train").rows
+    except Exception as err:  # noqa: BLE001 - a plan still prints without them
+        logger.info("plan: data.train not read (%s)", str(err).splitlines()[0])
+        return None, None, ""
+    rows = [r for r in rows if data.dimension in (None, r.dimension)]
+    return len(rows) or None, *largest_image([r.image for r in rows], "data.train")
 
 
 def grpo_scorer_plan(settings: Any) -> Plan:
     """The plan of :class:`training.commands.grpo_scorer.GrpoScorerSettings`: the policy trained on its completions
     (prompt + image + answer), the reference model when ``trainer.beta > 0``, the steps and time."""
-    from reward.rewards.reasoning_iqa import PROMPTS
+    from reward.rewards.reasoning_prompts import PROMPTS
     from training.shared.trainable import load_dtype
 
     t, p = settings.trainer, settings.plan_for
@@ -40,9 +61,11 @@ def grpo_scorer_plan(settings: Any) -> Plan:
         checkpointing=bool(t.get("activation_checkpointing") or t.get("gradient_checkpointing")),
     )
     shape = shape_or_fail(settings.model.path, "model.path", p.model)
-    vis, vis_why = visual_tokens(settings.model.max_pixels, shape)
+    found, image, image_why = _train_images(settings)
+    vis, vis_why = visual_tokens(settings.model.max_pixels, shape, image, image_why)
     completion = int(t.get("max_completion_length", 256))
-    tokens = vis + len(PROMPTS[settings.prompt]) // 4 + TEMPLATE_TOKENS + completion
+    released = PROMPTS[settings.prompt]
+    tokens = vis + len(released.question + (released.system or "")) // 4 + TEMPLATE_TOKENS + completion
     lora = settings.lora.enabled
     dtype = load_dtype(settings.model.dtype, lora=lora, bf16=launch.bf16, deepspeed=launch.zero_stage > 0)
     train_vision = not settings.model.freeze_vision and not lora
@@ -75,7 +98,7 @@ def grpo_scorer_plan(settings: Any) -> Plan:
     group = int(t.get("num_generations", 8))
     completions = launch.effective_batch
     steps = int(t.get("max_steps", -1))
-    rows = settings.data.rows if settings.data.train == "synthetic" else p.rows
+    rows = settings.data.rows if settings.data.train == "synthetic" else found or p.rows
     if steps <= 0 and rows:
         steps = math.ceil(float(t.get("num_train_epochs", 1)) * rows * group / completions)
     plan.lines += [

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import math
 from typing import Any
@@ -13,6 +11,7 @@ from training.shared.plan import (
     advise,
     duration,
     estimate_step_s,
+    largest_image,
     launch_of,
     model_part,
     shape_or_fail,
@@ -24,11 +23,11 @@ logger = logging.getLogger(__name__)
 
 RESPONSE_TOKENS = 16  # "The spatial aesthetic layout quality level of this image is good." and the turn's end
 TEMPLATE_TOKENS = 20  # the chat template's system and role markers
-SAMPLED = 32  # images of data.train whose size the plan reads
 
 
 def _train_data(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]:
-    """Rows of data.train that data.keep keeps and the largest of up to :data:`SAMPLED` of their images (headers
+    """Rows of data.train that data.keep keeps and the largest of up to :data:`training.shared.plan.SAMPLED` of their
+    images (headers
     only), and where that size is from; a stream's size from its settings; ``(None, None, "")`` where not found."""
     data = settings.data
     if data.train in ("synthetic", "distorted-photos"):
@@ -48,27 +47,8 @@ def _train_data(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]
     except Exception as err:  # noqa: BLE001 - a plan still prints without them
         logger.info("plan: data.train not read (%s)", str(err).splitlines()[0])
         rows = None
-    sizes = []
-    for row in (rows or [])[:: max(1, len(rows or []) // SAMPLED)][:SAMPLED]:
-        with contextlib.suppress(OSError, ValueError):  # an image not here (yet) is left out
-            sizes.append(_size(row.image))
-    if not sizes:
-        return rows and len(rows), None, "data.train's images not read here; model.max_pixels=N bounds them"
-    largest = max(sizes, key=lambda s: s[0] * s[1])
-    return len(rows), largest, f"the largest of {len(sizes)} images of data.train read"
-
-
-def _size(image: Any) -> tuple[int, int]:
-    """An image's width and height from its header (a path, or a datasets cell: PIL image, bytes or path)."""
-    from PIL import Image
-
-    cell = getattr(image, "cell", image)
-    if isinstance(cell, Image.Image):
-        return cell.size
-    if isinstance(cell, dict):
-        cell = io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"]
-    with Image.open(cell) as im:
-        return im.size
+    largest, why = largest_image([row.image for row in rows or []], "data.train")
+    return rows and len(rows), largest, why
 
 
 def sft_plan(settings: Any) -> Plan:

@@ -13,7 +13,10 @@ time is scaled from it (:data:`MEASURED_S`) by samples x tokens x parameters, x4
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +30,8 @@ GIB = 2**30
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34  # per decoder layer, bf16, fused attention (see the module docstring)
 CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is recomputed at a time
 ASSUMED_GPU = " (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)"
-ASSUMED_IMAGE_PIXELS = 1024 * 768  # KonIQ-10k's size, where the data's images cannot be read
+ASSUMED_IMAGE = (1024, 768)  # KonIQ-10k's size, where the data's images cannot be read
+SAMPLED = 32  # images of a run's data whose size a plan reads
 
 
 # the one step time measured on a GPU (:func:`estimate_step_s` scales from it): LoRA SFT of a random Qwen2.5-VL-7B
@@ -120,8 +124,8 @@ def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
 def visual_tokens(
     max_pixels: int | None, shape: ModelShape, image: tuple[int, int] | None = None, why: str = ""
 ) -> tuple[int, str]:
-    """Visual tokens of one ``image`` (width, height, read from ``why``) of ``shape``'s family, capped by the pixel
-    budget ``max_pixels``, or at its fixed resolution, and why; no image: the budget, else an assumed 1024x768 one.
+    """Visual tokens of one ``image`` (width, height, read from ``why``; none read: an assumed 1024x768 one) of
+    ``shape``'s family, capped by the pixel budget ``max_pixels``, or at its fixed resolution, and why.
 
     >>> shape = ModelShape("m", "", 0, 0, 0, 1, 1, 1, 1)
     >>> visual_tokens(None, shape), visual_tokens(784, shape, (56, 56), "data")
@@ -129,13 +133,37 @@ def visual_tokens(
     """
     if shape.image_tokens:
         return shape.image_tokens, "an image (one tile) at the resolution of its config"
-    if image:
-        pixels = min(image[0] * image[1], max_pixels or image[0] * image[1])
-        cap = f", model.max_pixels={max_pixels}" if pixels < image[0] * image[1] else ""
-        return max(1, pixels // shape.pixels_per_token), f"{why}: {image[0]}x{image[1]}{cap}"
-    if max_pixels:
-        return max(1, max_pixels // shape.pixels_per_token), f"model.max_pixels={max_pixels}"
-    return ASSUMED_IMAGE_PIXELS // shape.pixels_per_token, "assumed: a 1024x768 image" + (f"; {why}" if why else "")
+    assumed = not image
+    width, height = image or ASSUMED_IMAGE
+    pixels = min(width * height, max_pixels or width * height)
+    cap = f", model.max_pixels={max_pixels}" if pixels < width * height else ""
+    said = f"assumed: a {width}x{height} image{cap}" + (f"; {why}" if why else "") if assumed else ""
+    return max(1, pixels // shape.pixels_per_token), said or f"{why}: {width}x{height}{cap}"
+
+
+def largest_image(images: Sequence[Any], what: str) -> tuple[tuple[int, int] | None, str]:
+    """The largest of up to :data:`SAMPLED` of ``images`` (paths or datasets cells, headers read only; one not here
+    is left out) and where its size is from, ``(None, ...)`` where none could be read."""
+    sizes = []
+    for image in list(images)[:: max(1, len(images) // SAMPLED)][:SAMPLED]:
+        with contextlib.suppress(OSError, ValueError):  # an image not here (yet) is left out
+            sizes.append(_size(image))
+    if not sizes:
+        return None, f"{what}'s images not read here; model.max_pixels=N bounds them"
+    return max(sizes, key=lambda s: s[0] * s[1]), f"the largest of {len(sizes)} images of {what} read"
+
+
+def _size(image: Any) -> tuple[int, int]:
+    """An image's width and height from its header (a path, or a datasets cell: PIL image, bytes or path)."""
+    from PIL import Image
+
+    cell = getattr(image, "cell", image)
+    if isinstance(cell, Image.Image):
+        return cell.size
+    if isinstance(cell, dict):
+        cell = io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"]
+    with Image.open(cell) as im:
+        return im.size
 
 
 def trainable_params(
