@@ -289,7 +289,7 @@ def main(
         if show == "help":
             print(as_run((doc or "").strip()) + "\n")
             args = args if not subcommands or args else [subcommands[0]]
-        cfg = compose(config_name, args, subcommands=subcommands)  # checked by the command's own parse(Settings)
+        cfg = compose(config_name, args, subcommands=subcommands)
         if show == "help":
             print(as_run(f"settings (configs/{config_name}.yaml; ??? = required):"))
             print("\n".join(annotated(full_config(schema, redact(to_plain(cfg))))))
@@ -297,7 +297,9 @@ def main(
         if show:
             print(OmegaConf.to_yaml(OmegaConf.to_container(full_config(schema, redact(to_plain(cfg))))), end="")
             return None
-        result = run(cfg)
+        from reward.core.config import parse
+
+        result = run(parse(schema, cfg))  # the command receives its typed settings, every problem said first
     except RunComplete as done:
         logger.info("%s", done)
         return None

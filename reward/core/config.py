@@ -2,8 +2,10 @@
 "range": (1, None)})``, or ``"choices": ("auto", "never")``), and :func:`parse` checks a mapping against it, every
 problem at once: unknown keys (with the close match), values of the wrong type, out of range, NaN or not among the
 choices, an output path that is empty or the current folder, missing required keys, in every nested section and in
-the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields live in the
-dataclass's ``__post_init__`` (as trl's configs), raising :class:`UserError`.
+the chosen option of a config group (``reward=pace``: the class ``groups`` names). Checks between fields are a
+settings class's ``problems()`` method (a list of messages, empty when none): :func:`parse` collects them from every
+nested section and fails with them together with the rest. A command's ``run`` receives the parsed, typed settings
+(:func:`reward.core.cli.main` parses them with the command's class).
 
 Example:
     >>> from dataclasses import dataclass, field
@@ -264,6 +266,8 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
 
     from reward.core.secrets import secret_problems
 
+    if isinstance(cfg, cls):
+        return cfg  # parsed already (a command's run receives its settings parsed)
     values = to_plain(cfg)
     if "name" in values and "name" not in {f.name for f in dataclasses.fields(cls)}:
         values.pop("name")
@@ -274,11 +278,29 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
     if found:
         raise UserError(f"{title}:\n  - " + "\n  - ".join(found))
     try:
-        return OmegaConf.to_object(merged(cls, values))  # type: ignore[return-value]
+        settings = OmegaConf.to_object(merged(cls, values))
     except UserError:
         raise
     except (ValueError, TypeError, OmegaConfBaseException) as err:
         raise UserError(f"{title}: " + str(err).replace("\n", "\n  ")) from None
+    found = cross_field_problems(settings)
+    if len(found) == 1:
+        raise UserError(found[0])
+    if found:
+        raise UserError(f"{title}:\n  - " + "\n  - ".join(found))
+    return settings  # type: ignore[return-value]
+
+
+def cross_field_problems(settings: Any) -> list[str]:
+    """The messages of every ``problems()`` method of ``settings`` and of its nested settings sections, outer first:
+    the checks between fields, said with every other problem of the settings."""
+    if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
+        return []
+    check = getattr(settings, "problems", None)
+    found = list(check()) if callable(check) else []
+    for f in dataclasses.fields(settings):
+        found += cross_field_problems(getattr(settings, f.name))
+    return found
 
 
 RESUME = ("auto", "never", "true", "false")  # the choices of every command's resume=
