@@ -37,6 +37,21 @@ def test_the_identical_command_on_a_complete_run_is_already_complete(tmp_path):
         check_output(out, "evaluate", {"model": "b", "resume": "never"})
 
 
+def test_a_setting_whose_word_names_the_output_folder_is_no_input(tmp_path, monkeypatch):
+    """out=grpo with trainer.loss_type=grpo: the word is the loss's, not a file read, so the rerun of the complete run
+    is complete (the folder's own files once fingerprinted as an input changed between the runs); a real input inside
+    the output folder is still refused."""
+    monkeypatch.chdir(tmp_path)
+    settings = {"out": "grpo", "trainer": {"loss_type": "grpo"}}
+    prepare_output("grpo", "grpo", settings).finish()
+    (tmp_path / "grpo" / "log.txt").write_text("the run's own output\n")
+    with pytest.raises(RunComplete, match="already complete"):
+        check_output("grpo", "grpo", settings, resume=True)
+    (tmp_path / "grpo" / "tasks.jsonl").write_text("{}\n")
+    with pytest.raises(UserError, match="tasks.jsonl"):
+        check_output("grpo", "grpo", {**settings, "data": "grpo/tasks.jsonl"}, resume=True)
+
+
 def test_an_unfinished_run_is_still_refused_or_resumed(tmp_path):
     out = tmp_path / "run"
     prepare_output(out, "evaluate", {"model": "a"})

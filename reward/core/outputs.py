@@ -124,7 +124,10 @@ def check_output(
     if problem := output_problem(out, out_key):
         raise UserError(problem)
     path = Path(out)
-    named = {**path_inputs(settings), **{k: str(v) for k, v in (inputs or {}).items() if v is not None}}
+    real = os.path.realpath(path)
+    # a setting's word that names the output folder itself (out=grpo with trainer.loss_type=grpo) is no input
+    words = {k: v for k, v in path_inputs(settings).items() if os.path.realpath(Path(v).expanduser()) != real}
+    named = {**words, **{k: str(v) for k, v in (inputs or {}).items() if v is not None}}
     refuse_inputs(path, named, out_key)
     with os_errors(out_key, path):
         if path.exists() and not path.is_dir():
@@ -138,7 +141,6 @@ def check_output(
             f"{path} already holds files that this command did not write (no {RUN_FILE}); pass another "
             f"{out_key}= folder, or overwrite=true to move it aside first"
         )
-    real = os.path.realpath(path)
     exclude = [real, *glob.glob(glob.escape(real) + ".old-*")]  # its own outputs, old ones moved aside too
     if is_main_process():
         found = {k: fingerprint(v, exclude=exclude) for k, v in sorted(named.items())}
