@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from davidson import outcome_probabilities
 
 import reward
-from fusion.bradley_terry import outcome_probabilities
 from fusion.commands.fit import FusionSettings
 from fusion.commands.fit import run as run_fit
 from reward.core.cli import compose
