@@ -312,7 +312,7 @@ def test_experts_given_whole_on_the_command_line_in_any_script():
     from reward.core.config import parse
     from reward.core.errors import UserError
 
-    rest = ["images=IMAGES", "out=OUT", "dimension=清晰度"]
+    rest = ["images=IMAGES", "out=OUT", "dimension=清晰度", "model=M"]
     line = "experts={清晰度: {name: qbench}, image sharpness: [{name: qbench}, {name: sa-iqa}]}"
     settings = parse(JudgeSettings, compose("judge", [line, *rest]))
     assert settings.experts == {
