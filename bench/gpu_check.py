@@ -154,7 +154,7 @@ class Scoring:
         self.table.add(section, "padding share of the tokens", "n/a" if pad is None else f"{pad:.1%}")
 
     def profile_before(self) -> None:
-        from reward.vlm.profile import profile_scoring
+        from scoring_profile import profile_scoring
 
         self.use(self.old, 16)
         loop = self.items[: self.n_prof]
@@ -198,7 +198,7 @@ class Scoring:
             table.add("images/s", label, n_loop / t_loop)
 
     def profile_after(self) -> None:
-        from reward.vlm.profile import profile_scoring
+        from scoring_profile import profile_scoring
 
         self.use(self.fast, self.best["batch"])
         with profile_scoring(self.vlm.model) as prof:

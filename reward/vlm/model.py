@@ -30,7 +30,6 @@ from reward.vlm.inputs import (
     to_device,
 )
 from reward.vlm.prefix import suffix_logits
-from reward.vlm.profile import section
 from reward.vlm.tokens import default_separator, resolve_candidates
 from reward.vlm.vision_attention import batched_vision_attention
 
@@ -222,13 +221,11 @@ class VLM:
                     for g in chunk
                 ]
                 logp = self._chunk_logprobs([prepared[g] for g in chunk], texts, reuse_prefix)
-                with section("answer head"):
-                    picked = gather_candidates(logp, [ids[g] for g in chunk], k_max).view(len(chunk), n_q, k_max)
-                    index = torch.tensor(chunk)
-                    out[index] = picked
-                    if return_vocab:
-                        for g, v in zip(chunk, logp.view(len(chunk), n_q, -1).cpu(), strict=True):
-                            vocab_out[g] = v
+                picked = gather_candidates(logp, [ids[g] for g in chunk], k_max).view(len(chunk), n_q, k_max)
+                out[torch.tensor(chunk)] = picked
+                if return_vocab:
+                    for g, v in zip(chunk, logp.view(len(chunk), n_q, -1).cpu(), strict=True):
+                        vocab_out[g] = v
         options = [[q.options for q in qs] for qs in per_group]
         vocab = torch.stack(vocab_out) if return_vocab and vocab_out else None  # type: ignore[arg-type]
         return OptionLogProbs(out, options, vocab)
@@ -279,18 +276,11 @@ class VLM:
             if reuse_prefix:
                 logits = suffix_logits(self.model, self.processor, groups, texts, pin)
             else:
-                with section("tokenizer") as prof:
-                    flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
-                    inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
-                    if prof is not None:
-                        mask = inputs["attention_mask"]
-                        prof.count("tokens", mask.numel())
-                        prof.count("padding tokens", mask.numel() - int(mask.sum()))
-                with section("transfer"):
-                    inputs = to_device(inputs, self.device)
+                flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
+                inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
+                inputs = to_device(inputs, self.device)
                 logits = self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
-        with section("answer head"):
-            return torch.log_softmax(logits.float(), dim=-1)
+        return torch.log_softmax(logits.float(), dim=-1)
 
     def _device_preprocessing(self) -> bool:
         mode = self.speed.preprocess
