@@ -322,7 +322,7 @@ def run(cfg):
     logging.getLogger("reward").info("logged at the end")
     print("printed, not flushed", end="")
     return "result"
-print(" / main returned", main("evaluate", run, schema=EvaluateSettings, argv=[]))
+print(" / main returned", main("evaluate", run, schema=EvaluateSettings, argv=["reward=qbench", "data=d", "out=o"]))
 """
 
 
