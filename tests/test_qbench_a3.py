@@ -110,34 +110,15 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
     assert list(dataset_names(["a/r.jsonl", "b/r.jsonl"])) == ["a/r", "b/r"]
     _manifests(tmp_path)
     data = [str(tmp_path / n / f"{n}.jsonl") for n in MOS]
-    r = run_qbench(
-        parse(
-            QbenchEvalSettings,
-            {
-                "task": "a3",
-                "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
-                "data": data,
-                "out": str(tmp_path / "s"),
-            },
-        )
-    )
+    cfg = {"task": "a3", "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)}, "data": data}
+    r = run_qbench(parse(QbenchEvalSettings, {**cfg, "out": str(tmp_path / "s")}))
     assert list(r["datasets"]["koniq"]) == ["score", "lighting", "harmony"]
     assert r["protocol"]["reward"]["fusion"] == "mean"  # sa-iqa without fusion weights: recorded with the table
     assert -1.0 <= r["mean"]["lighting"]["srcc"] <= 1.0
     with (tmp_path / "agiqa" / "agiqa.jsonl").open("a") as f:
         f.write(json.dumps({"image": "gone.png", "dimension": "overall", "mos": 2}) + "\n")
     with pytest.raises(FileNotFoundError, match=r"agiqa.jsonl:6: image .*gone.png not found"):
-        run_qbench(
-            parse(
-                QbenchEvalSettings,
-                {
-                    "task": "a3",
-                    "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
-                    "data": data,
-                    "out": str(tmp_path / "s2"),
-                },
-            )
-        )
+        run_qbench(parse(QbenchEvalSettings, {**cfg, "out": str(tmp_path / "s2")}))
     with pytest.raises(ValueError, match="a3.ensemble=true reads the good/poor synonyms of reward=qbench"):
         run_qbench(
             parse(
