@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from fusion.commands.fit import FusionSettings
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose, main
@@ -121,7 +122,7 @@ def qbench_section(model: Path, out: Path) -> tuple[str, dict[str, Any]]:
     cfg = compose(
         "evaluate", [f"reward.model={model}", f"data={SAMPLES}", f"out={out}", "resume=true"], schema=EvaluateSettings
     )
-    metrics = run_evaluate(cfg)
+    metrics = run_evaluate(parse(EvaluateSettings, cfg))
     text = (
         "## 1. Zero-shot Q-Bench+ scores of the bundled samples (`reward=qbench`)\n\n"
         f"`python reward/evaluate.py reward=qbench reward.model={model} data={SAMPLES.relative_to(ROOT)} "
@@ -186,7 +187,6 @@ def _unit(values: Any) -> np.ndarray:
 
 
 def fusion_section(out: Path) -> tuple[str, dict[str, Any]]:
-    from fusion.commands.fit import FusionSettings
     from fusion.commands.fit import run as run_fit
     from reward.core.errors import UserError
 
@@ -205,7 +205,9 @@ def fusion_section(out: Path) -> tuple[str, dict[str, Any]]:
         overrides.append("bootstrap=100" if name == "scorer" else "bootstrap=0")
         # overwrite: only an interrupted demo leaves a weights file without its section (moved aside)
         try:
-            fits[name] = run_fit(compose("fit", [*overrides, "overwrite=true"], schema=FusionSettings))
+            fits[name] = run_fit(
+                parse(FusionSettings, compose("fit", [*overrides, "overwrite=true"], schema=FusionSettings))
+            )
         except UserError as err:
             if name != "scorer":
                 raise

@@ -3,9 +3,9 @@
     python bench/families_gpu_check.py --out DIR   # one GPU (H200: ~4 min); bench/gpu_all.sh runs it as a stage
     python bench/families_gpu_check.py --dry-run   # the same sections on the tiny checkpoints on the CPU
 
-Per family: the checkpoint built on the GPU and saved, loaded as ``reward=`` loads it (``load_vlm``), images/s at
-batch 16 and 64 with peak memory, prefix reuse against plain scoring (time, max score gap), every score finite. Then
-two GRPO steps of ``training/grpo_scorer.py`` (LoRA, 8 answers a group) on the first family at its size. Sizes:
+Per family: the checkpoint built on the GPU and saved, loaded as ``reward=`` loads it (``load_vlm``), images/s at batch
+16 and 64 with peak memory, prefix reuse against plain scoring (time, max score gap), every score finite. Then two GRPO
+steps of ``training/grpo_scorer.py`` (LoRA, 2 images of 4 answers a step) on the first family at its size. Sizes:
 Qwen3.5 at transformers' default ``Qwen3_5Config`` (9.4B: Gated DeltaNet and full attention layers, a 248k
 vocabulary); Ovis2 with Qwen2.5-7B's language model and transformers' default Ovis2 ViT at 448 px (2x2 patches a
 visual token). The tokenizer, processor and chat template are the tiny checkpoint's (its ids are a subset of any
@@ -83,7 +83,8 @@ def grpo_scorer_steps(table: Table, name: str, ckpt: Path, work: Path, dry: bool
     cuda = torch.cuda.is_available()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    trainer = {"max_steps": 2, "per_device_train_batch_size": 8, "num_generations": 8, "save_strategy": "no"}
+    # 2 images of 4 answers a step: the ranking reward compares images (one image a step is refused)
+    trainer = {"max_steps": 2, "per_device_train_batch_size": 8, "num_generations": 4, "save_strategy": "no"}
     trainer |= {"max_completion_length": 8 if dry else 64, "bf16": cuda, "logging_steps": 1}
     cfg = {
         "out": str(work / f"grpo-scorer-{name}"),

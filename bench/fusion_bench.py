@@ -22,14 +22,15 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from common import arguments  # noqa: E402
 
-from fusion.bradley_terry import LABEL_A, LABEL_B, LABEL_TIE, fit_bradley_terry, outcome_probabilities  # noqa: E402
+from fusion.bradley_terry import LABEL_A, LABEL_B, LABEL_TIE, fit_bradley_terry, pair_log_likelihood  # noqa: E402
 
 
 def simulate(n: int, w: np.ndarray, nu: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dimension scores uniform in [1, 5]; labels drawn from the Davidson model with weights ``w`` and ``nu``."""
     rng = np.random.default_rng(seed)
     x_a, x_b = rng.uniform(1, 5, (n, len(w))), rng.uniform(1, 5, (n, len(w)))
-    p_a, p_b, _ = outcome_probabilities((x_a - x_b) @ w, nu)
+    s = (x_a - x_b) @ w  # each outcome's probability: the exponential of its log-likelihood under the model
+    p_a, p_b = (np.exp(pair_log_likelihood(s, np.full(n, label), "davidson", nu)) for label in (LABEL_A, LABEL_B))
     u = rng.random(n)
     return x_a, x_b, np.where(u < p_a, LABEL_A, np.where(u < p_a + p_b, LABEL_B, LABEL_TIE)).astype(np.int8)
 

@@ -93,10 +93,11 @@ class Scoring:
     batches and repeats, for the CPU dry run)."""
 
     def __init__(self, table: Table, ckpt: Path, side: int, peak: float | None, dry: bool) -> None:
+        from scoring_paths import ScoringSpeed
+
         from reward.rewards.qbench import QBenchConfig, QBenchReward
         from reward.vlm import OptionQuery, load_vlm
         from reward.vlm.inputs import device_preprocessing, fast_image_processor
-        from reward.vlm.model import ScoringSpeed
 
         self.table, self.side, self.peak, self.cuda = table, side, peak, torch.cuda.is_available()
         self.n_images, self.batches, self.workers = (16, (4, 8, 16), 2) if dry else (128, (16, 32, 64, 128), 8)
@@ -135,10 +136,12 @@ class Scoring:
         guarded(self.table, "profile after", self.profile_after)
         guarded(self.table, "prefix reuse", self.prefix_reuse)
         guarded(self.table, "agreement", self.agreement)
-        self.vlm.speed = self.fast
+        self.use(self.fast, self.vlm.batch_size)
 
     def use(self, speed: Any, batch: int) -> None:
-        self.vlm.speed, self.vlm.batch_size = speed, batch
+        from scoring_paths import use_speed
+
+        use_speed(self.vlm, speed).batch_size = batch
 
     def score_loop(self, items: list[Any], batch: int, workers: int, prepare: bool) -> Any:
         from reward.eval.parallel import score_images
@@ -154,7 +157,7 @@ class Scoring:
         self.table.add(section, "padding share of the tokens", "n/a" if pad is None else f"{pad:.1%}")
 
     def profile_before(self) -> None:
-        from reward.vlm.profile import profile_scoring
+        from scoring_profile import profile_scoring
 
         self.use(self.old, 16)
         loop = self.items[: self.n_prof]
@@ -198,7 +201,7 @@ class Scoring:
             table.add("images/s", label, n_loop / t_loop)
 
     def profile_after(self) -> None:
-        from reward.vlm.profile import profile_scoring
+        from scoring_profile import profile_scoring
 
         self.use(self.fast, self.best["batch"])
         with profile_scoring(self.vlm.model) as prof:

@@ -22,12 +22,12 @@ import numpy as np
 import torch
 from common import LARGE, QUICK, arguments, best_times, logger, markdown
 from PIL import Image
+from scoring_paths import ScoringSpeed, use_speed
 
 from reward.eval.parallel import score_images
 from reward.rewards.qbench import QBenchConfig, QBenchReward
 from reward.testing import make_tiny_vlm
 from reward.vlm import load_vlm
-from reward.vlm.model import ScoringSpeed
 
 WINDOWED = {"family": "qwen2_5_vl", "vision_embed": 64}
 VARIANTS = {
@@ -57,14 +57,15 @@ def run_model(vlm, items, batch_size: int, repeats: int, workers: int) -> list[l
     reward = QBenchReward(QBenchConfig(model="unused"), vlm=vlm)
 
     def once(name: str) -> dict[str, dict[str, float]]:
-        vlm.speed, workers_prepare = VARIANTS[name]
+        speed, workers_prepare = VARIANTS[name]
+        use_speed(vlm, speed)
         return score_images(
             reward, items, batch_size=batch_size, num_workers=workers, prepare_in_workers=workers_prepare
         ).scores
 
     reference = once("unoptimised")  # warm-up and the scores to compare with
     times = best_times([lambda v=v: once(v) for v in VARIANTS], repeats)
-    vlm.speed = ScoringSpeed()
+    use_speed(vlm, ScoringSpeed())
     n, (base, base_cpu, _) = len(items), times[0]
     rows = []
     for name, (wall, cpu, scores) in zip(VARIANTS, times, strict=True):

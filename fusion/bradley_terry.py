@@ -18,7 +18,8 @@ minimised by L-BFGS-B with analytic gradients, each weight boxed to ``[-max_abs_
 >>> fit = fit_bradley_terry(x_a, x_b, ["a", "b", "a", "tie"], dimensions=["layout", "lighting"], l2=0.1)
 >>> fit.weights.round(3).tolist(), round(fit.nu, 3)
 ([1.684, -0.35], 1.882)
->>> [round(float(p[0]), 3) for p in outcome_probabilities(fit.score(x_a[:1]) - fit.score(x_b[:1]), fit.nu)]
+>>> s = fit.score(x_a[:1]) - fit.score(x_b[:1])  # P(A wins), P(B wins), P(tie) of the first pair
+>>> [round(float(np.exp(pair_log_likelihood(s, np.array([k]), "davidson", fit.nu))[0]), 3) for k in range(3)]
 [0.723, 0.025, 0.252]
 >>> fit.score(np.array([[3.0, 4.0]])).round(3).tolist()  # S = x·w
 [3.654]
@@ -91,22 +92,6 @@ class BTFit:
     def score(self, x: np.ndarray) -> np.ndarray:
         """Fused scores ``S = x·w`` for ``x`` [n, d] (eq. 3)."""
         return np.asarray(x, dtype=np.float64) @ self.weights
-
-
-def outcome_probabilities(s: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Davidson's ``(P(A), P(B), P(tie))`` for ``s = S_A - S_B``: ``P(A) = e^{s/2} / (e^{s/2} + e^{-s/2} + ν)``...
-    (dividing by ``√(πA πB)``); ``nu = 0`` gives ``P(A) = sigmoid(s)``.
-
-    >>> [round(float(p[0]), 4) for p in outcome_probabilities(np.array([1.0]), 0.5)]
-    [0.5984, 0.2201, 0.1815]
-    """
-    h = 0.5 * np.asarray(s, dtype=np.float64)
-    a = np.abs(h)
-    small = np.exp(-2.0 * a)  # e^{-|h|} / e^{|h|}
-    tie = nu * np.exp(-a) if nu > 0 else np.zeros_like(a)
-    z = 1.0 + small + tie
-    big_p, small_p = 1.0 / z, small / z
-    return np.where(h >= 0, big_p, small_p), np.where(h >= 0, small_p, big_p), tie / z
 
 
 def pairwise_accuracy(s: np.ndarray, codes: np.ndarray) -> float:

@@ -79,14 +79,16 @@ class CalibrationSource:
         },
     )
 
-    def __post_init__(self) -> None:
+    def problems(self, where: str = "") -> list[str]:
+        key, found = f"{where}." if where else "", []
         if self.scores is not None and len(self.scores) != self.candidates:
-            raise UserError(
-                f"scores={list(self.scores)}: give exactly {self.candidates} scores, each from 1 to 5 (one per "
-                f"candidate; candidates={self.candidates})"
+            found.append(
+                f"{key}scores={list(self.scores)}: give exactly {self.candidates} scores, each from 1 to 5 (one per "
+                f"candidate; {key}candidates={self.candidates})"
             )
         if self.mos_range is not None and (len(self.mos_range) != 2 or not self.mos_range[1] > self.mos_range[0]):
-            raise UserError(f"mos_range={list(self.mos_range)}: give [LOW, HIGH], HIGH above LOW, e.g. [0,100]")
+            found.append(f"{key}mos_range={list(self.mos_range)}: give [LOW, HIGH], HIGH above LOW, e.g. [0,100]")
+        return found
 
 
 def calibrate(cfg: CalibrationSource, protocol: Protocol, folder: Path, backend: Any = None) -> Protocol:

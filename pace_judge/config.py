@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from pace_judge.agents import AgentConfig
 from pace_judge.calibration import CalibrationSource
 from pace_judge.track_settings import LETTERINGS, PROBE_WEIGHTS, RANK_PROMPTS, CropConfig
-from reward.core.config import BATCH, FRACTION, PIXELS, to_plain
+from reward.core.config import BATCH, FRACTION, PIXELS, cross_field_problems, to_plain
 from reward.core.config import problems as config_problems
 from reward.core.errors import UserError
 from reward.vlm import load_vlm
@@ -139,6 +139,29 @@ class PaceConfig(ModelLoading):
         if not isinstance(self.experts, dict):
             raise UserError(f"experts={self.experts!r}: give a mapping {{DIMENSION: {{name: REWARD, ...}}}}")
 
+    def problems(self, where: str = "") -> list[str]:
+        """The checks between fields (types and ranges are the fields')."""
+        key, found = f"{where}." if where else "", []
+        if bool(self.protocol) == bool(self.dimension):
+            which = "both" if self.protocol else "neither"
+            found.append(
+                f"pass exactly one of {key}protocol=FILE (used as is) or {key}dimension='...' (routed/built), got "
+                f"{which}"
+            )
+        if len(self.omega) != 2 or min(self.omega) < 0 or abs(sum(self.omega) - 1.0) > 1e-6:
+            found.append(f"omega must be two non-negative weights summing to 1 (e.g. [0.5, 0.5]), got {self.omega}")
+        if self.backend == "local" and self.model is None:
+            found.append(f"backend=local needs {key}model=PATH (a VLM checkpoint directory)")
+        if len(self.crops.grid) != 2 or min(self.crops.grid) < 1:
+            found.append(f"crops.grid must be [rows, cols] of positive integers, got {self.crops.grid}")
+        if (self.calibration.benchmark or self.calibration.pipeline) and not self.memory:
+            found.append(
+                f"{key}calibration=... calibrates protocols of the memory bank and stores them there: set "
+                f"{key}memory=DIR too (a protocol file is calibrated with perceptual-rewards calibrate protocol=FILE "
+                "...)"
+            )
+        return found
+
 
 def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> Any:
     """``local``: the VLM at ``model`` (the knobs of ``settings``); ``openai``: the servers of ``server``."""
@@ -152,28 +175,13 @@ def load_backend(kind: str, model: str | None, settings: Any, server: Any) -> An
 
 
 def validate(cfg: PaceConfig, where: str = "", *, check_model: bool = True) -> None:
-    """Every problem at once, before any model loads (keys prefixed by ``where``: ``reward`` under ``reward=pace``);
-    ``check_model`` false: a backend was given, so the model path is not checked."""
+    """Every problem at once, before any model loads (keys prefixed by ``where``: ``reward`` under ``reward=pace``):
+    the fields' types and ranges (a config built directly), :meth:`PaceConfig.problems`, and the model's files
+    (``check_model`` false: a backend was given, so the model path is not checked)."""
     key = f"{where}." if where else ""
-    problems = config_problems(type(cfg), to_plain(cfg), where)  # types, ranges, choices: a config built directly
-    if bool(cfg.protocol) == bool(cfg.dimension):
-        which = "both" if cfg.protocol else "neither"
-        problems.append(
-            f"pass exactly one of {key}protocol=FILE (used as is) or {key}dimension='...' (routed/built), got {which}"
-        )
-    if len(cfg.omega) != 2 or min(cfg.omega) < 0 or abs(sum(cfg.omega) - 1.0) > 1e-6:
-        problems.append(f"omega must be two non-negative weights summing to 1 (e.g. [0.5, 0.5]), got {cfg.omega}")
-    if cfg.backend == "local" and cfg.model is None:
-        problems.append("backend=local needs model=PATH (a VLM checkpoint directory)")
+    problems = config_problems(type(cfg), to_plain(cfg), where) + cross_field_problems(cfg, where)
     if check_model and cfg.backend == "local" and (problem := missing_model(cfg.model, f"{key}model", cached=True)):
         problems.append(problem)
-    if len(cfg.crops.grid) != 2 or min(cfg.crops.grid) < 1:
-        problems.append(f"crops.grid must be [rows, cols] of positive integers, got {cfg.crops.grid}")
-    if (cfg.calibration.benchmark or cfg.calibration.pipeline) and not cfg.memory:
-        problems.append(
-            "calibration=... calibrates protocols of the memory bank and stores them there: set memory=DIR too "
-            "(a protocol file is calibrated with perceptual-rewards calibrate protocol=FILE ...)"
-        )
     if problems:
         raise UserError(
             f"invalid {'reward=pace settings' if where else 'pace config'}:\n  - " + "\n  - ".join(problems)

@@ -25,6 +25,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from reward.core.cli import compose, end_launched_process
+from reward.core.config import parse
 
 COMMANDS = {  # config name -> (module with run(), its settings class)
     "sft": ("training.commands.sft", "SftSettings"),
@@ -85,14 +86,14 @@ def main(plan_file: str, out: str) -> None:
         fresh_process_group(base_port + 1 + i)
         module, schema = COMMANDS[item["command"]]
         command = importlib.import_module(module)
-        cfg = compose(item["command"], item["argv"], schema=getattr(command, schema))
+        settings = parse(getattr(command, schema), compose(item["command"], item["argv"]))  # what cli.main hands run
         seen, result = Seen(), None
         state = PartialState(cpu=True)
         if item["command"] == "fit":  # one process, as its users run it
-            result = command.run(cfg) if state.is_main_process else None
+            result = command.run(settings) if state.is_main_process else None
             state.wait_for_everyone()
         else:
-            result = command.run(cfg, callbacks=[seen])
+            result = command.run(settings, callbacks=[seen])
         record = {"geometry": seen.geometry, "logs": seen.logs, "result": result}
         Path(out, f"{item['name']}-{state.process_index}.json").write_text(json.dumps(record, default=str))
 

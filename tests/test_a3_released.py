@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.qbench.a3_released import read_released, read_released_text, released_cell
 
@@ -62,7 +64,9 @@ def test_cgiqa_is_the_mean_of_its_blocks_as_in_the_notebook(monkeypatch):
 
 
 def test_the_released_folder_is_a_leaderboard_without_a_model(tmp_path):
-    result = run_qbench({"task": "a3", "a3": {"released": str(FIXTURE)}, "out": str(tmp_path / "out")})
+    result = run_qbench(
+        parse(QbenchEvalSettings, {"task": "a3", "a3": {"released": str(FIXTURE)}, "out": str(tmp_path / "out")})
+    )
     saved = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
     assert saved["protocol"]["temperature"] == 100.0
     for model in ("qwen-vl", "shikra"):
@@ -94,7 +98,9 @@ def test_a_scored_model_sits_beside_the_released_rows_and_writes_the_released_la
         (d / f"{name}.json").write_text(json.dumps(rows))
         data.append(str(d / f"{name}.json"))
     cfg = {"task": "a3", "model": {"path": str(tiny_vlm_path)}, "data": data, "a3": {"released": str(FIXTURE)}}
-    result = run_qbench({**cfg, "a3": {**cfg["a3"], "name": "tiny"}, "out": str(tmp_path / "out")})
+    result = run_qbench(
+        parse(QbenchEvalSettings, {**cfg, "a3": {**cfg["a3"], "name": "tiny"}, "out": str(tmp_path / "out")})
+    )
     assert set(result["datasets"]["spaq"]) == {"tiny", "qwen-vl", "shikra"}
 
     q = OptionQuery("Rate the quality of the image.", ("good", "poor"), "The quality of the image is")

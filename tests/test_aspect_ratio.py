@@ -11,10 +11,12 @@ import pytest
 from hydra import initialize_config_dir
 from PIL import Image
 
+from pace_judge.commands.judge import JudgeSettings
 from pace_judge.commands.judge import run as run_judge
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data import ManifestError, load_ratings
 from reward.data.images import ImageError
@@ -60,8 +62,10 @@ def test_evaluate_skips_and_counts_it_under_skip_bad(tmp_path, tiny_vlm_path):
     manifest = _folder(tmp_path / "data")
     common = {"reward.model": tiny_vlm_path, "data": manifest, "num_workers": 0, "batch_size": 4}
     with pytest.raises(UserError, match=r"ratings.jsonl:4: .*aspect ratio of 333:1.*skip_bad=true"):
-        run_evaluate(_evaluate_cfg(**common, out=tmp_path / "refused"))  # found before the model loads
-    metrics = run_evaluate(_evaluate_cfg(**common, out=tmp_path / "out", skip_bad=True))
+        run_evaluate(
+            parse(EvaluateSettings, _evaluate_cfg(**common, out=tmp_path / "refused"))
+        )  # found before the model loads
+    metrics = run_evaluate(parse(EvaluateSettings, _evaluate_cfg(**common, out=tmp_path / "out", skip_bad=True)))
     assert metrics["skipped"] == 1 and metrics["lighting"]["n"] == 3  # the other three of the batch were scored
     skipped = [json.loads(line) for line in (tmp_path / "out" / "skipped.jsonl").read_text().splitlines()]
     assert [s["line"] for s in skipped] == [4] and "aspect ratio" in skipped[0]["reason"]
@@ -71,6 +75,8 @@ def test_the_pace_judge_skips_it_and_keeps_the_rest_of_its_batch(tmp_path, tiny_
     _folder(tmp_path / "imgs")
     base = {"out": str(tmp_path / "o"), "model": str(tiny_vlm_path), "protocol": str(pace_protocol_path)}
     with pytest.raises(UserError, match=r"strip.png: .*aspect ratio of 333:1"):
-        run_judge({**base, "images": str(tmp_path / "imgs"), "images_per_call": 4})
-    rows = run_judge({**base, "images": str(tmp_path / "imgs"), "images_per_call": 4, "skip_bad": True})
+        run_judge(parse(JudgeSettings, {**base, "images": str(tmp_path / "imgs"), "images_per_call": 4}))
+    rows = run_judge(
+        parse(JudgeSettings, {**base, "images": str(tmp_path / "imgs"), "images_per_call": 4, "skip_bad": True})
+    )
     assert [r["image"] for r in rows] == ["img0.png", "img1.png", "img2.png"]

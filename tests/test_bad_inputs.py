@@ -17,6 +17,8 @@ import pytest
 from PIL import Image
 
 from conftest import run_script as _run_script
+from reward.commands.evaluate import EvaluateSettings
+from reward.core.config import parse
 from reward.data import ManifestError, load_inpainting, load_ratings
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.flow_grpo import FlowGrpoSettings
@@ -850,7 +852,9 @@ def test_evaluate_skips_and_counts_bad_rows_and_the_count_adds_up(tmp_path, tiny
     manifest = _ratings(tmp_path, rows, shades | {"good.png": GOOD})
     cfg = {"reward": {"name": "qbench", "model": str(tiny_vlm_path)}, "data": str(manifest), "skip_bad": True}
     with caplog.at_level(logging.INFO):
-        result = run_evaluate({**cfg, "out": str(tmp_path / "out"), "bootstrap": 0, "mos_range": [1, 5]})
+        result = run_evaluate(
+            parse(EvaluateSettings, {**cfg, "out": str(tmp_path / "out"), "bootstrap": 0, "mos_range": [1, 5]})
+        )
     assert result["skipped"] == 2 and result["quality"]["n"] == 6  # 8 rows: 6 scored, 2 skipped
     said = [r.getMessage() for r in caplog.records if "rows, " in r.getMessage()]
     assert any("(8 rows, 2 skipped" in line for line in said), said

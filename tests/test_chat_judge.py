@@ -13,6 +13,8 @@ import torch
 from PIL import Image
 from server_doubles import serve_scripted
 
+from reward.commands.evaluate import EvaluateSettings
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.rewards.registry import get_reward
 
@@ -46,7 +48,10 @@ def test_the_samples_are_scored_from_the_servers_json_answers(tmp_path):
         out = judge.score([bright, dark])
         assert out.dimensions["lighting"].tolist() == [5.0, 1.0] and out.scores.tolist() == [5.0, 1.0]
         run_evaluate(
-            {"reward": cfg, "data": str(SAMPLES / "ratings.jsonl"), "out": str(tmp_path / "e"), "bootstrap": 0}
+            parse(
+                EvaluateSettings,
+                {"reward": cfg, "data": str(SAMPLES / "ratings.jsonl"), "out": str(tmp_path / "e"), "bootstrap": 0},
+            )
         )
     metrics = json.loads((tmp_path / "e" / "metrics.json").read_text())
     assert (

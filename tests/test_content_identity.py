@@ -20,6 +20,7 @@ from PIL import Image
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.outputs import RunComplete, check_output, prepare_output
 from reward.data import ManifestError, load_ratings
@@ -82,7 +83,10 @@ def test_evaluate_scores_each_of_the_images_that_share_file_names(tmp_path, tiny
     saved = _live_like(tmp_path)
     out = tmp_path / "out"
     metrics = run_evaluate(
-        _evaluate_cfg(**{"reward": "qbench", "reward.model": tiny_vlm_path, "data": f"hf:{saved}", "out": out})
+        parse(
+            EvaluateSettings,
+            _evaluate_cfg(**{"reward": "qbench", "reward.model": tiny_vlm_path, "data": f"hf:{saved}", "out": out}),
+        )
     )
     scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     assert len(scores) == 6 and len({s["image"] for s in scores}) == 6  # 6 images, 6 scored (not 3, silently)
@@ -223,21 +227,21 @@ def test_evaluate_reruns_after_an_image_or_the_weights_changed_are_refused_namin
     data = _ratings(tmp_path / "data")
     model = Path(shutil.copytree(tiny_vlm_path, tmp_path / "model"))
     cfg = _evaluate_cfg(**{"reward": "qbench", "reward.model": model, "data": data, "out": tmp_path / "out"})
-    run_evaluate(cfg)
+    run_evaluate(parse(EvaluateSettings, cfg))
     with pytest.raises(RunComplete):
-        run_evaluate(cfg)
+        run_evaluate(parse(EvaluateSettings, cfg))
     _replace_keeping_size_and_time(tmp_path / "data" / "img" / "2.png", lambda p: _png(p, 121))
     with pytest.raises(UserError, match=r"holds another run \(1 difference\(s\)\):\n  - inputs.data.named"):
-        run_evaluate(cfg)
+        run_evaluate(parse(EvaluateSettings, cfg))
     _png(tmp_path / "data" / "img" / "2.png", 120)  # back as it was: the run is complete again
     with pytest.raises(RunComplete):
-        run_evaluate(cfg)
+        run_evaluate(parse(EvaluateSettings, cfg))
     config = json.loads((model / "config.json").read_text())
     config["text_config"]["rms_norm_eps"] = 2e-6  # one hyperparameter changed, file size kept
     text = json.dumps(config)
     _replace_keeping_size_and_time(model / "config.json", lambda p: p.write_text(text))
     with pytest.raises(UserError, match=r"inputs.reward.model.sha256"):
-        run_evaluate(cfg)
+        run_evaluate(parse(EvaluateSettings, cfg))
 
 
 # ---------------------------------------------------------------------------------------------- splits

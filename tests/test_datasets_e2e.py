@@ -17,6 +17,7 @@ from reward.commands.evaluate import run as run_evaluate
 from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.eval.metrics import hor
 from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
@@ -73,7 +74,10 @@ def test_sft_on_koniq_tested_on_spaq_takes_each_scale_from_its_dataset(tiny_vlm_
 def test_evaluate_a_0_to_100_dataset_maps_hor_onto_its_scale(tiny_vlm_path, folders, tmp_path):
     out = tmp_path / "eval"
     metrics = run_evaluate(
-        _cfg("evaluate", [f"reward.model={tiny_vlm_path}", f"data=spaq:{folders['spaq']}", f"out={out}"])
+        parse(
+            EvaluateSettings,
+            _cfg("evaluate", [f"reward.model={tiny_vlm_path}", f"data=spaq:{folders['spaq']}", f"out={out}"]),
+        )
     )
     written = json.loads((out / "metrics.json").read_text())
     assert written["meta"]["data"]["split"] == "all" and written["meta"]["data"]["seed"] == 0
@@ -85,14 +89,17 @@ def test_evaluate_a_0_to_100_dataset_maps_hor_onto_its_scale(tiny_vlm_path, fold
     assert metrics["quality"]["hor"] == pytest.approx(expected) and metrics["quality"]["n"] == 10
     assert written["brightness"]["mos_range"] == [0.0, 100.0]  # every SPAQ dimension on its 0-100 scale
     mine = run_evaluate(
-        _cfg(
-            "evaluate",
-            [
-                f"reward.model={tiny_vlm_path}",
-                f"data=spaq:{folders['spaq']}",
-                f"out={tmp_path / 'e2'}",
-                "mos_range=[0,200]",
-            ],
+        parse(
+            EvaluateSettings,
+            _cfg(
+                "evaluate",
+                [
+                    f"reward.model={tiny_vlm_path}",
+                    f"data=spaq:{folders['spaq']}",
+                    f"out={tmp_path / 'e2'}",
+                    "mos_range=[0,200]",
+                ],
+            ),
         )
     )
     assert mine["quality"]["mos_range"] == [0.0, 200.0] and mine["quality"]["hor_thresholds"] == [100.0, 150.0]
@@ -110,7 +117,7 @@ def test_cross_dataset_a3_leaderboard_in_one_command(tiny_vlm_path, folders, tmp
         str(koniq / "koniq.json"),
     ]
     overrides = ["task=a3", f"model.path={tiny_vlm_path}", f"data=[{','.join(data)}]", f"out={tmp_path / 'a3'}"]
-    result = run_qbench(_cfg("qbench_eval", overrides))
+    result = run_qbench(parse(QbenchEvalSettings, _cfg("qbench_eval", overrides)))
     table = result["datasets"]
     assert list(table) == ["spaq", "kadid10k", "livec", "agiqa3k", "koniq"]
     counts = {name: table[name]["score"]["n"] for name in table}

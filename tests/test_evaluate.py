@@ -15,6 +15,7 @@ from run_state import mark_incomplete
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.outputs import RunComplete
 from reward.data import ImageError, ManifestError
@@ -43,7 +44,9 @@ def _cfg(**overrides):
 def test_evaluate_writes_metrics_scores_and_plots(tmp_path, tiny_vlm_path):
     data = _manifest(tmp_path / "data")
     out = tmp_path / "out"
-    metrics = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "bootstrap": 20}))
+    metrics = run_evaluate(
+        parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "bootstrap": 20}))
+    )
     written = json.loads((out / "metrics.json").read_text())
     assert set(written) == {"lighting", "noise", "overall", "skipped", "meta"}
     n_images = len((out / "scores.jsonl").read_text().splitlines())  # each image once, rated on two dimensions
@@ -99,9 +102,14 @@ def test_corrupt_image_fails_with_file_and_line_unless_skip_bad(tmp_path, tiny_v
     data = _manifest(data_dir, n=4, extra_rows=[bad])
     (data_dir / "img/broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really a png")
     with pytest.raises(UserError, match=r"ratings\.jsonl:9: .*broken\.png"):
-        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o1"}))
+        run_evaluate(
+            parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o1"}))
+        )
     metrics = run_evaluate(
-        _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o2", "skip_bad": True})
+        parse(
+            EvaluateSettings,
+            _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o2", "skip_bad": True}),
+        )
     )
     assert metrics["skipped"] == 1 and metrics["lighting"]["n"] == 4
     skipped = [json.loads(x) for x in (tmp_path / "o2/skipped.jsonl").read_text().splitlines()]
@@ -120,10 +128,15 @@ def test_corrupt_image_fails_with_file_and_line_unless_skip_bad(tmp_path, tiny_v
 def test_bad_rows_name_file_and_line_and_are_skipped_and_counted(tmp_path, tiny_vlm_path, row, message):
     data = _manifest(tmp_path / "data", n=4, extra_rows=[row])
     with pytest.raises((ManifestError, ImageError, FileNotFoundError), match=message) as err:
-        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o1"}))
+        run_evaluate(
+            parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o1"}))
+        )
     assert "ratings.jsonl:9" in str(err.value) or "line 9" in str(err.value)
     metrics = run_evaluate(
-        _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o2", "skip_bad": True})
+        parse(
+            EvaluateSettings,
+            _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": tmp_path / "o2", "skip_bad": True}),
+        )
     )
     assert metrics["skipped"] == 1
 
@@ -132,13 +145,16 @@ def test_empty_manifest_is_refused(tmp_path, tiny_vlm_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(ManifestError, match="empty manifest"):
         run_evaluate(
-            _cfg(**{"reward.model": tiny_vlm_path, "data": tmp_path / "empty.jsonl", "out": tmp_path / "out"})
+            parse(
+                EvaluateSettings,
+                _cfg(**{"reward.model": tiny_vlm_path, "data": tmp_path / "empty.jsonl", "out": tmp_path / "out"}),
+            )
         )
 
 
 def test_missing_data_and_model_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"missing required key data \(set it with data=...\)"):
-        run_evaluate(_cfg(**{"reward.model": "m", "out": tmp_path}))
+        run_evaluate(parse(EvaluateSettings, _cfg(**{"reward.model": "m", "out": tmp_path})))
 
 
 def test_a_folder_scored_by_another_model_is_never_resumed_and_overwrite_moves_it_aside(
@@ -146,24 +162,37 @@ def test_a_folder_scored_by_another_model_is_never_resumed_and_overwrite_moves_i
 ):
     data = _manifest(tmp_path / "data")
     out = tmp_path / "out"
-    run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out}))
+    run_evaluate(parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out})))
     first = (out / "scores.jsonl").read_text()
     with pytest.raises(ValueError, match=r"holds another run") as refused:
-        run_evaluate(_cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "resume": True}))
+        run_evaluate(
+            parse(
+                EvaluateSettings, _cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "resume": True})
+            )
+        )
     assert "  - inputs.reward.model.path: " in str(refused.value) and "Pass another out=" in str(refused.value)
     with pytest.raises(RunComplete, match=f"already complete: results in {out}"):
-        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True}))
+        run_evaluate(
+            parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True}))
+        )
     mark_incomplete(out)  # as a crashed run leaves it
     with pytest.raises(ValueError, match="holds this same run already; pass resume=auto"):
-        run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out}))
+        run_evaluate(parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out})))
     with pytest.raises(ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - skip_bad: False -> True"):
         run_evaluate(
-            _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True, "skip_bad": True})
+            parse(
+                EvaluateSettings,
+                _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, "resume": True, "skip_bad": True}),
+            )
         )
     resumed = {"resume": True, "batch_size": 3, "reward.batch_size": 2}  # keys that may change on resume
-    again = run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, **resumed}))
+    again = run_evaluate(
+        parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data, "out": out, **resumed}))
+    )
     assert again["meta"]["resumed"] == 8 and (out / "scores.jsonl").read_text() == first  # nothing re-scored
-    other = run_evaluate(_cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "overwrite": True}))
+    other = run_evaluate(
+        parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm25_path, "data": data, "out": out, "overwrite": True}))
+    )
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("out.old-")]
     assert len(aside) == 1 and (aside[0] / "scores.jsonl").read_text() == first  # the old run kept, whole
     assert other["meta"]["resumed"] == 0 and (out / "scores.jsonl").read_text() != first

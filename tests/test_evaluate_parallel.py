@@ -17,6 +17,7 @@ from PIL import Image
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.data import DatasetImage, load_ratings
 from reward.eval.evaluation import EvalSettings, evaluate_rows
 from reward.rewards.base import RewardOutput
@@ -61,7 +62,7 @@ def test_two_processes_give_the_metrics_of_one(tmp_path, tiny_vlm_path):
     outs = {n: tmp_path / f"out{n}" for n in (1, 2)}
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         run_evaluate(
-            compose("evaluate", overrides=[*args, f"out={outs[1]}"], schema=EvaluateSettings)
+            parse(EvaluateSettings, compose("evaluate", overrides=[*args, f"out={outs[1]}"], schema=EvaluateSettings))
         )  # one process: this one
     cmd = [
         sys.executable,

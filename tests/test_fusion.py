@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from davidson import outcome_probabilities, simulate
 from scipy.optimize import check_grad
 
 from fusion.bradley_terry import (
@@ -20,7 +21,6 @@ from fusion.bradley_terry import (
     _bt_objective,
     _davidson_objective,
     fit_bradley_terry,
-    outcome_probabilities,
     pairwise_accuracy,
 )
 from fusion.uncertainty import bootstrap_intervals, heldout_comparison, heldout_split
@@ -28,15 +28,6 @@ from reward.data.labels import label_codes
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeights, load_weights, save_weights
 
 TRUE_W = np.array([1.2, 0.8, 0.5, 0.2])
-
-
-def simulate(n: int, w: np.ndarray, nu: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs of images with uniform [1, 5] dimension scores, labels drawn from the Davidson model (BT if nu=0)."""
-    rng = np.random.default_rng(seed)
-    x_a, x_b = rng.uniform(1, 5, (n, len(w))), rng.uniform(1, 5, (n, len(w)))
-    p_a, p_b, _ = outcome_probabilities((x_a - x_b) @ w, nu)
-    u = rng.random(n)
-    return x_a, x_b, np.where(u < p_a, LABEL_A, np.where(u < p_a + p_b, LABEL_B, LABEL_TIE))
 
 
 def direction(w: np.ndarray) -> np.ndarray:

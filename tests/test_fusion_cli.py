@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from davidson import outcome_probabilities
 
 import reward
-from fusion.bradley_terry import outcome_probabilities
 from fusion.commands.fit import FusionSettings
 from fusion.commands.fit import run as run_fit
 from reward.core.cli import compose
@@ -78,7 +78,7 @@ def data(tmp_path: Path) -> SimpleNamespace:
 def test_fit_writes_weights_json_and_bar_chart(data, caplog):
     cfg = compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=20")
     with caplog.at_level(logging.INFO, logger="fusion"):
-        written = run_fit(cfg)  # what the entry script runs, given its composed config
+        written = run_fit(parse(FusionSettings, cfg))  # what the entry script runs, given its composed config
     fw = load_weights(data.out)
     assert written == fw
     assert fw.dimensions == tuple(DIMS)  # mos/dimension are metadata, not dimensions
@@ -154,19 +154,22 @@ def test_unknown_and_invalid_settings_are_errors_reported_together():
     with pytest.raises(ValueError, match="exactly one of scores=SCORES.jsonl or reward=NAME"):
         parse(FusionSettings, {"pairs": "p.jsonl"})
     with pytest.raises(ValueError, match=r"missing required key pairs \(set it with pairs=...\)"):
-        run_fit(compose_cfg("scores=s.jsonl"))
+        run_fit(parse(FusionSettings, compose_cfg("scores=s.jsonl")))
 
 
 def _run(data, *overrides: str):
     """Fit again into the same out file (each variation replaces the last: overwrite=true)."""
     return run_fit(
-        compose_cfg(
-            f"pairs={data.pairs}",
-            f"scores={data.scores}",
-            f"out={data.out}",
-            "bootstrap=0",
-            "overwrite=true",
-            *overrides,
+        parse(
+            FusionSettings,
+            compose_cfg(
+                f"pairs={data.pairs}",
+                f"scores={data.scores}",
+                f"out={data.out}",
+                "bootstrap=0",
+                "overwrite=true",
+                *overrides,
+            ),
         )
     )
 
@@ -235,8 +238,8 @@ def test_scores_written_elsewhere_resolve_against_scores_root(data, tmp_path):
     with pytest.raises(
         ValueError, match=rf"pairs\.jsonl:1: .*has no scores.*pass scores_root={re.escape(str(data.root))}"
     ):
-        run_fit(compose_cfg(*base))
-    fw = run_fit(compose_cfg(*base, f"scores_root={data.root}", "overwrite=true"))
+        run_fit(parse(FusionSettings, compose_cfg(*base)))
+    fw = run_fit(parse(FusionSettings, compose_cfg(*base, f"scores_root={data.root}", "overwrite=true")))
     np.testing.assert_allclose(fw.weights, _run(data).weights)
 
 
@@ -285,7 +288,7 @@ def test_reward_group_scores_the_pair_images_like_a_scores_file(data, fake_rewar
         "batch_size=7",
         config_dir=configs,
     )
-    fw = run_fit(cfg)
+    fw = run_fit(parse(FusionSettings, cfg))
     assert fake_reward.calls == [("fake-dims", {"path": "/scorer", "batch": 4})]
     used = {p for r in data.pairs_rows for p in (r["a"], r["b"])}
     assert len(fake_reward.model.scored) == len(used)  # each image scored once
@@ -300,21 +303,46 @@ def test_reward_path_reports_missing_image_files_with_file_and_line(data, fake_r
     first_use = next(i for i, r in enumerate(data.pairs_rows) if image in (r["a"], r["b"])) + 1
     cfg = {"pairs": str(data.pairs), "reward": "fake-dims", "out": str(data.out), "bootstrap": 0}
     with pytest.raises(ValueError, match=rf"pairs\.jsonl:{first_use}: image file\(s\) .* not found"):
-        run_fit(cfg)
+        run_fit(parse(FusionSettings, cfg))
 
 
 def test_an_existing_weights_file_is_never_replaced_silently(data):
-    first = run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
+    first = run_fit(
+        parse(
+            FusionSettings,
+            compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"),
+        )
+    )
     with pytest.raises(RunComplete, match=f"already complete: {data.out} holds this fit"):  # the identical rerun
-        run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
+        run_fit(
+            parse(
+                FusionSettings,
+                compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"),
+            )
+        )
     with pytest.raises(UserError, match=r"exists already and holds another fit \(1 difference\(s\): settings.seed"):
         run_fit(
-            compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0", "seed=3")
+            parse(
+                FusionSettings,
+                compose_cfg(
+                    f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0", "seed=3"
+                ),
+            )
         )
     write_jsonl(data.scores, data.scores_rows[:-1] + [{**data.scores_rows[-1], "layout": 1.5}])  # other scores
     with pytest.raises(UserError, match=r"holds another fit \(2 difference\(s\): inputs.scores.bytes.*sha256"):
-        run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"))
-    run_fit(compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "overwrite=true"))
+        run_fit(
+            parse(
+                FusionSettings,
+                compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "bootstrap=0"),
+            )
+        )
+    run_fit(
+        parse(
+            FusionSettings,
+            compose_cfg(f"pairs={data.pairs}", f"scores={data.scores}", f"out={data.out}", "overwrite=true"),
+        )
+    )
     aside = sorted(p.name for p in data.out.parent.iterdir() if ".old-" in p.name)
     assert len(aside) == 2 and aside[0].startswith("weights.json.old-") and aside[1].startswith("weights.png.old-")
     old = load_weights(data.out.parent / aside[0])
@@ -336,12 +364,16 @@ def test_the_same_fit_run_again_says_already_complete_and_writes_nothing(data, c
 
 def test_intervals_that_cannot_be_estimated_are_not_reported_and_all_ties_are_refused(data):
     few = write_jsonl(data.root / "few.jsonl", data.pairs_rows[:3])  # 3 pairs: a bootstrap says nothing
-    fw = run_fit(compose_cfg(f"pairs={few}", f"scores={data.scores}", f"out={data.out}", "holdout=0"))
+    fw = run_fit(
+        parse(FusionSettings, compose_cfg(f"pairs={few}", f"scores={data.scores}", f"out={data.out}", "holdout=0"))
+    )
     assert fw.ci_low is None and fw.ci_high is None  # not weight == ci_low == ci_high, which looks certain
     assert "no confidence intervals" in fw.meta["ci_note"]
     ties = write_jsonl(data.root / "ties.jsonl", [{**r, "label": "tie"} for r in data.pairs_rows[:40]])
     with pytest.raises(ValueError, match="all 40 pairs are ties"):
-        run_fit(compose_cfg(f"pairs={ties}", f"scores={data.scores}", f"out={data.root / 't.json'}"))
+        run_fit(
+            parse(FusionSettings, compose_cfg(f"pairs={ties}", f"scores={data.scores}", f"out={data.root / 't.json'}"))
+        )
     assert not (data.root / "t.json").exists()
 
 

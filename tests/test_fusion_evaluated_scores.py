@@ -17,6 +17,7 @@ from fusion.inputs import load_pair_data
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "reward" / "assets" / "samples"
@@ -31,7 +32,7 @@ def evaluated(tiny_scorer_path: Path, tmp_path_factory: pytest.TempPathFactory) 
         ["reward=sa-iqa", f"reward.model={tiny_scorer_path}", f"data={SAMPLES / 'ratings.jsonl'}", f"out={out}"],
         schema=EvaluateSettings,
     )
-    run_evaluate(cfg)
+    run_evaluate(parse(EvaluateSettings, cfg))
     return out / "scores.jsonl"
 
 
@@ -49,7 +50,7 @@ def test_evaluate_scores_feed_the_fit_as_written(evaluated, tmp_path):
         "fit", [f"pairs={SAMPLES / 'pairs.jsonl'}", f"scores={evaluated}", f"out={out}"], schema=FusionSettings
     )
     try:  # whatever the scorer, the fit either writes weights the reward uses or says why there are none
-        run_fit(cfg)
+        run_fit(parse(FusionSettings, cfg))
     except UserError as err:  # the untrained tiny scorer: no dimension orders the sample pairs better than chance
         assert "no dimension predicts these preferences" in str(err) and not out.exists()
     else:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from davidson import outcome_probabilities
 
 from conftest import run_cli
-from fusion.bradley_terry import outcome_probabilities
 from fusion.commands.fit import FusionSettings
 from fusion.commands.fit import run as run_fit
 from reward.commands.evaluate import EvaluateSettings

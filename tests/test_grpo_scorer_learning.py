@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import teach_answer_formats
+from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.grpo_scorer import GrpoScorerSettings, held_out_srcc, parse_settings, run
 from training.procedural.synthetic import write_benchmark
 
@@ -46,7 +48,7 @@ def test_grpo_on_the_scorer_lifts_heldout_lighting_srcc_above_0_7(tiny_vlm_path,
     for mode in ("expected", "sample", "release"):  # reward/evaluate.py reads the trained scorer every way
         reward = [f"reward.model={tmp_path / 'run' / 'scorer'}", f"reward.mode={mode}", "reward.max_new_tokens=16"]
         cfg = compose("evaluate", ["reward=reasoning-iqa", *reward, f"data={bench.ratings}", f"out={tmp_path / mode}"])
-        metrics = run_evaluate(cfg)["lighting"]
+        metrics = run_evaluate(parse(EvaluateSettings, cfg))["lighting"]
         assert metrics["n"] == 8, mode  # every image scored
         # one answer at the release's temperature 0.1: the near-constant answers above can be all alike (SRCC null)
         assert (mode == "release" and metrics["srcc"] is None) or -1 <= metrics["srcc"] <= 1, (mode, metrics)

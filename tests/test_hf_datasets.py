@@ -14,6 +14,7 @@ from PIL import Image
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from reward.data import ManifestError, load_image, load_ratings
 from reward.data.datasets import check_source
@@ -60,19 +61,24 @@ def test_evaluate_reads_a_saved_dataset_through_named_columns_as_it_reads_the_sa
     twin = _jsonl_twin(tmp_path / "twin", images, mos)
     common = ["reward=qbench", f"reward.model={tiny_vlm_path}"]
     by_hf = run_evaluate(
-        _compose(
-            "evaluate",
-            [
-                *common,
-                f"data=hf:{tmp_path / 'saved'}",
-                f"out={tmp_path / 'out-hf'}",
-                "data_columns.image=picture",
-                "data_columns.mos=score",
-                "data_columns.dimension=aspect",
-            ],
+        parse(
+            EvaluateSettings,
+            _compose(
+                "evaluate",
+                [
+                    *common,
+                    f"data=hf:{tmp_path / 'saved'}",
+                    f"out={tmp_path / 'out-hf'}",
+                    "data_columns.image=picture",
+                    "data_columns.mos=score",
+                    "data_columns.dimension=aspect",
+                ],
+            ),
         )
     )
-    by_jsonl = run_evaluate(_compose("evaluate", [*common, f"data={twin}", f"out={tmp_path / 'out-jsonl'}"]))
+    by_jsonl = run_evaluate(
+        parse(EvaluateSettings, _compose("evaluate", [*common, f"data={twin}", f"out={tmp_path / 'out-jsonl'}"]))
+    )
     assert by_hf["lighting"]["n"] == 8
     assert by_hf["lighting"]["srcc"] == pytest.approx(by_jsonl["lighting"]["srcc"], abs=1e-6)
     assert by_hf["lighting"]["plcc"] == pytest.approx(by_jsonl["lighting"]["plcc"], abs=1e-4)

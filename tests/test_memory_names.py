@@ -13,6 +13,7 @@ from pace_judge.commands import memory as memory_command
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict, save_protocol
+from reward.core.config import parse
 from reward.core.errors import UserError
 
 CHINESE = ("清晰度", "色彩", "噪点")  # sharpness, colour, noise
@@ -64,7 +65,7 @@ def test_import_replace_overwrites_only_the_same_dimension(tmp_path, embedder):
     bank = MemoryBank(mem, embedder)
     assert sorted(e["dimension"] for e in bank.entries().values()) == ["清晰度", "色彩"]
     assert len(bank.load("清晰度").probes) == 1 and len(bank.load("色彩").probes) == 2
-    shown = memory_command.run(memory_command_cfg(mem, "show", "色彩"))
+    shown = memory_command.run(parse(MemorySettings, memory_command_cfg(mem, "show", "色彩")))
     assert shown["dimension"] == "色彩" and shown == protocol_to_dict(bank.load("色彩"))
 
 

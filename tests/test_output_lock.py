@@ -19,6 +19,7 @@ from PIL import Image
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.outputs import check_output, prepare_output
 from reward.data.files import atomic_write_json, atomic_write_with
@@ -118,7 +119,12 @@ def test_out_under_a_file_is_refused_before_the_model_loads(tmp_path):
     data = _manifest(tmp_path / "data")
     (tmp_path / "notes.txt").write_text("a file")
     with pytest.raises(UserError, match=r"notes.txt is a file, so no folder can be made under it"):
-        run_evaluate(_cfg(**{"reward.model": tmp_path / "no-model", "data": data, "out": tmp_path / "notes.txt/out"}))
+        run_evaluate(
+            parse(
+                EvaluateSettings,
+                _cfg(**{"reward.model": tmp_path / "no-model", "data": data, "out": tmp_path / "notes.txt/out"}),
+            )
+        )
 
 
 def test_out_on_a_read_only_mount_is_refused_before_the_model_loads(tmp_path):
@@ -132,7 +138,12 @@ def test_out_on_a_read_only_mount_is_refused_before_the_model_loads(tmp_path):
         pytest.skip("/sys is writable here")
     data = _manifest(tmp_path / "data")
     with pytest.raises(UserError, match=r"cannot write in /sys \(.*\); pass an out= folder"):
-        run_evaluate(_cfg(**{"reward.model": tmp_path / "no-model", "data": data, "out": "/sys/perceptual-out"}))
+        run_evaluate(
+            parse(
+                EvaluateSettings,
+                _cfg(**{"reward.model": tmp_path / "no-model", "data": data, "out": "/sys/perceptual-out"}),
+            )
+        )
 
 
 @pytest.mark.parametrize("umask", [0o002, 0o022])

@@ -16,9 +16,11 @@ from PIL import Image, PngImagePlugin
 from conftest import run_cli
 from pace_judge.commands import memory as memory_command
 from pace_judge.commands.calibrate import CalibrateSettings
+from pace_judge.commands.judge import JudgeSettings
 from pace_judge.commands.judge import run as run_judge
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.protocol import load_protocol, protocol_from_dict, protocol_to_dict
+from reward.core.config import parse
 from reward.core.errors import UserError
 
 
@@ -155,7 +157,7 @@ def test_judge_refuses_an_out_that_is_a_file_before_loading_anything(tmp_path, p
         "model": "no-such-org/no-such-model",  # would fail if the model were loaded first
     }
     with pytest.raises(ValueError, match=r"out=.*out.txt is a file"):
-        run_judge(settings)
+        run_judge(parse(JudgeSettings, settings))
     assert (tmp_path / "out.txt").read_text() == "precious"
 
 
@@ -168,7 +170,7 @@ def test_judge_decode_guard_names_the_judge_key(tmp_path, tiny_vlm_path, pace_pr
         "max_decode_pixels": 1000,
     }
     with pytest.raises(UserError, match=r"64x48 = 3,072 pixels, above max_decode_pixels=1,000") as err:
-        run_judge({**base, "out": str(tmp_path / "o1")})
+        run_judge(parse(JudgeSettings, {**base, "out": str(tmp_path / "o1")}))
     assert "pass a larger max_decode_pixels" in str(err.value) and "max_pixels is the model" in str(err.value)
 
 
@@ -191,7 +193,7 @@ def test_a_model_giving_nan_writes_null_scores_never_nan(tmp_path, tiny_vlm_path
         "out": str(tmp_path / "out"),
         "model": str(broken),
     }
-    rows = run_judge(settings)
+    rows = run_judge(parse(JudgeSettings, settings))
     assert [r["score"] for r in rows] == [None, None]
 
     def refuse(constant: str) -> float:

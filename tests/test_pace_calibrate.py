@@ -16,6 +16,7 @@ from pace_judge.calibration import set_anchors
 from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
+from reward.core.config import parse
 from reward.core.errors import UserError
 
 
@@ -43,7 +44,8 @@ def test_generated_candidates_rated_by_script_become_the_anchors(tmp_path, tiny_
     from reward.core.cli import compose
 
     calibrated = run_calibrate(
-        compose("calibrate", argv, schema=CalibrateSettings), backend=ScriptedBackend(_generator)
+        parse(CalibrateSettings, compose("calibrate", argv, schema=CalibrateSettings)),
+        backend=ScriptedBackend(_generator),
     )
     out = tmp_path / "proto" / "calibration"
     candidates = [np.asarray(Image.open(out / f"candidate_{i}.png")) for i in range(1, 5)]
@@ -70,7 +72,9 @@ def test_scores_must_be_one_per_candidate_and_anchors_must_differ(tmp_path, caps
     assert "unknown key protocl (did you mean 'protocol'?)" in capsys.readouterr().err
     from reward.core.cli import compose
 
-    assert list(compose("calibrate", ["protocol=p", "scores=1,3,4,5"], schema=CalibrateSettings).scores) == [
+    assert list(
+        compose("calibrate", ["protocol=p", "pipeline=sd", "scores=1,3,4,5"], schema=CalibrateSettings).scores
+    ) == [
         1,
         3,
         4,
@@ -127,7 +131,9 @@ def test_ties_for_an_anchor_are_broken_by_row_order_and_said(tmp_path, caplog):
         rows.append({"image": f"img/{i}.png", "dimension": "sharpness", "mos": mos})
     (tmp_path / "calib.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with caplog.at_level(logging.INFO, logger="pace_judge.calibration"):
-        run_calibrate({"protocol": str(protocol), "benchmark": str(tmp_path / "calib.jsonl")})
+        run_calibrate(
+            parse(CalibrateSettings, {"protocol": str(protocol), "benchmark": str(tmp_path / "calib.jsonl")})
+        )
     assert "high anchor: img/1.png (line 2), the first in row order of 3 rows tied at MOS 5" in caplog.text
     assert "low anchor: img/2.png (line 3), the first in row order of 2 rows tied at MOS 1" in caplog.text
     record = load_protocol(protocol).provenance["calibration"]

@@ -14,10 +14,14 @@ from hydra import initialize_config_dir
 from PIL import Image
 from run_state import mark_incomplete
 
+from pace_judge.commands.calibrate import CalibrateSettings
+from pace_judge.commands.judge import JudgeSettings
 from pace_judge.commands.judge import run as run_judge
+from pace_judge.commands.memory import MemorySettings
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.outputs import RunComplete
 
@@ -79,7 +83,9 @@ def test_evaluate_with_reward_pace_gives_metrics_and_the_bias_zone_plot(tmp_path
         f"out={tmp_path / 'out'}",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        metrics = run_evaluate(compose("evaluate", overrides=overrides, schema=EvaluateSettings))
+        metrics = run_evaluate(
+            parse(EvaluateSettings, compose("evaluate", overrides=overrides, schema=EvaluateSettings))
+        )
     assert metrics["sharpness"]["n"] == 6 and "hor" in metrics["sharpness"]
     assert (tmp_path / "out" / "scatter_sharpness.png").stat().st_size > 1000
     scores = [json.loads(line)["score"] for line in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
@@ -90,16 +96,18 @@ def test_judge_reports_user_errors_without_a_traceback(tmp_path, tiny_vlm_path, 
     (tmp_path / "empty").mkdir()
     base = {"out": str(tmp_path / "o"), "model": str(tiny_vlm_path), "protocol": str(pace_protocol_path)}
     with pytest.raises(UserError, match="holds no image files"):
-        run_judge({**base, "images": str(tmp_path / "empty")})
+        run_judge(parse(JudgeSettings, {**base, "images": str(tmp_path / "empty")}))
     _images(tmp_path / "imgs", n=1)
     (tmp_path / "imgs" / "broken.png").write_bytes(b"not a png")
     with pytest.raises(UserError, match=r"broken.png: .*skip_bad=true"):
-        run_judge({**base, "images": str(tmp_path / "imgs")})
+        run_judge(parse(JudgeSettings, {**base, "images": str(tmp_path / "imgs")}))
     assert not (tmp_path / "o").exists()  # failed before its first score: no folder left to refuse the rerun
-    rows = run_judge({**base, "images": str(tmp_path / "imgs"), "skip_bad": True})
+    rows = run_judge(parse(JudgeSettings, {**base, "images": str(tmp_path / "imgs"), "skip_bad": True}))
     assert [r["image"] for r in rows] == ["img0.png"]
     with pytest.raises(UserError, match="protocol file .* does not exist"):
-        run_judge({**base, "images": str(tmp_path / "imgs"), "protocol": str(tmp_path / "nope.json")})
+        run_judge(
+            parse(JudgeSettings, {**base, "images": str(tmp_path / "imgs"), "protocol": str(tmp_path / "nope.json")})
+        )
 
 
 def test_hidden_files_are_neither_judged_nor_inputs_and_an_out_inside_the_folder_is_none(
@@ -115,12 +123,15 @@ def test_hidden_files_are_neither_judged_nor_inputs_and_an_out_inside_the_folder
         "out": str(out),
         "model": str(tiny_vlm_path),
     }
-    assert [r["image"] for r in run_judge(settings)] == ["img0.png", "img1.png"]
+    assert [r["image"] for r in run_judge(parse(JudgeSettings, settings))] == ["img0.png", "img1.png"]
     (folder / ".hidden.png").write_bytes((folder / "img1.png").read_bytes())  # neither read nor fingerprinted
     with pytest.raises(RunComplete, match="already complete"):
-        run_judge(settings)
+        run_judge(parse(JudgeSettings, settings))
     mark_incomplete(out)  # as a crashed run leaves it: its own scores are no new input
-    assert [r["image"] for r in run_judge({**settings, "resume": "auto"})] == ["img0.png", "img1.png"]
+    assert [r["image"] for r in run_judge(parse(JudgeSettings, {**settings, "resume": "auto"}))] == [
+        "img0.png",
+        "img1.png",
+    ]
 
 
 @pytest.mark.slow
@@ -129,7 +140,9 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
     from pace_judge.commands.calibrate import run as run_calibrate
 
     bank = tmp_path / "mem"
-    memory_command.run({"cmd": "import", "memory": str(bank), "protocol": str(pace_protocol_path)})
+    memory_command.run(
+        parse(MemorySettings, {"cmd": "import", "memory": str(bank), "protocol": str(pace_protocol_path)})
+    )
     _images(tmp_path / "imgs", n=4)
     settings = {
         "dimension": "sharpness",
@@ -139,18 +152,22 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
         "model": str(tiny_vlm_path),
         "images_per_call": 2,
     }
-    full = run_judge(settings)
+    full = run_judge(parse(JudgeSettings, settings))
     scores = tmp_path / "out" / "scores.jsonl"
     lines = scores.read_text().splitlines()
     with pytest.raises(RunComplete, match="already complete"):
-        run_judge(settings)
+        run_judge(parse(JudgeSettings, settings))
     mark_incomplete(tmp_path / "out")  # as a crashed run leaves it
     with pytest.raises(ValueError, match="holds this same run already; pass resume=auto"):
-        run_judge(settings)
+        run_judge(parse(JudgeSettings, settings))
     scores.write_text("\n".join(lines[:2]) + "\n" + lines[2][:30])  # a crash after two images, a torn line
     with pytest.raises(ValueError, match=r"holds another run \(1 difference\(s\)\):\n  - lettering: 'best-first'"):
-        run_judge({**settings, "resume": True, "lettering": "reversed"})  # a key that changes the scores
-    resumed = run_judge({**settings, "resume": True, "images_per_call": 3, "batch_size": 5})  # keys that may change
+        run_judge(
+            parse(JudgeSettings, {**settings, "resume": True, "lettering": "reversed"})
+        )  # a key that changes the scores
+    resumed = run_judge(
+        parse(JudgeSettings, {**settings, "resume": True, "images_per_call": 3, "batch_size": 5})
+    )  # keys that may change
     assert [r["image"] for r in resumed] == [r["image"] for r in full]
     assert [r["score"] for r in resumed] == pytest.approx([r["score"] for r in full], abs=1e-6)
     assert len(scores.read_text().splitlines()) == 4
@@ -165,8 +182,10 @@ def test_judge_resume_continues_a_run_but_never_mixes_scales(tmp_path, tiny_vlm_
         rows.append({"image": f"img/{i}.png", "dimension": "sharpness", "mos": mos})
     (calib / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     stored = bank / "sharpness" / "protocol.json"
-    run_calibrate({"protocol": str(stored), "benchmark": str(calib / "m.jsonl"), "memory": str(bank)})
+    run_calibrate(
+        parse(CalibrateSettings, {"protocol": str(stored), "benchmark": str(calib / "m.jsonl"), "memory": str(bank)})
+    )
     # the bank's protocol was recalibrated: the run's input changed by content, so the folder is another run's
     with pytest.raises(ValueError, match=r"holds another run \(\d difference\(s\)\):\n  - inputs\.memory\."):
-        run_judge({**settings, "resume": True})
+        run_judge(parse(JudgeSettings, {**settings, "resume": True}))
     assert len(scores.read_text().splitlines()) == 2  # nothing on the new scale was appended

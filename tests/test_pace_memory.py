@@ -16,9 +16,12 @@ from pace_doubles import ScriptedBackend, example_protocol
 from conftest import random_images, run_cli
 from pace_judge.calibration import CalibrationSource
 from pace_judge.commands import memory as memory_command
+from pace_judge.commands.calibrate import CalibrateSettings
+from pace_judge.commands.judge import JudgeSettings
 from pace_judge.commands.memory import MemorySettings
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
+from reward.core.config import parse
 from reward.data.files import safe_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +166,7 @@ def test_an_uncalibrated_stored_protocol_is_never_scored_until_calibrated(tmp_pa
 
     split = _calibration_split(tmp_path / "calib")
     stored = bank / safe_name("tactile satisfaction") / "protocol.json"
-    run_calibrate({"protocol": str(stored), "benchmark": str(split), "memory": str(bank)})
+    run_calibrate(parse(CalibrateSettings, {"protocol": str(stored), "benchmark": str(split), "memory": str(bank)}))
     fast = ScriptedBackend(_script, tiny_vlm)
     again = PaceReward(fast_cfg, backend=fast)
     assert again.route["path"] == "fast" and again.route["matched"] == "tactile satisfaction" and fast.calls == []
@@ -309,7 +312,7 @@ def test_experts_given_whole_on_the_command_line_in_any_script():
     from reward.core.config import parse
     from reward.core.errors import UserError
 
-    rest = ["images=IMAGES", "out=OUT", "dimension=清晰度"]
+    rest = ["images=IMAGES", "out=OUT", "dimension=清晰度", "model=M"]
     line = "experts={清晰度: {name: qbench}, image sharpness: [{name: qbench}, {name: sa-iqa}]}"
     settings = parse(JudgeSettings, compose("judge", [line, *rest]))
     assert settings.experts == {
@@ -360,9 +363,11 @@ def test_the_memory_bank_a_judge_run_stores_into_is_no_new_input_of_its_rerun(
         "out": str(tmp_path / "out"),
         "model": str(tiny_vlm_path),
     }
-    rows = run_judge(settings)  # the slow path stores its calibrated protocol in the bank
+    rows = run_judge(parse(JudgeSettings, settings))  # the slow path stores its calibrated protocol in the bank
     assert len(MemoryBank(tmp_path / "mem").entries()) == 2
     with pytest.raises(RunComplete, match="already complete"):
-        run_judge(settings)
+        run_judge(parse(JudgeSettings, settings))
     mark_incomplete(tmp_path / "out")
-    assert [r["score"] for r in run_judge({**settings, "resume": "auto"})] == [r["score"] for r in rows]
+    assert [r["score"] for r in run_judge(parse(JudgeSettings, {**settings, "resume": "auto"}))] == [
+        r["score"] for r in rows
+    ]

@@ -17,6 +17,7 @@ from conftest import run_cli
 from pace_judge.commands.calibrate import CalibrateSettings
 from pace_judge.commands.calibrate import run as run_calibrate
 from pace_judge.protocol import load_protocol
+from reward.core.config import parse
 
 
 def test_agiqa3k_on_0_to_5_calibrates_and_reports_the_test_split_on_0_to_5(tmp_path, tiny_vlm):
@@ -28,7 +29,7 @@ def test_agiqa3k_on_0_to_5_calibrates_and_reports_the_test_split_on_0_to_5(tmp_p
     src = f"agiqa3k:{tmp_path / 'agiqa'}"
     backend = tiny_vlm
     cfg = {"protocol": str(protocol), "benchmark": f"{src}:train", "test": f"{src}:test", "dimension": "quality"}
-    run_calibrate(cfg, backend=backend)
+    run_calibrate(parse(CalibrateSettings, cfg), backend=backend)
 
     p = load_protocol(protocol)
     train = [r for r in load_ratings(f"{src}:train", check_images=False).rows if r.dimension == "quality"]

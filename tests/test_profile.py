@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -10,7 +13,9 @@ from reward.eval.parallel import score_images
 from reward.rewards.qbench import QBenchConfig, QBenchReward
 from reward.rewards.sa_iqa import SaIqaReward, read_metadata
 from reward.vlm import load_vlm
-from reward.vlm.profile import PARTS, ScoringProfile, profile_scoring, section
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the profiler is the bench's
+from scoring_profile import PARTS, ScoringProfile, profile_scoring, section  # noqa: E402
 
 
 def _items(sizes: list[int], seed: int = 0) -> list[tuple[str, Image.Image, int]]:

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from conftest import next_token_logprobs, random_images, word_id
+from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.config import parse
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_perception import Answer, answer_questions, lettered_prompt, perception_metrics
 from reward.qbench.a1_questions import Question, load_questions
@@ -104,13 +106,16 @@ def test_json_list_and_jsonl_give_the_same_answers_and_metrics(qdir, tiny_vlm_pa
     out = {}
     for fmt in ("json", "jsonl"):
         m = run_qbench(
-            {
-                "task": "a1",
-                "model": {"path": str(tiny_vlm_path)},
-                "data": str(qdir / f"q.{fmt}"),
-                "out": str(qdir / fmt),
-                "seed": 2,
-            }
+            parse(
+                QbenchEvalSettings,
+                {
+                    "task": "a1",
+                    "model": {"path": str(tiny_vlm_path)},
+                    "data": str(qdir / f"q.{fmt}"),
+                    "out": str(qdir / fmt),
+                    "seed": 2,
+                },
+            )
         )
         rows = [json.loads(line) for line in (qdir / fmt / "answers.jsonl").read_text().splitlines()]
         out[fmt] = (m, [(r["chosen"], r["probability"], r["correct"]) for r in rows])
@@ -166,13 +171,16 @@ def test_bad_rows_are_named_by_file_and_line_or_skipped_and_counted(qdir, tiny_v
     assert "'correct_ans' 'Very low' is not among the candidates" in skipped[1].reason
     assert "unknown 'type' 7" in skipped[2].reason
     m = run_qbench(
-        {
-            "task": "a1",
-            "model": {"path": str(tiny_vlm_path)},
-            "data": str(path),
-            "out": str(qdir / "o"),
-            "skip_bad": True,
-        }
+        parse(
+            QbenchEvalSettings,
+            {
+                "task": "a1",
+                "model": {"path": str(tiny_vlm_path)},
+                "data": str(path),
+                "out": str(qdir / "o"),
+                "skip_bad": True,
+            },
+        )
     )
     assert m["skipped"] == 3 and m["n"] == 1
     assert len((qdir / "o" / "skipped.jsonl").read_text().splitlines()) == 3
@@ -231,7 +239,7 @@ def test_generate_mode_answers_from_greedy_replies_and_metrics_record_the_protoc
     from reward.vlm import load_vlm
 
     cfg = {"task": "a1", "model": {"path": str(tiny_vlm_path)}, "data": str(qdir / "q.json"), "seed": 1}
-    m = run_qbench({**cfg, "out": str(qdir / "gen"), "a1": {"mode": "generate"}})
+    m = run_qbench(parse(QbenchEvalSettings, {**cfg, "out": str(qdir / "gen"), "a1": {"mode": "generate"}}))
     rows = [json.loads(line) for line in (qdir / "gen" / "answers.jsonl").read_text().splitlines()]
     questions, _ = load_questions(qdir / "q.json")
     vlm = load_vlm(tiny_vlm_path)
@@ -249,10 +257,10 @@ def test_generate_mode_answers_from_greedy_replies_and_metrics_record_the_protoc
     assert saved["protocol"]["mode"] == "generate" and saved["protocol"]["max_new_tokens"] == 32
     assert saved["protocol"]["prompt"] == "paper" and saved["protocol"]["shuffle"] is True
     assert "(generate, paper prompt)" in (qdir / "gen" / "metrics.md").read_text()
-    logprob = run_qbench({**cfg, "out": str(qdir / "lp")})
+    logprob = run_qbench(parse(QbenchEvalSettings, {**cfg, "out": str(qdir / "lp")}))
     assert logprob["protocol"]["mode"] == "logprob" and logprob["unparsed"] == 0
     with pytest.raises(ValueError, match="a1.mode='sample': choose one of logprob, generate"):
-        run_qbench({**cfg, "out": str(qdir / "bad"), "a1": {"mode": "sample"}})
+        run_qbench(parse(QbenchEvalSettings, {**cfg, "out": str(qdir / "bad"), "a1": {"mode": "sample"}}))
 
 
 def test_harness_loading_knobs_reach_the_loaded_model(qdir, tiny_vlm_path):

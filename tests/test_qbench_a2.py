@@ -11,7 +11,9 @@ import pytest
 from fastapi import FastAPI, Request
 
 from conftest import random_images
+from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.config import parse
 from reward.qbench.a2_description import PROMPTS, parse_score
 from reward.testing.loopback import serve
 
@@ -79,7 +81,7 @@ def test_judge_scores_are_parsed_and_averaged_over_five_rounds(tmp_path, tiny_vl
             },
         },
     }
-    m = run_qbench(cfg)
+    m = run_qbench(parse(QbenchEvalSettings, cfg))
     assert len(seen) == 2 * 3 * 5 and {b["model"] for b in seen} == {"judge-x"}
     for part in ("single", "pair"):  # precision rounds 1,0,1,0,1 -> 0.6; relevance 2,2,2,2,(none) -> 2
         assert m[part] == {
@@ -112,7 +114,7 @@ def test_without_a_judge_descriptions_are_written_and_scoring_is_skipped(tmp_pat
         "a2": {"max_new_tokens": 4},
     }
     with caplog.at_level(logging.WARNING):
-        m = run_qbench(cfg)
+        m = run_qbench(parse(QbenchEvalSettings, cfg))
     assert m == {"descriptions": 2, "skipped": 0, "scored": False}
     assert "no judge configured" in caplog.text and "a2.judge.base_url" in caplog.text
     assert not (tmp_path / "out" / "metrics.json").exists()

@@ -10,7 +10,9 @@ import pytest
 from scipy import stats
 
 from conftest import random_images
+from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
+from reward.core.config import parse
 from reward.qbench.a3_leaderboard import dataset_names
 from reward.vlm import OptionQuery
 
@@ -68,13 +70,16 @@ def test_ensemble_table_matches_hand_computed_correlations_from_one_pass_per_bat
     vlm_module.VLM.option_logprobs = counting
     try:
         result = run_qbench(
-            {
-                "task": "a3",
-                "model": {"path": str(tiny_vlm_path)},
-                "data": data,
-                "out": str(tmp_path / "out"),
-                "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
-            }
+            parse(
+                QbenchEvalSettings,
+                {
+                    "task": "a3",
+                    "model": {"path": str(tiny_vlm_path)},
+                    "data": data,
+                    "out": str(tmp_path / "out"),
+                    "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
+                },
+            )
         )
     finally:
         vlm_module.VLM.option_logprobs = original
@@ -90,7 +95,12 @@ def test_ensemble_table_matches_hand_computed_correlations_from_one_pass_per_bat
     table = (tmp_path / "out" / "leaderboard.md").read_text()
     assert "| variant | koniq | agiqa | mean |" in table and "| good+high+fine-poor+low+bad |" in table
 
-    plain = run_qbench({"task": "a3", "model": {"path": str(tiny_vlm_path)}, "data": data, "out": str(tmp_path / "p")})
+    plain = run_qbench(
+        parse(
+            QbenchEvalSettings,
+            {"task": "a3", "model": {"path": str(tiny_vlm_path)}, "data": data, "out": str(tmp_path / "p")},
+        )
+    )
     for name in MOS:  # the default qbench reward is the good-poor row
         assert plain["datasets"][name]["score"]["srcc"] == pytest.approx(expected[name]["good-poor"][0], abs=1e-6)
 
@@ -100,35 +110,25 @@ def test_any_registered_reward_ranks_with_its_dimensions_and_only_qbench_has_the
     assert list(dataset_names(["a/r.jsonl", "b/r.jsonl"])) == ["a/r", "b/r"]
     _manifests(tmp_path)
     data = [str(tmp_path / n / f"{n}.jsonl") for n in MOS]
-    r = run_qbench(
-        {
-            "task": "a3",
-            "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
-            "data": data,
-            "out": str(tmp_path / "s"),
-        }
-    )
+    cfg = {"task": "a3", "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)}, "data": data}
+    r = run_qbench(parse(QbenchEvalSettings, {**cfg, "out": str(tmp_path / "s")}))
     assert list(r["datasets"]["koniq"]) == ["score", "lighting", "harmony"]
     assert r["protocol"]["reward"]["fusion"] == "mean"  # sa-iqa without fusion weights: recorded with the table
     assert -1.0 <= r["mean"]["lighting"]["srcc"] <= 1.0
     with (tmp_path / "agiqa" / "agiqa.jsonl").open("a") as f:
         f.write(json.dumps({"image": "gone.png", "dimension": "overall", "mos": 2}) + "\n")
     with pytest.raises(FileNotFoundError, match=r"agiqa.jsonl:6: image .*gone.png not found"):
-        run_qbench(
-            {
-                "task": "a3",
-                "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
-                "data": data,
-                "out": str(tmp_path / "s2"),
-            }
-        )
+        run_qbench(parse(QbenchEvalSettings, {**cfg, "out": str(tmp_path / "s2")}))
     with pytest.raises(ValueError, match="a3.ensemble=true reads the good/poor synonyms of reward=qbench"):
         run_qbench(
-            {
-                "task": "a3",
-                "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
-                "data": [str(tmp_path / "koniq" / "koniq.jsonl")],
-                "out": str(tmp_path / "o"),
-                "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
-            }
+            parse(
+                QbenchEvalSettings,
+                {
+                    "task": "a3",
+                    "reward": {"name": "sa-iqa", "model": str(tiny_scorer_path)},
+                    "data": [str(tmp_path / "koniq" / "koniq.jsonl")],
+                    "out": str(tmp_path / "o"),
+                    "a3": {"ensemble": True, "temperature": 1.0},  # eq. 1-2 literally (the hand computation's T)
+                },
+            )
         )

@@ -12,6 +12,7 @@ from hydra import initialize_config_dir
 from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_questions
 from training.commands.sft import SftSettings, _train_dataset, parse_settings
@@ -108,9 +109,11 @@ def test_qbench_eval_config_composes_and_a3_reads_model_path(tmp_path, tiny_vlm_
         )
     assert cfg.reward.name == "qbench" and cfg.a3.ensemble is False
     with pytest.raises(ValueError, match="task='a4'"):
-        run_qbench({"task": "a4", "data": "x", "out": "o"})
+        run_qbench(parse(QbenchEvalSettings, {"task": "a4", "data": "x", "out": "o"}))
     img = tmp_path / "a.png"
     question_at(0, 0, size=32, families=["scene-dim"])["images"][0].save(img)
     (tmp_path / "r.jsonl").write_text(json.dumps({"image": "a.png", "dimension": "overall", "mos": 3}) + "\n")
     with pytest.raises(ValueError, match="needs a VLM: pass model.path"):
-        run_qbench({"task": "a3", "data": [str(tmp_path / "r.jsonl")], "out": str(tmp_path / "o")})
+        run_qbench(
+            parse(QbenchEvalSettings, {"task": "a3", "data": [str(tmp_path / "r.jsonl")], "out": str(tmp_path / "o")})
+        )

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from hydra import initialize_config_dir
 
+from reward.commands.qbench_eval import QbenchEvalSettings
 from reward.commands.qbench_eval import run as run_qbench
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.perception_questions import write_questions
@@ -51,7 +53,7 @@ def _tune_then_answer(
 
     def a1(model: Path, out: str) -> dict:
         settings = {"task": "a1", "model": {"path": str(model)}, "data": str(held), "out": str(tmp_path / out)}
-        return run_qbench({**settings, "a1": {"shuffle": shuffle}})
+        return run_qbench(parse(QbenchEvalSettings, {**settings, "a1": {"shuffle": shuffle}}))
 
     return a1(tiny_vlm_path, "before"), a1(tmp_path / "run" / "scorer", "after")
 

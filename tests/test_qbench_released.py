@@ -8,6 +8,8 @@ import json
 import pytest
 
 from conftest import random_images
+from reward.commands.qbench_eval import QbenchEvalSettings
+from reward.core.config import parse
 from reward.data import DatasetImage, load_image
 from reward.data.manifest import ManifestError
 from reward.qbench.a1_questions import hf_row, image_name, load_questions
@@ -103,7 +105,10 @@ def test_task_a1_answers_an_hf_table(tmp_path, tiny_vlm_path):
     ds.save_to_disk(str(tmp_path / "dev"))
     out = tmp_path / "out"
     metrics = run_qbench(
-        {"task": "a1", "model": {"path": str(tiny_vlm_path)}, "data": str(tmp_path / "dev"), "out": str(out)}
+        parse(
+            QbenchEvalSettings,
+            {"task": "a1", "model": {"path": str(tiny_vlm_path)}, "data": str(tmp_path / "dev"), "out": str(out)},
+        )
     )
     assert metrics["n"] == 2 and metrics["single"]["by_type"]["how"]["n"] == 1
     answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]

@@ -28,6 +28,7 @@ from fusion.commands.fit import FusionSettings
 from pace_judge.commands.judge import JudgeSettings
 from pace_judge.commands.memory import MemorySettings
 from reward.core.cli import compose
+from reward.core.config import parse
 from rl.commands.flow_grpo import FlowGrpoSettings
 from rl.commands.grpo import GrpoSettings
 from rl.tasks import TasksSettings
@@ -477,28 +478,16 @@ def test_every_recipe_runs_in_order_at_its_own_geometry_on_two_processes(
         == 0
     )
     vlm = f"model={tiny_vlm_path}"
-    judged = run_judge(
-        compose(
-            "judge",
-            ["+recipe=pace-fast", vlm, "dimension=quality", "images=images", "out=judged"],
-            schema=JudgeSettings,
-        )
-    )
+
+    def judge(*argv: str) -> list:
+        return run_judge(parse(JudgeSettings, compose("judge", ["+recipe=pace-fast", vlm, *argv])))
+
+    judged = judge("dimension=quality", "images=images", "out=judged")
     assert judged and Path("judged/scores.jsonl").is_file()
-    stored = run_judge(
-        compose(
-            "judge", ["+recipe=pace-fast", vlm, "dimension=sharpness", "images=images", "out=j2"], schema=JudgeSettings
-        )
-    )
+    stored = judge("dimension=sharpness", "images=images", "out=j2")
     assert stored and Path("j2/scores.jsonl").is_file()
     from reward.core.errors import UserError
 
     with pytest.raises(UserError, match=r"no expert names it and no stored protocol is within theta=0.8"):
-        run_judge(
-            compose(
-                "judge",
-                ["+recipe=pace-fast", vlm, "dimension=text legibility", "images=images", "out=j3"],
-                schema=JudgeSettings,
-            )
-        )
+        judge("dimension=text legibility", "images=images", "out=j3")
     assert torch.isfinite(torch.tensor([json.loads(ln)["score"] for ln in Path("judged/scores.jsonl").open()])).all()

@@ -12,6 +12,9 @@ import pytest
 import torch
 
 from conftest import random_images
+from fusion.commands.fit import FusionSettings
+from reward.commands.evaluate import EvaluateSettings
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.fingerprints import weights_fingerprint
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeights, save_weights
@@ -63,7 +66,12 @@ def test_evaluate_records_the_fusion_in_its_metrics(tiny_scorer_path, tmp_path):
     rows = [{"image": f"{i}.png", "dimension": "lighting", "mos": 1.0 + i} for i in range(4)]
     (tmp_path / "data" / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = {"reward": {"name": "sa-iqa", "model": str(_scorer(tiny_scorer_path, tmp_path))}}
-    run_evaluate({**cfg, "data": str(tmp_path / "data" / "r.jsonl"), "out": str(tmp_path / "out"), "bootstrap": 0})
+    run_evaluate(
+        parse(
+            EvaluateSettings,
+            {**cfg, "data": str(tmp_path / "data" / "r.jsonl"), "out": str(tmp_path / "out"), "bootstrap": 0},
+        )
+    )
     meta = json.loads((tmp_path / "out" / "metrics.json").read_text())["meta"]
     assert meta["reward"]["fusion"] == "mean"
     scorer = meta["reward"]["scorer"]  # what fit reads beside these scores: the scorer by its weights' content
@@ -138,6 +146,6 @@ def test_fit_records_the_scorer_of_an_evaluate_run_and_the_reward_accepts_it(tin
     (run / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
     out = scorer / WEIGHTS_FILENAME
     cfg = {"pairs": str(run / "pairs.jsonl"), "scores": str(run / "scores.jsonl"), "out": str(out), "bootstrap": 0}
-    fitted = run_fit(cfg).meta["fitted_on"]
+    fitted = run_fit(parse(FusionSettings, cfg)).meta["fitted_on"]
     assert fitted == {"path": str(scorer), "weights": weights_fingerprint(scorer)}
     assert get_reward("sa-iqa", {"model": str(scorer)}).record["fusion_fitted_on"] == fitted

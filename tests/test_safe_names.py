@@ -14,6 +14,7 @@ from PIL import Image
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.data.files import safe_name
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -82,7 +83,9 @@ def test_a_dimension_naming_a_path_writes_inside_out_and_leaves_the_victim_untou
     victim = Path(os.path.normpath(out / "scatter_.." / ".." / ".." / ".." / "victim" / "photo.png"))
     victim.parent.mkdir(parents=True)
     victim.write_bytes(b"the user's photo")
-    run_evaluate(_cfg(**{"reward.model": tiny_vlm_path, "data": data / "ratings.jsonl", "out": out}))
+    run_evaluate(
+        parse(EvaluateSettings, _cfg(**{"reward.model": tiny_vlm_path, "data": data / "ratings.jsonl", "out": out}))
+    )
     assert victim.read_bytes() == b"the user's photo"
     plots = sorted(p.name for p in out.rglob("scatter_*"))
     assert len(plots) == 3  # one per dimension: a/b and a:b do not share a file

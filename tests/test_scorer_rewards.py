@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reward.rewards.reasoning_iqa import from_prompt_scale, to_prompt_scale
+from reward.rewards.reasoning_iqa import to_prompt_scale
 from reward.rewards.reasoning_prompts import parse_score
 from training.scorer_rewards import degradation_reward, format_reward, ranking_reward, score_reward
 
@@ -41,7 +41,7 @@ def test_q_insight_answers_are_read_by_their_rating_key_in_the_first_answer():
 
 def test_mos_scale_maps_onto_1_to_5_and_back():
     assert to_prompt_scale(0, (0, 100)) == 1.0 and to_prompt_scale(75, (0, 100)) == 4.0
-    assert from_prompt_scale(4.0, (0, 100)) == 75.0
+    assert to_prompt_scale(100, (0, 100)) == 5.0 and to_prompt_scale(3, (1, 5)) == 3.0
 
 
 def test_q_insight_score_reward_is_one_within_the_threshold_only():

@@ -11,7 +11,6 @@ from reward.rewards.scoring import (
     LEVEL_VALUES,
     LEVEL_WORDS,
     expected_value,
-    good_poor_softmax,
     synonym_ensemble,
 )
 
@@ -62,20 +61,25 @@ def test_expected_value_rejects_nan():
         expected_value(torch.tensor([[0.0, float("nan")]]), [1.0, 2.0])
 
 
-def test_good_poor_softmax_hand_computed():
+def eq_1(good: torch.Tensor, poor: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Q-Bench+ eq. 1 (one word a side) as the library computes it: the synonym ensemble of one word each."""
+    return synonym_ensemble(good[:, None], poor[:, None], temperature)
+
+
+def test_eq_1_hand_computed():
     # e^ln3 / (e^ln3 + e^0) = 3/4;  e^1 / (e^1 + e^1) = 1/2;  e^0 / (e^0 + e^ln4) = 1/5
     good = torch.tensor([math.log(3.0), 1.0, 0.0])
     poor = torch.tensor([0.0, 1.0, math.log(4.0)])
-    assert good_poor_softmax(good, poor).tolist() == pytest.approx([0.75, 0.5, 0.2])
+    assert eq_1(good, poor).tolist() == pytest.approx([0.75, 0.5, 0.2])
 
 
-def test_good_poor_softmax_temperature():
+def test_eq_1_temperature():
     # T = 2: e^(ln9/2) / (e^(ln9/2) + 1) = 3 / 4
-    assert good_poor_softmax(torch.tensor([math.log(9.0)]), torch.tensor([0.0]), 2.0).tolist() == pytest.approx([0.75])
+    assert eq_1(torch.tensor([math.log(9.0)]), torch.tensor([0.0]), 2.0).tolist() == pytest.approx([0.75])
 
 
-def test_good_poor_softmax_is_stable_for_huge_logits():
-    out = good_poor_softmax(torch.tensor([1e4, -1e4, 1e4]), torch.tensor([-1e4, 1e4, 1e4]))
+def test_eq_1_is_stable_for_huge_logits():
+    out = eq_1(torch.tensor([1e4, -1e4, 1e4]), torch.tensor([-1e4, 1e4, 1e4]))
     assert torch.isfinite(out).all()
     assert out.tolist() == pytest.approx([1.0, 0.0, 0.5])
 
@@ -89,19 +93,12 @@ def test_synonym_ensemble_sums_logits_inside_the_softmax():
     assert synonym_ensemble(pos, neg).item() != pytest.approx(1.0 / (1.0 + math.exp(-1.0 / 3.0)))
 
 
-def test_synonym_ensemble_with_one_word_each_equals_eq_1():
-    g = torch.tensor([0.3, -2.0, 5.0])
-    p = torch.tensor([1.0, 0.5, 4.0])
-    torch.testing.assert_close(synonym_ensemble(g[:, None], p[:, None]), good_poor_softmax(g, p))
-
-
 def test_synonym_ensemble_unequal_set_sizes():
     # P = [ln 2] (sum ln 2), N = [0, 0] (sum 0) -> 2 / (2 + 1) = 2/3
     out = synonym_ensemble(torch.tensor([[math.log(2.0)]]), torch.tensor([[0.0, 0.0]]))
     assert out.tolist() == pytest.approx([2.0 / 3.0])
 
 
-@pytest.mark.parametrize("fn", [good_poor_softmax, synonym_ensemble])
-def test_non_positive_temperature_is_rejected(fn):
+def test_non_positive_temperature_is_rejected():
     with pytest.raises(ValueError, match="temperature"):
-        fn(torch.zeros(1, 1), torch.zeros(1, 1), 0.0)
+        synonym_ensemble(torch.zeros(1, 1), torch.zeros(1, 1), 0.0)

@@ -8,6 +8,8 @@ plain forward pass per image, on images of different sizes (so that a wrong grou
 from __future__ import annotations
 
 import logging
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +21,10 @@ from reward.eval.parallel import score_images
 from reward.rewards.qbench import QBenchConfig, QBenchReward
 from reward.vlm import OptionQuery, load_vlm
 from reward.vlm.inputs import device_preprocessing, fast_image_processor
-from reward.vlm.model import ScoringSpeed
 from reward.vlm.vision_attention import batched_vision_attention, varlen_sdpa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the paths the default replaced: the bench's
+from scoring_paths import ScoringSpeed, use_speed  # noqa: E402
 
 WORDS = ("excellent", "good", "fair", "poor", "bad")
 QUERIES = [
@@ -53,11 +57,11 @@ def test_fast_path_equals_the_unoptimised_path_and_a_plain_forward(vlm25):
     assert torch.cdist(expected, expected).fill_diagonal_(1).min() > 1e-3  # a reordering would show
     results = {}
     for name, speed in (("fast", ScoringSpeed()), ("unoptimised", ScoringSpeed.unoptimised())):
-        vlm25.speed = speed
+        use_speed(vlm25, speed)
         for reuse in (True, False):
             results[name, reuse] = vlm25.option_logprobs(groups, QUERIES, reuse_prefix=reuse).logprobs
         results[name, "one query"] = vlm25.option_logprobs(groups, QUERIES[:1]).logprobs
-    vlm25.speed = ScoringSpeed()
+    use_speed(vlm25, ScoringSpeed())
     reference = results["unoptimised", False]
     for key, got in results.items():
         assert (got - reference[:, : got.shape[1]]).abs().max() < 1e-4, key
@@ -113,7 +117,7 @@ def test_without_torchvision_preprocess_device_falls_back_to_the_pil_processor(t
     assert "torchvision is not importable" in device_preprocessing(image_processor, torch.device("cuda"))
     imgs = [[im] for im in _images([(56, 56), (112, 84), (28, 84)])]
     host = vlm.option_logprobs(imgs, QUERIES[:1]).logprobs
-    vlm.speed = ScoringSpeed(preprocess="device")
+    use_speed(vlm, ScoringSpeed(preprocess="device"))
     with caplog.at_level(logging.INFO, logger="reward.vlm.model"):
         fallback = vlm.option_logprobs(imgs, QUERIES[:1]).logprobs
         vlm.option_logprobs(imgs, QUERIES[:1])
@@ -148,11 +152,11 @@ def test_workers_prepare_the_images_and_the_scores_do_not_change(vlm25, tmp_path
     fast = score_images(reward, items, batch_size=5, num_workers=2)
     assert set(reward.received) == {"PreparedImages"}
     reward.received = []
-    vlm25.speed = ScoringSpeed.unoptimised()
+    use_speed(vlm25, ScoringSpeed.unoptimised())
     try:
         old = score_images(reward, items, batch_size=5, num_workers=0, prepare_in_workers=False)
     finally:
-        vlm25.speed = ScoringSpeed()
+        use_speed(vlm25, ScoringSpeed())
     assert set(reward.received) == {"Image"}
     diffs = [abs(fast.scores[k]["score"] - old.scores[k]["score"]) for k in old.scores]
     assert len(diffs) == len(imgs) and max(diffs) < 1e-5

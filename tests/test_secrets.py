@@ -13,7 +13,9 @@ import pytest
 from hydra import initialize_config_dir
 
 from conftest import run_cli
+from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import compose, setup_logging
+from reward.core.config import parse
 from reward.core.outputs import prepare_output
 from reward.core.secrets import REDACTED
 from training.commands.sft import SftSettings
@@ -36,7 +38,6 @@ def _files_holding(folder: Path, *values: str) -> list[str]:
     [("sft", "trainer.hub_token"), ("sft", "+trainer.wandb_api_key"), ("evaluate", "reward.server.apiKey")],
 )
 def test_a_token_given_as_a_setting_is_refused_in_one_line_saying_where_it_goes(command, key, tmp_path, capsys):
-    from reward.commands.evaluate import EvaluateSettings
     from reward.commands.evaluate import run as run_evaluate
     from training.commands.sft import run as run_sft
 
@@ -79,7 +80,7 @@ def test_the_model_cards_command_says_a_token_was_given():
 
 @pytest.mark.parametrize("flag", [["--cfg", "job"], ["--help"]])
 def test_printed_settings_never_show_a_url_password(flag, capsys, tmp_path):
-    from reward.commands.evaluate import EvaluateSettings, run
+    from reward.commands.evaluate import run
     from reward.core.cli import main
 
     password = _secret("pw")
@@ -147,7 +148,6 @@ def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_v
     import numpy as np
     from PIL import Image
 
-    from reward.commands.evaluate import EvaluateSettings
     from reward.commands.evaluate import run as run_evaluate
     from reward.testing.openai_server import serve_openai
 
@@ -175,7 +175,7 @@ def test_an_evaluation_through_a_server_with_an_api_key_writes_it_nowhere(tiny_v
             with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
                 cfg = compose("evaluate", overrides=overrides, schema=EvaluateSettings)
             setup_logging()
-            assert run_evaluate(cfg)["lighting"]["n"] == 3
+            assert run_evaluate(parse(EvaluateSettings, cfg))["lighting"]["n"] == 3
     assert _files_holding(tmp_path, named, from_env) == []
     logs = capfd.readouterr()
     assert named not in logs.out + logs.err and from_env not in logs.out + logs.err

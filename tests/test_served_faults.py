@@ -20,6 +20,7 @@ from reward import get_reward
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.eval.evaluation import NothingScored
 from reward.vlm import OptionQuery
 from reward.vlm.server import AnswerError, OpenAIBackend, ServerConfig, letter_logprobs
@@ -135,7 +136,7 @@ def _evaluate(url: str, data: Path, out: Path) -> dict:
     overrides += [f"+reward.server.base_urls=[{url}]", "reward.server.model=tiny", "num_workers=0"]
     overrides += [f"reward.server.{k}={v}" for k, v in FAST.items()]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return run_evaluate(compose("evaluate", overrides=overrides, schema=EvaluateSettings))
+        return run_evaluate(parse(EvaluateSettings, compose("evaluate", overrides=overrides, schema=EvaluateSettings)))
 
 
 @pytest.mark.slow

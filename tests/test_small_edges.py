@@ -17,6 +17,7 @@ from PIL import Image
 
 from fusion.commands.fit import FusionSettings
 from reward.commands.dataset_manifest import DatasetManifestSettings
+from reward.core.config import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKING_EVALUATE = """
@@ -170,7 +171,7 @@ def _fit(pairs: Path, scores: Path, *extra: str):
     from reward.core.cli import compose
 
     argv = [f"pairs={pairs}", f"scores={scores}", f"out={pairs.parent / 'w.json'}", "bootstrap=0", *extra]
-    return run_fit(compose("fit", argv, schema=FusionSettings))
+    return run_fit(parse(FusionSettings, compose("fit", argv, schema=FusionSettings)))
 
 
 def test_fusion_refuses_a_dimension_written_as_strings_naming_file_and_line(tmp_path):
@@ -321,7 +322,7 @@ def run(cfg):
     logging.getLogger("reward").info("logged at the end")
     print("printed, not flushed", end="")
     return "result"
-print(" / main returned", main("evaluate", run, schema=EvaluateSettings, argv=[]))
+print(" / main returned", main("evaluate", run, schema=EvaluateSettings, argv=["reward=qbench", "data=d", "out=o"]))
 """
 
 

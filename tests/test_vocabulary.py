@@ -28,14 +28,14 @@ def test_every_reward_names_its_model_reward_model():
 
     assert parse(SaIqaConfig, {"model": "/scorer"}, where="reward").model == "/scorer"
     assert parse(QBenchConfig, {"model": "/vlm"}, where="reward").model == "/vlm"
-    pace = parse(PaceConfig, {"model": "/vlm", "dtype": "bfloat16", "batch_size": 4}, where="reward")
+    pace = parse(PaceConfig, {"model": "/vlm", "dtype": "bfloat16", "batch_size": 4, "protocol": "p"}, where="reward")
     assert (pace.model, pace.dtype, pace.batch_size) == ("/vlm", "bfloat16", 4)
     with pytest.raises(UserError, match=r"unknown key reward.path"):  # no alias: an unknown key
         parse(SaIqaConfig, {"path": "/scorer"}, where="reward")
 
 
 def test_the_judge_has_its_loading_knobs_in_one_place():
-    cfg = compose("judge", ["model=/vlm", "dtype=float32", "images=i", "out=o"], schema=JudgeSettings)
+    cfg = compose("judge", ["model=/vlm", "dtype=float32", "protocol=p", "images=i", "out=o"], schema=JudgeSettings)
     assert cfg.model == "/vlm" and cfg.dtype == "float32" and cfg.max_pixels == 802816
     knobs = ("dtype", "device", "device_map", "attn_implementation", "min_pixels", "max_pixels", "batch_size")
     assert all(k in cfg for k in knobs)
@@ -104,7 +104,9 @@ def test_the_judge_sections_are_typed_and_still_take_the_plus_of_their_untyped_d
     """server, crops and agents are typed with their dataclasses (their keys and defaults are checked and shown);
     ``+agents.retries=1``, needed when agents was an untyped dict, still sets the key."""
     cfg = compose(
-        "judge", ["protocol=p", "images=i", "out=o", "+agents.retries=1", "crops.grid=[3,3]"], schema=JudgeSettings
+        "judge",
+        ["model=m", "protocol=p", "images=i", "out=o", "+agents.retries=1", "crops.grid=[3,3]"],
+        schema=JudgeSettings,
     )
     assert (cfg.agents.retries, cfg.agents.max_rounds, list(cfg.crops.grid), cfg.server.top_logprobs) == (
         1,

@@ -1,1 +1,1 @@
-"""The logic of fusion's command: ``perceptual-rewards fit`` runs ``fusion.commands.fit.run(cfg)``."""
+"""The logic of fusion's command: ``perceptual-rewards fit`` runs ``fusion.commands.fit.run(settings)``."""

@@ -1,6 +1,6 @@
-"""What ``perceptual-rewards fit`` does, callable from tests: settings → pairs → fit → intervals → comparison → files.
+"""What ``perceptual-rewards fit`` does: settings → pairs → fit → intervals → comparison → files.
 
->>> parse(FusionSettings, {"pairs": "p.jsonl", "scores": "s.jsonl"}).out
+>>> FusionSettings(pairs="p.jsonl", scores="s.jsonl").out
 'fusion_weights.json'
 """
 
@@ -21,7 +21,7 @@ from omegaconf import MISSING
 from fusion.bradley_terry import TIE_MODELS, BTFit, FitOptions, fit_bradley_terry, pairwise_accuracy
 from fusion.inputs import PairData, load_pair_data, scored_by
 from fusion.uncertainty import ComparisonRow, bootstrap_intervals, heldout_comparison
-from reward.core.config import BATCH, parse
+from reward.core.config import BATCH
 from reward.core.errors import UserError
 from reward.core.fingerprints import weights_fingerprint
 from reward.core.outputs import RunComplete, check_output_file, differences, fingerprint, path_inputs
@@ -130,15 +130,17 @@ class FusionSettings:
     )
 
     def __post_init__(self) -> None:
-        problems = []
-        if (self.scores is None) == (self.reward is None):
-            problems.append("give exactly one of scores=SCORES.jsonl or reward=NAME (e.g. reward=sa-iqa)")
-        if isinstance(self.reward, str):
+        if isinstance(self.reward, str):  # reward=NAME given as a bare name
             self.reward = {"name": self.reward}
+
+    def problems(self) -> list[str]:
+        found = []
+        if (self.scores is None) == (self.reward is None):
+            found.append("give exactly one of scores=SCORES.jsonl or reward=NAME (e.g. reward=sa-iqa)")
         if self.reward is not None and not (
             isinstance(self.reward, dict) and isinstance(self.reward.get("name"), str)
         ):
-            problems.append(
+            found.append(
                 f"reward={self.reward!r} must name a registered reward: reward=NAME selects configs/reward/NAME.yaml"
             )
         dims = self.dimensions
@@ -155,21 +157,21 @@ class FusionSettings:
             "holdout": (0 <= self.holdout < 1, "a fraction in [0, 1), e.g. 0.2"),
             "out": (self.out.endswith(".json"), "a path ending in .json"),
         }
-        problems += [f"{k}={getattr(self, k)!r} must be {expected}" for k, (ok, expected) in checks.items() if not ok]
-        if problems:
-            raise UserError(
-                "invalid fusion settings: " + "; ".join(problems) + ". Run e.g. `perceptual-rewards fit "
-                "pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every key: perceptual-rewards fit --help)."
+        found += [f"{k}={getattr(self, k)!r} must be {want}" for k, (ok, want) in checks.items() if not ok]
+        if found:  # the command to run, once after the list
+            found[-1] += (
+                ". Run e.g. `perceptual-rewards fit pairs=PAIRS.jsonl scores=SCORES.jsonl out=WEIGHTS.json` (every "
+                "key: perceptual-rewards fit --help)."
             )
+        return found
 
 
 MIN_DECIDED_FOR_CI = 10  # fewer decided (non-tie) pairs: no bootstrap interval is reported, and the file says why
 
 
-def run(cfg: Mapping[str, Any]) -> FusionWeights:
-    """Set up (the settings, the output file, the pairs and their scores), fit the weights with their intervals and
-    held-out comparison, report (the tables, ``out`` as JSON and its ``.png`` bar chart)."""
-    settings = parse(FusionSettings, cfg)
+def run(settings: FusionSettings) -> FusionWeights:
+    """Set up (the output file, the pairs and their scores), fit the weights with their intervals and held-out
+    comparison, report (the tables, ``out`` as JSON and its ``.png`` bar chart)."""
     data, run_meta = set_up(settings)
     weights, comparison = fit_weights(settings, data, run_meta)
     return report(settings, data, weights, comparison)

@@ -16,8 +16,7 @@ from pace_judge.calibration import CalibrationSource, calibrate, evaluate_test
 from pace_judge.config import DEFAULT_MAX_PIXELS, load_backend
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import Protocol, load_protocol, save_protocol
-from reward.core.config import BATCH, parse
-from reward.core.errors import UserError
+from reward.core.config import BATCH
 from reward.core.outputs import fingerprint, path_inputs, prepare_output
 from reward.core.summary import log_summary
 from reward.data.manifest import allow_absolute_paths_field
@@ -74,11 +73,19 @@ class CalibrateSettings(CalibrationSource):
     )
     allow_absolute_paths: bool = allow_absolute_paths_field()
 
+    def problems(self, where: str = "") -> list[str]:
+        found = super().problems(where)
+        if not self.benchmark and not self.pipeline:
+            found.append(
+                "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
+                "or use benchmark=MANIFEST"
+            )
+        return found
 
-def run(cfg: Any, backend: Any = None) -> Protocol:
+
+def run(settings: CalibrateSettings, backend: Any = None) -> Protocol:
     """Calibrate the protocol; returns it as written (and stored in the memory bank, if set). ``backend``: the
     Generator agent's and the test split's model (default: ``model.path`` or the servers, loaded when needed)."""
-    settings = parse(CalibrateSettings, cfg, where="")
     protocol, target, output, inputs = set_up(settings)
     agent = not settings.benchmark and not (settings.prompts.positive and settings.prompts.negative)
     calibrate(settings, protocol, target.resolve().parent, backend or (_backend(settings) if agent else None))
@@ -116,11 +123,6 @@ def set_up(settings: CalibrateSettings) -> tuple[Protocol, Path, Any, dict[str, 
     if settings.benchmark:
         read = {k: v for k, v in config.items() if k not in ("out", "output", "memory", "overwrite")}
         return protocol, target, None, {k: fingerprint(v) for k, v in path_inputs(read).items()}
-    if not settings.pipeline:
-        raise UserError(
-            "generative calibration needs pipeline=DIR (a diffusers text-to-image checkpoint), "
-            "or use benchmark=MANIFEST"
-        )
     settings.out = str(settings.out or target.resolve().parent / "calibration")
     output = prepare_output(  # held (with its folder's lock) until the calibration is done
         settings.out,

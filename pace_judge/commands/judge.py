@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from pace_judge.agents import ProtocolBuildError
 from pace_judge.config import PaceConfig, validate
 from pace_judge.protocol import load_protocol
-from reward.core.config import BATCH, PIXELS, RESUME, parse, resume_mode
+from reward.core.config import BATCH, PIXELS, RESUME, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import RUN_FILE, fingerprint, may_change_keys, prepare_output
 from reward.core.summary import log_summary
@@ -65,10 +65,9 @@ class JudgeSettings(PaceConfig):
     )
 
 
-def run(cfg: Any) -> list[dict[str, Any]]:
+def run(settings: JudgeSettings) -> list[dict[str, Any]]:
     """Score every image of ``images`` into ``out/scores.jsonl`` (and ``summary.json``); returns the rows. Everything
     checkable without a model is checked first; images already scored are skipped on ``resume=auto``."""
-    settings = parse(JudgeSettings, cfg, where="")
     output, files, done = set_up(settings)
     reward, rows, skipped = judge(settings, output, files, done)
     report(settings, output, reward, done + rows, skipped)

@@ -12,8 +12,7 @@ from omegaconf import MISSING
 
 from pace_judge.memory_bank import Embedder, MemoryBank
 from pace_judge.protocol import load_protocol, protocol_to_dict
-from reward.core.cli import check_subcommand
-from reward.core.config import parse
+from reward.core.cli import subcommand_problems
 from reward.core.summary import log_summary
 
 logger = logging.getLogger(__name__)
@@ -48,10 +47,12 @@ class MemorySettings:
         metadata={"help": "import: accept absolute anchor paths (default: inside the protocol's folder)"},
     )
 
+    def problems(self) -> list[str]:
+        return subcommand_problems(self, NEEDS)
 
-def run(cfg: Any) -> Any:
-    settings = parse(MemorySettings, cfg, where="")
-    check_subcommand(settings, NEEDS)
+
+def run(settings: MemorySettings) -> Any:
+    """Run the subcommand on the memory bank; returns what it lists, shows, imports or routes."""
     bank = MemoryBank(settings.memory, Embedder(settings.embedder))
     result: Any = None
     if settings.cmd == "list":

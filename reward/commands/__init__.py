@@ -1,2 +1,2 @@
 """The logic of reward's commands, one module per entry script: ``reward/NAME.py`` runs
-``reward.commands.NAME.run(cfg)`` (``evaluate``, ``qbench_eval``)."""
+``reward.commands.NAME.run(settings)`` (``evaluate``, ``qbench_eval``)."""

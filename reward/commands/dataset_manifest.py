@@ -16,7 +16,6 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.outputs import check_output_file
 from reward.core.summary import log_summary
@@ -51,10 +50,13 @@ class DatasetManifestSettings:
         metadata={"help": "true: an existing manifest (and its sidecar) is moved aside to NAME.old-<time>"},
     )
 
+    def problems(self) -> list[str]:
+        wrong = self.out and Path(self.out).suffix != ".jsonl"
+        return [f"out={self.out}: a manifest is a .jsonl file"] if wrong else []
 
-def run(cfg: Any) -> dict[str, Any]:
+
+def run(settings: DatasetManifestSettings) -> dict[str, Any]:
     """Read the dataset, write the manifest and its sidecar; returns the sidecar's content."""
-    settings = parse(DatasetManifestSettings, cfg, where="")
     src = check_source(settings.data)
     if src is None:
         raise UserError(
@@ -62,8 +64,6 @@ def run(cfg: Any) -> dict[str, Any]:
         )
     src = src.with_default("all")
     out = Path(settings.out) if settings.out else Path(src.folder) / f"{safe_name(f'{src.name}-{src.split}')}.jsonl"
-    if out.suffix != ".jsonl":
-        raise UserError(f"out={out}: a manifest is a .jsonl file")
     check_output_file(out, overwrite=settings.overwrite, companions=(".json",))
     manifest = load_ratings(str(src), skip_bad=settings.skip_bad, check_images=settings.check_images)
     home = out.resolve().parent

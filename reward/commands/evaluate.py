@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, PIXELS, RESUME, WORKERS, parse, resume_mode
-from reward.core.errors import MissingInputError, UserError
+from reward.core.config import BATCH, PIXELS, RESUME, WORKERS, resume_mode
+from reward.core.errors import MissingInputError
 from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
 from reward.core.summary import log_summary
 from reward.data import DEFAULT_MAX_PIXELS, load_ratings
@@ -144,10 +144,17 @@ class EvaluateSettings:
     )
     seed: int = field(default=0, metadata={"may_change": True})
 
+    def problems(self) -> list[str]:
+        found = []
+        if not dict(self.reward or {}).get("name"):
+            found.append("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
+        if self.mos_range is not None and (len(self.mos_range) != 2 or not self.mos_range[0] < self.mos_range[1]):
+            found.append(f"mos_range={self.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
+        return found
 
-def run(cfg: Any) -> dict[str, Any]:
+
+def run(settings: EvaluateSettings) -> dict[str, Any]:
     """Set up, score, report; returns the metrics (``out/metrics.json``, written by the main process)."""
-    settings = parse(EvaluateSettings, cfg, where="")
     setup = set_up(settings)
     result = score(setup)
     return report(setup, result)
@@ -171,12 +178,8 @@ def set_up(settings: EvaluateSettings) -> Setup:
     """The reward named, the output folder checked (new, or this same run resumed), the manifest read (images decoded
     later), the reward built on this process's device, and the folder created once every process has checked it."""
     reward_cfg = dict(settings.reward or {})
-    name = reward_cfg.pop("name", None)
-    if not name:
-        raise UserError("no reward chosen: pass reward=NAME (e.g. reward=qbench reward.model=PATH)")
+    name = reward_cfg.pop("name")
     mos_range = settings.mos_range if settings.mos_range is not None else mos_range_of(settings.data)
-    if len(mos_range) != 2 or not mos_range[0] < mos_range[1]:
-        raise UserError(f"mos_range={settings.mos_range}: give [low, high] with low < high, e.g. mos_range=[1,5]")
     kept = ("batch_size", "skip_bad", "max_decode_pixels", "bootstrap", "seed", "num_workers", "compare")
     eval_settings = EvalSettings(  # the scoring settings of reward.eval.evaluation; the MOS scale set, else the data's
         **{k: getattr(settings, k) for k in kept},

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, TOKENS, parse
+from reward.core.config import BATCH, TOKENS
 from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, path_inputs
 from reward.core.summary import log_summary
@@ -137,6 +137,15 @@ class QbenchEvalSettings:
         default=False, metadata={"help": "true: an out/ holding another run is moved aside to out.old-<time>"}
     )
 
+    def problems(self) -> list[str]:
+        found = []
+        if self.data is None and not (self.task == "a3" and self.a3.released):
+            found.append(f"task={self.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
+        name = dict(self.reward or {}).get("name") or "qbench"
+        if self.task == "a3" and self.a3.ensemble and name != "qbench":
+            found.append(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
+        return found
+
 
 def _load_model(settings: QbenchEvalSettings, output: Output | None = None) -> Any:
     """The harness VLM, its files checked first, loaded once the output folder is made."""
@@ -150,13 +159,10 @@ def _load_model(settings: QbenchEvalSettings, output: Output | None = None) -> A
     return load_vlm(model.path, loading_of(model), batch_size=settings.batch_size, **kwargs)
 
 
-def run(cfg: Any) -> dict[str, Any]:
+def run(settings: QbenchEvalSettings) -> dict[str, Any]:
     """Run the configured task; returns its metrics (A2 without a judge: the number of descriptions)."""
-    settings = parse(QbenchEvalSettings, cfg, where="")
     if settings.task == "a3":  # a1 / a2 read their question file first (its problems are named before the model's)
         check_models({"model.path": settings.model.path, "model.adapter": settings.model.adapter})
-    if settings.data is None and not (settings.task == "a3" and settings.a3.released):
-        raise UserError(f"task={settings.task} needs data=FILE (task=a3: data=[...] and/or a3.released=DIR)")
     record = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "overwrite")}
     named = {"data": settings.data, "reward": settings.reward or {}, "a3_released": settings.a3.released}
     inputs = {"model": settings.model.path, **path_inputs(named)}
@@ -255,8 +261,6 @@ def run_a3(settings: QbenchEvalSettings, output: Output, reading: dict[str, Any]
             raise UserError("task=a3 with reward=qbench needs a VLM: pass model.path=CHECKPOINT_DIR")
         reward_cfg.update(vars(loading_of(settings.model)), model=settings.model.path)  # the harness model, its knobs
     datasets = a3_leaderboard.dataset_names(settings.data) if settings.data is not None else {}
-    if a3.ensemble and name != "qbench":
-        raise UserError(f"a3.ensemble=true reads the good/poor synonyms of reward=qbench, not reward={name}")
     output.create()
     result, record, label = None, None, a3.name or Path(str(reward_cfg.get("model") or name)).name
     if datasets:

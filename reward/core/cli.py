@@ -395,8 +395,16 @@ def interrupted_hint(cfg: Any, resumable: bool) -> str:
 
 def check_subcommand(settings: Any, needs: dict[str, tuple[str, ...]]) -> str:
     """``settings.cmd`` when every setting it needs is given, else a :class:`UserError` naming what is missing."""
-    if settings.cmd not in needs:
-        raise UserError(f"cmd={settings.cmd!r}: choose one of {', '.join(needs)}")
-    if missing := [k for k in needs[settings.cmd] if not getattr(settings, k)]:
-        raise UserError(f"{settings.cmd} needs {', '.join(f'{k}=...' for k in missing)}")
+    if found := subcommand_problems(settings, needs):
+        raise UserError(found[0])
     return settings.cmd
+
+
+def subcommand_problems(settings: Any, needs: dict[str, tuple[str, ...]]) -> list[str]:
+    """What is wrong with ``settings.cmd``: not one of ``needs``, or a setting it needs not given (a settings class's
+    ``problems()``)."""
+    if settings.cmd not in needs:
+        return [f"cmd={settings.cmd!r}: choose one of {', '.join(needs)}"]
+    if missing := [k for k in needs[settings.cmd] if not getattr(settings, k)]:
+        return [f"{settings.cmd} needs {', '.join(f'{k}=...' for k in missing)}"]
+    return []

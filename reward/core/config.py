@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import typing
@@ -283,7 +284,7 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
         raise
     except (ValueError, TypeError, OmegaConfBaseException) as err:
         raise UserError(f"{title}: " + str(err).replace("\n", "\n  ")) from None
-    found = cross_field_problems(settings)
+    found = cross_field_problems(settings, where)
     if len(found) == 1:
         raise UserError(found[0])
     if found:
@@ -291,15 +292,19 @@ def parse(cls: type[T], cfg: Any, *, where: str = "") -> T:
     return settings  # type: ignore[return-value]
 
 
-def cross_field_problems(settings: Any) -> list[str]:
+def cross_field_problems(settings: Any, where: str = "") -> list[str]:
     """The messages of every ``problems()`` method of ``settings`` and of its nested settings sections, outer first:
-    the checks between fields, said with every other problem of the settings."""
+    the checks between fields, said with every other problem of the settings. A ``problems(where)`` method is told
+    the keys' prefix (``reward`` under ``reward=NAME``; a nested section's own name) to name them as the user types
+    them."""
     if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
         return []
     check = getattr(settings, "problems", None)
-    found = list(check()) if callable(check) else []
+    found = []
+    if callable(check):
+        found = list(check(where) if "where" in inspect.signature(check).parameters else check())
     for f in dataclasses.fields(settings):
-        found += cross_field_problems(getattr(settings, f.name))
+        found += cross_field_problems(getattr(settings, f.name), f"{where}.{f.name}" if where else f.name)
     return found
 
 

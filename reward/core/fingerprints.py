@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from reward.core.sources import parse_source
+
 logger = logging.getLogger(__name__)
 
 DIGEST_CHARS = 32  # hex characters kept of a SHA-256 digest (128 bits)
@@ -314,8 +316,6 @@ def fingerprint(
     path = Path(text).expanduser()
     if path.exists():
         return _folder(path.resolve(), exclude) if path.is_dir() else _file(path.resolve(), roots)
-    from reward.data.datasets import parse_source
-
     try:
         source = parse_source(text)  # hf:DIR_OR_ID[:SPLIT] or NAME:FOLDER[:SPLIT]
     except Exception:  # noqa: BLE001 - a malformed source: the command refuses it with its own message

@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reward.core.atomic import atomic_write_json, json_safe
 from reward.core.config import output_problem
 from reward.core.errors import UserError, is_main_process
 from reward.core.fingerprints import fingerprint, hub_snapshot
 from reward.core.secrets import is_secret_key, redact
-from reward.data.files import atomic_write_json, json_safe
+from reward.core.sources import parse_source
 
 logger = logging.getLogger(__name__)
 
@@ -230,8 +231,6 @@ def path_inputs(settings: Mapping[str, Any], prefix: str = "") -> dict[str, str]
     >>> path_inputs({"model": "/", "out": "/", "server": {"model": "/", "tokenizer": "/"}})
     {'model': '/', 'server.tokenizer': '/'}
     """
-    from reward.data.datasets import parse_source
-
     found: dict[str, str] = {}
     for key, value in settings.items():
         full = f"{prefix}.{key}" if prefix else str(key)

@@ -1,30 +1,40 @@
 """Files written so that a crash never leaves a half-written result, and never a NaN in JSON: whole files through a
-temporary file renamed over the target, logs appended a line at a time and flushed (a torn line is skipped when read
-back), strict JSON (:func:`json_safe` turns an undefined value into ``null``), and :func:`safe_name` for file names
-made from data.
+temporary file renamed over the target (:mod:`reward.core.atomic`, which the output policy writes ``run.json``
+with), logs appended a line at a time and flushed (a torn line is skipped when read back), strict JSON
+(:func:`json_safe` turns an undefined value into ``null``), and :func:`safe_name` for file names made from data.
 
 Example:
-    >>> json_safe({"srcc": float("nan"), "n": np.int64(3), "ci": (0.1, 0.2)})
-    {'srcc': None, 'n': 3, 'ci': [0.1, 0.2]}
+    >>> json_safe({"srcc": float("nan"), "ci": (0.1, 0.2)}), safe_name("a/b c")
+    ({'srcc': None, 'ci': [0.1, 0.2]}, 'a-b-c-0af99a60')
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
-import tempfile
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from reward.core.atomic import atomic_write_json, atomic_write_text, atomic_write_with, dumps, json_safe
 from reward.core.errors import UserError
 from reward.data.manifest import iter_jsonl, parse_json
+
+__all__ = [  # the writers of reward.core.atomic are read from here too, as every module above core does
+    "append_jsonl",
+    "atomic_write_json",
+    "atomic_write_jsonl",
+    "atomic_write_text",
+    "atomic_write_with",
+    "dumps",
+    "json_safe",
+    "read_json_object",
+    "read_records",
+    "safe_name",
+]
 
 SAFE_NAME_BYTES = 96  # longest readable part of a file name made from a name (UTF-8 bytes; a hash suffix is added)
 _UNSAFE = re.compile(r"[^\w.\-]+")  # letters of any script, digits, _ . - are kept; anything else becomes "-"
@@ -54,59 +64,6 @@ def safe_name(name: str) -> str:
         return slug
     digest = hashlib.sha256(str(name).encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slug}-{digest}" if slug else f"name-{digest}"
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with numpy scalars/arrays made plain, tuples made lists, paths made strings and non-finite floats
-    made ``None`` (an undefined metric is ``null``, never ``NaN``)."""
-    if isinstance(value, np.ndarray | np.generic):
-        value = value.tolist()
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
-
-
-def dumps(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps`` refusing NaN and infinity (``ValueError``): turn them into ``None`` first (:func:`json_safe`)."""
-    return json.dumps(obj, allow_nan=False, **kwargs)
-
-
-def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
-    """Let ``write`` fill a temporary file beside ``path`` (PIL's ``save``, ``savefig``, ...; its name ends with
-    ``path``'s suffix, for writers that infer the format from it), flush it to disk and rename it over ``path``. The
-    file follows the umask, as any new file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
-    tmp = Path(name)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        os.close(fd)
-        write(tmp)
-        with tmp.open("rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically."""
-    return atomic_write_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
 
 
 def atomic_write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from reward.core.errors import MissingInputError
+from reward.core.sources import PREFIX, HfSource, parse_hf
 from reward.data.manifest import ManifestError
 
 __all__ = ["HfColumns", "HfSource", "check_hf", "open_hf", "parse_hf"]
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "hf:"
 _SPLIT_NAMES = {"val": ("validation", "val", "valid", "dev"), "test": ("test",), "train": ("train",)}
 
 
@@ -45,32 +45,6 @@ class HfColumns:
         default="dimension",
         metadata={"help": 'each row\'s dimension name; a dataset without this column is rated on "quality"'},
     )
-
-
-@dataclass(frozen=True)
-class HfSource:
-    """A ``datasets`` dataset: its folder or Hub name, and the split (``None``: the command's default)."""
-
-    name: str
-    split: str | None = None
-
-    def __str__(self) -> str:
-        return PREFIX + self.name + (f":{self.split}" if self.split else "")
-
-
-def parse_hf(value: Any) -> HfSource | None:
-    """The ``hf:`` source written in ``value``, or ``None`` for anything else.
-
-    >>> parse_hf("hf:org/ratings"), parse_hf("hf:org/ratings:validation").split
-    (HfSource(name='org/ratings', split=None), 'validation')
-    """
-    if not isinstance(value, str) or not value.startswith(PREFIX) or Path(value).exists():
-        return None
-    rest = value[len(PREFIX) :]
-    head, sep, tail = rest.rpartition(":")
-    if sep and head and tail and "/" not in tail and "\\" not in tail and not Path(rest).exists():
-        return HfSource(head, tail)
-    return HfSource(rest)
 
 
 def check_hf(source: HfSource) -> HfSource:

@@ -10,7 +10,6 @@ ratings, so with SA-BENCH's usual five raters the rule never fires (:func:`max_a
 from __future__ import annotations
 
 import math
-import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -91,14 +90,16 @@ def aggregate(ratings: Iterable[RawRating], *, z_threshold: float = 2.0, ddof: i
 
 
 def _srcc(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """:func:`reward.eval.metrics.srcc`, or ``None`` where it is undefined (fewer than 3 items, a constant side)."""
-    from reward.eval.metrics import srcc  # SciPy: when ratings are compared, not when a command's settings are read
+    """Spearman's rank correlation (SciPy's), or ``None`` where it is undefined (fewer than 3 items, a constant side).
 
-    if len(x) < 3:
+    >>> round(_srcc([1, 2, 3, 4], [1, 3, 2, 4]), 6), _srcc([1, 2], [1, 2]), _srcc([1, 1, 1], [1, 2, 3])
+    (0.8, None, None)
+    """
+    from scipy import stats  # when ratings are compared, not when a command's settings are read
+
+    if len(x) < 3 or np.ptp(np.asarray(x, float)) == 0 or np.ptp(np.asarray(y, float)) == 0:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        value = srcc(x, y)
+    value = float(stats.spearmanr(x, y).statistic)
     return None if math.isnan(value) else value
 
 

@@ -3,8 +3,7 @@
 Under ``accelerate launch --num_processes N`` the images still to score are split into N contiguous shards; each
 process appends each batch's scores to its own file (``scores.jsonl``, ``scores.rank{r}.jsonl``), so a crash loses
 at most one batch; ``resume=True`` scores only the images missing from them. The workers decode the images and run
-the reward's image processor (``reward.image_preparer()``) when it offers one; under a profile
-(:func:`reward.vlm.profile.profile_scoring`) the wait for a batch is "data loading".
+the reward's image processor (``reward.image_preparer()``) when it offers one.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from tqdm.auto import tqdm
 from reward.data import ImageError, ImageRef, SkippedRow, load_image
 from reward.data.files import append_jsonl, read_records
 from reward.rewards.base import Reward
-from reward.vlm.profile import section
 
 logger = logging.getLogger(__name__)
 
@@ -149,8 +147,7 @@ def _score_shard(
     batches = iter(loader)
     with tqdm(total=n, desc="scoring", unit="img", disable=not main) as bar:  # as best-of-n
         while True:
-            with section("data loading"):
-                batch = next(batches, None)
+            batch = next(batches, None)
             if batch is None:
                 break
             for _, _, line, err in (item for item in batch if item[1] is None):

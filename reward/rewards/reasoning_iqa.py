@@ -14,7 +14,7 @@
 
 An image none of whose answers parses is a failure (NaN), never a made-up number (VisualQuality-R1's inference
 substitutes a random integer there; Q-Insight's demo prints the answer unparsed). Every mode gives a score on the
-prompt's 1-5 scale; :func:`from_prompt_scale` maps it back to the training data's MOS scale (``reasoning.mos_range``
+prompt's 1-5 scale, onto which :func:`to_prompt_scale` maps the training data's MOS scale (``reasoning.mos_range``
 in the folder's ``sa_iqa.json``, :mod:`reward.rewards.scorer_folder`).
 """
 
@@ -46,12 +46,6 @@ def to_prompt_scale(mos: float, mos_range: Sequence[float]) -> float:
     """A MOS on ``mos_range`` mapped linearly onto the prompt's 1-5. ``to_prompt_scale(50, (0, 100))`` -> 3.0."""
     low, high = mos_range
     return 1.0 + 4.0 * (float(mos) - low) / (high - low)
-
-
-def from_prompt_scale(score: float, mos_range: Sequence[float]) -> float:
-    """The inverse of :func:`to_prompt_scale`. ``from_prompt_scale(3.0, (0, 100))`` -> 50.0."""
-    low, high = mos_range
-    return low + (float(score) - 1.0) * (high - low) / 4.0
 
 
 def scorer_meta(prompt: str, mos_range: Sequence[float] = (1.0, 5.0), **record: Any) -> dict[str, Any]:

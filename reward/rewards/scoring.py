@@ -4,8 +4,8 @@ All functions take tensors whose last axis holds the K candidates (usually ``[B,
 whatever the input dtype, and return a float32 tensor with the last axis removed (``[B]``).
 
 - :func:`expected_value` -- SA-IQA eq. 6-7 (App. D.2) / Q-Align: softmax over the K level words, then sum p_k * v_k.
-- :func:`good_poor_softmax` -- Q-Bench+ eq. 1: softmax of the ``good`` logit against the ``poor`` logit.
-- :func:`synonym_ensemble` -- Q-Bench+ eq. 2: the same with the logits summed over synonym sets.
+- :func:`synonym_ensemble` -- Q-Bench+ eq. 2: softmax of the ``good`` logits against the ``poor`` logits, each summed
+  over a synonym set; with one word a side (``[B, 1]`` each) it is eq. 1, the softmax of ``good`` against ``poor``.
 
 Logits and log-probabilities give identical results in every rule that normalises over the same candidates
 (softmax is shift-invariant); the one exception is noted in :func:`synonym_ensemble`.
@@ -25,7 +25,6 @@ __all__ = [
     "QBENCH_NEGATIVE_WORDS",
     "QBENCH_POSITIVE_WORDS",
     "expected_value",
-    "good_poor_softmax",
     "synonym_ensemble",
 ]
 
@@ -67,28 +66,9 @@ def expected_value(
     return (torch.softmax(z / temperature, dim=-1) * v).sum(dim=-1)
 
 
-def good_poor_softmax(logit_good: torch.Tensor, logit_poor: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Q-Bench+ eq. 1: ``e^(g/T) / (e^(g/T) + e^(p/T))``, computed stably as ``sigmoid((g - p) / T)``.
-
-    Returns a score in [0, 1] with the broadcast shape of the two inputs.
-
-    >>> import math
-    >>> good_poor_softmax(torch.tensor([math.log(3.0), 0.0]), torch.tensor([0.0, 0.0]))  # 3/(3+1), 1/2
-    tensor([0.7500, 0.5000])
-    >>> good_poor_softmax(torch.tensor([1000.0]), torch.tensor([-1000.0]))  # no overflow
-    tensor([1.])
-    """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}.")
-    g = torch.as_tensor(logit_good).to(torch.float32)
-    p = torch.as_tensor(logit_poor).to(torch.float32)
-    if torch.isnan(g).any() or torch.isnan(p).any():
-        raise ValueError("logit_good or logit_poor contains NaN; check the model outputs before scoring.")
-    return torch.sigmoid((g - p) / temperature)
-
-
 def synonym_ensemble(pos_logits: torch.Tensor, neg_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Q-Bench+ eq. 2: ``e^(sum_P x_t) / (e^(sum_P x_t) + e^(sum_N x_t))`` with the sums divided by T.
+    """Q-Bench+ eq. 2: ``e^(sum_P x_t) / (e^(sum_P x_t) + e^(sum_N x_t))`` with the sums divided by T (eq. 1 with one
+    word a side: ``e^(g/T) / (e^(g/T) + e^(p/T))``), computed stably as a sigmoid of the difference.
 
     As the paper writes it, the logits of each synonym set (``P`` e.g. good/high/fine, ``N`` e.g.
     poor/low/bad) are *summed* inside the exponent -- not averaged, and not a sum of probabilities.

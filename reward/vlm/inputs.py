@@ -23,7 +23,6 @@ import torch
 from PIL import Image
 
 from reward.data.images import check_pixels
-from reward.vlm.profile import section
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +71,13 @@ class ImagePreparer:
             check_pixels(img.size, None, f"image {i} of the batch")
         kwargs = {**self.settings, "return_tensors": "pt"} | ({"device": self.device} if self.device else {})
         out = []
-        with section("image processor"):
-            for group in groups:
-                data = dict(self.image_processor(images=[list(group)], **kwargs)) if group else {}
-                if self.dtype is not None:
-                    data = {
-                        k: v.to(self.dtype) if torch.is_tensor(v) and v.is_floating_point() else v
-                        for k, v in data.items()
-                    }
-                out.append(PreparedImages(data, len(group)))
+        for group in groups:
+            data = dict(self.image_processor(images=[list(group)], **kwargs)) if group else {}
+            if self.dtype is not None:
+                data = {
+                    k: v.to(self.dtype) if torch.is_tensor(v) and v.is_floating_point() else v for k, v in data.items()
+                }
+            out.append(PreparedImages(data, len(group)))
         return out
 
 

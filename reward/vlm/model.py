@@ -7,7 +7,6 @@ encoded once for every question about the same images (``reuse_prefix=True``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
@@ -30,40 +29,13 @@ from reward.vlm.inputs import (
     to_device,
 )
 from reward.vlm.prefix import suffix_logits
-from reward.vlm.profile import section
 from reward.vlm.tokens import default_separator, resolve_candidates
 from reward.vlm.vision_attention import batched_vision_attention
 
 logger = logging.getLogger(__name__)
 
 ImageGroup = Sequence[Image.Image]
-PREPROCESS = ("auto", "host", "device")
-VISION_ATTENTION = ("batched", "model")
-
-
-@dataclass
-class ScoringSpeed:
-    """How :meth:`VLM.option_logprobs` feeds the model; every choice gives the same scores (fp32 within 1e-4)."""
-
-    preprocess: str = "auto"  # image processor: device (torchvision on the GPU), host, auto (device where it can)
-    group_by_tokens: bool = True  # batch image groups of similar visual token counts (less padding)
-    vision_attention: str = "batched"  # the tower's packed SDPA as a few batched calls (vision_attention.py); model
-    pin_memory: bool = True  # batches built in pinned host memory, copied without blocking
-    window_batches: int = 8  # image groups prepared (and sorted) this many batches at a time
-
-    def __post_init__(self) -> None:
-        if self.preprocess not in PREPROCESS:
-            raise ValueError(f"preprocess={self.preprocess!r}: use one of {', '.join(PREPROCESS)}")
-        if self.vision_attention not in VISION_ATTENTION:
-            raise ValueError(f"vision_attention={self.vision_attention!r}: use one of {', '.join(VISION_ATTENTION)}")
-        if self.window_batches < 1:
-            raise ValueError(f"window_batches={self.window_batches}: at least 1")
-
-    @classmethod
-    def unoptimised(cls) -> ScoringSpeed:
-        """The scoring path before the faster loop: image processor on the host in the loop, batches in input order,
-        per-window vision attention, pageable copies (kept for comparisons: bench/ and the GPU check)."""
-        return cls(preprocess="host", group_by_tokens=False, vision_attention="model", pin_memory=False)
+WINDOW_BATCHES = 8  # image groups prepared (and ordered by visual token count) this many batches at a time
 
 
 def content_parts(n_images: int, question: str) -> list[dict[str, Any]]:
@@ -130,18 +102,16 @@ class OptionLogProbs:
 class VLM:
     """A loaded vision-language model with its processor; see the module docstring."""
 
-    def __init__(self, model: Any, processor: Any, *, batch_size: int = 16, speed: ScoringSpeed | None = None) -> None:
+    def __init__(self, model: Any, processor: Any, *, batch_size: int = 16) -> None:
         self.model = model
         self.processor = processor
         self.tokenizer = processor.tokenizer
         self.batch_size = batch_size
-        self.speed = speed or ScoringSpeed()
         try:  # the torchvision twin of the image processor, same settings (None: none); optional
             self._fast: Any = fast_image_processor(processor.image_processor)
         except Exception as err:  # noqa: BLE001 - the processor itself always works
             logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
             self._fast = None
-        self._told: set[str] = set()
         self._device_failed = False  # the image processor failed on the device once: the host one from then on
         self._image_settings = image_settings(processor)
         template = getattr(processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None) or ""
@@ -206,12 +176,11 @@ class VLM:
         vocab_out: list[torch.Tensor | None] = [None] * len(images)
         reuse_prefix = reuse_prefix and n_q > 1 and all(_n_images(g) > 0 for g in images)
         groups_per_batch = max(1, self.batch_size // max(n_q, 1))
-        window = groups_per_batch * self.speed.window_batches
+        window = groups_per_batch * WINDOW_BATCHES
         for w_start in range(0, len(images), window):  # images prepared a window at a time: bounded memory
             members = list(range(w_start, min(len(images), w_start + window)))
             prepared = dict(zip(members, self._prepare([images[g] for g in members]), strict=True))
-            if self.speed.group_by_tokens:  # similar visual token counts in one batch: less padding
-                members.sort(key=lambda g: prepared[g].size)
+            members = self._batch_order(members, prepared)
             for b_start in range(0, len(members), groups_per_batch):
                 chunk = members[b_start : b_start + groups_per_batch]
                 texts = [
@@ -222,20 +191,22 @@ class VLM:
                     for g in chunk
                 ]
                 logp = self._chunk_logprobs([prepared[g] for g in chunk], texts, reuse_prefix)
-                with section("answer head"):
-                    picked = gather_candidates(logp, [ids[g] for g in chunk], k_max).view(len(chunk), n_q, k_max)
-                    index = torch.tensor(chunk)
-                    out[index] = picked
-                    if return_vocab:
-                        for g, v in zip(chunk, logp.view(len(chunk), n_q, -1).cpu(), strict=True):
-                            vocab_out[g] = v
+                picked = gather_candidates(logp, [ids[g] for g in chunk], k_max).view(len(chunk), n_q, k_max)
+                out[torch.tensor(chunk)] = picked
+                if return_vocab:
+                    for g, v in zip(chunk, logp.view(len(chunk), n_q, -1).cpu(), strict=True):
+                        vocab_out[g] = v
         options = [[q.options for q in qs] for qs in per_group]
         vocab = torch.stack(vocab_out) if return_vocab and vocab_out else None  # type: ignore[arg-type]
         return OptionLogProbs(out, options, vocab)
 
+    def _batch_order(self, members: list[int], prepared: dict[int, PreparedImages]) -> list[int]:
+        """The image groups of a window in batch order: similar visual token counts together (less padding)."""
+        return sorted(members, key=lambda g: prepared[g].size)
+
     def image_preparer(self) -> ImagePreparer | None:
         """The image processor as a picklable callable for DataLoader workers (group -> ``PreparedImages``), or
-        ``None`` when :attr:`speed` runs it on the GPU instead (then pass the PIL images)."""
+        ``None`` when it runs on the GPU instead (then pass the PIL images)."""
         return None if self._device_preprocessing() else self._preparer()
 
     def _preparer(self, device: torch.device | None = None) -> ImagePreparer:
@@ -247,8 +218,8 @@ class VLM:
         return ImagePreparer(image_processor, dtype, device, self._image_settings)
 
     def _prepare(self, groups: Sequence[ImageGroup | PreparedImages]) -> list[PreparedImages]:
-        """Every group as ``PreparedImages``: the PIL ones through the image processor (on the GPU where
-        :attr:`speed` allows, else on the host, one call per group)."""
+        """Every group as ``PreparedImages``: the PIL ones through the image processor (on the GPU where it can run
+        there, else on the host, one call per group)."""
         todo = [i for i, g in enumerate(groups) if not isinstance(g, PreparedImages)]
         result: list[Any] = list(groups)
         pil = [list(groups[i]) for i in todo]
@@ -270,37 +241,22 @@ class VLM:
     ) -> torch.Tensor:
         """[rows, V] fp32 log-probs on the device for one batch of groups (rows group-major): the shared image
         prefix encoded once (:mod:`reward.vlm.prefix`), or each (group, query) as one full sequence."""
-        pin = self.speed.pin_memory and self.device.type == "cuda"
-        batched = self.speed.vision_attention == "batched"
-        with (
-            fp32_answer_head(self.model),
-            batched_vision_attention(self.model) if batched else contextlib.nullcontext(),
-        ):
+        pin = self.device.type == "cuda"  # batches built in pinned memory, copied without blocking
+        with fp32_answer_head(self.model), batched_vision_attention(self.model):
             if reuse_prefix:
                 logits = suffix_logits(self.model, self.processor, groups, texts, pin)
             else:
-                with section("tokenizer") as prof:
-                    flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
-                    inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
-                    if prof is not None:
-                        mask = inputs["attention_mask"]
-                        prof.count("tokens", mask.numel())
-                        prof.count("padding tokens", mask.numel() - int(mask.sum()))
-                with section("transfer"):
-                    inputs = to_device(inputs, self.device)
+                flat = [g for g, row in zip(groups, texts, strict=True) for _ in row]
+                inputs = encode(self.processor, [t for row in texts for t in row], flat, pin=pin)
+                inputs = to_device(inputs, self.device)
                 logits = self.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
-        with section("answer head"):
-            return torch.log_softmax(logits.float(), dim=-1)
+        return torch.log_softmax(logits.float(), dim=-1)
 
     def _device_preprocessing(self) -> bool:
-        mode = self.speed.preprocess
-        if mode == "host" or self._device_failed:
+        """Whether the image processor runs on the model's GPU (torchvision there, and it has not failed)."""
+        if self._device_failed:
             return False
-        why_not = device_preprocessing(self._fast or self.processor.image_processor, self.device)
-        if why_not is not None and mode == "device" and why_not not in self._told:
-            self._told.add(why_not)
-            logger.info("image processing stays on the host (preprocess=device asked for): %s", why_not)
-        return why_not is None
+        return device_preprocessing(self._fast or self.processor.image_processor, self.device) is None
 
     # -- generation ------------------------------------------------------------------------------------
     @torch.inference_mode()

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 
 from reward.vlm.inputs import PreparedImages, image_inputs, pad, to_device, token_ids
-from reward.vlm.profile import section
 
 
 def shared_length(rows: Sequence[Sequence[int]]) -> int:
@@ -52,33 +51,28 @@ def suffix_logits(
     expanded to the queries, only the suffixes run. Every group has Q texts, which must share the text before (and
     with) their images."""
     n_q, rope_index = len(texts[0]), getattr(getattr(model, "model", None), "get_rope_index", None)  # Qwen-VL's 3-D
-    with section("tokenizer"):
-        ids = token_ids(processor, [t for row in texts for t in row], [g for g in groups for _ in range(n_q)])
-        prefixes, suffixes = [], []
-        for g in range(len(groups)):
-            rows = ids[g * n_q : (g + 1) * n_q]
-            cut = shared_length(rows)
-            prefixes.append(rows[0][:cut])
-            suffixes.extend(r[cut:] for r in rows)
-        if any(model.config.image_token_id in row for row in suffixes):
-            raise ValueError("queries about one image group must share the text before the images")
-        inputs = {**pad(processor, prefixes), **image_inputs(processor, groups, pin=pin)}
-    with section("transfer"):
-        inputs = to_device(inputs, model.device)
-    with section("tokenizer"):
-        position_ids, next_pos = _prefix_positions(inputs, rope_index)
+    ids = token_ids(processor, [t for row in texts for t in row], [g for g in groups for _ in range(n_q)])
+    prefixes, suffixes = [], []
+    for g in range(len(groups)):
+        rows = ids[g * n_q : (g + 1) * n_q]
+        cut = shared_length(rows)
+        prefixes.append(rows[0][:cut])
+        suffixes.extend(r[cut:] for r in rows)
+    if any(model.config.image_token_id in row for row in suffixes):
+        raise ValueError("queries about one image group must share the text before the images")
+    inputs = to_device({**pad(processor, prefixes), **image_inputs(processor, groups, pin=pin)}, model.device)
+    position_ids, next_pos = _prefix_positions(inputs, rope_index)
     out = model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
-    with section("tokenizer"):
-        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-        repeat_cache(cache, n_q)
-        enc = pad(processor, suffixes, side="right")
-        s_ids, s_mask = enc["input_ids"].to(model.device), enc["attention_mask"].to(model.device)
-        s_pos = next_pos.repeat_interleave(n_q)[:, None] + torch.arange(s_ids.shape[1], device=model.device)
-        if rope_index is not None:
-            s_pos = s_pos[None].expand(3, -1, -1)
-        mask = torch.cat([inputs["attention_mask"].repeat_interleave(n_q, dim=0), s_mask], dim=1)
-        last = s_mask.sum(-1) - 1
-        keep = torch.unique(last)  # the positions some row answers at: logits of those only
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    repeat_cache(cache, n_q)
+    enc = pad(processor, suffixes, side="right")
+    s_ids, s_mask = enc["input_ids"].to(model.device), enc["attention_mask"].to(model.device)
+    s_pos = next_pos.repeat_interleave(n_q)[:, None] + torch.arange(s_ids.shape[1], device=model.device)
+    if rope_index is not None:
+        s_pos = s_pos[None].expand(3, -1, -1)
+    mask = torch.cat([inputs["attention_mask"].repeat_interleave(n_q, dim=0), s_mask], dim=1)
+    last = s_mask.sum(-1) - 1
+    keep = torch.unique(last)  # the positions some row answers at: logits of those only
     logits = model(
         input_ids=s_ids, attention_mask=mask, position_ids=s_pos, cache=cache, use_cache=True, logits_to_keep=keep
     ).logits

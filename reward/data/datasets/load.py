@@ -15,9 +15,7 @@ Example:
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +23,7 @@ import numpy as np
 
 from reward.core.errors import MissingInputError, UserError
 from reward.core.registry import close_match
+from reward.core.sources import DatasetSource, parse_source
 from reward.data.datasets.registry import DATASETS
 from reward.data.datasets.splits import DEFAULT_SEED, FRACTIONS, seeded_split
 from reward.data.manifest import ManifestError, iter_jsonl
@@ -36,57 +35,7 @@ __all__ = ["DatasetSource", "check_source", "mos_range_of", "open_dataset", "par
 
 logger = logging.getLogger(__name__)
 
-SPLITS = ("train", "val", "test", "all", "full")
-_SOURCE = re.compile(r"^([a-z][a-z0-9-]*):(?!//)(.+)$")  # name:rest, but not a URL (scheme://...)
 Item = tuple[int, str, dict | ManifestError]  # (line, "file:line", the row or why it cannot be used)
-
-
-@dataclass(frozen=True)
-class DatasetSource:
-    """A dataset by name: its registry name, the folder holding its files, the split (``None``: the default) and the
-    one dimension kept (``None``: all)."""
-
-    name: str
-    folder: str
-    split: str | None = None
-    dimension: str | None = None
-
-    def with_default(self, split: str) -> DatasetSource:
-        return self if self.split else replace(self, split=split)
-
-    def __str__(self) -> str:
-        return f"{self.name}:{self.folder}" + "".join(f":{p}" for p in (self.split, self.dimension) if p)
-
-
-def parse_source(value: Any) -> DatasetSource | None:
-    """The dataset ``value`` names, or ``None`` for a path (or no string at all). The split is checked here, the name
-    against the registry when the dataset is read.
-
-    >>> parse_source("spaq:/d:tset")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    reward.core.errors.UserError: spaq:/d:tset: unknown split 'tset'. Did you mean 'test'? ...
-    """
-    match = _SOURCE.match(value.strip()) if isinstance(value, str) else None
-    if not match or Path(value).exists():
-        return None
-    name, rest = match.groups()
-    if name == "hf":  # any split name
-        from reward.data.hf import parse_hf
-
-        hf = parse_hf(value.strip())
-        return DatasetSource(name, hf.name, hf.split) if hf else None
-    head, sep, tail = rest.rpartition(":")
-    dimension = None
-    if sep and tail not in SPLITS and ":" in head and head.rpartition(":")[2] in SPLITS:  # ...:SPLIT:DIMENSION
-        dimension, (head, sep, tail) = tail, head.rpartition(":")
-    if sep and tail in SPLITS:
-        return DatasetSource(name, head, "all" if tail == "full" else tail, dimension)
-    if sep and tail and "/" not in tail and "\\" not in tail:
-        raise UserError(
-            f"{value}: unknown split {tail!r}.{close_match(tail, SPLITS)} Use {', '.join(SPLITS[:3])} or all."
-        )
-    return DatasetSource(name, rest)
 
 
 def check_source(source: str | DatasetSource | None) -> DatasetSource | None:

@@ -1,10 +1,10 @@
-"""Where a scoring loop's time goes, part by part (PARTS), on one timeline: the scoring code marks its host steps
-with :func:`section` (a no-op unless a profile is active), :func:`profile_scoring` hooks the model's parts, a GPU
-is synchronised at every boundary, and what falls between sections is "other", so the rows sum to the total.
+"""Where a scoring loop's time goes, part by part (PARTS), on one timeline: :func:`profile_scoring` times the
+scoring code's host steps by wrapping the functions that do them where they are called (the library carries no
+marker), hooks the model's parts, synchronises a GPU at every boundary, and what falls between parts is "other",
+so the rows sum to the total. Bench and tests only (``python bench/NAME.py`` imports it by its bare name).
 
 Example:
     >>> import time
-    >>> from reward.vlm.profile import ScoringProfile, section
     >>> prof = ScoringProfile()
     >>> with prof.active():
     ...     with section("tokenizer"):
@@ -15,13 +15,20 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
+from unittest import mock
 
 import torch
+
+import reward.eval.parallel
+import reward.vlm.inputs
+import reward.vlm.model
+import reward.vlm.prefix
 
 # the parts of a scoring loop, in the order of one batch
 PARTS = (
@@ -126,6 +133,60 @@ def _model_parts(model: Any) -> list[tuple[Any, str]]:
     return found
 
 
+def _timed(part: str, function: Callable[..., Any], count: bool = False) -> Callable[..., Any]:
+    """``function`` timed as ``part`` of the active profile (``count``: the tokens and padding tokens of the batch it
+    returns, from its attention mask)."""
+
+    @functools.wraps(function)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        with section(part) as prof:
+            out = function(*args, **kwargs)
+            if count and prof is not None:
+                mask = out["attention_mask"]
+                prof.count("tokens", mask.numel())
+                prof.count("padding tokens", mask.numel() - int(mask.sum()))
+            return out
+
+    return timed
+
+
+def _timed_loading(score_shard: Callable[..., Any]) -> Callable[..., Any]:
+    """``reward.eval.parallel._score_shard`` with the wait for each batch of its loader timed as "data loading"."""
+
+    class Timed:
+        def __init__(self, loader: Iterable[Any]) -> None:
+            self.loader = loader
+
+        def __iter__(self) -> Iterator[Any]:
+            batches = iter(self.loader)
+            while True:
+                with section("data loading"):
+                    batch = next(batches, None)
+                if batch is None:
+                    return
+                yield batch
+
+    @functools.wraps(score_shard)
+    def shard(reward: Any, loader: Any, *args: Any, **kwargs: Any) -> Any:
+        return score_shard(reward, Timed(loader), *args, **kwargs)
+
+    return shard
+
+
+# (module, function, part) of the scoring loop's host steps, wrapped where the loop calls them
+STEPS = (
+    (reward.vlm.inputs.ImagePreparer, "many", "image processor"),
+    (reward.vlm.model, "to_device", "transfer"),
+    (reward.vlm.model, "gather_candidates", "answer head"),
+    (reward.vlm.prefix, "token_ids", "tokenizer"),
+    (reward.vlm.prefix, "pad", "tokenizer"),
+    (reward.vlm.prefix, "image_inputs", "tokenizer"),
+    (reward.vlm.prefix, "_prefix_positions", "tokenizer"),
+    (reward.vlm.prefix, "repeat_cache", "tokenizer"),
+    (reward.vlm.prefix, "to_device", "transfer"),
+)
+
+
 @contextmanager
 def profile_scoring(model: Any, device: torch.device | None = None) -> Iterator[ScoringProfile]:
     """Profile everything scored within the block (see the module docstring); yields the :class:`ScoringProfile`.
@@ -149,9 +210,16 @@ def profile_scoring(model: Any, device: torch.device | None = None) -> Iterator[
         after = "answer head" if part == "language model" else "embeddings + rope index"
         handles.append(mod.register_forward_hook(enter(after)))
     handles.append(model.register_forward_hook(enter("answer head")))
-    try:
-        with prof.active():
-            yield prof
-    finally:
-        for h in handles:
-            h.remove()
+    with ExitStack() as patches:
+        for owner, name, part in STEPS:
+            patches.enter_context(mock.patch.object(owner, name, _timed(part, getattr(owner, name))))
+        encode = reward.vlm.model.encode
+        patches.enter_context(mock.patch.object(reward.vlm.model, "encode", _timed("tokenizer", encode, count=True)))
+        shard = reward.eval.parallel._score_shard
+        patches.enter_context(mock.patch.object(reward.eval.parallel, "_score_shard", _timed_loading(shard)))
+        try:
+            with prof.active():
+                yield prof
+        finally:
+            for h in handles:
+                h.remove()
