@@ -11,7 +11,7 @@ import pytest
 
 from reward.core.cli import compose
 from reward.core.errors import UserError
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from training.commands.sft import SftSettings
 from training.procedural.synthetic import write_inpainting_tasks
 
@@ -76,7 +76,8 @@ def test_the_grpo_defaults_train_with_the_papers_4_prompts_x_8_on_one_process_or
     from hydra import initialize_config_dir
 
     from reward.core.cli import CONFIG_DIR
-    from rl.commands.grpo import settings_and_args
+    from reward.core.config import parse
+    from rl.commands.grpo_launch import launch
     from rl.commands.grpo_plan import grpo_plan
 
     tasks = write_inpainting_tasks(tmp_path / "tasks", 8, size=32, seed=0)
@@ -89,7 +90,8 @@ def test_the_grpo_defaults_train_with_the_papers_4_prompts_x_8_on_one_process_or
         f"plan_for.processes={processes}",
     ]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        settings, args = settings_and_args(compose("grpo", overrides, schema=GrpoSettings))
+        settings = parse(GrpoSettings, compose("grpo", overrides))
+    args = launch(settings)
     assert (args.gradient_accumulation_steps, args.generation_batch_size) == (8, 32)  # this launch: one process
     plan = grpo_plan(settings, args)
     assert (plan.launch.effective_batch, plan.launch.accumulation) == (32, accumulation)
@@ -103,12 +105,13 @@ def test_a_grpo_run_prints_its_batch_at_start(tmp_path, caplog):
     from hydra import initialize_config_dir
 
     from reward.core.cli import CONFIG_DIR
+    from reward.core.config import parse
     from rl.commands.grpo import run
 
     tasks = write_inpainting_tasks(tmp_path / "tasks", 3, size=32, seed=0)
     overrides = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"], schema=GrpoSettings)
+        cfg = parse(GrpoSettings, compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"]))
     with caplog.at_level(logging.INFO, logger="rl"), pytest.raises(UserError, match="a step takes 4 prompts"):
         run(cfg)
     assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in caplog.text

@@ -21,9 +21,9 @@ COMMANDS = {  # every command that reads a data file naming images: its settings
     "evaluate": "reward.commands.evaluate:EvaluateSettings",
     "sft": "training.commands.sft:SftSettings",
     "fit": "fusion.commands.fit:FusionSettings",
-    "grpo": "rl.commands.grpo:GrpoSettings",
+    "grpo": "rl.commands.grpo_settings:GrpoSettings",
     "best_of_n": "rl.commands.best_of_n:BestOfNSettings",
-    "flow_grpo": "rl.commands.flow_grpo:FlowGrpoSettings",
+    "flow_grpo": "rl.commands.flow_grpo_settings:FlowGrpoSettings",
     "qbench_eval": "reward.commands.qbench_eval:QbenchEvalSettings",
     "calibrate": "pace_judge.commands.calibrate:CalibrateSettings",
 }

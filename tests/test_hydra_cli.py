@@ -9,7 +9,7 @@ from pace_judge.commands.judge import JudgeSettings
 from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
 from reward.core.errors import UserError
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from training.commands.sft import SftSettings
 
 EVALUATE = ["reward=qbench", "reward.model=Org/vlm", "data=d.jsonl", "out=o"]
@@ -86,22 +86,14 @@ def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(
 
 def test_grpo_trainer_keys_are_checked_against_grpo_config():
     from reward.core.cli import compose
-    from rl.commands.grpo import parse_settings
+    from reward.core.config import parse
 
-    cfg = compose(
-        "grpo",
-        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"],
-        schema=GrpoSettings,
-    )
+    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"])
     with pytest.raises(UserError, match=r"trainer.beta='strong': expected a float"):
-        parse_settings(cfg)
-    cfg = compose(
-        "grpo",
-        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"],
-        schema=GrpoSettings,
-    )
+        parse(GrpoSettings, cfg)
+    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"])
     with pytest.raises(UserError, match=r"unknown key trainer.bta \(did you mean 'beta'\?\)"):
-        parse_settings(cfg)
+        parse(GrpoSettings, cfg)
 
 
 def _entry_schemas() -> dict[str, type]:
