@@ -140,7 +140,9 @@ given: the batch grows with the processes; SA-IQA §4.1 trained with 256)'
         f"accumulation x {batch.processes} processes"
     )
     given = trainer.get(GLOBAL_BATCH_KEY)
-    if not batch.derived:
+    if not batch.derived and trainer.get("gradient_accumulation_steps") is None:
+        how = f"trainer.gradient_accumulation_steps={batch.accumulation}, trl's: the batch grows with the processes"
+    elif not batch.derived:
         how = f"trainer.gradient_accumulation_steps={batch.accumulation} as given: the batch grows with the processes"
     elif given is None and source is not None:
         how = f"trainer.global_batch_size=null: {source.source}'s, the accumulation derived for the processes"
