@@ -59,11 +59,15 @@ def test_an_accumulation_given_as_a_number_is_used_as_given_and_said_beside_the_
 
 
 def test_the_run_passes_trl_the_derived_accumulation_never_our_key_and_prints_the_batch(caplog):
-    from training.commands.sft import _trainer_args, parse_settings
+    from trl import SFTConfig
 
-    settings = parse_settings(compose("sft", SFT_BASE, schema=SftSettings))
-    with caplog.at_level(logging.INFO, logger="training"):
-        args = _trainer_args(settings, __import__("pathlib").Path("unused"))  # SFTConfig refuses unknown keys
+    from reward.core.config import parse
+    from training.shared.batch import SFT_BATCH
+    from training.shared.launch import trl_config
+
+    settings = parse(SftSettings, compose("sft", SFT_BASE, schema=SftSettings))
+    with caplog.at_level(logging.INFO, logger="training"):  # SFTConfig refuses unknown keys
+        args = trl_config(SFTConfig, settings.trainer, out="unused", source=SFT_BATCH)
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.world_size) == (8, 32, 1)
     assert not hasattr(args, "global_batch_size")
     assert "effective batch 256 = 8 per device x 32 accumulation x 1 processes" in caplog.text

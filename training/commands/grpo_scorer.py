@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, RESUME, parse, resume_mode
+from reward.core.config import BATCH, RESUME, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
@@ -27,11 +27,10 @@ from reward.rewards.reasoning_iqa import scorer_meta
 from reward.rewards.reasoning_prompts import PROMPTS
 from training.commands.grpo_scorer_data import Rows, ScorerDataSettings, mos_range
 from training.commands.sft import ModelSettings
-from training.shared.batch import PlanSettings, trl_fields
-from training.shared.deepspeed import launcher_bf16, save_gathered_weights_under_zero3
+from training.shared.batch import PlanSettings, launch_processes, planned_processes
+from training.shared.launch import launch_problems, resume_checkpoint, start_output, trl_config
 from training.shared.sizes import require_trained
 from training.shared.trainable import LoraSettings, freeze_vision, load_for_training, lora_config, training_dtype
-from training.shared.trl_fields import trainer_problems
 
 logger = logging.getLogger(__name__)
 
@@ -87,23 +86,18 @@ class GrpoScorerSettings:
     plan: bool = field(default=False, metadata={"help": "print memory and time of the run, load nothing"})
     plan_for: PlanSettings = field(default_factory=PlanSettings)
 
-    def __post_init__(self) -> None:
+    def problems(self) -> list[str]:
+        """The rewards and the prompt named, ``trainer.*`` for this launch (or the planned one); ``data``'s own
+        problems are its section's."""
         problems = [f"rewards: {r!r} is none of {REWARDS}" for r in self.rewards if r not in REWARDS]
         problems += [] if self.rewards else [f"rewards=[]: name at least one of {list(REWARDS)}"]
-        problems += self.data.problems()
         problems += [f"prompt={self.prompt!r} is none of {list(PROMPTS)}"] if self.prompt not in PROMPTS else []
-        problems += trainer_problems("GRPOConfig", trl_fields(self.trainer))
-        if problems:
-            raise UserError("; ".join(problems))
+        processes = planned_processes(self.plan_for) if self.plan else launch_processes()
+        return problems + launch_problems("GRPOConfig", self.trainer, processes=processes, source=None)
 
 
-def parse_settings(cfg: Any) -> GrpoScorerSettings:
-    return parse(GrpoScorerSettings, cfg, where="")
-
-
-def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
+def run(settings: GrpoScorerSettings, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Plan, or set up, train, report; returns the result (also ``out/grpo_scorer_result.json``)."""
-    settings = parse_settings(cfg)
     if settings.plan:
         from training.commands.grpo_scorer_plan import grpo_scorer_plan
         from training.shared.plan import report_plan
@@ -188,28 +182,17 @@ def check_ranking_share(settings: GrpoScorerSettings, config: Any) -> None:
 
 def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: list[Any]) -> tuple[Any, float]:
     """trl's GRPOTrainer with the VLM as the policy on the training rows."""
-    import torch  # here, not at import: a command's settings and data are checked before torch loads
     from trl import GRPOConfig, GRPOTrainer
 
     from reward.vlm import load_processor
     from reward.vlm.hub import check_models
 
-    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights (before trl's arguments)
-    args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
-    args |= trl_fields(settings.trainer)
-    if args.get("bf16") is None:
-        args["bf16"] = launcher_bf16(bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
-    if not torch.cuda.is_available():
-        args.setdefault("use_cpu", True)
-    try:
-        config = GRPOConfig(output_dir=settings.out, **args)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
+    base = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
+    config = trl_config(GRPOConfig, settings.trainer, out=settings.out, source=None, base=base)
     check_step(rows, config)
     check_ranking_share(settings, config)
     check_models({"model.path": settings.model.path})
-    if config.distributed_state.is_main_process:
-        output.create()
+    start_output(output, config)
     processor = load_processor(
         settings.model.path, min_pixels=settings.model.min_pixels, max_pixels=settings.model.max_pixels
     )
@@ -227,10 +210,7 @@ def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: l
         callbacks=callbacks,
     )
     start = time.perf_counter()
-    from training.shared.checkpoints import last_complete_checkpoint
-
-    resume_from = last_complete_checkpoint(settings.out) if output.resumed else None
-    step = trainer.train(resume_from_checkpoint=resume_from).global_step
+    step = trainer.train(resume_from_checkpoint=resume_checkpoint(output)).global_step
     require_trained(step, "GRPO", settings.trainer)
     return trainer, time.perf_counter() - start
 

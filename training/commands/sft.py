@@ -40,29 +40,21 @@ from training.shared.batch import (
     GLOBAL_BATCH_KEY,
     SFT_BATCH,
     PlanSettings,
-    batch_problems,
-    check_world,
-    describe_batch,
     global_batch_help,
     launch_processes,
     planned_processes,
-    resolve_batch,
-    trl_fields,
 )
 from training.shared.cards import settings_command, write_card
-from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
+from training.shared.checkpoints import load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import (
     gathered_state_dict,
-    launcher_bf16,
-    save_gathered_weights_under_zero3,
     start_deepspeed_comm,
     uses_deepspeed,
     zero3_init_off,
 )
-from training.shared.reporting import report_to_problems
-from training.shared.sizes import require_trained, trainer_size_problems
+from training.shared.launch import launch_problems, resume_checkpoint, start_output, trl_config
+from training.shared.sizes import require_trained
 from training.shared.trainable import LoraSettings, freeze_vision, load_dtype, load_for_training, lora_config
-from training.shared.trl_fields import trainer_problems
 from training.streams import STREAMS
 
 if TYPE_CHECKING:
@@ -448,11 +440,8 @@ def _validate(settings: SftSettings) -> None:
     if dims is not None and (not dims or len(set(dims)) != len(dims)):
         problems.append(f"prompt.dimensions={dims}: give one or more distinct names (or null: data.train's own)")
     problems.extend(label_problems(settings, STREAMS))
-    problems.extend(trainer_problems("SFTConfig", trl_fields(settings.trainer)))  # from a table: trl is not imported
-    problems.extend(trainer_size_problems(settings.trainer))
     processes = planned_processes(settings.plan_for) if settings.plan else launch_processes()
-    problems.extend(batch_problems(settings.trainer, processes, SFT_BATCH))
-    problems.extend(report_to_problems(settings.trainer.get("report_to", "none")))
+    problems.extend(launch_problems("SFTConfig", settings.trainer, processes=processes, source=SFT_BATCH))
     problems.extend(push_problems(settings.push_to_hub, settings.hub_model_id))
     if settings.trainer.get("push_to_hub"):
         problems.append("trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)")
@@ -484,37 +473,9 @@ def check_output_folder(settings: SftSettings) -> Output:
     return check_output(settings.out, "sft", record, inputs, may_change=may_change_keys(SftSettings), **flags)
 
 
-def _trainer_args(settings: SftSettings, out: Path) -> Any:
-    import torch
-    from trl import SFTConfig
-
-    batch = resolve_batch(settings.trainer, launch_processes(), SFT_BATCH)
-    trainer = settings.trainer
-    args = {
-        "report_to": "none",
-        "save_strategy": "steps",
-        "logging_first_step": True,
-        **trl_fields(trainer),
-        "gradient_accumulation_steps": batch.accumulation,
-        "seed": settings.seed,
-    }
-    if args.get("bf16") is None:
-        args["bf16"] = launcher_bf16(bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
-    if not torch.cuda.is_available():
-        args.setdefault("use_cpu", True)
-    args.setdefault("max_length", None)  # never cut the image tokens
-    args.setdefault("remove_unused_columns", False)  # the soft-target transform reads dimension and mos
-    try:
-        config = SFTConfig(output_dir=str(out), **args)
-    except TypeError as err:
-        raise UserError(f"invalid trainer.* settings (trl.SFTConfig): {err}") from None
-    check_world(batch, config.world_size)
-    logger.info("%s", describe_batch(batch, trainer, SFT_BATCH))
-    return config
-
-
 def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Set up, train, report; returns paths, final step and metrics (also ``out/sft_result.json``)."""
+    given = asdict(cfg) if isinstance(cfg, SftSettings) else cfg  # as given, before the dimensions are resolved
     settings = parse_settings(cfg, with_inputs=True)
     if settings.plan:  # no file needs to exist yet: the plan is made from the settings alone
         from training.commands.sft_plan import sft_plan
@@ -526,7 +487,7 @@ def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
         return write_training_targets(settings, _scorer_meta(settings)["queries"], mos_range)
     setup = set_up(settings)
     trained = train(setup, callbacks or [])
-    result = report(setup, trained, cfg)
+    result = report(setup, trained, given)
     trained.trainer.accelerator.end_training()  # the process groups destroyed (a launched process ends: cli.main)
     return result
 
@@ -576,14 +537,13 @@ def set_up(settings: SftSettings) -> Setup:
         logger.info("chat template: thinking switched off for training (the answer follows the prompt directly)")
     _rating_ids(processor.tokenizer, meta, settings)  # each level word one token after every prefix, or fail now
     train_dataset, skipped = _train_dataset(settings, meta["queries"])
-    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights
-    args = _trainer_args(settings, out)
-    args.distributed_state.wait_for_everyone()  # every process has checked out before it is created
-    if args.distributed_state.is_main_process:
-        output.create()
-    args.distributed_state.wait_for_everyone()
-    main_process = args.distributed_state.is_main_process
-    resume_from = last_complete_checkpoint(out, main_process=main_process) if output.resumed else None
+    from trl import SFTConfig
+
+    base = {"report_to": "none", "save_strategy": "steps", "logging_first_step": True}
+    base |= {"max_length": None, "remove_unused_columns": False}  # never cut the image tokens; soft targets read mos
+    args = trl_config(SFTConfig, settings.trainer, out=out, source=SFT_BATCH, base=base, fixed={"seed": settings.seed})
+    start_output(output, args)
+    resume_from = resume_checkpoint(output)
     start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     lora, deepspeed = settings.lora.enabled, uses_deepspeed(args)
     dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(args.bf16), deepspeed=deepspeed)
