@@ -380,7 +380,7 @@ def grpo_section(out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
         *(f"trainer.save_steps={cfg.grpo.steps}", f"eval.every={max(1, cfg.grpo.steps // 3)}"),
         *("eval_tasks=6", f"seed={cfg.seed}"),
     ]
-    r = run_grpo(parse(GrpoSettings, compose("grpo", overrides)))
+    r = run_grpo(parse(GrpoSettings, compose("grpo", overrides, schema=GrpoSettings)))
     means = [m for _, m, _ in r["train_curve"]["scene-proxy"]]
     k = max(1, min(10, len(means) // 3))
     first, last = sum(means[:k]) / k, sum(means[-k:]) / k

@@ -147,7 +147,7 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
             torch.cuda.reset_peak_memory_stats()
         watch = WeightWatch()
         out = p.work / ("grpo-served" if served else "grpo-local")
-        cfg = parse(GrpoSettings, compose("grpo", overrides=[*_overrides(p, out), *reward]))
+        cfg = parse(GrpoSettings, compose("grpo", overrides=[*_overrides(p, out), *reward], schema=GrpoSettings))
         start = time.perf_counter()
         result = run_grpo(cfg, callbacks=[watch])
         table.add(name, "wall seconds (load + train + save)", round(time.perf_counter() - start, 1))

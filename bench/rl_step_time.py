@@ -47,7 +47,7 @@ def main() -> None:
         overrides += ["trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1"]
         overrides += ["trainer.max_completion_length=16", "trainer.beta=0", "eval.every=0"]
         overrides.append(f"trainer.save_steps={args.steps}")
-        shares = run_grpo(parse(GrpoSettings, compose("grpo", overrides)))["timing"]["shares"]
+        shares = run_grpo(parse(GrpoSettings, compose("grpo", overrides, schema=GrpoSettings)))["timing"]["shares"]
         logger.info(
             "GRPO %d steps (%s): policy sampling %.1f%%, inpainting %.1f%%, reward %.1f%%, update and the rest %.1f%% "
             "of the step time",

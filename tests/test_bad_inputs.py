@@ -604,10 +604,9 @@ def _sft_prepare(cfg) -> None:
 
 
 def _grpo_prepare(cfg) -> None:
-    from rl.commands.grpo_launch import prepare
+    from rl.commands.grpo_launch import check_output_folder
 
-    s = parse(GrpoSettings, cfg)
-    prepare(s, Path(s.out))
+    check_output_folder(parse(GrpoSettings, cfg)).create()
 
 
 def _best_of_n_prepare(cfg) -> None:

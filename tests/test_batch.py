@@ -94,8 +94,8 @@ def test_the_grpo_defaults_train_with_the_papers_4_prompts_x_8_on_one_process_or
         f"plan_for.processes={processes}",
     ]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        settings = parse(GrpoSettings, compose("grpo", overrides))
-    args = launch(settings)
+        settings = parse(GrpoSettings, compose("grpo", overrides, schema=GrpoSettings))
+    _, args = launch(settings)
     assert (args.gradient_accumulation_steps, args.generation_batch_size) == (8, 32)  # this launch: one process
     plan = grpo_plan(settings, args)
     assert (plan.launch.effective_batch, plan.launch.accumulation) == (32, accumulation)
@@ -115,8 +115,10 @@ def test_a_grpo_run_prints_its_batch_at_start(tmp_path, caplog):
     tasks = write_inpainting_tasks(tmp_path / "tasks", 3, size=32, seed=0)
     overrides = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = parse(GrpoSettings, compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"]))
-    with caplog.at_level(logging.INFO, logger="rl"), pytest.raises(UserError, match="a step takes 4 prompts"):
+        cfg = parse(
+            GrpoSettings, compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"], schema=GrpoSettings)
+        )
+    with caplog.at_level(logging.INFO, logger="training"), pytest.raises(UserError, match="a step takes 4 prompts"):
         run(cfg)
     assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in caplog.text
     assert "SA-IQA App. D.3 (4 prompts x group 8) trained with 32" in caplog.text

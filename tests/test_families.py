@@ -234,7 +234,7 @@ def test_each_family_trains_as_a_grpo_policy_that_sees_the_task_image(name, tiny
         "eval.every=0",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = parse(GrpoSettings, compose("grpo", overrides=overrides))
+        cfg = parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings))
     seen: list[set[str]] = []
 
     class Watch(TrainerCallback):

@@ -58,7 +58,7 @@ LEARN = [
 
 
 def _cfg(overrides: list[str]) -> FlowGrpoSettings:
-    return parse(FlowGrpoSettings, compose("flow_grpo", overrides))
+    return parse(FlowGrpoSettings, compose("flow_grpo", overrides, schema=FlowGrpoSettings))
 
 
 def _flux(path: Path, **extra) -> FluxFillFlow:

@@ -435,7 +435,7 @@ def test_every_recipe_runs_in_order_at_its_own_geometry_on_two_processes(
     done = subprocess.run(trl, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert Path("runs/grpo-expansion-stage1/adapter_config.json").is_file()
-    run_tasks(parse(TasksSettings, compose("tasks", ["out=datasets/inpainting", "n=8"])))
+    run_tasks(parse(TasksSettings, compose("tasks", ["out=datasets/inpainting", "n=8"], schema=TasksSettings)))
 
     paths = {"qwen25": tiny_vlm25_path, "qwen3": tiny_vlm3_path, "small": tiny_small_vlm_path}
     paths |= {"format_taught": format_taught_vlm_path, "flux": tiny_pipeline_path("flux-fill")}

@@ -134,13 +134,14 @@ def _sft_folder(cfg):
 
 
 def _grpo_folder(cfg):
-    from pathlib import Path
 
     from reward.core.config import parse
-    from rl.commands.grpo_launch import prepare
+    from rl.commands.grpo_launch import check_output_folder
 
     s = parse(GrpoSettings, cfg)
-    return prepare(s, Path(s.out))
+    output = check_output_folder(s)
+    output.create()
+    return output
 
 
 RESUMABLE = {  # command -> (its folder step, settings, a key that may change on resume, a key that may not)

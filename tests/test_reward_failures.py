@@ -67,7 +67,7 @@ def _grpo(tiny_lm: Path, tasks: Path, out: Path, url: str, extra: list[str] = ()
         *extra,
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return run_grpo(parse(GrpoSettings, compose("grpo", overrides=overrides)))
+        return run_grpo(parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings)))
 
 
 @pytest.mark.slow
@@ -106,7 +106,7 @@ def test_best_of_n_whose_every_reward_fails_exits_2_naming_the_counts(tasks, tmp
         overrides = [*_served(url), "reward.server.model=tiny", *FAST_SERVER, "generator=procedural"]
         overrides += [f"data={tasks}", f"out={tmp_path / 'bon'}", "n=2", "limit=3", "sheets=false"]
         with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-            cfg = parse(BestOfNSettings, compose("best_of_n", overrides=overrides))
+            cfg = parse(BestOfNSettings, compose("best_of_n", overrides=overrides, schema=BestOfNSettings))
         with pytest.raises(UserError) as err:  # before: rc 0 with tasks_scored 0
             run_best_of_n(cfg)
     summary = json.loads((tmp_path / "bon" / "summary.json").read_text())

@@ -43,6 +43,7 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
         cfg = compose(
             "best_of_n",
             overrides=["reward=scene-proxy", f"data={manifest}", f"out={out}", "n=4", JUDGE, "skip_bad=true"],
+            schema=BestOfNSettings,
         )
     with caplog.at_level(logging.WARNING):
         summary = run_best_of_n(parse(BestOfNSettings, cfg))
@@ -75,7 +76,7 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
 
 def _compose(overrides: list[str]) -> BestOfNSettings:
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return parse(BestOfNSettings, compose("best_of_n", overrides=overrides))
+        return parse(BestOfNSettings, compose("best_of_n", overrides=overrides, schema=BestOfNSettings))
 
 
 def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp_path):

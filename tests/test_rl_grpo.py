@@ -40,7 +40,7 @@ FAST = [
 
 def _cfg(overrides: list[str]) -> GrpoSettings:
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return parse(GrpoSettings, compose("grpo", overrides=overrides))
+        return parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings))
 
 
 class Watch(TrainerCallback):

@@ -72,7 +72,10 @@ def parts(tmp_path_factory, tiny_vlm_path, tiny_lm_path):
     tasks = write_inpainting_tasks(root / "tasks", 12, size=48, mask_fraction=0.8)
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         single = run_grpo(
-            parse(GrpoSettings, compose("grpo", overrides=_overrides(lm, tasks, root / "one", tiny_vlm_path, 4)))
+            parse(
+                GrpoSettings,
+                compose("grpo", overrides=_overrides(lm, tasks, root / "one", tiny_vlm_path, 4), schema=GrpoSettings),
+            )
         )
     heldout = [json.loads(line) for line in (root / "one" / "heldout.jsonl").read_text().splitlines()]
     return root, lm, tasks, single, heldout
@@ -220,7 +223,7 @@ def test_a_reward_server_that_dies_mid_run_stops_the_run_at_the_first_step_witho
         "trainer.save_steps=1000",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = parse(GrpoSettings, compose("grpo", overrides=overrides))
+        cfg = parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings))
     kill = _KillServer(stack)
     with stack, pytest.raises(UserError, match=r"training stopped at step 2: 4 of 4 completions got no usable"):
         run_grpo(cfg, callbacks=[kill])

@@ -239,7 +239,7 @@ def test_what_an_installed_user_reads_names_no_file_of_a_clone(tmp_path, monkeyp
     ]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         settings = parse(GrpoSettings, compose("grpo", overrides))
-        plan = grpo_plan(settings, launch(settings))
+        plan = grpo_plan(settings, launch(settings)[1])
     helps = [f.metadata.get("help", "") for cls in (GrpoSettings, BestOfNSettings) for f in dataclasses.fields(cls)]
     for text in [*plan.lines, *helps, rl.grpo.__doc__, rl.best_of_n.__doc__]:
         assert not re.search(r"bench/|configs/|\.sh\b|fusion/fit\.py|rl/commands/", text), text

@@ -40,7 +40,8 @@ Z = 1.959963984540054  # the 97.5% normal quantile
 
 def _study(*args: str):
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        return run(compose("study", list(args), schema=StudySettings, subcommands=("serve", "report")))
+        cfg = compose("study", list(args), schema=StudySettings, subcommands=("serve", "report"))
+        return run(parse(StudySettings, cfg))
 
 
 def _wilson(k: int, n: int) -> list[float]:
@@ -178,7 +179,7 @@ def best_of_n_run(tmp_path_factory) -> Path:
     manifest = write_inpainting_tasks(folder / "tasks", 4, size=64, seed=1)
     overrides = ["reward=scene-proxy", f"data={manifest}", f"out={folder / 'run'}", "n=4", "sheets=false"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        run_best_of_n(parse(BestOfNSettings, compose("best_of_n", overrides)))
+        run_best_of_n(parse(BestOfNSettings, compose("best_of_n", overrides, schema=BestOfNSettings)))
     return folder / "run"
 
 

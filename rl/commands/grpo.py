@@ -23,18 +23,17 @@ from reward.core.errors import UserError
 from reward.core.outputs import Output
 from reward.data.files import atomic_write_json, read_records
 from reward.integrations.reward_set import RewardSet, reward_has_device
-from rl.commands.grpo_launch import check_fills_a_step, launch, prepare
+from rl.commands.grpo_launch import check_fills_a_step, launch
 from rl.commands.grpo_settings import GrpoSettings, reward_scale
 from rl.devices import placed_device, resolve_devices
 from rl.generators import build_generator, generator_has_device
 from rl.inpaint_tasks import Task, policy_view, task_split
 from rl.policy import is_vlm, load_policy
 from rl.policy_card import policy_card
-from rl.run_folder import on_main
-from training.shared.batch import GRPO_BATCH, describe_batch, resolve_batch
 from training.shared.cards import settings_command, write_card
-from training.shared.checkpoints import last_complete_checkpoint, load_checkpoint_weights, restored_weights_quiet
+from training.shared.checkpoints import load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import start_deepspeed_comm, uses_deepspeed, zero3_init_off
+from training.shared.launch import resume_checkpoint, start_output
 from training.shared.sizes import require_trained
 from training.shared.trainable import lora_config
 
@@ -51,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 def run(settings: GrpoSettings, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Set up, train, report; returns the summary (also ``out/grpo_result.json``)."""
-    args = launch(settings)
+    output, args = launch(settings)
     if settings.plan:
         from rl.commands.grpo_plan import grpo_plan
         from training.shared.plan import report_plan
@@ -60,7 +59,7 @@ def run(settings: GrpoSettings, callbacks: list[Any] | None = None) -> dict[str,
     from rl.watchdog import Watchdog
 
     with Watchdog(settings.stall_timeout_s) as watchdog:
-        setup = set_up(settings, args, watchdog)
+        setup = set_up(settings, output, args, watchdog)
         trained = train(setup, callbacks or [], watchdog)
         watchdog.beat("writing the report")
         return report(setup, trained)
@@ -101,12 +100,11 @@ class Trained:
     heldout_cb: HeldOutEval | None
 
 
-def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
-    """Every check before a model loads (tasks, a full step, devices, the output folder), then the rewards, the
-    generator, the output folder (a resumed run: the records after its last checkpoint dropped) and the policy."""
+def set_up(settings: GrpoSettings, output: Output, args: Any, watchdog: Watchdog) -> Setup:
+    """Every check before a model loads (tasks, a full step, devices; ``output``: the folder's verdict), then the
+    rewards, the generator, the output folder created (a resumed run: the records after its last checkpoint dropped)
+    and the policy."""
     out = Path(settings.out)
-    batch = resolve_batch(settings.trainer, args.world_size, GRPO_BATCH)
-    logger.info("%s", describe_batch(batch, settings.trainer, GRPO_BATCH))
     vision = is_vlm(settings.policy.path, settings.policy.vision)
     train_tasks, heldout, n_bad = task_split(settings, with_eval=settings.eval.every > 0)
     check_fills_a_step(train_tasks, args, settings)
@@ -115,7 +113,6 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
     )
     eval_entries = resolve_devices(settings.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
     (generator_cfg,) = resolve_devices([settings.generator], schema_has_device=generator_has_device, where="generator")
-    on_main(lambda: prepare(settings, out, create=False))  # a refused out folder fails here, before any model loads
 
     watchdog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
     start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
@@ -126,16 +123,12 @@ def set_up(settings: GrpoSettings, args: Any, watchdog: Watchdog) -> Setup:
         if settings.eval.every > 0:  # the training rewards (as built) and the held-out ones
             eval_set = RewardSet([*rewards.rewards, *eval_entries], normalize=settings.normalize_rewards)
         generator = build_generator(generator_cfg)
-    output = on_main(lambda: prepare(settings, out))  # decided once, by the main process
-    assert output is not None
-    resume_from = None
-    if output.resumed:  # from the last complete checkpoint (a half-written one is skipped), or from the start
-        resume_from = last_complete_checkpoint(out, main_process=args.process_index == 0)
-        if args.process_index == 0:
-            from rl.heldout import truncate_records  # transformers and peft: loaded when a run starts
+    start_output(output, args)  # created by the main process (an earlier run moved aside), the others waiting
+    resume_from = resume_checkpoint(output)  # the last complete checkpoint (a half-written one moved aside)
+    if output.resumed and args.process_index == 0:
+        from rl.heldout import truncate_records  # transformers and peft: loaded when a run starts
 
-            truncate_records(out, int(resume_from.rsplit("-", 1)[-1]) if resume_from else 0)  # checkpoint-STEP
-        logger.info("resuming the run in %s from %s", out, resume_from or "its start (no checkpoint yet)")
+        truncate_records(out, int(resume_from.rsplit("-", 1)[-1]) if resume_from else 0)  # checkpoint-STEP
     args.distributed_state.wait_for_everyone()
 
     watchdog.beat("loading the policy")

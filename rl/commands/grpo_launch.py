@@ -1,11 +1,11 @@
-"""What GRPO (``rl/grpo.py``) settles before a model loads: the output folder's verdict (:func:`prepare`), trl's
-``GRPOConfig`` for this launch (:func:`launch`; FSDP refused) and a step the training tasks fill
+"""What GRPO (``rl/grpo.py``) settles before a model loads, through :mod:`training.shared.launch` as SFT and the GRPO
+scorer do: the output folder's verdict on every process (:func:`check_output_folder`), trl's ``GRPOConfig`` for this
+launch (:func:`grpo_args`; FSDP refused: :func:`launch`) and a step the training tasks fill
 (:func:`check_fills_a_step`)."""
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,70 +15,46 @@ from reward.core.outputs import Output, check_output, may_change_keys
 from rl.commands.grpo_settings import GrpoSettings
 from rl.generators import text_budget
 from rl.inpaint_tasks import Task
-from rl.run_folder import prepare_run_folder, run_inputs, settings_record
-from training.shared.batch import GRPO_BATCH, check_world, launch_processes, resolve_batch, trl_fields
-from training.shared.deepspeed import (
-    check_build_locks,
-    launcher_bf16,
-    save_gathered_weights_under_zero3,
-    uses_deepspeed,
-)
+from rl.run_folder import run_inputs, settings_record
+from training.shared.batch import GRPO_BATCH
+from training.shared.launch import trl_config
 
 logger = logging.getLogger(__name__)
 
+# what GRPO asks of trl whatever trainer.* says, and its defaults beneath trainer.*
+FIXED = {"remove_unused_columns": False}  # the rewards need task_id
+BASE = {
+    "report_to": "none",
+    "save_strategy": "steps",
+    "logging_steps": 1,
+    "logging_first_step": True,
+    "log_completions": False,
+}
 
-def launch(settings: GrpoSettings) -> Any:
-    """trl's ``GRPOConfig`` for this launch (building it sets up the launch's processes, each on its own device),
-    after the output folder's verdict (an identical rerun of a complete run, a refused folder: said before trl loads);
-    an FSDP launch refused."""
-    if not settings.plan:
-        prepare(settings, Path(settings.out), create=False, check_only=True)
+
+def launch(settings: GrpoSettings) -> tuple[Output | None, Any]:
+    """The run's output folder, checked on every process before trl loads (an identical rerun of a complete run, a
+    refused folder; none for a plan), and trl's ``GRPOConfig`` for this launch (building it sets up the launch's
+    processes, each on its own device); an FSDP launch refused."""
+    output = None if settings.plan else check_output_folder(settings)
     args = grpo_args(settings, Path(settings.out))
     if str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
         raise UserError(
             "FSDP launches are not supported by GRPO (held-out generation needs whole weights): use DDP, "
             "ZeRO-2 or ZeRO-3"
         )
-    return args
+    return output, args
 
 
 def grpo_args(settings: GrpoSettings, out: Path) -> Any:
-    """trl's ``GRPOConfig`` (this also sets up the launch's processes, each on its own device)."""
-    import torch
+    """trl's ``GRPOConfig`` (:func:`training.shared.launch.trl_config`): ``trainer.*`` over GRPO's defaults, the seed,
+    and the completions' length the generator's text encoder reads when ``trainer.max_completion_length`` is null."""
     from trl import GRPOConfig
 
-    batch = resolve_batch(settings.trainer, launch_processes(), GRPO_BATCH)
-    args = {
-        "report_to": "none",
-        "save_strategy": "steps",
-        "logging_steps": 1,
-        "logging_first_step": True,
-        "log_completions": False,
-        **trl_fields(settings.trainer),
-        "gradient_accumulation_steps": batch.accumulation,
-        "seed": settings.seed,
-        "remove_unused_columns": False,  # the rewards need task_id
-    }
-    if args.get("bf16") is None:  # where this process's GPU does it natively (no tensor made on GPU 0 to find out)
-        gpu = torch.cuda.is_available()
-        args["bf16"] = launcher_bf16(
-            gpu
-            and torch.cuda.get_device_capability(int(os.environ.get("LOCAL_RANK") or 0) % torch.cuda.device_count())[0]
-            >= 8
-        )
-    if args.get("max_completion_length") is None:
-        args["max_completion_length"] = text_budget(settings.generator) if settings.generator else 77
-    if not torch.cuda.is_available():
-        args.setdefault("use_cpu", True)
-    save_gathered_weights_under_zero3()  # the policy is written as a model, not as DeepSpeed's shards
-    if uses_deepspeed(None):
-        check_build_locks()  # before accelerate starts DeepSpeed (GPU launches), which may build its ops
-    try:
-        config = GRPOConfig(output_dir=str(out), **args)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
-    check_world(batch, config.world_size)
-    return config
+    fixed: dict[str, Any] = {**FIXED, "seed": settings.seed}
+    if settings.trainer.get("max_completion_length") is None:
+        fixed["max_completion_length"] = text_budget(settings.generator) if settings.generator else 77
+    return trl_config(GRPOConfig, settings.trainer, out=out, source=GRPO_BATCH, base=BASE, fixed=fixed)
 
 
 def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> int:
@@ -102,29 +78,22 @@ def check_fills_a_step(train: list[Task], args: Any, settings: GrpoSettings) -> 
     return prompts
 
 
-def prepare(settings: GrpoSettings, out: Path, *, create: bool = True, check_only: bool = False) -> Output | None:
-    """The run's output folder (main process): new, the same run resumed (``resume=auto``), or refused; with
-    ``create=False`` only a refusal is checked, before any model loads (:func:`rl.run_folder.prepare_run_folder`);
-    ``check_only``: the decision alone, writing nothing, on any process (a complete run: ``already complete``)."""
+def check_output_folder(settings: GrpoSettings) -> Output:
+    """The run's output folder, written by nobody yet (every process may ask): new, the same run resumed
+    (``resume=auto``), an earlier run moved aside (``overwrite=true``), or refused; a complete identical run stops the
+    command at once. Created by :func:`training.shared.launch.start_output` once the rewards and generator load."""
     inputs = run_inputs(
         {"policy": settings.policy.path, "data": settings.data, "eval_data": settings.eval_data},
         [("reward{i}", [settings.reward, *settings.more_rewards]), ("eval_reward{i}", settings.eval_rewards)],
         settings.generator,
     )
-    rules = {
-        "resume": resume_mode(settings.resume),
-        "may_change": may_change_keys(GrpoSettings),
-        "resume_hint": "resume=auto",
-    }
-    if check_only:
-        check_output(out, "grpo", settings_record(settings), inputs, overwrite=settings.overwrite, **rules)
-        return None
-    return prepare_run_folder(
-        out,
+    return check_output(
+        Path(settings.out),
         "grpo",
         settings_record(settings),
         inputs,
-        create=create,
+        resume=resume_mode(settings.resume),
         overwrite=settings.overwrite,
-        **rules,
+        may_change=may_change_keys(GrpoSettings),
+        resume_hint="resume=auto",
     )

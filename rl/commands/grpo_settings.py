@@ -29,12 +29,9 @@ from training.shared.batch import (
     launch_processes,
     planned_processes,
     resolve_batch,
-    trl_fields,
 )
-from training.shared.reporting import report_to_problems
-from training.shared.sizes import trainer_size_problems
+from training.shared.launch import launch_problems
 from training.shared.trainable import LoraSettings
-from training.shared.trl_fields import trainer_problems
 
 DEFAULT_TEMPLATE = (
     "Expand this prompt for inpainting the masked region of an interior photo into one detailed, vivid "
@@ -230,10 +227,9 @@ class GrpoSettings:
         return [
             *self._between_fields(),
             *([] if self.plan else self._missing_inputs()),
-            *trainer_problems("GRPOConfig", trl_fields(self.trainer)),
             *([] if self.plan else heldout_problems(self)),
-            *(batch_problems(self.trainer, processes, GRPO_BATCH) or self._group_problems(processes)),
-            *trainer_size_problems(self.trainer),
+            *launch_problems("GRPOConfig", self.trainer, processes=processes, source=GRPO_BATCH),
+            *([] if batch_problems(self.trainer, processes, GRPO_BATCH) else self._group_problems(processes)),
         ]
 
     def _group_problems(self, processes: int) -> list[str]:
@@ -280,7 +276,7 @@ class GrpoSettings:
                 f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
                 "(reward + more_rewards); give one per reward"
             )
-        return problems + report_to_problems(self.trainer.get("report_to", "none"))
+        return problems
 
     def _missing_inputs(self) -> list[str]:
         """The models and task files named that are not there."""
