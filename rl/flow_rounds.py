@@ -325,11 +325,12 @@ class FlowRounds:
     def one_round(self, watchdog: Any) -> None:
         """Sample, score, compute the advantages, train ``updates_per_round`` optimizer steps; log the round."""
         acc, r = self.accelerator, self.round
-        logger.info(
-            "round %d/%d: sampling %d images (%d prompts x %d) over %d process(es)",
-            *(r + 1, self.total_rounds, self.layout.items, self.layout.prompts, self.layout.group_size),
-            acc.num_processes,
-        )
+        if acc.is_main_process:
+            logger.info(
+                "round %d/%d: sampling %d images (%d prompts x %d) over %d process(es)",
+                *(r + 1, self.total_rounds, self.layout.items, self.layout.prompts, self.layout.group_size),
+                acc.num_processes,
+            )
         start = time.perf_counter()
         rollouts, encoded = [], {}
         self.model.eval()

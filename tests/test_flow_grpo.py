@@ -188,7 +188,7 @@ def test_the_adapter_loads_in_diffusers_with_its_card_and_draws_the_runs_held_ou
     out, args, result = learned
     card = (out / "lora" / "README.md").read_text()
     assert "Flow-GRPO" in card and "held-out judge (not trained on)" in card and "rl/flow_grpo.py" in card
-    paths = [value for a in args if (value := a.split("=", 1)[1]).startswith("/")]
+    paths = [value for a in args if (value := a.partition("=")[2]).startswith("/")]
     assert paths and not [p for p in paths if p in card], card  # the models, data and out by their names only
     pairs = [json.loads(line) for line in (out / "heldout" / "pairs.jsonl").read_text().splitlines()]
     data = next(a.split("=", 1)[1] for a in args if a.startswith("data="))
