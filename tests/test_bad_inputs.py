@@ -597,9 +597,10 @@ def test_a_key_given_for_its_variables_name_is_refused_in_one_line_never_shown(s
 
 
 def _sft_prepare(cfg) -> None:
-    from training.commands.sft import check_output_folder, parse_settings
+    from reward.core.config import parse
+    from training.commands.sft_setup import check_output_folder
 
-    check_output_folder(parse_settings(cfg)).create()
+    check_output_folder(parse(SftSettings, cfg)).create()
 
 
 def _grpo_prepare(cfg) -> None:
@@ -663,8 +664,10 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     from reward.core.errors import UserError
 
     module, argv, prepare, out_key = REUSED_FOLDER[config]
-    command = importlib.import_module(module)
-    parse_settings, schema = command.parse_settings, SCHEMAS[config]
+    importlib.import_module(module)
+    from reward.core.config import parse
+
+    schema = SCHEMAS[config]
     (tmp_path / "t.jsonl").write_text("")  # the tasks named (grpo checks that its data exists with the settings)
     argv = [a.replace("{out}", str(tmp_path / "run")).replace("=t.jsonl", f"={tmp_path}/t.jsonl") for a in argv]
     prepare(compose(config, [*argv, "overwrite=true"], schema=schema))  # the first run makes the folder
@@ -679,7 +682,7 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     for key, value in re.findall(r"\b([a-z_][a-z_.]*)=(\S*)", message):
         if key != out_key:
             advice = f"{key}={value.rstrip(',.;')}"
-            parse_settings(compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice], schema=schema))
+            parse(schema, compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice], schema=schema))
 
 
 # ------------------------------------------------------------------------------------------ output paths
@@ -826,7 +829,7 @@ def test_every_command_refuses_a_bad_row_by_default():
 
 def test_sft_refuses_a_bad_row_naming_the_line_and_data_skip_bad(tmp_path, tiny_vlm_path, monkeypatch, capsys):
     manifest = _ratings(tmp_path, [_row("good.png"), _row("missing.png"), _row("good.png", 4.0)], {"good.png": GOOD})
-    monkeypatch.setattr("training.commands.sft.load_for_training", lambda *a, **k: pytest.fail("the model loaded"))
+    monkeypatch.setattr("training.commands.sft_setup.load_for_training", lambda *a, **k: pytest.fail("the model loaded"))
     argv = [f"model.path={tiny_vlm_path}", f"data.train={manifest}", "trainer.max_steps=1", f"out={tmp_path}/out"]
     status, err = _run_script("training/sft.py", argv, capsys)
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err

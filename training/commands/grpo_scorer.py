@@ -26,11 +26,17 @@ from reward.data.files import atomic_write_json
 from reward.rewards.reasoning_iqa import scorer_meta
 from reward.rewards.reasoning_prompts import PROMPTS
 from training.commands.grpo_scorer_data import Rows, ScorerDataSettings, mos_range
-from training.commands.sft import ModelSettings
 from training.shared.batch import PlanSettings, launch_processes, planned_processes
 from training.shared.launch import launch_problems, resume_checkpoint, start_output, trl_config
 from training.shared.sizes import require_trained
-from training.shared.trainable import LoraSettings, freeze_vision, load_for_training, lora_config, training_dtype
+from training.shared.trainable import (
+    LoraSettings,
+    ModelSettings,
+    freeze_vision,
+    load_for_training,
+    lora_config,
+    training_dtype,
+)
 
 logger = logging.getLogger(__name__)
 
