@@ -829,7 +829,9 @@ def test_every_command_refuses_a_bad_row_by_default():
 
 def test_sft_refuses_a_bad_row_naming_the_line_and_data_skip_bad(tmp_path, tiny_vlm_path, monkeypatch, capsys):
     manifest = _ratings(tmp_path, [_row("good.png"), _row("missing.png"), _row("good.png", 4.0)], {"good.png": GOOD})
-    monkeypatch.setattr("training.commands.sft_setup.load_for_training", lambda *a, **k: pytest.fail("the model loaded"))
+    monkeypatch.setattr(
+        "training.commands.sft_setup.load_for_training", lambda *a, **k: pytest.fail("the model loaded")
+    )
     argv = [f"model.path={tiny_vlm_path}", f"data.train={manifest}", "trainer.max_steps=1", f"out={tmp_path}/out"]
     status, err = _run_script("training/sft.py", argv, capsys)
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
