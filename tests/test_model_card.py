@@ -12,9 +12,8 @@ from hydra import initialize_config_dir
 from reward.core.cli import compose
 from reward.core.config import parse
 from training.commands.sft import SftSettings
-from training.model_card import scorer_card
 from training.procedural.synthetic import write_benchmark
-from training.shared.cards import command_line
+from training.shared.cards import command_line, scorer_card
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

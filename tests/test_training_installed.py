@@ -14,8 +14,7 @@ from reward.core.cli import compose
 from reward.core.config import parse
 from training.commands.sft import SftSettings, run
 from training.commands.sft_plan import sft_plan
-from training.model_card import scorer_card
-from training.shared.cards import settings_command
+from training.shared.cards import scorer_card, settings_command
 from training.shared.plan import format_plan
 
 REPO_FILES = ("training/", "configs/", "fusion/fit.py", "reward/evaluate.py", "bench/")

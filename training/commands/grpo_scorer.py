@@ -204,8 +204,7 @@ def report(
     settings: GrpoScorerSettings, data: tuple[Rows, Rows | None], output: Output, trainer: Any, train_s: float
 ) -> dict[str, Any]:
     """The scorer folder and its card, the test SRCC, ``grpo_scorer_result.json`` and the closing summary."""
-    from training.model_card import scorer_card
-    from training.shared.cards import settings_command, write_card
+    from training.shared.cards import scorer_card, settings_command, write_card
 
     out, (rows, test) = Path(settings.out), data
     result: dict[str, Any] = {"global_step": trainer.state.global_step, "train_s": round(train_s, 1)}

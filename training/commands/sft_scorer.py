@@ -14,8 +14,7 @@ from reward.data.manifest import image_paths
 from reward.vlm.loading import ModelLoading, merge_lora
 from training.commands.sft_settings import SftSettings
 from training.commands.sft_setup import Setup
-from training.model_card import scorer_card
-from training.shared.cards import settings_command
+from training.shared.cards import scorer_card, settings_command
 from training.shared.deepspeed import uses_deepspeed, zero3_init_off
 from training.shared.trainable import load_for_training, lora_config
 
