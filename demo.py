@@ -150,7 +150,7 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
         "trainer.logging_steps=25",
         f"seed={cfg.seed}",
     ]
-    result = run_sft(compose("sft", overrides, schema=SftSettings))
+    result = run_sft(parse(SftSettings, compose("sft", overrides, schema=SftSettings)))
     before, after = result["metrics_before"], result["metrics"]
     rows = ["| dimension | SRCC before | SRCC after | PLCC after |", "|---|---|---|---|"]
     for dim in after:

@@ -598,9 +598,10 @@ def test_a_key_given_for_its_variables_name_is_refused_in_one_line_never_shown(s
 
 
 def _sft_prepare(cfg) -> None:
-    from training.commands.sft import check_output_folder, parse_settings
+    from reward.core.config import parse
+    from training.commands.sft_setup import check_output_folder
 
-    check_output_folder(parse_settings(cfg)).create()
+    check_output_folder(parse(SftSettings, cfg)).create()
 
 
 def _grpo_prepare(cfg) -> None:
@@ -824,7 +825,9 @@ def test_every_command_refuses_a_bad_row_by_default():
 
 def test_sft_refuses_a_bad_row_naming_the_line_and_data_skip_bad(tmp_path, tiny_vlm_path, monkeypatch, capsys):
     manifest = _ratings(tmp_path, [_row("good.png"), _row("missing.png"), _row("good.png", 4.0)], {"good.png": GOOD})
-    monkeypatch.setattr("training.commands.sft.load_for_training", lambda *a, **k: pytest.fail("the model loaded"))
+    monkeypatch.setattr(
+        "training.commands.sft_setup.load_for_training", lambda *a, **k: pytest.fail("the model loaded")
+    )
     argv = [f"model.path={tiny_vlm_path}", f"data.train={manifest}", "trainer.max_steps=1", f"out={tmp_path}/out"]
     status, err = _run_script("training/sft.py", argv, capsys)
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err

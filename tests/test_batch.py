@@ -19,10 +19,10 @@ SFT_BASE = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "o
 
 
 def _sft_plan(*extra: str):
-    from training.commands.sft import parse_settings
+    from reward.core.config import parse
     from training.commands.sft_plan import sft_plan
 
-    return sft_plan(parse_settings(compose("sft", [*SFT_BASE, *extra], schema=SftSettings)))
+    return sft_plan(parse(SftSettings, compose("sft", [*SFT_BASE, *extra], schema=SftSettings)))
 
 
 def _batch_line(plan) -> str:

@@ -195,7 +195,7 @@ def test_sft_trains_each_family_and_its_scorer_reloads_to_the_same_scores(name, 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("sft", overrides=overrides, schema=SftSettings)
     keep = _Keep(FAMILIES[name].vision)
-    result = run_sft(cfg, callbacks=[keep])
+    result = run_sft(parse(SftSettings, cfg), callbacks=[keep])
     assert result["global_step"] == 2
     assert keep.trained and keep.tower and not any(f".{keep.vision}." in f".{n}" for n in keep.trained)
     now = dict(keep.model.named_parameters())

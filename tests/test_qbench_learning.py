@@ -15,6 +15,7 @@ from hydra import initialize_config_dir
 
 from reward.commands.qbench_eval import run as run_qbench
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.perception_questions import write_questions
@@ -47,7 +48,7 @@ def _tune_then_answer(
         "seed=0",  # the stream and trainer seed this learning proof was measured with
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        run_sft(compose("sft", overrides=overrides, schema=SftSettings))
+        run_sft(parse(SftSettings, compose("sft", overrides=overrides, schema=SftSettings)))
 
     def a1(model: Path, out: str) -> dict:
         settings = {"task": "a1", "model": {"path": str(model)}, "data": str(held), "out": str(tmp_path / out)}

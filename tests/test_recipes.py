@@ -207,10 +207,10 @@ def test_activations_follow_tokens_hidden_layers_and_checkpointing():
 
 def test_the_plan_of_lora_sft_on_the_7b_config_is_within_10_percent_of_its_h200_measurement():
     """The bench's LoRA SFT of the Qwen2.5-VL-7B config (batch 4, 448 px, activation checkpointing): 17.2 GiB."""
-    from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
-    s = parse_settings(
+    s = parse(
+        SftSettings,
         compose(
             "sft",
             [
@@ -227,7 +227,7 @@ def test_the_plan_of_lora_sft_on_the_7b_config_is_within_10_percent_of_its_h200_
                 "data.synthetic_size=448",  # the measured run's images (a plan reads the stream's size)
             ],
             schema=SftSettings,
-        )
+        ),
     )
     plan = sft_plan(s)
     assert abs(plan.total_gib - 17.2) / 17.2 < 0.10, format_plan(plan)
@@ -253,35 +253,36 @@ def test_plan_true_prints_the_plan_in_seconds_without_any_weights(tmp_path):
 
 
 def test_a_plan_that_does_not_fit_names_the_knobs_and_a_bad_plan_setting_is_refused(caplog):
-    from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
     base = ["model.path=Qwen/Qwen2.5-VL-72B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
-    plan = sft_plan(parse_settings(compose("sft", base, schema=SftSettings)))
+    plan = sft_plan(parse(SftSettings, compose("sft", base, schema=SftSettings)))
     text = format_plan(plan)
     assert not plan.fits and "does NOT fit" in text
     assert "lora.enabled=true" in text and "zero3.yaml" in text and "activation_checkpointing=true" in text
     with pytest.raises(Exception, match=r"plan_for.zero_stage=4: must be between 0 and 3"):
-        parse_settings(compose("sft", [*base, "plan_for.zero_stage=4"], schema=SftSettings))
+        parse(SftSettings, compose("sft", [*base, "plan_for.zero_stage=4"], schema=SftSettings))
     with pytest.raises(Exception, match=r"model.path=nowhere/model: plan=true needs the model's config.json"):
-        sft_plan(parse_settings(compose("sft", [*base, "model.path=nowhere/model"], schema=SftSettings)))
+        sft_plan(parse(SftSettings, compose("sft", [*base, "model.path=nowhere/model"], schema=SftSettings)))
 
 
 def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
-    from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
     base = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
     one = sft_plan(
-        parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"], schema=SftSettings))
+        parse(
+            SftSettings, compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"], schema=SftSettings)
+        )
     )
     two = sft_plan(
-        parse_settings(
+        parse(
+            SftSettings,
             compose(
                 "sft",
                 [*base, "plan_for.processes=8", "plan_for.zero_stage=3", "plan_for.machines=2"],
                 schema=SftSettings,
-            )
+            ),
         )
     )
     assert two.launch.processes == 16 and two.launch.effective_batch == one.launch.effective_batch == 256

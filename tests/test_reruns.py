@@ -126,9 +126,10 @@ def test_an_error_that_needs_no_model_comes_before_the_heavy_imports(tmp_path):
 
 
 def _sft_folder(cfg):
-    from training.commands.sft import check_output_folder, parse_settings
+    from reward.core.config import parse
+    from training.commands.sft_setup import check_output_folder
 
-    output = check_output_folder(parse_settings(cfg))
+    output = check_output_folder(parse(SftSettings, cfg))
     output.create()
     return output
 
