@@ -33,10 +33,15 @@ BASE = {
 
 
 def launch(settings: GrpoSettings) -> tuple[Output | None, Any]:
-    """The run's output folder, checked on every process before trl loads (an identical rerun of a complete run, a
+    """The models and files named (:meth:`GrpoSettings.missing_inputs`), then the run's output folder, checked on every
+    process before trl loads (an identical rerun of a complete run, a
     refused folder; none for a plan), and trl's ``GRPOConfig`` for this launch (building it sets up the launch's
     processes, each on its own device); an FSDP launch refused."""
-    output = None if settings.plan else check_output_folder(settings)
+    output = None
+    if not settings.plan:
+        if found := settings.missing_inputs():
+            raise UserError(found[0] if len(found) == 1 else "invalid settings:\n  - " + "\n  - ".join(found))
+        output = check_output_folder(settings)
     args = grpo_args(settings, Path(settings.out))
     if str(getattr(args.distributed_state, "distributed_type", "")).endswith("FSDP"):
         raise UserError(

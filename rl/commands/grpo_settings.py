@@ -219,15 +219,12 @@ class GrpoSettings:
     )
 
     def problems(self) -> list[str]:
-        """Every check beyond the fields' own, before trl is imported: between the fields, the models and task files
-        named (not for a plan, made before they are), trl's ``GRPOConfig`` fields (from a table of them), the tasks
-        held out against the rows of ``data`` (counted, no image read), and the batch over this launch's processes
-        (``plan_for``'s for a plan)."""
+        """Every check beyond the fields' own, before trl is imported: between the fields, trl's ``GRPOConfig``
+        fields (from a table of them) and the batch over this launch's processes (``plan_for``'s for a plan); the files
+        named are :meth:`missing_inputs`'s, when a run starts."""
         processes = planned_processes(self.plan_for) if self.plan else launch_processes()
         return [
             *self._between_fields(),
-            *([] if self.plan else self._missing_inputs()),
-            *([] if self.plan else heldout_problems(self)),
             *launch_problems("GRPOConfig", self.trainer, processes=processes, source=GRPO_BATCH),
             *([] if batch_problems(self.trainer, processes, GRPO_BATCH) else self._group_problems(processes)),
         ]
@@ -278,8 +275,9 @@ class GrpoSettings:
             )
         return problems
 
-    def _missing_inputs(self) -> list[str]:
-        """The models and task files named that are not there."""
+    def missing_inputs(self) -> list[str]:
+        """The models and task files named that are not there, and the tasks held out against the rows of ``data``
+        (counted, no image read): checked when a run starts (a plan is made before they are), before trl loads."""
         gen = to_plain(self.generator) if self.generator else {}
         problems = [
             problem
@@ -291,7 +289,8 @@ class GrpoSettings:
                 problems.append(f"{key}={value}: no such file or folder (an inpainting tasks manifest)")
         problems += missing_reward_models([self.reward], "reward")
         problems += missing_reward_models(self.more_rewards, "more_rewards")
-        return problems + missing_reward_models(self.eval_rewards, "eval_rewards")
+        problems += missing_reward_models(self.eval_rewards, "eval_rewards")
+        return problems + heldout_problems(self)
 
 
 def reward_scale(settings: GrpoSettings) -> str:
