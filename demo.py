@@ -151,7 +151,7 @@ def sft_section(model: Path, out: Path, cfg: DictConfig) -> tuple[str, dict[str,
         "trainer.logging_steps=25",
         f"seed={cfg.seed}",
     ]
-    result = run_sft(compose("sft", overrides, schema=SftSettings))
+    result = run_sft(parse(SftSettings, compose("sft", overrides, schema=SftSettings)))
     before, after = result["metrics_before"], result["metrics"]
     rows = ["| dimension | SRCC before | SRCC after | PLCC after |", "|---|---|---|---|"]
     for dim in after:
@@ -304,7 +304,7 @@ def _best_of_n(out: Path, cfg: DictConfig, tasks: Path, name: str, reward: list[
     overrides = [*reward, "generator.jitter_by_prompt=true", f"data={tasks}", f"out={out / name}", f"n={cfg.bon.n}"]
     overrides += [f"seed={cfg.seed}", "overwrite=true"]  # overwrite: a demo run again moves the earlier one aside
     c = compose("best_of_n", overrides, schema=BestOfNSettings)
-    run_best_of_n(c)
+    run_best_of_n(parse(BestOfNSettings, c))
     truth = judge_by_truth(
         read_records(out / name / "scores.jsonl"), float(c.generator.level_jitter), bool(c.generator.jitter_by_prompt)
     )
@@ -367,8 +367,8 @@ def bon_section(out: Path, cfg: DictConfig, scorer: str | None, fusion: str | No
 def grpo_section(out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     """A short GRPO run of the tiny text policy against scene-proxy (full fine-tuning, procedural generator)."""
     from reward.testing import make_tiny_lm
-    from rl.commands.grpo import GrpoSettings
     from rl.commands.grpo import run as run_grpo
+    from rl.commands.grpo_settings import GrpoSettings
     from training.procedural.synthetic import write_inpainting_tasks
 
     tasks = write_inpainting_tasks(out / "grpo_tasks", 40, size=64, seed=cfg.seed + 3, mask_fraction=0.8)
@@ -382,7 +382,7 @@ def grpo_section(out: Path, cfg: DictConfig) -> tuple[str, dict[str, Any]]:
         *(f"trainer.save_steps={cfg.grpo.steps}", f"eval.every={max(1, cfg.grpo.steps // 3)}"),
         *("eval_tasks=6", f"seed={cfg.seed}"),
     ]
-    r = run_grpo(compose("grpo", overrides, schema=GrpoSettings))
+    r = run_grpo(parse(GrpoSettings, compose("grpo", overrides, schema=GrpoSettings)))
     means = [m for _, m, _ in r["train_curve"]["scene-proxy"]]
     k = max(1, min(10, len(means) // 3))
     first, last = sum(means[:k]) / k, sum(means[-k:]) / k

@@ -78,7 +78,8 @@ def score(table: Table, name: str, ckpt: Path, side: int, dry: bool) -> None:
 
 def grpo_scorer_steps(table: Table, name: str, ckpt: Path, work: Path, dry: bool) -> None:
     """Two GRPO steps on the scorer (LoRA), as ``training/grpo_scorer.py`` runs them."""
-    from training.commands.grpo_scorer import run
+    from reward.core.config import parse
+    from training.commands.grpo_scorer import GrpoScorerSettings, run
 
     cuda = torch.cuda.is_available()
     if cuda:
@@ -93,7 +94,7 @@ def grpo_scorer_steps(table: Table, name: str, ckpt: Path, work: Path, dry: bool
         "lora": {"enabled": True},
         "trainer": trainer,
     }
-    result = run(cfg)
+    result = run(parse(GrpoScorerSettings, cfg))
     section = f"{name} GRPO scorer (LoRA)"
     table.add(section, "steps done / train seconds", f"{result['global_step']} / {result['train_s']}")
     table.add(section, "reward first / last", f"{result.get('reward_first')} / {result.get('reward_last')}")

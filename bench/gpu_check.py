@@ -43,6 +43,9 @@ from common import (
 )
 from transformers import TrainerCallback
 
+from reward.core.config import parse
+from training.commands.sft_settings import SftSettings
+
 # the smaller config for full fine-tuning under ZeRO-3: Qwen2.5-0.5B's language model, an 8-block ViT
 SMALL_TEXT = {
     **QWEN25_VL_7B_TEXT,
@@ -287,7 +290,7 @@ def sft_lora(table: Table, ckpt: Path, work: Path, steps: int, batch: int, size:
         "data": {"train": "synthetic", "synthetic_size": size},
         "trainer": {**trainer, "report_to": "none"},
     }
-    result = run_sft(cfg, callbacks=[timer])
+    result = run_sft(parse(SftSettings, cfg), callbacks=[timer])
     table.add(name, "steps done", result.get("global_step"))
     table.add(name, "mean train loss", float(result.get("train_loss", float("nan"))))
     if len(timer.times) > 1:

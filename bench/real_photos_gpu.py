@@ -27,6 +27,8 @@ import torch
 from common import ROOT, Table, arguments, logger, workdir
 from transformers import TrainerCallback
 
+from reward.core.config import parse
+
 GOAL = 0.6  # held-out SRCC per distortion type
 BRISQUE_REFERENCE = ROOT / "bench" / "brisque_heldout.json"
 
@@ -219,7 +221,7 @@ def run(args: argparse.Namespace, work: Path) -> Table:
         overrides += ["trainer.dataloader_num_workers=2", "trainer.logging_steps=2"]
     cfg = compose("sft", overrides=overrides, schema=SftSettings)
     t_train = time.perf_counter()
-    result = run_sft(cfg, callbacks=[curve, budget])
+    result = run_sft(parse(SftSettings, cfg), callbacks=[curve, budget])
     wall = time.perf_counter() - t_train
     steps = int(result["global_step"])
     batch = int(cfg.trainer.per_device_train_batch_size)

@@ -124,10 +124,11 @@ def _overrides(p: Parts, out: Path) -> list[str]:
 def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
     """One GRPO run; its rows: steps, precision, devices, step-time split, memory (+ the server's figures)."""
     from reward.core.cli import compose
+    from reward.core.config import parse
     from reward.testing.openai_server import serve_openai
     from reward.vlm import load_vlm
-    from rl.commands.grpo import GrpoSettings
     from rl.commands.grpo import run as run_grpo
+    from rl.commands.grpo_settings import GrpoSettings
     from rl.devices import process_device
 
     name = SECTIONS[1] if served else SECTIONS[0]
@@ -146,7 +147,7 @@ def grpo_section(table: Table, p: Parts, *, served: bool) -> None:
             torch.cuda.reset_peak_memory_stats()
         watch = WeightWatch()
         out = p.work / ("grpo-served" if served else "grpo-local")
-        cfg = compose("grpo", overrides=[*_overrides(p, out), *reward], schema=GrpoSettings)
+        cfg = parse(GrpoSettings, compose("grpo", overrides=[*_overrides(p, out), *reward], schema=GrpoSettings))
         start = time.perf_counter()
         result = run_grpo(cfg, callbacks=[watch])
         table.add(name, "wall seconds (load + train + save)", round(time.perf_counter() - start, 1))

@@ -17,10 +17,11 @@ from pathlib import Path
 from common import arguments, best_times, logger
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.testing import make_tiny_inpaint_pipeline, make_tiny_lm
 from rl.commands.best_of_n import BestOfNSettings
-from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
+from rl.commands.grpo_settings import GrpoSettings
 from rl.generators import build_generator
 from rl.inpaint_tasks import load_tasks
 from training.procedural.synthetic import write_inpainting_tasks
@@ -46,7 +47,7 @@ def main() -> None:
         overrides += ["trainer.per_device_train_batch_size=16", "trainer.gradient_accumulation_steps=1"]
         overrides += ["trainer.max_completion_length=16", "trainer.beta=0", "eval.every=0"]
         overrides.append(f"trainer.save_steps={args.steps}")
-        shares = run_grpo(compose("grpo", overrides, schema=GrpoSettings))["timing"]["shares"]
+        shares = run_grpo(parse(GrpoSettings, compose("grpo", overrides, schema=GrpoSettings)))["timing"]["shares"]
         logger.info(
             "GRPO %d steps (%s): policy sampling %.1f%%, inpainting %.1f%%, reward %.1f%%, update and the rest %.1f%% "
             "of the step time",

@@ -1,7 +1,8 @@
 """The model card of the adapter ``rl/flow_grpo.py`` trained (``lora/README.md``, also the run folder's): base
-pipeline, rewards and judge with their models, the held-out rewards before and after, the sampling and objective
-settings, how to load it in diffusers, the command. From the run's settings record and ``flow_grpo_result.json``,
-through :func:`training.shared.cards.model_card` with its own template (``flow_card.md``)."""
+pipeline, rewards and judge with their models (a local folder by its name, never its path), the held-out rewards before
+and after, the sampling and objective settings, how to load it in diffusers, the command. From the run's settings
+record and ``flow_grpo_result.json``, through :func:`training.shared.cards.model_card` with its own template
+(``flow_card.md``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rl.run_folder import reward_models
-from training.shared.cards import model_card
+from training.shared.cards import model_card, public
 
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
@@ -87,4 +88,5 @@ def flow_card(record: Mapping[str, Any], result: Mapping[str, Any], *, command: 
 
 
 def _models(models: Mapping[str, str]) -> str:
-    return ", ".join(f"{k} `{p}`" for k, p in models.items()) or "(built in)"
+    """A reward's models as the card names them: a local folder by its name (:func:`public`), a Hub id as given."""
+    return ", ".join(f"{k} `{public(p)}`" for k, p in models.items()) or "(built in)"

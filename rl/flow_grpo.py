@@ -2,7 +2,7 @@
 
 Flow-GRPO: Training Flow Matching Models via Online RL (arXiv:2505.05470): the generator itself is trained.
 
-    accelerate launch rl/flow_grpo.py generator=flux-fill generator.path=DIR reward=sa-iqa reward.model=SCORER \
+    accelerate launch rl/flow_grpo.py generator=flux-fill generator.path=DIR reward=sa-iqa reward.model=SCORER \\
         data=TASKS.jsonl judge=qbench out=DIR
 
 ``generator=flux-fill`` trains FLUX.1 Fill on inpainting tasks; ``generator=sd3`` Stable Diffusion 3.5 on prompts
@@ -15,7 +15,8 @@ LoRA format with its model card), ``DIR/reward_curve.png``, ``DIR/sample_sheets.
 """
 
 from reward.core.cli import main
-from rl.commands.flow_grpo import FlowGrpoSettings, run
+from rl.commands.flow_grpo import run
+from rl.commands.flow_grpo_settings import FlowGrpoSettings
 
 if __name__ == "__main__":
     main("flow_grpo", run, schema=FlowGrpoSettings, doc=__doc__)

@@ -1,6 +1,7 @@
-"""Flow-GRPO's sampling (rl/flow_grpo.py): a round's groups laid out over the processes, and each batch of a group's
-images sampled by the SDE inside its window of steps and by the ODE outside it, the window's latents and their
-transitions' log-probabilities kept for training (Flow-GRPO, arXiv:2505.05470, §4; Flow-GRPO-Fast).
+"""Flow-GRPO's sampling (rl/flow_grpo.py): each batch of a group's images (a round laid out over the processes by
+:class:`rl.flow_settings.Layout`) sampled by the SDE inside its window of steps and by the ODE outside it, the
+window's latents and their transitions' log-probabilities kept for training (Flow-GRPO, arXiv:2505.05470, §4;
+Flow-GRPO-Fast).
 
 A round samples ``prompts`` groups of ``group_size`` images, item ``k`` in group ``k // group_size``; process ``p`` of
 ``world`` takes the ``k`` of its equal contiguous share, in batches of one group each. Everything random is drawn from
@@ -30,49 +31,6 @@ def seed_of(*parts: Any) -> int:
     True
     """
     return zlib.crc32(":".join(map(str, parts)).encode()) & 0x7FFFFFFF
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Which images of a round are this process's: ``prompts`` groups of ``group_size``, ``world`` processes, batches
-    of ``per_device`` images of one group."""
-
-    prompts: int
-    group_size: int
-    world: int
-    per_device: int
-
-    @property
-    def items(self) -> int:
-        return self.prompts * self.group_size
-
-    @property
-    def per_process(self) -> int:
-        return self.items // self.world
-
-    def problem(self) -> str | None:
-        """Why these numbers make no layout (``None``: they do)."""
-        if self.group_size % self.per_device:
-            return (
-                f"trainer.per_device_train_batch_size={self.per_device} must divide trainer.num_generations="
-                f"{self.group_size} (a batch holds images of one group)"
-            )
-        if self.items % (self.world * self.per_device):
-            return (
-                f"a round's {self.prompts} prompts x {self.group_size} images = {self.items} must be a multiple of "
-                f"{self.world} process(es) x trainer.per_device_train_batch_size={self.per_device}"
-            )
-        return None
-
-    def batches(self, rank: int) -> list[list[int]]:
-        """Process ``rank``'s batches: lists of item numbers, each of one group.
-
-        >>> Layout(prompts=2, group_size=4, world=2, per_device=2).batches(1)
-        [[4, 5], [6, 7]]
-        """
-        first = rank * self.per_process
-        items = range(first, first + self.per_process)
-        return [list(items[i : i + self.per_device]) for i in range(0, len(items), self.per_device)]
 
 
 @dataclass

@@ -33,13 +33,13 @@ from reward.core.errors import UserError
 from reward.data.files import append_jsonl, atomic_write_json, atomic_write_jsonl, json_safe, read_records
 from reward.integrations.reward_set import RewardSet, reward_has_device
 from reward.integrations.trl_rewards import RewardTally
+from rl.commands.flow_grpo_settings import FlowGrpoSettings
 from rl.devices import placed_device, resolve_devices
 from rl.flow_advantages import gathered_advantages, round_stats
 from rl.flow_models import FlowGenerator, build_flow_generator
-from rl.flow_rollout import Layout, Rollout, Sampling, sample_group_batch, seed_of
-from rl.flow_settings import load_prompt_tasks
+from rl.flow_rollout import Rollout, Sampling, sample_group_batch, seed_of
+from rl.flow_settings import Layout
 from rl.flow_update import Objective, adapter_off, run_update
-from rl.inpaint_tasks import load_tasks
 from training.shared.deepspeed import uses_deepspeed
 
 logger = logging.getLogger(__name__)
@@ -48,25 +48,7 @@ LORA_FILE = "pytorch_lora_weights.safetensors"  # diffusers' name (save_lora_wei
 STATE_FILE = "trainer_state.json"  # written last: a checkpoint without it is incomplete
 
 
-def load_flow_tasks(settings: Any) -> tuple[list[Any], list[Any], int]:
-    """Training and held-out tasks (inpainting tasks for ``flux-fill``, prompts for ``sd3``) and the bad rows'
-    count, split as GRPO splits them."""
-    from rl.commands.grpo import task_split
-
-    load = load_prompt_tasks if to_plain(settings.generator).get("name") == "sd3" else load_tasks
-    train, heldout, bad = task_split(settings, with_eval=settings.eval.every > 0, load=load)
-    prompts = settings.round_images() // settings.trainer.num_generations
-    logger.info(
-        "%d training tasks, %d held out; %d prompts x %d images a round",
-        len(train),
-        len(heldout),
-        prompts,
-        settings.trainer.num_generations,
-    )
-    return train, heldout, bad
-
-
-def build_accelerator(settings: Any, accumulation: int) -> Any:
+def build_accelerator(settings: FlowGrpoSettings, accumulation: int) -> Any:
     """The launch's accelerator: ``accumulation`` backward passes per optimizer step (micro-batches x window steps),
     bf16 mixed precision where the GPU has it (``trainer.bf16``)."""
     from accelerate import Accelerator
@@ -121,7 +103,9 @@ def _deepspeed_globals() -> Iterator[None]:
 class FlowRounds:
     """A Flow-GRPO run between its set-up and its report: the state of training (step, round) and its parts."""
 
-    def __init__(self, settings: Any, accelerator: Any, train_tasks: list[Any], heldout: list[Any], out: Path):
+    def __init__(
+        self, settings: FlowGrpoSettings, accelerator: Any, train_tasks: list[Any], heldout: list[Any], out: Path
+    ):
         self.settings, self.accelerator, self.out = settings, accelerator, out
         self.train_tasks, self.heldout = train_tasks, heldout
         t, s = settings.trainer, settings.sample
@@ -137,6 +121,8 @@ class FlowRounds:
         self.seconds = {"sampling": 0.0, "reward": 0.0, "update": 0.0, "heldout": 0.0, "rounds": 0}
         self.weights = list(t.reward_weights or [1.0] * (1 + len(settings.more_rewards)))
         self.resumed_from: str | None = None
+        self.total_rounds = math.ceil(t.max_steps / self.updates_per_round)
+        self.last_reward = "n/a"  # the last round's mean reward, as the progress bar shows it
         self.gen: FlowGenerator
         self.rewards: RewardSet
         self.eval_set: RewardSet | None = None
@@ -152,7 +138,9 @@ class FlowRounds:
     # ------------------------------------------------------------------------------------------------ set-up
 
     @classmethod
-    def build(cls, settings: Any, accelerator: Any, train_tasks: list, heldout: list, out: Path) -> FlowRounds:
+    def build(
+        cls, settings: FlowGrpoSettings, accelerator: Any, train_tasks: list, heldout: list, out: Path
+    ) -> FlowRounds:
         """The rewards (and the judge beside them), the generator with its LoRA adapter, the optimizer, prepared."""
         rounds = cls(settings, accelerator, train_tasks, heldout, out)
         train_entries = resolve_devices(
@@ -293,7 +281,21 @@ class FlowRounds:
     # ------------------------------------------------------------------------------------------------ rounds
 
     def train(self, watchdog: Any) -> None:
-        """Rounds until ``trainer.max_steps`` (a held-out evaluation first and at every ``eval.every``)."""
+        """Rounds until ``trainer.max_steps`` (a held-out evaluation first and at every ``eval.every``), with a
+        progress bar over the rounds on the main process (stderr) and a log line as each round starts and ends."""
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=self.total_rounds,
+            initial=min(self.round, self.total_rounds),
+            desc="flow-grpo",
+            unit="round",
+            disable=not self.accelerator.is_main_process,
+        )
+        with bar:
+            self._rounds(watchdog, bar)
+
+    def _rounds(self, watchdog: Any, bar: Any) -> None:
         t, every = self.settings.trainer, self.settings.eval.every
         if self.eval_set is not None and self.step == 0:
             self.evaluate(watchdog)
@@ -302,6 +304,8 @@ class FlowRounds:
             self.one_round(watchdog)
             if self.failure is not None:
                 break
+            bar.update(1)
+            bar.set_postfix(step=f"{self.step}/{t.max_steps}", reward=self.last_reward)
             if self.step // t.save_steps > before // t.save_steps and self.step < t.max_steps:
                 watchdog.beat(f"saving checkpoint-{self.step}")
                 self.save_checkpoint()
@@ -321,6 +325,12 @@ class FlowRounds:
     def one_round(self, watchdog: Any) -> None:
         """Sample, score, compute the advantages, train ``updates_per_round`` optimizer steps; log the round."""
         acc, r = self.accelerator, self.round
+        if acc.is_main_process:
+            logger.info(
+                "round %d/%d: sampling %d images (%d prompts x %d) over %d process(es)",
+                *(r + 1, self.total_rounds, self.layout.items, self.layout.prompts, self.layout.group_size),
+                acc.num_processes,
+            )
         start = time.perf_counter()
         rollouts, encoded = [], {}
         self.model.eval()
@@ -359,7 +369,8 @@ class FlowRounds:
         self.seconds["reward"] += scored - sampled
         self.seconds["update"] += done - scored
         self.seconds["rounds"] += 1
-        self._log_round(rollouts, scores, adv, every_reward, every_group, stats)
+        split = (sampled - start, scored - sampled, done - scored)
+        self._log_round(rollouts, scores, adv, every_reward, every_group, stats, split)
         self.round += 1
 
     def _task(self, round_: int, group: int) -> Any:
@@ -431,6 +442,7 @@ class FlowRounds:
         every_reward: torch.Tensor,
         every_group: torch.Tensor,
         stats: list[dict],
+        split: tuple[float, float, float],
     ) -> None:
         """``rounds.jsonl`` (one row per round: rewards, groups without spread, losses) and ``items.jsonl`` (each
         image's group, task, reward and the advantage it was trained with), from every process (collective)."""
@@ -456,6 +468,7 @@ class FlowRounds:
         }
         ok = every_reward[~torch.isnan(every_reward)]
         row["reward"] = float(ok.mean()) if len(ok) else None
+        self.last_reward = "n/a" if row["reward"] is None else f"{row['reward']:.4f}"
         row["reward_std"] = float(ok.std(unbiased=False)) if len(ok) else None
         for label in scores:
             values = [v for p in parts for v in p["value"][label]]
@@ -481,11 +494,10 @@ class FlowRounds:
         ]
         append_jsonl(self.out / "items.jsonl", json_safe(items))
         logger.info(
-            "step %d/%d (round %d): reward %s, %d of %d groups without spread, %d unrewarded, policy loss %s",
-            self.step,
-            self.settings.trainer.max_steps,
-            self.round,
-            "n/a" if row["reward"] is None else f"{row['reward']:.4f}",
+            "round %d/%d, step %d/%d: reward %s (sampling %.1f s, reward %.1f s, update %.1f s), %d of %d groups "
+            "without spread, %d unrewarded, policy loss %s",
+            *(self.round + 1, self.total_rounds, self.step, self.settings.trainer.max_steps, self.last_reward),
+            *split,
             rs.zero_spread,
             rs.groups,
             rs.unusable,

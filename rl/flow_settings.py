@@ -1,5 +1,6 @@
-"""The settings and tasks of Flow-GRPO's generators (``rl/flow_grpo.py``), read without torch: a command's settings
-are checked before any model library loads. The generators themselves: :mod:`rl.flow_models`.
+"""The settings and tasks of Flow-GRPO's generators (``rl/flow_grpo.py``) and a round's layout over the processes,
+read without torch: a command's settings are checked before any model library loads. The generators themselves:
+:mod:`rl.flow_models`.
 """
 
 from __future__ import annotations
@@ -42,11 +43,22 @@ SD3_TARGETS = (
 )
 
 
+FLOW_GENERATORS = "flux-fill (inpainting) | sd3 (text to image)"  # the generators Flow-GRPO trains
+
+
+@dataclass
+class FluxFillConfig(DiffusersConfig):
+    """Settings of Flow-GRPO's ``generator=flux-fill``: the inpainting generators' settings, named as Flow-GRPO
+    takes them."""
+
+    name: str = field(default=MISSING, metadata={"help": FLOW_GENERATORS})
+
+
 @dataclass
 class Sd3Config:
     """Settings of ``generator=sd3`` (Flow-GRPO's text-to-image model)."""
 
-    name: str = "sd3"
+    name: str = field(default="sd3", metadata={"help": FLOW_GENERATORS})
     path: str = field(default=MISSING, metadata={"help": "pipeline directory or Hub id (from_pretrained)"})
     device: str | None = field(
         default=None, metadata={"help": "null: this process's own GPU (cpu without one); cuda:N; a template; a list"}
@@ -67,7 +79,7 @@ class Sd3Config:
 
 def flow_generator_config(name: str) -> type | None:
     """The settings dataclass of Flow-GRPO's generator ``name`` (its ``generator`` config group's option)."""
-    return {"flux-fill": DiffusersConfig, "sd3": Sd3Config}.get(name)
+    return {"flux-fill": FluxFillConfig, "sd3": Sd3Config}.get(name)
 
 
 @dataclass(frozen=True)
@@ -97,3 +109,46 @@ def load_prompt_tasks(source: Any, **read: Any) -> tuple[list[PromptTask], list[
         for row in result.rows
     ]
     return tasks, list(result.skipped)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which images of a round are this process's: ``prompts`` groups of ``group_size``, ``world`` processes, batches
+    of ``per_device`` images of one group."""
+
+    prompts: int
+    group_size: int
+    world: int
+    per_device: int
+
+    @property
+    def items(self) -> int:
+        return self.prompts * self.group_size
+
+    @property
+    def per_process(self) -> int:
+        return self.items // self.world
+
+    def problem(self) -> str | None:
+        """Why these numbers make no layout (``None``: they do)."""
+        if self.group_size % self.per_device:
+            return (
+                f"trainer.per_device_train_batch_size={self.per_device} must divide trainer.num_generations="
+                f"{self.group_size} (a batch holds images of one group)"
+            )
+        if self.items % (self.world * self.per_device):
+            return (
+                f"a round's {self.prompts} prompts x {self.group_size} images = {self.items} must be a multiple of "
+                f"{self.world} process(es) x trainer.per_device_train_batch_size={self.per_device}"
+            )
+        return None
+
+    def batches(self, rank: int) -> list[list[int]]:
+        """Process ``rank``'s batches: lists of item numbers, each of one group.
+
+        >>> Layout(prompts=2, group_size=4, world=2, per_device=2).batches(1)
+        [[4, 5], [6, 7]]
+        """
+        first = rank * self.per_process
+        items = range(first, first + self.per_process)
+        return [list(items[i : i + self.per_device]) for i in range(0, len(items), self.per_device)]

@@ -1,6 +1,6 @@
 """GRPO training of a prompt-expansion policy against any registered reward of inpainted images (SA-IQA §4.4).
 
-    accelerate launch rl/grpo.py reward=sa-iqa reward.model=DIR policy.path=PATH generator=NAME data=TASKS.jsonl \
+    accelerate launch rl/grpo.py reward=sa-iqa reward.model=DIR policy.path=PATH generator=NAME data=TASKS.jsonl \\
         out=DIR
 
 Any trl.GRPOConfig field is set under ``trainer.`` (``trainer.use_vllm=true`` for vLLM generation on GPUs;
@@ -12,7 +12,8 @@ launch -m reward grpo ...``); the settings are listed below.
 """
 
 from reward.core.cli import main
-from rl.commands.grpo import GrpoSettings, run
+from rl.commands.grpo import run
+from rl.commands.grpo_settings import GrpoSettings
 
 if __name__ == "__main__":
     main("grpo", run, schema=GrpoSettings, doc=__doc__)

@@ -11,7 +11,7 @@ import functools
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from PIL import Image, ImageFilter
 
 from reward.core.errors import UserError
-from reward.data import SkippedRow, load_inpainting
+from reward.data import SkippedRow, load_inpainting, load_prompts
 from reward.data.images import DEFAULT_MAX_PIXELS, ImageError, load_image
 from reward.data.manifest import ManifestError
 
@@ -121,6 +121,54 @@ def split_heldout(tasks: Sequence[Task], n_heldout: int) -> tuple[list[Task], li
             f"in {len({t.group for t in tasks})} groups); give eval_data=TASKS.jsonl or lower eval_tasks"
         )
     return train, held
+
+
+def heldout_problems(settings: Any, *, prompts: bool = False) -> list[str]:
+    """``eval_tasks`` against the rows of ``data`` (counted, no image read; ``prompts``: a prompts manifest, as
+    Flow-GRPO's sd3 reads), said with the settings' other problems before anything loads; a file that does not read
+    is left to the tasks' loading, which names it. ``settings``: GRPO's or Flow-GRPO's (the same data keys)."""
+    if settings.eval_data or settings.eval.every <= 0:
+        return []
+    paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
+    try:
+        if prompts:
+            rows = len(load_prompts(settings.data, skip_bad=False).rows)
+        else:
+            rows = len(load_inpainting(settings.data, skip_bad=False, check_images=False, **paths).rows)
+    except (ValueError, OSError):
+        return []
+    if rows >= 2 * settings.eval_tasks:
+        return []
+    return [
+        f"eval_tasks={settings.eval_tasks}: data={settings.data} holds {rows} tasks, too few to hold out that many "
+        f"and train on the rest (at most {rows // 2}); lower eval_tasks, give eval_data=TASKS.jsonl, or eval.every=0"
+    ]
+
+
+def task_split(settings: Any, with_eval: bool, load: Callable[..., Any] = load_tasks) -> tuple[list, list, int]:
+    """Training and held-out tasks (read by ``load``: inpainting tasks, or Flow-GRPO's prompts), and the number of
+    bad rows; held out by whole scene / source image, and a held-out set given as ``eval_data`` shares no scene or
+    image with the training tasks. ``settings``: GRPO's or Flow-GRPO's (the same data keys)."""
+    paths = {"image_root": settings.image_root, "allow_absolute_paths": settings.allow_absolute_paths}
+    read = {"skip_bad": settings.skip_bad, "max_pixels": settings.max_decode_pixels, **paths}
+    train, skipped = load(settings.data, **read)
+    n_bad = len(skipped)
+    heldout: list[Any] = []
+    if with_eval and settings.eval_data:
+        heldout, skipped_eval = load(settings.eval_data, **read)
+        n_bad += len(skipped_eval)
+        shared = {task.group for task in heldout} & {task.group for task in train}
+        if shared:
+            raise UserError(
+                f"eval_data={settings.eval_data} shares {len(shared)} scene(s) / source image(s) with "
+                f"data={settings.data} (e.g. {sorted(shared)[0]}): held-out rewards would measure memory, not "
+                "generalisation; remove them"
+            )
+    elif with_eval:
+        train, heldout = split_heldout(train, settings.eval_tasks)
+    if not train:
+        raise UserError(f"{settings.data}: no usable tasks ({n_bad} bad rows); see the warnings above")
+    return train, heldout, n_bad
 
 
 def policy_view(task: Task, mode: str = "masked") -> Image.Image:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, parse
+from reward.core.config import COUNT
 from reward.core.errors import UserError
 from reward.core.outputs import prepare_output
 from reward.core.summary import log_summary, text_table
@@ -50,7 +50,10 @@ RUN_FIX = "the run's files are its command's own: use the folder it wrote, uncha
 
 @dataclass
 class StudySettings:
-    cmd: str = field(default="serve", metadata={"help": "serve | report (the first word of the command line)"})
+    cmd: str = field(
+        default="serve",
+        metadata={"help": "serve | report (the first word of the command line)", "choices": SUBCOMMANDS},
+    )
     study: str = field(
         default=MISSING,
         metadata={"help": "the study folder: study.json, images/, answers/RATER.jsonl, report.json", "output": True},
@@ -65,12 +68,12 @@ class StudySettings:
         default=False, metadata={"help": "serve: a study of another run in study= is moved aside, answers and all"}
     )
 
+    def problems(self) -> list[str]:
+        missing = [k for k in NEEDS.get(self.cmd, ()) if not getattr(self, k)]
+        return [f"{self.cmd} needs {', '.join(f'{k}=...' for k in missing)}"] if missing else []
 
-def run(cfg: Any) -> Any:
-    from reward.core.cli import check_subcommand
 
-    settings = parse(StudySettings, cfg, where="")
-    check_subcommand(settings, NEEDS)
+def run(settings: StudySettings) -> Any:
     return serve(settings) if settings.cmd == "serve" else report(Path(settings.study))
 
 

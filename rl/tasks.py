@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, SIDE, parse
+from reward.core.config import COUNT, SIDE
 from reward.core.summary import log_summary
 from training.procedural.synthetic import write_inpainting_tasks
 
@@ -33,8 +32,7 @@ class TasksSettings:
     )
 
 
-def run(cfg: Any) -> Path:
-    settings = parse(TasksSettings, cfg, where="")
+def run(settings: TasksSettings) -> Path:
     path = write_inpainting_tasks(
         settings.out, settings.n, size=settings.size, seed=settings.seed, mask_fraction=settings.mask_fraction
     )

@@ -16,13 +16,14 @@ from pathlib import Path
 from accelerate import PartialState
 
 from reward.core.cli import compose, end_launched_process
+from reward.core.config import parse
 from reward.core.errors import UserError
-from training.commands.grpo_scorer import GrpoScorerSettings, check_ranking_share, parse_settings, reward_functions
+from training.commands.grpo_scorer import GrpoScorerSettings, check_ranking_share, reward_functions
 
 
 def settings(scope: str, *more: str) -> GrpoScorerSettings:
     argv = ["out=unused", "model.path=unused", "data.train=synthetic", "rewards=[ranking]", f"ranking_scope={scope}"]
-    return parse_settings(compose("grpo_scorer", [*argv, *more], schema=GrpoScorerSettings))
+    return parse(GrpoScorerSettings, compose("grpo_scorer", [*argv, *more], schema=GrpoScorerSettings))
 
 
 def share_refusal(scope: str) -> str | None:

@@ -21,8 +21,8 @@ from reward.commands.evaluate import EvaluateSettings
 from reward.core.config import parse
 from reward.data import ManifestError, load_inpainting, load_ratings
 from rl.commands.best_of_n import BestOfNSettings
-from rl.commands.flow_grpo import FlowGrpoSettings
-from rl.commands.grpo import GrpoSettings
+from rl.commands.flow_grpo_settings import FlowGrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from rl.study import StudySettings, listen
 from training.commands.sft import SftSettings
 
@@ -599,28 +599,28 @@ def test_a_key_given_for_its_variables_name_is_refused_in_one_line_never_shown(s
 
 
 def _sft_prepare(cfg) -> None:
-    from training.commands.sft import check_output_folder, parse_settings
+    from reward.core.config import parse
+    from training.commands.sft_setup import check_output_folder
 
-    check_output_folder(parse_settings(cfg)).create()
+    check_output_folder(parse(SftSettings, cfg)).create()
 
 
 def _grpo_prepare(cfg) -> None:
-    from rl.commands.grpo import parse_settings, prepare
+    from rl.commands.grpo_launch import check_output_folder
 
-    s = parse_settings(cfg)
-    prepare(s, Path(s.out))
+    check_output_folder(parse(GrpoSettings, cfg)).create()
 
 
 def _best_of_n_prepare(cfg) -> None:
-    from rl.commands.best_of_n import parse_settings, prepare
+    from rl.commands.best_of_n import prepare
 
-    prepare(parse_settings(cfg))
+    prepare(parse(BestOfNSettings, cfg))
 
 
 def _flow_grpo_prepare(cfg) -> None:
-    from rl.commands.flow_grpo import parse_settings, prepare
+    from rl.commands.flow_grpo import prepare
 
-    s = parse_settings(cfg)
+    s = parse(FlowGrpoSettings, cfg)
     prepare(s, Path(s.out))
 
 
@@ -658,15 +658,13 @@ REUSED_FOLDER = {
 def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(config, tmp_path):
     """The refusal's advice (another folder, resume, overwrite=true) names only settings the command has, with values
     it accepts: a user following it must not meet 'unknown key' or an invalid value next."""
-    import importlib
     import re
 
     from reward.core.cli import compose
     from reward.core.errors import UserError
 
-    module, argv, prepare, out_key = REUSED_FOLDER[config]
-    command = importlib.import_module(module)
-    parse_settings, schema = command.parse_settings, SCHEMAS[config]
+    _, argv, prepare, out_key = REUSED_FOLDER[config]
+    schema = SCHEMAS[config]
     (tmp_path / "t.jsonl").write_text("")  # the tasks named (grpo checks that its data exists with the settings)
     argv = [a.replace("{out}", str(tmp_path / "run")).replace("=t.jsonl", f"={tmp_path}/t.jsonl") for a in argv]
     prepare(compose(config, [*argv, "overwrite=true"], schema=schema))  # the first run makes the folder
@@ -681,7 +679,7 @@ def test_a_reused_folder_is_refused_with_ways_out_that_the_command_accepts(confi
     for key, value in re.findall(r"\b([a-z_][a-z_.]*)=(\S*)", message):
         if key != out_key:
             advice = f"{key}={value.rstrip(',.;')}"
-            parse_settings(compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice], schema=schema))
+            parse(schema, compose(config, [*(a for a in argv if not a.startswith(f"{key}=")), advice]))
 
 
 # ------------------------------------------------------------------------------------------ output paths
@@ -828,7 +826,9 @@ def test_every_command_refuses_a_bad_row_by_default():
 
 def test_sft_refuses_a_bad_row_naming_the_line_and_data_skip_bad(tmp_path, tiny_vlm_path, monkeypatch, capsys):
     manifest = _ratings(tmp_path, [_row("good.png"), _row("missing.png"), _row("good.png", 4.0)], {"good.png": GOOD})
-    monkeypatch.setattr("training.commands.sft.load_for_training", lambda *a, **k: pytest.fail("the model loaded"))
+    monkeypatch.setattr(
+        "training.commands.sft_setup.load_for_training", lambda *a, **k: pytest.fail("the model loaded")
+    )
     argv = [f"model.path={tiny_vlm_path}", f"data.train={manifest}", "trainer.max_steps=1", f"out={tmp_path}/out"]
     status, err = _run_script("training/sft.py", argv, capsys)
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
@@ -884,7 +884,7 @@ def _flow_tasks(folder: Path, image: str = "a.png") -> Path:
 
 FLOW_GRPO_BAD = {  # arguments (beside a good generator, reward, data and out) -> what the one line says
     "misspelt key": (["sample.nosie_level=0.5"], "unknown key sample.nosie_level (did you mean 'noise_level'?)"),
-    "bad image file": (["data={corrupt}"], "tasks.jsonl: no usable tasks (1 bad rows)"),
+    "bad image file": (["data={corrupt}"], "tasks.jsonl:1: "),
     "empty out=": (["out="], "out= is empty: name the output folder"),
     "a path out of its folder": (["data={climbing}"], "climbs out of the images' folder"),
     "not a flow model": (["generator=sd15-inpaint", "generator.path={pipe}"], "Flow-GRPO trains generator=flux-fill"),
@@ -921,6 +921,43 @@ def test_flow_grpo_bad_inputs_are_one_line_and_exit_2_before_any_model_loads(cas
     assert not (tmp_path / "o").exists()
 
 
+REFUSE_ONE = """
+import json, runpy, sys
+script, argv, libraries = json.loads(sys.argv[1])
+sys.argv = [script, *argv]
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as exit_:
+    assert exit_.code == 2, exit_.code
+else:
+    raise AssertionError("it ran")
+loaded = [name for name in libraries if name in sys.modules]
+assert not loaded, loaded
+"""
+
+
+@pytest.mark.parametrize("case", ["too few rows", "one scene"])
+def test_flow_grpo_refuses_too_few_tasks_to_hold_out_before_torch_loads(case, tmp_path):
+    """Held-out tasks the data cannot spare are refused before torch or any model library is imported: too few rows
+    with the settings' other problems (here a generator folder that is not there), and a split by whole scene that
+    leaves no training task before the launch starts."""
+    tasks = _flow_tasks(tmp_path)
+    argv = ["reward=scene-proxy", f"data={tasks}", f"out={tmp_path / 'o'}"]
+    if case == "too few rows":  # one task for the 8 held out by default
+        argv.append(f"generator.path={tmp_path / 'no-such-pipeline'}")
+        said = [f"eval_tasks=8: data={tasks} holds 1 tasks, too few", "generator.path="]
+    else:  # two rows of one scene: holding one out holds out both
+        row = {"image": "a.png", "mask": "m.png", "prompt": "a room", "scene": "s1"}
+        tasks.write_text(json.dumps(row) + "\n" + json.dumps({**row, "prompt": "a hall"}) + "\n")
+        argv += [f"generator.path={tmp_path}", "eval_tasks=1"]
+        said = ["holding out 1 tasks by whole scene / source image leaves no training task"]
+    cmd = [sys.executable, "-c", REFUSE_ONE, json.dumps([str(ROOT / "rl/flow_grpo.py"), argv, MODEL_LIBRARIES])]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(s in done.stderr for s in said) and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_flow_grpo_reports_every_settings_problem_at_once(tmp_path, capsys):
     from conftest import run_cli
     from rl.commands.flow_grpo import run
@@ -936,7 +973,7 @@ def test_flow_grpo_reports_every_settings_problem_at_once(tmp_path, capsys):
     ]
     assert run_cli("flow_grpo", run, argv, schema=FlowGrpoSettings) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: invalid flow_grpo settings:") and "Traceback" not in err, err
+    assert err.startswith("error: invalid settings:") and "Traceback" not in err, err
     for said in (
         "generation_batch_size=1152 is not a multiple of num_generations=5",
         "reward_weights has 2 weights for 1 rewards",

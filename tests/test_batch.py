@@ -11,7 +11,7 @@ import pytest
 
 from reward.core.cli import compose
 from reward.core.errors import UserError
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from training.commands.sft import SftSettings
 from training.procedural.synthetic import write_inpainting_tasks
 
@@ -19,10 +19,10 @@ SFT_BASE = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "o
 
 
 def _sft_plan(*extra: str):
-    from training.commands.sft import parse_settings
+    from reward.core.config import parse
     from training.commands.sft_plan import sft_plan
 
-    return sft_plan(parse_settings(compose("sft", [*SFT_BASE, *extra], schema=SftSettings)))
+    return sft_plan(parse(SftSettings, compose("sft", [*SFT_BASE, *extra], schema=SftSettings)))
 
 
 def _batch_line(plan) -> str:
@@ -59,11 +59,15 @@ def test_an_accumulation_given_as_a_number_is_used_as_given_and_said_beside_the_
 
 
 def test_the_run_passes_trl_the_derived_accumulation_never_our_key_and_prints_the_batch(caplog):
-    from training.commands.sft import _trainer_args, parse_settings
+    from trl import SFTConfig
 
-    settings = parse_settings(compose("sft", SFT_BASE, schema=SftSettings))
-    with caplog.at_level(logging.INFO, logger="training"):
-        args = _trainer_args(settings, __import__("pathlib").Path("unused"))  # SFTConfig refuses unknown keys
+    from reward.core.config import parse
+    from training.shared.batch import SFT_BATCH
+    from training.shared.launch import trl_config
+
+    settings = parse(SftSettings, compose("sft", SFT_BASE, schema=SftSettings))
+    with caplog.at_level(logging.INFO, logger="training"):  # SFTConfig refuses unknown keys
+        args = trl_config(SFTConfig, settings.trainer, out="unused", source=SFT_BATCH)
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.world_size) == (8, 32, 1)
     assert not hasattr(args, "global_batch_size")
     assert "effective batch 256 = 8 per device x 32 accumulation x 1 processes" in caplog.text
@@ -76,7 +80,8 @@ def test_the_grpo_defaults_train_with_the_papers_4_prompts_x_8_on_one_process_or
     from hydra import initialize_config_dir
 
     from reward.core.cli import CONFIG_DIR
-    from rl.commands.grpo import settings_and_args
+    from reward.core.config import parse
+    from rl.commands.grpo_launch import launch
     from rl.commands.grpo_plan import grpo_plan
 
     tasks = write_inpainting_tasks(tmp_path / "tasks", 8, size=32, seed=0)
@@ -89,7 +94,8 @@ def test_the_grpo_defaults_train_with_the_papers_4_prompts_x_8_on_one_process_or
         f"plan_for.processes={processes}",
     ]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        settings, args = settings_and_args(compose("grpo", overrides, schema=GrpoSettings))
+        settings = parse(GrpoSettings, compose("grpo", overrides, schema=GrpoSettings))
+    _, args = launch(settings)
     assert (args.gradient_accumulation_steps, args.generation_batch_size) == (8, 32)  # this launch: one process
     plan = grpo_plan(settings, args)
     assert (plan.launch.effective_batch, plan.launch.accumulation) == (32, accumulation)
@@ -103,13 +109,16 @@ def test_a_grpo_run_prints_its_batch_at_start(tmp_path, caplog):
     from hydra import initialize_config_dir
 
     from reward.core.cli import CONFIG_DIR
+    from reward.core.config import parse
     from rl.commands.grpo import run
 
     tasks = write_inpainting_tasks(tmp_path / "tasks", 3, size=32, seed=0)
     overrides = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"], schema=GrpoSettings)
-    with caplog.at_level(logging.INFO, logger="rl"), pytest.raises(UserError, match="a step takes 4 prompts"):
+        cfg = parse(
+            GrpoSettings, compose("grpo", [*overrides, "eval.every=0", "policy.vision=false"], schema=GrpoSettings)
+        )
+    with caplog.at_level(logging.INFO, logger="training"), pytest.raises(UserError, match="a step takes 4 prompts"):
         run(cfg)
     assert "effective batch 32 completions = 4 per device x 8 accumulation x 1 processes" in caplog.text
     assert "SA-IQA App. D.3 (4 prompts x group 8) trained with 32" in caplog.text

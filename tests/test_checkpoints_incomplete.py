@@ -13,6 +13,7 @@ from hydra import initialize_config_dir
 from transformers import TrainerCallback
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark
@@ -50,7 +51,7 @@ def crashed(tiny_vlm_path, tmp_path_factory) -> tuple[Path, Path]:
     bench = write_benchmark(tmp_path_factory.mktemp("bench"), 12, size=56, seed=5)
     out = tmp_path_factory.mktemp("crashed") / "run"
     with pytest.raises(KeyboardInterrupt):
-        run_sft(_cfg(tiny_vlm_path, bench.ratings, out), callbacks=[_Crash()])
+        run_sft(parse(SftSettings, _cfg(tiny_vlm_path, bench.ratings, out)), callbacks=[_Crash()])
     assert checkpoint_problem(out / "checkpoint-2") is None and checkpoint_problem(out / "checkpoint-4") is None
     return out, bench.ratings
 
@@ -83,7 +84,7 @@ def test_resume_passes_over_a_truncated_last_checkpoint_and_says_so(crashed, tin
     for name in ("training.shared.checkpoints", "transformers"):
         logging.getLogger(name).addHandler(records)
     try:
-        result = run_sft(_cfg(tiny_vlm_path, data, out))
+        result = run_sft(parse(SftSettings, _cfg(tiny_vlm_path, data, out)))
     finally:
         for name in ("training.shared.checkpoints", "transformers"):
             logging.getLogger(name).removeHandler(records)

@@ -14,6 +14,7 @@ import pytest
 from conftest import photo_mos, real_photos, run_cli
 from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
+from reward.core.config import parse
 from reward.data import load_ratings
 from reward.data.manifest import ALLOW_ABSOLUTE_HELP, IMAGE_ROOT_HELP
 
@@ -21,9 +22,9 @@ COMMANDS = {  # every command that reads a data file naming images: its settings
     "evaluate": "reward.commands.evaluate:EvaluateSettings",
     "sft": "training.commands.sft:SftSettings",
     "fit": "fusion.commands.fit:FusionSettings",
-    "grpo": "rl.commands.grpo:GrpoSettings",
+    "grpo": "rl.commands.grpo_settings:GrpoSettings",
     "best_of_n": "rl.commands.best_of_n:BestOfNSettings",
-    "flow_grpo": "rl.commands.flow_grpo:FlowGrpoSettings",
+    "flow_grpo": "rl.commands.flow_grpo_settings:FlowGrpoSettings",
     "qbench_eval": "reward.commands.qbench_eval:QbenchEvalSettings",
     "calibrate": "pace_judge.commands.calibrate:CalibrateSettings",
 }
@@ -117,14 +118,15 @@ def test_the_absolute_path_refusal_names_the_way_out(tmp_path, shared_photos):
 
 def test_sft_reads_training_rows_from_image_root_and_absolute_paths(tmp_path, tiny_vlm_path, shared_photos):
     from reward.core.cli import compose
-    from training.commands.sft import SftSettings, parse_settings
+    from training.commands.sft import SftSettings
+    from training.commands.sft_setup import checked_inputs
     from training.sft_data import manifest_dataset
 
     names = sorted(p.name for p in shared_photos.iterdir())
     apart = _manifest(tmp_path / "manifests" / "ratings.jsonl", names)
     overrides = [f"model.path={tiny_vlm_path}", f"data.train={apart}", f"out={tmp_path / 'out'}"]
-    settings = parse_settings(
-        compose("sft", [*overrides, f"image_root={shared_photos}"], schema=SftSettings), with_inputs=True
+    settings = checked_inputs(
+        parse(SftSettings, compose("sft", [*overrides, f"image_root={shared_photos}"], schema=SftSettings))
     )
     assert settings.image_root == str(shared_photos) and settings.prompt.dimensions == ["quality"]
     queries = {"quality": {"question": "Q?", "response_prefix": "It is"}}

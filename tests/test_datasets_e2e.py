@@ -60,7 +60,7 @@ def test_sft_on_koniq_tested_on_spaq_takes_each_scale_from_its_dataset(tiny_vlm_
         "prompt.dimensions=[quality]",
         "eval_batch_size=8",
     ]
-    result = run_sft(_cfg("sft", overrides))
+    result = run_sft(parse(SftSettings, _cfg("sft", overrides)))
     train = result["data_train"]
     assert (train["dataset"], train["split"], train["images"]) == ("koniq10k", "train", 7)
     assert train["split_rule"].startswith("official") and train["scale"] == [1.0, 5.0]

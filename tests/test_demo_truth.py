@@ -68,13 +68,14 @@ def test_judge_by_truth_counts_against_hand_computed_utilities():
 @pytest.mark.slow
 def test_scene_proxy_beats_a_random_pick_by_the_true_levels(tmp_path):
     from reward.core.cli import compose
+    from reward.core.config import parse
     from rl.commands.best_of_n import run as run_best_of_n
     from training.procedural.synthetic import write_inpainting_tasks
 
     tasks = write_inpainting_tasks(tmp_path / "tasks", 30, size=64, seed=2, mask_fraction=0.8)
     overrides = ["reward=scene-proxy", "generator.jitter_by_prompt=true", f"data={tasks}", f"out={tmp_path / 'bon'}"]
     cfg = compose("best_of_n", [*overrides, "n=4", "sheets=false"], schema=BestOfNSettings)
-    run_best_of_n(cfg)
+    run_best_of_n(parse(BestOfNSettings, cfg))
     rows = [json.loads(line) for line in (tmp_path / "bon" / "scores.jsonl").read_text().splitlines()]
     t = judge_by_truth(rows, float(cfg.generator.level_jitter), by_prompt=True)
     assert t["wins"] + t["ties"] + t["losses"] == 30

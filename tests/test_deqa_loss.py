@@ -159,6 +159,7 @@ def test_sft_with_deqas_labels_and_loss_lowers_the_kl_to_the_soft_labels(tiny_vl
 
     from conftest import random_images
     from reward.core.cli import compose
+    from reward.core.config import parse
     from training.commands.sft import SftSettings, run
 
     rows = []
@@ -183,7 +184,7 @@ def test_sft_with_deqas_labels_and_loss_lowers_the_kl_to_the_soft_labels(tiny_vl
         "trainer.learning_rate=2e-3",
         "trainer.logging_steps=1",
     ]
-    result = run(compose("sft", overrides, schema=SftSettings))
+    result = run(parse(SftSettings, compose("sft", overrides, schema=SftSettings)))
     assert result["global_step"] == 6 and (tmp_path / "run" / "scorer" / "sa_iqa.json").exists()
     state = json.loads((tmp_path / "run" / "checkpoint-6" / "trainer_state.json").read_text())
     kl = [e["deqa_kl"] for e in state["log_history"] if "deqa_kl" in e]

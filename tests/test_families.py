@@ -17,6 +17,7 @@ from transformers import TrainerCallback
 from conftest import next_token_logprobs, random_images
 from reward import get_reward
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.rewards.registry import reward_info
 from reward.testing.models import TINY, make_tiny_vlm
 from reward.vlm import OptionQuery, load_vlm
@@ -194,7 +195,7 @@ def test_sft_trains_each_family_and_its_scorer_reloads_to_the_same_scores(name, 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("sft", overrides=overrides, schema=SftSettings)
     keep = _Keep(FAMILIES[name].vision)
-    result = run_sft(cfg, callbacks=[keep])
+    result = run_sft(parse(SftSettings, cfg), callbacks=[keep])
     assert result["global_step"] == 2
     assert keep.trained and keep.tower and not any(f".{keep.vision}." in f".{n}" for n in keep.trained)
     now = dict(keep.model.named_parameters())
@@ -212,8 +213,8 @@ def test_sft_trains_each_family_and_its_scorer_reloads_to_the_same_scores(name, 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_each_family_trains_as_a_grpo_policy_that_sees_the_task_image(name, tiny, tmp_path):
-    from rl.commands.grpo import GrpoSettings
     from rl.commands.grpo import run as run_grpo
+    from rl.commands.grpo_settings import GrpoSettings
     from training.procedural.synthetic import write_inpainting_tasks
 
     _spared(name, "GRPO policy")
@@ -233,7 +234,7 @@ def test_each_family_trains_as_a_grpo_policy_that_sees_the_task_image(name, tiny
         "eval.every=0",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("grpo", overrides=overrides, schema=GrpoSettings)
+        cfg = parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings))
     seen: list[set[str]] = []
 
     class Watch(TrainerCallback):

@@ -14,10 +14,11 @@ import torch
 from PIL import Image
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.core.outputs import RunComplete
-from rl.commands.flow_grpo import FlowGrpoSettings
 from rl.commands.flow_grpo import run as run_flow_grpo
+from rl.commands.flow_grpo_settings import FlowGrpoSettings
 from rl.flow_models import FluxFillFlow, Sd3Flow
 from rl.flow_rollout import Sampling, sample_group_batch, seed_of
 from rl.flow_sde import sde_step
@@ -56,8 +57,8 @@ LEARN = [
 ]
 
 
-def _cfg(overrides: list[str]):
-    return compose("flow_grpo", overrides, schema=FlowGrpoSettings)
+def _cfg(overrides: list[str]) -> FlowGrpoSettings:
+    return parse(FlowGrpoSettings, compose("flow_grpo", overrides, schema=FlowGrpoSettings))
 
 
 def _flux(path: Path, **extra) -> FluxFillFlow:
@@ -187,6 +188,8 @@ def test_the_adapter_loads_in_diffusers_with_its_card_and_draws_the_runs_held_ou
     out, args, result = learned
     card = (out / "lora" / "README.md").read_text()
     assert "Flow-GRPO" in card and "held-out judge (not trained on)" in card and "rl/flow_grpo.py" in card
+    paths = [value for a in args if (value := a.partition("=")[2]).startswith("/")]
+    assert paths and not [p for p in paths if p in card], card  # the models, data and out by their names only
     pairs = [json.loads(line) for line in (out / "heldout" / "pairs.jsonl").read_text().splitlines()]
     data = next(a.split("=", 1)[1] for a in args if a.startswith("data="))
     task = next(t for t in load_tasks(data)[0] if t.id == pairs[0]["task"])

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from rl.flow_advantages import gathered_advantages, group_advantages, round_stats
-from rl.flow_rollout import Layout, seed_of
+from rl.flow_rollout import seed_of
 from rl.flow_sde import noise_scale, policy_loss, sde_step, transition_kl, window_start
+from rl.flow_settings import Layout
 
 
 def _paper_log_prob(x: list[float], v: list[float], nxt: list[float], t: float, t_next: float, a: float) -> float:

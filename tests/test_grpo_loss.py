@@ -11,27 +11,26 @@ import torch
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
-from rl.commands.grpo import GrpoSettings
+from reward.core.config import parse
+from rl.commands.grpo_settings import GrpoSettings
 from training.procedural.synthetic import write_inpainting_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _settings(tmp_path, *extra: str):
-    from rl.commands.grpo import parse_settings
-
     tasks = write_inpainting_tasks(tmp_path / "tasks", 16, size=32, seed=0)
     base = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        return parse_settings(compose("grpo", overrides=[*base, *extra], schema=GrpoSettings))
+        return parse(GrpoSettings, compose("grpo", overrides=[*base, *extra], schema=GrpoSettings))
 
 
 def test_the_default_loss_is_eq_8_and_is_recorded_in_run_json(tmp_path):
-    from rl.commands.grpo import grpo_args, prepare
+    from rl.commands.grpo_launch import check_output_folder, grpo_args
 
     s = _settings(tmp_path)
     assert grpo_args(s, tmp_path / "run").loss_type == "grpo"
-    prepare(s, tmp_path / "run")
+    check_output_folder(s).create()
     assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["trainer"]["loss_type"] == "grpo"
     other = _settings(tmp_path, "trainer.loss_type=dapo")  # trl's other losses stay one override away
     assert grpo_args(other, tmp_path / "run").loss_type == "dapo"
@@ -132,7 +131,7 @@ def test_trls_loss_and_gradient_are_eq_8_with_the_default_settings(tmp_path):
     from trl import GRPOTrainer
 
     from reward.testing import make_tiny_lm
-    from rl.commands.grpo import grpo_args
+    from rl.commands.grpo_launch import grpo_args
 
     lm = make_tiny_lm(tmp_path / "lm")
     found = {}
@@ -157,11 +156,12 @@ def test_trls_loss_and_gradient_are_eq_8_with_the_default_settings(tmp_path):
 
 def test_the_kl_correction_is_off_recorded_and_documented(tmp_path, capsys):
     from reward.core.cli import main
-    from rl.commands.grpo import grpo_args, prepare, run
+    from rl.commands.grpo import run
+    from rl.commands.grpo_launch import check_output_folder, grpo_args
 
     s = _settings(tmp_path)
     assert grpo_args(s, tmp_path / "run").use_bias_correction_kl is False
-    prepare(s, tmp_path / "run")
+    check_output_folder(s).create()
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["trainer"]
     assert recorded["use_bias_correction_kl"] is False
     assert grpo_args(_settings(tmp_path, "trainer.use_bias_correction_kl=true"), tmp_path / "x").use_bias_correction_kl

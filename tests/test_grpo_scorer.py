@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.rewards.reasoning_prompts import PROMPTS
-from training.commands.grpo_scorer import GrpoScorerSettings, parse_settings, run
+from training.commands.grpo_scorer import GrpoScorerSettings, run
 from training.commands.grpo_scorer_plan import grpo_scorer_plan
 from training.shared.plan import format_plan
 
@@ -40,7 +41,9 @@ TINY = [
     ],
 )
 def test_the_recipes_plan_memory_and_time_without_weights(recipe, images, group, steps):
-    settings = parse_settings(compose("grpo_scorer", [f"+recipe={recipe}", "plan=true"], schema=GrpoScorerSettings))
+    settings = parse(
+        GrpoScorerSettings, compose("grpo_scorer", [f"+recipe={recipe}", "plan=true"], schema=GrpoScorerSettings)
+    )
     plan = grpo_scorer_plan(settings)
     text = format_plan(plan)
     assert f"({images} images x group {group})" in text and f"steps: {steps}" in text and "ZeRO-3" in text
@@ -49,9 +52,9 @@ def test_the_recipes_plan_memory_and_time_without_weights(recipe, images, group,
 
 
 def test_bad_rewards_and_prompts_are_refused_together():
-    with pytest.raises(UserError, match=r"rewards: 'rank' is none of .*prompt='r1' is none of"):
+    with pytest.raises(UserError, match=r"(?s)rewards: 'rank' is none of .*prompt='r1' is none of"):
         bad = ["out=x", "model.path=m", "data.train=synthetic", "rewards=[rank]", "prompt=r1"]
-        parse_settings(compose("grpo_scorer", bad, schema=GrpoScorerSettings))
+        parse(GrpoScorerSettings, compose("grpo_scorer", bad, schema=GrpoScorerSettings))
 
 
 @pytest.mark.slow
@@ -70,7 +73,9 @@ def test_a_tiny_run_of_each_recipe_from_an_sft_scorer_writes_a_scorer_folder_rea
 
     out = tmp_path / "run"
     tiny = [f"+recipe={recipe}", f"model.path={tiny_scorer_path}", f"out={out}", *TINY, "trainer.bf16=false"]
-    result = run(compose("grpo_scorer", tiny, schema=GrpoScorerSettings))  # a warm start: an SFT scorer's folder
+    result = run(
+        parse(GrpoScorerSettings, compose("grpo_scorer", tiny, schema=GrpoScorerSettings))
+    )  # a warm start: an SFT scorer's folder
     assert result["global_step"] == 2 and -1 <= result["test_srcc"] <= 1
     meta = json.loads((out / "scorer" / "sa_iqa.json").read_text())
     assert meta["reasoning"]["prompt"] == prompt and meta["level_words"] == ["1", "2", "3", "4", "5"]
@@ -91,8 +96,9 @@ def test_a_tiny_run_of_each_recipe_from_an_sft_scorer_writes_a_scorer_folder_rea
 
 
 def _settings(*argv: str) -> GrpoScorerSettings:
-    return parse_settings(
-        compose("grpo_scorer", ["out=unused", "model.path=unused", *argv], schema=GrpoScorerSettings)
+    return parse(
+        GrpoScorerSettings,
+        compose("grpo_scorer", ["out=unused", "model.path=unused", *argv], schema=GrpoScorerSettings),
     )
 
 
@@ -108,7 +114,7 @@ def test_a_share_of_one_image_is_refused_before_any_model_loads(scope, message, 
     argv = [f"out={tmp_path / 'run'}", f"model.path={tiny_vlm_path}", "data.train=synthetic", f"ranking_scope={scope}"]
     argv += ["trainer.per_device_train_batch_size=6", "trainer.num_generations=6"]
     with pytest.raises(UserError, match=re.escape(message)):
-        run(compose("grpo_scorer", argv, schema=GrpoScorerSettings))
+        run(parse(GrpoScorerSettings, compose("grpo_scorer", argv, schema=GrpoScorerSettings)))
     assert not (tmp_path / "run").exists()  # refused before the output folder, before the model
 
 

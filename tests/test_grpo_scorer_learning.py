@@ -14,7 +14,7 @@ from reward.commands.evaluate import EvaluateSettings
 from reward.commands.evaluate import run as run_evaluate
 from reward.core.cli import compose
 from reward.core.config import parse
-from training.commands.grpo_scorer import GrpoScorerSettings, held_out_srcc, parse_settings, run
+from training.commands.grpo_scorer import GrpoScorerSettings, held_out_srcc, run
 from training.procedural.synthetic import write_benchmark
 
 
@@ -38,9 +38,9 @@ def test_grpo_on_the_scorer_lifts_heldout_lighting_srcc_above_0_7(tiny_vlm_path,
         "trainer.learning_rate=1e-3",
         "trainer.save_strategy=no",
     ]
-    cfg = compose("grpo_scorer", overrides, schema=GrpoScorerSettings)
-    before = held_out_srcc(parse_settings(cfg), warm, "expected")
-    result = run(cfg)
+    settings = parse(GrpoScorerSettings, compose("grpo_scorer", overrides, schema=GrpoScorerSettings))
+    before = held_out_srcc(settings, warm, "expected")
+    result = run(settings)
     after = result["test_srcc"]
     # measured: 0.622 -> 0.849 (the start is not 0: the random network's answer already leans on brightness)
     assert before < 0.7 <= after, f"held-out lighting SRCC (one forward) {before:.3f} -> {after:.3f}"

@@ -160,20 +160,23 @@ def test_sft_trains_on_the_train_split_and_evaluates_on_the_test_split(tmp_path,
     folder = _splits(tmp_path)
     out = tmp_path / "run"
     result = run_sft(
-        _compose(
-            "sft",
-            [
-                f"model.path={tiny_vlm_path}",
-                f"data.train=hf:{folder}",
-                f"data.test=hf:{folder}",
-                f"out={out}",
-                "prompt.type=1",
-                "prompt.dimensions=[quality]",
-                "trainer.max_steps=2",
-                "trainer.per_device_train_batch_size=4",
-                "trainer.gradient_accumulation_steps=1",
-                "eval_batch_size=8",
-            ],
+        parse(
+            SftSettings,
+            _compose(
+                "sft",
+                [
+                    f"model.path={tiny_vlm_path}",
+                    f"data.train=hf:{folder}",
+                    f"data.test=hf:{folder}",
+                    f"out={out}",
+                    "prompt.type=1",
+                    "prompt.dimensions=[quality]",
+                    "trainer.max_steps=2",
+                    "trainer.per_device_train_batch_size=4",
+                    "trainer.gradient_accumulation_steps=1",
+                    "eval_batch_size=8",
+                ],
+            ),
         )
     )
     assert result["skipped_train_rows"] == 0 and result["global_step"] == 2

@@ -10,6 +10,7 @@ import torch
 
 from conftest import random_images
 from reward import get_reward
+from reward.core.config import parse
 from reward.core.errors import MissingInputError
 from training.commands.sft import SftSettings
 
@@ -97,15 +98,13 @@ def test_a_push_that_cannot_happen_is_refused_before_training(tmp_path, monkeypa
     from huggingface_hub import constants
 
     from reward.core.errors import UserError
-    from training.commands.sft import parse_settings
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    cfg = _sft_cfg(_sft_overrides(tmp_path / "m", tmp_path / "r.jsonl", tmp_path / "out", *extra))
-    with pytest.raises(UserError, match=message):
-        parse_settings(cfg)
+    with pytest.raises(UserError, match=message):  # said when the settings are read, before anything loads
+        parse(SftSettings, _sft_cfg(_sft_overrides(tmp_path / "m", tmp_path / "r.jsonl", tmp_path / "out", *extra)))
 
 
 @pytest.mark.slow
@@ -129,7 +128,7 @@ def test_push_to_hub_uploads_the_scorer_card_and_metadata_and_nothing_else(tiny_
                 tiny_vlm_path, bench.ratings, out, "push_to_hub=true", "hub_model_id=example-org/tiny-scorer"
             )
         )
-        result = run_sft(cfg)
+        result = run_sft(parse(SftSettings, cfg))
     pushed = hub.files["example-org/tiny-scorer"]
     local = {p.name: p.read_bytes() for p in (out / "scorer").iterdir() if p.is_file()}
     assert pushed == local  # every scorer file, byte for byte; no checkpoint, optimizer state or run file

@@ -9,7 +9,7 @@ from pace_judge.commands.judge import JudgeSettings
 from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
 from reward.core.errors import UserError
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from training.commands.sft import SftSettings
 
 EVALUATE = ["reward=qbench", "reward.model=Org/vlm", "data=d.jsonl", "out=o"]
@@ -67,12 +67,12 @@ def test_help_shows_each_key_with_its_comment_once(capsys):
 
 
 def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(tmp_path, capsys):
-    from training.commands.sft import parse_settings
+    from reward.core.config import parse
     from training.commands.sft import run as run_sft
 
     base = {"out": str(tmp_path / "o"), "model": {"path": "Org/vlm"}, "data": {"train": "synthetic"}}
     with pytest.raises(UserError) as err:
-        parse_settings({**base, "trainer": {"max_steps": 2, "learning_rate": "fast", "lerning_rate": 1}})
+        parse(SftSettings, {**base, "trainer": {"max_steps": 2, "learning_rate": "fast", "lerning_rate": 1}})
     assert "trainer.learning_rate='fast': expected a float" in str(err.value)
     assert "unknown key trainer.lerning_rate (did you mean 'learning_rate'?)" in str(err.value)
     argv = [f"model.path={tmp_path}", "data.train=synthetic", "trainer.max_steps=2", f"out={tmp_path / 'o'}"]
@@ -80,28 +80,20 @@ def test_trainer_keys_are_checked_against_trl_fields_before_anything_is_written(
         main("sft", run_sft, argv=[*argv, "trainer.learning_rate=fast"], schema=SftSettings)
     assert exited.value.code == 2 and "trainer.learning_rate='fast': expected a float" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing made: the corrected command starts clean
-    s = parse_settings({**base, "trainer": {"max_steps": 2, "max_grad_norm": 0.5}})  # any SFTConfig field
+    s = parse(SftSettings, {**base, "trainer": {"max_steps": 2, "max_grad_norm": 0.5}})  # any SFTConfig field
     assert s.trainer["max_grad_norm"] == 0.5
 
 
 def test_grpo_trainer_keys_are_checked_against_grpo_config():
     from reward.core.cli import compose
-    from rl.commands.grpo import parse_settings
+    from reward.core.config import parse
 
-    cfg = compose(
-        "grpo",
-        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"],
-        schema=GrpoSettings,
-    )
+    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.beta=strong"])
     with pytest.raises(UserError, match=r"trainer.beta='strong': expected a float"):
-        parse_settings(cfg)
-    cfg = compose(
-        "grpo",
-        ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"],
-        schema=GrpoSettings,
-    )
+        parse(GrpoSettings, cfg)
+    cfg = compose("grpo", ["reward=scene-proxy", "policy.path=Org/lm", "data=t.jsonl", "out=o", "trainer.bta=0.1"])
     with pytest.raises(UserError, match=r"unknown key trainer.bta \(did you mean 'beta'\?\)"):
-        parse_settings(cfg)
+        parse(GrpoSettings, cfg)
 
 
 def _entry_schemas() -> dict[str, type]:

@@ -10,10 +10,10 @@ from huggingface_hub import ModelCard
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.sft import SftSettings
-from training.model_card import scorer_card
 from training.procedural.synthetic import write_benchmark
-from training.shared.cards import command_line
+from training.shared.cards import command_line, scorer_card
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -78,7 +78,7 @@ def test_a_tiny_sft_run_writes_a_card_with_its_base_model_words_metrics_and_comm
         "levels.values=[5,3,1]",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        result = run_sft(compose("sft", overrides=overrides, schema=SftSettings))
+        result = run_sft(parse(SftSettings, compose("sft", overrides=overrides, schema=SftSettings)))
     card = (out / "scorer" / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: transformers\n") and "[None]" not in card
     name = Path(tiny_vlm_path).name  # a local base model by its folder's name and architecture, never its path

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import photo_mos, real_photos
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 
@@ -31,7 +32,9 @@ def test_a_quality_manifest_of_real_photos_trains_with_the_defaults_in_one_run(t
         "trainer.gradient_accumulation_steps=1",
     ]
     with caplog.at_level(logging.INFO):
-        result = run_sft(compose("sft", overrides, schema=SftSettings))  # no prompt.* setting: the defaults
+        result = run_sft(
+            parse(SftSettings, compose("sft", overrides, schema=SftSettings))
+        )  # no prompt.* setting: the defaults
     meta = json.loads((tmp_path / "out" / "scorer" / "sa_iqa.json").read_text())
     assert meta["prompt_type"] == 4 and list(meta["queries"]) == ["quality"]
     assert meta["queries"]["quality"]["question"] == "Please evaluate the quality of this image."

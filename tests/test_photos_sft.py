@@ -10,7 +10,8 @@ import pytest
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
-from training.commands.sft import SftSettings, parse_settings
+from reward.core.config import parse
+from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -22,7 +23,9 @@ def _cfg(overrides: list[str]):
 
 
 def test_the_recipe_sets_stream_steps_learning_rate_and_freezing_and_yields_to_the_command_line(tmp_path):
-    s = parse_settings(_cfg(["+recipe=tiny-real-photos", "model.path=m", f"out={tmp_path}", "trainer.max_steps=7"]))
+    s = parse(
+        SftSettings, _cfg(["+recipe=tiny-real-photos", "model.path=m", f"out={tmp_path}", "trainer.max_steps=7"])
+    )
     assert s.data.train == "distorted-photos" and s.prompt.dimensions == ["quality"]
     assert not s.model.freeze_vision and s.loss.rating_weight > 1
     assert s.trainer["max_steps"] == 7 and s.trainer["learning_rate"] == pytest.approx(1e-3)
@@ -32,7 +35,7 @@ def test_the_recipe_sets_stream_steps_learning_rate_and_freezing_and_yields_to_t
 
 def test_a_stream_without_max_steps_or_without_the_quality_dimension_fails_before_training(tiny_vlm_path, tmp_path):
     with pytest.raises(ValueError, match="data.train=distorted-photos streams without end"):
-        parse_settings(_cfg(["model.path=m", "data.train=distorted-photos", f"out={tmp_path}"]))
+        parse(SftSettings, _cfg(["model.path=m", "data.train=distorted-photos", f"out={tmp_path}"]))
     overrides = [
         f"model.path={tiny_vlm_path}",
         "data.train=distorted-photos",
@@ -42,7 +45,7 @@ def test_a_stream_without_max_steps_or_without_the_quality_dimension_fails_befor
         "prompt.dimensions=[lighting]",
     ]
     with pytest.raises(ValueError, match=r"lacks it. Set prompt.dimensions=\[quality\]"):
-        run_sft(_cfg(overrides))
+        run_sft(parse(SftSettings, _cfg(overrides)))
     assert not (tmp_path / "run" / "checkpoint-1").exists()
 
 
@@ -83,7 +86,7 @@ def test_small_tiny_vlm_learns_exposure_levels_of_heldout_real_photos(tiny_small
         "eval_before=true",
         "eval_batch_size=32",
     ]
-    result = run_sft(_cfg(overrides))
+    result = run_sft(parse(SftSettings, _cfg(overrides)))
     before, after = result["metrics_before"]["quality"]["srcc"], result["metrics"]["quality"]["srcc"]
     assert after >= 0.45, f"held-out exposure SRCC {before:.3f} -> {after:.3f}"
     assert after - before >= 0.3

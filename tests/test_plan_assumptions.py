@@ -9,7 +9,8 @@ from pathlib import Path
 from PIL import Image
 
 from reward.core.cli import compose
-from training.commands.sft import SftSettings, parse_settings
+from reward.core.config import parse
+from training.commands.sft import SftSettings
 from training.commands.sft_plan import sft_plan
 from training.shared.plan import format_plan
 
@@ -17,7 +18,7 @@ MODEL = "model.path=Qwen/Qwen2.5-VL-7B-Instruct"
 
 
 def _plan(*overrides: str) -> str:
-    return format_plan(sft_plan(parse_settings(compose("sft", [MODEL, "out=o", *overrides], schema=SftSettings))))
+    return format_plan(sft_plan(parse(SftSettings, compose("sft", [MODEL, "out=o", *overrides], schema=SftSettings))))
 
 
 def test_the_plan_reads_the_visual_tokens_from_the_datas_images(tmp_path: Path):

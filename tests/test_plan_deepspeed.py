@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.sft import SftSettings
 from training.shared.plan import GIB
 from training.shared.plan_models import model_shape
@@ -23,7 +24,6 @@ QWEN25_7B = "Qwen/Qwen2.5-VL-7B-Instruct"
 def _full_fine_tuning_plan(stage: int, gpus: int, machines: int = 1, gpu_memory_gib: float = 139.0):
     """The plan of full fine-tuning of every parameter (vision tower and aligner too: DeepSpeed's estimators assume
     every parameter is trained) of Qwen2.5-VL-7B."""
-    from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
     overrides = [
@@ -40,7 +40,7 @@ def _full_fine_tuning_plan(stage: int, gpus: int, machines: int = 1, gpu_memory_
         "trainer.per_device_train_batch_size=1",
         "trainer.gradient_accumulation_steps=1",
     ]
-    return sft_plan(parse_settings(compose("sft", overrides, schema=SftSettings)))
+    return sft_plan(parse(SftSettings, compose("sft", overrides, schema=SftSettings)))
 
 
 def _deepspeed_gpu_bytes(stage: int, gpus: int, machines: int) -> int:

@@ -15,7 +15,8 @@ from reward.core.cli import compose
 from reward.core.config import parse
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_questions
-from training.commands.sft import SftSettings, _train_dataset, parse_settings
+from training.commands.sft import SftSettings
+from training.commands.sft_setup import training_rows
 from training.perception_sft import perception_example
 from training.procedural.perception_questions import PHOTOS_HELDOUT, PHOTOS_TRAIN, question_at, write_questions
 from training.procedural.synthetic import write_benchmark
@@ -86,18 +87,17 @@ def test_perception_questions_are_mixed_with_rating_data_by_config(tmp_path, tin
         "prompt.dimensions=[lighting]",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        s = parse_settings(compose("sft", overrides=[*base, "data.perception_fraction=0.5"], schema=SftSettings))
-        bad = compose("sft", overrides=[*base, "data.perception_fraction=0"], schema=SftSettings)
+        s = parse(SftSettings, compose("sft", overrides=[*base, "data.perception_fraction=0.5"], schema=SftSettings))
+        with pytest.raises(ValueError, match=r"data.perception_fraction=0.0: use a share in \(0, 1\]"):
+            compose("sft", overrides=[*base, "data.perception_fraction=0"], schema=SftSettings)  # before any load
         with pytest.raises(ValueError, match=r"^data.perception_answer='x': choose one of letter, letter_text$"):
             compose("sft", overrides=[*base, "data.perception_answer=x"], schema=SftSettings)
     queries = {"lighting": {"question": "How is the lighting?", "response_prefix": "The lighting is"}}
-    ds, _ = _train_dataset(s, queries)
+    ds, _ = training_rows(s, queries)
     replies = [ex["completion"][0]["content"][0]["text"] for ex in ds]
     letters = [r for r in replies if len(r) == 1]
     assert letters and len(letters) < len(replies)  # both kinds of example
     assert all(r.startswith("The lighting is") for r in replies if len(r) > 1)
-    with pytest.raises(ValueError, match=r"data.perception_fraction=0.0: use a share in \(0, 1\]"):
-        parse_settings(bad)  # with the other settings, before anything loads
 
 
 def test_qbench_eval_config_composes_and_a3_reads_model_path(tmp_path, tiny_vlm_path):

@@ -49,7 +49,7 @@ def _tune_then_answer(
         "seed=0",  # the stream and trainer seed this learning proof was measured with
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        run_sft(compose("sft", overrides=overrides, schema=SftSettings))
+        run_sft(parse(SftSettings, compose("sft", overrides=overrides, schema=SftSettings)))
 
     def a1(model: Path, out: str) -> dict:
         settings = {"task": "a1", "model": {"path": str(model)}, "data": str(held), "out": str(tmp_path / out)}

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import warnings
 
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 
 
 def test_grpo_settings_build_trl_config_without_a_deprecation_warning(tmp_path):
     from reward.core.cli import compose
-    from rl.commands.grpo import grpo_args, parse_settings
+    from reward.core.config import parse
+    from rl.commands.grpo_launch import grpo_args
 
     (tmp_path / "t.jsonl").write_text("")  # (the settings check that the tasks file is there)
     cfg = compose(
         "grpo",
         ["reward=scene-proxy", "policy.path=Org/lm", f"data={tmp_path / 't.jsonl'}", f"out={tmp_path / 'o'}"],
-        schema=GrpoSettings,
     )
-    s = parse_settings(cfg)
+    s = parse(GrpoSettings, cfg)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         args = grpo_args(s, tmp_path / "o")

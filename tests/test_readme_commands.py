@@ -143,6 +143,7 @@ APPEND: dict[str, list[str]] = {
     # GRPO on the scorer: the recipe's groups of 8 answers of up to 512 tokens, for minutes; 2 steps of groups of 4
     # short answers run every part (tests/test_grpo_scorer.py shows it learning)
     "training/grpo_scorer.py model.path=PATH": [
+        "data.dimension=lighting",  # the sample manifest rates 4 dimensions; a scorer trained by GRPO learns one
         "trainer.max_steps=2",
         "trainer.per_device_train_batch_size=8",
         "trainer.num_generations=4",

@@ -13,6 +13,7 @@ import pytest
 from test_targets import QALIGN_RANGE, deqa_by_hand, koniq_excerpt, vote_mean
 
 from conftest import run_cli
+from reward.core.config import parse
 from training.commands.sft import SftSettings, run
 
 WORDS = ["excellent", "good", "fair", "poor", "bad"]
@@ -131,7 +132,6 @@ def test_targets_out_refuses_a_stream_naming_the_key(tmp_path, monkeypatch, caps
 def test_label_and_loss_settings_problems_are_named_together():
     from reward.core.cli import compose
     from reward.core.errors import UserError
-    from training.commands.sft import parse_settings
 
     bad = [
         "model.path=m",
@@ -147,10 +147,10 @@ def test_label_and_loss_settings_problems_are_named_together():
         "prompt.dimensions=[layout,harmony]",  # (null: checked once data.train's own are read)
     ]
     with pytest.raises(UserError) as err:
-        parse_settings(compose("sft", bad, schema=SftSettings))
+        parse(SftSettings, compose("sft", bad, schema=SftSettings))
     text = str(err.value)
     with pytest.raises(UserError, match="use data.score=mos with soft targets"):
-        parse_settings(compose("sft", ["+recipe=qalign-koniq", "data.soft_targets=gaussian"], schema=SftSettings))
+        parse(SftSettings, compose("sft", ["+recipe=qalign-koniq", "data.soft_targets=gaussian"], schema=SftSettings))
     for said in (
         "data.soft_targets=deqa needs each row's std; data.train=synthetic has none",
         "data.level_range=[5.0, 1.0]: give [low, high] with low < high",

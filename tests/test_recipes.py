@@ -29,8 +29,8 @@ from pace_judge.commands.judge import JudgeSettings
 from pace_judge.commands.memory import MemorySettings
 from reward.core.cli import compose
 from reward.core.config import parse
-from rl.commands.flow_grpo import FlowGrpoSettings
-from rl.commands.grpo import GrpoSettings
+from rl.commands.flow_grpo_settings import FlowGrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from rl.tasks import TasksSettings
 from training.commands.grpo_scorer import GrpoScorerSettings
 from training.commands.sft import SftSettings
@@ -207,10 +207,10 @@ def test_activations_follow_tokens_hidden_layers_and_checkpointing():
 
 def test_the_plan_of_lora_sft_on_the_7b_config_is_within_10_percent_of_its_h200_measurement():
     """The bench's LoRA SFT of the Qwen2.5-VL-7B config (batch 4, 448 px, activation checkpointing): 17.2 GiB."""
-    from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
-    s = parse_settings(
+    s = parse(
+        SftSettings,
         compose(
             "sft",
             [
@@ -227,7 +227,7 @@ def test_the_plan_of_lora_sft_on_the_7b_config_is_within_10_percent_of_its_h200_
                 "data.synthetic_size=448",  # the measured run's images (a plan reads the stream's size)
             ],
             schema=SftSettings,
-        )
+        ),
     )
     plan = sft_plan(s)
     assert abs(plan.total_gib - 17.2) / 17.2 < 0.10, format_plan(plan)
@@ -253,35 +253,36 @@ def test_plan_true_prints_the_plan_in_seconds_without_any_weights(tmp_path):
 
 
 def test_a_plan_that_does_not_fit_names_the_knobs_and_a_bad_plan_setting_is_refused(caplog):
-    from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
     base = ["model.path=Qwen/Qwen2.5-VL-72B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
-    plan = sft_plan(parse_settings(compose("sft", base, schema=SftSettings)))
+    plan = sft_plan(parse(SftSettings, compose("sft", base, schema=SftSettings)))
     text = format_plan(plan)
     assert not plan.fits and "does NOT fit" in text
     assert "lora.enabled=true" in text and "zero3.yaml" in text and "activation_checkpointing=true" in text
     with pytest.raises(Exception, match=r"plan_for.zero_stage=4: must be between 0 and 3"):
-        parse_settings(compose("sft", [*base, "plan_for.zero_stage=4"], schema=SftSettings))
+        parse(SftSettings, compose("sft", [*base, "plan_for.zero_stage=4"], schema=SftSettings))
     with pytest.raises(Exception, match=r"model.path=nowhere/model: plan=true needs the model's config.json"):
-        sft_plan(parse_settings(compose("sft", [*base, "model.path=nowhere/model"], schema=SftSettings)))
+        sft_plan(parse(SftSettings, compose("sft", [*base, "model.path=nowhere/model"], schema=SftSettings)))
 
 
 def test_plan_for_machines_multiplies_the_processes_of_every_sharding():
-    from training.commands.sft import parse_settings
     from training.commands.sft_plan import sft_plan
 
     base = ["model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
     one = sft_plan(
-        parse_settings(compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"], schema=SftSettings))
+        parse(
+            SftSettings, compose("sft", [*base, "plan_for.processes=8", "plan_for.zero_stage=3"], schema=SftSettings)
+        )
     )
     two = sft_plan(
-        parse_settings(
+        parse(
+            SftSettings,
             compose(
                 "sft",
                 [*base, "plan_for.processes=8", "plan_for.zero_stage=3", "plan_for.machines=2"],
                 schema=SftSettings,
-            )
+            ),
         )
     )
     assert two.launch.processes == 16 and two.launch.effective_batch == one.launch.effective_batch == 256
@@ -435,7 +436,7 @@ def test_every_recipe_runs_in_order_at_its_own_geometry_on_two_processes(
     done = subprocess.run(trl, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert Path("runs/grpo-expansion-stage1/adapter_config.json").is_file()
-    run_tasks(compose("tasks", ["out=datasets/inpainting", "n=8"], schema=TasksSettings))
+    run_tasks(parse(TasksSettings, compose("tasks", ["out=datasets/inpainting", "n=8"], schema=TasksSettings)))
 
     paths = {"qwen25": tiny_vlm25_path, "qwen3": tiny_vlm3_path, "small": tiny_small_vlm_path}
     paths |= {"format_taught": format_taught_vlm_path, "flux": tiny_pipeline_path("flux-fill")}

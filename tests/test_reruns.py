@@ -15,7 +15,7 @@ from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import main
 from reward.core.errors import UserError
 from reward.core.outputs import RunComplete, check_output, prepare_output
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from training.commands.sft import SftSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,8 @@ def test_missing_model_paths_are_one_line_each_before_anything_loads(tmp_path, c
 def test_missing_reward_and_generator_models_are_named():
     from pace_judge.config import PaceConfig, validate
     from reward import get_reward
-    from rl.commands.best_of_n import parse_settings
+    from reward.core.config import parse
+    from rl.commands.best_of_n import BestOfNSettings
 
     with pytest.raises(UserError, match=r"^reward.model=/missing: no such folder, and not a Hub id"):
         get_reward("qbench", {"model": "/missing"})
@@ -111,7 +112,7 @@ def test_missing_reward_and_generator_models_are_named():
         validate(PaceConfig(model="/missing", protocol="p.json"))
     cfg = {"data": "t", "out": "o", "reward": {"name": "scene-proxy"}, "generator": {"name": "sd15-inpaint"}}
     with pytest.raises(UserError, match=r"generator.path=/missing: no such folder"):
-        parse_settings({**cfg, "generator": {"name": "sd15-inpaint", "path": "/missing"}})
+        parse(BestOfNSettings, {**cfg, "generator": {"name": "sd15-inpaint", "path": "/missing"}})
 
 
 def test_an_error_that_needs_no_model_comes_before_the_heavy_imports(tmp_path):
@@ -140,20 +141,23 @@ def test_an_error_that_needs_no_model_comes_before_the_heavy_imports(tmp_path):
 
 
 def _sft_folder(cfg):
-    from training.commands.sft import check_output_folder, parse_settings
+    from reward.core.config import parse
+    from training.commands.sft_setup import check_output_folder
 
-    output = check_output_folder(parse_settings(cfg))
+    output = check_output_folder(parse(SftSettings, cfg))
     output.create()
     return output
 
 
 def _grpo_folder(cfg):
-    from pathlib import Path
 
-    from rl.commands.grpo import parse_settings, prepare
+    from reward.core.config import parse
+    from rl.commands.grpo_launch import check_output_folder
 
-    s = parse_settings(cfg)
-    return prepare(s, Path(s.out))
+    s = parse(GrpoSettings, cfg)
+    output = check_output_folder(s)
+    output.create()
+    return output
 
 
 RESUMABLE = {  # command -> (its folder step, settings, a key that may change on resume, a key that may not)

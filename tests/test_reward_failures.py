@@ -16,13 +16,14 @@ from server_doubles import serve_scripted
 
 from reward import RewardOutput, images_from_column
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.integrations.reward_set import NamedReward, RewardSet
 from reward.integrations.trl_rewards import TrlRewards
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.best_of_n import run as run_best_of_n
-from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
+from rl.commands.grpo_settings import GrpoSettings
 from rl.generators import build_generator
 from rl.inpaint_render import InpaintingRender
 from rl.inpaint_tasks import load_tasks
@@ -66,7 +67,7 @@ def _grpo(tiny_lm: Path, tasks: Path, out: Path, url: str, extra: list[str] = ()
         *extra,
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return run_grpo(compose("grpo", overrides=overrides, schema=GrpoSettings))
+        return run_grpo(parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings)))
 
 
 @pytest.mark.slow
@@ -105,7 +106,7 @@ def test_best_of_n_whose_every_reward_fails_exits_2_naming_the_counts(tasks, tmp
         overrides = [*_served(url), "reward.server.model=tiny", *FAST_SERVER, "generator=procedural"]
         overrides += [f"data={tasks}", f"out={tmp_path / 'bon'}", "n=2", "limit=3", "sheets=false"]
         with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-            cfg = compose("best_of_n", overrides=overrides, schema=BestOfNSettings)
+            cfg = parse(BestOfNSettings, compose("best_of_n", overrides=overrides, schema=BestOfNSettings))
         with pytest.raises(UserError) as err:  # before: rc 0 with tasks_scored 0
             run_best_of_n(cfg)
     summary = json.loads((tmp_path / "bon" / "summary.json").read_text())

@@ -14,6 +14,7 @@ from hydra import initialize_config_dir
 from PIL import Image
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.outputs import RunComplete
 from reward.data.files import safe_name
 from rl.commands.best_of_n import BestOfNSettings
@@ -45,7 +46,7 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
             schema=BestOfNSettings,
         )
     with caplog.at_level(logging.WARNING):
-        summary = run_best_of_n(cfg)
+        summary = run_best_of_n(parse(BestOfNSettings, cfg))
     assert f"{manifest}:25" in caplog.text and summary["skipped_rows"] == 1 and summary["tasks"] == 24
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     assert len(rows) == 24 and all(len(r["candidates"]) == 4 for r in rows)
@@ -73,9 +74,9 @@ def test_best_of_n_keeps_the_best_reproducible_candidate_and_beats_random_on_the
     assert wins >= 2 * losses, (wins, losses)
 
 
-def _compose(overrides: list[str]):
+def _compose(overrides: list[str]) -> BestOfNSettings:
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("best_of_n", overrides=overrides, schema=BestOfNSettings)
+        return parse(BestOfNSettings, compose("best_of_n", overrides=overrides, schema=BestOfNSettings))
 
 
 def test_a_reused_out_is_refused_and_overwrite_moves_the_old_run_aside_whole(tmp_path):

@@ -3,6 +3,7 @@ generator, scene-proxy reward), held-out rewards, plots, resume, every registere
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -17,8 +18,9 @@ from transformers import TrainerCallback
 from conftest import tiny_reward_config
 from reward import list_rewards
 from reward.core.cli import compose
-from rl.commands.grpo import GrpoSettings
+from reward.core.config import parse
 from rl.commands.grpo import run as run_grpo
+from rl.commands.grpo_settings import GrpoSettings
 from rl.generators import build_generator
 from rl.heldout import HELDOUT_SEED_STEP
 from rl.inpaint_render import task_seed
@@ -36,9 +38,9 @@ FAST = [
 ]
 
 
-def _cfg(overrides: list[str]):
+def _cfg(overrides: list[str]) -> GrpoSettings:
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("grpo", overrides=overrides, schema=GrpoSettings)
+        return parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings))
 
 
 class Watch(TrainerCallback):
@@ -91,7 +93,7 @@ def test_config_problems_are_reported_together_before_anything_loads(tmp_path):
         run_grpo(_cfg(bad))
     msg = str(err.value)
     assert "trainer.reward_weights has 2 weights for 1 rewards" in msg
-    assert "must be divisible by num_generations (3)" in msg  # trl.GRPOConfig's own check, named as trainer.*
+    assert "trainer.num_generations=3 must divide the 32 completions a generation makes" in msg  # trl's, before trl
     assert "prompt.template must contain {prompt}" in msg
 
 
@@ -140,7 +142,6 @@ def _check_the_policy_card(out: Path, result: dict, heldout: list, *, tiny_lm, t
     reward before and after, a snippet that runs on the saved policy, and a command that makes the same settings."""
     import shlex
 
-    from reward.core.config import parse
     from rl.run_folder import settings_record
     from training.shared.cards import public
 
@@ -168,7 +169,12 @@ def _check_the_policy_card(out: Path, result: dict, heldout: list, *, tiny_lm, t
     launch, script, *overrides = shlex.split(command)
     assert (launch, script) == ("python", "rl/grpo.py") and overrides[0] == "reward=scene-proxy"
     record = json.loads((out / "run.json").read_text())["settings"]
-    made = settings_record(parse(GrpoSettings, _cfg(overrides), where=""))
+    here = out.parent / "card-command"  # where the command's files, named by their names, are
+    here.mkdir()
+    for path in (tiny_lm, tasks, qbench):
+        (here / Path(path).name).symlink_to(path)
+    with contextlib.chdir(here):
+        made = settings_record(_cfg(overrides))
     assert public(made) == public(record)  # the command makes this run (its files by their names)
 
 
@@ -251,10 +257,8 @@ def test_a_vlm_policy_sees_the_task_image_and_trains_with_lora(tiny_vlm_path, ta
 
 
 def _settings(tmp_path, tasks, *extra: str):
-    from rl.commands.grpo import parse_settings
-
     base = [f"policy.path={tmp_path}", f"data={tasks}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
-    return parse_settings(_cfg([*base, *extra]))
+    return _cfg([*base, *extra])
 
 
 def test_the_policy_loads_by_the_training_precision_rule(tiny_lm, tasks, tmp_path):
@@ -274,7 +278,7 @@ def test_the_policy_loads_by_the_training_precision_rule(tiny_lm, tasks, tmp_pat
 
 
 def test_max_completion_length_follows_the_generator_text_budget(tmp_path, tasks):
-    from rl.commands.grpo import grpo_args
+    from rl.commands.grpo_launch import grpo_args
 
     flux = _settings(tmp_path, tasks, "generator=flux-fill", "generator.path=x")
     assert grpo_args(flux, tmp_path).max_completion_length == 512  # T5 reads 512 tokens
@@ -299,7 +303,7 @@ def _shared_image_manifest(root: Path) -> Path:
 
 
 def test_held_out_tasks_never_share_an_image_or_a_scene_with_training_tasks(tmp_path):
-    from rl.commands.grpo import task_split
+    from rl.inpaint_tasks import task_split
 
     manifest = _shared_image_manifest(tmp_path)
     for n in (1, 2, 3, 5, 6):
@@ -326,9 +330,9 @@ def test_too_few_tasks_for_one_step_are_refused_before_anything_loads(tmp_path, 
 
 
 def test_more_eval_tasks_than_the_data_holds_is_one_line_with_the_settings_before_trl(tmp_path, tiny_lm, monkeypatch):
-    import rl.commands.grpo as grpo
+    import rl.commands.grpo_launch as grpo_launch
 
-    monkeypatch.setattr(grpo, "grpo_args", lambda *a: pytest.fail("trl's config was built"))
+    monkeypatch.setattr(grpo_launch, "grpo_args", lambda *a: pytest.fail("trl's config was built"))
     small = write_inpainting_tasks(tmp_path / "small", 6, size=32)
     args = [f"policy.path={tiny_lm}", f"data={small}", f"out={tmp_path / 'run'}", "reward=scene-proxy"]
     with pytest.raises(ValueError) as err:

@@ -24,8 +24,9 @@ from transformers import TrainerCallback
 
 from conftest import accelerate_config
 from reward.core.cli import compose
-from rl.commands.grpo import GrpoSettings
+from reward.core.config import parse
 from rl.commands.grpo import run as run_grpo
+from rl.commands.grpo_settings import GrpoSettings
 from training.procedural.synthetic import write_inpainting_tasks
 from training.shared.cards import public
 
@@ -71,7 +72,10 @@ def parts(tmp_path_factory, tiny_vlm_path, tiny_lm_path):
     tasks = write_inpainting_tasks(root / "tasks", 12, size=48, mask_fraction=0.8)
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         single = run_grpo(
-            compose("grpo", overrides=_overrides(lm, tasks, root / "one", tiny_vlm_path, 4), schema=GrpoSettings)
+            parse(
+                GrpoSettings,
+                compose("grpo", overrides=_overrides(lm, tasks, root / "one", tiny_vlm_path, 4), schema=GrpoSettings),
+            )
         )
     heldout = [json.loads(line) for line in (root / "one" / "heldout.jsonl").read_text().splitlines()]
     return root, lm, tasks, single, heldout
@@ -219,7 +223,7 @@ def test_a_reward_server_that_dies_mid_run_stops_the_run_at_the_first_step_witho
         "trainer.save_steps=1000",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("grpo", overrides=overrides, schema=GrpoSettings)
+        cfg = parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings))
     kill = _KillServer(stack)
     with stack, pytest.raises(UserError, match=r"training stopped at step 2: 4 of 4 completions got no usable"):
         run_grpo(cfg, callbacks=[kill])

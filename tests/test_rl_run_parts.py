@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from reward.core.errors import UserError
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from rl.reward_guard import RewardGuard, step_split
 from rl.summary import StepLine, summarize, summary_text
 from training.shared.deepspeed import check_build_locks
@@ -28,7 +28,7 @@ def test_a_stalled_process_dumps_where_it_waits_and_exits_2():
     script = textwrap.dedent(
         """
         import threading
-        from training.shared.watchdog import Watchdog
+        from rl.watchdog import Watchdog
 
         def wait_for_the_other_process():
             threading.Event().wait()  # a collective whose peer never comes
@@ -153,7 +153,7 @@ def test_a_step_is_one_console_line_and_trls_closing_dictionary_none():
 
 
 def test_the_console_reward_says_its_scale():
-    from rl.commands.grpo import GrpoSettings, reward_scale
+    from rl.commands.grpo_settings import reward_scale
 
     line = step_line(LOG[1], 2, 10, "normalised to [0, 1]")
     assert line == "step 2/10  reward 0.4000 (normalised to [0, 1]; std 0.1000)  zero-std groups 30%  kl 0.01"
@@ -167,7 +167,7 @@ def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_pat
     from hydra import initialize_config_dir
 
     from reward.core.cli import compose
-    from rl.commands.grpo import parse_settings
+    from reward.core.config import parse
 
     base = [
         f"out={tmp_path}",
@@ -177,19 +177,20 @@ def test_a_reference_sync_trl_cannot_do_is_refused_before_anything_loads(tmp_pat
         "+trainer.sync_ref_model=true",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        lora = compose("grpo", overrides=[*base, "lora.enabled=true"], schema=GrpoSettings)
-        no_beta = compose("grpo", overrides=[*base, "trainer.beta=0"], schema=GrpoSettings)
+        lora = compose("grpo", overrides=[*base, "lora.enabled=true"])
+        no_beta = compose("grpo", overrides=[*base, "trainer.beta=0"])
     with pytest.raises(UserError, match="sync_ref_model=true has no reference model to sync .with LoRA"):
-        parse_settings(lora)
+        parse(GrpoSettings, lora)
     with pytest.raises(UserError, match=r"sync_ref_model=true has no reference model to sync \(beta is 0\)"):
-        parse_settings(no_beta)
+        parse(GrpoSettings, no_beta)
 
 
 def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_starts(tmp_path, monkeypatch):
     from hydra import initialize_config_dir
 
     from reward.core.cli import compose
-    from rl.commands.grpo import parse_settings
+    from reward.core.config import parse
+    from rl.commands.grpo_launch import launch
 
     lock = tmp_path / "ext" / "deepspeed_shm_comm" / "lock"
     lock.parent.mkdir(parents=True)
@@ -202,7 +203,7 @@ def test_a_deepspeed_grpo_launch_refuses_a_stale_build_lock_before_deepspeed_sta
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("grpo", overrides=base, schema=GrpoSettings)
     with pytest.raises(UserError, match=rf"{lock} is 60 minutes old.*rm {lock}"):
-        parse_settings(cfg)
+        launch(parse(GrpoSettings, cfg))
 
 
 def test_what_an_installed_user_reads_names_no_file_of_a_clone(tmp_path, monkeypatch):
@@ -215,8 +216,10 @@ def test_what_an_installed_user_reads_names_no_file_of_a_clone(tmp_path, monkeyp
     import rl.best_of_n
     import rl.grpo
     from reward.core.cli import CONFIG_DIR, compose
+    from reward.core.config import parse
     from rl.commands.best_of_n import BestOfNSettings
-    from rl.commands.grpo import GrpoSettings, card_command, settings_and_args
+    from rl.commands.grpo import card_command
+    from rl.commands.grpo_launch import launch
     from rl.commands.grpo_plan import grpo_plan
     from training.procedural.synthetic import write_inpainting_tasks
 
@@ -235,7 +238,8 @@ def test_what_an_installed_user_reads_names_no_file_of_a_clone(tmp_path, monkeyp
         "plan=true",
     ]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        plan = grpo_plan(*settings_and_args(compose("grpo", overrides, schema=GrpoSettings)))
+        settings = parse(GrpoSettings, compose("grpo", overrides))
+        plan = grpo_plan(settings, launch(settings)[1])
     helps = [f.metadata.get("help", "") for cls in (GrpoSettings, BestOfNSettings) for f in dataclasses.fields(cls)]
     for text in [*plan.lines, *helps, rl.grpo.__doc__, rl.best_of_n.__doc__]:
         assert not re.search(r"bench/|configs/|\.sh\b|fusion/fit\.py|rl/commands/", text), text

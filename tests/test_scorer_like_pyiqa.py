@@ -13,7 +13,7 @@ import torch
 
 from conftest import real_photos
 from reward.rewards.registry import get_reward
-from training.model_card import scorer_card
+from training.shared.cards import scorer_card
 
 ROOT = Path(__file__).resolve().parents[1]
 

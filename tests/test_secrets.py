@@ -134,7 +134,7 @@ def test_an_sft_run_that_pushes_reads_the_token_from_the_environment_and_writes_
     with serve(hub.app()) as url:
         monkeypatch.setattr(constants, "ENDPOINT", url)
         setup_logging()
-        run_sft(_sft_cfg(overrides))
+        run_sft(parse(SftSettings, _sft_cfg(overrides)))
     assert hub.tokens == {token}  # the push used the environment's token
     assert list(out.glob("checkpoint-*/training_args.bin")) and (out / "scorer" / "README.md").is_file()
     assert _files_holding(tmp_path, token) == []  # run.json, card, sft_result.json, metrics, training_args.bin ...

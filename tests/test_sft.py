@@ -13,10 +13,11 @@ from transformers import TrainerCallback
 
 from reward import get_reward
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.data import ManifestError
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
 from reward.vlm.tokens import CandidateTokenError
-from training.commands.sft import SftSettings, parse_settings
+from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark
 
@@ -56,7 +57,7 @@ def test_sft_trains_the_language_model_only_and_writes_a_loadable_scorer(tiny_vl
     from transformers import AutoModelForImageTextToText
 
     out = tmp_path / "run"
-    result = run_sft(_cfg(_base(tiny_vlm_path, bench, out)))
+    result = run_sft(parse(SftSettings, _cfg(_base(tiny_vlm_path, bench, out))))
     assert result["global_step"] == 4
     scorer = out / "scorer"
     meta = json.loads((scorer / "sa_iqa.json").read_text())
@@ -88,16 +89,16 @@ def test_a_crashed_run_resumes_from_its_last_checkpoint_and_ends_at_the_same_ste
     out = tmp_path / "run"
     cfg = _cfg(_base(tiny_vlm_path, bench, out, steps=4))
     with pytest.raises(KeyboardInterrupt):
-        run_sft(cfg, callbacks=[_Crash()])
+        run_sft(parse(SftSettings, cfg), callbacks=[_Crash()])
     assert (out / "checkpoint-2").is_dir() and not (out / "scorer").exists()
-    result = run_sft(cfg)
+    result = run_sft(parse(SftSettings, cfg))
     assert result["global_step"] == 4
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     logged_steps = [e["step"] for e in state["log_history"] if "loss" in e]
     assert logged_steps[-2:] == [3, 4]  # steps 3 and 4 were run after the resume
     # the resumed steps started from checkpoint-2's weights: the scorer equals an uninterrupted run's
-    straight = run_sft(_cfg(_base(tiny_vlm_path, bench, tmp_path / "straight", steps=4)))
+    straight = run_sft(parse(SftSettings, _cfg(_base(tiny_vlm_path, bench, tmp_path / "straight", steps=4))))
     resumed_w = load_file(out / "scorer" / "model.safetensors")
     straight_w = load_file(Path(straight["scorer"]) / "model.safetensors")
     assert max((resumed_w[k] - straight_w[k]).abs().max().item() for k in straight_w) < 1e-5
@@ -106,31 +107,31 @@ def test_a_crashed_run_resumes_from_its_last_checkpoint_and_ends_at_the_same_ste
 def test_resuming_is_refused_when_any_setting_that_shapes_training_differs(tiny_vlm_path, bench, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        run_sft(_cfg(_base(tiny_vlm_path, bench, out)), callbacks=[_Crash()])
+        run_sft(parse(SftSettings, _cfg(_base(tiny_vlm_path, bench, out))), callbacks=[_Crash()])
     for changed, named in (
         ("prompt.type=2", "prompt.type: 1 -> 2"),
         ("data.mos_range=[0,10]", "data.mos_range"),  # another MOS-to-word mapping
         ("loss.rating_weight=3", "loss.rating_weight: 1.0 -> 3.0"),
     ):
         with pytest.raises(ValueError, match="holds another run") as refused:
-            run_sft(_cfg(_base(tiny_vlm_path, bench, out, extra=(changed,))))
+            run_sft(parse(SftSettings, _cfg(_base(tiny_vlm_path, bench, out, extra=(changed,)))))
         assert named in str(refused.value)
     with pytest.raises(ValueError, match="holds this same run already"):  # resume=never never writes into it
-        run_sft(_cfg(_base(tiny_vlm_path, bench, out, extra=("resume=never",))))
+        run_sft(parse(SftSettings, _cfg(_base(tiny_vlm_path, bench, out, extra=("resume=never",)))))
     assert (out / "checkpoint-2").is_dir()  # nothing was deleted
 
 
 def test_a_missing_test_manifest_fails_before_training(tiny_vlm_path, bench, tmp_path):
     overrides = _base(tiny_vlm_path, bench, tmp_path / "run") + [f"data.test={tmp_path / 'nope.jsonl'}"]
     with pytest.raises(ValueError, match=r"data.test=.*nope.jsonl: no such file"):
-        run_sft(_cfg(overrides))
+        run_sft(parse(SftSettings, _cfg(overrides)))
     assert not (tmp_path / "run").exists()
 
 
 def test_multi_token_rating_word_fails_before_training_with_a_suggestion(tiny_vlm_path, bench, tmp_path):
     overrides = _base(tiny_vlm_path, bench, tmp_path / "run", extra=("levels.words=[superb,good,fair,poor,bad]",))
     with pytest.raises(CandidateTokenError, match="' superb'.*not one token"):
-        run_sft(_cfg(overrides))
+        run_sft(parse(SftSettings, _cfg(overrides)))
     assert not (tmp_path / "run").exists()
 
 
@@ -142,15 +143,17 @@ def test_bad_rows_are_skipped_and_counted_not_trained_on(tiny_vlm_path, bench, t
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     overrides = _base(tiny_vlm_path, bench, tmp_path / "run", steps=2) + [f"data.train={manifest}", "data.test=null"]
     with pytest.raises(ManifestError, match=r"with_bad_rows.jsonl:\d+: .*missing.png.*data.skip_bad=true"):
-        run_sft(_cfg(overrides))  # refused by default, naming the row and the setting that skips it
-    result = run_sft(_cfg([*overrides, "data.skip_bad=true"]))
+        run_sft(
+            parse(SftSettings, _cfg(overrides))
+        )  # refused by default, naming the row and the setting that skips it
+    result = run_sft(parse(SftSettings, _cfg([*overrides, "data.skip_bad=true"])))
     assert result["skipped_train_rows"] == 2
 
 
 def test_lora_adapter_scorer_records_its_base_model_and_loads(tiny_vlm_path, bench, tmp_path):
     out = tmp_path / "run"
     extra = ("lora.enabled=true", "lora.r=4", "merge_lora=false", "lora.modules_to_save=[lm_head]", "data.test=null")
-    run_sft(_cfg(_base(tiny_vlm_path, bench, out, steps=2, extra=extra)))
+    run_sft(parse(SftSettings, _cfg(_base(tiny_vlm_path, bench, out, steps=2, extra=extra))))
     meta = json.loads((out / "scorer" / "sa_iqa.json").read_text())
     assert meta["base_model"] == str(Path(tiny_vlm_path).resolve())
     assert (out / "scorer" / "adapter_config.json").exists()
@@ -162,7 +165,9 @@ def test_lora_adapter_scorer_records_its_base_model_and_loads(tiny_vlm_path, ben
 
 def test_config_problems_are_reported_together(tmp_path):
     with pytest.raises(ValueError) as err:
-        parse_settings(_cfg(["model.path=m", "data.train=synthetic", f"out={tmp_path}", "prompt.dimensions=[a,a]"]))
+        parse(
+            SftSettings, _cfg(["model.path=m", "data.train=synthetic", f"out={tmp_path}", "prompt.dimensions=[a,a]"])
+        )
     assert "prompt.dimensions=['a', 'a']" in str(err.value) and "trainer.max_steps" in str(err.value)
 
 
@@ -183,5 +188,5 @@ def test_soft_targets_draw_words_whose_mean_value_is_the_mos(tiny_vlm_path):
 
 def test_soft_target_training_runs_from_a_manifest(tiny_vlm_path, bench, tmp_path):
     extra = ("data.soft_targets=true", "data.test=null")
-    result = run_sft(_cfg(_base(tiny_vlm_path, bench, tmp_path / "run", steps=2, extra=extra)))
+    result = run_sft(parse(SftSettings, _cfg(_base(tiny_vlm_path, bench, tmp_path / "run", steps=2, extra=extra))))
     assert result["global_step"] == 2 and (tmp_path / "run" / "scorer" / "sa_iqa.json").exists()

@@ -14,7 +14,7 @@ def test_the_exported_scorer_holds_the_fp32_merge_of_bf16_training_weights(tiny_
     from transformers import AutoModelForImageTextToText
 
     from reward.vlm import load_processor
-    from training.commands.sft import save_scorer
+    from training.commands.sft_scorer import save_scorer
 
     def bf16_training_model():  # the whole model in bf16, its LoRA layers too (as under a bf16 DeepSpeed run)
         torch.manual_seed(0)

@@ -8,6 +8,7 @@ import pytest
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
 from training.procedural.synthetic import write_benchmark
@@ -35,7 +36,7 @@ def test_sft_lifts_heldout_lighting_srcc_above_0_6(tiny_vlm_path, tmp_path):
         "eval_before=true",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        result = run_sft(compose("sft", overrides=overrides, schema=SftSettings))
+        result = run_sft(parse(SftSettings, compose("sft", overrides=overrides, schema=SftSettings)))
     before, after = result["metrics_before"]["lighting"]["srcc"], result["metrics"]["lighting"]["srcc"]
     assert after >= 0.6, f"held-out lighting SRCC {before:.3f} -> {after:.3f}"
     assert after - before >= 0.4

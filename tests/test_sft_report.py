@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from training.commands.sft import Setup, Trained, _scorer_meta, check_output_folder, parse_settings, report
+from reward.core.config import parse
+from training.commands.sft import Trained, report
+from training.commands.sft_settings import SftSettings
+from training.commands.sft_setup import Setup, check_output_folder, scorer_meta
 
 
 def _setup(tmp_path) -> tuple[Setup, dict]:
     cfg = {"model": {"path": "Org/vlm"}, "data": {"train": "synthetic"}, "out": str(tmp_path / "run")}
     cfg["trainer"] = {"max_steps": 2}
-    settings = parse_settings(cfg)
+    settings = parse(SftSettings, cfg)
     output = check_output_folder(settings)
     output.create()
-    setup = Setup(settings, output.path, output, _scorer_meta(settings), None, None, 3, None, None, None)
+    setup = Setup(settings, output.path, output, scorer_meta(settings), None, None, 3, None, None, None)
     return setup, cfg
 
 
@@ -30,14 +33,14 @@ def _trained(setup: Setup, main_process: bool) -> Trained:
 def test_a_process_other_than_the_main_one_writes_no_result_file(tmp_path):
     setup, cfg = _setup(tmp_path)
     before = sorted(p.name for p in setup.out.iterdir())
-    result = report(setup, _trained(setup, main_process=False), cfg)
+    result = report(setup, _trained(setup, main_process=False), setup.settings)
     assert result["global_step"] == 2 and result["skipped_train_rows"] == 3 and "scorer" not in result
     assert sorted(p.name for p in setup.out.iterdir()) == before  # no sft_result.json, curve or card
 
 
 def test_the_main_process_writes_the_result_with_its_scorer(tmp_path):
     setup, cfg = _setup(tmp_path)
-    result = report(setup, _trained(setup, main_process=True), cfg)
+    result = report(setup, _trained(setup, main_process=True), setup.settings)
     written = json.loads((setup.out / "sft_result.json").read_text())
     assert written["scorer"] == result["scorer"] == str(setup.out / "scorer")
     assert written["global_step"] == 2 and written["train_loss"] == 1.75 and written["skipped_train_rows"] == 3

@@ -12,8 +12,10 @@ import torch
 from hydra import initialize_config_dir
 
 from reward.core.cli import compose
-from training.commands.sft import SftSettings, parse_settings
+from reward.core.config import parse
+from training.commands.sft import SftSettings
 from training.commands.sft import run as run_sft
+from training.commands.sft_setup import checked_inputs
 from training.shared.trainable import load_dtype
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -65,12 +67,12 @@ def test_full_fine_tuning_keeps_fp32_master_weights_unless_deepspeed_or_lora():
 def test_a_dimension_the_prompt_type_cannot_define_is_asked_in_plain_words_and_a_definition_is_used(
     tiny_vlm_path, tmp_path
 ):
-    from training.commands.sft import _scorer_meta
+    from training.commands.sft_setup import scorer_meta
 
     train = _quality_manifest(tmp_path / "data")
-    settings = parse_settings(_cfg(_base(tiny_vlm_path, train, tmp_path / "out")), with_inputs=True)  # type 4
+    settings = checked_inputs(parse(SftSettings, _cfg(_base(tiny_vlm_path, train, tmp_path / "out"))))  # type 4
     assert settings.prompt.type == 4 and settings.prompt.dimensions == ["quality"]  # the data's own dimension
-    meta = _scorer_meta(settings)
+    meta = scorer_meta(settings)
     assert meta["queries"]["quality"] == {
         "question": "Please evaluate the quality of this image.",
         "response_prefix": "The quality of this image is",
@@ -84,7 +86,7 @@ def test_a_dimension_the_prompt_type_cannot_define_is_asked_in_plain_words_and_a
             "+prompt.definitions.quality='How clean and sharp the photo is.'",
         )
     )
-    meta = _scorer_meta(parse_settings(defined, with_inputs=True))
+    meta = scorer_meta(checked_inputs(parse(SftSettings, defined)))
     assert meta["queries"]["quality"]["question"].endswith(
         "quality level of this image. How clean and sharp the photo is."
     )
@@ -95,7 +97,12 @@ def test_a_dimension_the_prompt_type_cannot_define_is_asked_in_plain_words_and_a
 def test_a_new_dimension_trains_and_unknown_dimensions_fail_in_one_line(tiny_vlm_path, tmp_path, caplog):
     train = _quality_manifest(tmp_path / "data")
     with pytest.raises(ValueError) as info:  # every row skipped: one clear error before the trainer starts
-        run_sft(_cfg(_base(tiny_vlm_path, train, tmp_path / "bad", "prompt.type=1", "prompt.dimensions=[lighting]")))
+        run_sft(
+            parse(
+                SftSettings,
+                _cfg(_base(tiny_vlm_path, train, tmp_path / "bad", "prompt.type=1", "prompt.dimensions=[lighting]")),
+            )
+        )
     message = str(info.value)
     assert "all 8 training rows were skipped" in message and "{'quality': 8}" in message
     assert "prompt.dimensions=['quality']" in message and "\n" not in message.split("set prompt")[0]
@@ -106,15 +113,18 @@ def test_a_new_dimension_trains_and_unknown_dimensions_fail_in_one_line(tiny_vlm
     mixed.write_text(rows.replace('"img/', '"data/img/'))
     with caplog.at_level(logging.WARNING, logger="training.sft_data"):
         run_sft(
-            _cfg(
-                _base(
-                    tiny_vlm_path,
-                    mixed,
-                    tmp_path / "mixed",
-                    "prompt.type=1",
-                    "prompt.dimensions=[lighting]",
-                    "trainer.max_steps=1",
-                )
+            parse(
+                SftSettings,
+                _cfg(
+                    _base(
+                        tiny_vlm_path,
+                        mixed,
+                        tmp_path / "mixed",
+                        "prompt.type=1",
+                        "prompt.dimensions=[lighting]",
+                        "trainer.max_steps=1",
+                    )
+                ),
             )
         )
     lines = [r.getMessage() for r in caplog.records if "not in prompt.dimensions" in r.getMessage()]
@@ -122,7 +132,12 @@ def test_a_new_dimension_trains_and_unknown_dimensions_fail_in_one_line(tiny_vlm
 
     out = tmp_path / "quality"
     result = run_sft(
-        _cfg(_base(tiny_vlm_path, train, out, "prompt.type=1", "prompt.dimensions=[quality]", f"data.test={train}"))
+        parse(
+            SftSettings,
+            _cfg(
+                _base(tiny_vlm_path, train, out, "prompt.type=1", "prompt.dimensions=[quality]", f"data.test={train}")
+            ),
+        )
     )
     meta = json.loads((out / "scorer" / "sa_iqa.json").read_text())
     assert list(meta["queries"]) == ["quality"]
@@ -134,12 +149,13 @@ def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, t
     from transformers import AutoModelForImageTextToText
 
     from reward.vlm import load_processor
-    from training.commands.sft import save_scorer
+    from training.commands.sft_scorer import save_scorer
     from training.scorer_format import scorer_metadata
     from training.shared.trainable import LoraSettings, lora_config
 
     model = get_peft_model(AutoModelForImageTextToText.from_pretrained(tiny_vlm_path), lora_config(LoraSettings()))
-    settings = parse_settings(
+    settings = parse(
+        SftSettings,
         _cfg(
             _base(
                 Path("Qwen/Qwen2.5-VL-7B-Instruct"),
@@ -149,7 +165,7 @@ def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, t
                 "merge_lora=false",
                 "prompt.type=1",
             )
-        )
+        ),
     )
     meta = scorer_metadata(["lighting"], prompt_type=1, definitions={})
     setup = SimpleNamespace(settings=settings, out=tmp_path, meta=meta, processor=load_processor(tiny_vlm_path))

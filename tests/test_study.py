@@ -26,6 +26,7 @@ from hydra import initialize_config_dir
 from PIL import Image
 
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.core.errors import UserError
 from rl.commands.best_of_n import BestOfNSettings
 from rl.commands.best_of_n import run as run_best_of_n
@@ -39,7 +40,8 @@ Z = 1.959963984540054  # the 97.5% normal quantile
 
 def _study(*args: str):
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        return run(compose("study", list(args), schema=StudySettings, subcommands=("serve", "report")))
+        cfg = compose("study", list(args), schema=StudySettings, subcommands=("serve", "report"))
+        return run(parse(StudySettings, cfg))
 
 
 def _wilson(k: int, n: int) -> list[float]:
@@ -177,7 +179,7 @@ def best_of_n_run(tmp_path_factory) -> Path:
     manifest = write_inpainting_tasks(folder / "tasks", 4, size=64, seed=1)
     overrides = ["reward=scene-proxy", f"data={manifest}", f"out={folder / 'run'}", "n=4", "sheets=false"]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        run_best_of_n(compose("best_of_n", overrides, schema=BestOfNSettings))
+        run_best_of_n(parse(BestOfNSettings, compose("best_of_n", overrides, schema=BestOfNSettings)))
     return folder / "run"
 
 

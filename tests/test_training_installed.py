@@ -11,10 +11,10 @@ import pytest
 
 import training.sft
 from reward.core.cli import compose
-from training.commands.sft import SftSettings, parse_settings, run
+from reward.core.config import parse
+from training.commands.sft import SftSettings, run
 from training.commands.sft_plan import sft_plan
-from training.model_card import scorer_card
-from training.shared.cards import settings_command
+from training.shared.cards import scorer_card, settings_command
 from training.shared.plan import format_plan
 
 REPO_FILES = ("training/", "configs/", "fusion/fit.py", "reward/evaluate.py", "bench/")
@@ -32,7 +32,7 @@ def test_help_names_the_console_command_and_no_repository_file(capsys):
 
 def test_a_plan_that_does_not_fit_names_the_shipped_zero3_config():
     base = ["model.path=Qwen/Qwen2.5-VL-72B-Instruct", "data.train=synthetic", "out=x", "trainer.max_steps=1"]
-    text = format_plan(sft_plan(parse_settings(compose("sft", base, schema=SftSettings))))
+    text = format_plan(sft_plan(parse(SftSettings, compose("sft", base, schema=SftSettings))))
     config = text.split("--config_file ")[1].split()[0]
     assert Path(config).is_absolute() and Path(config).is_file() and config.endswith("accelerate/zero3.yaml")
     assert not [f for f in ("bench/", " configs/") if f in text]

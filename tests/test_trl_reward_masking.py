@@ -13,10 +13,11 @@ from PIL import Image
 
 from reward import RewardOutput, images_from_column, trl_reward_funcs
 from reward.core.cli import compose
+from reward.core.config import parse
 from reward.integrations.reward_set import named_reward
 from reward.rewards.registry import REWARDS, register_reward
-from rl.commands.grpo import GrpoSettings
 from rl.commands.grpo import run as run_grpo
+from rl.commands.grpo_settings import GrpoSettings
 from training.procedural.synthetic import write_inpainting_tasks
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -147,7 +148,7 @@ def test_grpo_gets_none_from_every_reward_for_an_item_one_failed_on(masking_rewa
         "eval.every=0",
     ]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        result = run_grpo(compose("grpo", overrides=overrides, schema=GrpoSettings))
+        result = run_grpo(parse(GrpoSettings, compose("grpo", overrides=overrides, schema=GrpoSettings)))
     curve = result["train_curve"]
     assert [mean for _, mean, _ in curve["test-marker"]] == [0.0, 0.0]  # without the shared None: 0.25 (1 of 4)
     assert [mean for _, mean, _ in curve["test-first-fails"]] == [1.0, 1.0]

@@ -14,7 +14,7 @@ from reward.commands.evaluate import EvaluateSettings
 from reward.core.cli import compose
 from reward.core.config import parse, resume_mode
 from reward.core.errors import UserError
-from rl.commands.grpo import GrpoSettings
+from rl.commands.grpo_settings import GrpoSettings
 from training.commands.sft import SftSettings
 
 ROOT = Path(__file__).resolve().parents[1]

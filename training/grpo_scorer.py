@@ -4,8 +4,8 @@
     accelerate launch --config_file configs/accelerate/zero3.yaml training/grpo_scorer.py +recipe=q-insight-koniq
 
 Writes checkpoints, DIR/scorer/ (loadable with reward=reasoning-iqa reward.model=DIR/scorer, by sampling or in one
-forward pass) and DIR/grpo_scorer_result.json. Settings: training/commands/grpo_scorer.py (GrpoScorerSettings); any
-trl.GRPOConfig field under trainer.
+forward pass) and DIR/grpo_scorer_result.json. Settings: training/commands/grpo_scorer_settings.py
+(GrpoScorerSettings); any trl.GRPOConfig field under trainer.
 """
 
 from reward.core.cli import main

@@ -264,17 +264,18 @@ class MosSettings:
     seed: int = field(default=0, metadata={"help": "the scene split's seed"})
     skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
 
+    def problems(self) -> list[str]:
+        """A scale of two bounds, low below high; a ratio of two shares of at least 1."""
+        problems = []
+        if len(self.scale) != 2 or not self.scale[0] < self.scale[1]:
+            problems.append(f"scale={self.scale}: give [low, high] with low < high, e.g. scale=[1,5]")
+        if len(self.ratio) != 2 or min(self.ratio) < 1:
+            problems.append(f"ratio={self.ratio}: give [train, test] scene shares, e.g. ratio=[4,1]")
+        return problems
 
-def run(cfg: Any) -> MosPaths:
-    """What ``python training/mos.py raw=FILE ...`` does: :func:`write_mos` with the settings of ``cfg``."""
-    from reward.core.config import parse
-    from reward.core.errors import UserError
 
-    settings = parse(MosSettings, cfg, where="")
-    if len(settings.scale) != 2 or not settings.scale[0] < settings.scale[1]:
-        raise UserError(f"scale={settings.scale}: give [low, high] with low < high, e.g. scale=[1,5]")
-    if len(settings.ratio) != 2 or min(settings.ratio) < 1:
-        raise UserError(f"ratio={settings.ratio}: give [train, test] scene shares, e.g. ratio=[4,1]")
+def run(settings: MosSettings) -> MosPaths:
+    """What ``python training/mos.py raw=FILE ...`` does: :func:`write_mos` with ``settings``."""
     same = {k: getattr(settings, k) for k in ("z_threshold", "ddof", "srcc_threshold", "seed", "skip_bad")}
     scale, ratio = (
         (float(settings.scale[0]), float(settings.scale[1])),

@@ -10,11 +10,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, SIDE, parse
+from reward.core.config import COUNT, SIDE
 from reward.core.summary import log_summary
 from training.procedural.perception_questions import write_questions
 
@@ -36,8 +35,7 @@ class QuestionsSettings:
     )
 
 
-def run(cfg: Any) -> Path:
-    settings = parse(QuestionsSettings, cfg, where="")
+def run(settings: QuestionsSettings) -> Path:
     path = write_questions(**vars(settings))  # the settings are its arguments
     log_summary("perception_questions", {"questions": settings.n}, {"questions": path})
     return path

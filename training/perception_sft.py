@@ -18,6 +18,7 @@ from reward.data.manifest import image_paths
 from reward.qbench.a1_perception import lettered_prompt
 from reward.qbench.a1_questions import load_questions
 from reward.vlm.model import content_parts
+from training.commands.sft_settings import SftSettings
 from training.sft_data import stream_features
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def perception_file_dataset(
     return datasets.Dataset.from_dict(records, features=stream_features()), len(skipped)
 
 
-def mix_perception(settings: Any, rating_data: Callable[[], tuple[Any, int]]) -> tuple[Any, int]:
+def mix_perception(settings: SftSettings, rating_data: Callable[[], tuple[Any, int]]) -> tuple[Any, int]:
     """SFT's training set with ``data.perception`` set: perception questions alone
     (``perception_fraction=1``) or interleaved with the rating data at that share."""
     import datasets

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.config import SIDE, parse
+from reward.core.config import SIDE
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from training.procedural.photos import calibration_from_kadid, evaluate_brisque, load_calibration, write_heldout
@@ -55,10 +55,9 @@ class PhotosSettings:
     dmos: str | None = field(default=None, metadata={"help": "calibrate: KADID-10k's dmos.csv"})
 
 
-def run(cfg: Any) -> Any:
+def run(settings: PhotosSettings) -> Any:
     from reward.core.cli import check_subcommand
 
-    settings = parse(PhotosSettings, cfg, where="")
     check_subcommand(settings, NEEDS)
     if settings.cmd == "heldout":
         table = load_calibration(settings.calibration)

@@ -4,7 +4,9 @@ A :class:`LabelRule` turns a row's MOS (and std or votes) into the word and a di
 first): one-hot, the votes (``true``), our shifted Gaussian (``gaussian``) or DeQA-Score's label (``deqa``); the word
 is the MOS's bin (ours: closed on the left; with ``level_range`` Q-Align's right-closed bins). With ``drawn`` a soft
 target's word is drawn each time the row is read. :func:`rating_examples` reads a source into :class:`Example` s;
-:func:`write_targets` writes them for ``targets_out=FILE``.
+:func:`label_kwargs` is the rule and the row selection ``training/sft.py``'s settings make; :func:`write_targets` and
+:func:`write_training_targets` write the rows for ``targets_out=FILE``. The checks of these settings are the settings'
+own (:mod:`training.commands.sft_settings`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,8 +24,12 @@ from typing import Any
 import numpy as np
 
 from reward.core.errors import UserError
+from reward.core.outputs import check_output_file
+from reward.core.summary import log_summary
 from reward.data import load_ratings
+from reward.data.datasets import check_source
 from reward.data.files import atomic_write_text
+from training.commands.sft_settings import SftSettings
 from training.targets import (
     DEQA_DENSITY,
     deqa_soft_label,
@@ -33,32 +40,6 @@ from training.targets import (
 )
 
 logger = logging.getLogger(__name__)
-
-SOFT_MODES = ("votes", "gaussian", "deqa")
-
-
-def soft_mode(value: Any) -> str | None:
-    """``data.soft_targets`` as None (hard targets), ``votes`` (true), ``gaussian`` or ``deqa``; ``?`` for anything
-    else.
-
-    >>> [soft_mode(v) for v in (False, "false", True, "True", "votes", "gaussian", "deqa", "soft")]
-    [None, None, 'votes', 'votes', 'votes', 'gaussian', 'deqa', '?']
-    """
-    text = str(value).strip().lower()
-    if text in ("false", "none", "0", ""):
-        return None
-    if text in ("true", "1", "votes"):
-        return "votes"
-    return text if text in ("gaussian", "deqa") else "?"
-
-
-def words_best_first(words: Sequence[str], values: Sequence[float]) -> list[str]:
-    """The level words ordered best first by their values (the MOS bins map onto them in that order).
-
-    >>> words_best_first(["bad", "good", "fair"], [1, 3, 2])
-    ['good', 'fair', 'bad']
-    """
-    return [w for _, w in sorted(zip(values, words, strict=True), reverse=True)]
 
 
 @dataclass(frozen=True)
@@ -309,3 +290,61 @@ def write_targets(path: str | Path, read: RatingExamples, words: Sequence[str]) 
     atomic_write_text(out, "\n".join(lines) + "\n")
     logger.info("targets of %d training rows of %s written to %s", len(lines), read.source, out)
     return out
+
+
+def label_kwargs(settings: SftSettings, mos_range: tuple[float, float]) -> dict[str, Any]:
+    """How the training rows are labelled (:class:`LabelRule` and what picks the rows)."""
+    data = settings.data
+    level_range = (float(data.level_range[0]), float(data.level_range[1])) if data.level_range else None
+    rule = LabelRule(
+        tuple(settings.levels.best_first()),
+        mos_range,
+        data.soft(),
+        data.soft_std,
+        level_range,
+        drawn=settings.loss.kind != "deqa",
+    )
+    keep = {name: (float(b[0]), float(b[1])) for name, b in data.keep.items()}
+    return {
+        "rule": rule,
+        "questions": list(settings.prompt.questions),
+        "keep": keep,
+        "score": data.score,
+        "level_from": data.level_from,
+        "density": data.deqa_density,
+    }
+
+
+def write_training_targets(
+    settings: SftSettings, queries: Mapping[str, Mapping[str, str]], mos_range: tuple[float, float]
+) -> dict[str, Any]:
+    """``targets_out=FILE``: every training row as it will be trained, one JSON line each (the scorer's ``queries``,
+    the training source's ``mos_range``); no model loads, no output folder is made."""
+    target = _targets_file(settings)
+    kwargs = label_kwargs(settings, mos_range)
+    kwargs |= {"seed": settings.seed, "skip_bad": settings.data.skip_bad, "columns": settings.data.columns}
+    read = rating_examples(
+        settings.data.train, queries, kwargs.pop("rule"), check_images=False, split="train", **kwargs
+    )
+    path = write_targets(target, read, settings.levels.best_first())
+    facts = {"rows": len(read.examples), "skipped": read.skipped, "left out (data.keep)": read.kept_out}
+    log_summary("sft targets", facts, {"targets": path})
+    return {"targets_out": str(path), "rows": len(read.examples), "skipped": read.skipped, "kept_out": read.kept_out}
+
+
+def _targets_file(settings: SftSettings) -> Path:
+    """``targets_out`` checked before anything is written: no input is, holds or contains it (and
+    :func:`reward.core.outputs.check_output_file`)."""
+    source = check_source(settings.data.train)
+    inputs = {"data.train": source.folder if source else settings.data.train, "image_root": settings.image_root}
+    inputs = {k: str(v) for k, v in inputs.items() if v}
+    real = os.path.realpath(settings.targets_out) if str(settings.targets_out).strip() else ""
+    for key, value in inputs.items():
+        if real and Path(value).is_dir() and real.startswith(os.path.realpath(value) + os.sep):
+            raise UserError(
+                f"targets_out={settings.targets_out} lies inside the run's input {key}={value}; write elsewhere: "
+                "pass another targets_out="
+            )
+    return check_output_file(
+        settings.targets_out, overwrite=settings.overwrite, companions=(), key="targets_out", inputs=inputs
+    )

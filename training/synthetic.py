@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, SIDE, parse
+from reward.core.config import COUNT, SIDE
 from reward.core.summary import log_summary
 from training.procedural.synthetic import BenchmarkPaths, write_benchmark
 
@@ -38,8 +37,7 @@ class SyntheticSettings:
     )
 
 
-def run(cfg: Any) -> BenchmarkPaths:
-    settings = parse(SyntheticSettings, cfg, where="")
+def run(settings: SyntheticSettings) -> BenchmarkPaths:
     paths = write_benchmark(
         settings.out,
         settings.n,

@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -283,3 +284,30 @@ def _two_neighbours(mean_norm: float, n_levels: int, eps: float = RANGE_EPS) -> 
             probs[i] = (mean_norm - left) / (right - left)
             break
     return probs[::-1].copy()
+
+
+SOFT_MODES = ("votes", "gaussian", "deqa")
+
+
+def soft_mode(value: Any) -> str | None:
+    """``data.soft_targets`` as None (hard targets), ``votes`` (true), ``gaussian`` or ``deqa``; ``?`` for anything
+    else.
+
+    >>> [soft_mode(v) for v in (False, "false", True, "True", "votes", "gaussian", "deqa", "soft")]
+    [None, None, 'votes', 'votes', 'votes', 'gaussian', 'deqa', '?']
+    """
+    text = str(value).strip().lower()
+    if text in ("false", "none", "0", ""):
+        return None
+    if text in ("true", "1", "votes"):
+        return "votes"
+    return text if text in ("gaussian", "deqa") else "?"
+
+
+def words_best_first(words: Sequence[str], values: Sequence[float]) -> list[str]:
+    """The level words ordered best first by their values (the MOS bins map onto them in that order).
+
+    >>> words_best_first(["bad", "good", "fair"], [1, 3, 2])
+    ['good', 'fair', 'bad']
+    """
+    return [w for _, w in sorted(zip(values, words, strict=True), reverse=True)]

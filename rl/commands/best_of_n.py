@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 from tqdm import tqdm
 
-from reward.core.config import BATCH, COUNT, PIXELS, parse, to_plain
+from reward.core.config import BATCH, COUNT, PIXELS, to_plain
 from reward.core.errors import UserError
 from reward.core.outputs import Output
 from reward.core.summary import log_summary, text_table
@@ -84,17 +84,13 @@ class BestOfNSettings:
         metadata={"help": "an earlier run in out is moved aside to out.old-<time> (never deleted, never mixed)"},
     )
 
-
-def parse_settings(cfg: Any) -> BestOfNSettings:
-    """Typed settings (every problem at once), then the generator's model path."""
-    settings = parse(BestOfNSettings, cfg, where="")
-    problems = missing_reward_models([settings.reward], "reward")
-    problems += missing_reward_models([settings.judge] if settings.judge else [], "judge")
-    if problem := missing_model(to_plain(settings.generator).get("path"), "generator.path"):
-        problems.append(problem)
-    if problems:
-        raise UserError(problems[0] if len(problems) == 1 else "invalid settings:\n  - " + "\n  - ".join(problems))
-    return settings
+    def problems(self) -> list[str]:
+        """The reward's, the judge's and the generator's models that are not there."""
+        found = missing_reward_models([self.reward], "reward")
+        found += missing_reward_models([self.judge] if self.judge else [], "judge")
+        if problem := missing_model(to_plain(self.generator).get("path"), "generator.path"):
+            found.append(problem)
+        return found
 
 
 def prepare(settings: BestOfNSettings, *, create: bool = True) -> Output | None:
@@ -111,9 +107,8 @@ def prepare(settings: BestOfNSettings, *, create: bool = True) -> Output | None:
     )
 
 
-def run(cfg: Any) -> dict[str, Any]:
+def run(settings: BestOfNSettings) -> dict[str, Any]:
     """Set up, pick the best of N for every task, report; returns the summary (also ``out/summary.json``)."""
-    settings = parse_settings(cfg)
     setup = set_up(settings)
     rows, counts = pick_best(setup)
     return report(setup, rows, counts)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from reward.core.config import to_plain
+from rl.commands.flow_grpo_settings import FlowGrpoSettings
 from rl.commands.grpo_plan import reward_part
 from training.shared.batch import SourceBatch
 from training.shared.plan import GIB, Part, Plan, advise, frozen_part, launch_of, planned_processes
@@ -96,8 +96,8 @@ def step_flops(
     return per_image * images
 
 
-def flow_grpo_plan(settings: Any, source: SourceBatch) -> Plan:
-    """The plan of Flow-GRPO settings (:class:`rl.commands.flow_grpo.FlowGrpoSettings`); ``source``: the batch the
+def flow_grpo_plan(settings: FlowGrpoSettings, source: SourceBatch) -> Plan:
+    """The plan of Flow-GRPO ``settings``; ``source``: the batch the
     defaults stand for (flow_grpo's)."""
     from training.shared.batch import describe_batch, resolve_batch
 

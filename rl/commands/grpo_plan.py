@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from reward.core.config import to_plain
+from rl.commands.grpo_settings import GrpoSettings
 from training.shared.plan import (
     Part,
     Plan,
@@ -52,8 +53,8 @@ def reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tup
     return part, f"reward {name}: {shape.total / 1e9:.2f}B parameters in this process ({shape.source})"
 
 
-def grpo_plan(settings: Any, args: Any) -> Plan:
-    """The plan of GRPO settings ``s`` (:class:`rl.commands.grpo.GrpoSettings`) with trl's ``GRPOConfig`` ``args``."""
+def grpo_plan(settings: GrpoSettings, args: Any) -> Plan:
+    """The plan of GRPO ``settings`` with trl's ``GRPOConfig`` ``args``."""
     from training.shared.batch import GRPO_BATCH, describe_batch, resolve_batch
     from training.shared.trainable import load_dtype
 

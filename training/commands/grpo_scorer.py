@@ -11,99 +11,34 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import MISSING
 
-from reward.core.config import BATCH, RESUME, parse, resume_mode
+from reward.core.config import resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from reward.rewards.reasoning_iqa import scorer_meta
-from reward.rewards.reasoning_prompts import PROMPTS
-from training.commands.grpo_scorer_data import Rows, ScorerDataSettings, mos_range
-from training.commands.sft import ModelSettings
-from training.shared.batch import PlanSettings, trl_fields
-from training.shared.deepspeed import launcher_bf16, save_gathered_weights_under_zero3
+from training.commands.grpo_scorer_data import Rows, mos_range
+from training.commands.grpo_scorer_settings import GrpoScorerSettings
+from training.shared.launch import resume_checkpoint, start_output, trl_config
 from training.shared.sizes import require_trained
-from training.shared.trainable import LoraSettings, freeze_vision, load_for_training, lora_config, training_dtype
-from training.shared.trl_fields import trainer_problems
+from training.shared.trainable import (
+    freeze_vision,
+    load_for_training,
+    lora_config,
+    training_dtype,
+)
 
 logger = logging.getLogger(__name__)
 
-REWARDS = ("score", "format", "degradation", "ranking")
-SCOPES = ("step", "process")
-# VisualQuality-R1's release (the default prompt's and rewards'): 8 images of 6 answers per process, 256 answer tokens,
-# beta 0.04 and lr 1e-6 (its GRPOConfig's defaults), sampling at temperature 1 with transformers' top-k 50, the loss
-# averaged per answer (trl's loss_type grpo) with the k3 KL estimator; configs/recipe/visualquality-r1-koniq.yaml cites
-# each line.
-TRAINER = {
-    "num_generations": 6,
-    "per_device_train_batch_size": 48,
-    "max_completion_length": 256,
-    "beta": 0.04,
-    "learning_rate": 1e-6,
-    "temperature": 1.0,
-    "top_k": 50,
-    "loss_type": "grpo",
-    "use_bias_correction_kl": False,
-}
 
-
-@dataclass
-class GrpoScorerSettings:
-    """Settings of ``training/grpo_scorer.py``; ``trainer.*`` are trl.GRPOConfig fields."""
-
-    out: str = field(default=MISSING, metadata={"help": "checkpoints, scorer/, grpo_scorer_result.json"})
-    model: ModelSettings = field(default_factory=ModelSettings)
-    data: ScorerDataSettings = field(default_factory=ScorerDataSettings)
-    prompt: str = field(default="visualquality-r1", metadata={"help": f"the released prompt: {', '.join(PROMPTS)}"})
-    rewards: list[str] = field(
-        default_factory=lambda: ["ranking", "format"], metadata={"help": f"trl reward functions of {REWARDS}"}
-    )
-    threshold: float = field(
-        default=0.35, metadata={"help": "score reward: |score - MOS| below this on 1-5", "range": (0, 4, True)}
-    )
-    ranking_scope: str = field(
-        default="step",
-        metadata={
-            "help": "ranking reward's images: step (every process's, gathered: as one process on the same batch) or "
-            "process (each process's own, as VisualQuality-R1's release)",
-            "choices": SCOPES,
-        },
-    )
-    lora: LoraSettings = field(default_factory=LoraSettings)
-    seed: int = field(default=42, metadata={"help": "data order, sampling, synthetic images"})
-    resume: str = field(
-        default="false", metadata={"help": "auto | true | false", "may_change": True, "choices": RESUME}
-    )
-    overwrite: bool = field(default=False, metadata={"help": "replace another run's out folder", "may_change": True})
-    eval_batch_size: int = field(default=16, metadata={"help": "test images per forward", "range": BATCH})
-    trainer: dict[str, Any] = field(default_factory=lambda: dict(TRAINER), metadata={"help": "trl.GRPOConfig fields"})
-    plan: bool = field(default=False, metadata={"help": "print memory and time of the run, load nothing"})
-    plan_for: PlanSettings = field(default_factory=PlanSettings)
-
-    def __post_init__(self) -> None:
-        problems = [f"rewards: {r!r} is none of {REWARDS}" for r in self.rewards if r not in REWARDS]
-        problems += [] if self.rewards else [f"rewards=[]: name at least one of {list(REWARDS)}"]
-        problems += self.data.problems()
-        problems += [f"prompt={self.prompt!r} is none of {list(PROMPTS)}"] if self.prompt not in PROMPTS else []
-        problems += trainer_problems("GRPOConfig", trl_fields(self.trainer))
-        if problems:
-            raise UserError("; ".join(problems))
-
-
-def parse_settings(cfg: Any) -> GrpoScorerSettings:
-    return parse(GrpoScorerSettings, cfg, where="")
-
-
-def run(cfg: Any, callbacks: list[Any] | None = None) -> dict[str, Any]:
+def run(settings: GrpoScorerSettings, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Plan, or set up, train, report; returns the result (also ``out/grpo_scorer_result.json``)."""
-    settings = parse_settings(cfg)
     if settings.plan:
         from training.commands.grpo_scorer_plan import grpo_scorer_plan
         from training.shared.plan import report_plan
@@ -188,28 +123,17 @@ def check_ranking_share(settings: GrpoScorerSettings, config: Any) -> None:
 
 def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: list[Any]) -> tuple[Any, float]:
     """trl's GRPOTrainer with the VLM as the policy on the training rows."""
-    import torch  # here, not at import: a command's settings and data are checked before torch loads
     from trl import GRPOConfig, GRPOTrainer
 
     from reward.vlm import load_processor
     from reward.vlm.hub import check_models
 
-    save_gathered_weights_under_zero3()  # the scorer is written from the gathered weights (before trl's arguments)
-    args = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
-    args |= trl_fields(settings.trainer)
-    if args.get("bf16") is None:
-        args["bf16"] = launcher_bf16(bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported()))
-    if not torch.cuda.is_available():
-        args.setdefault("use_cpu", True)
-    try:
-        config = GRPOConfig(output_dir=settings.out, **args)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"invalid trainer.* settings (trl.GRPOConfig): {err}") from None
+    base = {"report_to": "none", "logging_steps": 1, "seed": settings.seed, "remove_unused_columns": False}
+    config = trl_config(GRPOConfig, settings.trainer, out=settings.out, source=None, base=base)
     check_step(rows, config)
     check_ranking_share(settings, config)
     check_models({"model.path": settings.model.path})
-    if config.distributed_state.is_main_process:
-        output.create()
+    start_output(output, config)
     processor = load_processor(
         settings.model.path, min_pixels=settings.model.min_pixels, max_pixels=settings.model.max_pixels
     )
@@ -227,10 +151,7 @@ def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: l
         callbacks=callbacks,
     )
     start = time.perf_counter()
-    from training.shared.checkpoints import last_complete_checkpoint
-
-    resume_from = last_complete_checkpoint(settings.out) if output.resumed else None
-    step = trainer.train(resume_from_checkpoint=resume_from).global_step
+    step = trainer.train(resume_from_checkpoint=resume_checkpoint(output)).global_step
     require_trained(step, "GRPO", settings.trainer)
     return trainer, time.perf_counter() - start
 
@@ -283,8 +204,7 @@ def report(
     settings: GrpoScorerSettings, data: tuple[Rows, Rows | None], output: Output, trainer: Any, train_s: float
 ) -> dict[str, Any]:
     """The scorer folder and its card, the test SRCC, ``grpo_scorer_result.json`` and the closing summary."""
-    from training.model_card import scorer_card
-    from training.shared.cards import settings_command, write_card
+    from training.shared.cards import scorer_card, settings_command, write_card
 
     out, (rows, test) = Path(settings.out), data
     result: dict[str, Any] = {"global_step": trainer.state.global_step, "train_s": round(train_s, 1)}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
 
+from training.commands.grpo_scorer_settings import GrpoScorerSettings
 from training.shared.plan import (
     Plan,
     advise,
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 TEMPLATE_TOKENS = 20  # the chat template's role markers
 
 
-def _train_images(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]:
+def _train_images(settings: GrpoScorerSettings) -> tuple[int | None, tuple[int, int] | None, str]:
     """The rows of data.train and the largest of a sample of their images, where both can be read here (headers
     only); synthetic scenes: their size."""
     data = settings.data
@@ -42,7 +42,7 @@ def _train_images(settings: Any) -> tuple[int | None, tuple[int, int] | None, st
     return len(rows) or None, *largest_image([r.image for r in rows], "data.train")
 
 
-def grpo_scorer_plan(settings: Any) -> Plan:
+def grpo_scorer_plan(settings: GrpoScorerSettings) -> Plan:
     """The plan of :class:`training.commands.grpo_scorer.GrpoScorerSettings`: the policy trained on its completions
     (prompt + image + answer), the reference model when ``trainer.beta > 0``, the steps and time."""
     from reward.rewards.reasoning_prompts import PROMPTS

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
 
+from training.commands.sft_settings import SftSettings
 from training.shared.plan import (
     Plan,
     advise,
@@ -25,7 +25,7 @@ RESPONSE_TOKENS = 16  # "The spatial aesthetic layout quality level of this imag
 TEMPLATE_TOKENS = 20  # the chat template's system and role markers
 
 
-def _train_data(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]:
+def _train_data(settings: SftSettings) -> tuple[int | None, tuple[int, int] | None, str]:
     """Rows of data.train that data.keep keeps and the largest of up to :data:`training.shared.plan.SAMPLED` of their
     images (headers
     only), and where that size is from; a stream's size from its settings; ``(None, None, "")`` where not found."""
@@ -51,7 +51,7 @@ def _train_data(settings: Any) -> tuple[int | None, tuple[int, int] | None, str]
     return rows and len(rows), largest, why
 
 
-def sft_plan(settings: Any) -> Plan:
+def sft_plan(settings: SftSettings) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
     from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
     from training.shared.batch import SFT_BATCH, describe_batch, planned_processes, resolve_batch

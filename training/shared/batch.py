@@ -70,8 +70,9 @@ def trl_fields(trainer: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in trainer.items() if k not in OURS}
 
 
-def batch_problems(trainer: Mapping[str, Any], processes: int, source: SourceBatch) -> list[str]:
-    """What keeps ``trainer``'s batch settings from making a batch on ``processes`` processes (none: they do)."""
+def batch_problems(trainer: Mapping[str, Any], processes: int, source: SourceBatch | None) -> list[str]:
+    """What keeps ``trainer``'s batch settings from making a batch on ``processes`` processes (none: they do);
+    ``source`` ``None``: no source batch to derive the accumulation from (as given, else 1)."""
     per_device = trainer.get("per_device_train_batch_size")
     given = trainer.get(GLOBAL_BATCH_KEY)
     accumulation = trainer.get("gradient_accumulation_steps")
@@ -93,9 +94,11 @@ def batch_problems(trainer: Mapping[str, Any], processes: int, source: SourceBat
                 "of them (the other null)"
             )
         return problems
-    target = given if given is not None else (None if accumulation is not None else source.value)
+    target = given if given is not None else (None if accumulation is not None or source is None else source.value)
     if target is not None and target % step:
-        why = f"trainer.global_batch_size={target}" + ("" if given is not None else f" ({source.source})")
+        why = f"trainer.global_batch_size={target}" + (
+            "" if given is not None or source is None else f" ({source.source})"
+        )
         lower, higher = target // step * step, (target // step + 1) * step
         options = f"{lower} or {higher}" if lower else f"{higher}"
         problems.append(
@@ -106,7 +109,7 @@ def batch_problems(trainer: Mapping[str, Any], processes: int, source: SourceBat
     return problems
 
 
-def resolve_batch(trainer: Mapping[str, Any], processes: int, source: SourceBatch) -> Batch:
+def resolve_batch(trainer: Mapping[str, Any], processes: int, source: SourceBatch | None) -> Batch:
     """The batch ``trainer``'s settings make on ``processes`` processes; a :class:`UserError` naming the numbers
     when they make none (:func:`batch_problems`)."""
     problems = batch_problems(trainer, processes, source)
@@ -116,11 +119,13 @@ def resolve_batch(trainer: Mapping[str, Any], processes: int, source: SourceBatc
     accumulation = trainer.get("gradient_accumulation_steps")
     if accumulation is not None:
         return Batch(per_device, int(accumulation), processes, derived=False)
-    target = trainer.get(GLOBAL_BATCH_KEY) or source.value
+    target = trainer.get(GLOBAL_BATCH_KEY) or (source.value if source else None)
+    if target is None:  # no source batch: trl's own accumulation
+        return Batch(per_device, 1, processes, derived=False)
     return Batch(per_device, target // (per_device * processes), processes, derived=True)
 
 
-def describe_batch(batch: Batch, trainer: Mapping[str, Any], source: SourceBatch) -> str:
+def describe_batch(batch: Batch, trainer: Mapping[str, Any], source: SourceBatch | None) -> str:
     """The line a run prints at start and a plan shows: how the batch is made, beside the source's.
 
     >>> sft = SFT_BATCH
@@ -128,20 +133,22 @@ def describe_batch(batch: Batch, trainer: Mapping[str, Any], source: SourceBatch
     'effective batch 64 = 8 per device x 1 accumulation x 8 processes (trainer.gradient_accumulation_steps=1 as \
 given: the batch grows with the processes; SA-IQA §4.1 trained with 256)'
     """
-    unit = "" if source.unit == "samples" else f" {source.unit}"
+    unit = "" if source is None or source.unit == "samples" else f" {source.unit}"
     effective = batch.per_device * batch.accumulation * batch.processes
     made = (
         f"effective batch {effective}{unit} = {batch.per_device} per device x {batch.accumulation} "
         f"accumulation x {batch.processes} processes"
     )
     given = trainer.get(GLOBAL_BATCH_KEY)
-    if not batch.derived:
+    if not batch.derived and trainer.get("gradient_accumulation_steps") is None:
+        how = f"trainer.gradient_accumulation_steps={batch.accumulation}, trl's: the batch grows with the processes"
+    elif not batch.derived:
         how = f"trainer.gradient_accumulation_steps={batch.accumulation} as given: the batch grows with the processes"
-    elif given is None:
+    elif given is None and source is not None:
         how = f"trainer.global_batch_size=null: {source.source}'s, the accumulation derived for the processes"
     else:
         how = f"trainer.global_batch_size={given}, the accumulation derived for the processes"
-    return f"{made} ({how}; {source.source} trained with {source.value})"
+    return f"{made} ({how}" + (f"; {source.source} trained with {source.value})" if source else ")")
 
 
 def check_world(batch: Batch, world_size: int) -> None:

@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from omegaconf import MISSING
+
 from reward.vlm.families import FAMILIES
-from reward.vlm.loading import ModelLoading
+from reward.vlm.loading import ModelLoading, loading_of
 from training.shared.deepspeed import uses_deepspeed
 
 if TYPE_CHECKING:
@@ -19,6 +21,28 @@ logger = logging.getLogger(__name__)
 
 VISION_TOWERS = tuple(dict.fromkeys(f.vision for f in FAMILIES.values()))  # module names across VLM families
 ALIGNERS = tuple(dict.fromkeys(f.aligner for f in FAMILIES.values()))
+
+
+@dataclass
+class ModelSettings(ModelLoading):
+    """The VLM to fine-tune; loading knobs from :class:`reward.vlm.ModelLoading` (``dtype=auto``: fp32 master
+    weights for full fine-tuning under the trainer's bf16 autocast, bf16 for LoRA or DeepSpeed, see
+    :func:`load_dtype`; ``min_pixels``/``max_pixels`` are saved with the scorer)."""
+
+    path: str = field(default=MISSING, metadata={"help": "VLM folder or Hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)"})
+    freeze_vision: bool = field(default=True, metadata={"help": "SA-IQA freezes the ViT ..."})
+    freeze_aligner: bool = field(default=True, metadata={"help": "... and the aligner (merger); the LLM is trained"})
+
+    def loading(self) -> ModelLoading:
+        return loading_of(self)
+
+    def problems(self) -> list[str]:
+        """The loading knobs together (:func:`reward.vlm.loading.loading_of`)."""
+        try:
+            loading_of(self)
+        except ValueError as err:
+            return [f"model: {err}".replace("\n  - ", "; ")]
+        return []
 
 
 @dataclass
