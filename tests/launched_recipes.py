@@ -25,6 +25,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from reward.core.cli import compose, end_launched_process
+from reward.core.config import parse
 
 COMMANDS = {  # config name -> (module with run(), its settings class)
     "sft": ("training.commands.sft", "SftSettings"),
@@ -85,7 +86,7 @@ def main(plan_file: str, out: str) -> None:
         fresh_process_group(base_port + 1 + i)
         module, schema = COMMANDS[item["command"]]
         command = importlib.import_module(module)
-        cfg = compose(item["command"], item["argv"], schema=getattr(command, schema))
+        cfg = parse(getattr(command, schema), compose(item["command"], item["argv"], schema=getattr(command, schema)))
         seen, result = Seen(), None
         state = PartialState(cpu=True)
         if item["command"] == "fit":  # one process, as its users run it
