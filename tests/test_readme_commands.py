@@ -429,7 +429,11 @@ def test_every_readme_command_runs_as_written(tiny_vlm_path, tiny_lm_path, tiny_
                 if proc.returncode != 0 or not Path(variables[name]).is_dir():
                     failures.append(f"{command}\n  {name}: exit {proc.returncode}: {proc.stdout}{proc.stderr[-1500:]}")
             continue
-        argv = substitute(command, lambda name: str(session.get(name)), variables)
+        try:
+            argv = substitute(command, lambda name: str(session.get(name)), variables)
+        except LookupError as missing:  # an earlier command failed: said with its own failure, not in its place
+            failures.append(f"{command}\n  not run: {missing}")
+            continue
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             failures.append(f"{command}\n  ran: {shlex.join(argv)}\n  exit {proc.returncode}: {proc.stderr[-1500:]}")
