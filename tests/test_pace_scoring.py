@@ -262,9 +262,12 @@ def test_pace_configs_default_to_a_1024_token_budget():
     from reward.core.cli import compose
 
     assert PaceConfig().max_pixels == 802_816
-    assert compose("judge", ["protocol=p", "images=i", "out=o"], schema=JudgeSettings).max_pixels == 802_816
+    assert compose("judge", ["protocol=p", "model=m", "images=i", "out=o"], schema=JudgeSettings).max_pixels == 802_816
     assert (
-        compose("evaluate", ["reward=pace", "data=d", "out=o"], schema=EvaluateSettings).reward.max_pixels == 802_816
+        compose(
+            "evaluate", ["reward=pace", "reward.model=m", "data=d", "out=o"], schema=EvaluateSettings
+        ).reward.max_pixels
+        == 802_816
     )
 
 

@@ -22,11 +22,10 @@ RATINGS = str(SAMPLES / "ratings.jsonl")
 
 def _command(script: str):
     """``(config name, run, schema)`` of an entry script."""
-    import importlib
+    import runpy
 
-    schema = _entry_schemas()[script]
-    module = importlib.import_module(schema.__module__)
-    return Path(script).stem, module.run, schema
+    entry = runpy.run_path(str(Path(__file__).resolve().parents[1] / script), run_name="entry")  # its main() unrun
+    return Path(script).stem, entry["run"], _entry_schemas()[script]
 
 
 # (script, arguments, the key the message must name); {vlm}: a tiny checkpoint, {out}: a fresh folder

@@ -27,7 +27,8 @@ from reward.rewards.reasoning_prompts import PROMPTS, parse_score
 
 Completion = str | list[dict[str, Any]]
 GAMMA = 1e-6  # VisualQuality-R1 §3.2: keeps the Thurstone probability defined when both variances are 0
-EPS = 1e-6  # VisualQuality-R1's release adds it inside each square root of the fidelity (grpo_jsonl.py:129, :138)
+# VisualQuality-R1's release adds it inside each square root of the fidelity (src/open_r1/grpo_jsonl.py:129, :138)
+EPS = 1e-6
 
 
 def _text(completion: Completion) -> str:
@@ -98,10 +99,10 @@ def ranking_reward(prompt: str = "visualquality-r1") -> Callable[..., list[float
     ``p = Phi((q_ik - mu_j) / sqrt(var_i + var_j + GAMMA))`` (Thurstone: the probability that this answer ranks i
     above j, from the parsed scores' mean ``mu`` and unbiased variance ``var`` of each image's answers),
     ``p* = 1, 0.5, 0`` as ``MOS_i >, =, < MOS_j``, and the fidelity ``sqrt(p* p + EPS) + sqrt((1 - p*)(1 - p) + EPS)``
-    averaged over the other images j of the batch (the release's formula, ``grpo_jsonl.py:128-139``). Defined cases:
-    an answer that does not parse earns 0 and is left out of its image's mean and variance (one parsed answer: variance
-    0); an image none of whose answers parses is no j for the others; a parsed answer with no j (a batch of one image,
-    or every other image failed) gets ``None`` (nothing to rank against).
+    averaged over the other images j of the batch (the release's formula, ``src/open_r1/grpo_jsonl.py:128-139``).
+    Defined cases: an answer that does not parse earns 0 and is left out of its image's mean and variance (one parsed
+    answer: variance 0); an image none of whose answers parses is no j for the others; a parsed answer with no j (a
+    batch of one image, or every other image failed) gets ``None`` (nothing to rank against).
 
     >>> f = ranking_reward()
     >>> [round(r, 3) for r in f(["<answer>4</answer>", "<answer>2</answer>"], [4.0, 2.0], ["a", "b"])]

@@ -8,9 +8,9 @@
   model that writes decimals reads up to a point lower than its answers (its ranking of images is what this reads);
 - ``mode=sample``: K answers sampled, each parsed as its release parses it
   (:func:`reward.rewards.reasoning_prompts.parse_score`), the parsed numbers averaged;
-- ``mode=release``: one answer sampled as the prompt's release scores an image (VisualQuality-R1's README: temperature
-  0.1, top-k 50, seed 1; Q-Insight's ``demo_score.py``: temperature 1, top-k 50, top-p 0.95, seed 42), parsed as its
-  training parsed it.
+- ``mode=release``: one answer sampled as the prompt's release scores an image (VisualQuality-R1's README:
+  temperature 0.1, top-k 50, seed 1; Q-Insight's ``Q-Insight/demo_score.py``: temperature 1, top-k 50, top-p 0.95,
+  seed 42), parsed as its training parsed it.
 
 An image none of whose answers parses is a failure (NaN), never a made-up number (VisualQuality-R1's inference
 substitutes a random integer there; Q-Insight's demo prints the answer unparsed). Every mode gives a score on the

@@ -9,7 +9,7 @@ below is a line of that commit.
   (``src/open-r1-multimodal/src/open_r1/vlm_modules/qwen_module.py:69``) or, for the "Fast" prompt, the no-thinking one
   (``README.md:78``); no system turn (the chat template's own). Its answer is read as the first number inside the
   *last* ``<answer>...</answer>`` (``src/open_r1/grpo_jsonl.py:165-167``); its format reward is 1 for
-  ``<think>...</think>`` then ``<answer>...</answer>`` and nothing else (``grpo_jsonl.py:230-232``).
+  ``<think>...</think>`` then ``<answer>...</answer>`` and nothing else (``src/open_r1/grpo_jsonl.py:230-232``).
 - **Q-Insight**: an R1-style system turn (``src/open_r1/qinsight_multi_task.py:116-121``), the image, then the rating
   question ending ``Return the final answer in JSON format with the following keys: "rating": The score.``
   (``:122``, ``:269-272``). Its answer is the ``"rating"`` value inside the first ``<answer>...</answer>``
@@ -17,7 +17,7 @@ below is a line of that commit.
   its lines inside the answer tags (``:378-389``).
 
 Where a release reads a failed answer as a random score (VisualQuality-R1's ``random.randint(1, 5)``,
-``grpo_jsonl.py:120-125``), here it is a failure (``None``), never a number made up for it.
+``src/open_r1/grpo_jsonl.py:120-125``), here it is a failure (``None``), never a number made up for it.
 """
 
 from __future__ import annotations
