@@ -10,7 +10,7 @@ from pace_doubles import ScriptedBackend
 from pace_judge.agents import AgentConfig, build_protocol
 from pace_judge.protocol import protocol_to_dict
 from pace_judge.tracks import rank_query
-from training.prompts import build_prompt, response, response_prefix
+from training.prompts import build_prompt, response_prefix
 from training.scorer_format import scorer_metadata
 
 
@@ -20,7 +20,7 @@ def test_sft_asks_about_a_new_dimension_in_words_and_keeps_its_key_in_sa_iqa_jso
         == "Please evaluate the spatial aesthetic colour cast quality level of this image."
     )
     assert build_prompt("colour_cast", 2).startswith("<colour_cast>Please evaluate the spatial aesthetic colour cast ")
-    assert response("colour_cast", "good") == "The spatial aesthetic colour cast quality level of this image is good."
+    assert response_prefix("colour_cast") == "The spatial aesthetic colour cast quality level of this image is"
     assert (
         response_prefix("lighting") == "The spatial aesthetic lighting quality level of this image is"
     )  # as released

@@ -8,7 +8,7 @@ A dimension types 3-4 have no definition of is asked in plain words (:func:`gene
 about in the words of its key (``colour_cast``: "the spatial aesthetic colour cast quality level"); type 2's tag and
 the files keep the key.
 
->>> response("lighting", "good")
+>>> response_prefix("lighting") + " good."
 'The spatial aesthetic lighting quality level of this image is good.'
 """
 
@@ -99,10 +99,3 @@ def generic_response_prefix(dimension: str) -> str:
     'The sharpness of this image is good.'
     """
     return f"The {dimension_words(_check_dimension(dimension))} of this image is"
-
-
-def response(dimension: str, word: str) -> str:
-    """The full target response: ``response_prefix(dimension) + " " + word + "."``."""
-    if not isinstance(word, str) or not word.strip() or word != word.strip():
-        raise ValueError(f"rating word must be a non-empty word without surrounding spaces, got {word!r}")
-    return f"{response_prefix(dimension)} {word}."
