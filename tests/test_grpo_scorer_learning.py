@@ -31,7 +31,7 @@ def test_grpo_on_the_scorer_lifts_heldout_lighting_srcc_above_0_7(tiny_vlm_path,
         "data.test_rows=64",
         "data.synthetic_size=32",
         "model.dtype=float32",
-        "trainer.max_steps=200",  # 4 images x 4 answers a step; beta (0.04) and the rewards as the recipes'
+        "trainer.max_steps=100",  # 4 images x 4 answers a step; beta (0.04) and the rewards as the recipes'
         "trainer.per_device_train_batch_size=16",
         "trainer.num_generations=4",
         "trainer.max_completion_length=16",  # '<answer>3</answer>' and the end token: 15 tokens of the tiny tokenizer
@@ -42,7 +42,8 @@ def test_grpo_on_the_scorer_lifts_heldout_lighting_srcc_above_0_7(tiny_vlm_path,
     before = held_out_srcc(settings, warm, "expected")
     result = run(settings)
     after = result["test_srcc"]
-    # measured: 0.622 -> 0.849 (the start is not 0: the random network's answer already leans on brightness)
+    # measured: 0.622 -> 0.867 in 100 steps (0.849 in 200); the start is not 0: the random network's answer already
+    # leans on brightness
     assert before < 0.7 <= after, f"held-out lighting SRCC (one forward) {before:.3f} -> {after:.3f}"
     bench = write_benchmark(tmp_path / "heldout", 8, size=32, seed=4242)
     for mode in ("expected", "sample", "release"):  # reward/evaluate.py reads the trained scorer every way
