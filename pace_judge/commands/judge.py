@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from pace_judge.agents import ProtocolBuildError
 from pace_judge.config import PaceConfig, validate
 from pace_judge.protocol import load_protocol
-from reward.core.config import BATCH, PIXELS, RESUME, resume_mode
+from reward.core.config import BATCH, PIXELS, overwrite_field, resume_field, resume_mode
 from reward.core.errors import UserError
 from reward.core.outputs import RUN_FILE, fingerprint, may_change_keys, prepare_output
 from reward.core.summary import log_summary
@@ -51,18 +51,10 @@ class JudgeSettings(PaceConfig):
         default=DEFAULT_DECODE_PIXELS,
         metadata={"help": "decode guard: larger images are refused unread", "may_change": True, "range": PIXELS},
     )
-    resume: str = field(
-        default="never",
-        metadata={
-            "help": "auto: continue the run in out= (images in scores.jsonl skipped) | never",
-            "may_change": True,
-            "choices": RESUME,
-        },
+    resume: str = resume_field(
+        "auto: continue the run in out= (images in scores.jsonl skipped) | never", default="never"
     )
-    overwrite: bool = field(
-        default=False,
-        metadata={"help": "move an existing out= folder aside (OUT.old-<time>) and start anew", "may_change": True},
-    )
+    overwrite: bool = overwrite_field("move an existing out= folder aside (OUT.old-<time>) and start anew")
 
 
 def run(settings: JudgeSettings) -> list[dict[str, Any]]:

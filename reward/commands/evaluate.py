@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, PIXELS, RESUME, WORKERS, resume_mode
+from reward.core.config import BATCH, PIXELS, WORKERS, overwrite_field, resume_field, resume_mode
 from reward.core.errors import MissingInputError
 from reward.core.outputs import Output, check_output, may_change_keys, path_inputs
 from reward.core.summary import log_summary
@@ -91,20 +91,11 @@ class EvaluateSettings:
             "range": WORKERS,
         },
     )
-    resume: str = field(
-        default="never",
-        metadata={
-            "help": "auto: continue the same run in out/ (after a crash): score only the missing images | never",
-            "may_change": True,
-            "choices": RESUME,
-        },
+    resume: str = resume_field(
+        "auto: continue the same run in out/ (after a crash): score only the missing images | never", default="never"
     )
-    overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "true: an out/ holding another run is moved aside to out.old-<time> (never deleted)",
-            "may_change": True,
-        },
+    overwrite: bool = overwrite_field(
+        "true: an out/ holding another run is moved aside to out.old-<time> (never deleted)"
     )
     skip_bad: bool = field(default=False, metadata={"help": "true: skip (and count) bad rows instead of failing"})
     max_decode_pixels: int | None = field(

@@ -311,6 +311,18 @@ def cross_field_problems(settings: Any, where: str = "") -> list[str]:
 RESUME = ("auto", "never", "true", "false")  # the choices of every command's resume=
 
 
+def resume_field(help: str, default: str = "auto") -> Any:  # noqa: A002 - the metadata key's name
+    """A command's ``resume`` setting: one of :data:`RESUME`, changeable when a run resumes; ``help`` says what
+    continuing means for this command."""
+    return dataclasses.field(default=default, metadata={"help": help, "may_change": True, "choices": RESUME})
+
+
+def overwrite_field(help: str) -> Any:  # noqa: A002 - the metadata key's name
+    """A command's ``overwrite`` setting (false by default, changeable when a run resumes); ``help`` says what is moved
+    aside, never deleted."""
+    return dataclasses.field(default=False, metadata={"help": help, "may_change": True})
+
+
 def resume_mode(value: Any) -> bool:
     """``resume=auto|never`` (``true``/``false`` too; checked by :func:`parse` as ``choices``) as a bool.
 

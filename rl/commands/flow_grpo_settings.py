@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, FRACTION, PIXELS, RESUME, to_plain
+from reward.core.config import COUNT, FRACTION, PIXELS, overwrite_field, resume_field, to_plain
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.registry import reward_config
@@ -240,17 +240,8 @@ class FlowGrpoSettings:
     lora: FlowLoraSettings = field(default_factory=FlowLoraSettings)
     eval: FlowEvalSettings = field(default_factory=FlowEvalSettings)
     seed: int = field(default=42, metadata={"help": "every noise, window and held-out image is drawn from it"})
-    resume: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: continue the same run in out; never: new only",
-            "may_change": True,
-            "choices": RESUME,
-        },
-    )
-    overwrite: bool = field(
-        default=False, metadata={"help": "an earlier run in out is moved aside to out.old-<time>", "may_change": True}
-    )
+    resume: str = resume_field("auto: continue the same run in out; never: new only")
+    overwrite: bool = overwrite_field("an earlier run in out is moved aside to out.old-<time>")
     stall_timeout_s: float = field(
         default=1800,
         metadata={

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, FRACTION, PIXELS, RESUME, TOKENS, to_plain
+from reward.core.config import COUNT, FRACTION, PIXELS, TOKENS, overwrite_field, resume_field, to_plain
 from reward.data.datasets import check_source
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
@@ -167,17 +167,8 @@ class GrpoSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
-    resume: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: continue the same run in out; never: new only",
-            "may_change": True,
-            "choices": RESUME,
-        },
-    )
-    overwrite: bool = field(
-        default=False, metadata={"help": "an earlier run in out is moved aside to out.old-<time>", "may_change": True}
-    )
+    resume: str = resume_field("auto: continue the same run in out; never: new only")
+    overwrite: bool = overwrite_field("an earlier run in out is moved aside to out.old-<time>")
     seed: int = field(default=42, metadata={"help": "trl's seed and the generator's (one per task and step)"})
     samples_per_step: int = field(
         default=4, metadata={"help": "images saved per step in out/samples", "may_change": True, "range": (0, 1024)}

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from reward.core.config import BATCH, FRACTION, PIXELS, RESUME, SIDE
+from reward.core.config import BATCH, FRACTION, PIXELS, SIDE, overwrite_field, resume_field
 from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
@@ -328,21 +328,9 @@ class SftSettings:
     prompt: ScorerPromptSettings = field(default_factory=ScorerPromptSettings)
     levels: LevelSettings = field(default_factory=LevelSettings)
     seed: int = field(default=42, metadata={"help": "trl's seed, the training stream's and the manifest's shuffle"})
-    resume: str = field(
-        default="auto",
-        metadata={
-            "help": "auto: continue the same run from out's last checkpoint; never: a new run only",
-            "may_change": True,
-            "choices": RESUME,
-        },
-    )
-    overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "true: an out folder holding another run, or an existing targets_out FILE, is moved aside to "
-            "NAME.old-<time>",
-            "may_change": True,
-        },
+    resume: str = resume_field("auto: continue the same run from out's last checkpoint; never: a new run only")
+    overwrite: bool = overwrite_field(
+        "true: an out folder holding another run, or an existing targets_out FILE, is moved aside to NAME.old-<time>"
     )
     merge_lora: bool = field(
         default=True, metadata={"help": "scorer/ holds the merged model (false: the adapter plus base_model)"}
