@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = "reward/assets/samples"
@@ -203,11 +204,21 @@ def measure(checkouts: dict[str, Path], repeats: int) -> list[tuple[str, dict[st
     return table
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A bad argument in one line with its fix, exit 2 (argparse's usage block left to ``--help``)."""
+        self.exit(2, f"error: {message} (--help lists the arguments)\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=Path, help="another checkout to measure in the same run (the 'before')")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each case; the best is kept")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: give 1 or more runs of each case")
+    if args.base and not (args.base / "reward" / "core" / "cli.py").is_file():
+        parser.error(f"--base {args.base}: no checkout of this project (no reward/core/cli.py); pass its root folder")
     checkouts = {"before": args.base.resolve(), "after": ROOT} if args.base else {"now": ROOT}
     load = os.getloadavg()
     table = measure(checkouts, args.repeats)

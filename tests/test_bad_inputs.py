@@ -212,6 +212,33 @@ def test_an_unknown_key_is_refused_before_any_model_library_is_imported():
     assert done.stderr.count("unknown key colour") == len(runs)
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--colour", "red"], "unrecognized arguments: --colour red"),
+        (["--repeats", "0"], "--repeats 0: give 1 or more"),
+        (["--base", "/nope"], "--base /nope: no checkout of this project"),
+    ],
+)
+def test_the_answer_speed_bench_refuses_bad_arguments_in_one_line_before_running_anything(argv, message, tmp_path):
+    """bench/answer_speed.py: a bad argument is one line naming it, exit 2, before any command is run or timed."""
+    cmd = [sys.executable, "-c", REFUSE_BENCH, str(ROOT / "bench/answer_speed.py"), *argv]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == "" and not list(tmp_path.iterdir())  # nothing measured, nothing written
+
+
+REFUSE_BENCH = """
+import runpy, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    assert not [m for m in ("torch", "transformers") if m in sys.modules]
+"""
+
+
 @pytest.mark.parametrize("script", sorted(s for s, a in MISSING_INPUT.items() if a))
 def test_a_missing_input_exits_2_with_one_message_naming_the_file(script, tmp_path, capsys):
     GOOD.save(tmp_path / "an_image.png")  # a folder of images where one is wanted
