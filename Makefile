@@ -15,11 +15,11 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)  ## the main job on the embedded default: tiny offline VLM, sample images, report in demo_out/
 	HF_HUB_OFFLINE=1 $(PY) demo.py
 
-test: $(STAMP)  ## the whole suite, slow end-to-end tests included (one pytest process)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+test: $(STAMP)  ## the whole suite, slow end-to-end tests included (2 pytest-xdist workers)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 --dist loadgroup
 
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow"
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 bench: $(STAMP)  ## speed ratios (not part of the tests)
 	HF_HUB_OFFLINE=1 $(PY) bench/prefix_reuse.py

@@ -11,12 +11,29 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # scipy's tiny fits slow down 20-50x with BLAS threads
 
 import logging  # noqa: E402
+import re  # noqa: E402
 from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
+
+# Test modules that start process groups (accelerate launches of several processes, DeepSpeed, the bench's GPU
+# scripts): under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) they all run on one worker, one after the
+# other, so that no two rendezvous ever race for one port (accelerate's and DeepSpeed's default is 29500). A
+# one-process launch without DeepSpeed (the README's) starts none.
+PROCESS_GROUPS = re.compile(r'accelerate\.commands\.launch|"launch"|deepspeed|\.sh\b|process_group|MASTER_PORT')
+_starts_groups: dict[Path, bool] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.path)
+        if path.name.startswith("test_") and path not in _starts_groups:
+            _starts_groups[path] = bool(PROCESS_GROUPS.search(path.read_text(encoding="utf-8")))
+        if _starts_groups.get(path):
+            item.add_marker(pytest.mark.xdist_group("process-groups"))
 
 
 def _root_logging_restored():
