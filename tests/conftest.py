@@ -9,6 +9,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # scipy's tiny fits slow down 20-50x with BLAS threads
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test`: 2 workers on 2 cores, one thread each (and each process they
+    # launch): two torch processes of two OpenMP threads each on two cores spin against each other (measured: a
+    # learning test of 86 s took 2,099 s beside other work)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import logging  # noqa: E402
 import re  # noqa: E402
