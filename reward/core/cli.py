@@ -20,8 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
-from reward.core.errors import UserError, is_main_process
-from reward.core.registry import close_match
+from reward.core.errors import UserError, close_match, is_main_process
 
 logger = logging.getLogger(__name__)
 started_as: tuple[str, dict[str, str]] | None = None  # run by name: ("perceptual-rewards NAME", {name: module})

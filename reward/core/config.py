@@ -35,8 +35,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, TypeVar
 
-from reward.core.errors import UserError
-from reward.core.registry import close_match
+from reward.core.errors import UserError, close_match
 
 T = TypeVar("T")
 Range = tuple  # (low, high) or (low, high, True): above low, not equal to it; None: open on that side

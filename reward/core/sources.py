@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reward.core.errors import UserError
-from reward.core.registry import close_match
+from reward.core.errors import UserError, close_match
 
 __all__ = ["PREFIX", "SPLITS", "DatasetSource", "HfSource", "parse_hf", "parse_source"]
 

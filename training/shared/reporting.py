@@ -14,7 +14,7 @@ import importlib.util
 import os
 from typing import Any
 
-from reward.core.registry import close_match
+from reward.core.errors import close_match
 
 # backend -> (modules any one of which makes it available, the pip command that installs it)
 BACKENDS: dict[str, tuple[tuple[str, ...], str]] = {

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from reward.core.registry import close_match
+from reward.core.errors import close_match
 
 SIMPLE = {bool: "true or false", int: "an integer", float: "a float", str: "a string"}
 TABLE = Path(__file__).with_name("trl_fields.json")

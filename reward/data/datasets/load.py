@@ -21,10 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reward.core.errors import MissingInputError, UserError
-from reward.core.registry import close_match
+from reward.core.errors import MissingInputError, UserError, close_match
 from reward.core.sources import DatasetSource, parse_source
-from reward.data.datasets.registry import DATASETS
 from reward.data.datasets.splits import DEFAULT_SEED, FRACTIONS, seeded_split
 from reward.data.manifest import ManifestError, iter_jsonl
 
@@ -55,6 +53,8 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
 
         check_hf(HfSource(src.folder, src.split))
         return src
+    from reward.data.datasets.registry import DATASETS  # read when a value names a dataset, not for a path
+
     hint = f" (If {str(source)!r} is meant as a file or folder: it does not exist.)"
     meta = DATASETS.get(src.name, hint=hint).meta
     title, dims = meta["title"], meta["dimensions"]
@@ -131,6 +131,7 @@ def open_dataset(
     it and its items, see the module docstring; with ``pairs`` the preference pairs drawn from its MOS
     (:func:`_pairs`). An unknown name lists the known ones; a missing folder or metadata file is named."""
     from reward.data.datasets.finder import Finder
+    from reward.data.datasets.registry import DATASETS
 
     src = check_source(source)
     if src is None or src.name == "hf":
@@ -231,6 +232,8 @@ def mos_range_of(source: Any, default: tuple[float, float] = (1.0, 5.0)) -> tupl
             if len(names) > 1:
                 break
         name = next(iter(names)) if len(names) == 1 else None
+    from reward.data.datasets.registry import DATASETS
+
     if isinstance(name, str) and name in DATASETS:
         low, high = DATASETS.get(name).meta["scale"]
         return float(low), float(high)
