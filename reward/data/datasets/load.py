@@ -49,9 +49,9 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
     if src is None:
         return None
     if src.name == "hf":  # a datasets dataset: its folder checked, a Hub name read when used
-        from reward.data.hf import HfSource, check_hf
+        from reward.data.hf import check_hf
 
-        check_hf(HfSource(src.folder, src.split))
+        check_hf(src)
         return src
     from reward.data.datasets.registry import DATASETS  # read when a value names a dataset, not for a path
 
