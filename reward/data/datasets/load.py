@@ -232,9 +232,11 @@ def mos_range_of(source: Any, default: tuple[float, float] = (1.0, 5.0)) -> tupl
             if len(names) > 1:
                 break
         name = next(iter(names)) if len(names) == 1 else None
-    from reward.data.datasets.registry import DATASETS
+    if not isinstance(name, str):
+        return default
+    from reward.data.datasets.registry import DATASETS  # a dataset named: its scale, if the registry knows it
 
-    if isinstance(name, str) and name in DATASETS:
+    if name in DATASETS:
         low, high = DATASETS.get(name).meta["scale"]
         return float(low), float(high)
     return default
