@@ -16,10 +16,9 @@ from PIL import Image
 from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.rewards.settings import QBenchConfig
-from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import check_models
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
@@ -29,7 +28,7 @@ if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend
 
 
-class QBenchReward(TrlCallable):
+class QBenchReward(CallableReward):
     """Zero-shot good/poor quality in [0, 1] from any chat VLM."""
 
     def __init__(

@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING, Any
 from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.reasoning_prompts import PROMPTS, parse_score
 from reward.rewards.scorer_folder import METADATA, read_metadata
 from reward.rewards.settings import ReasoningIqaConfig
-from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.loading import loading_of
@@ -70,7 +69,7 @@ def scorer_meta(prompt: str, mos_range: Sequence[float] = (1.0, 5.0), **record: 
     }
 
 
-class ReasoningIqaReward(TrlCallable):
+class ReasoningIqaReward(CallableReward):
     """Scores in 1-5 of a GRPO-trained scorer: one forward (``mode=expected``), K sampled answers (``sample``) or one
     answer sampled as its release does (``release``)."""
 

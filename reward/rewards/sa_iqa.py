@@ -27,12 +27,11 @@ from reward.core.config import parse
 from reward.core.errors import MissingInputError, UserError
 from reward.core.fingerprints import weights_fingerprint
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
 from reward.rewards.scorer_folder import read_metadata
 from reward.rewards.scoring import expected_value
 from reward.rewards.settings import SaIqaConfig
-from reward.rewards.trl_callable import TrlCallable
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
@@ -44,7 +43,7 @@ if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
 logger = logging.getLogger(__name__)
 
 
-class SaIqaReward(TrlCallable):
+class SaIqaReward(CallableReward):
     """Per-dimension SA-IQA scores and their fusion, in [1, 5]."""
 
     def __init__(
