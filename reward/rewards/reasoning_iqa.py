@@ -33,7 +33,6 @@ from reward.rewards.scorer_folder import METADATA, read_metadata
 from reward.rewards.settings import ReasoningIqaConfig
 from reward.vlm import load_vlm
 from reward.vlm.hub import resolve_model_dir
-from reward.vlm.loading import loading_of
 
 if TYPE_CHECKING:
     from reward.vlm import VLM
@@ -132,7 +131,5 @@ def build(cfg: dict[str, Any]) -> ReasoningIqaReward:
             "training/grpo_scorer.py"
         )
     base = meta.get("base_model")
-    vlm = load_vlm(
-        base or config.model, loading_of(config), batch_size=config.batch_size, adapter=config.model if base else None
-    )
+    vlm = load_vlm(base or config.model, config, batch_size=config.batch_size, adapter=config.model if base else None)
     return ReasoningIqaReward(vlm, meta, config)

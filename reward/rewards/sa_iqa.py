@@ -35,7 +35,6 @@ from reward.rewards.settings import SaIqaConfig
 from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import check_backend, loading_of
 
 if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend
@@ -120,8 +119,6 @@ class SaIqaReward(CallableReward):
 
 def build(cfg: dict[str, Any]) -> SaIqaReward:
     config = parse(SaIqaConfig, cfg, where="reward")
-    check_backend(config.backend)
-    loading = loading_of(config)
     config.model = str(resolve_model_dir(config.model, key="reward.model"))  # a folder, or a Hub id (HF cache)
     meta = read_metadata(config.model)
     dims = config.dimensions or list(meta["queries"])
@@ -141,7 +138,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     else:
         vlm = load_vlm(
             base or config.model,
-            loading,
+            config,
             batch_size=config.batch_size,
             adapter=config.model if base else None,
             key="reward.model",

@@ -11,7 +11,7 @@ from omegaconf import MISSING
 
 from reward.core.config import BATCH
 from reward.rewards.levels import EXPERT_DEFINITIONS
-from reward.vlm.loading import ModelLoading, ServerConfig
+from reward.vlm.loading import BACKENDS, ModelLoading, ServerConfig
 
 
 @dataclass
@@ -43,7 +43,10 @@ class QBenchConfig(ModelLoading):
     batch_size: int = field(default=16, metadata={"help": "images per forward pass", "range": BATCH})
     backend: str = field(
         default="local",
-        metadata={"help": "local: the model in this process; openai: OpenAI-compatible servers (server.*)"},
+        metadata={
+            "help": "local: the model in this process; openai: OpenAI-compatible servers (server.*)",
+            "choices": BACKENDS,
+        },
     )
     server: ServerConfig = field(
         default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
@@ -76,7 +79,10 @@ class SaIqaConfig(ModelLoading):
     reuse_prefix: bool = field(default=True, metadata={"help": "encode each image once for all its dimensions"})
     backend: str = field(
         default="local",
-        metadata={"help": "local: the model in this process; openai: servers of this scorer (server.*)"},
+        metadata={
+            "help": "local: the model in this process; openai: servers of this scorer (server.*)",
+            "choices": BACKENDS,
+        },
     )
     server: ServerConfig = field(
         default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
