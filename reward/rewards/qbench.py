@@ -19,10 +19,10 @@ from reward.data.images import as_images
 from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.rewards.settings import QBenchConfig
-from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import check_models
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import ModelLoading
+from reward.vlm.loading import ModelLoading, load_vlm
+from reward.vlm.model import VLM, OptionQuery
 
 if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend

@@ -31,11 +31,11 @@ from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.reasoning_prompts import PROMPTS, parse_score
 from reward.rewards.scorer_folder import METADATA, read_metadata
 from reward.rewards.settings import ReasoningIqaConfig
-from reward.vlm import load_vlm
 from reward.vlm.hub import resolve_model_dir
+from reward.vlm.loading import load_vlm
 
 if TYPE_CHECKING:
-    from reward.vlm import VLM
+    from reward.vlm.model import VLM
 
 SCORE_WORDS = ("1", "2", "3", "4", "5")  # mode=expected: the score's first digit
 
@@ -76,7 +76,7 @@ class ReasoningIqaReward(CallableReward):
         self.vlm, self.config, self.reasoning = vlm, config, meta["reasoning"]
         self.prompt, self.system = self.reasoning["prompt"], self.reasoning.get("system")
         query = meta["queries"]["quality"]
-        from reward.vlm import OptionQuery
+        from reward.vlm.model import OptionQuery
 
         self.query = OptionQuery(query["question"], SCORE_WORDS, self.reasoning["answer_prefix"], sep="")
         if config.mode == "expected":

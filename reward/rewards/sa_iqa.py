@@ -28,13 +28,13 @@ from reward.core.errors import MissingInputError, UserError
 from reward.core.fingerprints import weights_fingerprint
 from reward.data.images import as_images
 from reward.rewards.base import CallableReward, RewardOutput
-from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
-from reward.rewards.scorer_folder import read_metadata
+from reward.rewards.scorer_folder import WEIGHTS_FILENAME, read_metadata
 from reward.rewards.scoring import expected_value
 from reward.rewards.settings import SaIqaConfig
-from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
+from reward.vlm.loading import load_vlm
+from reward.vlm.model import VLM, OptionQuery
 
 if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend
@@ -174,6 +174,8 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
                 list(dims),
             )
         return None, True, None
+    from reward.rewards.fusion_weights import FusionWeightsError, load_weights  # imported when there is a file
+
     fw = load_weights(path)
     fitted_on = check_fitted_on(fw.meta.get("fitted_on"), path, config)
     table = dict(zip(fw.dimensions, fw.weights, strict=True))
@@ -215,6 +217,8 @@ def check_fitted_on(fitted: Any, path: Path, config: SaIqaConfig) -> dict[str, A
         f"({now['sha256'][:12]})"
     )
     if not config.fusion:
+        from reward.rewards.fusion_weights import FusionWeightsError
+
         raise FusionWeightsError(
             f"{said}: its fused score would weight this model's dimensions by another's. Refit them on this scorer "
             f"(perceptual-rewards fit pairs=PAIRS.jsonl reward=sa-iqa reward.model={config.model} out={path} "
