@@ -257,5 +257,5 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="a GRPO-trained scorer (Q-Insight, VisualQuality-R1): K answers parsed and averaged, or E[digit]",
-    config="reward.rewards.settings:ReasoningIqaConfig",
+    config="reward.rewards.reasoning_iqa:ReasoningIqaConfig",
 )
