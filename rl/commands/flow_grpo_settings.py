@@ -18,8 +18,9 @@ from reward.vlm.hub import missing_model
 from rl.flow_advantages import SCALES
 from rl.flow_settings import Layout, flow_generator_config
 from rl.inpaint_tasks import heldout_problems
-from training.shared.batch import PlanSettings, SourceBatch, batch_problems, launch_processes, planned_processes
 from training.shared.deepspeed import uses_deepspeed
+from training.shared.launch import SourceBatch, batch_problems, launch_processes
+from training.shared.plan import PlanSettings, planned_processes
 
 # flow_grpo's FLUX configs (config/grpo.py, pickscore_flux): 48 prompts a round ("epoch") x group 24, two updates
 FLOW_GRPO_BATCH = SourceBatch(576, "flow_grpo's pickscore_flux (48 prompts x group 24 a round, two updates)", "images")
@@ -263,7 +264,7 @@ class FlowGrpoSettings:
     )
 
     def batch_mapping(self) -> dict[str, Any]:
-        """The trainer's batch keys as :mod:`training.shared.batch` reads them (the accumulation always derived)."""
+        """The trainer's batch keys as :mod:`training.shared.launch` reads them (the accumulation always derived)."""
         return {
             "per_device_train_batch_size": self.trainer.per_device_train_batch_size,
             "gradient_accumulation_steps": None,

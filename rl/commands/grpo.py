@@ -33,8 +33,7 @@ from rl.policy_card import policy_card
 from training.shared.cards import settings_command, write_card
 from training.shared.checkpoints import load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import start_deepspeed_comm, uses_deepspeed, zero3_init_off
-from training.shared.launch import resume_checkpoint, start_output
-from training.shared.sizes import require_trained
+from training.shared.launch import require_trained, resume_checkpoint, start_output
 from training.shared.trainable import lora_config
 
 if TYPE_CHECKING:  # callbacks (transformers, peft) and torch are imported when a run starts: a settings error is said

@@ -20,17 +20,16 @@ from reward.vlm.hub import missing_model
 from rl.generators import generator_config
 from rl.inpaint_tasks import heldout_problems
 from rl.policy import PolicySettings
-from training.shared.batch import (
+from training.shared.launch import (
     GLOBAL_BATCH_KEY,
     GRPO_BATCH,
-    PlanSettings,
     batch_problems,
     global_batch_help,
+    launch_problems,
     launch_processes,
-    planned_processes,
     resolve_batch,
 )
-from training.shared.launch import launch_problems
+from training.shared.plan import PlanSettings, planned_processes
 from training.shared.trainable import LoraSettings
 
 DEFAULT_TEMPLATE = (
@@ -225,7 +224,7 @@ class GrpoSettings:
         t = self.trainer
         group, made, steps = t.get("num_generations"), t.get("generation_batch_size"), t.get("steps_per_generation")
         if not isinstance(group, int) or made is not None and not isinstance(made, int):
-            return []  # a mistyped value: trainer_problems names it
+            return []  # a mistyped value: launch_problems names it
         if group < 2:
             return [
                 f"trainer.num_generations={group}: GRPO compares at least 2 completions of a prompt; give 2 or more"

@@ -25,8 +25,7 @@ from reward.data.files import atomic_write_json
 from reward.rewards.reasoning_iqa import scorer_meta
 from training.commands.grpo_scorer_data import Rows, mos_range
 from training.commands.grpo_scorer_settings import GrpoScorerSettings
-from training.shared.launch import resume_checkpoint, start_output, trl_config
-from training.shared.sizes import require_trained
+from training.shared.launch import require_trained, resume_checkpoint, start_output, trl_config
 from training.shared.trainable import (
     freeze_vision,
     load_for_training,

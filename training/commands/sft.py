@@ -25,7 +25,7 @@ from training.sft_labels import write_training_targets
 from training.shared.cards import write_card
 from training.shared.checkpoints import load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import gathered_state_dict, uses_deepspeed
-from training.shared.sizes import require_trained
+from training.shared.launch import require_trained
 from training.shared.trainable import lora_config
 
 logger = logging.getLogger(__name__)

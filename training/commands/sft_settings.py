@@ -17,15 +17,8 @@ from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
 from training.prompts import WORDINGS
 from training.push import push_problems
-from training.shared.batch import (
-    GLOBAL_BATCH_KEY,
-    SFT_BATCH,
-    PlanSettings,
-    global_batch_help,
-    launch_processes,
-    planned_processes,
-)
-from training.shared.launch import launch_problems
+from training.shared.launch import GLOBAL_BATCH_KEY, SFT_BATCH, global_batch_help, launch_problems, launch_processes
+from training.shared.plan import PlanSettings, planned_processes
 from training.shared.trainable import LoraSettings, ModelSettings
 from training.streams import STREAMS
 from training.targets import soft_mode, words_best_first

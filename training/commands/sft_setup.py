@@ -18,9 +18,8 @@ from reward.vlm.hub import check_models, missing_model
 from training.commands.sft_settings import SftSettings
 from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
 from training.sft_labels import label_kwargs
-from training.shared.batch import SFT_BATCH
 from training.shared.deepspeed import start_deepspeed_comm, uses_deepspeed
-from training.shared.launch import resume_checkpoint, start_output, trl_config
+from training.shared.launch import SFT_BATCH, resume_checkpoint, start_output, trl_config
 from training.shared.trainable import freeze_vision, load_dtype, load_for_training
 from training.streams import STREAMS
 
