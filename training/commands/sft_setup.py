@@ -16,7 +16,7 @@ from reward.data.datasets import check_source
 from reward.data.manifest import image_paths
 from reward.vlm.hub import check_models, missing_model
 from training.commands.sft_settings import SftSettings
-from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
+from training.prompts import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
 from training.sft_labels import label_kwargs
 from training.shared.deepspeed import start_deepspeed_comm, uses_deepspeed
 from training.shared.launch import SFT_BATCH, resume_checkpoint, start_output, trl_config
