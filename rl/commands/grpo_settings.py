@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, FRACTION, PIXELS, TOKENS, overwrite_field, resume_field, to_plain
+from reward.core.config import COUNT, PIXELS, TOKENS, overwrite_field, resume_field, to_plain
 from reward.data.datasets import check_source
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
@@ -20,6 +20,7 @@ from reward.vlm.hub import missing_model
 from rl.generators import generator_config
 from rl.inpaint_tasks import heldout_problems
 from rl.policy import PolicySettings
+from rl.reward_fields import max_reward_failures_field, normalize_rewards_field
 from training.shared.launch import (
     GLOBAL_BATCH_KEY,
     GRPO_BATCH,
@@ -152,17 +153,8 @@ class GrpoSettings:
     eval_rewards: list[Any] = field(
         default_factory=list, metadata={"help": "held-out only: names or {name: ..., ...}"}
     )
-    normalize_rewards: bool = field(
-        default=True, metadata={"help": "each reward onto [0, 1] (1 = best) by its score_range"}
-    )
-    max_reward_failures: float = field(
-        default=1.0,
-        metadata={
-            "help": "a step with more than this fraction of completions unrewarded stops the run (1.0: none rewarded)",
-            "may_change": True,
-            "range": FRACTION,
-        },
-    )
+    normalize_rewards: bool = normalize_rewards_field()
+    max_reward_failures: float = max_reward_failures_field("step", "completions")
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
