@@ -113,8 +113,9 @@ def set_up(settings: GrpoSettings, output: Output, args: Any, watchdog: Watchdog
     eval_entries = resolve_devices(settings.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
     (generator_cfg,) = resolve_devices([settings.generator], schema_has_device=generator_has_device, where="generator")
 
-    watchdog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
-    start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
+    if uses_deepspeed(args):
+        watchdog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
+        start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
     watchdog.beat("building the rewards and the generator")
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
         rewards = RewardSet(train_entries, normalize=settings.normalize_rewards)

@@ -120,8 +120,9 @@ def set_up(settings: SftSettings) -> Setup:
     args = trl_config(SFTConfig, settings.trainer, out=out, source=SFT_BATCH, base=base, fixed={"seed": settings.seed})
     start_output(output, args)
     resume_from = resume_checkpoint(output)
-    start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     lora, deepspeed = settings.lora.enabled, uses_deepspeed(args)
+    if deepspeed:
+        start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(args.bf16), deepspeed=deepspeed)
     model = load_for_training(settings.model.path, dtype, settings.model.loading())
     if settings.model.freeze_vision or settings.model.freeze_aligner:

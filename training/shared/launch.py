@@ -431,16 +431,22 @@ def trl_config(
     processes are not those ``WORLD_SIZE`` said (the accumulation was derived for them) is refused."""
     import torch
 
-    from training.shared.deepspeed import check_build_locks, launcher_bf16, save_gathered_weights_under_zero3
+    from training.shared.deepspeed import (
+        check_build_locks,
+        launcher_bf16,
+        save_gathered_weights_under_zero3,
+        uses_deepspeed,
+    )
 
     batch = resolve_batch(trainer, launch_processes(), source)
     args = {**(base or {}), **trl_fields(trainer), "gradient_accumulation_steps": batch.accumulation, **(fixed or {})}
+    deepspeed = uses_deepspeed(None)  # the launcher's environment: trl's config is not built yet
     if args.get("bf16") is None:
-        args["bf16"] = launcher_bf16(native_bf16())
+        args["bf16"] = launcher_bf16(native_bf16()) if deepspeed else native_bf16()
     if not torch.cuda.is_available():
         args.setdefault("use_cpu", True)
-    save_gathered_weights_under_zero3()  # the trained model is written whole, not as DeepSpeed's shards
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "true"):
+    if deepspeed:
+        save_gathered_weights_under_zero3()  # the trained model is written whole, not as DeepSpeed's shards
         check_build_locks()  # before accelerate starts DeepSpeed, which may build its ops behind a stale lock
     try:
         config = config_class(output_dir=str(out), **args)
