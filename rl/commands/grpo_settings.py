@@ -204,12 +204,32 @@ class GrpoSettings:
         """Every check beyond the fields' own, before trl is imported: between the fields, trl's ``GRPOConfig``
         fields (from a table of them) and the batch over this launch's processes (``plan_for``'s for a plan); the files
         named are :meth:`missing_inputs`'s, when a run starts."""
+        problems = []
+        if not isinstance(self.reward, dict) or not self.reward.get("name"):  # parse made it a plain dict
+            problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
+        if not self.generator:
+            problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
+        if self.trainer.get("remove_unused_columns"):
+            problems.append(
+                "trainer.remove_unused_columns=true would drop task_id, which the rewards need; leave it unset"
+            )
+        if self.trainer.get("sync_ref_model") and (self.lora.enabled or not self.trainer.get("beta")):
+            why = (
+                "with LoRA the reference is the policy with its adapter disabled" if self.lora.enabled else "beta is 0"
+            )
+            problems.append(f"trainer.sync_ref_model=true has no reference model to sync ({why}); leave it false")
+        n_rewards = 1 + len(self.more_rewards)
+        weights = self.trainer.get("reward_weights")
+        if weights is not None and len(weights) != n_rewards:
+            problems.append(
+                f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
+                "(reward + more_rewards); give one per reward"
+            )
         processes = planned_processes(self.plan_for) if self.plan else launch_processes()
-        return [
-            *self._between_fields(),
-            *launch_problems("GRPOConfig", self.trainer, processes=processes, source=GRPO_BATCH),
-            *([] if batch_problems(self.trainer, processes, GRPO_BATCH) else self._group_problems(processes)),
-        ]
+        problems += launch_problems("GRPOConfig", self.trainer, processes=processes, source=GRPO_BATCH)
+        return problems + (
+            [] if batch_problems(self.trainer, processes, GRPO_BATCH) else self._group_problems(processes)
+        )
 
     def _group_problems(self, processes: int) -> list[str]:
         """trl's checks of the completions a generation makes against the group size, made before trl loads."""
@@ -232,30 +252,6 @@ class GrpoSettings:
             f"trainer.per_device_train_batch_size={batch.per_device} x steps_per_generation, the accumulation "
             f"{batch.accumulation}): change the group size or the batch"
         ]
-
-    def _between_fields(self) -> list[str]:
-        problems = []
-        if not isinstance(self.reward, dict) or not self.reward.get("name"):  # parse made it a plain dict
-            problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
-        if not self.generator:
-            problems.append("no generator: choose one with generator=NAME (procedural, sd15-inpaint, ...)")
-        if self.trainer.get("remove_unused_columns"):
-            problems.append(
-                "trainer.remove_unused_columns=true would drop task_id, which the rewards need; leave it unset"
-            )
-        if self.trainer.get("sync_ref_model") and (self.lora.enabled or not self.trainer.get("beta")):
-            why = (
-                "with LoRA the reference is the policy with its adapter disabled" if self.lora.enabled else "beta is 0"
-            )
-            problems.append(f"trainer.sync_ref_model=true has no reference model to sync ({why}); leave it false")
-        n_rewards = 1 + len(self.more_rewards)
-        weights = self.trainer.get("reward_weights")
-        if weights is not None and len(weights) != n_rewards:
-            problems.append(
-                f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
-                "(reward + more_rewards); give one per reward"
-            )
-        return problems
 
     def missing_inputs(self) -> list[str]:
         """The models and task files named that are not there, and the tasks held out against the rows of ``data``

@@ -23,6 +23,7 @@ from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from reward.rewards.reasoning_iqa import scorer_meta
+from reward.vlm.loading import loading_of
 from training.commands.grpo_scorer_data import Rows, mos_range
 from training.commands.grpo_scorer_settings import GrpoScorerSettings
 from training.shared.launch import require_trained, resume_checkpoint, start_output, trl_config
@@ -137,7 +138,7 @@ def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: l
         settings.model.path, min_pixels=settings.model.min_pixels, max_pixels=settings.model.max_pixels
     )
     dtype = training_dtype(settings.model.dtype, lora=settings.lora.enabled, args=config)
-    model = load_for_training(settings.model.path, dtype, settings.model.loading())
+    model = load_for_training(settings.model.path, dtype, loading_of(settings.model))
     if settings.model.freeze_vision or settings.model.freeze_aligner:
         freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
     trainer = GRPOTrainer(

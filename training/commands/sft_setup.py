@@ -15,6 +15,7 @@ from reward.core.outputs import Output, check_output, may_change_keys
 from reward.data.datasets import check_source
 from reward.data.manifest import image_paths
 from reward.vlm.hub import check_models, missing_model
+from reward.vlm.loading import loading_of
 from training.commands.sft_settings import SftSettings
 from training.prompts import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
 from training.sft_labels import label_kwargs
@@ -124,7 +125,7 @@ def set_up(settings: SftSettings) -> Setup:
     if deepspeed:
         start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(args.bf16), deepspeed=deepspeed)
-    model = load_for_training(settings.model.path, dtype, settings.model.loading())
+    model = load_for_training(settings.model.path, dtype, loading_of(settings.model))
     if settings.model.freeze_vision or settings.model.freeze_aligner:
         freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
     return Setup(settings, out, output, meta, processor, train_dataset, skipped, args, model, resume_from)

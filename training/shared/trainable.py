@@ -33,9 +33,6 @@ class ModelSettings(ModelLoading):
     freeze_vision: bool = field(default=True, metadata={"help": "SA-IQA freezes the ViT ..."})
     freeze_aligner: bool = field(default=True, metadata={"help": "... and the aligner (merger); the LLM is trained"})
 
-    def loading(self) -> ModelLoading:
-        return loading_of(self)
-
     def problems(self) -> list[str]:
         """The loading knobs together (:func:`reward.vlm.loading.loading_of`)."""
         try:
