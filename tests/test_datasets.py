@@ -371,7 +371,7 @@ def test_soft_targets_follow_the_annotators_votes(tmp_path):
 
 
 def test_votes_spread_over_the_words_of_the_scale():
-    from training.targets import votes_to_levels
+    from training.sft_labels import votes_to_levels
 
     assert votes_to_levels([1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 5, (1.0, 10.0)).tolist() == [0.2] * 5
     assert np.allclose(votes_to_levels([2, 0, 0, 0, 2], 5, (1.0, 5.0)), [0.5, 0, 0, 0, 0.5])
