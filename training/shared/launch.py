@@ -51,9 +51,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from reward.core.config import Range, range_problem
-from reward.core.errors import UserError, is_main_process
+from reward.core.errors import UserError, close_match, is_main_process
 from reward.core.outputs import Output
-from reward.core.errors import close_match
 from training.shared.checkpoints import last_complete_checkpoint
 
 logger = logging.getLogger(__name__)
