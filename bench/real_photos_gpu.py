@@ -196,7 +196,7 @@ def run(args: argparse.Namespace, work: Path) -> Table:
     from reward.testing import make_tiny_vlm
     from training.commands.sft import SftSettings
     from training.commands.sft import run as run_sft
-    from training.scorer_format import scorer_metadata
+    from training.prompts import scorer_metadata
 
     table, section = Table(), "real photos"
     t0 = time.perf_counter()

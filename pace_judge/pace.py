@@ -19,13 +19,12 @@ from pace_judge.route import ExpertJudge, resolve
 from pace_judge.tracks import DualTrackScorer, Judgement
 from reward.core.config import parse
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
-from reward.rewards.trl_callable import TrlCallable
+from reward.rewards.base import CallableReward, RewardOutput
 
 logger = logging.getLogger(__name__)
 
 
-class PaceReward(TrlCallable):
+class PaceReward(CallableReward):
     """Scores in [1, 5] (:meth:`judge`: with their explanations); ``route`` says where the dimension went."""
 
     def __init__(self, cfg: PaceConfig, backend: Any = None, where: str = "") -> None:

@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reward.core.errors import MissingInputError, UserError
-from reward.core.registry import close_match
+from reward.core.errors import MissingInputError, UserError, close_match
 from reward.data.files import atomic_write_json
 from reward.data.images import load_image
 

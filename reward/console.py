@@ -93,7 +93,7 @@ def folders() -> dict[str, Path]:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command named first on the command line (see the module docstring)."""
     from reward.core import cli
-    from reward.core.registry import close_match
+    from reward.core.errors import close_match
 
     args = list(sys.argv[1:] if argv is None else argv)
     table = commands()

@@ -9,7 +9,8 @@ from typing import Any
 from omegaconf import MISSING
 
 from reward.core.errors import MissingInputError, UserError
-from training.shared.trainable import LoraSettings, load_for_training, training_dtype
+from training.shared.deepspeed import uses_deepspeed
+from training.shared.trainable import LoraSettings, load_dtype, load_for_training
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def load_policy(policy: PolicySettings, lora: LoraSettings, vision: bool, args: 
     from reward.vlm import load_processor
     from reward.vlm.loading import ModelLoading
 
-    dtype = training_dtype(policy.dtype, lora=lora.enabled, args=args)
+    dtype = load_dtype(policy.dtype, lora=lora.enabled, bf16=bool(args.bf16), deepspeed=uses_deepspeed(args))
     model = load_for_training(policy.path, dtype, ModelLoading(), vision=vision)
     logger.info("policy %s loaded in %s (lora=%s, bf16 training=%s)", policy.path, dtype, lora.enabled, args.bf16)
     if vision:

@@ -19,7 +19,7 @@ from transformers import TrainerCallback
 from reward.core.errors import UserError
 from reward.integrations.reward_set import RewardSet
 from reward.integrations.trl_rewards import RewardTally, TrlRewards
-from reward.vlm.server import failure_summary, served_stats, server_report
+from reward.rewards.base import failure_summary, served_stats, server_report
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,7 @@ from PIL import Image
 
 from reward.core.config import parse
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
-from reward.rewards.trl_callable import TrlCallable
+from reward.rewards.base import CallableReward, RewardOutput
 from training.procedural.scenes import DIMENSIONS, proxy_scores, render, sample_scene
 from training.procedural.synthetic import DEFAULT_WEIGHTS
 
@@ -68,7 +67,7 @@ def calibration(size: int, n_scenes: int) -> dict[str, tuple[float, float]]:
     return anchors
 
 
-class SceneProxyReward(TrlCallable):
+class SceneProxyReward(CallableReward):
     """Calibrated proxy statistics per dimension (1-5) and their weighted mean."""
 
     def __init__(self, cfg: SceneProxyConfig | dict[str, Any]) -> None:

@@ -209,7 +209,7 @@ def tiny_scorer_path(tiny_vlm_path: Path, tmp_path_factory: pytest.TempPathFacto
     import json
     import shutil
 
-    from training.scorer_format import scorer_metadata
+    from training.prompts import scorer_metadata
 
     d = tmp_path_factory.mktemp("scorer")
     for f in tiny_vlm_path.iterdir():

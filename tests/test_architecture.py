@@ -109,12 +109,6 @@ def test_packages_import_only_downward():
 # reward's own layers, lowest first: a module imports from its own layer or below, never above. The entry scripts
 # (reward/evaluate.py ...), the console, the package itself and reward.testing sit above every layer.
 REWARD_LAYERS = ("core", "data", "vlm", "rewards", "eval", "qbench", "integrations", "commands")
-# the one import that still runs up: a reward called by trl directly (TrlCallable) goes through the trl adapter of
-# integrations, which the rl package imports from there (moving the adapter down to rewards/ moves rl's imports)
-WAITING = {
-    "reward.rewards.trl_callable -> reward.integrations.renderers",
-    "reward.rewards.trl_callable -> reward.integrations.trl_rewards",
-}
 
 
 def _layer(name: str) -> int | None:
@@ -133,20 +127,18 @@ def _upward_in_reward() -> set[str]:
 
 def test_reward_s_layers_import_only_downward():
     found = _upward_in_reward()
-    assert found <= WAITING, (
-        "imports running up reward's layers ("
-        + " < ".join(REWARD_LAYERS)
-        + "):\n"
-        + "\n".join(sorted(found - WAITING))
+    assert not found, (
+        "imports running up reward's layers (" + " < ".join(REWARD_LAYERS) + "):\n" + "\n".join(sorted(found))
     )
-    assert WAITING <= found, f"no longer imported, drop from WAITING: {sorted(WAITING - found)}"
 
 
-def test_the_layer_rule_sees_a_lazy_import_running_up():
+def test_the_layer_rule_sees_a_lazy_import_running_up(tmp_path):
     assert _layer("reward.core.outputs") == 0 and _layer("reward.commands.evaluate") == len(REWARD_LAYERS) - 1
     assert _layer("reward.evaluate") is None and _layer("reward.testing.models") is None  # above every layer
-    # imported inside TrlCallable.__call__ only, and still seen running up
-    assert "reward.rewards.trl_callable -> reward.integrations.trl_rewards" in _upward_in_reward()
+    module = tmp_path / "scoring.py"  # a module of rewards/ that imports integrations/ inside a function only
+    module.write_text("def f():\n    from reward.integrations.trl_rewards import trl_reward_func\n")
+    assert _imports(module, "reward.rewards.scoring") == {"reward.integrations.trl_rewards"}
+    assert _layer("reward.integrations.trl_rewards") > _layer("reward.rewards.scoring")
 
 
 def test_the_rule_sees_parts_of_a_package():

@@ -62,8 +62,7 @@ def test_the_run_passes_trl_the_derived_accumulation_never_our_key_and_prints_th
     from trl import SFTConfig
 
     from reward.core.config import parse
-    from training.shared.batch import SFT_BATCH
-    from training.shared.launch import trl_config
+    from training.shared.launch import SFT_BATCH, trl_config
 
     settings = parse(SftSettings, compose("sft", SFT_BASE, schema=SftSettings))
     with caplog.at_level(logging.INFO, logger="training"):  # SFTConfig refuses unknown keys

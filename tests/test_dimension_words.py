@@ -10,8 +10,7 @@ from pace_doubles import ScriptedBackend
 from pace_judge.agents import AgentConfig, build_protocol
 from pace_judge.protocol import protocol_to_dict
 from pace_judge.tracks import rank_query
-from training.prompts import build_prompt, response_prefix
-from training.scorer_format import scorer_metadata
+from training.prompts import build_prompt, response_prefix, scorer_metadata
 
 
 def test_sft_asks_about_a_new_dimension_in_words_and_keeps_its_key_in_sa_iqa_json():

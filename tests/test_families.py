@@ -133,7 +133,7 @@ def test_plan_counts_every_parameter_and_the_visual_tokens_of_an_image(name, tin
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_reward_scores_with_each_family(name, tiny, pace_protocol_path, tmp_path):
-    from training.scorer_format import scorer_metadata
+    from training.prompts import scorer_metadata
 
     _spared(name, "score")
     scorer = tmp_path / "scorer"

@@ -34,7 +34,7 @@ from rl.commands.grpo_settings import GrpoSettings
 from rl.tasks import TasksSettings
 from training.commands.grpo_scorer import GrpoScorerSettings
 from training.commands.sft import SftSettings
-from training.shared.batch import SFT_BATCH, resolve_batch
+from training.shared.launch import SFT_BATCH, resolve_batch
 from training.shared.plan import GIB, Launch, PlanSettings, format_plan, model_part
 from training.shared.plan_models import BUILTIN, ModelShape, model_shape
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -77,6 +81,21 @@ def test_every_registered_reward_scores_within_its_range(name, request):
     assert ((out.scores >= low) & (out.scores <= high)).all()
     for values in out.dimensions.values():
         assert values.shape == (3,)
+
+
+def test_every_registered_reward_s_settings_are_read_without_torch():
+    """A command checks its reward's settings before torch loads: each registered reward's settings dataclass, wherever
+    it lives (settings.py, a torch-free reward module, a package above), imports none of torch or transformers."""
+    code = (
+        "import json, sys\n"
+        "from reward.rewards.registry import list_rewards, reward_config\n"
+        "configs = {n: reward_config(n).__name__ for n in list_rewards()}\n"
+        "print(json.dumps([configs, [m for m in ('torch', 'transformers') if m in sys.modules]]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    configs, heavy = json.loads(done.stdout.splitlines()[-1])
+    assert configs["reasoning-iqa"] == "ReasoningIqaConfig" and configs["sa-iqa"] == "SaIqaConfig"
+    assert heavy == []
 
 
 def test_public_api_is_small():

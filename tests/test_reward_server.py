@@ -179,7 +179,7 @@ def test_no_server_at_the_start_is_one_line_naming_each():
     assert "; http://127.0.0.1:7/v1: APIConnectionError" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ValueError, match="backend=openai needs server.base_urls"):
         get_reward("qbench", {"backend": "openai"})
-    with pytest.raises(ValueError, match="reward.backend='remote': use local"):
+    with pytest.raises(ValueError, match="reward.backend='remote': choose one of local, openai"):
         get_reward("qbench", {"backend": "remote", "model": "x"})
 
 

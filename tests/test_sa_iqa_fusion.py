@@ -79,7 +79,7 @@ def test_evaluate_records_the_fusion_in_its_metrics(tiny_scorer_path, tmp_path):
 
 
 def test_the_scorer_format_is_written_and_version_checked_by_one_module(tiny_scorer_path, tmp_path):
-    from training.scorer_format import scorer_metadata
+    from training.prompts import scorer_metadata
 
     meta = scorer_metadata(["lighting"], prompt_type=1, definitions={})
     assert "fusion_weights" not in meta  # the weights are a file of their own, fusion_weights.json

@@ -37,7 +37,7 @@ def test_the_exported_scorer_holds_the_fp32_merge_of_bf16_training_weights(tiny_
     peft_merged = dict(bf16_training_model().merge_and_unload().named_parameters())  # peft merges in bf16
 
     settings = SimpleNamespace(lora=SimpleNamespace(enabled=True), merge_lora=True, model=SimpleNamespace(path="x"))
-    from training.scorer_format import scorer_metadata
+    from training.prompts import scorer_metadata
 
     meta = scorer_metadata(["quality"], prompt_type=1, definitions={})
     setup = SimpleNamespace(settings=settings, out=tmp_path, meta=meta, processor=load_processor(tiny_vlm_path))

@@ -150,7 +150,7 @@ def test_an_adapter_scorer_trained_from_a_hub_id_records_the_id(tiny_vlm_path, t
 
     from reward.vlm import load_processor
     from training.commands.sft_scorer import save_scorer
-    from training.scorer_format import scorer_metadata
+    from training.prompts import scorer_metadata
     from training.shared.trainable import LoraSettings, lora_config
 
     model = get_peft_model(AutoModelForImageTextToText.from_pretrained(tiny_vlm_path), lora_config(LoraSettings()))

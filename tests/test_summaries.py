@@ -15,7 +15,7 @@ from reward.core.summary import log_summary
 from rl.tasks import TasksSettings
 from training.commands.sft import SftSettings
 from training.curves import curve_series, write_train_curve
-from training.shared.reporting import BACKENDS
+from training.shared.launch import BACKENDS
 from training.synthetic import SyntheticSettings
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from reward.rewards.scoring import LEVEL_VALUES, LEVEL_WORDS
-from training.targets import (
+from training.sft_labels import (
     bin_edges,
     deqa_soft_label,
     mos_to_level,

@@ -11,16 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from training.shared import trl_fields
-from training.shared.trl_fields import (
-    CLASSES,
-    TABLE,
-    VERSIONED,
-    field_problems,
-    fields_of,
-    library_fields,
-    trainer_problems,
-)
+from training.shared import launch
+from training.shared.launch import CLASSES, TABLE, VERSIONED, field_problems, fields_of, library_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "reward" / "assets" / "samples"
@@ -56,7 +48,7 @@ def test_the_checked_in_table_is_the_installed_trls_own():
 def test_the_table_refuses_what_trls_classes_refuse_and_names_the_fix(name):
     import trl
 
-    problems = trainer_problems(name, VALUES)
+    problems = field_problems(fields_of(name), VALUES, "trainer")
     assert problems == field_problems(library_fields(getattr(trl, name)), VALUES, "trainer")
     assert problems == [
         "unknown key trainer.lerning_rate (did you mean 'learning_rate'?)",
@@ -69,7 +61,7 @@ def test_the_table_refuses_what_trls_classes_refuse_and_names_the_fix(name):
 def test_an_enum_value_the_table_refuses_trl_refuses_too():
     from trl import SFTConfig
 
-    assert trainer_problems("SFTConfig", {"save_strategy": "step"}) == [
+    assert field_problems(fields_of("SFTConfig"), {"save_strategy": "step"}, "trainer") == [
         "trainer.save_strategy='step': expected one of best, epoch, no, steps (did you mean 'steps'?)"
     ]
     with pytest.raises(ValueError, match="step is not a valid SaveStrategy"):
@@ -79,13 +71,13 @@ def test_an_enum_value_the_table_refuses_trl_refuses_too():
 def test_with_other_trl_versions_installed_the_classes_themselves_are_read(monkeypatch, tmp_path):
     other = tmp_path / "trl_fields.json"  # another trl's table (its GRPOConfig without fields)
     other.write_text(json.dumps({"versions": {"trl": "0.0.1", "transformers": "0.0.1"}, "GRPOConfig": {}}))
-    monkeypatch.setattr(trl_fields, "TABLE", other)
+    monkeypatch.setattr(launch, "TABLE", other)
     fields_of.cache_clear()
     try:
         import trl
 
         assert fields_of("GRPOConfig") == library_fields(trl.GRPOConfig)
-        assert trainer_problems("GRPOConfig", {"num_generation": 8}) == [
+        assert field_problems(fields_of("GRPOConfig"), {"num_generation": 8}, "trainer") == [
             "unknown key trainer.num_generation (did you mean 'num_generations'?)"
         ]
     finally:

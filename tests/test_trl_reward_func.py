@@ -1,6 +1,7 @@
 """Rewards in trl's own ``GRPOTrainer`` (not our command): ``reward.trl_reward_func(reward, render)`` trains a text
 policy whose completions are drawn by a diffusers pipeline and a VLM policy that sees a dataset column's image; a
-reward passed bare reads a dataset's ``image`` column or says how to wrap it; failed renders give ``None``."""
+dataset's ``image`` column read under the reward's registered name; a reward passed bare says how to wrap it; failed
+renders give ``None``."""
 
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def _room_tasks(n: int) -> dict[str, list]:
 
 
 @pytest.mark.slow
-def test_trl_grpo_trains_a_vlm_policy_that_sees_a_column_image_with_a_bare_reward_beside(
+def test_trl_grpo_trains_a_vlm_policy_that_sees_a_column_image_with_a_column_reward_beside(
     tmp_path, tiny_vlm_path, tiny_scorer_path, inpaint_pipe
 ):
     from datasets import Dataset
@@ -138,7 +139,7 @@ def test_trl_grpo_trains_a_vlm_policy_that_sees_a_column_image_with_a_bare_rewar
         )
     )
     inpainted = trl_reward_func(qbench, render)  # the policy's completion is the inpainting prompt
-    sa_iqa = get_reward("sa-iqa", model=str(tiny_scorer_path))  # bare: it scores the dataset's own image column
+    sa_iqa = trl_reward_func(get_reward("sa-iqa", model=str(tiny_scorer_path)), images_from_column("image"))
     before = _params(model)
     trainer = GRPOTrainer(
         model=model,
@@ -234,18 +235,23 @@ def test_message_text_reads_plain_and_conversational_completions():
     assert message_text([{"role": "assistant", "content": [{"type": "text", "text": "x"}]}]) == "x"
 
 
-def test_a_bare_reward_reads_the_image_column_under_its_registered_name(qbench):
+def test_the_image_column_is_read_under_the_reward_s_registered_name(qbench):
     images = random_images(2, seed=5)
     assert qbench.__name__ == "qbench"
-    out = qbench(prompts=["p", "p"], completions=["a", "b"], completion_ids=None, image=images)
-    assert out == pytest.approx(qbench.score(images).scores.tolist(), abs=1e-4)
-    nested = qbench(prompts=["p"], completions=["a"], images=[[images[1]]])  # trl's "images": a list per row
-    assert nested == pytest.approx([out[1]], abs=1e-4)
+    f = trl_reward_func(qbench, images_from_column())
+    out = f(prompts=["p", "p"], completions=["a", "b"], completion_ids=None, image=images)
+    assert f.__name__ == "qbench" and out == pytest.approx(qbench.score(images).scores.tolist(), abs=1e-4)
+    nested = trl_reward_func(qbench, images_from_column("images"))  # trl's "images": a list per row
+    assert nested(prompts=["p"], completions=["a"], images=[[images[1]]]) == pytest.approx([out[1]], abs=1e-4)
 
 
-def test_a_bare_reward_without_an_image_column_says_how_to_wrap_it(qbench):
-    with pytest.raises(TypeError, match=r"wrap it with a render .*reward\.trl_reward_func\(scorer, render\)"):
+def test_a_bare_reward_called_by_trl_says_how_to_wrap_it(qbench):
+    wrap = r"wrap it with a render .*reward\.trl_reward_func\(scorer, render\)"
+    with pytest.raises(TypeError, match=wrap):
         qbench(prompts=["p"], completions=["a sunny room"], completion_ids=[[1]], task_id=[0])
+    with pytest.raises(TypeError, match=wrap):  # an image column too: the adapter reads it, not the bare reward
+        qbench(["p"], ["a sunny room"], image=random_images(1))
+    assert qbench(random_images(2)).shape == (2,)  # called with images, as pyiqa's scorers are
 
 
 def test_a_lower_is_better_reward_is_negated_for_trl_and_flipped_when_normalised():

@@ -30,6 +30,7 @@ from reward.eval.evaluation import (
     format_table,
     write_results,
 )
+from reward.rewards.base import failure_summary, served_stats, server_report
 from reward.rewards.registry import get_reward, reward_config, reward_dimensions, reward_info
 
 logger = logging.getLogger(__name__)
@@ -249,8 +250,6 @@ def score(setup: Setup) -> EvalResult:
             distributed=True,
         )
     except NothingScored as err:
-        from reward.vlm.server import failure_summary, served_stats
-
         served = served_stats(setup.reward)
         raise NothingScored(f"{err}; reward {setup.name}: {failure_summary(served)}" if served else str(err)) from None
 
@@ -258,8 +257,6 @@ def score(setup: Setup) -> EvalResult:
 def report(setup: Setup, result: EvalResult) -> dict[str, Any]:
     """What the numbers are (the servers' failures, the run, the reward's record, the dataset), then on the main
     process ``metrics.json``, ``scores.jsonl``, the plots, the table and the closing summary."""
-    from reward.vlm.server import served_stats, server_report
-
     name, manifest = setup.name, setup.manifest
     served = served_stats(setup.reward)
     if served is not None:  # how many items the scoring servers failed on, and why

@@ -37,11 +37,6 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def dumps(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps`` refusing NaN and infinity (``ValueError``): turn them into ``None`` first (:func:`json_safe`)."""
-    return json.dumps(obj, allow_nan=False, **kwargs)
-
-
 def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
     """Let ``write`` fill a temporary file beside ``path`` (PIL's ``save``, ``savefig``, ...; its name ends with
     ``path``'s suffix, for writers that infer the format from it), flush it to disk and rename it over ``path``. The
@@ -71,4 +66,6 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
+    """Write ``obj`` as JSON to ``path`` atomically; NaN and infinity are refused (``ValueError``): turn them into
+    ``None`` first (:func:`json_safe`)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")

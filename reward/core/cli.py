@@ -20,9 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
-from reward.core.errors import UserError, is_main_process
-from reward.core.registry import close_match
-from reward.core.terminal import hold_terminal
+from reward.core.errors import UserError, close_match, is_main_process
 
 logger = logging.getLogger(__name__)
 started_as: tuple[str, dict[str, str]] | None = None  # run by name: ("perceptual-rewards NAME", {name: module})
@@ -218,16 +216,13 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-class _StdoutHandler(logging.StreamHandler):
-    """Writes to ``sys.stdout`` as it is when a line is logged (a later redirection is followed)."""
+class _ConsoleHandler(logging.StreamHandler):
+    """Writes to ``sys.stdout`` as it is when a line is logged (a later redirection is followed), every line, a
+    library's and its traceback too, with its secrets masked (:func:`reward.core.secrets.mask`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         self.stream = sys.stdout
         super().emit(record)
-
-
-class _MaskingFormatter(logging.Formatter):
-    """Every line, a library's and its traceback too, with its secrets masked (:func:`reward.core.secrets.mask`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         from reward.core.secrets import mask
@@ -252,9 +247,9 @@ def setup_logging(level: int = logging.INFO) -> None:
     if os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1") == "1" and "transformers" in sys.modules:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
     root = logging.getLogger()
-    if not any(isinstance(h, _StdoutHandler) for h in root.handlers):
-        handler = _StdoutHandler(sys.stdout)
-        handler.setFormatter(_MaskingFormatter(LOG_FORMAT))
+    if not any(isinstance(h, _ConsoleHandler) for h in root.handlers):
+        handler = _ConsoleHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
         root.addHandler(handler)
     root.setLevel(level)
     for name in QUIET_LOGGERS:
@@ -280,7 +275,10 @@ def main(
 
     args = list(sys.argv[1:] if argv is None else argv)
     show = "help" if any(a in ("-h", "--help") for a in args) else None
-    hold_terminal()  # under accelerate launch, Ctrl-C reaches this process alone (reward.core.terminal)
+    if "ACCELERATE_USE_CPU" in os.environ:  # started by accelerate launch: Ctrl-C reaches this process alone
+        from reward.core.terminal import hold_terminal
+
+        hold_terminal()
     setup_logging()
     sys.excepthook = _masked_traceback
     cfg = None

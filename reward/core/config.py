@@ -35,8 +35,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, TypeVar
 
-from reward.core.errors import UserError
-from reward.core.registry import close_match
+from reward.core.errors import UserError, close_match
 
 T = TypeVar("T")
 Range = tuple  # (low, high) or (low, high, True): above low, not equal to it; None: open on that side
@@ -49,7 +48,7 @@ COUNT = (1, 10_000_000)
 RETRIES = (0, 100)
 TOKENS = (1, 1_000_000)
 # settings naming what a command writes, checked with the settings (:func:`output_problem`); another field is one when
-# its metadata says ``"output": True`` (the study folder, a memory bank)
+# its metadata says ``"output": True`` (the study folder, a memory bank) or ``"file"`` (one file written)
 OUTPUTS = ("out", "output", "output_dir", "logging_dir", "targets_out")
 NAME_MAX, PATH_MAX = 255, 4096  # bytes of one file name and of a whole path (Linux, macOS: 255 and 1024)
 VALUE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
@@ -155,8 +154,9 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             words = [_word(c) for c in choices]
             hint = close_match(str(value), words, fmt=" (did you mean {!r}?)")
             found.append(f"{full}={value!r}: choose one of {', '.join(words)}{hint}")
-        elif isinstance(value, str) and (problem := _output_problem(fields[key], full, value)):
-            found.append(problem)
+        elif isinstance(value, str) and (kind := fields[key].metadata.get("output", key in OUTPUTS)):
+            if problem := output_problem(value, full, file=kind == "file"):  # kind: True (a folder) or "file"
+                found.append(problem)
     for name, f in fields.items():
         required = f.default is MISSING or (
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -167,13 +167,6 @@ def problems(cls: type, values: Mapping[str, Any], prefix: str = "") -> list[str
             full = f"{prefix}.{name}" if prefix else name
             found.append(f"missing required key {full} (set it with {full}=...)")
     return found
-
-
-def _output_problem(f: dataclasses.Field, key: str, value: str) -> str | None:
-    """What is wrong with ``value`` for a field naming what the command writes (``out`` and the like, or
-    ``metadata={"output": True}``, ``"file"``): :func:`output_problem`."""
-    kind = f.metadata.get("output", f.name in OUTPUTS)  # True: a folder; "file"
-    return output_problem(value, key, file=kind == "file") if kind else None
 
 
 def output_problem(value: Any, key: str = "out", *, file: bool = False) -> str | None:

@@ -134,13 +134,6 @@ def _record(files: Mapping[str, os.stat_result] | Sequence[str], base: str = "")
     return {"files": len(files), "bytes": size, "sha256": h.hexdigest()[:DIGEST_CHARS]}
 
 
-def _folder(folder: Path, exclude: Sequence[str]) -> dict[str, Any]:
-    record = {"path": str(folder), **_record([str(f) for f in folder_files(folder, exclude)], str(folder) + os.sep)}
-    if (base := _adapter_base(folder)) is not None:  # a LoRA adapter: the model it is applied to is read as well
-        record["base_model"] = fingerprint(base)
-    return record
-
-
 def _adapter_base(folder: Path) -> str | None:
     """The base model of a LoRA adapter folder (its ``adapter_config.json``), a path where one exists; ``None``."""
     try:
@@ -250,7 +243,7 @@ def _source(value: str, folder: Path, exclude: Sequence[str]) -> dict[str, Any]:
     """A dataset source (``hf:DIR``, ``NAME:FOLDER``) by its folder's files and the files its tables name outside
     it."""
     real = folder.resolve()
-    record = _folder(real, exclude)
+    record = fingerprint(real, exclude=exclude) or {}  # the folder's record (never None: it exists)
     inside = str(real) + os.sep
     outside = set(_table_files(real))
     for table in folder_files(real, exclude):
@@ -314,8 +307,15 @@ def fingerprint(
         return None
     text = str(value)
     path = Path(text).expanduser()
+    if path.is_dir():  # by its files; a LoRA adapter with the model it is applied to, read as well
+        folder = path.resolve()
+        files = [str(f) for f in folder_files(folder, exclude)]
+        record = {"path": str(folder), **_record(files, str(folder) + os.sep)}
+        if (base := _adapter_base(folder)) is not None:
+            record["base_model"] = fingerprint(base)
+        return record
     if path.exists():
-        return _folder(path.resolve(), exclude) if path.is_dir() else _file(path.resolve(), roots)
+        return _file(path.resolve(), roots)
     try:
         source = parse_source(text)  # hf:DIR_OR_ID[:SPLIT] or NAME:FOLDER[:SPLIT]
     except Exception:  # noqa: BLE001 - a malformed source: the command refuses it with its own message

@@ -17,24 +17,12 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward.core.errors import UserError
-
-
-def close_match(name: str, choices: Sequence[str], fmt: str = " Did you mean {!r}?") -> str:
-    """``fmt`` filled with the closest of ``choices`` to ``name``, or ``""`` when none is close.
-
-    >>> close_match("temprature", ["temperature", "model"]), close_match("DeQA", ["nll", "deqa"])
-    (" Did you mean 'temperature'?", " Did you mean 'deqa'?")
-    """
-    lowered = {str(c).lower(): str(c) for c in choices}  # the case aside: DeQA -> deqa
-    found = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.5)
-    return fmt.format(lowered[found[0]]) if found else ""
+from reward.core.errors import UserError, close_match
 
 
 def import_path(path: str, *, what: str = "object") -> Any:

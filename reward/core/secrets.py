@@ -86,21 +86,18 @@ def redact(node: Any, key: str = "") -> Any:
     """A copy of a settings tree with every secret setting's value, every URL password and every value naming no
     environment variable where a variable's name belongs replaced."""
     if isinstance(node, Mapping):
-        return {
-            k: REDACTED if (is_secret_key(str(k)) and _given(v)) or _pasted_key(str(k), v) else redact(v, str(k))
-            for k, v in node.items()
-        }
+        out = {}
+        for k, v in node.items():
+            secret = is_secret_key(str(k)) and _given(v)
+            # a key pasted where a variable's name belongs (``api_key_env=sk-...``): no variable's name at all
+            pasted = _names_a_key(str(k)) and isinstance(v, str) and not _ENV_NAME.fullmatch(v)
+            out[k] = REDACTED if secret or pasted else redact(v, str(k))
+        return out
     if isinstance(node, list | tuple):
         return [redact(v, key) for v in node]
     if isinstance(node, str):
         return mask(node)
     return node
-
-
-def _pasted_key(key: str, value: Any) -> bool:
-    """A secret's ``*_env`` setting whose value is no variable's name at all (``sk-...``): a key where a name
-    belongs."""
-    return _names_a_key(key) and isinstance(value, str) and not _ENV_NAME.fullmatch(value)
 
 
 def api_key(env: str, urls: Sequence[str] = ()) -> str:

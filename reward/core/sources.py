@@ -7,8 +7,8 @@ a path.
 Example:
     >>> parse_source("kadid10k:/data/kadid10k:test")
     DatasetSource(name='kadid10k', folder='/data/kadid10k', split='test', dimension=None)
-    >>> parse_hf("hf:org/ratings:validation")
-    HfSource(name='org/ratings', split='validation')
+    >>> parse_source("hf:org/ratings:validation")
+    DatasetSource(name='hf', folder='org/ratings', split='validation', dimension=None)
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reward.core.errors import UserError
-from reward.core.registry import close_match
+from reward.core.errors import UserError, close_match
 
-__all__ = ["PREFIX", "SPLITS", "DatasetSource", "HfSource", "parse_hf", "parse_source"]
+__all__ = ["PREFIX", "SPLITS", "DatasetSource", "parse_hf", "parse_source"]
 
 SPLITS = ("train", "val", "test", "all", "full")
 _SOURCE = re.compile(r"^([a-z][a-z0-9-]*):(?!//)(.+)$")  # name:rest, but not a URL (scheme://...)
@@ -30,8 +29,8 @@ PREFIX = "hf:"
 
 @dataclass(frozen=True)
 class DatasetSource:
-    """A dataset by name: its registry name, the folder holding its files, the split (``None``: the default) and the
-    one dimension kept (``None``: all)."""
+    """A dataset by name: its registry name (``hf`` for a ``datasets`` dataset), the folder holding its files (or an
+    ``hf:`` dataset's Hub name), the split (``None``: the default) and the one dimension kept (``None``: all)."""
 
     name: str
     folder: str
@@ -59,8 +58,7 @@ def parse_source(value: Any) -> DatasetSource | None:
         return None
     name, rest = match.groups()
     if name == "hf":  # any split name
-        hf = parse_hf(value.strip())
-        return DatasetSource(name, hf.name, hf.split) if hf else None
+        return parse_hf(value.strip())
     head, sep, tail = rest.rpartition(":")
     dimension = None
     if sep and tail not in SPLITS and ":" in head and head.rpartition(":")[2] in SPLITS:  # ...:SPLIT:DIMENSION
@@ -74,27 +72,17 @@ def parse_source(value: Any) -> DatasetSource | None:
     return DatasetSource(name, rest)
 
 
-@dataclass(frozen=True)
-class HfSource:
-    """A ``datasets`` dataset: its folder or Hub name, and the split (``None``: the command's default)."""
+def parse_hf(value: Any) -> DatasetSource | None:
+    """The ``hf:`` source written in ``value`` (``hf:NAME_OR_DIR[:SPLIT]``, any split name), or ``None`` for anything
+    else.
 
-    name: str
-    split: str | None = None
-
-    def __str__(self) -> str:
-        return PREFIX + self.name + (f":{self.split}" if self.split else "")
-
-
-def parse_hf(value: Any) -> HfSource | None:
-    """The ``hf:`` source written in ``value``, or ``None`` for anything else.
-
-    >>> parse_hf("hf:org/ratings"), parse_hf("hf:org/ratings:validation").split
-    (HfSource(name='org/ratings', split=None), 'validation')
+    >>> str(parse_hf("hf:org/ratings")), parse_hf("hf:org/ratings:validation").split
+    ('hf:org/ratings', 'validation')
     """
     if not isinstance(value, str) or not value.startswith(PREFIX) or Path(value).exists():
         return None
     rest = value[len(PREFIX) :]
     head, sep, tail = rest.rpartition(":")
     if sep and head and tail and "/" not in tail and "\\" not in tail and not Path(rest).exists():
-        return HfSource(head, tail)
-    return HfSource(rest)
+        return DatasetSource("hf", head, tail)
+    return DatasetSource("hf", rest)

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from reward.core.atomic import atomic_write_json, atomic_write_text, atomic_write_with, dumps, json_safe
+from reward.core.atomic import atomic_write_json, atomic_write_text, atomic_write_with, json_safe
 from reward.core.errors import UserError
 from reward.data.manifest import iter_jsonl, parse_json
 
@@ -29,7 +29,6 @@ __all__ = [  # the writers of reward.core.atomic are read from here too, as ever
     "atomic_write_jsonl",
     "atomic_write_text",
     "atomic_write_with",
-    "dumps",
     "json_safe",
     "read_json_object",
     "read_records",
@@ -67,14 +66,14 @@ def safe_name(name: str) -> str:
 
 
 def atomic_write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
-    return atomic_write_text(path, "".join(dumps(r) + "\n" for r in rows))
+    return atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
 
 
 def append_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
     """Append ``rows`` to a JSONL log (created with its folder if needed), flushed to disk before returning."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(dumps(r) + "\n" for r in rows)
+    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()

@@ -8,7 +8,7 @@ and the dimension are settings (:class:`HfColumns`); without a dimension column 
 
 Example:
     >>> parse_hf("hf:/data/my-ratings:test"), parse_hf("ratings.jsonl")
-    (HfSource(name='/data/my-ratings', split='test'), None)
+    (DatasetSource(name='hf', folder='/data/my-ratings', split='test', dimension=None), None)
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from reward.core.errors import MissingInputError
-from reward.core.sources import PREFIX, HfSource, parse_hf
+from reward.core.sources import PREFIX, DatasetSource, parse_hf
 from reward.data.manifest import ManifestError
 
-__all__ = ["HfColumns", "HfSource", "check_hf", "open_hf", "parse_hf"]
+__all__ = ["HfColumns", "check_hf", "open_hf", "parse_hf"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +47,9 @@ class HfColumns:
     )
 
 
-def check_hf(source: HfSource) -> HfSource:
+def check_hf(source: DatasetSource) -> DatasetSource:
     """Fail now (before any model loads) when the source names a local folder that does not exist."""
-    name = source.name
+    name = source.folder
     local = Path(name).expanduser().exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1
     if local and not Path(name).expanduser().is_dir():
         raise MissingInputError(
@@ -59,16 +59,16 @@ def check_hf(source: HfSource) -> HfSource:
     return source
 
 
-def _read(source: HfSource) -> Any:
+def _read(source: DatasetSource) -> Any:
     """The ``Dataset`` or ``DatasetDict`` the source names; what ``datasets`` cannot read is refused in one line,
     naming the file and line of a local folder's malformed file where :func:`_malformed_line` finds it."""
     import datasets
 
-    folder = Path(source.name).expanduser()
+    folder = Path(source.folder).expanduser()
     try:
         if (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file():
             return datasets.load_from_disk(str(folder))
-        return datasets.load_dataset(str(folder) if folder.is_dir() else source.name)
+        return datasets.load_dataset(str(folder) if folder.is_dir() else source.folder)
     except Exception as err:  # noqa: BLE001 - datasets' own errors and its parsers' alike
         while (inner := err.__cause__ or err.__context__) is not None and inner is not err:
             err = inner  # the parser's reason, which datasets wraps in its own
@@ -76,7 +76,7 @@ def _read(source: HfSource) -> Any:
         where = _malformed_line(folder) if folder.is_dir() else None
         error = ManifestError if folder.is_dir() else MissingInputError
         raise error(
-            f"{source}: datasets cannot read {where or f'{source.name} ({type(err).__name__}: {text})'}; give a "
+            f"{source}: datasets cannot read {where or f'{source.folder} ({type(err).__name__}: {text})'}; give a "
             "save_to_disk folder, a folder of parquet/arrow/json/csv files (fixed where named) or a downloaded Hub "
             "dataset name (HF_DATASETS_OFFLINE=1 reads the cache)"
         ) from None
@@ -110,7 +110,7 @@ def _malformed_line(folder: Path) -> str | None:
     return None
 
 
-def _pick_split(source: HfSource, data: Any, default_split: str) -> tuple[Any, str]:
+def _pick_split(source: DatasetSource, data: Any, default_split: str) -> tuple[Any, str]:
     """The split named (a single table: the one it was saved from), else the command's default."""
     import datasets
 
@@ -119,7 +119,7 @@ def _pick_split(source: HfSource, data: Any, default_split: str) -> tuple[Any, s
         if source.split in (None, "all", own):
             return data, source.split or "all"
         has = f"one table, saved from split {own!r}" if own else "one table without splits"
-        fix = PREFIX + source.name + (f":{own}" if own else "")
+        fix = PREFIX + source.folder + (f":{own}" if own else "")
         raise ManifestError(f"{source}: no split {source.split!r}; it has {has}: pass {fix}")
     wanted = source.split or (next(iter(data)) if len(data) == 1 else default_split)
     if wanted == "all" and "all" not in data:
@@ -127,11 +127,11 @@ def _pick_split(source: HfSource, data: Any, default_split: str) -> tuple[Any, s
     for name in (wanted,) if source.split else _SPLIT_NAMES.get(wanted, (wanted,)):
         if name in data:
             return data[name], name
-    example = f"{PREFIX}{source.name}:{next(iter(data))}"
+    example = f"{PREFIX}{source.folder}:{next(iter(data))}"
     raise ManifestError(f"{source}: no split {wanted!r}; it has {', '.join(data)}: name one, e.g. {example}")
 
 
-def _concatenated(source: HfSource, data: Any) -> Any:
+def _concatenated(source: DatasetSource, data: Any) -> Any:
     """Every split of ``data`` as one table; splits whose columns differ in type (a MOS stored as float in one and as
     string in another) are refused naming the columns and each split's type."""
     import datasets
@@ -141,7 +141,7 @@ def _concatenated(source: HfSource, data: Any) -> Any:
     if clash := {c: k for c, k in kinds.items() if len(set(k.values())) > 1}:
         said = "; ".join(f"{c!r}: " + ", ".join(f"{n} {t}" for n, t in k.items()) for c, k in clash.items())
         raise ManifestError(
-            f"{source}: its splits disagree on the type of column(s) {said}; name one split ({PREFIX}{source.name}:"
+            f"{source}: its splits disagree on the type of column(s) {said}; name one split ({PREFIX}{source.folder}:"
             f"{next(iter(data))}), or save every split with one type (e.g. Dataset.cast_column)"
         )
     try:
@@ -156,7 +156,7 @@ def _kind(feature: Any) -> str:
 
 
 def open_hf(
-    source: HfSource, columns: HfColumns | Mapping[str, str] | None = None, *, default_split: str = "all"
+    source: DatasetSource, columns: HfColumns | Mapping[str, str] | None = None, *, default_split: str = "all"
 ) -> tuple[Any, Path | None, dict[str, Any]]:
     """The dataset's chosen split with columns ``image``, ``mos`` and ``dimension`` (renamed from ``columns``), the
     folder its image paths are relative to (``None`` for a Hub name), and what the outputs record about it."""
@@ -175,7 +175,7 @@ def open_hf(
     ds = ds.select_columns(list(wanted)).rename_columns({k: v for k, v in wanted.items() if k != v})
     if "dimension" not in ds.column_names:
         ds = ds.add_column("dimension", ["quality"] * len(ds))
-    folder = Path(source.name).expanduser()
+    folder = Path(source.folder).expanduser()
     info = {
         "dataset": str(source),
         "split": split,

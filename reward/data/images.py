@@ -7,12 +7,13 @@ stream, a PIL image or a :class:`DatasetImage` (a ``datasets`` table's cell, dec
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,22 +122,22 @@ def load_image(source: Any, *, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> I
     becomes an ``ImageError`` too. A missing file raises ``FileNotFoundError``, a corrupt one ``ImageError``, both
     naming it.
     """
-
-    def decoded(im: Image.Image) -> Image.Image:
+    with _opened(source, max_pixels) as im:
         im.load()
         return to_rgb(ImageOps.exif_transpose(im) or im)
-
-    return _opened(source, max_pixels, decoded)
 
 
 def image_size(source: Any, *, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
     """The ``(width, height)`` of ``source`` (as :func:`load_image` takes it) read from its header, nothing decoded:
     the cheap check that an image exists and is one; errors as :func:`load_image`'s."""
-    return _opened(source, max_pixels, lambda im: im.size)
+    with _opened(source, max_pixels) as im:
+        return im.size
 
 
-def _opened(source: Any, max_pixels: int | None, read: Callable[[Image.Image], Any]) -> Any:
-    """``read`` of ``source`` opened by PIL (its pixel count checked first); every way it fails named."""
+@contextlib.contextmanager
+def _opened(source: Any, max_pixels: int | None) -> Iterator[Image.Image]:
+    """``source`` opened by PIL (its pixel count checked first) for the ``with`` block; every way it fails, reading
+    in the block included, named."""
     name = getattr(source, "key", None) or str(getattr(source, "name", "<image bytes>"))
     if isinstance(source, DatasetImage):
         source = source.cell
@@ -146,7 +147,8 @@ def _opened(source: Any, max_pixels: int | None, read: Callable[[Image.Image], A
         source = io.BytesIO(source["bytes"]) if source.get("bytes") else source["path"]
     if isinstance(source, Image.Image):
         check_pixels(source.size, max_pixels, "in-memory image")
-        return read(source)
+        yield source
+        return
     if isinstance(source, str | Path):
         source = Path(source)
         if not source.is_file():
@@ -157,7 +159,7 @@ def _opened(source: Any, max_pixels: int | None, read: Callable[[Image.Image], A
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(source) as im:
                 check_pixels(im.size, max_pixels, name)
-                return read(im)
+                yield im
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
         raise ImageError(
             f"{name}: PIL refused to decode it as a possible decompression bomb ({err}). If the image is "

@@ -203,11 +203,10 @@ def _open(
     if root is not None and not root.is_dir():
         raise MissingInputError(f"image_root={image_root}: no such folder; name the folder your images are in")
     if named is not None:  # hf:NAME_OR_DIR[:SPLIT], its columns renamed to a manifest's keys
-        from reward.data.hf import HfSource, open_hf
+        from reward.data.hf import open_hf
 
-        hf = HfSource(named.folder, named.split)
-        ds, folder, info = open_hf(hf, columns, default_split=default_split)
-        return str(hf), root or folder, info, _table_items(ds, str(hf))
+        ds, folder, info = open_hf(named, columns, default_split=default_split)
+        return str(named), root or folder, info, _table_items(ds, str(named))
     if isinstance(source, str | Path) and not Path(source).is_dir():
         path = Path(source)
         return str(path), root or path.parent, {}, ((n, f"{path}:{n}", row) for n, row in iter_jsonl(path))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reward.integrations.reward_set import NamedReward, RewardSet, ScoreResult, named_reward
-from reward.vlm.server import served_stats
+from reward.rewards.base import served_stats
 
 __all__ = [
     "Rendered",

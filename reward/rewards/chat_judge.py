@@ -15,10 +15,9 @@ from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
 from reward.data.manifest import parse_json
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.levels import EXPERT_DEFINITIONS, dimension_words
 from reward.rewards.settings import ChatJudgeConfig
-from reward.rewards.trl_callable import TrlCallable
 from reward.vlm.server import AnswerError, OpenAIBackend
 
 B2_PROMPT = (  # App. B.2: the type-4 query between a role and the answer format
@@ -48,7 +47,7 @@ def read_score(text: str) -> float:
     return float(score)
 
 
-class ChatJudge(TrlCallable):
+class ChatJudge(CallableReward):
     """Each dimension's score in [1, 5] from a chat model's JSON answer, and their mean."""
 
     def __init__(self, backend: OpenAIBackend, prompts: dict[str, str], max_tokens: int = 64) -> None:

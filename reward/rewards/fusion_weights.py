@@ -37,8 +37,8 @@ import numpy as np
 
 from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_json, json_safe
+from reward.rewards.scorer_folder import WEIGHTS_FILENAME
 
-WEIGHTS_FILENAME = "fusion_weights.json"
 _KEYS = ("dimensions", "weights", "ci_low", "ci_high", "meta")
 _EXAMPLE = '{"dimensions": ["layout", "lighting"], "weights": [0.8, 0.4], "ci_low": null, "ci_high": null, "meta": {}}'
 

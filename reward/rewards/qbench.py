@@ -16,20 +16,19 @@ from PIL import Image
 from reward.core.config import parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.scoring import QBENCH_NEGATIVE_WORDS, QBENCH_POSITIVE_WORDS, synonym_ensemble
 from reward.rewards.settings import QBenchConfig
-from reward.rewards.trl_callable import TrlCallable
-from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import check_models
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import ModelLoading, check_backend, loading_of
+from reward.vlm.loading import ModelLoading, load_vlm
+from reward.vlm.model import VLM, OptionQuery
 
 if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend
 
 
-class QBenchReward(TrlCallable):
+class QBenchReward(CallableReward):
     """Zero-shot good/poor quality in [0, 1] from any chat VLM."""
 
     def __init__(
@@ -45,7 +44,7 @@ class QBenchReward(TrlCallable):
                 "per set, so give the same number of words on each side"
             )
         self.cfg = cfg
-        self.vlm = vlm or load_vlm(str(cfg.model), loading, batch_size=cfg.batch_size)
+        self.vlm = vlm or load_vlm(str(cfg.model), loading or cfg, batch_size=cfg.batch_size)
         self.query = OptionQuery(cfg.prompt, tuple(cfg.positive) + tuple(cfg.negative), cfg.response_prefix)
         self.vlm.candidate_ids(self.query, cfg.system)  # fail now, not mid-run, on multi-token words
 
@@ -76,7 +75,6 @@ class QBenchReward(TrlCallable):
 def build(cfg: dict[str, Any]) -> QBenchReward:
     config = parse(QBenchConfig, cfg, where="reward")
     config.positive, config.negative = tuple(config.positive), tuple(config.negative)
-    check_backend(config.backend)
     if config.backend == "openai":
         from reward.vlm.server import served_vlm
 
@@ -84,4 +82,4 @@ def build(cfg: dict[str, Any]) -> QBenchReward:
     if not config.model:
         raise UserError("reward=qbench needs reward.model=PATH (a VLM checkpoint), or reward.backend=openai")
     check_models({"reward.model": config.model})
-    return QBenchReward(config, loading=loading_of(config))
+    return QBenchReward(config)

@@ -22,22 +22,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reward.core.config import parse
+from omegaconf import MISSING
+
+from reward.core.config import BATCH, parse
 from reward.core.errors import UserError
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
+from reward.rewards.base import CallableReward, RewardOutput
 from reward.rewards.reasoning_prompts import PROMPTS, parse_score
 from reward.rewards.scorer_folder import METADATA, read_metadata
-from reward.rewards.settings import ReasoningIqaConfig
-from reward.rewards.trl_callable import TrlCallable
-from reward.vlm import load_vlm
 from reward.vlm.hub import resolve_model_dir
-from reward.vlm.loading import loading_of
+from reward.vlm.loading import ModelLoading, load_vlm
 
 if TYPE_CHECKING:
-    from reward.vlm import VLM
+    from reward.vlm.model import VLM
 
 SCORE_WORDS = ("1", "2", "3", "4", "5")  # mode=expected: the score's first digit
 
@@ -70,7 +70,42 @@ def scorer_meta(prompt: str, mos_range: Sequence[float] = (1.0, 5.0), **record: 
     }
 
 
-class ReasoningIqaReward(TrlCallable):
+REASONING_MODES = ("expected", "sample", "release")
+
+
+@dataclass
+class ReasoningIqaConfig(ModelLoading):
+    """Settings of ``reward=reasoning-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
+
+    name: str = "reasoning-iqa"
+    model: str = field(
+        default=MISSING, metadata={"help": "scorer folder written by training/grpo_scorer.py (or its Hub repo id)"}
+    )
+    mode: str = field(
+        default="expected",
+        metadata={
+            "help": "expected: one forward, E[first digit] at the answer; sample: K answers parsed and averaged; "
+            "release: one answer sampled as the prompt's release does (docs/sft.md)",
+            "choices": REASONING_MODES,
+        },
+    )
+    samples: int = field(default=8, metadata={"help": "mode=sample: answers per image (K)", "range": (1, 1024)})
+    temperature: float = field(
+        default=1.0, metadata={"help": "mode=sample: sampling temperature", "range": (0, None, True)}
+    )
+    top_p: float = field(default=1.0, metadata={"help": "mode=sample: nucleus sampling", "range": (0, 1, True)})
+    top_k: int | None = field(
+        default=None,
+        metadata={"help": "mode=sample: the k likeliest tokens (0: all; null: the checkpoint's)", "range": (0, None)},
+    )
+    max_new_tokens: int = field(
+        default=256, metadata={"help": "mode=sample: tokens per answer at most", "range": (1, 100_000)}
+    )
+    seed: int = field(default=0, metadata={"help": "mode=sample: sampling seed (mode=release: the release's own)"})
+    batch_size: int = field(default=16, metadata={"help": "prompts per forward or generate call", "range": BATCH})
+
+
+class ReasoningIqaReward(CallableReward):
     """Scores in 1-5 of a GRPO-trained scorer: one forward (``mode=expected``), K sampled answers (``sample``) or one
     answer sampled as its release does (``release``)."""
 
@@ -78,7 +113,7 @@ class ReasoningIqaReward(TrlCallable):
         self.vlm, self.config, self.reasoning = vlm, config, meta["reasoning"]
         self.prompt, self.system = self.reasoning["prompt"], self.reasoning.get("system")
         query = meta["queries"]["quality"]
-        from reward.vlm import OptionQuery
+        from reward.vlm.model import OptionQuery
 
         self.query = OptionQuery(query["question"], SCORE_WORDS, self.reasoning["answer_prefix"], sep="")
         if config.mode == "expected":
@@ -133,7 +168,5 @@ def build(cfg: dict[str, Any]) -> ReasoningIqaReward:
             "training/grpo_scorer.py"
         )
     base = meta.get("base_model")
-    vlm = load_vlm(
-        base or config.model, loading_of(config), batch_size=config.batch_size, adapter=config.model if base else None
-    )
+    vlm = load_vlm(base or config.model, config, batch_size=config.batch_size, adapter=config.model if base else None)
     return ReasoningIqaReward(vlm, meta, config)

@@ -92,10 +92,6 @@ class RewardSpec:
     config: str | type | None = None  # its settings dataclass (or "package.module:Class"), the Hydra schema
     dimensions: str | Callable[[dict[str, Any]], list[str] | None] | None = None  # see reward_dimensions
 
-    def build(self, cfg: dict[str, Any]) -> Reward:
-        factory = import_path(self.factory, what="reward factory") if isinstance(self.factory, str) else self.factory
-        return factory(cfg)
-
 
 def register_reward(
     name: str,
@@ -201,7 +197,8 @@ def get_reward(name: str, cfg: Mapping[str, Any] | Any | None = None, **override
     values = dict(cfg) if isinstance(cfg, dict) else to_plain(cfg)  # (a plain dict: copied, not converted)
     values.pop("name", None)
     values.update(overrides)
-    reward = spec.build(values)
+    factory = import_path(spec.factory, what="reward factory") if isinstance(spec.factory, str) else spec.factory
+    reward = factory(values)
     try:
         reward.reward_spec = spec  # type: ignore[attr-defined]  # its metadata travels with it (rerank, trl)
     except AttributeError:  # a custom reward with __slots__: callers then pass the metadata themselves
@@ -260,5 +257,5 @@ register_reward(
     higher_is_better=True,
     score_range=(1.0, 5.0),
     description="a GRPO-trained scorer (Q-Insight, VisualQuality-R1): K answers parsed and averaged, or E[digit]",
-    config="reward.rewards.settings:ReasoningIqaConfig",
+    config="reward.rewards.reasoning_iqa:ReasoningIqaConfig",
 )

@@ -27,16 +27,14 @@ from reward.core.config import parse
 from reward.core.errors import MissingInputError, UserError
 from reward.core.fingerprints import weights_fingerprint
 from reward.data.images import as_images
-from reward.rewards.base import RewardOutput
-from reward.rewards.fusion_weights import WEIGHTS_FILENAME, FusionWeightsError, load_weights
-from reward.rewards.scorer_folder import read_metadata
+from reward.rewards.base import CallableReward, RewardOutput
+from reward.rewards.scorer_folder import WEIGHTS_FILENAME, read_metadata
 from reward.rewards.scoring import expected_value
 from reward.rewards.settings import SaIqaConfig
-from reward.rewards.trl_callable import TrlCallable
-from reward.vlm import VLM, OptionQuery, load_vlm
 from reward.vlm.hub import resolve_model_dir
 from reward.vlm.inputs import ImagePreparer, PreparedImages, as_groups
-from reward.vlm.loading import check_backend, loading_of
+from reward.vlm.loading import load_vlm
+from reward.vlm.model import VLM, OptionQuery
 
 if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
     from reward.vlm.server import OpenAIBackend
@@ -44,7 +42,7 @@ if TYPE_CHECKING:  # the servers' client is imported for backend=openai only
 logger = logging.getLogger(__name__)
 
 
-class SaIqaReward(TrlCallable):
+class SaIqaReward(CallableReward):
     """Per-dimension SA-IQA scores and their fusion, in [1, 5]."""
 
     def __init__(
@@ -121,8 +119,6 @@ class SaIqaReward(TrlCallable):
 
 def build(cfg: dict[str, Any]) -> SaIqaReward:
     config = parse(SaIqaConfig, cfg, where="reward")
-    check_backend(config.backend)
-    loading = loading_of(config)
     config.model = str(resolve_model_dir(config.model, key="reward.model"))  # a folder, or a Hub id (HF cache)
     meta = read_metadata(config.model)
     dims = config.dimensions or list(meta["queries"])
@@ -142,7 +138,7 @@ def build(cfg: dict[str, Any]) -> SaIqaReward:
     else:
         vlm = load_vlm(
             base or config.model,
-            loading,
+            config,
             batch_size=config.batch_size,
             adapter=config.model if base else None,
             key="reward.model",
@@ -178,6 +174,8 @@ def fusion_of(config: SaIqaConfig, dims: Sequence[str]) -> tuple[torch.Tensor | 
                 list(dims),
             )
         return None, True, None
+    from reward.rewards.fusion_weights import FusionWeightsError, load_weights  # imported when there is a file
+
     fw = load_weights(path)
     fitted_on = check_fitted_on(fw.meta.get("fitted_on"), path, config)
     table = dict(zip(fw.dimensions, fw.weights, strict=True))
@@ -219,6 +217,8 @@ def check_fitted_on(fitted: Any, path: Path, config: SaIqaConfig) -> dict[str, A
         f"({now['sha256'][:12]})"
     )
     if not config.fusion:
+        from reward.rewards.fusion_weights import FusionWeightsError
+
         raise FusionWeightsError(
             f"{said}: its fused score would weight this model's dimensions by another's. Refit them on this scorer "
             f"(perceptual-rewards fit pairs=PAIRS.jsonl reward=sa-iqa reward.model={config.model} out={path} "

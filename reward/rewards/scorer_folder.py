@@ -24,9 +24,18 @@ from typing import Any
 from reward.core.errors import MissingInputError, UserError
 from reward.data.files import atomic_write_json, read_json_object
 
-__all__ = ["FORMAT", "METADATA", "ScorerFormatError", "read_metadata", "scorer_dimensions", "write_metadata"]
+__all__ = [
+    "FORMAT",
+    "METADATA",
+    "WEIGHTS_FILENAME",
+    "ScorerFormatError",
+    "read_metadata",
+    "scorer_dimensions",
+    "write_metadata",
+]
 
 METADATA = "sa_iqa.json"
+WEIGHTS_FILENAME = "fusion_weights.json"  # the fusion weights a scorer folder may hold (reward.rewards.fusion_weights)
 FORMAT_NAME = "sa-iqa-scorer"
 VERSION = 1
 FORMAT = f"{FORMAT_NAME}/{VERSION}"

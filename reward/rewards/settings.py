@@ -1,6 +1,7 @@
-"""The settings of this package's rewards (the ``reward`` config group's options: ``reward=qbench``, ``sa-iqa``,
-``chat-judge``, ``reasoning-iqa``), apart from the rewards themselves so that a command checks them before torch
-loads. Each reward's module imports its settings from here (``reward.rewards.sa_iqa.SaIqaConfig`` is this one).
+"""The settings of this package's rewards whose modules import torch (the ``reward`` config group's options:
+``reward=qbench``, ``sa-iqa``, ``chat-judge``), apart from the rewards themselves so that a command checks them before
+torch loads. Each reward's module imports its settings from here (``reward.rewards.sa_iqa.SaIqaConfig`` is this one);
+``reasoning-iqa``'s module imports no torch, and holds its own (``ReasoningIqaConfig``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from omegaconf import MISSING
 
 from reward.core.config import BATCH
 from reward.rewards.levels import EXPERT_DEFINITIONS
-from reward.vlm.loading import ModelLoading, ServerConfig
+from reward.vlm.loading import BACKENDS, ModelLoading, ServerConfig
 
 
 @dataclass
@@ -43,7 +44,10 @@ class QBenchConfig(ModelLoading):
     batch_size: int = field(default=16, metadata={"help": "images per forward pass", "range": BATCH})
     backend: str = field(
         default="local",
-        metadata={"help": "local: the model in this process; openai: OpenAI-compatible servers (server.*)"},
+        metadata={
+            "help": "local: the model in this process; openai: OpenAI-compatible servers (server.*)",
+            "choices": BACKENDS,
+        },
     )
     server: ServerConfig = field(
         default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
@@ -76,7 +80,10 @@ class SaIqaConfig(ModelLoading):
     reuse_prefix: bool = field(default=True, metadata={"help": "encode each image once for all its dimensions"})
     backend: str = field(
         default="local",
-        metadata={"help": "local: the model in this process; openai: servers of this scorer (server.*)"},
+        metadata={
+            "help": "local: the model in this process; openai: servers of this scorer (server.*)",
+            "choices": BACKENDS,
+        },
     )
     server: ServerConfig = field(
         default_factory=ServerConfig, metadata={"help": "backend=openai: base_urls, model, retries, ..."}
@@ -99,38 +106,3 @@ class ChatJudgeConfig:
     server: ServerConfig = field(
         default_factory=ServerConfig, metadata={"help": "base_urls, model, api_key_env, timeout, max_retries, ..."}
     )
-
-
-REASONING_MODES = ("expected", "sample", "release")
-
-
-@dataclass
-class ReasoningIqaConfig(ModelLoading):
-    """Settings of ``reward=reasoning-iqa`` (loading knobs from :class:`reward.vlm.ModelLoading`)."""
-
-    name: str = "reasoning-iqa"
-    model: str = field(
-        default=MISSING, metadata={"help": "scorer folder written by training/grpo_scorer.py (or its Hub repo id)"}
-    )
-    mode: str = field(
-        default="expected",
-        metadata={
-            "help": "expected: one forward, E[first digit] at the answer; sample: K answers parsed and averaged; "
-            "release: one answer sampled as the prompt's release does (docs/sft.md)",
-            "choices": REASONING_MODES,
-        },
-    )
-    samples: int = field(default=8, metadata={"help": "mode=sample: answers per image (K)", "range": (1, 1024)})
-    temperature: float = field(
-        default=1.0, metadata={"help": "mode=sample: sampling temperature", "range": (0, None, True)}
-    )
-    top_p: float = field(default=1.0, metadata={"help": "mode=sample: nucleus sampling", "range": (0, 1, True)})
-    top_k: int | None = field(
-        default=None,
-        metadata={"help": "mode=sample: the k likeliest tokens (0: all; null: the checkpoint's)", "range": (0, None)},
-    )
-    max_new_tokens: int = field(
-        default=256, metadata={"help": "mode=sample: tokens per answer at most", "range": (1, 100_000)}
-    )
-    seed: int = field(default=0, metadata={"help": "mode=sample: sampling seed (mode=release: the release's own)"})
-    batch_size: int = field(default=16, metadata={"help": "prompts per forward or generate call", "range": BATCH})

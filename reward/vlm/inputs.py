@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -42,24 +42,20 @@ class PreparedImages:
         return 0 if pixels is None else pixels.numel()
 
 
+@dataclass
 class ImagePreparer:
     """Runs a VLM's image processor on image groups; picklable, so DataLoader workers can call it.
 
     ``dtype``: the vision tower's dtype (the model casts to it anyway; casting here halves the bytes moved in bf16).
     ``device``: run a fast (torchvision) processor on that device (see :func:`device_preprocessing`).
+    ``settings``: what the processor passes its image processor beyond the image processor's own settings (e.g.
+    InternVL's ``crop_to_patches``, SmolVLM's ``return_row_col_info``: ``VLM`` reads them from its processor).
     """
 
-    def __init__(
-        self,
-        image_processor: Any,
-        dtype: torch.dtype | None = None,
-        device: torch.device | None = None,
-        settings: dict[str, Any] | None = None,
-    ):
-        self.image_processor = image_processor
-        self.dtype = dtype
-        self.device = device
-        self.settings = settings or {}  # what the processor passes its image processor (image_settings)
+    image_processor: Any
+    dtype: torch.dtype | None = None
+    device: torch.device | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, images: Sequence[Image.Image]) -> PreparedImages:
         return self.many([images])[0]
@@ -79,12 +75,6 @@ class ImagePreparer:
                 }
             out.append(PreparedImages(data, len(group)))
         return out
-
-
-def image_settings(processor: Any) -> dict[str, Any]:
-    """What ``processor(images=...)`` passes its image processor beyond the image processor's own settings (e.g.
-    InternVL's ``crop_to_patches``, SmolVLM's ``return_row_col_info``)."""
-    return processor._merge_kwargs(tokenizer_init_kwargs=processor.tokenizer.init_kwargs)["images_kwargs"]
 
 
 def _cat(parts: list[torch.Tensor], pin: bool) -> torch.Tensor:

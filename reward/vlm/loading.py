@@ -1,8 +1,8 @@
 """How a VLM checkpoint is loaded: one small set of knobs that every reward config and the SFT config carry.
 
 The keys sit flat in a reward's config (``reward.device_map=auto reward.max_pixels=401408``) and in
-``configs/sft.yaml``'s ``model:`` section (settings that extend :class:`ModelLoading`; :func:`loading_of` takes them
-out); :func:`load_vlm` takes the resulting :class:`ModelLoading`.
+``configs/sft.yaml``'s ``model:`` section (settings that extend :class:`ModelLoading`); :func:`load_vlm` takes such
+settings, or the plain :class:`ModelLoading` that :func:`loading_of` takes out of them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # torch and the model are imported when a model loads: settin
 logger = logging.getLogger(__name__)
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "eager")
+BACKENDS = ("local", "openai")  # a reward's backend=: the model in this process, or OpenAI-compatible servers
 
 
 @dataclass
@@ -121,13 +122,6 @@ class ServerConfig:
     @property
     def urls(self) -> list[str]:
         return list(dict.fromkeys([*([self.base_url] if self.base_url else []), *self.base_urls]))
-
-
-def check_backend(backend: str, where: str = "reward") -> None:
-    if backend not in ("local", "openai"):
-        raise UserError(
-            f"{where}.backend={backend!r}: use local (the model in this process) or openai (OpenAI-compatible servers)"
-        )
 
 
 def loading_of(settings: Any) -> ModelLoading:
@@ -279,7 +273,8 @@ def load_vlm(
     """Load a Hugging Face VLM checkpoint of any family of :data:`reward.vlm.families.FAMILIES` for scoring.
 
     ``loading`` holds the knobs (dtype, device or device_map, attn_implementation, the processor's min/max
-    pixels); any of its fields may also be given as a keyword (``load_vlm(p, dtype="float32")``).
+    pixels): a :class:`ModelLoading`, or settings that extend it (a reward's config); any of its fields may also be
+    given as a keyword (``load_vlm(p, dtype="float32")``).
     ``adapter``: a peft (LoRA) adapter directory trained on ``path``, loaded in fp32 and merged into the weights in
     fp32 (rounded once to the model's dtype: :func:`merge_lora`); ``merge_adapter=False`` keeps it beside the
     weights, unmerged, computing exactly as in training (slower: two extra matmuls per adapted layer). ``key``: the

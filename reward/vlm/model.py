@@ -25,7 +25,6 @@ from reward.vlm.inputs import (
     device_preprocessing,
     encode,
     fast_image_processor,
-    image_settings,
     to_device,
 )
 from reward.vlm.prefix import suffix_logits
@@ -113,7 +112,8 @@ class VLM:
             logger.warning("no fast image processor (%s); the PIL one runs on the host", err)
             self._fast = None
         self._device_failed = False  # the image processor failed on the device once: the host one from then on
-        self._image_settings = image_settings(processor)
+        merged = processor._merge_kwargs(tokenizer_init_kwargs=self.tokenizer.init_kwargs)
+        self._image_settings = merged["images_kwargs"]  # what processor(images=...) passes its image processor
         template = getattr(processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None) or ""
         # thinking templates (Qwen3-VL): switched off so that the answer position is the rating word
         self._template_kwargs = {"enable_thinking": False} if "enable_thinking" in str(template) else {}

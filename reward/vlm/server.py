@@ -373,36 +373,6 @@ class OpenAIBackend:
             self._failed(AnswerError(reason, message))
 
 
-def failure_summary(stats: dict[str, Any]) -> str:
-    """A short line of a backend's failures.
-
-    >>> failure_summary({"failed": 3, "answers": 5, "failed_reasons": {"http_500": 2, "not_json": 1}})
-    '3 of 8 items failed (http_500 2, not_json 1)'
-    """
-    reasons = sorted(stats["failed_reasons"].items(), key=lambda kv: (-kv[1], kv[0]))
-    detail = f" ({', '.join(f'{r} {n}' for r, n in reasons)})" if reasons else ""
-    return f"{stats['failed']} of {stats['failed'] + stats['answers']} items failed{detail}"
-
-
-def server_report(stats: dict[str, Any]) -> dict[str, Any]:
-    """The counters of a backend as plain JSON (for metrics.json and summaries).
-
-    >>> server_report({"requests": 2, "failed": 1, "failed_reasons": Counter(not_json=1), "missing_mass_sum": 0.0})
-    {'requests': 2, 'failed': 1, 'failed_reasons': {'not_json': 1}}
-    """
-    out = {k: v for k, v in stats.items() if k != "missing_mass_sum"}
-    return out | {"failed_reasons": dict(sorted(stats["failed_reasons"].items()))}
-
-
-def served_stats(reward: Any) -> dict[str, Any] | None:
-    """The request counters of a reward that scores through servers (``backend=openai``), else ``None``."""
-    for attr in ("vlm", "backend"):
-        stats = getattr(getattr(reward, attr, None), "stats", None)
-        if isinstance(stats, dict) and "requests" in stats:
-            return stats
-    return None
-
-
 def served_vlm(server: ServerConfig | dict[str, Any], *, tokenizer: str | None = None) -> OpenAIBackend:
     """The backend a reward scores through with ``backend=openai``: checked at the start (servers up, model served),
     option words checked with ``tokenizer`` (a local copy of the served model's, e.g. the scorer folder)."""

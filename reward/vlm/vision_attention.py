@@ -82,7 +82,8 @@ def varlen_sdpa(
     heads, tokens, dim = q.shape
     out = q.new_empty(tokens, heads, value.shape[-1])
     for n, starts in _groups(lengths):
-        if len(starts) == 1 or _contiguous_run(starts, n):
+        # segments that follow one another without a gap: a plain view of them suffices
+        if all(b - a == n for a, b in zip(starts, starts[1:], strict=False)):
             a, b = starts[0], starts[0] + n * len(starts)
             qs, ks, vs = (t[:, a:b].reshape(heads, len(starts), n, -1).transpose(0, 1) for t in (q, k, v))
             o = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, dropout_p=dropout, scale=scaling)
@@ -93,11 +94,6 @@ def varlen_sdpa(
         o = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, dropout_p=dropout, scale=scaling)
         out[index] = o.permute(0, 2, 1, 3).reshape(-1, heads, o.shape[-1])
     return out.unsqueeze(0), None
-
-
-def _contiguous_run(starts: tuple[int, ...], n: int) -> bool:
-    """Whether segments of length ``n`` at ``starts`` follow one another without a gap (a plain view suffices)."""
-    return all(b - a == n for a, b in zip(starts, starts[1:], strict=False))
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from rl.commands.flow_grpo_settings import FLOW_GRPO_BATCH, FlowGrpoSettings
 from rl.flow_settings import load_prompt_tasks
 from rl.inpaint_tasks import load_tasks, task_split
 from rl.run_folder import on_main, prepare_run_folder, run_inputs, settings_record
-from training.shared.batch import launch_processes, resolve_batch
+from training.shared.launch import launch_processes, resolve_batch
 
 if TYPE_CHECKING:  # transformers (the watchdog's callback) and torch are imported when a run starts
     from rl.watchdog import Watchdog

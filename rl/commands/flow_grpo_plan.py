@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from reward.core.config import to_plain
 from rl.commands.flow_grpo_settings import FlowGrpoSettings
 from rl.commands.grpo_plan import reward_part
-from training.shared.batch import SourceBatch
+from training.shared.launch import SourceBatch
 from training.shared.plan import GIB, Part, Plan, advise, frozen_part, launch_of, planned_processes
 from training.shared.plan_models import GENERATOR_PARAMS_B
 
@@ -99,7 +99,7 @@ def step_flops(
 def flow_grpo_plan(settings: FlowGrpoSettings, source: SourceBatch) -> Plan:
     """The plan of Flow-GRPO ``settings``; ``source``: the batch the
     defaults stand for (flow_grpo's)."""
-    from training.shared.batch import describe_batch, resolve_batch
+    from training.shared.launch import describe_batch, resolve_batch
 
     t, s, gen = settings.trainer, settings.sample, to_plain(settings.generator)
     processes = planned_processes(settings.plan_for)

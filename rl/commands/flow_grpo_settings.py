@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, FRACTION, PIXELS, overwrite_field, resume_field, to_plain
+from reward.core.config import COUNT, PIXELS, overwrite_field, resume_field, to_plain
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.registry import reward_config
@@ -18,8 +18,10 @@ from reward.vlm.hub import missing_model
 from rl.flow_advantages import SCALES
 from rl.flow_settings import Layout, flow_generator_config
 from rl.inpaint_tasks import heldout_problems
-from training.shared.batch import PlanSettings, SourceBatch, batch_problems, launch_processes, planned_processes
+from rl.reward_fields import max_reward_failures_field, normalize_rewards_field
 from training.shared.deepspeed import uses_deepspeed
+from training.shared.launch import SourceBatch, batch_problems, launch_processes
+from training.shared.plan import PlanSettings, planned_processes
 
 # flow_grpo's FLUX configs (config/grpo.py, pickscore_flux): 48 prompts a round ("epoch") x group 24, two updates
 FLOW_GRPO_BATCH = SourceBatch(576, "flow_grpo's pickscore_flux (48 prompts x group 24 a round, two updates)", "images")
@@ -224,17 +226,8 @@ class FlowGrpoSettings:
         default=None,
         metadata={"help": "a held-out judge the generator is not trained on (name or {name: ..., ...}); null: none"},
     )
-    normalize_rewards: bool = field(
-        default=True, metadata={"help": "each reward onto [0, 1] (1 = best) by its score_range"}
-    )
-    max_reward_failures: float = field(
-        default=1.0,
-        metadata={
-            "help": "a round with more than this fraction of images unrewarded stops the run (1.0: none rewarded)",
-            "may_change": True,
-            "range": FRACTION,
-        },
-    )
+    normalize_rewards: bool = normalize_rewards_field()
+    max_reward_failures: float = max_reward_failures_field("round", "images")
     sample: SampleSettings = field(default_factory=SampleSettings)
     trainer: FlowTrainerSettings = field(default_factory=FlowTrainerSettings)
     lora: FlowLoraSettings = field(default_factory=FlowLoraSettings)
@@ -263,7 +256,7 @@ class FlowGrpoSettings:
     )
 
     def batch_mapping(self) -> dict[str, Any]:
-        """The trainer's batch keys as :mod:`training.shared.batch` reads them (the accumulation always derived)."""
+        """The trainer's batch keys as :mod:`training.shared.launch` reads them (the accumulation always derived)."""
         return {
             "per_device_train_batch_size": self.trainer.per_device_train_batch_size,
             "gradient_accumulation_steps": None,

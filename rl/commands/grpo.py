@@ -33,8 +33,7 @@ from rl.policy_card import policy_card
 from training.shared.cards import settings_command, write_card
 from training.shared.checkpoints import load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import start_deepspeed_comm, uses_deepspeed, zero3_init_off
-from training.shared.launch import resume_checkpoint, start_output
-from training.shared.sizes import require_trained
+from training.shared.launch import require_trained, resume_checkpoint, start_output
 from training.shared.trainable import lora_config
 
 if TYPE_CHECKING:  # callbacks (transformers, peft) and torch are imported when a run starts: a settings error is said
@@ -114,8 +113,9 @@ def set_up(settings: GrpoSettings, output: Output, args: Any, watchdog: Watchdog
     eval_entries = resolve_devices(settings.eval_rewards, schema_has_device=reward_has_device, where="eval_rewards")
     (generator_cfg,) = resolve_devices([settings.generator], schema_has_device=generator_has_device, where="generator")
 
-    watchdog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
-    start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
+    if uses_deepspeed(args):
+        watchdog.beat("starting DeepSpeed's communication (its CPU op is compiled on first use: minutes)")
+        start_deepspeed_comm(args)  # before any model is built under zero.Init (trl's reference model)
     watchdog.beat("building the rewards and the generator")
     with zero3_init_off(args):  # whole models on every process, never ZeRO-3 partitions of the policy's engine
         rewards = RewardSet(train_entries, normalize=settings.normalize_rewards)

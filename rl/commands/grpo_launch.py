@@ -16,8 +16,7 @@ from rl.commands.grpo_settings import GrpoSettings
 from rl.generators import text_budget
 from rl.inpaint_tasks import Task
 from rl.run_folder import run_inputs, settings_record
-from training.shared.batch import GRPO_BATCH
-from training.shared.launch import trl_config
+from training.shared.launch import GRPO_BATCH, trl_config
 
 logger = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ def reward_part(reward: dict[str, Any], bf16: bool, stand_in: str | None) -> tup
 
 def grpo_plan(settings: GrpoSettings, args: Any) -> Plan:
     """The plan of GRPO ``settings`` with trl's ``GRPOConfig`` ``args``."""
-    from training.shared.batch import GRPO_BATCH, describe_batch, resolve_batch
+    from training.shared.launch import GRPO_BATCH, describe_batch, resolve_batch
     from training.shared.trainable import load_dtype
 
     trainer = settings.trainer

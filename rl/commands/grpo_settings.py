@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from reward.core.config import COUNT, FRACTION, PIXELS, TOKENS, overwrite_field, resume_field, to_plain
+from reward.core.config import COUNT, PIXELS, TOKENS, overwrite_field, resume_field, to_plain
 from reward.data.datasets import check_source
 from reward.data.images import DEFAULT_MAX_PIXELS
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
@@ -20,17 +20,17 @@ from reward.vlm.hub import missing_model
 from rl.generators import generator_config
 from rl.inpaint_tasks import heldout_problems
 from rl.policy import PolicySettings
-from training.shared.batch import (
+from rl.reward_fields import max_reward_failures_field, normalize_rewards_field
+from training.shared.launch import (
     GLOBAL_BATCH_KEY,
     GRPO_BATCH,
-    PlanSettings,
     batch_problems,
     global_batch_help,
+    launch_problems,
     launch_processes,
-    planned_processes,
     resolve_batch,
 )
-from training.shared.launch import launch_problems
+from training.shared.plan import PlanSettings, planned_processes
 from training.shared.trainable import LoraSettings
 
 DEFAULT_TEMPLATE = (
@@ -153,17 +153,8 @@ class GrpoSettings:
     eval_rewards: list[Any] = field(
         default_factory=list, metadata={"help": "held-out only: names or {name: ..., ...}"}
     )
-    normalize_rewards: bool = field(
-        default=True, metadata={"help": "each reward onto [0, 1] (1 = best) by its score_range"}
-    )
-    max_reward_failures: float = field(
-        default=1.0,
-        metadata={
-            "help": "a step with more than this fraction of completions unrewarded stops the run (1.0: none rewarded)",
-            "may_change": True,
-            "range": FRACTION,
-        },
-    )
+    normalize_rewards: bool = normalize_rewards_field()
+    max_reward_failures: float = max_reward_failures_field("step", "completions")
     lora: LoraSettings = field(default_factory=LoraSettings)
     prompt: ExpansionPromptSettings = field(default_factory=ExpansionPromptSettings)
     eval: HeldOutSettings = field(default_factory=HeldOutSettings)
@@ -213,36 +204,6 @@ class GrpoSettings:
         """Every check beyond the fields' own, before trl is imported: between the fields, trl's ``GRPOConfig``
         fields (from a table of them) and the batch over this launch's processes (``plan_for``'s for a plan); the files
         named are :meth:`missing_inputs`'s, when a run starts."""
-        processes = planned_processes(self.plan_for) if self.plan else launch_processes()
-        return [
-            *self._between_fields(),
-            *launch_problems("GRPOConfig", self.trainer, processes=processes, source=GRPO_BATCH),
-            *([] if batch_problems(self.trainer, processes, GRPO_BATCH) else self._group_problems(processes)),
-        ]
-
-    def _group_problems(self, processes: int) -> list[str]:
-        """trl's checks of the completions a generation makes against the group size, made before trl loads."""
-        t = self.trainer
-        group, made, steps = t.get("num_generations"), t.get("generation_batch_size"), t.get("steps_per_generation")
-        if not isinstance(group, int) or made is not None and not isinstance(made, int):
-            return []  # a mistyped value: trainer_problems names it
-        if group < 2:
-            return [
-                f"trainer.num_generations={group}: GRPO compares at least 2 completions of a prompt; give 2 or more"
-            ]
-        batch = resolve_batch(t, processes, GRPO_BATCH)
-        if made is None and (steps is None or isinstance(steps, int)):
-            made = batch.per_device * processes * (steps or batch.accumulation)
-        if made is None or made % group == 0:
-            return []
-        return [
-            f"trainer.num_generations={group} must divide the {made} completions a generation makes "
-            f"(trainer.generation_batch_size; by default {processes} process(es) x "
-            f"trainer.per_device_train_batch_size={batch.per_device} x steps_per_generation, the accumulation "
-            f"{batch.accumulation}): change the group size or the batch"
-        ]
-
-    def _between_fields(self) -> list[str]:
         problems = []
         if not isinstance(self.reward, dict) or not self.reward.get("name"):  # parse made it a plain dict
             problems.append("no reward: choose one with reward=NAME (e.g. reward=sa-iqa reward.model=DIR)")
@@ -264,7 +225,33 @@ class GrpoSettings:
                 f"trainer.reward_weights has {len(weights)} weights for {n_rewards} rewards "
                 "(reward + more_rewards); give one per reward"
             )
-        return problems
+        processes = planned_processes(self.plan_for) if self.plan else launch_processes()
+        problems += launch_problems("GRPOConfig", self.trainer, processes=processes, source=GRPO_BATCH)
+        return problems + (
+            [] if batch_problems(self.trainer, processes, GRPO_BATCH) else self._group_problems(processes)
+        )
+
+    def _group_problems(self, processes: int) -> list[str]:
+        """trl's checks of the completions a generation makes against the group size, made before trl loads."""
+        t = self.trainer
+        group, made, steps = t.get("num_generations"), t.get("generation_batch_size"), t.get("steps_per_generation")
+        if not isinstance(group, int) or made is not None and not isinstance(made, int):
+            return []  # a mistyped value: launch_problems names it
+        if group < 2:
+            return [
+                f"trainer.num_generations={group}: GRPO compares at least 2 completions of a prompt; give 2 or more"
+            ]
+        batch = resolve_batch(t, processes, GRPO_BATCH)
+        if made is None and (steps is None or isinstance(steps, int)):
+            made = batch.per_device * processes * (steps or batch.accumulation)
+        if made is None or made % group == 0:
+            return []
+        return [
+            f"trainer.num_generations={group} must divide the {made} completions a generation makes "
+            f"(trainer.generation_batch_size; by default {processes} process(es) x "
+            f"trainer.per_device_train_batch_size={batch.per_device} x steps_per_generation, the accumulation "
+            f"{batch.accumulation}): change the group size or the batch"
+        ]
 
     def missing_inputs(self) -> list[str]:
         """The models and task files named that are not there, and the tasks held out against the rows of ``data``

@@ -23,15 +23,16 @@ from reward.core.outputs import Output, check_output, may_change_keys
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
 from reward.rewards.reasoning_iqa import scorer_meta
+from reward.vlm.loading import loading_of
 from training.commands.grpo_scorer_data import Rows, mos_range
 from training.commands.grpo_scorer_settings import GrpoScorerSettings
-from training.shared.launch import resume_checkpoint, start_output, trl_config
-from training.shared.sizes import require_trained
+from training.shared.deepspeed import uses_deepspeed
+from training.shared.launch import require_trained, resume_checkpoint, start_output, trl_config
 from training.shared.trainable import (
     freeze_vision,
+    load_dtype,
     load_for_training,
     lora_config,
-    training_dtype,
 )
 
 logger = logging.getLogger(__name__)
@@ -137,8 +138,9 @@ def train(settings: GrpoScorerSettings, rows: Rows, output: Output, callbacks: l
     processor = load_processor(
         settings.model.path, min_pixels=settings.model.min_pixels, max_pixels=settings.model.max_pixels
     )
-    dtype = training_dtype(settings.model.dtype, lora=settings.lora.enabled, args=config)
-    model = load_for_training(settings.model.path, dtype, settings.model.loading())
+    lora, deepspeed = settings.lora.enabled, uses_deepspeed(config)
+    dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(config.bf16), deepspeed=deepspeed)
+    model = load_for_training(settings.model.path, dtype, loading_of(settings.model))
     if settings.model.freeze_vision or settings.model.freeze_aligner:
         freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
     trainer = GRPOTrainer(

@@ -12,8 +12,8 @@ from omegaconf import MISSING
 from reward.core.config import BATCH, RESUME
 from reward.rewards.reasoning_prompts import PROMPTS
 from training.commands.grpo_scorer_data import ScorerDataSettings
-from training.shared.batch import PlanSettings, launch_processes, planned_processes
-from training.shared.launch import launch_problems
+from training.shared.launch import launch_problems, launch_processes
+from training.shared.plan import PlanSettings, planned_processes
 from training.shared.trainable import LoraSettings, ModelSettings
 
 REWARDS = ("score", "format", "degradation", "ranking")

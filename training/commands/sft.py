@@ -17,15 +17,21 @@ from typing import Any
 
 from reward.core.summary import log_summary
 from reward.data.files import atomic_write_json
-from training.commands.sft_scorer import cross_leaderboard, evaluate, evaluate_before, save_scorer, sft_card
+from training.commands.sft_scorer import (
+    cross_leaderboard,
+    evaluate,
+    evaluate_before,
+    push_scorer,
+    save_scorer,
+    sft_card,
+)
 from training.commands.sft_settings import SftSettings
 from training.commands.sft_setup import Setup, checked_inputs, rating_ids, scorer_meta, set_up
-from training.push import push_scorer
 from training.sft_labels import write_training_targets
 from training.shared.cards import write_card
 from training.shared.checkpoints import load_checkpoint_weights, restored_weights_quiet
 from training.shared.deepspeed import gathered_state_dict, uses_deepspeed
-from training.shared.sizes import require_trained
+from training.shared.launch import require_trained
 from training.shared.trainable import lora_config
 
 logger = logging.getLogger(__name__)

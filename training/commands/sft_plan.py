@@ -53,8 +53,9 @@ def _train_data(settings: SftSettings) -> tuple[int | None, tuple[int, int] | No
 
 def sft_plan(settings: SftSettings) -> Plan:
     """The plan of SFT settings ``s`` (:class:`training.commands.sft.SftSettings`)."""
-    from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
-    from training.shared.batch import SFT_BATCH, describe_batch, planned_processes, resolve_batch
+    from training.prompts import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
+    from training.shared.launch import SFT_BATCH, describe_batch, resolve_batch
+    from training.shared.plan import planned_processes
     from training.shared.trainable import load_dtype
 
     trainer, lora = settings.trainer, settings.lora.enabled

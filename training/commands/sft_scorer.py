@@ -143,3 +143,16 @@ def cross_leaderboard(reward: Any, settings: SftSettings, out: Path) -> dict[str
     atomic_write_json(out / "leaderboard.json", json_safe(board))
     logger.info("\n%s", table)
     return board
+
+
+def push_scorer(folder: str | Path, repo_id: str, *, message: str) -> str:
+    """``push_to_hub=true``: create ``repo_id`` if needed and upload the scorer ``folder`` (model, processor,
+    ``sa_iqa.json``, model card; never the run's checkpoints and optimizer states) to it in one commit; returns the
+    commit's URL. :meth:`SftSettings.push_problems` checked it with the other settings, before any model loaded."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    api.create_repo(repo_id, exist_ok=True)
+    commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message)
+    logger.info("pushed %s to %s (%s)", folder, repo_id, commit)
+    return str(commit)

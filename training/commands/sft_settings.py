@@ -15,20 +15,12 @@ from reward.data.datasets import mos_range_of
 from reward.data.hf import HfColumns
 from reward.data.manifest import allow_absolute_paths_field, image_root_field
 from reward.rewards.levels import LEVEL_VALUES, LEVEL_WORDS
+from reward.vlm.hub import is_repo_id
 from training.prompts import WORDINGS
-from training.push import push_problems
-from training.shared.batch import (
-    GLOBAL_BATCH_KEY,
-    SFT_BATCH,
-    PlanSettings,
-    global_batch_help,
-    launch_processes,
-    planned_processes,
-)
-from training.shared.launch import launch_problems
+from training.shared.launch import GLOBAL_BATCH_KEY, SFT_BATCH, global_batch_help, launch_problems, launch_processes
+from training.shared.plan import PlanSettings, planned_processes
 from training.shared.trainable import LoraSettings, ModelSettings
 from training.streams import STREAMS
-from training.targets import soft_mode, words_best_first
 
 
 def _bounds_problem(key: str, value: Sequence[float] | None, fix: str) -> list[str]:
@@ -100,8 +92,12 @@ class LevelSettings:
         return []
 
     def best_first(self) -> list[str]:
-        """The words ordered best first by their values (:func:`words_best_first`)."""
-        return words_best_first(self.words, self.values)
+        """The words ordered best first by their values (the MOS bins map onto them in that order).
+
+        >>> LevelSettings(["bad", "good", "fair"], [1, 3, 2]).best_first()
+        ['good', 'fair', 'bad']
+        """
+        return [w for _, w in sorted(zip(self.values, self.words, strict=True), reverse=True)]
 
 
 @dataclass
@@ -226,8 +222,18 @@ class DataSettings:
         return float(low), float(high)
 
     def soft(self) -> str | None:
-        """``soft_targets`` read (:func:`soft_mode`): None (hard), votes, gaussian or deqa."""
-        return soft_mode(self.soft_targets)
+        """``soft_targets`` read: None (hard targets), ``votes`` (true), ``gaussian`` or ``deqa``; ``?`` for anything
+        else.
+
+        >>> [DataSettings(train="t", soft_targets=v).soft() for v in (False, "false", True, "True", "votes", "soft")]
+        [None, None, 'votes', 'votes', 'votes', '?']
+        """
+        text = str(self.soft_targets).strip().lower()
+        if text in ("false", "none", "0", ""):
+            return None
+        if text in ("true", "1", "votes"):
+            return "votes"
+        return text if text in ("gaussian", "deqa") else "?"
 
     def problems(self) -> list[str]:
         """The label rule's values (soft_targets, mos_range, level_range, keep) and how they go together with each
@@ -419,9 +425,24 @@ class SftSettings:
             )
         processes = planned_processes(self.plan_for) if self.plan else launch_processes()
         problems += launch_problems("SFTConfig", trainer, processes=processes, source=SFT_BATCH)
-        problems += push_problems(self.push_to_hub, self.hub_model_id)
+        problems += self.push_problems() if self.push_to_hub else []
         if trainer.get("push_to_hub"):
             problems.append(
                 "trainer.push_to_hub would push the whole output folder: use push_to_hub=true (scorer/ only)"
             )
         return problems
+
+    def push_problems(self) -> list[str]:
+        """What stops ``push_to_hub=true`` (no repo id, no token, offline), naming the key and the fix. The token is
+        the login's or ``HF_TOKEN``, where ``huggingface_hub`` reads it."""
+        if not self.hub_model_id:
+            return ["push_to_hub=true needs hub_model_id=ORG/NAME (the Hub repo to create or update)"]
+        if not is_repo_id(self.hub_model_id):
+            return [f"hub_model_id={self.hub_model_id}: write the Hub repo as ORG/NAME"]
+        from huggingface_hub import constants, get_token
+
+        if constants.HF_HUB_OFFLINE:
+            return ["push_to_hub=true but HF_HUB_OFFLINE=1 is set: unset it to push, or set push_to_hub=false"]
+        if not get_token():
+            return ["push_to_hub=true needs a Hugging Face token with write access: run hf auth login or set HF_TOKEN"]
+        return []

@@ -15,12 +15,12 @@ from reward.core.outputs import Output, check_output, may_change_keys
 from reward.data.datasets import check_source
 from reward.data.manifest import image_paths
 from reward.vlm.hub import check_models, missing_model
+from reward.vlm.loading import loading_of
 from training.commands.sft_settings import SftSettings
-from training.scorer_format import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
+from training.prompts import DEFAULT_DIMENSIONS, resolve_definitions, scorer_metadata
 from training.sft_labels import label_kwargs
-from training.shared.batch import SFT_BATCH
 from training.shared.deepspeed import start_deepspeed_comm, uses_deepspeed
-from training.shared.launch import resume_checkpoint, start_output, trl_config
+from training.shared.launch import SFT_BATCH, resume_checkpoint, start_output, trl_config
 from training.shared.trainable import freeze_vision, load_dtype, load_for_training
 from training.streams import STREAMS
 
@@ -121,10 +121,11 @@ def set_up(settings: SftSettings) -> Setup:
     args = trl_config(SFTConfig, settings.trainer, out=out, source=SFT_BATCH, base=base, fixed={"seed": settings.seed})
     start_output(output, args)
     resume_from = resume_checkpoint(output)
-    start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     lora, deepspeed = settings.lora.enabled, uses_deepspeed(args)
+    if deepspeed:
+        start_deepspeed_comm(args)  # on CPU launches too (refusing a stale build lock), before any zero.Init
     dtype = load_dtype(settings.model.dtype, lora=lora, bf16=bool(args.bf16), deepspeed=deepspeed)
-    model = load_for_training(settings.model.path, dtype, settings.model.loading())
+    model = load_for_training(settings.model.path, dtype, loading_of(settings.model))
     if settings.model.freeze_vision or settings.model.freeze_aligner:
         freeze_vision(model, vision=settings.model.freeze_vision, aligner=settings.model.freeze_aligner)
     return Setup(settings, out, output, meta, processor, train_dataset, skipped, args, model, resume_from)

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from reward.core.errors import UserError
-from reward.core.registry import close_match
+from reward.core.errors import UserError, close_match
 from reward.data.files import atomic_write_json, atomic_write_jsonl
 from training.procedural.scenes import DIMENSIONS, render, sample_scene
 

@@ -50,15 +50,13 @@ def public(value: Any) -> Any:
         return [public(v) for v in value]
     if not isinstance(value, str) or "://" in value:
         return value
-    return ":".join(_name(part) for part in value.split(":"))
-
-
-def _name(part: str) -> str:
-    absolute = part.startswith(("/", "~/")) and not any(c.isspace() for c in part)
-    with contextlib.suppress(OSError, ValueError):  # (a name too long for a path, a NUL: text)
-        if absolute or ("/" in part and Path(part).exists()):
-            return Path(part).name or part
-    return part
+    parts = value.split(":")
+    for i, part in enumerate(parts):
+        absolute = part.startswith(("/", "~/")) and not any(c.isspace() for c in part)
+        with contextlib.suppress(OSError, ValueError):  # (a name too long for a path, a NUL: text)
+            if absolute or ("/" in part and Path(part).exists()):
+                parts[i] = Path(part).name or part
+    return ":".join(parts)
 
 
 def base_model(model: str) -> tuple[str | None, str]:

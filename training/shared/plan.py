@@ -18,11 +18,13 @@ import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reward.core.errors import UserError
-from training.shared.batch import DEFAULT_GPU_MEMORY_GIB, PlanSettings, planned_processes
-from training.shared.plan_models import BUILTIN, GENERATOR_PARAMS_B, ModelShape, model_shape
+from training.shared.launch import launch_processes
+
+if TYPE_CHECKING:
+    from training.shared.plan_models import ModelShape
 
 logger = logging.getLogger(__name__)
 
@@ -32,12 +34,55 @@ CHECKPOINTED_BYTES_PER_TOKEN_HIDDEN = 2  # the layer's input only; one layer is 
 ASSUMED_GPU = " (assumed: one H200; plan_for.gpu_memory_gib=GIB sets yours)"
 ASSUMED_IMAGE = (1024, 768)  # KonIQ-10k's size, where the data's images cannot be read
 SAMPLED = 32  # images of a run's data whose size a plan reads
+DEFAULT_GPU_MEMORY_GIB = 139.0  # one H200, as torch reports it (141 GB)
 
 
 # the one step time measured on a GPU (:func:`estimate_step_s` scales from it): LoRA SFT of a random Qwen2.5-VL-7B
 # (8.29e9 parameters) at 4 samples of 285 tokens per device and step on one H200: 1.01 s, peak 17.2 GiB
 MEASURED_S, MEASURED_PARAMS, MEASURED_SAMPLES, MEASURED_TOKENS = 1.01, 8.29e9, 4, 285
 MEASURED_WHAT = "LoRA SFT of a random Qwen2.5-VL-7B at batch 4"
+
+
+@dataclass
+class PlanSettings:
+    """What ``plan=true`` plans for when the launch itself cannot say (a plan runs in one process, before any
+    ``accelerate launch``): null values are read from this launch's environment."""
+
+    processes: int | None = field(
+        default=None,
+        metadata={
+            "help": "GPUs (processes) per machine; null: this launch's (WORLD_SIZE / machines), else 1",
+            "range": (1, 4096),
+        },
+    )
+    machines: int = field(default=1, metadata={"help": "machines (accelerate --num_machines)", "range": (1, 100_000)})
+    zero_stage: int | None = field(
+        default=None,
+        metadata={"help": "DeepSpeed ZeRO stage 0-3; null: this launch's accelerate config, else 0", "range": (0, 3)},
+    )
+    gpu_memory_gib: float = field(
+        default=DEFAULT_GPU_MEMORY_GIB,
+        metadata={"help": "memory of one GPU (H200: 139 GiB as torch reports it)", "range": (0, 100_000, True)},
+    )
+    model: str | None = field(
+        default=None,
+        metadata={"help": "plan with this model (a built-in name) when model.path / policy.path is not here yet"},
+    )
+    reward_model: str | None = field(
+        default=None, metadata={"help": "GRPO: the same for the reward's model (e.g. a scorer still to be trained)"}
+    )
+    rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "SFT: training rows to plan epochs with when data.train cannot be read here",
+            "range": (1, 10**10),
+        },
+    )
+
+
+def planned_processes(p: PlanSettings) -> int:
+    """Processes of the planned launch, all machines together: ``p.processes`` per machine, else this launch's."""
+    return (p.processes or max(1, launch_processes() // max(1, p.machines))) * p.machines
 
 
 @dataclass
@@ -109,6 +154,8 @@ class Plan:
 
 def shape_or_fail(path: str, key: str, stand_in: str | None = None) -> Any:
     """The shape of ``path``, else of ``stand_in`` (``plan_for.model``: the model a missing output will be)."""
+    from training.shared.plan_models import BUILTIN, model_shape  # a run imports this module for its settings only
+
     try:
         return model_shape(path)
     except KeyError:
@@ -127,6 +174,7 @@ def visual_tokens(
     """Visual tokens of one ``image`` (width, height, read from ``why``; none read: an assumed 1024x768 one) of
     ``shape``'s family, capped by the pixel budget ``max_pixels``, or at its fixed resolution, and why.
 
+    >>> from training.shared.plan_models import ModelShape
     >>> shape = ModelShape("m", "", 0, 0, 0, 1, 1, 1, 1)
     >>> visual_tokens(None, shape), visual_tokens(784, shape, (56, 56), "data")
     ((1003, 'assumed: a 1024x768 image'), (1, 'data: 56x56, model.max_pixels=784'))
@@ -214,6 +262,7 @@ def model_states(
     """Bytes of weights, gradients and optimizer state per device (the module docstring: DeepSpeed's estimators'
     terms when every parameter is trained).
 
+    >>> from training.shared.plan_models import ModelShape
     >>> shape = ModelShape("m", "doc", 1000, 0, 0, hidden=8, layers=1, vocab=10, intermediate=8, largest_layer=100)
     >>> model_states(shape, Launch(1, 1, 4, zero_stage=3), weight_bytes=2, trainable=1000, trains_largest_layer=True)
     (700.0, 1200.0, 3000.0)
@@ -243,6 +292,8 @@ def frozen_part(
 
 
 def generator_part(name: str, weight_bytes: int) -> Part:
+    from training.shared.plan_models import GENERATOR_PARAMS_B
+
     params = sum(GENERATOR_PARAMS_B.get(name, {}).values()) * 1e9
     return Part(f"generator {name}", params * weight_bytes)
 

@@ -1,5 +1,6 @@
-"""Models for training, as SFT and GRPO load them: one precision rule (:func:`training_dtype`,
-:func:`load_for_training`), LoRA (:class:`LoraSettings`, :func:`lora_config`), the vision tower and aligner frozen."""
+"""Models for training, as SFT and GRPO load them: one precision rule (:func:`load_dtype`, from the trainer's
+``bf16`` and DeepSpeed; :func:`load_for_training`), LoRA (:class:`LoraSettings`, :func:`lora_config`), the vision
+tower and aligner frozen."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from omegaconf import MISSING
 
 from reward.vlm.families import FAMILIES
 from reward.vlm.loading import ModelLoading, loading_of
-from training.shared.deepspeed import uses_deepspeed
 
 if TYPE_CHECKING:
     import torch
@@ -32,9 +32,6 @@ class ModelSettings(ModelLoading):
     path: str = field(default=MISSING, metadata={"help": "VLM folder or Hub id (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)"})
     freeze_vision: bool = field(default=True, metadata={"help": "SA-IQA freezes the ViT ..."})
     freeze_aligner: bool = field(default=True, metadata={"help": "... and the aligner (merger); the LLM is trained"})
-
-    def loading(self) -> ModelLoading:
-        return loading_of(self)
 
     def problems(self) -> list[str]:
         """The loading knobs together (:func:`reward.vlm.loading.loading_of`)."""
@@ -112,7 +109,11 @@ def load_dtype(dtype: str, *, lora: bool, bf16: bool, deepspeed: bool) -> torch.
 
     ``auto``: full fine-tuning without DeepSpeed keeps fp32 master weights and lets the trainer's bf16 autocast
     do mixed precision (as trl does given a model name): pure-bf16 AdamW at lr 2e-5 rounds most updates away.
-    LoRA (frozen base) and DeepSpeed (its own fp32 master copy) load in bf16 where training runs in bf16.
+    LoRA (frozen base) and DeepSpeed (its own fp32 master copy) load in bf16 where training runs in bf16. ``bf16``
+    and ``deepspeed``: the trainer's (``bool(args.bf16)``, :func:`training.shared.deepspeed.uses_deepspeed`).
+
+    >>> [load_dtype("auto", lora=lora, bf16=True, deepspeed=False) for lora in (False, True)]
+    [torch.float32, torch.bfloat16]
     """
     import torch
 
@@ -133,21 +134,11 @@ def load_dtype(dtype: str, *, lora: bool, bf16: bool, deepspeed: bool) -> torch.
     return torch.float32
 
 
-def training_dtype(dtype: str, *, lora: bool, args: Any) -> torch.dtype:
-    """:func:`load_dtype` with the trainer's own ``bf16`` and DeepSpeed settings (``args``: SFTConfig, GRPOConfig).
-
-    >>> from types import SimpleNamespace
-    >>> training_dtype("auto", lora=False, args=SimpleNamespace(bf16=True, deepspeed=None, deepspeed_plugin=None))
-    torch.float32
-    """
-    return load_dtype(dtype, lora=lora, bf16=bool(getattr(args, "bf16", False)), deepspeed=uses_deepspeed(args))
-
-
 def load_for_training(
     path: str, dtype: torch.dtype, loading: ModelLoading | None = None, *, vision: bool = True
 ) -> Any:
     """The model for training (SFT's scorer, GRPO's policy): ``dtype`` weights (choose it with
-    :func:`training_dtype`), attention implementation and device_map from ``loading``; a VLM, or with
+    :func:`load_dtype`), attention implementation and device_map from ``loading``; a VLM, or with
     ``vision=False`` a causal language model. ``path`` may be a LoRA adapter folder (``trl sft --use_peft``'s output,
     e.g. GRPO's stage-1 prompt expander): its base is loaded and the adapter merged in fp32, rounded once to
     ``dtype``, so training starts from the fine-tuned model."""

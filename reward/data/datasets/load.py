@@ -21,10 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reward.core.errors import MissingInputError, UserError
-from reward.core.registry import close_match
+from reward.core.errors import MissingInputError, UserError, close_match
 from reward.core.sources import DatasetSource, parse_source
-from reward.data.datasets.registry import DATASETS
 from reward.data.datasets.splits import DEFAULT_SEED, FRACTIONS, seeded_split
 from reward.data.manifest import ManifestError, iter_jsonl
 
@@ -51,10 +49,12 @@ def check_source(source: str | DatasetSource | None) -> DatasetSource | None:
     if src is None:
         return None
     if src.name == "hf":  # a datasets dataset: its folder checked, a Hub name read when used
-        from reward.data.hf import HfSource, check_hf
+        from reward.data.hf import check_hf
 
-        check_hf(HfSource(src.folder, src.split))
+        check_hf(src)
         return src
+    from reward.data.datasets.registry import DATASETS  # read when a value names a dataset, not for a path
+
     hint = f" (If {str(source)!r} is meant as a file or folder: it does not exist.)"
     meta = DATASETS.get(src.name, hint=hint).meta
     title, dims = meta["title"], meta["dimensions"]
@@ -131,6 +131,7 @@ def open_dataset(
     it and its items, see the module docstring; with ``pairs`` the preference pairs drawn from its MOS
     (:func:`_pairs`). An unknown name lists the known ones; a missing folder or metadata file is named."""
     from reward.data.datasets.finder import Finder
+    from reward.data.datasets.registry import DATASETS
 
     src = check_source(source)
     if src is None or src.name == "hf":
@@ -231,7 +232,11 @@ def mos_range_of(source: Any, default: tuple[float, float] = (1.0, 5.0)) -> tupl
             if len(names) > 1:
                 break
         name = next(iter(names)) if len(names) == 1 else None
-    if isinstance(name, str) and name in DATASETS:
+    if not isinstance(name, str):
+        return default
+    from reward.data.datasets.registry import DATASETS  # a dataset named: its scale, if the registry knows it
+
+    if name in DATASETS:
         low, high = DATASETS.get(name).meta["scale"]
         return float(low), float(high)
     return default
